@@ -1,0 +1,1 @@
+kplace_abi::export_library!(c"kplace-cpu", []);

@@ -1,0 +1,468 @@
+//! Helpers for writing a kernel library in Rust.
+//!
+//! A kernel is a type implementing [`KernelImpl`]; [`kernel_entry`] turns it into a table
+//! entry whose `extern "C"` functions catch every panic, write error text into the caller's
+//! buffer, and box the state. [`export_library!`](crate::export_library) emits the entry
+//! symbol. What this module guarantees to the runtime: no panic crosses the ABI (a caught panic
+//! becomes [`Status::INTERNAL`] with its message), and error text is always NUL-terminated.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::{
+    DeviceKind, Dtype, Kernel, KernelConfig, LaunchArgs, MemorySpace, SPLIT_NONE, Status, Tensor,
+    TensorDesc, Tile,
+};
+
+/// A kernel's failure: a status code and the text the runtime will show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelError {
+    /// The status returned across the ABI.
+    pub status: Status,
+    /// What went wrong, for the user.
+    pub message: String,
+}
+
+impl KernelError {
+    /// A parameter, shape or dtype the kernel cannot take.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self { status: Status::INVALID_ARGUMENT, message: message.into() }
+    }
+
+    /// The underlying library failed.
+    pub fn backend(message: impl Into<String>) -> Self {
+        Self { status: Status::BACKEND, message: message.into() }
+    }
+
+    /// A kernel bug.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self { status: Status::INTERNAL, message: message.into() }
+    }
+}
+
+impl fmt::Display for KernelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.status.name())
+    }
+}
+
+impl std::error::Error for KernelError {}
+
+/// A kernel implemented in Rust. One value is one state: per stage and frame slot.
+///
+/// `launch` takes `&self` because the runtime may launch disjoint tiles of one state
+/// concurrently: all mutable scratch lives in the workspace.
+pub trait KernelImpl: Sized + Send + Sync + 'static {
+    /// Logical name, e.g. `c"radar.range_fft"`.
+    const NAME: &'static CStr;
+    /// Where it runs.
+    const DEVICE: DeviceKind;
+    /// Where its inputs and outputs live.
+    const MEMORY: MemorySpace;
+    /// Inputs it takes.
+    const N_INPUTS: u32;
+    /// Outputs it writes.
+    const N_OUTPUTS: u32;
+
+    /// Validates the configuration and builds a state.
+    fn create(config: &Config<'_>) -> Result<Self, KernelError>;
+
+    /// Workspace bytes one launch needs.
+    fn workspace_bytes(&self) -> u64;
+
+    /// Runs one tile.
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError>;
+}
+
+/// The table entry for kernel `K`.
+pub const fn kernel_entry<K: KernelImpl>() -> Kernel {
+    Kernel {
+        name: K::NAME.as_ptr(),
+        device: K::DEVICE,
+        memory: K::MEMORY,
+        n_inputs: K::N_INPUTS,
+        n_outputs: K::N_OUTPUTS,
+        create: Some(create_shim::<K>),
+        workspace_bytes: Some(workspace_shim::<K>),
+        launch: Some(launch_shim::<K>),
+        destroy: Some(destroy_shim::<K>),
+    }
+}
+
+/// Emits `kplace_library_entry`, returning a table of the given kernels.
+///
+/// ```ignore
+/// kplace_abi::export_library!(c"my-kernels", [Scale, Sum]);
+/// ```
+#[macro_export]
+macro_rules! export_library {
+    ($name:expr, [$($kernel:ty),* $(,)?]) => {
+        static KPLACE_KERNELS: &[$crate::Kernel] = &[$($crate::export::kernel_entry::<$kernel>()),*];
+        static KPLACE_LIBRARY: $crate::Library = $crate::Library {
+            abi_version: $crate::ABI_VERSION,
+            n_kernels: KPLACE_KERNELS.len() as u32,
+            name: {
+                let name: &'static ::std::ffi::CStr = $name;
+                name.as_ptr()
+            },
+            kernels: KPLACE_KERNELS.as_ptr(),
+        };
+
+        /// The kernel library's entry point (see kplace.h).
+        #[unsafe(no_mangle)]
+        pub extern "C" fn kplace_library_entry() -> *const $crate::Library {
+            &KPLACE_LIBRARY
+        }
+    };
+}
+
+/// Writes `message` into a C buffer of `len` bytes, truncated on a character boundary and
+/// always NUL-terminated. Does nothing when the buffer is null or empty.
+///
+/// # Safety
+/// `buf` must be null or valid for `len` bytes of writes.
+pub unsafe fn write_error(buf: *mut c_char, len: usize, message: &str) {
+    if buf.is_null() || len == 0 {
+        return;
+    }
+    let mut n = message.len().min(len - 1);
+    while !message.is_char_boundary(n) {
+        n -= 1;
+    }
+    // SAFETY: the caller promises `len` writable bytes; n + 1 <= len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(message.as_ptr().cast::<c_char>(), buf, n);
+        *buf.add(n) = 0;
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+    format!("kernel panicked: {text}")
+}
+
+/// Runs `body`, turning an error or a panic into a status plus text.
+unsafe fn guarded(
+    error: *mut c_char,
+    error_len: usize,
+    body: impl FnOnce() -> Result<(), KernelError>,
+) -> Status {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return Status::OK,
+        Ok(Err(e)) => e,
+        Err(payload) => KernelError::internal(panic_message(payload.as_ref())),
+    };
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { write_error(error, error_len, &failure.message) };
+    failure.status
+}
+
+unsafe extern "C" fn create_shim<K: KernelImpl>(
+    config: *const KernelConfig,
+    state: *mut *mut c_void,
+    error: *mut c_char,
+    error_len: usize,
+) -> Status {
+    // SAFETY: the runtime passes a valid config, state slot and error buffer (ABI contract).
+    unsafe {
+        guarded(error, error_len, || {
+            if config.is_null() || state.is_null() {
+                return Err(KernelError::invalid("create called with a null config or state"));
+            }
+            let config = Config::from_raw(&*config)?;
+            let kernel = K::create(&config)?;
+            *state = Box::into_raw(Box::new(kernel)).cast();
+            Ok(())
+        })
+    }
+}
+
+unsafe extern "C" fn workspace_shim<K: KernelImpl>(state: *const c_void) -> u64 {
+    if state.is_null() {
+        return 0;
+    }
+    // SAFETY: a non-null state came from create_shim::<K>. A panic here would cross the ABI,
+    // so it is caught and reported as "no workspace", which launch then rejects.
+    catch_unwind(AssertUnwindSafe(|| unsafe { &*state.cast::<K>() }.workspace_bytes()))
+        .unwrap_or(0)
+}
+
+unsafe extern "C" fn launch_shim<K: KernelImpl>(
+    state: *mut c_void,
+    args: *const LaunchArgs,
+    error: *mut c_char,
+    error_len: usize,
+) -> Status {
+    // SAFETY: the runtime passes a state from create_shim::<K>, valid args and error buffer.
+    unsafe {
+        guarded(error, error_len, || {
+            if state.is_null() || args.is_null() {
+                return Err(KernelError::invalid("launch called with a null state or args"));
+            }
+            let kernel = &*state.cast::<K>();
+            let launch = Launch::from_raw(&*args);
+            if launch.workspace_bytes() < kernel.workspace_bytes() {
+                return Err(KernelError::invalid(format!(
+                    "workspace of {} bytes is smaller than the {} the kernel asked for",
+                    launch.workspace_bytes(),
+                    kernel.workspace_bytes()
+                )));
+            }
+            kernel.launch(&launch)
+        })
+    }
+}
+
+unsafe extern "C" fn destroy_shim<K: KernelImpl>(state: *mut c_void) {
+    if !state.is_null() {
+        // SAFETY: a non-null state came from create_shim::<K> and is destroyed once. Dropping
+        // must not unwind across the ABI; a panicking Drop is caught and the state leaked.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(state.cast::<K>()) })));
+    }
+}
+
+/// A safe view of a [`KernelConfig`].
+#[derive(Debug)]
+pub struct Config<'a> {
+    params: Vec<(&'a str, &'a str)>,
+    inputs: &'a [TensorDesc],
+    outputs: &'a [TensorDesc],
+    split: Option<(usize, u64)>,
+    device_ordinal: u32,
+}
+
+/// # Safety
+/// `ptr` must be valid for `len` elements when `len > 0`.
+unsafe fn slice_from<'a, T>(ptr: *const T, len: u32) -> &'a [T] {
+    if len == 0 || ptr.is_null() {
+        &[]
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { std::slice::from_raw_parts(ptr, len as usize) }
+    }
+}
+
+impl<'a> Config<'a> {
+    /// Reads a raw config.
+    ///
+    /// # Safety
+    /// The config's pointers must be valid for their counts, its strings NUL-terminated.
+    pub unsafe fn from_raw(raw: &'a KernelConfig) -> Result<Self, KernelError> {
+        // SAFETY: guaranteed by the caller.
+        let raw_params = unsafe { slice_from(raw.params, raw.n_params) };
+        let mut params = Vec::with_capacity(raw_params.len());
+        for p in raw_params {
+            if p.name.is_null() || p.value.is_null() {
+                return Err(KernelError::invalid("a parameter has a null name or value"));
+            }
+            // SAFETY: non-null, NUL-terminated per the caller's contract.
+            let (name, value) = unsafe { (CStr::from_ptr(p.name), CStr::from_ptr(p.value)) };
+            let name = name.to_str().map_err(|_| KernelError::invalid("parameter name is not UTF-8"))?;
+            let value = value
+                .to_str()
+                .map_err(|_| KernelError::invalid(format!("parameter {name} is not UTF-8")))?;
+            params.push((name, value));
+        }
+        Ok(Self {
+            params,
+            // SAFETY: guaranteed by the caller.
+            inputs: unsafe { slice_from(raw.inputs, raw.n_inputs) },
+            outputs: unsafe { slice_from(raw.outputs, raw.n_outputs) },
+            split: (raw.split_axis != SPLIT_NONE).then_some((raw.split_axis as usize, raw.tile)),
+            device_ordinal: raw.device_ordinal,
+        })
+    }
+
+    /// Input descriptors.
+    pub fn inputs(&self) -> &'a [TensorDesc] {
+        self.inputs
+    }
+
+    /// Output descriptors.
+    pub fn outputs(&self) -> &'a [TensorDesc] {
+        self.outputs
+    }
+
+    /// `(axis, tile)` when launches are tiled.
+    pub fn split(&self) -> Option<(usize, u64)> {
+        self.split
+    }
+
+    /// CUDA device ordinal.
+    pub fn device_ordinal(&self) -> u32 {
+        self.device_ordinal
+    }
+
+    /// Names of every parameter given.
+    pub fn param_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.params.iter().map(|(n, _)| *n)
+    }
+
+    /// The raw text of parameter `name`, if given.
+    pub fn param(&self, name: &str) -> Option<&'a str> {
+        self.params.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    /// Parameter `name` parsed as `T`; `None` when absent, an error naming it when malformed.
+    pub fn parse_param<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, KernelError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.param(name)
+            .map(|text| {
+                text.trim().parse::<T>().map_err(|e| {
+                    KernelError::invalid(format!("parameter {name}: cannot parse {text:?}: {e}"))
+                })
+            })
+            .transpose()
+    }
+
+    /// Fails naming the first parameter not in `known`: a typo must not silently fall back to
+    /// a default.
+    pub fn reject_unknown_params(&self, known: &[&str]) -> Result<(), KernelError> {
+        match self.param_names().find(|n| !known.contains(n)) {
+            Some(unknown) => Err(KernelError::invalid(format!(
+                "unknown parameter {unknown}; this kernel takes {}",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that port `index` of `ports` has `dtype` and, where `dims` is given, those
+    /// dimensions; the error names the port (`what`, e.g. "input 0").
+    pub fn expect(
+        ports: &[TensorDesc],
+        index: usize,
+        what: &str,
+        dtype: Dtype,
+        dims: Option<&[u64]>,
+    ) -> Result<TensorDesc, KernelError> {
+        let desc = ports
+            .get(index)
+            .ok_or_else(|| KernelError::invalid(format!("{what} is missing")))?;
+        if desc.dtype != dtype {
+            return Err(KernelError::invalid(format!(
+                "{what} must be {}, got {}",
+                dtype.name().unwrap_or("?"),
+                desc.dtype.name().unwrap_or("an unknown dtype")
+            )));
+        }
+        if let Some(dims) = dims
+            && desc.dims() != dims
+        {
+            return Err(KernelError::invalid(format!(
+                "{what} must have shape {dims:?}, got {:?}",
+                desc.dims()
+            )));
+        }
+        Ok(*desc)
+    }
+}
+
+/// A safe view of [`LaunchArgs`].
+#[derive(Debug)]
+pub struct Launch<'a> {
+    inputs: &'a [Tensor],
+    outputs: &'a [Tensor],
+    workspace: *mut c_void,
+    workspace_bytes: u64,
+    stream: *mut c_void,
+    tile: Tile,
+}
+
+impl<'a> Launch<'a> {
+    /// Reads raw launch arguments.
+    ///
+    /// # Safety
+    /// The arguments' pointers must be valid for their counts.
+    pub unsafe fn from_raw(raw: &'a LaunchArgs) -> Self {
+        Self {
+            // SAFETY: guaranteed by the caller.
+            inputs: unsafe { slice_from(raw.inputs, raw.n_inputs) },
+            outputs: unsafe { slice_from(raw.outputs, raw.n_outputs) },
+            workspace: raw.workspace,
+            workspace_bytes: raw.workspace_bytes,
+            stream: raw.stream,
+            tile: raw.tile,
+        }
+    }
+
+    /// Input `i`, or an error naming it.
+    pub fn input(&self, i: usize) -> Result<&'a Tensor, KernelError> {
+        self.inputs.get(i).ok_or_else(|| KernelError::invalid(format!("input {i} is missing")))
+    }
+
+    /// Output `i`, or an error naming it.
+    pub fn output(&self, i: usize) -> Result<&'a Tensor, KernelError> {
+        self.outputs.get(i).ok_or_else(|| KernelError::invalid(format!("output {i} is missing")))
+    }
+
+    /// The workspace's address.
+    pub fn workspace(&self) -> *mut c_void {
+        self.workspace
+    }
+
+    /// The workspace's size.
+    pub fn workspace_bytes(&self) -> u64 {
+        self.workspace_bytes
+    }
+
+    /// The CUDA stream, null for CPU kernels.
+    pub fn stream(&self) -> *mut c_void {
+        self.stream
+    }
+
+    /// The part of the split axis to process.
+    pub fn tile(&self) -> Tile {
+        self.tile
+    }
+}
+
+impl Tensor {
+    /// The tensor's bytes as a typed host slice, after checking that it is host memory whose
+    /// size and alignment fit `T`.
+    ///
+    /// # Safety
+    /// `data` must be valid for reads of `desc.bytes` bytes, and no launch may write them
+    /// while the slice lives.
+    pub unsafe fn host_slice<T: Copy>(&self) -> Result<&[T], KernelError> {
+        self.check_host::<T>()?;
+        // SAFETY: checked above; validity guaranteed by the caller.
+        Ok(unsafe {
+            std::slice::from_raw_parts(self.data.cast::<T>(), self.desc.bytes as usize / size_of::<T>())
+        })
+    }
+
+    /// The tensor's bytes as a typed mutable host slice (see [`Tensor::host_slice`]).
+    ///
+    /// # Safety
+    /// `data` must be valid for writes of `desc.bytes` bytes, and nothing else may access
+    /// them while the slice lives (so not for split stages, whose tiles run concurrently).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn host_slice_mut<T: Copy>(&self) -> Result<&mut [T], KernelError> {
+        self.check_host::<T>()?;
+        // SAFETY: checked above; exclusivity guaranteed by the caller.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(self.data.cast::<T>(), self.desc.bytes as usize / size_of::<T>())
+        })
+    }
+
+    fn check_host<T>(&self) -> Result<(), KernelError> {
+        if self.desc.memory != MemorySpace::HOST {
+            return Err(KernelError::invalid("tensor is not in host memory"));
+        }
+        if self.data.is_null() && self.desc.bytes > 0 {
+            return Err(KernelError::invalid("tensor data is null"));
+        }
+        if (self.data as usize) % align_of::<T>() != 0 {
+            return Err(KernelError::invalid("tensor data is misaligned"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,345 @@
+//! The Rust mirror of `runtime/include/kplace.h`, the C ABI between the kplace runtime and its
+//! kernel libraries.
+//!
+//! The runtime uses these types to read a library's kernel table and to call its kernels; a
+//! kernel library written in Rust uses them (with the helpers in [`export`]) to publish its
+//! table. Every `#[repr(C)]` type here has the layout of the C type it names, which the tests
+//! check against the header compiled by the system C compiler.
+//!
+//! Enumerations are carried as transparent `u32` newtypes rather than Rust enums: a value that
+//! arrives from C and matches no variant must be an error to report, never undefined behaviour.
+
+#![warn(missing_docs)]
+
+pub mod export;
+
+use std::ffi::{c_char, c_void};
+
+/// `KPLACE_ABI_VERSION`: the ABI version this crate mirrors.
+pub const ABI_VERSION: u32 = 1;
+
+/// `KPLACE_ENTRY_SYMBOL`: the symbol every kernel library exports, NUL-terminated.
+pub const ENTRY_SYMBOL: &[u8] = b"kplace_library_entry\0";
+
+/// `KPLACE_MAX_RANK`: the most dimensions a tensor may have.
+pub const MAX_RANK: usize = 4;
+
+/// `KPLACE_SPLIT_NONE`: the split axis of a stage that runs once over its whole input.
+pub const SPLIT_NONE: u32 = u32::MAX;
+
+/// Row-major shape, padded with zeros past the rank.
+pub type Shape = [u64; MAX_RANK];
+
+/// `kplace_status`: what create and launch return.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Status(pub i32);
+
+impl Status {
+    /// `KPLACE_OK`.
+    pub const OK: Status = Status(0);
+    /// `KPLACE_ERR_INVALID_ARGUMENT`: a parameter, shape or dtype the kernel cannot take.
+    pub const INVALID_ARGUMENT: Status = Status(1);
+    /// `KPLACE_ERR_OUT_OF_MEMORY`: create could not allocate its state.
+    pub const OUT_OF_MEMORY: Status = Status(2);
+    /// `KPLACE_ERR_BACKEND`: the underlying library (FFTW, cuFFT, CUDA) failed.
+    pub const BACKEND: Status = Status(3);
+    /// `KPLACE_ERR_INTERNAL`: a bug in the kernel, such as a caught panic.
+    pub const INTERNAL: Status = Status(4);
+
+    /// A short name for messages.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "ok",
+            1 => "invalid argument",
+            2 => "out of memory",
+            3 => "backend failure",
+            4 => "internal error",
+            _ => "unknown status",
+        }
+    }
+}
+
+/// `kplace_device_kind`: where a kernel runs.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceKind(pub u32);
+
+impl DeviceKind {
+    /// `KPLACE_DEVICE_CPU`.
+    pub const CPU: DeviceKind = DeviceKind(0);
+    /// `KPLACE_DEVICE_CUDA`.
+    pub const CUDA: DeviceKind = DeviceKind(1);
+
+    /// The name used in placement files and plans (`cpu`, `cuda`), or `None` if unknown.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            DeviceKind::CPU => Some("cpu"),
+            DeviceKind::CUDA => Some("cuda"),
+            _ => None,
+        }
+    }
+}
+
+/// `kplace_memory_space`: where a tensor's bytes live.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemorySpace(pub u32);
+
+impl MemorySpace {
+    /// `KPLACE_MEMORY_HOST` (pinned host memory included).
+    pub const HOST: MemorySpace = MemorySpace(0);
+    /// `KPLACE_MEMORY_DEVICE`.
+    pub const DEVICE: MemorySpace = MemorySpace(1);
+
+    /// A short name for plans and messages, or `None` if unknown.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            MemorySpace::HOST => Some("host"),
+            MemorySpace::DEVICE => Some("device"),
+            _ => None,
+        }
+    }
+}
+
+/// `kplace_dtype`: element types.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dtype(pub u32);
+
+impl Dtype {
+    /// `KPLACE_DTYPE_CI16`: complex int16, I then Q.
+    pub const CI16: Dtype = Dtype(0);
+    /// `KPLACE_DTYPE_CF32`: complex float32.
+    pub const CF32: Dtype = Dtype(1);
+    /// `KPLACE_DTYPE_F32`: float32.
+    pub const F32: Dtype = Dtype(2);
+    /// `KPLACE_DTYPE_DETECTIONS`: a [`DetectionListHeader`] followed by `shape[0]` records.
+    pub const DETECTIONS: Dtype = Dtype(3);
+
+    /// Every dtype with its graph-file name.
+    pub const ALL: [(Dtype, &'static str); 4] = [
+        (Dtype::CI16, "ci16"),
+        (Dtype::CF32, "cf32"),
+        (Dtype::F32, "f32"),
+        (Dtype::DETECTIONS, "detections"),
+    ];
+
+    /// The graph-file name (`ci16`, `cf32`, `f32`, `detections`), or `None` if unknown.
+    pub fn name(self) -> Option<&'static str> {
+        Self::ALL.iter().find(|(d, _)| *d == self).map(|(_, n)| *n)
+    }
+
+    /// The dtype a graph file names, if any.
+    pub fn from_name(name: &str) -> Option<Dtype> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(d, _)| *d)
+    }
+
+    /// Bytes a tensor of this dtype and shape occupies, or `None` for an unknown dtype or an
+    /// overflowing size. A detection list's shape is `[capacity]`.
+    pub fn bytes_for(self, shape: &[u64]) -> Option<u64> {
+        let elements = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+        match self {
+            Dtype::CI16 | Dtype::F32 => elements.checked_mul(4),
+            Dtype::CF32 => elements.checked_mul(8),
+            Dtype::DETECTIONS => elements
+                .checked_mul(size_of::<Detection>() as u64)?
+                .checked_add(size_of::<DetectionListHeader>() as u64),
+            _ => None,
+        }
+    }
+}
+
+/// `kplace_detection`: one detected cell, or the strongest cell of a cluster.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Detection {
+    /// Range bin, `0..N`.
+    pub range_bin: u32,
+    /// Doppler bin, `0..M` (unshifted: negative velocities wrap to the top).
+    pub doppler_bin: u32,
+    /// The cell's power, `|X|^2`.
+    pub power: f32,
+}
+
+/// `kplace_detection_list` without its flexible array: the header of a detection list.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DetectionListHeader {
+    /// Valid records that follow.
+    pub count: u32,
+    /// Records the list has room for.
+    pub capacity: u32,
+    /// Records that did not fit.
+    pub overflow: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// `kplace_tensor_desc`: a tensor's shape, type and place.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorDesc {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Where the bytes live.
+    pub memory: MemorySpace,
+    /// Number of dimensions in use.
+    pub rank: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Row-major dimensions, zero past `rank`.
+    pub shape: Shape,
+    /// Total size in bytes.
+    pub bytes: u64,
+}
+
+impl TensorDesc {
+    /// The dimensions in use.
+    pub fn dims(&self) -> &[u64] {
+        &self.shape[..(self.rank as usize).min(MAX_RANK)]
+    }
+}
+
+/// `kplace_tensor`: a tensor with its bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Tensor {
+    /// Shape, type and place.
+    pub desc: TensorDesc,
+    /// Host or device address per `desc.memory`, 64-byte aligned.
+    pub data: *mut c_void,
+}
+
+/// `kplace_param`: one graph-file parameter as NUL-terminated text.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    /// Parameter name.
+    pub name: *const c_char,
+    /// Parameter value as written in the graph file.
+    pub value: *const c_char,
+}
+
+/// `kplace_kernel_config`: what create receives.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelConfig {
+    /// `n_params` parameters.
+    pub params: *const Param,
+    /// `n_inputs` input descriptors.
+    pub inputs: *const TensorDesc,
+    /// `n_outputs` output descriptors.
+    pub outputs: *const TensorDesc,
+    /// Number of parameters.
+    pub n_params: u32,
+    /// Number of inputs.
+    pub n_inputs: u32,
+    /// Number of outputs.
+    pub n_outputs: u32,
+    /// Axis of input 0 that launches are tiled along, or [`SPLIT_NONE`].
+    pub split_axis: u32,
+    /// Indices per tile along the split axis; divides that dimension.
+    pub tile: u64,
+    /// CUDA device ordinal for CUDA kernels; 0 for CPU kernels.
+    pub device_ordinal: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// `kplace_tile`: the indices `[begin, begin + count)` of the split axis one launch covers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Tile {
+    /// First index.
+    pub begin: u64,
+    /// Number of indices.
+    pub count: u64,
+}
+
+/// `kplace_launch_args`: what launch receives.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchArgs {
+    /// `n_inputs` inputs.
+    pub inputs: *const Tensor,
+    /// `n_outputs` outputs.
+    pub outputs: *const Tensor,
+    /// Number of inputs.
+    pub n_inputs: u32,
+    /// Number of outputs.
+    pub n_outputs: u32,
+    /// Scratch memory of `workspace_bytes`, 64-byte aligned.
+    pub workspace: *mut c_void,
+    /// Size of the workspace.
+    pub workspace_bytes: u64,
+    /// A `CUstream` for CUDA kernels, null for CPU kernels.
+    pub stream: *mut c_void,
+    /// The part of the split axis to process.
+    pub tile: Tile,
+}
+
+/// `create`: build a state for one stage and frame slot.
+pub type CreateFn = unsafe extern "C" fn(
+    config: *const KernelConfig,
+    state: *mut *mut c_void,
+    error: *mut c_char,
+    error_len: usize,
+) -> Status;
+/// `workspace_bytes`: scratch bytes one concurrent launch on a state needs.
+pub type WorkspaceBytesFn = unsafe extern "C" fn(state: *const c_void) -> u64;
+/// `launch`: run (CPU) or enqueue (CUDA) a kernel on one tile.
+pub type LaunchFn = unsafe extern "C" fn(
+    state: *mut c_void,
+    args: *const LaunchArgs,
+    error: *mut c_char,
+    error_len: usize,
+) -> Status;
+/// `destroy`: release a state.
+pub type DestroyFn = unsafe extern "C" fn(state: *mut c_void);
+
+/// `kplace_kernel`: one kernel in a library's table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    /// Logical name, e.g. `radar.range_fft`.
+    pub name: *const c_char,
+    /// Where it runs.
+    pub device: DeviceKind,
+    /// Where its inputs and outputs live.
+    pub memory: MemorySpace,
+    /// Inputs it takes.
+    pub n_inputs: u32,
+    /// Outputs it writes.
+    pub n_outputs: u32,
+    /// Builds a state.
+    pub create: Option<CreateFn>,
+    /// States the workspace a launch needs.
+    pub workspace_bytes: Option<WorkspaceBytesFn>,
+    /// Runs or enqueues one tile.
+    pub launch: Option<LaunchFn>,
+    /// Releases a state.
+    pub destroy: Option<DestroyFn>,
+}
+
+/// `kplace_library`: the table a library's entry symbol returns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Library {
+    /// The ABI version the library was built against. Always the first field.
+    pub abi_version: u32,
+    /// Kernels in the table.
+    pub n_kernels: u32,
+    /// The library's name.
+    pub name: *const c_char,
+    /// `n_kernels` kernels.
+    pub kernels: *const Kernel,
+}
+
+/// The entry symbol's type.
+pub type EntryFn = unsafe extern "C" fn() -> *const Library;
+
+// SAFETY: a library's table and its strings are immutable and live as long as the library
+// is loaded (a rule of the ABI), so they may be read from any thread.
+unsafe impl Sync for Library {}
+unsafe impl Sync for Kernel {}

@@ -1,0 +1,129 @@
+//! The Rust mirror must have the layout of kplace.h as the system C compiler sees it.
+
+use std::mem::{offset_of, size_of};
+use std::path::Path;
+use std::process::Command;
+
+use kplace_abi::*;
+
+/// Compiles and runs a C program that prints `name value` lines for the header's layout.
+fn c_layout() -> Option<Vec<(String, u64)>> {
+    let header_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("abi-layout");
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    let src = dir.join("layout.c");
+    let exe = dir.join("layout");
+    let mut program = String::from("#include <stdio.h>\n#include <stddef.h>\n#include \"kplace.h\"\nint main(void) {\n");
+    for (ty, fields) in FIELDS {
+        program += &format!("printf(\"sizeof {ty} %zu\\n\", sizeof({ty}));\n");
+        for f in *fields {
+            program += &format!("printf(\"{ty}.{f} %zu\\n\", offsetof({ty}, {f}));\n");
+        }
+    }
+    program += "printf(\"KPLACE_ABI_VERSION %u\\n\", KPLACE_ABI_VERSION);\nreturn 0; }\n";
+    std::fs::write(&src, program).expect("write layout.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(&header_dir)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => panic!("kplace.h failed to compile as C11 ({s})"),
+        Err(e) => {
+            eprintln!("skipping: no C compiler ({cc}): {e}");
+            return None;
+        }
+    }
+    let out = Command::new(&exe).output().expect("run layout program");
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    Some(
+        text.lines()
+            .map(|l| {
+                let (k, v) = l.rsplit_once(' ').expect("name value");
+                (k.to_string(), v.parse().expect("number"))
+            })
+            .collect(),
+    )
+}
+
+const FIELDS: &[(&str, &[&str])] = &[
+    ("kplace_detection", &["range_bin", "doppler_bin", "power"]),
+    ("kplace_detection_list", &["count", "capacity", "overflow", "reserved", "records"]),
+    ("kplace_tensor_desc", &["dtype", "memory", "rank", "shape", "bytes"]),
+    ("kplace_tensor", &["desc", "data"]),
+    ("kplace_param", &["name", "value"]),
+    (
+        "kplace_kernel_config",
+        &["params", "inputs", "outputs", "n_params", "n_inputs", "n_outputs", "split_axis", "tile", "device_ordinal"],
+    ),
+    ("kplace_tile", &["begin", "count"]),
+    (
+        "kplace_launch_args",
+        &["inputs", "outputs", "n_inputs", "n_outputs", "workspace", "workspace_bytes", "stream", "tile"],
+    ),
+    (
+        "kplace_kernel",
+        &["name", "device", "memory", "n_inputs", "n_outputs", "create", "workspace_bytes", "launch", "destroy"],
+    ),
+    ("kplace_library", &["abi_version", "n_kernels", "name", "kernels"]),
+];
+
+fn rust_layout() -> Vec<(String, u64)> {
+    macro_rules! layout {
+        ($out:ident, $c:literal, $t:ty, [$($f:ident),*]) => {
+            $out.push((concat!("sizeof ", $c).to_string(), size_of::<$t>() as u64));
+            $( $out.push((concat!($c, ".", stringify!($f)).to_string(), offset_of!($t, $f) as u64)); )*
+        };
+    }
+    let mut v = Vec::new();
+    layout!(v, "kplace_detection", Detection, [range_bin, doppler_bin, power]);
+    v.push(("sizeof kplace_detection_list".into(), size_of::<DetectionListHeader>() as u64));
+    for (f, o) in [("count", 0), ("capacity", 4), ("overflow", 8), ("reserved", 12), ("records", 16)] {
+        v.push((format!("kplace_detection_list.{f}"), o));
+    }
+    layout!(v, "kplace_tensor_desc", TensorDesc, [dtype, memory, rank, shape, bytes]);
+    layout!(v, "kplace_tensor", Tensor, [desc, data]);
+    layout!(v, "kplace_param", Param, [name, value]);
+    layout!(v, "kplace_kernel_config", KernelConfig,
+        [params, inputs, outputs, n_params, n_inputs, n_outputs, split_axis, tile, device_ordinal]);
+    layout!(v, "kplace_tile", Tile, [begin, count]);
+    layout!(v, "kplace_launch_args", LaunchArgs,
+        [inputs, outputs, n_inputs, n_outputs, workspace, workspace_bytes, stream, tile]);
+    layout!(v, "kplace_kernel", Kernel,
+        [name, device, memory, n_inputs, n_outputs, create, workspace_bytes, launch, destroy]);
+    layout!(v, "kplace_library", Library, [abi_version, n_kernels, name, kernels]);
+    v.push(("KPLACE_ABI_VERSION".into(), ABI_VERSION as u64));
+    v
+}
+
+#[test]
+fn rust_mirror_matches_the_c_header() {
+    let Some(c) = c_layout() else { return };
+    let rust = rust_layout();
+    assert_eq!(c.len(), rust.len(), "both sides describe the same items");
+    for (c_item, r_item) in c.iter().zip(&rust) {
+        assert_eq!(c_item, r_item, "layout differs between kplace.h and kplace-abi");
+    }
+}
+
+#[test]
+fn detection_list_sizes_follow_the_header() {
+    assert_eq!(Dtype::DETECTIONS.bytes_for(&[10]), Some(16 + 10 * 12));
+    assert_eq!(Dtype::CI16.bytes_for(&[128, 1024]), Some(128 * 1024 * 4));
+    assert_eq!(Dtype::CF32.bytes_for(&[1024, 128]), Some(1024 * 128 * 8));
+    assert_eq!(Dtype(99).bytes_for(&[1]), None);
+    assert_eq!(Dtype::F32.bytes_for(&[u64::MAX, 2]), None);
+}
+
+#[test]
+fn error_text_is_truncated_on_a_char_boundary_and_terminated() {
+    let mut buf = [1 as std::ffi::c_char; 6];
+    unsafe { export::write_error(buf.as_mut_ptr(), buf.len(), "héllo world") };
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    assert_eq!(text, "héll");
+    unsafe { export::write_error(std::ptr::null_mut(), 10, "ignored") };
+}

@@ -1,0 +1,180 @@
+/*
+ * kplace.h: the C ABI between the kplace runtime and kernel libraries.
+ *
+ * This header is the only contract between the runtime and a kernel library. A library may be
+ * written in C, C++, CUDA or Rust; it is a shared object that exports one symbol,
+ * KPLACE_ENTRY_SYMBOL, returning a table of kernels. docs/abi.md explains every rule here
+ * with a worked example in C.
+ *
+ * Rules every library follows:
+ *  - The table and every string in it live as long as the library is loaded.
+ *  - No function aborts, throws, or unwinds across this boundary: failures are a status code
+ *    plus text written into the caller's buffer (always NUL-terminated, truncated if needed).
+ *  - launch never allocates: memory it needs beyond its inputs and outputs is the workspace,
+ *    whose size the kernel states once after create, and which the runtime owns.
+ *  - launch may be called concurrently on one state for disjoint tiles of a split stage, so a
+ *    kernel keeps every mutable scratch byte in the workspace, never in its state.
+ *  - A CPU kernel runs to completion on the calling thread. A CUDA kernel only enqueues work on
+ *    the stream it is given and returns; it never synchronizes. CUDA kernels run in the
+ *    device's primary context, which the runtime makes current before create and launch.
+ */
+#ifndef KPLACE_H
+#define KPLACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes. A library built against another version is refused. */
+#define KPLACE_ABI_VERSION 1u
+
+/* The symbol every kernel library exports: `const kplace_library *kplace_library_entry(void)`. */
+#define KPLACE_ENTRY_SYMBOL "kplace_library_entry"
+
+/* Most dimensions a tensor may have. */
+#define KPLACE_MAX_RANK 4u
+
+/* Status codes returned by create and launch. Anything but KPLACE_OK carries error text. */
+typedef int32_t kplace_status;
+#define KPLACE_OK 0
+#define KPLACE_ERR_INVALID_ARGUMENT 1 /* a parameter, shape or dtype the kernel cannot take */
+#define KPLACE_ERR_OUT_OF_MEMORY 2    /* create could not allocate its state */
+#define KPLACE_ERR_BACKEND 3          /* the underlying library (FFTW, cuFFT, CUDA) failed */
+#define KPLACE_ERR_INTERNAL 4         /* a bug in the kernel, e.g. a caught panic */
+
+/* Where a kernel runs. */
+typedef enum kplace_device_kind {
+    KPLACE_DEVICE_CPU = 0,
+    KPLACE_DEVICE_CUDA = 1,
+} kplace_device_kind;
+
+/* Where a tensor's bytes live. Pinned host memory counts as HOST. */
+typedef enum kplace_memory_space {
+    KPLACE_MEMORY_HOST = 0,
+    KPLACE_MEMORY_DEVICE = 1,
+} kplace_memory_space;
+
+/* Element types. Complex types store real then imaginary parts, interleaved. */
+typedef enum kplace_dtype {
+    KPLACE_DTYPE_CI16 = 0,       /* complex int16: I then Q, 4 bytes */
+    KPLACE_DTYPE_CF32 = 1,       /* complex float32: 8 bytes */
+    KPLACE_DTYPE_F32 = 2,        /* float32: 4 bytes */
+    KPLACE_DTYPE_DETECTIONS = 3, /* a kplace_detection_list of shape [capacity] */
+} kplace_dtype;
+
+/* One detected cell of a range-Doppler map (also the record of a cluster's strongest cell). */
+typedef struct kplace_detection {
+    uint32_t range_bin;
+    uint32_t doppler_bin;
+    float power;
+} kplace_detection;
+
+/*
+ * A bounded list of detections: this header, then `capacity` records. A tensor of dtype
+ * KPLACE_DTYPE_DETECTIONS and shape [capacity] occupies
+ * sizeof(kplace_detection_list) + capacity * sizeof(kplace_detection) bytes.
+ * `count` records are valid; `overflow` counts the ones that did not fit (the list then holds
+ * the first `capacity` in the producer's documented order).
+ */
+typedef struct kplace_detection_list {
+    uint32_t count;
+    uint32_t capacity;
+    uint32_t overflow;
+    uint32_t reserved;
+    kplace_detection records[];
+} kplace_detection_list;
+
+/* A tensor's shape, type and place, without its bytes: what create sees. */
+typedef struct kplace_tensor_desc {
+    kplace_dtype dtype;
+    kplace_memory_space memory;
+    uint32_t rank;
+    uint32_t reserved;
+    uint64_t shape[KPLACE_MAX_RANK]; /* row-major; entries past rank are 0 */
+    uint64_t bytes;                  /* total size in bytes */
+} kplace_tensor_desc;
+
+/* A tensor with its bytes: what launch sees. */
+typedef struct kplace_tensor {
+    kplace_tensor_desc desc;
+    void *data; /* host or device address, per desc.memory; aligned to 64 bytes */
+} kplace_tensor;
+
+/* One parameter from the graph file, as text (`pfa: 1e-6` arrives as "pfa", "1e-6"). */
+typedef struct kplace_param {
+    const char *name;
+    const char *value;
+} kplace_param;
+
+/* No split: the stage runs once per frame over its whole input. */
+#define KPLACE_SPLIT_NONE UINT32_MAX
+
+/* Everything create needs to build one state (one per stage and frame slot). */
+typedef struct kplace_kernel_config {
+    const kplace_param *params;
+    const kplace_tensor_desc *inputs;
+    const kplace_tensor_desc *outputs;
+    uint32_t n_params;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    uint32_t split_axis;     /* axis of input 0 that launches tile, or KPLACE_SPLIT_NONE */
+    uint64_t tile;           /* indices per tile along split_axis; it divides that dimension */
+    uint32_t device_ordinal; /* CUDA device for CUDA kernels; 0 for CPU kernels */
+    uint32_t reserved;
+} kplace_kernel_config;
+
+/* The part of the split axis one launch covers: indices [begin, begin + count). */
+typedef struct kplace_tile {
+    uint64_t begin;
+    uint64_t count;
+} kplace_tile;
+
+/* Everything one launch needs. */
+typedef struct kplace_launch_args {
+    const kplace_tensor *inputs;
+    const kplace_tensor *outputs;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    void *workspace;          /* workspace_bytes bytes, 64-byte aligned, in the kernel's memory */
+    uint64_t workspace_bytes;
+    void *stream;             /* a CUstream for CUDA kernels; NULL for CPU kernels */
+    kplace_tile tile;         /* the whole axis when the stage is not split */
+} kplace_launch_args;
+
+/* One kernel a library offers. */
+typedef struct kplace_kernel {
+    const char *name;          /* logical name shared by backends, e.g. "radar.range_fft" */
+    kplace_device_kind device; /* where it runs */
+    kplace_memory_space memory; /* where its inputs and outputs must live */
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    /* Build a state for one stage and frame slot; validate params and shapes. */
+    kplace_status (*create)(const kplace_kernel_config *config, void **state, char *error,
+                            size_t error_len);
+    /* Workspace bytes one concurrent launch on this state needs (0 for none). */
+    uint64_t (*workspace_bytes)(const void *state);
+    /* Run (CPU) or enqueue (CUDA) the kernel on one tile. */
+    kplace_status (*launch)(void *state, const kplace_launch_args *args, char *error,
+                            size_t error_len);
+    /* Release a state from create. Never fails; NULL is a no-op. */
+    void (*destroy)(void *state);
+} kplace_kernel;
+
+/* The table a library's entry symbol returns. abi_version must stay the first field. */
+typedef struct kplace_library {
+    uint32_t abi_version; /* KPLACE_ABI_VERSION the library was built against */
+    uint32_t n_kernels;
+    const char *name;     /* the library's name, for messages and plans */
+    const kplace_kernel *kernels;
+} kplace_library;
+
+typedef const kplace_library *(*kplace_library_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KPLACE_H */

@@ -1,0 +1,1 @@
+pub use kplace_abi as abi;

@@ -127,3 +127,28 @@ fn error_text_is_truncated_on_a_char_boundary_and_terminated() {
     assert_eq!(text, "héll");
     unsafe { export::write_error(std::ptr::null_mut(), 10, "ignored") };
 }
+
+#[test]
+fn detection_list_view_reads_and_checks() {
+    let mut bytes = vec![0u8; 16 + 3 * 12];
+    bytes[0..4].copy_from_slice(&2u32.to_ne_bytes());
+    bytes[4..8].copy_from_slice(&3u32.to_ne_bytes());
+    bytes[8..12].copy_from_slice(&5u32.to_ne_bytes());
+    for (i, (r, d, p)) in [(7u32, 9u32, 1.5f32), (8, 0, 2.5)].into_iter().enumerate() {
+        let o = 16 + i * 12;
+        bytes[o..o + 4].copy_from_slice(&r.to_ne_bytes());
+        bytes[o + 4..o + 8].copy_from_slice(&d.to_ne_bytes());
+        bytes[o + 8..o + 12].copy_from_slice(&p.to_ne_bytes());
+    }
+    let list = DetectionList::parse(&bytes).unwrap();
+    assert_eq!(list.header().overflow, 5);
+    let records: Vec<Detection> = list.records().collect();
+    assert_eq!(records, vec![
+        Detection { range_bin: 7, doppler_bin: 9, power: 1.5 },
+        Detection { range_bin: 8, doppler_bin: 0, power: 2.5 },
+    ]);
+    assert_eq!(DetectionList::parse(&bytes[..10]).unwrap_err(), DetectionListError::Truncated);
+    assert_eq!(DetectionList::parse(&bytes[..40]).unwrap_err(), DetectionListError::ShorterThanCapacity);
+    bytes[0..4].copy_from_slice(&4u32.to_ne_bytes());
+    assert_eq!(DetectionList::parse(&bytes).unwrap_err(), DetectionListError::CountExceedsCapacity);
+}

@@ -1,0 +1,815 @@
+//! The detection line format: how any receiver reports its clusters to `kplace verify`.
+//!
+//! # Format (version 1)
+//!
+//! UTF-8 text, one record per line; lines end in `\n` (a trailing `\r` is tolerated).
+//! Fields are separated by one or more spaces or tabs.
+//!
+//! ```text
+//! kplace-detections v1 cpi=1024x128
+//! # anything after a '#' at the start of a line is a comment
+//! frame 0 3
+//! 61 7 1234567.5
+//! 154 118 1022944.25
+//! 246 3 998102.1
+//! frame 1 0
+//! frame 2 1
+//! 61 7 1301551.9
+//! ```
+//!
+//! - **Header** (the first line that is neither blank nor a comment, required):
+//!   `kplace-detections v1 cpi=<N>x<M>`, with the CPI as samples (range bins) by chirps
+//!   (Doppler bins).
+//! - **Comments and blank lines**: a line whose first non-blank character is `#`, or that is
+//!   blank, is ignored wherever it appears, including between a frame's cluster lines.
+//!   Comments cannot follow data on the same line.
+//! - **Frame line**: `frame <frame_id> <count>`: frame id a `u64`, count the number of cluster
+//!   lines that follow (at most `N * M`; 0 for a frame with no detections). Every frame
+//!   processed should appear, even with count 0: a frame id that never appears is a missing
+//!   frame. A frame id may appear only once. Frames may come in any order.
+//! - **Cluster line**: `<range_bin> <doppler_bin> <power>`: `u32`, `u32` and `f32`, with
+//!   `range_bin < N`, `doppler_bin < M` and power finite and `>= 0`. Exactly `count` cluster
+//!   lines follow each frame line.
+//!
+//! Writers print power with Rust's `{}` formatting of `f32` (the shortest text that parses back
+//! to the same value, never in exponent form), so identical detections give identical bytes.
+//! Readers accept any text Rust's `f32` parser accepts (`1e6`, `1000000.0`, ...).
+//!
+//! # Guarantees
+//! - [`DetectionWriter`] only writes files [`read_detections`] accepts: it refuses a cluster
+//!   outside the CPI or with a non-finite or negative power before writing any of its frame.
+//! - [`read_detections`] either returns every frame in file order or a [`FormatError`] naming
+//!   the source, the 1-based line and what is wrong.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::io::{self, BufRead, Write};
+
+use crate::cpi::{Cpi, CpiParseError};
+use crate::reference::Detection64;
+
+const MAGIC: &str = "kplace-detections";
+const VERSION: &str = "v1";
+
+/// One reported cluster: its strongest cell and that cell's power.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cluster {
+    /// Range bin, in `[0, N)`.
+    pub range_bin: u32,
+    /// Doppler bin, in `[0, M)`.
+    pub doppler_bin: u32,
+    /// `|X|^2` at the cell.
+    pub power: f32,
+}
+
+impl From<Detection64> for Cluster {
+    /// Rounds the power to the nearest `f32`.
+    fn from(d: Detection64) -> Self {
+        Cluster {
+            range_bin: d.range_bin,
+            doppler_bin: d.doppler_bin,
+            power: d.power as f32,
+        }
+    }
+}
+
+/// The clusters reported for one frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrameDetections {
+    /// The frame's id, as sent on the wire.
+    pub frame_id: u64,
+    /// Its clusters, in file order.
+    pub clusters: Vec<Cluster>,
+}
+
+/// Writes the detection format to `W`.
+///
+/// It writes straight to `W` without allocating, so give it a buffered writer (a
+/// [`std::io::BufWriter`], or a `Vec<u8>`).
+#[derive(Debug)]
+pub struct DetectionWriter<W: Write> {
+    inner: W,
+    cpi: Cpi,
+}
+
+impl<W: Write> DetectionWriter<W> {
+    /// Writes the header for `cpi` and returns the writer.
+    pub fn new(mut inner: W, cpi: Cpi) -> io::Result<Self> {
+        writeln!(inner, "{MAGIC} {VERSION} cpi={cpi}")?;
+        Ok(DetectionWriter { inner, cpi })
+    }
+
+    /// Writes one frame: its frame line, then one line per cluster.
+    ///
+    /// # Errors
+    /// `InvalidInput`, writing nothing, if a cluster is outside the CPI or has a non-finite or
+    /// negative power; otherwise any error of `W`.
+    pub fn write_frame(&mut self, frame_id: u64, clusters: &[Cluster]) -> io::Result<()> {
+        if let Some(bad) = clusters.iter().find(|c| !self.fits(c)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "frame {frame_id}: cluster ({}, {}, power {}) is not valid for CPI {}",
+                    bad.range_bin, bad.doppler_bin, bad.power, self.cpi
+                ),
+            ));
+        }
+        writeln!(self.inner, "frame {frame_id} {}", clusters.len())?;
+        for c in clusters {
+            writeln!(self.inner, "{} {} {}", c.range_bin, c.doppler_bin, c.power)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.inner.flush()?;
+        Ok(self.inner)
+    }
+
+    fn fits(&self, c: &Cluster) -> bool {
+        (c.range_bin as usize) < self.cpi.samples
+            && (c.doppler_bin as usize) < self.cpi.chirps
+            && c.power.is_finite()
+            && c.power >= 0.0
+    }
+}
+
+/// A detection file that cannot be read, located to its line.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}:{line}: {kind}")]
+pub struct FormatError {
+    /// The name of the source, as given to [`read_detections`].
+    pub source_name: String,
+    /// The 1-based line number of the problem.
+    pub line: usize,
+    /// What is wrong.
+    pub kind: FormatErrorKind,
+}
+
+/// What is wrong with a detection file.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatErrorKind {
+    /// Reading failed.
+    #[error("read error: {0}")]
+    Io(io::Error),
+    /// The line is not UTF-8.
+    #[error("line is not valid UTF-8")]
+    NotUtf8,
+    /// The input has no header (it is empty or only comments).
+    #[error("no header: expected `{MAGIC} {VERSION} cpi=<samples>x<chirps>`")]
+    MissingHeader,
+    /// The first line is not a detection header.
+    #[error("bad header {found:?}: expected `{MAGIC} {VERSION} cpi=<samples>x<chirps>`")]
+    BadHeader {
+        /// The line found.
+        found: String,
+    },
+    /// The header names a version this reader does not know.
+    #[error("unsupported format version {version:?} (this reader knows {VERSION})")]
+    UnsupportedVersion {
+        /// The version token found.
+        version: String,
+    },
+    /// The header's CPI does not parse.
+    #[error("bad header: {0}")]
+    BadCpi(CpiParseError),
+    /// A line starts with neither `frame` nor a number.
+    #[error("unknown keyword {keyword:?}: expected `frame` or a cluster line")]
+    UnknownKeyword {
+        /// The first token of the line.
+        keyword: String,
+    },
+    /// A line has the wrong number of fields.
+    #[error("{what} has {found} fields, expected {expected}")]
+    FieldCount {
+        /// `frame line` or `cluster line`.
+        what: &'static str,
+        /// Fields expected.
+        expected: usize,
+        /// Fields found.
+        found: usize,
+    },
+    /// A field is not a number of its type.
+    #[error("{field} {value:?} is not a valid {expected}")]
+    BadNumber {
+        /// Which field.
+        field: &'static str,
+        /// Its text.
+        value: String,
+        /// The type expected (`u64`, `u32`, `f32`).
+        expected: &'static str,
+    },
+    /// A power is negative, infinite or NaN.
+    #[error("power {value:?} must be finite and >= 0")]
+    BadPower {
+        /// Its text.
+        value: String,
+    },
+    /// A bin lies outside the header's CPI.
+    #[error("{axis} bin {bin} is outside the CPI {cpi} (must be < {limit})")]
+    BinOutOfRange {
+        /// `range` or `doppler`.
+        axis: &'static str,
+        /// The bin.
+        bin: u32,
+        /// N or M.
+        limit: usize,
+        /// The header's CPI.
+        cpi: Cpi,
+    },
+    /// A frame declares more clusters than the CPI has cells.
+    #[error("frame {frame_id} declares {count} clusters, more than the {cells} cells of the CPI")]
+    TooManyClusters {
+        /// The frame.
+        frame_id: u64,
+        /// Its declared count.
+        count: u64,
+        /// `N * M`.
+        cells: usize,
+    },
+    /// A cluster line appears where no frame expects one.
+    #[error("cluster line outside a frame ({context})")]
+    UnexpectedCluster {
+        /// Why no frame was expecting it.
+        context: String,
+    },
+    /// A frame ended (at the next frame line or at the end of input) before its count of
+    /// cluster lines. The error's line is the frame's line.
+    #[error("frame {frame_id} declares {declared} clusters but only {found} cluster lines follow")]
+    TruncatedFrame {
+        /// The frame.
+        frame_id: u64,
+        /// Its declared count.
+        declared: u64,
+        /// Cluster lines found.
+        found: u64,
+    },
+    /// A frame id appears twice.
+    #[error("frame {frame_id} appears again (first at line {first_line})")]
+    DuplicateFrame {
+        /// The frame.
+        frame_id: u64,
+        /// The line of its first appearance.
+        first_line: usize,
+    },
+}
+
+/// Where the reader is between lines.
+enum State {
+    /// Between frames; remembers the last frame for error messages.
+    Between { last: Option<u64> },
+    /// Inside a frame: `remaining` cluster lines still expected.
+    InFrame { line: usize, remaining: u64 },
+}
+
+/// Reads a whole detection file. `source_name` (a path, `<stdin>`) names it in errors.
+///
+/// Returns the header's CPI and the frames in file order.
+pub fn read_detections(
+    mut r: impl BufRead,
+    source_name: &str,
+) -> Result<(Cpi, Vec<FrameDetections>), FormatError> {
+    let mut cpi = None;
+    let mut frames: Vec<FrameDetections> = Vec::new();
+    let mut first_seen: HashMap<u64, usize> = HashMap::new();
+    let mut state = State::Between { last: None };
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+
+    loop {
+        let err = |line, kind| FormatError {
+            source_name: source_name.into(),
+            line,
+            kind,
+        };
+        buf.clear();
+        let read = r
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| err(line_no + 1, FormatErrorKind::Io(e)))?;
+        if read == 0 {
+            break;
+        }
+        line_no += 1;
+        let text = std::str::from_utf8(&buf).map_err(|_| err(line_no, FormatErrorKind::NotUtf8))?;
+        let mut fields = text.split_ascii_whitespace();
+        let Some(first) = fields.next() else { continue };
+        if first.starts_with('#') {
+            continue;
+        }
+        let fail = |kind| Err(err(line_no, kind));
+
+        let Some(header_cpi) = cpi else {
+            cpi = Some(parse_header(text).map_err(|kind| err(line_no, kind))?);
+            continue;
+        };
+
+        if first == "frame" {
+            if let State::InFrame { line, remaining } = state {
+                return Err(truncated(source_name, &frames, line, remaining));
+            }
+            let [id, count] = exact_fields(fields, "frame line").map_err(|k| err(line_no, k))?;
+            let frame_id: u64 = parse_number(id, "frame id", "u64").map_err(|k| err(line_no, k))?;
+            let count: u64 =
+                parse_number(count, "cluster count", "u64").map_err(|k| err(line_no, k))?;
+            if count > header_cpi.cells() as u64 {
+                return fail(FormatErrorKind::TooManyClusters {
+                    frame_id,
+                    count,
+                    cells: header_cpi.cells(),
+                });
+            }
+            match first_seen.entry(frame_id) {
+                Entry::Occupied(e) => {
+                    return fail(FormatErrorKind::DuplicateFrame {
+                        frame_id,
+                        first_line: *e.get(),
+                    });
+                }
+                Entry::Vacant(e) => {
+                    e.insert(line_no);
+                }
+            }
+            frames.push(FrameDetections {
+                frame_id,
+                clusters: Vec::new(),
+            });
+            state = if count == 0 {
+                State::Between {
+                    last: Some(frame_id),
+                }
+            } else {
+                State::InFrame {
+                    line: line_no,
+                    remaining: count,
+                }
+            };
+        } else if first.starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-') {
+            let State::InFrame { line, remaining } = state else {
+                let context = match state {
+                    State::Between { last: Some(id) } => {
+                        format!("frame {id} already has all the cluster lines it declared")
+                    }
+                    _ => "no frame line before it".into(),
+                };
+                return fail(FormatErrorKind::UnexpectedCluster { context });
+            };
+            let cluster = parse_cluster(first, fields, header_cpi).map_err(|k| err(line_no, k))?;
+            // A frame is pushed before entering InFrame, so `frames` is not empty here.
+            let Some(frame) = frames.last_mut() else {
+                return fail(FormatErrorKind::UnexpectedCluster {
+                    context: "no frame line before it".into(),
+                });
+            };
+            frame.clusters.push(cluster);
+            state = if remaining == 1 {
+                State::Between {
+                    last: Some(frame.frame_id),
+                }
+            } else {
+                State::InFrame {
+                    line,
+                    remaining: remaining - 1,
+                }
+            };
+        } else {
+            return fail(FormatErrorKind::UnknownKeyword {
+                keyword: first.into(),
+            });
+        }
+    }
+
+    match (state, cpi) {
+        (State::InFrame { line, remaining }, _) => {
+            Err(truncated(source_name, &frames, line, remaining))
+        }
+        (_, Some(cpi)) => Ok((cpi, frames)),
+        (_, None) => Err(FormatError {
+            source_name: source_name.into(),
+            line: line_no.max(1),
+            kind: FormatErrorKind::MissingHeader,
+        }),
+    }
+}
+
+fn parse_header(text: &str) -> Result<Cpi, FormatErrorKind> {
+    let bad = || FormatErrorKind::BadHeader {
+        found: text.trim_end().into(),
+    };
+    let mut fields = text.split_ascii_whitespace();
+    if fields.next() != Some(MAGIC) {
+        return Err(bad());
+    }
+    let version = fields.next().ok_or_else(bad)?;
+    if version != VERSION {
+        return Err(FormatErrorKind::UnsupportedVersion {
+            version: version.into(),
+        });
+    }
+    let cpi = fields
+        .next()
+        .and_then(|f| f.strip_prefix("cpi="))
+        .ok_or_else(bad)?;
+    if fields.next().is_some() {
+        return Err(bad());
+    }
+    cpi.parse().map_err(FormatErrorKind::BadCpi)
+}
+
+/// The `N` fields after a line's first, which must be all the fields it has.
+fn exact_fields<'a, const N: usize>(
+    mut rest: impl Iterator<Item = &'a str>,
+    what: &'static str,
+) -> Result<[&'a str; N], FormatErrorKind> {
+    let wrong = |found| FormatErrorKind::FieldCount {
+        what,
+        expected: N + 1,
+        found,
+    };
+    let mut out = [""; N];
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = rest.next().ok_or_else(|| wrong(i + 1))?;
+    }
+    match rest.count() {
+        0 => Ok(out),
+        extra => Err(wrong(N + 1 + extra)),
+    }
+}
+
+fn parse_number<T: std::str::FromStr>(
+    text: &str,
+    field: &'static str,
+    expected: &'static str,
+) -> Result<T, FormatErrorKind> {
+    text.parse().map_err(|_| FormatErrorKind::BadNumber {
+        field,
+        value: text.into(),
+        expected,
+    })
+}
+
+fn parse_cluster<'a>(
+    range: &str,
+    rest: impl Iterator<Item = &'a str>,
+    cpi: Cpi,
+) -> Result<Cluster, FormatErrorKind> {
+    let [doppler, power] = exact_fields(rest, "cluster line")?;
+    let range_bin: u32 = parse_number(range, "range bin", "u32")?;
+    let doppler_bin: u32 = parse_number(doppler, "doppler bin", "u32")?;
+    let power_value: f32 = parse_number(power, "power", "f32")?;
+    if !(power_value.is_finite() && power_value >= 0.0) {
+        return Err(FormatErrorKind::BadPower {
+            value: power.into(),
+        });
+    }
+    for (axis, bin, limit) in [
+        ("range", range_bin, cpi.samples),
+        ("doppler", doppler_bin, cpi.chirps),
+    ] {
+        if bin as usize >= limit {
+            return Err(FormatErrorKind::BinOutOfRange {
+                axis,
+                bin,
+                limit,
+                cpi,
+            });
+        }
+    }
+    Ok(Cluster {
+        range_bin,
+        doppler_bin,
+        power: power_value,
+    })
+}
+
+fn truncated(
+    source_name: &str,
+    frames: &[FrameDetections],
+    line: usize,
+    remaining: u64,
+) -> FormatError {
+    let (frame_id, found) = frames
+        .last()
+        .map_or((0, 0), |f| (f.frame_id, f.clusters.len() as u64));
+    FormatError {
+        source_name: source_name.into(),
+        line,
+        kind: FormatErrorKind::TruncatedFrame {
+            frame_id,
+            declared: found + remaining,
+            found,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpi() -> Cpi {
+        "1024x128".parse().unwrap()
+    }
+
+    fn cl(range_bin: u32, doppler_bin: u32, power: f32) -> Cluster {
+        Cluster {
+            range_bin,
+            doppler_bin,
+            power,
+        }
+    }
+
+    fn read(text: &str) -> Result<(Cpi, Vec<FrameDetections>), FormatError> {
+        read_detections(text.as_bytes(), "test.det")
+    }
+
+    /// The error's line and kind, checking the message names the source and line.
+    fn fails(text: &str) -> (usize, FormatErrorKind) {
+        let err = read(text).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("test.det:{}: ", err.line)),
+            "{msg}"
+        );
+        (err.line, err.kind)
+    }
+
+    #[test]
+    fn round_trip() {
+        let frames = vec![
+            FrameDetections {
+                frame_id: 0,
+                clusters: vec![
+                    cl(61, 7, 1234567.5),
+                    cl(154, 118, 0.1),
+                    cl(1023, 127, 3.4e38),
+                ],
+            },
+            FrameDetections {
+                frame_id: 5,
+                clusters: vec![],
+            },
+            FrameDetections {
+                frame_id: 2,
+                clusters: vec![cl(0, 0, 0.0), cl(7, 9, f32::MIN_POSITIVE)],
+            },
+        ];
+        let mut w = DetectionWriter::new(Vec::new(), cpi()).unwrap();
+        for f in &frames {
+            w.write_frame(f.frame_id, &f.clusters).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with("kplace-detections v1 cpi=1024x128\nframe 0 3\n61 7 1234567.5\n"));
+        assert!(text.contains("frame 5 0\nframe 2 2\n"));
+
+        let (c, back) = read_detections(bytes.as_slice(), "mem").unwrap();
+        assert_eq!(c, cpi());
+        assert_eq!(back, frames);
+
+        // Identical values give identical bytes.
+        let mut again = DetectionWriter::new(Vec::new(), cpi()).unwrap();
+        for f in &back {
+            again.write_frame(f.frame_id, &f.clusters).unwrap();
+        }
+        assert_eq!(again.finish().unwrap(), bytes);
+    }
+
+    #[test]
+    fn comments_blank_lines_and_crlf_are_ignored() {
+        let text = "# produced by a peer\n\nkplace-detections v1 cpi=1024x128\r\n\
+                    frame 3 2\r\n  # between clusters\n\n61\t7  1e6\r\n62 8 2.5\n# end\n";
+        let (_, frames) = read(text).unwrap();
+        assert_eq!(
+            frames,
+            vec![FrameDetections {
+                frame_id: 3,
+                clusters: vec![cl(61, 7, 1e6), cl(62, 8, 2.5)]
+            }]
+        );
+    }
+
+    #[test]
+    fn writer_refuses_invalid_clusters() {
+        let mut w = DetectionWriter::new(Vec::new(), cpi()).unwrap();
+        for bad in [
+            cl(1024, 0, 1.0),
+            cl(0, 128, 1.0),
+            cl(0, 0, f32::NAN),
+            cl(0, 0, -1.0),
+        ] {
+            let err = w.write_frame(1, &[cl(1, 1, 1.0), bad]).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        }
+        // Nothing of the refused frames was written.
+        let text = String::from_utf8(w.finish().unwrap()).unwrap();
+        assert_eq!(text, "kplace-detections v1 cpi=1024x128\n");
+    }
+
+    #[test]
+    fn header_errors() {
+        assert!(matches!(fails(""), (1, FormatErrorKind::MissingHeader)));
+        assert!(matches!(
+            fails("# only\n\n"),
+            (2, FormatErrorKind::MissingHeader)
+        ));
+        assert!(matches!(
+            fails("# c\nframe 0 0\n"),
+            (2, FormatErrorKind::BadHeader { .. })
+        ));
+        assert!(matches!(
+            fails("kplace-detections v2 cpi=1024x128\n"),
+            (1, FormatErrorKind::UnsupportedVersion { .. })
+        ));
+        assert!(matches!(
+            fails("kplace-detections v1 cpi=1024\n"),
+            (
+                1,
+                FormatErrorKind::BadCpi(CpiParseError::MissingSeparator { .. })
+            )
+        ));
+        assert!(matches!(
+            fails("kplace-detections v1 1024x128\n"),
+            (1, FormatErrorKind::BadHeader { .. })
+        ));
+        assert!(matches!(
+            fails("kplace-detections v1 cpi=1024x128 extra\n"),
+            (1, FormatErrorKind::BadHeader { .. })
+        ));
+    }
+
+    const H: &str = "kplace-detections v1 cpi=1024x128\n";
+
+    #[test]
+    fn body_errors_name_the_line() {
+        // (input, line of the error, check of its kind)
+        type Case = (String, usize, fn(&FormatErrorKind) -> bool);
+        let cases: Vec<Case> = vec![
+            (
+                format!("{H}frame 0 1\n1 2 3\nframes 1 0\n"),
+                4,
+                |k| matches!(k, FormatErrorKind::UnknownKeyword { keyword } if keyword == "frames"),
+            ),
+            (format!("{H}frame 0\n"), 2, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::FieldCount {
+                        what: "frame line",
+                        expected: 3,
+                        found: 2
+                    }
+                )
+            }),
+            (format!("{H}frame 0 1\n1 2 3 4\n"), 3, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::FieldCount {
+                        what: "cluster line",
+                        found: 4,
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}frame 0 1\n1 2\n"), 3, |k| {
+                matches!(k, FormatErrorKind::FieldCount { found: 2, .. })
+            }),
+            (format!("{H}frame x 1\n"), 2, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::BadNumber {
+                        field: "frame id",
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}frame 0 -1\n"), 2, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::BadNumber {
+                        field: "cluster count",
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}\nframe 0 2\n1 2 3\n-1 2 3\n"), 5, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::BadNumber {
+                        field: "range bin",
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}frame 0 1\n1 2.5 3\n"), 3, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::BadNumber {
+                        field: "doppler bin",
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}frame 0 1\n1 2 loud\n"), 3, |k| {
+                matches!(k, FormatErrorKind::BadNumber { field: "power", .. })
+            }),
+            (format!("{H}frame 0 1\n1 2 inf\n"), 3, |k| {
+                matches!(k, FormatErrorKind::BadPower { .. })
+            }),
+            (format!("{H}frame 0 1\n1 2 -4\n"), 3, |k| {
+                matches!(k, FormatErrorKind::BadPower { .. })
+            }),
+            (format!("{H}frame 0 1\n1024 2 3\n"), 3, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::BinOutOfRange {
+                        axis: "range",
+                        bin: 1024,
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}frame 0 1\n1023 128 3\n"), 3, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::BinOutOfRange {
+                        axis: "doppler",
+                        ..
+                    }
+                )
+            }),
+            (format!("{H}frame 0 131073\n"), 2, |k| {
+                matches!(k, FormatErrorKind::TooManyClusters { .. })
+            }),
+            (format!("{H}1 2 3\n"), 2, |k| {
+                matches!(k, FormatErrorKind::UnexpectedCluster { .. })
+            }),
+            (
+                format!("{H}frame 0 1\n1 2 3\n4 5 6\n"),
+                4,
+                |k| matches!(k, FormatErrorKind::UnexpectedCluster { context } if context.contains("frame 0")),
+            ),
+            // A short frame is reported at its own frame line, whether the next frame or the
+            // end of the input cuts it short.
+            (
+                format!("{H}frame 0 0\nframe 1 3\n1 2 3\n# gap\nframe 2 0\n"),
+                3,
+                |k| {
+                    matches!(
+                        k,
+                        FormatErrorKind::TruncatedFrame {
+                            frame_id: 1,
+                            declared: 3,
+                            found: 1
+                        }
+                    )
+                },
+            ),
+            (format!("{H}frame 9 2\n1 2 3\n"), 2, |k| {
+                matches!(
+                    k,
+                    FormatErrorKind::TruncatedFrame {
+                        frame_id: 9,
+                        found: 1,
+                        ..
+                    }
+                )
+            }),
+            (
+                format!("{H}frame 4 0\nframe 5 0\nframe 4 1\n1 1 1\n"),
+                4,
+                |k| {
+                    matches!(
+                        k,
+                        FormatErrorKind::DuplicateFrame {
+                            frame_id: 4,
+                            first_line: 2
+                        }
+                    )
+                },
+            ),
+        ];
+        for (text, line, check) in cases {
+            let (got_line, kind) = fails(&text);
+            assert_eq!(got_line, line, "{text:?}: {kind}");
+            assert!(check(&kind), "{text:?}: unexpected {kind:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_reported() {
+        let mut bytes = H.as_bytes().to_vec();
+        bytes.extend_from_slice(b"frame 0 0\n\xff\xfe\n");
+        let err = read_detections(bytes.as_slice(), "bin").unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(matches!(err.kind, FormatErrorKind::NotUtf8));
+    }
+
+    #[test]
+    fn cluster_from_reference_detection() {
+        let d = Detection64 {
+            range_bin: 3,
+            doppler_bin: 4,
+            power: 1.0 / 3.0,
+        };
+        assert_eq!(Cluster::from(d), cl(3, 4, 1.0f32 / 3.0));
+    }
+}

@@ -1,0 +1,40 @@
+//! Command-line interface: one module per subcommand, plus the radar application glue.
+
+mod args;
+mod plan;
+mod radar;
+mod run;
+mod verify;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
+/// chosen per stage by a placement file.
+#[derive(Debug, Parser)]
+#[command(name = "kplace", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the plan for a graph on a placement: kernels, libraries, buffers, pools.
+    Plan(plan::PlanArgs),
+    /// Run the radar graph on a generated scene and verify every frame.
+    Run(run::RunArgs),
+    /// Verify a detections file against a generated scene's truth.
+    Verify(verify::VerifyArgs),
+}
+
+/// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
+/// verification fails; `Err` for errors in the inputs or the run.
+pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Plan(args) => plan::main(args),
+        Command::Run(args) => run::main(args),
+        Command::Verify(args) => verify::main(args),
+    }
+}

@@ -1,0 +1,159 @@
+//! The radar application's glue: it checks that a graph is a radar receiver for the scene,
+//! prepares the scene's frames for the source, and verifies completed frames in the sink.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+use kplace::abi::{DetectionList, Dtype};
+use kplace::executor::{CompletedFrame, FrameSink, SinkError};
+use kplace::graph::Graph;
+use kplace_radar::{Cluster, Cpi, DetectionWriter, Scene, Verifier};
+
+/// The kernel whose parameters define the false-alarm rate.
+const CFAR_KERNEL: &str = "radar.cfar";
+/// Pfa when the graph gives none.
+pub const DEFAULT_PFA: f64 = 1e-6;
+
+/// The false-alarm probability the graph's CFAR stage uses: its `pfa`, or the default when it
+/// gives a raw `scale` or nothing.
+pub fn graph_pfa(graph: &Graph) -> anyhow::Result<f64> {
+    let Some(stage) = graph.stages.iter().find(|s| s.kernel == CFAR_KERNEL) else {
+        return Ok(DEFAULT_PFA);
+    };
+    match stage.params.iter().find(|(n, _)| n == "pfa") {
+        Some((_, v)) => v
+            .trim()
+            .parse()
+            .with_context(|| format!("graph {}: stage {} has pfa {v:?}, not a number", graph.path.display(), stage.name)),
+        None => Ok(DEFAULT_PFA),
+    }
+}
+
+/// The `--pfa` override as a parameter override on the CFAR stage of the graph file.
+pub fn pfa_override(graph_path: &std::path::Path, pfa: Option<f64>) -> anyhow::Result<Vec<(String, String, String)>> {
+    let Some(pfa) = pfa else { return Ok(Vec::new()) };
+    if !(pfa > 0.0 && pfa < 1.0) {
+        bail!("--pfa must be in (0, 1), got {pfa}");
+    }
+    // The stage is found by kernel, so the override works whatever the stage is called.
+    let text = std::fs::read_to_string(graph_path)
+        .with_context(|| format!("cannot read graph {}", graph_path.display()))?;
+    let probe = Graph::parse(&text, graph_path, &Default::default())?;
+    let stage = probe
+        .stages
+        .iter()
+        .find(|s| s.kernel == CFAR_KERNEL)
+        .with_context(|| format!("--pfa: graph {} has no {CFAR_KERNEL} stage", graph_path.display()))?;
+    Ok(vec![(stage.name.clone(), "pfa".into(), pfa.to_string())])
+}
+
+/// Fails unless the graph's source tensor is the scene's int16 I/Q frame, chirp-major, and
+/// its first sink is a detection list.
+pub fn check_graph_fits(graph: &Graph, cpi: Cpi) -> anyhow::Result<()> {
+    let source = graph.tensor(graph.source.tensor);
+    let want = [cpi.chirps as u64, cpi.samples as u64];
+    if source.dtype != Dtype::CI16 || source.shape != want {
+        bail!(
+            "CPI {cpi} does not match graph {}: its source tensor {} is {}{:?}, the scene needs ci16{:?} \
+             (write shapes with the symbols N and M so that --cpi sets them)",
+            graph.path.display(),
+            source.name,
+            source.dtype.name().unwrap_or("?"),
+            source.shape,
+            want
+        );
+    }
+    let sink = graph.tensor(graph.sinks[0]);
+    if sink.dtype != Dtype::DETECTIONS {
+        bail!(
+            "graph {}: its first sink {} is {}, but the radar application reads a detections list",
+            graph.path.display(),
+            sink.name,
+            sink.dtype.name().unwrap_or("?")
+        );
+    }
+    Ok(())
+}
+
+/// Generates `count` scene frames as the source tensor's bytes (little-endian I, Q pairs).
+pub fn prepare_frames(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
+    let cells = scene.cpi().cells();
+    let mut samples = vec![[0i16; 2]; cells];
+    (0..count)
+        .map(|frame| {
+            scene.generate_frame(frame, &mut samples).with_context(|| format!("scene frame {frame}"))?;
+            Ok(samples.iter().flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()]).flatten().collect())
+        })
+        .collect()
+}
+
+/// Verifies each completed frame and optionally writes its clusters to a detections file.
+pub struct RadarSink<W: Write> {
+    verifier: Verifier,
+    writer: Option<DetectionWriter<W>>,
+    clusters: Vec<Cluster>,
+    /// Clusters reported over the run.
+    pub total_clusters: u64,
+    /// Frames whose cluster list overflowed its capacity.
+    pub overflowed_frames: u64,
+}
+
+impl<W: Write> RadarSink<W> {
+    /// A sink judging frames with `verifier`, writing to `writer` if given.
+    pub fn new(verifier: Verifier, writer: Option<DetectionWriter<W>>) -> Self {
+        Self { verifier, writer, clusters: Vec::new(), total_clusters: 0, overflowed_frames: 0 }
+    }
+
+    /// Flushes the detections file.
+    pub fn finish(self) -> anyhow::Result<Verifier> {
+        if let Some(w) = self.writer {
+            w.finish().context("cannot write the detections file")?;
+        }
+        Ok(self.verifier)
+    }
+}
+
+impl<W: Write> FrameSink for RadarSink<W> {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        let list = DetectionList::parse(frame.sink(0))
+            .map_err(|e| SinkError(format!("frame {}: {e}", frame.frame_id)))?;
+        if list.header().overflow > 0 {
+            self.overflowed_frames += 1;
+        }
+        self.clusters.clear();
+        self.clusters.extend(list.records().map(|d| Cluster {
+            range_bin: d.range_bin,
+            doppler_bin: d.doppler_bin,
+            power: d.power,
+        }));
+        self.total_clusters += self.clusters.len() as u64;
+        self.verifier.check(frame.frame_id, &self.clusters);
+        if let Some(w) = &mut self.writer {
+            w.write_frame(frame.frame_id, &self.clusters)
+                .map_err(|e| SinkError(format!("cannot write detections: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// Prints the verification verdict; true when it passed.
+pub fn print_verdict(verifier: &Verifier, frames_expected: u64) -> bool {
+    let summary = verifier.summary();
+    let config = verifier.config();
+    let reasons = summary.failure_reasons(config);
+    let targets = verifier.scene().config().targets.len() as u64;
+    println!(
+        "verification {}: {}/{} frames reported, {} passed, false alarms {:.3}/frame (bound {:.3}), {} targets per frame",
+        if reasons.is_empty() { "PASSED" } else { "FAILED" },
+        summary.frames_reported,
+        frames_expected,
+        summary.frames_passed,
+        summary.mean_false_alarms(),
+        config.max_false_alarms_per_frame,
+        targets
+    );
+    for r in &reasons {
+        println!("  {r}");
+    }
+    reasons.is_empty()
+}

@@ -1,0 +1,491 @@
+//! The executor: frames flow from a [`Source`] through the plan's stages to a [`FrameSink`].
+//!
+//! Threads and their jobs:
+//! - the **source** thread writes packets straight into a free slot's source buffer through an
+//!   [`Ingest`], and launches each streamed tile as soon as its packets are present;
+//! - **workers** (the placement's `workers`, optionally pinned) run launches; the worker that
+//!   finishes a stage's last launch makes its successors ready, so no central scheduler sits
+//!   between stages;
+//! - the calling thread is the **collector**: it hands completed frames to the sink in the
+//!   order they began, records their latency, and returns their slots to the source.
+//!
+//! Guarantees: at most `slots` frames are in flight, each with its own buffers and kernel
+//! states; nothing is allocated per frame or per launch (tasks are small values in bounded
+//! channels sized so that sends never block); a launch runs only once every tensor it reads is
+//! complete. A kernel failure or a sink error stops the run and is returned; the source sees the
+//! stop at its next frame.
+
+mod schedule;
+mod slot;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, Receiver, Sender};
+
+use crate::graph::{StageId, TensorId};
+use crate::metrics::{Latency, RunReport, StageCounters, process_cpu_time};
+use crate::plan::Plan;
+use crate::plugin::LaunchError;
+use crate::pool::{Pool, PoolError};
+
+use schedule::Schedule;
+pub use slot::SlotError;
+use slot::{Completion, Slot};
+
+/// Where frames come from: a generator, a file replay, or a packet receiver.
+pub trait Source: Send {
+    /// Delivers frames through `ingest` until the source is exhausted or
+    /// [`Ingest::begin_frame`] returns `None` (the run is stopping).
+    fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError>;
+}
+
+/// A source's failure, with its own message.
+#[derive(Debug, thiserror::Error)]
+#[error("source: {0}")]
+pub struct SourceError(pub String);
+
+/// Where completed frames go: a verifier, a file writer, a network sender.
+pub trait FrameSink {
+    /// Takes one completed frame. Frames arrive in the order they began. An error stops the run.
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError>;
+}
+
+/// A sink's failure, with its own message.
+#[derive(Debug, thiserror::Error)]
+#[error("sink: {0}")]
+pub struct SinkError(pub String);
+
+/// A completed frame, lent to the sink until it returns.
+pub struct CompletedFrame<'a> {
+    /// The frame id the source gave it.
+    pub frame_id: u64,
+    /// Its position in the order frames began.
+    pub sequence: u64,
+    plan: &'a Plan,
+    slot: &'a Slot,
+}
+
+impl CompletedFrame<'_> {
+    /// The bytes of sink `index` (the graph's `sinks` order).
+    pub fn sink(&self, index: usize) -> &[u8] {
+        let TensorId(t) = self.plan.graph.sinks[index];
+        let block = self.slot.buffer(t);
+        // SAFETY: every stage of the frame has finished (acquire ordering on the counters
+        // and the channel), and the slot is not reused until the sink returns.
+        unsafe { std::slice::from_raw_parts(block.ptr, block.bytes as usize) }
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A pool could not be allocated.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// A frame slot could not be built.
+    #[error(transparent)]
+    Slot(#[from] SlotError),
+    /// A kernel failed.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The sink failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// A worker or the source thread panicked.
+    #[error("a {0} thread panicked")]
+    Panic(&'static str),
+}
+
+#[derive(Clone, Copy)]
+enum Task {
+    Launch { slot: u32, stage: u32, launch: u32 },
+    Stop,
+}
+
+enum Event {
+    FrameDone(usize),
+    /// The source returned, having begun this many frames.
+    SourceEnded(Result<(), SourceError>, u64),
+    Failed(LaunchError),
+}
+
+/// State shared by every thread of a run.
+struct Shared<'p> {
+    plan: &'p Plan,
+    schedule: Schedule,
+    slots: Vec<Slot>,
+    tasks: Sender<Task>,
+    events: Sender<Event>,
+    stopping: AtomicBool,
+    counters: Vec<StageCounters>,
+    start: Instant,
+    slot_waits: AtomicU64,
+}
+
+impl Shared<'_> {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn dispatch_stage(&self, slot: usize, stage: StageId) {
+        for launch in 0..self.schedule.launches[stage.0] {
+            self.send_task(Task::Launch { slot: slot as u32, stage: stage.0 as u32, launch });
+        }
+    }
+
+    fn send_task(&self, task: Task) {
+        // The channel holds every launch of every slot, so this never blocks; it fails only
+        // when the run is over and the workers are gone, when there is nothing left to do.
+        let _ = self.tasks.send(task);
+    }
+
+    /// Called by a worker after a launch succeeded.
+    fn complete(&self, slot_index: usize, stage: StageId) {
+        let slot = &self.slots[slot_index];
+        if let Completion::Pending = slot.finish_launch(stage) {
+            return;
+        }
+        for &next in &self.schedule.successors[stage.0] {
+            if slot.satisfy(next) {
+                self.dispatch_stage(slot_index, next);
+            }
+        }
+        if slot.finish_stage() {
+            let _ = self.events.send(Event::FrameDone(slot_index));
+        }
+    }
+}
+
+/// The source thread's handle for writing frames into slots.
+pub struct Ingest<'r> {
+    shared: &'r Shared<'r>,
+    free: Receiver<usize>,
+    /// Per slot: which packets are present.
+    present: Vec<Vec<bool>>,
+    /// Per slot, per streamed stage, per tile: packets present.
+    tile_counts: Vec<Vec<Vec<u32>>>,
+    begun: u64,
+}
+
+/// What became of one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketStatus {
+    /// Stored in its place.
+    Accepted,
+    /// Its index was already present: ignored.
+    Duplicate,
+    /// Its index is outside the frame: ignored.
+    OutOfRange,
+}
+
+impl<'r> Ingest<'r> {
+    fn new(shared: &'r Shared<'r>, free: Receiver<usize>) -> Self {
+        let s = &shared.schedule;
+        let slots = shared.slots.len();
+        Ingest {
+            shared,
+            free,
+            present: vec![vec![false; s.packets as usize]; slots],
+            tile_counts: vec![
+                s.streamed.iter().map(|&(_, tile)| vec![0; (s.packets / tile) as usize]).collect();
+                slots
+            ],
+            begun: 0,
+        }
+    }
+
+    /// Packets per frame.
+    pub fn packets_per_frame(&self) -> u64 {
+        self.shared.schedule.packets
+    }
+
+    /// Bytes of one packet's payload.
+    pub fn packet_bytes(&self) -> usize {
+        self.shared.schedule.packet_bytes as usize
+    }
+
+    /// Waits for a free slot and begins frame `frame_id` in it; `None` when the run is
+    /// stopping. A wait is counted as backpressure.
+    pub fn begin_frame(&mut self, frame_id: u64) -> Option<FrameWriter<'_, 'r>> {
+        if self.shared.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        let slot = match self.free.try_recv() {
+            Ok(slot) => slot,
+            Err(_) => {
+                self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
+                self.free.recv().ok()?
+            }
+        };
+        if self.shared.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        let s = &self.shared.slots[slot];
+        s.frame_id.store(frame_id, Ordering::Relaxed);
+        s.sequence.store(self.begun, Ordering::Relaxed);
+        self.begun += 1;
+        self.present[slot].fill(false);
+        for counts in &mut self.tile_counts[slot] {
+            counts.fill(0);
+        }
+        Some(FrameWriter { ingest: self, slot, received: 0 })
+    }
+}
+
+/// Writes one frame's packets into its slot.
+pub struct FrameWriter<'i, 'r> {
+    ingest: &'i mut Ingest<'r>,
+    slot: usize,
+    received: u64,
+}
+
+impl FrameWriter<'_, '_> {
+    /// The place of packet `index` in the slot's source buffer, to be written before
+    /// [`FrameWriter::packet_done`]; `None` if the index is outside the frame or already
+    /// present (a duplicate must not overwrite bytes a launch may be reading).
+    pub fn packet_mut(&mut self, index: u64) -> Option<&mut [u8]> {
+        let present = self.ingest.present[self.slot].get(index as usize)?;
+        if *present {
+            return None;
+        }
+        let shared = self.ingest.shared;
+        let bytes = shared.schedule.packet_bytes as usize;
+        let block = shared.slots[self.slot].buffer(shared.plan.graph.source.tensor.0);
+        // SAFETY: index < packets, so the range is inside the source buffer; the packet is not
+        // present, so no launch reads it; only this thread writes the source buffer.
+        Some(unsafe { std::slice::from_raw_parts_mut(block.ptr.add(index as usize * bytes), bytes) })
+    }
+
+    /// Marks packet `index` as written, launching every streamed tile it completes.
+    pub fn packet_done(&mut self, index: u64) -> PacketStatus {
+        let Some(present) = self.ingest.present[self.slot].get_mut(index as usize) else {
+            return PacketStatus::OutOfRange;
+        };
+        if *present {
+            return PacketStatus::Duplicate;
+        }
+        *present = true;
+        let shared = self.ingest.shared;
+        let now = shared.now_ns();
+        let slot = &shared.slots[self.slot];
+        if self.received == 0 {
+            slot.first_packet_ns.store(now, Ordering::Relaxed);
+        }
+        slot.last_packet_ns.store(now, Ordering::Relaxed);
+        self.received += 1;
+        for (k, &(stage, tile)) in shared.schedule.streamed.iter().enumerate() {
+            let t = (index / tile) as usize;
+            let count = &mut self.ingest.tile_counts[self.slot][k][t];
+            *count += 1;
+            if u64::from(*count) == tile {
+                shared.send_task(Task::Launch { slot: self.slot as u32, stage: stage.0 as u32, launch: t as u32 });
+            }
+        }
+        PacketStatus::Accepted
+    }
+
+    /// Packets written so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Ends the frame: stages that need the whole source tensor may start. Every packet must
+    /// have been written; a frame with missing packets must not be finished.
+    pub fn finish(self) {
+        debug_assert_eq!(self.received, self.ingest.shared.schedule.packets, "finish with missing packets");
+        let shared = self.ingest.shared;
+        let slot = &shared.slots[self.slot];
+        for &stage in &shared.schedule.after_frame {
+            if slot.satisfy(stage) {
+                shared.dispatch_stage(self.slot, stage);
+            }
+        }
+    }
+}
+
+/// Runs `plan` with frames from `source` until it is exhausted, handing every completed frame
+/// to `sink`.
+pub fn run(plan: &Plan, source: &mut dyn Source, sink: &mut dyn FrameSink) -> Result<RunReport, RunError> {
+    let schedule = Schedule::new(plan);
+    let mut pools = plan
+        .pools
+        .iter()
+        .map(|p| Pool::host(p.name.clone(), p.block_bytes, p.blocks))
+        .collect::<Result<Vec<_>, _>>()?;
+    let slots = (0..plan.runtime.slots)
+        .map(|_| Slot::new(plan, &mut pools, &schedule))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let max_tasks = slots.len() * schedule.launches.iter().map(|&l| l as usize).sum::<usize>() + plan.runtime.workers;
+    let (task_tx, task_rx) = channel::bounded::<Task>(max_tasks);
+    // Every slot sends at most one FrameDone per frame, plus the source's end and failures.
+    let (event_tx, event_rx) = channel::bounded::<Event>(slots.len() + max_tasks + 1);
+    let (free_tx, free_rx) = channel::bounded::<usize>(slots.len());
+    for i in 0..slots.len() {
+        let _ = free_tx.send(i);
+    }
+    let shared = Shared {
+        plan,
+        schedule,
+        slots,
+        tasks: task_tx,
+        events: event_tx,
+        stopping: AtomicBool::new(false),
+        counters: plan.stages.iter().map(|_| StageCounters::default()).collect(),
+        start: Instant::now(),
+        slot_waits: AtomicU64::new(0),
+    };
+    let cpu_before = process_cpu_time();
+
+    let outcome = std::thread::scope(|scope| {
+        let shared = &shared;
+        let workers: Vec<_> = (0..plan.runtime.workers)
+            .map(|w| {
+                let tasks = task_rx.clone();
+                let core = plan.runtime.pin_cores.get(w).copied();
+                scope.spawn(move || worker(shared, tasks, core))
+            })
+            .collect();
+        let source_thread = scope.spawn(move || {
+            let mut ingest = Ingest::new(shared, free_rx);
+            let result = source.run(&mut ingest);
+            let _ = shared.events.send(Event::SourceEnded(result, ingest.begun));
+        });
+
+        let collected = collect(shared, &event_rx, free_tx, sink);
+
+        shared.stopping.store(true, Ordering::Release);
+        let source_joined = source_thread.join();
+        for _ in 0..workers.len() {
+            shared.send_task(Task::Stop);
+        }
+        let worker_panicked = workers.into_iter().map(|w| w.join()).any(|r| r.is_err());
+        match (collected, source_joined) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(_)) => Err(RunError::Panic("source")),
+            (Ok(_), Ok(_)) if worker_panicked => Err(RunError::Panic("worker")),
+            (Ok(c), Ok(_)) => Ok(c),
+        }
+    })?;
+
+    let wall = outcome.last_delivery.saturating_sub(outcome.first_start);
+    let frames = outcome.frames;
+    Ok(RunReport {
+        frames,
+        wall,
+        cpu: process_cpu_time().saturating_sub(cpu_before),
+        stages: plan
+            .stages
+            .iter()
+            .zip(&shared.counters)
+            .map(|(p, c)| c.snapshot(&plan.graph.stage(p.stage).name, p.device.to_string(), frames))
+            .collect(),
+        post_cpi: outcome.post_cpi.summary(),
+        end_to_end: outcome.end_to_end.summary(),
+        slot_waits: shared.slot_waits.load(Ordering::Relaxed),
+    })
+}
+
+fn worker(shared: &Shared<'_>, tasks: Receiver<Task>, core: Option<usize>) {
+    if let Some(id) = core {
+        // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
+        core_affinity::set_for_current(core_affinity::CoreId { id });
+    }
+    while let Ok(task) = tasks.recv() {
+        let Task::Launch { slot, stage, launch } = task else { break };
+        if shared.stopping.load(Ordering::Acquire) {
+            continue;
+        }
+        let stage = StageId(stage as usize);
+        let started = Instant::now();
+        let result = shared.slots[slot as usize].launch(stage, launch);
+        shared.counters[stage.0].record(started.elapsed().as_nanos() as u64);
+        match result {
+            Ok(()) => shared.complete(slot as usize, stage),
+            Err(e) => {
+                shared.stopping.store(true, Ordering::Release);
+                let _ = shared.events.send(Event::Failed(e));
+            }
+        }
+    }
+}
+
+struct Collected {
+    frames: u64,
+    first_start: Duration,
+    last_delivery: Duration,
+    post_cpi: Latency,
+    end_to_end: Latency,
+}
+
+/// The collector loop: delivers frames in order, returns slots, stops on the first failure.
+fn collect(
+    shared: &Shared<'_>,
+    events: &Receiver<Event>,
+    free: Sender<usize>,
+    sink: &mut dyn FrameSink,
+) -> Result<Collected, RunError> {
+    let mut out = Collected {
+        frames: 0,
+        first_start: Duration::MAX,
+        last_delivery: Duration::ZERO,
+        post_cpi: Latency::new(),
+        end_to_end: Latency::new(),
+    };
+    // Completed frames waiting for an earlier one, by slot.
+    let mut parked = vec![false; shared.slots.len()];
+    // Frames the source began, known once it has returned.
+    let mut begun: Option<u64> = None;
+    let fail = |e: RunError| {
+        shared.stopping.store(true, Ordering::Release);
+        // Dropping `free` here (by returning) wakes a source waiting for a slot.
+        Err(e)
+    };
+    loop {
+        if begun == Some(out.frames) {
+            return Ok(out);
+        }
+        let Ok(event) = events.recv() else { return Ok(out) };
+        match event {
+            Event::FrameDone(slot) => parked[slot] = true,
+            Event::SourceEnded(Ok(()), n) => begun = Some(n),
+            Event::SourceEnded(Err(e), _) => return fail(e.into()),
+            Event::Failed(e) => return fail(e.into()),
+        }
+        while let Some(slot) = next_in_order(shared, &parked, out.frames) {
+            parked[slot] = false;
+            let s = &shared.slots[slot];
+            let done = shared.now_ns();
+            let first = s.first_packet_ns.load(Ordering::Relaxed);
+            let last = s.last_packet_ns.load(Ordering::Relaxed);
+            out.post_cpi.record(done.saturating_sub(last));
+            out.end_to_end.record(done.saturating_sub(first));
+            out.first_start = out.first_start.min(Duration::from_nanos(first));
+            let frame = CompletedFrame {
+                frame_id: s.frame_id.load(Ordering::Relaxed),
+                sequence: s.sequence.load(Ordering::Relaxed),
+                plan: shared.plan,
+                slot: s,
+            };
+            if let Err(e) = sink.frame(&frame) {
+                return fail(e.into());
+            }
+            out.last_delivery = shared.start.elapsed();
+            out.frames += 1;
+            s.reset(&shared.schedule);
+            let _ = free.send(slot);
+        }
+    }
+}
+
+fn next_in_order(shared: &Shared<'_>, parked: &[bool], next_sequence: u64) -> Option<usize> {
+    parked
+        .iter()
+        .enumerate()
+        .find(|&(i, &p)| p && shared.slots[i].sequence.load(Ordering::Relaxed) == next_sequence)
+        .map(|(i, _)| i)
+}

@@ -1,0 +1,232 @@
+//! What a run measures: time per stage, latency per frame, throughput and CPU use.
+//!
+//! Workers record stage times into lock-free counters; the collector records frame latencies
+//! into histograms it owns. Nothing here allocates while a run is recording. [`RunReport`] is
+//! the summary a run returns and prints.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// Per-stage launch counters shared by the workers.
+#[derive(Debug, Default)]
+pub struct StageCounters {
+    launches: AtomicU64,
+    total_ns: AtomicU64,
+    max_ns: AtomicU64,
+}
+
+impl StageCounters {
+    /// Records one launch that took `ns`.
+    pub fn record(&self, ns: u64) {
+        self.launches.fetch_add(1, Ordering::Relaxed);
+        self.total_ns.fetch_add(ns, Ordering::Relaxed);
+        self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// A snapshot for reports.
+    pub fn snapshot(&self, name: &str, device: String, frames: u64) -> StageReport {
+        let launches = self.launches.load(Ordering::Relaxed);
+        let total_ns = self.total_ns.load(Ordering::Relaxed);
+        StageReport {
+            name: name.to_string(),
+            device,
+            launches,
+            total: Duration::from_nanos(total_ns),
+            per_frame: Duration::from_nanos(if frames == 0 { 0 } else { total_ns / frames }),
+            max_launch: Duration::from_nanos(self.max_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A latency histogram in nanoseconds, from 1 us to 1 hour at 3 significant digits.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    histogram: Histogram<u64>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Latency {
+    /// An empty histogram; all its memory is allocated here.
+    pub fn new() -> Self {
+        // The bounds are constants that hdrhistogram accepts, so this cannot fail.
+        let histogram = Histogram::new_with_bounds(1_000, 3_600_000_000_000, 3)
+            .unwrap_or_else(|e| unreachable!("constant histogram bounds are valid: {e}"));
+        Self { histogram }
+    }
+
+    /// Records one latency, clamped into the histogram's range.
+    pub fn record(&mut self, ns: u64) {
+        self.histogram.saturating_record(ns.max(1_000));
+    }
+
+    /// The summary for reports.
+    pub fn summary(&self) -> LatencySummary {
+        let h = &self.histogram;
+        let q = |p: f64| Duration::from_nanos(if h.is_empty() { 0 } else { h.value_at_quantile(p) });
+        LatencySummary {
+            count: h.len(),
+            p50: q(0.50),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: Duration::from_nanos(if h.is_empty() { 0 } else { h.max() }),
+        }
+    }
+}
+
+/// Quantiles of a latency histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LatencySummary {
+    /// Frames recorded.
+    pub count: u64,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// 99.9th percentile.
+    pub p999: Duration,
+    /// Largest.
+    pub max: Duration,
+}
+
+/// One stage's share of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageReport {
+    /// Stage name.
+    pub name: String,
+    /// Device it ran on.
+    pub device: String,
+    /// Launches run.
+    pub launches: u64,
+    /// Time in launches, summed over threads.
+    pub total: Duration,
+    /// Time in launches per frame.
+    pub per_frame: Duration,
+    /// Slowest launch.
+    pub max_launch: Duration,
+}
+
+/// The summary of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Frames completed and handed to the sink.
+    pub frames: u64,
+    /// From the first frame's start to the last frame's delivery.
+    pub wall: Duration,
+    /// Process CPU time (user + system) over the run.
+    pub cpu: Duration,
+    /// Per stage, in graph order.
+    pub stages: Vec<StageReport>,
+    /// Completion minus the frame's last packet.
+    pub post_cpi: LatencySummary,
+    /// Completion minus the frame's first packet.
+    pub end_to_end: LatencySummary,
+    /// Times the source waited for a free slot (the pipeline was the bottleneck).
+    pub slot_waits: u64,
+}
+
+impl RunReport {
+    /// Frames per second over the wall time.
+    pub fn frames_per_second(&self) -> f64 {
+        let secs = self.wall.as_secs_f64();
+        if secs > 0.0 { self.frames as f64 / secs } else { 0.0 }
+    }
+
+    /// Cores kept busy on average: CPU time over wall time.
+    pub fn cores_used(&self) -> f64 {
+        let secs = self.wall.as_secs_f64();
+        if secs > 0.0 { self.cpu.as_secs_f64() / secs } else { 0.0 }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+impl fmt::Display for RunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "frames {}  wall {:.3} s  throughput {:.1} CPI/s  cores used {:.2}  slot waits {}",
+            self.frames,
+            self.wall.as_secs_f64(),
+            self.frames_per_second(),
+            self.cores_used(),
+            self.slot_waits
+        )?;
+        writeln!(f, "{:<14} {:<6} {:>9} {:>12} {:>12}", "stage", "device", "launches", "per frame", "max launch")?;
+        for s in &self.stages {
+            writeln!(
+                f,
+                "{:<14} {:<6} {:>9} {:>12} {:>12}",
+                s.name,
+                s.device,
+                s.launches,
+                ms(s.per_frame),
+                ms(s.max_launch)
+            )?;
+        }
+        for (name, l) in [("post-CPI latency", &self.post_cpi), ("end-to-end latency", &self.end_to_end)] {
+            writeln!(
+                f,
+                "{name:<19} p50 {}  p99 {}  p99.9 {}  max {}",
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.max)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Process CPU time (user + system) so far.
+pub fn process_cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a rusage into the pointer; RUSAGE_SELF is always valid.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    // SAFETY: initialised by the successful call above.
+    let usage = unsafe { usage.assume_init() };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_quantiles_follow_recorded_values() {
+        let mut l = Latency::new();
+        for us in 1..=1000u64 {
+            l.record(us * 1_000);
+        }
+        let s = l.summary();
+        assert_eq!(s.count, 1000);
+        assert!((s.p50.as_micros() as i64 - 500).abs() <= 1, "{:?}", s.p50);
+        assert!((s.p99.as_micros() as i64 - 990).abs() <= 1, "{:?}", s.p99);
+        assert!((s.max.as_micros() as i64 - 1000).abs() <= 1);
+    }
+
+    #[test]
+    fn stage_counters_sum_and_max() {
+        let c = StageCounters::default();
+        c.record(10);
+        c.record(30);
+        let r = c.snapshot("s", "cpu".into(), 2);
+        assert_eq!(r.launches, 2);
+        assert_eq!(r.total, Duration::from_nanos(40));
+        assert_eq!(r.per_frame, Duration::from_nanos(20));
+        assert_eq!(r.max_launch, Duration::from_nanos(30));
+    }
+}

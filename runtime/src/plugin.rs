@@ -1,0 +1,382 @@
+//! Kernel libraries: loading them, checking their tables, and calling their kernels safely.
+//!
+//! This module is the only place that crosses the C ABI of `kplace.h`. [`KernelLibrary::load`]
+//! refuses a library whose ABI version differs, whose entry symbol is missing, or whose table
+//! is malformed (null names, missing functions, a kernel named twice), each with a message
+//! naming the file. A [`KernelState`] owns one `create`d state and destroys it on drop; it keeps
+//! its library loaded for as long as it lives.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kplace_abi::{
+    ABI_VERSION, DeviceKind, ENTRY_SYMBOL, EntryFn, Kernel, KernelConfig, LaunchArgs, MemorySpace,
+    Param, SPLIT_NONE, Status, Tensor, TensorDesc, Tile,
+};
+
+/// Room for a kernel's error text; longer text is truncated by the kernel.
+const ERROR_BUFFER: usize = 1024;
+
+/// Why a library could not be loaded or a kernel could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file does not exist.
+    #[error("kernel library {} does not exist", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The dynamic loader refused the file.
+    #[error("cannot load kernel library {}: {source}", path.display())]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// The loader's error.
+        source: libloading::Error,
+    },
+    /// The file exports no entry symbol.
+    #[error("{} is not a kplace kernel library: it does not export {}", path.display(), entry_name())]
+    NoEntry {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The library was built against another ABI version.
+    #[error(
+        "kernel library {} was built for kplace ABI version {found}, but this kplace speaks version {ABI_VERSION}; rebuild it against this kplace.h",
+        path.display()
+    )]
+    AbiVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version in its table.
+        found: u32,
+    },
+    /// The table breaks a rule of the ABI.
+    #[error("kernel library {}: {message}", path.display())]
+    BadTable {
+        /// The file.
+        path: PathBuf,
+        /// Which rule.
+        message: String,
+    },
+    /// A kernel's create failed.
+    #[error("{kernel} ({}): create failed: {message} [{}]", library.display(), status.name())]
+    Create {
+        /// The kernel's name.
+        kernel: String,
+        /// Its library.
+        library: PathBuf,
+        /// The status it returned.
+        status: Status,
+        /// Its error text.
+        message: String,
+    },
+}
+
+fn entry_name() -> &'static str {
+    // ENTRY_SYMBOL is a NUL-terminated ASCII literal.
+    std::str::from_utf8(&ENTRY_SYMBOL[..ENTRY_SYMBOL.len() - 1]).unwrap_or("kplace_library_entry")
+}
+
+/// A kernel's failure at launch.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kernel}: launch failed: {message} [{}]", status.name())]
+pub struct LaunchError {
+    /// The kernel's name.
+    pub kernel: String,
+    /// The status it returned.
+    pub status: Status,
+    /// Its error text.
+    pub message: String,
+}
+
+/// One kernel from a library's table.
+#[derive(Clone, Debug)]
+pub struct KernelInfo {
+    /// Logical name.
+    pub name: String,
+    /// Where it runs.
+    pub device: DeviceKind,
+    /// Where its tensors live.
+    pub memory: MemorySpace,
+    /// Inputs it takes.
+    pub n_inputs: u32,
+    /// Outputs it writes.
+    pub n_outputs: u32,
+    functions: Functions,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Functions {
+    create: kplace_abi::CreateFn,
+    workspace_bytes: kplace_abi::WorkspaceBytesFn,
+    launch: kplace_abi::LaunchFn,
+    destroy: kplace_abi::DestroyFn,
+}
+
+/// A loaded, checked kernel library.
+#[derive(Debug)]
+pub struct KernelLibrary {
+    path: PathBuf,
+    name: String,
+    kernels: Vec<KernelInfo>,
+    // Declared last so it is dropped last: the function pointers above point into it.
+    _library: libloading::Library,
+}
+
+impl KernelLibrary {
+    /// Loads and checks the library at `path`.
+    pub fn load(path: &Path) -> Result<Arc<KernelLibrary>, PluginError> {
+        if !path.exists() {
+            return Err(PluginError::Missing { path: path.to_path_buf() });
+        }
+        // SAFETY: loading runs the library's initialisers; a kernel library is trusted code
+        // chosen by the user, as any shared library a program links.
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|source| PluginError::Load { path: path.to_path_buf(), source })?;
+        // SAFETY: the symbol's type is fixed by the ABI.
+        let entry: EntryFn = unsafe { library.get::<EntryFn>(ENTRY_SYMBOL) }
+            .map(|symbol| *symbol)
+            .map_err(|_| PluginError::NoEntry { path: path.to_path_buf() })?;
+        let bad = |message: String| PluginError::BadTable { path: path.to_path_buf(), message };
+        // SAFETY: the entry takes no arguments and returns a pointer to a static table.
+        let table = unsafe { entry() };
+        if table.is_null() {
+            return Err(bad(format!("{} returned null", entry_name())));
+        }
+        // SAFETY: abi_version is the first field in every ABI version, so it can be read
+        // before the rest of the layout is trusted.
+        let found = unsafe { *table.cast::<u32>() };
+        if found != ABI_VERSION {
+            return Err(PluginError::AbiVersion { path: path.to_path_buf(), found });
+        }
+        // SAFETY: version 1 tables have this layout and live while the library is loaded.
+        let table = unsafe { &*table };
+        let name = read_str(table.name).ok_or_else(|| bad("the library name is null or not UTF-8".into()))?;
+        if table.n_kernels > 0 && table.kernels.is_null() {
+            return Err(bad(format!("the table has {} kernels but a null kernel array", table.n_kernels)));
+        }
+        let raw: &[Kernel] = if table.n_kernels == 0 {
+            &[]
+        } else {
+            // SAFETY: non-null and n_kernels long, per the ABI.
+            unsafe { std::slice::from_raw_parts(table.kernels, table.n_kernels as usize) }
+        };
+        let mut kernels: Vec<KernelInfo> = Vec::with_capacity(raw.len());
+        for (i, k) in raw.iter().enumerate() {
+            let kernel_name =
+                read_str(k.name).ok_or_else(|| bad(format!("kernel {i} has a null or non-UTF-8 name")))?;
+            let functions = match (k.create, k.workspace_bytes, k.launch, k.destroy) {
+                (Some(create), Some(workspace_bytes), Some(launch), Some(destroy)) => {
+                    Functions { create, workspace_bytes, launch, destroy }
+                }
+                _ => return Err(bad(format!("kernel {kernel_name} lacks a create, workspace_bytes, launch or destroy function"))),
+            };
+            if k.device.name().is_none() {
+                return Err(bad(format!("kernel {kernel_name} has unknown device kind {}", k.device.0)));
+            }
+            if k.memory.name().is_none() {
+                return Err(bad(format!("kernel {kernel_name} has unknown memory space {}", k.memory.0)));
+            }
+            if kernels.iter().any(|other| other.name == kernel_name) {
+                return Err(bad(format!("the table names kernel {kernel_name} twice")));
+            }
+            kernels.push(KernelInfo {
+                name: kernel_name,
+                device: k.device,
+                memory: k.memory,
+                n_inputs: k.n_inputs,
+                n_outputs: k.n_outputs,
+                functions,
+            });
+        }
+        Ok(Arc::new(KernelLibrary { path: path.to_path_buf(), name, kernels, _library: library }))
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The name in its table.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every kernel it offers.
+    pub fn kernels(&self) -> &[KernelInfo] {
+        &self.kernels
+    }
+
+    /// The kernel `name` for `device`, if offered.
+    pub fn find(self: &Arc<Self>, name: &str, device: DeviceKind) -> Option<KernelHandle> {
+        self.kernels
+            .iter()
+            .position(|k| k.name == name && k.device == device)
+            .map(|index| KernelHandle { library: Arc::clone(self), index })
+    }
+}
+
+fn read_str(ptr: *const c_char) -> Option<String> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: non-null strings in a table are NUL-terminated and static (ABI rule).
+    unsafe { CStr::from_ptr(ptr) }.to_str().ok().map(str::to_owned)
+}
+
+/// A kernel of a loaded library; keeps the library loaded.
+#[derive(Clone, Debug)]
+pub struct KernelHandle {
+    library: Arc<KernelLibrary>,
+    index: usize,
+}
+
+/// What `create` needs besides the kernel: the stage's parameters, tensors and tiling.
+#[derive(Clone, Debug)]
+pub struct CreateConfig<'a> {
+    /// Parameters as text.
+    pub params: &'a [(String, String)],
+    /// Input descriptors.
+    pub inputs: &'a [TensorDesc],
+    /// Output descriptors.
+    pub outputs: &'a [TensorDesc],
+    /// `(axis, tile)` of a split stage.
+    pub split: Option<(usize, u64)>,
+    /// CUDA device ordinal (0 on the CPU).
+    pub device_ordinal: u32,
+}
+
+impl KernelHandle {
+    /// The kernel's table entry.
+    pub fn info(&self) -> &KernelInfo {
+        &self.library.kernels[self.index]
+    }
+
+    /// The library it comes from.
+    pub fn library(&self) -> &Arc<KernelLibrary> {
+        &self.library
+    }
+
+    /// Creates a state, validating parameters and shapes in the kernel.
+    pub fn create(&self, config: &CreateConfig<'_>) -> Result<KernelState, PluginError> {
+        let info = self.info();
+        let create_error = |status: Status, message: String| PluginError::Create {
+            kernel: info.name.clone(),
+            library: self.library.path.clone(),
+            status,
+            message,
+        };
+        // Keep the C strings alive across the call.
+        let texts: Vec<(std::ffi::CString, std::ffi::CString)> = config
+            .params
+            .iter()
+            .map(|(n, v)| Ok((std::ffi::CString::new(n.as_str())?, std::ffi::CString::new(v.as_str())?)))
+            .collect::<Result<_, std::ffi::NulError>>()
+            .map_err(|_| create_error(Status::INVALID_ARGUMENT, "a parameter contains a NUL byte".into()))?;
+        let params: Vec<Param> = texts.iter().map(|(n, v)| Param { name: n.as_ptr(), value: v.as_ptr() }).collect();
+        let (split_axis, tile) = match config.split {
+            Some((axis, tile)) => (axis as u32, tile),
+            None => (SPLIT_NONE, 0),
+        };
+        let raw = KernelConfig {
+            params: params.as_ptr(),
+            inputs: config.inputs.as_ptr(),
+            outputs: config.outputs.as_ptr(),
+            n_params: params.len() as u32,
+            n_inputs: config.inputs.len() as u32,
+            n_outputs: config.outputs.len() as u32,
+            split_axis,
+            tile,
+            device_ordinal: config.device_ordinal,
+            reserved: 0,
+        };
+        let mut state: *mut c_void = std::ptr::null_mut();
+        let mut error = [0 as c_char; ERROR_BUFFER];
+        // SAFETY: every pointer in `raw` is valid for its count for the duration of the call;
+        // the error buffer is ERROR_BUFFER bytes.
+        let status = unsafe { (info.functions.create)(&raw, &mut state, error.as_mut_ptr(), ERROR_BUFFER) };
+        if status != Status::OK {
+            return Err(create_error(status, error_text(&error)));
+        }
+        if state.is_null() {
+            return Err(create_error(Status::INTERNAL, "create returned OK but no state".into()));
+        }
+        // SAFETY: a state fresh from create.
+        let workspace_bytes = unsafe { (info.functions.workspace_bytes)(state) };
+        Ok(KernelState { handle: self.clone(), state, workspace_bytes })
+    }
+}
+
+fn error_text(buffer: &[c_char]) -> String {
+    let bytes: Vec<u8> = buffer.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if text.is_empty() { "(the kernel gave no reason)".into() } else { text }
+}
+
+/// One kernel state (per stage and frame slot), destroyed on drop.
+#[derive(Debug)]
+pub struct KernelState {
+    handle: KernelHandle,
+    state: *mut c_void,
+    workspace_bytes: u64,
+}
+
+// SAFETY: the ABI requires kernels to accept launches on one state from any thread, and
+// concurrent launches for disjoint tiles; the state pointer is never dereferenced here.
+unsafe impl Send for KernelState {}
+unsafe impl Sync for KernelState {}
+
+impl KernelState {
+    /// Workspace bytes each concurrent launch needs.
+    pub fn workspace_bytes(&self) -> u64 {
+        self.workspace_bytes
+    }
+
+    /// The kernel's table entry.
+    pub fn info(&self) -> &KernelInfo {
+        self.handle.info()
+    }
+
+    /// Runs (CPU) or enqueues (CUDA) one tile. Allocates nothing unless the kernel fails.
+    ///
+    /// # Safety
+    /// The tensors' data must be valid for their sizes in their memory spaces, the workspace
+    /// valid for `workspace.1` bytes, and no concurrent launch may touch the same tile of the
+    /// outputs or the same workspace.
+    pub unsafe fn launch(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        workspace: (*mut c_void, u64),
+        stream: *mut c_void,
+        tile: Tile,
+    ) -> Result<(), LaunchError> {
+        let args = LaunchArgs {
+            inputs: inputs.as_ptr(),
+            outputs: outputs.as_ptr(),
+            n_inputs: inputs.len() as u32,
+            n_outputs: outputs.len() as u32,
+            workspace: workspace.0,
+            workspace_bytes: workspace.1,
+            stream,
+            tile,
+        };
+        let mut error = [0 as c_char; ERROR_BUFFER];
+        // SAFETY: the state came from this kernel's create; pointers valid per the caller.
+        let status = unsafe { (self.info().functions.launch)(self.state, &args, error.as_mut_ptr(), ERROR_BUFFER) };
+        if status == Status::OK {
+            Ok(())
+        } else {
+            Err(LaunchError { kernel: self.info().name.clone(), status, message: error_text(&error) })
+        }
+    }
+}
+
+impl Drop for KernelState {
+    fn drop(&mut self) {
+        // SAFETY: the state came from create and is destroyed exactly once.
+        unsafe { (self.info().functions.destroy)(self.state) };
+    }
+}

@@ -1,0 +1,60 @@
+//! Frame sources that need no network: replay of frames prepared in memory.
+//!
+//! [`FrameReplay`] delivers prepared frames packet by packet, in packet order, through the same
+//! [`Ingest`] seam a packet receiver uses, as fast as slots free up. It measures the pipeline
+//! alone: the source costs one copy per packet, as a receiver writing payloads into place does.
+
+use crate::executor::{Ingest, PacketStatus, Source, SourceError};
+
+/// Replays `frames` prepared source buffers cyclically until `count` frames were delivered;
+/// frame `i` carries id `i` and the bytes of prepared frame `i % frames.len()`.
+#[derive(Debug)]
+pub struct FrameReplay {
+    frames: Vec<Vec<u8>>,
+    count: u64,
+}
+
+impl FrameReplay {
+    /// A replay of `count` frames drawn cyclically from `frames` (at least one).
+    pub fn new(frames: Vec<Vec<u8>>, count: u64) -> Self {
+        Self { frames, count }
+    }
+
+    /// Prepared frames in the cycle.
+    pub fn period(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+impl Source for FrameReplay {
+    fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
+        let packet_bytes = ingest.packet_bytes();
+        let packets = ingest.packets_per_frame();
+        let frame_bytes = packet_bytes * packets as usize;
+        if self.frames.is_empty() && self.count > 0 {
+            return Err(SourceError("replay has no prepared frames".into()));
+        }
+        if let Some(bad) = self.frames.iter().position(|f| f.len() != frame_bytes) {
+            return Err(SourceError(format!(
+                "prepared frame {bad} has {} bytes, but the graph's source tensor needs {frame_bytes}",
+                self.frames[bad].len()
+            )));
+        }
+        for id in 0..self.count {
+            let frame = &self.frames[(id % self.frames.len() as u64) as usize];
+            let Some(mut writer) = ingest.begin_frame(id) else { return Ok(()) };
+            for (p, payload) in frame.chunks_exact(packet_bytes).enumerate() {
+                let p = p as u64;
+                let dest = writer
+                    .packet_mut(p)
+                    .ok_or_else(|| SourceError(format!("frame {id}: packet {p} has no place in the slot")))?;
+                dest.copy_from_slice(payload);
+                if writer.packet_done(p) != PacketStatus::Accepted {
+                    return Err(SourceError(format!("frame {id}: packet {p} was refused")));
+                }
+            }
+            writer.finish();
+        }
+        Ok(())
+    }
+}

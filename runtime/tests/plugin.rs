@@ -1,0 +1,124 @@
+//! Loading kernel libraries: the C test library loads and runs; every malformed library is
+//! refused with a message naming its file.
+
+mod support;
+
+use kplace::abi::{DeviceKind, Dtype, MemorySpace, Tensor, TensorDesc, Tile};
+use kplace::plugin::{CreateConfig, KernelLibrary, PluginError};
+use support::build_c_library;
+
+fn desc(dtype: Dtype, shape: &[u64]) -> TensorDesc {
+    let mut s = [0u64; 4];
+    s[..shape.len()].copy_from_slice(shape);
+    TensorDesc {
+        dtype,
+        memory: MemorySpace::HOST,
+        rank: shape.len() as u32,
+        reserved: 0,
+        shape: s,
+        bytes: dtype.bytes_for(shape).unwrap(),
+    }
+}
+
+#[test]
+fn a_c_library_loads_and_its_kernel_runs() {
+    let path = build_c_library("test_kernels.c", "test_kernels", &[]);
+    let lib = KernelLibrary::load(&path).unwrap();
+    assert_eq!(lib.name(), "test-kernels");
+    let names: Vec<&str> = lib.kernels().iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["test.magnitude2", "test.column_sum"]);
+    assert!(lib.find("test.magnitude2", DeviceKind::CUDA).is_none(), "device kinds are distinct");
+
+    let kernel = lib.find("test.magnitude2", DeviceKind::CPU).unwrap();
+    let (rows, cols) = (4u64, 3u64);
+    let inputs = [desc(Dtype::CI16, &[rows, cols])];
+    let outputs = [desc(Dtype::F32, &[rows, cols])];
+    let params = [("scale".to_string(), "0.5".to_string())];
+    let state = kernel
+        .create(&CreateConfig { params: &params, inputs: &inputs, outputs: &outputs, split: Some((0, 2)), device_ordinal: 0 })
+        .unwrap();
+    assert_eq!(state.workspace_bytes(), 0);
+
+    let mut iq: Vec<i16> = (0..(rows * cols * 2) as i16).map(|v| v - 7).collect();
+    let mut out = vec![f32::NAN; (rows * cols) as usize];
+    let tin = [Tensor { desc: inputs[0], data: iq.as_mut_ptr().cast() }];
+    let tout = [Tensor { desc: outputs[0], data: out.as_mut_ptr().cast() }];
+    // Only the second tile: rows 2 and 3.
+    unsafe { state.launch(&tin, &tout, (std::ptr::null_mut(), 0), std::ptr::null_mut(), Tile { begin: 2, count: 2 }) }
+        .unwrap();
+    for (k, v) in out.iter().enumerate() {
+        if k < 6 {
+            assert!(v.is_nan(), "a tile writes only its rows");
+        } else {
+            let (i, q) = (f32::from(iq[2 * k]), f32::from(iq[2 * k + 1]));
+            assert_eq!(*v, 0.5 * (i * i + q * q));
+        }
+    }
+
+    // A launch error comes back with the kernel's text.
+    let err = unsafe { state.launch(&tin, &tout, (std::ptr::null_mut(), 0), std::ptr::null_mut(), Tile { begin: 3, count: 2 }) }
+        .unwrap_err();
+    assert_eq!(err.message, "tile out of range");
+    assert!(err.to_string().contains("test.magnitude2"), "{err}");
+}
+
+#[test]
+fn create_errors_carry_the_kernels_text() {
+    let path = build_c_library("test_kernels.c", "test_kernels", &[]);
+    let lib = KernelLibrary::load(&path).unwrap();
+    let kernel = lib.find("test.magnitude2", DeviceKind::CPU).unwrap();
+    let inputs = [desc(Dtype::CI16, &[2, 2])];
+    let outputs = [desc(Dtype::F32, &[2, 2])];
+    let params = [("scael".to_string(), "2".to_string())];
+    let err = kernel
+        .create(&CreateConfig { params: &params, inputs: &inputs, outputs: &outputs, split: None, device_ordinal: 0 })
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("unknown parameter scael") && text.contains("test.magnitude2"), "{text}");
+    let wrong = [desc(Dtype::CF32, &[2, 2])];
+    let err = kernel
+        .create(&CreateConfig { params: &[], inputs: &wrong, outputs: &outputs, split: None, device_ordinal: 0 })
+        .unwrap_err();
+    assert!(err.to_string().contains("input 0 must be ci16"), "{err}");
+}
+
+#[test]
+fn a_missing_library_file_is_named() {
+    let err = KernelLibrary::load(std::path::Path::new("/nonexistent/libnothing.so")).unwrap_err();
+    assert!(matches!(err, PluginError::Missing { .. }));
+    assert!(err.to_string().contains("/nonexistent/libnothing.so"), "{err}");
+}
+
+#[test]
+fn a_file_that_is_not_a_shared_library_is_refused() {
+    let (_dir, path) = support::write_temp("libfake.so", "not an ELF file");
+    let err = KernelLibrary::load(&path).unwrap_err();
+    assert!(matches!(err, PluginError::Load { .. }), "{err:?}");
+    assert!(err.to_string().contains("libfake.so"), "{err}");
+}
+
+#[test]
+fn a_library_built_for_another_abi_version_is_refused() {
+    let path = build_c_library("test_kernels.c", "wrong_abi", &["TEST_ABI_VERSION=2"]);
+    let err = KernelLibrary::load(&path).unwrap_err();
+    assert!(matches!(err, PluginError::AbiVersion { found: 2, .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("libwrong_abi.so") && text.contains("version 2") && text.contains("version 1"), "{text}");
+}
+
+#[test]
+fn a_library_without_the_entry_symbol_is_refused() {
+    let path = build_c_library("test_kernels.c", "no_entry", &["TEST_NO_ENTRY"]);
+    let err = KernelLibrary::load(&path).unwrap_err();
+    assert!(matches!(err, PluginError::NoEntry { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("libno_entry.so") && text.contains("kplace_library_entry"), "{text}");
+}
+
+#[test]
+fn a_table_naming_a_kernel_twice_is_refused() {
+    let path = build_c_library("duplicate.c", "duplicate", &[]);
+    let err = KernelLibrary::load(&path).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("libduplicate.so") && text.contains("dup.kernel twice"), "{text}");
+}

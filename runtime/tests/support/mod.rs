@@ -1,0 +1,68 @@
+//! Helpers shared by the runtime's integration tests: building the C test libraries and
+//! finding the workspace's own libraries.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("runtime/ has a parent").to_path_buf()
+}
+
+/// Builds `runtime/tests/c/<source>` into a shared library named `lib<name>.so` with extra
+/// `defines`, once per test binary run, and returns its path. Panics with the compiler's output
+/// when the build fails: the C sources are part of the test suite.
+pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-libs");
+    std::fs::create_dir_all(&dir).expect("create c-libs dir");
+    let out = dir.join(format!("lib{name}.so"));
+    // Each test binary builds to a private name, then renames: concurrent test binaries never
+    // see a half-written library.
+    static BUILDS: AtomicUsize = AtomicUsize::new(0);
+    let build = BUILDS.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("lib{name}.{}.{build}.so.tmp", std::process::id()));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = Command::new(&cc);
+    cmd.args(["-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Werror"])
+        .arg("-I")
+        .arg(workspace().join("runtime/include"))
+        .arg(workspace().join("runtime/tests/c").join(source))
+        .arg("-o")
+        .arg(&tmp);
+    for d in defines {
+        cmd.arg(format!("-D{d}"));
+    }
+    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run the C compiler {cc}: {e}"));
+    assert!(
+        output.status.success(),
+        "building {source} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::rename(&tmp, &out).expect("rename test library");
+    out
+}
+
+/// The CPU kernel library built by cargo next to the test binaries.
+pub fn cpu_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let deps = exe.parent().expect("deps dir");
+    let dir = deps.parent().expect("profile dir");
+    let lib = dir.join("libkplace_cpu.so");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build the workspace first (`cargo build --workspace` or `cargo test --workspace`)",
+        lib.display()
+    );
+    lib
+}
+
+/// Writes `text` to a new file `name` in a fresh temporary directory, returning both.
+pub fn write_temp(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write temp file");
+    (dir, path)
+}

@@ -135,7 +135,10 @@ impl Graph {
 
     /// The tensor named `name`, if any.
     pub fn tensor_by_name(&self, name: &str) -> Option<TensorId> {
-        self.tensors.iter().position(|t| t.name == name).map(TensorId)
+        self.tensors
+            .iter()
+            .position(|t| t.name == name)
+            .map(TensorId)
     }
 
     /// Stages that read tensor `id`.
@@ -165,15 +168,20 @@ impl Graph {
 
     /// Reads, binds and checks a graph file.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Graph, GraphError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| GraphError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| GraphError::Io {
+            path: path.to_path_buf(),
+            cause: source,
+        })?;
         Self::parse(&text, path, overrides)
     }
 
     /// Binds and checks graph text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Result<Graph, GraphError> {
-        let file: GraphFile = serde_saphyr::from_str(text)
-            .map_err(|source| GraphError::Syntax { path: path.to_path_buf(), source: Box::new(source) })?;
+        let file: GraphFile =
+            serde_saphyr::from_str(text).map_err(|source| GraphError::Syntax {
+                path: path.to_path_buf(),
+                cause: Box::new(source),
+            })?;
         Binder { path, overrides }.bind(file)
     }
 }
@@ -191,20 +199,20 @@ pub struct Overrides {
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
     /// The file could not be read.
-    #[error("cannot read graph {}: {source}", path.display())]
+    #[error("cannot read graph {}: {cause}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not valid YAML for a graph (the message has line and column).
-    #[error("graph {}: {source}", path.display())]
+    #[error("graph {}: {cause}", path.display())]
     Syntax {
         /// The file.
         path: PathBuf,
         /// The parser's error, with line, column and a snippet.
-        source: Box<serde_saphyr::Error>,
+        cause: Box<serde_saphyr::Error>,
     },
     /// The file parses but describes an invalid graph.
     #[error("graph {}{}: {message}", path.display(), at.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
@@ -278,7 +286,11 @@ struct Binder<'a> {
 
 impl Binder<'_> {
     fn invalid(&self, at: Option<(u64, u64)>, message: impl Into<String>) -> GraphError {
-        GraphError::Invalid { path: self.path.to_path_buf(), at, message: message.into() }
+        GraphError::Invalid {
+            path: self.path.to_path_buf(),
+            at,
+            message: message.into(),
+        }
     }
 
     fn bind(&self, file: GraphFile) -> Result<Graph, GraphError> {
@@ -286,18 +298,28 @@ impl Binder<'_> {
         let mut tensors = Vec::with_capacity(file.tensors.len());
         for t in &file.tensors {
             if tensors.iter().any(|x: &TensorSpec| x.name == t.value.name) {
-                return Err(self.invalid(at(t), format!("tensor {} is declared twice", t.value.name)));
+                return Err(
+                    self.invalid(at(t), format!("tensor {} is declared twice", t.value.name))
+                );
             }
             tensors.push(self.bind_tensor(t, &dims)?);
         }
         let find = |name: &Spanned<String>, tensors: &[TensorSpec]| {
-            tensors.iter().position(|t| t.name == name.value).map(TensorId).ok_or_else(|| {
-                let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
-                self.invalid(
-                    at(name),
-                    format!("unknown tensor {} (declared: {})", name.value, known.join(", ")),
-                )
-            })
+            tensors
+                .iter()
+                .position(|t| t.name == name.value)
+                .map(TensorId)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+                    self.invalid(
+                        at(name),
+                        format!(
+                            "unknown tensor {} (declared: {})",
+                            name.value,
+                            known.join(", ")
+                        ),
+                    )
+                })
         };
 
         let source_tensor = find(&file.source.tensor, &tensors)?;
@@ -342,7 +364,10 @@ impl Binder<'_> {
                 if produced[id.0] {
                     return Err(self.invalid(
                         at(name),
-                        format!("tensor {} has a second writer: stage {}", name.value, spec.name),
+                        format!(
+                            "tensor {} has a second writer: stage {}",
+                            name.value, spec.name
+                        ),
                     ));
                 }
                 produced[id.0] = true;
@@ -350,7 +375,13 @@ impl Binder<'_> {
                 outputs.push(id);
             }
             if inputs.is_empty() || outputs.is_empty() {
-                return Err(self.invalid(at(s), format!("stage {} needs at least one input and one output", spec.name)));
+                return Err(self.invalid(
+                    at(s),
+                    format!(
+                        "stage {} needs at least one input and one output",
+                        spec.name
+                    ),
+                ));
             }
             let split = match &spec.split {
                 None => None,
@@ -369,11 +400,17 @@ impl Binder<'_> {
 
         if let Some((i, _)) = produced.iter().enumerate().find(|(_, p)| !**p) {
             let decl = &file.tensors[i];
-            return Err(self.invalid(at(decl), format!("tensor {} is never written", tensors[i].name)));
+            return Err(self.invalid(
+                at(decl),
+                format!("tensor {} is never written", tensors[i].name),
+            ));
         }
         for (stage, param, _) in &self.overrides.params {
             if !stages.iter().any(|s| &s.name == stage) {
-                return Err(self.invalid(None, format!("--set {stage}.{param}: the graph has no stage {stage}")));
+                return Err(self.invalid(
+                    None,
+                    format!("--set {stage}.{param}: the graph has no stage {stage}"),
+                ));
             }
         }
         let mut sinks = Vec::new();
@@ -389,12 +426,18 @@ impl Binder<'_> {
             dims,
             tensors,
             stages,
-            source: SourceSpec { tensor: source_tensor, packet_axis: file.source.packet_axis },
+            source: SourceSpec {
+                tensor: source_tensor,
+                packet_axis: file.source.packet_axis,
+            },
             sinks,
         })
     }
 
-    fn bind_dims(&self, mut dims: BTreeMap<String, u64>) -> Result<BTreeMap<String, u64>, GraphError> {
+    fn bind_dims(
+        &self,
+        mut dims: BTreeMap<String, u64>,
+    ) -> Result<BTreeMap<String, u64>, GraphError> {
         for (name, value) in &self.overrides.dims {
             match dims.get_mut(name) {
                 Some(slot) => *slot = *value,
@@ -402,7 +445,10 @@ impl Binder<'_> {
                     let known: Vec<&str> = dims.keys().map(String::as_str).collect();
                     return Err(self.invalid(
                         None,
-                        format!("the graph has no dimension {name} to set (it has: {})", known.join(", ")),
+                        format!(
+                            "the graph has no dimension {name} to set (it has: {})",
+                            known.join(", ")
+                        ),
                     ));
                 }
             }
@@ -413,19 +459,31 @@ impl Binder<'_> {
         Ok(dims)
     }
 
-    fn bind_tensor(&self, t: &Spanned<TensorFile>, dims: &BTreeMap<String, u64>) -> Result<TensorSpec, GraphError> {
+    fn bind_tensor(
+        &self,
+        t: &Spanned<TensorFile>,
+        dims: &BTreeMap<String, u64>,
+    ) -> Result<TensorSpec, GraphError> {
         let spec = &t.value;
         let dtype = Dtype::from_name(&spec.dtype.value).ok_or_else(|| {
             let known: Vec<&str> = Dtype::ALL.iter().map(|(_, n)| *n).collect();
             self.invalid(
                 at(&spec.dtype),
-                format!("tensor {}: unknown dtype {} (known: {})", spec.name, spec.dtype.value, known.join(", ")),
+                format!(
+                    "tensor {}: unknown dtype {} (known: {})",
+                    spec.name,
+                    spec.dtype.value,
+                    known.join(", ")
+                ),
             )
         })?;
         if spec.shape.is_empty() || spec.shape.len() > MAX_RANK {
             return Err(self.invalid(
                 at(t),
-                format!("tensor {}: shape must have 1 to {MAX_RANK} dimensions", spec.name),
+                format!(
+                    "tensor {}: shape must have 1 to {MAX_RANK} dimensions",
+                    spec.name
+                ),
             ));
         }
         let mut shape = Vec::with_capacity(spec.shape.len());
@@ -435,27 +493,47 @@ impl Binder<'_> {
                 Err(_) => *dims.get(&d.value).ok_or_else(|| {
                     self.invalid(
                         at(d),
-                        format!("tensor {}: {} is neither a number nor a declared dimension", spec.name, d.value),
+                        format!(
+                            "tensor {}: {} is neither a number nor a declared dimension",
+                            spec.name, d.value
+                        ),
                     )
                 })?,
             };
             if value == 0 {
-                return Err(self.invalid(at(d), format!("tensor {}: a dimension is zero", spec.name)));
+                return Err(
+                    self.invalid(at(d), format!("tensor {}: a dimension is zero", spec.name))
+                );
             }
             shape.push(value);
         }
         let bytes = dtype
             .bytes_for(&shape)
             .ok_or_else(|| self.invalid(at(t), format!("tensor {}: size overflows", spec.name)))?;
-        Ok(TensorSpec { name: spec.name.clone(), dtype, shape, bytes, producer: Producer::Source })
+        Ok(TensorSpec {
+            name: spec.name.clone(),
+            dtype,
+            shape,
+            bytes,
+            producer: Producer::Source,
+        })
     }
 
-    fn bind_split(&self, split: &Spanned<SplitFile>, stage: &str, input: &TensorSpec) -> Result<Split, GraphError> {
+    fn bind_split(
+        &self,
+        split: &Spanned<SplitFile>,
+        stage: &str,
+        input: &TensorSpec,
+    ) -> Result<Split, GraphError> {
         let SplitFile { axis, tile } = split.value;
         let Some(&extent) = input.shape.get(axis) else {
             return Err(self.invalid(
                 at(split),
-                format!("stage {stage}: split axis {axis} is out of range for {} of rank {}", input.name, input.shape.len()),
+                format!(
+                    "stage {stage}: split axis {axis} is out of range for {} of rank {}",
+                    input.name,
+                    input.shape.len()
+                ),
             ));
         };
         if tile == 0 || extent % tile != 0 {
@@ -486,7 +564,12 @@ impl Binder<'_> {
                 Some(symbol) => dims
                     .get(symbol)
                     .ok_or_else(|| {
-                        self.invalid(at(value), format!("stage {stage}: parameter {name} names unknown dimension {symbol}"))
+                        self.invalid(
+                            at(value),
+                            format!(
+                                "stage {stage}: parameter {name} names unknown dimension {symbol}"
+                            ),
+                        )
                     })?
                     .to_string(),
                 None => value.value.clone(),
@@ -504,7 +587,13 @@ impl Binder<'_> {
 
 impl fmt::Display for TensorSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}{:?}", self.name, self.dtype.name().unwrap_or("?"), self.shape)
+        write!(
+            f,
+            "{} {}{:?}",
+            self.name,
+            self.dtype.name().unwrap_or("?"),
+            self.shape
+        )
     }
 }
 
@@ -550,7 +639,13 @@ sinks: [out]
         assert_eq!(g.tensors[1].producer, Producer::Stage(StageId(0)));
         assert_eq!(g.tensors[0].producer, Producer::Source);
         assert_eq!(g.stages[0].split, Some(Split { axis: 0, tile: 4 }));
-        assert_eq!(g.stages[1].params, [("alpha".to_string(), "1.5e-3".to_string()), ("rows".into(), "64".into())]);
+        assert_eq!(
+            g.stages[1].params,
+            [
+                ("alpha".to_string(), "1.5e-3".to_string()),
+                ("rows".into(), "64".into())
+            ]
+        );
         assert_eq!(g.predecessors(StageId(1)), [StageId(0)]);
         assert_eq!(g.source.packets(&g), 16);
         assert_eq!(g.source.packet_bytes(&g), 64 * 4);
@@ -565,27 +660,64 @@ sinks: [out]
         };
         let g = parse(GOOD, &o).unwrap();
         assert_eq!(g.tensors[0].shape, [32, 128]);
-        assert_eq!(g.stages[1].params[0], ("alpha".to_string(), "2".to_string()));
-        assert_eq!(g.stages[1].params[1], ("rows".to_string(), "128".to_string()), "symbols bind after overrides");
+        assert_eq!(
+            g.stages[1].params[0],
+            ("alpha".to_string(), "2".to_string())
+        );
+        assert_eq!(
+            g.stages[1].params[1],
+            ("rows".to_string(), "128".to_string()),
+            "symbols bind after overrides"
+        );
 
-        let e = parse(GOOD, &Overrides { dims: vec![("K".into(), 1)], ..Default::default() }).unwrap_err();
-        assert!(e.to_string().contains("no dimension K") && e.to_string().contains("M, N"), "{e}");
-        let e = parse(GOOD, &Overrides { params: vec![("third".into(), "x".into(), "1".into())], ..Default::default() })
-            .unwrap_err();
-        assert!(e.to_string().contains("--set third.x") && e.to_string().contains("no stage third"), "{e}");
+        let e = parse(
+            GOOD,
+            &Overrides {
+                dims: vec![("K".into(), 1)],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("no dimension K") && e.to_string().contains("M, N"),
+            "{e}"
+        );
+        let e = parse(
+            GOOD,
+            &Overrides {
+                params: vec![("third".into(), "x".into(), "1".into())],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--set third.x") && e.to_string().contains("no stage third"),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_cpi_the_tiles_do_not_divide_is_refused() {
-        let o = Overrides { dims: vec![("M".into(), 18)], ..Default::default() };
+        let o = Overrides {
+            dims: vec![("M".into(), 18)],
+            ..Default::default()
+        };
         let e = parse(GOOD, &o).unwrap_err().to_string();
-        assert!(e.contains("graphs/test.yaml:13:") && e.contains("tiles of 4 must divide") && e.contains("(18)"), "{e}");
+        assert!(
+            e.contains("graphs/test.yaml:13:")
+                && e.contains("tiles of 4 must divide")
+                && e.contains("(18)"),
+            "{e}"
+        );
     }
 
     #[test]
     fn unknown_fields_are_named_with_line_and_column() {
         let e = error(&GOOD.replace("    params: {", "    parms: {"));
-        assert!(e.contains("graphs/test.yaml") && e.contains("line 18") && e.contains("parms"), "{e}");
+        assert!(
+            e.contains("graphs/test.yaml") && e.contains("line 18") && e.contains("parms"),
+            "{e}"
+        );
         let e = error(&GOOD.replace("name: g\n", "name: g\ncolour: blue\n"));
         assert!(e.contains("line 2") && e.contains("colour"), "{e}");
     }
@@ -599,16 +731,34 @@ sinks: [out]
     #[test]
     fn structural_errors_name_their_place() {
         let e = error(&GOOD.replace("inputs: [map]", "inputs: [mapp]"));
-        assert!(e.contains("graphs/test.yaml:16:14") && e.contains("unknown tensor mapp"), "{e}");
+        assert!(
+            e.contains("graphs/test.yaml:16:14") && e.contains("unknown tensor mapp"),
+            "{e}"
+        );
         let e = error(&GOOD.replace("dtype: cf32", "dtype: c64"));
-        assert!(e.contains("graphs/test.yaml:6:") && e.contains("unknown dtype c64") && e.contains("ci16"), "{e}");
+        assert!(
+            e.contains("graphs/test.yaml:6:")
+                && e.contains("unknown dtype c64")
+                && e.contains("ci16"),
+            "{e}"
+        );
         let e = error(&GOOD.replace("shape: [N, M]", "shape: [N, K]"));
-        assert!(e.contains("K is neither a number nor a declared dimension"), "{e}");
+        assert!(
+            e.contains("K is neither a number nor a declared dimension"),
+            "{e}"
+        );
         let e = error(&GOOD.replace("name: second", "name: first"));
         assert!(e.contains("stage first is declared twice"), "{e}");
         let e = error(&GOOD.replace("outputs: [out]", "outputs: [map]"));
-        assert!(e.contains("tensor map has a second writer: stage second"), "{e}");
-        let e = error(&GOOD.replace("sinks: [out]", "sinks: [iq]").replace("outputs: [out]", "outputs: [map2]"));
+        assert!(
+            e.contains("tensor map has a second writer: stage second"),
+            "{e}"
+        );
+        let e = error(
+            &GOOD
+                .replace("sinks: [out]", "sinks: [iq]")
+                .replace("outputs: [out]", "outputs: [map2]"),
+        );
         assert!(e.contains("unknown tensor map2"), "{e}");
         let e = error(&GOOD.replace("split: {axis: 0, tile: 4}", "split: {axis: 2, tile: 4}"));
         assert!(e.contains("split axis 2 is out of range"), "{e}");
@@ -634,7 +784,12 @@ sinks: [c]
 ";
         let e = error(swapped);
         assert!(e.contains("stage late reads tensor b before"), "{e}");
-        let unwritten = swapped.replace("  - {name: late, kernel: k, inputs: [b], outputs: [c]}\n", "").replace("sinks: [c]", "sinks: [b]");
+        let unwritten = swapped
+            .replace(
+                "  - {name: late, kernel: k, inputs: [b], outputs: [c]}\n",
+                "",
+            )
+            .replace("sinks: [c]", "sinks: [b]");
         let e = error(&unwritten);
         assert!(e.contains("tensor c is never written"), "{e}");
     }

@@ -35,7 +35,7 @@ impl StageCounters {
             device,
             launches,
             total: Duration::from_nanos(total_ns),
-            per_frame: Duration::from_nanos(if frames == 0 { 0 } else { total_ns / frames }),
+            per_frame: Duration::from_nanos(total_ns.checked_div(frames).unwrap_or(0)),
             max_launch: Duration::from_nanos(self.max_ns.load(Ordering::Relaxed)),
         }
     }
@@ -70,7 +70,13 @@ impl Latency {
     /// The summary for reports.
     pub fn summary(&self) -> LatencySummary {
         let h = &self.histogram;
-        let q = |p: f64| Duration::from_nanos(if h.is_empty() { 0 } else { h.value_at_quantile(p) });
+        let q = |p: f64| {
+            Duration::from_nanos(if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(p)
+            })
+        };
         LatencySummary {
             count: h.len(),
             p50: q(0.50),
@@ -136,13 +142,21 @@ impl RunReport {
     /// Frames per second over the wall time.
     pub fn frames_per_second(&self) -> f64 {
         let secs = self.wall.as_secs_f64();
-        if secs > 0.0 { self.frames as f64 / secs } else { 0.0 }
+        if secs > 0.0 {
+            self.frames as f64 / secs
+        } else {
+            0.0
+        }
     }
 
     /// Cores kept busy on average: CPU time over wall time.
     pub fn cores_used(&self) -> f64 {
         let secs = self.wall.as_secs_f64();
-        if secs > 0.0 { self.cpu.as_secs_f64() / secs } else { 0.0 }
+        if secs > 0.0 {
+            self.cpu.as_secs_f64() / secs
+        } else {
+            0.0
+        }
     }
 }
 
@@ -161,7 +175,11 @@ impl fmt::Display for RunReport {
             self.cores_used(),
             self.slot_waits
         )?;
-        writeln!(f, "{:<14} {:<6} {:>9} {:>12} {:>12}", "stage", "device", "launches", "per frame", "max launch")?;
+        writeln!(
+            f,
+            "{:<14} {:<6} {:>9} {:>12} {:>12}",
+            "stage", "device", "launches", "per frame", "max launch"
+        )?;
         for s in &self.stages {
             writeln!(
                 f,
@@ -173,7 +191,10 @@ impl fmt::Display for RunReport {
                 ms(s.max_launch)
             )?;
         }
-        for (name, l) in [("post-CPI latency", &self.post_cpi), ("end-to-end latency", &self.end_to_end)] {
+        for (name, l) in [
+            ("post-CPI latency", &self.post_cpi),
+            ("end-to-end latency", &self.end_to_end),
+        ] {
             writeln!(
                 f,
                 "{name:<19} p50 {}  p99 {}  p99.9 {}  max {}",

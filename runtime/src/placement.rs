@@ -11,8 +11,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 
 /// A device a stage can be placed on.
@@ -103,7 +103,11 @@ pub struct RuntimeSettings {
 
 impl Default for RuntimeSettings {
     fn default() -> Self {
-        Self { slots: 4, workers: 1, pin_cores: Vec::new() }
+        Self {
+            slots: 4,
+            workers: 1,
+            pin_cores: Vec::new(),
+        }
     }
 }
 
@@ -111,20 +115,20 @@ impl Default for RuntimeSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
     /// The file could not be read.
-    #[error("cannot read placement {}: {source}", path.display())]
+    #[error("cannot read placement {}: {cause}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not a valid placement (the message has line and column).
-    #[error("placement {}: {source}", path.display())]
+    #[error("placement {}: {cause}", path.display())]
     Syntax {
         /// The file.
         path: PathBuf,
         /// The parser's error, with line, column and a snippet.
-        source: Box<serde_saphyr::Error>,
+        cause: Box<serde_saphyr::Error>,
     },
     /// A value is out of range.
     #[error("placement {}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -141,17 +145,31 @@ pub enum PlacementError {
 impl Placement {
     /// Reads and checks a placement file.
     pub fn load(path: &Path) -> Result<Placement, PlacementError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PlacementError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| PlacementError::Io {
+            path: path.to_path_buf(),
+            cause: source,
+        })?;
         Self::parse(&text, path)
     }
 
     /// Checks placement text; `path` names it in errors and anchors relative library paths.
     pub fn parse(text: &str, path: &Path) -> Result<Placement, PlacementError> {
-        let file: PlacementFile = serde_saphyr::from_str(text)
-            .map_err(|source| PlacementError::Syntax { path: path.to_path_buf(), source: Box::new(source) })?;
-        let invalid = |line, message: String| PlacementError::Invalid { path: path.to_path_buf(), line, message };
-        let base = path.parent().unwrap_or(Path::new("."));
+        let file: PlacementFile =
+            serde_saphyr::from_str(text).map_err(|source| PlacementError::Syntax {
+                path: path.to_path_buf(),
+                cause: Box::new(source),
+            })?;
+        let invalid = |line, message: String| PlacementError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            message,
+        };
+        // A bare file name has an empty parent; "." keeps relative library paths relative to
+        // the current directory instead of letting the dynamic loader search the system path.
+        let base = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
         let libraries = file
             .libraries
             .into_iter()
@@ -170,10 +188,24 @@ impl Placement {
             .into_iter()
             .map(|(name, entry)| {
                 let line = entry.referenced.line();
-                let StageEntry { device, library, priority } = entry.value;
-                let device = device.parse().map_err(|e: String| invalid(Some(line), format!("stage {name}: {e}")))?;
+                let StageEntry {
+                    device,
+                    library,
+                    priority,
+                } = entry.value;
+                let device = device
+                    .parse()
+                    .map_err(|e: String| invalid(Some(line), format!("stage {name}: {e}")))?;
                 let library = library.map(|l| base.join(l));
-                Ok((name, StagePlacement { device, library, priority, line }))
+                Ok((
+                    name,
+                    StagePlacement {
+                        device,
+                        library,
+                        priority,
+                        line,
+                    },
+                ))
             })
             .collect::<Result<_, _>>()?;
         let runtime = file.runtime.unwrap_or_default();
@@ -194,7 +226,14 @@ impl Placement {
                 ),
             ));
         }
-        Ok(Placement { name: file.name, description: file.description, path: path.to_path_buf(), libraries, stages, runtime: runtime.into() })
+        Ok(Placement {
+            name: file.name,
+            description: file.description,
+            path: path.to_path_buf(),
+            libraries,
+            stages,
+            runtime: runtime.into(),
+        })
     }
 
     /// The library file to load for `stage`: its own, else its device kind's, else `None`
@@ -204,7 +243,10 @@ impl Placement {
             Device::Cpu => "cpu",
             Device::Gpu(_) => "gpu",
         };
-        stage.library.as_deref().or_else(|| self.libraries.get(kind).map(PathBuf::as_path))
+        stage
+            .library
+            .as_deref()
+            .or_else(|| self.libraries.get(kind).map(PathBuf::as_path))
     }
 }
 
@@ -243,13 +285,21 @@ fn default_workers() -> usize {
 
 impl Default for RuntimeFile {
     fn default() -> Self {
-        Self { slots: default_slots(), workers: default_workers(), pin_cores: Vec::new() }
+        Self {
+            slots: default_slots(),
+            workers: default_workers(),
+            pin_cores: Vec::new(),
+        }
     }
 }
 
 impl From<RuntimeFile> for RuntimeSettings {
     fn from(r: RuntimeFile) -> Self {
-        Self { slots: r.slots, workers: r.workers, pin_cores: r.pin_cores }
+        Self {
+            slots: r.slots,
+            workers: r.workers,
+            pin_cores: r.pin_cores,
+        }
     }
 }
 
@@ -281,13 +331,21 @@ impl<'de> Deserialize<'de> for StageEntry {
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<StageEntry, E> {
-                Ok(StageEntry { device: v.to_string(), library: None, priority: 0 })
+                Ok(StageEntry {
+                    device: v.to_string(),
+                    library: None,
+                    priority: 0,
+                })
             }
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<StageEntry, A::Error> {
                 // Delegating keeps the long form's own errors (unknown field, bad type).
                 let long = StageEntryLong::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(StageEntry { device: long.device, library: long.library, priority: long.priority })
+                Ok(StageEntry {
+                    device: long.device,
+                    library: long.library,
+                    priority: long.priority,
+                })
             }
         }
         deserializer.deserialize_any(EntryVisitor)
@@ -311,18 +369,43 @@ mod tests {
         assert_eq!(p.stages["a"].device, Device::Cpu);
         assert_eq!(p.stages["b"].device, Device::Gpu(1));
         assert_eq!(p.stages["b"].priority, -1);
-        assert_eq!(p.stages["b"].library.as_deref(), Some(Path::new("placements/lib.so")));
+        assert_eq!(
+            p.stages["b"].library.as_deref(),
+            Some(Path::new("placements/lib.so"))
+        );
         assert_eq!(p.stages["c"].device, Device::Gpu(0));
         assert_eq!(p.runtime, RuntimeSettings::default());
+        let bare = Placement::parse(
+            "name: t\nlibraries: {cpu: libk.so}\nstages: {a: cpu}\n",
+            Path::new("p.yaml"),
+        )
+        .unwrap();
+        assert_eq!(
+            bare.libraries["cpu"],
+            Path::new("./libk.so"),
+            "never a bare name the loader would search for"
+        );
     }
 
     #[test]
     fn errors_name_file_line_and_field() {
-        let e = parse("name: t\nstages:\n  a: {device: cpu, prio: 1}\n").unwrap_err().to_string();
-        assert!(e.contains("placements/test.yaml") && e.contains("line 3") && e.contains("prio"), "{e}");
-        let e = parse("name: t\nstages:\n  a: tpu\n").unwrap_err().to_string();
-        assert!(e.contains("placements/test.yaml:3") && e.contains("tpu"), "{e}");
-        let e = parse("name: t\nstages: {a: cpu}\nruntime: {slots: 0}\n").unwrap_err().to_string();
+        let e = parse("name: t\nstages:\n  a: {device: cpu, prio: 1}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("placements/test.yaml") && e.contains("line 3") && e.contains("prio"),
+            "{e}"
+        );
+        let e = parse("name: t\nstages:\n  a: tpu\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("placements/test.yaml:3") && e.contains("tpu"),
+            "{e}"
+        );
+        let e = parse("name: t\nstages: {a: cpu}\nruntime: {slots: 0}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("slots"), "{e}");
         let e = parse("name: t\nstages: {a: cpu}\nruntime: {workers: 2, pin_cores: [0]}\n")
             .unwrap_err()

@@ -7,6 +7,10 @@
 //! parameters or shapes (each stage's kernel is created once here to ask it). `kplace plan`
 //! prints the result with [`Plan`]'s `Display`.
 
+// Plan errors are made once, before anything runs, and carry the names and places a user needs
+// to fix their files; their size on the stack does not matter.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -151,7 +155,9 @@ pub enum PlanError {
         known: String,
     },
     /// No default library file was found.
-    #[error("no {kind} kernel library given and {file} was not found in: {searched} (build it with `cargo build --release`, set {LIB_DIR_ENV}, or name it under `libraries:` in the placement)")]
+    #[error(
+        "no {kind} kernel library given and {file} was not found in: {searched} (build it with `cargo build --release`, set {LIB_DIR_ENV}, or name it under `libraries:` in the placement)"
+    )]
     LibraryNotFound {
         /// `cpu` or `gpu`.
         kind: &'static str,
@@ -161,12 +167,12 @@ pub enum PlanError {
         searched: String,
     },
     /// Loading a library or creating a kernel failed.
-    #[error("stage {stage}: {source}")]
+    #[error("stage {stage}: {cause}")]
     Plugin {
         /// The stage.
         stage: String,
         /// The loader's or kernel's error.
-        source: PluginError,
+        cause: PluginError,
     },
     /// The placement asks for a kernel no library offers on that device.
     #[error("stage {stage} is placed on {device} (placement {}:{line}), but {library} offers no {kind} kernel {kernel}; it offers: {offers}", placement.display())]
@@ -189,7 +195,9 @@ pub enum PlanError {
         offers: String,
     },
     /// The kernel's table disagrees with the stage's tensors.
-    #[error("stage {stage}: kernel {kernel} takes {want_in} inputs and {want_out} outputs, but the graph gives it {got_in} and {got_out}")]
+    #[error(
+        "stage {stage}: kernel {kernel} takes {want_in} inputs and {want_out} outputs, but the graph gives it {got_in} and {got_out}"
+    )]
     Ports {
         /// The stage.
         stage: String,
@@ -205,7 +213,9 @@ pub enum PlanError {
         got_out: usize,
     },
     /// A kernel declares a memory space that does not match its device.
-    #[error("stage {stage}: kernel {kernel} runs on {device} but declares {memory} memory, which this runtime cannot provide there")]
+    #[error(
+        "stage {stage}: kernel {kernel} runs on {device} but declares {memory} memory, which this runtime cannot provide there"
+    )]
     Memory {
         /// The stage.
         stage: String,
@@ -265,14 +275,21 @@ pub fn library_search_dirs() -> Vec<PathBuf> {
 fn find_default_library(device: Device) -> Result<PathBuf, PlanError> {
     let file = default_library_file(device);
     let dirs = library_search_dirs();
-    dirs.iter().map(|d| d.join(file)).find(|p| p.is_file()).ok_or_else(|| PlanError::LibraryNotFound {
-        kind: match device {
-            Device::Cpu => "cpu",
-            Device::Gpu(_) => "gpu",
-        },
-        file,
-        searched: dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
-    })
+    dirs.iter()
+        .map(|d| d.join(file))
+        .find(|p| p.is_file())
+        .ok_or_else(|| PlanError::LibraryNotFound {
+            kind: match device {
+                Device::Cpu => "cpu",
+                Device::Gpu(_) => "gpu",
+            },
+            file,
+            searched: dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// The descriptor kernels see for `tensor` in `space`.
@@ -300,14 +317,23 @@ impl Plan {
                     line: entry.line,
                     graph: graph.path.clone(),
                     stage: name.clone(),
-                    known: graph.stages.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+                    known: graph
+                        .stages
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 });
             }
         }
         // Every tensor lives in host memory while every kernel runs on the CPU; a stage whose
         // kernel wants device memory is refused below.
         let edges: Vec<PlannedEdge> = (0..graph.tensors.len())
-            .map(|i| PlannedEdge { tensor: TensorId(i), space: BufferSpace::Host, pool: i })
+            .map(|i| PlannedEdge {
+                tensor: TensorId(i),
+                space: BufferSpace::Host,
+                pool: i,
+            })
             .collect();
         let slots = placement.runtime.slots;
         let mut pools: Vec<PoolSpec> = graph
@@ -326,31 +352,41 @@ impl Plan {
         let mut libraries = Libraries::default();
         let mut stages = Vec::with_capacity(graph.stages.len());
         for (index, stage) in graph.stages.iter().enumerate() {
-            let entry = placement.stages.get(&stage.name).ok_or_else(|| PlanError::Unplaced {
-                placement: placement.path.clone(),
-                graph: graph.path.clone(),
+            let entry = placement
+                .stages
+                .get(&stage.name)
+                .ok_or_else(|| PlanError::Unplaced {
+                    placement: placement.path.clone(),
+                    graph: graph.path.clone(),
+                    stage: stage.name.clone(),
+                    line: stage.line,
+                })?;
+            let plugin = |source| PlanError::Plugin {
                 stage: stage.name.clone(),
-                line: stage.line,
-            })?;
-            let plugin = |source| PlanError::Plugin { stage: stage.name.clone(), source };
+                cause: source,
+            };
             let library_path = match placement.library_for(entry) {
                 Some(path) => path.to_path_buf(),
                 None => find_default_library(entry.device)?,
             };
             let library = libraries.get(&library_path).map_err(plugin)?;
             let kind = entry.device.kind();
-            let kernel = library.find(&stage.kernel, kind).ok_or_else(|| PlanError::NoKernel {
-                stage: stage.name.clone(),
-                device: entry.device,
-                placement: placement.path.clone(),
-                line: entry.line,
-                library: format!("{} ({})", library.name(), library.path().display()),
-                kind: kind.name().unwrap_or("?"),
-                kernel: stage.kernel.clone(),
-                offers: offered(&library),
-            })?;
+            let kernel = library
+                .find(&stage.kernel, kind)
+                .ok_or_else(|| PlanError::NoKernel {
+                    stage: stage.name.clone(),
+                    device: entry.device,
+                    placement: placement.path.clone(),
+                    line: entry.line,
+                    library: format!("{} ({})", library.name(), library.path().display()),
+                    kind: kind.name().unwrap_or("?"),
+                    kernel: stage.kernel.clone(),
+                    offers: offered(&library),
+                })?;
             let info = kernel.info();
-            if info.n_inputs as usize != stage.inputs.len() || info.n_outputs as usize != stage.outputs.len() {
+            if info.n_inputs as usize != stage.inputs.len()
+                || info.n_outputs as usize != stage.outputs.len()
+            {
                 return Err(PlanError::Ports {
                     stage: stage.name.clone(),
                     kernel: stage.kernel.clone(),
@@ -368,8 +404,11 @@ impl Plan {
                     memory: info.memory.name().unwrap_or("unknown"),
                 });
             }
-            let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device).map_err(plugin)?;
-            let launches = stage.split.map_or(1, |s| graph.tensor(stage.inputs[0]).shape[s.axis] / s.tile);
+            let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device)
+                .map_err(plugin)?;
+            let launches = stage
+                .split
+                .map_or(1, |s| graph.tensor(stage.inputs[0]).shape[s.axis] / s.tile);
             let workspace_bytes = probe.workspace_bytes();
             pools.push(PoolSpec {
                 name: format!("workspace.{}", stage.name),
@@ -388,13 +427,26 @@ impl Plan {
             });
         }
         let runtime = placement.runtime.clone();
-        Ok(Plan { graph, placement, stages, edges, pools, runtime })
+        Ok(Plan {
+            graph,
+            placement,
+            stages,
+            edges,
+            pools,
+            runtime,
+        })
     }
 
     /// Creates the kernel state of stage `id` (one per frame slot).
     pub fn create_state(&self, id: StageId) -> Result<KernelState, PluginError> {
         let planned = &self.stages[id.0];
-        create_state(&self.graph, &self.edges, id, &planned.kernel, planned.device)
+        create_state(
+            &self.graph,
+            &self.edges,
+            id,
+            &planned.kernel,
+            planned.device,
+        )
     }
 
     /// Total bytes of every pool.
@@ -424,7 +476,9 @@ fn create_state(
 ) -> Result<KernelState, PluginError> {
     let stage = graph.stage(id);
     let descs = |ids: &[TensorId]| -> Vec<TensorDesc> {
-        ids.iter().map(|&t| tensor_desc(graph.tensor(t), edges[t.0].space)).collect()
+        ids.iter()
+            .map(|&t| tensor_desc(graph.tensor(t), edges[t.0].space))
+            .collect()
     };
     let inputs = descs(&stage.inputs);
     let outputs = descs(&stage.outputs);
@@ -449,14 +503,23 @@ pub fn human_bytes(bytes: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    if unit == 0 { format!("{bytes} B") } else { format!("{value:.1} {}", UNITS[unit]) }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
 }
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let g = &self.graph;
         writeln!(f, "graph      {} ({})", g.name, g.path.display())?;
-        writeln!(f, "placement  {} ({})", self.placement.name, self.placement.path.display())?;
+        writeln!(
+            f,
+            "placement  {} ({})",
+            self.placement.name,
+            self.placement.path.display()
+        )?;
         let dims: Vec<String> = g.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
         writeln!(f, "dims       {}", dims.join(" "))?;
         writeln!(f, "\nstages")?;
@@ -464,7 +527,10 @@ impl fmt::Display for Plan {
             let s = g.stage(p.stage);
             let lib = p.kernel.library();
             let split = match s.split {
-                Some(split) => format!("{} tiles of {} along axis {}", p.launches, split.tile, split.axis),
+                Some(split) => format!(
+                    "{} tiles of {} along axis {}",
+                    p.launches, split.tile, split.axis
+                ),
                 None => "whole frame".into(),
             };
             writeln!(
@@ -476,7 +542,12 @@ impl fmt::Display for Plan {
                 lib.name(),
                 lib.path().display()
             )?;
-            writeln!(f, "  {:<12} {split}, workspace {} per launch", "", human_bytes(p.workspace_bytes))?;
+            writeln!(
+                f,
+                "  {:<12} {split}, workspace {} per launch",
+                "",
+                human_bytes(p.workspace_bytes)
+            )?;
         }
         writeln!(f, "\nedges")?;
         for e in &self.edges {
@@ -485,7 +556,10 @@ impl fmt::Display for Plan {
                 Producer::Source => "source".to_string(),
                 Producer::Stage(s) => g.stage(s).name.clone(),
             };
-            let mut to: Vec<String> = g.consumers(e.tensor).map(|s| g.stage(s).name.clone()).collect();
+            let mut to: Vec<String> = g
+                .consumers(e.tensor)
+                .map(|s| g.stage(s).name.clone())
+                .collect();
             if g.sinks.contains(&e.tensor) {
                 to.push("sink".into());
             }
@@ -500,8 +574,15 @@ impl fmt::Display for Plan {
                 e.space
             )?;
         }
-        writeln!(f, "\ntransfers  none: every stage runs on the CPU, every buffer is in host memory")?;
-        writeln!(f, "\npools ({} slots in flight, allocated at start)", self.runtime.slots)?;
+        writeln!(
+            f,
+            "\ntransfers  none: every stage runs on the CPU, every buffer is in host memory"
+        )?;
+        writeln!(
+            f,
+            "\npools ({} slots in flight, allocated at start)",
+            self.runtime.slots
+        )?;
         for p in &self.pools {
             writeln!(
                 f,
@@ -513,7 +594,12 @@ impl fmt::Display for Plan {
                 human_bytes(p.total_bytes())
             )?;
         }
-        writeln!(f, "  {:<22} {:>37}", "total", human_bytes(self.pool_bytes()))?;
+        writeln!(
+            f,
+            "  {:<22} {:>37}",
+            "total",
+            human_bytes(self.pool_bytes())
+        )?;
         let pinning = if self.runtime.pin_cores.is_empty() {
             "not pinned".to_string()
         } else {

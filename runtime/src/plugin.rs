@@ -28,12 +28,12 @@ pub enum PluginError {
         path: PathBuf,
     },
     /// The dynamic loader refused the file.
-    #[error("cannot load kernel library {}: {source}", path.display())]
+    #[error("cannot load kernel library {}: {cause}", path.display())]
     Load {
         /// The file.
         path: PathBuf,
         /// The loader's error.
-        source: libloading::Error,
+        cause: libloading::Error,
     },
     /// The file exports no entry symbol.
     #[error("{} is not a kplace kernel library: it does not export {}", path.display(), entry_name())]
@@ -129,17 +129,27 @@ impl KernelLibrary {
     /// Loads and checks the library at `path`.
     pub fn load(path: &Path) -> Result<Arc<KernelLibrary>, PluginError> {
         if !path.exists() {
-            return Err(PluginError::Missing { path: path.to_path_buf() });
+            return Err(PluginError::Missing {
+                path: path.to_path_buf(),
+            });
         }
         // SAFETY: loading runs the library's initialisers; a kernel library is trusted code
         // chosen by the user, as any shared library a program links.
-        let library = unsafe { libloading::Library::new(path) }
-            .map_err(|source| PluginError::Load { path: path.to_path_buf(), source })?;
+        let library =
+            unsafe { libloading::Library::new(path) }.map_err(|source| PluginError::Load {
+                path: path.to_path_buf(),
+                cause: source,
+            })?;
         // SAFETY: the symbol's type is fixed by the ABI.
         let entry: EntryFn = unsafe { library.get::<EntryFn>(ENTRY_SYMBOL) }
             .map(|symbol| *symbol)
-            .map_err(|_| PluginError::NoEntry { path: path.to_path_buf() })?;
-        let bad = |message: String| PluginError::BadTable { path: path.to_path_buf(), message };
+            .map_err(|_| PluginError::NoEntry {
+                path: path.to_path_buf(),
+            })?;
+        let bad = |message: String| PluginError::BadTable {
+            path: path.to_path_buf(),
+            message,
+        };
         // SAFETY: the entry takes no arguments and returns a pointer to a static table.
         let table = unsafe { entry() };
         if table.is_null() {
@@ -149,13 +159,20 @@ impl KernelLibrary {
         // before the rest of the layout is trusted.
         let found = unsafe { *table.cast::<u32>() };
         if found != ABI_VERSION {
-            return Err(PluginError::AbiVersion { path: path.to_path_buf(), found });
+            return Err(PluginError::AbiVersion {
+                path: path.to_path_buf(),
+                found,
+            });
         }
         // SAFETY: version 1 tables have this layout and live while the library is loaded.
         let table = unsafe { &*table };
-        let name = read_str(table.name).ok_or_else(|| bad("the library name is null or not UTF-8".into()))?;
+        let name = read_str(table.name)
+            .ok_or_else(|| bad("the library name is null or not UTF-8".into()))?;
         if table.n_kernels > 0 && table.kernels.is_null() {
-            return Err(bad(format!("the table has {} kernels but a null kernel array", table.n_kernels)));
+            return Err(bad(format!(
+                "the table has {} kernels but a null kernel array",
+                table.n_kernels
+            )));
         }
         let raw: &[Kernel] = if table.n_kernels == 0 {
             &[]
@@ -165,19 +182,32 @@ impl KernelLibrary {
         };
         let mut kernels: Vec<KernelInfo> = Vec::with_capacity(raw.len());
         for (i, k) in raw.iter().enumerate() {
-            let kernel_name =
-                read_str(k.name).ok_or_else(|| bad(format!("kernel {i} has a null or non-UTF-8 name")))?;
+            let kernel_name = read_str(k.name)
+                .ok_or_else(|| bad(format!("kernel {i} has a null or non-UTF-8 name")))?;
             let functions = match (k.create, k.workspace_bytes, k.launch, k.destroy) {
-                (Some(create), Some(workspace_bytes), Some(launch), Some(destroy)) => {
-                    Functions { create, workspace_bytes, launch, destroy }
+                (Some(create), Some(workspace_bytes), Some(launch), Some(destroy)) => Functions {
+                    create,
+                    workspace_bytes,
+                    launch,
+                    destroy,
+                },
+                _ => {
+                    return Err(bad(format!(
+                        "kernel {kernel_name} lacks a create, workspace_bytes, launch or destroy function"
+                    )));
                 }
-                _ => return Err(bad(format!("kernel {kernel_name} lacks a create, workspace_bytes, launch or destroy function"))),
             };
             if k.device.name().is_none() {
-                return Err(bad(format!("kernel {kernel_name} has unknown device kind {}", k.device.0)));
+                return Err(bad(format!(
+                    "kernel {kernel_name} has unknown device kind {}",
+                    k.device.0
+                )));
             }
             if k.memory.name().is_none() {
-                return Err(bad(format!("kernel {kernel_name} has unknown memory space {}", k.memory.0)));
+                return Err(bad(format!(
+                    "kernel {kernel_name} has unknown memory space {}",
+                    k.memory.0
+                )));
             }
             if kernels.iter().any(|other| other.name == kernel_name) {
                 return Err(bad(format!("the table names kernel {kernel_name} twice")));
@@ -191,7 +221,12 @@ impl KernelLibrary {
                 functions,
             });
         }
-        Ok(Arc::new(KernelLibrary { path: path.to_path_buf(), name, kernels, _library: library }))
+        Ok(Arc::new(KernelLibrary {
+            path: path.to_path_buf(),
+            name,
+            kernels,
+            _library: library,
+        }))
     }
 
     /// The file it was loaded from.
@@ -214,7 +249,10 @@ impl KernelLibrary {
         self.kernels
             .iter()
             .position(|k| k.name == name && k.device == device)
-            .map(|index| KernelHandle { library: Arc::clone(self), index })
+            .map(|index| KernelHandle {
+                library: Arc::clone(self),
+                index,
+            })
     }
 }
 
@@ -223,7 +261,10 @@ fn read_str(ptr: *const c_char) -> Option<String> {
         return None;
     }
     // SAFETY: non-null strings in a table are NUL-terminated and static (ABI rule).
-    unsafe { CStr::from_ptr(ptr) }.to_str().ok().map(str::to_owned)
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .ok()
+        .map(str::to_owned)
 }
 
 /// A kernel of a loaded library; keeps the library loaded.
@@ -272,10 +313,26 @@ impl KernelHandle {
         let texts: Vec<(std::ffi::CString, std::ffi::CString)> = config
             .params
             .iter()
-            .map(|(n, v)| Ok((std::ffi::CString::new(n.as_str())?, std::ffi::CString::new(v.as_str())?)))
+            .map(|(n, v)| {
+                Ok((
+                    std::ffi::CString::new(n.as_str())?,
+                    std::ffi::CString::new(v.as_str())?,
+                ))
+            })
             .collect::<Result<_, std::ffi::NulError>>()
-            .map_err(|_| create_error(Status::INVALID_ARGUMENT, "a parameter contains a NUL byte".into()))?;
-        let params: Vec<Param> = texts.iter().map(|(n, v)| Param { name: n.as_ptr(), value: v.as_ptr() }).collect();
+            .map_err(|_| {
+                create_error(
+                    Status::INVALID_ARGUMENT,
+                    "a parameter contains a NUL byte".into(),
+                )
+            })?;
+        let params: Vec<Param> = texts
+            .iter()
+            .map(|(n, v)| Param {
+                name: n.as_ptr(),
+                value: v.as_ptr(),
+            })
+            .collect();
         let (split_axis, tile) = match config.split {
             Some((axis, tile)) => (axis as u32, tile),
             None => (SPLIT_NONE, 0),
@@ -296,23 +353,39 @@ impl KernelHandle {
         let mut error = [0 as c_char; ERROR_BUFFER];
         // SAFETY: every pointer in `raw` is valid for its count for the duration of the call;
         // the error buffer is ERROR_BUFFER bytes.
-        let status = unsafe { (info.functions.create)(&raw, &mut state, error.as_mut_ptr(), ERROR_BUFFER) };
+        let status =
+            unsafe { (info.functions.create)(&raw, &mut state, error.as_mut_ptr(), ERROR_BUFFER) };
         if status != Status::OK {
             return Err(create_error(status, error_text(&error)));
         }
         if state.is_null() {
-            return Err(create_error(Status::INTERNAL, "create returned OK but no state".into()));
+            return Err(create_error(
+                Status::INTERNAL,
+                "create returned OK but no state".into(),
+            ));
         }
         // SAFETY: a state fresh from create.
         let workspace_bytes = unsafe { (info.functions.workspace_bytes)(state) };
-        Ok(KernelState { handle: self.clone(), state, workspace_bytes })
+        Ok(KernelState {
+            handle: self.clone(),
+            state,
+            workspace_bytes,
+        })
     }
 }
 
 fn error_text(buffer: &[c_char]) -> String {
-    let bytes: Vec<u8> = buffer.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = buffer
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    if text.is_empty() { "(the kernel gave no reason)".into() } else { text }
+    if text.is_empty() {
+        "(the kernel gave no reason)".into()
+    } else {
+        text
+    }
 }
 
 /// One kernel state (per stage and frame slot), destroyed on drop.
@@ -365,11 +438,17 @@ impl KernelState {
         };
         let mut error = [0 as c_char; ERROR_BUFFER];
         // SAFETY: the state came from this kernel's create; pointers valid per the caller.
-        let status = unsafe { (self.info().functions.launch)(self.state, &args, error.as_mut_ptr(), ERROR_BUFFER) };
+        let status = unsafe {
+            (self.info().functions.launch)(self.state, &args, error.as_mut_ptr(), ERROR_BUFFER)
+        };
         if status == Status::OK {
             Ok(())
         } else {
-            Err(LaunchError { kernel: self.info().name.clone(), status, message: error_text(&error) })
+            Err(LaunchError {
+                kernel: self.info().name.clone(),
+                status,
+                message: error_text(&error),
+            })
         }
     }
 }

@@ -71,21 +71,45 @@ unsafe impl Sync for Block {}
 
 impl Pool {
     /// Allocates `blocks` zeroed host blocks of `block_bytes` each.
-    pub fn host(name: impl Into<String>, block_bytes: u64, blocks: usize) -> Result<Pool, PoolError> {
+    pub fn host(
+        name: impl Into<String>,
+        block_bytes: u64,
+        blocks: usize,
+    ) -> Result<Pool, PoolError> {
         let name = name.into();
-        let too_large = || PoolError::TooLarge { name: name.clone(), blocks, block_bytes };
+        let too_large = || PoolError::TooLarge {
+            name: name.clone(),
+            blocks,
+            block_bytes,
+        };
         let block = usize::try_from(block_bytes).map_err(|_| too_large())?;
-        let stride = block.max(1).checked_next_multiple_of(BLOCK_ALIGN).ok_or_else(too_large)?;
+        let stride = block
+            .max(1)
+            .checked_next_multiple_of(BLOCK_ALIGN)
+            .ok_or_else(too_large)?;
         let total = stride.checked_mul(blocks).ok_or_else(too_large)?;
-        let layout = Layout::from_size_align(total.max(BLOCK_ALIGN), BLOCK_ALIGN).map_err(|_| too_large())?;
+        let layout = Layout::from_size_align(total.max(BLOCK_ALIGN), BLOCK_ALIGN)
+            .map_err(|_| too_large())?;
         let base = if total == 0 {
             None
         } else {
             // SAFETY: the layout has a non-zero size.
             let ptr = unsafe { alloc_zeroed(layout) };
-            Some(NonNull::new(ptr).ok_or(PoolError::OutOfMemory { name: name.clone(), bytes: total })?)
+            Some(NonNull::new(ptr).ok_or(PoolError::OutOfMemory {
+                name: name.clone(),
+                bytes: total,
+            })?)
         };
-        Ok(Pool { name, space: MemorySpace::HOST, base, layout, block_bytes: block, stride, blocks, taken: 0 })
+        Ok(Pool {
+            name,
+            space: MemorySpace::HOST,
+            base,
+            layout,
+            block_bytes: block,
+            stride,
+            blocks,
+            taken: 0,
+        })
     }
 
     /// The pool's name (a tensor or a stage's workspace).
@@ -124,7 +148,10 @@ impl Pool {
             None => NonNull::<u8>::dangling().as_ptr(),
         };
         self.taken += 1;
-        Some(Block { ptr, bytes: self.block_bytes as u64 })
+        Some(Block {
+            ptr,
+            bytes: self.block_bytes as u64,
+        })
     }
 }
 
@@ -147,7 +174,10 @@ mod tests {
         let blocks: Vec<Block> = std::iter::from_fn(|| pool.take()).collect();
         assert_eq!(blocks.len(), 3);
         assert_eq!(pool.available(), 0);
-        assert!(pool.take().is_none(), "an exhausted pool says so instead of allocating");
+        assert!(
+            pool.take().is_none(),
+            "an exhausted pool says so instead of allocating"
+        );
         for (i, b) in blocks.iter().enumerate() {
             assert_eq!(b.ptr as usize % BLOCK_ALIGN, 0);
             assert_eq!(b.bytes, 100);
@@ -165,6 +195,9 @@ mod tests {
     fn empty_blocks_and_overflow() {
         let mut pool = Pool::host("ws", 0, 2).unwrap();
         assert_eq!(pool.take().unwrap().bytes, 0);
-        assert!(matches!(Pool::host("big", u64::MAX / 2, 4), Err(PoolError::TooLarge { .. })));
+        assert!(matches!(
+            Pool::host("big", u64::MAX / 2, 4),
+            Err(PoolError::TooLarge { .. })
+        ));
     }
 }

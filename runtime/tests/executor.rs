@@ -5,7 +5,9 @@ mod support;
 
 use std::path::Path;
 
-use kplace::executor::{self, CompletedFrame, FrameSink, Ingest, RunError, SinkError, Source, SourceError};
+use kplace::executor::{
+    self, CompletedFrame, FrameSink, Ingest, RunError, SinkError, Source, SourceError,
+};
 use kplace::graph::{Graph, Overrides};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
@@ -39,7 +41,12 @@ sinks: [sums, mag]
 
 fn plan(workers: usize, slots: usize, extra_params: &str) -> Plan {
     let lib = build_c_library("test_kernels.c", "test_kernels", &[]);
-    let graph = Graph::parse(&graph_text(extra_params), Path::new("test.yaml"), &Overrides::default()).unwrap();
+    let graph = Graph::parse(
+        &graph_text(extra_params),
+        Path::new("test.yaml"),
+        &Overrides::default(),
+    )
+    .unwrap();
     let placement = Placement::parse(
         &format!(
             "name: t\nlibraries: {{cpu: {}}}\nstages: {{magnitude: cpu, sum: cpu}}\nruntime: {{workers: {workers}, slots: {slots}}}\n",
@@ -69,7 +76,10 @@ fn frames(count: usize, seed: u64) -> Vec<Vec<u8>> {
 }
 
 fn expected_sums(frame: &[u8]) -> Vec<f32> {
-    let iq: Vec<f32> = frame.chunks_exact(2).map(|b| f32::from(i16::from_le_bytes([b[0], b[1]]))).collect();
+    let iq: Vec<f32> = frame
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])))
+        .collect();
     (0..COLS)
         .map(|c| {
             let sum: f64 = (0..ROWS)
@@ -111,17 +121,31 @@ fn results_are_exact_and_in_order_for_any_workers_and_slots() {
             let mut sink = Collect::default();
             let report = executor::run(&plan, &mut source, &mut sink).unwrap();
             assert_eq!(report.frames, 40);
-            assert_eq!(report.stages[0].launches, 40 * (ROWS as u64 / 8), "one launch per tile");
+            assert_eq!(
+                report.stages[0].launches,
+                40 * (ROWS as u64 / 8),
+                "one launch per tile"
+            );
             assert_eq!(report.stages[1].launches, 40);
             let ids: Vec<u64> = sink.frames.iter().map(|(id, _)| *id).collect();
             assert_eq!(ids, (0..40).collect::<Vec<_>>(), "frames arrive in order");
             for (id, bytes) in &sink.frames {
-                let sums: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
-                assert_eq!(sums, expected[*id as usize % 7], "frame {id} with {workers} workers, {slots} slots");
+                let sums: Vec<f32> = bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                assert_eq!(
+                    sums,
+                    expected[*id as usize % 7],
+                    "frame {id} with {workers} workers, {slots} slots"
+                );
             }
             match &reference {
                 None => reference = Some(sink.frames),
-                Some(r) => assert_eq!(r, &sink.frames, "byte-identical across worker and slot counts"),
+                Some(r) => assert_eq!(
+                    r, &sink.frames,
+                    "byte-identical across worker and slot counts"
+                ),
             }
         }
     }
@@ -139,7 +163,10 @@ fn a_kernel_failure_stops_the_run_with_its_message() {
         assert!(matches!(err, RunError::Launch(_)), "{err:?}");
         assert!(err.to_string().contains("marker frame seen"), "{err}");
         assert!(sink.frames.len() < 1000, "the run stopped early");
-        assert!(sink.frames.iter().all(|(id, _)| id % 4 != 2), "the failing frame is never delivered");
+        assert!(
+            sink.frames.iter().all(|(id, _)| id % 4 != 2),
+            "the failing frame is never delivered"
+        );
     }
 }
 
@@ -147,7 +174,10 @@ fn a_kernel_failure_stops_the_run_with_its_message() {
 fn a_sink_failure_stops_the_run() {
     let plan = plan(2, 3, "");
     let mut source = FrameReplay::new(frames(2, 1), 500);
-    let mut sink = Collect { fail_at: Some(10), ..Default::default() };
+    let mut sink = Collect {
+        fail_at: Some(10),
+        ..Default::default()
+    };
     let err = executor::run(&plan, &mut source, &mut sink).unwrap_err();
     assert!(err.to_string().contains("sink refused the frame"), "{err}");
     assert_eq!(sink.frames.len(), 10);
@@ -184,7 +214,10 @@ impl Source for Packets {
             w.packet_mut(p).expect("free place").fill(1);
             assert_eq!(w.packet_done(p), PacketStatus::Accepted);
         }
-        assert!(w.packet_mut(3).is_none(), "a present packet has no writable place");
+        assert!(
+            w.packet_mut(3).is_none(),
+            "a present packet has no writable place"
+        );
         assert_eq!(w.packet_done(3), PacketStatus::Duplicate);
         assert_eq!(w.packet_done(ROWS as u64), PacketStatus::OutOfRange);
         assert!(w.packet_mut(ROWS as u64).is_none());
@@ -202,7 +235,10 @@ fn packets_in_any_order_complete_a_frame_and_duplicates_are_refused() {
     assert_eq!(sink.frames.len(), 1);
     // Every sample is (257, 257): I = Q = 0x0101.
     let want = 0.25f32 * 2.0 * 257.0 * 257.0 * ROWS as f32;
-    let sums: Vec<f32> = sink.frames[0].1.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let sums: Vec<f32> = sink.frames[0]
+        .1
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
     assert!(sums.iter().all(|&s| s == want), "{sums:?} vs {want}");
 }
-

@@ -1,6 +1,8 @@
 //! Planning: every invalid combination of graph, placement and library is an error before
 //! anything runs, naming the file and line; a valid plan has the pools the executor needs.
 
+#![allow(clippy::result_large_err)]
+
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -34,12 +36,20 @@ fn plan_with(graph: &str, placement: &str, overrides: &Overrides) -> Result<Plan
 }
 
 fn placement(stages: &str) -> String {
-    format!("name: p\nlibraries: {{cpu: {}}}\nstages:\n{stages}runtime: {{slots: 3}}\n", library().display())
+    format!(
+        "name: p\nlibraries: {{cpu: {}}}\nstages:\n{stages}runtime: {{slots: 3}}\n",
+        library().display()
+    )
 }
 
 #[test]
 fn a_valid_plan_sizes_every_pool_from_slots_and_launches() {
-    let plan = plan_with(GRAPH, &placement("  magnitude: cpu\n  sum: cpu\n"), &Overrides::default()).unwrap();
+    let plan = plan_with(
+        GRAPH,
+        &placement("  magnitude: cpu\n  sum: cpu\n"),
+        &Overrides::default(),
+    )
+    .unwrap();
     assert_eq!(plan.stages[0].launches, 4);
     assert_eq!(plan.stages[1].launches, 1);
     let pool = |purpose| plan.pools.iter().find(|p| p.purpose == purpose).unwrap();
@@ -50,32 +60,69 @@ fn a_valid_plan_sizes_every_pool_from_slots_and_launches() {
     let ws = pool(PoolPurpose::Workspace(kplace::graph::StageId(0)));
     assert_eq!(ws.blocks, 3 * 4, "one workspace per launch per slot");
     let text = plan.to_string();
-    for want in ["magnitude", "test.magnitude2", "4 tiles of 8 along axis 0", "iq", "ci16[32, 8]", "source -> magnitude", "sums", "sink", "transfers  none", "3 slots"] {
+    for want in [
+        "magnitude",
+        "test.magnitude2",
+        "4 tiles of 8 along axis 0",
+        "iq",
+        "ci16[32, 8]",
+        "source -> magnitude",
+        "sums",
+        "sink",
+        "transfers  none",
+        "3 slots",
+    ] {
         assert!(text.contains(want), "plan lacks {want:?}:\n{text}");
     }
 }
 
 #[test]
 fn a_stage_without_placement_is_named_with_its_graph_line() {
-    let e = plan_with(GRAPH, &placement("  magnitude: cpu\n"), &Overrides::default()).unwrap_err().to_string();
-    assert!(e.contains("stage sum (graph graphs/test.yaml:10) has no placement") && e.contains("placements/test.yaml"), "{e}");
+    let e = plan_with(
+        GRAPH,
+        &placement("  magnitude: cpu\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("stage sum (graph graphs/test.yaml:10) has no placement")
+            && e.contains("placements/test.yaml"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_placement_naming_an_unknown_stage_is_refused_with_its_line() {
-    let e = plan_with(GRAPH, &placement("  magnitude: cpu\n  sum: cpu\n  summ: cpu\n"), &Overrides::default())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("placements/test.yaml:6") && e.contains("unknown stage summ") && e.contains("magnitude, sum"), "{e}");
+    let e = plan_with(
+        GRAPH,
+        &placement("  magnitude: cpu\n  sum: cpu\n  summ: cpu\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("placements/test.yaml:6")
+            && e.contains("unknown stage summ")
+            && e.contains("magnitude, sum"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_gpu_placement_without_gpu_kernels_is_a_clear_plan_error() {
     // The default GPU library, or any library, that lacks the kernel for CUDA.
-    let e = plan_with(GRAPH, &placement("  magnitude: cpu\n  sum: gpu\n"), &Overrides::default());
+    let e = plan_with(
+        GRAPH,
+        &placement("  magnitude: cpu\n  sum: gpu\n"),
+        &Overrides::default(),
+    );
     if let Err(e) = e {
         let e = e.to_string();
-        assert!(e.contains("stage sum is placed on gpu:0") || e.contains("no gpu kernel library given"), "{e}");
+        assert!(
+            e.contains("stage sum is placed on gpu:0") || e.contains("no gpu kernel library given"),
+            "{e}"
+        );
     } else {
         panic!("a GPU placement planned without GPU kernels");
     }
@@ -83,45 +130,84 @@ fn a_gpu_placement_without_gpu_kernels_is_a_clear_plan_error() {
         "name: p\nlibraries: {{cpu: {lib}, gpu: {lib}}}\nstages: {{magnitude: cpu, sum: gpu:1}}\n",
         lib = library().display()
     );
-    let e = plan_with(GRAPH, &p, &Overrides::default()).unwrap_err().to_string();
+    let e = plan_with(GRAPH, &p, &Overrides::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stage sum is placed on gpu:1"), "{e}");
     assert!(e.contains("offers no cuda kernel test.column_sum"), "{e}");
-    assert!(e.contains("test.magnitude2 (cpu)"), "the message lists what the library offers: {e}");
+    assert!(
+        e.contains("test.magnitude2 (cpu)"),
+        "the message lists what the library offers: {e}"
+    );
 }
 
 #[test]
 fn a_missing_library_file_names_the_stage_and_file() {
     let p = "name: p\nlibraries: {cpu: /nonexistent/libk.so}\nstages: {magnitude: cpu, sum: cpu}\n";
-    let e = plan_with(GRAPH, p, &Overrides::default()).unwrap_err().to_string();
-    assert!(e.contains("stage magnitude") && e.contains("/nonexistent/libk.so does not exist"), "{e}");
+    let e = plan_with(GRAPH, p, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("stage magnitude") && e.contains("/nonexistent/libk.so does not exist"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_kernel_no_library_provides_is_named() {
     let graph = GRAPH.replace("kernel: test.column_sum", "kernel: test.column_max");
-    let e = plan_with(&graph, &placement("  magnitude: cpu\n  sum: cpu\n"), &Overrides::default())
-        .unwrap_err()
-        .to_string();
+    let e = plan_with(
+        &graph,
+        &placement("  magnitude: cpu\n  sum: cpu\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("offers no cpu kernel test.column_max"), "{e}");
 }
 
 #[test]
 fn a_kernel_given_the_wrong_number_of_tensors_is_refused() {
-    let graph = GRAPH.replace("inputs: [mag], outputs: [sums]", "inputs: [mag, iq], outputs: [sums]");
-    let e = plan_with(&graph, &placement("  magnitude: cpu\n  sum: cpu\n"), &Overrides::default())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("takes 1 inputs and 1 outputs, but the graph gives it 2 and 1"), "{e}");
+    let graph = GRAPH.replace(
+        "inputs: [mag], outputs: [sums]",
+        "inputs: [mag, iq], outputs: [sums]",
+    );
+    let e = plan_with(
+        &graph,
+        &placement("  magnitude: cpu\n  sum: cpu\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("takes 1 inputs and 1 outputs, but the graph gives it 2 and 1"),
+        "{e}"
+    );
 }
 
 #[test]
 fn kernels_validate_parameters_and_shapes_at_plan_time() {
-    let o = Overrides { params: vec![("magnitude".into(), "gain".into(), "2".into())], ..Default::default() };
-    let e = plan_with(GRAPH, &placement("  magnitude: cpu\n  sum: cpu\n"), &o).unwrap_err().to_string();
-    assert!(e.contains("stage magnitude") && e.contains("unknown parameter gain"), "{e}");
-    let graph = GRAPH.replace("{name: sums, dtype: f32, shape: [C]}", "{name: sums, dtype: f32, shape: [R]}");
-    let e = plan_with(&graph, &placement("  magnitude: cpu\n  sum: cpu\n"), &Overrides::default())
+    let o = Overrides {
+        params: vec![("magnitude".into(), "gain".into(), "2".into())],
+        ..Default::default()
+    };
+    let e = plan_with(GRAPH, &placement("  magnitude: cpu\n  sum: cpu\n"), &o)
         .unwrap_err()
         .to_string();
+    assert!(
+        e.contains("stage magnitude") && e.contains("unknown parameter gain"),
+        "{e}"
+    );
+    let graph = GRAPH.replace(
+        "{name: sums, dtype: f32, shape: [C]}",
+        "{name: sums, dtype: f32, shape: [R]}",
+    );
+    let e = plan_with(
+        &graph,
+        &placement("  magnitude: cpu\n  sum: cpu\n"),
+        &Overrides::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("output 0 must be f32 [cols]"), "{e}");
 }

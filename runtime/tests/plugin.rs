@@ -27,7 +27,10 @@ fn a_c_library_loads_and_its_kernel_runs() {
     assert_eq!(lib.name(), "test-kernels");
     let names: Vec<&str> = lib.kernels().iter().map(|k| k.name.as_str()).collect();
     assert_eq!(names, ["test.magnitude2", "test.column_sum"]);
-    assert!(lib.find("test.magnitude2", DeviceKind::CUDA).is_none(), "device kinds are distinct");
+    assert!(
+        lib.find("test.magnitude2", DeviceKind::CUDA).is_none(),
+        "device kinds are distinct"
+    );
 
     let kernel = lib.find("test.magnitude2", DeviceKind::CPU).unwrap();
     let (rows, cols) = (4u64, 3u64);
@@ -35,17 +38,37 @@ fn a_c_library_loads_and_its_kernel_runs() {
     let outputs = [desc(Dtype::F32, &[rows, cols])];
     let params = [("scale".to_string(), "0.5".to_string())];
     let state = kernel
-        .create(&CreateConfig { params: &params, inputs: &inputs, outputs: &outputs, split: Some((0, 2)), device_ordinal: 0 })
+        .create(&CreateConfig {
+            params: &params,
+            inputs: &inputs,
+            outputs: &outputs,
+            split: Some((0, 2)),
+            device_ordinal: 0,
+        })
         .unwrap();
     assert_eq!(state.workspace_bytes(), 0);
 
     let mut iq: Vec<i16> = (0..(rows * cols * 2) as i16).map(|v| v - 7).collect();
     let mut out = vec![f32::NAN; (rows * cols) as usize];
-    let tin = [Tensor { desc: inputs[0], data: iq.as_mut_ptr().cast() }];
-    let tout = [Tensor { desc: outputs[0], data: out.as_mut_ptr().cast() }];
+    let tin = [Tensor {
+        desc: inputs[0],
+        data: iq.as_mut_ptr().cast(),
+    }];
+    let tout = [Tensor {
+        desc: outputs[0],
+        data: out.as_mut_ptr().cast(),
+    }];
     // Only the second tile: rows 2 and 3.
-    unsafe { state.launch(&tin, &tout, (std::ptr::null_mut(), 0), std::ptr::null_mut(), Tile { begin: 2, count: 2 }) }
-        .unwrap();
+    unsafe {
+        state.launch(
+            &tin,
+            &tout,
+            (std::ptr::null_mut(), 0),
+            std::ptr::null_mut(),
+            Tile { begin: 2, count: 2 },
+        )
+    }
+    .unwrap();
     for (k, v) in out.iter().enumerate() {
         if k < 6 {
             assert!(v.is_nan(), "a tile writes only its rows");
@@ -56,8 +79,16 @@ fn a_c_library_loads_and_its_kernel_runs() {
     }
 
     // A launch error comes back with the kernel's text.
-    let err = unsafe { state.launch(&tin, &tout, (std::ptr::null_mut(), 0), std::ptr::null_mut(), Tile { begin: 3, count: 2 }) }
-        .unwrap_err();
+    let err = unsafe {
+        state.launch(
+            &tin,
+            &tout,
+            (std::ptr::null_mut(), 0),
+            std::ptr::null_mut(),
+            Tile { begin: 3, count: 2 },
+        )
+    }
+    .unwrap_err();
     assert_eq!(err.message, "tile out of range");
     assert!(err.to_string().contains("test.magnitude2"), "{err}");
 }
@@ -71,13 +102,28 @@ fn create_errors_carry_the_kernels_text() {
     let outputs = [desc(Dtype::F32, &[2, 2])];
     let params = [("scael".to_string(), "2".to_string())];
     let err = kernel
-        .create(&CreateConfig { params: &params, inputs: &inputs, outputs: &outputs, split: None, device_ordinal: 0 })
+        .create(&CreateConfig {
+            params: &params,
+            inputs: &inputs,
+            outputs: &outputs,
+            split: None,
+            device_ordinal: 0,
+        })
         .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("unknown parameter scael") && text.contains("test.magnitude2"), "{text}");
+    assert!(
+        text.contains("unknown parameter scael") && text.contains("test.magnitude2"),
+        "{text}"
+    );
     let wrong = [desc(Dtype::CF32, &[2, 2])];
     let err = kernel
-        .create(&CreateConfig { params: &[], inputs: &wrong, outputs: &outputs, split: None, device_ordinal: 0 })
+        .create(&CreateConfig {
+            params: &[],
+            inputs: &wrong,
+            outputs: &outputs,
+            split: None,
+            device_ordinal: 0,
+        })
         .unwrap_err();
     assert!(err.to_string().contains("input 0 must be ci16"), "{err}");
 }
@@ -86,7 +132,10 @@ fn create_errors_carry_the_kernels_text() {
 fn a_missing_library_file_is_named() {
     let err = KernelLibrary::load(std::path::Path::new("/nonexistent/libnothing.so")).unwrap_err();
     assert!(matches!(err, PluginError::Missing { .. }));
-    assert!(err.to_string().contains("/nonexistent/libnothing.so"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/libnothing.so"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -101,9 +150,17 @@ fn a_file_that_is_not_a_shared_library_is_refused() {
 fn a_library_built_for_another_abi_version_is_refused() {
     let path = build_c_library("test_kernels.c", "wrong_abi", &["TEST_ABI_VERSION=2"]);
     let err = KernelLibrary::load(&path).unwrap_err();
-    assert!(matches!(err, PluginError::AbiVersion { found: 2, .. }), "{err:?}");
+    assert!(
+        matches!(err, PluginError::AbiVersion { found: 2, .. }),
+        "{err:?}"
+    );
     let text = err.to_string();
-    assert!(text.contains("libwrong_abi.so") && text.contains("version 2") && text.contains("version 1"), "{text}");
+    assert!(
+        text.contains("libwrong_abi.so")
+            && text.contains("version 2")
+            && text.contains("version 1"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -112,7 +169,10 @@ fn a_library_without_the_entry_symbol_is_refused() {
     let err = KernelLibrary::load(&path).unwrap_err();
     assert!(matches!(err, PluginError::NoEntry { .. }), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains("libno_entry.so") && text.contains("kplace_library_entry"), "{text}");
+    assert!(
+        text.contains("libno_entry.so") && text.contains("kplace_library_entry"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -120,5 +180,8 @@ fn a_table_naming_a_kernel_twice_is_refused() {
     let path = build_c_library("duplicate.c", "duplicate", &[]);
     let err = KernelLibrary::load(&path).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("libduplicate.so") && text.contains("dup.kernel twice"), "{text}");
+    assert!(
+        text.contains("libduplicate.so") && text.contains("dup.kernel twice"),
+        "{text}"
+    );
 }

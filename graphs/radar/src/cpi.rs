@@ -60,7 +60,7 @@ pub enum CpiParseError {
         input: String,
     },
     /// One dimension is not an unsigned integer.
-    #[error("invalid CPI {input:?}: {axis} {value:?} is not an unsigned integer ({source})")]
+    #[error("invalid CPI {input:?}: {axis} {value:?} is not an unsigned integer ({cause})")]
     NotANumber {
         /// The text given.
         input: String,
@@ -69,7 +69,7 @@ pub enum CpiParseError {
         /// The offending part of the text.
         value: String,
         /// The integer parser's complaint.
-        source: ParseIntError,
+        cause: ParseIntError,
     },
     /// One dimension is zero.
     #[error("invalid CPI {input:?}: {axis} must be at least 1")]
@@ -114,7 +114,7 @@ fn parse_dimension(input: &str, axis: &'static str, value: &str) -> Result<usize
                 input: input.into(),
                 axis,
                 value: value.into(),
-                source,
+                cause: source,
             }
         }
     })?;

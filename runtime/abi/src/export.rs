@@ -27,17 +27,26 @@ pub struct KernelError {
 impl KernelError {
     /// A parameter, shape or dtype the kernel cannot take.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self { status: Status::INVALID_ARGUMENT, message: message.into() }
+        Self {
+            status: Status::INVALID_ARGUMENT,
+            message: message.into(),
+        }
     }
 
     /// The underlying library failed.
     pub fn backend(message: impl Into<String>) -> Self {
-        Self { status: Status::BACKEND, message: message.into() }
+        Self {
+            status: Status::BACKEND,
+            message: message.into(),
+        }
     }
 
     /// A kernel bug.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self { status: Status::INTERNAL, message: message.into() }
+        Self {
+            status: Status::INTERNAL,
+            message: message.into(),
+        }
     }
 }
 
@@ -172,7 +181,9 @@ unsafe extern "C" fn create_shim<K: KernelImpl>(
     unsafe {
         guarded(error, error_len, || {
             if config.is_null() || state.is_null() {
-                return Err(KernelError::invalid("create called with a null config or state"));
+                return Err(KernelError::invalid(
+                    "create called with a null config or state",
+                ));
             }
             let config = Config::from_raw(&*config)?;
             let kernel = K::create(&config)?;
@@ -188,8 +199,10 @@ unsafe extern "C" fn workspace_shim<K: KernelImpl>(state: *const c_void) -> u64 
     }
     // SAFETY: a non-null state came from create_shim::<K>. A panic here would cross the ABI,
     // so it is caught and reported as "no workspace", which launch then rejects.
-    catch_unwind(AssertUnwindSafe(|| unsafe { &*state.cast::<K>() }.workspace_bytes()))
-        .unwrap_or(0)
+    catch_unwind(AssertUnwindSafe(|| {
+        unsafe { &*state.cast::<K>() }.workspace_bytes()
+    }))
+    .unwrap_or(0)
 }
 
 unsafe extern "C" fn launch_shim<K: KernelImpl>(
@@ -202,7 +215,9 @@ unsafe extern "C" fn launch_shim<K: KernelImpl>(
     unsafe {
         guarded(error, error_len, || {
             if state.is_null() || args.is_null() {
-                return Err(KernelError::invalid("launch called with a null state or args"));
+                return Err(KernelError::invalid(
+                    "launch called with a null state or args",
+                ));
             }
             let kernel = &*state.cast::<K>();
             let launch = Launch::from_raw(&*args);
@@ -222,7 +237,9 @@ unsafe extern "C" fn destroy_shim<K: KernelImpl>(state: *mut c_void) {
     if !state.is_null() {
         // SAFETY: a non-null state came from create_shim::<K> and is destroyed once. Dropping
         // must not unwind across the ABI; a panicking Drop is caught and the state leaked.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(state.cast::<K>()) })));
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            drop(unsafe { Box::from_raw(state.cast::<K>()) })
+        }));
     }
 }
 
@@ -262,7 +279,9 @@ impl<'a> Config<'a> {
             }
             // SAFETY: non-null, NUL-terminated per the caller's contract.
             let (name, value) = unsafe { (CStr::from_ptr(p.name), CStr::from_ptr(p.value)) };
-            let name = name.to_str().map_err(|_| KernelError::invalid("parameter name is not UTF-8"))?;
+            let name = name
+                .to_str()
+                .map_err(|_| KernelError::invalid("parameter name is not UTF-8"))?;
             let value = value
                 .to_str()
                 .map_err(|_| KernelError::invalid(format!("parameter {name} is not UTF-8")))?;
@@ -305,7 +324,10 @@ impl<'a> Config<'a> {
 
     /// The raw text of parameter `name`, if given.
     pub fn param(&self, name: &str) -> Option<&'a str> {
-        self.params.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        self.params
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
     }
 
     /// Parameter `name` parsed as `T`; `None` when absent, an error naming it when malformed.
@@ -328,7 +350,11 @@ impl<'a> Config<'a> {
         match self.param_names().find(|n| !known.contains(n)) {
             Some(unknown) => Err(KernelError::invalid(format!(
                 "unknown parameter {unknown}; this kernel takes {}",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
             ))),
             None => Ok(()),
         }
@@ -395,12 +421,16 @@ impl<'a> Launch<'a> {
 
     /// Input `i`, or an error naming it.
     pub fn input(&self, i: usize) -> Result<&'a Tensor, KernelError> {
-        self.inputs.get(i).ok_or_else(|| KernelError::invalid(format!("input {i} is missing")))
+        self.inputs
+            .get(i)
+            .ok_or_else(|| KernelError::invalid(format!("input {i} is missing")))
     }
 
     /// Output `i`, or an error naming it.
     pub fn output(&self, i: usize) -> Result<&'a Tensor, KernelError> {
-        self.outputs.get(i).ok_or_else(|| KernelError::invalid(format!("output {i} is missing")))
+        self.outputs
+            .get(i)
+            .ok_or_else(|| KernelError::invalid(format!("output {i} is missing")))
     }
 
     /// The workspace's address.
@@ -435,7 +465,10 @@ impl Tensor {
         self.check_host::<T>()?;
         // SAFETY: checked above; validity guaranteed by the caller.
         Ok(unsafe {
-            std::slice::from_raw_parts(self.data.cast::<T>(), self.desc.bytes as usize / size_of::<T>())
+            std::slice::from_raw_parts(
+                self.data.cast::<T>(),
+                self.desc.bytes as usize / size_of::<T>(),
+            )
         })
     }
 
@@ -449,7 +482,10 @@ impl Tensor {
         self.check_host::<T>()?;
         // SAFETY: checked above; exclusivity guaranteed by the caller.
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.data.cast::<T>(), self.desc.bytes as usize / size_of::<T>())
+            std::slice::from_raw_parts_mut(
+                self.data.cast::<T>(),
+                self.desc.bytes as usize / size_of::<T>(),
+            )
         })
     }
 
@@ -460,7 +496,7 @@ impl Tensor {
         if self.data.is_null() && self.desc.bytes > 0 {
             return Err(KernelError::invalid("tensor data is null"));
         }
-        if (self.data as usize) % align_of::<T>() != 0 {
+        if !(self.data as usize).is_multiple_of(align_of::<T>()) {
             return Err(KernelError::invalid("tensor data is misaligned"));
         }
         Ok(())

@@ -382,11 +382,17 @@ impl<'a> DetectionList<'a> {
     /// Reads the list in `bytes`.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, DetectionListError> {
         let word = |i: usize| -> Result<u32, DetectionListError> {
-            let b = bytes.get(i * 4..i * 4 + 4).ok_or(DetectionListError::Truncated)?;
+            let b = bytes
+                .get(i * 4..i * 4 + 4)
+                .ok_or(DetectionListError::Truncated)?;
             Ok(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         };
-        let header =
-            DetectionListHeader { count: word(0)?, capacity: word(1)?, overflow: word(2)?, reserved: word(3)? };
+        let header = DetectionListHeader {
+            count: word(0)?,
+            capacity: word(1)?,
+            overflow: word(2)?,
+            reserved: word(3)?,
+        };
         if header.count > header.capacity {
             return Err(DetectionListError::CountExceedsCapacity);
         }
@@ -395,7 +401,10 @@ impl<'a> DetectionList<'a> {
             return Err(DetectionListError::ShorterThanCapacity);
         }
         let valid = Self::HEADER..Self::HEADER + header.count as usize * Self::RECORD;
-        Ok(Self { header, records: &bytes[valid] })
+        Ok(Self {
+            header,
+            records: &bytes[valid],
+        })
     }
 
     /// The list's header.

@@ -13,7 +13,9 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
     std::fs::create_dir_all(&dir).expect("create temp dir");
     let src = dir.join("layout.c");
     let exe = dir.join("layout");
-    let mut program = String::from("#include <stdio.h>\n#include <stddef.h>\n#include \"kplace.h\"\nint main(void) {\n");
+    let mut program = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include \"kplace.h\"\nint main(void) {\n",
+    );
     for (ty, fields) in FIELDS {
         program += &format!("printf(\"sizeof {ty} %zu\\n\", sizeof({ty}));\n");
         for f in *fields {
@@ -52,24 +54,62 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
 
 const FIELDS: &[(&str, &[&str])] = &[
     ("kplace_detection", &["range_bin", "doppler_bin", "power"]),
-    ("kplace_detection_list", &["count", "capacity", "overflow", "reserved", "records"]),
-    ("kplace_tensor_desc", &["dtype", "memory", "rank", "shape", "bytes"]),
+    (
+        "kplace_detection_list",
+        &["count", "capacity", "overflow", "reserved", "records"],
+    ),
+    (
+        "kplace_tensor_desc",
+        &["dtype", "memory", "rank", "shape", "bytes"],
+    ),
     ("kplace_tensor", &["desc", "data"]),
     ("kplace_param", &["name", "value"]),
     (
         "kplace_kernel_config",
-        &["params", "inputs", "outputs", "n_params", "n_inputs", "n_outputs", "split_axis", "tile", "device_ordinal"],
+        &[
+            "params",
+            "inputs",
+            "outputs",
+            "n_params",
+            "n_inputs",
+            "n_outputs",
+            "split_axis",
+            "tile",
+            "device_ordinal",
+        ],
     ),
     ("kplace_tile", &["begin", "count"]),
     (
         "kplace_launch_args",
-        &["inputs", "outputs", "n_inputs", "n_outputs", "workspace", "workspace_bytes", "stream", "tile"],
+        &[
+            "inputs",
+            "outputs",
+            "n_inputs",
+            "n_outputs",
+            "workspace",
+            "workspace_bytes",
+            "stream",
+            "tile",
+        ],
     ),
     (
         "kplace_kernel",
-        &["name", "device", "memory", "n_inputs", "n_outputs", "create", "workspace_bytes", "launch", "destroy"],
+        &[
+            "name",
+            "device",
+            "memory",
+            "n_inputs",
+            "n_outputs",
+            "create",
+            "workspace_bytes",
+            "launch",
+            "destroy",
+        ],
     ),
-    ("kplace_library", &["abi_version", "n_kernels", "name", "kernels"]),
+    (
+        "kplace_library",
+        &["abi_version", "n_kernels", "name", "kernels"],
+    ),
 ];
 
 fn rust_layout() -> Vec<(String, u64)> {
@@ -80,22 +120,87 @@ fn rust_layout() -> Vec<(String, u64)> {
         };
     }
     let mut v = Vec::new();
-    layout!(v, "kplace_detection", Detection, [range_bin, doppler_bin, power]);
-    v.push(("sizeof kplace_detection_list".into(), size_of::<DetectionListHeader>() as u64));
-    for (f, o) in [("count", 0), ("capacity", 4), ("overflow", 8), ("reserved", 12), ("records", 16)] {
+    layout!(
+        v,
+        "kplace_detection",
+        Detection,
+        [range_bin, doppler_bin, power]
+    );
+    v.push((
+        "sizeof kplace_detection_list".into(),
+        size_of::<DetectionListHeader>() as u64,
+    ));
+    for (f, o) in [
+        ("count", 0),
+        ("capacity", 4),
+        ("overflow", 8),
+        ("reserved", 12),
+        ("records", 16),
+    ] {
         v.push((format!("kplace_detection_list.{f}"), o));
     }
-    layout!(v, "kplace_tensor_desc", TensorDesc, [dtype, memory, rank, shape, bytes]);
+    layout!(
+        v,
+        "kplace_tensor_desc",
+        TensorDesc,
+        [dtype, memory, rank, shape, bytes]
+    );
     layout!(v, "kplace_tensor", Tensor, [desc, data]);
     layout!(v, "kplace_param", Param, [name, value]);
-    layout!(v, "kplace_kernel_config", KernelConfig,
-        [params, inputs, outputs, n_params, n_inputs, n_outputs, split_axis, tile, device_ordinal]);
+    layout!(
+        v,
+        "kplace_kernel_config",
+        KernelConfig,
+        [
+            params,
+            inputs,
+            outputs,
+            n_params,
+            n_inputs,
+            n_outputs,
+            split_axis,
+            tile,
+            device_ordinal
+        ]
+    );
     layout!(v, "kplace_tile", Tile, [begin, count]);
-    layout!(v, "kplace_launch_args", LaunchArgs,
-        [inputs, outputs, n_inputs, n_outputs, workspace, workspace_bytes, stream, tile]);
-    layout!(v, "kplace_kernel", Kernel,
-        [name, device, memory, n_inputs, n_outputs, create, workspace_bytes, launch, destroy]);
-    layout!(v, "kplace_library", Library, [abi_version, n_kernels, name, kernels]);
+    layout!(
+        v,
+        "kplace_launch_args",
+        LaunchArgs,
+        [
+            inputs,
+            outputs,
+            n_inputs,
+            n_outputs,
+            workspace,
+            workspace_bytes,
+            stream,
+            tile
+        ]
+    );
+    layout!(
+        v,
+        "kplace_kernel",
+        Kernel,
+        [
+            name,
+            device,
+            memory,
+            n_inputs,
+            n_outputs,
+            create,
+            workspace_bytes,
+            launch,
+            destroy
+        ]
+    );
+    layout!(
+        v,
+        "kplace_library",
+        Library,
+        [abi_version, n_kernels, name, kernels]
+    );
     v.push(("KPLACE_ABI_VERSION".into(), ABI_VERSION as u64));
     v
 }
@@ -106,7 +211,10 @@ fn rust_mirror_matches_the_c_header() {
     let rust = rust_layout();
     assert_eq!(c.len(), rust.len(), "both sides describe the same items");
     for (c_item, r_item) in c.iter().zip(&rust) {
-        assert_eq!(c_item, r_item, "layout differs between kplace.h and kplace-abi");
+        assert_eq!(
+            c_item, r_item,
+            "layout differs between kplace.h and kplace-abi"
+        );
     }
 }
 
@@ -123,7 +231,9 @@ fn detection_list_sizes_follow_the_header() {
 fn error_text_is_truncated_on_a_char_boundary_and_terminated() {
     let mut buf = [1 as std::ffi::c_char; 6];
     unsafe { export::write_error(buf.as_mut_ptr(), buf.len(), "héllo world") };
-    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_str()
+        .unwrap();
     assert_eq!(text, "héll");
     unsafe { export::write_error(std::ptr::null_mut(), 10, "ignored") };
 }
@@ -143,12 +253,32 @@ fn detection_list_view_reads_and_checks() {
     let list = DetectionList::parse(&bytes).unwrap();
     assert_eq!(list.header().overflow, 5);
     let records: Vec<Detection> = list.records().collect();
-    assert_eq!(records, vec![
-        Detection { range_bin: 7, doppler_bin: 9, power: 1.5 },
-        Detection { range_bin: 8, doppler_bin: 0, power: 2.5 },
-    ]);
-    assert_eq!(DetectionList::parse(&bytes[..10]).unwrap_err(), DetectionListError::Truncated);
-    assert_eq!(DetectionList::parse(&bytes[..40]).unwrap_err(), DetectionListError::ShorterThanCapacity);
+    assert_eq!(
+        records,
+        vec![
+            Detection {
+                range_bin: 7,
+                doppler_bin: 9,
+                power: 1.5
+            },
+            Detection {
+                range_bin: 8,
+                doppler_bin: 0,
+                power: 2.5
+            },
+        ]
+    );
+    assert_eq!(
+        DetectionList::parse(&bytes[..10]).unwrap_err(),
+        DetectionListError::Truncated
+    );
+    assert_eq!(
+        DetectionList::parse(&bytes[..40]).unwrap_err(),
+        DetectionListError::ShorterThanCapacity
+    );
     bytes[0..4].copy_from_slice(&4u32.to_ne_bytes());
-    assert_eq!(DetectionList::parse(&bytes).unwrap_err(), DetectionListError::CountExceedsCapacity);
+    assert_eq!(
+        DetectionList::parse(&bytes).unwrap_err(),
+        DetectionListError::CountExceedsCapacity
+    );
 }

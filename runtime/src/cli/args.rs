@@ -47,9 +47,16 @@ fn parse_set(text: &str) -> Result<(String, String, String), String> {
 impl GraphArgs {
     /// Loads the graph with `cpi` bound to its `N` and `M` and the parameter overrides, and the
     /// placement with the executor overrides.
-    pub fn load(&self, cpi: Cpi, extra_params: &[(String, String, String)]) -> anyhow::Result<(Graph, Placement)> {
+    pub fn load(
+        &self,
+        cpi: Cpi,
+        extra_params: &[(String, String, String)],
+    ) -> anyhow::Result<(Graph, Placement)> {
         let overrides = Overrides {
-            dims: vec![("N".into(), cpi.samples as u64), ("M".into(), cpi.chirps as u64)],
+            dims: vec![
+                ("N".into(), cpi.samples as u64),
+                ("M".into(), cpi.chirps as u64),
+            ],
             params: self.sets.iter().chain(extra_params).cloned().collect(),
         };
         let graph = Graph::load(&self.graph, &overrides)?;
@@ -65,11 +72,14 @@ impl GraphArgs {
                 bail!("--workers must be at least 1");
             }
             placement.runtime.workers = workers;
-            placement.runtime.pin_cores.truncate(if placement.runtime.pin_cores.len() >= workers {
-                placement.runtime.pin_cores.len()
-            } else {
-                0
-            });
+            placement
+                .runtime
+                .pin_cores
+                .truncate(if placement.runtime.pin_cores.len() >= workers {
+                    placement.runtime.pin_cores.len()
+                } else {
+                    0
+                });
         }
         Ok((graph, placement))
     }
@@ -85,7 +95,11 @@ pub struct SceneArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// A target: RANGE_M,VELOCITY_MPS,SNR_DB (repeatable; default: WORKLOAD.md's three at 6 dB).
-    #[arg(long = "target", value_name = "RANGE,VELOCITY,SNR", allow_hyphen_values = true)]
+    #[arg(
+        long = "target",
+        value_name = "RANGE,VELOCITY,SNR",
+        allow_hyphen_values = true
+    )]
     pub targets: Vec<Target>,
     /// Use the high-SNR target set: the default targets at 25 dB.
     #[arg(long, conflicts_with = "targets")]

@@ -21,17 +21,25 @@ pub fn graph_pfa(graph: &Graph) -> anyhow::Result<f64> {
         return Ok(DEFAULT_PFA);
     };
     match stage.params.iter().find(|(n, _)| n == "pfa") {
-        Some((_, v)) => v
-            .trim()
-            .parse()
-            .with_context(|| format!("graph {}: stage {} has pfa {v:?}, not a number", graph.path.display(), stage.name)),
+        Some((_, v)) => v.trim().parse().with_context(|| {
+            format!(
+                "graph {}: stage {} has pfa {v:?}, not a number",
+                graph.path.display(),
+                stage.name
+            )
+        }),
         None => Ok(DEFAULT_PFA),
     }
 }
 
 /// The `--pfa` override as a parameter override on the CFAR stage of the graph file.
-pub fn pfa_override(graph_path: &std::path::Path, pfa: Option<f64>) -> anyhow::Result<Vec<(String, String, String)>> {
-    let Some(pfa) = pfa else { return Ok(Vec::new()) };
+pub fn pfa_override(
+    graph_path: &std::path::Path,
+    pfa: Option<f64>,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let Some(pfa) = pfa else {
+        return Ok(Vec::new());
+    };
     if !(pfa > 0.0 && pfa < 1.0) {
         bail!("--pfa must be in (0, 1), got {pfa}");
     }
@@ -43,7 +51,12 @@ pub fn pfa_override(graph_path: &std::path::Path, pfa: Option<f64>) -> anyhow::R
         .stages
         .iter()
         .find(|s| s.kernel == CFAR_KERNEL)
-        .with_context(|| format!("--pfa: graph {} has no {CFAR_KERNEL} stage", graph_path.display()))?;
+        .with_context(|| {
+            format!(
+                "--pfa: graph {} has no {CFAR_KERNEL} stage",
+                graph_path.display()
+            )
+        })?;
     Ok(vec![(stage.name.clone(), "pfa".into(), pfa.to_string())])
 }
 
@@ -81,8 +94,14 @@ pub fn prepare_frames(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>>
     let mut samples = vec![[0i16; 2]; cells];
     (0..count)
         .map(|frame| {
-            scene.generate_frame(frame, &mut samples).with_context(|| format!("scene frame {frame}"))?;
-            Ok(samples.iter().flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()]).flatten().collect())
+            scene
+                .generate_frame(frame, &mut samples)
+                .with_context(|| format!("scene frame {frame}"))?;
+            Ok(samples
+                .iter()
+                .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
+                .flatten()
+                .collect())
         })
         .collect()
 }
@@ -101,7 +120,13 @@ pub struct RadarSink<W: Write> {
 impl<W: Write> RadarSink<W> {
     /// A sink judging frames with `verifier`, writing to `writer` if given.
     pub fn new(verifier: Verifier, writer: Option<DetectionWriter<W>>) -> Self {
-        Self { verifier, writer, clusters: Vec::new(), total_clusters: 0, overflowed_frames: 0 }
+        Self {
+            verifier,
+            writer,
+            clusters: Vec::new(),
+            total_clusters: 0,
+            overflowed_frames: 0,
+        }
     }
 
     /// Flushes the detections file.
@@ -144,7 +169,11 @@ pub fn print_verdict(verifier: &Verifier, frames_expected: u64) -> bool {
     let targets = verifier.scene().config().targets.len() as u64;
     println!(
         "verification {}: {}/{} frames reported, {} passed, false alarms {:.3}/frame (bound {:.3}), {} targets per frame",
-        if reasons.is_empty() { "PASSED" } else { "FAILED" },
+        if reasons.is_empty() {
+            "PASSED"
+        } else {
+            "FAILED"
+        },
         summary.frames_reported,
         frames_expected,
         summary.frames_passed,

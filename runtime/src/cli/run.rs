@@ -59,12 +59,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let writer = match &args.detections {
         Some(path) => {
-            let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            Some(DetectionWriter::new(BufWriter::new(file), cpi).with_context(|| format!("cannot write {}", path.display()))?)
+            let file =
+                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            Some(
+                DetectionWriter::new(BufWriter::new(file), cpi)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+            )
         }
         None => None,
     };
-    let verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, pfa), args.frames).with_template_period(period);
+    let verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, pfa), args.frames)
+        .with_template_period(period);
     let mut sink = RadarSink::new(verifier, writer);
     let mut source = FrameReplay::new(frames, args.frames);
 
@@ -74,12 +79,19 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         "clusters {:.2}/frame{}",
         sink.total_clusters as f64 / report.frames.max(1) as f64,
         if sink.overflowed_frames > 0 {
-            format!(", {} frames overflowed the cluster list", sink.overflowed_frames)
+            format!(
+                ", {} frames overflowed the cluster list",
+                sink.overflowed_frames
+            )
         } else {
             String::new()
         }
     );
     let verifier = sink.finish()?;
     let passed = radar::print_verdict(&verifier, args.frames);
-    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

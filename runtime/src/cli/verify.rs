@@ -34,15 +34,23 @@ pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let (cpi, reports) = read_detections(BufReader::new(file), &path.display().to_string())?;
     if cpi != args.scene.cpi {
-        bail!("{} reports CPI {cpi}, but the scene is {} (pass --cpi {cpi})", path.display(), args.scene.cpi);
+        bail!(
+            "{} reports CPI {cpi}, but the scene is {} (pass --cpi {cpi})",
+            path.display(),
+            args.scene.cpi
+        );
     }
     let scene = args.scene.scene()?;
     let period = args.scene.scene_frames(args.frames);
-    let mut verifier =
-        Verifier::new(scene, VerifyConfig::for_cpi(cpi, args.pfa), args.frames).with_template_period(period);
+    let mut verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, args.pfa), args.frames)
+        .with_template_period(period);
     for report in &reports {
         verifier.check(report.frame_id, &report.clusters);
     }
     let passed = radar::print_verdict(&verifier, args.frames);
-    Ok(if passed { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

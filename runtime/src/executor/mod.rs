@@ -133,7 +133,11 @@ impl Shared<'_> {
 
     fn dispatch_stage(&self, slot: usize, stage: StageId) {
         for launch in 0..self.schedule.launches[stage.0] {
-            self.send_task(Task::Launch { slot: slot as u32, stage: stage.0 as u32, launch });
+            self.send_task(Task::Launch {
+                slot: slot as u32,
+                stage: stage.0 as u32,
+                launch,
+            });
         }
     }
 
@@ -191,7 +195,10 @@ impl<'r> Ingest<'r> {
             free,
             present: vec![vec![false; s.packets as usize]; slots],
             tile_counts: vec![
-                s.streamed.iter().map(|&(_, tile)| vec![0; (s.packets / tile) as usize]).collect();
+                s.streamed
+                    .iter()
+                    .map(|&(_, tile)| vec![0; (s.packets / tile) as usize])
+                    .collect();
                 slots
             ],
             begun: 0,
@@ -232,7 +239,11 @@ impl<'r> Ingest<'r> {
         for counts in &mut self.tile_counts[slot] {
             counts.fill(0);
         }
-        Some(FrameWriter { ingest: self, slot, received: 0 })
+        Some(FrameWriter {
+            ingest: self,
+            slot,
+            received: 0,
+        })
     }
 }
 
@@ -257,7 +268,9 @@ impl FrameWriter<'_, '_> {
         let block = shared.slots[self.slot].buffer(shared.plan.graph.source.tensor.0);
         // SAFETY: index < packets, so the range is inside the source buffer; the packet is not
         // present, so no launch reads it; only this thread writes the source buffer.
-        Some(unsafe { std::slice::from_raw_parts_mut(block.ptr.add(index as usize * bytes), bytes) })
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(block.ptr.add(index as usize * bytes), bytes)
+        })
     }
 
     /// Marks packet `index` as written, launching every streamed tile it completes.
@@ -282,7 +295,11 @@ impl FrameWriter<'_, '_> {
             let count = &mut self.ingest.tile_counts[self.slot][k][t];
             *count += 1;
             if u64::from(*count) == tile {
-                shared.send_task(Task::Launch { slot: self.slot as u32, stage: stage.0 as u32, launch: t as u32 });
+                shared.send_task(Task::Launch {
+                    slot: self.slot as u32,
+                    stage: stage.0 as u32,
+                    launch: t as u32,
+                });
             }
         }
         PacketStatus::Accepted
@@ -296,7 +313,10 @@ impl FrameWriter<'_, '_> {
     /// Ends the frame: stages that need the whole source tensor may start. Every packet must
     /// have been written; a frame with missing packets must not be finished.
     pub fn finish(self) {
-        debug_assert_eq!(self.received, self.ingest.shared.schedule.packets, "finish with missing packets");
+        debug_assert_eq!(
+            self.received, self.ingest.shared.schedule.packets,
+            "finish with missing packets"
+        );
         let shared = self.ingest.shared;
         let slot = &shared.slots[self.slot];
         for &stage in &shared.schedule.after_frame {
@@ -309,7 +329,11 @@ impl FrameWriter<'_, '_> {
 
 /// Runs `plan` with frames from `source` until it is exhausted, handing every completed frame
 /// to `sink`.
-pub fn run(plan: &Plan, source: &mut dyn Source, sink: &mut dyn FrameSink) -> Result<RunReport, RunError> {
+pub fn run(
+    plan: &Plan,
+    source: &mut dyn Source,
+    sink: &mut dyn FrameSink,
+) -> Result<RunReport, RunError> {
     let schedule = Schedule::new(plan);
     let mut pools = plan
         .pools
@@ -320,7 +344,8 @@ pub fn run(plan: &Plan, source: &mut dyn Source, sink: &mut dyn FrameSink) -> Re
         .map(|_| Slot::new(plan, &mut pools, &schedule))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let max_tasks = slots.len() * schedule.launches.iter().map(|&l| l as usize).sum::<usize>() + plan.runtime.workers;
+    let max_tasks = slots.len() * schedule.launches.iter().map(|&l| l as usize).sum::<usize>()
+        + plan.runtime.workers;
     let (task_tx, task_rx) = channel::bounded::<Task>(max_tasks);
     // Every slot sends at most one FrameDone per frame, plus the source's end and failures.
     let (event_tx, event_rx) = channel::bounded::<Event>(slots.len() + max_tasks + 1);
@@ -335,7 +360,11 @@ pub fn run(plan: &Plan, source: &mut dyn Source, sink: &mut dyn FrameSink) -> Re
         tasks: task_tx,
         events: event_tx,
         stopping: AtomicBool::new(false),
-        counters: plan.stages.iter().map(|_| StageCounters::default()).collect(),
+        counters: plan
+            .stages
+            .iter()
+            .map(|_| StageCounters::default())
+            .collect(),
         start: Instant::now(),
         slot_waits: AtomicU64::new(0),
     };
@@ -382,7 +411,13 @@ pub fn run(plan: &Plan, source: &mut dyn Source, sink: &mut dyn FrameSink) -> Re
             .stages
             .iter()
             .zip(&shared.counters)
-            .map(|(p, c)| c.snapshot(&plan.graph.stage(p.stage).name, p.device.to_string(), frames))
+            .map(|(p, c)| {
+                c.snapshot(
+                    &plan.graph.stage(p.stage).name,
+                    p.device.to_string(),
+                    frames,
+                )
+            })
             .collect(),
         post_cpi: outcome.post_cpi.summary(),
         end_to_end: outcome.end_to_end.summary(),
@@ -396,7 +431,14 @@ fn worker(shared: &Shared<'_>, tasks: Receiver<Task>, core: Option<usize>) {
         core_affinity::set_for_current(core_affinity::CoreId { id });
     }
     while let Ok(task) = tasks.recv() {
-        let Task::Launch { slot, stage, launch } = task else { break };
+        let Task::Launch {
+            slot,
+            stage,
+            launch,
+        } = task
+        else {
+            break;
+        };
         if shared.stopping.load(Ordering::Acquire) {
             continue;
         }
@@ -449,7 +491,9 @@ fn collect(
         if begun == Some(out.frames) {
             return Ok(out);
         }
-        let Ok(event) = events.recv() else { return Ok(out) };
+        let Ok(event) = events.recv() else {
+            return Ok(out);
+        };
         match event {
             Event::FrameDone(slot) => parked[slot] = true,
             Event::SourceEnded(Ok(()), n) => begun = Some(n),

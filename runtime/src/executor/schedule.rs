@@ -48,7 +48,9 @@ impl Schedule {
             let reads_source = stage.inputs.contains(&source);
             let is_streamed = reads_source
                 && stage.inputs.iter().all(|&t| t == source)
-                && stage.split.is_some_and(|s| s.axis == graph.source.packet_axis);
+                && stage
+                    .split
+                    .is_some_and(|s| s.axis == graph.source.packet_axis);
             if is_streamed {
                 streamed.push((id, stage.split.map_or(1, |s| s.tile)));
             } else if reads_source {

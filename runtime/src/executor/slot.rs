@@ -61,7 +61,11 @@ pub(crate) enum Completion {
 impl Slot {
     /// Builds a slot from the plan, taking blocks from `pools` and creating one kernel
     /// state per stage.
-    pub(crate) fn new(plan: &Plan, pools: &mut [Pool], schedule: &Schedule) -> Result<Slot, SlotError> {
+    pub(crate) fn new(
+        plan: &Plan,
+        pools: &mut [Pool],
+        schedule: &Schedule,
+    ) -> Result<Slot, SlotError> {
         let graph = &plan.graph;
         let mut take = |purpose: PoolPurpose| -> Result<Block, SlotError> {
             let (i, _) = plan
@@ -70,7 +74,9 @@ impl Slot {
                 .enumerate()
                 .find(|(_, p)| p.purpose == purpose)
                 .ok_or(SlotError::PoolMissing)?;
-            pools[i].take().ok_or_else(|| SlotError::PoolExhausted(plan.pools[i].name.clone()))
+            pools[i]
+                .take()
+                .ok_or_else(|| SlotError::PoolExhausted(plan.pools[i].name.clone()))
         };
         let buffers = (0..graph.tensors.len())
             .map(|t| take(PoolPurpose::Tensor(crate::graph::TensorId(t))))
@@ -82,7 +88,9 @@ impl Slot {
         let mut stages = Vec::with_capacity(plan.stages.len());
         for planned in &plan.stages {
             let spec = graph.stage(planned.stage);
-            let state = plan.create_state(planned.stage).map_err(SlotError::Create)?;
+            let state = plan
+                .create_state(planned.stage)
+                .map_err(SlotError::Create)?;
             let workspaces = (0..planned.launches)
                 .map(|_| take(PoolPurpose::Workspace(planned.stage)))
                 .collect::<Result<Vec<_>, _>>()?;
@@ -101,8 +109,16 @@ impl Slot {
         }
         let slot = Slot {
             buffers,
-            waiting: schedule.initial_waiting.iter().map(|&w| AtomicU32::new(w)).collect(),
-            launches_left: schedule.launches.iter().map(|&l| AtomicU32::new(l)).collect(),
+            waiting: schedule
+                .initial_waiting
+                .iter()
+                .map(|&w| AtomicU32::new(w))
+                .collect(),
+            launches_left: schedule
+                .launches
+                .iter()
+                .map(|&l| AtomicU32::new(l))
+                .collect(),
             stages_left: AtomicU32::new(stages.len() as u32),
             stages,
             frame_id: AtomicU64::new(0),
@@ -121,7 +137,8 @@ impl Slot {
         for (l, &initial) in self.launches_left.iter().zip(&schedule.launches) {
             l.store(initial, Ordering::Relaxed);
         }
-        self.stages_left.store(self.stages.len() as u32, Ordering::Relaxed);
+        self.stages_left
+            .store(self.stages.len() as u32, Ordering::Relaxed);
     }
 
     /// The buffer of tensor `index`.
@@ -133,14 +150,28 @@ impl Slot {
     pub(crate) fn launch(&self, stage: StageId, launch: u32) -> Result<(), LaunchError> {
         let s = &self.stages[stage.0];
         let tile = match s.split_axis_tile {
-            Some(tile) => Tile { begin: u64::from(launch) * tile, count: tile },
-            None => Tile { begin: 0, count: s.axis_extent },
+            Some(tile) => Tile {
+                begin: u64::from(launch) * tile,
+                count: tile,
+            },
+            None => Tile {
+                begin: 0,
+                count: s.axis_extent,
+            },
         };
         let ws = s.workspaces[launch as usize];
         // SAFETY: the buffers and workspace come from pools sized by the plan; the schedule
         // runs a launch only once its inputs are complete, gives each launch its own
         // workspace, and runs concurrent launches of one stage only on disjoint tiles.
-        unsafe { s.state.launch(&s.inputs, &s.outputs, (ws.ptr.cast(), ws.bytes), std::ptr::null_mut(), tile) }
+        unsafe {
+            s.state.launch(
+                &s.inputs,
+                &s.outputs,
+                (ws.ptr.cast(), ws.bytes),
+                std::ptr::null_mut(),
+                tile,
+            )
+        }
     }
 
     /// Records one finished launch of `stage`.

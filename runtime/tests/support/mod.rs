@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("runtime/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("runtime/ has a parent")
+        .to_path_buf()
 }
 
 /// Builds `runtime/tests/c/<source>` into a shared library named `lib<name>.so` with extra
@@ -35,7 +38,9 @@ pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
     for d in defines {
         cmd.arg(format!("-D{d}"));
     }
-    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run the C compiler {cc}: {e}"));
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc}: {e}"));
     assert!(
         output.status.success(),
         "building {source} failed:\n{}",

@@ -1,0 +1,1044 @@
+//! `radar.cfar`: two-dimensional cell-averaging CFAR with exact, order-free training sums.
+//!
+//! - Input 0: `f32 [N, M]` power map (range rows, Doppler columns).
+//! - Output 0: `detections [capacity]`: every cell that crosses its threshold, in row-major
+//!   order (range ascending, then Doppler); the first `capacity` are kept and the rest
+//!   counted in `overflow`.
+//! - Parameters: `guard` (default 2), `train` (default 8, at least 1), and at most one of
+//!   `pfa` (default 1e-6, in (0, 1)) or `scale` (a raw alpha, in [0, 1e12]).
+//! - Not split.
+//!
+//! # The detection rule
+//!
+//! With `h = guard + train`, the window of cell `(r, d)` is the `(2h+1)²` square around it,
+//! wrapping on both axes; its training cells are the window minus the `(2 guard + 1)²` guard
+//! square, `K = (2h+1)² - (2 guard+1)²` of them (416 by default). The window must fit the map,
+//! `2h + 1 <= min(N, M)`, so no cell is counted twice (and `2h + 1 <= 1023`).
+//!
+//! Powers are summed EXACTLY, in fixed point, so the result cannot depend on the order of
+//! summation and every backend (this one, a GPU, a reference model) reports identical
+//! detections for the same map:
+//!
+//! 1. `q(p) = floor(p * 2^32)` as an integer for finite `p >= 0`; 0 for NaN and negative
+//!    values (-0 included); `2^86` for `p >= 2^54` and +inf ([`fixed_point`]).
+//! 2. `S = sum of q over the K training cells`, an exact integer below `2^106`.
+//! 3. With `scale = alpha / K as f64 / 2f64.powi(32)` (computed once, in `create`), where
+//!    `alpha = K * (pfa^(-1/K) - 1)` (`f64::powf`) or the `scale` parameter, detect iff
+//!    `(p as f64) > (S as f64) * scale`: `S` rounded to the nearest f64 (ties to even), then
+//!    one f64 multiply, no fused multiply-add ([`detects`]).
+//!
+//! # How this kernel computes it
+//!
+//! Almost no cell is anywhere near its threshold. The kernel proves most cells negative with a
+//! cheap lower bound on `S` shared by a 2x2 tile of cells, and evaluates the rule exactly only
+//! for the cells of the few tiles the bound cannot clear.
+//!
+//! *The bound.* Per frame, the kernel picks a shift `s` that puts the map's median non-zero
+//! power (from a fixed sample of 255 cells) near 2^13, and bounds every cell by
+//! `b = min(floor(q / 2^s), cap)`, with `cap = 2^21` for the default window (in general the
+//! largest power of two up to 2^23 that keeps a window's sum of `b` within 2^30). `b` comes straight from
+//! the f32 bit pattern, branch free, in 32-bit lanes; clamping only weakens the bound, so
+//! `2^s b <= q` always. For a 2x2 tile, `U` is a set of whole tiles inside the training set of
+//! all four of its cells: the square of `2 hb + 1` tiles a side around it (`hb = (h - 1) / 2`)
+//! minus the `2 gb + 1` square covering the four guard squares (`gb = ceil(guard / 2)`), 288
+//! cells for the default window. Then `S >= 2^s B`, with `B` the sum of `b` over `U`. The
+//! threshold `t(S) = RN(RN(S) * scale)` never decreases as `S` grows (rounding, and
+//! multiplying by `scale >= 0`, are monotone) and `2^s B` is an exact f64, so a tile whose
+//! largest power is at most `RN(B * (scale * 2^s)) = t(2^s B)` holds no detection. On noise
+//! this clears all but about one tile in 4000.
+//!
+//! *The sums.* The `U` sums are computed separably on the tile grid (a quarter of the cells):
+//! per new row of tiles, wrapping prefix sums (extended by `hb` wrapped tiles on each side) give
+//! the horizontal box and guard sums at every column as differences of two prefix sums; those
+//! enter a ring of `2 hb + 1` rows, and running vertical sums add the row entering the window
+//! and subtract the row leaving it. Only the ring lives in the workspace, so it stays
+//! cache-resident whatever N is. (A map with an odd dimension, or a window too small for
+//! whole-tile bounds, uses 1x1 tiles: `U` is then the cell's whole training set.)
+//!
+//! *The exact path.* For a candidate tile, each of the `(2h + 2)²` powers around it is split
+//! into two 43-bit limbs of `q`, which are added into `u64` column sums over the rows of each
+//! cell's window and guard; a cell's `S` is its window's columns less its guard's, and the
+//! rule is then applied literally ([`detects`]).
+//!
+//! The per-row passes are written for the compiler to vectorise, and compiled three times:
+//! for the baseline target and, selected at run time, for AVX2 and AVX-512. All three give
+//! the same detections: every sum is an exact integer and every floating-point operation a
+//! single correctly rounded one.
+
+use std::ffi::CStr;
+
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{Detection, DeviceKind, Dtype, MemorySpace, TensorDesc};
+
+use crate::detections::{ListWriter, capacity_of};
+use crate::tensor::{expect_dims, host_port, launch_port, workspace};
+
+/// Default guard cells on each side of the cell under test, on both axes.
+pub const DEFAULT_GUARD: u32 = 2;
+/// Default training cells beyond the guard, on each side, on both axes.
+pub const DEFAULT_TRAIN: u32 = 8;
+/// Default false-alarm probability.
+pub const DEFAULT_PFA: f64 = 1e-6;
+/// The largest `scale` (raw alpha) accepted: far beyond any CFAR's, and small enough that
+/// the bound's factor stays finite.
+pub const MAX_SCALE: f64 = 1e12;
+/// The largest window side, `2 (guard + train) + 1`, accepted: its exact sums fit `u64` limbs.
+pub const MAX_WINDOW: u64 = 1023;
+
+/// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
+pub const FRACTION_BITS: u32 = 32;
+/// The largest fixed-point value: powers at or above `2^54` (and +inf) map to it.
+pub const SATURATION: u128 = 1 << 86;
+
+/// The f32 bit pattern of 2^54, the smallest power that saturates.
+const SATURATING_BITS: u32 = (127 + 54) << 23;
+/// The f32 bit pattern of +inf: larger patterns are NaNs or negative.
+const INF_BITS: u32 = 0x7f80_0000;
+/// Bits of the low limb of an exact value: `q = hi * 2^LO_BITS + lo`, both at most 2^43.
+const LO_BITS: u32 = 43;
+const LO_MASK: u64 = (1 << LO_BITS) - 1;
+/// A window's sum of bound values stays below 2^SUM_BITS, so it converts from i32.
+const SUM_BITS: u32 = 30;
+/// The largest cap on bound values: `2^23`.
+const MAX_CAP_BITS: u32 = 23;
+/// Bits between the median's bound value and the cap: the range of powers bounded unclamped.
+const HEADROOM_BITS: u32 = 8;
+/// Cells sampled for the median power.
+const SAMPLES: usize = 255;
+/// Tiles per group when looking for candidates: clear groups are skipped in one test.
+const GROUP: usize = 16;
+/// u64 values per vector in the exact path's loops (a 512-bit register's worth).
+const LANES: usize = 8;
+
+/// The fixed-point value of a power: `floor(p * 2^32)`, 0 for NaN and negative values,
+/// [`SATURATION`] from `2^54` up. The reference definition (see the module docs).
+pub fn fixed_point(p: f32) -> u128 {
+    let (hi, lo) = limbs(p.to_bits());
+    (u128::from(hi) << LO_BITS) + u128::from(lo)
+}
+
+/// The reference decision: whether power `p` crosses the threshold set by the exact training
+/// sum `training_sum` (of [`fixed_point`] values) and `scale` (see [`threshold_scale`]).
+pub fn detects(p: f32, training_sum: u128, scale: f64) -> bool {
+    f64::from(p) > (training_sum as f64) * scale
+}
+
+/// Training cells of a window: `(2 (guard + train) + 1)² - (2 guard + 1)²`.
+pub fn training_cells(guard: u32, train: u32) -> u64 {
+    let box_side = 2 * (u64::from(guard) + u64::from(train)) + 1;
+    let guard_side = 2 * u64::from(guard) + 1;
+    box_side * box_side - guard_side * guard_side
+}
+
+/// The CA-CFAR multiplier for false-alarm probability `pfa` over `k` training cells:
+/// `k * (pfa^(-1/k) - 1)`.
+pub fn alpha_for_pfa(pfa: f64, k: u64) -> f64 {
+    let k = k as f64;
+    k * (pfa.powf(-1.0 / k) - 1.0)
+}
+
+/// The factor that turns an exact fixed-point training sum into a threshold:
+/// `alpha / K / 2^32`.
+pub fn threshold_scale(alpha: f64, k: u64) -> f64 {
+    alpha / k as f64 / 2f64.powi(FRACTION_BITS as i32)
+}
+
+/// `x << n`, or 0 when `n` is negative or at least 64 (the semantics of `vpsllvq`).
+#[inline(always)]
+fn shl_or_zero(x: u64, n: i64) -> u64 {
+    if (n as u64) < 64 { x << n } else { 0 }
+}
+
+/// `x >> n`, or 0 when `n` is negative or at least 64 (the semantics of `vpsrlvq`).
+#[inline(always)]
+fn shr_or_zero(x: u64, n: i64) -> u64 {
+    if (n as u64) < 64 { x >> n } else { 0 }
+}
+
+/// `x >> n`, or 0 when `n` is negative or at least 32 (the semantics of `vpsrlvd`).
+#[inline(always)]
+fn shr32_or_zero(x: u32, n: i32) -> u32 {
+    if (n as u32) < 32 { x >> n } else { 0 }
+}
+
+/// Mantissa (with its implicit bit) and exponent (subnormals taking that of the smallest
+/// normal) of a non-negative f32 bit pattern, such that `p * 2^32 = mantissa * 2^exponent`.
+#[inline(always)]
+fn decompose(bits: u32) -> (u32, i32) {
+    let biased = (bits >> 23) as i32 & 0xff;
+    let mantissa = (bits & 0x7f_ffff) | (u32::from(biased != 0) << 23);
+    (mantissa, biased.max(1) - 118)
+}
+
+/// The limbs `(hi, lo)` of `q(p)` for the f32 bit pattern `bits`: `q = hi * 2^43 + lo`.
+#[inline(always)]
+fn limbs(bits: u32) -> (u64, u64) {
+    let (mantissa, s) = decompose(bits);
+    let (mantissa, s, top) = (u64::from(mantissa), i64::from(s), i64::from(LO_BITS));
+    let lo = (shl_or_zero(mantissa, s) & LO_MASK) | shr_or_zero(mantissa, -s);
+    let hi = shl_or_zero(mantissa, s - top) | shr_or_zero(mantissa, top - s);
+    if bits > INF_BITS {
+        (0, 0)
+    } else if bits >= SATURATING_BITS {
+        (1 << LO_BITS, 0)
+    } else {
+        (hi, lo)
+    }
+}
+
+/// The f32 bit pattern of a power for comparisons by integer order: itself when the power is
+/// finite or +inf and non-negative (such patterns order like their values), 0 for NaNs and
+/// negatives, which never cross a threshold.
+#[inline(always)]
+fn orderable(p: f32) -> u32 {
+    let bits = p.to_bits();
+    if bits <= INF_BITS { bits } else { 0 }
+}
+
+/// The per-frame constants of the bound.
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    /// `s`: a power's bound value is `min(floor(q / 2^s), cap)`.
+    shift: i32,
+    /// The largest bound value.
+    cap: u32,
+    /// The bound value of a saturated power: `min(2^86 / 2^s, cap)`.
+    saturated: u32,
+    /// `scale * 2^s` (exact): turns a sum of bound values into a threshold.
+    k: f64,
+}
+
+impl Level {
+    /// The bound value of the power with bit pattern `bits`: at most `q / 2^s`.
+    #[inline(always)]
+    fn bound(&self, bits: u32) -> u32 {
+        let (mantissa, s) = decompose(bits);
+        let t = s - self.shift;
+        // t >= 0 keeps all 24 mantissa bits, at least 2^23, the largest cap; subnormals never
+        // get there (s = -117, shift >= 0).
+        let value = if t >= 0 {
+            self.cap
+        } else {
+            shr32_or_zero(mantissa, -t).min(self.cap)
+        };
+        if bits > INF_BITS {
+            0
+        } else if bits >= SATURATING_BITS {
+            self.saturated
+        } else {
+            value
+        }
+    }
+
+    /// Whether a tile whose largest power has pattern `top` may hold a detection, given the
+    /// sum `sum` of bound values over its `U`.
+    #[inline(always)]
+    fn may_cross(&self, top: u32, sum: u32) -> bool {
+        // sum < 2^30: exact through i32, which converts in every vector instruction set.
+        f64::from(f32::from_bits(top)) > f64::from(sum as i32) * self.k
+    }
+}
+
+/// Which compiled copy of the frame to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512vl") && has!("avx512dq") && has!("avx512bw") {
+                return Isa::Avx512;
+            }
+            if has!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Baseline
+    }
+}
+
+/// The window in tiles: how the map is cut into tiles and what part of every window the
+/// bound of a tile covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tiling {
+    /// Tile side in cells: 2, or 1 when the map has an odd dimension or the window is too
+    /// small for 2x2 tiles to keep any whole training tile.
+    side: usize,
+    /// Tiles per map column and per map row.
+    rows: usize,
+    cols: usize,
+    /// Half width, in tiles, of the square of tiles inside every window of a tile's cells.
+    half: usize,
+    /// Half width, in tiles, of the square of tiles covering every guard square of them.
+    guard: usize,
+}
+
+impl Tiling {
+    fn new(rows: usize, cols: usize, half: usize, guard: usize) -> Self {
+        let by = |side: usize| Self {
+            side,
+            rows: rows / side,
+            cols: cols / side,
+            half: (half + 1 - side) / side,
+            guard: guard.div_ceil(side),
+        };
+        let pairs = by(2);
+        if rows.is_multiple_of(2) && cols.is_multiple_of(2) && pairs.half > pairs.guard {
+            pairs
+        } else {
+            by(1)
+        }
+    }
+
+    fn window(&self) -> usize {
+        2 * self.half + 1
+    }
+
+    /// Length of one extended prefix-sum row of tiles.
+    fn prefix_len(&self) -> usize {
+        self.cols + 2 * self.half + 1
+    }
+}
+
+/// The `radar.cfar` kernel state: window geometry and threshold for one map shape.
+#[derive(Debug)]
+pub struct Cfar {
+    input: TensorDesc,
+    output: TensorDesc,
+    /// N: range rows.
+    rows: usize,
+    /// M: Doppler columns.
+    cols: usize,
+    guard: usize,
+    /// `guard + train`: the window's half width.
+    half: usize,
+    tiling: Tiling,
+    /// Bits of the largest bound value: a window of them sums below 2^30.
+    cap_bits: u32,
+    alpha: f64,
+    scale: f64,
+    capacity: u32,
+    isa: Isa,
+}
+
+impl Cfar {
+    /// The CFAR multiplier in use (from `pfa` or `scale`).
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    /// The factor applied to exact training sums (see [`threshold_scale`]).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// The side, in cells, of the tiles sharing one bound (2, or 1; see the module docs).
+    pub fn tile_side(&self) -> usize {
+        self.tiling.side
+    }
+
+    /// Runs the portable code even where a vector unit was detected (for tests comparing
+    /// the compiled copies, and for benchmarks).
+    pub fn portable(mut self) -> Self {
+        self.isa = Isa::Baseline;
+        self
+    }
+
+    /// Runs the AVX2 copy even where AVX-512 was detected, if the CPU has AVX2; otherwise
+    /// changes nothing.
+    pub fn avx2(mut self) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            self.isa = Isa::Avx2;
+        }
+        self
+    }
+
+    fn window(&self) -> usize {
+        2 * self.half + 1
+    }
+
+    /// Side of the square of powers the exact path reads around a tile.
+    fn span(&self) -> usize {
+        self.window() + self.tiling.side - 1
+    }
+
+    /// Columns the exact path works on: the span, rounded up to whole vectors when the map is
+    /// wide enough (the extra columns are read and summed but never used).
+    fn exact_width(&self) -> usize {
+        let padded = self.span().next_multiple_of(LANES);
+        if padded <= self.cols {
+            padded
+        } else {
+            self.span()
+        }
+    }
+
+    /// Workspace of the exact path, in u64 words: both limbs of a row of the span, and box
+    /// and guard column sums of both limbs per tile row.
+    fn exact_words(&self) -> usize {
+        (2 + 4 * self.tiling.side) * self.exact_width()
+    }
+
+    /// Workspace of the bound, in u32 words: a prefix row, the ring (box and guard sums of
+    /// `2 hb + 1` tile rows), the two running vertical sums, the flags and candidates among
+    /// the tiles of the row under test, and a map row of scratch.
+    fn bound_words(&self) -> usize {
+        let t = &self.tiling;
+        t.prefix_len() + 2 * t.cols * t.window() + 4 * t.cols + self.cols
+    }
+
+    fn workspace_words(&self) -> usize {
+        self.exact_words() + self.bound_words().div_ceil(2)
+    }
+}
+
+impl KernelImpl for Cfar {
+    const NAME: &'static CStr = c"radar.cfar";
+    const DEVICE: DeviceKind = DeviceKind::CPU;
+    const MEMORY: MemorySpace = MemorySpace::HOST;
+    const N_INPUTS: u32 = 1;
+    const N_OUTPUTS: u32 = 1;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&["guard", "train", "pfa", "scale"])?;
+        if let Some((axis, tile)) = config.split() {
+            return Err(KernelError::invalid(format!(
+                "radar.cfar cannot be split (asked for tiles of {tile} along axis {axis})"
+            )));
+        }
+        let guard = config.parse_param::<u32>("guard")?.unwrap_or(DEFAULT_GUARD);
+        let train = config.parse_param::<u32>("train")?.unwrap_or(DEFAULT_TRAIN);
+        if train == 0 {
+            return Err(KernelError::invalid("parameter train must be at least 1"));
+        }
+        let window = 2 * (u64::from(guard) + u64::from(train)) + 1;
+        if window > MAX_WINDOW {
+            return Err(KernelError::invalid(format!(
+                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
+                 {train}), exceeds the largest supported, {MAX_WINDOW}"
+            )));
+        }
+        let training = training_cells(guard, train);
+        let alpha = match (
+            config.parse_param::<f64>("pfa")?,
+            config.parse_param::<f64>("scale")?,
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(KernelError::invalid(
+                    "parameters pfa and scale both given; give at most one (scale is a raw alpha)",
+                ));
+            }
+            (None, Some(scale)) if (0.0..=MAX_SCALE).contains(&scale) => scale,
+            (None, Some(scale)) => {
+                return Err(KernelError::invalid(format!(
+                    "parameter scale must be >= 0 and <= {MAX_SCALE:e}, got {scale}"
+                )));
+            }
+            (pfa, None) => {
+                let pfa = pfa.unwrap_or(DEFAULT_PFA);
+                if !(pfa > 0.0 && pfa < 1.0) {
+                    return Err(KernelError::invalid(format!(
+                        "parameter pfa must be in (0, 1), got {pfa}"
+                    )));
+                }
+                alpha_for_pfa(pfa, training)
+            }
+        };
+
+        let input = host_port(
+            config.inputs(),
+            0,
+            "input 0",
+            Dtype::F32,
+            "[range bins, Doppler bins]",
+        )?;
+        let (rows, cols) = (input.shape[0], input.shape[1]);
+        if rows > u64::from(u32::MAX) || cols > u64::from(u32::MAX) {
+            return Err(KernelError::invalid(format!(
+                "input 0: [{rows}, {cols}] has more bins than detection records can name"
+            )));
+        }
+        if window > rows.min(cols) {
+            return Err(KernelError::invalid(format!(
+                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
+                 {train}), does not fit the {rows} x {cols} map of input 0"
+            )));
+        }
+        let output = host_port(
+            config.outputs(),
+            0,
+            "output 0",
+            Dtype::DETECTIONS,
+            "[capacity]",
+        )?;
+        let capacity = capacity_of(output.dims(), "output 0")?;
+        expect_dims(
+            &output,
+            "output 0",
+            &[u64::from(capacity)],
+            "a detection list",
+        )?;
+
+        let (rows, cols) = (rows as usize, cols as usize);
+        let (guard, half) = (guard as usize, (guard + train) as usize);
+        // Whole windows of bound values must sum within 2^30: cap them at 2^30 / window²
+        // rounded down to a power of two, and at 2^23, below any value with all 24 mantissa
+        // bits (see `Level::bound`).
+        let cells = window * window;
+        let cap_bits = (SUM_BITS - (u64::BITS - (cells - 1).leading_zeros())).min(MAX_CAP_BITS);
+        Ok(Self {
+            input,
+            output,
+            rows,
+            cols,
+            guard,
+            half,
+            tiling: Tiling::new(rows, cols, half, guard),
+            cap_bits,
+            alpha,
+            scale: threshold_scale(alpha, training),
+            capacity,
+            isa: Isa::detect(),
+        })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        (self.workspace_words() * size_of::<u64>()) as u64
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        let input = launch_port(launch.input(0), "input 0", &self.input)?;
+        let output = launch_port(launch.output(0), "output 0", &self.output)?;
+        // SAFETY: checked against the descriptor create accepted; nothing writes the input
+        // while the stage runs.
+        let map = &unsafe { input.host_slice::<f32>() }?[..self.rows * self.cols];
+        // SAFETY: the workspace is this launch's alone (ABI rule); its size was checked.
+        let ws = unsafe { workspace::<u64>(launch, self.workspace_words()) }?;
+        let (exact, bound) = ws.split_at_mut(self.exact_words());
+        let bound = &mut as_words(bound)[..self.bound_words()];
+        // SAFETY: the output was checked to hold a header and `capacity` records; an unsplit
+        // stage's output is this launch's alone.
+        let mut list = unsafe { ListWriter::new(output, self.capacity) };
+        let scratch = Scratch { bound, exact };
+        match self.isa {
+            Isa::Baseline => self.frame(map, scratch, &mut list),
+            // SAFETY: chosen only when the CPU reports AVX2.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { self.frame_avx2(map, scratch, &mut list) },
+            // SAFETY: chosen only when the CPU reports these AVX-512 subsets.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => unsafe { self.frame_avx512(map, scratch, &mut list) },
+        }
+        list.finish();
+        Ok(())
+    }
+}
+
+/// Views u64 words as twice as many u32 words.
+fn as_words(words: &mut [u64]) -> &mut [u32] {
+    // SAFETY: a u64 is two u32 without padding, and u64 alignment exceeds u32's; every bit
+    // pattern is a valid u32.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u32>(), words.len() * 2) }
+}
+
+/// A launch's workspace, split by use.
+struct Scratch<'a> {
+    /// The bound's tile-grid arrays ([`Cfar::bound_words`]).
+    bound: &'a mut [u32],
+    /// The exact path's row prefix sums ([`Cfar::exact_words`]).
+    exact: &'a mut [u64],
+}
+
+impl Cfar {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn frame_avx2(&self, map: &[f32], scratch: Scratch<'_>, list: &mut ListWriter<'_>) {
+        self.frame(map, scratch, list);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+    fn frame_avx512(&self, map: &[f32], scratch: Scratch<'_>, list: &mut ListWriter<'_>) {
+        self.frame(map, scratch, list);
+    }
+
+    #[inline(always)]
+    fn frame(&self, map: &[f32], scratch: Scratch<'_>, list: &mut ListWriter<'_>) {
+        match self.tiling.side {
+            2 => self.frame_tiled::<2>(map, scratch, list),
+            _ => self.frame_tiled::<1>(map, scratch, list),
+        }
+    }
+
+    /// Chooses the frame's shift: the median non-zero power of a fixed sample of cells gets a
+    /// bound value of about `cap / 2^8`, so typical powers are bounded to a few parts in 10^4
+    /// and only powers 2^8 times the median or more are clamped.
+    #[inline(always)]
+    fn level(&self, map: &[f32]) -> Level {
+        let mut sample = [0u32; SAMPLES];
+        for (i, s) in sample.iter_mut().enumerate() {
+            *s = orderable(map[i * map.len() / SAMPLES]);
+        }
+        // The median of the non-zero powers: a sparse map's zeros say nothing about its scale.
+        sample.sort_unstable();
+        let zeros = sample.partition_point(|&bits| bits == 0);
+        let median = sample[(zeros + (SAMPLES - 1)) / 2];
+        let median_bits = u128::BITS - fixed_point(f32::from_bits(median)).leading_zeros();
+        let shift = median_bits.saturating_sub(self.cap_bits - HEADROOM_BITS);
+        let cap = 1u32 << self.cap_bits;
+        Level {
+            shift: shift as i32,
+            cap,
+            saturated: u32::try_from(SATURATION >> shift).map_or(cap, |s| s.min(cap)),
+            k: self.scale * 2f64.powi(shift as i32),
+        }
+    }
+
+    /// Detects over the whole map with tiles of `T x T` cells (`T` = the tiling's side).
+    #[inline(always)]
+    fn frame_tiled<const T: usize>(
+        &self,
+        map: &[f32],
+        scratch: Scratch<'_>,
+        list: &mut ListWriter<'_>,
+    ) {
+        let t = self.tiling;
+        let (n, m, h, g, w) = (t.rows, t.cols, t.half, t.guard, t.window());
+        let level = self.level(map);
+        let (prefix, rest) = scratch.bound.split_at_mut(t.prefix_len());
+        let (ring, rest) = rest.split_at_mut(2 * m * w);
+        let (total_box, rest) = rest.split_at_mut(m);
+        let (total_guard, rest) = rest.split_at_mut(m);
+        let (flags, rest) = rest.split_at_mut(m);
+        let (candidates, rest) = rest.split_at_mut(m);
+        let cells = &mut rest[..self.cols];
+        let rows = |a: usize| -> [&[f32]; T] {
+            std::array::from_fn(|i| &map[(T * a + i) * self.cols..][..self.cols])
+        };
+        let mut row_scan = RowScan {
+            map,
+            flags,
+            candidates,
+            cells,
+            exact: scratch.exact,
+        };
+
+        // Prime the ring with virtual tile rows -h..=h (slot i holds tile row i - h, wrapped:
+        // its box sums, then its guard sums) and the vertical sums of tile row 0.
+        total_box.fill(0);
+        total_guard.fill(0);
+        for (i, slot) in ring.chunks_exact_mut(2 * m).enumerate() {
+            prefix_row::<T>(rows((i + n - h) % n), h, &level, row_scan.cells, prefix);
+            let (slot_box, slot_guard) = slot.split_at_mut(m);
+            horizontal(prefix, h, g, slot_box, slot_guard);
+            accumulate(total_box, slot_box);
+            if (h - g..=h + g).contains(&i) {
+                accumulate(total_guard, slot_guard);
+            }
+        }
+        let first = Bound {
+            total_box,
+            total_guard,
+            level: &level,
+        };
+        self.scan_row::<T>(0, rows(0), first, &mut row_scan, list);
+
+        for a in 1..n {
+            // Tile row a + h enters the box and takes the slot of row a - 1 - h, which leaves
+            // it; row a + g enters the guard and row a - 1 - g leaves it (both already in the
+            // ring since h > g).
+            prefix_row::<T>(rows((a + h) % n), h, &level, row_scan.cells, prefix);
+            let slot_new = (a - 1) % w;
+            let slot_in = (a + g + h) % w;
+            let slot_out = (a + h - 1 - g) % w;
+            let Ok([new, enter, leave]) = ring.get_disjoint_mut([
+                2 * m * slot_new..2 * m * (slot_new + 1),
+                2 * m * slot_in + m..2 * m * (slot_in + 1),
+                2 * m * slot_out + m..2 * m * (slot_out + 1),
+            ]) else {
+                unreachable!("ring slots of distinct rows within one window are distinct");
+            };
+            let (new_box, new_guard) = new.split_at_mut(m);
+            let slide = Slide {
+                prefix: Prefix::new(prefix, m, h, g),
+                new_box,
+                new_guard,
+                enter,
+                leave,
+                total_box,
+                total_guard,
+                level: &level,
+            };
+            self.scan_row::<T>(a, rows(a), slide, &mut row_scan, list);
+        }
+    }
+
+    /// Tests every tile of tile row `a` (map rows `rows`) with `tiles`, then decides exactly
+    /// the cells of the tiles the bound does not clear, appending detections in row-major
+    /// order.
+    #[inline(always)]
+    fn scan_row<const T: usize>(
+        &self,
+        a: usize,
+        rows: [&[f32]; T],
+        mut tiles: impl Tiles,
+        scan: &mut RowScan<'_>,
+        list: &mut ListWriter<'_>,
+    ) {
+        tile_tops(rows, scan.cells, scan.flags);
+        tiles.run(scan.flags);
+        // Candidates are rare: skip whole groups of clear tiles with one vectorised test.
+        let mut found = 0;
+        for (g, group) in scan.flags.chunks(GROUP).enumerate() {
+            if group.iter().fold(0, |any, &f| any | f) != 0 {
+                for (i, _) in group.iter().enumerate().filter(|(_, f)| **f != 0) {
+                    scan.candidates[found] = (g * GROUP + i) as u32;
+                    found += 1;
+                }
+            }
+        }
+        if found == 0 {
+            return;
+        }
+        // Decide every candidate tile's cells (flags now keep each tile's detection mask),
+        // then append them by map row.
+        for &b in &scan.candidates[..found] {
+            scan.flags[b as usize] = self.exact_tile::<T>(scan.map, a, b as usize, scan.exact);
+        }
+        for i in 0..T {
+            let r = T * a + i;
+            for &b in &scan.candidates[..found] {
+                let detected = scan.flags[b as usize];
+                for l in 0..T {
+                    if detected >> (i * T + l) & 1 != 0 {
+                        let d = T * b as usize + l;
+                        let power = scan.map[r * self.cols + d];
+                        list.push(Detection {
+                            range_bin: r as u32,
+                            doppler_bin: d as u32,
+                            power,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides the cells of tile `(a, b)` exactly: bit `i T + l` of the result is set when
+    /// cell `(T a + i, T b + l)` detects.
+    ///
+    /// The tile's windows cover a square of `span` powers a side. Row by row, the limbs of
+    /// its powers are added into column sums per tile row `i`: over the window's rows for the
+    /// box, over the guard's rows for the guard. Each cell's training sum is then its window's
+    /// columns of the box sums less its guard's columns of the guard sums.
+    #[inline(always)]
+    fn exact_tile<const T: usize>(
+        &self,
+        map: &[f32],
+        a: usize,
+        b: usize,
+        exact: &mut [u64],
+    ) -> u32 {
+        let (n, m, h, g) = (self.rows, self.cols, self.half, self.guard);
+        let w = self.window();
+        let width = self.exact_width();
+        let mut arrays = exact.chunks_exact_mut(width);
+        let mut next = || arrays.next().unwrap_or_default();
+        let (row_hi, row_lo) = (next(), next());
+        let mut sums: [[&mut [u64]; 4]; T] =
+            std::array::from_fn(|_| [next(), next(), next(), next()]);
+        for [box_hi, box_lo, guard_hi, guard_lo] in &mut sums {
+            for column_sums in [box_hi, box_lo, guard_hi, guard_lo] {
+                column_sums.fill(0);
+            }
+        }
+        let first_col = (T * b + m - h) % m;
+        for ri in 0..self.span() {
+            let row = &map[(T * a + n + ri - h) % n * m..][..m];
+            row_limbs(row, first_col, row_hi, row_lo);
+            for (i, [box_hi, box_lo, guard_hi, guard_lo]) in sums.iter_mut().enumerate() {
+                if (i..i + w).contains(&ri) {
+                    add_columns(box_hi, row_hi);
+                    add_columns(box_lo, row_lo);
+                }
+                if (i + h - g..=i + h + g).contains(&ri) {
+                    add_columns(guard_hi, row_hi);
+                    add_columns(guard_lo, row_lo);
+                }
+            }
+        }
+        let mut detected = 0;
+        for (i, [box_hi, box_lo, guard_hi, guard_lo]) in sums.iter().enumerate() {
+            for l in 0..T {
+                let (window, guard) = (l..l + w, l + h - g..l + h + g + 1);
+                let hi =
+                    column_total(&box_hi[window.clone()]) - column_total(&guard_hi[guard.clone()]);
+                let lo = column_total(&box_lo[window]) - column_total(&guard_lo[guard]);
+                let sum = (u128::from(hi) << LO_BITS) + u128::from(lo);
+                if detects(map[(T * a + i) * m + T * b + l], sum, self.scale) {
+                    detected |= 1 << (i * T + l);
+                }
+            }
+        }
+        detected
+    }
+}
+
+/// Writes the limbs of `q` of `hi.len()` (at most the row's length) cells of `row` from
+/// column `first`, wrapping at the row's end.
+#[inline(always)]
+fn row_limbs(row: &[f32], first: usize, hi: &mut [u64], lo: &mut [u64]) {
+    let len = hi.len();
+    let head = &row[first..(first + len).min(row.len())];
+    let tail = &row[..len - head.len()];
+    let (head_hi, tail_hi) = hi.split_at_mut(head.len());
+    let (head_lo, tail_lo) = lo.split_at_mut(head.len());
+    for (cells, hi, lo) in [(head, head_hi, head_lo), (tail, tail_hi, tail_lo)] {
+        for ((h, l), p) in hi.iter_mut().zip(lo.iter_mut()).zip(cells) {
+            (*h, *l) = limbs(p.to_bits());
+        }
+    }
+}
+
+/// `sums += row`, elementwise. Limb sums of at most 1023² cells stay below 2^64.
+#[inline(always)]
+fn add_columns(sums: &mut [u64], row: &[u64]) {
+    let (sum_chunks, sum_rest) = sums.as_chunks_mut::<LANES>();
+    let (row_chunks, row_rest) = row.as_chunks::<LANES>();
+    for (s, x) in sum_chunks.iter_mut().zip(row_chunks) {
+        for (s, x) in s.iter_mut().zip(x) {
+            *s += x;
+        }
+    }
+    for (s, x) in sum_rest.iter_mut().zip(row_rest) {
+        *s += x;
+    }
+}
+
+/// The sum of some column sums.
+#[inline(always)]
+fn column_total(sums: &[u64]) -> u64 {
+    sums.iter().sum()
+}
+
+/// What the scan of a row needs besides the bound: the map, and room for the row's flags,
+/// candidates and cells and for the exact path.
+struct RowScan<'a> {
+    map: &'a [f32],
+    flags: &'a mut [u32],
+    candidates: &'a mut [u32],
+    /// A map row of scratch.
+    cells: &'a mut [u32],
+    exact: &'a mut [u64],
+}
+
+/// Per-tile work of a row's scan: update what the row needs and test every tile's bound.
+/// `flags` holds each tile's largest power ([`tile_tops`]) on entry and, on return, 1 for a
+/// tile whose bound does not clear all its cells and 0 otherwise.
+///
+/// Implementations pass their arrays to a free function as separate slices: as parameters
+/// they are known not to alias, which lets the compiler vectorise the loop.
+trait Tiles {
+    fn run(&mut self, flags: &mut [u32]);
+}
+
+/// Writes the largest power of every tile of a tile row (its `T` map rows), as orderable
+/// bit patterns. `cells` is scratch of one map row.
+#[inline(always)]
+fn tile_tops<const T: usize>(rows: [&[f32]; T], cells: &mut [u32], tops: &mut [u32]) {
+    let cells = &mut cells[..rows[0].len()];
+    for (c, p) in cells.iter_mut().zip(rows[0]) {
+        *c = orderable(*p);
+    }
+    for row in &rows[1..] {
+        for (c, p) in cells.iter_mut().zip(*row) {
+            *c = (*c).max(orderable(*p));
+        }
+    }
+    for (top, pair) in tops.iter_mut().zip(cells.as_chunks::<T>().0) {
+        *top = pair.iter().fold(0, |t, &c| t.max(c));
+    }
+}
+
+/// Tests tile row 0, whose vertical sums the priming computed.
+struct Bound<'a> {
+    total_box: &'a [u32],
+    total_guard: &'a [u32],
+    level: &'a Level,
+}
+
+impl Tiles for Bound<'_> {
+    #[inline(always)]
+    fn run(&mut self, flags: &mut [u32]) {
+        bound_tiles(flags, self.total_box, self.total_guard, self.level);
+    }
+}
+
+#[inline(always)]
+fn bound_tiles(flags: &mut [u32], total_box: &[u32], total_guard: &[u32], level: &Level) {
+    let n = flags.len();
+    let (total_box, total_guard) = (&total_box[..n], &total_guard[..n]);
+    for i in 0..n {
+        flags[i] = u32::from(level.may_cross(flags[i], total_box[i].wrapping_sub(total_guard[i])));
+    }
+}
+
+/// The entering tile row's prefix sums, viewed at the starts and ends of its box and guard
+/// windows.
+struct Prefix<'a> {
+    box_start: &'a [u32],
+    box_end: &'a [u32],
+    guard_start: &'a [u32],
+    guard_end: &'a [u32],
+}
+
+impl<'a> Prefix<'a> {
+    #[inline(always)]
+    fn new(prefix: &'a [u32], m: usize, h: usize, g: usize) -> Self {
+        let w = 2 * h + 1;
+        Self {
+            box_start: &prefix[..m],
+            box_end: &prefix[w..w + m],
+            guard_start: &prefix[h - g..h - g + m],
+            guard_end: &prefix[h + g + 1..h + g + 1 + m],
+        }
+    }
+}
+
+/// One step of the sliding window: the entering tile row's sums go into the leaving row's ring
+/// slot, the vertical sums move down one tile row, and the row's tiles are tested.
+struct Slide<'a> {
+    prefix: Prefix<'a>,
+    /// The entering row's box sums (over the leaving row's).
+    new_box: &'a mut [u32],
+    /// The entering row's guard sums.
+    new_guard: &'a mut [u32],
+    /// Guard sums of the row entering the guard.
+    enter: &'a [u32],
+    /// Guard sums of the row leaving the guard.
+    leave: &'a [u32],
+    /// Vertical sums of box sums.
+    total_box: &'a mut [u32],
+    /// Vertical sums of guard sums.
+    total_guard: &'a mut [u32],
+    level: &'a Level,
+}
+
+impl Tiles for Slide<'_> {
+    #[inline(always)]
+    fn run(&mut self, flags: &mut [u32]) {
+        let p = &self.prefix;
+        slide_tiles(
+            flags,
+            [p.box_start, p.box_end, p.guard_start, p.guard_end],
+            [self.enter, self.leave],
+            [self.new_box, self.new_guard],
+            [self.total_box, self.total_guard],
+            self.level,
+        );
+    }
+}
+
+/// [`Slide`]'s work on every tile of the row.
+#[inline(always)]
+fn slide_tiles(
+    flags: &mut [u32],
+    [box_start, box_end, guard_start, guard_end]: [&[u32]; 4],
+    [enter, leave]: [&[u32]; 2],
+    [new_box, new_guard]: [&mut [u32]; 2],
+    [total_box, total_guard]: [&mut [u32]; 2],
+    level: &Level,
+) {
+    let n = flags.len();
+    let (box_start, box_end, guard_start, guard_end) = (
+        &box_start[..n],
+        &box_end[..n],
+        &guard_start[..n],
+        &guard_end[..n],
+    );
+    let (enter, leave, new_box, new_guard) = (
+        &enter[..n],
+        &leave[..n],
+        &mut new_box[..n],
+        &mut new_guard[..n],
+    );
+    let (total_box, total_guard) = (&mut total_box[..n], &mut total_guard[..n]);
+    for i in 0..n {
+        let entering = box_end[i].wrapping_sub(box_start[i]);
+        let sum_box = total_box[i].wrapping_add(entering).wrapping_sub(new_box[i]);
+        total_box[i] = sum_box;
+        new_box[i] = entering;
+        let sum_guard = total_guard[i].wrapping_add(enter[i]).wrapping_sub(leave[i]);
+        total_guard[i] = sum_guard;
+        new_guard[i] = guard_end[i].wrapping_sub(guard_start[i]);
+        flags[i] = u32::from(level.may_cross(flags[i], sum_box.wrapping_sub(sum_guard)));
+    }
+}
+
+/// Writes the wrapping prefix sums of the tile sums of bound values of one tile row (its `T`
+/// map rows), extended by `h` wrapped tiles on each side: `prefix[j]` sums extended tiles
+/// `0..j`, extended tile `i` being tile column `(i - h) mod tiles per row`. `cells` is
+/// scratch of one map row.
+#[inline(always)]
+fn prefix_row<const T: usize>(
+    rows: [&[f32]; T],
+    h: usize,
+    level: &Level,
+    cells: &mut [u32],
+    prefix: &mut [u32],
+) {
+    let m = rows[0].len() / T;
+    let cells = &mut cells[..rows[0].len()];
+    // Flat elementwise passes vectorise; the tile sums then add neighbours.
+    for (c, p) in cells.iter_mut().zip(rows[0]) {
+        *c = level.bound(p.to_bits());
+    }
+    for row in &rows[1..] {
+        for (c, p) in cells.iter_mut().zip(*row) {
+            *c += level.bound(p.to_bits());
+        }
+    }
+    let tiles = &mut prefix[h + 1..h + 1 + m];
+    for (tile, pair) in tiles.iter_mut().zip(cells.as_chunks::<T>().0) {
+        *tile = pair.iter().sum();
+    }
+    // Extended tiles 0..h are columns m-h..m; tiles m+h..m+2h are columns 0..h.
+    prefix.copy_within(m + 1..m + 1 + h, 1);
+    prefix.copy_within(h + 1..2 * h + 1, m + h + 1);
+    prefix[0] = 0;
+    let mut acc = 0u32;
+    for x in &mut prefix[1..m + 2 * h + 1] {
+        acc = acc.wrapping_add(*x);
+        *x = acc;
+    }
+}
+
+/// Box (width 2h+1) and guard (width 2g+1) sums of one tile row at every column, from its
+/// extended prefix sums.
+#[inline(always)]
+fn horizontal(prefix: &[u32], h: usize, g: usize, box_out: &mut [u32], guard_out: &mut [u32]) {
+    let m = box_out.len();
+    let p = Prefix::new(prefix, m, h, g);
+    let guard_out = &mut guard_out[..m];
+    for d in 0..m {
+        box_out[d] = p.box_end[d].wrapping_sub(p.box_start[d]);
+        guard_out[d] = p.guard_end[d].wrapping_sub(p.guard_start[d]);
+    }
+}
+
+/// `total += row`, elementwise, wrapping.
+#[inline(always)]
+fn accumulate(total: &mut [u32], row: &[u32]) {
+    for (t, x) in total.iter_mut().zip(row) {
+        *t = t.wrapping_add(*x);
+    }
+}

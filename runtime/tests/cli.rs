@@ -1,0 +1,302 @@
+//! The `kplace` binary as a user runs it: a verified run, the detections file and `kplace
+//! verify`, and a clear error for each bad input.
+
+mod support;
+
+use std::process::{Command, Output};
+
+fn kplace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .args(args)
+        .current_dir(support::workspace())
+        .output()
+        .expect("run kplace")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = kplace(args);
+    assert!(
+        out.status.success(),
+        "kplace {args:?} failed:\n{}",
+        text(&out)
+    );
+    text(&out)
+}
+
+/// Runs kplace expecting an input error (exit 2); returns its message.
+fn input_error(args: &[&str]) -> String {
+    let out = kplace(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "kplace {args:?} should fail with an input error:\n{}",
+        text(&out)
+    );
+    text(&out)
+}
+
+#[test]
+fn plan_shows_kernels_libraries_edges_and_pools() {
+    let out = ok(&["plan"]);
+    for want in [
+        "radar.range_fft",
+        "kplace-cpu",
+        "libkplace_cpu.so",
+        "8 tiles of 16",
+        "range_map",
+        "cf32[1024, 128]",
+        "workspace.range_fft",
+        "total",
+    ] {
+        assert!(out.contains(want), "plan lacks {want:?}:\n{out}");
+    }
+}
+
+#[test]
+fn run_verifies_and_writes_detections_that_verify_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("det.txt");
+    let f = file.to_str().unwrap();
+    let out = ok(&[
+        "run",
+        "--frames",
+        "24",
+        "--scene-frames",
+        "6",
+        "--workers",
+        "2",
+        "--detections",
+        f,
+    ]);
+    assert!(
+        out.contains("verification PASSED: 24/24 frames reported, 24 passed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("range_fft") && out.contains("post-CPI latency"),
+        "{out}"
+    );
+
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.starts_with("kplace-detections v1 cpi=1024x128\n"),
+        "{written}"
+    );
+    assert_eq!(written.matches("\nframe ").count(), 24);
+
+    let out = ok(&[
+        "verify",
+        "--detections",
+        f,
+        "--frames",
+        "24",
+        "--scene-frames",
+        "6",
+    ]);
+    assert!(out.contains("verification PASSED"), "{out}");
+    // The same file judged against another scene fails, exit 1.
+    let other = kplace(&[
+        "verify",
+        "--detections",
+        f,
+        "--frames",
+        "24",
+        "--scene-frames",
+        "6",
+        "--target",
+        "50,1,10",
+    ]);
+    assert_eq!(other.status.code(), Some(1), "{}", text(&other));
+    assert!(
+        text(&other).contains("verification FAILED"),
+        "{}",
+        text(&other)
+    );
+    // Coverage is exact: one frame too many expected.
+    let short = kplace(&[
+        "verify",
+        "--detections",
+        f,
+        "--frames",
+        "25",
+        "--scene-frames",
+        "6",
+    ]);
+    assert_eq!(short.status.code(), Some(1));
+    assert!(text(&short).contains("never reported"), "{}", text(&short));
+
+    // A corrupt file is an input error naming the line.
+    let corrupt = dir.path().join("corrupt.txt");
+    std::fs::write(&corrupt, written.replacen("frame 3 ", "frame x ", 1)).unwrap();
+    let e = input_error(&[
+        "verify",
+        "--detections",
+        corrupt.to_str().unwrap(),
+        "--frames",
+        "24",
+    ]);
+    assert!(e.contains("corrupt.txt:") && e.contains("frame"), "{e}");
+}
+
+#[test]
+fn high_snr_and_custom_targets_pass() {
+    let out = ok(&["run", "--frames", "8", "--high-snr", "--seed", "3"]);
+    assert!(out.contains("verification PASSED"), "{out}");
+    let out = ok(&[
+        "run",
+        "--frames",
+        "4",
+        "--target",
+        "60,-5,8",
+        "--target",
+        "140,2.5,10",
+        "--pfa",
+        "1e-5",
+    ]);
+    assert!(
+        out.contains("verification PASSED") && out.contains("2 targets per frame"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_cpi_the_graph_cannot_tile_is_refused() {
+    let e = input_error(&["run", "--cpi", "1024x100", "--frames", "2"]);
+    assert!(
+        e.contains("graphs/radar.yaml")
+            && e.contains("tiles of 16 must divide")
+            && e.contains("(100)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_cpi_that_does_not_match_a_fixed_shape_graph_is_refused() {
+    let root = support::workspace();
+    let fixed = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+        .unwrap()
+        .replace("shape: [M, N]}", "shape: [128, 1024]}");
+    let (_dir, path) = support::write_temp("fixed.yaml", &fixed);
+    let e = input_error(&[
+        "run",
+        "--graph",
+        path.to_str().unwrap(),
+        "--cpi",
+        "2048x256",
+        "--frames",
+        "2",
+    ]);
+    assert!(
+        e.contains("CPI 2048x256 does not match graph") && e.contains("ci16[128, 1024]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn malformed_graph_and_placement_files_name_line_and_column() {
+    let root = support::workspace();
+    let graph = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+        .unwrap()
+        .replace("split: {axis", "splitt: {axis");
+    let (_g, gpath) = support::write_temp("radar.yaml", &graph);
+    let e = input_error(&["plan", "--graph", gpath.to_str().unwrap()]);
+    assert!(
+        e.contains("radar.yaml") && e.contains("line") && e.contains("splitt"),
+        "{e}"
+    );
+
+    let (_p, ppath) = support::write_temp(
+        "p.yaml",
+        "name: p\nstages:\n  range_fft: cpu\n  doppler_fft: cpu\n  cfar: cpu\n  cluster: cpu\n  clustr: cpu\n",
+    );
+    let e = input_error(&["plan", "--placement", ppath.to_str().unwrap()]);
+    assert!(
+        e.contains("p.yaml:7") && e.contains("unknown stage clustr"),
+        "{e}"
+    );
+
+    let (_q, qpath) = support::write_temp("q.yaml", "name: q\nstages: [cpu\n");
+    let e = input_error(&["plan", "--placement", qpath.to_str().unwrap()]);
+    assert!(e.contains("q.yaml") && e.contains("line"), "{e}");
+
+    let e = input_error(&["plan", "--graph", "graphs/nonexistent.yaml"]);
+    assert!(
+        e.contains("cannot read graph graphs/nonexistent.yaml"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_gpu_placement_without_a_gpu_is_a_clear_error() {
+    let (_p, path) = support::write_temp(
+        "gpu.yaml",
+        "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: cpu}\n",
+    );
+    let e = input_error(&[
+        "run",
+        "--placement",
+        path.to_str().unwrap(),
+        "--frames",
+        "2",
+    ]);
+    assert!(
+        e.contains("stage range_fft is placed on gpu:0")
+            && e.contains("offers no cuda kernel radar.range_fft"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_or_wrong_abi_library_is_named() {
+    let (_p, path) = support::write_temp(
+        "lib.yaml",
+        "name: l\nlibraries: {cpu: /nonexistent/libkplace_cpu.so}\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\n",
+    );
+    let e = input_error(&["plan", "--placement", path.to_str().unwrap()]);
+    assert!(
+        e.contains("/nonexistent/libkplace_cpu.so does not exist"),
+        "{e}"
+    );
+    assert_eq!(
+        e.matches("does not exist").count(),
+        1,
+        "the cause is said once: {e}"
+    );
+
+    let wrong =
+        support::build_c_library("test_kernels.c", "wrong_abi_cli", &["TEST_ABI_VERSION=7"]);
+    let (_q, qpath) = support::write_temp(
+        "wrong.yaml",
+        &format!(
+            "name: w\nlibraries: {{cpu: {}}}\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\n",
+            wrong.display()
+        ),
+    );
+    let e = input_error(&["plan", "--placement", qpath.to_str().unwrap()]);
+    assert!(
+        e.contains("libwrong_abi_cli.so was built for kplace ABI version 7"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_parameters_and_options_are_refused() {
+    let e = input_error(&["plan", "--set", "cfar.pfaa=1e-3"]);
+    assert!(e.contains("radar.cfar") && e.contains("pfaa"), "{e}");
+    let e = input_error(&["run", "--pfa", "2", "--frames", "1"]);
+    assert!(e.contains("--pfa must be in (0, 1)"), "{e}");
+    let out = kplace(&["run", "--cpi", "1024"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("1024"), "{}", text(&out));
+    let out = kplace(&["run", "--target", "30,2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("RANGE,VELOCITY,SNR"), "{}", text(&out));
+}

@@ -19,10 +19,13 @@
 //! summation and every backend (this one, a GPU, a reference model) reports identical
 //! detections for the same map:
 //!
-//! 1. `q(p) = floor(p * 2^32)` as an integer for finite `p >= 0`; 0 for NaN and negative
-//!    values (-0 included); `2^86` for `p >= 2^54` and +inf ([`fixed_point`]).
+//! 1. `q(p) = floor(p * 2^8)` as an integer for finite `p >= 0`; 0 for NaN and negative
+//!    values (-0 included); `2^86` for `p >= 2^78` and +inf ([`fixed_point`]). Eight fraction
+//!    bits resolve 1/256 of an ADC count squared, far below any noise floor, and leave room
+//!    for every power an int16 frame can produce: at most `(2^15 sqrt 2 N M)^2`, below 2^74
+//!    for 4096 x 512, below 2^78 up to 8192 x 1024.
 //! 2. `S = sum of q over the K training cells`, an exact integer below `2^106`.
-//! 3. With `scale = alpha / K as f64 / 2f64.powi(32)` (computed once, in `create`), where
+//! 3. With `scale = alpha / K as f64 / 2f64.powi(8)` (computed once, in `create`), where
 //!    `alpha = K * (pfa^(-1/K) - 1)` (`f64::powf`) or the `scale` parameter, detect iff
 //!    `(p as f64) > (S as f64) * scale`: `S` rounded to the nearest f64 (ties to even), then
 //!    one f64 multiply, no fused multiply-add ([`detects`]).
@@ -86,12 +89,15 @@ pub const MAX_SCALE: f64 = 1e12;
 pub const MAX_WINDOW: u64 = 1023;
 
 /// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
-pub const FRACTION_BITS: u32 = 32;
-/// The largest fixed-point value: powers at or above `2^54` (and +inf) map to it.
-pub const SATURATION: u128 = 1 << 86;
+pub const FRACTION_BITS: u32 = 8;
+/// Bits of the largest fixed-point value.
+const SATURATION_BITS: u32 = 86;
+/// The largest fixed-point value: powers at or above `2^(86 - FRACTION_BITS)` (and +inf) map
+/// to it.
+pub const SATURATION: u128 = 1 << SATURATION_BITS;
 
-/// The f32 bit pattern of 2^54, the smallest power that saturates.
-const SATURATING_BITS: u32 = (127 + 54) << 23;
+/// The f32 bit pattern of `2^(86 - FRACTION_BITS)`, the smallest power that saturates.
+const SATURATING_BITS: u32 = (127 + SATURATION_BITS - FRACTION_BITS) << 23;
 /// The f32 bit pattern of +inf: larger patterns are NaNs or negative.
 const INF_BITS: u32 = 0x7f80_0000;
 /// Bits of the low limb of an exact value: `q = hi * 2^LO_BITS + lo`, both at most 2^43.
@@ -110,8 +116,8 @@ const GROUP: usize = 16;
 /// u64 values per vector in the exact path's loops (a 512-bit register's worth).
 const LANES: usize = 8;
 
-/// The fixed-point value of a power: `floor(p * 2^32)`, 0 for NaN and negative values,
-/// [`SATURATION`] from `2^54` up. The reference definition (see the module docs).
+/// The fixed-point value of a power: `floor(p * 2^8)`, 0 for NaN and negative values,
+/// [`SATURATION`] from `2^78` up. The reference definition (see the module docs).
 pub fn fixed_point(p: f32) -> u128 {
     let (hi, lo) = limbs(p.to_bits());
     (u128::from(hi) << LO_BITS) + u128::from(lo)
@@ -138,7 +144,7 @@ pub fn alpha_for_pfa(pfa: f64, k: u64) -> f64 {
 }
 
 /// The factor that turns an exact fixed-point training sum into a threshold:
-/// `alpha / K / 2^32`.
+/// `alpha / K / 2^FRACTION_BITS`.
 pub fn threshold_scale(alpha: f64, k: u64) -> f64 {
     alpha / k as f64 / 2f64.powi(FRACTION_BITS as i32)
 }
@@ -162,12 +168,14 @@ fn shr32_or_zero(x: u32, n: i32) -> u32 {
 }
 
 /// Mantissa (with its implicit bit) and exponent (subnormals taking that of the smallest
-/// normal) of a non-negative f32 bit pattern, such that `p * 2^32 = mantissa * 2^exponent`.
+/// normal) of a non-negative f32 bit pattern, such that
+/// `p * 2^FRACTION_BITS = mantissa * 2^exponent`.
 #[inline(always)]
 fn decompose(bits: u32) -> (u32, i32) {
     let biased = (bits >> 23) as i32 & 0xff;
     let mantissa = (bits & 0x7f_ffff) | (u32::from(biased != 0) << 23);
-    (mantissa, biased.max(1) - 118)
+    // p = mantissa * 2^(biased - 127 - 23).
+    (mantissa, biased.max(1) - 150 + FRACTION_BITS as i32)
 }
 
 /// The limbs `(hi, lo)` of `q(p)` for the f32 bit pattern `bits`: `q = hi * 2^43 + lo`.

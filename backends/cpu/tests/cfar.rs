@@ -93,10 +93,10 @@ fn reference_f64(map: &Map, guard: usize, train: usize, alpha: f64) -> Vec<Detec
 fn q(p: f32) -> u128 {
     if p.is_nan() || p < 0.0 {
         0
-    } else if f64::from(p) >= 2f64.powi(54) {
+    } else if f64::from(p) >= 2f64.powi(78) {
         1 << 86
     } else {
-        (f64::from(p) * 2f64.powi(32)).floor() as u128
+        (f64::from(p) * 2f64.powi(8)).floor() as u128
     }
 }
 
@@ -104,7 +104,7 @@ fn q(p: f32) -> u128 {
 fn reference_exact(map: &Map, guard: usize, train: usize, alpha: f64) -> Vec<Detection> {
     let side = |x: usize| ((2 * x + 1) * (2 * x + 1)) as u64;
     let k = side(guard + train) - side(guard);
-    let scale = alpha / k as f64 / 2f64.powi(32);
+    let scale = alpha / k as f64 / 2f64.powi(8);
     let mut out = Vec::new();
     for r in 0..map.rows {
         for d in 0..map.cols {
@@ -235,8 +235,8 @@ fn fixed_point_follows_its_definition_on_every_kind_of_f32() {
         f32::NAN,
     ];
     let edges = [
-        2f32.powi(54),
-        2f32.powi(54).next_down(),
+        2f32.powi(78),
+        2f32.powi(78).next_down(),
         2f32.powi(-32),
         2f32.powi(-33),
         2f32.powi(11),
@@ -293,7 +293,7 @@ fn default_parameters_are_guard_2_train_8_pfa_1e_6() {
     assert_eq!(kernel.alpha(), alpha_of(1e-6, K_DEFAULT));
     assert_eq!(
         kernel.scale(),
-        alpha_of(1e-6, K_DEFAULT) / 416.0 / 2f64.powi(32)
+        alpha_of(1e-6, K_DEFAULT) / 416.0 / 2f64.powi(8)
     );
 }
 

@@ -1,11 +1,11 @@
 //! Runtime overhead: the radar kernels back to back on one thread with no runtime
 //! (kernel-only), against `kplace`'s executor with the in-process source on one worker, same
-//! kernels, same CPI, in one process. Rounds alternate the two so that machine noise hits both;
-//! the table reports medians and their ratio.
+//! kernels, same CPI, in one process, for each slot count asked for. Rounds alternate the
+//! measurements so that machine noise hits all of them; the table reports medians and ratios.
 //!
 //! ```text
 //! cargo build --release --workspace
-//! target/release/overhead --cpi 1024x128,2048x256 --frames 400 --rounds 5
+//! target/release/overhead --cpi 1024x128,2048x256 --slots 1,4 --frames 400 --rounds 5
 //! ```
 
 use std::path::PathBuf;
@@ -30,6 +30,9 @@ struct Args {
     /// Frames per measurement.
     #[arg(long, default_value_t = 400)]
     frames: u64,
+    /// Frame slots in flight for the runtime measurements, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    slots: Vec<usize>,
     /// Alternating rounds of kernel-only and runtime measurements.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
@@ -43,24 +46,41 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    println!("| CPI | kernel-only CPI/s | runtime CPI/s (1 worker) | runtime / kernel-only |");
-    println!("|---|---|---|---|");
+    print!("| CPI | kernel-only CPI/s |");
+    for slots in &args.slots {
+        print!(" runtime, 1 worker, {slots} slot(s) | ratio |");
+    }
+    println!();
+    println!("|---|---|{}", "---|---|".repeat(args.slots.len()));
     for &cpi in &args.cpi {
-        let plan = plan(&args, cpi)?;
+        let plans = args
+            .slots
+            .iter()
+            .map(|&slots| plan(&args, cpi, slots))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let scene = Scene::new(SceneConfig::new(cpi))?;
         let frames = prepare(&scene, 8)?;
         let mut kernel_only = Vec::new();
-        let mut runtime = Vec::new();
+        let mut runtime = vec![Vec::new(); plans.len()];
         for round in 0..args.rounds {
-            kernel_only.push(kernel_only_rate(&plan, &frames, args.frames)?);
-            runtime.push(runtime_rate(&plan, &frames, args.frames)?);
+            kernel_only.push(kernel_only_rate(&plans[0], &frames, args.frames)?);
+            for (rates, plan) in runtime.iter_mut().zip(&plans) {
+                rates.push(runtime_rate(plan, &frames, args.frames)?);
+            }
+            let last: Vec<String> = runtime.iter().map(|r| format!("{:.1}", r[round])).collect();
             eprintln!(
-                "{cpi} round {round}: kernel-only {:.1}, runtime {:.1} CPI/s",
-                kernel_only[round], runtime[round]
+                "{cpi} round {round}: kernel-only {:.1}, runtime {} CPI/s",
+                kernel_only[round],
+                last.join(" / ")
             );
         }
-        let (k, r) = (median(&mut kernel_only), median(&mut runtime));
-        println!("| {cpi} | {k:.1} | {r:.1} | {:.3} |", r / k);
+        let k = median(&mut kernel_only);
+        print!("| {cpi} | {k:.1} |");
+        for rates in &mut runtime {
+            let r = median(rates);
+            print!(" {r:.1} | {:.3} |", r / k);
+        }
+        println!();
     }
     Ok(())
 }
@@ -70,7 +90,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn plan(args: &Args, cpi: Cpi) -> anyhow::Result<Plan> {
+fn plan(args: &Args, cpi: Cpi, slots: usize) -> anyhow::Result<Plan> {
     let overrides = Overrides {
         dims: vec![
             ("N".into(), cpi.samples as u64),
@@ -81,6 +101,7 @@ fn plan(args: &Args, cpi: Cpi) -> anyhow::Result<Plan> {
     let graph = Graph::load(&args.graph, &overrides)?;
     let mut placement = Placement::load(&args.placement)?;
     placement.runtime.workers = 1;
+    placement.runtime.slots = slots;
     placement.runtime.pin_cores.clear();
     Ok(Plan::new(graph, placement)?)
 }

@@ -136,6 +136,10 @@ pub struct RunReport {
     pub end_to_end: LatencySummary,
     /// Times the source waited for a free slot (the pipeline was the bottleneck).
     pub slot_waits: u64,
+    /// Frames that ended with packets missing and were not processed.
+    pub partial_frames: u64,
+    /// Frames an open-loop source dropped whole because no slot was free.
+    pub dropped_frames: u64,
 }
 
 impl RunReport {
@@ -168,8 +172,10 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "frames {}  wall {:.3} s  throughput {:.1} CPI/s  cores used {:.2}  slot waits {}",
+            "frames {}  partial {}  dropped {}  wall {:.3} s  throughput {:.1} CPI/s  cores used {:.2}  slot waits {}",
             self.frames,
+            self.partial_frames,
+            self.dropped_frames,
             self.wall.as_secs_f64(),
             self.frames_per_second(),
             self.cores_used(),

@@ -42,20 +42,20 @@ impl Source for FrameReplay {
         }
         for id in 0..self.count {
             let frame = &self.frames[(id % self.frames.len() as u64) as usize];
-            let Some(mut writer) = ingest.begin_frame(id) else {
+            let Some(open) = ingest.begin_frame(id) else {
                 return Ok(());
             };
             for (p, payload) in frame.chunks_exact(packet_bytes).enumerate() {
                 let p = p as u64;
-                let dest = writer.packet_mut(p).ok_or_else(|| {
+                let dest = ingest.packet_mut(&open, p).ok_or_else(|| {
                     SourceError(format!("frame {id}: packet {p} has no place in the slot"))
                 })?;
                 dest.copy_from_slice(payload);
-                if writer.packet_done(p) != PacketStatus::Accepted {
+                if ingest.packet_done(&open, p) != PacketStatus::Accepted {
                     return Err(SourceError(format!("frame {id}: packet {p} was refused")));
                 }
             }
-            writer.finish();
+            ingest.finish(open);
         }
         Ok(())
     }

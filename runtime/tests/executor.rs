@@ -6,7 +6,8 @@ mod support;
 use std::path::Path;
 
 use kplace::executor::{
-    self, CompletedFrame, FrameSink, Ingest, RunError, SinkError, Source, SourceError,
+    self, BeginError, CompletedFrame, FrameSink, Ingest, PacketStatus, PartialFrame, RunError,
+    SinkError, Source, SourceError,
 };
 use kplace::graph::{Graph, Overrides};
 use kplace::placement::Placement;
@@ -96,6 +97,9 @@ fn expected_sums(frame: &[u8]) -> Vec<f32> {
 #[derive(Default)]
 struct Collect {
     frames: Vec<(u64, Vec<u8>)>,
+    partial: Vec<u64>,
+    /// Every frame id in delivery order, partial or not.
+    order: Vec<u64>,
     fail_at: Option<u64>,
 }
 
@@ -105,6 +109,13 @@ impl FrameSink for Collect {
             return Err(SinkError("sink refused the frame".into()));
         }
         self.frames.push((frame.frame_id, frame.sink(0).to_vec()));
+        self.order.push(frame.frame_id);
+        Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        self.partial.push(frame.frame_id);
+        self.order.push(frame.frame_id);
         Ok(())
     }
 }
@@ -187,11 +198,13 @@ struct FailingSource;
 
 impl Source for FailingSource {
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
-        let mut writer = ingest.begin_frame(0).expect("a slot is free");
-        let bytes = writer.packet_mut(0).expect("packet 0 has a place");
-        bytes.fill(0);
-        writer.packet_done(0);
-        // Abandon the frame: a source that fails mid-frame must not wedge the run.
+        let frame = ingest.begin_frame(0).expect("a slot is free");
+        ingest
+            .packet_mut(&frame, 0)
+            .expect("packet 0 has a place")
+            .fill(0);
+        ingest.packet_done(&frame, 0);
+        // Leave the frame open: a source that fails mid-frame must not wedge the run.
         Err(SourceError("the device went away".into()))
     }
 }
@@ -207,22 +220,25 @@ struct Packets;
 
 impl Source for Packets {
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
-        use kplace::executor::PacketStatus;
-        let mut w = ingest.begin_frame(0).expect("slot");
+        let frame = ingest.begin_frame(0).expect("slot");
         // Out of order, a duplicate and an out-of-range index.
         for p in (0..ROWS as u64).rev() {
-            w.packet_mut(p).expect("free place").fill(1);
-            assert_eq!(w.packet_done(p), PacketStatus::Accepted);
+            ingest.packet_mut(&frame, p).expect("free place").fill(1);
+            assert_eq!(ingest.packet_done(&frame, p), PacketStatus::Accepted);
         }
         assert!(
-            w.packet_mut(3).is_none(),
+            ingest.packet_mut(&frame, 3).is_none(),
             "a present packet has no writable place"
         );
-        assert_eq!(w.packet_done(3), PacketStatus::Duplicate);
-        assert_eq!(w.packet_done(ROWS as u64), PacketStatus::OutOfRange);
-        assert!(w.packet_mut(ROWS as u64).is_none());
-        assert_eq!(w.received(), ROWS as u64);
-        w.finish();
+        assert!(ingest.packet_place(&frame, 3).is_none());
+        assert_eq!(ingest.packet_done(&frame, 3), PacketStatus::Duplicate);
+        assert_eq!(
+            ingest.packet_done(&frame, ROWS as u64),
+            PacketStatus::OutOfRange
+        );
+        assert!(ingest.packet_mut(&frame, ROWS as u64).is_none());
+        assert_eq!(ingest.received(&frame), ROWS as u64);
+        assert!(ingest.finish(frame));
         Ok(())
     }
 }
@@ -241,4 +257,106 @@ fn packets_in_any_order_complete_a_frame_and_duplicates_are_refused() {
         .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
     assert!(sums.iter().all(|&s| s == want), "{sums:?} vs {want}");
+}
+
+/// Interleaves frames, leaves holes in some, and opens more frames than there are slots
+/// without waiting, as a packet receiver does.
+struct Lossy {
+    frames: Vec<Vec<u8>>,
+    /// Frames with one chirp missing.
+    holes: Vec<u64>,
+    count: u64,
+    refused: Vec<u64>,
+    /// Empty frames opened at the end, until no slot was free.
+    opened: u64,
+}
+
+impl Source for Lossy {
+    fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
+        let bytes = ingest.packet_bytes();
+        let mut id = 0;
+        while id < self.count {
+            // Two frames open at once, their packets interleaved.
+            let a = ingest.begin_frame(id).expect("slot");
+            let b = ingest.begin_frame(id + 1).expect("slot");
+            for p in 0..ROWS as u64 {
+                for frame in [&a, &b] {
+                    let fid = frame.frame_id();
+                    if self.holes.contains(&fid) && p == 37 {
+                        continue;
+                    }
+                    let src = &self.frames[(fid % self.frames.len() as u64) as usize];
+                    let place = ingest.packet_mut(frame, p).expect("place");
+                    place.copy_from_slice(&src[p as usize * bytes..(p as usize + 1) * bytes]);
+                    ingest.packet_done(frame, p);
+                }
+            }
+            let complete_a = ingest.finish(a);
+            let complete_b = ingest.finish(b);
+            assert_eq!(complete_a, !self.holes.contains(&id));
+            assert_eq!(complete_b, !self.holes.contains(&(id + 1)));
+            id += 2;
+        }
+        // Open-loop: with every slot taken, try_begin_frame refuses instead of waiting.
+        let mut open = Vec::new();
+        loop {
+            match ingest.try_begin_frame(1000 + open.len() as u64) {
+                Ok(frame) => open.push(frame),
+                Err(BeginError::NoFreeSlot) => {
+                    self.refused.push(1000 + open.len() as u64);
+                    break;
+                }
+                Err(BeginError::Stopping) => return Err(SourceError("stopping".into())),
+            }
+        }
+        self.opened = open.len() as u64;
+        for frame in open {
+            assert!(!ingest.finish(frame), "an empty frame is partial");
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn frames_with_missing_packets_complete_as_partial_in_order_and_free_their_slots() {
+    let prepared = frames(3, 9);
+    let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
+    for (workers, slots) in [(1, 2), (2, 3), (3, 4)] {
+        let plan = plan(workers, slots, "");
+        let mut source = Lossy {
+            frames: prepared.clone(),
+            holes: vec![1, 4, 5, 10],
+            count: 12,
+            refused: Vec::new(),
+            opened: 0,
+        };
+        let mut sink = Collect::default();
+        let report = executor::run(&plan, &mut source, &mut sink).unwrap();
+        assert_eq!(report.frames, 8);
+        let extra = source.opened;
+        assert_eq!(report.partial_frames, 4 + extra);
+        assert_eq!(
+            report.dropped_frames, 1,
+            "the frame refused a slot is counted as dropped"
+        );
+        assert_eq!(source.refused.len(), 1);
+        assert_eq!(sink.partial[..4], [1, 4, 5, 10]);
+        let mut want_order: Vec<u64> = (0..12).collect();
+        want_order.extend(1000..1000 + extra);
+        assert_eq!(
+            sink.order, want_order,
+            "partial frames keep their place in the order"
+        );
+        for (id, bytes) in &sink.frames {
+            let sums: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            assert_eq!(
+                sums,
+                expected[*id as usize % 3],
+                "frame {id}: complete frames are exact"
+            );
+        }
+    }
 }

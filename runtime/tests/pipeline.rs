@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 use std::path::Path;
 
 use kplace::abi::DetectionList;
-use kplace::executor::{self, CompletedFrame, FrameSink, SinkError};
+use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::graph::{Graph, Overrides};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
@@ -66,6 +66,10 @@ impl FrameSink for Collect {
             .collect();
         self.frames.push((frame.frame_id, clusters));
         Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        Err(SinkError(format!("frame {} is partial", frame.frame_id)))
     }
 }
 

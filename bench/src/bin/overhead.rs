@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use kplace::abi::{Tensor, Tile};
-use kplace::executor::{self, CompletedFrame, FrameSink, SinkError};
+use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::graph::{Graph, Overrides, StageId};
 use kplace::placement::Placement;
 use kplace::plan::{Plan, tensor_desc};
@@ -182,6 +182,10 @@ impl FrameSink for Discard {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         std::hint::black_box(frame.sink(0));
         Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        Err(SinkError(format!("frame {} is partial", frame.frame_id)))
     }
 }
 

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::{Context, bail};
 use kplace::abi::{DetectionList, Dtype};
-use kplace::executor::{CompletedFrame, FrameSink, SinkError};
+use kplace::executor::{CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::graph::Graph;
 use kplace_radar::{Cluster, Cpi, DetectionWriter, Scene, Verifier};
 
@@ -115,6 +115,8 @@ pub struct RadarSink<W: Write> {
     pub total_clusters: u64,
     /// Frames whose cluster list overflowed its capacity.
     pub overflowed_frames: u64,
+    /// Frames that ended with packets missing: never processed, so never reported.
+    pub partial_frames: u64,
 }
 
 impl<W: Write> RadarSink<W> {
@@ -126,6 +128,7 @@ impl<W: Write> RadarSink<W> {
             clusters: Vec::new(),
             total_clusters: 0,
             overflowed_frames: 0,
+            partial_frames: 0,
         }
     }
 
@@ -157,6 +160,12 @@ impl<W: Write> FrameSink for RadarSink<W> {
             w.write_frame(frame.frame_id, &self.clusters)
                 .map_err(|e| SinkError(format!("cannot write detections: {e}")))?;
         }
+        Ok(())
+    }
+
+    fn partial(&mut self, _frame: &PartialFrame) -> Result<(), SinkError> {
+        // Not reported: the verifier counts the frame as missing.
+        self.partial_frames += 1;
         Ok(())
     }
 }

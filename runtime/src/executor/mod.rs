@@ -15,6 +15,7 @@
 //! complete. A kernel failure or a sink error stops the run and is returned; the source sees the
 //! stop at its next frame.
 
+mod ingest;
 mod schedule;
 mod slot;
 
@@ -29,6 +30,7 @@ use crate::plan::Plan;
 use crate::plugin::LaunchError;
 use crate::pool::{Pool, PoolError};
 
+pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
 pub use slot::SlotError;
 use slot::{Completion, Slot};
@@ -46,9 +48,24 @@ pub trait Source: Send {
 pub struct SourceError(pub String);
 
 /// Where completed frames go: a verifier, a file writer, a network sender.
+///
+/// Every frame the source began arrives exactly once, through one of the two methods, in the
+/// order frames began. An error from either stops the run.
 pub trait FrameSink {
-    /// Takes one completed frame. Frames arrive in the order they began. An error stops the run.
+    /// Takes one frame that every stage processed.
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError>;
+
+    /// Notes one frame that ended with packets missing and was not processed.
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError>;
+}
+
+/// A frame that ended with packets missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartialFrame {
+    /// The frame id the source gave it.
+    pub frame_id: u64,
+    /// Its position in the order frames began.
+    pub sequence: u64,
 }
 
 /// A sink's failure, with its own message.
@@ -108,8 +125,11 @@ enum Task {
 
 enum Event {
     FrameDone(usize),
-    /// The source returned, having begun this many frames.
-    SourceEnded(Result<(), SourceError>, u64),
+    /// A frame ended with packets missing, and its last running launch has finished.
+    FramePartial(usize),
+    /// The source returned, having begun this many frames and dropped this many for want of a
+    /// free slot.
+    SourceEnded(Result<(), SourceError>, u64, u64),
     Failed(LaunchError),
 }
 
@@ -135,7 +155,9 @@ impl Shared<'_> {
     }
 
     fn dispatch_stage(&self, slot: usize, stage: StageId) {
-        for launch in 0..self.schedule.launches[stage.0] {
+        let launches = self.schedule.launches[stage.0];
+        self.slots[slot].add_launches(launches);
+        for launch in 0..launches {
             let task = Task::Launch {
                 slot: slot as u32,
                 stage: stage.0 as u32,
@@ -148,181 +170,28 @@ impl Shared<'_> {
     /// Called by a worker after a launch succeeded.
     fn complete(&self, slot_index: usize, stage: StageId) {
         let slot = &self.slots[slot_index];
-        if let Completion::Pending = slot.finish_launch(stage) {
-            return;
-        }
-        for &next in &self.schedule.successors[stage.0] {
-            if slot.satisfy(next) {
-                self.dispatch_stage(slot_index, next);
+        let mut frame_done = false;
+        if let Completion::StageDone = slot.finish_launch(stage) {
+            for &next in &self.schedule.successors[stage.0] {
+                if slot.satisfy(next) {
+                    self.dispatch_stage(slot_index, next);
+                }
             }
+            frame_done = slot.finish_stage();
         }
-        if slot.finish_stage() {
+        // Successors were counted before this launch is uncounted, so the count reaches zero
+        // only when nothing of the frame runs; only then may the collector reuse the slot.
+        if slot.launch_finished() {
+            self.partial_done(slot_index);
+        }
+        if frame_done {
             let _ = self.events.send(Event::FrameDone(slot_index));
         }
     }
-}
 
-/// The source thread's handle for writing frames into slots.
-pub struct Ingest<'r> {
-    shared: &'r Shared<'r>,
-    free: Receiver<usize>,
-    /// Per slot: which packets are present.
-    present: Vec<Vec<bool>>,
-    /// Per slot, per streamed stage, per tile: packets present.
-    tile_counts: Vec<Vec<Vec<u32>>>,
-    begun: u64,
-}
-
-/// What became of one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PacketStatus {
-    /// Stored in its place.
-    Accepted,
-    /// Its index was already present: ignored.
-    Duplicate,
-    /// Its index is outside the frame: ignored.
-    OutOfRange,
-}
-
-impl<'r> Ingest<'r> {
-    fn new(shared: &'r Shared<'r>, free: Receiver<usize>) -> Self {
-        let s = &shared.schedule;
-        let slots = shared.slots.len();
-        Ingest {
-            shared,
-            free,
-            present: vec![vec![false; s.packets as usize]; slots],
-            tile_counts: vec![
-                s.streamed
-                    .iter()
-                    .map(|&(_, tile)| vec![0; (s.packets / tile) as usize])
-                    .collect();
-                slots
-            ],
-            begun: 0,
-        }
-    }
-
-    /// Packets per frame.
-    pub fn packets_per_frame(&self) -> u64 {
-        self.shared.schedule.packets
-    }
-
-    /// Bytes of one packet's payload.
-    pub fn packet_bytes(&self) -> usize {
-        self.shared.schedule.packet_bytes as usize
-    }
-
-    /// Waits for a free slot and begins frame `frame_id` in it; `None` when the run is
-    /// stopping. A wait is counted as backpressure.
-    pub fn begin_frame(&mut self, frame_id: u64) -> Option<FrameWriter<'_, 'r>> {
-        if self.shared.stopping.load(Ordering::Acquire) {
-            return None;
-        }
-        let slot = match self.free.try_recv() {
-            Ok(slot) => slot,
-            Err(_) => {
-                self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
-                self.free.recv().ok()?
-            }
-        };
-        if self.shared.stopping.load(Ordering::Acquire) {
-            return None;
-        }
-        let s = &self.shared.slots[slot];
-        s.frame_id.store(frame_id, Ordering::Relaxed);
-        s.sequence.store(self.begun, Ordering::Relaxed);
-        self.begun += 1;
-        self.present[slot].fill(false);
-        for counts in &mut self.tile_counts[slot] {
-            counts.fill(0);
-        }
-        Some(FrameWriter {
-            ingest: self,
-            slot,
-            received: 0,
-        })
-    }
-}
-
-/// Writes one frame's packets into its slot.
-pub struct FrameWriter<'i, 'r> {
-    ingest: &'i mut Ingest<'r>,
-    slot: usize,
-    received: u64,
-}
-
-impl FrameWriter<'_, '_> {
-    /// The place of packet `index` in the slot's source buffer, to be written before
-    /// [`FrameWriter::packet_done`]; `None` if the index is outside the frame or already
-    /// present (a duplicate must not overwrite bytes a launch may be reading).
-    pub fn packet_mut(&mut self, index: u64) -> Option<&mut [u8]> {
-        let present = self.ingest.present[self.slot].get(index as usize)?;
-        if *present {
-            return None;
-        }
-        let shared = self.ingest.shared;
-        let bytes = shared.schedule.packet_bytes as usize;
-        let block = shared.slots[self.slot].buffer(shared.plan.graph.source.tensor.0);
-        // SAFETY: index < packets, so the range is inside the source buffer; the packet is not
-        // present, so no launch reads it; only this thread writes the source buffer.
-        Some(unsafe {
-            std::slice::from_raw_parts_mut(block.ptr.add(index as usize * bytes), bytes)
-        })
-    }
-
-    /// Marks packet `index` as written, launching every streamed tile it completes.
-    pub fn packet_done(&mut self, index: u64) -> PacketStatus {
-        let Some(present) = self.ingest.present[self.slot].get_mut(index as usize) else {
-            return PacketStatus::OutOfRange;
-        };
-        if *present {
-            return PacketStatus::Duplicate;
-        }
-        *present = true;
-        let shared = self.ingest.shared;
-        let now = shared.now_ns();
-        let slot = &shared.slots[self.slot];
-        if self.received == 0 {
-            slot.first_packet_ns.store(now, Ordering::Relaxed);
-        }
-        slot.last_packet_ns.store(now, Ordering::Relaxed);
-        self.received += 1;
-        for (k, &(stage, tile)) in shared.schedule.streamed.iter().enumerate() {
-            let t = (index / tile) as usize;
-            let count = &mut self.ingest.tile_counts[self.slot][k][t];
-            *count += 1;
-            if u64::from(*count) == tile {
-                let task = Task::Launch {
-                    slot: self.slot as u32,
-                    stage: stage.0 as u32,
-                    launch: t as u32,
-                };
-                send_task(&shared.streamed, task);
-            }
-        }
-        PacketStatus::Accepted
-    }
-
-    /// Packets written so far.
-    pub fn received(&self) -> u64 {
-        self.received
-    }
-
-    /// Ends the frame: stages that need the whole source tensor may start. Every packet must
-    /// have been written; a frame with missing packets must not be finished.
-    pub fn finish(self) {
-        debug_assert_eq!(
-            self.received, self.ingest.shared.schedule.packets,
-            "finish with missing packets"
-        );
-        let shared = self.ingest.shared;
-        let slot = &shared.slots[self.slot];
-        for &stage in &shared.schedule.after_frame {
-            if slot.satisfy(stage) {
-                shared.dispatch_stage(self.slot, stage);
-            }
-        }
+    /// Hands a partial frame whose launches have all ended to the collector.
+    fn partial_done(&self, slot: usize) {
+        let _ = self.events.send(Event::FramePartial(slot));
     }
 }
 
@@ -383,7 +252,9 @@ pub fn run(
         let source_thread = scope.spawn(move || {
             let mut ingest = Ingest::new(shared, free_rx);
             let result = source.run(&mut ingest);
-            let _ = shared.events.send(Event::SourceEnded(result, ingest.begun));
+            let _ = shared
+                .events
+                .send(Event::SourceEnded(result, ingest.begun, ingest.dropped));
         });
 
         let collected = collect(shared, &event_rx, free_tx, sink);
@@ -423,6 +294,8 @@ pub fn run(
         post_cpi: outcome.post_cpi.summary(),
         end_to_end: outcome.end_to_end.summary(),
         slot_waits: shared.slot_waits.load(Ordering::Relaxed),
+        partial_frames: outcome.partial,
+        dropped_frames: outcome.dropped,
     })
 }
 
@@ -485,7 +358,12 @@ fn worker(
 }
 
 struct Collected {
+    /// Frames processed by every stage.
     frames: u64,
+    /// Frames that ended with packets missing.
+    partial: u64,
+    /// Frames the source dropped for want of a free slot.
+    dropped: u64,
     first_start: Duration,
     last_delivery: Duration,
     post_cpi: Latency,
@@ -501,13 +379,15 @@ fn collect(
 ) -> Result<Collected, RunError> {
     let mut out = Collected {
         frames: 0,
+        partial: 0,
+        dropped: 0,
         first_start: Duration::MAX,
         last_delivery: Duration::ZERO,
         post_cpi: Latency::new(),
         end_to_end: Latency::new(),
     };
-    // Completed frames waiting for an earlier one, by slot.
-    let mut parked = vec![false; shared.slots.len()];
+    // Ended frames waiting for an earlier one, by slot: Some(partial).
+    let mut parked: Vec<Option<bool>> = vec![None; shared.slots.len()];
     // Frames the source began, known once it has returned.
     let mut begun: Option<u64> = None;
     let fail = |e: RunError| {
@@ -516,48 +396,63 @@ fn collect(
         Err(e)
     };
     loop {
-        if begun == Some(out.frames) {
+        if begun == Some(out.frames + out.partial) {
             return Ok(out);
         }
         let Ok(event) = events.recv() else {
             return Ok(out);
         };
         match event {
-            Event::FrameDone(slot) => parked[slot] = true,
-            Event::SourceEnded(Ok(()), n) => begun = Some(n),
-            Event::SourceEnded(Err(e), _) => return fail(e.into()),
+            Event::FrameDone(slot) => parked[slot] = Some(false),
+            Event::FramePartial(slot) => parked[slot] = Some(true),
+            Event::SourceEnded(Ok(()), n, dropped) => {
+                begun = Some(n);
+                out.dropped = dropped;
+            }
+            Event::SourceEnded(Err(e), _, _) => return fail(e.into()),
             Event::Failed(e) => return fail(e.into()),
         }
-        while let Some(slot) = next_in_order(shared, &parked, out.frames) {
-            parked[slot] = false;
+        while let Some((slot, partial)) = next_in_order(shared, &parked, out.frames + out.partial) {
+            parked[slot] = None;
             let s = &shared.slots[slot];
-            let done = shared.now_ns();
-            let first = s.first_packet_ns.load(Ordering::Relaxed);
-            let last = s.last_packet_ns.load(Ordering::Relaxed);
-            out.post_cpi.record(done.saturating_sub(last));
-            out.end_to_end.record(done.saturating_sub(first));
-            out.first_start = out.first_start.min(Duration::from_nanos(first));
-            let frame = CompletedFrame {
-                frame_id: s.frame_id.load(Ordering::Relaxed),
-                sequence: s.sequence.load(Ordering::Relaxed),
-                plan: shared.plan,
-                slot: s,
+            let frame_id = s.frame_id.load(Ordering::Relaxed);
+            let sequence = s.sequence.load(Ordering::Relaxed);
+            let delivered = if partial {
+                out.partial += 1;
+                sink.partial(&PartialFrame { frame_id, sequence })
+            } else {
+                let done = shared.now_ns();
+                let first = s.first_packet_ns.load(Ordering::Relaxed);
+                let last = s.last_packet_ns.load(Ordering::Relaxed);
+                out.post_cpi.record(done.saturating_sub(last));
+                out.end_to_end.record(done.saturating_sub(first));
+                out.first_start = out.first_start.min(Duration::from_nanos(first));
+                out.frames += 1;
+                sink.frame(&CompletedFrame {
+                    frame_id,
+                    sequence,
+                    plan: shared.plan,
+                    slot: s,
+                })
             };
-            if let Err(e) = sink.frame(&frame) {
+            if let Err(e) = delivered {
                 return fail(e.into());
             }
             out.last_delivery = shared.start.elapsed();
-            out.frames += 1;
             s.reset(&shared.schedule);
             let _ = free.send(slot);
         }
     }
 }
 
-fn next_in_order(shared: &Shared<'_>, parked: &[bool], next_sequence: u64) -> Option<usize> {
-    parked
-        .iter()
-        .enumerate()
-        .find(|&(i, &p)| p && shared.slots[i].sequence.load(Ordering::Relaxed) == next_sequence)
-        .map(|(i, _)| i)
+/// The parked frame that began `next_sequence`-th, with whether it is partial.
+fn next_in_order(
+    shared: &Shared<'_>,
+    parked: &[Option<bool>],
+    next_sequence: u64,
+) -> Option<(usize, bool)> {
+    parked.iter().enumerate().find_map(|(i, p)| {
+        let partial = (*p)?;
+        (shared.slots[i].sequence.load(Ordering::Relaxed) == next_sequence).then_some((i, partial))
+    })
 }

@@ -16,6 +16,9 @@ use crate::pool::{Block, Pool};
 
 use super::schedule::Schedule;
 
+/// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
+const ABANDONED: u32 = 1 << 31;
+
 /// One frame in flight.
 pub(crate) struct Slot {
     /// One buffer per graph tensor.
@@ -27,6 +30,8 @@ pub(crate) struct Slot {
     launches_left: Vec<AtomicU32>,
     /// Stages still to finish.
     stages_left: AtomicU32,
+    /// Launches sent and not yet finished, with [`ABANDONED`] set once the frame is partial.
+    pending: AtomicU32,
     /// The frame's id as the source numbered it.
     pub(crate) frame_id: AtomicU64,
     /// Order in which frames began, for in-order delivery.
@@ -120,6 +125,7 @@ impl Slot {
                 .map(|&l| AtomicU32::new(l))
                 .collect(),
             stages_left: AtomicU32::new(stages.len() as u32),
+            pending: AtomicU32::new(0),
             stages,
             frame_id: AtomicU64::new(0),
             sequence: AtomicU64::new(0),
@@ -139,6 +145,7 @@ impl Slot {
         }
         self.stages_left
             .store(self.stages.len() as u32, Ordering::Relaxed);
+        self.pending.store(0, Ordering::Relaxed);
     }
 
     /// The buffer of tensor `index`.
@@ -186,6 +193,22 @@ impl Slot {
     /// Records that one thing `stage` waits for is done; true when it is now ready.
     pub(crate) fn satisfy(&self, stage: StageId) -> bool {
         self.waiting[stage.0].fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Counts `n` launches about to be sent.
+    pub(crate) fn add_launches(&self, n: u32) {
+        self.pending.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// Counts one launch finished; true when it was the last of a frame already abandoned,
+    /// which is then complete as partial.
+    pub(crate) fn launch_finished(&self) -> bool {
+        self.pending.fetch_sub(1, Ordering::AcqRel) == ABANDONED | 1
+    }
+
+    /// Marks the frame partial; true when no launch is running, so it is complete now.
+    pub(crate) fn abandon(&self) -> bool {
+        self.pending.fetch_or(ABANDONED, Ordering::AcqRel) == 0
     }
 
     /// Records a finished stage; true when it was the frame's last.

@@ -1,0 +1,245 @@
+//! The source's side of the executor: opening frames in free slots, writing packets straight
+//! into place, and ending frames complete or partial.
+//!
+//! An [`Ingest`] belongs to the source thread. Any number of frames may be open at once (a
+//! packet receiver assembles several when packets of consecutive frames interleave), each
+//! named by the [`OpenFrame`] token that [`Ingest::begin_frame`] or
+//! [`Ingest::try_begin_frame`] returns and [`Ingest::finish`] consumes. Guarantees: a packet's
+//! place can be written only while the packet is absent, so a duplicate never overwrites bytes
+//! a launch may be reading; each streamed tile is launched exactly once, when its last packet
+//! arrives; a frame finished with packets missing completes as *partial*: no further stage
+//! starts, and its slot returns once the launches already running end.
+
+use std::sync::atomic::Ordering;
+
+use crossbeam::channel::{Receiver, TryRecvError};
+
+use super::{Shared, Task, send_task};
+
+/// The source thread's handle for writing frames into slots.
+pub struct Ingest<'r> {
+    shared: &'r Shared<'r>,
+    free: Receiver<usize>,
+    /// Per slot: which packets are present.
+    present: Vec<Vec<bool>>,
+    /// Per slot: packets present.
+    received: Vec<u64>,
+    /// Per slot, per streamed stage, per tile: packets present.
+    tile_counts: Vec<Vec<Vec<u32>>>,
+    pub(super) begun: u64,
+    pub(super) dropped: u64,
+}
+
+/// A frame open in a slot: the token for writing its packets and ending it. Not `Clone`: the
+/// frame has one writer and is ended once.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OpenFrame {
+    slot: usize,
+    frame_id: u64,
+}
+
+impl OpenFrame {
+    /// The frame's id, as the source gave it.
+    pub fn frame_id(&self) -> u64 {
+        self.frame_id
+    }
+}
+
+/// What became of one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketStatus {
+    /// Stored in its place.
+    Accepted,
+    /// Its index was already present: ignored.
+    Duplicate,
+    /// Its index is outside the frame: ignored.
+    OutOfRange,
+}
+
+/// Why no frame could be opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BeginError {
+    /// Every slot holds a frame in flight: the pipeline is behind.
+    NoFreeSlot,
+    /// The run is stopping.
+    Stopping,
+}
+
+impl<'r> Ingest<'r> {
+    pub(super) fn new(shared: &'r Shared<'r>, free: Receiver<usize>) -> Self {
+        let s = &shared.schedule;
+        let slots = shared.slots.len();
+        Ingest {
+            shared,
+            free,
+            present: vec![vec![false; s.packets as usize]; slots],
+            received: vec![0; slots],
+            tile_counts: vec![
+                s.streamed
+                    .iter()
+                    .map(|&(_, tile)| vec![0; (s.packets / tile) as usize])
+                    .collect();
+                slots
+            ],
+            begun: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Packets per frame.
+    pub fn packets_per_frame(&self) -> u64 {
+        self.shared.schedule.packets
+    }
+
+    /// Bytes of one packet's payload.
+    pub fn packet_bytes(&self) -> usize {
+        self.shared.schedule.packet_bytes as usize
+    }
+
+    /// Whether the run is stopping; a source should return soon.
+    pub fn stopping(&self) -> bool {
+        self.shared.stopping.load(Ordering::Acquire)
+    }
+
+    /// Waits for a free slot and opens frame `frame_id` in it; `None` when the run is
+    /// stopping. For closed-loop sources (replay, files); a wait is counted as backpressure.
+    pub fn begin_frame(&mut self, frame_id: u64) -> Option<OpenFrame> {
+        if self.stopping() {
+            return None;
+        }
+        let slot = match self.free.try_recv() {
+            Ok(slot) => slot,
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {
+                self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
+                self.free.recv().ok()?
+            }
+        };
+        // A slot taken while the run stops is never returned: nothing will use it again.
+        if self.stopping() {
+            return None;
+        }
+        Some(self.open(slot, frame_id))
+    }
+
+    /// Opens frame `frame_id` in a free slot without waiting. For open-loop sources (packet
+    /// receivers): with no free slot the frame is dropped, and counted as such.
+    pub fn try_begin_frame(&mut self, frame_id: u64) -> Result<OpenFrame, BeginError> {
+        if self.stopping() {
+            return Err(BeginError::Stopping);
+        }
+        match self.free.try_recv() {
+            Ok(slot) => Ok(self.open(slot, frame_id)),
+            Err(TryRecvError::Empty) => {
+                self.dropped += 1;
+                Err(BeginError::NoFreeSlot)
+            }
+            Err(TryRecvError::Disconnected) => Err(BeginError::Stopping),
+        }
+    }
+
+    fn open(&mut self, slot: usize, frame_id: u64) -> OpenFrame {
+        let s = &self.shared.slots[slot];
+        s.frame_id.store(frame_id, Ordering::Relaxed);
+        s.sequence.store(self.begun, Ordering::Relaxed);
+        self.begun += 1;
+        self.present[slot].fill(false);
+        self.received[slot] = 0;
+        for counts in &mut self.tile_counts[slot] {
+            counts.fill(0);
+        }
+        OpenFrame { slot, frame_id }
+    }
+
+    /// Whether packet `index` of `frame` is present.
+    pub fn is_present(&self, frame: &OpenFrame, index: u64) -> bool {
+        self.present[frame.slot]
+            .get(index as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// The address of packet `index`'s place in `frame`'s source buffer, for a receiver that
+    /// lets the kernel write payloads in place (`recvmmsg` into an iovec); `None` if the index
+    /// is outside the frame or already present. The place holds [`Ingest::packet_bytes`]
+    /// bytes and may be written until [`Ingest::packet_done`] or the frame's end.
+    pub fn packet_place(&self, frame: &OpenFrame, index: u64) -> Option<*mut u8> {
+        if *self.present[frame.slot].get(index as usize)? {
+            return None;
+        }
+        let bytes = self.shared.schedule.packet_bytes as usize;
+        let block = self.shared.slots[frame.slot].buffer(self.shared.plan.graph.source.tensor.0);
+        // SAFETY: index < packets, so the offset is inside the source buffer.
+        Some(unsafe { block.ptr.add(index as usize * bytes) })
+    }
+
+    /// Packet `index`'s place in `frame`'s source buffer, to be written before
+    /// [`Ingest::packet_done`]; `None` if the index is outside the frame or already present.
+    pub fn packet_mut(&mut self, frame: &OpenFrame, index: u64) -> Option<&mut [u8]> {
+        let place = self.packet_place(frame, index)?;
+        // SAFETY: the place is inside the source buffer and holds packet_bytes bytes; the
+        // packet is absent, so no launch reads it; only this thread writes the source buffer,
+        // and the borrow of `self` keeps the slice unique.
+        Some(unsafe { std::slice::from_raw_parts_mut(place, self.packet_bytes()) })
+    }
+
+    /// Marks packet `index` of `frame` as written, launching every streamed tile it completes.
+    pub fn packet_done(&mut self, frame: &OpenFrame, index: u64) -> PacketStatus {
+        let slot_index = frame.slot;
+        let Some(present) = self.present[slot_index].get_mut(index as usize) else {
+            return PacketStatus::OutOfRange;
+        };
+        if *present {
+            return PacketStatus::Duplicate;
+        }
+        *present = true;
+        let shared = self.shared;
+        let now = shared.now_ns();
+        let slot = &shared.slots[slot_index];
+        if self.received[slot_index] == 0 {
+            slot.first_packet_ns.store(now, Ordering::Relaxed);
+        }
+        slot.last_packet_ns.store(now, Ordering::Relaxed);
+        self.received[slot_index] += 1;
+        for (k, &(stage, tile)) in shared.schedule.streamed.iter().enumerate() {
+            let t = (index / tile) as usize;
+            let count = &mut self.tile_counts[slot_index][k][t];
+            *count += 1;
+            if u64::from(*count) == tile {
+                slot.add_launches(1);
+                let task = Task::Launch {
+                    slot: slot_index as u32,
+                    stage: stage.0 as u32,
+                    launch: t as u32,
+                };
+                send_task(&shared.streamed, task);
+            }
+        }
+        PacketStatus::Accepted
+    }
+
+    /// Packets of `frame` present so far.
+    pub fn received(&self, frame: &OpenFrame) -> u64 {
+        self.received[frame.slot]
+    }
+
+    /// Ends `frame`. With every packet present, the stages that need the whole frame may start;
+    /// otherwise the frame completes as partial (see the module docs). Returns whether the
+    /// frame was complete.
+    pub fn finish(&mut self, frame: OpenFrame) -> bool {
+        let shared = self.shared;
+        let slot = &shared.slots[frame.slot];
+        if self.received[frame.slot] < shared.schedule.packets {
+            if slot.abandon() {
+                shared.partial_done(frame.slot);
+            }
+            return false;
+        }
+        for &stage in &shared.schedule.after_frame {
+            if slot.satisfy(stage) {
+                shared.dispatch_stage(frame.slot, stage);
+            }
+        }
+        true
+    }
+}

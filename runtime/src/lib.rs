@@ -17,6 +17,9 @@ pub mod placement;
 pub mod plan;
 pub mod plugin;
 pub mod pool;
+pub mod sender;
 pub mod source;
+pub mod udp;
+pub mod wire;
 
 pub use kplace_abi as abi;

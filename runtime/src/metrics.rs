@@ -87,6 +87,37 @@ impl Latency {
     }
 }
 
+/// The slope of latency against time over a run, by online least squares: whether frames
+/// wait longer and longer (a pipeline falling behind) or not. Allocation free.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Trend {
+    n: f64,
+    sum_t: f64,
+    sum_l: f64,
+    sum_tt: f64,
+    sum_tl: f64,
+}
+
+impl Trend {
+    /// Records a latency of `latency_s` seconds for a frame completed at `at_s` seconds.
+    pub fn record(&mut self, at_s: f64, latency_s: f64) {
+        self.n += 1.0;
+        self.sum_t += at_s;
+        self.sum_l += latency_s;
+        self.sum_tt += at_s * at_s;
+        self.sum_tl += at_s * latency_s;
+    }
+
+    /// Latency growth in seconds per second of run; 0 with fewer than two distinct times.
+    pub fn slope(&self) -> f64 {
+        let denominator = self.n * self.sum_tt - self.sum_t * self.sum_t;
+        if self.n < 2.0 || denominator.abs() < f64::EPSILON {
+            return 0.0;
+        }
+        (self.n * self.sum_tl - self.sum_t * self.sum_l) / denominator
+    }
+}
+
 /// Quantiles of a latency histogram.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatencySummary {
@@ -134,6 +165,8 @@ pub struct RunReport {
     pub post_cpi: LatencySummary,
     /// Completion minus the frame's first packet.
     pub end_to_end: LatencySummary,
+    /// Growth of post-CPI latency over the run, in seconds per second (0: steady).
+    pub post_cpi_trend: f64,
     /// Times the source waited for a free slot (the pipeline was the bottleneck).
     pub slot_waits: u64,
     /// Frames that ended with packets missing and were not processed.
@@ -210,7 +243,11 @@ impl fmt::Display for RunReport {
                 ms(l.max)
             )?;
         }
-        Ok(())
+        writeln!(
+            f,
+            "post-CPI latency trend {:+.3} ms per s of run",
+            self.post_cpi_trend * 1e3
+        )
     }
 }
 
@@ -243,6 +280,20 @@ mod tests {
         assert!((s.p50.as_micros() as i64 - 500).abs() <= 1, "{:?}", s.p50);
         assert!((s.p99.as_micros() as i64 - 990).abs() <= 1, "{:?}", s.p99);
         assert!((s.max.as_micros() as i64 - 1000).abs() <= 1);
+    }
+
+    #[test]
+    fn trend_is_the_least_squares_slope() {
+        let mut steady = Trend::default();
+        let mut rising = Trend::default();
+        for i in 0..100 {
+            let t = i as f64 * 0.01;
+            steady.record(t, 0.002 + if i % 2 == 0 { 1e-4 } else { -1e-4 });
+            rising.record(t, 0.002 + 0.5 * t);
+        }
+        assert!(steady.slope().abs() < 1e-3, "{}", steady.slope());
+        assert!((rising.slope() - 0.5).abs() < 1e-9, "{}", rising.slope());
+        assert_eq!(Trend::default().slope(), 0.0);
     }
 
     #[test]

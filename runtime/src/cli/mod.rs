@@ -3,7 +3,9 @@
 mod args;
 mod plan;
 mod radar;
+mod report;
 mod run;
+mod send;
 mod verify;
 
 use std::process::ExitCode;
@@ -25,6 +27,8 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Run the radar graph on a generated scene and verify every frame.
     Run(run::RunArgs),
+    /// Send a generated scene's chirps as UDP packets: open loop, paced or in a burst.
+    Send(send::SendArgs),
     /// Verify a detections file against a generated scene's truth.
     Verify(verify::VerifyArgs),
 }
@@ -35,6 +39,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan::main(args),
         Command::Run(args) => run::main(args),
+        Command::Send(args) => send::main(args),
         Command::Verify(args) => verify::main(args),
     }
 }

@@ -1,20 +1,51 @@
-//! `kplace run`: the radar graph on a generated scene, every frame verified.
+//! `kplace run`: the radar graph on a generated scene or a UDP chirp stream, every frame
+//! verified.
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
-use kplace::executor;
+use kplace::executor::{self, Source};
 use kplace::plan::Plan;
 use kplace::source::FrameReplay;
-use kplace_radar::{DetectionWriter, Verifier, VerifyConfig};
+use kplace::udp::{FrameBuffers, IngestCounters, UdpConfig, UdpSource};
+use kplace::wire::{Malformed, WireShape};
+use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
 
 use super::args::{GraphArgs, SceneArgs};
 use super::radar::{self, RadarSink};
+use super::report;
+
+/// Where frames come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceArg {
+    /// The scene, generated in memory and replayed as fast as the pipeline takes it.
+    Replay,
+    /// Chirp packets on a UDP socket (`udp://HOST:PORT`), sent by `kplace send` or a radio.
+    Udp(SocketAddr),
+}
+
+impl FromStr for SourceArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "replay" {
+            return Ok(SourceArg::Replay);
+        }
+        let addr = s
+            .strip_prefix("udp://")
+            .ok_or_else(|| format!("unknown source {s:?}: expected replay or udp://HOST:PORT"))?;
+        addr.parse()
+            .map(SourceArg::Udp)
+            .map_err(|e| format!("invalid address in {s:?}: {e} (expected udp://HOST:PORT, e.g. udp://127.0.0.1:9000)"))
+    }
+}
 
 /// Options of `kplace run`.
 #[derive(Debug, Args)]
@@ -23,18 +54,36 @@ pub struct RunArgs {
     graph: GraphArgs,
     #[command(flatten)]
     scene: SceneArgs,
-    /// Frames to process.
+    /// Frames to process (with a UDP source: frames expected, wire ids from --first-frame-id).
     #[arg(long, default_value_t = 200)]
     frames: u64,
+    /// Where frames come from: `replay` (the scene, in memory) or `udp://HOST:PORT`.
+    #[arg(long, default_value = "replay")]
+    source: SourceArg,
+    /// UDP: the wire frame id of the first frame.
+    #[arg(long, default_value_t = 0)]
+    first_frame_id: u32,
+    /// UDP: a frame that receives no packet for this long ends as partial.
+    #[arg(long, default_value_t = 20)]
+    frame_timeout_ms: u64,
+    /// UDP: stop when no packet arrives for this long.
+    #[arg(long, default_value_t = 2.0)]
+    idle_timeout_s: f64,
+    /// UDP: receive and assemble frames without processing them (the receiver's ceiling).
+    #[arg(long)]
+    ingest_only: bool,
     /// CFAR false-alarm probability (overrides the graph's; also sets the verifier's bound).
     #[arg(long)]
     pfa: Option<f64>,
     /// Write every frame's clusters to this file, in the detection line format.
     #[arg(long, value_name = "FILE")]
     detections: Option<PathBuf>,
+    /// Write the run's report to this file as JSON (schema in docs/report.md).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
-/// Plans, prepares the scene, runs, verifies and reports.
+/// Plans, prepares the source, runs, verifies and reports.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let cpi = args.scene.cpi;
     let pfa_set = radar::pfa_override(&args.graph.graph, args.pfa)?;
@@ -42,18 +91,42 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     radar::check_graph_fits(&graph, cpi)?;
     let pfa = radar::graph_pfa(&graph)?;
     let plan = Plan::new(graph, placement)?;
+    let period = args.scene.scene_frames(args.frames);
+
+    let mut udp = match args.source {
+        SourceArg::Replay if args.ingest_only => {
+            bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)")
+        }
+        SourceArg::Replay => None,
+        SourceArg::Udp(addr) => Some(bind(&args, addr, cpi)?),
+    };
+    if let (Some(source), true) = (&mut udp, args.ingest_only) {
+        return ingest_only(source, &args, cpi);
+    }
 
     let scene = args.scene.scene()?;
-    let period = args.scene.scene_frames(args.frames);
-    let prepared_at = Instant::now();
-    let frames = radar::prepare_frames(&scene, period.get())?;
+    let mut replay = match udp {
+        Some(_) => None,
+        None => {
+            let prepared_at = Instant::now();
+            let frames = radar::prepare_frames(&scene, period.get())?;
+            eprintln!(
+                "kplace run: {} distinct scene frames prepared in {:.2} s",
+                period,
+                prepared_at.elapsed().as_secs_f64()
+            );
+            Some(FrameReplay::new(frames, args.frames))
+        }
+    };
     eprintln!(
-        "kplace run: graph {} on placement {}, CPI {cpi}, {} frames ({} distinct scene frames prepared in {:.2} s), seed {}",
+        "kplace run: graph {} on placement {}, CPI {cpi}, {} frames from {}, seed {}",
         plan.graph.name,
         plan.placement.name,
         args.frames,
-        period,
-        prepared_at.elapsed().as_secs_f64(),
+        match args.source {
+            SourceArg::Replay => "the scene in memory".to_string(),
+            SourceArg::Udp(addr) => format!("udp://{addr}"),
+        },
         args.scene.seed
     );
 
@@ -71,10 +144,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, pfa), args.frames)
         .with_template_period(period);
     let mut sink = RadarSink::new(verifier, writer);
-    let mut source = FrameReplay::new(frames, args.frames);
+    let source: &mut dyn Source = match (&mut udp, &mut replay) {
+        (Some(udp), _) => udp,
+        (None, Some(replay)) => replay,
+        (None, None) => unreachable!("one source is always built"),
+    };
 
-    let report = executor::run(&plan, &mut source, &mut sink)?;
+    let report = executor::run(&plan, source, &mut sink)?;
     print!("{report}");
+    if let Some(udp) = &udp {
+        print_counters(udp.counters());
+    }
     println!(
         "clusters {:.2}/frame{}",
         sink.total_clusters as f64 / report.frames.max(1) as f64,
@@ -87,11 +167,100 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             String::new()
         }
     );
+    let total_clusters = sink.total_clusters;
     let verifier = sink.finish()?;
     let passed = radar::print_verdict(&verifier, args.frames);
+    if let Some(path) = &args.report {
+        let facts = report::RunFacts {
+            graph: &plan.graph.name,
+            placement: &plan.placement.name,
+            cpi,
+            source: match args.source {
+                SourceArg::Replay => "replay".into(),
+                SourceArg::Udp(addr) => format!("udp://{addr}"),
+            },
+            frames_expected: args.frames,
+            clusters: total_clusters,
+        };
+        let ingest = udp.as_ref().map(|u| u.counters());
+        report::write(path, &report::to_json(&facts, &report, ingest, &verifier))?;
+    }
     Ok(if passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn bind(args: &RunArgs, addr: SocketAddr, cpi: Cpi) -> anyhow::Result<UdpSource> {
+    let shape = WireShape {
+        samples: cpi.samples as u32,
+        chirps: cpi.chirps as u32,
+    };
+    let mut config = UdpConfig::new(addr, shape);
+    config.frames = Some(args.frames);
+    config.first_frame_id = args.first_frame_id;
+    config.frame_timeout = Duration::from_millis(args.frame_timeout_ms);
+    config.idle_timeout = Duration::try_from_secs_f64(args.idle_timeout_s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .context("--idle-timeout-s must be a positive number of seconds")?;
+    let source = UdpSource::bind(config)?;
+    eprintln!(
+        "kplace run: listening on udp://{} (socket receive buffer {} KiB)",
+        source.local_addr().unwrap_or(addr),
+        source.counters().recv_buffer / 1024
+    );
+    Ok(source)
+}
+
+fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Result<ExitCode> {
+    let payload = cpi.samples * 4;
+    let mut buffers = FrameBuffers::new(4, cpi.chirps as u64, payload)?;
+    let started = Instant::now();
+    source.receive(&mut buffers, payload)?;
+    let counters = source.counters();
+    // The run ends an idle timeout after the last packet; rate is over the receiving time.
+    let busy = started
+        .elapsed()
+        .saturating_sub(Duration::from_secs_f64(args.idle_timeout_s))
+        .max(Duration::from_micros(1));
+    let frames = counters.complete_frames;
+    println!(
+        "ingest only: {frames} complete frames in {:.3} s: {:.1} CPI/s, {:.2} Gbit/s of packets",
+        busy.as_secs_f64(),
+        frames as f64 / busy.as_secs_f64(),
+        counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9
+    );
+    print_counters(counters);
+    Ok(if counters.complete_frames == args.frames {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_counters(c: &IngestCounters) {
+    let malformed: Vec<String> = Malformed::ALL
+        .iter()
+        .map(|m| format!("{} {}", m.name(), c.malformed(*m)))
+        .collect();
+    println!(
+        "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, malformed: {}",
+        c.packets,
+        c.in_place,
+        c.accepted,
+        c.duplicates,
+        c.late,
+        c.unexpected,
+        malformed.join(", ")
+    );
+    println!(
+        "ingest: frames complete {}, partial {}, dropped {} ({} packets); socket buffer {} KiB",
+        c.complete_frames,
+        c.partial_frames,
+        c.dropped_frames,
+        c.dropped_packets,
+        c.recv_buffer / 1024
+    );
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{self, Receiver, Sender};
 
 use crate::graph::{StageId, TensorId};
-use crate::metrics::{Latency, RunReport, StageCounters, process_cpu_time};
+use crate::metrics::{Latency, RunReport, StageCounters, Trend, process_cpu_time};
 use crate::plan::Plan;
 use crate::plugin::LaunchError;
 use crate::pool::{Pool, PoolError};
@@ -293,6 +293,7 @@ pub fn run(
             .collect(),
         post_cpi: outcome.post_cpi.summary(),
         end_to_end: outcome.end_to_end.summary(),
+        post_cpi_trend: outcome.trend.slope(),
         slot_waits: shared.slot_waits.load(Ordering::Relaxed),
         partial_frames: outcome.partial,
         dropped_frames: outcome.dropped,
@@ -368,6 +369,7 @@ struct Collected {
     last_delivery: Duration,
     post_cpi: Latency,
     end_to_end: Latency,
+    trend: Trend,
 }
 
 /// The collector loop: delivers frames in order, returns slots, stops on the first failure.
@@ -385,6 +387,7 @@ fn collect(
         last_delivery: Duration::ZERO,
         post_cpi: Latency::new(),
         end_to_end: Latency::new(),
+        trend: Trend::default(),
     };
     // Ended frames waiting for an earlier one, by slot: Some(partial).
     let mut parked: Vec<Option<bool>> = vec![None; shared.slots.len()];
@@ -425,6 +428,8 @@ fn collect(
                 let first = s.first_packet_ns.load(Ordering::Relaxed);
                 let last = s.last_packet_ns.load(Ordering::Relaxed);
                 out.post_cpi.record(done.saturating_sub(last));
+                out.trend
+                    .record(done as f64 * 1e-9, done.saturating_sub(last) as f64 * 1e-9);
                 out.end_to_end.record(done.saturating_sub(first));
                 out.first_start = out.first_start.min(Duration::from_nanos(first));
                 out.frames += 1;

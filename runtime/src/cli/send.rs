@@ -1,0 +1,263 @@
+//! `kplace send`: a generated scene's chirps as UDP packets, open loop, paced or in a burst,
+//! optionally with faults (see `kplace::sender`).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use kplace::sender::{self, Faults, FrameCount, FrameTimes, Pacing, SendReport, SenderConfig};
+use kplace::wire::{Malformed, WireShape};
+
+use super::args::SceneArgs;
+use super::radar;
+
+/// Frames sent when neither `--frames` nor `--duration` is given.
+const DEFAULT_FRAMES: u64 = 100;
+
+/// Options of `kplace send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Where to send: HOST:PORT (e.g. 127.0.0.1:9000).
+    #[arg(long, value_name = "HOST:PORT")]
+    dest: String,
+    #[command(flatten)]
+    scene: SceneArgs,
+    /// Frames (CPIs) per second, each frame's chirps spread evenly over its period.
+    #[arg(long, value_name = "CPI_PER_S", conflicts_with_all = ["chirp_interval_us", "burst"])]
+    rate: Option<f64>,
+    /// Microseconds between chirps [default: the physical chirp interval N / fs, 50 us for
+    /// N = 1024].
+    #[arg(long, value_name = "US", conflicts_with = "burst")]
+    chirp_interval_us: Option<f64>,
+    /// Send as fast as the socket takes packets.
+    #[arg(long)]
+    burst: bool,
+    /// Frames to send [default: 100].
+    #[arg(long, value_name = "N", conflicts_with = "duration")]
+    frames: Option<u64>,
+    /// Send every frame that starts within this many seconds, instead of a frame count.
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Wire id of the first frame; later frames count up from it, wrapping.
+    #[arg(long, value_name = "ID", default_value_t = 0)]
+    first_frame_id: u32,
+    /// Do not send chirp CHIRP of the run's frame FRAME (0-based; repeatable).
+    #[arg(long = "drop", value_name = "FRAME:CHIRP", value_parser = parse_chirp)]
+    drops: Vec<(u64, u32)>,
+    /// Send chirp CHIRP of frame FRAME twice (repeatable).
+    #[arg(long = "duplicate", value_name = "FRAME:CHIRP", value_parser = parse_chirp)]
+    duplicates: Vec<(u64, u32)>,
+    /// Send frame FRAME's chirps in reverse order (repeatable).
+    #[arg(long = "reorder", value_name = "FRAME")]
+    reorders: Vec<u64>,
+    /// Send chirp CHIRP of frame FRAME malformed: KIND is wrong_size, wrong_samples,
+    /// chirp_out_of_range or wrong_channel (repeatable).
+    #[arg(long = "malformed", value_name = "FRAME:CHIRP:KIND", value_parser = parse_malformed)]
+    malformed: Vec<(u64, u32, Malformed)>,
+    /// Write each frame's send times (CLOCK_MONOTONIC ns) as CSV: frame_id,first_ns,last_ns.
+    #[arg(long, value_name = "FILE")]
+    times: Option<PathBuf>,
+}
+
+fn parse_chirp(text: &str) -> Result<(u64, u32), String> {
+    let (frame, chirp) = text
+        .split_once(':')
+        .ok_or("expected FRAME:CHIRP, e.g. 3:17")?;
+    let frame = frame.parse().map_err(|e| format!("frame {frame:?}: {e}"))?;
+    let chirp = chirp.parse().map_err(|e| format!("chirp {chirp:?}: {e}"))?;
+    Ok((frame, chirp))
+}
+
+fn parse_malformed(text: &str) -> Result<(u64, u32, Malformed), String> {
+    let (at, kind) = text
+        .rsplit_once(':')
+        .ok_or("expected FRAME:CHIRP:KIND, e.g. 3:17:wrong_size")?;
+    let (frame, chirp) = parse_chirp(at)?;
+    let kind = Malformed::from_name(kind).ok_or_else(|| {
+        let names: Vec<&str> = Malformed::ALL.iter().map(|m| m.name()).collect();
+        format!(
+            "unknown kind {kind:?}: expected one of {}",
+            names.join(", ")
+        )
+    })?;
+    Ok((frame, chirp, kind))
+}
+
+impl SendArgs {
+    fn dest(&self) -> anyhow::Result<SocketAddr> {
+        let mut addrs = self
+            .dest
+            .to_socket_addrs()
+            .with_context(|| format!("--dest {:?}: expected HOST:PORT", self.dest))?;
+        addrs
+            .next()
+            .with_context(|| format!("--dest {:?}: the host has no address", self.dest))
+    }
+
+    fn pacing(&self) -> anyhow::Result<Pacing> {
+        if self.burst {
+            return Ok(Pacing::Burst);
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                bail!("--rate must be a positive number of CPIs per second, got {rate}");
+            }
+            return Ok(Pacing::CpiRate(rate));
+        }
+        let seconds = match self.chirp_interval_us {
+            Some(us) => us / 1e6,
+            None => self.scene.cpi.chirp_interval_s(),
+        };
+        let interval = Duration::try_from_secs_f64(seconds).map_err(|_| {
+            anyhow::anyhow!(
+                "--chirp-interval-us must be a non-negative number, got {}",
+                seconds * 1e6
+            )
+        })?;
+        Ok(Pacing::ChirpInterval(interval))
+    }
+
+    fn frame_count(&self) -> anyhow::Result<FrameCount> {
+        match (self.frames, self.duration) {
+            (_, Some(seconds)) => Duration::try_from_secs_f64(seconds)
+                .map(FrameCount::Duration)
+                .map_err(|_| {
+                    anyhow::anyhow!("--duration must be a non-negative number, got {seconds}")
+                }),
+            (frames, None) => Ok(FrameCount::Frames(frames.unwrap_or(DEFAULT_FRAMES))),
+        }
+    }
+
+    fn faults(&self) -> anyhow::Result<Faults> {
+        let mut faults = Faults {
+            drop: self.drops.iter().copied().collect(),
+            duplicate: self.duplicates.iter().copied().collect(),
+            reorder: self.reorders.iter().copied().collect(),
+            ..Faults::default()
+        };
+        for &(frame, chirp, kind) in &self.malformed {
+            if let Some(other) = faults.malformed.insert((frame, chirp), kind) {
+                bail!("--malformed names frame {frame} chirp {chirp} twice ({other} and {kind})");
+            }
+        }
+        Ok(faults)
+    }
+}
+
+/// Prepares the scene, sends it, prints a summary; Ctrl-C ends the run early, still with the
+/// summary and exit status 0.
+pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
+    let dest = args.dest()?;
+    let pacing = args.pacing()?;
+    let frames = args.frame_count()?;
+    let faults = args.faults()?;
+    let cpi = args.scene.cpi;
+    let shape = WireShape {
+        samples: u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
+        chirps: u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
+    };
+    let config = SenderConfig {
+        dest,
+        shape,
+        pacing,
+        frames,
+        first_frame_id: args.first_frame_id,
+        faults,
+    };
+    config.check().context("kplace send")?;
+    // Fail on an unwritable times file before the run, not after it.
+    let times = match &args.times {
+        Some(path) => Some(
+            File::create(path)
+                .map(BufWriter::new)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        ),
+        None => None,
+    };
+
+    let scene = args.scene.scene()?;
+    let period = args.scene.scene_frames(match frames {
+        FrameCount::Frames(n) => n,
+        FrameCount::Duration(_) => u64::MAX,
+    });
+    let prepared_at = Instant::now();
+    let prepared = radar::prepare_frames(&scene, period.get())?;
+    eprintln!(
+        "kplace send: CPI {cpi} to {dest}, {}, {} ({period} distinct scene frames prepared in {:.2} s), seed {}",
+        describe_pacing(pacing),
+        describe_frames(frames),
+        prepared_at.elapsed().as_secs_f64(),
+        args.scene.seed
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || {
+        // The first signal ends the run after its current batch; a second one at once.
+        if flag.swap(true, Ordering::Relaxed) {
+            std::process::exit(130);
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
+
+    let report = sender::send(&prepared, &config, &stop)
+        .with_context(|| format!("kplace send to {dest}"))?;
+    println!("{}", summary(&report, dest));
+    if let (Some(mut out), Some(path)) = (times, &args.times) {
+        write_times(&mut out, &report.frame_starts)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe_pacing(pacing: Pacing) -> String {
+    match pacing {
+        Pacing::ChirpInterval(d) => format!("a chirp every {:.3} us", d.as_secs_f64() * 1e6),
+        Pacing::CpiRate(rate) => format!("{rate} CPI/s"),
+        Pacing::Burst => "burst".into(),
+    }
+}
+
+fn describe_frames(frames: FrameCount) -> String {
+    match frames {
+        FrameCount::Frames(n) => format!("{n} frames"),
+        FrameCount::Duration(d) => format!("for {:.3} s", d.as_secs_f64()),
+    }
+}
+
+fn summary(report: &SendReport, dest: SocketAddr) -> String {
+    format!(
+        "sent {} frames, {} packets, {:.1} MB to {dest} in {:.3} s: {:.1} CPI/s, {:.3} Gbit/s, \
+         max lag {:.1} us, {} sendmmsg calls, send buffer {} KiB{}",
+        report.frames,
+        report.packets,
+        report.bytes as f64 / 1e6,
+        report.elapsed.as_secs_f64(),
+        report.cpi_per_s(),
+        report.gbit_per_s(),
+        report.max_lag.as_secs_f64() * 1e6,
+        report.syscalls,
+        report.send_buffer / 1024,
+        if report.stopped {
+            ", stopped early"
+        } else {
+            ""
+        }
+    )
+}
+
+fn write_times(out: &mut impl Write, times: &[FrameTimes]) -> std::io::Result<()> {
+    writeln!(out, "frame_id,first_ns,last_ns")?;
+    for t in times {
+        writeln!(out, "{},{},{}", t.frame_id, t.first_ns, t.last_ns)?;
+    }
+    Ok(())
+}

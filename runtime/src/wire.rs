@@ -1,0 +1,440 @@
+//! The chirp packet format: one UDP datagram per chirp (WORKLOAD.md, "Wire format").
+//!
+//! A packet is a 64-byte little-endian header — `u32 frame_id`, `u32 chirp_id`,
+//! `u32 channel_id` (always 0), `u32 n_samples`, then 48 zero bytes — followed by the chirp's
+//! payload, `n_samples` complex samples of `(i16 I, i16 Q)`, little endian. The payload is
+//! exactly one row of a frame's chirp-major ci16 source tensor, so a receiver copies it into
+//! place unchanged.
+//!
+//! Guarantees:
+//! - [`ChirpHeader::read_from`] and [`classify`] accept any bytes and any length and never
+//!   panic: whatever arrives from the network is either a well-formed chirp of the configured
+//!   [`WireShape`] or one [`Malformed`] class, never both.
+//! - [`classify`] checks in a fixed order (size, sample count, chirp range, channel), so every
+//!   bad packet is counted under exactly one name, the same on every receiver.
+//! - Nothing here allocates.
+
+/// Bytes in a packet header.
+pub const HEADER_BYTES: usize = 64;
+
+/// Bytes of one complex sample on the wire: `i16 I` then `i16 Q`.
+const SAMPLE_BYTES: usize = 4;
+
+/// The meaningful fields of a packet header; the 48 bytes after them are zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChirpHeader {
+    /// The frame (CPI) this chirp belongs to; consecutive frames have consecutive ids,
+    /// wrapping at `u32::MAX`.
+    pub frame_id: u32,
+    /// The chirp's index within its frame, `0..chirps`.
+    pub chirp_id: u32,
+    /// The receive channel; always 0 (one channel).
+    pub channel_id: u32,
+    /// Complex samples in the payload.
+    pub n_samples: u32,
+}
+
+impl ChirpHeader {
+    /// Writes the header: the four fields little endian, then 48 zero bytes.
+    pub fn write_to(&self, out: &mut [u8; HEADER_BYTES]) {
+        let fields = [
+            self.frame_id,
+            self.chirp_id,
+            self.channel_id,
+            self.n_samples,
+        ];
+        for (chunk, field) in out.chunks_exact_mut(4).zip(fields) {
+            chunk.copy_from_slice(&field.to_le_bytes());
+        }
+        out[16..].fill(0);
+    }
+
+    /// Reads a header from the start of `bytes`: `None` if there are fewer than
+    /// [`HEADER_BYTES`]. The 48 reserved bytes are not checked. Never panics.
+    pub fn read_from(bytes: &[u8]) -> Option<ChirpHeader> {
+        let header = bytes.get(..HEADER_BYTES)?;
+        let field = |i: usize| {
+            let mut word = [0u8; 4];
+            word.copy_from_slice(&header[4 * i..4 * i + 4]);
+            u32::from_le_bytes(word)
+        };
+        Some(ChirpHeader {
+            frame_id: field(0),
+            chirp_id: field(1),
+            channel_id: field(2),
+            n_samples: field(3),
+        })
+    }
+}
+
+/// The configured CPI as the wire sees it: samples per chirp (one packet's payload) and
+/// chirps per frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireShape {
+    /// Complex samples per chirp, N.
+    pub samples: u32,
+    /// Chirps per frame, M.
+    pub chirps: u32,
+}
+
+impl WireShape {
+    /// Payload bytes of one packet: `samples * 4`.
+    pub fn payload_bytes(&self) -> usize {
+        self.samples as usize * SAMPLE_BYTES
+    }
+
+    /// Bytes of one whole packet: header plus payload (4160 for N = 1024).
+    pub fn packet_bytes(&self) -> usize {
+        HEADER_BYTES + self.payload_bytes()
+    }
+
+    /// Bytes of one frame's payloads, all chirps: `samples * chirps * 4`.
+    pub fn frame_bytes(&self) -> usize {
+        self.payload_bytes() * self.chirps as usize
+    }
+}
+
+/// Why a received datagram is not a chirp of the configured shape. Every class is counted and
+/// the packet dropped; none corrupts a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Malformed {
+    /// The datagram is not exactly one header plus `samples` samples (or had no whole header,
+    /// or was longer than the receive buffer).
+    WrongSize,
+    /// The size is right but the header's `n_samples` is not the configured `samples`.
+    WrongSamples,
+    /// `chirp_id` is not below the configured `chirps`.
+    ChirpOutOfRange,
+    /// `channel_id` is not 0.
+    WrongChannel,
+}
+
+impl Malformed {
+    /// Every class, in the order [`classify`] checks them.
+    pub const ALL: [Malformed; 4] = [
+        Malformed::WrongSize,
+        Malformed::WrongSamples,
+        Malformed::ChirpOutOfRange,
+        Malformed::WrongChannel,
+    ];
+
+    /// The class's name in counters and on the command line: `wrong_size`, `wrong_samples`,
+    /// `chirp_out_of_range`, `wrong_channel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Malformed::WrongSize => "wrong_size",
+            Malformed::WrongSamples => "wrong_samples",
+            Malformed::ChirpOutOfRange => "chirp_out_of_range",
+            Malformed::WrongChannel => "wrong_channel",
+        }
+    }
+
+    /// The class named `name` (as [`Malformed::name`] spells it), if any.
+    pub fn from_name(name: &str) -> Option<Malformed> {
+        Malformed::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Makes a well-formed packet of `shape` (`samples >= 1`) malformed in exactly this way, so
+    /// that [`classify`] reports this class and no other: returns the header to send and how many
+    /// bytes of the chirp's payload to send after it.
+    ///
+    /// - `WrongSize`: the payload one sample short, header unchanged;
+    /// - `WrongSamples`: `n_samples` one more than the shape's;
+    /// - `ChirpOutOfRange`: `chirp_id` moved to `chirps + chirp_id` (saturating);
+    /// - `WrongChannel`: `channel_id` 1.
+    pub fn corrupt(self, header: ChirpHeader, shape: WireShape) -> (ChirpHeader, usize) {
+        let mut header = header;
+        let mut payload = shape.payload_bytes();
+        match self {
+            Malformed::WrongSize => payload = payload.saturating_sub(SAMPLE_BYTES),
+            Malformed::WrongSamples => header.n_samples = shape.samples.wrapping_add(1),
+            Malformed::ChirpOutOfRange => {
+                header.chirp_id = shape.chirps.saturating_add(header.chirp_id)
+            }
+            Malformed::WrongChannel => header.channel_id = 1,
+        }
+        (header, payload)
+    }
+}
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Classifies a received datagram of `len` bytes whose header is `header` (as
+/// [`ChirpHeader::read_from`] read it; `None` when the datagram was shorter than a header).
+/// `truncated` says the datagram was longer than the receive buffer, so `len` is not its size.
+///
+/// Checks, in this order: the size (`len != shape.packet_bytes()`, `truncated` or no header:
+/// [`Malformed::WrongSize`]), `n_samples != shape.samples`, `chirp_id >= shape.chirps`,
+/// `channel_id != 0`. The first that fails names the class; a packet passing all four is
+/// returned as its header. Never panics.
+pub fn classify(
+    header: Option<ChirpHeader>,
+    len: usize,
+    truncated: bool,
+    shape: WireShape,
+) -> Result<ChirpHeader, Malformed> {
+    let header = match header {
+        Some(h) if !truncated && len == shape.packet_bytes() => h,
+        _ => return Err(Malformed::WrongSize),
+    };
+    if header.n_samples != shape.samples {
+        Err(Malformed::WrongSamples)
+    } else if header.chirp_id >= shape.chirps {
+        Err(Malformed::ChirpOutOfRange)
+    } else if header.channel_id != 0 {
+        Err(Malformed::WrongChannel)
+    } else {
+        Ok(header)
+    }
+}
+
+/// Writes a whole packet, `header` then `payload`, into `out`.
+///
+/// # Panics
+/// If `out.len() != HEADER_BYTES + payload.len()`: the caller sizes its buffer from the
+/// shape, so a mismatch is a bug, not a network condition.
+pub fn encode(header: &ChirpHeader, payload: &[u8], out: &mut [u8]) {
+    assert_eq!(
+        out.len(),
+        HEADER_BYTES + payload.len(),
+        "packet buffer must hold a header and the payload exactly"
+    );
+    let (head, body) = out.split_at_mut(HEADER_BYTES);
+    let head: &mut [u8; HEADER_BYTES] = head
+        .try_into()
+        .expect("split_at_mut(HEADER_BYTES) yields HEADER_BYTES bytes");
+    header.write_to(head);
+    body.copy_from_slice(payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SHAPE: WireShape = WireShape {
+        samples: 1024,
+        chirps: 128,
+    };
+
+    fn good(chirp_id: u32) -> ChirpHeader {
+        ChirpHeader {
+            frame_id: 7,
+            chirp_id,
+            channel_id: 0,
+            n_samples: SHAPE.samples,
+        }
+    }
+
+    fn packet(header: &ChirpHeader, payload_len: usize) -> Vec<u8> {
+        let payload: Vec<u8> = (0..payload_len).map(|i| (i * 31 % 251) as u8).collect();
+        let mut out = vec![0xAA; HEADER_BYTES + payload_len];
+        encode(header, &payload, &mut out);
+        out
+    }
+
+    fn classify_bytes(bytes: &[u8], shape: WireShape) -> Result<ChirpHeader, Malformed> {
+        classify(ChirpHeader::read_from(bytes), bytes.len(), false, shape)
+    }
+
+    #[test]
+    fn sizes_match_the_workload() {
+        for (samples, bytes) in [(1024, 4160), (2048, 8256), (4096, 16448)] {
+            let shape = WireShape { samples, chirps: 1 };
+            assert_eq!(shape.payload_bytes(), samples as usize * 4);
+            assert_eq!(shape.packet_bytes(), bytes);
+        }
+        assert_eq!(SHAPE.frame_bytes(), 1024 * 128 * 4);
+    }
+
+    #[test]
+    fn header_layout_is_little_endian_then_zeros() {
+        let h = ChirpHeader {
+            frame_id: 0x0403_0201,
+            chirp_id: 0x0807_0605,
+            channel_id: 0x0C0B_0A09,
+            n_samples: 0x100F_0E0D,
+        };
+        let mut out = [0xFF; HEADER_BYTES];
+        h.write_to(&mut out);
+        let want: Vec<u8> = (1..=16).collect();
+        assert_eq!(&out[..16], &want[..]);
+        assert!(out[16..].iter().all(|&b| b == 0));
+        assert_eq!(ChirpHeader::read_from(&out), Some(h));
+    }
+
+    #[test]
+    fn read_from_needs_a_whole_header() {
+        let bytes = [0u8; HEADER_BYTES];
+        assert_eq!(ChirpHeader::read_from(&bytes[..HEADER_BYTES - 1]), None);
+        assert_eq!(ChirpHeader::read_from(&[]), None);
+        assert!(ChirpHeader::read_from(&bytes).is_some());
+    }
+
+    #[test]
+    fn encode_places_payload_after_header() {
+        let p = packet(&good(3), SHAPE.payload_bytes());
+        assert_eq!(p.len(), 4160);
+        assert_eq!(classify_bytes(&p, SHAPE), Ok(good(3)));
+        assert_eq!(p[HEADER_BYTES], 0);
+        assert_eq!(p[HEADER_BYTES + 1], 31);
+    }
+
+    #[test]
+    #[should_panic(expected = "packet buffer")]
+    fn encode_refuses_a_wrong_buffer() {
+        encode(&good(0), &[0; 8], &mut [0; HEADER_BYTES + 4]);
+    }
+
+    #[test]
+    fn each_class_in_check_order() {
+        let payload = SHAPE.payload_bytes();
+        let last = good(SHAPE.chirps - 1);
+        assert_eq!(classify_bytes(&packet(&last, payload), SHAPE), Ok(last));
+
+        // Size first: a short, a long, a truncated and a headerless datagram.
+        for len in [payload - 4, payload + 4, 0] {
+            let p = packet(&good(0), len);
+            assert_eq!(classify_bytes(&p, SHAPE), Err(Malformed::WrongSize));
+        }
+        let p = packet(&good(0), payload);
+        let read = ChirpHeader::read_from(&p);
+        assert_eq!(
+            classify(read, p.len(), true, SHAPE),
+            Err(Malformed::WrongSize)
+        );
+        assert_eq!(
+            classify(None, SHAPE.packet_bytes(), false, SHAPE),
+            Err(Malformed::WrongSize)
+        );
+
+        // Size wins over everything else being wrong too.
+        let all_bad = ChirpHeader {
+            frame_id: 0,
+            chirp_id: SHAPE.chirps,
+            channel_id: 3,
+            n_samples: SHAPE.samples + 1,
+        };
+        assert_eq!(
+            classify_bytes(&packet(&all_bad, payload + 4), SHAPE),
+            Err(Malformed::WrongSize)
+        );
+        assert_eq!(
+            classify_bytes(&packet(&all_bad, payload), SHAPE),
+            Err(Malformed::WrongSamples)
+        );
+        let h = ChirpHeader {
+            n_samples: SHAPE.samples,
+            ..all_bad
+        };
+        assert_eq!(
+            classify_bytes(&packet(&h, payload), SHAPE),
+            Err(Malformed::ChirpOutOfRange)
+        );
+        let h = ChirpHeader { chirp_id: 0, ..h };
+        assert_eq!(
+            classify_bytes(&packet(&h, payload), SHAPE),
+            Err(Malformed::WrongChannel)
+        );
+    }
+
+    #[test]
+    fn names_are_distinct_and_in_check_order() {
+        let names: Vec<&str> = Malformed::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "wrong_size",
+                "wrong_samples",
+                "chirp_out_of_range",
+                "wrong_channel"
+            ]
+        );
+        let mut sorted = Malformed::ALL;
+        sorted.sort();
+        assert_eq!(sorted, Malformed::ALL);
+        assert_eq!(Malformed::WrongChannel.to_string(), "wrong_channel");
+        for m in Malformed::ALL {
+            assert_eq!(Malformed::from_name(m.name()), Some(m));
+        }
+        assert_eq!(Malformed::from_name("wrong"), None);
+    }
+
+    /// A packet of `shape` made malformed in exactly the way `kind` names.
+    fn crafted(kind: Malformed, shape: WireShape, chirp: u32, frame_id: u32) -> Vec<u8> {
+        let good = ChirpHeader {
+            frame_id,
+            chirp_id: chirp,
+            channel_id: 0,
+            n_samples: shape.samples,
+        };
+        let (h, payload) = kind.corrupt(good, shape);
+        packet(&h, payload)
+    }
+
+    fn shapes() -> impl Strategy<Value = WireShape> {
+        (1u32..64, 1u32..300).prop_map(|(samples, chirps)| WireShape { samples, chirps })
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_bytes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..400),
+            cut in any::<prop::sample::Index>(),
+            truncated in any::<bool>(),
+            shape in shapes(),
+        ) {
+            for data in [&bytes[..], &bytes[..cut.index(bytes.len() + 1)]] {
+                let header = ChirpHeader::read_from(data);
+                prop_assert_eq!(header.is_some(), data.len() >= HEADER_BYTES);
+                let verdict = classify(header, data.len(), truncated, shape);
+                if let Ok(h) = verdict {
+                    prop_assert!(!truncated);
+                    prop_assert_eq!(data.len(), shape.packet_bytes());
+                    prop_assert_eq!(h.n_samples, shape.samples);
+                    prop_assert!(h.chirp_id < shape.chirps);
+                    prop_assert_eq!(h.channel_id, 0);
+                }
+            }
+        }
+
+        #[test]
+        fn header_round_trips(
+            frame_id in any::<u32>(),
+            chirp_id in any::<u32>(),
+            channel_id in any::<u32>(),
+            n_samples in any::<u32>(),
+            extra in proptest::collection::vec(any::<u8>(), 0..16),
+        ) {
+            let h = ChirpHeader { frame_id, chirp_id, channel_id, n_samples };
+            let mut bytes = vec![0u8; HEADER_BYTES + extra.len()];
+            encode(&h, &extra, &mut bytes);
+            prop_assert_eq!(ChirpHeader::read_from(&bytes), Some(h));
+        }
+
+        #[test]
+        fn crafted_packets_are_reported_under_their_own_name(
+            shape in shapes(),
+            chirp in any::<prop::sample::Index>(),
+            frame_id in any::<u32>(),
+        ) {
+            let chirp = chirp.index(shape.chirps as usize) as u32;
+            let good = ChirpHeader {
+                frame_id,
+                chirp_id: chirp,
+                channel_id: 0,
+                n_samples: shape.samples,
+            };
+            let p = packet(&good, shape.payload_bytes());
+            prop_assert_eq!(classify_bytes(&p, shape), Ok(good));
+            for kind in Malformed::ALL {
+                let p = crafted(kind, shape, chirp, frame_id);
+                prop_assert_eq!(classify_bytes(&p, shape), Err(kind));
+            }
+        }
+    }
+}

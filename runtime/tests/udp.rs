@@ -1,0 +1,250 @@
+//! The radar graph on a real packet stream over loopback: `kplace::sender` sends, the UDP
+//! receiver assembles, the CPU library processes, the verifier checks. Faults (loss,
+//! duplicates, reordering, malformed packets) are injected by the sender and must be counted
+//! exactly while every other frame verifies; a sender far faster than the pipeline must end
+//! in counted drops, never a wedge.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use kplace::abi::DetectionList;
+use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
+use kplace::graph::{Graph, Overrides};
+use kplace::placement::Placement;
+use kplace::plan::Plan;
+use kplace::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
+use kplace::udp::{FrameBuffers, UdpConfig, UdpSource};
+use kplace::wire::{Malformed, WireShape};
+use kplace_radar::{Cluster, Cpi, Scene, SceneConfig, Verifier, VerifyConfig};
+
+const CPI: Cpi = Cpi {
+    samples: 1024,
+    chirps: 128,
+};
+const SHAPE: WireShape = WireShape {
+    samples: 1024,
+    chirps: 128,
+};
+
+fn plan(slots: usize, workers: usize) -> Plan {
+    let root = support::workspace();
+    let overrides = Overrides {
+        dims: vec![
+            ("N".into(), CPI.samples as u64),
+            ("M".into(), CPI.chirps as u64),
+        ],
+        params: Vec::new(),
+    };
+    let graph = Graph::load(&root.join("graphs/radar.yaml"), &overrides).unwrap();
+    let text = format!(
+        "name: t\nlibraries: {{cpu: {}}}\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\nruntime: {{slots: {slots}, workers: {workers}}}\n",
+        support::cpu_library().display()
+    );
+    Plan::new(graph, Placement::parse(&text, Path::new("t.yaml")).unwrap()).unwrap()
+}
+
+fn scene_frames(scene: &Scene, count: u64) -> Vec<Vec<u8>> {
+    let mut iq = vec![[0i16; 2]; CPI.cells()];
+    (0..count)
+        .map(|f| {
+            scene.generate_frame(f, &mut iq).unwrap();
+            iq.iter()
+                .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
+                .flatten()
+                .collect()
+        })
+        .collect()
+}
+
+/// Verifies complete frames, records partial ones.
+struct Check {
+    verifier: Verifier,
+    complete: Vec<u64>,
+    partial: Vec<u64>,
+}
+
+impl FrameSink for Check {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        let list = DetectionList::parse(frame.sink(0)).map_err(|e| SinkError(e.to_string()))?;
+        let clusters: Vec<Cluster> = list
+            .records()
+            .map(|d| Cluster {
+                range_bin: d.range_bin,
+                doppler_bin: d.doppler_bin,
+                power: d.power,
+            })
+            .collect();
+        let verdict = self.verifier.check(frame.frame_id, &clusters);
+        if !verdict.passed() {
+            return Err(SinkError(format!(
+                "frame {} failed verification: {verdict:?}",
+                frame.frame_id
+            )));
+        }
+        self.complete.push(frame.frame_id);
+        Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        self.partial.push(frame.frame_id);
+        Ok(())
+    }
+}
+
+struct Outcome {
+    check: Check,
+    counters: kplace::udp::IngestCounters,
+    report: kplace::metrics::RunReport,
+}
+
+/// Loopback streams run one at a time: two in parallel on a two-core machine would starve
+/// each other's pipelines and turn paced runs into drops.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs `frames` frames through sender -> receiver -> pipeline.
+fn stream(frames: u64, pacing: Pacing, faults: Faults, slots: usize) -> Outcome {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scene = Scene::new(SceneConfig::new(CPI)).unwrap();
+    let prepared = scene_frames(&scene, 4);
+    let plan = plan(slots, 1);
+    let mut config = UdpConfig::new("127.0.0.1:0".parse().unwrap(), SHAPE);
+    config.frames = Some(frames);
+    config.idle_timeout = Duration::from_millis(500);
+    let mut source = UdpSource::bind(config).unwrap();
+    let dest: SocketAddr = source.local_addr().unwrap();
+    let mut check = Check {
+        verifier: Verifier::new(scene, VerifyConfig::for_cpi(CPI, 1e-6), frames)
+            .with_template_period(NonZeroU64::new(4).unwrap()),
+        complete: Vec::new(),
+        partial: Vec::new(),
+    };
+    let send_config = SenderConfig {
+        dest,
+        shape: SHAPE,
+        pacing,
+        frames: FrameCount::Frames(frames),
+        first_frame_id: 0,
+        faults,
+    };
+    let stop = AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        let sender = s.spawn(|| sender::send(&prepared, &send_config, &stop));
+        let report = executor::run(&plan, &mut source, &mut check);
+        sender.join().unwrap().unwrap();
+        report.unwrap()
+    });
+    Outcome {
+        check,
+        counters: source.counters().clone(),
+        report,
+    }
+}
+
+#[test]
+fn a_paced_stream_is_verified_frame_by_frame() {
+    // 100 CPI/s: far below what even a debug build sustains.
+    let out = stream(30, Pacing::CpiRate(100.0), Faults::default(), 4);
+    assert_eq!(out.check.complete, (0..30).collect::<Vec<_>>());
+    assert!(out.check.partial.is_empty());
+    let summary = out.check.verifier.summary();
+    assert!(summary.passed(out.check.verifier.config()), "{summary:?}");
+    assert_eq!(out.counters.accepted, 30 * 128);
+    assert_eq!(out.counters.complete_frames, 30);
+    assert_eq!(
+        out.counters.duplicates + out.counters.late + out.counters.dropped_packets,
+        0
+    );
+    assert!(out.counters.in_place > 0, "in-order chirps land in place");
+    assert_eq!(
+        out.report.post_cpi.count, 30,
+        "latency recorded for every frame"
+    );
+}
+
+#[test]
+fn loss_duplicates_reordering_and_malformed_packets_are_counted_exactly() {
+    let faults = Faults {
+        drop: BTreeSet::from([(3, 5), (7, 0), (7, 127), (12, 64)]),
+        duplicate: BTreeSet::from([(2, 9), (9, 100), (9, 101)]),
+        reorder: BTreeSet::from([4, 10]),
+        malformed: BTreeMap::from([
+            ((5, 17), Malformed::WrongSize),
+            ((6, 3), Malformed::WrongSamples),
+            ((8, 40), Malformed::ChirpOutOfRange),
+            ((11, 2), Malformed::WrongChannel),
+        ]),
+    };
+    let out = stream(16, Pacing::CpiRate(100.0), faults, 4);
+    // A dropped or malformed chirp leaves its frame partial; every other frame verifies.
+    let partial = vec![3, 5, 6, 7, 8, 11, 12];
+    assert_eq!(out.check.partial, partial);
+    let complete: Vec<u64> = (0..16).filter(|f| !partial.contains(f)).collect();
+    assert_eq!(out.check.complete, complete);
+    assert_eq!(out.report.partial_frames, 7);
+    let c = &out.counters;
+    assert_eq!(c.duplicates, 3);
+    for class in Malformed::ALL {
+        assert_eq!(c.malformed(class), 1, "{class:?}");
+    }
+    assert_eq!(c.accepted, 16 * 128 - 4 - 4);
+    assert_eq!((c.complete_frames, c.partial_frames), (9, 7));
+}
+
+#[test]
+fn a_sender_far_faster_than_the_pipeline_ends_in_counted_drops() {
+    // Bursting 300 frames into 2 slots: most must be dropped whole, none may wedge the run.
+    let out = stream(300, Pacing::Burst, Faults::default(), 2);
+    let c = &out.counters;
+    let accounted =
+        out.check.complete.len() as u64 + out.check.partial.len() as u64 + c.dropped_frames;
+    assert!(
+        c.dropped_frames > 0 || c.partial_frames > 0,
+        "a burst overruns two slots: {c:?}"
+    );
+    assert!(accounted <= 300, "{c:?}");
+    // Everything that completed verified (the sink fails the run otherwise), in order.
+    assert!(out.check.complete.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(out.report.dropped_frames, c.dropped_frames);
+    // Memory stays bounded: nothing grows with the frame count but the counters.
+    assert_eq!(out.report.frames, out.check.complete.len() as u64);
+}
+
+#[test]
+fn ingest_only_assembles_every_frame() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scene = Scene::new(SceneConfig::new(CPI)).unwrap();
+    let prepared = scene_frames(&scene, 2);
+    let mut config = UdpConfig::new("127.0.0.1:0".parse().unwrap(), SHAPE);
+    config.frames = Some(50);
+    config.first_frame_id = 7;
+    config.idle_timeout = Duration::from_millis(500);
+    let mut source = UdpSource::bind(config).unwrap();
+    let send_config = SenderConfig {
+        dest: source.local_addr().unwrap(),
+        shape: SHAPE,
+        pacing: Pacing::CpiRate(500.0),
+        frames: FrameCount::Frames(50),
+        first_frame_id: 7,
+        faults: Faults::default(),
+    };
+    let stop = AtomicBool::new(false);
+    let mut buffers = FrameBuffers::new(4, 128, SHAPE.payload_bytes()).unwrap();
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| sender::send(&prepared, &send_config, &stop));
+        source.receive(&mut buffers, SHAPE.payload_bytes()).unwrap();
+        sender.join().unwrap().unwrap();
+    });
+    let c = source.counters();
+    assert_eq!(c.complete_frames, 50);
+    assert_eq!(
+        (c.partial_frames, c.unexpected, c.malformed),
+        (0, 0, [0; 4])
+    );
+}

@@ -248,3 +248,64 @@ fn ingest_only_assembles_every_frame() {
         (0, 0, [0; 4])
     );
 }
+
+#[test]
+fn arbitrary_datagrams_are_counted_and_never_disturb_valid_frames() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scene = Scene::new(SceneConfig::new(CPI)).unwrap();
+    let prepared = scene_frames(&scene, 1);
+    let mut config = UdpConfig::new("127.0.0.1:0".parse().unwrap(), SHAPE);
+    config.frames = Some(3);
+    config.idle_timeout = Duration::from_millis(500);
+    let mut source = UdpSource::bind(config).unwrap();
+    let dest = source.local_addr().unwrap();
+    let mut buffers = FrameBuffers::new(4, 128, SHAPE.payload_bytes()).unwrap();
+    let garbage = 600u64;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            let mut next = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let mut datagram = vec![0u8; SHAPE.packet_bytes() + 64];
+            for i in 0..garbage {
+                // Random lengths, a third of them exactly a packet's, every byte random.
+                let len = if i % 3 == 0 {
+                    SHAPE.packet_bytes()
+                } else {
+                    (next() % datagram.len() as u64) as usize
+                };
+                for b in &mut datagram[..len] {
+                    *b = next() as u8;
+                }
+                socket.send_to(&datagram[..len], dest).unwrap();
+                if i % 50 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let send_config = SenderConfig {
+                dest,
+                shape: SHAPE,
+                pacing: Pacing::CpiRate(200.0),
+                frames: FrameCount::Frames(3),
+                first_frame_id: 0,
+                faults: Faults::default(),
+            };
+            sender::send(&prepared, &send_config, &AtomicBool::new(false)).unwrap();
+        });
+        source.receive(&mut buffers, SHAPE.payload_bytes()).unwrap();
+    });
+    let c = source.counters();
+    assert_eq!(c.complete_frames, 3, "{c:?}");
+    assert_eq!(c.accepted, 3 * 128, "{c:?}");
+    let refused: u64 = c.malformed.iter().sum::<u64>() + c.unexpected + c.late + c.duplicates;
+    assert_eq!(
+        refused, garbage,
+        "every random datagram is counted as refused: {c:?}"
+    );
+    assert!(c.malformed(Malformed::WrongSize) >= garbage / 2, "{c:?}");
+}

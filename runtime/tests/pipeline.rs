@@ -39,12 +39,7 @@ fn plan(cpi: Cpi, workers: usize, slots: usize) -> Plan {
 }
 
 fn frame_bytes(scene: &Scene, frame: u64) -> Vec<u8> {
-    let mut iq = vec![[0i16; 2]; scene.cpi().cells()];
-    scene.generate_frame(frame, &mut iq).unwrap();
-    iq.iter()
-        .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
-        .flatten()
-        .collect()
+    scene.frame_bytes(frame).unwrap()
 }
 
 #[derive(Default)]

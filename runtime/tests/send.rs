@@ -328,13 +328,7 @@ fn text(out: &Output) -> String {
 fn scene_bytes(frame: u64) -> Vec<u8> {
     let cpi: kplace_radar::Cpi = "256x16".parse().expect("cpi");
     let scene = kplace_radar::Scene::new(kplace_radar::SceneConfig::new(cpi)).expect("scene");
-    let mut samples = vec![[0i16; 2]; cpi.cells()];
-    scene.generate_frame(frame, &mut samples).expect("generate");
-    samples
-        .iter()
-        .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
-        .flatten()
-        .collect()
+    scene.frame_bytes(frame).expect("generate")
 }
 
 #[test]

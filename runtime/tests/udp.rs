@@ -51,16 +51,7 @@ fn plan(slots: usize, workers: usize) -> Plan {
 }
 
 fn scene_frames(scene: &Scene, count: u64) -> Vec<Vec<u8>> {
-    let mut iq = vec![[0i16; 2]; CPI.cells()];
-    (0..count)
-        .map(|f| {
-            scene.generate_frame(f, &mut iq).unwrap();
-            iq.iter()
-                .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
-                .flatten()
-                .collect()
-        })
-        .collect()
+    (0..count).map(|f| scene.frame_bytes(f).unwrap()).collect()
 }
 
 /// Verifies complete frames, records partial ones.

@@ -107,16 +107,8 @@ fn plan(args: &Args, cpi: Cpi, slots: usize) -> anyhow::Result<Plan> {
 }
 
 fn prepare(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
-    let mut iq = vec![[0i16; 2]; scene.cpi().cells()];
     (0..count)
-        .map(|f| {
-            scene.generate_frame(f, &mut iq).context("scene")?;
-            Ok(iq
-                .iter()
-                .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
-                .flatten()
-                .collect())
-        })
+        .map(|f| scene.frame_bytes(f).context("scene"))
         .collect()
 }
 

@@ -318,6 +318,22 @@ impl Scene {
         }));
     }
 
+    /// Frame `frame` as bytes, the way the source tensor and the wire carry it: chirp-major
+    /// int16 I/Q pairs, little endian (`4 * N * M` bytes; chirp `m` is bytes
+    /// `[4 N m, 4 N (m + 1))`).
+    ///
+    /// # Errors
+    /// As [`Scene::generate_frame`].
+    pub fn frame_bytes(&self, frame: u64) -> Result<Vec<u8>, SceneError> {
+        let mut samples = vec![[0i16; 2]; self.config.cpi.cells()];
+        self.generate_frame(frame, &mut samples)?;
+        Ok(samples
+            .iter()
+            .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
+            .flatten()
+            .collect())
+    }
+
     /// Writes frame `frame` into `out` (length `N * M`, chirp-major: `out[m * N + n]` is
     /// `[I, Q]` of chirp `m`, sample `n`).
     ///

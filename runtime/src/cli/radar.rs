@@ -90,18 +90,11 @@ pub fn check_graph_fits(graph: &Graph, cpi: Cpi) -> anyhow::Result<()> {
 
 /// Generates `count` scene frames as the source tensor's bytes (little-endian I, Q pairs).
 pub fn prepare_frames(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
-    let cells = scene.cpi().cells();
-    let mut samples = vec![[0i16; 2]; cells];
     (0..count)
         .map(|frame| {
             scene
-                .generate_frame(frame, &mut samples)
-                .with_context(|| format!("scene frame {frame}"))?;
-            Ok(samples
-                .iter()
-                .flat_map(|[i, q]| [i.to_le_bytes(), q.to_le_bytes()])
-                .flatten()
-                .collect())
+                .frame_bytes(frame)
+                .with_context(|| format!("scene frame {frame}"))
         })
         .collect()
 }

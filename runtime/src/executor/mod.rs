@@ -1,19 +1,21 @@
 //! The executor: frames flow from a [`Source`] through the plan's stages to a [`FrameSink`].
 //!
 //! Threads and their jobs:
-//! - the **source** thread writes packets straight into a free slot's source buffer through an
-//!   [`Ingest`], and launches each streamed tile as soon as its packets are present;
-//! - **workers** (the placement's `workers`, optionally pinned) run launches; the worker that
-//!   finishes a stage's last launch makes its successors ready, so no central scheduler sits
-//!   between stages;
-//! - the calling thread is the **collector**: it hands completed frames to the sink in the
-//!   order they began, records their latency, and returns their slots to the source.
+//! - the **source** thread opens frames in free slots through an [`Ingest`], writes packets
+//!   straight into their places, and launches each streamed tile as soon as its packets are
+//!   present;
+//! - **workers** (the placement's `workers`, optionally pinned) run launches, later stages of
+//!   frames in flight before newer tiles; the worker that finishes a stage's last launch makes
+//!   its successors ready, so no central scheduler sits between stages;
+//! - the calling thread is the **collector**: it hands every frame to the sink, processed or
+//!   partial, in the order frames began, records latency, and returns slots to the source.
 //!
 //! Guarantees: at most `slots` frames are in flight, each with its own buffers and kernel
 //! states; nothing is allocated per frame or per launch (tasks are small values in bounded
-//! channels sized so that sends never block); a launch runs only once every tensor it reads is
-//! complete. A kernel failure or a sink error stops the run and is returned; the source sees the
-//! stop at its next frame.
+//! queues sized so that sends never block); a launch runs only once every tensor it reads is
+//! complete; a slot is reused only once no launch of its frame runs. A kernel failure, a sink
+//! error or a source error stops the run and is returned; the source sees the stop at its
+//! next frame.
 
 mod ingest;
 mod schedule;

@@ -17,6 +17,7 @@ pub mod placement;
 pub mod plan;
 pub mod plugin;
 pub mod pool;
+pub mod rate;
 pub mod sender;
 pub mod source;
 pub mod udp;

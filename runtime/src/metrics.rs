@@ -155,9 +155,12 @@ pub struct StageReport {
 pub struct RunReport {
     /// Frames completed and handed to the sink.
     pub frames: u64,
-    /// From the first frame's start to the last frame's delivery.
+    /// Of those, frames after the warm-up: the ones the rate, latency and CPU figures cover.
+    pub measured_frames: u64,
+    /// The measured window: from the first frame's first packet (or, after a warm-up, the
+    /// last warm-up frame's delivery) to the last frame's delivery.
     pub wall: Duration,
-    /// Process CPU time (user + system) over the run.
+    /// Process CPU time (user + system) over the measured window.
     pub cpu: Duration,
     /// Per stage, in graph order.
     pub stages: Vec<StageReport>,
@@ -176,11 +179,11 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Frames per second over the wall time.
+    /// Measured frames per second over the measured window.
     pub fn frames_per_second(&self) -> f64 {
         let secs = self.wall.as_secs_f64();
         if secs > 0.0 {
-            self.frames as f64 / secs
+            self.measured_frames as f64 / secs
         } else {
             0.0
         }

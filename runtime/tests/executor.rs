@@ -360,3 +360,17 @@ fn frames_with_missing_packets_complete_as_partial_in_order_and_free_their_slots
         }
     }
 }
+
+#[test]
+fn a_warm_up_is_processed_but_left_out_of_the_figures() {
+    let plan = plan(2, 3, "");
+    let mut source = FrameReplay::new(frames(3, 4), 40);
+    let mut sink = Collect::default();
+    let options = executor::RunOptions { warmup_frames: 10 };
+    let report = executor::run_with(&plan, &mut source, &mut sink, &options).unwrap();
+    assert_eq!(report.frames, 40, "warm-up frames are still processed and delivered");
+    assert_eq!(sink.frames.len(), 40);
+    assert_eq!(report.measured_frames, 30);
+    assert_eq!(report.post_cpi.count, 30);
+    assert_eq!(report.end_to_end.count, 30);
+}

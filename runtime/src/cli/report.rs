@@ -57,11 +57,12 @@ pub fn to_json(
         "source": facts.source,
         "frames_expected": facts.frames_expected,
         "frames": report.frames,
+        "measured_frames": report.measured_frames,
         "partial_frames": report.partial_frames,
         "dropped_frames": report.dropped_frames,
         "wall_s": wall,
         "throughput_cpi_per_s": report.frames_per_second(),
-        "input_gbit_per_s": if wall > 0.0 { report.frames as f64 * frame_bytes * 8.0 / wall / 1e9 } else { 0.0 },
+        "input_gbit_per_s": if wall > 0.0 { report.measured_frames as f64 * frame_bytes * 8.0 / wall / 1e9 } else { 0.0 },
         "cores_used": report.cores_used(),
         "slot_waits": report.slot_waits,
         "stages": report.stages.iter().map(|s| json!({

@@ -57,6 +57,9 @@ pub struct RunArgs {
     /// Frames to process (with a UDP source: frames expected, wire ids from --first-frame-id).
     #[arg(long, default_value_t = 200)]
     frames: u64,
+    /// Frames processed and verified but left out of the rate, latency and CPU figures.
+    #[arg(long, default_value_t = 0)]
+    warmup_frames: u64,
     /// Where frames come from: `replay` (the scene, in memory) or `udp://HOST:PORT`.
     #[arg(long, default_value = "replay")]
     source: SourceArg,
@@ -150,7 +153,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, None) => unreachable!("one source is always built"),
     };
 
-    let report = executor::run(&plan, source, &mut sink)?;
+    let options = executor::RunOptions {
+        warmup_frames: args.warmup_frames,
+    };
+    let report = executor::run_with(&plan, source, &mut sink, &options)?;
     print!("{report}");
     if let Some(udp) = &udp {
         print_counters(udp.counters());

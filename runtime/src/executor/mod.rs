@@ -204,6 +204,24 @@ pub fn run(
     source: &mut dyn Source,
     sink: &mut dyn FrameSink,
 ) -> Result<RunReport, RunError> {
+    run_with(plan, source, sink, &RunOptions::default())
+}
+
+/// How a run measures itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Frames (in the order they began) processed but left out of the rate, latency and CPU
+    /// figures: caches, page faults and a sender settling in are not what a sustained run is.
+    pub warmup_frames: u64,
+}
+
+/// [`run`], measuring only after `options.warmup_frames` frames.
+pub fn run_with(
+    plan: &Plan,
+    source: &mut dyn Source,
+    sink: &mut dyn FrameSink,
+    options: &RunOptions,
+) -> Result<RunReport, RunError> {
     let schedule = Schedule::new(plan);
     let mut pools = plan
         .pools
@@ -259,7 +277,7 @@ pub fn run(
                 .send(Event::SourceEnded(result, ingest.begun, ingest.dropped));
         });
 
-        let collected = collect(shared, &event_rx, free_tx, sink);
+        let collected = collect(shared, &event_rx, free_tx, sink, options.warmup_frames);
 
         shared.stopping.store(true, Ordering::Release);
         let source_joined = source_thread.join();
@@ -275,12 +293,14 @@ pub fn run(
         }
     })?;
 
-    let wall = outcome.last_delivery.saturating_sub(outcome.first_start);
+    let window_start = outcome.window_start.unwrap_or(outcome.first_start);
+    let wall = outcome.last_delivery.saturating_sub(window_start);
     let frames = outcome.frames;
     Ok(RunReport {
         frames,
+        measured_frames: outcome.measured,
         wall,
-        cpu: process_cpu_time().saturating_sub(cpu_before),
+        cpu: process_cpu_time().saturating_sub(outcome.cpu_at_window_start.unwrap_or(cpu_before)),
         stages: plan
             .stages
             .iter()
@@ -363,6 +383,12 @@ fn worker(
 struct Collected {
     /// Frames processed by every stage.
     frames: u64,
+    /// Of those, frames delivered after the warm-up.
+    measured: u64,
+    /// When the warm-up ended (the last warm-up frame's delivery) and the CPU time then;
+    /// `None` without a warm-up.
+    window_start: Option<Duration>,
+    cpu_at_window_start: Option<Duration>,
     /// Frames that ended with packets missing.
     partial: u64,
     /// Frames the source dropped for want of a free slot.
@@ -380,9 +406,13 @@ fn collect(
     events: &Receiver<Event>,
     free: Sender<usize>,
     sink: &mut dyn FrameSink,
+    warmup: u64,
 ) -> Result<Collected, RunError> {
     let mut out = Collected {
         frames: 0,
+        measured: 0,
+        window_start: None,
+        cpu_at_window_start: None,
         partial: 0,
         dropped: 0,
         first_start: Duration::MAX,
@@ -426,14 +456,17 @@ fn collect(
                 out.partial += 1;
                 sink.partial(&PartialFrame { frame_id, sequence })
             } else {
-                let done = shared.now_ns();
-                let first = s.first_packet_ns.load(Ordering::Relaxed);
-                let last = s.last_packet_ns.load(Ordering::Relaxed);
-                out.post_cpi.record(done.saturating_sub(last));
-                out.trend
-                    .record(done as f64 * 1e-9, done.saturating_sub(last) as f64 * 1e-9);
-                out.end_to_end.record(done.saturating_sub(first));
-                out.first_start = out.first_start.min(Duration::from_nanos(first));
+                if sequence >= warmup {
+                    let done = shared.now_ns();
+                    let first = s.first_packet_ns.load(Ordering::Relaxed);
+                    let last = s.last_packet_ns.load(Ordering::Relaxed);
+                    out.post_cpi.record(done.saturating_sub(last));
+                    out.trend
+                        .record(done as f64 * 1e-9, done.saturating_sub(last) as f64 * 1e-9);
+                    out.end_to_end.record(done.saturating_sub(first));
+                    out.first_start = out.first_start.min(Duration::from_nanos(first));
+                    out.measured += 1;
+                }
                 out.frames += 1;
                 sink.frame(&CompletedFrame {
                     frame_id,
@@ -446,6 +479,10 @@ fn collect(
                 return fail(e.into());
             }
             out.last_delivery = shared.start.elapsed();
+            if warmup > 0 && sequence + 1 == warmup {
+                out.window_start = Some(out.last_delivery);
+                out.cpu_at_window_start = Some(process_cpu_time());
+            }
             s.reset(&shared.schedule);
             let _ = free.send(slot);
         }

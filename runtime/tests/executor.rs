@@ -368,7 +368,10 @@ fn a_warm_up_is_processed_but_left_out_of_the_figures() {
     let mut sink = Collect::default();
     let options = executor::RunOptions { warmup_frames: 10 };
     let report = executor::run_with(&plan, &mut source, &mut sink, &options).unwrap();
-    assert_eq!(report.frames, 40, "warm-up frames are still processed and delivered");
+    assert_eq!(
+        report.frames, 40,
+        "warm-up frames are still processed and delivered"
+    );
     assert_eq!(sink.frames.len(), 40);
     assert_eq!(report.measured_frames, 30);
     assert_eq!(report.post_cpi.count, 30);

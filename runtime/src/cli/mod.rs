@@ -1,6 +1,7 @@
 //! Command-line interface: one module per subcommand, plus the radar application glue.
 
 mod args;
+mod bisect;
 mod plan;
 mod radar;
 mod report;
@@ -29,6 +30,10 @@ enum Command {
     Run(run::RunArgs),
     /// Send a generated scene's chirps as UDP packets: open loop, paced or in a burst.
     Send(send::SendArgs),
+    /// Find the highest input rate each placement sustains: paced trials, gated by
+    /// correctness and latency, bisected and confirmed.
+    #[command(name = "bisect-rate")]
+    BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.
     Verify(verify::VerifyArgs),
 }
@@ -41,5 +46,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::main(args),
         Command::Send(args) => send::main(args),
         Command::Verify(args) => verify::main(args),
+        Command::BisectRate(args) => bisect::main(args),
     }
 }

@@ -1,0 +1,78 @@
+//! A short real search: all-cpu at 1024x128 over loopback with small windows. It must pass
+//! K/K at a positive rate and have failed above it; a placement that cannot run is skipped
+//! with the planner's reason.
+
+mod support;
+
+use std::process::Command;
+
+#[test]
+fn a_short_search_finds_a_confirmed_rate_with_a_tested_failure_above_it() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let (_gpu_dir, gpu) = support::write_temp(
+        "gpu.yaml",
+        "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: gpu}\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .current_dir(support::workspace())
+        .args([
+            "bisect-rate",
+            "--cpi",
+            "1024x128",
+            "--warmup-s",
+            "0.1",
+            "--window-s",
+            "0.3",
+        ])
+        .args(["--tolerance", "0.1", "--confirm", "2", "--max-trials", "30"])
+        .arg("--placements")
+        .arg(format!("placements/all-cpu.yaml,{}", gpu.display()))
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("| all-cpu | 1024x128 |"), "{stdout}");
+    assert!(
+        stdout.contains("| gpu | 1024x128 | skipped: ") && stdout.contains("placed on gpu:0"),
+        "{stdout}"
+    );
+
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    let result = &json["results"][0];
+    let sustained = result["sustained_cpi_per_s"]
+        .as_f64()
+        .expect("a sustained rate");
+    assert!(sustained > 0.0);
+    let trials = result["trials"].as_array().unwrap();
+    let passes_at = |r: f64| {
+        trials
+            .iter()
+            .filter(|t| t["rate"].as_f64() == Some(r) && t["passed"] == true)
+            .count()
+    };
+    assert!(passes_at(sustained) >= 2, "confirmed K/K at {sustained}");
+    assert!(
+        trials
+            .iter()
+            .any(|t| t["passed"] == false && t["rate"].as_f64().unwrap() > sustained),
+        "a failure above the result was tested: {trials:?}"
+    );
+    assert!(
+        json["results"][1]["skipped"]
+            .as_str()
+            .unwrap()
+            .contains("gpu")
+    );
+    assert!(
+        out_dir
+            .path()
+            .join("trials-all-cpu-1024x128-0.csv")
+            .is_file()
+    );
+}

@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bounds;
 pub mod executor;
 pub mod graph;
 pub mod metrics;

@@ -76,3 +76,77 @@ fn a_short_search_finds_a_confirmed_rate_with_a_tested_failure_above_it() {
             .is_file()
     );
 }
+
+#[test]
+fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
+    // kplace's own receiver, run as an outside command: it only has to listen, write
+    // detections in the documented format, and exit.
+    let kplace = env!("CARGO_BIN_EXE_kplace");
+    let sut = format!(
+        "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
+         --scene-frames 16 --idle-timeout-s 1 --detections {{detections}}"
+    );
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(kplace)
+        .current_dir(support::workspace())
+        .args([
+            "bisect-rate",
+            "--cpi",
+            "1024x128",
+            "--warmup-s",
+            "0.1",
+            "--window-s",
+            "0.3",
+        ])
+        .args([
+            "--tolerance",
+            "0.2",
+            "--confirm",
+            "2",
+            "--max-trials",
+            "30",
+            "--bounds",
+        ])
+        .args(["--sut-cmd", &sut])
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| sut | 1024x128 |") && stdout.contains("sustained / min(bounds)"),
+        "{stdout}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    let result = &json["results"][0];
+    assert!(
+        result["sustained_cpi_per_s"]
+            .as_f64()
+            .expect("a sustained rate")
+            > 0.0,
+        "{result}"
+    );
+    assert!(
+        result["bounds"]["ingest_only_cpi_per_s"]
+            .as_f64()
+            .expect("ingest-only bound")
+            > 0.0
+    );
+    assert!(
+        result["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["latency_measured"] == false)
+    );
+    let svg = std::fs::read_to_string(out_dir.path().join("bisect-rate.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("sut 1024x128"),
+        "the plot names its series"
+    );
+}

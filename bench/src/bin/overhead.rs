@@ -9,16 +9,13 @@
 //! ```
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use kplace::abi::{Tensor, Tile};
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
-use kplace::graph::{Graph, Overrides, StageId};
+use kplace::graph::{Graph, Overrides};
 use kplace::placement::Placement;
-use kplace::plan::{Plan, tensor_desc};
-use kplace::pool::Pool;
+use kplace::plan::Plan;
 use kplace::source::FrameReplay;
 use kplace_radar::{Cpi, Scene, SceneConfig};
 
@@ -63,7 +60,11 @@ fn main() -> anyhow::Result<()> {
         let mut kernel_only = Vec::new();
         let mut runtime = vec![Vec::new(); plans.len()];
         for round in 0..args.rounds {
-            kernel_only.push(kernel_only_rate(&plans[0], &frames, args.frames)?);
+            kernel_only.push(kplace::bounds::kernel_only_rate(
+                &plans[0],
+                &frames,
+                args.frames,
+            )?);
             for (rates, plan) in runtime.iter_mut().zip(&plans) {
                 rates.push(runtime_rate(plan, &frames, args.frames)?);
             }
@@ -110,62 +111,6 @@ fn prepare(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
     (0..count)
         .map(|f| scene.frame_bytes(f).context("scene"))
         .collect()
-}
-
-/// The plan's kernels launched in graph order on this thread, on buffers of one slot.
-fn kernel_only_rate(plan: &Plan, frames: &[Vec<u8>], count: u64) -> anyhow::Result<f64> {
-    let graph = &plan.graph;
-    let mut buffers = Vec::new();
-    let mut tensors = Vec::new();
-    for (i, t) in graph.tensors.iter().enumerate() {
-        let mut pool = Pool::host(t.name.clone(), t.bytes, 1)?;
-        let block = pool.take().context("pool")?;
-        tensors.push(Tensor {
-            desc: tensor_desc(t, plan.edges[i].space),
-            data: block.ptr.cast(),
-        });
-        buffers.push(pool);
-    }
-    let mut stages = Vec::new();
-    for p in &plan.stages {
-        let spec = graph.stage(p.stage);
-        let state = plan.create_state(StageId(p.stage.0))?;
-        let mut ws = Pool::host("ws", state.workspace_bytes(), 1)?;
-        let block = ws.take().context("workspace")?;
-        let inputs: Vec<Tensor> = spec.inputs.iter().map(|t| tensors[t.0]).collect();
-        let outputs: Vec<Tensor> = spec.outputs.iter().map(|t| tensors[t.0]).collect();
-        let extent = graph.tensor(spec.inputs[0]).shape[spec.split.map_or(0, |s| s.axis)];
-        let tile = spec.split.map_or(extent, |s| s.tile);
-        stages.push((state, inputs, outputs, ws, block, extent, tile));
-    }
-    let source = tensors[graph.source.tensor.0];
-    let started = Instant::now();
-    for f in 0..count {
-        let frame = &frames[(f % frames.len() as u64) as usize];
-        // The copy a receiver makes, as the runtime's source does.
-        // SAFETY: the source buffer holds exactly one frame.
-        unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), source.data.cast::<u8>(), frame.len())
-        };
-        for (state, inputs, outputs, _, block, extent, tile) in &stages {
-            for begin in (0..*extent).step_by(*tile as usize) {
-                // SAFETY: buffers and workspace are sized by the plan; launches run one at a time.
-                unsafe {
-                    state.launch(
-                        inputs,
-                        outputs,
-                        (block.ptr.cast(), block.bytes),
-                        std::ptr::null_mut(),
-                        Tile {
-                            begin,
-                            count: *tile,
-                        },
-                    )
-                }?;
-            }
-        }
-    }
-    Ok(count as f64 / started.elapsed().as_secs_f64())
 }
 
 struct Discard;

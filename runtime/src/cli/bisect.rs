@@ -6,12 +6,16 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::plot::{self, PlotPoint, Series};
+use kplace::bounds;
 use kplace::graph::{Graph, Overrides};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
@@ -19,8 +23,9 @@ use kplace::rate::{
     Failure, Gates, LatencyBound, Phase, SearchConfig, SearchError, TrialMeasurement, Verdict,
     judge, search,
 };
-use kplace_radar::Cpi;
+use kplace_radar::{Cpi, Scene, SceneConfig, Verifier, VerifyConfig, read_detections};
 use serde_json::{Value, json};
+use std::num::NonZeroU64;
 
 /// Options of `kplace bisect-rate`.
 #[derive(Debug, Args)]
@@ -64,6 +69,16 @@ pub struct BisectArgs {
     /// Noise seed of the scene.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also measure, in the same run, the bounds the result is judged against: the receiver
+    /// alone (ingest only, burst) and the kernels alone (one thread, no runtime).
+    #[arg(long)]
+    bounds: bool,
+    /// Measure another receiver instead of kplace: a shell command that listens on
+    /// 127.0.0.1:{port}, takes {frames} frames of CPI {cpi} ({samples} x {chirps}), writes its
+    /// detections in kplace's detection format to {detections}, and exits. Placeholders are
+    /// replaced; kplace's sender, verifier and search judge it (latency is not measured).
+    #[arg(long, value_name = "COMMAND")]
+    sut_cmd: Option<String>,
 }
 
 /// One trial as run: the search's record plus what was measured.
@@ -84,66 +99,129 @@ enum TrialError {
     Spawn(String),
 }
 
+/// Child processes of the trial running now, killed on Ctrl-C.
+#[derive(Clone, Default)]
+struct Children(Arc<Mutex<Vec<u32>>>);
+
+impl Children {
+    fn add(&self, pid: u32) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    }
+    fn remove(&self, pid: u32) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != pid);
+    }
+    fn kill_all(&self) {
+        for &pid in self.0.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: kill has no memory effects; a pid that already exited is harmless here
+            // because it is removed from the list right after it is waited for.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+    }
+}
+
+/// What is searched: a kplace placement, or another receiver's command.
+enum System {
+    Placement(PathBuf),
+    Command(String),
+}
+
+impl System {
+    fn name(&self) -> String {
+        match self {
+            System::Placement(path) => placement_name(path),
+            System::Command(_) => "sut".to_string(),
+        }
+    }
+}
+
 /// Runs the sweep, prints the table, writes JSON and CSV.
 pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
+    let children = Children::default();
     {
-        let stop = Arc::clone(&stop);
-        // A second handler would fail if `kplace send`'s were installed; this process has none.
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst));
+        let (stop, children) = (Arc::clone(&stop), children.clone());
+        // Stop between trials; end the running trial's processes now. The results so far are
+        // written as usual.
+        let _ = ctrlc::set_handler(move || {
+            stop.store(true, Ordering::SeqCst);
+            children.kill_all();
+        });
     }
-    let placements = placement_files(&args.placements)?;
+    let systems: Vec<System> = match &args.sut_cmd {
+        Some(cmd) => vec![System::Command(cmd.clone())],
+        None => placement_files(&args.placements)?
+            .into_iter()
+            .map(System::Placement)
+            .collect(),
+    };
     fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
+    let ctx = Trials {
+        exe: &exe,
+        args: &args,
+        children: &children,
+    };
     let mut rows = Vec::new();
     let mut results = Vec::new();
-    'sweep: for placement in &placements {
+    let mut series = Vec::new();
+    'sweep: for system in &systems {
         for &cpi in &args.cpi {
-            if let Err(reason) = plannable(&args.graph, placement, cpi) {
-                eprintln!(
-                    "bisect-rate: {} at {cpi}: skipped: {reason:#}",
-                    placement.display()
-                );
-                results.push(json!({"placement": placement.display().to_string(), "cpi": cpi.to_string(), "skipped": format!("{reason:#}")}));
+            let name = system.name();
+            if let System::Placement(placement) = system
+                && let Err(reason) = plannable(&args.graph, placement, cpi)
+            {
+                eprintln!("bisect-rate: {name} at {cpi}: skipped: {reason:#}");
+                results.push(json!({"system": name, "cpi": cpi.to_string(), "skipped": format!("{reason:#}")}));
                 rows.push(format!(
-                    "| {} | {cpi} | skipped: {reason:#} | | | | | |",
-                    placement_name(placement)
+                    "| {name} | {cpi} | skipped: {reason:#} | | | | | |"
                 ));
                 continue;
             }
+            let bounds = if args.bounds {
+                Some(measure_bounds(&ctx, system, cpi)?)
+            } else {
+                None
+            };
             for repeat in 0..args.repeat {
-                let mut runs: Vec<TrialRun> = Vec::new();
-                let start = args.start_rate.unwrap_or(1.0 / cpi.period_s());
-                let mut config = SearchConfig::new(start);
-                config.tolerance = args.tolerance;
-                config.confirm = args.confirm;
-                config.max_trials = args.max_trials;
-                let gates = Gates {
-                    latency_bound: match args.latency_bound_ms {
-                        Some(ms) => LatencyBound::Fixed(Duration::from_secs_f64(ms / 1e3)),
-                        None => LatencyBound::OneCpiPeriod,
-                    },
-                    ..Gates::default()
+                let label = if args.repeat > 1 {
+                    format!("{name} #{repeat}")
+                } else {
+                    name.clone()
                 };
-                let outcome = search(&config, |rate, phase| {
+                let progress = ProgressBar::new_spinner();
+                progress.set_style(
+                    ProgressStyle::with_template("{spinner} {prefix} {wide_msg} [{elapsed}]")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                progress.set_prefix(format!("{label} {cpi}"));
+                progress.enable_steady_tick(Duration::from_millis(200));
+                let mut runs: Vec<TrialRun> = Vec::new();
+                let dir = args.out.join(format!("{name}-{cpi}-{repeat}"));
+                let outcome = search(&search_config(&args, cpi), |rate, phase| {
                     if stop.load(Ordering::SeqCst) {
                         return Err(TrialError::Interrupted);
                     }
                     let index = runs.len();
-                    let dir = args
-                        .out
-                        .join(format!("{}-{cpi}-{repeat}", placement_name(placement)));
-                    let run = trial(&exe, &args, placement, cpi, rate, &dir, index, &gates)?;
-                    eprintln!(
-                        "bisect-rate: {} {cpi} #{repeat} trial {index}: {rate:.1} CPI/s ({phase}): {}",
-                        placement_name(placement),
+                    progress.set_message(format!("trial {index}: {rate:.1} CPI/s ({phase})"));
+                    let run = match system {
+                        System::Placement(placement) => {
+                            trial(&ctx, placement, cpi, rate, &dir, index)?
+                        }
+                        System::Command(cmd) => sut_trial(&ctx, cmd, cpi, rate, &dir, index)?,
+                    };
+                    progress.println(format!(
+                        "{label} {cpi} trial {index}: {rate:.1} CPI/s ({phase}): {}",
                         run.verdict
-                    );
+                    ));
                     let verdict = run.verdict.clone();
                     runs.push(TrialRun { phase, ..run });
                     Ok(verdict)
                 });
+                progress.finish_and_clear();
                 let (result, interrupted) = match outcome {
                     Ok(result) => (result, false),
                     Err(SearchError::Trial { partial, cause }) => {
@@ -158,54 +236,87 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                         .find(|t| t.rate == r && t.verdict.is_pass())
                         .and_then(|t| t.report.clone())
                 });
-                let row = table_row(
-                    placement,
+                rows.push(table_row(
+                    &label,
                     cpi,
-                    repeat,
                     result.sustained,
                     at_result.as_ref(),
+                    bounds,
                     runs.len(),
                     &result.outcome.to_string(),
-                );
-                rows.push(row);
+                ));
                 results.push(json!({
-                    "placement": placement.display().to_string(),
+                    "system": name,
+                    "placement": match system { System::Placement(p) => Some(p.display().to_string()), System::Command(_) => None },
+                    "sut_cmd": match system { System::Command(c) => Some(c.clone()), System::Placement(_) => None },
                     "cpi": cpi.to_string(),
                     "repeat": repeat,
                     "sustained_cpi_per_s": result.sustained,
                     "highest_pass": result.highest_pass,
                     "lowest_fail": result.lowest_fail,
                     "outcome": result.outcome.to_string(),
+                    "bounds": bounds.map(|b| json!({"ingest_only_cpi_per_s": b.ingest_only, "kernel_only_cpi_per_s": b.kernel_only})),
                     "trials": runs.iter().map(|t| json!({
                         "rate": t.rate,
                         "phase": t.phase.to_string(),
                         "passed": t.verdict.is_pass(),
                         "failures": t.verdict.failures.iter().map(Failure::to_string).collect::<Vec<_>>(),
                         "measurement": t.measurement,
+                        "latency_measured": t.report.is_some(),
                     })).collect::<Vec<_>>(),
                 }));
-                write_csv(&args.out, placement, cpi, repeat, &runs)?;
+                write_csv(&args.out, &name, cpi, repeat, &runs)?;
+                series.push(Series {
+                    label: format!("{label} {cpi}"),
+                    points: runs
+                        .iter()
+                        .map(|t| PlotPoint {
+                            rate: t.rate,
+                            p99_ms: t
+                                .report
+                                .as_ref()
+                                .and_then(|r| r["latency"]["post_cpi"]["p99_ms"].as_f64()),
+                            passed: t.verdict.is_pass(),
+                        })
+                        .collect(),
+                    sustained: result.sustained,
+                });
                 if interrupted {
                     break 'sweep;
                 }
             }
         }
     }
+    let bounds_header = if args.bounds {
+        " ingest-only CPI/s | kernel-only CPI/s | sustained / min(bounds) |"
+    } else {
+        ""
+    };
     println!(
-        "| placement | CPI | sustained CPI/s | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, outcome |"
+        "| system | CPI | sustained CPI/s | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, outcome |{bounds_header}"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "|---|---|---|---|---|---|---|---|{}",
+        if args.bounds { "---|---|---|" } else { "" }
+    );
     for row in &rows {
         println!("{row}");
     }
-    let machine = machine_facts();
+    let svg_path = args.out.join("bisect-rate.svg");
+    plot::write_svg(
+        &svg_path,
+        "post-CPI p99 latency against offered rate",
+        &series,
+    )?;
     let json_path = args.out.join("bisect-rate.json");
-    let text = serde_json::to_string_pretty(&json!({"machine": machine, "results": results}))?;
+    let text =
+        serde_json::to_string_pretty(&json!({"machine": machine_facts(), "results": results}))?;
     fs::write(&json_path, text + "\n")
         .with_context(|| format!("cannot write {}", json_path.display()))?;
     eprintln!(
-        "bisect-rate: results in {} and {}/trials-*.csv",
+        "bisect-rate: results in {}, {} and {}/trials-*.csv",
         json_path.display(),
+        svg_path.display(),
         args.out.display()
     );
     Ok(if stop.load(Ordering::SeqCst) {
@@ -213,6 +324,39 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What every trial needs from the sweep.
+struct Trials<'a> {
+    exe: &'a Path,
+    args: &'a BisectArgs,
+    children: &'a Children,
+}
+
+fn search_config(args: &BisectArgs, cpi: Cpi) -> SearchConfig {
+    let mut config = SearchConfig::new(args.start_rate.unwrap_or(1.0 / cpi.period_s()));
+    config.tolerance = args.tolerance;
+    config.confirm = args.confirm;
+    config.max_trials = args.max_trials;
+    config
+}
+
+fn gates(args: &BisectArgs) -> Gates {
+    Gates {
+        latency_bound: match args.latency_bound_ms {
+            Some(ms) => LatencyBound::Fixed(Duration::from_secs_f64(ms / 1e3)),
+            None => LatencyBound::OneCpiPeriod,
+        },
+        ..Gates::default()
+    }
+}
+
+/// Frames of a trial at `rate`: warm-up and measured window.
+fn trial_frames(args: &BisectArgs, rate: f64) -> (u64, u64) {
+    (
+        ((rate * args.warmup_s).ceil() as u64).max(10),
+        ((rate * args.window_s).ceil() as u64).max(30),
+    )
 }
 
 fn placement_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
@@ -263,27 +407,23 @@ fn plannable(graph: &Path, placement: &Path, cpi: Cpi) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
 fn trial(
-    exe: &Path,
-    args: &BisectArgs,
+    ctx: &Trials<'_>,
     placement: &Path,
     cpi: Cpi,
     rate: f64,
     dir: &Path,
     index: usize,
-    gates: &Gates,
 ) -> Result<TrialRun, TrialError> {
+    let args = ctx.args;
     fs::create_dir_all(dir)
         .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
-    let warmup = ((rate * args.warmup_s).ceil() as u64).max(10);
-    let measured = ((rate * args.window_s).ceil() as u64).max(30);
+    let (warmup, measured) = trial_frames(args, rate);
     let frames = warmup + measured;
     let report_path = dir.join(format!("trial-{index}.json"));
     let _ = fs::remove_file(&report_path);
-    let spawn_error =
-        |what: &str, e: std::io::Error| TrialError::Spawn(format!("cannot start {what}: {e}"));
-    let mut receiver = Command::new(exe)
+    let mut receiver = Command::new(ctx.exe)
         .args([
             "run",
             "--source",
@@ -314,48 +454,26 @@ fn trial(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| spawn_error("the receiver", e))?;
+        .map_err(|e| TrialError::Spawn(format!("cannot start the receiver: {e}")))?;
+    ctx.children.add(receiver.id());
     let port = match listening_port(&mut receiver) {
         Ok(port) => port,
         Err(stderr) => {
             let _ = receiver.kill();
             let _ = receiver.wait();
+            ctx.children.remove(receiver.id());
             return Ok(failed(
                 rate,
                 format!("the receiver did not start: {stderr}"),
             ));
         }
     };
-    let sent = Command::new(exe)
-        .args([
-            "send",
-            "--dest",
-            &format!("127.0.0.1:{port}"),
-            "--cpi",
-            &cpi.to_string(),
-        ])
-        .args(["--seed", &args.seed.to_string(), "--scene-frames", "16"])
-        .args([
-            "--frames",
-            &frames.to_string(),
-            "--rate",
-            &format!("{rate}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| spawn_error("the sender", e))?;
-    let status = receiver
-        .wait()
-        .map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
-    if !sent.status.success() {
-        return Ok(failed(
-            rate,
-            format!(
-                "the sender failed: {}",
-                String::from_utf8_lossy(&sent.stderr).trim()
-            ),
-        ));
+    let sent = send(ctx, port, cpi, rate, frames);
+    let status = receiver.wait();
+    ctx.children.remove(receiver.id());
+    let status = status.map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
+    if let Err(why) = sent? {
+        return Ok(failed(rate, why));
     }
     let report: Value = match fs::read_to_string(&report_path)
         .ok()
@@ -370,13 +488,314 @@ fn trial(
         }
     };
     let measurement = measure(&report, rate, frames);
-    let verdict = judge(&measurement, gates);
+    let verdict = judge(&measurement, &gates(args));
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
         verdict,
         measurement: Some(measurement),
         report: Some(report),
+    })
+}
+
+/// Runs `kplace send` to `port`; the inner error is the sender's own failure (a failed trial).
+fn send(
+    ctx: &Trials<'_>,
+    port: u16,
+    cpi: Cpi,
+    rate: f64,
+    frames: u64,
+) -> Result<Result<(), String>, TrialError> {
+    let sender = Command::new(ctx.exe)
+        .args([
+            "send",
+            "--dest",
+            &format!("127.0.0.1:{port}"),
+            "--cpi",
+            &cpi.to_string(),
+        ])
+        .args(["--seed", &ctx.args.seed.to_string(), "--scene-frames", "16"])
+        .args([
+            "--frames",
+            &frames.to_string(),
+            "--rate",
+            &format!("{rate}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the sender: {e}")))?;
+    ctx.children.add(sender.id());
+    let id = sender.id();
+    let out = sender.wait_with_output();
+    ctx.children.remove(id);
+    let out = out.map_err(|e| TrialError::Spawn(format!("waiting for the sender: {e}")))?;
+    Ok(if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the sender failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    })
+}
+
+/// One trial of another receiver, run by `command` with its placeholders replaced; judged by
+/// verifying the detections file it writes. Without timestamps from the receiver, latency is
+/// not measured and the processed rate is the offered rate scaled by the frames reported.
+fn sut_trial(
+    ctx: &Trials<'_>,
+    command: &str,
+    cpi: Cpi,
+    rate: f64,
+    dir: &Path,
+    index: usize,
+) -> Result<TrialRun, TrialError> {
+    let args = ctx.args;
+    fs::create_dir_all(dir)
+        .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
+    let (warmup, measured) = trial_frames(args, rate);
+    let frames = warmup + measured;
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| TrialError::Spawn(format!("cannot pick a port: {e}")))?;
+    let detections = dir.join(format!("trial-{index}.det"));
+    let _ = fs::remove_file(&detections);
+    let text = command
+        .replace("{port}", &port.to_string())
+        .replace("{frames}", &frames.to_string())
+        .replace("{cpi}", &cpi.to_string())
+        .replace("{samples}", &cpi.samples.to_string())
+        .replace("{chirps}", &cpi.chirps.to_string())
+        .replace("{detections}", &detections.display().to_string());
+    let log = fs::File::create(dir.join(format!("trial-{index}.log")))
+        .map_err(|e| TrialError::Spawn(format!("cannot create a log in {}: {e}", dir.display())))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| TrialError::Spawn(e.to_string()))?;
+    let mut sut = Command::new("sh")
+        .args(["-c", &text])
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the system under test: {e}")))?;
+    ctx.children.add(sut.id());
+    let finish = |sut: &mut Child, outcome: TrialRun| {
+        let _ = sut.kill();
+        let _ = sut.wait();
+        ctx.children.remove(sut.id());
+        Ok(outcome)
+    };
+    if !wait_udp_listener(port, &mut sut) {
+        return finish(
+            &mut sut,
+            failed(
+                rate,
+                format!("the system under test never listened on port {port}"),
+            ),
+        );
+    }
+    if let Err(why) = send(ctx, port, cpi, rate, frames)? {
+        return finish(&mut sut, failed(rate, why));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let exited = loop {
+        match sut.try_wait() {
+            Ok(Some(_)) => break true,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            _ => break false,
+        }
+    };
+    if !exited {
+        return finish(
+            &mut sut,
+            failed(
+                rate,
+                "the system under test did not exit within 30 s of the last packet".into(),
+            ),
+        );
+    }
+    ctx.children.remove(sut.id());
+    let verifier = match verify_file(args, cpi, frames, &detections) {
+        Ok(v) => v,
+        Err(e) => return Ok(failed(rate, format!("{e:#}"))),
+    };
+    let summary = verifier.summary();
+    let completed = frames.saturating_sub(summary.frames_missing);
+    let measurement = TrialMeasurement {
+        offered_rate: rate,
+        frames_sent: frames,
+        frames_completed: completed,
+        partial_frames: 0,
+        dropped_frames: 0,
+        frames_failed_verification: summary.frames_failed
+            + summary.duplicate_reports
+            + summary.unexpected_reports,
+        processed_rate: rate * completed as f64 / frames as f64,
+        post_cpi_p99: Duration::ZERO,
+        post_cpi_trend: 0.0,
+        window: Duration::from_secs_f64(frames as f64 / rate),
+    };
+    let gates = Gates {
+        latency_bound: LatencyBound::Fixed(Duration::MAX),
+        ..gates(args)
+    };
+    let verdict = judge(&measurement, &gates);
+    Ok(TrialRun {
+        rate,
+        phase: Phase::ProbeUp,
+        verdict,
+        measurement: Some(measurement),
+        report: None,
+    })
+}
+
+/// Waits until something listens on UDP `port` (it appears in /proc/net/udp), or `child` exits.
+fn wait_udp_listener(port: u16, child: &mut Child) -> bool {
+    let needle = format!(":{port:04X} ");
+    for _ in 0..200 {
+        let listening = ["/proc/net/udp", "/proc/net/udp6"].iter().any(|f| {
+            fs::read_to_string(f).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .is_some_and(|a| format!("{a} ").contains(&needle))
+                })
+            })
+        });
+        if listening {
+            return true;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow::Result<Verifier> {
+    let file = fs::File::open(path).with_context(|| {
+        format!(
+            "the system under test wrote no detections to {}",
+            path.display()
+        )
+    })?;
+    let (file_cpi, reports) = read_detections(BufReader::new(file), &path.display().to_string())?;
+    if file_cpi != cpi {
+        bail!("{} reports CPI {file_cpi}, not {cpi}", path.display());
+    }
+    let mut config = SceneConfig::new(cpi);
+    config.seed = args.seed;
+    let scene = Scene::new(config)?;
+    let period = NonZeroU64::new(16).unwrap_or(NonZeroU64::MIN);
+    let mut verifier =
+        Verifier::new(scene, VerifyConfig::for_cpi(cpi, 1e-6), frames).with_template_period(period);
+    for report in &reports {
+        verifier.check(report.frame_id, &report.clusters);
+    }
+    Ok(verifier)
+}
+
+/// The receiver alone and the kernels alone, measured before a system's searches.
+#[derive(Clone, Copy)]
+struct Bounds {
+    ingest_only: Option<f64>,
+    kernel_only: Option<f64>,
+}
+
+fn measure_bounds(ctx: &Trials<'_>, system: &System, cpi: Cpi) -> anyhow::Result<Bounds> {
+    let frames = 2000u64;
+    let mut receiver = Command::new(ctx.exe)
+        .args([
+            "run",
+            "--source",
+            "udp://127.0.0.1:0",
+            "--idle-timeout-s",
+            "1",
+            "--ingest-only",
+        ])
+        .args(["--cpi", &cpi.to_string(), "--frames", &frames.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start the ingest-only receiver")?;
+    ctx.children.add(receiver.id());
+    let ingest_only = match listening_port(&mut receiver) {
+        Ok(port) => {
+            let burst = Command::new(ctx.exe)
+                .args([
+                    "send",
+                    "--dest",
+                    &format!("127.0.0.1:{port}"),
+                    "--cpi",
+                    &cpi.to_string(),
+                    "--burst",
+                ])
+                .args(["--frames", &frames.to_string(), "--scene-frames", "16"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let id = receiver.id();
+            let out = receiver.wait_with_output();
+            ctx.children.remove(id);
+            let text = out
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            burst.ok().filter(|s| s.success()).and_then(|_| {
+                text.split(" CPI/s")
+                    .next()
+                    .and_then(|t| t.rsplit(' ').next())
+                    .and_then(|v| v.parse().ok())
+            })
+        }
+        Err(_) => {
+            let _ = receiver.kill();
+            let _ = receiver.wait();
+            ctx.children.remove(receiver.id());
+            None
+        }
+    };
+    let kernel_only = match system {
+        System::Placement(placement) => {
+            let overrides = Overrides {
+                dims: vec![
+                    ("N".into(), cpi.samples as u64),
+                    ("M".into(), cpi.chirps as u64),
+                ],
+                params: Vec::new(),
+            };
+            let plan = Plan::new(
+                Graph::load(&ctx.args.graph, &overrides)?,
+                Placement::load(placement)?,
+            )?;
+            let mut config = SceneConfig::new(cpi);
+            config.seed = ctx.args.seed;
+            let scene = Scene::new(config)?;
+            let prepared = (0..4)
+                .map(|f| scene.frame_bytes(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            // About a second of frames, from a short first measurement.
+            let probe = bounds::kernel_only_rate(&plan, &prepared, 8)?;
+            Some(bounds::kernel_only_rate(
+                &plan,
+                &prepared,
+                (probe as u64).clamp(8, 5000),
+            )?)
+        }
+        System::Command(_) => None,
+    };
+    eprintln!(
+        "bisect-rate: bounds at {cpi}: ingest only {}, kernels only {}",
+        ingest_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s")),
+        kernel_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s"))
+    );
+    Ok(Bounds {
+        ingest_only,
+        kernel_only,
     })
 }
 
@@ -439,45 +858,57 @@ fn measure(report: &Value, rate: f64, frames_sent: u64) -> TrialMeasurement {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn table_row(
-    placement: &Path,
+    label: &str,
     cpi: Cpi,
-    repeat: u32,
     sustained: Option<f64>,
     report: Option<&Value>,
+    bounds: Option<Bounds>,
     trials: usize,
     outcome: &str,
 ) -> String {
-    let name = placement_name(placement);
-    let label = if repeat > 0 {
-        format!("{name} #{repeat}")
-    } else {
-        name
-    };
-    match (sustained, report) {
+    let num = |v: &Value| v.as_f64().map_or("n/a".to_string(), |x| format!("{x:.2}"));
+    let mut row = match (sustained, report) {
         (Some(rate), Some(r)) => format!(
-            "| {label} | {cpi} | {rate:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {trials}, {outcome} |",
-            r["input_gbit_per_s"].as_f64().unwrap_or(0.0),
-            r["latency"]["post_cpi"]["p50_ms"].as_f64().unwrap_or(0.0),
-            r["latency"]["post_cpi"]["p999_ms"].as_f64().unwrap_or(0.0),
-            r["cores_used"].as_f64().unwrap_or(0.0),
+            "| {label} | {cpi} | {rate:.1} | {} | {} | {} | {} | {trials}, {outcome} |",
+            num(&r["input_gbit_per_s"]),
+            num(&r["latency"]["post_cpi"]["p50_ms"]),
+            num(&r["latency"]["post_cpi"]["p999_ms"]),
+            num(&r["cores_used"]),
+        ),
+        (Some(rate), None) => format!(
+            "| {label} | {cpi} | {rate:.1} | {:.2} | n/a | n/a | n/a | {trials}, {outcome} |",
+            rate * (cpi.cells() * 4 * 8) as f64 / 1e9
         ),
         _ => format!("| {label} | {cpi} | none | | | | | {trials}, {outcome} |"),
+    };
+    if let Some(b) = bounds {
+        let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.1}"));
+        let least = [b.ingest_only, b.kernel_only]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+        let ratio = match (sustained, least) {
+            (Some(s), Some(l)) if l > 0.0 => format!("{:.3}", s / l),
+            _ => "n/a".into(),
+        };
+        row += &format!(
+            " {} | {} | {ratio} |",
+            show(b.ingest_only),
+            show(b.kernel_only)
+        );
     }
+    row
 }
 
 fn write_csv(
     out: &Path,
-    placement: &Path,
+    name: &str,
     cpi: Cpi,
     repeat: u32,
     runs: &[TrialRun],
 ) -> anyhow::Result<()> {
-    let path = out.join(format!(
-        "trials-{}-{cpi}-{repeat}.csv",
-        placement_name(placement)
-    ));
+    let path = out.join(format!("trials-{name}-{cpi}-{repeat}.csv"));
     let mut file =
         fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
     writeln!(

@@ -3,6 +3,7 @@
 mod args;
 mod bisect;
 mod plan;
+mod plot;
 mod radar;
 mod report;
 mod run;

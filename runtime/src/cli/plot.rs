@@ -36,7 +36,6 @@ const PALETTE: [RGBColor; 10] = [
 const MARKER: i32 = 4;
 
 /// One trial of a rate search.
-#[allow(dead_code)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlotPoint {
     /// Offered rate, CPI/s.
@@ -48,7 +47,6 @@ pub struct PlotPoint {
 }
 
 /// The trials of one placement and CPI shape.
-#[allow(dead_code)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     /// Legend label, e.g. "all-cpu 1024x128 #0".
@@ -64,7 +62,6 @@ pub struct Series {
 /// factor of 20. Passing trials are filled circles, failing ones crosses; trials without a
 /// measurement are drawn as failures on the top edge. Measured points of a series are joined by a
 /// thin line in rate order, and its sustained rate is a dashed vertical line with a label.
-#[allow(dead_code)]
 pub fn write_svg(path: &Path, title: &str, series: &[Series]) -> Result<()> {
     let xs: Vec<f64> = series
         .iter()

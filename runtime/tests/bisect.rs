@@ -150,3 +150,50 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
         "the plot names its series"
     );
 }
+
+#[test]
+fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .current_dir(support::workspace())
+        .args([
+            "bisect-rate",
+            "--cpi",
+            "1024x128",
+            "--warmup-s",
+            "1",
+            "--window-s",
+            "20",
+        ])
+        .arg("--out")
+        .arg(out_dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Mid-trial: sender and receiver are running a 21-second stream.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "the running trial's processes were ended, not waited out"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["results"][0]["outcome"], "interrupted", "{json}");
+    assert!(
+        json["results"][0]["trials"].as_array().unwrap().is_empty(),
+        "the trial cut short is not recorded as a failure: {json}"
+    );
+}

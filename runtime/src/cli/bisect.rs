@@ -213,6 +213,10 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                         }
                         System::Command(cmd) => sut_trial(&ctx, cmd, cpi, rate, &dir, index)?,
                     };
+                    // A trial cut short by Ctrl-C measured nothing: it is not a failure.
+                    if stop.load(Ordering::SeqCst) {
+                        return Err(TrialError::Interrupted);
+                    }
                     progress.println(format!(
                         "{label} {cpi} trial {index}: {rate:.1} CPI/s ({phase}): {}",
                         run.verdict
@@ -302,6 +306,12 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     for row in &rows {
         println!("{row}");
     }
+    if args.repeat > 1 {
+        println!();
+        for line in spreads(&results) {
+            println!("{line}");
+        }
+    }
     let svg_path = args.out.join("bisect-rate.svg");
     plot::write_svg(
         &svg_path,
@@ -324,6 +334,39 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Per system and CPI searched more than once: the sustained rates' spread.
+fn spreads(results: &[Value]) -> Vec<String> {
+    let mut groups: Vec<(String, String, Vec<f64>)> = Vec::new();
+    for r in results {
+        let (Some(system), Some(cpi)) = (r["system"].as_str(), r["cpi"].as_str()) else {
+            continue;
+        };
+        let rate = r["sustained_cpi_per_s"].as_f64();
+        match groups.iter_mut().find(|(s, c, _)| s == system && c == cpi) {
+            Some((_, _, rates)) => rates.extend(rate),
+            None => groups.push((
+                system.to_string(),
+                cpi.to_string(),
+                rate.into_iter().collect(),
+            )),
+        }
+    }
+    groups
+        .into_iter()
+        .filter(|(_, _, rates)| rates.len() > 1)
+        .map(|(system, cpi, mut rates)| {
+            rates.sort_by(f64::total_cmp);
+            let median = rates[rates.len() / 2];
+            let (low, high) = (rates[0], rates[rates.len() - 1]);
+            format!(
+                "spread {system} {cpi}: {} searches, min {low:.1}, median {median:.1}, max {high:.1} CPI/s, (max - min) / median {:.1}%",
+                rates.len(),
+                (high - low) / median * 100.0
+            )
+        })
+        .collect()
 }
 
 /// What every trial needs from the sweep.

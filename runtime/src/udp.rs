@@ -102,6 +102,8 @@ pub struct IngestCounters {
     pub unexpected: u64,
     /// The socket receive buffer the kernel granted, in bytes.
     pub recv_buffer: usize,
+    /// From the first batch of packets to the last: the time the receiver was receiving.
+    pub receiving: Duration,
 }
 
 impl IngestCounters {
@@ -348,6 +350,7 @@ impl<'c, F> Receiver<'c, F> {
         // SAFETY: mmsghdr is plain data; zero is a valid (empty) value for every field.
         let mut messages: Vec<libc::mmsghdr> =
             vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch];
+        let mut first_packet: Option<Instant> = None;
         let mut last_packet: Option<Instant> = None;
         loop {
             if store.stopping() || self.all_accounted() {
@@ -401,7 +404,9 @@ impl<'c, F> Receiver<'c, F> {
                 }
             }
             let now = Instant::now();
+            let first = *first_packet.get_or_insert(now);
             last_packet = Some(now);
+            self.counters.receiving = now.duration_since(first);
             self.absorb(store, &messages[..n as usize], now);
         }
         // Whatever is still open ends now, partial unless complete.

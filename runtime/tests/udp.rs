@@ -234,6 +234,10 @@ fn ingest_only_assembles_every_frame() {
     });
     let c = source.counters();
     assert_eq!(c.complete_frames, 50);
+    assert!(
+        c.receiving > Duration::ZERO && c.receiving < Duration::from_secs(60),
+        "{c:?}"
+    );
     assert_eq!(
         (c.partial_frames, c.unexpected, c.malformed),
         (0, 0, [0; 4])

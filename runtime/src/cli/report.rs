@@ -92,6 +92,7 @@ pub fn to_json(
             "complete_frames": c.complete_frames,
             "partial_frames": c.partial_frames,
             "socket_receive_buffer_bytes": c.recv_buffer,
+            "receiving_s": c.receiving.as_secs_f64(),
         })),
         "clusters_per_frame": facts.clusters as f64 / report.frames.max(1) as f64,
         "verification": {

@@ -223,14 +223,11 @@ fn bind(args: &RunArgs, addr: SocketAddr, cpi: Cpi) -> anyhow::Result<UdpSource>
 fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Result<ExitCode> {
     let payload = cpi.samples * 4;
     let mut buffers = FrameBuffers::new(4, cpi.chirps as u64, payload)?;
-    let started = Instant::now();
     source.receive(&mut buffers, payload)?;
     let counters = source.counters();
-    // The run ends an idle timeout after the last packet; rate is over the receiving time.
-    let busy = started
-        .elapsed()
-        .saturating_sub(Duration::from_secs_f64(args.idle_timeout_s))
-        .max(Duration::from_micros(1));
+    // From the first packet to the last: neither the wait for the sender nor the idle
+    // timeout counts.
+    let busy = counters.receiving.max(Duration::from_micros(1));
     let frames = counters.complete_frames;
     println!(
         "ingest only: {frames} complete frames in {:.3} s: {:.1} CPI/s, {:.2} Gbit/s of packets",

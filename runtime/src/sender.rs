@@ -71,6 +71,11 @@ pub struct SenderConfig {
     pub first_frame_id: u32,
     /// Packets to drop, duplicate, reorder or corrupt.
     pub faults: Faults,
+    /// Zero: sleep, then spin to each deadline (packets go out on time, at the cost of a core
+    /// when they are tens of microseconds apart). Otherwise: never spin; wake at most every
+    /// `tick` and send what is due, so packets leave up to about `tick` late, never early, and
+    /// the sender mostly sleeps.
+    pub tick: Duration,
 }
 
 /// When each packet is due, relative to the start of the run. A frame's packets occupy `M`
@@ -318,7 +323,9 @@ pub fn send(
         let Some(next) = cursor.peek(monotonic_ns().saturating_sub(start)) else {
             break;
         };
-        if matches!(clock, Clock::Interval { .. }) && !wait_until(start + next.offset_ns, stop) {
+        if matches!(clock, Clock::Interval { .. })
+            && !wait_until(start + next.offset_ns, config.tick, stop)
+        {
             report.stopped = true;
             break;
         }
@@ -530,10 +537,14 @@ fn setsockopt_int(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Res
     }
 }
 
-/// Sleeps until [`SPIN_BEFORE`] ahead of `deadline_ns`, then spins to it. False when `stop`
-/// was set while sleeping.
-fn wait_until(deadline_ns: u64, stop: &AtomicBool) -> bool {
-    let spin_ns = SPIN_BEFORE.as_nanos() as u64;
+/// Sleeps until [`SPIN_BEFORE`] ahead of `deadline_ns`, then spins to it; with a non-zero
+/// `tick`, sleeps at least `tick` at a time and never spins. False when `stop` was set.
+fn wait_until(deadline_ns: u64, tick: Duration, stop: &AtomicBool) -> bool {
+    let spin_ns = if tick.is_zero() {
+        SPIN_BEFORE.as_nanos() as u64
+    } else {
+        0
+    };
     loop {
         let now = monotonic_ns();
         if now >= deadline_ns {
@@ -544,7 +555,10 @@ fn wait_until(deadline_ns: u64, stop: &AtomicBool) -> bool {
             if stop.load(Ordering::Relaxed) {
                 return false;
             }
-            std::thread::sleep(Duration::from_nanos(left - spin_ns).min(MAX_SLEEP));
+            let nap = Duration::from_nanos(left - spin_ns)
+                .max(tick)
+                .min(MAX_SLEEP);
+            std::thread::sleep(nap);
         } else {
             std::hint::spin_loop();
         }
@@ -895,6 +909,7 @@ mod tests {
             frames,
             first_frame_id: u32::MAX - 1,
             faults,
+            tick: Duration::ZERO,
         }
     }
 

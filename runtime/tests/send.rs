@@ -101,6 +101,7 @@ fn config(dest: SocketAddr, pacing: Pacing, frames: FrameCount) -> SenderConfig 
         frames,
         first_frame_id: 0,
         faults: Faults::default(),
+        tick: Duration::ZERO,
     }
 }
 
@@ -459,4 +460,40 @@ fn cli_refuses_bad_options() {
             text(&out)
         );
     }
+}
+
+#[test]
+fn a_pacing_tick_sends_everything_late_never_early() {
+    // With a tick the sender sleeps between wake-ups instead of spinning: every packet still
+    // goes out, and none before its deadline.
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut config = config(
+        receiver.local_addr().unwrap(),
+        Pacing::CpiRate(200.0),
+        FrameCount::Frames(3),
+    );
+    config.tick = Duration::from_micros(200);
+    let frames = prepared(1, SHAPE);
+    let report = sender::send(&frames, &config, &AtomicBool::new(false)).unwrap();
+    let chirps = SHAPE.chirps;
+    assert_eq!(report.packets, 3 * u64::from(chirps));
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = Vec::new();
+    for _ in 0..3 * chirps {
+        let n = receiver.recv(&mut buf).unwrap();
+        let header = kplace::wire::ChirpHeader::read_from(&buf[..n]).unwrap();
+        got.push((header.frame_id, header.chirp_id));
+    }
+    got.sort_unstable();
+    let want: Vec<(u32, u32)> = (0..3)
+        .flat_map(|f| (0..chirps).map(move |c| (f, c)))
+        .collect();
+    assert_eq!(got, want, "every packet, once");
+    // Never early: the whole run takes at least the schedule's length (3 frames at 200/s,
+    // the last chirp due one slot before 15 ms).
+    let last_due = Duration::from_micros(15_000 - 5_000 / u64::from(chirps));
+    assert!(report.elapsed >= last_due, "{:?}", report.elapsed);
 }

@@ -123,6 +123,7 @@ fn stream(frames: u64, pacing: Pacing, faults: Faults, slots: usize) -> Outcome 
         frames: FrameCount::Frames(frames),
         first_frame_id: 0,
         faults,
+        tick: Duration::ZERO,
     };
     let stop = AtomicBool::new(false);
     let report = std::thread::scope(|s| {
@@ -224,6 +225,7 @@ fn ingest_only_assembles_every_frame() {
         frames: FrameCount::Frames(50),
         first_frame_id: 7,
         faults: Faults::default(),
+        tick: Duration::ZERO,
     };
     let stop = AtomicBool::new(false);
     let mut buffers = FrameBuffers::new(4, 128, SHAPE.payload_bytes()).unwrap();
@@ -289,6 +291,7 @@ fn arbitrary_datagrams_are_counted_and_never_disturb_valid_frames() {
                 frames: FrameCount::Frames(3),
                 first_frame_id: 0,
                 faults: Faults::default(),
+                tick: Duration::ZERO,
             };
             sender::send(&prepared, &send_config, &AtomicBool::new(false)).unwrap();
         });

@@ -69,6 +69,11 @@ pub struct BisectArgs {
     /// Noise seed of the scene.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The sender's pacing tick in microseconds: 0 spins to each chirp's deadline (exact, but
+    /// takes a core); a tick sleeps between wake-ups and sends what is due, leaving the cores
+    /// to the system under test at the cost of chirps up to about a tick late.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    sender_tick_us: u64,
     /// Also measure, in the same run, the bounds the result is judged against: the receiver
     /// alone (ingest only, burst) and the kernels alone (one thread, no runtime).
     #[arg(long)]

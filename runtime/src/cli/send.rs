@@ -39,6 +39,11 @@ pub struct SendArgs {
     /// Send as fast as the socket takes packets.
     #[arg(long)]
     burst: bool,
+    /// Wake at most every this many microseconds and send what is due, instead of spinning to
+    /// each packet's deadline: packets leave up to about this late (never early) and the
+    /// sender sleeps instead of taking a core [default: 0, spin].
+    #[arg(long, value_name = "US", default_value_t = 0, conflicts_with = "burst")]
+    pacing_tick_us: u64,
     /// Frames to send [default: 100].
     #[arg(long, value_name = "N", conflicts_with = "duration")]
     frames: Option<u64>,
@@ -170,6 +175,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         frames,
         first_frame_id: args.first_frame_id,
         faults,
+        tick: Duration::from_micros(args.pacing_tick_us),
     };
     config.check().context("kplace send")?;
     // Fail on an unwritable times file before the run, not after it.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace::graph::{Graph, Overrides};
+use kplace::graph::Graph;
 use kplace::placement::Placement;
 use kplace_radar::scene::{default_targets, high_snr_targets};
 use kplace_radar::{Cpi, Scene, SceneConfig, Target};
@@ -52,13 +52,10 @@ impl GraphArgs {
         cpi: Cpi,
         extra_params: &[(String, String, String)],
     ) -> anyhow::Result<(Graph, Placement)> {
-        let overrides = Overrides {
-            dims: vec![
-                ("N".into(), cpi.samples as u64),
-                ("M".into(), cpi.chirps as u64),
-            ],
-            params: self.sets.iter().chain(extra_params).cloned().collect(),
-        };
+        let overrides = super::radar::cpi_overrides(
+            cpi,
+            self.sets.iter().chain(extra_params).cloned().collect(),
+        );
         let graph = Graph::load(&self.graph, &overrides)?;
         let mut placement = Placement::load(&self.placement)?;
         if let Some(slots) = self.slots {

@@ -15,8 +15,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::plot::{self, PlotPoint, Series};
+use super::radar;
 use kplace::bounds;
-use kplace::graph::{Graph, Overrides};
+use kplace::graph::Graph;
 use kplace::placement::Placement;
 use kplace::plan::Plan;
 use kplace::rate::{
@@ -177,7 +178,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
         for &cpi in &args.cpi {
             let name = system.name();
             if let System::Placement(placement) = system
-                && let Err(reason) = plannable(&args.graph, placement, cpi)
+                && let Err(reason) = plan_for(&args.graph, placement, cpi)
             {
                 eprintln!("bisect-rate: {name} at {cpi}: skipped: {reason:#}");
                 results.push(json!({"system": name, "cpi": cpi.to_string(), "skipped": format!("{reason:#}")}));
@@ -441,18 +442,15 @@ fn placement_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// Plans once here, so that a placement that cannot run (a GPU placement without a GPU) is
-/// reported as skipped with the planner's reason instead of failing every trial.
-fn plannable(graph: &Path, placement: &Path, cpi: Cpi) -> anyhow::Result<()> {
-    let overrides = Overrides {
-        dims: vec![
-            ("N".into(), cpi.samples as u64),
-            ("M".into(), cpi.chirps as u64),
-        ],
-        params: Vec::new(),
-    };
-    Plan::new(Graph::load(graph, &overrides)?, Placement::load(placement)?)?;
-    Ok(())
+/// The plan of `placement` at `cpi`. Planned once before a system's searches, so that a
+/// placement that cannot run (a GPU placement without a GPU) is reported as skipped with the
+/// planner's reason instead of failing every trial.
+fn plan_for(graph: &Path, placement: &Path, cpi: Cpi) -> anyhow::Result<Plan> {
+    let overrides = radar::cpi_overrides(cpi, Vec::new());
+    Ok(Plan::new(
+        Graph::load(graph, &overrides)?,
+        Placement::load(placement)?,
+    )?)
 }
 
 /// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
@@ -725,6 +723,13 @@ fn wait_udp_listener(port: u16, child: &mut Child) -> bool {
     false
 }
 
+/// The scene every trial sends: the default targets at `cpi`, with the sweep's seed.
+fn scene(args: &BisectArgs, cpi: Cpi) -> anyhow::Result<Scene> {
+    let mut config = SceneConfig::new(cpi);
+    config.seed = args.seed;
+    Ok(Scene::new(config)?)
+}
+
 fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow::Result<Verifier> {
     let file = fs::File::open(path).with_context(|| {
         format!(
@@ -736,9 +741,7 @@ fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow:
     if file_cpi != cpi {
         bail!("{} reports CPI {file_cpi}, not {cpi}", path.display());
     }
-    let mut config = SceneConfig::new(cpi);
-    config.seed = args.seed;
-    let scene = Scene::new(config)?;
+    let scene = scene(args, cpi)?;
     let period = NonZeroU64::new(16).unwrap_or(NonZeroU64::MIN);
     let mut verifier =
         Verifier::new(scene, VerifyConfig::for_cpi(cpi, 1e-6), frames).with_template_period(period);
@@ -809,20 +812,8 @@ fn measure_bounds(ctx: &Trials<'_>, system: &System, cpi: Cpi) -> anyhow::Result
     };
     let kernel_only = match system {
         System::Placement(placement) => {
-            let overrides = Overrides {
-                dims: vec![
-                    ("N".into(), cpi.samples as u64),
-                    ("M".into(), cpi.chirps as u64),
-                ],
-                params: Vec::new(),
-            };
-            let plan = Plan::new(
-                Graph::load(&ctx.args.graph, &overrides)?,
-                Placement::load(placement)?,
-            )?;
-            let mut config = SceneConfig::new(cpi);
-            config.seed = ctx.args.seed;
-            let scene = Scene::new(config)?;
+            let plan = plan_for(&ctx.args.graph, placement, cpi)?;
+            let scene = scene(ctx.args, cpi)?;
             let prepared = (0..4)
                 .map(|f| scene.frame_bytes(f))
                 .collect::<Result<Vec<_>, _>>()?;

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, bail};
 use kplace::abi::{DetectionList, Dtype};
 use kplace::executor::{CompletedFrame, FrameSink, PartialFrame, SinkError};
-use kplace::graph::Graph;
+use kplace::graph::{Graph, Overrides};
 use kplace_radar::{Cluster, Cpi, DetectionWriter, Scene, Verifier};
 
 /// The kernel whose parameters define the false-alarm rate.
@@ -58,6 +58,17 @@ pub fn pfa_override(
             )
         })?;
     Ok(vec![(stage.name.clone(), "pfa".into(), pfa.to_string())])
+}
+
+/// Overrides binding the graph's `N` and `M` to `cpi`, with `params` (stage, name, value).
+pub fn cpi_overrides(cpi: Cpi, params: Vec<(String, String, String)>) -> Overrides {
+    Overrides {
+        dims: vec![
+            ("N".into(), cpi.samples as u64),
+            ("M".into(), cpi.chirps as u64),
+        ],
+        params,
+    }
 }
 
 /// Fails unless the graph's source tensor is the scene's int16 I/Q frame, chirp-major, and

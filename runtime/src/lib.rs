@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod bounds;
+pub mod cuda;
 pub mod executor;
 pub mod graph;
 pub mod metrics;

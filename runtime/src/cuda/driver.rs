@@ -1,0 +1,1 @@
+//! A real CUDA device through cudarc's driver API (being written).

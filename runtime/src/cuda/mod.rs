@@ -1,0 +1,222 @@
+//! The CUDA layer: the one place in the runtime that calls the GPU driver.
+//!
+//! Everything the runtime asks of a GPU goes through the [`Gpu`] trait, a deliberately small
+//! seam: allocate device and pinned host memory, create streams and events, enqueue copies,
+//! event records, stream waits and host callbacks, and enqueue a kernel library's launch.
+//! Two implementations sit behind it:
+//!
+//! - [`driver`]: a real CUDA device through cudarc's driver API, loaded at run time (one
+//!   binary runs with and without CUDA). [`driver::probe`] looks for the driver and its
+//!   devices without ever panicking, for `kplace devices` and for planning.
+//! - [`sim`]: a simulated device for machines without a GPU. Its "device memory" is host
+//!   memory and each stream is a thread that executes its operations in order, honouring
+//!   event waits; so the planner's transfers and the executor's fences run, and are tested,
+//!   exactly as on a GPU, including real concurrency between streams and the host.
+//!
+//! # What the seam guarantees
+//! - Every enqueueing call returns without waiting for GPU work (the simulated device may
+//!   wait for a stream to reach a launch before running it, which a real driver never does).
+//! - Operations on one stream execute in the order they were enqueued; an event completes
+//!   once every operation enqueued on its stream before the record has executed; a stream
+//!   wait orders everything enqueued after it behind the event's latest record at the time of
+//!   the wait.
+//! - A host callback runs once, after everything enqueued on its stream before it, on a
+//!   thread of the driver's; it must not call the [`Gpu`] and must return quickly.
+//!
+//! Handles are raw and `Copy`: the executor owns their lifetimes (created at start, destroyed
+//! after every stream has drained), as with the driver API itself.
+
+pub mod driver;
+pub mod sim;
+
+use std::ffi::c_void;
+use std::fmt;
+use std::sync::Arc;
+
+/// A stream: a CUstream on a real device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream(pub *mut c_void);
+
+/// An event, created with timing disabled: a CUevent on a real device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event(pub *mut c_void);
+
+// SAFETY: stream and event handles are opaque values the driver lets any thread use.
+unsafe impl Send for Stream {}
+unsafe impl Sync for Stream {}
+unsafe impl Send for Event {}
+unsafe impl Sync for Event {}
+
+/// A host callback: called once with its data pointer, on a driver thread.
+pub type HostFn = unsafe extern "C" fn(data: *mut c_void);
+
+/// A failed driver call, naming the call and the driver's error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{device}: {call} failed: {reason}")]
+pub struct GpuError {
+    /// The device, e.g. `gpu:0`, or `cuda` before one is chosen.
+    pub device: String,
+    /// The operation, e.g. `cuMemAlloc(8388608 bytes)`.
+    pub call: String,
+    /// The driver's error name and text, or why the device cannot be used.
+    pub reason: String,
+}
+
+impl GpuError {
+    /// An error of `call` on `device` for `reason`.
+    pub fn new(
+        device: impl Into<String>,
+        call: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        GpuError {
+            device: device.into(),
+            call: call.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Everything the runtime asks of one GPU. See the [module docs](self) for the ordering
+/// guarantees every implementation keeps.
+///
+/// Pointers to device memory are device addresses carried as `*mut u8`, as kernels receive
+/// them through the C ABI; they must never be dereferenced on the host (except on the
+/// simulated device, whose device memory is host memory).
+pub trait Gpu: Send + Sync + fmt::Debug {
+    /// The device's ordinal.
+    fn ordinal(&self) -> u32;
+
+    /// The device's name, e.g. `NVIDIA H200`.
+    fn name(&self) -> &str;
+
+    /// Makes the device's primary context current on the calling thread; required before any
+    /// other call, and before a kernel library's create or launch, on every thread.
+    fn bind_thread(&self) -> Result<(), GpuError>;
+
+    /// Allocates `bytes` of device memory.
+    fn alloc_device(&self, bytes: usize) -> Result<*mut u8, GpuError>;
+
+    /// Frees memory from [`alloc_device`](Self::alloc_device).
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc_device` on this device and no queued work uses it.
+    unsafe fn free_device(&self, ptr: *mut u8);
+
+    /// Allocates `bytes` of page-locked host memory, never write-combined (the CPU reads it).
+    fn alloc_pinned(&self, bytes: usize) -> Result<*mut u8, GpuError>;
+
+    /// Frees memory from [`alloc_pinned`](Self::alloc_pinned).
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc_pinned` on this device and no queued work uses it.
+    unsafe fn free_pinned(&self, ptr: *mut u8);
+
+    /// Creates a non-blocking stream with `priority` (lower is more urgent, CUDA's
+    /// convention; clamped to the device's range).
+    fn create_stream(&self, priority: i32) -> Result<Stream, GpuError>;
+
+    /// Destroys a stream once its work has drained.
+    ///
+    /// # Safety
+    /// `stream` came from this device and is not used again.
+    unsafe fn destroy_stream(&self, stream: Stream);
+
+    /// Creates an event with timing disabled.
+    fn create_event(&self) -> Result<Event, GpuError>;
+
+    /// Destroys an event.
+    ///
+    /// # Safety
+    /// `event` came from this device and is not used again.
+    unsafe fn destroy_event(&self, event: Event);
+
+    /// Enqueues a copy of `bytes` from pinned host memory to device memory.
+    ///
+    /// # Safety
+    /// Both ranges are valid for `bytes` until the copy has executed, `src` being pinned.
+    unsafe fn copy_to_device(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), GpuError>;
+
+    /// Enqueues a copy of `bytes` from device memory to pinned host memory.
+    ///
+    /// # Safety
+    /// Both ranges are valid for `bytes` until the copy has executed, `dst` being pinned.
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), GpuError>;
+
+    /// Enqueues a record of `event`: it completes after everything enqueued before it.
+    ///
+    /// # Safety
+    /// Both handles came from this device.
+    unsafe fn record(&self, event: Event, stream: Stream) -> Result<(), GpuError>;
+
+    /// Makes work enqueued on `stream` after this call wait for `event`'s latest record.
+    ///
+    /// # Safety
+    /// Both handles came from this device.
+    unsafe fn wait(&self, stream: Stream, event: Event) -> Result<(), GpuError>;
+
+    /// Whether `event`'s latest record has completed (true for a never-recorded event).
+    ///
+    /// # Safety
+    /// `event` came from this device.
+    unsafe fn query(&self, event: Event) -> Result<bool, GpuError>;
+
+    /// Enqueues `func(data)` to run on a driver thread once the stream reaches it.
+    ///
+    /// # Safety
+    /// `data` stays valid until the callback has run; the callback never calls this trait.
+    unsafe fn call_host(
+        &self,
+        stream: Stream,
+        func: HostFn,
+        data: *mut c_void,
+    ) -> Result<(), GpuError>;
+
+    /// Enqueues a kernel library's launch: `launch` is called with the raw stream to enqueue
+    /// its work on. A real device calls it at once; the simulated device calls it when the
+    /// stream reaches this point, since its "kernels" run on the host.
+    ///
+    /// # Safety
+    /// Whatever `launch` reads and writes stays valid until the stream has executed it.
+    unsafe fn enqueue_launch(
+        &self,
+        stream: Stream,
+        launch: &mut dyn FnMut(*mut c_void) -> Result<(), crate::plugin::LaunchError>,
+    ) -> Result<(), LaunchFailure>;
+
+    /// Blocks until `stream` has executed everything enqueued on it. Never on the hot path:
+    /// only at the end of a run, before its buffers are freed.
+    ///
+    /// # Safety
+    /// `stream` came from this device.
+    unsafe fn synchronize(&self, stream: Stream) -> Result<(), GpuError>;
+}
+
+/// Why [`Gpu::enqueue_launch`] failed: the kernel's own error, or the device's.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchFailure {
+    /// The kernel refused or failed to enqueue.
+    #[error(transparent)]
+    Kernel(#[from] crate::plugin::LaunchError),
+    /// The device failed around it.
+    #[error(transparent)]
+    Device(#[from] GpuError),
+}
+
+/// Where a plan gets its GPUs: the machine's CUDA driver, or a simulated device in tests.
+pub trait GpuProvider: Sync {
+    /// Opens device `ordinal`, or says why it cannot be used (no driver, no such device, ...).
+    fn open(&self, ordinal: u32) -> Result<Arc<dyn Gpu>, GpuError>;
+}

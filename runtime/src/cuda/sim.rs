@@ -1,0 +1,1 @@
+//! A simulated GPU for machines without one (being written).

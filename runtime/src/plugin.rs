@@ -2,7 +2,7 @@
 //!
 //! This module is the only place that crosses the C ABI of `kplace.h`. [`KernelLibrary::load`]
 //! refuses a library whose ABI version differs, whose entry symbol is missing, or whose table
-//! is malformed (null names, missing functions, a kernel named twice), each with a message
+//! is malformed (null names, missing functions, a kernel named twice for one device kind), each with a message
 //! naming the file. A [`KernelState`] owns one `create`d state and destroys it on drop; it keeps
 //! its library loaded for as long as it lives.
 
@@ -72,6 +72,9 @@ pub enum PluginError {
         /// Its error text.
         message: String,
     },
+    /// The device a kernel runs on failed before the kernel was called.
+    #[error(transparent)]
+    Device(#[from] crate::cuda::GpuError),
 }
 
 fn entry_name() -> &'static str {
@@ -209,8 +212,16 @@ impl KernelLibrary {
                     k.memory.0
                 )));
             }
-            if kernels.iter().any(|other| other.name == kernel_name) {
-                return Err(bad(format!("the table names kernel {kernel_name} twice")));
+            // One kernel per name and device kind: a library may offer both a CPU and a CUDA
+            // kernel of one logical name, never two of one kind.
+            if kernels
+                .iter()
+                .any(|other| other.name == kernel_name && other.device == k.device)
+            {
+                return Err(bad(format!(
+                    "the table names {} kernel {kernel_name} twice",
+                    k.device.name().unwrap_or("?")
+                )));
             }
             kernels.push(KernelInfo {
                 name: kernel_name,

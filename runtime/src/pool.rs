@@ -1,15 +1,25 @@
 //! Fixed-block memory pools, allocated once at start from the plan.
 //!
 //! A pool is one allocation carved into equal blocks, each aligned to [`BLOCK_ALIGN`] bytes
-//! (what kernels may assume of every tensor and workspace). Blocks are handed out with
-//! [`Pool::take`] while frame slots are built; nothing is allocated after that, so the hot
-//! path never allocates. An exhausted pool returns `None` for the caller to count as
-//! backpressure, never a crash. Memory is zeroed at allocation.
+//! (what kernels may assume of every tensor and workspace), in one of three kinds of memory:
+//! pageable host memory ([`Pool::host`]), page-locked host memory registered with a GPU
+//! ([`Pool::pinned`], never write-combined, since the CPU reads it), or GPU memory
+//! ([`Pool::device`]); the latter two through the [`Gpu`] seam. Blocks are handed out with
+//! [`Pool::take`] while frame slots are built; nothing is allocated after that, so the hot path
+//! never allocates. An exhausted pool returns `None` for the caller to count as backpressure,
+//! never a crash. Host and pinned memory is zeroed at allocation; device memory is not.
+//!
+//! A block does not carry a fence of its own: blocks belong to frame slots, and the executor
+//! reuses a slot, with all its blocks, only after the events of every GPU stage that read or
+//! wrote them have completed (see the executor's module docs).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use kplace_abi::MemorySpace;
+
+use crate::cuda::{Gpu, GpuError};
 
 /// Alignment of every block, in bytes.
 pub const BLOCK_ALIGN: usize = 64;
@@ -35,15 +45,43 @@ pub enum PoolError {
         /// Bytes requested.
         bytes: usize,
     },
+    /// The GPU refused.
+    #[error("pool {name}: {cause}")]
+    Gpu {
+        /// The pool's name.
+        name: String,
+        /// The driver's error.
+        cause: GpuError,
+    },
 }
 
-/// A fixed-block pool of host memory.
+/// Who owns a pool's allocation, and so how it is freed.
+enum Owner {
+    /// `std::alloc`, with this layout.
+    Host(Layout),
+    /// The GPU's page-locked host allocator.
+    Pinned(Arc<dyn Gpu>),
+    /// The GPU's device allocator.
+    Device(Arc<dyn Gpu>),
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Host(layout) => write!(f, "Host({} bytes)", layout.size()),
+            Owner::Pinned(gpu) => write!(f, "Pinned(gpu:{})", gpu.ordinal()),
+            Owner::Device(gpu) => write!(f, "Device(gpu:{})", gpu.ordinal()),
+        }
+    }
+}
+
+/// A fixed-block pool of host, pinned host or device memory.
 #[derive(Debug)]
 pub struct Pool {
     name: String,
     space: MemorySpace,
     base: Option<NonNull<u8>>,
-    layout: Layout,
+    owner: Owner,
     block_bytes: usize,
     stride: usize,
     blocks: usize,
@@ -77,19 +115,14 @@ impl Pool {
         blocks: usize,
     ) -> Result<Pool, PoolError> {
         let name = name.into();
-        let too_large = || PoolError::TooLarge {
-            name: name.clone(),
-            blocks,
-            block_bytes,
-        };
-        let block = usize::try_from(block_bytes).map_err(|_| too_large())?;
-        let stride = block
-            .max(1)
-            .checked_next_multiple_of(BLOCK_ALIGN)
-            .ok_or_else(too_large)?;
-        let total = stride.checked_mul(blocks).ok_or_else(too_large)?;
-        let layout = Layout::from_size_align(total.max(BLOCK_ALIGN), BLOCK_ALIGN)
-            .map_err(|_| too_large())?;
+        let (block, stride, total) = geometry(&name, block_bytes, blocks)?;
+        let layout = Layout::from_size_align(total.max(BLOCK_ALIGN), BLOCK_ALIGN).map_err(|_| {
+            PoolError::TooLarge {
+                name: name.clone(),
+                blocks,
+                block_bytes,
+            }
+        })?;
         let base = if total == 0 {
             None
         } else {
@@ -104,12 +137,104 @@ impl Pool {
             name,
             space: MemorySpace::HOST,
             base,
-            layout,
+            owner: Owner::Host(layout),
             block_bytes: block,
             stride,
             blocks,
             taken: 0,
         })
+    }
+
+    /// Allocates `blocks` zeroed blocks of `block_bytes` each in page-locked host memory
+    /// registered with `gpu`, which copies to and from it asynchronously.
+    pub fn pinned(
+        name: impl Into<String>,
+        block_bytes: u64,
+        blocks: usize,
+        gpu: Arc<dyn Gpu>,
+    ) -> Result<Pool, PoolError> {
+        let name = name.into();
+        let (block, stride, total) = geometry(&name, block_bytes, blocks)?;
+        let base = if total == 0 {
+            None
+        } else {
+            let ptr = gpu.alloc_pinned(total).map_err(|cause| PoolError::Gpu {
+                name: name.clone(),
+                cause,
+            })?;
+            // SAFETY: the allocation holds `total` bytes; zeroing it makes every block's
+            // initial contents defined, as for host pools.
+            unsafe { std::ptr::write_bytes(ptr, 0, total) };
+            NonNull::new(ptr)
+        };
+        Ok(Pool {
+            name,
+            space: MemorySpace::HOST,
+            base,
+            owner: Owner::Pinned(gpu),
+            block_bytes: block,
+            stride,
+            blocks,
+            taken: 0,
+        })
+    }
+
+    /// Allocates `blocks` blocks of `block_bytes` each in `gpu`'s memory (not zeroed).
+    pub fn device(
+        name: impl Into<String>,
+        block_bytes: u64,
+        blocks: usize,
+        gpu: Arc<dyn Gpu>,
+    ) -> Result<Pool, PoolError> {
+        let name = name.into();
+        let (block, stride, total) = geometry(&name, block_bytes, blocks)?;
+        let base = if total == 0 {
+            None
+        } else {
+            let ptr = gpu.alloc_device(total).map_err(|cause| PoolError::Gpu {
+                name: name.clone(),
+                cause,
+            })?;
+            NonNull::new(ptr)
+        };
+        Ok(Pool {
+            name,
+            space: MemorySpace::DEVICE,
+            base,
+            owner: Owner::Device(gpu),
+            block_bytes: block,
+            stride,
+            blocks,
+            taken: 0,
+        })
+    }
+
+    /// Allocates the pool `spec` describes, through `gpu` for pinned and device memory.
+    pub fn for_spec(spec: &crate::plan::PoolSpec, gpu: Option<&Arc<dyn Gpu>>) -> Result<Pool, PoolError> {
+        use crate::plan::BufferSpace;
+        let missing = || PoolError::Gpu {
+            name: spec.name.clone(),
+            cause: GpuError::new(
+                spec.space.to_string(),
+                "allocate",
+                "the plan has no open GPU for this pool",
+            ),
+        };
+        match spec.space {
+            BufferSpace::Host => Pool::host(spec.name.clone(), spec.block_bytes, spec.blocks),
+            BufferSpace::PinnedHost(_) => Pool::pinned(
+                spec.name.clone(),
+                spec.block_bytes,
+                spec.blocks,
+                Arc::clone(gpu.ok_or_else(missing)?),
+            ),
+            BufferSpace::Device(_) => Pool::device(
+                spec.name.clone(),
+                spec.block_bytes,
+                spec.blocks,
+                Arc::clone(gpu.ok_or_else(missing)?),
+            ),
+        }
     }
 
     /// The pool's name (a tensor or a stage's workspace).
@@ -155,11 +280,35 @@ impl Pool {
     }
 }
 
+/// Block size, stride between blocks and total bytes of a pool, or why it cannot exist.
+fn geometry(name: &str, block_bytes: u64, blocks: usize) -> Result<(usize, usize, usize), PoolError> {
+    let too_large = || PoolError::TooLarge {
+        name: name.to_string(),
+        blocks,
+        block_bytes,
+    };
+    let block = usize::try_from(block_bytes).map_err(|_| too_large())?;
+    let stride = block
+        .max(1)
+        .checked_next_multiple_of(BLOCK_ALIGN)
+        .ok_or_else(too_large)?;
+    let total = stride.checked_mul(blocks).ok_or_else(too_large)?;
+    Ok((block, stride, total))
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
-        if let Some(base) = self.base {
-            // SAFETY: allocated in `host` with this layout.
-            unsafe { dealloc(base.as_ptr(), self.layout) };
+        let Some(base) = self.base else {
+            return;
+        };
+        // SAFETY: each allocation came from the matching allocator; the executor drops pools
+        // only after every stream using them has drained.
+        unsafe {
+            match &self.owner {
+                Owner::Host(layout) => dealloc(base.as_ptr(), *layout),
+                Owner::Pinned(gpu) => gpu.free_pinned(base.as_ptr()),
+                Owner::Device(gpu) => gpu.free_device(base.as_ptr()),
+            }
         }
     }
 }

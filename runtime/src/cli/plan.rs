@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use kplace::plan::Plan;
+use kplace::cuda::driver::CudaProvider;
+use kplace::plan::{Plan, PlanMode};
 use kplace_radar::Cpi;
 
 use super::args::GraphArgs;
@@ -18,10 +19,11 @@ pub struct PlanArgs {
     cpi: Cpi,
 }
 
-/// Plans and prints.
+/// Plans and prints. A GPU placement is described even where no GPU is usable (the plan says
+/// so, and `kplace run` refuses it), so placements can be inspected on any machine.
 pub fn main(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let (graph, placement) = args.graph.load(args.cpi, &[])?;
-    let plan = Plan::new(graph, placement)?;
+    let plan = Plan::with_gpus(graph, placement, CudaProvider::global(), PlanMode::Describe)?;
     print!("{plan}");
     Ok(ExitCode::SUCCESS)
 }

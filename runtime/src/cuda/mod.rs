@@ -33,6 +33,10 @@ use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 
+use kplace_abi::{Tensor, Tile};
+
+use crate::plugin::{KernelState, LaunchError};
+
 /// A stream: a CUstream on a real device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream(pub *mut c_void);
@@ -184,17 +188,22 @@ pub trait Gpu: Send + Sync + fmt::Debug {
         data: *mut c_void,
     ) -> Result<(), GpuError>;
 
-    /// Enqueues a kernel library's launch: `launch` is called with the raw stream to enqueue
-    /// its work on. A real device calls it at once; the simulated device calls it when the
-    /// stream reaches this point, since its "kernels" run on the host.
+    /// Enqueues a kernel library's launch on `stream`. A real device calls the kernel at once
+    /// (it enqueues its own work on the raw stream); the simulated device calls it from the
+    /// stream when the stream reaches it, since its "kernels" compute on the host.
     ///
     /// # Safety
-    /// Whatever `launch` reads and writes stays valid until the stream has executed it.
+    /// Everything the request points at stays valid until the stream has executed it.
     unsafe fn enqueue_launch(
         &self,
         stream: Stream,
-        launch: &mut dyn FnMut(*mut c_void) -> Result<(), crate::plugin::LaunchError>,
+        request: LaunchRequest,
     ) -> Result<(), LaunchFailure>;
+
+    /// The device's sticky error, if work already enqueued has failed (a faulting kernel);
+    /// never waits. After such an error no further work of the device completes, and host
+    /// callbacks enqueued after it never run, so the executor polls this while it waits.
+    fn check(&self) -> Result<(), GpuError>;
 
     /// Blocks until `stream` has executed everything enqueued on it. Never on the hot path:
     /// only at the end of a run, before its buffers are freed.
@@ -204,12 +213,66 @@ pub trait Gpu: Send + Sync + fmt::Debug {
     unsafe fn synchronize(&self, stream: Stream) -> Result<(), GpuError>;
 }
 
+/// One kernel launch, by address: the kernel state, its tensors and workspace all live in a
+/// frame slot that outlives the stream's work, so a device may run the launch later.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchRequest {
+    state: *const KernelState,
+    inputs: *const [Tensor],
+    outputs: *const [Tensor],
+    workspace: (*mut c_void, u64),
+    tile: Tile,
+}
+
+// SAFETY: a request is a set of addresses whose validity its maker guarantees (see `new`).
+unsafe impl Send for LaunchRequest {}
+
+impl LaunchRequest {
+    /// A launch of `state` on `tile`.
+    ///
+    /// # Safety
+    /// Everything referenced stays valid, and is not otherwise written, until the launch has
+    /// run; the workspace holds `workspace.1` bytes in the kernel's memory.
+    pub unsafe fn new(
+        state: &KernelState,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        workspace: (*mut c_void, u64),
+        tile: Tile,
+    ) -> LaunchRequest {
+        LaunchRequest {
+            state,
+            inputs,
+            outputs,
+            workspace,
+            tile,
+        }
+    }
+
+    /// Calls the kernel's launch with `stream`.
+    ///
+    /// # Safety
+    /// The guarantees given to [`LaunchRequest::new`] still hold.
+    pub unsafe fn run(&self, stream: *mut c_void) -> Result<(), LaunchError> {
+        // SAFETY: per `new`'s contract.
+        unsafe {
+            (*self.state).launch(
+                &*self.inputs,
+                &*self.outputs,
+                self.workspace,
+                stream,
+                self.tile,
+            )
+        }
+    }
+}
+
 /// Why [`Gpu::enqueue_launch`] failed: the kernel's own error, or the device's.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchFailure {
     /// The kernel refused or failed to enqueue.
     #[error(transparent)]
-    Kernel(#[from] crate::plugin::LaunchError),
+    Kernel(#[from] LaunchError),
     /// The device failed around it.
     #[error(transparent)]
     Device(#[from] GpuError),

@@ -1,1 +1,587 @@
-//! A simulated GPU for machines without one (being written).
+//! A simulated GPU: the [`Gpu`] seam implemented on the host, for machines without a GPU.
+//!
+//! It exists so that everything the runtime does around GPU stages (the planner's mirrors and
+//! transfers, the executor's streams, event fences, stream waits, host callbacks and slot
+//! release) runs and is tested on any machine, with the real concurrency of a GPU:
+//!
+//! - "Device memory" and "pinned memory" are host allocations, tracked by range, so a copy
+//!   from pageable memory, or into memory of the wrong kind, is an error as it would be a bug.
+//! - Each stream is a thread executing its operations in order. An event completes when its
+//!   record executes; a stream wait blocks that stream's thread until the event's record
+//!   (the latest when the wait was enqueued) has executed; host callbacks run on the stream's
+//!   thread, as CUDA runs them on a driver thread.
+//! - A kernel library's launch runs on the stream's thread when the stream reaches it, so a
+//!   simulated "CUDA kernel" may simply compute on the host with the pointers it is given,
+//!   and runs asynchronously to the thread that enqueued it, as on a GPU. A launch that fails
+//!   there is the device's sticky error, as a faulting kernel is on a GPU: the stream executes
+//!   nothing more (host callbacks included, as `cuLaunchHostFunc` documents), every later
+//!   call fails with it, and [`Gpu::check`] reports it.
+//! - An optional delay before every operation ([`SimGpu::with_delay`]) makes the GPU slow
+//!   relative to the host, so a missing fence shows up as wrong data rather than luck.
+//! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
+//!   callbacks, launches), so tests can assert which bytes crossed the "bus".
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam::channel::{self, Sender};
+
+use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequest, Stream};
+
+/// Alignment of simulated allocations (cuMemAlloc gives at least 256).
+const ALIGN: usize = 256;
+
+/// What a simulated device has been asked to do, counted at enqueue time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Host-to-device copies, and their bytes.
+    pub uploads: u64,
+    /// Bytes uploaded.
+    pub upload_bytes: u64,
+    /// Device-to-host copies.
+    pub downloads: u64,
+    /// Bytes downloaded.
+    pub download_bytes: u64,
+    /// Event records.
+    pub records: u64,
+    /// Stream waits on events.
+    pub waits: u64,
+    /// Host callbacks.
+    pub callbacks: u64,
+    /// Kernel launches enqueued through [`Gpu::enqueue_launch`].
+    pub launches: u64,
+    /// Streams created.
+    pub streams: u64,
+    /// Synchronizations (never expected on the hot path).
+    pub synchronizations: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    downloads: AtomicU64,
+    download_bytes: AtomicU64,
+    records: AtomicU64,
+    waits: AtomicU64,
+    callbacks: AtomicU64,
+    launches: AtomicU64,
+    streams: AtomicU64,
+    synchronizations: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// Which allocator a simulated range came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Device,
+    Pinned,
+}
+
+/// A simulated GPU. Cheap to share: clones of the `Arc` see the same memory and streams.
+#[derive(Debug)]
+pub struct SimGpu {
+    ordinal: u32,
+    name: String,
+    delay: Duration,
+    /// Live allocations: start address -> (bytes, kind).
+    allocations: Mutex<BTreeMap<usize, (usize, Kind)>>,
+    counters: Counters,
+    /// The first launch failure, after which the device does nothing more.
+    sticky: Arc<Mutex<Option<GpuError>>>,
+}
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counters")
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic on a stream thread is a test failure reported elsewhere; the data stays usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SimGpu {
+    /// A simulated device `ordinal` whose operations run as soon as their stream reaches them.
+    pub fn new(ordinal: u32) -> Arc<SimGpu> {
+        SimGpu::with_delay(ordinal, Duration::ZERO)
+    }
+
+    /// A simulated device that sleeps `delay` before every stream operation.
+    pub fn with_delay(ordinal: u32, delay: Duration) -> Arc<SimGpu> {
+        Arc::new(SimGpu {
+            ordinal,
+            name: format!("simulated GPU {ordinal}"),
+            delay,
+            allocations: Mutex::new(BTreeMap::new()),
+            counters: Counters::default(),
+            sticky: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// What has been enqueued so far.
+    pub fn stats(&self) -> SimStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        SimStats {
+            uploads: get(&c.uploads),
+            upload_bytes: get(&c.upload_bytes),
+            downloads: get(&c.downloads),
+            download_bytes: get(&c.download_bytes),
+            records: get(&c.records),
+            waits: get(&c.waits),
+            callbacks: get(&c.callbacks),
+            launches: get(&c.launches),
+            streams: get(&c.streams),
+            synchronizations: get(&c.synchronizations),
+        }
+    }
+
+    /// Bytes currently allocated, device and pinned.
+    pub fn allocated_bytes(&self) -> usize {
+        lock(&self.allocations).values().map(|&(b, _)| b).sum()
+    }
+
+    fn error(&self, call: impl Into<String>, reason: impl Into<String>) -> GpuError {
+        GpuError::new(format!("gpu:{}", self.ordinal), call, reason)
+    }
+
+    fn alloc(&self, bytes: usize, kind: Kind) -> Result<*mut u8, GpuError> {
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN)
+            .map_err(|e| self.error(format!("alloc({bytes})"), e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(self.error(format!("alloc({bytes})"), "out of memory"));
+        }
+        lock(&self.allocations).insert(ptr as usize, (bytes, kind));
+        Ok(ptr)
+    }
+
+    fn free(&self, ptr: *mut u8, kind: Kind) {
+        let Some((bytes, found)) = lock(&self.allocations).remove(&(ptr as usize)) else {
+            panic!("simulated GPU: free of {ptr:?}, which it did not allocate");
+        };
+        assert_eq!(found, kind, "simulated GPU: {ptr:?} freed as the wrong kind");
+        let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN)
+            .expect("the layout was valid at allocation");
+        // SAFETY: allocated in `alloc` with this layout.
+        unsafe { std::alloc::dealloc(ptr, layout) };
+    }
+
+    /// Checks that `[ptr, ptr + bytes)` lies inside one live allocation of `kind`.
+    fn check_range(&self, ptr: *const u8, bytes: usize, kind: Kind, what: &str) -> Result<(), GpuError> {
+        let start = ptr as usize;
+        let allocations = lock(&self.allocations);
+        let inside = allocations
+            .range(..=start)
+            .next_back()
+            .is_some_and(|(&base, &(len, k))| k == kind && start + bytes <= base + len);
+        if inside {
+            Ok(())
+        } else {
+            Err(self.error(
+                format!("copy ({what} {ptr:?}, {bytes} bytes)"),
+                format!("not inside a {kind:?} allocation of this device"),
+            ))
+        }
+    }
+
+    fn stream<'a>(&self, stream: Stream) -> &'a SimStream {
+        // SAFETY: streams are created by `create_stream` as leaked boxes and live until
+        // `destroy_stream`, after which the caller promises not to use them.
+        unsafe { &*stream.0.cast::<SimStream>() }
+    }
+
+    fn event<'a>(&self, event: Event) -> &'a SimEvent {
+        // SAFETY: as for streams.
+        unsafe { &*event.0.cast::<SimEvent>() }
+    }
+
+    fn send(&self, stream: Stream, op: Op) -> Result<(), GpuError> {
+        self.check()?;
+        self.stream(stream)
+            .ops
+            .send(op)
+            .map_err(|_| self.error("enqueue", "the stream's thread has stopped"))
+    }
+}
+
+/// A raw address that may cross to a stream thread.
+#[derive(Clone, Copy)]
+struct Addr(*mut u8);
+// SAFETY: the enqueuer promises validity until the operation has executed (the seam's
+// contract); the stream thread only copies through it.
+unsafe impl Send for Addr {}
+
+/// A simulated event: how many records were enqueued and how many have executed.
+#[derive(Default)]
+struct SimEvent {
+    state: Mutex<(u64, u64)>,
+    done: Condvar,
+}
+
+enum Op {
+    Copy { dst: Addr, src: Addr, bytes: usize },
+    Record { event: Addr, generation: u64 },
+    Wait { event: Addr, generation: u64 },
+    Host { func: HostFn, data: Addr },
+    Launch(LaunchRequest),
+    Flush(Sender<()>),
+}
+
+struct SimStream {
+    ops: Sender<Op>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn run_stream(
+    ops: channel::Receiver<Op>,
+    delay: Duration,
+    sticky: Arc<Mutex<Option<GpuError>>>,
+    device: String,
+) {
+    for op in ops {
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        if lock(&sticky).is_some() {
+            // A failed device executes nothing more; a flush still answers, so a
+            // synchronize returns (with the error) instead of hanging.
+            if let Op::Flush(done) = op {
+                let _ = done.send(());
+            }
+            continue;
+        }
+        match op {
+            // SAFETY: ranges were checked at enqueue and stay valid until executed.
+            Op::Copy { dst, src, bytes } => unsafe {
+                std::ptr::copy_nonoverlapping(src.0, dst.0, bytes)
+            },
+            Op::Record { event, generation } => {
+                // SAFETY: events outlive the operations enqueued with them.
+                let event = unsafe { &*event.0.cast::<SimEvent>() };
+                let mut state = lock(&event.state);
+                state.1 = state.1.max(generation);
+                event.done.notify_all();
+            }
+            Op::Wait { event, generation } => {
+                // SAFETY: as above.
+                let event = unsafe { &*event.0.cast::<SimEvent>() };
+                let mut state = lock(&event.state);
+                while state.1 < generation {
+                    state = event.done.wait(state).unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            // SAFETY: the enqueuer promised `data` valid until the callback has run.
+            Op::Host { func, data } => unsafe { func(data.0.cast::<c_void>()) },
+            Op::Launch(request) => {
+                // SAFETY: the enqueuer keeps the request's targets valid until it has run.
+                if let Err(e) = unsafe { request.run(std::ptr::null_mut()) } {
+                    lock(&sticky).get_or_insert(GpuError::new(
+                        device.clone(),
+                        "kernel",
+                        e.to_string(),
+                    ));
+                }
+            }
+            Op::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+impl Gpu for SimGpu {
+    fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn bind_thread(&self) -> Result<(), GpuError> {
+        Ok(())
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<*mut u8, GpuError> {
+        self.alloc(bytes, Kind::Device)
+    }
+
+    unsafe fn free_device(&self, ptr: *mut u8) {
+        self.free(ptr, Kind::Device);
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Result<*mut u8, GpuError> {
+        self.alloc(bytes, Kind::Pinned)
+    }
+
+    unsafe fn free_pinned(&self, ptr: *mut u8) {
+        self.free(ptr, Kind::Pinned);
+    }
+
+    fn create_stream(&self, _priority: i32) -> Result<Stream, GpuError> {
+        let (ops, rx) = channel::unbounded();
+        let delay = self.delay;
+        let sticky = Arc::clone(&self.sticky);
+        let device = format!("gpu:{}", self.ordinal);
+        let thread = std::thread::Builder::new()
+            .name(format!("sim-gpu{}-stream", self.ordinal))
+            .spawn(move || run_stream(rx, delay, sticky, device))
+            .map_err(|e| self.error("create_stream", e.to_string()))?;
+        bump(&self.counters.streams, 1);
+        let stream = Box::new(SimStream {
+            ops,
+            thread: Some(thread),
+        });
+        Ok(Stream(Box::into_raw(stream).cast()))
+    }
+
+    unsafe fn destroy_stream(&self, stream: Stream) {
+        // SAFETY: made by `create_stream`, not used again.
+        let mut stream = unsafe { Box::from_raw(stream.0.cast::<SimStream>()) };
+        let (ops, _) = channel::bounded(0);
+        drop(std::mem::replace(&mut stream.ops, ops));
+        if let Some(thread) = stream.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn create_event(&self) -> Result<Event, GpuError> {
+        Ok(Event(Box::into_raw(Box::<SimEvent>::default()).cast()))
+    }
+
+    unsafe fn destroy_event(&self, event: Event) {
+        // SAFETY: made by `create_event`, not used again.
+        drop(unsafe { Box::from_raw(event.0.cast::<SimEvent>()) });
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), GpuError> {
+        self.check_range(src, bytes, Kind::Pinned, "source")?;
+        self.check_range(dst, bytes, Kind::Device, "destination")?;
+        bump(&self.counters.uploads, 1);
+        bump(&self.counters.upload_bytes, bytes as u64);
+        self.send(
+            stream,
+            Op::Copy {
+                dst: Addr(dst),
+                src: Addr(src.cast_mut()),
+                bytes,
+            },
+        )
+    }
+
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), GpuError> {
+        self.check_range(src, bytes, Kind::Device, "source")?;
+        self.check_range(dst, bytes, Kind::Pinned, "destination")?;
+        bump(&self.counters.downloads, 1);
+        bump(&self.counters.download_bytes, bytes as u64);
+        self.send(
+            stream,
+            Op::Copy {
+                dst: Addr(dst),
+                src: Addr(src.cast_mut()),
+                bytes,
+            },
+        )
+    }
+
+    unsafe fn record(&self, event: Event, stream: Stream) -> Result<(), GpuError> {
+        let generation = {
+            let mut state = lock(&self.event(event).state);
+            state.0 += 1;
+            state.0
+        };
+        bump(&self.counters.records, 1);
+        self.send(
+            stream,
+            Op::Record {
+                event: Addr(event.0.cast()),
+                generation,
+            },
+        )
+    }
+
+    unsafe fn wait(&self, stream: Stream, event: Event) -> Result<(), GpuError> {
+        let generation = lock(&self.event(event).state).0;
+        bump(&self.counters.waits, 1);
+        self.send(
+            stream,
+            Op::Wait {
+                event: Addr(event.0.cast()),
+                generation,
+            },
+        )
+    }
+
+    unsafe fn query(&self, event: Event) -> Result<bool, GpuError> {
+        let state = lock(&self.event(event).state);
+        Ok(state.1 >= state.0)
+    }
+
+    unsafe fn call_host(
+        &self,
+        stream: Stream,
+        func: HostFn,
+        data: *mut c_void,
+    ) -> Result<(), GpuError> {
+        bump(&self.counters.callbacks, 1);
+        self.send(
+            stream,
+            Op::Host {
+                func,
+                data: Addr(data.cast()),
+            },
+        )
+    }
+
+    unsafe fn enqueue_launch(
+        &self,
+        stream: Stream,
+        request: LaunchRequest,
+    ) -> Result<(), LaunchFailure> {
+        bump(&self.counters.launches, 1);
+        Ok(self.send(stream, Op::Launch(request))?)
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        match &*lock(&self.sticky) {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    unsafe fn synchronize(&self, stream: Stream) -> Result<(), GpuError> {
+        bump(&self.counters.synchronizations, 1);
+        let (done, flushed) = channel::bounded(1);
+        self.stream(stream)
+            .ops
+            .send(Op::Flush(done))
+            .map_err(|_| self.error("synchronize", "the stream's thread has stopped"))?;
+        flushed
+            .recv()
+            .map_err(|_| self.error("synchronize", "the stream's thread has stopped"))?;
+        self.check()
+    }
+}
+
+/// Hands out simulated GPUs: `devices` of them, each opened once.
+#[derive(Debug)]
+pub struct SimProvider {
+    devices: Vec<Arc<SimGpu>>,
+}
+
+impl SimProvider {
+    /// `count` simulated devices, operations running as soon as their stream reaches them.
+    pub fn new(count: u32) -> SimProvider {
+        SimProvider::with_delay(count, Duration::ZERO)
+    }
+
+    /// `count` simulated devices sleeping `delay` before every stream operation.
+    pub fn with_delay(count: u32, delay: Duration) -> SimProvider {
+        SimProvider {
+            devices: (0..count).map(|n| SimGpu::with_delay(n, delay)).collect(),
+        }
+    }
+
+    /// Device `ordinal`, to read its [`SimGpu::stats`].
+    pub fn device(&self, ordinal: u32) -> Option<&Arc<SimGpu>> {
+        self.devices.get(ordinal as usize)
+    }
+}
+
+impl GpuProvider for SimProvider {
+    fn open(&self, ordinal: u32) -> Result<Arc<dyn Gpu>, GpuError> {
+        match self.devices.get(ordinal as usize) {
+            Some(gpu) => Ok(Arc::clone(gpu) as Arc<dyn Gpu>),
+            None => Err(GpuError::new(
+                format!("gpu:{ordinal}"),
+                "open",
+                format!("the simulation has {} device(s)", self.devices.len()),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_order_copies_and_events_fence_across_streams() {
+        let gpu = SimGpu::with_delay(0, Duration::from_millis(2));
+        let a = gpu.create_stream(0).unwrap();
+        let b = gpu.create_stream(0).unwrap();
+        let event = gpu.create_event().unwrap();
+        let host = gpu.alloc_pinned(64).unwrap();
+        let back = gpu.alloc_pinned(64).unwrap();
+        let dev = gpu.alloc_device(64).unwrap();
+        unsafe {
+            std::slice::from_raw_parts_mut(host, 64).fill(7);
+            gpu.copy_to_device(dev, host, 64, a).unwrap();
+            gpu.record(event, a).unwrap();
+            assert!(!gpu.query(event).unwrap(), "the record waits behind a delayed copy");
+            gpu.wait(b, event).unwrap();
+            gpu.copy_to_host(back, dev, 64, b).unwrap();
+            gpu.synchronize(b).unwrap();
+            assert!(gpu.query(event).unwrap());
+            assert!(std::slice::from_raw_parts(back, 64).iter().all(|&x| x == 7));
+            let pageable = [0u8; 64];
+            assert!(gpu.copy_to_device(dev, pageable.as_ptr(), 64, a).is_err());
+            assert!(gpu.copy_to_device(dev, host, 65, a).is_err());
+            gpu.destroy_stream(a);
+            gpu.destroy_stream(b);
+            gpu.destroy_event(event);
+            gpu.free_device(dev);
+            gpu.free_pinned(host);
+            gpu.free_pinned(back);
+        }
+        assert_eq!(gpu.allocated_bytes(), 0);
+        let stats = gpu.stats();
+        assert_eq!((stats.uploads, stats.downloads, stats.records, stats.waits), (1, 1, 1, 1));
+    }
+
+    #[test]
+    fn host_callbacks_run_in_stream_order_and_a_sticky_error_stops_the_device() {
+        static ORDER: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        unsafe extern "C" fn note(data: *mut c_void) {
+            lock(&ORDER).push(data as usize as u32);
+        }
+        let gpu = SimGpu::with_delay(0, Duration::from_millis(1));
+        let s = gpu.create_stream(0).unwrap();
+        unsafe {
+            for i in 1..=3 {
+                gpu.call_host(s, note, i as *mut c_void).unwrap();
+            }
+            gpu.synchronize(s).unwrap();
+            assert_eq!(*lock(&ORDER), vec![1, 2, 3]);
+            *lock(&gpu.sticky) = Some(gpu.error("kernel", "illegal address"));
+            assert!(gpu.check().is_err());
+            assert!(gpu.call_host(s, note, 4 as *mut c_void).is_err());
+            assert!(gpu.synchronize(s).is_err());
+            gpu.destroy_stream(s);
+        }
+        assert_eq!(*lock(&ORDER), vec![1, 2, 3], "nothing runs after the error");
+    }
+}

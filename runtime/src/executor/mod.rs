@@ -21,11 +21,14 @@ mod ingest;
 mod schedule;
 mod slot;
 
+use std::ffi::c_void;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, Sender};
 
+use crate::cuda::{GpuError, LaunchFailure};
 use crate::graph::{StageId, TensorId};
 use crate::metrics::{Latency, RunReport, StageCounters, Trend, process_cpu_time};
 use crate::plan::Plan;
@@ -89,7 +92,7 @@ impl CompletedFrame<'_> {
     /// The bytes of sink `index` (the graph's `sinks` order).
     pub fn sink(&self, index: usize) -> &[u8] {
         let TensorId(t) = self.plan.graph.sinks[index];
-        let block = self.slot.buffer(t);
+        let block = self.slot.host_buffer(t);
         // SAFETY: every stage of the frame has finished (acquire ordering on the counters
         // and the channel), and the slot is not reused until the sink returns.
         unsafe { std::slice::from_raw_parts(block.ptr, block.bytes as usize) }
@@ -108,6 +111,12 @@ pub enum RunError {
     /// A kernel failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// A GPU failed around a kernel: a copy, a fence, a stream.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// The plan cannot run here: a GPU stage was planned without a usable GPU.
+    #[error("this plan cannot run: no GPU is usable ({0})")]
+    NotRunnable(GpuError),
     /// The source failed.
     #[error(transparent)]
     Source(#[from] SourceError),
@@ -132,7 +141,24 @@ enum Event {
     /// The source returned, having begun this many frames and dropped this many for want of a
     /// free slot.
     SourceEnded(Result<(), SourceError>, u64, u64),
-    Failed(LaunchError),
+    Failed(RunError),
+}
+
+impl From<LaunchFailure> for RunError {
+    fn from(failure: LaunchFailure) -> Self {
+        match failure {
+            LaunchFailure::Kernel(e) => RunError::Launch(e),
+            LaunchFailure::Device(e) => RunError::Gpu(e),
+        }
+    }
+}
+
+/// Where a GPU stage's host callback finds its run: one per slot and GPU stage, made before
+/// the workers start and alive until every stream has drained.
+struct CallbackContext {
+    shared: *const Shared<'static>,
+    slot: usize,
+    stage: StageId,
 }
 
 /// State shared by every thread of a run.
@@ -149,7 +175,14 @@ struct Shared<'p> {
     counters: Vec<StageCounters>,
     start: Instant,
     slot_waits: AtomicU64,
+    /// Per slot, per stage: the context a GPU stage's completion callback receives.
+    callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
 }
+
+// SAFETY: the raw pointer in a callback context points at the `Shared` that owns it; it is
+// only dereferenced by callbacks, which all run before the run returns.
+unsafe impl Send for CallbackContext {}
+unsafe impl Sync for CallbackContext {}
 
 impl Shared<'_> {
     fn now_ns(&self) -> u64 {
@@ -157,9 +190,9 @@ impl Shared<'_> {
     }
 
     fn dispatch_stage(&self, slot: usize, stage: StageId) {
-        let launches = self.schedule.launches[stage.0];
-        self.slots[slot].add_launches(launches);
-        for launch in 0..launches {
+        let tasks = self.schedule.tasks[stage.0];
+        self.slots[slot].add_launches(tasks);
+        for launch in 0..tasks {
             let task = Task::Launch {
                 slot: slot as u32,
                 stage: stage.0 as u32,
@@ -183,6 +216,55 @@ impl Shared<'_> {
         }
         // Successors were counted before this launch is uncounted, so the count reaches zero
         // only when nothing of the frame runs; only then may the collector reuse the slot.
+        if slot.launch_finished() {
+            self.partial_done(slot_index);
+        }
+        if frame_done {
+            let _ = self.events.send(Event::FrameDone(slot_index));
+        }
+    }
+
+    /// Called by a worker after it enqueued a task of GPU stage `stage`. After the stage's last
+    /// task it fences the stage (downloads, event, host callback) and releases the GPU stages
+    /// that read its outputs at once: their streams wait on its event, so nobody waits on the
+    /// host. CPU readers are released by the callback, once the GPU has done the work.
+    fn gpu_enqueued(&self, slot_index: usize, stage: StageId) -> Result<(), RunError> {
+        let slot = &self.slots[slot_index];
+        if let Completion::Pending = slot.finish_launch(stage) {
+            if slot.launch_finished() {
+                self.partial_done(slot_index);
+            }
+            return Ok(());
+        }
+        let context = self
+            .callbacks
+            .get()
+            .map(|c| &c[slot_index][stage.0])
+            .expect("callback contexts are made before workers start");
+        slot.fence_gpu(
+            stage,
+            gpu_stage_done,
+            std::ptr::from_ref(context).cast_mut().cast(),
+        )?;
+        for &next in &self.schedule.successors[stage.0] {
+            if slot.is_gpu(next) && slot.satisfy(next) {
+                self.dispatch_stage(slot_index, next);
+            }
+        }
+        Ok(())
+    }
+
+    /// The host side of a GPU stage's fence: every launch and download of the stage has
+    /// executed. Releases its CPU readers, and the frame if it was the last stage. This task's
+    /// pending count was kept until now, so the slot cannot be reused under the GPU's feet.
+    fn gpu_finished(&self, slot_index: usize, stage: StageId) {
+        let slot = &self.slots[slot_index];
+        for &next in &self.schedule.successors[stage.0] {
+            if !slot.is_gpu(next) && slot.satisfy(next) {
+                self.dispatch_stage(slot_index, next);
+            }
+        }
+        let frame_done = slot.finish_stage();
         if slot.launch_finished() {
             self.partial_done(slot_index);
         }
@@ -222,17 +304,19 @@ pub fn run_with(
     sink: &mut dyn FrameSink,
     options: &RunOptions,
 ) -> Result<RunReport, RunError> {
+    plan.runnable()
+        .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
     let schedule = Schedule::new(plan);
     let mut pools = plan
         .pools
         .iter()
-        .map(|p| Pool::host(p.name.clone(), p.block_bytes, p.blocks))
+        .map(|p| Pool::for_spec(p, p.space.gpu().and_then(|n| plan.gpus.get(&n))))
         .collect::<Result<Vec<_>, _>>()?;
     let slots = (0..plan.runtime.slots)
         .map(|_| Slot::new(plan, &mut pools, &schedule))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let max_tasks = slots.len() * schedule.launches.iter().map(|&l| l as usize).sum::<usize>()
+    let max_tasks = slots.len() * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>()
         + plan.runtime.workers;
     let (ready_tx, ready_rx) = channel::bounded::<Task>(max_tasks);
     let (streamed_tx, streamed_rx) = channel::bounded::<Task>(max_tasks);
@@ -257,7 +341,20 @@ pub fn run_with(
             .collect(),
         start: Instant::now(),
         slot_waits: AtomicU64::new(0),
+        callbacks: OnceLock::new(),
     };
+    let contexts = (0..shared.slots.len())
+        .map(|slot| {
+            (0..plan.stages.len())
+                .map(|stage| CallbackContext {
+                    shared: std::ptr::from_ref(&shared).cast(),
+                    slot,
+                    stage: StageId(stage),
+                })
+                .collect()
+        })
+        .collect();
+    let _ = shared.callbacks.set(contexts);
     let cpu_before = process_cpu_time();
 
     let outcome = std::thread::scope(|scope| {
@@ -291,7 +388,12 @@ pub fn run_with(
             (Ok(_), Ok(_)) if worker_panicked => Err(RunError::Panic("worker")),
             (Ok(c), Ok(_)) => Ok(c),
         }
-    })?;
+    });
+    // Every GPU callback must have run before `shared` goes; after a failure, streams may
+    // still hold work. This is the only place the executor waits for a GPU.
+    let drained = shared.slots.iter().try_for_each(Slot::drain);
+    let outcome = outcome?;
+    drained?;
 
     let window_start = outcome.window_start.unwrap_or(outcome.first_start);
     let wall = outcome.last_delivery.saturating_sub(window_start);
@@ -320,6 +422,24 @@ pub fn run_with(
         partial_frames: outcome.partial,
         dropped_frames: outcome.dropped,
     })
+}
+
+/// A GPU stage's completion callback, run by the driver once the stage's stream reaches it.
+///
+/// # Safety
+/// `data` points at a [`CallbackContext`] of a run that has not returned.
+unsafe extern "C" fn gpu_stage_done(data: *mut c_void) {
+    // SAFETY: per the contract; the run drains every stream before its `Shared` is dropped.
+    let context = unsafe { &*data.cast::<CallbackContext>() };
+    let shared = unsafe { &*context.shared };
+    // A panic must not unwind into the driver's thread.
+    let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        shared.gpu_finished(context.slot, context.stage);
+    }));
+    if finished.is_err() {
+        shared.stopping.store(true, Ordering::Release);
+        let _ = shared.events.send(Event::Failed(RunError::Panic("GPU callback")));
+    }
 }
 
 fn send_task(queue: &Sender<Task>, task: Task) {
@@ -367,15 +487,24 @@ fn worker(
             continue;
         }
         let stage = StageId(stage as usize);
+        let slot = slot as usize;
         let started = Instant::now();
-        let result = shared.slots[slot as usize].launch(stage, launch);
+        // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
+        let result = if shared.slots[slot].is_gpu(stage) {
+            shared.slots[slot]
+                .enqueue_gpu(stage, launch)
+                .map_err(RunError::from)
+                .and_then(|()| shared.gpu_enqueued(slot, stage))
+        } else {
+            shared.slots[slot]
+                .launch(stage, launch)
+                .map(|()| shared.complete(slot, stage))
+                .map_err(RunError::from)
+        };
         shared.counters[stage.0].record(started.elapsed().as_nanos() as u64);
-        match result {
-            Ok(()) => shared.complete(slot as usize, stage),
-            Err(e) => {
-                shared.stopping.store(true, Ordering::Release);
-                let _ = shared.events.send(Event::Failed(e));
-            }
+        if let Err(e) = result {
+            shared.stopping.store(true, Ordering::Release);
+            let _ = shared.events.send(Event::Failed(e));
         }
     }
 }
@@ -434,8 +563,10 @@ fn collect(
         if begun == Some(out.frames + out.partial) {
             return Ok(out);
         }
-        let Ok(event) = events.recv() else {
-            return Ok(out);
+        let event = match next_event(shared, events) {
+            Ok(Some(event)) => event,
+            Ok(None) => return Ok(out),
+            Err(e) => return fail(e),
         };
         match event {
             Event::FrameDone(slot) => parked[slot] = Some(false),
@@ -445,7 +576,7 @@ fn collect(
                 out.dropped = dropped;
             }
             Event::SourceEnded(Err(e), _, _) => return fail(e.into()),
-            Event::Failed(e) => return fail(e.into()),
+            Event::Failed(e) => return fail(e),
         }
         while let Some((slot, partial)) = next_in_order(shared, &parked, out.frames + out.partial) {
             parked[slot] = None;
@@ -485,6 +616,29 @@ fn collect(
             }
             s.reset(&shared.schedule);
             let _ = free.send(slot);
+        }
+    }
+}
+
+/// How often the collector, while it waits, asks each GPU whether work already enqueued has
+/// failed: a faulting kernel stops its device's streams, so the callbacks that would complete
+/// frames never run and nothing else would say so.
+const GPU_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The next event, `None` once every sender is gone, or a GPU's sticky error.
+fn next_event(shared: &Shared<'_>, events: &Receiver<Event>) -> Result<Option<Event>, RunError> {
+    if shared.plan.gpus.is_empty() {
+        return Ok(events.recv().ok());
+    }
+    loop {
+        match events.recv_timeout(GPU_CHECK_INTERVAL) {
+            Ok(event) => return Ok(Some(event)),
+            Err(channel::RecvTimeoutError::Disconnected) => return Ok(None),
+            Err(channel::RecvTimeoutError::Timeout) => {
+                for gpu in shared.plan.gpus.values() {
+                    gpu.check()?;
+                }
+            }
         }
     }
 }

@@ -15,8 +15,12 @@ use crate::plan::Plan;
 pub(crate) struct Schedule {
     /// Per stage: what it waits for before its launches may start.
     pub(crate) initial_waiting: Vec<u32>,
-    /// Per stage: launches per frame.
-    pub(crate) launches: Vec<u32>,
+    /// Per stage: tasks per frame. A CPU stage runs one launch per task; a GPU stage's task
+    /// enqueues one tile when the source streams it ([`Schedule::per_tile`]), else all of
+    /// the stage's launches, so its stream waits and whole-tensor uploads come first.
+    pub(crate) tasks: Vec<u32>,
+    /// Per stage: whether each task covers one launch (tile).
+    pub(crate) per_tile: Vec<bool>,
     /// Per stage: stages that read its outputs.
     pub(crate) successors: Vec<Vec<StageId>>,
     /// Streamed stages with their tile size in packets.
@@ -38,6 +42,8 @@ impl Schedule {
         let mut successors = vec![Vec::new(); n];
         let mut streamed = Vec::new();
         let mut after_frame = Vec::new();
+        let mut tasks: Vec<u32> = plan.stages.iter().map(|s| s.launches as u32).collect();
+        let mut per_tile = vec![true; n];
         for (i, stage) in graph.stages.iter().enumerate() {
             let id = StageId(i);
             let preds = graph.predecessors(id);
@@ -57,10 +63,15 @@ impl Schedule {
                 initial_waiting[i] += 1;
                 after_frame.push(id);
             }
+            if plan.stages[i].gpu.is_some() && !is_streamed {
+                tasks[i] = 1;
+                per_tile[i] = false;
+            }
         }
         Schedule {
             initial_waiting,
-            launches: plan.stages.iter().map(|s| s.launches as u32).collect(),
+            tasks,
+            per_tile,
             successors,
             streamed,
             after_frame,

@@ -1,15 +1,21 @@
 //! Frame slots: everything one frame in flight owns.
 //!
-//! A slot holds one buffer per tensor, one kernel state per stage, one workspace per launch of
-//! each stage, and the launch arguments built from them, all made once before the run. Running
-//! a launch therefore touches no allocator. The counters that order a frame's stages live here
-//! too; [`Slot::reset`] rearms them before the slot is reused.
+//! A slot holds one buffer per tensor (and a mirror where the tensor crosses the bus), one
+//! kernel state per stage, one workspace per launch of each stage, and the launch arguments
+//! built from them; for each GPU stage, a stream, an event (its fence), the events of the GPU
+//! stages it waits on, and the copies it enqueues. All are made once before the run, so running
+//! or enqueueing a launch touches no allocator. The counters that order a frame's stages live
+//! here too; [`Slot::reset`] rearms them before the slot is reused.
 
+use std::ffi::c_void;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kplace_abi::{Tensor, Tile};
 
-use crate::graph::StageId;
+use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest, Stream};
+use crate::graph::{Producer, StageId, TensorId};
+use crate::placement::Device;
 use crate::plan::{Plan, PoolPurpose, tensor_desc};
 use crate::plugin::{KernelState, LaunchError, PluginError};
 use crate::pool::{Block, Pool};
@@ -21,8 +27,10 @@ const ABANDONED: u32 = 1 << 31;
 
 /// One frame in flight.
 pub(crate) struct Slot {
-    /// One buffer per graph tensor.
+    /// One buffer per graph tensor, where its writer writes it.
     buffers: Vec<Block>,
+    /// Per graph tensor, the buffer the host reads: the home or the mirror.
+    host_views: Vec<Block>,
     stages: Vec<SlotStage>,
     /// Per stage: predecessor stages (and the source's frame end) still to finish.
     waiting: Vec<AtomicU32>,
@@ -48,6 +56,39 @@ struct SlotStage {
     workspaces: Vec<Block>,
     split_axis_tile: Option<u64>,
     axis_extent: u64,
+    /// What a GPU stage enqueues on; `None` on the CPU.
+    gpu: Option<SlotGpu>,
+}
+
+/// A GPU stage's stream, fence and copies in one slot.
+struct SlotGpu {
+    gpu: Arc<dyn Gpu>,
+    stream: Stream,
+    /// Recorded after the stage's launches and downloads: its writes are complete.
+    event: Event,
+    /// Events of the GPU stages whose outputs it reads, in this slot.
+    waits: Vec<Event>,
+    uploads: Vec<Copy>,
+    downloads: Vec<Copy>,
+    /// Whether each task enqueues one tile (the source streams it), or all launches at once.
+    per_tile: bool,
+}
+
+/// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
+#[derive(Clone, Copy)]
+struct Copy {
+    dst: *mut u8,
+    src: *const u8,
+    bytes: usize,
+    pieces: u64,
+}
+
+impl Copy {
+    /// Bytes and offset of piece `index` (the whole copy when it has one piece).
+    fn piece(&self, index: u64) -> (usize, usize) {
+        let len = self.bytes / self.pieces as usize;
+        (index as usize * len, len)
+    }
 }
 
 // SAFETY: tensors and blocks are raw addresses into pools that outlive the slot; which thread
@@ -84,43 +125,161 @@ impl Slot {
                 .ok_or_else(|| SlotError::PoolExhausted(plan.pools[i].name.clone()))
         };
         let buffers = (0..graph.tensors.len())
-            .map(|t| take(PoolPurpose::Tensor(crate::graph::TensorId(t))))
+            .map(|t| take(PoolPurpose::Tensor(TensorId(t))))
             .collect::<Result<Vec<_>, _>>()?;
-        let tensor = |id: crate::graph::TensorId| Tensor {
-            desc: tensor_desc(graph.tensor(id), plan.edges[id.0].space),
-            data: buffers[id.0].ptr.cast(),
-        };
-        let mut stages = Vec::with_capacity(plan.stages.len());
-        for planned in &plan.stages {
-            let spec = graph.stage(planned.stage);
-            let state = plan
-                .create_state(planned.stage)
-                .map_err(SlotError::Create)?;
-            let workspaces = (0..planned.launches)
-                .map(|_| take(PoolPurpose::Workspace(planned.stage)))
-                .collect::<Result<Vec<_>, _>>()?;
-            let axis_extent = match spec.split {
-                Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
-                None => graph.tensor(spec.inputs[0]).shape[0],
+        let mirrors = plan
+            .edges
+            .iter()
+            .map(|e| e.mirror.map(|_| take(PoolPurpose::Mirror(e.tensor))).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
+        // What a stage on `device` sees of tensor `id`: its home or its mirror.
+        let tensor = |id: TensorId, device: Device| {
+            let edge = &plan.edges[id.0];
+            let space = edge.space_for(device);
+            let block = if space == edge.space {
+                buffers[id.0]
+            } else {
+                mirrors[id.0].ok_or(SlotError::PoolMissing)?
             };
-            stages.push(SlotStage {
-                state,
-                inputs: spec.inputs.iter().map(|&t| tensor(t)).collect(),
-                outputs: spec.outputs.iter().map(|&t| tensor(t)).collect(),
-                workspaces,
-                split_axis_tile: spec.split.map(|s| s.tile),
-                axis_extent,
+            Ok::<_, SlotError>(Tensor {
+                desc: tensor_desc(graph.tensor(id), space),
+                data: block.ptr.cast(),
+            })
+        };
+        // Streams and events first: a stage's waits name its producers' events.
+        let mut fences: Vec<Option<(Stream, Event)>> = Vec::with_capacity(plan.stages.len());
+        for planned in &plan.stages {
+            fences.push(match plan.gpu_of(planned.stage) {
+                Some(gpu) => {
+                    gpu.bind_thread().map_err(SlotError::Gpu)?;
+                    let stream = gpu.create_stream(planned.priority).map_err(SlotError::Gpu)?;
+                    let event = match gpu.create_event() {
+                        Ok(event) => event,
+                        Err(e) => {
+                            // SAFETY: just created, unused.
+                            unsafe { gpu.destroy_stream(stream) };
+                            return Err(SlotError::Gpu(e));
+                        }
+                    };
+                    Some((stream, event))
+                }
+                None => None,
             });
         }
+        let mut stages: Vec<SlotStage> = Vec::with_capacity(plan.stages.len());
+        let built = (|| {
+            for planned in &plan.stages {
+                let spec = graph.stage(planned.stage);
+                let state = plan
+                    .create_state(planned.stage)
+                    .map_err(SlotError::Create)?;
+                let workspaces = (0..planned.launches)
+                    .map(|_| take(PoolPurpose::Workspace(planned.stage)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let axis_extent = match spec.split {
+                    Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
+                    None => graph.tensor(spec.inputs[0]).shape[0],
+                };
+                let gpu = match (&planned.gpu, plan.gpu_of(planned.stage), fences[planned.stage.0]) {
+                    (Some(work), Some(gpu), Some((stream, event))) => {
+                        // Every transfer copies a tensor's home into its mirror.
+                        let copy = |t: TensorId| -> Result<Copy, SlotError> {
+                            let edge = &plan.edges[t.0];
+                            let mirror = mirrors[t.0].ok_or(SlotError::PoolMissing)?;
+                            let home = buffers[t.0];
+                            let pieces = edge.mirror.map_or(1, |m| m.transfer.pieces);
+                            Ok(Copy {
+                                dst: mirror.ptr,
+                                src: home.ptr,
+                                bytes: graph.tensor(t).bytes as usize,
+                                pieces,
+                            })
+                        };
+                        let waits = work
+                            .waits
+                            .iter()
+                            .map(|&t| match graph.tensor(t).producer {
+                                Producer::Stage(p) => fences[p.0]
+                                    .map(|(_, event)| event)
+                                    .ok_or(SlotError::PoolMissing),
+                                Producer::Source => Err(SlotError::PoolMissing),
+                            })
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Some(SlotGpu {
+                            gpu: Arc::clone(gpu),
+                            stream,
+                            event,
+                            waits,
+                            uploads: work
+                                .uploads
+                                .iter()
+                                .map(|&t| copy(t))
+                                .collect::<Result<_, _>>()?,
+                            downloads: work
+                                .downloads
+                                .iter()
+                                .map(|&t| copy(t))
+                                .collect::<Result<_, _>>()?,
+                            per_tile: schedule.per_tile[planned.stage.0],
+                        })
+                    }
+                    _ => None,
+                };
+                stages.push(SlotStage {
+                    state,
+                    inputs: spec
+                        .inputs
+                        .iter()
+                        .map(|&t| tensor(t, planned.device))
+                        .collect::<Result<_, _>>()?,
+                    outputs: spec
+                        .outputs
+                        .iter()
+                        .map(|&t| tensor(t, planned.device))
+                        .collect::<Result<_, _>>()?,
+                    workspaces,
+                    split_axis_tile: spec.split.map(|s| s.tile),
+                    axis_extent,
+                    gpu,
+                });
+            }
+            Ok(())
+        })();
+        if let Err(e) = built {
+            // Streams and events not yet owned by a stage are released here; the stages built
+            // so far release theirs when dropped.
+            for (planned, fence) in plan.stages.iter().zip(&fences).skip(stages.len()) {
+                if let (Some(gpu), Some((stream, event))) = (plan.gpu_of(planned.stage), fence) {
+                    // SAFETY: created above, never used.
+                    unsafe {
+                        gpu.destroy_stream(*stream);
+                        gpu.destroy_event(*event);
+                    }
+                }
+            }
+            return Err(e);
+        }
+        let host_views = plan
+            .edges
+            .iter()
+            .map(|e| {
+                if e.host_space() == e.space {
+                    Ok(buffers[e.tensor.0])
+                } else {
+                    mirrors[e.tensor.0].ok_or(SlotError::PoolMissing)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let slot = Slot {
             buffers,
+            host_views,
             waiting: schedule
                 .initial_waiting
                 .iter()
                 .map(|&w| AtomicU32::new(w))
                 .collect(),
             launches_left: schedule
-                .launches
+                .tasks
                 .iter()
                 .map(|&l| AtomicU32::new(l))
                 .collect(),
@@ -140,7 +299,7 @@ impl Slot {
         for (w, &initial) in self.waiting.iter().zip(&schedule.initial_waiting) {
             w.store(initial, Ordering::Relaxed);
         }
-        for (l, &initial) in self.launches_left.iter().zip(&schedule.launches) {
+        for (l, &initial) in self.launches_left.iter().zip(&schedule.tasks) {
             l.store(initial, Ordering::Relaxed);
         }
         self.stages_left
@@ -153,10 +312,19 @@ impl Slot {
         self.buffers[index]
     }
 
-    /// Runs launch `launch` of `stage` on the calling thread.
-    pub(crate) fn launch(&self, stage: StageId, launch: u32) -> Result<(), LaunchError> {
-        let s = &self.stages[stage.0];
-        let tile = match s.split_axis_tile {
+    /// The host-readable buffer of tensor `index`: its home, or its mirror when the home is
+    /// device memory.
+    pub(crate) fn host_buffer(&self, index: usize) -> Block {
+        self.host_views[index]
+    }
+
+    /// Whether `stage` runs on a GPU.
+    pub(crate) fn is_gpu(&self, stage: StageId) -> bool {
+        self.stages[stage.0].gpu.is_some()
+    }
+
+    fn tile(s: &SlotStage, launch: u32) -> Tile {
+        match s.split_axis_tile {
             Some(tile) => Tile {
                 begin: u64::from(launch) * tile,
                 count: tile,
@@ -165,7 +333,12 @@ impl Slot {
                 begin: 0,
                 count: s.axis_extent,
             },
-        };
+        }
+    }
+
+    /// Runs launch `launch` of CPU stage `stage` on the calling thread.
+    pub(crate) fn launch(&self, stage: StageId, launch: u32) -> Result<(), LaunchError> {
+        let s = &self.stages[stage.0];
         let ws = s.workspaces[launch as usize];
         // SAFETY: the buffers and workspace come from pools sized by the plan; the schedule
         // runs a launch only once its inputs are complete, gives each launch its own
@@ -176,9 +349,89 @@ impl Slot {
                 &s.outputs,
                 (ws.ptr.cast(), ws.bytes),
                 std::ptr::null_mut(),
-                tile,
+                Self::tile(s, launch),
             )
         }
+    }
+
+    /// Enqueues task `task` of GPU stage `stage` on its stream, without waiting for the GPU:
+    /// one tile with its piece of the upload when the stage is fed tile by tile, else the
+    /// stream waits on its producers' events, the whole uploads, and every launch.
+    pub(crate) fn enqueue_gpu(&self, stage: StageId, task: u32) -> Result<(), LaunchFailure> {
+        let s = &self.stages[stage.0];
+        let g = s.gpu.as_ref().expect("enqueue_gpu is called for GPU stages only");
+        g.gpu.bind_thread()?;
+        let launches = if g.per_tile {
+            task..task + 1
+        } else {
+            0..s.workspaces.len() as u32
+        };
+        // SAFETY: every address comes from this slot's pools, sized by the plan; the slot is
+        // not reused before the stage's event (recorded after all of this) has completed,
+        // so the buffers outlive the work; events and the stream belong to this slot.
+        unsafe {
+            if !g.per_tile {
+                for &event in &g.waits {
+                    g.gpu.wait(g.stream, event)?;
+                }
+            }
+            for launch in launches {
+                // A split upload goes piece by piece, each before its tile's launch; a whole
+                // one before the first launch.
+                for copy in &g.uploads {
+                    if copy.pieces > 1 || launch == 0 {
+                        let piece = if copy.pieces > 1 { u64::from(launch) } else { 0 };
+                        let (offset, len) = copy.piece(piece);
+                        g.gpu.copy_to_device(
+                            copy.dst.add(offset),
+                            copy.src.add(offset),
+                            len,
+                            g.stream,
+                        )?;
+                    }
+                }
+                let ws = s.workspaces[launch as usize];
+                let tile = Self::tile(s, launch);
+                let request =
+                    LaunchRequest::new(&s.state, &s.inputs, &s.outputs, (ws.ptr.cast(), ws.bytes), tile);
+                g.gpu.enqueue_launch(g.stream, request)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last task of GPU stage `stage`: enqueues its downloads, records its event
+    /// (the fence its GPU readers wait on), then `func(data)` to run once all of it has
+    /// executed (the host side of the fence, which releases its CPU readers).
+    pub(crate) fn fence_gpu(
+        &self,
+        stage: StageId,
+        func: HostFn,
+        data: *mut c_void,
+    ) -> Result<(), GpuError> {
+        let g = self.stages[stage.0]
+            .gpu
+            .as_ref()
+            .expect("fence_gpu is called for GPU stages only");
+        // SAFETY: as in `enqueue_gpu`; `data` outlives the run (the executor drains every
+        // stream before releasing it).
+        unsafe {
+            for copy in &g.downloads {
+                g.gpu.copy_to_host(copy.dst, copy.src, copy.bytes, g.stream)?;
+            }
+            g.gpu.record(g.event, g.stream)?;
+            g.gpu.call_host(g.stream, func, data)
+        }
+    }
+
+    /// Blocks until every GPU stream of the slot has drained. Only at the end of a run.
+    pub(crate) fn drain(&self) -> Result<(), GpuError> {
+        for g in self.stages.iter().filter_map(|s| s.gpu.as_ref()) {
+            g.gpu.bind_thread()?;
+            // SAFETY: the stream belongs to this slot.
+            unsafe { g.gpu.synchronize(g.stream)? };
+        }
+        Ok(())
     }
 
     /// Records one finished launch of `stage`.
@@ -229,4 +482,20 @@ pub enum SlotError {
     /// A kernel refused to create a state.
     #[error(transparent)]
     Create(PluginError),
+    /// A stream or event could not be created.
+    #[error(transparent)]
+    Gpu(GpuError),
+}
+
+impl Drop for SlotStage {
+    fn drop(&mut self) {
+        if let Some(g) = &self.gpu {
+            // SAFETY: the executor drains every stream before dropping slots; the handles are
+            // this stage's own.
+            unsafe {
+                g.gpu.destroy_stream(g.stream);
+                g.gpu.destroy_event(g.event);
+            }
+        }
+    }
 }

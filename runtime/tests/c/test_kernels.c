@@ -5,6 +5,11 @@
  *   test.magnitude2   ci16 [M, N] -> f32 [M, N]   out = scale * (I^2 + Q^2); splits along axis 0
  *   test.column_sum   f32 [M, N]  -> f32 [N]      out[n] = sum over m of in[m, n]
  *
+ * Both are offered twice: as CPU kernels, and as "CUDA" kernels over device memory for the
+ * runtime's simulated GPU (kplace::cuda::sim), whose device memory is host memory and which
+ * runs a launch when its stream reaches it. They exercise the runtime's transfers, streams
+ * and fences without a GPU; on a real GPU they must not be used.
+ *
  * Build: cc -shared -fPIC -I runtime/include test_kernels.c -o libtest_kernels.so
  */
 #include <stdio.h>
@@ -124,13 +129,17 @@ static const kplace_kernel kernels[] = {
      no_workspace, magnitude2_launch, destroy},
     {"test.column_sum", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, column_sum_create,
      no_workspace, column_sum_launch, destroy},
+    {"test.magnitude2", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, magnitude2_create,
+     no_workspace, magnitude2_launch, destroy},
+    {"test.column_sum", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, column_sum_create,
+     no_workspace, column_sum_launch, destroy},
 };
 
 #ifndef TEST_ABI_VERSION
 #define TEST_ABI_VERSION KPLACE_ABI_VERSION
 #endif
 #ifndef TEST_KERNEL_COUNT
-#define TEST_KERNEL_COUNT 2
+#define TEST_KERNEL_COUNT 4
 #endif
 
 static const kplace_library library = {TEST_ABI_VERSION, TEST_KERNEL_COUNT, "test-kernels", kernels};

@@ -1,26 +1,34 @@
 //! Planning: a graph and a placement become a [`Plan`], with every stage bound to a loaded
-//! kernel, every tensor bound to a memory space and a pool, and every pool sized.
+//! kernel and a device, every tensor bound to memory (and, where it crosses the bus, to a
+//! mirror and a transfer: [`memory`]), and every pool sized.
 //!
 //! Planning is where invalid combinations are caught, before anything runs: a stage with no
-//! placement, a placement naming an unknown stage, a device kind no loaded library offers the
-//! kernel for, a kernel taking a different number of tensors, or a kernel refusing the stage's
+//! placement, a placement naming an unknown stage, a GPU placement where no GPU is usable, a
+//! device kind no loaded library offers the kernel for, a kernel taking a different number of
+//! tensors or declaring memory its device cannot use, or a kernel refusing the stage's
 //! parameters or shapes (each stage's kernel is created once here to ask it). `kplace plan`
-//! prints the result with [`Plan`]'s `Display`.
+//! prints the result with [`Plan`]'s `Display` ([`display`]); it may describe a GPU placement
+//! on a machine without a GPU ([`PlanMode::Describe`]), which `kplace run` refuses.
 
 // Plan errors are made once, before anything runs, and carry the names and places a user needs
 // to fix their files; their size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
+mod display;
+pub mod memory;
+
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_abi::{MemorySpace, TensorDesc};
 
-use crate::graph::{Graph, Producer, StageId, TensorId, TensorSpec};
+use crate::cuda::{Gpu, GpuError, GpuProvider};
+use crate::graph::{Graph, StageId, TensorId, TensorSpec};
 use crate::placement::{Device, Placement, RuntimeSettings};
 use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
+
+pub use memory::{BufferSpace, Direction, GpuWork, Mirror, PlannedEdge, Transfer};
 
 /// Environment variable naming a directory to search first for the default libraries.
 pub const LIB_DIR_ENV: &str = "KPLACE_LIB_DIR";
@@ -40,6 +48,22 @@ pub struct Plan {
     pub pools: Vec<PoolSpec>,
     /// Executor settings.
     pub runtime: RuntimeSettings,
+    /// The GPUs the stages use, opened (empty for an all-CPU plan).
+    pub gpus: BTreeMap<u32, Arc<dyn Gpu>>,
+    /// Why GPU stages were planned without a device, when planned with
+    /// [`PlanMode::Describe`] on a machine where the GPU is not usable. Such a plan cannot run.
+    pub gpu_unusable: Option<GpuError>,
+}
+
+/// How much planning may assume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanMode {
+    /// A plan to run: every device must be usable and every kernel is created once.
+    Run,
+    /// A plan to show: when a GPU is not usable, its stages are planned without a device (their
+    /// kernels are found but not created, so their workspaces are unknown) and
+    /// [`Plan::gpu_unusable`] says why.
+    Describe,
 }
 
 /// A stage bound to a device and a kernel.
@@ -53,52 +77,22 @@ pub struct PlannedStage {
     pub kernel: KernelHandle,
     /// Launches per frame (tiles of a split stage, else 1).
     pub launches: u64,
-    /// Workspace bytes each launch needs.
-    pub workspace_bytes: u64,
+    /// Workspace bytes each launch needs; `None` when the kernel could not be created to ask
+    /// (a GPU stage described without a GPU).
+    pub workspace_bytes: Option<u64>,
     /// Stream priority on a GPU.
     pub priority: i32,
-}
-
-/// Where a tensor's per-slot buffers live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BufferSpace {
-    /// Pageable host memory.
-    Host,
-}
-
-impl BufferSpace {
-    /// The ABI memory space kernels see.
-    pub fn memory(self) -> MemorySpace {
-        match self {
-            BufferSpace::Host => MemorySpace::HOST,
-        }
-    }
-}
-
-impl fmt::Display for BufferSpace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BufferSpace::Host => f.write_str("host"),
-        }
-    }
-}
-
-/// A tensor bound to a memory space.
-#[derive(Clone, Debug)]
-pub struct PlannedEdge {
-    /// The graph tensor.
-    pub tensor: TensorId,
-    /// Where its buffers live.
-    pub space: BufferSpace,
-    /// The pool its buffers come from (index into [`Plan::pools`]).
-    pub pool: usize,
+    /// For a GPU stage: what it enqueues around its launches. `None` on the CPU.
+    pub gpu: Option<GpuWork>,
 }
 
 /// What a pool's blocks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolPurpose {
-    /// One buffer of this tensor per slot.
+    /// One buffer of this tensor per slot, where its writer writes it.
     Tensor(TensorId),
+    /// One mirror of this tensor per slot, on the other side of the bus.
+    Mirror(TensorId),
     /// Workspaces of this stage: one per launch of a frame, per slot.
     Workspace(StageId),
 }
@@ -106,7 +100,7 @@ pub enum PoolPurpose {
 /// A fixed-block pool the executor allocates at start.
 #[derive(Clone, Debug)]
 pub struct PoolSpec {
-    /// A name for reports: the tensor's name, or `workspace.<stage>`.
+    /// A name for reports: the tensor's name, `<tensor>.mirror` or `workspace.<stage>`.
     pub name: String,
     /// What it holds.
     pub purpose: PoolPurpose,
@@ -212,6 +206,28 @@ pub enum PlanError {
         /// Outputs the graph gives.
         got_out: usize,
     },
+    /// A stage is placed on a GPU that cannot be used here.
+    #[error("stage {stage} is placed on {device} (placement {}:{line}), but no GPU is usable: {cause}; place it on `cpu`, or see `kplace devices`", placement.display())]
+    NoGpu {
+        /// The stage.
+        stage: String,
+        /// The device asked for.
+        device: Device,
+        /// The placement file.
+        placement: PathBuf,
+        /// Line of the entry.
+        line: u64,
+        /// Why the device cannot be used.
+        cause: GpuError,
+    },
+    /// A placement needs a data movement this runtime does not do.
+    #[error("tensor {tensor}: {why}")]
+    Unsupported {
+        /// The tensor.
+        tensor: String,
+        /// What is not supported, with the stages involved.
+        why: String,
+    },
     /// A kernel declares a memory space that does not match its device.
     #[error(
         "stage {stage}: kernel {kernel} runs on {device} but declares {memory} memory, which this runtime cannot provide there"
@@ -307,9 +323,24 @@ pub fn tensor_desc(tensor: &TensorSpec, space: BufferSpace) -> TensorDesc {
 }
 
 impl Plan {
-    /// Plans `graph` on `placement`, loading the libraries it needs and creating each stage's
-    /// kernel once to validate it.
+    /// Plans `graph` on `placement` to run it, on this machine's GPUs.
     pub fn new(graph: Graph, placement: Placement) -> Result<Plan, PlanError> {
+        Plan::with_gpus(
+            graph,
+            placement,
+            crate::cuda::driver::CudaProvider::global(),
+            PlanMode::Run,
+        )
+    }
+
+    /// Plans `graph` on `placement` with GPUs from `gpus`, loading the libraries it needs and,
+    /// for every stage whose device is usable, creating its kernel once to validate it.
+    pub fn with_gpus(
+        graph: Graph,
+        placement: Placement,
+        gpus: &dyn GpuProvider,
+        mode: PlanMode,
+    ) -> Result<Plan, PlanError> {
         for (name, entry) in &placement.stages {
             if graph.stage_by_name(name).is_none() {
                 return Err(PlanError::UnknownStage {
@@ -326,41 +357,78 @@ impl Plan {
                 });
             }
         }
-        // Every tensor lives in host memory while every kernel runs on the CPU; a stage whose
-        // kernel wants device memory is refused below.
-        let edges: Vec<PlannedEdge> = (0..graph.tensors.len())
-            .map(|i| PlannedEdge {
-                tensor: TensorId(i),
-                space: BufferSpace::Host,
-                pool: i,
-            })
-            .collect();
-        let slots = placement.runtime.slots;
-        let mut pools: Vec<PoolSpec> = graph
-            .tensors
+        let entries = graph
+            .stages
             .iter()
-            .enumerate()
-            .map(|(i, t)| PoolSpec {
+            .map(|stage| {
+                placement
+                    .stages
+                    .get(&stage.name)
+                    .ok_or_else(|| PlanError::Unplaced {
+                        placement: placement.path.clone(),
+                        graph: graph.path.clone(),
+                        stage: stage.name.clone(),
+                        line: stage.line,
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let devices: Vec<Device> = entries.iter().map(|e| e.device).collect();
+
+        // Open every GPU a stage names before anything else, so a GPU placement on a machine
+        // without one fails first, naming the stage.
+        let mut opened: BTreeMap<u32, Arc<dyn Gpu>> = BTreeMap::new();
+        let mut gpu_unusable = None;
+        for (stage, entry) in graph.stages.iter().zip(&entries) {
+            let Device::Gpu(n) = entry.device else {
+                continue;
+            };
+            if opened.contains_key(&n) {
+                continue;
+            }
+            match gpus.open(n) {
+                Ok(gpu) => {
+                    opened.insert(n, gpu);
+                }
+                Err(cause) if mode == PlanMode::Describe => {
+                    gpu_unusable.get_or_insert(cause);
+                }
+                Err(cause) => {
+                    return Err(PlanError::NoGpu {
+                        stage: stage.name.clone(),
+                        device: entry.device,
+                        placement: placement.path.clone(),
+                        line: entry.line,
+                        cause,
+                    });
+                }
+            }
+        }
+
+        let (edges, mut gpu_work) = memory::lay_out(&graph, &devices)?;
+        let slots = placement.runtime.slots;
+        let mut pools = Vec::new();
+        for (edge, t) in edges.iter().zip(&graph.tensors) {
+            pools.push(PoolSpec {
                 name: t.name.clone(),
-                purpose: PoolPurpose::Tensor(TensorId(i)),
-                space: BufferSpace::Host,
+                purpose: PoolPurpose::Tensor(edge.tensor),
+                space: edge.space,
                 block_bytes: t.bytes,
                 blocks: slots,
-            })
-            .collect();
+            });
+            if let Some(mirror) = edge.mirror {
+                pools.push(PoolSpec {
+                    name: format!("{}.mirror", t.name),
+                    purpose: PoolPurpose::Mirror(edge.tensor),
+                    space: mirror.space,
+                    block_bytes: t.bytes,
+                    blocks: slots,
+                });
+            }
+        }
 
         let mut libraries = Libraries::default();
         let mut stages = Vec::with_capacity(graph.stages.len());
-        for (index, stage) in graph.stages.iter().enumerate() {
-            let entry = placement
-                .stages
-                .get(&stage.name)
-                .ok_or_else(|| PlanError::Unplaced {
-                    placement: placement.path.clone(),
-                    graph: graph.path.clone(),
-                    stage: stage.name.clone(),
-                    line: stage.line,
-                })?;
+        for (index, (stage, entry)) in graph.stages.iter().zip(&entries).enumerate() {
             let plugin = |source| PlanError::Plugin {
                 stage: stage.name.clone(),
                 cause: source,
@@ -396,7 +464,11 @@ impl Plan {
                     got_out: stage.outputs.len(),
                 });
             }
-            if kind != DeviceKind::CPU || info.memory != MemorySpace::HOST {
+            let memory_fits = match entry.device {
+                Device::Cpu => info.memory == MemorySpace::HOST,
+                Device::Gpu(_) => info.memory == MemorySpace::DEVICE,
+            };
+            if !memory_fits {
                 return Err(PlanError::Memory {
                     stage: stage.name.clone(),
                     kernel: stage.kernel.clone(),
@@ -404,17 +476,30 @@ impl Plan {
                     memory: info.memory.name().unwrap_or("unknown"),
                 });
             }
-            let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device)
-                .map_err(plugin)?;
             let launches = stage
                 .split
                 .map_or(1, |s| graph.tensor(stage.inputs[0]).shape[s.axis] / s.tile);
-            let workspace_bytes = probe.workspace_bytes();
+            let gpu = match entry.device {
+                Device::Cpu => None,
+                Device::Gpu(n) => opened.get(&n),
+            };
+            let usable = entry.device == Device::Cpu || gpu.is_some();
+            let workspace_bytes = if usable {
+                let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
+                    .map_err(plugin)?;
+                Some(probe.workspace_bytes())
+            } else {
+                None
+            };
+            let workspace_space = match entry.device {
+                Device::Cpu => BufferSpace::Host,
+                Device::Gpu(n) => BufferSpace::Device(n),
+            };
             pools.push(PoolSpec {
                 name: format!("workspace.{}", stage.name),
                 purpose: PoolPurpose::Workspace(StageId(index)),
-                space: BufferSpace::Host,
-                block_bytes: workspace_bytes,
+                space: workspace_space,
+                block_bytes: workspace_bytes.unwrap_or(0),
                 blocks: slots * launches as usize,
             });
             stages.push(PlannedStage {
@@ -424,6 +509,7 @@ impl Plan {
                 launches,
                 workspace_bytes,
                 priority: entry.priority,
+                gpu: gpu_work[index].take(),
             });
         }
         let runtime = placement.runtime.clone();
@@ -434,10 +520,34 @@ impl Plan {
             edges,
             pools,
             runtime,
+            gpus: opened,
+            gpu_unusable,
         })
     }
 
-    /// Creates the kernel state of stage `id` (one per frame slot).
+    /// Whether the plan can run: every stage's device was usable when it was planned.
+    pub fn runnable(&self) -> Result<(), &GpuError> {
+        match &self.gpu_unusable {
+            Some(cause) => Err(cause),
+            None => Ok(()),
+        }
+    }
+
+    /// The GPU a stage runs on, `None` for a CPU stage.
+    pub fn gpu_of(&self, id: StageId) -> Option<&Arc<dyn Gpu>> {
+        match self.stages[id.0].device {
+            Device::Cpu => None,
+            Device::Gpu(n) => self.gpus.get(&n),
+        }
+    }
+
+    /// The pool holding `purpose`'s blocks.
+    pub fn pool_of(&self, purpose: PoolPurpose) -> Option<usize> {
+        self.pools.iter().position(|p| p.purpose == purpose)
+    }
+
+    /// Creates the kernel state of stage `id` (one per frame slot), with the stage's GPU
+    /// context current on the calling thread.
     pub fn create_state(&self, id: StageId) -> Result<KernelState, PluginError> {
         let planned = &self.stages[id.0];
         create_state(
@@ -446,7 +556,15 @@ impl Plan {
             id,
             &planned.kernel,
             planned.device,
+            self.gpu_of(id),
         )
+    }
+
+    /// Every transfer of a frame, in graph order of tensors.
+    pub fn transfers(&self) -> impl Iterator<Item = (&PlannedEdge, Transfer)> + '_ {
+        self.edges
+            .iter()
+            .filter_map(|e| e.mirror.map(|m| (e, m.transfer)))
     }
 
     /// Total bytes of every pool.
@@ -473,15 +591,21 @@ fn create_state(
     id: StageId,
     kernel: &KernelHandle,
     device: Device,
+    gpu: Option<&Arc<dyn Gpu>>,
 ) -> Result<KernelState, PluginError> {
     let stage = graph.stage(id);
     let descs = |ids: &[TensorId]| -> Vec<TensorDesc> {
         ids.iter()
-            .map(|&t| tensor_desc(graph.tensor(t), edges[t.0].space))
+            .map(|&t| tensor_desc(graph.tensor(t), edges[t.0].space_for(device)))
             .collect()
     };
     let inputs = descs(&stage.inputs);
     let outputs = descs(&stage.outputs);
+    if let Some(gpu) = gpu {
+        // The ABI promises CUDA kernels the device's primary context on the calling thread.
+        gpu.bind_thread()
+            .map_err(PluginError::Device)?;
+    }
     kernel.create(&CreateConfig {
         params: &stage.params,
         inputs: &inputs,
@@ -507,110 +631,5 @@ pub fn human_bytes(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-impl fmt::Display for Plan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let g = &self.graph;
-        writeln!(f, "graph      {} ({})", g.name, g.path.display())?;
-        writeln!(
-            f,
-            "placement  {} ({})",
-            self.placement.name,
-            self.placement.path.display()
-        )?;
-        let dims: Vec<String> = g.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(f, "dims       {}", dims.join(" "))?;
-        writeln!(f, "\nstages")?;
-        for p in &self.stages {
-            let s = g.stage(p.stage);
-            let lib = p.kernel.library();
-            let split = match s.split {
-                Some(split) => format!(
-                    "{} tiles of {} along axis {}",
-                    p.launches, split.tile, split.axis
-                ),
-                None => "whole frame".into(),
-            };
-            writeln!(
-                f,
-                "  {:<12} {:<18} {:<6} {} ({})",
-                s.name,
-                s.kernel,
-                p.device.to_string(),
-                lib.name(),
-                lib.path().display()
-            )?;
-            writeln!(
-                f,
-                "  {:<12} {split}, workspace {} per launch",
-                "",
-                human_bytes(p.workspace_bytes)
-            )?;
-        }
-        writeln!(f, "\nedges")?;
-        for e in &self.edges {
-            let t = g.tensor(e.tensor);
-            let from = match t.producer {
-                Producer::Source => "source".to_string(),
-                Producer::Stage(s) => g.stage(s).name.clone(),
-            };
-            let mut to: Vec<String> = g
-                .consumers(e.tensor)
-                .map(|s| g.stage(s).name.clone())
-                .collect();
-            if g.sinks.contains(&e.tensor) {
-                to.push("sink".into());
-            }
-            writeln!(
-                f,
-                "  {:<12} {:<22} {:>10}  {} -> {}  [{}]",
-                t.name,
-                format!("{}{:?}", t.dtype.name().unwrap_or("?"), t.shape),
-                human_bytes(t.bytes),
-                from,
-                to.join(", "),
-                e.space
-            )?;
-        }
-        writeln!(
-            f,
-            "\ntransfers  none: every stage runs on the CPU, every buffer is in host memory"
-        )?;
-        writeln!(
-            f,
-            "\npools ({} slots in flight, allocated at start)",
-            self.runtime.slots
-        )?;
-        for p in &self.pools {
-            writeln!(
-                f,
-                "  {:<22} {:<5} {:>3} x {:>10} = {:>10}",
-                p.name,
-                p.space,
-                p.blocks,
-                human_bytes(p.block_bytes),
-                human_bytes(p.total_bytes())
-            )?;
-        }
-        writeln!(
-            f,
-            "  {:<22} {:>37}",
-            "total",
-            human_bytes(self.pool_bytes())
-        )?;
-        let pinning = if self.runtime.pin_cores.is_empty() {
-            "not pinned".to_string()
-        } else {
-            format!("pinned to cores {:?}", self.runtime.pin_cores)
-        };
-        writeln!(
-            f,
-            "\nexecutor   {} slots, {} CPU worker{}, {pinning}",
-            self.runtime.slots,
-            self.runtime.workers,
-            if self.runtime.workers == 1 { "" } else { "s" }
-        )
     }
 }

@@ -1,0 +1,238 @@
+//! `kplace plan`'s text: stages, edges with their memory, transfers, streams and fences,
+//! pools, executor settings.
+
+use std::fmt;
+
+use super::{Direction, Plan, human_bytes};
+use crate::graph::{Producer, StageId};
+use crate::placement::Device;
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = &self.graph;
+        writeln!(f, "graph      {} ({})", g.name, g.path.display())?;
+        writeln!(
+            f,
+            "placement  {} ({})",
+            self.placement.name,
+            self.placement.path.display()
+        )?;
+        let dims: Vec<String> = g.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(f, "dims       {}", dims.join(" "))?;
+        if let Some(cause) = &self.gpu_unusable {
+            writeln!(
+                f,
+                "\nnote       no GPU is usable here ({cause}): GPU kernels were found but not \
+                 created, their workspaces are unknown, and `kplace run` refuses this plan"
+            )?;
+        }
+        self.fmt_stages(f)?;
+        self.fmt_edges(f)?;
+        self.fmt_transfers(f)?;
+        self.fmt_gpu_order(f)?;
+        self.fmt_pools(f)?;
+        let pinning = if self.runtime.pin_cores.is_empty() {
+            "not pinned".to_string()
+        } else {
+            format!("pinned to cores {:?}", self.runtime.pin_cores)
+        };
+        writeln!(
+            f,
+            "\nexecutor   {} slots, {} CPU worker{}, {pinning}",
+            self.runtime.slots,
+            self.runtime.workers,
+            if self.runtime.workers == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl Plan {
+    fn stage_name(&self, id: StageId) -> &str {
+        &self.graph.stage(id).name
+    }
+
+    fn fmt_stages(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "\nstages")?;
+        for p in &self.stages {
+            let s = self.graph.stage(p.stage);
+            let lib = p.kernel.library();
+            let split = match s.split {
+                Some(split) => format!(
+                    "{} tiles of {} along axis {}",
+                    p.launches, split.tile, split.axis
+                ),
+                None => "whole frame".into(),
+            };
+            writeln!(
+                f,
+                "  {:<12} {:<18} {:<6} {} ({})",
+                s.name,
+                s.kernel,
+                p.device.to_string(),
+                lib.name(),
+                lib.path().display()
+            )?;
+            let workspace = match p.workspace_bytes {
+                Some(bytes) => human_bytes(bytes),
+                None => "unknown (kernel not created)".into(),
+            };
+            writeln!(f, "  {:<12} {split}, workspace {workspace} per launch", "")?;
+        }
+        Ok(())
+    }
+
+    fn fmt_edges(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = &self.graph;
+        writeln!(f, "\nedges")?;
+        for e in &self.edges {
+            let t = g.tensor(e.tensor);
+            let from = match t.producer {
+                Producer::Source => "source".to_string(),
+                Producer::Stage(s) => self.stage_name(s).to_string(),
+            };
+            let mut to: Vec<String> = g
+                .consumers(e.tensor)
+                .map(|s| self.stage_name(s).to_string())
+                .collect();
+            if g.sinks.contains(&e.tensor) {
+                to.push("sink".into());
+            }
+            let memory = match e.mirror {
+                Some(m) => format!("{} + {}", e.space, m.space),
+                None => e.space.to_string(),
+            };
+            writeln!(
+                f,
+                "  {:<12} {:<22} {:>10}  {} -> {}  [{memory}]",
+                t.name,
+                format!("{}{:?}", t.dtype.name().unwrap_or("?"), t.shape),
+                human_bytes(t.bytes),
+                from,
+                to.join(", "),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn fmt_transfers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut transfers = self.transfers().peekable();
+        if transfers.peek().is_none() {
+            return writeln!(
+                f,
+                "\ntransfers  none: every stage runs on the CPU, every buffer is in host memory"
+            );
+        }
+        writeln!(f, "\ntransfers (per frame)")?;
+        for (edge, t) in transfers {
+            let tensor = &self.graph.tensor(edge.tensor).name;
+            // A transfer always copies a tensor's home into its mirror.
+            let from = edge.space;
+            let to = edge.mirror.map(|m| m.space.to_string()).unwrap_or_default();
+            let pieces = if t.pieces > 1 {
+                format!(
+                    ", in {} pieces of {} as their packets arrive",
+                    t.pieces,
+                    human_bytes(t.bytes / t.pieces)
+                )
+            } else {
+                String::new()
+            };
+            let when = match t.direction {
+                Direction::HostToDevice => "before its launches",
+                Direction::DeviceToHost => "after its launches, before its event",
+            };
+            writeln!(
+                f,
+                "  {} {:<12} {:>10}  {from} -> {to}  on {}'s stream {when}{pieces}",
+                t.direction,
+                tensor,
+                human_bytes(t.bytes),
+                self.stage_name(t.stage),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn fmt_gpu_order(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let gpu_stages: Vec<_> = self.stages.iter().filter(|s| s.gpu.is_some()).collect();
+        if gpu_stages.is_empty() {
+            return Ok(());
+        }
+        writeln!(f, "\nstreams (one per GPU stage and slot, non-blocking)")?;
+        for p in &gpu_stages {
+            writeln!(
+                f,
+                "  {:<12} {:<6} priority {:>2}, {} streams",
+                self.stage_name(p.stage),
+                p.device.to_string(),
+                p.priority,
+                self.runtime.slots
+            )?;
+        }
+        writeln!(f, "\nfences (one event per GPU stage and slot, timing disabled)")?;
+        for p in &gpu_stages {
+            let name = self.stage_name(p.stage);
+            let work = p.gpu.as_ref().expect("filtered to GPU stages");
+            for &t in &work.waits {
+                let writer = match self.graph.tensor(t).producer {
+                    Producer::Stage(s) => self.stage_name(s),
+                    Producer::Source => "source",
+                };
+                writeln!(
+                    f,
+                    "  {name} waits on {writer}'s event before reading {} (stream wait, no host block)",
+                    self.graph.tensor(t).name
+                )?;
+            }
+            let host_readers: Vec<String> = self
+                .graph
+                .stage(p.stage)
+                .outputs
+                .iter()
+                .flat_map(|&t| self.graph.consumers(t))
+                .filter(|&s| self.stages[s.0].device == Device::Cpu)
+                .map(|s| self.stage_name(s).to_string())
+                .collect();
+            let after = if host_readers.is_empty() {
+                "the frame's completion".to_string()
+            } else {
+                format!("{} and the frame's completion", host_readers.join(", "))
+            };
+            writeln!(
+                f,
+                "  {name} records its event after its launches{}; a host callback then releases {after}",
+                if work.downloads.is_empty() {
+                    ""
+                } else {
+                    " and downloads"
+                }
+            )?;
+        }
+        Ok(())
+    }
+
+    fn fmt_pools(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "\npools ({} slots in flight, allocated at start)",
+            self.runtime.slots
+        )?;
+        for p in &self.pools {
+            writeln!(
+                f,
+                "  {:<24} {:<15} {:>3} x {:>10} = {:>10}",
+                p.name,
+                p.space.to_string(),
+                p.blocks,
+                human_bytes(p.block_bytes),
+                human_bytes(p.total_bytes())
+            )?;
+        }
+        writeln!(
+            f,
+            "  {:<24} {:>47}",
+            "total",
+            human_bytes(self.pool_bytes())
+        )
+    }
+}

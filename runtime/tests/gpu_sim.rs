@@ -1,0 +1,382 @@
+//! GPU placements on the simulated GPU (`kplace::cuda::sim`): the planner's mirrors,
+//! transfers, pools and fences for every cut of a two-stage graph, and the executor moving
+//! frames through them with streams, event fences and host callbacks, exactly, in order,
+//! without a GPU. The simulated device delays every operation, so a missing fence shows up as
+//! wrong data; the test kernels' "CUDA" variants compute on the host when their stream
+//! reaches them.
+
+#![allow(clippy::result_large_err)]
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use kplace::cuda::sim::SimProvider;
+use kplace::executor::{
+    self, CompletedFrame, FrameSink, Ingest, PartialFrame, RunError, SinkError, Source,
+    SourceError,
+};
+use kplace::graph::{Graph, Overrides, StageId, TensorId};
+use kplace::placement::Placement;
+use kplace::plan::{BufferSpace, Direction, Plan, PlanError, PlanMode, PoolPurpose};
+use kplace::source::FrameReplay;
+use support::build_c_library;
+
+const ROWS: usize = 32;
+const COLS: usize = 8;
+const TILE: usize = 8;
+
+fn graph(extra_params: &str) -> Graph {
+    let text = format!(
+        "name: test
+dims: {{R: {ROWS}, C: {COLS}}}
+source: {{tensor: iq, packet_axis: 0}}
+tensors:
+  - {{name: iq, dtype: ci16, shape: [R, C]}}
+  - {{name: mag, dtype: f32, shape: [R, C]}}
+  - {{name: sums, dtype: f32, shape: [C]}}
+stages:
+  - name: magnitude
+    kernel: test.magnitude2
+    inputs: [iq]
+    outputs: [mag]
+    split: {{axis: 0, tile: {TILE}}}
+    params: {{scale: 0.25{extra_params}}}
+  - {{name: sum, kernel: test.column_sum, inputs: [mag], outputs: [sums]}}
+sinks: [sums]
+"
+    );
+    Graph::parse(&text, Path::new("graphs/test.yaml"), &Overrides::default()).unwrap()
+}
+
+fn placement(magnitude: &str, sum: &str, workers: usize, slots: usize) -> Placement {
+    let lib = build_c_library("test_kernels.c", "test_kernels", &[]);
+    let text = format!(
+        "name: {magnitude}-{sum}\nlibraries: {{cpu: {lib}, gpu: {lib}}}\nstages:\n  magnitude: {magnitude}\n  sum: {sum}\nruntime: {{workers: {workers}, slots: {slots}}}\n",
+        lib = lib.display()
+    );
+    Placement::parse(&text, Path::new("placements/test.yaml")).unwrap()
+}
+
+fn sim_plan(
+    gpus: &SimProvider,
+    magnitude: &str,
+    sum: &str,
+    workers: usize,
+    slots: usize,
+    extra_params: &str,
+) -> Plan {
+    Plan::with_gpus(
+        graph(extra_params),
+        placement(magnitude, sum, workers, slots),
+        gpus,
+        PlanMode::Run,
+    )
+    .unwrap()
+}
+
+const IQ: TensorId = TensorId(0);
+const MAG: TensorId = TensorId(1);
+const SUMS: TensorId = TensorId(2);
+
+#[test]
+fn all_gpu_uploads_int16_tile_by_tile_and_downloads_only_the_sink() {
+    let gpus = SimProvider::new(1);
+    let plan = sim_plan(&gpus, "gpu", "gpu", 1, 3, "");
+    let edge = |t: TensorId| plan.edges[t.0];
+    assert_eq!(edge(IQ).space, BufferSpace::PinnedHost(0));
+    let iq = edge(IQ).mirror.expect("the samples are uploaded");
+    assert_eq!(iq.space, BufferSpace::Device(0));
+    assert_eq!(iq.transfer.direction, Direction::HostToDevice);
+    assert_eq!(iq.transfer.stage, StageId(0), "on the reader's stream");
+    assert_eq!(iq.transfer.pieces, (ROWS / TILE) as u64, "one piece per tile");
+    assert_eq!(iq.transfer.bytes, (ROWS * COLS * 4) as u64, "int16, not float");
+    assert_eq!(edge(MAG).space, BufferSpace::Device(0));
+    assert!(edge(MAG).mirror.is_none(), "the map never leaves the GPU");
+    assert_eq!(edge(SUMS).space, BufferSpace::Device(0));
+    let sums = edge(SUMS).mirror.expect("the sink is downloaded");
+    assert_eq!(
+        (sums.space, sums.transfer.direction, sums.transfer.stage),
+        (
+            BufferSpace::PinnedHost(0),
+            Direction::DeviceToHost,
+            StageId(1)
+        )
+    );
+    let work = plan.stages[1].gpu.as_ref().unwrap();
+    assert_eq!(work.waits, vec![MAG], "sum waits on magnitude's event");
+    assert_eq!(work.downloads, vec![SUMS]);
+    assert_eq!(plan.stages[0].gpu.as_ref().unwrap().uploads, vec![IQ]);
+    let pool = |purpose| plan.pools[plan.pool_of(purpose).unwrap()].clone();
+    assert_eq!(pool(PoolPurpose::Tensor(IQ)).space, BufferSpace::PinnedHost(0));
+    assert_eq!(pool(PoolPurpose::Mirror(IQ)).space, BufferSpace::Device(0));
+    assert_eq!(pool(PoolPurpose::Mirror(IQ)).blocks, 3, "one per slot");
+    assert_eq!(pool(PoolPurpose::Tensor(MAG)).space, BufferSpace::Device(0));
+    assert!(plan.pool_of(PoolPurpose::Mirror(MAG)).is_none());
+    assert_eq!(
+        pool(PoolPurpose::Workspace(StageId(0))).space,
+        BufferSpace::Device(0)
+    );
+    let text = plan.to_string();
+    for want in [
+        "H2D iq",
+        "pinned(gpu:0) -> device(gpu:0)  on magnitude's stream before its launches, in 4 pieces",
+        "D2H sums",
+        "on sum's stream after its launches, before its event",
+        "sum waits on magnitude's event before reading mag",
+        "priority  0, 3 streams",
+        "device(gpu:0)",
+    ] {
+        assert!(text.contains(want), "plan lacks {want:?}:\n{text}");
+    }
+}
+
+#[test]
+fn every_cut_crosses_the_bus_once_where_it_must() {
+    let gpus = SimProvider::new(1);
+    // GPU then CPU: the map comes down on the producer's stream, into pinned memory.
+    let plan = sim_plan(&gpus, "gpu", "cpu", 1, 2, "");
+    let mag = plan.edges[MAG.0].mirror.unwrap();
+    assert_eq!(
+        (mag.space, mag.transfer.direction, mag.transfer.stage),
+        (
+            BufferSpace::PinnedHost(0),
+            Direction::DeviceToHost,
+            StageId(0)
+        )
+    );
+    assert_eq!(plan.edges[SUMS.0].space, BufferSpace::Host);
+    assert!(plan.stages[1].gpu.is_none());
+    assert!(plan.to_string().contains("a host callback then releases sum"));
+    // CPU then GPU: the map goes up whole, on the consumer's stream, from pinned memory.
+    let plan = sim_plan(&gpus, "cpu", "gpu", 1, 2, "");
+    assert_eq!(plan.edges[IQ.0].space, BufferSpace::Host, "no GPU reads the samples");
+    assert_eq!(plan.edges[MAG.0].space, BufferSpace::PinnedHost(0));
+    let mag = plan.edges[MAG.0].mirror.unwrap();
+    assert_eq!(
+        (mag.space, mag.transfer.direction, mag.transfer.stage, mag.transfer.pieces),
+        (BufferSpace::Device(0), Direction::HostToDevice, StageId(1), 1)
+    );
+    // All CPU: nothing crosses.
+    let plan = sim_plan(&gpus, "cpu", "cpu", 1, 2, "");
+    assert_eq!(plan.transfers().count(), 0);
+    assert!(plan.to_string().contains("transfers  none"));
+}
+
+#[test]
+fn a_gpu_placement_without_a_usable_gpu_fails_at_plan_time_naming_the_stage() {
+    let e = Plan::with_gpus(
+        graph(""),
+        placement("cpu", "gpu:1", 1, 2),
+        &SimProvider::new(1),
+        PlanMode::Run,
+    )
+    .unwrap_err();
+    assert!(matches!(e, PlanError::NoGpu { .. }), "{e:?}");
+    let e = e.to_string();
+    assert!(
+        e.contains("stage sum is placed on gpu:1 (placement placements/test.yaml:5)")
+            && e.contains("no GPU is usable")
+            && e.contains("kplace devices"),
+        "{e}"
+    );
+    // This machine's own driver: CI has none, a GPU machine has one.
+    if let Err(e) = Plan::new(graph(""), placement("gpu", "cpu", 1, 2)) {
+        let e = e.to_string();
+        assert!(e.contains("stage magnitude is placed on gpu:0"), "{e}");
+    }
+}
+
+#[test]
+fn a_described_plan_without_a_gpu_shows_its_transfers_but_cannot_run() {
+    let plan = Plan::with_gpus(
+        graph(""),
+        placement("gpu", "cpu", 1, 2),
+        &SimProvider::new(0),
+        PlanMode::Describe,
+    )
+    .unwrap();
+    assert!(plan.runnable().is_err());
+    assert_eq!(plan.stages[0].workspace_bytes, None);
+    let text = plan.to_string();
+    assert!(text.contains("no GPU is usable here"), "{text}");
+    assert!(text.contains("D2H mag"), "{text}");
+    let err = executor::run(
+        &plan,
+        &mut FrameReplay::new(frames(1, 1), 1),
+        &mut Collect::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, RunError::NotRunnable(_)), "{err:?}");
+}
+
+/// Deterministic pseudo-random frames.
+fn frames(count: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..count)
+        .map(|_| {
+            (0..ROWS * COLS * 2)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    ((x % 2001) as i16 - 1000).to_le_bytes()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn expected_sums(frame: &[u8]) -> Vec<f32> {
+    let iq: Vec<f32> = frame
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])))
+        .collect();
+    (0..COLS)
+        .map(|c| {
+            let sum: f64 = (0..ROWS)
+                .map(|r| {
+                    let k = r * COLS + c;
+                    f64::from(0.25f32 * (iq[2 * k] * iq[2 * k] + iq[2 * k + 1] * iq[2 * k + 1]))
+                })
+                .sum();
+            sum as f32
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Collect {
+    frames: Vec<(u64, Vec<f32>)>,
+    partial: Vec<u64>,
+}
+
+impl FrameSink for Collect {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        let sums = frame
+            .sink(0)
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        self.frames.push((frame.frame_id, sums));
+        Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        self.partial.push(frame.frame_id);
+        Ok(())
+    }
+}
+
+#[test]
+fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {
+    let prepared = frames(5, 11);
+    let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
+    const FRAMES: u64 = 24;
+    for (magnitude, sum) in [("gpu", "gpu"), ("gpu", "cpu"), ("cpu", "gpu"), ("cpu", "cpu")] {
+        for (workers, slots) in [(1, 1), (2, 3)] {
+            // Slow GPU operations: a CPU reader released before its download lands, or a
+            // stream not waiting on its producer, reads stale or zeroed bytes.
+            let gpus = SimProvider::with_delay(1, Duration::from_micros(300));
+            let plan = sim_plan(&gpus, magnitude, sum, workers, slots, "");
+            let mut source = FrameReplay::new(prepared.clone(), FRAMES);
+            let mut sink = Collect::default();
+            let report = executor::run(&plan, &mut source, &mut sink)
+                .unwrap_or_else(|e| panic!("{magnitude}->{sum}: {e}"));
+            let case = format!("{magnitude}->{sum}, {workers} workers, {slots} slots");
+            assert_eq!(report.frames, FRAMES, "{case}");
+            let ids: Vec<u64> = sink.frames.iter().map(|(id, _)| *id).collect();
+            assert_eq!(ids, (0..FRAMES).collect::<Vec<_>>(), "in order: {case}");
+            for (id, sums) in &sink.frames {
+                assert_eq!(sums, &expected[*id as usize % 5], "frame {id}: {case}");
+            }
+            let stats = gpus.device(0).unwrap().stats();
+            let gpu_stages = [magnitude, sum].iter().filter(|d| **d == "gpu").count() as u64;
+            let uploads = match (magnitude, sum) {
+                ("gpu", _) => FRAMES * (ROWS / TILE) as u64,
+                ("cpu", "gpu") => FRAMES,
+                _ => 0,
+            };
+            assert_eq!(stats.uploads, uploads, "{case}");
+            assert_eq!(stats.downloads, if gpu_stages > 0 { FRAMES } else { 0 }, "{case}");
+            assert_eq!(stats.records, FRAMES * gpu_stages, "one fence per GPU stage: {case}");
+            assert_eq!(stats.callbacks, FRAMES * gpu_stages, "{case}");
+            assert_eq!(
+                stats.waits,
+                if (magnitude, sum) == ("gpu", "gpu") { FRAMES } else { 0 },
+                "{case}"
+            );
+            assert_eq!(
+                stats.synchronizations,
+                slots as u64 * gpu_stages,
+                "no synchronization but the final drain: {case}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_gpu_kernel_failure_stops_the_run_with_its_message() {
+    let mut prepared = frames(4, 5);
+    prepared[2][0..2].copy_from_slice(&1234i16.to_le_bytes());
+    let gpus = SimProvider::with_delay(1, Duration::from_micros(100));
+    let plan = sim_plan(&gpus, "gpu", "cpu", 2, 2, ", fail_marker: 1234");
+    let mut sink = Collect::default();
+    let err = executor::run(&plan, &mut FrameReplay::new(prepared, 100), &mut sink).unwrap_err();
+    assert!(err.to_string().contains("marker frame seen"), "{err}");
+    assert!(sink.frames.iter().all(|(id, _)| id % 4 != 2));
+}
+
+/// Every third frame loses its last chirp; the tiles already uploaded stay queued on the
+/// stream of a slot that is then reused.
+struct Lossy {
+    frames: Vec<Vec<u8>>,
+    count: u64,
+}
+
+impl Source for Lossy {
+    fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
+        let bytes = ingest.packet_bytes();
+        for id in 0..self.count {
+            let Some(frame) = ingest.begin_frame(id) else {
+                return Ok(());
+            };
+            let src = &self.frames[(id % self.frames.len() as u64) as usize];
+            for p in 0..ROWS as u64 {
+                if id % 3 == 1 && p == ROWS as u64 - 1 {
+                    continue;
+                }
+                let place = ingest.packet_mut(&frame, p).expect("place");
+                place.copy_from_slice(&src[p as usize * bytes..(p as usize + 1) * bytes]);
+                ingest.packet_done(&frame, p);
+            }
+            ingest.finish(frame);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn partial_frames_on_a_gpu_free_their_slots_and_later_frames_stay_exact() {
+    let prepared = frames(4, 21);
+    let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
+    let gpus = SimProvider::with_delay(1, Duration::from_micros(200));
+    let plan = sim_plan(&gpus, "gpu", "gpu", 2, 2, "");
+    let mut sink = Collect::default();
+    let report = executor::run(
+        &plan,
+        &mut Lossy {
+            frames: prepared,
+            count: 15,
+        },
+        &mut sink,
+    )
+    .unwrap();
+    assert_eq!(report.partial_frames, 5);
+    assert_eq!(sink.partial, vec![1, 4, 7, 10, 13]);
+    assert_eq!(sink.frames.len(), 10);
+    for (id, sums) in &sink.frames {
+        assert_eq!(sums, &expected[*id as usize % 4], "frame {id}");
+    }
+}

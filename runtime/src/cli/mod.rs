@@ -2,6 +2,7 @@
 
 mod args;
 mod bisect;
+mod devices;
 mod plan;
 mod plot;
 mod radar;
@@ -37,6 +38,8 @@ enum Command {
     BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.
     Verify(verify::VerifyArgs),
+    /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -48,5 +51,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(args) => send::main(args),
         Command::Verify(args) => verify::main(args),
         Command::BisectRate(args) => bisect::main(args),
+        Command::Devices(args) => devices::main(args),
     }
 }

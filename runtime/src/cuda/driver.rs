@@ -1,28 +1,1085 @@
-//! A real CUDA device through cudarc's driver API (being written on another branch; until it
-//! lands, no device is ever usable).
+//! A real CUDA device through the driver API, loaded at run time.
+//!
+//! # Layering
+//! As in cudarc itself: `cudarc::driver::sys` (the raw, dynamically loaded `cu*` functions) ->
+//! `cudarc::driver::result` (the same calls returning `Result`) -> this module, which turns
+//! them into the [`Gpu`] seam. cudarc's safe layer (`CudaContext`, `CudaStream`, `CudaSlice`)
+//! is deliberately not used: it panics when libcuda cannot be loaded, and it records its own
+//! events around every buffer use, while this runtime orders all work with its own events and
+//! owns every handle's lifetime (see the [parent module](super)).
+//!
+//! # What it guarantees
+//! - [`probe`] never panics: it checks that libcuda can be loaded before the first driver call
+//!   (cudarc panics otherwise), and a `catch_unwind` backstop turns any panic left in cudarc
+//!   (a symbol missing from an unexpectedly old driver) into an answer.
+//! - [`CudaGpu::open`] and [`CudaProvider`] return a [`GpuError`] instead: without a driver the
+//!   error says "no CUDA driver found", and for a missing device it names the ordinal and how
+//!   many devices exist.
+//! - Every [`Gpu`] call is one driver call (two for none), with no locks, allocation or
+//!   formatting on success; errors name the device (`gpu:N`), the call with its key argument,
+//!   and the driver's error name and text.
+//! - Pinned memory is allocated with flags 0: page-locked but not write-combined, since the CPU
+//!   reads the buffers the GPU writes.
+//! - Streams are non-blocking (no implicit ordering with the legacy default stream), events
+//!   have timing disabled (cheapest record and wait).
+//! - A [`CudaGpu`] holds a reference on the device's primary context from `open` until it is
+//!   dropped, so kernel libraries built with any CUDA toolchain share one context with the
+//!   runtime.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use super::{Gpu, GpuError, GpuProvider};
+use cudarc::driver::result::{self, DriverError};
+use cudarc::driver::sys;
+use serde::Serialize;
 
-/// The machine's CUDA devices.
+use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequest, Stream};
+
+// Device addresses travel as pointer-sized values (`*mut u8`, as kernels receive them through
+// the C ABI); CUdeviceptr is 64 bits, so only 64-bit hosts can carry them losslessly.
+const _: () = assert!(size_of::<usize>() == size_of::<sys::CUdeviceptr>());
+
+/// Why no CUDA driver can be used when libcuda cannot be loaded.
+const NO_LIBCUDA: &str = "libcuda.so.1 not loadable";
+
+// ---------------------------------------------------------------------------------------------
+// Probe
+// ---------------------------------------------------------------------------------------------
+
+/// What this machine offers for CUDA: the driver, its devices and the CUDA libraries the GPU
+/// backend loads. Plain data, gathered once by [`probe`]; `Display` is a report for people,
+/// `Serialize` the same for machines (`kplace devices --json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// The CUDA driver and its devices, or why there are none.
+    pub driver: DriverStatus,
+    /// The NVIDIA driver's version (e.g. `580.65.06`), from NVML; `None` when NVML could not be
+    /// used.
+    pub nvidia_driver_version: Option<String>,
+    /// Whether libcufft can be loaded (the GPU backend's FFTs).
+    pub cufft: bool,
+    /// Whether libnvrtc can be loaded (the GPU backend compiles its kernels with it at load).
+    pub nvrtc: bool,
+    /// Problems that did not stop the probe: a device whose context could not be retained, NVML
+    /// unavailable beside a working driver, and the like; each names its device when it has one.
+    pub warnings: Vec<String>,
+}
+
+/// The state of the CUDA driver, as [`probe`] found it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum DriverStatus {
+    /// libcuda cannot be loaded: no NVIDIA driver on this machine (or not on the loader path).
+    NotFound {
+        /// Why, e.g. `libcuda.so.1 not loadable`.
+        reason: String,
+    },
+    /// libcuda loaded but cannot be used: `cuInit` or the device count failed (no device, the
+    /// kernel module not loaded, a driver older than the library, ...).
+    Failed {
+        /// The CUDA version the driver supports, when even that could be asked.
+        cuda_version: Option<CudaVersion>,
+        /// The failing call and the driver's error.
+        reason: String,
+    },
+    /// The driver is initialised; `devices` lists every device it shows this process (after
+    /// `CUDA_VISIBLE_DEVICES`), by ordinal. Devices whose properties could not be read are
+    /// left out and named in [`Probe::warnings`].
+    Ready {
+        /// The newest CUDA version the driver supports (e.g. 13.0).
+        cuda_version: CudaVersion,
+        /// How many devices the driver reports.
+        device_count: u32,
+        /// Each device's properties.
+        devices: Vec<DeviceInfo>,
+    },
+}
+
+/// A CUDA version as the driver reports it (`cuDriverGetVersion`: 1000 * major + 10 * minor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CudaVersion {
+    /// Major version, e.g. 13.
+    pub major: u32,
+    /// Minor version, e.g. 0.
+    pub minor: u32,
+}
+
+impl CudaVersion {
+    /// Decodes the driver's integer encoding (13000 -> 13.0, 12080 -> 12.8); `None` for a
+    /// negative value, which no driver reports.
+    pub fn from_driver(encoded: i32) -> Option<Self> {
+        let v = u32::try_from(encoded).ok()?;
+        Some(CudaVersion {
+            major: v / 1000,
+            minor: (v % 1000) / 10,
+        })
+    }
+}
+
+impl fmt::Display for CudaVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// A device's compute capability, e.g. 9.0 for Hopper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ComputeCapability {
+    /// Major, e.g. 9.
+    pub major: u32,
+    /// Minor, e.g. 0.
+    pub minor: u32,
+}
+
+impl fmt::Display for ComputeCapability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The stream priorities a device accepts. CUDA's convention: numerically lower is more
+/// urgent, so `greatest <= least`; both are 0 on a device without priorities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PriorityRange {
+    /// The most urgent priority, e.g. -5.
+    pub greatest: i32,
+    /// The least urgent (and default) priority, usually 0.
+    pub least: i32,
+}
+
+impl PriorityRange {
+    /// `priority` moved into the range, as [`Gpu::create_stream`] promises. Never panics, even
+    /// on a range reported in the wrong order.
+    pub fn clamp(self, priority: i32) -> i32 {
+        let (lo, hi) = (self.greatest.min(self.least), self.greatest.max(self.least));
+        priority.clamp(lo, hi)
+    }
+}
+
+/// One CUDA device's properties, as [`probe`] read them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceInfo {
+    /// The CUDA ordinal (`gpu:N` in placements).
+    pub ordinal: u32,
+    /// The device's name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// The UUID in NVML's form (`GPU-xxxxxxxx-...`), when the driver gave one.
+    pub uuid: Option<String>,
+    /// The PCI bus id (`domain:bus:device.function`), when the driver gave one.
+    pub pci_bus_id: Option<String>,
+    /// The compute capability.
+    pub compute_capability: ComputeCapability,
+    /// Total device memory in bytes.
+    pub total_memory_bytes: u64,
+    /// Device memory in use by every process, from NVML; `None` without NVML.
+    pub used_memory_bytes: Option<u64>,
+    /// Streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// The stream priority range; `None` when the primary context could not be retained (the
+    /// reason is in [`Probe::warnings`]), in which case this process cannot use the device.
+    pub stream_priorities: Option<PriorityRange>,
+}
+
+impl Probe {
+    /// The devices found: empty unless the driver is [`DriverStatus::Ready`].
+    pub fn devices(&self) -> &[DeviceInfo] {
+        match &self.driver {
+            DriverStatus::Ready { devices, .. } => devices,
+            _ => &[],
+        }
+    }
+
+    /// Why no device is usable (no driver, driver unusable, no device), or `None` when at
+    /// least one device was found.
+    pub fn unavailable_reason(&self) -> Option<String> {
+        match &self.driver {
+            DriverStatus::NotFound { reason } => Some(format!("no CUDA driver found ({reason})")),
+            DriverStatus::Failed { reason, .. } => Some(format!("CUDA driver unusable: {reason}")),
+            DriverStatus::Ready { devices, .. } if devices.is_empty() => {
+                Some("the CUDA driver reports no usable device".into())
+            }
+            DriverStatus::Ready { .. } => None,
+        }
+    }
+}
+
+fn found(yes: bool) -> &'static str {
+    if yes { "found" } else { "not found" }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+}
+
+impl fmt::Display for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.driver {
+            DriverStatus::NotFound { reason } => writeln!(f, "no CUDA driver found ({reason})")?,
+            DriverStatus::Failed {
+                cuda_version,
+                reason,
+            } => match cuda_version {
+                Some(v) => writeln!(f, "CUDA driver (CUDA {v}) found but unusable: {reason}")?,
+                None => writeln!(f, "CUDA driver found but unusable: {reason}")?,
+            },
+            DriverStatus::Ready {
+                cuda_version,
+                device_count,
+                devices,
+            } => {
+                match &self.nvidia_driver_version {
+                    Some(v) => writeln!(f, "NVIDIA driver {v}, CUDA {cuda_version}")?,
+                    None => writeln!(f, "CUDA driver: CUDA {cuda_version}")?,
+                }
+                let plural = if *device_count == 1 { "" } else { "s" };
+                writeln!(f, "{device_count} device{plural}")?;
+                for d in devices {
+                    writeln!(f, "  gpu:{}  {}", d.ordinal, d.name)?;
+                    write!(
+                        f,
+                        "    compute capability {}, {} SMs, {} memory",
+                        d.compute_capability,
+                        d.multiprocessors,
+                        gib(d.total_memory_bytes)
+                    )?;
+                    if let Some(used) = d.used_memory_bytes {
+                        write!(f, " ({} in use)", gib(used))?;
+                    }
+                    writeln!(f)?;
+                    if let Some(bus) = &d.pci_bus_id {
+                        write!(f, "    PCI {bus}")?;
+                        if let Some(p) = d.stream_priorities {
+                            write!(f, ", ")?;
+                            write_priorities(f, p)?;
+                        }
+                        writeln!(f)?;
+                    } else if let Some(p) = d.stream_priorities {
+                        write!(f, "    ")?;
+                        write_priorities(f, p)?;
+                        writeln!(f)?;
+                    }
+                }
+            }
+        }
+        writeln!(
+            f,
+            "libraries: cuFFT {}, NVRTC {}",
+            found(self.cufft),
+            found(self.nvrtc)
+        )?;
+        for w in &self.warnings {
+            writeln!(f, "warning: {w}")?;
+        }
+        Ok(())
+    }
+}
+
+fn write_priorities(f: &mut fmt::Formatter<'_>, p: PriorityRange) -> fmt::Result {
+    write!(
+        f,
+        "stream priorities {} (most urgent) to {}",
+        p.greatest, p.least
+    )
+}
+
+/// Looks for the CUDA driver, its devices and the CUDA libraries. Never panics and never
+/// fails: the absence of a driver or device is part of the answer. Each device's primary
+/// context is retained briefly (to read its stream priority range), which initialises it if
+/// no one else has: expect a fraction of a second per device on a GPU machine. The calling
+/// thread's current context is restored afterwards.
+pub fn probe() -> Probe {
+    // SAFETY: these only try to load the libraries (dlopen, then dlclose).
+    let (cufft, nvrtc) = unsafe {
+        (
+            cudarc::cufft::sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+        )
+    };
+    let mut probe = Probe {
+        driver: DriverStatus::NotFound {
+            reason: NO_LIBCUDA.into(),
+        },
+        nvidia_driver_version: None,
+        cufft,
+        nvrtc,
+        warnings: Vec::new(),
+    };
+    // SAFETY: only tries to load the library. Checked first because cudarc panics on the first
+    // driver call when libcuda cannot be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return probe;
+    }
+    let mut warnings = Vec::new();
+    probe.driver = match catch_unwind(AssertUnwindSafe(|| probe_driver(&mut warnings))) {
+        Ok(status) => status,
+        Err(panic) => DriverStatus::Failed {
+            cuda_version: None,
+            reason: format!("cudarc panicked: {}", panic_text(&*panic)),
+        },
+    };
+    probe.warnings = warnings;
+    if let DriverStatus::Ready { devices, .. } = &mut probe.driver {
+        // NVML adds what the driver API does not say: the NVIDIA driver's version and memory in
+        // use by all processes. Its absence beside a working driver is worth a warning only.
+        match nvml_facts(devices) {
+            Ok(version) => probe.nvidia_driver_version = Some(version),
+            Err(e) => probe.warnings.push(format!("NVML unavailable: {e}")),
+        }
+    }
+    probe
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}
+
+/// The driver part of [`probe`]; libcuda is known to load.
+fn probe_driver(warnings: &mut Vec<String>) -> DriverStatus {
+    let mut encoded: c_int = 0;
+    // SAFETY: a valid out-pointer; cuDriverGetVersion may be called before cuInit.
+    let cuda_version = unsafe { sys::cuDriverGetVersion(&mut encoded) }
+        .result()
+        .ok()
+        .and_then(|()| CudaVersion::from_driver(encoded));
+    if let Err(e) = result::init() {
+        return DriverStatus::Failed {
+            cuda_version,
+            reason: format!("cuInit failed: {}", describe(e)),
+        };
+    }
+    let Some(cuda_version) = cuda_version else {
+        return DriverStatus::Failed {
+            cuda_version: None,
+            reason: "cuDriverGetVersion failed".into(),
+        };
+    };
+    let count = match result::device::get_count() {
+        Ok(n) => u32::try_from(n).unwrap_or(0),
+        Err(e) => {
+            return DriverStatus::Failed {
+                cuda_version: Some(cuda_version),
+                reason: format!("cuDeviceGetCount failed: {}", describe(e)),
+            };
+        }
+    };
+    let mut devices = Vec::new();
+    for ordinal in 0..count {
+        match probe_device(ordinal, warnings) {
+            Ok(d) => devices.push(d),
+            Err(e) => warnings.push(e.to_string()),
+        }
+    }
+    DriverStatus::Ready {
+        cuda_version,
+        device_count: count,
+        devices,
+    }
+}
+
+/// One device's properties; an error for those without which the device cannot be described.
+fn probe_device(ordinal: u32, warnings: &mut Vec<String>) -> Result<DeviceInfo, GpuError> {
+    let label = format!("gpu:{ordinal}");
+    let err = |call: &str| {
+        let label = label.clone();
+        let call = call.to_string();
+        move |e: DriverError| GpuError::new(label, call, describe(e))
+    };
+    let dev = device_handle(ordinal).map_err(err("cuDeviceGet"))?;
+    let name = device_name(dev).map_err(err("cuDeviceGetName"))?;
+    // SAFETY (these three blocks): `dev` came from cuDeviceGet.
+    let total = unsafe { result::device::total_mem(dev) }.map_err(err("cuDeviceTotalMem"))?;
+    let attr = |a: sys::CUdevice_attribute, call: &str| {
+        unsafe { result::device::get_attribute(dev, a) }
+            .map(|v| u32::try_from(v).unwrap_or(0))
+            .map_err(err(call))
+    };
+    use sys::CUdevice_attribute::*;
+    let major = attr(
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)",
+    )?;
+    let minor = attr(
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)",
+    )?;
+    let multiprocessors = attr(
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)",
+    )?;
+    let uuid = result::device::get_uuid(dev).ok().map(|u| nvml_uuid(&u));
+    let pci_bus_id = pci_bus_id(dev).ok();
+    // SAFETY: `dev` came from cuDeviceGet.
+    let stream_priorities = match unsafe { retained_priority_range(dev) } {
+        Ok(range) => Some(range),
+        Err((call, e)) => {
+            warnings.push(GpuError::new(label.clone(), call, describe(e)).to_string());
+            None
+        }
+    };
+    Ok(DeviceInfo {
+        ordinal,
+        name,
+        uuid,
+        pci_bus_id,
+        compute_capability: ComputeCapability { major, minor },
+        total_memory_bytes: total as u64,
+        used_memory_bytes: None,
+        multiprocessors,
+        stream_priorities,
+    })
+}
+
+/// Retains `dev`'s primary context just long enough to read its stream priority range.
+///
+/// # Safety
+/// `dev` came from cuDeviceGet.
+unsafe fn retained_priority_range(
+    dev: sys::CUdevice,
+) -> Result<PriorityRange, (&'static str, DriverError)> {
+    // SAFETY: per the caller.
+    let ctx =
+        unsafe { result::primary_ctx::retain(dev) }.map_err(|e| ("cuDevicePrimaryCtxRetain", e))?;
+    // SAFETY: `ctx` is retained until the release below.
+    let range = unsafe { with_current(ctx, priority_range) }
+        .map_err(|e| ("cuCtxGetStreamPriorityRange", e));
+    // SAFETY: balances the retain above. A failed release only leaks the context's reference.
+    let _ = unsafe { result::primary_ctx::release(dev) };
+    range
+}
+
+/// Runs `f` with `ctx` current on this thread, then makes the thread's previous context (or
+/// none) current again, so that callers' threads are left as they were.
+///
+/// # Safety
+/// `ctx` is a live context.
+unsafe fn with_current<T>(
+    ctx: sys::CUcontext,
+    f: impl FnOnce() -> Result<T, DriverError>,
+) -> Result<T, DriverError> {
+    let previous = result::ctx::get_current()?;
+    // SAFETY: per the caller.
+    unsafe { result::ctx::set_current(ctx) }?;
+    let out = f();
+    // SAFETY: `previous` was current on this thread a moment ago (or null: none).
+    let restored = unsafe { result::ctx::set_current(previous.unwrap_or(ptr::null_mut())) };
+    let out = out?;
+    restored?;
+    Ok(out)
+}
+
+/// The current context's stream priority range.
+fn priority_range() -> Result<PriorityRange, DriverError> {
+    let (least, greatest) = result::stream::get_priority_range()?;
+    Ok(PriorityRange { greatest, least })
+}
+
+fn device_handle(ordinal: u32) -> Result<sys::CUdevice, DriverError> {
+    // Ordinals beyond c_int's range exist on no machine; the driver rejects the clamped value.
+    result::device::get(c_int::try_from(ordinal).unwrap_or(c_int::MAX))
+}
+
+/// Reads a NUL-terminated string the driver wrote into `buf`, tolerating a missing NUL.
+fn c_buffer_text(buf: &[u8]) -> String {
+    let bytes = match CStr::from_bytes_until_nul(buf) {
+        Ok(s) => s.to_bytes(),
+        Err(_) => buf,
+    };
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The device's name. cudarc's `device::get_name` would panic on a name without a NUL; this
+/// reads the same call without that path.
+fn device_name(dev: sys::CUdevice) -> Result<String, DriverError> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the driver writes at most `len` bytes, NUL included.
+    unsafe { sys::cuDeviceGetName(buf.as_mut_ptr().cast::<c_char>(), buf.len() as c_int, dev) }
+        .result()?;
+    Ok(c_buffer_text(&buf))
+}
+
+fn pci_bus_id(dev: sys::CUdevice) -> Result<String, DriverError> {
+    // The driver writes e.g. "0000:3b:00.0" (13 bytes with its NUL, the documented minimum);
+    // room to spare for a wider domain.
+    let mut buf = [0u8; 32];
+    // SAFETY: the driver writes at most `len` bytes, NUL included.
+    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr().cast::<c_char>(), buf.len() as c_int, dev) }
+        .result()?;
+    Ok(c_buffer_text(&buf))
+}
+
+/// Formats a CUDA UUID as NVML names devices: `GPU-` and 8-4-4-4-12 hex digits.
+fn nvml_uuid(uuid: &sys::CUuuid) -> String {
+    let hex: Vec<String> = uuid
+        .bytes
+        .iter()
+        .map(|&b| format!("{:02x}", b as u8))
+        .collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex[0..4].concat(),
+        hex[4..6].concat(),
+        hex[6..8].concat(),
+        hex[8..10].concat(),
+        hex[10..16].concat()
+    )
+}
+
+/// Fills each device's memory in use from NVML, matched by UUID (NVML's indices need not
+/// follow CUDA's ordinals), falling back to the PCI bus id; returns the NVIDIA driver version.
+fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, nvml_wrapper::error::NvmlError> {
+    let nvml = nvml_wrapper::Nvml::init()?;
+    let version = nvml.sys_driver_version()?;
+    for d in devices.iter_mut() {
+        let by_uuid = d
+            .uuid
+            .as_ref()
+            .and_then(|u| nvml.device_by_uuid(u.as_str()).ok());
+        let device = by_uuid.or_else(|| {
+            d.pci_bus_id
+                .as_ref()
+                .and_then(|bus| nvml.device_by_pci_bus_id(bus.as_str()).ok())
+        });
+        if let Some(device) = device {
+            d.used_memory_bytes = device.memory_info().ok().map(|m| m.used);
+        }
+    }
+    Ok(version)
+}
+
+/// The driver's error as `NAME: text`, e.g. `CUDA_ERROR_OUT_OF_MEMORY: out of memory`, with a
+/// hint for the one error a caller of this module most often causes.
+fn describe(e: DriverError) -> String {
+    // The enum's Debug is the error's name; no driver call needed.
+    let name = format!("{:?}", e.0);
+    let mut text = match e.error_string() {
+        Ok(s) => format!("{name}: {}", s.to_string_lossy()),
+        Err(_) => name,
+    };
+    if e.0 == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
+        text.push_str(" (no context current on this thread: call bind_thread first)");
+    }
+    text
+}
+
+// ---------------------------------------------------------------------------------------------
+// CudaGpu
+// ---------------------------------------------------------------------------------------------
+
+/// One CUDA device, used through its primary context. Holds a reference on that context from
+/// [`open`](Self::open) until dropped. Implements the [`Gpu`] seam with one driver call per
+/// operation and no hidden synchronisation or event tracking.
+#[derive(Debug)]
+pub struct CudaGpu {
+    ordinal: u32,
+    /// `gpu:N`, the device's name in errors.
+    label: String,
+    name: String,
+    device: sys::CUdevice,
+    context: sys::CUcontext,
+    priorities: PriorityRange,
+}
+
+// SAFETY: the driver API is thread-safe and a context handle may be made current on any
+// thread; CudaGpu never mutates its fields after open.
+unsafe impl Send for CudaGpu {}
+unsafe impl Sync for CudaGpu {}
+
+impl CudaGpu {
+    /// Opens device `ordinal`: checks that libcuda loads, initialises the driver, and retains
+    /// the device's primary context. Never panics. Errors say "no CUDA driver found" when
+    /// libcuda cannot be loaded, and name the ordinal and the device count when the device
+    /// does not exist. The calling thread's current context is left as it was: call
+    /// [`Gpu::bind_thread`] on every thread that uses the device.
+    pub fn open(ordinal: u32) -> Result<Arc<CudaGpu>, GpuError> {
+        let label = format!("gpu:{ordinal}");
+        // SAFETY: only tries to load the library; cudarc panics on the first driver call
+        // without it, so this comes first.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(GpuError::new(
+                label,
+                "open",
+                format!("no CUDA driver found ({NO_LIBCUDA})"),
+            ));
+        }
+        match catch_unwind(|| Self::open_loaded(ordinal, &label)) {
+            Ok(opened) => opened,
+            Err(panic) => Err(GpuError::new(
+                label,
+                "open",
+                format!("cudarc panicked: {}", panic_text(&*panic)),
+            )),
+        }
+    }
+
+    fn open_loaded(ordinal: u32, label: &str) -> Result<Arc<CudaGpu>, GpuError> {
+        let err =
+            |call: &'static str| move |e: DriverError| GpuError::new(label, call, describe(e));
+        result::init().map_err(err("cuInit"))?;
+        let count = result::device::get_count().map_err(err("cuDeviceGetCount"))?;
+        let count = u32::try_from(count).unwrap_or(0);
+        if ordinal >= count {
+            let seen = match count {
+                0 => "no CUDA devices".to_string(),
+                1 => "1 CUDA device (gpu:0)".to_string(),
+                n => format!("{n} CUDA devices (gpu:0 to gpu:{})", n - 1),
+            };
+            return Err(GpuError::new(
+                label,
+                "open",
+                format!("no such device: the driver shows this process {seen}"),
+            ));
+        }
+        let device = device_handle(ordinal).map_err(err("cuDeviceGet"))?;
+        let name = device_name(device).map_err(err("cuDeviceGetName"))?;
+        // SAFETY: `device` came from cuDeviceGet.
+        let context = unsafe { result::primary_ctx::retain(device) }
+            .map_err(err("cuDevicePrimaryCtxRetain"))?;
+        // From here on the retain is owned by `gpu`, whose Drop releases it on every path.
+        let mut gpu = CudaGpu {
+            ordinal,
+            label: label.to_string(),
+            name,
+            device,
+            context,
+            priorities: PriorityRange {
+                greatest: 0,
+                least: 0,
+            },
+        };
+        // SAFETY: the context is retained by `gpu`.
+        gpu.priorities = unsafe { with_current(context, priority_range) }
+            .map_err(err("cuCtxGetStreamPriorityRange"))?;
+        Ok(Arc::new(gpu))
+    }
+
+    /// The stream priorities this device accepts; [`Gpu::create_stream`] clamps into it.
+    pub fn priority_range(&self) -> PriorityRange {
+        self.priorities
+    }
+
+    /// The raw primary context, for code that must name it (e.g. NVRTC module loading
+    /// elsewhere); it stays valid while this `CudaGpu` lives.
+    pub fn context(&self) -> *mut c_void {
+        self.context.cast()
+    }
+
+    /// A [`GpuError`] for `call` failing with `e` on this device. Only built on failure, so the
+    /// success path never formats.
+    fn error(&self, call: String, e: DriverError) -> GpuError {
+        GpuError::new(self.label.clone(), call, describe(e))
+    }
+}
+
+impl Drop for CudaGpu {
+    fn drop(&mut self) {
+        // SAFETY: balances open's retain. The primary context is destroyed once its last
+        // reference goes; a failure here could only leak that reference, and Drop cannot
+        // report it.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+fn raw_stream(stream: Stream) -> sys::CUstream {
+    stream.0.cast()
+}
+
+fn raw_event(event: Event) -> sys::CUevent {
+    event.0.cast()
+}
+
+fn device_address(ptr: *const u8) -> sys::CUdeviceptr {
+    // Lossless: see the size assertion at the top of this module.
+    ptr.addr() as sys::CUdeviceptr
+}
+
+impl Gpu for CudaGpu {
+    fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn bind_thread(&self) -> Result<(), GpuError> {
+        // SAFETY: the context is retained while self lives.
+        unsafe { result::ctx::set_current(self.context) }
+            .map_err(|e| self.error("cuCtxSetCurrent".into(), e))
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<*mut u8, GpuError> {
+        // SAFETY: allocates in the thread's current context (bind_thread's contract); the
+        // memory is uninitialised, which raw bytes tolerate.
+        let dptr = unsafe { result::malloc_sync(bytes) }
+            .map_err(|e| self.error(format!("cuMemAlloc({bytes} bytes)"), e))?;
+        // A device address, never dereferenced on the host: no provenance.
+        Ok(ptr::without_provenance_mut(dptr as usize))
+    }
+
+    unsafe fn free_device(&self, ptr: *mut u8) {
+        if ptr.is_null() {
+            return;
+        }
+        // SAFETY: per the caller. The trait gives a failed free no channel: it means the
+        // context is already broken, which the next enqueuing call reports.
+        let _ = unsafe { result::free_sync(device_address(ptr)) };
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Result<*mut u8, GpuError> {
+        // Flags 0: page-locked but NOT write-combined, since the CPU reads what the GPU writes
+        // here and write-combined reads are uncached. Under unified addressing (every 64-bit
+        // platform CUDA 13 supports) such memory is accessible from all contexts anyway, so
+        // PORTABLE and DEVICEMAP would add nothing.
+        // SAFETY: allocates in the thread's current context (bind_thread's contract).
+        let host = unsafe { result::malloc_host(bytes, 0) }
+            .map_err(|e| self.error(format!("cuMemHostAlloc({bytes} bytes, flags 0)"), e))?;
+        Ok(host.cast())
+    }
+
+    unsafe fn free_pinned(&self, ptr: *mut u8) {
+        if ptr.is_null() {
+            return;
+        }
+        // SAFETY: per the caller; a failure is unreportable, as in free_device.
+        let _ = unsafe { result::free_host(ptr.cast()) };
+    }
+
+    fn create_stream(&self, priority: i32) -> Result<Stream, GpuError> {
+        let priority = self.priorities.clamp(priority);
+        result::stream::create_with_priority(result::stream::StreamKind::NonBlocking, priority)
+            .map(|s| Stream(s.cast()))
+            .map_err(|e| {
+                self.error(
+                    format!("cuStreamCreateWithPriority(NON_BLOCKING, priority {priority})"),
+                    e,
+                )
+            })
+    }
+
+    unsafe fn destroy_stream(&self, stream: Stream) {
+        // SAFETY: per the caller. The driver lets queued work finish before releasing the
+        // stream; a failure is unreportable, as in free_device.
+        let _ = unsafe { result::stream::destroy(raw_stream(stream)) };
+    }
+
+    fn create_event(&self) -> Result<Event, GpuError> {
+        result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map(|e| Event(e.cast()))
+            .map_err(|e| self.error("cuEventCreate(DISABLE_TIMING)".into(), e))
+    }
+
+    unsafe fn destroy_event(&self, event: Event) {
+        // SAFETY: per the caller; a failure is unreportable, as in free_device.
+        let _ = unsafe { result::event::destroy(raw_event(event)) };
+    }
+
+    unsafe fn copy_to_device(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), GpuError> {
+        // cudarc's memcpy_htod_async takes a slice; the raw call takes the pointer as is.
+        // SAFETY: ranges valid and `src` pinned, per the caller.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(device_address(dst), src.cast(), bytes, raw_stream(stream))
+        }
+        .result()
+        .map_err(|e| {
+            self.error(
+                format!("cuMemcpyHtoDAsync({bytes} bytes, {dst:p} <- {src:p}, stream {stream:?})"),
+                e,
+            )
+        })
+    }
+
+    unsafe fn copy_to_host(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        stream: Stream,
+    ) -> Result<(), GpuError> {
+        // SAFETY: ranges valid and `dst` pinned, per the caller.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst.cast(), device_address(src), bytes, raw_stream(stream))
+        }
+        .result()
+        .map_err(|e| {
+            self.error(
+                format!("cuMemcpyDtoHAsync({bytes} bytes, {dst:p} <- {src:p}, stream {stream:?})"),
+                e,
+            )
+        })
+    }
+
+    unsafe fn record(&self, event: Event, stream: Stream) -> Result<(), GpuError> {
+        // SAFETY: handles from this device, per the caller.
+        unsafe { result::event::record(raw_event(event), raw_stream(stream)) }.map_err(|e| {
+            self.error(
+                format!("cuEventRecord(event {:p}, stream {:p})", event.0, stream.0),
+                e,
+            )
+        })
+    }
+
+    unsafe fn wait(&self, stream: Stream, event: Event) -> Result<(), GpuError> {
+        // SAFETY: handles from this device, per the caller.
+        unsafe {
+            result::stream::wait_event(
+                raw_stream(stream),
+                raw_event(event),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(|e| {
+            self.error(
+                format!(
+                    "cuStreamWaitEvent(stream {:p}, event {:p})",
+                    stream.0, event.0
+                ),
+                e,
+            )
+        })
+    }
+
+    unsafe fn query(&self, event: Event) -> Result<bool, GpuError> {
+        // SAFETY: an event from this device, per the caller. A never-recorded event reports
+        // success, as the trait promises.
+        match unsafe { result::event::query(raw_event(event)) } {
+            Ok(()) => Ok(true),
+            Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+            Err(e) => Err(self.error(format!("cuEventQuery(event {:p})", event.0), e)),
+        }
+    }
+
+    unsafe fn call_host(
+        &self,
+        stream: Stream,
+        func: HostFn,
+        data: *mut c_void,
+    ) -> Result<(), GpuError> {
+        // SAFETY: per the caller: `data` outlives the callback, which never calls the driver
+        // (cuLaunchHostFunc forbids CUDA calls in the callback).
+        unsafe { result::stream::launch_host_function(raw_stream(stream), func, data) }.map_err(
+            |e| {
+                self.error(
+                    format!("cuLaunchHostFunc(stream {:p}, data {data:p})", stream.0),
+                    e,
+                )
+            },
+        )
+    }
+
+    unsafe fn enqueue_launch(
+        &self,
+        stream: Stream,
+        request: LaunchRequest,
+    ) -> Result<(), LaunchFailure> {
+        // A real device runs the kernel library's launch at once: it only enqueues on the raw
+        // stream it is given, in the context the caller's thread has bound.
+        // SAFETY: the caller keeps the request's targets valid (the trait's contract).
+        unsafe { request.run(stream.0) }.map_err(LaunchFailure::Kernel)
+    }
+
+    fn check(&self) -> Result<(), GpuError> {
+        self.bind_thread()?;
+        // Querying the legacy default stream, which this runtime never uses, costs nothing and
+        // returns the context's sticky error if a kernel has faulted; "not ready" only means
+        // some other work of the process is running there.
+        // SAFETY: the null stream is valid in any current context.
+        match unsafe { sys::cuStreamQuery(ptr::null_mut()) }.result() {
+            Ok(()) | Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(()),
+            Err(e) => Err(self.error("cuStreamQuery(default stream)".into(), e)),
+        }
+    }
+
+    unsafe fn synchronize(&self, stream: Stream) -> Result<(), GpuError> {
+        // SAFETY: a stream from this device, per the caller.
+        unsafe { result::stream::synchronize(raw_stream(stream)) }
+            .map_err(|e| self.error(format!("cuStreamSynchronize(stream {:p})", stream.0), e))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CudaProvider
+// ---------------------------------------------------------------------------------------------
+
+/// GPUs from the machine's CUDA driver. Opens each ordinal at most once and hands out the same
+/// device afterwards, so every plan in the process shares one primary context per device.
+/// Failed opens are not remembered: a later call tries again and reports afresh.
 #[derive(Debug, Default)]
-pub struct CudaProvider;
+pub struct CudaProvider {
+    opened: Mutex<BTreeMap<u32, Arc<dyn Gpu>>>,
+}
 
 impl CudaProvider {
-    /// The process-wide provider.
+    /// A provider with no device opened yet. Prefer [`global`](Self::global): two providers
+    /// each hold their own reference on a device's (shared) primary context.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The process-wide provider. Devices it opens stay open for the life of the process.
     pub fn global() -> &'static CudaProvider {
-        static PROVIDER: CudaProvider = CudaProvider;
-        &PROVIDER
+        static GLOBAL: OnceLock<CudaProvider> = OnceLock::new();
+        GLOBAL.get_or_init(CudaProvider::new)
     }
 }
 
 impl GpuProvider for CudaProvider {
     fn open(&self, ordinal: u32) -> Result<Arc<dyn Gpu>, GpuError> {
-        Err(GpuError::new(
-            format!("gpu:{ordinal}"),
-            "open",
-            "no CUDA driver found",
-        ))
+        // A panic elsewhere while holding the lock cannot leave the map half-updated (insert
+        // is the only mutation), so a poisoned lock is still sound to use.
+        let mut opened = self.opened.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(gpu) = opened.get(&ordinal) {
+            return Ok(Arc::clone(gpu));
+        }
+        // Opening under the lock: two threads asking for one device get one CudaGpu.
+        let gpu: Arc<dyn Gpu> = CudaGpu::open(ordinal)?;
+        opened.insert(ordinal, Arc::clone(&gpu));
+        Ok(gpu)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_versions_decode_like_the_driver_encodes_them() {
+        assert_eq!(
+            CudaVersion::from_driver(13000),
+            Some(CudaVersion {
+                major: 13,
+                minor: 0
+            })
+        );
+        assert_eq!(
+            CudaVersion::from_driver(12080).map(|v| v.to_string()),
+            Some("12.8".into())
+        );
+        assert_eq!(CudaVersion::from_driver(-1), None);
+    }
+
+    #[test]
+    fn priorities_clamp_into_the_range_even_when_reversed() {
+        let range = PriorityRange {
+            greatest: -5,
+            least: 0,
+        };
+        assert_eq!(range.clamp(-9), -5);
+        assert_eq!(range.clamp(3), 0);
+        assert_eq!(range.clamp(-2), -2);
+        let reversed = PriorityRange {
+            greatest: 0,
+            least: -5,
+        };
+        assert_eq!(reversed.clamp(-9), -5);
+        let none = PriorityRange {
+            greatest: 0,
+            least: 0,
+        };
+        assert_eq!(none.clamp(-3), 0);
+    }
+
+    #[test]
+    fn c_buffers_read_with_or_without_a_nul() {
+        assert_eq!(c_buffer_text(b"NVIDIA H200\0junk"), "NVIDIA H200");
+        assert_eq!(c_buffer_text(b"no-nul"), "no-nul");
+    }
+
+    #[test]
+    fn uuids_format_as_nvml_names_them() {
+        let mut uuid = sys::CUuuid { bytes: [0; 16] };
+        for (i, b) in uuid.bytes.iter_mut().enumerate() {
+            *b = (i as u8 * 17) as c_char;
+        }
+        assert_eq!(nvml_uuid(&uuid), "GPU-00112233-4455-6677-8899-aabbccddeeff");
+    }
+
+    fn ready_probe() -> Probe {
+        Probe {
+            driver: DriverStatus::Ready {
+                cuda_version: CudaVersion {
+                    major: 13,
+                    minor: 0,
+                },
+                device_count: 1,
+                devices: vec![DeviceInfo {
+                    ordinal: 0,
+                    name: "NVIDIA H200".into(),
+                    uuid: Some("GPU-00112233-4455-6677-8899-aabbccddeeff".into()),
+                    pci_bus_id: Some("00000000:3B:00.0".into()),
+                    compute_capability: ComputeCapability { major: 9, minor: 0 },
+                    total_memory_bytes: 150_000_000_000,
+                    used_memory_bytes: Some(1 << 30),
+                    multiprocessors: 132,
+                    stream_priorities: Some(PriorityRange {
+                        greatest: -5,
+                        least: 0,
+                    }),
+                }],
+            },
+            nvidia_driver_version: Some("580.65.06".into()),
+            cufft: true,
+            nvrtc: false,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn a_ready_probe_reads_well() {
+        let text = ready_probe().to_string();
+        for want in [
+            "NVIDIA driver 580.65.06, CUDA 13.0",
+            "1 device\n",
+            "gpu:0  NVIDIA H200",
+            "compute capability 9.0, 132 SMs, 139.7 GiB memory (1.0 GiB in use)",
+            "PCI 00000000:3B:00.0, stream priorities -5 (most urgent) to 0",
+            "libraries: cuFFT found, NVRTC not found",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from:\n{text}");
+        }
+        assert_eq!(ready_probe().unavailable_reason(), None);
+    }
+
+    #[test]
+    fn a_missing_driver_reads_well_and_serialises_tagged() {
+        let probe = Probe {
+            driver: DriverStatus::NotFound {
+                reason: NO_LIBCUDA.into(),
+            },
+            nvidia_driver_version: None,
+            cufft: false,
+            nvrtc: true,
+            warnings: vec![],
+        };
+        assert_eq!(
+            probe.to_string(),
+            "no CUDA driver found (libcuda.so.1 not loadable)\n\
+             libraries: cuFFT not found, NVRTC found\n"
+        );
+        assert!(probe.devices().is_empty());
+        let json = serde_json::to_value(&probe).expect("a probe serialises");
+        assert_eq!(json["driver"]["status"], "not_found");
+        assert_eq!(json["nvrtc"], true);
+        let json = serde_json::to_value(ready_probe()).expect("a probe serialises");
+        assert_eq!(json["driver"]["status"], "ready");
+        assert_eq!(
+            json["driver"]["devices"][0]["compute_capability"]["major"],
+            9
+        );
     }
 }

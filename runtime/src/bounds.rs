@@ -25,6 +25,15 @@ pub enum BoundError {
     /// A kernel failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// A stage runs on a GPU: its bound is the GPU run itself, next to the PCIe copy rate
+    /// (`bench/gpu-check.sh` measures both).
+    #[error("the kernel-only bound runs kernels on this thread; stage {stage} runs on {device}")]
+    NotOnCpu {
+        /// The stage.
+        stage: String,
+        /// Its device.
+        device: crate::placement::Device,
+    },
     /// The frames do not fit the plan's source tensor.
     #[error("a prepared frame has {got} bytes, the source tensor {want}")]
     FrameSize {
@@ -39,6 +48,12 @@ pub enum BoundError {
 /// drawn cyclically from `frames` (each the bytes of the source tensor).
 pub fn kernel_only_rate(plan: &Plan, frames: &[Vec<u8>], count: u64) -> Result<f64, BoundError> {
     let graph = &plan.graph;
+    if let Some(p) = plan.stages.iter().find(|p| p.gpu.is_some()) {
+        return Err(BoundError::NotOnCpu {
+            stage: graph.stage(p.stage).name.clone(),
+            device: p.device,
+        });
+    }
     let mut pools = Vec::new();
     let mut tensors = Vec::new();
     for (i, t) in graph.tensors.iter().enumerate() {

@@ -116,13 +116,14 @@ impl Pool {
     ) -> Result<Pool, PoolError> {
         let name = name.into();
         let (block, stride, total) = geometry(&name, block_bytes, blocks)?;
-        let layout = Layout::from_size_align(total.max(BLOCK_ALIGN), BLOCK_ALIGN).map_err(|_| {
-            PoolError::TooLarge {
-                name: name.clone(),
-                blocks,
-                block_bytes,
-            }
-        })?;
+        let layout =
+            Layout::from_size_align(total.max(BLOCK_ALIGN), BLOCK_ALIGN).map_err(|_| {
+                PoolError::TooLarge {
+                    name: name.clone(),
+                    blocks,
+                    block_bytes,
+                }
+            })?;
         let base = if total == 0 {
             None
         } else {
@@ -210,7 +211,10 @@ impl Pool {
     }
 
     /// Allocates the pool `spec` describes, through `gpu` for pinned and device memory.
-    pub fn for_spec(spec: &crate::plan::PoolSpec, gpu: Option<&Arc<dyn Gpu>>) -> Result<Pool, PoolError> {
+    pub fn for_spec(
+        spec: &crate::plan::PoolSpec,
+        gpu: Option<&Arc<dyn Gpu>>,
+    ) -> Result<Pool, PoolError> {
         use crate::plan::BufferSpace;
         let missing = || PoolError::Gpu {
             name: spec.name.clone(),
@@ -281,7 +285,11 @@ impl Pool {
 }
 
 /// Block size, stride between blocks and total bytes of a pool, or why it cannot exist.
-fn geometry(name: &str, block_bytes: u64, blocks: usize) -> Result<(usize, usize, usize), PoolError> {
+fn geometry(
+    name: &str,
+    block_bytes: u64,
+    blocks: usize,
+) -> Result<(usize, usize, usize), PoolError> {
     let too_large = || PoolError::TooLarge {
         name: name.to_string(),
         blocks,

@@ -60,6 +60,70 @@ fn plan_shows_kernels_libraries_edges_and_pools() {
     }
 }
 
+/// Every committed placement plans, with or without a GPU here, and crosses the bus exactly
+/// where it must: int16 samples up tile by tile when the range FFT is on the GPU, the range
+/// map up when only Doppler is, and only what a CPU stage reads down.
+#[test]
+fn every_placement_plans_its_transfers_streams_and_fences() {
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        (
+            "placements/all-cpu.yaml",
+            &["transfers  none"],
+            &["H2D", "D2H", "streams"],
+        ),
+        (
+            "placements/all-gpu.yaml",
+            &[
+                "H2D iq",
+                "512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on range_fft's stream before its launches, in 8 pieces of 64.0 KiB as their packets arrive",
+                "D2H detections",
+                "device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
+                "doppler_fft waits on range_fft's event before reading range_map",
+                "cfar waits on doppler_fft's event before reading power",
+                "cfar records its event after its launches and downloads; a host callback then releases cluster",
+                "range_fft    gpu:0  priority  0, 4 streams",
+            ],
+            &[
+                "H2D range_map",
+                "D2H power",
+                "D2H range_map",
+                "D2H clusters",
+                "range_map.mirror",
+            ],
+        ),
+        (
+            "placements/hybrid.yaml",
+            &[
+                "H2D range_map",
+                "1.0 MiB  pinned(gpu:0) -> device(gpu:0)  on doppler_fft's stream before its launches\n",
+                "D2H detections",
+                "cfar waits on doppler_fft's event before reading power",
+            ],
+            &["H2D iq", "D2H power", "in 8 pieces"],
+        ),
+        (
+            "placements/gpu-fft.yaml",
+            &[
+                "H2D iq",
+                "D2H power",
+                "on doppler_fft's stream after its launches, before its event",
+                "a host callback then releases cfar",
+            ],
+            &["H2D range_map", "D2H detections"],
+        ),
+    ];
+    for (placement, want, not_want) in cases {
+        let out = ok(&["plan", "--placement", placement]);
+        for w in want {
+            let w = w.replace("\\n", "\n");
+            assert!(out.contains(&w), "{placement}: plan lacks {w:?}:\n{out}");
+        }
+        for w in not_want {
+            assert!(!out.contains(w), "{placement}: plan has {w:?}:\n{out}");
+        }
+    }
+}
+
 #[test]
 fn run_verifies_and_writes_detections_that_verify_checks() {
     let dir = tempfile::tempdir().unwrap();

@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use kplace::cuda::sim::SimProvider;
 use kplace::executor::{
-    self, CompletedFrame, FrameSink, Ingest, PartialFrame, RunError, SinkError, Source,
-    SourceError,
+    self, CompletedFrame, FrameSink, Ingest, PartialFrame, RunError, SinkError, Source, SourceError,
 };
 use kplace::graph::{Graph, Overrides, StageId, TensorId};
 use kplace::placement::Placement;
@@ -90,8 +89,16 @@ fn all_gpu_uploads_int16_tile_by_tile_and_downloads_only_the_sink() {
     assert_eq!(iq.space, BufferSpace::Device(0));
     assert_eq!(iq.transfer.direction, Direction::HostToDevice);
     assert_eq!(iq.transfer.stage, StageId(0), "on the reader's stream");
-    assert_eq!(iq.transfer.pieces, (ROWS / TILE) as u64, "one piece per tile");
-    assert_eq!(iq.transfer.bytes, (ROWS * COLS * 4) as u64, "int16, not float");
+    assert_eq!(
+        iq.transfer.pieces,
+        (ROWS / TILE) as u64,
+        "one piece per tile"
+    );
+    assert_eq!(
+        iq.transfer.bytes,
+        (ROWS * COLS * 4) as u64,
+        "int16, not float"
+    );
     assert_eq!(edge(MAG).space, BufferSpace::Device(0));
     assert!(edge(MAG).mirror.is_none(), "the map never leaves the GPU");
     assert_eq!(edge(SUMS).space, BufferSpace::Device(0));
@@ -109,7 +116,10 @@ fn all_gpu_uploads_int16_tile_by_tile_and_downloads_only_the_sink() {
     assert_eq!(work.downloads, vec![SUMS]);
     assert_eq!(plan.stages[0].gpu.as_ref().unwrap().uploads, vec![IQ]);
     let pool = |purpose| plan.pools[plan.pool_of(purpose).unwrap()].clone();
-    assert_eq!(pool(PoolPurpose::Tensor(IQ)).space, BufferSpace::PinnedHost(0));
+    assert_eq!(
+        pool(PoolPurpose::Tensor(IQ)).space,
+        BufferSpace::PinnedHost(0)
+    );
     assert_eq!(pool(PoolPurpose::Mirror(IQ)).space, BufferSpace::Device(0));
     assert_eq!(pool(PoolPurpose::Mirror(IQ)).blocks, 3, "one per slot");
     assert_eq!(pool(PoolPurpose::Tensor(MAG)).space, BufferSpace::Device(0));
@@ -148,15 +158,32 @@ fn every_cut_crosses_the_bus_once_where_it_must() {
     );
     assert_eq!(plan.edges[SUMS.0].space, BufferSpace::Host);
     assert!(plan.stages[1].gpu.is_none());
-    assert!(plan.to_string().contains("a host callback then releases sum"));
+    assert!(
+        plan.to_string()
+            .contains("a host callback then releases sum")
+    );
     // CPU then GPU: the map goes up whole, on the consumer's stream, from pinned memory.
     let plan = sim_plan(&gpus, "cpu", "gpu", 1, 2, "");
-    assert_eq!(plan.edges[IQ.0].space, BufferSpace::Host, "no GPU reads the samples");
+    assert_eq!(
+        plan.edges[IQ.0].space,
+        BufferSpace::Host,
+        "no GPU reads the samples"
+    );
     assert_eq!(plan.edges[MAG.0].space, BufferSpace::PinnedHost(0));
     let mag = plan.edges[MAG.0].mirror.unwrap();
     assert_eq!(
-        (mag.space, mag.transfer.direction, mag.transfer.stage, mag.transfer.pieces),
-        (BufferSpace::Device(0), Direction::HostToDevice, StageId(1), 1)
+        (
+            mag.space,
+            mag.transfer.direction,
+            mag.transfer.stage,
+            mag.transfer.pieces
+        ),
+        (
+            BufferSpace::Device(0),
+            Direction::HostToDevice,
+            StageId(1),
+            1
+        )
     );
     // All CPU: nothing crosses.
     let plan = sim_plan(&gpus, "cpu", "cpu", 1, 2, "");
@@ -274,7 +301,12 @@ fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {
     let prepared = frames(5, 11);
     let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
     const FRAMES: u64 = 24;
-    for (magnitude, sum) in [("gpu", "gpu"), ("gpu", "cpu"), ("cpu", "gpu"), ("cpu", "cpu")] {
+    for (magnitude, sum) in [
+        ("gpu", "gpu"),
+        ("gpu", "cpu"),
+        ("cpu", "gpu"),
+        ("cpu", "cpu"),
+    ] {
         for (workers, slots) in [(1, 1), (2, 3)] {
             // Slow GPU operations: a CPU reader released before its download lands, or a
             // stream not waiting on its producer, reads stale or zeroed bytes.
@@ -299,12 +331,24 @@ fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {
                 _ => 0,
             };
             assert_eq!(stats.uploads, uploads, "{case}");
-            assert_eq!(stats.downloads, if gpu_stages > 0 { FRAMES } else { 0 }, "{case}");
-            assert_eq!(stats.records, FRAMES * gpu_stages, "one fence per GPU stage: {case}");
+            assert_eq!(
+                stats.downloads,
+                if gpu_stages > 0 { FRAMES } else { 0 },
+                "{case}"
+            );
+            assert_eq!(
+                stats.records,
+                FRAMES * gpu_stages,
+                "one fence per GPU stage: {case}"
+            );
             assert_eq!(stats.callbacks, FRAMES * gpu_stages, "{case}");
             assert_eq!(
                 stats.waits,
-                if (magnitude, sum) == ("gpu", "gpu") { FRAMES } else { 0 },
+                if (magnitude, sum) == ("gpu", "gpu") {
+                    FRAMES
+                } else {
+                    0
+                },
                 "{case}"
             );
             assert_eq!(

@@ -811,8 +811,12 @@ fn measure_bounds(ctx: &Trials<'_>, system: &System, cpi: Cpi) -> anyhow::Result
         }
     };
     let kernel_only = match system {
-        System::Placement(placement) => {
+        System::Placement(placement) => 'bound: {
             let plan = plan_for(&ctx.args.graph, placement, cpi)?;
+            if plan.stages.iter().any(|s| s.gpu.is_some()) {
+                // Kernels back to back on one CPU thread say nothing of a GPU placement.
+                break 'bound None;
+            }
             let scene = scene(ctx.args, cpi)?;
             let prepared = (0..4)
                 .map(|f| scene.frame_bytes(f))

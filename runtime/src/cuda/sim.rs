@@ -170,7 +170,10 @@ impl SimGpu {
         let Some((bytes, found)) = lock(&self.allocations).remove(&(ptr as usize)) else {
             panic!("simulated GPU: free of {ptr:?}, which it did not allocate");
         };
-        assert_eq!(found, kind, "simulated GPU: {ptr:?} freed as the wrong kind");
+        assert_eq!(
+            found, kind,
+            "simulated GPU: {ptr:?} freed as the wrong kind"
+        );
         let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN)
             .expect("the layout was valid at allocation");
         // SAFETY: allocated in `alloc` with this layout.
@@ -178,7 +181,13 @@ impl SimGpu {
     }
 
     /// Checks that `[ptr, ptr + bytes)` lies inside one live allocation of `kind`.
-    fn check_range(&self, ptr: *const u8, bytes: usize, kind: Kind, what: &str) -> Result<(), GpuError> {
+    fn check_range(
+        &self,
+        ptr: *const u8,
+        bytes: usize,
+        kind: Kind,
+        what: &str,
+    ) -> Result<(), GpuError> {
         let start = ptr as usize;
         let allocations = lock(&self.allocations);
         let inside = allocations
@@ -278,7 +287,10 @@ fn run_stream(
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
                 let mut state = lock(&event.state);
                 while state.1 < generation {
-                    state = event.done.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    state = event
+                        .done
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
             }
             // SAFETY: the enqueuer promised `data` valid until the callback has run.
@@ -541,7 +553,10 @@ mod tests {
             std::slice::from_raw_parts_mut(host, 64).fill(7);
             gpu.copy_to_device(dev, host, 64, a).unwrap();
             gpu.record(event, a).unwrap();
-            assert!(!gpu.query(event).unwrap(), "the record waits behind a delayed copy");
+            assert!(
+                !gpu.query(event).unwrap(),
+                "the record waits behind a delayed copy"
+            );
             gpu.wait(b, event).unwrap();
             gpu.copy_to_host(back, dev, 64, b).unwrap();
             gpu.synchronize(b).unwrap();
@@ -559,7 +574,10 @@ mod tests {
         }
         assert_eq!(gpu.allocated_bytes(), 0);
         let stats = gpu.stats();
-        assert_eq!((stats.uploads, stats.downloads, stats.records, stats.waits), (1, 1, 1, 1));
+        assert_eq!(
+            (stats.uploads, stats.downloads, stats.records, stats.waits),
+            (1, 1, 1, 1)
+        );
     }
 
     #[test]

@@ -438,7 +438,9 @@ unsafe extern "C" fn gpu_stage_done(data: *mut c_void) {
     }));
     if finished.is_err() {
         shared.stopping.store(true, Ordering::Release);
-        let _ = shared.events.send(Event::Failed(RunError::Panic("GPU callback")));
+        let _ = shared
+            .events
+            .send(Event::Failed(RunError::Panic("GPU callback")));
     }
 }
 

@@ -130,7 +130,11 @@ impl Slot {
         let mirrors = plan
             .edges
             .iter()
-            .map(|e| e.mirror.map(|_| take(PoolPurpose::Mirror(e.tensor))).transpose())
+            .map(|e| {
+                e.mirror
+                    .map(|_| take(PoolPurpose::Mirror(e.tensor)))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>, _>>()?;
         // What a stage on `device` sees of tensor `id`: its home or its mirror.
         let tensor = |id: TensorId, device: Device| {
@@ -152,7 +156,9 @@ impl Slot {
             fences.push(match plan.gpu_of(planned.stage) {
                 Some(gpu) => {
                     gpu.bind_thread().map_err(SlotError::Gpu)?;
-                    let stream = gpu.create_stream(planned.priority).map_err(SlotError::Gpu)?;
+                    let stream = gpu
+                        .create_stream(planned.priority)
+                        .map_err(SlotError::Gpu)?;
                     let event = match gpu.create_event() {
                         Ok(event) => event,
                         Err(e) => {
@@ -180,7 +186,11 @@ impl Slot {
                     Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
                     None => graph.tensor(spec.inputs[0]).shape[0],
                 };
-                let gpu = match (&planned.gpu, plan.gpu_of(planned.stage), fences[planned.stage.0]) {
+                let gpu = match (
+                    &planned.gpu,
+                    plan.gpu_of(planned.stage),
+                    fences[planned.stage.0],
+                ) {
                     (Some(work), Some(gpu), Some((stream, event))) => {
                         // Every transfer copies a tensor's home into its mirror.
                         let copy = |t: TensorId| -> Result<Copy, SlotError> {
@@ -278,11 +288,7 @@ impl Slot {
                 .iter()
                 .map(|&w| AtomicU32::new(w))
                 .collect(),
-            launches_left: schedule
-                .tasks
-                .iter()
-                .map(|&l| AtomicU32::new(l))
-                .collect(),
+            launches_left: schedule.tasks.iter().map(|&l| AtomicU32::new(l)).collect(),
             stages_left: AtomicU32::new(stages.len() as u32),
             pending: AtomicU32::new(0),
             stages,
@@ -359,7 +365,10 @@ impl Slot {
     /// stream waits on its producers' events, the whole uploads, and every launch.
     pub(crate) fn enqueue_gpu(&self, stage: StageId, task: u32) -> Result<(), LaunchFailure> {
         let s = &self.stages[stage.0];
-        let g = s.gpu.as_ref().expect("enqueue_gpu is called for GPU stages only");
+        let g = s
+            .gpu
+            .as_ref()
+            .expect("enqueue_gpu is called for GPU stages only");
         g.gpu.bind_thread()?;
         let launches = if g.per_tile {
             task..task + 1
@@ -380,7 +389,11 @@ impl Slot {
                 // one before the first launch.
                 for copy in &g.uploads {
                     if copy.pieces > 1 || launch == 0 {
-                        let piece = if copy.pieces > 1 { u64::from(launch) } else { 0 };
+                        let piece = if copy.pieces > 1 {
+                            u64::from(launch)
+                        } else {
+                            0
+                        };
                         let (offset, len) = copy.piece(piece);
                         g.gpu.copy_to_device(
                             copy.dst.add(offset),
@@ -392,8 +405,13 @@ impl Slot {
                 }
                 let ws = s.workspaces[launch as usize];
                 let tile = Self::tile(s, launch);
-                let request =
-                    LaunchRequest::new(&s.state, &s.inputs, &s.outputs, (ws.ptr.cast(), ws.bytes), tile);
+                let request = LaunchRequest::new(
+                    &s.state,
+                    &s.inputs,
+                    &s.outputs,
+                    (ws.ptr.cast(), ws.bytes),
+                    tile,
+                );
                 g.gpu.enqueue_launch(g.stream, request)?;
             }
         }
@@ -417,7 +435,8 @@ impl Slot {
         // stream before releasing it).
         unsafe {
             for copy in &g.downloads {
-                g.gpu.copy_to_host(copy.dst, copy.src, copy.bytes, g.stream)?;
+                g.gpu
+                    .copy_to_host(copy.dst, copy.src, copy.bytes, g.stream)?;
             }
             g.gpu.record(g.event, g.stream)?;
             g.gpu.call_host(g.stream, func, data)

@@ -169,7 +169,10 @@ impl Plan {
                 self.runtime.slots
             )?;
         }
-        writeln!(f, "\nfences (one event per GPU stage and slot, timing disabled)")?;
+        writeln!(
+            f,
+            "\nfences (one event per GPU stage and slot, timing disabled)"
+        )?;
         for p in &gpu_stages {
             let name = self.stage_name(p.stage);
             let work = p.gpu.as_ref().expect("filtered to GPU stages");

@@ -485,8 +485,9 @@ impl Plan {
             };
             let usable = entry.device == Device::Cpu || gpu.is_some();
             let workspace_bytes = if usable {
-                let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
-                    .map_err(plugin)?;
+                let probe =
+                    create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
+                        .map_err(plugin)?;
                 Some(probe.workspace_bytes())
             } else {
                 None
@@ -603,8 +604,7 @@ fn create_state(
     let outputs = descs(&stage.outputs);
     if let Some(gpu) = gpu {
         // The ABI promises CUDA kernels the device's primary context on the calling thread.
-        gpu.bind_thread()
-            .map_err(PluginError::Device)?;
+        gpu.bind_thread().map_err(PluginError::Device)?;
     }
     kernel.create(&CreateConfig {
         params: &stage.params,

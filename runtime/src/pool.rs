@@ -159,10 +159,12 @@ impl Pool {
         let base = if total == 0 {
             None
         } else {
-            let ptr = gpu.alloc_pinned(total).map_err(|cause| PoolError::Gpu {
+            let gpu_error = |cause| PoolError::Gpu {
                 name: name.clone(),
                 cause,
-            })?;
+            };
+            gpu.bind_thread().map_err(gpu_error)?;
+            let ptr = gpu.alloc_pinned(total).map_err(gpu_error)?;
             // SAFETY: the allocation holds `total` bytes; zeroing it makes every block's
             // initial contents defined, as for host pools.
             unsafe { std::ptr::write_bytes(ptr, 0, total) };
@@ -192,10 +194,12 @@ impl Pool {
         let base = if total == 0 {
             None
         } else {
-            let ptr = gpu.alloc_device(total).map_err(|cause| PoolError::Gpu {
+            let gpu_error = |cause| PoolError::Gpu {
                 name: name.clone(),
                 cause,
-            })?;
+            };
+            gpu.bind_thread().map_err(gpu_error)?;
+            let ptr = gpu.alloc_device(total).map_err(gpu_error)?;
             NonNull::new(ptr)
         };
         Ok(Pool {
@@ -314,6 +318,9 @@ impl Drop for Pool {
         unsafe {
             match &self.owner {
                 Owner::Host(layout) => dealloc(base.as_ptr(), *layout),
+                Owner::Pinned(gpu) | Owner::Device(gpu) if gpu.bind_thread().is_err() => {
+                    // Without the context the memory cannot be freed; it goes with the process.
+                }
                 Owner::Pinned(gpu) => gpu.free_pinned(base.as_ptr()),
                 Owner::Device(gpu) => gpu.free_device(base.as_ptr()),
             }

@@ -25,10 +25,25 @@ fn a_c_library_loads_and_its_kernel_runs() {
     let path = build_c_library("test_kernels.c", "test_kernels", &[]);
     let lib = KernelLibrary::load(&path).unwrap();
     assert_eq!(lib.name(), "test-kernels");
-    let names: Vec<&str> = lib.kernels().iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(names, ["test.magnitude2", "test.column_sum"]);
-    assert!(
-        lib.find("test.magnitude2", DeviceKind::CUDA).is_none(),
+    let names: Vec<(&str, DeviceKind)> = lib
+        .kernels()
+        .iter()
+        .map(|k| (k.name.as_str(), k.device))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("test.magnitude2", DeviceKind::CPU),
+            ("test.column_sum", DeviceKind::CPU),
+            ("test.magnitude2", DeviceKind::CUDA),
+            ("test.column_sum", DeviceKind::CUDA),
+        ],
+        "one kernel name may be offered once per device kind"
+    );
+    let cuda = lib.find("test.magnitude2", DeviceKind::CUDA).unwrap();
+    assert_eq!(
+        cuda.info().memory,
+        kplace::abi::MemorySpace::DEVICE,
         "device kinds are distinct"
     );
 

@@ -1,8 +1,84 @@
-//! kplace's CUDA kernel library (`libkplace_gpu.so`).
+//! kplace's radar kernels on CUDA (`libkplace_gpu.so`).
 //!
-//! The GPU backend (cuFFT plus CUDA C compiled by NVRTC) is built in a later step. Until then
-//! this library is a valid, loadable kernel library that offers no kernels, so a placement
-//! that puts a stage on a GPU fails at plan time with a message naming the missing kernel,
-//! rather than at run time.
+//! This crate is a kernel library for the kplace runtime: built as a `cdylib` it exports
+//! `kplace_library_entry` (see `runtime/include/kplace.h`) with three kernels, each running on
+//! a CUDA device over device memory, one input and one output each, under the same logical
+//! names, ports, shapes and parameters as the CPU library's, so a placement swap is a YAML
+//! edit:
+//!
+//! | kernel              | input                     | output                    | work on the stream                  |
+//! |---------------------|---------------------------|---------------------------|-------------------------------------|
+//! | `radar.range_fft`   | `ci16 [M, N]` chirp-major | `cf32 [N, M]` range-major | window, cuFFT (N), corner turn      |
+//! | `radar.doppler_fft` | `cf32 [N, M]`             | `f32 [N, M]` power        | window, cuFFT (M), power            |
+//! | `radar.cfar`        | `f32 [N, M]` power        | `detections [capacity]`   | exact sums, rule, ordered compaction |
+//!
+//! (N samples per chirp = range bins, M chirps per CPI = Doppler bins.) Each kernel's module
+//! states its parameters, workspace and guarantees: [`range_fft`], [`doppler_fft`],
+//! [`cfar`]. In short:
+//!
+//! - The FFT stages apply the CPU library's f32 Hann coefficients ([`window`]) and compute
+//!   unnormalised forward transforms with batched cuFFT; they agree with an f64 FFT within
+//!   1e-5 of the peak (max-abs error over max-abs), as FFTW does. Power is `re * re + im * im`,
+//!   rounded per operation.
+//! - CFAR follows the CPU library's exact rule (fixed-point training sums, one rounding, one
+//!   multiply), so both report identical detections for the same power map, in the same
+//!   row-major order, with the same overflow accounting.
+//!
+//! `radar.cluster` has no GPU version: the placements run it on the CPU. A frame has a handful
+//! to a few hundred detections; connected components over them are sequential, pointer-chasing
+//! work on a few kilobytes, and copying the detection list down (the one transfer the GPU
+//! placements make on the way back anyway) costs less than the chain of small launches a GPU
+//! version would need.
+//!
+//! # How the library uses CUDA
+//!
+//! - **Driver, raw handles.** cudarc's `result`/`sys` layers only: the runtime passes raw
+//!   `CUstream`s and device addresses, and makes the device's primary context current before
+//!   `create` and `launch`. The library retains that primary context while any of its states
+//!   lives ([`driver`]) and binds it itself for teardown, which may run on any thread.
+//! - **Probed, never panicking.** libcuda, libcufft and libnvrtc are loaded at run time;
+//!   each is probed before first use, so a missing library is a [`KernelError`] naming it
+//!   (cudarc would panic). Panics that slip through anyway are caught at the C ABI by
+//!   `kplace_abi::export_library!`.
+//! - **NVRTC at first create.** The CUDA C in `kernels/*.cu` ([`source`]) is compiled for the
+//!   device's compute capability with `--fmad=false` ([`nvrtc`]) and loaded once per device
+//!   and process ([`module`]): later states, one per stage and frame slot, reuse the handles.
+//! - **Launch only enqueues.** `launch` enqueues kernels and `cufftExecC2C` on the given
+//!   stream and returns: it never synchronizes and never allocates. cuFFT's work area is part
+//!   of the runtime's workspace ([`workspace`]); each state owns its own plan ([`cufft`]).
+//! - **Errors with context.** Every failure names the call and the CUDA error, e.g.
+//!   `cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (kp_cfar_detect)`.
+//!
+//! # Testing without a GPU
+//!
+//! Each kernel's launch sequence (grids, arguments, workspace carving, tiles) is a plan
+//! ([`range_fft::RangeFftPlan`], [`doppler_fft::DopplerFftPlan`], [`cfar::CfarPlan`]) that
+//! enqueues on a [`queue::Queue`]. The library's queue is a CUDA stream; the tests' queue runs
+//! the same `.cu` files compiled as C++ on the host (crate `kplace-gpu-hostsim`), with rustfft
+//! in place of cuFFT. So on a machine without a GPU the tests still check the arithmetic of
+//! every kernel and the whole launch sequence against the CPU library and an f64 model, and
+//! NVRTC (which needs no GPU) compiles every source. Tests that need a device say `skipped`
+//! and why when there is none.
 
-kplace_abi::export_library!(c"kplace-gpu", []);
+#![warn(missing_docs)]
+
+mod availability;
+pub mod cfar;
+pub mod cufft;
+pub mod doppler_fft;
+pub mod driver;
+mod module;
+pub mod nvrtc;
+mod ports;
+pub mod queue;
+pub mod range_fft;
+pub mod source;
+pub mod window;
+pub mod workspace;
+
+pub use availability::probe;
+pub use cfar::Cfar;
+pub use doppler_fft::DopplerFft;
+pub use range_fft::RangeFft;
+
+kplace_abi::export_library!(c"kplace-gpu", [RangeFft, DopplerFft, Cfar]);

@@ -1,0 +1,467 @@
+//! `radar.cfar` on CUDA: two-dimensional cell-averaging CFAR with exact training sums and a
+//! deterministic detection list.
+//!
+//! - Input 0: `f32 [N, M]` power map in device memory (range rows, Doppler columns).
+//! - Output 0: `detections [capacity]` in device memory: every cell that crosses its
+//!   threshold, in row-major order (range ascending, then Doppler); the first `capacity` are
+//!   kept and the rest counted in `overflow`. The header is written on the device.
+//! - Parameters: `guard` (default 2), `train` (default 8, at least 1), and at most one of
+//!   `pfa` (default 1e-6, in (0, 1)) or `scale` (a raw alpha, in [0, 1e12]); validated as by
+//!   the CPU library, with the same messages.
+//! - Not split.
+//! - Workspace: 33 bytes per cell (four 64-bit sums and a flag) plus 8 bytes per 256 cells.
+//!
+//! # The detection rule
+//!
+//! Exactly the CPU library's (see `backends/cpu/src/cfar.rs`), so CPU and GPU placements
+//! report identical detections for the same map: `q(p) = floor(p * 2^8)` as an integer (0 for
+//! NaN and negative values, `2^86` from `2^78` up and for +inf); `S` = the exact integer sum of
+//! `q` over the training cells (the `(2h+1)²` window around the cell, `h = guard + train`,
+//! minus the `(2 guard + 1)²` guard square, wrapping on both axes); detect iff
+//! `(p as f64) > (S as f64) * scale`, where `S as f64` rounds to nearest (ties to even) and
+//! `scale = alpha / K / 2^8` ([`threshold_scale`]) is computed once, here on the host.
+//!
+//! # How the GPU computes it
+//!
+//! Every `q` is split into two 43-bit limbs summed separately in 64-bit integers, so every sum
+//! is exact and independent of the order the hardware adds in. The box sums are separable:
+//! `kp_cfar_rows` writes, per cell, the horizontal sums over the window's and over the guard's
+//! columns; `kp_cfar_detect` sums those vertically over the window's and the guard's rows,
+//! one thread per column and strip of rows, sliding down the strip with one addition and one
+//! subtraction per sum and row; the difference is `S`, converted to f64 with an integer-only
+//! round-to-nearest-even and compared as the rule says, into one flag per cell.
+//!
+//! Compaction keeps row-major order with no atomics: detections are counted per chunk of 256
+//! cells, the counts summed per group of 64 chunks, one thread scans the groups (and writes
+//! the header: count, capacity, overflow, reserved = 0), one thread per group scans its chunks,
+//! and one thread per chunk writes its detections from its offset. The list is therefore the
+//! same bytes on every run.
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+
+use crate::driver::Device;
+use crate::module::{self, Functions};
+use crate::ports::{check_cells, device_port, expect_dims, launch_port};
+use crate::queue::{CudaQueue, Grid, Queue, arg};
+use crate::source::Function;
+use crate::workspace::Layout;
+
+/// Default guard cells on each side of the cell under test, on both axes.
+pub const DEFAULT_GUARD: u32 = 2;
+/// Default training cells beyond the guard, on each side, on both axes.
+pub const DEFAULT_TRAIN: u32 = 8;
+/// Default false-alarm probability.
+pub const DEFAULT_PFA: f64 = 1e-6;
+/// The largest `scale` (raw alpha) accepted (the CPU library's limit).
+pub const MAX_SCALE: f64 = 1e12;
+/// The largest window side, `2 (guard + train) + 1`: its exact limb sums fit 64 bits.
+pub const MAX_WINDOW: u64 = 1023;
+/// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
+pub const FRACTION_BITS: u32 = 8;
+
+/// Cells per compaction chunk (a multiple of 4: the count reads flags four at a time).
+pub const CHUNK: u32 = 256;
+/// Chunks per compaction group.
+pub const GROUP: u32 = 64;
+
+/// Threads per block of the one-dimensional kernels.
+const THREADS: u32 = 256;
+
+/// Training cells of a window: `(2 (guard + train) + 1)² - (2 guard + 1)²`.
+pub fn training_cells(guard: u32, train: u32) -> u64 {
+    let box_side = 2 * (u64::from(guard) + u64::from(train)) + 1;
+    let guard_side = 2 * u64::from(guard) + 1;
+    box_side * box_side - guard_side * guard_side
+}
+
+/// The CA-CFAR multiplier for false-alarm probability `pfa` over `k` training cells:
+/// `k * (pfa^(-1/k) - 1)`.
+pub fn alpha_for_pfa(pfa: f64, k: u64) -> f64 {
+    let k = k as f64;
+    k * (pfa.powf(-1.0 / k) - 1.0)
+}
+
+/// The factor that turns an exact fixed-point training sum into a threshold:
+/// `alpha / K / 2^FRACTION_BITS`.
+pub fn threshold_scale(alpha: f64, k: u64) -> f64 {
+    alpha / k as f64 / 2f64.powi(FRACTION_BITS as i32)
+}
+
+/// The geometry and launch sequence of `radar.cfar`, independent of CUDA.
+#[derive(Clone, Debug)]
+pub struct CfarPlan {
+    input: TensorDesc,
+    output: TensorDesc,
+    /// N: range rows.
+    rows: u32,
+    /// M: Doppler columns.
+    cols: u32,
+    guard: u32,
+    /// `guard + train`: the window's half width.
+    half: u32,
+    alpha: f64,
+    scale: f64,
+    capacity: u32,
+    /// Rows per thread of the vertical pass.
+    strip: u32,
+    chunks: u32,
+    groups: u32,
+    cell_grid: Grid,
+    detect_grid: Grid,
+    chunk_grid: Grid,
+    group_grid: Grid,
+    one_grid: Grid,
+}
+
+impl CfarPlan {
+    /// Validates a configuration (parameters, ports, split) as `create` does, without CUDA.
+    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&["guard", "train", "pfa", "scale"])?;
+        if let Some((axis, tile)) = config.split() {
+            return Err(KernelError::invalid(format!(
+                "radar.cfar cannot be split (asked for tiles of {tile} along axis {axis})"
+            )));
+        }
+        let guard = config.parse_param::<u32>("guard")?.unwrap_or(DEFAULT_GUARD);
+        let train = config.parse_param::<u32>("train")?.unwrap_or(DEFAULT_TRAIN);
+        if train == 0 {
+            return Err(KernelError::invalid("parameter train must be at least 1"));
+        }
+        let window = 2 * (u64::from(guard) + u64::from(train)) + 1;
+        if window > MAX_WINDOW {
+            return Err(KernelError::invalid(format!(
+                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
+                 {train}), exceeds the largest supported, {MAX_WINDOW}"
+            )));
+        }
+        let training = training_cells(guard, train);
+        let alpha = match (
+            config.parse_param::<f64>("pfa")?,
+            config.parse_param::<f64>("scale")?,
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(KernelError::invalid(
+                    "parameters pfa and scale both given; give at most one (scale is a raw alpha)",
+                ));
+            }
+            (None, Some(scale)) if (0.0..=MAX_SCALE).contains(&scale) => scale,
+            (None, Some(scale)) => {
+                return Err(KernelError::invalid(format!(
+                    "parameter scale must be >= 0 and <= {MAX_SCALE:e}, got {scale}"
+                )));
+            }
+            (pfa, None) => {
+                let pfa = pfa.unwrap_or(DEFAULT_PFA);
+                if !(pfa > 0.0 && pfa < 1.0) {
+                    return Err(KernelError::invalid(format!(
+                        "parameter pfa must be in (0, 1), got {pfa}"
+                    )));
+                }
+                alpha_for_pfa(pfa, training)
+            }
+        };
+
+        let input = device_port(
+            config.inputs(),
+            0,
+            "input 0",
+            Dtype::F32,
+            "[range bins, Doppler bins]",
+        )?;
+        let (rows, cols) = (input.shape[0], input.shape[1]);
+        // Detections name cells by 32-bit bins, and the kernels count cells in 32 bits.
+        check_cells("input 0", rows, cols)?;
+        if window > rows.min(cols) {
+            return Err(KernelError::invalid(format!(
+                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
+                 {train}), does not fit the {rows} x {cols} map of input 0"
+            )));
+        }
+        let output = device_port(
+            config.outputs(),
+            0,
+            "output 0",
+            Dtype::DETECTIONS,
+            "[capacity]",
+        )?;
+        let capacity = output.shape[0];
+        let capacity = u32::try_from(capacity).map_err(|_| {
+            KernelError::invalid(format!("output 0: capacity {capacity} does not fit u32"))
+        })?;
+        expect_dims(
+            &output,
+            "output 0",
+            &[u64::from(capacity)],
+            "a detection list",
+        )?;
+
+        let cells = rows * cols;
+        // About 64k threads in the vertical pass on large maps, with strips long enough that
+        // the first window's sum (2h + 1 + 2 guard + 1 rows) is paid off.
+        let strip = (cells >> 16).clamp(4, 32);
+        let chunks = cells.div_ceil(u64::from(CHUNK));
+        let groups = chunks.div_ceil(u64::from(GROUP));
+        Ok(Self {
+            input,
+            output,
+            // All fit u32: their product does.
+            rows: rows as u32,
+            cols: cols as u32,
+            guard,
+            half: guard + train,
+            alpha,
+            scale: threshold_scale(alpha, training),
+            capacity,
+            strip: strip as u32,
+            chunks: chunks as u32,
+            groups: groups as u32,
+            cell_grid: Grid::linear(cells, THREADS)?,
+            // A warp covers 32 consecutive columns of one strip: coalesced rows.
+            detect_grid: Grid::planar([cols, rows.div_ceil(strip)], [32, 8])?,
+            chunk_grid: Grid::linear(chunks, THREADS)?,
+            group_grid: Grid::linear(groups, THREADS)?,
+            one_grid: Grid::linear(1, 1)?,
+        })
+    }
+
+    /// The input descriptor accepted.
+    pub fn input(&self) -> &TensorDesc {
+        &self.input
+    }
+
+    /// The output descriptor accepted.
+    pub fn output(&self) -> &TensorDesc {
+        &self.output
+    }
+
+    /// The CFAR multiplier in use (from `pfa` or `scale`).
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    /// The factor applied to exact training sums (see [`threshold_scale`]).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    fn cells(&self) -> u64 {
+        u64::from(self.rows) * u64::from(self.cols)
+    }
+
+    /// The workspace: box and guard sums of both limbs, flags, chunk counts and offsets,
+    /// group sums and offsets.
+    pub fn layout(&self) -> Layout {
+        let cells = self.cells();
+        let chunks = u64::from(self.chunks) * 4;
+        let groups = u64::from(self.groups) * 4;
+        Layout::new(&[
+            cells * 8,
+            cells * 8,
+            cells * 8,
+            cells * 8,
+            cells,
+            chunks,
+            chunks,
+            groups,
+            groups,
+        ])
+    }
+
+    /// Enqueues one launch: sums, rule, compaction, header.
+    ///
+    /// # Safety
+    /// `power` must address the input map, `list` the output list and `workspace`
+    /// `workspace_bytes` bytes, all valid for the queue until the work completes; no
+    /// concurrent launch may use the same workspace or list.
+    pub unsafe fn enqueue(
+        &self,
+        queue: &impl Queue,
+        power: u64,
+        list: u64,
+        workspace: u64,
+        workspace_bytes: u64,
+    ) -> Result<(), KernelError> {
+        let regions = self.layout().carve(workspace, workspace_bytes)?;
+        let [
+            box_hi,
+            box_lo,
+            guard_hi,
+            guard_lo,
+            flags,
+            counts,
+            offsets,
+            group_sums,
+            group_offsets,
+        ] = regions[..]
+        else {
+            return Err(KernelError::internal("the CFAR workspace has 9 regions"));
+        };
+        let (rows, cols, half, guard) = (self.rows, self.cols, self.half, self.guard);
+        let (cells, chunk, group) = (self.cells(), CHUNK, GROUP);
+        let (chunks, groups, capacity) = (self.chunks, self.groups, self.capacity);
+        // SAFETY (every launch): arguments in the order and types of the CUDA C signatures;
+        // the map and list are the caller's promise, every other address a region of the
+        // workspace sized for it by `layout`.
+        unsafe {
+            queue.launch(
+                Function::CfarRows,
+                self.cell_grid,
+                &mut [
+                    arg(&power),
+                    arg(&box_hi),
+                    arg(&box_lo),
+                    arg(&guard_hi),
+                    arg(&guard_lo),
+                    arg(&rows),
+                    arg(&cols),
+                    arg(&half),
+                    arg(&guard),
+                ],
+            )?;
+            queue.launch(
+                Function::CfarDetect,
+                self.detect_grid,
+                &mut [
+                    arg(&box_hi),
+                    arg(&box_lo),
+                    arg(&guard_hi),
+                    arg(&guard_lo),
+                    arg(&power),
+                    arg(&flags),
+                    arg(&rows),
+                    arg(&cols),
+                    arg(&half),
+                    arg(&guard),
+                    arg(&self.strip),
+                    arg(&self.scale),
+                ],
+            )?;
+            queue.launch(
+                Function::CfarCount,
+                self.chunk_grid,
+                &mut [
+                    arg(&flags),
+                    arg(&counts),
+                    arg(&cells),
+                    arg(&chunk),
+                    arg(&chunks),
+                ],
+            )?;
+            queue.launch(
+                Function::CfarGroups,
+                self.group_grid,
+                &mut [
+                    arg(&counts),
+                    arg(&group_sums),
+                    arg(&chunks),
+                    arg(&group),
+                    arg(&groups),
+                ],
+            )?;
+            queue.launch(
+                Function::CfarScan,
+                self.one_grid,
+                &mut [
+                    arg(&group_sums),
+                    arg(&group_offsets),
+                    arg(&groups),
+                    arg(&list),
+                    arg(&capacity),
+                ],
+            )?;
+            queue.launch(
+                Function::CfarOffsets,
+                self.group_grid,
+                &mut [
+                    arg(&counts),
+                    arg(&group_offsets),
+                    arg(&offsets),
+                    arg(&chunks),
+                    arg(&group),
+                    arg(&groups),
+                ],
+            )?;
+            queue.launch(
+                Function::CfarScatter,
+                self.chunk_grid,
+                &mut [
+                    arg(&flags),
+                    arg(&power),
+                    arg(&counts),
+                    arg(&offsets),
+                    arg(&list),
+                    arg(&cells),
+                    arg(&cols),
+                    arg(&chunk),
+                    arg(&chunks),
+                    arg(&capacity),
+                ],
+            )
+        }
+    }
+}
+
+/// The `radar.cfar` kernel state: the plan for one map shape and the device's functions.
+#[derive(Debug)]
+pub struct Cfar {
+    plan: CfarPlan,
+    functions: &'static Functions,
+    /// Holds the primary context the functions live in.
+    _device: Arc<Device>,
+}
+
+impl Cfar {
+    /// The launch sequence.
+    pub fn plan(&self) -> &CfarPlan {
+        &self.plan
+    }
+}
+
+impl KernelImpl for Cfar {
+    const NAME: &'static CStr = c"radar.cfar";
+    const DEVICE: DeviceKind = DeviceKind::CUDA;
+    const MEMORY: MemorySpace = MemorySpace::DEVICE;
+    const N_INPUTS: u32 = 1;
+    const N_OUTPUTS: u32 = 1;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        let plan = CfarPlan::from_config(config)?;
+        let device = Device::open(config.device_ordinal())?;
+        let _bound = device.bind()?;
+        let functions = module::functions(&device)?;
+        Ok(Self {
+            plan,
+            functions,
+            _device: device,
+        })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        self.plan.layout().bytes()
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        let power = launch_port(launch.input(0), "input 0", &self.plan.input)?;
+        let list = launch_port(launch.output(0), "output 0", &self.plan.output)?;
+        let queue = CudaQueue {
+            stream: launch.stream().cast(),
+            functions: self.functions,
+            fft: None,
+        };
+        // SAFETY: the ports were checked against the descriptors create accepted; the
+        // workspace is this launch's alone and its size is checked by the carving.
+        unsafe {
+            self.plan.enqueue(
+                &queue,
+                power,
+                list,
+                launch.workspace() as u64,
+                launch.workspace_bytes(),
+            )
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Where a kernel's launch sequence goes: a CUDA stream, or the host simulator in tests.
+//!
+//! Each kernel's plan ([`crate::range_fft::RangeFftPlan`] and the others) computes its grids,
+//! its workspace layout and its kernel arguments once, in code that knows nothing of CUDA, and
+//! hands every step to a [`Queue`]. The library's queue, [`CudaQueue`], enqueues on the
+//! runtime's stream; the tests' queue runs the same CUDA C, compiled as C++, on the host, with
+//! rustfft standing in for cuFFT. So the launch geometry, the tile offsets and the workspace
+//! carving that run on a GPU are exactly the ones tested without one.
+
+use std::ffi::c_void;
+
+use cudarc::driver::result;
+use cudarc::driver::sys::CUstream;
+use kplace_abi::export::KernelError;
+
+use crate::cufft::Fft;
+use crate::driver::Check;
+use crate::module::Functions;
+use crate::source::Function;
+
+/// Most blocks along grid axis x (CUDA's limit).
+pub const MAX_GRID_X: u64 = (1 << 31) - 1;
+/// Most blocks along grid axes y and z.
+pub const MAX_GRID_YZ: u64 = 65_535;
+
+/// A launch's geometry: blocks per grid and threads per block, x then y then z.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    /// Blocks along x, y, z.
+    pub blocks: [u32; 3],
+    /// Threads per block along x, y, z.
+    pub threads: [u32; 3],
+}
+
+impl Grid {
+    /// Enough blocks of `threads` threads along x to give `items` threads (at least one block).
+    pub fn linear(items: u64, threads: u32) -> Result<Self, KernelError> {
+        Self::planar([items, 1], [threads, 1])
+    }
+
+    /// Enough blocks of `threads` along x and y to cover `items` along each.
+    pub fn planar(items: [u64; 2], threads: [u32; 2]) -> Result<Self, KernelError> {
+        let blocks = |n: u64, t: u32, limit: u64| {
+            let b = n.div_ceil(u64::from(t.max(1))).max(1);
+            if b > limit {
+                Err(KernelError::invalid(format!(
+                    "{n} items need {b} blocks of {t} threads, more than CUDA's {limit}"
+                )))
+            } else {
+                // b <= limit < 2^31.
+                Ok(b as u32)
+            }
+        };
+        Ok(Self {
+            blocks: [
+                blocks(items[0], threads[0], MAX_GRID_X)?,
+                blocks(items[1], threads[1], MAX_GRID_YZ)?,
+                1,
+            ],
+            threads: [threads[0], threads[1], 1],
+        })
+    }
+}
+
+/// A batch of in-place, forward, unnormalised complex-to-complex FFTs: `batch` contiguous
+/// transforms of `len` points each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FftShape {
+    /// Points per transform.
+    pub len: usize,
+    /// Transforms per batch.
+    pub batch: usize,
+}
+
+/// A kernel argument as `cuLaunchKernel` takes it: the address of the value.
+pub fn arg<T>(value: &T) -> *mut c_void {
+    (value as *const T).cast_mut().cast()
+}
+
+/// A sequence of work in stream order.
+///
+/// Addresses are device addresses (`CUdeviceptr`) for the CUDA queue and host addresses for
+/// the host simulator.
+pub trait Queue {
+    /// Enqueues `function` over `grid`; `params[i]` points at the value of argument `i`,
+    /// whose type must be exactly the CUDA C parameter's (`u32`, `u64`, `f64`, or a `u64`
+    /// address for a pointer).
+    ///
+    /// # Safety
+    /// The arguments must match the function's parameters, and every address they hold must
+    /// be valid for what the function reads and writes until the work completes.
+    unsafe fn launch(
+        &self,
+        function: Function,
+        grid: Grid,
+        params: &mut [*mut c_void],
+    ) -> Result<(), KernelError>;
+
+    /// Enqueues the batch of FFTs `shape` in place at `data`, with `work` as cuFFT's work area.
+    ///
+    /// # Safety
+    /// `data` must hold `shape.len * shape.batch` complex f32 values, and `work` the work area
+    /// the queue's plan asked for, until the work completes.
+    unsafe fn fft(&self, shape: FftShape, data: u64, work: u64) -> Result<(), KernelError>;
+}
+
+/// The library's queue: a raw CUstream from the runtime, the device's loaded functions and,
+/// for the FFT stages, the state's cuFFT plan.
+pub(crate) struct CudaQueue<'a> {
+    pub(crate) stream: CUstream,
+    pub(crate) functions: &'static Functions,
+    pub(crate) fft: Option<&'a Fft>,
+}
+
+impl Queue for CudaQueue<'_> {
+    unsafe fn launch(
+        &self,
+        function: Function,
+        grid: Grid,
+        params: &mut [*mut c_void],
+    ) -> Result<(), KernelError> {
+        let [bx, by, bz] = grid.blocks;
+        let [tx, ty, tz] = grid.threads;
+        // SAFETY: a function loaded in the current (primary) context; the caller vouches for
+        // the arguments and the stream is the runtime's.
+        unsafe {
+            result::launch_kernel(
+                self.functions.get(function),
+                (bx, by, bz),
+                (tx, ty, tz),
+                0,
+                self.stream,
+                params,
+            )
+        }
+        .check("cuLaunchKernel")
+        .map_err(|mut e| {
+            e.message = format!("{} ({})", e.message, function.name().to_string_lossy());
+            e
+        })
+    }
+
+    unsafe fn fft(&self, shape: FftShape, data: u64, work: u64) -> Result<(), KernelError> {
+        let fft = self.fft.ok_or_else(|| {
+            KernelError::internal("an FFT was enqueued by a kernel without a plan")
+        })?;
+        // SAFETY: forwarded from the caller.
+        unsafe { fft.exec(shape, self.stream, data, work) }
+    }
+}

@@ -1,0 +1,304 @@
+//! `radar.range_fft` on CUDA: windowed FFT of every chirp, written corner-turned.
+//!
+//! - Input 0: `ci16 [M, N]` in device memory, chirp-major: element `m * N + n` is sample `n`
+//!   of chirp `m`.
+//! - Output 0: `cf32 [N, M]` in device memory, range-major: element `k * M + m` is bin `k` of
+//!   chirp `m`'s FFT (the layout the Doppler stage reads row by row).
+//! - Parameters: `planner` = `estimate` | `measure` | `patient`, accepted (and validated) so
+//!   that one graph file serves both backends; cuFFT has no planning rigor to choose.
+//! - Split: along input axis 0 (chirps), any tile that divides M, or not at all.
+//! - Workspace: one FFT batch of complex f32 (tile x N, or M x N unsplit) and cuFFT's work
+//!   area.
+//!
+//! Per batch of chirps, three steps on the launch's stream: `kp_range_window` converts the
+//! int16 samples to f32 (exactly) and multiplies them by the Hann window over N (the CPU
+//! library's f32 coefficients, [`crate::window`]) into the workspace; cuFFT transforms the
+//! batch in place (N points, forward, unnormalised); `kp_range_turn` writes the batch's
+//! columns of the output. A launch writes only its tile's columns, so tiles of one state may
+//! be enqueued concurrently (each has its own workspace; the cuFFT plan is shared under a
+//! lock, see [`crate::cufft`]).
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc, Tile};
+
+use crate::cufft::Fft;
+use crate::driver::{Device, DeviceBuffer};
+use crate::module::{self, Functions};
+use crate::ports::{check_cells, device_port, expect_dims, launch_port};
+use crate::queue::{CudaQueue, FftShape, Grid, Queue, arg};
+use crate::source::Function;
+use crate::window::hann;
+use crate::workspace::Layout;
+
+/// The parameter the CPU library uses to choose FFTW's planning rigor.
+pub const PLANNER_PARAM: &str = "planner";
+
+/// Threads per block of the element-wise kernels.
+const THREADS: u32 = 256;
+
+/// Validates the `planner` parameter as the CPU library does, then ignores it.
+pub(crate) fn check_planner(config: &Config<'_>) -> Result<(), KernelError> {
+    match config.param(PLANNER_PARAM).map(str::trim) {
+        None | Some("estimate" | "measure" | "patient") => Ok(()),
+        Some(other) => Err(KernelError::invalid(format!(
+            "parameter {PLANNER_PARAM}: {other:?} is not one of estimate, measure, patient"
+        ))),
+    }
+}
+
+/// The geometry and launch sequence of `radar.range_fft`, independent of CUDA.
+#[derive(Clone, Debug)]
+pub struct RangeFftPlan {
+    input: TensorDesc,
+    output: TensorDesc,
+    /// M: chirps per frame.
+    chirps: u32,
+    /// N: samples per chirp.
+    samples: u32,
+    /// Whether launches cover tiles (else always the whole frame).
+    split: bool,
+    /// Chirps per FFT batch: the tile, or M.
+    batch: u32,
+    window_grid: Grid,
+    turn_grid: Grid,
+}
+
+impl RangeFftPlan {
+    /// Validates a configuration (parameters, ports, split) as `create` does, without CUDA.
+    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&[PLANNER_PARAM])?;
+        check_planner(config)?;
+        let input = device_port(
+            config.inputs(),
+            0,
+            "input 0",
+            Dtype::CI16,
+            "[chirps, samples]",
+        )?;
+        let (chirps, samples) = (input.shape[0], input.shape[1]);
+        let output = device_port(
+            config.outputs(),
+            0,
+            "output 0",
+            Dtype::CF32,
+            "[samples, chirps]",
+        )?;
+        expect_dims(
+            &output,
+            "output 0",
+            &[samples, chirps],
+            "range bins x chirps",
+        )?;
+        check_cells("input 0", chirps, samples)?;
+        // Both fit u32: their product does.
+        let (chirps, samples) = (chirps as u32, samples as u32);
+        let (split, batch) = match config.split() {
+            None => (false, chirps),
+            Some((0, tile)) if tile >= 1 && u64::from(chirps).is_multiple_of(tile) => {
+                (true, tile as u32)
+            }
+            Some((0, tile)) => {
+                return Err(KernelError::invalid(format!(
+                    "split tile of {tile} chirps does not divide the {chirps} chirps of input 0"
+                )));
+            }
+            Some((axis, _)) => {
+                return Err(KernelError::invalid(format!(
+                    "radar.range_fft splits only along axis 0 (chirps), not axis {axis}"
+                )));
+            }
+        };
+        let window_grid = Grid::linear(u64::from(batch) * u64::from(samples), THREADS)?;
+        // Threads along x walk chirps: whole 128- or 256-byte runs of an output row per warp.
+        let across = if batch >= 32 { 32 } else { 16 };
+        let turn_grid = Grid::planar(
+            [u64::from(batch), u64::from(samples)],
+            [across, THREADS / across],
+        )?;
+        Ok(Self {
+            input,
+            output,
+            chirps,
+            samples,
+            split,
+            batch,
+            window_grid,
+            turn_grid,
+        })
+    }
+
+    /// The input descriptor accepted.
+    pub fn input(&self) -> &TensorDesc {
+        &self.input
+    }
+
+    /// The output descriptor accepted.
+    pub fn output(&self) -> &TensorDesc {
+        &self.output
+    }
+
+    /// The batch of FFTs one step transforms: N points, one per chirp of the batch.
+    pub fn fft_shape(&self) -> FftShape {
+        FftShape {
+            len: self.samples as usize,
+            batch: self.batch as usize,
+        }
+    }
+
+    /// The workspace: the batch, then cuFFT's work area of `fft_work` bytes.
+    pub fn layout(&self, fft_work: u64) -> Layout {
+        let batch_bytes = u64::from(self.batch) * u64::from(self.samples) * 8;
+        Layout::new(&[batch_bytes, fft_work])
+    }
+
+    /// The chirps `[begin, begin + count)` a launch over `tile` covers.
+    pub fn chirps_of(&self, tile: Tile) -> Result<(u32, u32), KernelError> {
+        if !self.split {
+            return Ok((0, self.chirps));
+        }
+        let end = tile.begin.checked_add(tile.count);
+        if end.is_none_or(|end| end > u64::from(self.chirps))
+            || tile.count == 0
+            || !tile.count.is_multiple_of(u64::from(self.batch))
+        {
+            return Err(KernelError::invalid(format!(
+                "tile [{}, +{}) is not a whole number of {}-chirp tiles within the {} chirps",
+                tile.begin, tile.count, self.batch, self.chirps
+            )));
+        }
+        // Both are below `chirps`, a u32.
+        Ok((tile.begin as u32, tile.count as u32))
+    }
+
+    /// Enqueues one launch: for each batch of the tile, window, FFT, corner turn.
+    ///
+    /// # Safety
+    /// `iq` and `out` must address the frame's input and output, `window` N f32 Hann
+    /// coefficients, and `workspace` `workspace_bytes` bytes, all valid for the queue until
+    /// the work completes; no concurrent launch may use the same workspace or write the same
+    /// output columns.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn enqueue(
+        &self,
+        queue: &impl Queue,
+        iq: u64,
+        out: u64,
+        window: u64,
+        workspace: u64,
+        workspace_bytes: u64,
+        fft_work: u64,
+        tile: Tile,
+    ) -> Result<(), KernelError> {
+        let (begin, count) = self.chirps_of(tile)?;
+        let regions = self.layout(fft_work).carve(workspace, workspace_bytes)?;
+        let (batch, work) = (regions[0], regions[1]);
+        let samples = self.samples;
+        let total = u64::from(self.batch) * u64::from(samples);
+        for first in (begin..begin + count).step_by(self.batch as usize) {
+            // SAFETY (all three): arguments in the order and types of the CUDA C signatures;
+            // the addresses are the caller's promise, the batch lies in the workspace.
+            unsafe {
+                queue.launch(
+                    Function::RangeWindow,
+                    self.window_grid,
+                    &mut [
+                        arg(&iq),
+                        arg(&window),
+                        arg(&batch),
+                        arg(&samples),
+                        arg(&first),
+                        arg(&total),
+                    ],
+                )?;
+                queue.fft(self.fft_shape(), batch, work)?;
+                queue.launch(
+                    Function::RangeTurn,
+                    self.turn_grid,
+                    &mut [
+                        arg(&batch),
+                        arg(&out),
+                        arg(&samples),
+                        arg(&self.chirps),
+                        arg(&first),
+                        arg(&self.batch),
+                    ],
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `radar.range_fft` kernel state: plan, window and cuFFT plan for one frame slot.
+#[derive(Debug)]
+pub struct RangeFft {
+    plan: RangeFftPlan,
+    functions: &'static Functions,
+    window: DeviceBuffer,
+    fft: Fft,
+    /// Dropped last: holds the primary context the buffers and plan live in.
+    _device: Arc<Device>,
+}
+
+impl RangeFft {
+    /// The launch sequence.
+    pub fn plan(&self) -> &RangeFftPlan {
+        &self.plan
+    }
+}
+
+impl KernelImpl for RangeFft {
+    const NAME: &'static CStr = c"radar.range_fft";
+    const DEVICE: DeviceKind = DeviceKind::CUDA;
+    const MEMORY: MemorySpace = MemorySpace::DEVICE;
+    const N_INPUTS: u32 = 1;
+    const N_OUTPUTS: u32 = 1;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        let plan = RangeFftPlan::from_config(config)?;
+        let device = Device::open(config.device_ordinal())?;
+        let _bound = device.bind()?;
+        let functions = module::functions(&device)?;
+        let window = DeviceBuffer::upload(&device, &hann(plan.samples as usize))?;
+        let fft = Fft::new(&device, plan.fft_shape())?;
+        Ok(Self {
+            plan,
+            functions,
+            window,
+            fft,
+            _device: device,
+        })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        self.plan.layout(self.fft.work_bytes()).bytes()
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        let iq = launch_port(launch.input(0), "input 0", &self.plan.input)?;
+        let out = launch_port(launch.output(0), "output 0", &self.plan.output)?;
+        let queue = CudaQueue {
+            stream: launch.stream().cast(),
+            functions: self.functions,
+            fft: Some(&self.fft),
+        };
+        // SAFETY: the ports were checked against the descriptors create accepted; the
+        // workspace is this launch's alone and its size is checked by the carving; the window
+        // lives as long as the state, which outlives its launches' work (ABI rule).
+        unsafe {
+            self.plan.enqueue(
+                &queue,
+                iq,
+                out,
+                self.window.address(),
+                launch.workspace() as u64,
+                launch.workspace_bytes(),
+                self.fft.work_bytes(),
+                launch.tile(),
+            )
+        }
+    }
+}

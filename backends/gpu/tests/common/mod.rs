@@ -1,0 +1,277 @@
+//! Test harness: configs built from the real ABI structs, 64-byte-aligned host buffers, and
+//! the host queue that runs the library's launch sequences on the host simulator.
+
+#![allow(dead_code)]
+
+pub mod device;
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ffi::{CString, c_void};
+use std::ptr::NonNull;
+
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{
+    Detection, DetectionListHeader, Dtype, KernelConfig, LaunchArgs, MemorySpace, Param,
+    SPLIT_NONE, Tensor, TensorDesc, Tile,
+};
+use kplace_gpu::queue::{FftShape, Grid, Queue};
+use kplace_gpu::source::Function;
+use rustfft::FftPlanner;
+use rustfft::num_complex::Complex32;
+
+/// A zeroed, 64-byte-aligned heap buffer, like the runtime's pools.
+pub struct Buf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a plain heap allocation.
+unsafe impl Send for Buf {}
+// SAFETY: as above.
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    pub fn new(len: usize) -> Self {
+        let layout = Layout::from_size_align(len.max(1), 64).expect("layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) }).expect("allocation");
+        Self { ptr, len }
+    }
+
+    pub fn for_desc(desc: &TensorDesc) -> Self {
+        Self::new(desc.bytes as usize)
+    }
+
+    /// The buffer filled with `values`.
+    pub fn from_slice<T: Copy>(values: &[T]) -> Self {
+        let mut buf = Self::new(std::mem::size_of_val(values));
+        buf.slice_mut::<T>().copy_from_slice(values);
+        buf
+    }
+
+    /// The address, as the plans take it.
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn slice<T: Copy>(&self) -> &[T] {
+        // SAFETY: aligned, initialised (zeroed), and T is plain data in these tests.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast(), self.len / size_of::<T>()) }
+    }
+
+    pub fn slice_mut<T: Copy>(&mut self) -> &mut [T] {
+        // SAFETY: as above, exclusively borrowed.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast(), self.len / size_of::<T>())
+        }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe {
+            dealloc(
+                self.ptr.as_ptr(),
+                Layout::from_size_align(self.len.max(1), 64).expect("layout"),
+            )
+        };
+    }
+}
+
+/// A tensor descriptor in `memory`.
+pub fn desc_in(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
+    let mut shape = [0; 4];
+    shape[..dims.len()].copy_from_slice(dims);
+    TensorDesc {
+        dtype,
+        memory,
+        rank: dims.len() as u32,
+        reserved: 0,
+        shape,
+        bytes: dtype.bytes_for(dims).expect("size"),
+    }
+}
+
+/// A device tensor descriptor (what the GPU kernels take).
+pub fn desc(dtype: Dtype, dims: &[u64]) -> TensorDesc {
+    desc_in(MemorySpace::DEVICE, dtype, dims)
+}
+
+/// A host tensor descriptor (what the CPU kernels take).
+pub fn host_desc(dtype: Dtype, dims: &[u64]) -> TensorDesc {
+    desc_in(MemorySpace::HOST, dtype, dims)
+}
+
+/// An owned `KernelConfig` with its strings and arrays.
+pub struct Setup {
+    _strings: Vec<CString>,
+    _params: Vec<Param>,
+    _inputs: Vec<TensorDesc>,
+    _outputs: Vec<TensorDesc>,
+    raw: KernelConfig,
+}
+
+impl Setup {
+    pub fn new(params: &[(&str, &str)], inputs: &[TensorDesc], outputs: &[TensorDesc]) -> Self {
+        Self::split(params, inputs, outputs, None)
+    }
+
+    pub fn split(
+        params: &[(&str, &str)],
+        inputs: &[TensorDesc],
+        outputs: &[TensorDesc],
+        split: Option<(u32, u64)>,
+    ) -> Self {
+        let strings: Vec<CString> = params
+            .iter()
+            .flat_map(|(n, v)| {
+                [
+                    CString::new(*n).expect("name"),
+                    CString::new(*v).expect("value"),
+                ]
+            })
+            .collect();
+        let params: Vec<Param> = strings
+            .chunks(2)
+            .map(|nv| Param {
+                name: nv[0].as_ptr(),
+                value: nv[1].as_ptr(),
+            })
+            .collect();
+        let inputs = inputs.to_vec();
+        let outputs = outputs.to_vec();
+        let raw = KernelConfig {
+            params: params.as_ptr(),
+            inputs: inputs.as_ptr(),
+            outputs: outputs.as_ptr(),
+            n_params: params.len() as u32,
+            n_inputs: inputs.len() as u32,
+            n_outputs: outputs.len() as u32,
+            split_axis: split.map_or(SPLIT_NONE, |(axis, _)| axis),
+            tile: split.map_or(0, |(_, tile)| tile),
+            device_ordinal: 0,
+            reserved: 0,
+        };
+        Self {
+            _strings: strings,
+            _params: params,
+            _inputs: inputs,
+            _outputs: outputs,
+            raw,
+        }
+    }
+
+    pub fn raw(&self) -> &KernelConfig {
+        &self.raw
+    }
+
+    /// The safe view of the config, for the plans and for `create`.
+    pub fn config(&self) -> Config<'_> {
+        // SAFETY: every pointer in `raw` points into this Setup's vectors.
+        unsafe { Config::from_raw(&self.raw) }.expect("config")
+    }
+
+    pub fn create<K: KernelImpl>(&self) -> Result<K, KernelError> {
+        K::create(&self.config())
+    }
+}
+
+/// Runs `kernel` (a CPU kernel) on one host input and output over `tile`, with a fresh
+/// workspace.
+pub fn launch_cpu<K: KernelImpl>(
+    kernel: &K,
+    input: (TensorDesc, &Buf),
+    output: (TensorDesc, &Buf),
+    tile: Tile,
+) -> Result<(), KernelError> {
+    let workspace = Buf::new(kernel.workspace_bytes() as usize);
+    let inputs = [Tensor {
+        desc: input.0,
+        data: input.1.ptr().cast(),
+    }];
+    let outputs = [Tensor {
+        desc: output.0,
+        data: output.1.ptr().cast(),
+    }];
+    let args = LaunchArgs {
+        inputs: inputs.as_ptr(),
+        outputs: outputs.as_ptr(),
+        n_inputs: 1,
+        n_outputs: 1,
+        workspace: workspace.ptr().cast(),
+        workspace_bytes: kernel.workspace_bytes(),
+        stream: std::ptr::null_mut(),
+        tile,
+    };
+    // SAFETY: every pointer in `args` is valid for the launch.
+    let launch = unsafe { Launch::from_raw(&args) };
+    kernel.launch(&launch)
+}
+
+/// The whole axis, for unsplit stages.
+pub fn whole(len: u64) -> Tile {
+    Tile {
+        begin: 0,
+        count: len,
+    }
+}
+
+/// Reads a detection list: header and valid records.
+pub fn read_list(bytes: &[u8]) -> (DetectionListHeader, Vec<Detection>) {
+    let list = kplace_abi::DetectionList::parse(bytes).expect("a valid list");
+    (list.header(), list.records().collect())
+}
+
+/// Runs launch sequences on the host: the kernels compiled as C++ by `kplace-gpu-hostsim`,
+/// and rustfft (f32, forward, unnormalised, in place) standing in for cuFFT.
+pub struct HostQueue {
+    planner: std::cell::RefCell<FftPlanner<f32>>,
+}
+
+impl HostQueue {
+    pub fn new() -> Self {
+        Self {
+            planner: std::cell::RefCell::new(FftPlanner::new()),
+        }
+    }
+}
+
+impl Queue for HostQueue {
+    unsafe fn launch(
+        &self,
+        function: Function,
+        grid: Grid,
+        params: &mut [*mut c_void],
+    ) -> Result<(), KernelError> {
+        // SAFETY: forwarded from the caller; host addresses stand in for device ones.
+        unsafe { kplace_gpu_hostsim::launch(function.name(), grid.blocks, grid.threads, params) }
+            .map_err(|e| KernelError::internal(e.to_string()))
+    }
+
+    unsafe fn fft(&self, shape: FftShape, data: u64, _work: u64) -> Result<(), KernelError> {
+        let fft = self.planner.borrow_mut().plan_fft_forward(shape.len);
+        // SAFETY: the caller promises `len * batch` complex f32 values at `data`.
+        let values = unsafe {
+            std::slice::from_raw_parts_mut(data as *mut Complex32, shape.len * shape.batch)
+        };
+        fft.process(values);
+        Ok(())
+    }
+}
+
+/// The largest absolute difference between two sequences, and the largest magnitude of the
+/// reference.
+pub fn max_errors(got: impl Iterator<Item = f64>, want: impl Iterator<Item = f64>) -> (f64, f64) {
+    got.zip(want).fold((0f64, 0f64), |(err, peak), (g, w)| {
+        (err.max((g - w).abs()), peak.max(w.abs()))
+    })
+}

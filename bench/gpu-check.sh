@@ -69,7 +69,7 @@ for cpi in "${cpis[@]}"; do
         for p in "${placements[@]}"; do
             base="$out/runs/det-$p-$cpi-$scene"
             timeout 300 "$kplace" run --placement "placements/$p.yaml" --cpi "$cpi" "${snr[@]}" \
-                --frames 8 --scene-frames 8 --detections "$base.txt" --report "$base.json" \
+                --frames 8 --scene-frames 8 --detections "$base.txt" --report "$base.json" --profile-gpu \
                 > "$base.log" 2>&1
             rc=$?
             cat "$base.log" >> "$log"
@@ -81,7 +81,7 @@ for cpi in "${cpis[@]}"; do
                     same=false
                 fi
             fi
-            echo "{\"placement\":\"$p\",\"cpi\":\"$cpi\",\"scene\":\"$scene\",\"rc\":$rc,\"identical_to_cpu\":$same}" >> "$ident_json"
+            echo "{\"placement\":\"$p\",\"cpi\":\"$cpi\",\"scene\":\"$scene\",\"rc\":$rc,\"identical_to_cpu\":$same,\"report\":\"$base.json\"}" >> "$ident_json"
             say "detections $p $cpi $scene: rc $rc, identical to all-cpu: $same"
         done
     done
@@ -137,6 +137,12 @@ for s in streams:
                  cores_used=r["cores_used"], verified=r["verification"]["passed"])
     except Exception as e:  # a run that failed has no report
         s.update(error=str(e))
+for d in ident:
+    try:
+        r = json.load(open(d["report"]))
+        d["gpu_ms_per_frame"] = {st["name"]: st.get("gpu_ms_per_frame") for st in r["stages"] if st.get("gpu_ms_per_frame") is not None}
+    except Exception:
+        d["gpu_ms_per_frame"] = {}
 h2d = max((c["gb_per_s"] for c in copies if c["direction"] == "h2d"), default=None)
 d2h = max((c["gb_per_s"] for c in copies if c["direction"] == "d2h"), default=None)
 summary = {"schema": "kplace-gpu-check/1", "devices": devices, "tests": tests,
@@ -146,9 +152,10 @@ json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 md = []
 md.append("| test binary | passed | failed | skipped |\n|---|---|---|---|")
 md += ["| %s | %d | %d | %d |" % (t["test"], t["passed"], t["failed"], t["skipped"]) for t in tests]
-md.append("\n| placement | CPI | scene | run | identical to all-cpu |\n|---|---|---|---|---|")
-md += ["| %s | %s | %s | %s | %s |" % (d["placement"], d["cpi"], d["scene"], "ok" if d["rc"] == 0 else "rc %d" % d["rc"],
-        {None: "(reference)", True: "yes", False: "**NO**"}[d["identical_to_cpu"]]) for d in ident]
+md.append("\n| placement | CPI | scene | run | identical to all-cpu | GPU ms per frame (profiled) |\n|---|---|---|---|---|---|")
+md += ["| %s | %s | %s | %s | %s | %s |" % (d["placement"], d["cpi"], d["scene"], "ok" if d["rc"] == 0 else "rc %d" % d["rc"],
+        {None: "(reference)", True: "yes", False: "**NO**"}[d["identical_to_cpu"]],
+        ", ".join("%s %.3f" % kv for kv in d["gpu_ms_per_frame"].items())) for d in ident]
 md.append("\n| placement | CPI | offered CPI/s | processed CPI/s | complete / partial / dropped | post-CPI p50 ms | post-CPI p99 ms | cores used | verified |\n|---|---|---|---|---|---|---|---|---|")
 for s in streams:
     if "error" in s:

@@ -16,6 +16,9 @@ pub struct StageCounters {
     launches: AtomicU64,
     total_ns: AtomicU64,
     max_ns: AtomicU64,
+    /// Frames whose GPU time was measured (profiling only), and that time.
+    gpu_frames: AtomicU64,
+    gpu_ns: AtomicU64,
 }
 
 impl StageCounters {
@@ -26,10 +29,17 @@ impl StageCounters {
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
     }
 
+    /// Records one frame's GPU time of the stage, measured with timing events.
+    pub fn record_gpu(&self, ns: u64) {
+        self.gpu_frames.fetch_add(1, Ordering::Relaxed);
+        self.gpu_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// A snapshot for reports.
     pub fn snapshot(&self, name: &str, device: String, frames: u64) -> StageReport {
         let launches = self.launches.load(Ordering::Relaxed);
         let total_ns = self.total_ns.load(Ordering::Relaxed);
+        let gpu_frames = self.gpu_frames.load(Ordering::Relaxed);
         StageReport {
             name: name.to_string(),
             device,
@@ -37,6 +47,8 @@ impl StageCounters {
             total: Duration::from_nanos(total_ns),
             per_frame: Duration::from_nanos(total_ns.checked_div(frames).unwrap_or(0)),
             max_launch: Duration::from_nanos(self.max_ns.load(Ordering::Relaxed)),
+            gpu_per_frame: (gpu_frames > 0)
+                .then(|| Duration::from_nanos(self.gpu_ns.load(Ordering::Relaxed) / gpu_frames)),
         }
     }
 }
@@ -144,10 +156,13 @@ pub struct StageReport {
     pub launches: u64,
     /// Time in launches, summed over threads.
     pub total: Duration,
-    /// Time in launches per frame.
+    /// Time in launches per frame: for a GPU stage, the host's time to enqueue.
     pub per_frame: Duration,
     /// Slowest launch.
     pub max_launch: Duration,
+    /// A GPU stage's time on its stream per frame (launches with their uploads, and
+    /// downloads), when the run profiled it; `None` otherwise.
+    pub gpu_per_frame: Option<Duration>,
 }
 
 /// The summary of a run.
@@ -223,7 +238,7 @@ impl fmt::Display for RunReport {
             "stage", "device", "launches", "per frame", "max launch"
         )?;
         for s in &self.stages {
-            writeln!(
+            write!(
                 f,
                 "{:<14} {:<6} {:>9} {:>12} {:>12}",
                 s.name,
@@ -232,6 +247,11 @@ impl fmt::Display for RunReport {
                 ms(s.per_frame),
                 ms(s.max_launch)
             )?;
+            match s.gpu_per_frame {
+                // A GPU stage's launch time is the host's enqueueing; the GPU's is profiled.
+                Some(gpu) => writeln!(f, "   GPU {} per frame", ms(gpu))?,
+                None => writeln!(f)?,
+            }
         }
         for (name, l) in [
             ("post-CPI latency", &self.post_cpi),

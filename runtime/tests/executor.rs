@@ -366,7 +366,10 @@ fn a_warm_up_is_processed_but_left_out_of_the_figures() {
     let plan = plan(2, 3, "");
     let mut source = FrameReplay::new(frames(3, 4), 40);
     let mut sink = Collect::default();
-    let options = executor::RunOptions { warmup_frames: 10 };
+    let options = executor::RunOptions {
+        warmup_frames: 10,
+        ..Default::default()
+    };
     let report = executor::run_with(&plan, &mut source, &mut sink, &options).unwrap();
     assert_eq!(
         report.frames, 40,

@@ -424,3 +424,41 @@ fn partial_frames_on_a_gpu_free_their_slots_and_later_frames_stay_exact() {
         assert_eq!(sums, &expected[*id as usize % 4], "frame {id}");
     }
 }
+
+#[test]
+fn profiling_times_gpu_stages_with_timing_events_and_only_when_asked() {
+    let prepared = frames(2, 3);
+    for profile in [false, true] {
+        let gpus = SimProvider::with_delay(1, Duration::from_micros(200));
+        let plan = sim_plan(&gpus, "gpu", "cpu", 1, 2, "");
+        let options = executor::RunOptions {
+            profile_gpu: profile,
+            ..Default::default()
+        };
+        let report = executor::run_with(
+            &plan,
+            &mut FrameReplay::new(prepared.clone(), 6),
+            &mut Collect::default(),
+            &options,
+        )
+        .unwrap();
+        let stats = gpus.device(0).unwrap().stats();
+        assert_eq!(
+            report.stages[1].gpu_per_frame, None,
+            "a CPU stage has no GPU time"
+        );
+        if profile {
+            // Per slot: a pair per tile and one around the download.
+            assert_eq!(stats.timing_events, 2 * 2 * ((ROWS / TILE) as u64 + 1));
+            let gpu = report.stages[0].gpu_per_frame.expect("profiled");
+            // Each tile's pair spans at least its upload and its launch, each delayed.
+            assert!(
+                gpu >= Duration::from_micros(2 * 200 * (ROWS / TILE) as u64),
+                "{gpu:?}"
+            );
+        } else {
+            assert_eq!(stats.timing_events, 0, "fences need no timing");
+            assert_eq!(report.stages[0].gpu_per_frame, None);
+        }
+    }
+}

@@ -72,6 +72,7 @@ pub fn to_json(
             "total_s": s.total.as_secs_f64(),
             "per_frame_ms": ms(s.per_frame),
             "max_launch_ms": ms(s.max_launch),
+            "gpu_ms_per_frame": s.gpu_per_frame.map(ms),
         })).collect::<Vec<_>>(),
         "latency": {
             "post_cpi": latency(&report.post_cpi),

@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// Frames processed and verified but left out of the rate, latency and CPU figures.
     #[arg(long, default_value_t = 0)]
     warmup_frames: u64,
+    /// Time each GPU stage on its stream with CUDA timing events (kernels with their uploads,
+    /// and downloads) and report it per frame; fences use timing-free events otherwise.
+    #[arg(long)]
+    profile_gpu: bool,
     /// Where frames come from: `replay` (the scene, in memory) or `udp://HOST:PORT`.
     #[arg(long, default_value = "replay")]
     source: SourceArg,
@@ -155,6 +159,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let options = executor::RunOptions {
         warmup_frames: args.warmup_frames,
+        profile_gpu: args.profile_gpu,
     };
     let report = executor::run_with(&plan, source, &mut sink, &options)?;
     print!("{report}");

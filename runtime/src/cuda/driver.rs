@@ -778,6 +778,18 @@ impl Gpu for CudaGpu {
             .map_err(|e| self.error("cuEventCreate(DISABLE_TIMING)".into(), e))
     }
 
+    fn create_timing_event(&self) -> Result<Event, GpuError> {
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map(|e| Event(e.cast()))
+            .map_err(|e| self.error("cuEventCreate(CU_EVENT_DEFAULT)".into(), e))
+    }
+
+    unsafe fn elapsed_ms(&self, start: Event, end: Event) -> Result<f32, GpuError> {
+        // SAFETY: timing events of this device whose records completed, per the caller.
+        unsafe { result::event::elapsed(raw_event(start), raw_event(end)) }
+            .map_err(|e| self.error("cuEventElapsedTime".into(), e))
+    }
+
     unsafe fn destroy_event(&self, event: Event) {
         // SAFETY: per the caller; a failure is unreportable, as in free_device.
         let _ = unsafe { result::event::destroy(raw_event(event)) };

@@ -129,6 +129,17 @@ pub trait Gpu: Send + Sync + fmt::Debug {
     /// Creates an event with timing disabled.
     fn create_event(&self) -> Result<Event, GpuError>;
 
+    /// Creates an event that records when it completes, for profiling only: timing events
+    /// cost more than fences, so a run creates them only when asked to profile.
+    fn create_timing_event(&self) -> Result<Event, GpuError>;
+
+    /// Milliseconds between two completed records of timing events on this device.
+    ///
+    /// # Safety
+    /// Both came from [`create_timing_event`](Self::create_timing_event) on this device and
+    /// their latest records have completed.
+    unsafe fn elapsed_ms(&self, start: Event, end: Event) -> Result<f32, GpuError>;
+
     /// Destroys an event.
     ///
     /// # Safety

@@ -56,6 +56,8 @@ pub struct SimStats {
     pub launches: u64,
     /// Streams created.
     pub streams: u64,
+    /// Timing events created (only when profiling).
+    pub timing_events: u64,
     /// Synchronizations (never expected on the hot path).
     pub synchronizations: u64,
 }
@@ -71,6 +73,7 @@ struct Counters {
     callbacks: AtomicU64,
     launches: AtomicU64,
     streams: AtomicU64,
+    timing_events: AtomicU64,
     synchronizations: AtomicU64,
 }
 
@@ -141,6 +144,7 @@ impl SimGpu {
             callbacks: get(&c.callbacks),
             launches: get(&c.launches),
             streams: get(&c.streams),
+            timing_events: get(&c.timing_events),
             synchronizations: get(&c.synchronizations),
         }
     }
@@ -231,11 +235,14 @@ struct Addr(*mut u8);
 // contract); the stream thread only copies through it.
 unsafe impl Send for Addr {}
 
-/// A simulated event: how many records were enqueued and how many have executed.
+/// A simulated event: how many records were enqueued and how many have executed, and for a
+/// timing event when its latest record executed.
 #[derive(Default)]
 struct SimEvent {
     state: Mutex<(u64, u64)>,
     done: Condvar,
+    /// `Some` for timing events: the instant of the latest executed record.
+    stamp: Option<Mutex<Option<std::time::Instant>>>,
 }
 
 enum Op {
@@ -278,6 +285,9 @@ fn run_stream(
             Op::Record { event, generation } => {
                 // SAFETY: events outlive the operations enqueued with them.
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
+                if let Some(stamp) = &event.stamp {
+                    *lock(stamp) = Some(std::time::Instant::now());
+                }
                 let mut state = lock(&event.state);
                 state.1 = state.1.max(generation);
                 event.done.notify_all();
@@ -370,6 +380,32 @@ impl Gpu for SimGpu {
 
     fn create_event(&self) -> Result<Event, GpuError> {
         Ok(Event(Box::into_raw(Box::<SimEvent>::default()).cast()))
+    }
+
+    fn create_timing_event(&self) -> Result<Event, GpuError> {
+        bump(&self.counters.timing_events, 1);
+        let event = SimEvent {
+            stamp: Some(Mutex::new(None)),
+            ..SimEvent::default()
+        };
+        Ok(Event(Box::into_raw(Box::new(event)).cast()))
+    }
+
+    unsafe fn elapsed_ms(&self, start: Event, end: Event) -> Result<f32, GpuError> {
+        let stamp = |e: Event| {
+            self.event(e)
+                .stamp
+                .as_ref()
+                .and_then(|s| *lock(s))
+                .ok_or_else(|| {
+                    self.error(
+                        "elapsed_ms",
+                        "not a timing event, or its record has not executed",
+                    )
+                })
+        };
+        let (a, b) = (stamp(start)?, stamp(end)?);
+        Ok(b.saturating_duration_since(a).as_secs_f32() * 1e3)
     }
 
     unsafe fn destroy_event(&self, event: Event) {

@@ -295,6 +295,10 @@ pub struct RunOptions {
     /// Frames (in the order they began) processed but left out of the rate, latency and CPU
     /// figures: caches, page faults and a sender settling in are not what a sustained run is.
     pub warmup_frames: u64,
+    /// Measure each GPU stage's time on its stream with timing events (launches with their
+    /// uploads, and downloads), reported per frame. Off by default: timing events cost more
+    /// than the fences' timing-free ones.
+    pub profile_gpu: bool,
 }
 
 /// [`run`], measuring only after `options.warmup_frames` frames.
@@ -313,7 +317,7 @@ pub fn run_with(
         .map(|p| Pool::for_spec(p, p.space.gpu().and_then(|n| plan.gpus.get(&n))))
         .collect::<Result<Vec<_>, _>>()?;
     let slots = (0..plan.runtime.slots)
-        .map(|_| Slot::new(plan, &mut pools, &schedule))
+        .map(|_| Slot::new(plan, &mut pools, &schedule, options.profile_gpu))
         .collect::<Result<Vec<_>, _>>()?;
 
     let max_tasks = slots.len() * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>()
@@ -601,6 +605,13 @@ fn collect(
                     out.measured += 1;
                 }
                 out.frames += 1;
+                for (i, counters) in shared.counters.iter().enumerate() {
+                    match s.gpu_time(StageId(i)) {
+                        Some(Ok(time)) => counters.record_gpu(time.as_nanos() as u64),
+                        Some(Err(e)) => return fail(e.into()),
+                        None => {}
+                    }
+                }
                 sink.frame(&CompletedFrame {
                     frame_id,
                     sequence,

@@ -72,6 +72,9 @@ struct SlotGpu {
     downloads: Vec<Copy>,
     /// Whether each task enqueues one tile (the source streams it), or all launches at once.
     per_tile: bool,
+    /// When profiling: timing events around each launch (with its uploads), then one pair
+    /// around the downloads; empty otherwise.
+    timing: Vec<(Event, Event)>,
 }
 
 /// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
@@ -107,10 +110,13 @@ pub(crate) enum Completion {
 impl Slot {
     /// Builds a slot from the plan, taking blocks from `pools` and creating one kernel
     /// state per stage.
+    /// With `profile`, each GPU stage also gets a pair of timing events per launch (and one
+    /// around its downloads) for [`Slot::gpu_time`].
     pub(crate) fn new(
         plan: &Plan,
         pools: &mut [Pool],
         schedule: &Schedule,
+        profile: bool,
     ) -> Result<Slot, SlotError> {
         let graph = &plan.graph;
         let mut take = |purpose: PoolPurpose| -> Result<Block, SlotError> {
@@ -215,11 +221,41 @@ impl Slot {
                                 Producer::Source => Err(SlotError::PoolMissing),
                             })
                             .collect::<Result<Vec<_>, _>>()?;
+                        let pairs = if profile {
+                            planned.launches as usize + usize::from(!work.downloads.is_empty())
+                        } else {
+                            0
+                        };
+                        let mut timing = Vec::with_capacity(pairs);
+                        for _ in 0..pairs {
+                            let pair = gpu.create_timing_event().and_then(|start| {
+                                gpu.create_timing_event()
+                                    .map(|end| (start, end))
+                                    .inspect_err(|_| {
+                                        // SAFETY: just created, unused.
+                                        unsafe { gpu.destroy_event(start) }
+                                    })
+                            });
+                            match pair {
+                                Ok(pair) => timing.push(pair),
+                                Err(e) => {
+                                    for (a, b) in timing {
+                                        // SAFETY: created above, unused.
+                                        unsafe {
+                                            gpu.destroy_event(a);
+                                            gpu.destroy_event(b);
+                                        }
+                                    }
+                                    return Err(SlotError::Gpu(e));
+                                }
+                            }
+                        }
                         Some(SlotGpu {
                             gpu: Arc::clone(gpu),
                             stream,
                             event,
                             waits,
+                            timing,
                             uploads: work
                                 .uploads
                                 .iter()
@@ -385,6 +421,10 @@ impl Slot {
                 }
             }
             for launch in launches {
+                let timing = g.timing.get(launch as usize);
+                if let Some(&(start, _)) = timing {
+                    g.gpu.record(start, g.stream)?;
+                }
                 // A split upload goes piece by piece, each before its tile's launch; a whole
                 // one before the first launch.
                 for copy in &g.uploads {
@@ -413,6 +453,9 @@ impl Slot {
                     tile,
                 );
                 g.gpu.enqueue_launch(g.stream, request)?;
+                if let Some(&(_, end)) = timing {
+                    g.gpu.record(end, g.stream)?;
+                }
             }
         }
         Ok(())
@@ -434,13 +477,45 @@ impl Slot {
         // SAFETY: as in `enqueue_gpu`; `data` outlives the run (the executor drains every
         // stream before releasing it).
         unsafe {
+            let timing = if g.downloads.is_empty() {
+                None
+            } else {
+                g.timing.last().copied()
+            };
+            if let Some((start, _)) = timing {
+                g.gpu.record(start, g.stream)?;
+            }
             for copy in &g.downloads {
                 g.gpu
                     .copy_to_host(copy.dst, copy.src, copy.bytes, g.stream)?;
             }
+            if let Some((_, end)) = timing {
+                g.gpu.record(end, g.stream)?;
+            }
             g.gpu.record(g.event, g.stream)?;
             g.gpu.call_host(g.stream, func, data)
         }
+    }
+
+    /// GPU time of `stage` in the frame just completed, when profiling: the sum of its timing
+    /// pairs (each launch with its uploads, and its downloads). `None` for a CPU stage or
+    /// without profiling. Call only once the frame has completed, so every record has.
+    pub(crate) fn gpu_time(&self, stage: StageId) -> Option<Result<std::time::Duration, GpuError>> {
+        let g = self.stages[stage.0].gpu.as_ref()?;
+        if g.timing.is_empty() {
+            return None;
+        }
+        let mut total_ms = 0.0f64;
+        for &(start, end) in &g.timing {
+            // SAFETY: timing events of this slot, recorded for the completed frame.
+            match unsafe { g.gpu.elapsed_ms(start, end) } {
+                Ok(ms) => total_ms += f64::from(ms),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(std::time::Duration::from_secs_f64(
+            total_ms.max(0.0) * 1e-3,
+        )))
     }
 
     /// Blocks until every GPU stream of the slot has drained. Only at the end of a run.
@@ -514,6 +589,10 @@ impl Drop for SlotStage {
             unsafe {
                 g.gpu.destroy_stream(g.stream);
                 g.gpu.destroy_event(g.event);
+                for &(start, end) in &g.timing {
+                    g.gpu.destroy_event(start);
+                    g.gpu.destroy_event(end);
+                }
             }
         }
     }

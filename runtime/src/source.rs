@@ -4,20 +4,26 @@
 //! [`Ingest`] seam a packet receiver uses, as fast as slots free up. It measures the pipeline
 //! alone: the source costs one copy per packet, as a receiver writing payloads into place does.
 
+use std::sync::Arc;
+
 use crate::executor::{Ingest, PacketStatus, Source, SourceError};
 
 /// Replays `frames` prepared source buffers cyclically until `count` frames were delivered;
-/// frame `i` carries id `i` and the bytes of prepared frame `i % frames.len()`.
+/// frame `i` carries id `i` and the bytes of prepared frame `i % frames.len()`. Several
+/// replays (pipelines in one process) may share one set of prepared frames.
 #[derive(Debug)]
 pub struct FrameReplay {
-    frames: Vec<Vec<u8>>,
+    frames: Arc<[Vec<u8>]>,
     count: u64,
 }
 
 impl FrameReplay {
     /// A replay of `count` frames drawn cyclically from `frames` (at least one).
-    pub fn new(frames: Vec<Vec<u8>>, count: u64) -> Self {
-        Self { frames, count }
+    pub fn new(frames: impl Into<Arc<[Vec<u8>]>>, count: u64) -> Self {
+        Self {
+            frames: frames.into(),
+            count,
+        }
     }
 
     /// Prepared frames in the cycle.

@@ -197,3 +197,66 @@ fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
         "the trial cut short is not recorded as a failure: {json}"
     );
 }
+
+/// Two pipelines per trial, each fed by its own sender: every trial judges both, and the
+/// result records the per-pipeline and aggregate rate.
+#[test]
+fn a_search_over_two_pipelines_judges_each_and_reports_the_aggregate() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .current_dir(support::workspace())
+        .args(["bisect-rate", "--cpi", "1024x128", "--pipelines", "2"])
+        .args([
+            "--warmup-s",
+            "0.1",
+            "--window-s",
+            "0.3",
+            "--start-rate",
+            "40",
+        ])
+        .args(["--tolerance", "0.5", "--confirm", "1", "--max-trials", "6"])
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| all-cpu x2 thread | 1024x128 |"),
+        "{stdout}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["settings"]["pipelines"], 2);
+    let result = &json["results"][0];
+    assert_eq!(result["pipelines"], 2);
+    let trials = result["trials"].as_array().unwrap();
+    assert!(!trials.is_empty());
+    // The first trial, at 40 CPI/s per pipeline, is easy: both pipelines pass it.
+    assert_eq!(trials[0]["passed"], true, "{trials:?}");
+    if let Some(rate) = result["sustained_cpi_per_s"].as_f64() {
+        assert_eq!(
+            result["aggregate_sustained_cpi_per_s"].as_f64(),
+            Some(2.0 * rate)
+        );
+    }
+    // Failures, if any, name their pipeline.
+    for t in trials {
+        for f in t["failures"].as_array().unwrap() {
+            let f = f.as_str().unwrap();
+            assert!(
+                f.starts_with("pipeline ") || f.contains("trial failed"),
+                "{f}"
+            );
+        }
+    }
+    assert!(
+        out_dir
+            .path()
+            .join("trials-all-cpu-x2-thread-1024x128-0.csv")
+            .is_file()
+    );
+}

@@ -373,3 +373,76 @@ fn bad_parameters_and_options_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("RANGE,VELOCITY,SNR"), "{}", text(&out));
 }
+
+/// Several pipelines, in one process and as processes: each verified on its own, with an
+/// aggregate, a per-pipeline detections file, and the multi-pipeline report.
+#[test]
+fn several_pipelines_run_and_verify_each_in_both_modes() {
+    for mode in ["thread", "process"] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.json");
+        let det = dir.path().join("det.txt");
+        let out = ok(&[
+            "run",
+            "--frames",
+            "12",
+            "--scene-frames",
+            "4",
+            "--pipelines",
+            "3",
+            "--pipeline-mode",
+            mode,
+            "--report",
+            report.to_str().unwrap(),
+            "--detections",
+            det.to_str().unwrap(),
+        ]);
+        assert!(
+            out.contains(&format!(
+                "== 3 pipelines ({mode}): 36 frames, partial 0, dropped 0"
+            )) && out.contains("verification PASSED: 3/3 pipelines passed"),
+            "{mode}: {out}"
+        );
+        for i in 0..3 {
+            assert!(out.contains(&format!("== pipeline {i}")), "{out}");
+            let file = dir.path().join(format!("det.p{i}.txt"));
+            let verified = ok(&[
+                "verify",
+                "--detections",
+                file.to_str().unwrap(),
+                "--frames",
+                "12",
+                "--scene-frames",
+                "4",
+            ]);
+            assert!(verified.contains("verification PASSED"), "{verified}");
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(json["schema"], "kplace-multi-run-report/1");
+        assert_eq!(json["aggregate"]["mode"], mode);
+        assert_eq!(json["aggregate"]["frames"], 36);
+        assert_eq!(json["aggregate"]["all_passed"], true);
+        let pipelines = json["pipelines"].as_array().unwrap();
+        assert_eq!(pipelines.len(), 3);
+        for p in pipelines {
+            assert_eq!(p["schema"], "kplace-run-report/1");
+            assert_eq!(p["verification"]["frames_passed"], 12);
+        }
+        let sum: f64 = pipelines
+            .iter()
+            .map(|p| p["throughput_cpi_per_s"].as_f64().unwrap())
+            .sum();
+        let aggregate = json["aggregate"]["throughput_cpi_per_s"].as_f64().unwrap();
+        assert!((sum - aggregate).abs() < 1e-6 * sum, "{sum} vs {aggregate}");
+    }
+    let e = input_error(&[
+        "run",
+        "--pipelines",
+        "2",
+        "--ingest-only",
+        "--source",
+        "udp://127.0.0.1:0",
+    ]);
+    assert!(e.contains("--ingest-only measures one receiver"), "{e}");
+}

@@ -141,3 +141,80 @@ fn a_lossy_stream_reports_partial_frames_and_fails_coverage() {
         "{stdout}"
     );
 }
+
+/// Two pipelines in one receiver process, each on its own port with its own sender; in the
+/// process mode each child listens on its own port too. Every frame of both is verified.
+#[test]
+fn two_pipelines_each_take_their_own_stream() {
+    for mode in ["thread", "process"] {
+        let mut child = kplace()
+            .args([
+                "run",
+                "--source",
+                "udp://127.0.0.1:0",
+                "--idle-timeout-s",
+                "1",
+            ])
+            .args([
+                "--frames",
+                "16",
+                "--pipelines",
+                "2",
+                "--pipeline-mode",
+                mode,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start kplace run");
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut ports = Vec::new();
+        let mut seen = String::new();
+        while ports.len() < 2 {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).expect("read stderr") == 0 {
+                panic!("kplace run exited before listening:\n{seen}");
+            }
+            seen.push_str(&line);
+            if let Some(rest) = line.split("listening on udp://").nth(1) {
+                let addr = rest.split_whitespace().next().expect("address");
+                ports.push(addr.rsplit(':').next().unwrap().parse::<u16>().unwrap());
+            }
+        }
+        assert_ne!(ports[0], ports[1], "each pipeline has its own port");
+        let drain = std::thread::spawn(move || {
+            let mut tail = String::new();
+            let _ = stderr.read_to_string(&mut tail);
+        });
+        let senders: Vec<_> = ports
+            .iter()
+            .map(|port| {
+                kplace()
+                    .args(["send", "--dest", &format!("127.0.0.1:{port}")])
+                    .args(["--frames", "16", "--rate", "100"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut s in senders {
+            assert!(s.wait().unwrap().success());
+        }
+        let out = child.wait_with_output().unwrap();
+        let _ = drain.join();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{mode}: {stdout}");
+        assert_eq!(
+            stdout
+                .matches("verification PASSED: 16/16 frames reported, 16 passed")
+                .count(),
+            2,
+            "{mode}: {stdout}"
+        );
+        assert!(
+            stdout.contains("verification PASSED: 2/2 pipelines passed"),
+            "{stdout}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::plot::{self, PlotPoint, Series};
 use super::radar;
+use super::run::PipelineMode;
 use kplace::bounds;
 use kplace::graph::Graph;
 use kplace::placement::Placement;
@@ -79,6 +80,15 @@ pub struct BisectArgs {
     /// alone (ingest only, burst) and the kernels alone (one thread, no runtime).
     #[arg(long)]
     bounds: bool,
+    /// Pipelines per trial: each gets its own sender at the trial's rate, and the trial passes
+    /// only if every pipeline passes every gate; the result is the per-pipeline rate (the
+    /// aggregate is N times it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pipelines: u64,
+    /// How the pipelines run: `thread` (one `kplace run` process, one CUDA context) or
+    /// `process` (one process per pipeline).
+    #[arg(long, value_enum, default_value = "thread")]
+    pipeline_mode: PipelineMode,
     /// Measure another receiver instead of kplace: a shell command that listens on
     /// 127.0.0.1:{port}, takes {frames} frames of CPI {cpi} ({samples} x {chirps}), writes its
     /// detections in kplace's detection format to {detections}, and exits. Placeholders are
@@ -156,6 +166,9 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             children.kill_all();
         });
     }
+    if args.sut_cmd.is_some() && args.pipelines > 1 {
+        bail!("--pipelines measures kplace's own pipelines; it cannot be combined with --sut-cmd");
+    }
     let systems: Vec<System> = match &args.sut_cmd {
         Some(cmd) => vec![System::Command(cmd.clone())],
         None => placement_files(&args.placements)?
@@ -176,7 +189,10 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let mut series = Vec::new();
     'sweep: for system in &systems {
         for &cpi in &args.cpi {
-            let name = system.name();
+            let name = match args.pipelines {
+                1 => system.name(),
+                n => format!("{} x{n} {}", system.name(), mode_name(args.pipeline_mode)),
+            };
             if let System::Placement(placement) = system
                 && let Err(reason) = plan_for(&args.graph, placement, cpi)
             {
@@ -206,7 +222,9 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                 progress.set_prefix(format!("{label} {cpi}"));
                 progress.enable_steady_tick(Duration::from_millis(200));
                 let mut runs: Vec<TrialRun> = Vec::new();
-                let dir = args.out.join(format!("{name}-{cpi}-{repeat}"));
+                let dir = args
+                    .out
+                    .join(format!("{}-{cpi}-{repeat}", name.replace(' ', "-")));
                 let outcome = search(&search_config(&args, cpi), |rate, phase| {
                     if stop.load(Ordering::SeqCst) {
                         return Err(TrialError::Interrupted);
@@ -250,7 +268,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                     &label,
                     cpi,
                     result.sustained,
-                    at_result.as_ref(),
+                    at_result.as_ref().map(representative),
                     bounds,
                     runs.len(),
                     &result.outcome.to_string(),
@@ -261,7 +279,10 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                     "sut_cmd": match system { System::Command(c) => Some(c.clone()), System::Placement(_) => None },
                     "cpi": cpi.to_string(),
                     "repeat": repeat,
+                    "pipelines": args.pipelines,
+                    "pipeline_mode": mode_name(args.pipeline_mode),
                     "sustained_cpi_per_s": result.sustained,
+                    "aggregate_sustained_cpi_per_s": result.sustained.map(|r| r * args.pipelines as f64),
                     "highest_pass": result.highest_pass,
                     "lowest_fail": result.lowest_fail,
                     "outcome": result.outcome.to_string(),
@@ -275,7 +296,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                         "latency_measured": t.report.is_some(),
                     })).collect::<Vec<_>>(),
                 }));
-                write_csv(&args.out, &name, cpi, repeat, &runs)?;
+                write_csv(&args.out, &name.replace(' ', "-"), cpi, repeat, &runs)?;
                 series.push(Series {
                     label: format!("{label} {cpi}"),
                     points: runs
@@ -285,6 +306,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                             p99_ms: t
                                 .report
                                 .as_ref()
+                                .map(representative)
                                 .and_then(|r| r["latency"]["post_cpi"]["p99_ms"].as_f64()),
                             passed: t.verdict.is_pass(),
                         })
@@ -325,8 +347,9 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
         &series,
     )?;
     let json_path = args.out.join("bisect-rate.json");
-    let text =
-        serde_json::to_string_pretty(&json!({"machine": machine_facts(), "results": results}))?;
+    let text = serde_json::to_string_pretty(
+        &json!({"machine": machine_facts(), "settings": settings(&args), "results": results}),
+    )?;
     fs::write(&json_path, text + "\n")
         .with_context(|| format!("cannot write {}", json_path.display()))?;
     eprintln!(
@@ -340,6 +363,28 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The options every result depends on, recorded beside the results.
+fn settings(args: &BisectArgs) -> Value {
+    json!({
+        "warmup_s": args.warmup_s,
+        "window_s": args.window_s,
+        "tolerance": args.tolerance,
+        "confirm": args.confirm,
+        "latency_bound_ms": args.latency_bound_ms,
+        "sender_tick_us": args.sender_tick_us,
+        "seed": args.seed,
+        "pipelines": args.pipelines,
+        "pipeline_mode": mode_name(args.pipeline_mode),
+    })
+}
+
+fn mode_name(mode: PipelineMode) -> &'static str {
+    match mode {
+        PipelineMode::Thread => "thread",
+        PipelineMode::Process => "process",
+    }
 }
 
 /// Per system and CPI searched more than once: the sustained rates' spread.
@@ -497,13 +542,19 @@ fn trial(
         ])
         .arg("--report")
         .arg(&report_path)
+        .args([
+            "--pipelines",
+            &args.pipelines.to_string(),
+            "--pipeline-mode",
+            mode_name(args.pipeline_mode),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| TrialError::Spawn(format!("cannot start the receiver: {e}")))?;
     ctx.children.add(receiver.id());
-    let port = match listening_port(&mut receiver) {
-        Ok(port) => port,
+    let ports = match listening_ports(&mut receiver, args.pipelines as usize) {
+        Ok(ports) => ports,
         Err(stderr) => {
             let _ = receiver.kill();
             let _ = receiver.wait();
@@ -514,12 +565,27 @@ fn trial(
             ));
         }
     };
-    let sent = send(ctx, port, cpi, rate, frames);
+    // One sender per pipeline, all at once: each pipeline sees the trial's rate.
+    let sent: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ports
+            .iter()
+            .map(|&port| scope.spawn(move || send(ctx, port, cpi, rate, frames)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TrialError::Spawn("a sender thread panicked".into())))
+            })
+            .collect()
+    });
     let status = receiver.wait();
     ctx.children.remove(receiver.id());
     let status = status.map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
-    if let Err(why) = sent? {
-        return Ok(failed(rate, why));
+    for result in sent {
+        if let Err(why) = result? {
+            return Ok(failed(rate, why));
+        }
     }
     let report: Value = match fs::read_to_string(&report_path)
         .ok()
@@ -533,8 +599,7 @@ fn trial(
             ));
         }
     };
-    let measurement = measure(&report, rate, frames);
-    let verdict = judge(&measurement, &gates(args));
+    let (measurement, verdict) = judge_pipelines(&report, rate, frames, &gates(args));
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
@@ -542,6 +607,68 @@ fn trial(
         measurement: Some(measurement),
         report: Some(report),
     })
+}
+
+/// Judges a run's report: one pipeline's, or every pipeline's of a several-pipeline report (a
+/// trial passes only if all pass; failures name their pipeline). The measurement kept is the
+/// slowest pipeline's.
+fn judge_pipelines(
+    report: &Value,
+    rate: f64,
+    frames: u64,
+    gates: &Gates,
+) -> (TrialMeasurement, Verdict) {
+    let Some(pipelines) = report["pipelines"].as_array() else {
+        let measurement = measure(report, rate, frames);
+        let verdict = judge(&measurement, gates);
+        return (measurement, verdict);
+    };
+    let mut verdict = Verdict::pass();
+    let mut slowest: Option<TrialMeasurement> = None;
+    for (i, r) in pipelines.iter().enumerate() {
+        if let Some(error) = r["error"].as_str() {
+            verdict.passed = false;
+            verdict.failures.push(Failure::Pipeline(
+                i,
+                Box::new(Failure::SystemFailed(error.to_string())),
+            ));
+            continue;
+        }
+        let m = measure(r, rate, frames);
+        let v = judge(&m, gates);
+        if !v.passed {
+            verdict.passed = false;
+            verdict.failures.extend(
+                v.failures
+                    .into_iter()
+                    .map(|f| Failure::Pipeline(i, Box::new(f))),
+            );
+        }
+        if slowest
+            .as_ref()
+            .is_none_or(|s| m.processed_rate < s.processed_rate)
+        {
+            slowest = Some(m);
+        }
+    }
+    let measurement = slowest.unwrap_or_else(|| measure(&Value::Null, rate, frames));
+    (measurement, verdict)
+}
+
+/// The report whose latency and rate a table row and the plot show: the run's own, or for
+/// several pipelines the one with the worst post-CPI p99.
+fn representative(report: &Value) -> &Value {
+    match report["pipelines"].as_array() {
+        Some(pipelines) => pipelines
+            .iter()
+            .filter(|r| r.get("error").is_none())
+            .max_by(|a, b| {
+                let p99 = |r: &Value| r["latency"]["post_cpi"]["p99_ms"].as_f64().unwrap_or(0.0);
+                p99(a).total_cmp(&p99(b))
+            })
+            .unwrap_or(report),
+        None => report,
+    }
 }
 
 /// Runs `kplace send` to `port`; the inner error is the sender's own failure (a failed trial).
@@ -553,20 +680,14 @@ fn send(
     frames: u64,
 ) -> Result<Result<(), String>, TrialError> {
     let sender = Command::new(ctx.exe)
-        .args([
-            "send",
-            "--dest",
-            &format!("127.0.0.1:{port}"),
-            "--cpi",
-            &cpi.to_string(),
-        ])
-        .args(["--seed", &ctx.args.seed.to_string(), "--scene-frames", "16"])
-        .args([
-            "--frames",
-            &frames.to_string(),
-            "--rate",
-            &format!("{rate}"),
-        ])
+        .args(sender_args(
+            port,
+            cpi,
+            rate,
+            frames,
+            ctx.args.seed,
+            ctx.args.sender_tick_us,
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -584,6 +705,35 @@ fn send(
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     })
+}
+
+/// `kplace send`'s arguments for one trial's stream.
+fn sender_args(
+    port: u16,
+    cpi: Cpi,
+    rate: f64,
+    frames: u64,
+    seed: u64,
+    tick_us: u64,
+) -> Vec<String> {
+    [
+        "send".to_string(),
+        "--dest".into(),
+        format!("127.0.0.1:{port}"),
+        "--cpi".into(),
+        cpi.to_string(),
+        "--seed".into(),
+        seed.to_string(),
+        "--scene-frames".into(),
+        "16".into(),
+        "--frames".into(),
+        frames.to_string(),
+        "--rate".into(),
+        format!("{rate}"),
+        "--pacing-tick-us".into(),
+        tick_us.to_string(),
+    ]
+    .into()
 }
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
@@ -855,32 +1005,46 @@ fn failed(rate: f64, why: String) -> TrialRun {
 /// Reads the receiver's stderr until it says where it listens; the rest is drained in the
 /// background so the child never blocks on a full pipe.
 fn listening_port(child: &mut Child) -> Result<u16, String> {
+    listening_ports(child, 1).map(|ports| ports[0])
+}
+
+/// The ports of the first `count` "listening on udp://HOST:PORT" lines on `child`'s stderr
+/// (one per pipeline); the rest of its stderr is drained in the background. On end of output
+/// before that, what it printed.
+fn listening_ports(child: &mut Child, count: usize) -> Result<Vec<u16>, String> {
     let Some(stderr) = child.stderr.take() else {
         return Err("no stderr".into());
     };
     let mut reader = BufReader::new(stderr);
     let mut seen = String::new();
-    loop {
+    let mut ports = Vec::with_capacity(count);
+    while ports.len() < count {
         let mut line = String::new();
         match reader.read_line(&mut line) {
             Ok(0) | Err(_) => return Err(seen.trim().to_string()),
             Ok(_) => {}
         }
         seen.push_str(&line);
-        if let Some(rest) = line.split("listening on udp://").nth(1)
-            && let Some(port) = rest
-                .split_whitespace()
-                .next()
-                .and_then(|a| a.rsplit(':').next())
-                .and_then(|p| p.parse().ok())
-        {
-            std::thread::spawn(move || {
-                let mut sink = Vec::new();
-                let _ = reader.read_to_end(&mut sink);
-            });
-            return Ok(port);
+        if let Some(port) = parse_listening_port(&line) {
+            ports.push(port);
         }
     }
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = reader.read_to_end(&mut sink);
+    });
+    Ok(ports)
+}
+
+fn parse_listening_port(line: &str) -> Option<u16> {
+    line.split("listening on udp://")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .rsplit(':')
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn measure(report: &Value, rate: f64, frames_sent: u64) -> TrialMeasurement {
@@ -1001,4 +1165,66 @@ fn machine_facts() -> Value {
         "kernel": kernel,
         "gpu": Value::Null,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(frames: u64, rate: f64, p99_ms: f64) -> Value {
+        json!({"frames": frames, "partial_frames": 0, "dropped_frames": 0,
+               "verification": {"frames_failed": 0}, "throughput_cpi_per_s": rate,
+               "latency": {"post_cpi": {"p99_ms": p99_ms}, "post_cpi_trend_ms_per_s": 0.0},
+               "wall_s": 1.0})
+    }
+
+    #[test]
+    fn every_pipeline_is_judged_and_failures_name_it() {
+        let gates = Gates::default();
+        let one = report(100, 100.0, 1.0);
+        let (_, verdict) = judge_pipelines(&one, 100.0, 100, &gates);
+        assert!(verdict.passed, "{verdict}");
+        let two = json!({"pipelines": [report(100, 100.0, 1.0), report(90, 90.0, 1.0)]});
+        let (slowest, verdict) = judge_pipelines(&two, 100.0, 100, &gates);
+        assert!(!verdict.passed);
+        assert_eq!(slowest.processed_rate, 90.0, "the slowest pipeline is kept");
+        assert!(
+            verdict
+                .failures
+                .iter()
+                .all(|f| f.to_string().starts_with("pipeline 1: ")),
+            "{verdict}"
+        );
+        let broken = json!({"pipelines": [report(100, 100.0, 1.0), {"error": "no GPU"}]});
+        let (_, verdict) = judge_pipelines(&broken, 100.0, 100, &gates);
+        assert_eq!(
+            verdict
+                .failures
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["pipeline 1: the trial failed to run: no GPU"]
+        );
+    }
+
+    #[test]
+    fn listening_lines_give_their_ports_and_the_sender_gets_the_tick() {
+        assert_eq!(
+            parse_listening_port(
+                "kplace run: pipeline 1: listening on udp://127.0.0.1:40123 (socket ...)"
+            ),
+            Some(40123)
+        );
+        assert_eq!(parse_listening_port("kplace run: graph ..."), None);
+        let cpi: Cpi = "1024x128".parse().unwrap();
+        let args = sender_args(9000, cpi, 250.5, 40, 7, 100);
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("--dest 127.0.0.1:9000")
+                && joined.contains("--rate 250.5")
+                && joined.contains("--pacing-tick-us 100")
+                && joined.contains("--seed 7"),
+            "{joined}"
+        );
+    }
 }

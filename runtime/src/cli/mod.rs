@@ -3,6 +3,7 @@
 mod args;
 mod bisect;
 mod devices;
+mod pipelines;
 mod plan;
 mod plot;
 mod radar;

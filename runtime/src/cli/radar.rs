@@ -176,11 +176,21 @@ impl<W: Write> FrameSink for RadarSink<W> {
 
 /// Prints the verification verdict; true when it passed.
 pub fn print_verdict(verifier: &Verifier, frames_expected: u64) -> bool {
+    let (passed, text) = verdict_text(verifier, frames_expected);
+    print!("{text}");
+    passed
+}
+
+/// Whether the verifier passed, and the verdict as [`print_verdict`] prints it.
+pub fn verdict_text(verifier: &Verifier, frames_expected: u64) -> (bool, String) {
+    use std::fmt::Write as _;
     let summary = verifier.summary();
     let config = verifier.config();
     let reasons = summary.failure_reasons(config);
     let targets = verifier.scene().config().targets.len() as u64;
-    println!(
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
         "verification {}: {}/{} frames reported, {} passed, false alarms {:.3}/frame (bound {:.3}), {} targets per frame",
         if reasons.is_empty() {
             "PASSED"
@@ -195,7 +205,7 @@ pub fn print_verdict(verifier: &Verifier, frames_expected: u64) -> bool {
         targets
     );
     for r in &reasons {
-        println!("  {r}");
+        let _ = writeln!(text, "  {r}");
     }
-    reasons.is_empty()
+    (reasons.is_empty(), text)
 }

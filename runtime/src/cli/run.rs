@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -19,6 +20,7 @@ use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
 
 use super::args::{GraphArgs, SceneArgs};
+use super::pipelines;
 use super::radar::{self, RadarSink};
 use super::report;
 
@@ -66,7 +68,7 @@ pub struct RunArgs {
     profile_gpu: bool,
     /// Where frames come from: `replay` (the scene, in memory) or `udp://HOST:PORT`.
     #[arg(long, default_value = "replay")]
-    source: SourceArg,
+    pub(crate) source: SourceArg,
     /// UDP: the wire frame id of the first frame.
     #[arg(long, default_value_t = 0)]
     first_frame_id: u32,
@@ -84,63 +86,156 @@ pub struct RunArgs {
     pfa: Option<f64>,
     /// Write every frame's clusters to this file, in the detection line format.
     #[arg(long, value_name = "FILE")]
-    detections: Option<PathBuf>,
+    pub(crate) detections: Option<PathBuf>,
     /// Write the run's report to this file as JSON (schema in docs/report.md).
     #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
+    /// Run N independent pipelines, each with its own slots, pools, kernel states, GPU streams,
+    /// source and verifier; with a UDP source pipeline i listens on PORT + i (port 0: each its
+    /// own) for its own sender. Reports per pipeline and in aggregate; `--detections F` writes
+    /// F.p<i> per pipeline.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub(crate) pipelines: u64,
+    /// With several pipelines: `thread` runs them in this process (one CUDA context, separate
+    /// streams and pools), `process` as child processes (one context each).
+    #[arg(long, value_enum, default_value = "thread")]
+    pub(crate) pipeline_mode: PipelineMode,
 }
 
-/// Plans, prepares the source, runs, verifies and reports.
+/// Plans, prepares the source, runs, verifies and reports: one pipeline, or several
+/// ([`super::pipelines`]).
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let cpi = args.scene.cpi;
-    let pfa_set = radar::pfa_override(&args.graph.graph, args.pfa)?;
-    let (graph, placement) = args.graph.load(cpi, &pfa_set)?;
-    radar::check_graph_fits(&graph, cpi)?;
-    let pfa = radar::graph_pfa(&graph)?;
-    let plan = Plan::new(graph, placement)?;
-    let period = args.scene.scene_frames(args.frames);
-
+    if args.pipelines > 1 {
+        if args.ingest_only {
+            bail!("--ingest-only measures one receiver: drop --pipelines");
+        }
+        return match args.pipeline_mode {
+            PipelineMode::Thread => pipelines::threads(&args),
+            PipelineMode::Process => pipelines::processes(&args),
+        };
+    }
+    let setup = Setup::new(&args)?;
     let mut udp = match args.source {
         SourceArg::Replay if args.ingest_only => {
             bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)")
         }
         SourceArg::Replay => None,
-        SourceArg::Udp(addr) => Some(bind(&args, addr, cpi)?),
+        SourceArg::Udp(addr) => Some(bind(&args, addr, setup.cpi, None)?),
     };
     if let (Some(source), true) = (&mut udp, args.ingest_only) {
-        return ingest_only(source, &args, cpi);
+        return ingest_only(source, &args, setup.cpi);
     }
+    let outcome = run_pipeline(&args, &setup, udp, None)?;
+    print!("{}", outcome.text);
+    if let Some(path) = &args.report {
+        report::write(path, &outcome.report)?;
+    }
+    Ok(if outcome.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
 
-    let scene = args.scene.scene()?;
-    let mut replay = match udp {
-        Some(_) => None,
-        None => {
-            let prepared_at = Instant::now();
-            let frames = radar::prepare_frames(&scene, period.get())?;
-            eprintln!(
-                "kplace run: {} distinct scene frames prepared in {:.2} s",
-                period,
-                prepared_at.elapsed().as_secs_f64()
-            );
-            Some(FrameReplay::new(frames, args.frames))
-        }
+/// How several pipelines run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PipelineMode {
+    /// In this process: one CUDA context, each pipeline with its own streams, pools, slots,
+    /// kernel states, source and verifier.
+    Thread,
+    /// As child `kplace run` processes, one pipeline each (one context each: the MPS case).
+    Process,
+}
+
+/// What every pipeline of a run shares: the CPI, the false-alarm probability, the scene and
+/// its prepared frames (for a replay source).
+pub(crate) struct Setup {
+    pub(crate) cpi: Cpi,
+    pfa_set: Vec<(String, String, String)>,
+    pfa: f64,
+    period: std::num::NonZeroU64,
+    scene: kplace_radar::Scene,
+    prepared: Option<Arc<[Vec<u8>]>>,
+}
+
+impl Setup {
+    /// Checks the graph against the CPI and prepares the scene (and, for a replay, its frames).
+    pub(crate) fn new(args: &RunArgs) -> anyhow::Result<Setup> {
+        let cpi = args.scene.cpi;
+        let pfa_set = radar::pfa_override(&args.graph.graph, args.pfa)?;
+        let (graph, _) = args.graph.load(cpi, &pfa_set)?;
+        radar::check_graph_fits(&graph, cpi)?;
+        let pfa = radar::graph_pfa(&graph)?;
+        let period = args.scene.scene_frames(args.frames);
+        let scene = args.scene.scene()?;
+        let prepared = match (&args.source, args.ingest_only) {
+            (SourceArg::Replay, false) => {
+                let prepared_at = Instant::now();
+                let frames = radar::prepare_frames(&scene, period.get())?;
+                eprintln!(
+                    "kplace run: {} distinct scene frames prepared in {:.2} s",
+                    period,
+                    prepared_at.elapsed().as_secs_f64()
+                );
+                Some(Arc::from(frames))
+            }
+            _ => None,
+        };
+        Ok(Setup {
+            cpi,
+            pfa_set,
+            pfa,
+            period,
+            scene,
+            prepared,
+        })
+    }
+}
+
+/// One pipeline's results: its printed report, its JSON report, and whether it verified.
+pub(crate) struct PipelineOutcome {
+    pub(crate) text: String,
+    pub(crate) report: serde_json::Value,
+    pub(crate) passed: bool,
+}
+
+/// Plans and runs one pipeline (`index` among several, or the only one) on `udp`, or on a
+/// replay of the prepared scene.
+pub(crate) fn run_pipeline(
+    args: &RunArgs,
+    setup: &Setup,
+    mut udp: Option<UdpSource>,
+    index: Option<usize>,
+) -> anyhow::Result<PipelineOutcome> {
+    use std::fmt::Write as _;
+    let cpi = setup.cpi;
+    let (graph, placement) = args.graph.load(cpi, &setup.pfa_set)?;
+    let plan = Plan::new(graph, placement)?;
+    let mut replay = match (&udp, &setup.prepared) {
+        (None, Some(frames)) => Some(FrameReplay::new(Arc::clone(frames), args.frames)),
+        _ => None,
     };
+    let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
     eprintln!(
-        "kplace run: graph {} on placement {}, CPI {cpi}, {} frames from {}, seed {}",
+        "kplace run:{name} graph {} on placement {}, CPI {cpi}, {} frames from {}, seed {}",
         plan.graph.name,
         plan.placement.name,
         args.frames,
-        match args.source {
-            SourceArg::Replay => "the scene in memory".to_string(),
-            SourceArg::Udp(addr) => format!("udp://{addr}"),
+        match &udp {
+            None => "the scene in memory".to_string(),
+            Some(u) => format!(
+                "udp://{}",
+                u.local_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string())
+            ),
         },
         args.scene.seed
     );
-
     let writer = match &args.detections {
         Some(path) => {
+            let path = pipeline_path(path, index);
             let file =
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+                File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
             Some(
                 DetectionWriter::new(BufWriter::new(file), cpi)
                     .with_context(|| format!("cannot write {}", path.display()))?,
@@ -148,13 +243,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, pfa), args.frames)
-        .with_template_period(period);
+    let verifier = Verifier::new(
+        setup.scene.clone(),
+        VerifyConfig::for_cpi(cpi, setup.pfa),
+        args.frames,
+    )
+    .with_template_period(setup.period);
     let mut sink = RadarSink::new(verifier, writer);
     let source: &mut dyn Source = match (&mut udp, &mut replay) {
         (Some(udp), _) => udp,
         (None, Some(replay)) => replay,
-        (None, None) => unreachable!("one source is always built"),
+        (None, None) => bail!("no frames to run: a replay needs prepared frames"),
     };
 
     let options = executor::RunOptions {
@@ -162,11 +261,13 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         profile_gpu: args.profile_gpu,
     };
     let report = executor::run_with(&plan, source, &mut sink, &options)?;
-    print!("{report}");
+    let mut text = String::new();
+    let _ = write!(text, "{report}");
     if let Some(udp) = &udp {
-        print_counters(udp.counters());
+        text.push_str(&counters_text(udp.counters()));
     }
-    println!(
+    let _ = writeln!(
+        text,
         "clusters {:.2}/frame{}",
         sink.total_clusters as f64 / report.frames.max(1) as f64,
         if sink.overflowed_frames > 0 {
@@ -180,30 +281,65 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     let total_clusters = sink.total_clusters;
     let verifier = sink.finish()?;
-    let passed = radar::print_verdict(&verifier, args.frames);
-    if let Some(path) = &args.report {
-        let facts = report::RunFacts {
-            graph: &plan.graph.name,
-            placement: &plan.placement.name,
-            cpi,
-            source: match args.source {
-                SourceArg::Replay => "replay".into(),
-                SourceArg::Udp(addr) => format!("udp://{addr}"),
-            },
-            frames_expected: args.frames,
-            clusters: total_clusters,
-        };
-        let ingest = udp.as_ref().map(|u| u.counters());
-        report::write(path, &report::to_json(&facts, &report, ingest, &verifier))?;
-    }
-    Ok(if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    let (passed, verdict) = radar::verdict_text(&verifier, args.frames);
+    text.push_str(&verdict);
+    let facts = report::RunFacts {
+        graph: &plan.graph.name,
+        placement: &plan.placement.name,
+        cpi,
+        source: match &udp {
+            None => "replay".into(),
+            Some(u) => format!(
+                "udp://{}",
+                u.local_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string())
+            ),
+        },
+        frames_expected: args.frames,
+        clusters: total_clusters,
+    };
+    let ingest = udp.as_ref().map(|u| u.counters());
+    Ok(PipelineOutcome {
+        text,
+        report: report::to_json(&facts, &report, ingest, &verifier),
+        passed,
     })
 }
 
-fn bind(args: &RunArgs, addr: SocketAddr, cpi: Cpi) -> anyhow::Result<UdpSource> {
+/// `path` for pipeline `index`: `det.txt` becomes `det.p1.txt`; the path itself for a single
+/// pipeline.
+pub(crate) fn pipeline_path(path: &std::path::Path, index: Option<usize>) -> PathBuf {
+    let Some(i) = index else {
+        return path.to_path_buf();
+    };
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.p{i}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.p{i}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Binds pipeline `index`'s receiver: on `addr`'s port plus the index (each its own
+/// ephemeral port for port 0).
+pub(crate) fn bind(
+    args: &RunArgs,
+    addr: SocketAddr,
+    cpi: Cpi,
+    index: Option<usize>,
+) -> anyhow::Result<UdpSource> {
+    let mut addr = addr;
+    if let Some(i) = index
+        && addr.port() != 0
+    {
+        let port = u16::try_from(usize::from(addr.port()) + i)
+            .ok()
+            .context("--source: the port plus the pipeline count exceeds 65535")?;
+        addr.set_port(port);
+    }
     let shape = WireShape {
         samples: cpi.samples as u32,
         chirps: cpi.chirps as u32,
@@ -218,7 +354,8 @@ fn bind(args: &RunArgs, addr: SocketAddr, cpi: Cpi) -> anyhow::Result<UdpSource>
         .context("--idle-timeout-s must be a positive number of seconds")?;
     let source = UdpSource::bind(config)?;
     eprintln!(
-        "kplace run: listening on udp://{} (socket receive buffer {} KiB)",
+        "kplace run:{} listening on udp://{} (socket receive buffer {} KiB)",
+        index.map_or_else(String::new, |i| format!(" pipeline {i}:")),
         source.local_addr().unwrap_or(addr),
         source.counters().recv_buffer / 1024
     );
@@ -240,7 +377,7 @@ fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Resu
         frames as f64 / busy.as_secs_f64(),
         counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9
     );
-    print_counters(counters);
+    print!("{}", counters_text(counters));
     Ok(if counters.complete_frames == args.frames {
         ExitCode::SUCCESS
     } else {
@@ -248,27 +385,30 @@ fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Resu
     })
 }
 
-fn print_counters(c: &IngestCounters) {
+fn counters_text(c: &IngestCounters) -> String {
     let malformed: Vec<String> = Malformed::ALL
         .iter()
         .map(|m| format!("{} {}", m.name(), c.malformed(*m)))
         .collect();
-    println!(
-        "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, malformed: {}",
-        c.packets,
-        c.in_place,
-        c.accepted,
-        c.duplicates,
-        c.late,
-        c.unexpected,
-        malformed.join(", ")
-    );
-    println!(
-        "ingest: frames complete {}, partial {}, dropped {} ({} packets); socket buffer {} KiB",
-        c.complete_frames,
-        c.partial_frames,
-        c.dropped_frames,
-        c.dropped_packets,
-        c.recv_buffer / 1024
-    );
+    format!(
+        "{}\n{}\n",
+        format_args!(
+            "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, malformed: {}",
+            c.packets,
+            c.in_place,
+            c.accepted,
+            c.duplicates,
+            c.late,
+            c.unexpected,
+            malformed.join(", ")
+        ),
+        format_args!(
+            "ingest: frames complete {}, partial {}, dropped {} ({} packets); socket buffer {} KiB",
+            c.complete_frames,
+            c.partial_frames,
+            c.dropped_frames,
+            c.dropped_packets,
+            c.recv_buffer / 1024
+        )
+    )
 }

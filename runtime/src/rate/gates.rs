@@ -140,6 +140,8 @@ pub enum Failure {
     /// failed during it (it exited, or produced no report). Built by trial runners, never by
     /// [`judge`].
     SystemFailed(String),
+    /// A failure of one pipeline of several (numbered from 0), each judged on its own.
+    Pipeline(usize, Box<Failure>),
 }
 
 /// "1 frame" or "`n` frames".
@@ -184,6 +186,7 @@ impl fmt::Display for Failure {
                 allowed * 1e3
             ),
             Self::SystemFailed(why) => write!(f, "the trial failed to run: {why}"),
+            Self::Pipeline(index, failure) => write!(f, "pipeline {index}: {failure}"),
         }
     }
 }
@@ -546,6 +549,7 @@ mod tests {
                 Failure::LatencyOverBound { .. } => "latency",
                 Failure::RisingLatency { .. } => "trend",
                 Failure::SystemFailed(_) => "system",
+                Failure::Pipeline(..) => "pipeline",
             })
             .collect();
         assert_eq!(

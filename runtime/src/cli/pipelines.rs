@@ -1,0 +1,347 @@
+//! `kplace run --pipelines N`: several independent radar pipelines at once, in this process
+//! (threads sharing one CUDA context, each with its own slots, pools, kernel states, GPU
+//! streams, source and verifier) or as child processes (one context each: how MPS shares a
+//! GPU), with per-pipeline and aggregate reports.
+//!
+//! The run passes only if every pipeline passes. With `--report FILE` the JSON is
+//! `kplace-multi-run-report/1`: every pipeline's own `kplace-run-report/1` and an aggregate
+//! (docs/report.md).
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use super::report;
+use super::run::{PipelineMode, PipelineOutcome, RunArgs, Setup, SourceArg, bind, run_pipeline};
+
+/// The schema of a several-pipeline report.
+pub const MULTI_SCHEMA: &str = "kplace-multi-run-report/1";
+
+/// N pipelines as threads of this process.
+pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let setup = Setup::new(args)?;
+    let n = args.pipelines as usize;
+    // Bind every receiver first, in order, so each pipeline's port is known (and printed)
+    // before any sender can start.
+    let mut sources = Vec::with_capacity(n);
+    for i in 0..n {
+        sources.push(match args.source {
+            SourceArg::Replay => None,
+            SourceArg::Udp(addr) => Some(bind(args, addr, setup.cpi, Some(i))?),
+        });
+    }
+    let outcomes: Vec<anyhow::Result<PipelineOutcome>> = std::thread::scope(|scope| {
+        let setup = &setup;
+        let handles: Vec<_> = sources
+            .into_iter()
+            .enumerate()
+            .map(|(i, udp)| {
+                std::thread::Builder::new()
+                    .name(format!("pipeline-{i}"))
+                    .spawn_scoped(scope, move || run_pipeline(args, setup, udp, Some(i)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the pipeline's thread panicked"))),
+                Err(e) => Err(anyhow::Error::from(e).context("cannot start a pipeline thread")),
+            })
+            .collect()
+    });
+    let mut reports = Vec::with_capacity(n);
+    let mut failures = Vec::new();
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Ok(o) => {
+                print!("== pipeline {i}\n{}", o.text);
+                reports.push(o.report);
+            }
+            Err(e) => {
+                println!("== pipeline {i}\nfailed: {e:#}");
+                failures.push(format!("pipeline {i}: {e:#}"));
+                reports.push(json!({"error": format!("{e:#}")}));
+            }
+        }
+    }
+    finish(args, PipelineMode::Thread, reports, failures)
+}
+
+/// N pipelines as child `kplace run` processes.
+pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let n = args.pipelines as usize;
+    let exe = std::env::current_exe().context("cannot find the kplace executable")?;
+    let dir =
+        tempfile::tempdir().context("cannot create a directory for the pipelines' reports")?;
+    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let base = child_args(&argv);
+    let mut children = Vec::with_capacity(n);
+    for i in 0..n {
+        let report = dir.path().join(format!("pipeline-{i}.json"));
+        let mut command = Command::new(&exe);
+        command.args(&base).arg("--report").arg(&report);
+        match args.source {
+            SourceArg::Replay => command.args(["--source", "replay"]),
+            SourceArg::Udp(mut addr) => {
+                if addr.port() != 0 {
+                    let port = u16::try_from(usize::from(addr.port()) + i)
+                        .ok()
+                        .context("--source: the port plus the pipeline count exceeds 65535")?;
+                    addr.set_port(port);
+                }
+                command.arg("--source").arg(format!("udp://{addr}"))
+            }
+        };
+        if let Some(path) = &args.detections {
+            command
+                .arg("--detections")
+                .arg(super::run::pipeline_path(path, Some(i)));
+        }
+        // Stderr is shared, so each child's "listening on" line reaches whoever reads ours.
+        let child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start pipeline {i}"))?;
+        children.push((i, child, report));
+    }
+    let mut reports = Vec::with_capacity(n);
+    let mut failures = Vec::new();
+    for (i, child, path) in children {
+        let pid = child.id();
+        let output = child
+            .wait_with_output()
+            .with_context(|| format!("waiting for pipeline {i}"))?;
+        print!(
+            "== pipeline {i} (process {pid})\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        match read_report(&path) {
+            Some(report) => reports.push(report),
+            None => {
+                failures.push(format!(
+                    "pipeline {i} exited ({}) without a report",
+                    output.status
+                ));
+                reports
+                    .push(json!({"error": format!("exited ({}) without a report", output.status)}));
+            }
+        }
+    }
+    finish(args, PipelineMode::Process, reports, failures)
+}
+
+fn read_report(path: &Path) -> Option<Value> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+}
+
+/// Prints the aggregate, writes the report, and says whether every pipeline passed.
+fn finish(
+    args: &RunArgs,
+    mode: PipelineMode,
+    reports: Vec<Value>,
+    failures: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let aggregate = aggregate(&reports, mode);
+    print!("{}", aggregate_text(&aggregate));
+    for f in &failures {
+        println!("  {f}");
+    }
+    if let Some(path) = &args.report {
+        report::write(
+            path,
+            &json!({"schema": MULTI_SCHEMA, "aggregate": aggregate, "pipelines": reports}),
+        )?;
+    }
+    let passed = failures.is_empty() && aggregate["all_passed"].as_bool() == Some(true);
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The aggregate of per-pipeline reports (`kplace-run-report/1` objects, or `{"error": ..}`
+/// for a pipeline that failed to run): summed frames and rates, the worst latency, and
+/// whether every pipeline verified.
+pub fn aggregate(reports: &[Value], mode: PipelineMode) -> Value {
+    let num = |r: &Value, key: &str| r[key].as_f64().unwrap_or(0.0);
+    let int = |r: &Value, key: &str| r[key].as_u64().unwrap_or(0);
+    let ran: Vec<&Value> = reports
+        .iter()
+        .filter(|r| r.get("error").is_none())
+        .collect();
+    let worst = |field: &str| {
+        ran.iter()
+            .filter_map(|r| r["latency"]["post_cpi"][field].as_f64())
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let passed = ran
+        .iter()
+        .filter(|r| r["verification"]["passed"].as_bool() == Some(true))
+        .count();
+    json!({
+        "pipelines": reports.len(),
+        "mode": match mode { PipelineMode::Thread => "thread", PipelineMode::Process => "process" },
+        "frames": ran.iter().map(|r| int(r, "frames")).sum::<u64>(),
+        "partial_frames": ran.iter().map(|r| int(r, "partial_frames")).sum::<u64>(),
+        "dropped_frames": ran.iter().map(|r| int(r, "dropped_frames")).sum::<u64>(),
+        "throughput_cpi_per_s": ran.iter().map(|r| num(r, "throughput_cpi_per_s")).sum::<f64>(),
+        "input_gbit_per_s": ran.iter().map(|r| num(r, "input_gbit_per_s")).sum::<f64>(),
+        "min_pipeline_cpi_per_s": ran.iter().map(|r| num(r, "throughput_cpi_per_s")).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
+        "cores_used": if mode == PipelineMode::Process {
+            Value::from(ran.iter().map(|r| num(r, "cores_used")).sum::<f64>())
+        } else {
+            // Threads of one process each report the whole process's CPU time.
+            Value::from(ran.iter().map(|r| num(r, "cores_used")).fold(0.0, f64::max))
+        },
+        "worst_post_cpi_p99_ms": worst("p99_ms"),
+        "worst_post_cpi_p999_ms": worst("p999_ms"),
+        "pipelines_passed": passed,
+        "all_passed": passed == reports.len(),
+    })
+}
+
+fn aggregate_text(a: &Value) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} CPI/s ({:.2} Gbit/s), slowest pipeline {:.1} CPI/s; worst post-CPI p99 {:.3} ms; cores used {:.2}",
+        a["pipelines"],
+        a["mode"].as_str().unwrap_or("?"),
+        a["frames"],
+        a["partial_frames"],
+        a["dropped_frames"],
+        a["throughput_cpi_per_s"].as_f64().unwrap_or(0.0),
+        a["input_gbit_per_s"].as_f64().unwrap_or(0.0),
+        a["min_pipeline_cpi_per_s"].as_f64().unwrap_or(0.0),
+        a["worst_post_cpi_p99_ms"].as_f64().unwrap_or(f64::NAN),
+        a["cores_used"].as_f64().unwrap_or(0.0),
+    );
+    let _ = writeln!(
+        text,
+        "verification {}: {}/{} pipelines passed",
+        if a["all_passed"].as_bool() == Some(true) {
+            "PASSED"
+        } else {
+            "FAILED"
+        },
+        a["pipelines_passed"],
+        a["pipelines"]
+    );
+    text
+}
+
+/// Options each child gets from the parent's command line: everything but those the parent
+/// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`),
+/// in either `--flag value` or `--flag=value` form.
+pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
+    const PER_CHILD: [&str; 5] = [
+        "--pipelines",
+        "--pipeline-mode",
+        "--source",
+        "--report",
+        "--detections",
+    ];
+    let mut out = Vec::with_capacity(argv.len());
+    let mut skip_value = false;
+    for arg in argv {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        let text = arg.to_string_lossy();
+        if let Some(flag) = PER_CHILD.iter().find(|f| text.starts_with(**f)) {
+            if text.len() == flag.len() {
+                skip_value = true;
+                continue;
+            }
+            if text.as_bytes().get(flag.len()) == Some(&b'=') {
+                continue;
+            }
+        }
+        out.push(arg.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn children_get_every_option_but_the_per_child_ones() {
+        let argv = os(&[
+            "run",
+            "--pipelines",
+            "3",
+            "--pipeline-mode=process",
+            "--cpi",
+            "2048x256",
+            "--source",
+            "udp://127.0.0.1:9000",
+            "--report=r.json",
+            "--detections",
+            "d.txt",
+            "--frames",
+            "10",
+            "--placement",
+            "placements/all-gpu.yaml",
+        ]);
+        assert_eq!(
+            child_args(&argv),
+            os(&[
+                "run",
+                "--cpi",
+                "2048x256",
+                "--frames",
+                "10",
+                "--placement",
+                "placements/all-gpu.yaml"
+            ])
+        );
+    }
+
+    #[test]
+    fn the_aggregate_sums_rates_and_takes_the_worst_latency() {
+        let r = |rate: f64, p99: f64, passed: bool| {
+            json!({"frames": 10, "partial_frames": 0, "dropped_frames": 1,
+                   "throughput_cpi_per_s": rate, "input_gbit_per_s": 0.5, "cores_used": 1.0,
+                   "latency": {"post_cpi": {"p99_ms": p99, "p999_ms": p99 * 2.0}},
+                   "verification": {"passed": passed}})
+        };
+        let a = aggregate(
+            &[r(100.0, 1.0, true), r(90.0, 3.0, true)],
+            PipelineMode::Process,
+        );
+        assert_eq!(a["frames"], 20);
+        assert_eq!(a["dropped_frames"], 2);
+        assert_eq!(a["throughput_cpi_per_s"], 190.0);
+        assert_eq!(a["min_pipeline_cpi_per_s"], 90.0);
+        assert_eq!(a["worst_post_cpi_p99_ms"], 3.0);
+        assert_eq!(a["cores_used"], 2.0);
+        assert_eq!(a["all_passed"], true);
+        let a = aggregate(
+            &[r(100.0, 1.0, true), json!({"error": "no GPU"})],
+            PipelineMode::Thread,
+        );
+        assert_eq!(
+            a["all_passed"], false,
+            "a pipeline that did not run fails the run"
+        );
+        assert_eq!(a["pipelines_passed"], 1);
+        assert_eq!(a["cores_used"], 1.0, "threads share the process's CPU time");
+    }
+}

@@ -22,6 +22,7 @@ pub mod pool;
 pub mod rate;
 pub mod sender;
 pub mod source;
+pub mod telemetry;
 pub mod udp;
 pub mod wire;
 

@@ -534,6 +534,27 @@ fn nvml_uuid(uuid: &sys::CUuuid) -> String {
     )
 }
 
+/// How NVML can find CUDA device `ordinal` (whose indices need not follow CUDA's ordinals, e.g.
+/// under `CUDA_VISIBLE_DEVICES`): its UUID in NVML's form and its PCI bus id, each when the
+/// driver gave it. Initialises the driver (`cuInit`) if no one has, but creates no context.
+/// Never panics: without a usable driver or device the error says why.
+pub(crate) fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<String>), String> {
+    // SAFETY: only tries to load the library. Checked first because cudarc panics on the first
+    // driver call when libcuda cannot be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(NO_LIBCUDA.into());
+    }
+    let ask = || -> Result<(Option<String>, Option<String>), String> {
+        result::init().map_err(|e| format!("cuInit failed: {}", describe(e)))?;
+        let dev = device_handle(ordinal)
+            .map_err(|e| format!("cuDeviceGet({ordinal}) failed: {}", describe(e)))?;
+        let uuid = result::device::get_uuid(dev).ok().map(|u| nvml_uuid(&u));
+        Ok((uuid, pci_bus_id(dev).ok()))
+    };
+    catch_unwind(AssertUnwindSafe(ask))
+        .unwrap_or_else(|panic| Err(format!("cudarc panicked: {}", panic_text(&*panic))))
+}
+
 /// Fills each device's memory in use from NVML, matched by UUID (NVML's indices need not
 /// follow CUDA's ordinals), falling back to the PCI bus id; returns the NVIDIA driver version.
 fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, nvml_wrapper::error::NvmlError> {

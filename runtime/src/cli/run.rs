@@ -15,6 +15,7 @@ use clap::Args;
 use kplace::executor::{self, Source};
 use kplace::plan::Plan;
 use kplace::source::FrameReplay;
+use kplace::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 use kplace::udp::{FrameBuffers, IngestCounters, UdpConfig, UdpSource};
 use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
@@ -260,9 +261,17 @@ pub(crate) fn run_pipeline(
         warmup_frames: args.warmup_frames,
         profile_gpu: args.profile_gpu,
     };
+    // NVML telemetry of the GPUs the plan uses, sampled beside the run.
+    let ordinals: Vec<u32> = plan.gpus.keys().copied().collect();
+    let sampler = (!ordinals.is_empty()).then(|| Sampler::start(&ordinals, DEFAULT_INTERVAL));
     let report = executor::run_with(&plan, source, &mut sink, &options)?;
+    let telemetry =
+        sampler.map_or_else(|| Telemetry::unavailable("no GPU stage"), Sampler::stop);
     let mut text = String::new();
     let _ = write!(text, "{report}");
+    if !ordinals.is_empty() {
+        let _ = write!(text, "{telemetry}");
+    }
     if let Some(udp) = &udp {
         text.push_str(&counters_text(udp.counters()));
     }
@@ -299,9 +308,11 @@ pub(crate) fn run_pipeline(
         clusters: total_clusters,
     };
     let ingest = udp.as_ref().map(|u| u.counters());
+    let mut json = report::to_json(&facts, &report, ingest, &verifier);
+    json["gpu_telemetry"] = serde_json::to_value(&telemetry)?;
     Ok(PipelineOutcome {
         text,
-        report: report::to_json(&facts, &report, ingest, &verifier),
+        report: json,
         passed,
     })
 }

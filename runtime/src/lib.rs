@@ -14,6 +14,7 @@ pub mod bounds;
 pub mod cuda;
 pub mod executor;
 pub mod graph;
+pub mod hog;
 pub mod metrics;
 pub mod placement;
 pub mod plan;

@@ -3,6 +3,7 @@
 mod args;
 mod bisect;
 mod devices;
+mod hog;
 mod plan;
 mod plot;
 mod radar;
@@ -40,6 +41,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
     Devices(devices::DevicesArgs),
+    /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
+    Hog(hog::HogArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -52,5 +55,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::main(args),
         Command::BisectRate(args) => bisect::main(args),
         Command::Devices(args) => devices::main(args),
+        Command::Hog(args) => hog::main(args),
     }
 }

@@ -16,6 +16,7 @@ pub mod executor;
 pub mod graph;
 pub mod hog;
 pub mod metrics;
+pub mod mps;
 pub mod placement;
 pub mod plan;
 pub mod plugin;

@@ -4,6 +4,7 @@ mod args;
 mod bisect;
 mod devices;
 mod hog;
+mod mps;
 mod plan;
 mod plot;
 mod radar;
@@ -43,6 +44,8 @@ enum Command {
     Devices(devices::DevicesArgs),
     /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
     Hog(hog::HogArgs),
+    /// Start, stop or inspect a private NVIDIA MPS control daemon.
+    Mps(mps::MpsArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -56,5 +59,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::BisectRate(args) => bisect::main(args),
         Command::Devices(args) => devices::main(args),
         Command::Hog(args) => hog::main(args),
+        Command::Mps(args) => mps::main(args),
     }
 }

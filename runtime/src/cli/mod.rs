@@ -3,6 +3,8 @@
 mod args;
 mod bisect;
 mod devices;
+mod hog;
+mod mps;
 mod pipelines;
 mod plan;
 mod plot;
@@ -41,6 +43,10 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
     Devices(devices::DevicesArgs),
+    /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
+    Hog(hog::HogArgs),
+    /// Start, stop or inspect a private NVIDIA MPS control daemon.
+    Mps(mps::MpsArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -53,5 +59,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::main(args),
         Command::BisectRate(args) => bisect::main(args),
         Command::Devices(args) => devices::main(args),
+        Command::Hog(args) => hog::main(args),
+        Command::Mps(args) => mps::main(args),
     }
 }

@@ -67,10 +67,13 @@ for cpi in 2048x256 4096x512; do
 done
 for mps in off on; do
     if [ "$mps" = on ]; then
-        "$kplace" mps start >> "$out/mps.log" 2>&1 || echo "share: mps start failed (see mps.log)" >&2
-        "$kplace" mps status >> "$out/mps.log" 2>&1
-        # Clients find the daemon through the same pipe directory `kplace mps` uses.
-        eval "$("$kplace" mps env 2>/dev/null)"
+        mpsdir=$(mktemp -d /tmp/kplace-share-mps.XXXXXX)
+        "$kplace" mps start --dir "$mpsdir" >> "$out/mps.log" 2>&1 \
+            || echo "share: mps start failed (see mps.log)" >&2
+        "$kplace" mps status --dir "$mpsdir" >> "$out/mps.log" 2>&1
+        # Clients find the daemon through its pipe directory; each pipeline's report says
+        # whether it really became a client.
+        export CUDA_MPS_PIPE_DIRECTORY="$mpsdir/pipe" CUDA_MPS_LOG_DIRECTORY="$mpsdir/log"
     fi
     for cpi in 2048x256 4096x512; do
         for n in 1 2 4; do
@@ -78,7 +81,7 @@ for mps in off on; do
         done
     done
     if [ "$mps" = on ]; then
-        "$kplace" mps stop >> "$out/mps.log" 2>&1
+        "$kplace" mps stop --dir "$mpsdir" >> "$out/mps.log" 2>&1
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     fi
 done

@@ -260,3 +260,83 @@ fn a_search_over_two_pipelines_judges_each_and_reports_the_aggregate() {
             .is_file()
     );
 }
+
+/// A CPU co-tenant beside the search: started before, stopped after, and its kind, intensity
+/// and own report recorded with the result (its effect on the rate belongs in bench/).
+#[test]
+fn a_cpu_hog_beside_the_search_is_recorded_with_its_intensity() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .current_dir(support::workspace())
+        .args(["bisect-rate", "--cpi", "1024x128"])
+        .args(["--cotenant", "cpu-hog", "--cotenant-intensity", "0.5"])
+        .args([
+            "--warmup-s",
+            "0.1",
+            "--window-s",
+            "0.3",
+            "--start-rate",
+            "40",
+        ])
+        .args(["--tolerance", "0.5", "--confirm", "1", "--max-trials", "3"])
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| all-cpu +cpu-hog | 1024x128 |"),
+        "{stdout}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["settings"]["cotenant"], "cpu-hog");
+    assert_eq!(json["settings"]["cotenant_intensity"], 0.5);
+    let hog = &json["results"][0]["cotenant"];
+    assert_eq!(hog["kind"], "cpu-hog", "{hog}");
+    assert_eq!(hog["intensity"]["kind"], "cpu-hog", "{hog}");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        hog["intensity"]["threads"].as_u64().unwrap() as usize,
+        ((cores as f64 * 0.5).round() as usize).max(1),
+        "half the cores: {hog}"
+    );
+    assert_eq!(hog["clean"], true, "stopped cleanly: {hog}");
+}
+
+#[test]
+fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .arg("bisect-rate")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--cotenant", "gpu-hug"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cotenant"));
+    let out = run(&["--mps-threads", "50"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--mps-threads needs --mps on"));
+    let has_mps = std::process::Command::new("sh")
+        .args(["-c", "command -v nvidia-cuda-mps-control"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if has_mps {
+        println!("skipped: nvidia-cuda-mps-control exists here (bench/gpu-share.sh runs MPS)");
+        return;
+    }
+    let out = run(&["--mps", "on"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--mps on") && stderr.contains("nvidia-cuda-mps-control"),
+        "{stderr}"
+    );
+}

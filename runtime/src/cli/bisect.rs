@@ -19,6 +19,7 @@ use super::radar;
 use super::run::PipelineMode;
 use kplace::bounds;
 use kplace::graph::Graph;
+use kplace::hog::{Cotenant, CotenantSpec};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
 use kplace::rate::{
@@ -89,12 +90,48 @@ pub struct BisectArgs {
     /// `process` (one process per pipeline).
     #[arg(long, value_enum, default_value = "thread")]
     pipeline_mode: PipelineMode,
+    /// A co-tenant beside every search: `none`, `gpu-hog` (an SGEMM loop on GPU 0, in its own
+    /// process), `cpu-hog` (spinning threads) or `membw-hog` (threads streaming memory);
+    /// started before each search, stopped after it, and its own report (intensity, achieved
+    /// TFLOP/s or rate) recorded with the result.
+    #[arg(long, default_value = "none")]
+    cotenant: String,
+    /// The co-tenant's intensity: the GPU hog's duty cycle in [0, 1], or the CPU hogs' share of
+    /// the cores in (0, 1] (default 1).
+    #[arg(long)]
+    cotenant_intensity: Option<f64>,
+    /// `on`: start a private MPS daemon before the sweep (stopped after it) and run every
+    /// trial's receivers as its clients; a trial whose GPU pipeline is not really a client
+    /// fails, since MPS falls back silently.
+    #[arg(long, value_enum, default_value = "off")]
+    mps: MpsMode,
+    /// With `--mps on`: the daemon's default active-thread percentage.
+    #[arg(long, value_name = "P")]
+    mps_threads: Option<f64>,
     /// Measure another receiver instead of kplace: a shell command that listens on
     /// 127.0.0.1:{port}, takes {frames} frames of CPI {cpi} ({samples} x {chirps}), writes its
     /// detections in kplace's detection format to {detections}, and exits. Placeholders are
     /// replaced; kplace's sender, verifier and search judge it (latency is not measured).
     #[arg(long, value_name = "COMMAND")]
     sut_cmd: Option<String>,
+}
+
+/// Whether trials run under MPS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MpsMode {
+    Off,
+    On,
+}
+
+/// A private MPS daemon for the sweep, stopped when dropped (also on errors and Ctrl-C).
+struct MpsDaemon(kplace::mps::MpsDirs);
+
+impl Drop for MpsDaemon {
+    fn drop(&mut self) {
+        if let Err(e) = kplace::mps::stop(&self.0) {
+            eprintln!("bisect-rate: stopping the MPS daemon failed: {e}");
+        }
+    }
 }
 
 /// One trial as run: the search's record plus what was measured.
@@ -166,6 +203,24 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             children.kill_all();
         });
     }
+    let cotenant = CotenantSpec::parse(&args.cotenant, args.cotenant_intensity)
+        .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
+    if args.mps_threads.is_some() && args.mps == MpsMode::Off {
+        bail!("--mps-threads needs --mps on");
+    }
+    let mps_daemon = match args.mps {
+        MpsMode::Off => None,
+        MpsMode::On => {
+            let dirs = kplace::mps::MpsDirs::default_dirs();
+            kplace::mps::start(&dirs, args.mps_threads)
+                .map_err(|e| anyhow::anyhow!("--mps on: {e}"))?;
+            eprintln!(
+                "bisect-rate: MPS daemon started (pipe directory {})",
+                dirs.pipe.display()
+            );
+            Some(MpsDaemon(dirs))
+        }
+    };
     if args.sut_cmd.is_some() && args.pipelines > 1 {
         bail!("--pipelines measures kplace's own pipelines; it cannot be combined with --sut-cmd");
     }
@@ -183,16 +238,23 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
         exe: &exe,
         args: &args,
         children: &children,
+        mps: mps_daemon.as_ref().map(|d| &d.0),
     };
     let mut rows = Vec::new();
     let mut results = Vec::new();
     let mut series = Vec::new();
     'sweep: for system in &systems {
         for &cpi in &args.cpi {
-            let name = match args.pipelines {
+            let mut name = match args.pipelines {
                 1 => system.name(),
                 n => format!("{} x{n} {}", system.name(), mode_name(args.pipeline_mode)),
             };
+            if let Some(spec) = &cotenant {
+                name += &format!(" +{}", spec.kind());
+            }
+            if args.mps == MpsMode::On {
+                name += " mps";
+            }
             if let System::Placement(placement) = system
                 && let Err(reason) = plan_for(&args.graph, placement, cpi)
             {
@@ -222,6 +284,12 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                 progress.set_prefix(format!("{label} {cpi}"));
                 progress.enable_steady_tick(Duration::from_millis(200));
                 let mut runs: Vec<TrialRun> = Vec::new();
+                let hog = match &cotenant {
+                    Some(spec) => Some(Cotenant::start(spec).map_err(|e| {
+                        anyhow::anyhow!("cannot start the co-tenant {}: {e}", spec.kind())
+                    })?),
+                    None => None,
+                };
                 let dir = args
                     .out
                     .join(format!("{}-{cpi}-{repeat}", name.replace(' ', "-")));
@@ -250,6 +318,13 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                     Ok(verdict)
                 });
                 progress.finish_and_clear();
+                let cotenant_report = match hog {
+                    Some(hog) => match hog.stop() {
+                        Ok(report) => serde_json::to_value(&report)?,
+                        Err(e) => json!({"error": e.to_string()}),
+                    },
+                    None => Value::Null,
+                };
                 let (result, interrupted) = match outcome {
                     Ok(result) => (result, false),
                     Err(SearchError::Trial { partial, cause }) => {
@@ -283,6 +358,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                     "pipeline_mode": mode_name(args.pipeline_mode),
                     "sustained_cpi_per_s": result.sustained,
                     "aggregate_sustained_cpi_per_s": result.sustained.map(|r| r * args.pipelines as f64),
+                    "cotenant": cotenant_report,
                     "highest_pass": result.highest_pass,
                     "lowest_fail": result.lowest_fail,
                     "outcome": result.outcome.to_string(),
@@ -377,6 +453,10 @@ fn settings(args: &BisectArgs) -> Value {
         "seed": args.seed,
         "pipelines": args.pipelines,
         "pipeline_mode": mode_name(args.pipeline_mode),
+        "cotenant": args.cotenant,
+        "cotenant_intensity": args.cotenant_intensity,
+        "mps": args.mps == MpsMode::On,
+        "mps_threads": args.mps_threads,
     })
 }
 
@@ -422,6 +502,8 @@ fn spreads(results: &[Value]) -> Vec<String> {
 
 /// What every trial needs from the sweep.
 struct Trials<'a> {
+    /// The MPS daemon whose clients the receivers must be, with `--mps on`.
+    mps: Option<&'a kplace::mps::MpsDirs>,
     exe: &'a Path,
     args: &'a BisectArgs,
     children: &'a Children,
@@ -548,6 +630,7 @@ fn trial(
             "--pipeline-mode",
             mode_name(args.pipeline_mode),
         ])
+        .envs(ctx.mps.map(|d| d.client_env()).into_iter().flatten())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -599,7 +682,14 @@ fn trial(
             ));
         }
     };
-    let (measurement, verdict) = judge_pipelines(&report, rate, frames, &gates(args));
+    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &gates(args));
+    if ctx.mps.is_some() {
+        let not_clients = mps_failures(&report);
+        if !not_clients.is_empty() {
+            verdict.passed = false;
+            verdict.failures.extend(not_clients);
+        }
+    }
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
@@ -653,6 +743,31 @@ fn judge_pipelines(
     }
     let measurement = slowest.unwrap_or_else(|| measure(&Value::Null, rate, frames));
     (measurement, verdict)
+}
+
+/// Under `--mps on`: a failure for each pipeline that uses a GPU (its report's `mps` is not
+/// null) but is not a client of the daemon.
+fn mps_failures(report: &Value) -> Vec<Failure> {
+    let single = [report.clone()];
+    let pipelines = report["pipelines"]
+        .as_array()
+        .map_or(&single[..], Vec::as_slice);
+    pipelines
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r["mps"].is_null() && r["mps"]["is_client"] != true)
+        .map(|(i, r)| {
+            let why = format!(
+                "not an MPS client ({})",
+                r["mps"]["checked"].as_str().unwrap_or("unchecked")
+            );
+            if report["pipelines"].is_array() {
+                Failure::Pipeline(i, Box::new(Failure::SystemFailed(why)))
+            } else {
+                Failure::SystemFailed(why)
+            }
+        })
+        .collect()
 }
 
 /// The report whose latency and rate a table row and the plot show: the run's own, or for
@@ -1204,6 +1319,33 @@ mod tests {
                 .map(Failure::to_string)
                 .collect::<Vec<_>>(),
             ["pipeline 1: the trial failed to run: no GPU"]
+        );
+    }
+
+    #[test]
+    fn under_mps_a_gpu_pipeline_that_is_not_a_client_fails() {
+        let client = json!({"mps": {"is_client": true, "checked": "daemon lists pid 7"}});
+        let fallback = json!({"mps": {"is_client": false, "checked": "not in the client list"}});
+        let cpu_only = json!({"mps": null});
+        assert!(mps_failures(&client).is_empty());
+        assert!(
+            mps_failures(&cpu_only).is_empty(),
+            "no context, no MPS to check"
+        );
+        assert_eq!(
+            mps_failures(&fallback)
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["the trial failed to run: not an MPS client (not in the client list)"]
+        );
+        let several = json!({"pipelines": [client, fallback, cpu_only]});
+        assert_eq!(
+            mps_failures(&several)
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["pipeline 1: the trial failed to run: not an MPS client (not in the client list)"]
         );
     }
 

@@ -265,8 +265,7 @@ pub(crate) fn run_pipeline(
     let ordinals: Vec<u32> = plan.gpus.keys().copied().collect();
     let sampler = (!ordinals.is_empty()).then(|| Sampler::start(&ordinals, DEFAULT_INTERVAL));
     let report = executor::run_with(&plan, source, &mut sink, &options)?;
-    let telemetry =
-        sampler.map_or_else(|| Telemetry::unavailable("no GPU stage"), Sampler::stop);
+    let telemetry = sampler.map_or_else(|| Telemetry::unavailable("no GPU stage"), Sampler::stop);
     let mut text = String::new();
     let _ = write!(text, "{report}");
     if !ordinals.is_empty() {
@@ -310,6 +309,26 @@ pub(crate) fn run_pipeline(
     let ingest = udp.as_ref().map(|u| u.counters());
     let mut json = report::to_json(&facts, &report, ingest, &verifier);
     json["gpu_telemetry"] = serde_json::to_value(&telemetry)?;
+    // Whether this process really is an MPS client: MPS falls back silently, so a result that
+    // claims MPS must show it. Only a process with a CUDA context can be one.
+    json["mps"] = if ordinals.is_empty() {
+        serde_json::Value::Null
+    } else {
+        let requested = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_some_and(|v| !v.is_empty());
+        let mps = kplace::mps::check_run(requested, std::process::id(), None);
+        let _ = writeln!(
+            text,
+            "MPS: {} (pipe directory {}; {})",
+            if mps.is_client {
+                "this process is a client"
+            } else {
+                "not a client"
+            },
+            mps.pipe_dir.display(),
+            mps.checked
+        );
+        serde_json::to_value(&mps)?
+    };
     Ok(PipelineOutcome {
         text,
         report: json,

@@ -12,7 +12,8 @@ cargo build --release --workspace >&2
 cp target/release/kplace target/release/copy_rate "$bundle/bin/"
 cp target/release/libkplace_cpu.so target/release/libkplace_gpu.so "$bundle/lib/"
 # Test executables: the GPU library's tests (kernels against rustfft and the CPU library on a
-# real device) and the runtime's real-GPU round trip. Cargo names them with a hash; its JSON
+# real device), the runtime's real-GPU round trip, GPU hog, and GPU sharing (several GPU
+# pipelines, a real MPS daemon). Cargo names them with a hash; its JSON
 # messages say which file is which.
 cargo test --release -p kplace-gpu -p kplace --no-run --message-format=json 2>/dev/null |
     python3 -c '
@@ -24,7 +25,7 @@ for line in sys.stdin:
     manifest, name = m["manifest_path"], m["target"]["name"]
     if manifest.endswith("backends/gpu/Cargo.toml"):
         pkg = "kplace-gpu"
-    elif manifest.endswith("runtime/Cargo.toml") and name == "devices":
+    elif manifest.endswith("runtime/Cargo.toml") and name in ("devices", "gpu_sharing", "hog"):
         pkg = "kplace"
     else:
         continue

@@ -19,7 +19,7 @@ fn no_gpu() -> Option<String> {
 }
 
 fn kplace(args: &[&str], envs: &[(&str, &std::path::Path)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    let mut command = Command::new(support::kplace_bin());
     command.current_dir(support::workspace()).args(args);
     for (k, v) in envs {
         command.env(k, v);

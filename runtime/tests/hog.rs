@@ -5,15 +5,15 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kplace::hog::{Cotenant, CotenantSpec, CpuMode, HogEvent, HogKind, HogLine, StopReason};
 
-fn kplace_exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_kplace"))
+fn kplace_exe() -> PathBuf {
+    support::kplace_bin()
 }
 
 fn kplace(args: &[&str]) -> Output {
@@ -192,7 +192,7 @@ fn cotenant_start_and_stop_record_the_intensity() {
         buffer_mib: 16,
     };
     let cotenant =
-        Cotenant::start_with(kplace_exe(), &spec, Duration::from_secs(30)).expect("starts");
+        Cotenant::start_with(&kplace_exe(), &spec, Duration::from_secs(30)).expect("starts");
     assert!(cotenant.pid() > 0);
     assert_eq!(cotenant.spec(), &spec);
     std::thread::sleep(Duration::from_millis(1300));
@@ -224,7 +224,7 @@ fn cotenant_that_cannot_start_says_why() {
     let spec = CotenantSpec::parse("gpu-hog", Some(0.5))
         .expect("valid")
         .expect("a hog");
-    let err = Cotenant::start_with(kplace_exe(), &spec, Duration::from_secs(30))
+    let err = Cotenant::start_with(&kplace_exe(), &spec, Duration::from_secs(30))
         .expect_err("no GPU here");
     let text = err.to_string();
     assert!(

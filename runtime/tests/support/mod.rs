@@ -7,12 +7,23 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The workspace root.
+/// The workspace root: `$KPLACE_WORKSPACE` when set (test executables carried to another
+/// machine, as bench/gpu-check.sh runs them), else where cargo built them from.
 pub fn workspace() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KPLACE_WORKSPACE") {
+        return PathBuf::from(dir);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("runtime/ has a parent")
         .to_path_buf()
+}
+
+/// The `kplace` binary: `$KPLACE_BIN` when set (carried test executables), else cargo's.
+pub fn kplace_bin() -> PathBuf {
+    std::env::var_os("KPLACE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kplace")))
 }
 
 /// Builds `runtime/tests/c/<source>` into a shared library named `lib<name>.so` with extra

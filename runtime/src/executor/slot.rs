@@ -68,8 +68,8 @@ struct SlotGpu {
     event: Event,
     /// Events of the GPU stages whose outputs it reads, in this slot.
     waits: Vec<Event>,
-    uploads: Vec<Copy>,
-    downloads: Vec<Copy>,
+    uploads: Vec<MirrorCopy>,
+    downloads: Vec<MirrorCopy>,
     /// Whether each task enqueues one tile (the source streams it), or all launches at once.
     per_tile: bool,
     /// When profiling: timing events around each launch (with its uploads), then one pair
@@ -79,14 +79,14 @@ struct SlotGpu {
 
 /// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
 #[derive(Clone, Copy)]
-struct Copy {
+struct MirrorCopy {
     dst: *mut u8,
     src: *const u8,
     bytes: usize,
     pieces: u64,
 }
 
-impl Copy {
+impl MirrorCopy {
     /// Bytes and offset of piece `index` (the whole copy when it has one piece).
     fn piece(&self, index: u64) -> (usize, usize) {
         let len = self.bytes / self.pieces as usize;
@@ -199,12 +199,12 @@ impl Slot {
                 ) {
                     (Some(work), Some(gpu), Some((stream, event))) => {
                         // Every transfer copies a tensor's home into its mirror.
-                        let copy = |t: TensorId| -> Result<Copy, SlotError> {
+                        let copy = |t: TensorId| -> Result<MirrorCopy, SlotError> {
                             let edge = &plan.edges[t.0];
                             let mirror = mirrors[t.0].ok_or(SlotError::PoolMissing)?;
                             let home = buffers[t.0];
                             let pieces = edge.mirror.map_or(1, |m| m.transfer.pieces);
-                            Ok(Copy {
+                            Ok(MirrorCopy {
                                 dst: mirror.ptr,
                                 src: home.ptr,
                                 bytes: graph.tensor(t).bytes as usize,

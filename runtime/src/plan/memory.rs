@@ -198,15 +198,11 @@ pub fn lay_out(
                         unreachable!("gpu_readers holds GPU stages only")
                     };
                     let stage = graph.stage(reader);
+                    // A stage split along axis 0 of this input uploads it tile by tile (GPU
+                    // stages split along another axis are refused below).
                     let pieces = match stage.split {
                         Some(split) if stage.inputs.first() == Some(&id) && split.axis == 0 => {
                             tensor.shape[0] / split.tile
-                        }
-                        Some(split) if split.axis != 0 => {
-                            return Err(unsupported(format!(
-                                "GPU stage {} is split along axis {}; GPU stages split only along their first input's axis 0",
-                                stage.name, split.axis
-                            )));
                         }
                         _ => 1,
                     };

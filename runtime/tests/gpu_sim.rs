@@ -462,3 +462,63 @@ fn profiling_times_gpu_stages_with_timing_events_and_only_when_asked() {
         }
     }
 }
+
+/// Data movements the runtime does not do are refused at plan time, naming the tensor and the
+/// stages: a host tensor read by two GPU stages, and an edge between two GPUs.
+#[test]
+fn unsupported_crossings_are_refused_with_the_tensor_and_stages() {
+    let graph = || {
+        Graph::parse(
+            &format!(
+                "name: fanout
+dims: {{R: {ROWS}, C: {COLS}}}
+source: {{tensor: iq, packet_axis: 0}}
+tensors:
+  - {{name: iq, dtype: ci16, shape: [R, C]}}
+  - {{name: mag, dtype: f32, shape: [R, C]}}
+  - {{name: a, dtype: f32, shape: [C]}}
+  - {{name: b, dtype: f32, shape: [C]}}
+stages:
+  - {{name: magnitude, kernel: test.magnitude2, inputs: [iq], outputs: [mag]}}
+  - {{name: sum_a, kernel: test.column_sum, inputs: [mag], outputs: [a]}}
+  - {{name: sum_b, kernel: test.column_sum, inputs: [mag], outputs: [b]}}
+sinks: [a, b]
+"
+            ),
+            Path::new("graphs/fanout.yaml"),
+            &Overrides::default(),
+        )
+        .unwrap()
+    };
+    let lib = build_c_library("test_kernels.c", "test_kernels", &[]);
+    let plan = |devices: [&str; 3]| {
+        let text = format!(
+            "name: p\nlibraries: {{cpu: {lib}, gpu: {lib}}}\nstages: {{magnitude: {}, sum_a: {}, sum_b: {}}}\n",
+            devices[0],
+            devices[1],
+            devices[2],
+            lib = lib.display()
+        );
+        Plan::with_gpus(
+            graph(),
+            Placement::parse(&text, Path::new("p.yaml")).unwrap(),
+            &SimProvider::new(2),
+            PlanMode::Run,
+        )
+    };
+    let e = plan(["cpu", "gpu", "gpu"]).unwrap_err().to_string();
+    assert!(
+        e.contains("tensor mag") && e.contains("read by 2 GPU stages (sum_a, sum_b)"),
+        "{e}"
+    );
+    let e = plan(["gpu:0", "gpu:0", "gpu:1"]).unwrap_err().to_string();
+    assert!(
+        e.contains("tensor mag")
+            && e.contains("written on gpu:0 by magnitude and read on gpu:1 by sum_b"),
+        "{e}"
+    );
+    // One GPU reader and a CPU reader of a GPU tensor: a download for the CPU, a wait for the GPU.
+    let ok = plan(["gpu", "gpu", "cpu"]).unwrap();
+    assert!(ok.edges[1].mirror.is_some());
+    assert_eq!(ok.stages[1].gpu.as_ref().unwrap().waits, vec![TensorId(1)]);
+}

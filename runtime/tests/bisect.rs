@@ -163,7 +163,7 @@ fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
             "--warmup-s",
             "1",
             "--window-s",
-            "20",
+            "600",
         ])
         .arg("--out")
         .arg(out_dir.path())
@@ -171,16 +171,12 @@ fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Mid-trial: sender and receiver are running a 21-second stream.
+    // Mid-trial: sender and receiver are running a ten-minute stream, so only ending them
+    // (not waiting them out) lets this test finish in seconds.
     std::thread::sleep(std::time::Duration::from_secs(3));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let started = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(15),
-        "the running trial's processes were ended, not waited out"
-    );
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -339,4 +335,42 @@ fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
         stderr.contains("--mps on") && stderr.contains("nvidia-cuda-mps-control"),
         "{stderr}"
     );
+}
+
+/// A system under test that writes when it finished each frame (`{times}`) is judged on its
+/// post-CPI latency like kplace: here kplace's own receiver with `--done-times`.
+#[test]
+fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
+    let kplace = env!("CARGO_BIN_EXE_kplace");
+    let sut = format!(
+        "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
+         --scene-frames 16 --idle-timeout-s 1 --detections {{detections}} --done-times {{times}}"
+    );
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(kplace)
+        .current_dir(support::workspace())
+        .args(["bisect-rate", "--cpi", "1024x128", "--start-rate", "50"])
+        .args(["--warmup-s", "0.1", "--window-s", "0.3"])
+        .args(["--tolerance", "0.5", "--confirm", "1", "--max-trials", "4"])
+        .args(["--sut-cmd", &sut])
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    let trials = json["results"][0]["trials"].as_array().unwrap();
+    let first = &trials[0];
+    assert_eq!(first["passed"], true, "50 CPI/s is easy: {first}");
+    assert_eq!(first["latency_measured"], true, "{first}");
+    let p99 = first["measurement"]["post_cpi_p99"].clone();
+    assert!(!p99.is_null(), "{first}");
+    // The table shows the SUT's latency, not n/a.
+    let row = stdout.lines().find(|l| l.starts_with("| sut |")).unwrap();
+    assert!(!row.contains("| n/a | n/a |"), "{row}");
 }

@@ -111,7 +111,9 @@ pub struct BisectArgs {
     /// Measure another receiver instead of kplace: a shell command that listens on
     /// 127.0.0.1:{port}, takes {frames} frames of CPI {cpi} ({samples} x {chirps}), writes its
     /// detections in kplace's detection format to {detections}, and exits. Placeholders are
-    /// replaced; kplace's sender, verifier and search judge it (latency is not measured).
+    /// replaced; kplace's sender, verifier and search judge it. If the command takes {times},
+    /// the SUT writes there `frame_id,done_ns` (CLOCK_MONOTONIC) per finished frame, and its
+    /// post-CPI latency is measured and gated like kplace's; otherwise latency is not judged.
     #[arg(long, value_name = "COMMAND")]
     sut_cmd: Option<String>,
 }
@@ -369,7 +371,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                         "passed": t.verdict.is_pass(),
                         "failures": t.verdict.failures.iter().map(Failure::to_string).collect::<Vec<_>>(),
                         "measurement": t.measurement,
-                        "latency_measured": t.report.is_some(),
+                        "latency_measured": t.report.as_ref().is_some_and(|r| !r["latency"].is_null()),
                     })).collect::<Vec<_>>(),
                 }));
                 write_csv(&args.out, &name.replace(' ', "-"), cpi, repeat, &runs)?;
@@ -652,7 +654,7 @@ fn trial(
     let sent: Vec<_> = std::thread::scope(|scope| {
         let handles: Vec<_> = ports
             .iter()
-            .map(|&port| scope.spawn(move || send(ctx, port, cpi, rate, frames)))
+            .map(|&port| scope.spawn(move || send(ctx, port, cpi, rate, frames, None)))
             .collect();
         handles
             .into_iter()
@@ -793,6 +795,7 @@ fn send(
     cpi: Cpi,
     rate: f64,
     frames: u64,
+    times: Option<&Path>,
 ) -> Result<Result<(), String>, TrialError> {
     let sender = Command::new(ctx.exe)
         .args(sender_args(
@@ -803,6 +806,12 @@ fn send(
             ctx.args.seed,
             ctx.args.sender_tick_us,
         ))
+        .args(
+            times
+                .map(|t| [std::ffi::OsString::from("--times"), t.into()])
+                .into_iter()
+                .flatten(),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -873,13 +882,19 @@ fn sut_trial(
         .map_err(|e| TrialError::Spawn(format!("cannot pick a port: {e}")))?;
     let detections = dir.join(format!("trial-{index}.det"));
     let _ = fs::remove_file(&detections);
+    // A SUT that takes {times} writes when it finished each frame; with the sender's times that
+    // gives its post-CPI latency, judged by the same gate as kplace's.
+    let timed = command.contains("{times}");
+    let done_times = dir.join(format!("trial-{index}.done.csv"));
+    let _ = fs::remove_file(&done_times);
     let text = command
         .replace("{port}", &port.to_string())
         .replace("{frames}", &frames.to_string())
         .replace("{cpi}", &cpi.to_string())
         .replace("{samples}", &cpi.samples.to_string())
         .replace("{chirps}", &cpi.chirps.to_string())
-        .replace("{detections}", &detections.display().to_string());
+        .replace("{detections}", &detections.display().to_string())
+        .replace("{times}", &done_times.display().to_string());
     let log = fs::File::create(dir.join(format!("trial-{index}.log")))
         .map_err(|e| TrialError::Spawn(format!("cannot create a log in {}: {e}", dir.display())))?;
     let log_err = log
@@ -907,20 +922,24 @@ fn sut_trial(
             ),
         );
     }
-    if let Err(why) = send(ctx, port, cpi, rate, frames)? {
+    let started = std::time::Instant::now();
+    let send_times = timed.then(|| dir.join(format!("trial-{index}.sent.csv")));
+    if let Err(why) = send(ctx, port, cpi, rate, frames, send_times.as_deref())? {
         return finish(&mut sut, failed(rate, why));
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
     let exited = loop {
-        match sut.try_wait() {
-            Ok(Some(_)) => break true,
+        match reap_with_usage(&sut) {
+            Ok(Some(cpu)) => break Some(cpu),
             Ok(None) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20))
             }
-            _ => break false,
+            _ => break None,
         }
     };
-    if !exited {
+    let ran = started.elapsed();
+    let Some(cpu) = exited else {
         return finish(
             &mut sut,
             failed(
@@ -928,7 +947,7 @@ fn sut_trial(
                 "the system under test did not exit within 30 s of the last packet".into(),
             ),
         );
-    }
+    };
     ctx.children.remove(sut.id());
     let verifier = match verify_file(args, cpi, frames, &detections) {
         Ok(v) => v,
@@ -936,6 +955,14 @@ fn sut_trial(
     };
     let summary = verifier.summary();
     let completed = frames.saturating_sub(summary.frames_missing);
+    let latency = match &send_times {
+        Some(sent) => match sut_latency(sent, &done_times, warmup) {
+            Ok(latency) => Some(latency),
+            Err(why) => return Ok(failed(rate, why)),
+        },
+        None => None,
+    };
+    let window = Duration::from_secs_f64(frames as f64 / rate);
     let measurement = TrialMeasurement {
         offered_rate: rate,
         frames_sent: frames,
@@ -946,22 +973,120 @@ fn sut_trial(
             + summary.duplicate_reports
             + summary.unexpected_reports,
         processed_rate: rate * completed as f64 / frames as f64,
-        post_cpi_p99: Duration::ZERO,
-        post_cpi_trend: 0.0,
-        window: Duration::from_secs_f64(frames as f64 / rate),
+        post_cpi_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
+        post_cpi_trend: latency.as_ref().map_or(0.0, |l| l.trend),
+        window,
     };
-    let gates = Gates {
-        latency_bound: LatencyBound::Fixed(Duration::MAX),
-        ..gates(args)
+    // Without the SUT's completion times there is no latency to judge.
+    let gates = match latency {
+        Some(_) => gates(args),
+        None => Gates {
+            latency_bound: LatencyBound::Fixed(Duration::MAX),
+            ..gates(args)
+        },
     };
     let verdict = judge(&measurement, &gates);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let report = json!({
+        "throughput_cpi_per_s": measurement.processed_rate,
+        "input_gbit_per_s": measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+        "cores_used": cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9),
+        "latency": latency.as_ref().map(|l| json!({
+            "post_cpi": {"count": l.summary.count, "p50_ms": ms(l.summary.p50), "p99_ms": ms(l.summary.p99), "p999_ms": ms(l.summary.p999), "max_ms": ms(l.summary.max)},
+            "post_cpi_trend_ms_per_s": l.trend * 1e3,
+        })),
+    });
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
         verdict,
         measurement: Some(measurement),
-        report: None,
+        report: Some(report),
     })
+}
+
+/// A SUT's post-CPI latency over the measured frames (ids from `warmup` on).
+struct SutLatency {
+    summary: kplace::metrics::LatencySummary,
+    /// Seconds of latency gained per second of run.
+    trend: f64,
+}
+
+/// Post-CPI latency from the sender's times (`frame_id,first_ns,last_ns`) and the SUT's
+/// (`frame_id,done_ns`, CLOCK_MONOTONIC like the sender's; a header line is allowed): done
+/// minus last packet sent, for every measured frame the SUT finished.
+fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, String> {
+    let read = |path: &Path, what: &str| {
+        fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the {what} times {}: {e}", path.display()))
+    };
+    let mut last_sent = std::collections::HashMap::new();
+    for line in read(sent, "sender's")?.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if let [id, _, last] = f[..]
+            && let (Ok(id), Ok(last)) = (id.trim().parse::<u64>(), last.trim().parse::<u64>())
+        {
+            last_sent.insert(id, last);
+        }
+    }
+    let mut latency = kplace::metrics::Latency::new();
+    let mut trend = kplace::metrics::Trend::default();
+    let mut first_done = None;
+    for (n, line) in read(done, "system under test's")?.lines().enumerate() {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let parsed = match f[..] {
+            [id, done] => id.parse::<u64>().ok().zip(done.parse::<u64>().ok()),
+            _ => None,
+        };
+        let Some((id, done_ns)) = parsed else {
+            if n == 0 {
+                continue; // a header
+            }
+            return Err(format!(
+                "{}:{}: expected frame_id,done_ns, got {line:?}",
+                done.display(),
+                n + 1
+            ));
+        };
+        let Some(&last) = last_sent.get(&id) else {
+            continue;
+        };
+        if id < warmup {
+            continue;
+        }
+        let lat = done_ns.saturating_sub(last);
+        latency.record(lat);
+        let at = *first_done.get_or_insert(done_ns);
+        trend.record(done_ns.saturating_sub(at) as f64 * 1e-9, lat as f64 * 1e-9);
+    }
+    Ok(SutLatency {
+        summary: latency.summary(),
+        trend: trend.slope(),
+    })
+}
+
+/// Reaps `child` if it has exited, returning the CPU time (user + system) it and its reaped
+/// descendants used; `None` while it runs.
+fn reap_with_usage(child: &Child) -> std::io::Result<Option<Duration>> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data the kernel fills; the pid is our own unreaped child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe {
+        libc::wait4(
+            child.id() as libc::pid_t,
+            &mut status,
+            libc::WNOHANG,
+            &mut usage,
+        )
+    };
+    match pid {
+        0 => Ok(None),
+        p if p < 0 => Err(std::io::Error::last_os_error()),
+        _ => {
+            let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+            Ok(Some(tv(usage.ru_utime) + tv(usage.ru_stime)))
+        }
+    }
 }
 
 /// Waits until something listens on UDP `port` (it appears in /proc/net/udp), or `child` exits.

@@ -103,6 +103,11 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 .arg("--detections")
                 .arg(super::run::pipeline_path(path, Some(i)));
         }
+        if let Some(path) = &args.done_times {
+            command
+                .arg("--done-times")
+                .arg(super::run::pipeline_path(path, Some(i)));
+        }
         // Stderr is shared, so each child's "listening on" line reaches whoever reads ours.
         let child = command
             .stdout(Stdio::piped())
@@ -241,15 +246,17 @@ fn aggregate_text(a: &Value) -> String {
 }
 
 /// Options each child gets from the parent's command line: everything but those the parent
-/// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`),
+/// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`,
+/// `--done-times`),
 /// in either `--flag value` or `--flag=value` form.
 pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
-    const PER_CHILD: [&str; 5] = [
+    const PER_CHILD: [&str; 6] = [
         "--pipelines",
         "--pipeline-mode",
         "--source",
         "--report",
         "--detections",
+        "--done-times",
     ];
     let mut out = Vec::with_capacity(argv.len());
     let mut skip_value = false;

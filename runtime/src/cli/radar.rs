@@ -110,6 +110,17 @@ pub fn prepare_frames(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>>
         .collect()
 }
 
+/// Now on CLOCK_MONOTONIC, in nanoseconds.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Verifies each completed frame and optionally writes its clusters to a detections file.
 pub struct RadarSink<W: Write> {
     verifier: Verifier,
@@ -121,6 +132,8 @@ pub struct RadarSink<W: Write> {
     pub overflowed_frames: u64,
     /// Frames that ended with packets missing: never processed, so never reported.
     pub partial_frames: u64,
+    /// Where to write `frame_id,done_ns` (CLOCK_MONOTONIC) per frame, if anywhere.
+    done_times: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl<W: Write> RadarSink<W> {
@@ -133,13 +146,25 @@ impl<W: Write> RadarSink<W> {
             total_clusters: 0,
             overflowed_frames: 0,
             partial_frames: 0,
+            done_times: None,
         }
     }
 
-    /// Flushes the detections file.
+    /// Also writes each frame's completion time, `frame_id,done_ns` on CLOCK_MONOTONIC (the
+    /// sender's clock in `kplace send --times`), to `file`: the protocol `bisect-rate
+    /// --sut-cmd` uses to measure any receiver's post-CPI latency.
+    pub fn with_done_times(mut self, file: std::fs::File) -> Self {
+        self.done_times = Some(std::io::BufWriter::new(file));
+        self
+    }
+
+    /// Flushes the detections and completion-times files.
     pub fn finish(self) -> anyhow::Result<Verifier> {
         if let Some(w) = self.writer {
             w.finish().context("cannot write the detections file")?;
+        }
+        if let Some(mut t) = self.done_times {
+            t.flush().context("cannot write the completion times")?;
         }
         Ok(self.verifier)
     }
@@ -163,6 +188,10 @@ impl<W: Write> FrameSink for RadarSink<W> {
         if let Some(w) = &mut self.writer {
             w.write_frame(frame.frame_id, &self.clusters)
                 .map_err(|e| SinkError(format!("cannot write detections: {e}")))?;
+        }
+        if let Some(t) = &mut self.done_times {
+            writeln!(t, "{},{}", frame.frame_id, monotonic_ns())
+                .map_err(|e| SinkError(format!("cannot write completion times: {e}")))?;
         }
         Ok(())
     }

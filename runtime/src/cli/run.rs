@@ -88,6 +88,11 @@ pub struct RunArgs {
     /// Write every frame's clusters to this file, in the detection line format.
     #[arg(long, value_name = "FILE")]
     pub(crate) detections: Option<PathBuf>,
+    /// Write `frame_id,done_ns` (CLOCK_MONOTONIC, the clock of `kplace send --times`) per
+    /// completed frame to this file: with the sender's times, the latency any judge can
+    /// compute (`bisect-rate --sut-cmd ... {times}`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) done_times: Option<PathBuf>,
     /// Write the run's report to this file as JSON (schema in docs/report.md).
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<PathBuf>,
@@ -251,6 +256,12 @@ pub(crate) fn run_pipeline(
     )
     .with_template_period(setup.period);
     let mut sink = RadarSink::new(verifier, writer);
+    if let Some(path) = &args.done_times {
+        let path = pipeline_path(path, index);
+        let file =
+            File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        sink = sink.with_done_times(file);
+    }
     let source: &mut dyn Source = match (&mut udp, &mut replay) {
         (Some(udp), _) => udp,
         (None, Some(replay)) => replay,

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# End-to-end check of the GNU Radio peer: start radar_flowgraph.py on a free UDP port, send it
+# FRAMES paced frames with `kplace send`, and pass only if `kplace verify` passes its output.
+#
+# Environment: KPLACE (the kplace binary; default: target/release/kplace of the repository,
+# else /work/main/target/release/kplace), FRAMES (40), RATE (CPI/s, 10), CPI (1024x128),
+# PYTHON (/usr/bin/python3, the interpreter with GNU Radio's bindings).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+KPLACE="${KPLACE:-$repo/target/release/kplace}"
+[[ -x "$KPLACE" ]] || KPLACE=/work/main/target/release/kplace
+export KPLACE_LIB_DIR="${KPLACE_LIB_DIR:-$(dirname "$KPLACE")}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+FRAMES="${FRAMES:-40}"
+RATE="${RATE:-10}"
+CPI="${CPI:-1024x128}"
+
+work="$(mktemp -d)"
+trap 'kill "$flowgraph" 2>/dev/null || true; rm -rf "$work"' EXIT
+port="$("$PYTHON" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+
+"$PYTHON" "$here/radar_flowgraph.py" --port "$port" --frames "$FRAMES" --cpi "$CPI" \
+    --out "$work/detections.txt" --idle-timeout 10 2>"$work/flowgraph.log" &
+flowgraph=$!
+
+# Wait until the flowgraph listens (GNU Radio takes a few seconds to import).
+hex_port="$(printf ':%04X ' "$port")"
+for _ in $(seq 1 300); do
+    grep -q "$hex_port" /proc/net/udp && break
+    kill -0 "$flowgraph" 2>/dev/null || { cat "$work/flowgraph.log" >&2; exit 1; }
+    sleep 0.1
+done
+
+"$KPLACE" send --dest "127.0.0.1:$port" --cpi "$CPI" --frames "$FRAMES" --rate "$RATE"
+status=0
+wait "$flowgraph" || status=$?
+cat "$work/flowgraph.log" >&2
+[[ $status -eq 0 ]] || { echo "test.sh: flowgraph exited with status $status" >&2; exit 1; }
+
+"$KPLACE" verify --detections "$work/detections.txt" --frames "$FRAMES" --cpi "$CPI" \
+    | tee "$work/verify.txt"
+grep -q PASSED "$work/verify.txt"

@@ -334,10 +334,13 @@ class DetectionSink(gr.basic_block):
     """Writes clusters in kplace's detection format (graphs/radar/src/detections.rs) and
     sets `done` once `frames` frames are written."""
 
-    def __init__(self, path, samples, chirps, frames):
+    def __init__(self, path, samples, chirps, frames, times_path=None):
         gr.basic_block.__init__(self, name="detection_sink", in_sig=None, out_sig=None)
         self.file = open(path, "w", encoding="utf-8")
         self.file.write(f"kplace-detections v1 cpi={samples}x{chirps}\n")
+        # `frame_id,done_ns` on CLOCK_MONOTONIC per frame: the sender's clock, so that
+        # `kplace bisect-rate` can measure this receiver's post-CPI latency.
+        self.times = open(times_path, "w", encoding="utf-8") if times_path else None
         self.frames = frames
         self.written = 0
         self.last_write = None
@@ -354,20 +357,24 @@ class DetectionSink(gr.basic_block):
         for r, d, p in zip(frame["range_bins"], frame["doppler_bins"], frame["powers"]):
             lines.append(f"{r} {d} {np.format_float_positional(np.float32(p), trim='-')}\n")
         self.file.writelines(lines)
+        if self.times:
+            self.times.write(f"{frame['frame_id']},{time.monotonic_ns()}\n")
         self.written += 1
         self.last_write = time.monotonic()
         if self.written >= self.frames:
             self.done.set()
 
     def close(self):
-        """Flushes and closes the output file."""
+        """Flushes and closes the output files."""
         self.file.close()
+        if self.times:
+            self.times.close()
 
 
 class RadarFlowgraph(gr.top_block):
     """The whole receiver: UDP packets in, a detections file out."""
 
-    def __init__(self, port, samples, chirps, frames, out):
+    def __init__(self, port, samples, chirps, frames, out, times=None):
         gr.top_block.__init__(self, "kplace radar workload")
         packet_bytes = HEADER_BYTES + 4 * samples
 
@@ -381,7 +388,7 @@ class RadarFlowgraph(gr.top_block):
         self.power = blocks.complex_to_mag_squared(chirps)
         self.cfar = CaCfar(samples, chirps)
         self.clusterer = Clusterer(samples, chirps)
-        self.sink = DetectionSink(out, samples, chirps, frames)
+        self.sink = DetectionSink(out, samples, chirps, frames, times)
 
         # Stream buffers of two frames rather than GNU Radio's default 32 KiB, so that a
         # Python block's pause (the GIL, a CFAR pass) is absorbed by the next buffer.
@@ -426,6 +433,10 @@ def main():
     parser.add_argument("--cpi", type=parse_cpi, default=(1024, 128), help="SAMPLESxCHIRPS")
     parser.add_argument("--out", required=True, help="detections file to write")
     parser.add_argument(
+        "--times",
+        help="also write frame_id,done_ns (CLOCK_MONOTONIC) per frame to this file",
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=10.0,
@@ -434,7 +445,7 @@ def main():
     args = parser.parse_args()
     samples, chirps = args.cpi
 
-    tb = RadarFlowgraph(args.port, samples, chirps, args.frames, args.out)
+    tb = RadarFlowgraph(args.port, samples, chirps, args.frames, args.out, args.times)
     started = time.monotonic()
     tb.start()
     try:

@@ -3,14 +3,14 @@
 # FRAMES paced frames with `kplace send`, and pass only if `kplace verify` passes its output.
 #
 # Environment: KPLACE (the kplace binary; default: target/release/kplace of the repository,
-# else /work/main/target/release/kplace), FRAMES (40), RATE (CPI/s, 10), CPI (1024x128),
+# built by `cargo build --release --workspace`), FRAMES (40), RATE (CPI/s, 10), CPI (1024x128),
 # PYTHON (/usr/bin/python3, the interpreter with GNU Radio's bindings).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
 KPLACE="${KPLACE:-$repo/target/release/kplace}"
-[[ -x "$KPLACE" ]] || KPLACE=/work/main/target/release/kplace
+[[ -x "$KPLACE" ]] || { echo "test.sh: $KPLACE not found: cargo build --release --workspace" >&2; exit 2; }
 export KPLACE_LIB_DIR="${KPLACE_LIB_DIR:-$(dirname "$KPLACE")}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 FRAMES="${FRAMES:-40}"

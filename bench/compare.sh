@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Peers side by side: kplace's all-cpu placement, a NumPy receiver and a GNU Radio 3.10
+# flowgraph, measured by the same sender, verifier and search (`kplace bisect-rate`, the peers
+# through --sut-cmd with their completion times), at 1024x128 and 2048x256, on this machine.
+# Installs what the peers need (Debian's gnuradio, the NumPy receiver's pip requirements),
+# builds kplace, runs every search, then one fixed-rate trial per system at a rate every
+# system sustains (for latency at equal load), and writes a table and a plot.
+#   bench/compare.sh [--quick]      (results in $OUT_DIR, default target/compare)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT_DIR:-target/compare}
+quick=${1:-}
+mkdir -p "$out"
+
+# Installs: kplace's own, then the peers'.
+scripts/setup.sh >/dev/null
+if ! /usr/bin/python3 -c 'import gnuradio.gr' 2>/dev/null; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "compare: installing gnuradio (Debian)" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gnuradio >/dev/null
+fi
+python3 -m pip install --quiet --disable-pip-version-check -r bench/peers/numpy/requirements.txt >&2 \
+    || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+        -r bench/peers/numpy/requirements.txt >&2
+cargo build --release --workspace >&2
+kplace=target/release/kplace
+
+cpis=(1024x128 2048x256)
+[ "$quick" = --quick ] && cpis=(1024x128)
+# Every system gets the same search settings; the sender sleeps between ticks so that it
+# leaves the cores to the system under test.
+common=(--sender-tick-us 100 --max-trials 30)
+numpy_cmd='python3 bench/peers/numpy/receiver.py --port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times}'
+gnuradio_cmd='/usr/bin/python3 bench/peers/gnuradio/radar_flowgraph.py --port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times}'
+
+search() { # NAME CPI ARGS...
+    local name=$1 cpi=$2
+    shift 2
+    echo "compare: $name at $cpi" >&2
+    "$kplace" bisect-rate --cpi "$cpi" "${common[@]}" "$@" --out "$out/$name-$cpi" \
+        > "$out/$name-$cpi.md" 2> "$out/$name-$cpi.log" || true
+}
+for cpi in "${cpis[@]}"; do
+    search kplace "$cpi" --placements placements/all-cpu.yaml
+    search numpy "$cpi" --sut-cmd "$numpy_cmd"
+    search gnuradio "$cpi" --sut-cmd "$gnuradio_cmd"
+done
+
+# Latency at equal load: one trial per system at 80% of the lowest sustained rate.
+for cpi in "${cpis[@]}"; do
+    rate=$(python3 - "$out" "$cpi" <<'PY'
+import json, sys
+out, cpi = sys.argv[1:]
+rates = []
+for name in ("kplace", "numpy", "gnuradio"):
+    try:
+        r = json.load(open(f"{out}/{name}-{cpi}/bisect-rate.json"))["results"][0]["sustained_cpi_per_s"]
+        if r:
+            rates.append(r)
+    except (OSError, KeyError, IndexError, ValueError):
+        pass
+print(f"{0.8 * min(rates):.1f}" if rates else "")
+PY
+)
+    [ -n "$rate" ] || continue
+    one=(--start-rate "$rate" --max-trials 1 --confirm 1)
+    search kplace-at "$cpi" --placements placements/all-cpu.yaml "${one[@]}"
+    search numpy-at "$cpi" --sut-cmd "$numpy_cmd" "${one[@]}"
+    search gnuradio-at "$cpi" --sut-cmd "$gnuradio_cmd" "${one[@]}"
+done
+
+python3 - "$out" "${cpis[@]}" <<'PY'
+import json, sys
+out, cpis = sys.argv[1], sys.argv[2:]
+systems = ("kplace", "numpy", "gnuradio")
+def result(name, cpi):
+    try:
+        return json.load(open(f"{out}/{name}-{cpi}/bisect-rate.json"))["results"][0]
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+def at_rate(name, cpi):
+    """The one trial at the common rate: its rate, whether it passed, and the latency and cores
+    bisect-rate's table row shows for it (p50, p99.9 post-CPI, cores used)."""
+    r = result(name + "-at", cpi)
+    trial = (r or {}).get("trials") or [{}]
+    row = {}
+    try:
+        for line in open(f"{out}/{name}-at-{cpi}.md"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 8 and cells[1] == cpi and cells[2] not in ("none", "sustained CPI/s"):
+                row = {"p50_ms": cells[4], "p999_ms": cells[5], "cores_used": cells[6]}
+    except OSError:
+        pass
+    return {"rate": trial[0].get("rate"), "passed": trial[0].get("passed"), **row}
+rows = []
+for cpi in cpis:
+    base = (result("kplace", cpi) or {}).get("sustained_cpi_per_s")
+    for name in systems:
+        r = result(name, cpi) or {}
+        rate = r.get("sustained_cpi_per_s")
+        rows.append({"system": name, "cpi": cpi, "sustained_cpi_per_s": rate,
+                     "outcome": r.get("outcome"), "trials": len(r.get("trials", [])),
+                     "ratio_to_kplace": (rate / base) if rate and base else None,
+                     "at_common_rate": at_rate(name, cpi)})
+json.dump(rows, open(f"{out}/compare.json", "w"), indent=1)
+print("| system | CPI | sustained CPI/s | ratio to kplace | search | common rate CPI/s | passed there | post-CPI p50 ms | post-CPI p99.9 ms | cores used |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    f = lambda v, fmt="%.1f": fmt % v if isinstance(v, (int, float)) else "n/a"
+    a = r["at_common_rate"]
+    print("| %s | %s | %s | %s | %s trials, %s | %s | %s | %s | %s | %s |" % (
+        r["system"], r["cpi"], f(r["sustained_cpi_per_s"]), f(r["ratio_to_kplace"], "%.2f"),
+        r["trials"], r["outcome"], f(a.get("rate")), a.get("passed"), a.get("p50_ms", "n/a"),
+        a.get("p999_ms", "n/a"), a.get("cores_used", "n/a")))
+# A bar plot of sustained rates, plain SVG.
+bars = [r for r in rows if r["sustained_cpi_per_s"]]
+top = max([r["sustained_cpi_per_s"] for r in bars] or [1])
+w, h, bw = 720, 360, 60
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+       f'<text x="10" y="20">sustained CPI/s (same sender, verifier and search)</text>']
+for i, r in enumerate(bars):
+    x = 40 + i * (bw + 50)
+    bh = (h - 100) * r["sustained_cpi_per_s"] / top
+    svg.append(f'<rect x="{x}" y="{h - 60 - bh:.1f}" width="{bw}" height="{bh:.1f}" fill="#4a7ab5"/>')
+    svg.append(f'<text x="{x}" y="{h - 64 - bh:.1f}">{r["sustained_cpi_per_s"]:.0f}</text>')
+    svg.append(f'<text x="{x}" y="{h - 40}">{r["system"]}</text><text x="{x}" y="{h - 25}">{r["cpi"]}</text>')
+svg.append("</svg>")
+open(f"{out}/compare.svg", "w").write("\n".join(svg) + "\n")
+PY
+echo "compare: table above; results in $out (compare.json, compare.svg, every search's JSON)" >&2

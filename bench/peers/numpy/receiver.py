@@ -166,10 +166,13 @@ class DetectionWriter:
     """Writes kplace's detection format: a header line, then per frame `frame <id> <count>`
     and one `<range_bin> <doppler_bin> <power>` line per cluster."""
 
-    def __init__(self, path, samples, chirps):
-        """Opens `path` and writes the header for a samples x chirps CPI."""
+    def __init__(self, path, samples, chirps, times_path=None):
+        """Opens `path` and writes the header for a samples x chirps CPI; with `times_path`,
+        also records `frame_id,done_ns` (CLOCK_MONOTONIC, the sender's clock) per frame, from
+        which `kplace bisect-rate` computes this receiver's post-CPI latency."""
         self.file = open(path, "w", encoding="utf-8")
         self.file.write(f"kplace-detections v1 cpi={samples}x{chirps}\n")
+        self.times = open(times_path, "w", encoding="utf-8") if times_path else None
 
     def write_frame(self, frame_id, clusters):
         """Writes one frame's clusters; powers as the shortest positional float32 text, as
@@ -180,10 +183,14 @@ class DetectionWriter:
             for r, d, p in clusters
         ]
         self.file.writelines(lines)
+        if self.times:
+            self.times.write(f"{frame_id},{time.monotonic_ns()}\n")
 
     def close(self):
-        """Flushes and closes the file."""
+        """Flushes and closes the files."""
         self.file.close()
+        if self.times:
+            self.times.close()
 
 
 class Receiver:
@@ -338,6 +345,9 @@ def main():
     parser.add_argument("--cpi", type=parse_cpi, default=(1024, 128), help="SAMPLESxCHIRPS")
     parser.add_argument("--out", required=True, help="the detections file to write")
     parser.add_argument(
+        "--times", help="also write frame_id,done_ns (CLOCK_MONOTONIC) per frame to this file"
+    )
+    parser.add_argument(
         "--idle-timeout-s",
         type=float,
         default=2.0,
@@ -353,7 +363,7 @@ def main():
 
     samples, chirps = args.cpi
     processor = Processor(samples, chirps)
-    writer = DetectionWriter(args.out, samples, chirps)
+    writer = DetectionWriter(args.out, samples, chirps, args.times)
     sock = open_socket(args.port)
     granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     print(f"receiver: listening on 127.0.0.1:{args.port}, SO_RCVBUF {granted}", file=sys.stderr)

@@ -5,7 +5,8 @@
 # Installs what the peers need (Debian's gnuradio, the NumPy receiver's pip requirements),
 # builds kplace, runs every search, then one fixed-rate trial per system at a rate every
 # system sustains (for latency at equal load), and writes a table and a plot.
-#   bench/compare.sh [--quick]      (results in $OUT_DIR, default target/compare)
+#   bench/compare.sh [--quick]      (results in $OUT_DIR, default target/compare;
+#                                   COMPARE_REUSE=1 keeps searches already there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT_DIR:-target/compare}
@@ -39,6 +40,10 @@ gnuradio_cmd='/usr/bin/python3 bench/peers/gnuradio/radar_flowgraph.py --port {p
 search() { # NAME CPI ARGS...
     local name=$1 cpi=$2
     shift 2
+    # COMPARE_REUSE=1 keeps a search already in $out (to resume, or redo only the summary).
+    if [ -n "${COMPARE_REUSE:-}" ] && [ -f "$out/$name-$cpi/bisect-rate.json" ]; then
+        return
+    fi
     echo "compare: $name at $cpi" >&2
     "$kplace" bisect-rate --cpi "$cpi" "${common[@]}" "$@" --out "$out/$name-$cpi" \
         > "$out/$name-$cpi.md" 2> "$out/$name-$cpi.log" || true
@@ -82,19 +87,22 @@ def result(name, cpi):
     except (OSError, KeyError, IndexError, ValueError):
         return None
 def at_rate(name, cpi):
-    """The one trial at the common rate: its rate, whether it passed, and the latency and cores
-    bisect-rate's table row shows for it (p50, p99.9 post-CPI, cores used)."""
+    """The one trial at the common rate: its rate, whether it passed, and from its report
+    (kplace's run report, or the one bisect-rate writes for a SUT) post-CPI p50 and p99.9 and
+    the cores used."""
+    import glob
     r = result(name + "-at", cpi)
-    trial = (r or {}).get("trials") or [{}]
-    row = {}
-    try:
-        for line in open(f"{out}/{name}-at-{cpi}.md"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) >= 8 and cells[1] == cpi and cells[2] not in ("none", "sustained CPI/s"):
-                row = {"p50_ms": cells[4], "p999_ms": cells[5], "cores_used": cells[6]}
-    except OSError:
-        pass
-    return {"rate": trial[0].get("rate"), "passed": trial[0].get("passed"), **row}
+    trial = ((r or {}).get("trials") or [{}])[0]
+    out_row = {"rate": trial.get("rate"), "passed": trial.get("passed")}
+    for path in glob.glob(f"{out}/{name}-at-{cpi}/*-{cpi}-0/trial-0.json"):
+        try:
+            rep = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        post = (rep.get("latency") or {}).get("post_cpi") or {}
+        out_row.update(p50_ms=post.get("p50_ms"), p999_ms=post.get("p999_ms"),
+                       cores_used=rep.get("cores_used"))
+    return out_row
 rows = []
 for cpi in cpis:
     base = (result("kplace", cpi) or {}).get("sustained_cpi_per_s")
@@ -113,8 +121,8 @@ for r in rows:
     a = r["at_common_rate"]
     print("| %s | %s | %s | %s | %s trials, %s | %s | %s | %s | %s | %s |" % (
         r["system"], r["cpi"], f(r["sustained_cpi_per_s"]), f(r["ratio_to_kplace"], "%.2f"),
-        r["trials"], r["outcome"], f(a.get("rate")), a.get("passed"), a.get("p50_ms", "n/a"),
-        a.get("p999_ms", "n/a"), a.get("cores_used", "n/a")))
+        r["trials"], r["outcome"], f(a.get("rate")), a.get("passed"), f(a.get("p50_ms"), "%.2f"),
+        f(a.get("p999_ms"), "%.2f"), f(a.get("cores_used"), "%.2f")))
 # A bar plot of sustained rates, plain SVG.
 bars = [r for r in rows if r["sustained_cpi_per_s"]]
 top = max([r["sustained_cpi_per_s"] for r in bars] or [1])

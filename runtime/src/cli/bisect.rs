@@ -996,6 +996,8 @@ fn sut_trial(
             "post_cpi_trend_ms_per_s": l.trend * 1e3,
         })),
     });
+    // Beside the SUT's detections and log, as kplace's own trials leave their run report.
+    let _ = fs::write(dir.join(format!("trial-{index}.json")), report.to_string());
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,

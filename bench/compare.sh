@@ -26,7 +26,7 @@ python3 -m pip install --quiet --disable-pip-version-check -r bench/peers/numpy/
     || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
         -r bench/peers/numpy/requirements.txt >&2
 cargo build --release --workspace >&2
-kplace=target/release/kplace
+kplace=${CARGO_TARGET_DIR:-target}/release/kplace
 
 cpis=(1024x128 2048x256)
 [ "$quick" = --quick ] && cpis=(1024x128)
@@ -35,7 +35,9 @@ cpis=(1024x128 2048x256)
 # whole comparison within about 15 minutes.
 common=(--sender-tick-us 100 --tolerance 0.05)
 numpy_cmd='python3 bench/peers/numpy/receiver.py --port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times}'
-gnuradio_cmd='/usr/bin/python3 bench/peers/gnuradio/radar_flowgraph.py --port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times}'
+# The flowgraph's own idle timeout (10 s by default) would idle out every failed trial; 2 s, as
+# the NumPy receiver's, is plenty once the sender has stopped.
+gnuradio_cmd='/usr/bin/python3 bench/peers/gnuradio/radar_flowgraph.py --port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times} --idle-timeout 2'
 
 search() { # NAME CPI ARGS...
     local name=$1 cpi=$2

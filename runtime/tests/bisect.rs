@@ -6,6 +6,28 @@ mod support;
 
 use std::process::Command;
 
+/// Runs `kplace bisect-rate` with `args` into a fresh output directory, expecting success;
+/// returns its table, its JSON results, and the directory (for the files beside them).
+fn bisect(args: &[&str]) -> (String, serde_json::Value, tempfile::TempDir) {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .current_dir(support::workspace())
+        .arg("bisect-rate")
+        .args(args)
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let json = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    (stdout, json, out_dir)
+}
+
 #[test]
 fn a_short_search_finds_a_confirmed_rate_with_a_tested_failure_above_it() {
     let out_dir = tempfile::tempdir().unwrap();
@@ -198,34 +220,28 @@ fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
 /// result records the per-pipeline and aggregate rate.
 #[test]
 fn a_search_over_two_pipelines_judges_each_and_reports_the_aggregate() {
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .current_dir(support::workspace())
-        .args(["bisect-rate", "--cpi", "1024x128", "--pipelines", "2"])
-        .args([
-            "--warmup-s",
-            "0.1",
-            "--window-s",
-            "0.3",
-            "--start-rate",
-            "40",
-        ])
-        .args(["--tolerance", "0.5", "--confirm", "1", "--max-trials", "6"])
-        .arg("--out")
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, json, out_dir) = bisect(&[
+        "--cpi",
+        "1024x128",
+        "--pipelines",
+        "2",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--start-rate",
+        "40",
+        "--tolerance",
+        "0.5",
+        "--confirm",
+        "1",
+        "--max-trials",
+        "6",
+    ]);
     assert!(
         stdout.contains("| all-cpu x2 thread | 1024x128 |"),
         "{stdout}"
     );
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
-    )
-    .unwrap();
     assert_eq!(json["settings"]["pipelines"], 2);
     let result = &json["results"][0];
     assert_eq!(result["pipelines"], 2);
@@ -261,35 +277,30 @@ fn a_search_over_two_pipelines_judges_each_and_reports_the_aggregate() {
 /// and own report recorded with the result (its effect on the rate belongs in bench/).
 #[test]
 fn a_cpu_hog_beside_the_search_is_recorded_with_its_intensity() {
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .current_dir(support::workspace())
-        .args(["bisect-rate", "--cpi", "1024x128"])
-        .args(["--cotenant", "cpu-hog", "--cotenant-intensity", "0.5"])
-        .args([
-            "--warmup-s",
-            "0.1",
-            "--window-s",
-            "0.3",
-            "--start-rate",
-            "40",
-        ])
-        .args(["--tolerance", "0.5", "--confirm", "1", "--max-trials", "3"])
-        .arg("--out")
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, json, _out_dir) = bisect(&[
+        "--cpi",
+        "1024x128",
+        "--cotenant",
+        "cpu-hog",
+        "--cotenant-intensity",
+        "0.5",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--start-rate",
+        "40",
+        "--tolerance",
+        "0.5",
+        "--confirm",
+        "1",
+        "--max-trials",
+        "3",
+    ]);
     assert!(
         stdout.contains("| all-cpu +cpu-hog | 1024x128 |"),
         "{stdout}"
     );
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
-    )
-    .unwrap();
     assert_eq!(json["settings"]["cotenant"], "cpu-hog");
     assert_eq!(json["settings"]["cotenant_intensity"], 0.5);
     let hog = &json["results"][0]["cotenant"];
@@ -346,24 +357,24 @@ fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
         "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
          --scene-frames 16 --idle-timeout-s 1 --detections {{detections}} --done-times {{times}}"
     );
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(kplace)
-        .current_dir(support::workspace())
-        .args(["bisect-rate", "--cpi", "1024x128", "--start-rate", "50"])
-        .args(["--warmup-s", "0.1", "--window-s", "0.3"])
-        .args(["--tolerance", "0.5", "--confirm", "1", "--max-trials", "4"])
-        .args(["--sut-cmd", &sut])
-        .arg("--out")
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
-    )
-    .unwrap();
+    let (stdout, json, _out_dir) = bisect(&[
+        "--cpi",
+        "1024x128",
+        "--start-rate",
+        "50",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--tolerance",
+        "0.5",
+        "--confirm",
+        "1",
+        "--max-trials",
+        "4",
+        "--sut-cmd",
+        &sut,
+    ]);
     let trials = json["results"][0]["trials"].as_array().unwrap();
     let first = &trials[0];
     assert_eq!(first["passed"], true, "50 CPI/s is easy: {first}");

@@ -238,39 +238,13 @@ fn a_described_plan_without_a_gpu_shows_its_transfers_but_cannot_run() {
     assert!(matches!(err, RunError::NotRunnable(_)), "{err:?}");
 }
 
-/// Deterministic pseudo-random frames.
+/// Deterministic pseudo-random frames of this test's shape.
 fn frames(count: usize, seed: u64) -> Vec<Vec<u8>> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..count)
-        .map(|_| {
-            (0..ROWS * COLS * 2)
-                .flat_map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    ((x % 2001) as i16 - 1000).to_le_bytes()
-                })
-                .collect()
-        })
-        .collect()
+    support::test_frames(ROWS, COLS, count, seed)
 }
 
 fn expected_sums(frame: &[u8]) -> Vec<f32> {
-    let iq: Vec<f32> = frame
-        .chunks_exact(2)
-        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])))
-        .collect();
-    (0..COLS)
-        .map(|c| {
-            let sum: f64 = (0..ROWS)
-                .map(|r| {
-                    let k = r * COLS + c;
-                    f64::from(0.25f32 * (iq[2 * k] * iq[2 * k] + iq[2 * k + 1] * iq[2 * k + 1]))
-                })
-                .sum();
-            sum as f32
-        })
-        .collect()
+    support::expected_column_sums(frame, ROWS, COLS)
 }
 
 #[derive(Default)]

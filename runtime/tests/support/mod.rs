@@ -82,3 +82,41 @@ pub fn write_temp(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::write(&path, text).expect("write temp file");
     (dir, path)
 }
+
+/// Deterministic pseudo-random `ci16 [rows, cols]` frames for the C test kernels: `count`
+/// frames of little-endian int16 I/Q pairs in [-1000, 1000].
+pub fn test_frames(rows: usize, cols: usize, count: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..count)
+        .map(|_| {
+            (0..rows * cols * 2)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    ((x % 2001) as i16 - 1000).to_le_bytes()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// What `test.magnitude2` (scale 0.25) then `test.column_sum` give for `frame`: per column,
+/// the f64 sum over rows of the f32 `0.25 (I^2 + Q^2)`, rounded once to f32.
+pub fn expected_column_sums(frame: &[u8], rows: usize, cols: usize) -> Vec<f32> {
+    let iq: Vec<f32> = frame
+        .chunks_exact(2)
+        .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])))
+        .collect();
+    (0..cols)
+        .map(|c| {
+            let sum: f64 = (0..rows)
+                .map(|r| {
+                    let k = r * cols + c;
+                    f64::from(0.25f32 * (iq[2 * k] * iq[2 * k] + iq[2 * k + 1] * iq[2 * k + 1]))
+                })
+                .sum();
+            sum as f32
+        })
+        .collect()
+}

@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod affinity;
 pub mod bounds;
 pub mod cuda;
 pub mod executor;

@@ -10,8 +10,11 @@
 //! a slot: a frame that finds no free slot is dropped whole (counted, with its packets), so a
 //! sender faster than the pipeline shows as drops, never as a wedge or unbounded memory. A
 //! frame is finished when its last chirp arrives, or as partial when no packet of it arrived
-//! for the frame timeout, or when more frames are open than the receiver keeps. The receiver
-//! stops after the expected number of frames, after an idle timeout, or when the run stops.
+//! for the frame timeout, or when more frames are open than the receiver keeps. Timeouts are
+//! judged only when the socket is drained, so a receiver thread held up longer than the frame
+//! timeout (descheduled on a busy machine) reads the packets that waited for it instead of
+//! ending their frame as partial. The receiver stops after the expected number of frames,
+//! after an idle timeout, or when the run stops.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -46,9 +49,11 @@ pub struct UdpConfig {
     pub frames: Option<u64>,
     /// The wire id of the first frame; run frame ids count from it.
     pub first_frame_id: u32,
-    /// A frame that received no packet for this long ends as partial.
+    /// A frame that received no packet for this long ends as partial. Judged when the socket
+    /// holds no more packets, so a receiver held up for longer than this loses nothing.
     pub frame_timeout: Duration,
-    /// With no packet for this long (after the first), the receiver stops.
+    /// With no packet for this long (after the first), the receiver stops; likewise judged on
+    /// an empty socket.
     pub idle_timeout: Duration,
     /// Socket receive buffer to ask for, in bytes.
     pub recv_buffer: usize,
@@ -356,10 +361,6 @@ impl<'c, F> Receiver<'c, F> {
             if store.stopping() || self.all_accounted() {
                 break;
             }
-            self.expire(store, Instant::now());
-            if last_packet.is_some_and(|t| t.elapsed() >= self.config.idle_timeout) {
-                break;
-            }
             // Predict: the next absent chirps of the frame the last packet went to.
             self.predict(store, batch);
             for i in 0..batch {
@@ -397,9 +398,16 @@ impl<'c, F> Receiver<'c, F> {
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
-                    io::ErrorKind::WouldBlock
-                    | io::ErrorKind::TimedOut
-                    | io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                        // Nothing waits in the socket: what is missing has not arrived.
+                        let now = Instant::now();
+                        self.expire(store, now);
+                        if last_packet.is_some_and(|t| now - t >= self.config.idle_timeout) {
+                            break;
+                        }
+                        continue;
+                    }
+                    io::ErrorKind::Interrupted => continue,
                     _ => return Err(SourceError(format!("recvmmsg: {e}"))),
                 }
             }
@@ -408,6 +416,12 @@ impl<'c, F> Receiver<'c, F> {
             last_packet = Some(now);
             self.counters.receiving = now.duration_since(first);
             self.absorb(store, &messages[..n as usize], now);
+            // Timeouts are judged only on a drained socket (a short batch): packets that
+            // arrived while this thread was held up (descheduled, or slow in a store) wait in
+            // the socket, and their frame must not end as partial before they are read.
+            if (n as usize) < batch {
+                self.expire(store, now);
+            }
         }
         // Whatever is still open ends now, partial unless complete.
         for open in std::mem::take(&mut self.open) {

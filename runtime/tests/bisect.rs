@@ -315,22 +315,28 @@ fn a_cpu_hog_beside_the_search_is_recorded_with_its_intensity() {
     assert_eq!(hog["clean"], true, "stopped cleanly: {hog}");
 }
 
+/// Runs `kplace bisect-rate` with `args` that it should refuse: its exit code and stderr.
+fn bisect_refusing(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .current_dir(support::workspace())
+        .arg("bisect-rate")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
-            .arg("bisect-rate")
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let out = run(&["--cotenant", "gpu-hug"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--cotenant"));
-    let out = run(&["--mps-threads", "50"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--mps-threads needs --mps on"));
+    let (code, stderr) = bisect_refusing(&["--cotenant", "gpu-hug"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--cotenant"), "{stderr}");
+    let (code, stderr) = bisect_refusing(&["--mps-threads", "50"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--mps-threads needs --mps on"), "{stderr}");
     let has_mps = std::process::Command::new("sh")
         .args(["-c", "command -v nvidia-cuda-mps-control"])
         .output()
@@ -339,9 +345,8 @@ fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
         println!("skipped: nvidia-cuda-mps-control exists here (bench/gpu-share.sh runs MPS)");
         return;
     }
-    let out = run(&["--mps", "on"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) = bisect_refusing(&["--mps", "on"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("--mps on") && stderr.contains("nvidia-cuda-mps-control"),
         "{stderr}"
@@ -384,4 +389,58 @@ fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
     // The table shows the SUT's latency, not n/a.
     let row = stdout.lines().find(|l| l.starts_with("| sut |")).unwrap();
     assert!(!row.contains("| n/a | n/a |"), "{row}");
+}
+
+/// `--sender-cpus` and `--sut-cpus` confine the two processes of every trial: the receiver's
+/// report says where it could run, and the settings record both lists.
+#[test]
+fn sender_and_receiver_run_on_the_cpus_asked() {
+    let allowed = kplace::affinity::CpuSet::allowed().unwrap();
+    let sut = allowed.cpus()[0].to_string();
+    let sender = allowed.cpus().last().unwrap().to_string();
+    let (_stdout, json, out_dir) = bisect(&[
+        "--cpi",
+        "1024x128",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--tolerance",
+        "0.5",
+        "--confirm",
+        "1",
+        "--max-trials",
+        "12",
+        "--sender-tick-us",
+        "50",
+        "--sender-cpus",
+        &sender,
+        "--sut-cpus",
+        &sut,
+    ]);
+    assert_eq!(json["settings"]["sender_cpus"], sender.as_str());
+    assert_eq!(json["settings"]["sut_cpus"], sut.as_str());
+    let trial = out_dir
+        .path()
+        .join("all-cpu-1024x128-0")
+        .join("trial-0.json");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trial).unwrap()).unwrap();
+    assert_eq!(report["cpus_allowed"], sut.as_str(), "{}", trial.display());
+}
+
+#[test]
+fn cpu_lists_that_cannot_be_used_are_refused_naming_the_option() {
+    let (code, stderr) = bisect_refusing(&["--sut-cpus", "1000"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--sut-cpus 1000: CPU list 1000 is outside the CPUs this process may use"),
+        "{stderr}"
+    );
+    let (code, stderr) = bisect_refusing(&["--sender-cpus", "0-x"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--sender-cpus") && stderr.contains("\"x\" is not a CPU number"),
+        "{stderr}"
+    );
 }

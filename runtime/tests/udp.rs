@@ -16,11 +16,12 @@ use std::time::Duration;
 
 use kplace::abi::DetectionList;
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
+use kplace::executor::{BeginError, PacketStatus};
 use kplace::graph::{Graph, Overrides};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
 use kplace::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
-use kplace::udp::{FrameBuffers, UdpConfig, UdpSource};
+use kplace::udp::{Assembly, FrameBuffers, UdpConfig, UdpSource};
 use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cluster, Cpi, Scene, SceneConfig, Verifier, VerifyConfig};
 
@@ -235,7 +236,7 @@ fn ingest_only_assembles_every_frame() {
         sender.join().unwrap().unwrap();
     });
     let c = source.counters();
-    assert_eq!(c.complete_frames, 50);
+    assert_eq!(c.complete_frames, 50, "{c:?}");
     assert!(
         c.receiving > Duration::ZERO && c.receiving < Duration::from_secs(60),
         "{c:?}"
@@ -243,6 +244,77 @@ fn ingest_only_assembles_every_frame() {
     assert_eq!(
         (c.partial_frames, c.unexpected, c.malformed),
         (0, 0, [0; 4])
+    );
+}
+
+/// Plain buffers whose first packet holds the receiver up for `stall`, as a receiver thread
+/// descheduled mid-frame on a busy machine is.
+struct StallingBuffers {
+    inner: FrameBuffers,
+    stall: Option<Duration>,
+}
+
+impl Assembly for StallingBuffers {
+    type Frame = <FrameBuffers as Assembly>::Frame;
+    fn try_begin(&mut self, frame_id: u64) -> Result<Self::Frame, BeginError> {
+        self.inner.try_begin(frame_id)
+    }
+    fn id(frame: &Self::Frame) -> u64 {
+        FrameBuffers::id(frame)
+    }
+    fn place(&self, frame: &Self::Frame, index: u64) -> Option<*mut u8> {
+        self.inner.place(frame, index)
+    }
+    fn done(&mut self, frame: &Self::Frame, index: u64) -> PacketStatus {
+        if let Some(stall) = self.stall.take() {
+            std::thread::sleep(stall);
+        }
+        self.inner.done(frame, index)
+    }
+    fn received(&self, frame: &Self::Frame) -> u64 {
+        self.inner.received(frame)
+    }
+    fn finish(&mut self, frame: Self::Frame) -> bool {
+        self.inner.finish(frame)
+    }
+    fn stopping(&self) -> bool {
+        self.inner.stopping()
+    }
+}
+
+/// Packets that arrived while the receiver was held up, for longer than the frame timeout,
+/// wait in the socket: their frames complete; none ends as partial.
+#[test]
+fn a_receiver_held_up_past_the_frame_timeout_loses_no_frame() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scene = Scene::new(SceneConfig::new(CPI)).unwrap();
+    let prepared = scene_frames(&scene, 3);
+    let mut config = UdpConfig::new("127.0.0.1:0".parse().unwrap(), SHAPE);
+    config.frames = Some(3);
+    config.idle_timeout = Duration::from_millis(500);
+    let frame_timeout = config.frame_timeout;
+    let mut source = UdpSource::bind(config).unwrap();
+    // Every packet is in the socket before the receiver reads one: 3 frames of 128 chirps.
+    let send_config = SenderConfig {
+        dest: source.local_addr().unwrap(),
+        shape: SHAPE,
+        pacing: Pacing::Burst,
+        frames: FrameCount::Frames(3),
+        first_frame_id: 0,
+        faults: Faults::default(),
+        tick: Duration::ZERO,
+    };
+    sender::send(&prepared, &send_config, &AtomicBool::new(false)).unwrap();
+    let mut store = StallingBuffers {
+        inner: FrameBuffers::new(4, 128, SHAPE.payload_bytes()).unwrap(),
+        stall: Some(frame_timeout * 3),
+    };
+    source.receive(&mut store, SHAPE.payload_bytes()).unwrap();
+    let c = source.counters();
+    assert_eq!(
+        (c.complete_frames, c.partial_frames, c.late, c.accepted),
+        (3, 0, 0, 3 * 128),
+        "{c:?}"
     );
 }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
+use kplace::affinity::CpuSet;
 use kplace::metrics::{LatencySummary, RunReport};
 use kplace::udp::IngestCounters;
 use kplace::wire::Malformed;
@@ -64,6 +65,7 @@ pub fn to_json(
         "throughput_cpi_per_s": report.frames_per_second(),
         "input_gbit_per_s": if wall > 0.0 { report.measured_frames as f64 * frame_bytes * 8.0 / wall / 1e9 } else { 0.0 },
         "cores_used": report.cores_used(),
+        "cpus_allowed": CpuSet::allowed().ok().map(|cpus| cpus.to_string()),
         "slot_waits": report.slot_waits,
         "stages": report.stages.iter().map(|s| json!({
             "name": s.name,

@@ -1,0 +1,448 @@
+//! One trial of kplace itself: `kplace send` at the trial's rate into `kplace run` on the
+//! placement, judged on the run's JSON report (every pipeline's, with several).
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use kplace::rate::{Failure, Gates, Phase, TrialMeasurement, Verdict, judge};
+use kplace_radar::Cpi;
+use serde_json::Value;
+
+use super::{TrialError, TrialRun, Trials, failed, gates, mode_name, trial_frames};
+
+/// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
+pub(super) fn trial(
+    ctx: &Trials<'_>,
+    placement: &Path,
+    cpi: Cpi,
+    rate: f64,
+    dir: &Path,
+    index: usize,
+) -> Result<TrialRun, TrialError> {
+    let args = ctx.args;
+    fs::create_dir_all(dir)
+        .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
+    let (warmup, measured) = trial_frames(args, rate);
+    let frames = warmup + measured;
+    let report_path = dir.join(format!("trial-{index}.json"));
+    let _ = fs::remove_file(&report_path);
+    let mut receiver = ctx
+        .sut_command(ctx.exe)
+        .args([
+            "run",
+            "--source",
+            "udp://127.0.0.1:0",
+            "--idle-timeout-s",
+            "1",
+        ])
+        .arg("--graph")
+        .arg(&args.graph)
+        .arg("--placement")
+        .arg(placement)
+        .args([
+            "--cpi",
+            &cpi.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+            "--scene-frames",
+            "16",
+        ])
+        .args([
+            "--frames",
+            &frames.to_string(),
+            "--warmup-frames",
+            &warmup.to_string(),
+        ])
+        .arg("--report")
+        .arg(&report_path)
+        .args([
+            "--pipelines",
+            &args.pipelines.to_string(),
+            "--pipeline-mode",
+            mode_name(args.pipeline_mode),
+        ])
+        .envs(ctx.mps.map(|d| d.client_env()).into_iter().flatten())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the receiver: {e}")))?;
+    ctx.children.add(receiver.id());
+    let ports = match listening_ports(&mut receiver, args.pipelines as usize) {
+        Ok(ports) => ports,
+        Err(stderr) => {
+            let _ = receiver.kill();
+            let _ = receiver.wait();
+            ctx.children.remove(receiver.id());
+            return Ok(failed(
+                rate,
+                format!("the receiver did not start: {stderr}"),
+            ));
+        }
+    };
+    // One sender per pipeline, all at once: each pipeline sees the trial's rate.
+    let sent: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ports
+            .iter()
+            .map(|&port| scope.spawn(move || send(ctx, port, cpi, rate, frames, None)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TrialError::Spawn("a sender thread panicked".into())))
+            })
+            .collect()
+    });
+    let status = receiver.wait();
+    ctx.children.remove(receiver.id());
+    let status = status.map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
+    for result in sent {
+        if let Err(why) = result? {
+            return Ok(failed(rate, why));
+        }
+    }
+    let report: Value = match fs::read_to_string(&report_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+    {
+        Some(report) => report,
+        None => {
+            return Ok(failed(
+                rate,
+                format!("the receiver exited ({status}) without a report"),
+            ));
+        }
+    };
+    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &gates(args));
+    if ctx.mps.is_some() {
+        let not_clients = mps_failures(&report);
+        if !not_clients.is_empty() {
+            verdict.passed = false;
+            verdict.failures.extend(not_clients);
+        }
+    }
+    Ok(TrialRun {
+        rate,
+        phase: Phase::ProbeUp,
+        verdict,
+        measurement: Some(measurement),
+        report: Some(report),
+    })
+}
+
+/// Judges a run's report: one pipeline's, or every pipeline's of a several-pipeline report (a
+/// trial passes only if all pass; failures name their pipeline). The measurement kept is the
+/// slowest pipeline's.
+fn judge_pipelines(
+    report: &Value,
+    rate: f64,
+    frames: u64,
+    gates: &Gates,
+) -> (TrialMeasurement, Verdict) {
+    let Some(pipelines) = report["pipelines"].as_array() else {
+        let measurement = measure(report, rate, frames);
+        let verdict = judge(&measurement, gates);
+        return (measurement, verdict);
+    };
+    let mut verdict = Verdict::pass();
+    let mut slowest: Option<TrialMeasurement> = None;
+    for (i, r) in pipelines.iter().enumerate() {
+        if let Some(error) = r["error"].as_str() {
+            verdict.passed = false;
+            verdict.failures.push(Failure::Pipeline(
+                i,
+                Box::new(Failure::SystemFailed(error.to_string())),
+            ));
+            continue;
+        }
+        let m = measure(r, rate, frames);
+        let v = judge(&m, gates);
+        if !v.passed {
+            verdict.passed = false;
+            verdict.failures.extend(
+                v.failures
+                    .into_iter()
+                    .map(|f| Failure::Pipeline(i, Box::new(f))),
+            );
+        }
+        if slowest
+            .as_ref()
+            .is_none_or(|s| m.processed_rate < s.processed_rate)
+        {
+            slowest = Some(m);
+        }
+    }
+    let measurement = slowest.unwrap_or_else(|| measure(&Value::Null, rate, frames));
+    (measurement, verdict)
+}
+
+/// Under `--mps on`: a failure for each pipeline that uses a GPU (its report's `mps` is not
+/// null) but is not a client of the daemon.
+fn mps_failures(report: &Value) -> Vec<Failure> {
+    let single = [report.clone()];
+    let pipelines = report["pipelines"]
+        .as_array()
+        .map_or(&single[..], Vec::as_slice);
+    pipelines
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r["mps"].is_null() && r["mps"]["is_client"] != true)
+        .map(|(i, r)| {
+            let why = format!(
+                "not an MPS client ({})",
+                r["mps"]["checked"].as_str().unwrap_or("unchecked")
+            );
+            if report["pipelines"].is_array() {
+                Failure::Pipeline(i, Box::new(Failure::SystemFailed(why)))
+            } else {
+                Failure::SystemFailed(why)
+            }
+        })
+        .collect()
+}
+
+/// The report whose latency and rate a table row and the plot show: the run's own, or for
+/// several pipelines the one with the worst post-CPI p99.
+pub(super) fn representative(report: &Value) -> &Value {
+    match report["pipelines"].as_array() {
+        Some(pipelines) => pipelines
+            .iter()
+            .filter(|r| r.get("error").is_none())
+            .max_by(|a, b| {
+                let p99 = |r: &Value| r["latency"]["post_cpi"]["p99_ms"].as_f64().unwrap_or(0.0);
+                p99(a).total_cmp(&p99(b))
+            })
+            .unwrap_or(report),
+        None => report,
+    }
+}
+
+/// Runs `kplace send` to `port`; the inner error is the sender's own failure (a failed trial).
+pub(super) fn send(
+    ctx: &Trials<'_>,
+    port: u16,
+    cpi: Cpi,
+    rate: f64,
+    frames: u64,
+    times: Option<&Path>,
+) -> Result<Result<(), String>, TrialError> {
+    let sender = ctx
+        .sender_command(ctx.exe)
+        .args(sender_args(
+            port,
+            cpi,
+            rate,
+            frames,
+            ctx.args.seed,
+            ctx.args.sender_tick_us,
+        ))
+        .args(
+            times
+                .map(|t| [std::ffi::OsString::from("--times"), t.into()])
+                .into_iter()
+                .flatten(),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the sender: {e}")))?;
+    ctx.children.add(sender.id());
+    let id = sender.id();
+    let out = sender.wait_with_output();
+    ctx.children.remove(id);
+    let out = out.map_err(|e| TrialError::Spawn(format!("waiting for the sender: {e}")))?;
+    Ok(if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the sender failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    })
+}
+
+/// `kplace send`'s arguments for one trial's stream.
+fn sender_args(
+    port: u16,
+    cpi: Cpi,
+    rate: f64,
+    frames: u64,
+    seed: u64,
+    tick_us: u64,
+) -> Vec<String> {
+    [
+        "send".to_string(),
+        "--dest".into(),
+        format!("127.0.0.1:{port}"),
+        "--cpi".into(),
+        cpi.to_string(),
+        "--seed".into(),
+        seed.to_string(),
+        "--scene-frames".into(),
+        "16".into(),
+        "--frames".into(),
+        frames.to_string(),
+        "--rate".into(),
+        format!("{rate}"),
+        "--pacing-tick-us".into(),
+        tick_us.to_string(),
+    ]
+    .into()
+}
+
+/// Reads the receiver's stderr until it says where it listens; the rest is drained in the
+/// background so the child never blocks on a full pipe.
+pub(super) fn listening_port(child: &mut Child) -> Result<u16, String> {
+    listening_ports(child, 1).map(|ports| ports[0])
+}
+
+/// The ports of the first `count` "listening on udp://HOST:PORT" lines on `child`'s stderr
+/// (one per pipeline); the rest of its stderr is drained in the background. On end of output
+/// before that, what it printed.
+fn listening_ports(child: &mut Child, count: usize) -> Result<Vec<u16>, String> {
+    let Some(stderr) = child.stderr.take() else {
+        return Err("no stderr".into());
+    };
+    let mut reader = BufReader::new(stderr);
+    let mut seen = String::new();
+    let mut ports = Vec::with_capacity(count);
+    while ports.len() < count {
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return Err(seen.trim().to_string()),
+            Ok(_) => {}
+        }
+        seen.push_str(&line);
+        if let Some(port) = parse_listening_port(&line) {
+            ports.push(port);
+        }
+    }
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = reader.read_to_end(&mut sink);
+    });
+    Ok(ports)
+}
+
+fn parse_listening_port(line: &str) -> Option<u16> {
+    line.split("listening on udp://")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .rsplit(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn measure(report: &Value, rate: f64, frames_sent: u64) -> TrialMeasurement {
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let int = |v: &Value| v.as_u64().unwrap_or(0);
+    let latency = &report["latency"];
+    TrialMeasurement {
+        offered_rate: rate,
+        frames_sent,
+        frames_completed: int(&report["frames"]),
+        partial_frames: int(&report["partial_frames"]),
+        dropped_frames: int(&report["dropped_frames"]),
+        frames_failed_verification: int(&report["verification"]["frames_failed"]),
+        processed_rate: num(&report["throughput_cpi_per_s"]),
+        post_cpi_p99: Duration::from_secs_f64(num(&latency["post_cpi"]["p99_ms"]).max(0.0) / 1e3),
+        post_cpi_trend: num(&latency["post_cpi_trend_ms_per_s"]) / 1e3,
+        window: Duration::from_secs_f64(num(&report["wall_s"]).max(0.0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn report(frames: u64, rate: f64, p99_ms: f64) -> Value {
+        json!({"frames": frames, "partial_frames": 0, "dropped_frames": 0,
+               "verification": {"frames_failed": 0}, "throughput_cpi_per_s": rate,
+               "latency": {"post_cpi": {"p99_ms": p99_ms}, "post_cpi_trend_ms_per_s": 0.0},
+               "wall_s": 1.0})
+    }
+
+    #[test]
+    fn every_pipeline_is_judged_and_failures_name_it() {
+        let gates = Gates::default();
+        let one = report(100, 100.0, 1.0);
+        let (_, verdict) = judge_pipelines(&one, 100.0, 100, &gates);
+        assert!(verdict.passed, "{verdict}");
+        let two = json!({"pipelines": [report(100, 100.0, 1.0), report(90, 90.0, 1.0)]});
+        let (slowest, verdict) = judge_pipelines(&two, 100.0, 100, &gates);
+        assert!(!verdict.passed);
+        assert_eq!(slowest.processed_rate, 90.0, "the slowest pipeline is kept");
+        assert!(
+            verdict
+                .failures
+                .iter()
+                .all(|f| f.to_string().starts_with("pipeline 1: ")),
+            "{verdict}"
+        );
+        let broken = json!({"pipelines": [report(100, 100.0, 1.0), {"error": "no GPU"}]});
+        let (_, verdict) = judge_pipelines(&broken, 100.0, 100, &gates);
+        assert_eq!(
+            verdict
+                .failures
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["pipeline 1: the trial failed to run: no GPU"]
+        );
+    }
+
+    #[test]
+    fn under_mps_a_gpu_pipeline_that_is_not_a_client_fails() {
+        let client = json!({"mps": {"is_client": true, "checked": "daemon lists pid 7"}});
+        let fallback = json!({"mps": {"is_client": false, "checked": "not in the client list"}});
+        let cpu_only = json!({"mps": null});
+        assert!(mps_failures(&client).is_empty());
+        assert!(
+            mps_failures(&cpu_only).is_empty(),
+            "no context, no MPS to check"
+        );
+        assert_eq!(
+            mps_failures(&fallback)
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["the trial failed to run: not an MPS client (not in the client list)"]
+        );
+        let several = json!({"pipelines": [client, fallback, cpu_only]});
+        assert_eq!(
+            mps_failures(&several)
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["pipeline 1: the trial failed to run: not an MPS client (not in the client list)"]
+        );
+    }
+
+    #[test]
+    fn listening_lines_give_their_ports_and_the_sender_gets_the_tick() {
+        assert_eq!(
+            parse_listening_port(
+                "kplace run: pipeline 1: listening on udp://127.0.0.1:40123 (socket ...)"
+            ),
+            Some(40123)
+        );
+        assert_eq!(parse_listening_port("kplace run: graph ..."), None);
+        let cpi: Cpi = "1024x128".parse().unwrap();
+        let args = sender_args(9000, cpi, 250.5, 40, 7, 100);
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("--dest 127.0.0.1:9000")
+                && joined.contains("--rate 250.5")
+                && joined.contains("--pacing-tick-us 100")
+                && joined.contains("--seed 7"),
+            "{joined}"
+        );
+    }
+}

@@ -6,6 +6,20 @@ mod support;
 
 use std::process::Command;
 
+/// A search that ends in a few trials: small windows, a wide tolerance, 1/1 confirmation.
+const QUICK_SEARCH: &[&str] = &[
+    "--cpi",
+    "1024x128",
+    "--warmup-s",
+    "0.1",
+    "--window-s",
+    "0.3",
+    "--tolerance",
+    "0.5",
+    "--confirm",
+    "1",
+];
+
 /// Runs `kplace bisect-rate` with `args` into a fresh output directory, expecting success;
 /// returns its table, its JSON results, and the directory (for the files beside them).
 fn bisect(args: &[&str]) -> (String, serde_json::Value, tempfile::TempDir) {
@@ -362,24 +376,13 @@ fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
         "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
          --scene-frames 16 --idle-timeout-s 1 --detections {{detections}} --done-times {{times}}"
     );
-    let (stdout, json, _out_dir) = bisect(&[
-        "--cpi",
-        "1024x128",
-        "--start-rate",
-        "50",
-        "--warmup-s",
-        "0.1",
-        "--window-s",
-        "0.3",
-        "--tolerance",
-        "0.5",
-        "--confirm",
-        "1",
-        "--max-trials",
-        "4",
-        "--sut-cmd",
-        &sut,
-    ]);
+    let (stdout, json, _out_dir) = bisect(
+        &[
+            QUICK_SEARCH,
+            &["--start-rate", "50", "--max-trials", "4", "--sut-cmd", &sut],
+        ]
+        .concat(),
+    );
     let trials = json["results"][0]["trials"].as_array().unwrap();
     let first = &trials[0];
     assert_eq!(first["passed"], true, "50 CPI/s is easy: {first}");
@@ -398,26 +401,14 @@ fn sender_and_receiver_run_on_the_cpus_asked() {
     let allowed = kplace::affinity::CpuSet::allowed().unwrap();
     let sut = allowed.cpus()[0].to_string();
     let sender = allowed.cpus().last().unwrap().to_string();
-    let (_stdout, json, out_dir) = bisect(&[
-        "--cpi",
-        "1024x128",
-        "--warmup-s",
-        "0.1",
-        "--window-s",
-        "0.3",
-        "--tolerance",
-        "0.5",
-        "--confirm",
-        "1",
-        "--max-trials",
-        "12",
-        "--sender-tick-us",
-        "50",
-        "--sender-cpus",
-        &sender,
-        "--sut-cpus",
-        &sut,
-    ]);
+    let (_stdout, json, out_dir) = bisect(
+        &[
+            QUICK_SEARCH,
+            &["--max-trials", "12", "--sender-tick-us", "50"],
+            &["--sender-cpus", &sender, "--sut-cpus", &sut],
+        ]
+        .concat(),
+    );
     assert_eq!(json["settings"]["sender_cpus"], sender.as_str());
     assert_eq!(json["settings"]["sut_cpus"], sut.as_str());
     let trial = out_dir

@@ -218,6 +218,22 @@ mod tests {
         })
     }
 
+    /// Trial reports and results are read back from JSON text: a rate must come back as the
+    /// very f64 written, or a rate found in one file would not match itself in another.
+    #[test]
+    fn rates_survive_the_json_round_trip_exactly() {
+        // Geometric midpoints like the search's, from one whose double once came back 1 ulp off.
+        let mut rate = 40.0_f64 * 2f64.sqrt();
+        for _ in 0..2000 {
+            for value in [rate, 2.0 * rate, rate / 3.0] {
+                let back: f64 = serde_json::from_str(&serde_json::to_string(&value).unwrap())
+                    .expect("a number");
+                assert_eq!(back.to_bits(), value.to_bits(), "{value}");
+            }
+            rate = rate * (1.0 + rate.fract() / 10.0).sqrt();
+        }
+    }
+
     #[test]
     fn repeated_searches_report_their_spread_and_the_machines() {
         let results = [

@@ -44,42 +44,32 @@ fn bisect(args: &[&str]) -> (String, serde_json::Value, tempfile::TempDir) {
 
 #[test]
 fn a_short_search_finds_a_confirmed_rate_with_a_tested_failure_above_it() {
-    let out_dir = tempfile::tempdir().unwrap();
     let (_gpu_dir, gpu) = support::write_temp(
         "gpu.yaml",
         "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: gpu}\n",
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .current_dir(support::workspace())
-        .args([
-            "bisect-rate",
-            "--cpi",
-            "1024x128",
-            "--warmup-s",
-            "0.1",
-            "--window-s",
-            "0.3",
-        ])
-        .args(["--tolerance", "0.1", "--confirm", "2", "--max-trials", "30"])
-        .arg("--placements")
-        .arg(format!("placements/all-cpu.yaml,{}", gpu.display()))
-        .arg("--out")
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let placements = format!("placements/all-cpu.yaml,{}", gpu.display());
+    let (stdout, json, out_dir) = bisect(&[
+        "--cpi",
+        "1024x128",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--tolerance",
+        "0.1",
+        "--confirm",
+        "2",
+        "--max-trials",
+        "30",
+        "--placements",
+        &placements,
+    ]);
     assert!(stdout.contains("| all-cpu | 1024x128 |"), "{stdout}");
     assert!(
         stdout.contains("| gpu | 1024x128 | skipped: ") && stdout.contains("placed on gpu:0"),
         "{stdout}"
     );
-
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
-    )
-    .unwrap();
     let result = &json["results"][0];
     let sustained = result["sustained_cpi_per_s"]
         .as_f64()
@@ -122,43 +112,27 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
         "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
          --scene-frames 16 --idle-timeout-s 1 --detections {{detections}}"
     );
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(kplace)
-        .current_dir(support::workspace())
-        .args([
-            "bisect-rate",
-            "--cpi",
-            "1024x128",
-            "--warmup-s",
-            "0.1",
-            "--window-s",
-            "0.3",
-        ])
-        .args([
-            "--tolerance",
-            "0.2",
-            "--confirm",
-            "2",
-            "--max-trials",
-            "30",
-            "--bounds",
-        ])
-        .args(["--sut-cmd", &sut])
-        .arg("--out")
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, json, out_dir) = bisect(&[
+        "--cpi",
+        "1024x128",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--tolerance",
+        "0.2",
+        "--confirm",
+        "2",
+        "--max-trials",
+        "30",
+        "--bounds",
+        "--sut-cmd",
+        &sut,
+    ]);
     assert!(
         stdout.contains("| sut | 1024x128 |") && stdout.contains("sustained / min(bounds)"),
         "{stdout}"
     );
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
-    )
-    .unwrap();
     let result = &json["results"][0];
     assert!(
         result["sustained_cpi_per_s"]

@@ -20,11 +20,17 @@ pub(super) struct Bounds {
 
 impl Bounds {
     /// The lower of the two, where measured.
-    pub(super) fn least(&self) -> Option<f64> {
+    fn least(&self) -> Option<f64> {
         [self.ingest_only, self.kernel_only]
             .into_iter()
             .flatten()
             .reduce(f64::min)
+    }
+
+    /// `sustained` over the lower bound; `None` without either, or with a bound of zero.
+    pub(super) fn ratio(&self, sustained: Option<f64>) -> Option<f64> {
+        let least = self.least().filter(|&l| l > 0.0)?;
+        Some(sustained? / least)
     }
 
     fn to_json(self) -> Value {
@@ -42,15 +48,17 @@ pub(super) struct BracketedBounds {
 impl BracketedBounds {
     /// Each bound's mean over both measurements: the machine's speed across the search.
     pub(super) fn mean(&self) -> Bounds {
-        let mean = |a: Option<f64>, b: Option<Option<f64>>| match (a, b.flatten()) {
+        let mean = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => Some((a + b) / 2.0),
-            (a, None) => a,
-            (None, b) => b,
+            (a, b) => a.or(b),
         };
-        let after = self.after.as_ref();
+        let after = self.after.unwrap_or(Bounds {
+            ingest_only: None,
+            kernel_only: None,
+        });
         Bounds {
-            ingest_only: mean(self.before.ingest_only, after.map(|a| a.ingest_only)),
-            kernel_only: mean(self.before.kernel_only, after.map(|a| a.kernel_only)),
+            ingest_only: mean(self.before.ingest_only, after.ingest_only),
+            kernel_only: mean(self.before.kernel_only, after.kernel_only),
         }
     }
 
@@ -60,7 +68,7 @@ impl BracketedBounds {
         json!({
             "ingest_only_cpi_per_s": mean.ingest_only,
             "kernel_only_cpi_per_s": mean.kernel_only,
-            "sustained_over_min_bound": sustained.zip(mean.least()).map(|(s, l)| s / l),
+            "sustained_over_min_bound": mean.ratio(sustained),
             "before": self.before.to_json(),
             "after": self.after.map(Bounds::to_json),
         })
@@ -74,15 +82,8 @@ pub(super) fn measure_bounds(
 ) -> anyhow::Result<Bounds> {
     let frames = 2000u64;
     let mut receiver = ctx
-        .sut_command(ctx.exe)
-        .args([
-            "run",
-            "--source",
-            "udp://127.0.0.1:0",
-            "--idle-timeout-s",
-            "1",
-            "--ingest-only",
-        ])
+        .receiver_command()
+        .arg("--ingest-only")
         .args(["--cpi", &cpi.to_string(), "--frames", &frames.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

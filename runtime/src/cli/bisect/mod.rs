@@ -298,10 +298,10 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             for repeat in 0..args.repeat {
                 // Bounds on both sides of each search: the machine's speed drifts over minutes,
                 // and a ratio means something only against bounds from the same minutes.
-                let before = match args.bounds {
-                    true => Some(measure_bounds(&ctx, system, cpi)?),
-                    false => None,
-                };
+                let before = args
+                    .bounds
+                    .then(|| measure_bounds(&ctx, system, cpi))
+                    .transpose()?;
                 let label = if args.repeat > 1 {
                     format!("{name} #{repeat}")
                 } else {
@@ -364,10 +364,9 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                     }
                     Err(SearchError::InvalidConfig(e)) => bail!("invalid search: {e}"),
                 };
-                let after = match before {
-                    Some(_) if !interrupted => Some(measure_bounds(&ctx, system, cpi)?),
-                    _ => None,
-                };
+                let after = (before.is_some() && !interrupted)
+                    .then(|| measure_bounds(&ctx, system, cpi))
+                    .transpose()?;
                 let bounds = before.map(|before| BracketedBounds { before, after });
                 let at_result = result.sustained.and_then(|r| {
                     runs.iter()
@@ -524,6 +523,20 @@ impl Trials<'_> {
     fn sut_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         confined(program, self.args.sut_cpus.as_ref())
     }
+
+    /// `kplace run` receiving on an ephemeral loopback port (which it prints), ending 1 s
+    /// after the last packet: the start of every kplace receiver a sweep runs.
+    fn receiver_command(&self) -> Command {
+        let mut command = self.sut_command(self.exe);
+        command.args([
+            "run",
+            "--source",
+            "udp://127.0.0.1:0",
+            "--idle-timeout-s",
+            "1",
+        ]);
+        command
+    }
 }
 
 fn confined(program: impl AsRef<std::ffi::OsStr>, cpus: Option<&CpuSet>) -> Command {
@@ -558,6 +571,15 @@ fn trial_frames(args: &BisectArgs, rate: f64) -> (u64, u64) {
         ((rate * args.warmup_s).ceil() as u64).max(10),
         ((rate * args.window_s).ceil() as u64).max(30),
     )
+}
+
+/// What every trial does first: creates its directory `dir` and says how many frames it
+/// sends at `rate`, as (warm-up, all).
+fn begin_trial(args: &BisectArgs, dir: &Path, rate: f64) -> Result<(u64, u64), TrialError> {
+    fs::create_dir_all(dir)
+        .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
+    let (warmup, measured) = trial_frames(args, rate);
+    Ok((warmup, warmup + measured))
 }
 
 fn placement_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {

@@ -131,10 +131,9 @@ pub(super) fn table_row(
     };
     if let Some(b) = bounds {
         let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.1}"));
-        let ratio = match (sustained, b.least()) {
-            (Some(s), Some(l)) if l > 0.0 => format!("{:.3}", s / l),
-            _ => "n/a".into(),
-        };
+        let ratio = b
+            .ratio(sustained)
+            .map_or("n/a".to_string(), |r| format!("{r:.3}"));
         row += &format!(
             " {} | {} | {ratio} |",
             show(b.ingest_only),

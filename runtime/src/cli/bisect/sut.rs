@@ -15,7 +15,7 @@ use kplace_radar::{Cpi, Verifier, VerifyConfig, read_detections};
 use serde_json::json;
 
 use super::trial::send;
-use super::{BisectArgs, TrialError, TrialRun, Trials, failed, gates, scene, trial_frames};
+use super::{BisectArgs, TrialError, TrialRun, Trials, begin_trial, failed, gates, scene};
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
 /// verifying the detections file it writes. Without timestamps from the receiver, latency is
@@ -29,10 +29,7 @@ pub(super) fn sut_trial(
     index: usize,
 ) -> Result<TrialRun, TrialError> {
     let args = ctx.args;
-    fs::create_dir_all(dir)
-        .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
-    let (warmup, measured) = trial_frames(args, rate);
-    let frames = warmup + measured;
+    let (warmup, frames) = begin_trial(args, dir, rate)?;
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())

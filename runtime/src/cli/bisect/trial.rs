@@ -11,7 +11,7 @@ use kplace::rate::{Failure, Gates, Phase, TrialMeasurement, Verdict, judge};
 use kplace_radar::Cpi;
 use serde_json::Value;
 
-use super::{TrialError, TrialRun, Trials, failed, gates, mode_name, trial_frames};
+use super::{TrialError, TrialRun, Trials, begin_trial, failed, gates, mode_name};
 
 /// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
 pub(super) fn trial(
@@ -23,21 +23,11 @@ pub(super) fn trial(
     index: usize,
 ) -> Result<TrialRun, TrialError> {
     let args = ctx.args;
-    fs::create_dir_all(dir)
-        .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
-    let (warmup, measured) = trial_frames(args, rate);
-    let frames = warmup + measured;
+    let (warmup, frames) = begin_trial(args, dir, rate)?;
     let report_path = dir.join(format!("trial-{index}.json"));
     let _ = fs::remove_file(&report_path);
     let mut receiver = ctx
-        .sut_command(ctx.exe)
-        .args([
-            "run",
-            "--source",
-            "udp://127.0.0.1:0",
-            "--idle-timeout-s",
-            "1",
-        ])
+        .receiver_command()
         .arg("--graph")
         .arg(&args.graph)
         .arg("--placement")

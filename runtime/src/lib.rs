@@ -16,6 +16,7 @@ pub mod cuda;
 pub mod executor;
 pub mod graph;
 pub mod hog;
+pub mod interrupt;
 pub mod metrics;
 pub mod mps;
 pub mod placement;

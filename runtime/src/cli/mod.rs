@@ -5,15 +5,18 @@ mod bisect;
 mod devices;
 mod hog;
 mod mps;
+mod output;
 mod pipelines;
 mod plan;
 mod plot;
 mod radar;
+mod ready;
 mod report;
 mod run;
 mod send;
 mod verify;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -62,4 +65,13 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Hog(args) => hog::main(args),
         Command::Mps(args) => mps::main(args),
     }
+}
+
+/// Writes `line` and a newline to stderr in one write, so that lines of several processes or
+/// threads sharing it never interleave mid-line.
+pub(crate) fn say(line: &str) {
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

@@ -9,40 +9,56 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitCode, ExitStatus, Stdio};
+use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use kplace::interrupt;
 use serde_json::{Value, json};
 
-use super::report;
-use super::run::{PipelineMode, PipelineOutcome, RunArgs, Setup, SourceArg, bind, run_pipeline};
+use super::output::ReportOutput;
+use super::ready::{Readiness, announce, wait_ready};
+use super::run::{
+    PipelineMode, PipelineOutcome, PipelineOutputs, RunArgs, Setup, SourceArg, bind, exit_status,
+    interrupted, run_pipeline,
+};
 
 /// The schema of a several-pipeline report.
 pub const MULTI_SCHEMA: &str = "kplace-multi-run-report/1";
 
 /// N pipelines as threads of this process.
 pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let setup = Setup::new(args)?;
+    let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
+    let outputs = (0..n)
+        .map(|i| PipelineOutputs::open(args, Some(i)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let setup = Setup::new(args)?;
+    let readiness = Readiness::new(n, args.ready_file.clone());
     // Bind every receiver first, in order, so each pipeline's port is known (and printed)
     // before any sender can start.
     let mut sources = Vec::with_capacity(n);
     for i in 0..n {
         sources.push(match args.source {
             SourceArg::Replay => None,
-            SourceArg::Udp(addr) => Some(bind(args, addr, setup.cpi, Some(i))?),
+            SourceArg::Udp(addr) => Some(bind(args, addr, setup.cpi, Some(i), &readiness)?),
         });
     }
     let outcomes: Vec<anyhow::Result<PipelineOutcome>> = std::thread::scope(|scope| {
         let setup = &setup;
         let handles: Vec<_> = sources
             .into_iter()
+            .zip(outputs)
             .enumerate()
-            .map(|(i, udp)| {
+            .map(|(i, (udp, outputs))| {
                 std::thread::Builder::new()
                     .name(format!("pipeline-{i}"))
-                    .spawn_scoped(scope, move || run_pipeline(args, setup, udp, Some(i)))
+                    .spawn_scoped(scope, move || {
+                        run_pipeline(args, setup, udp, Some(i), outputs)
+                    })
             })
             .collect();
         handles
@@ -57,33 +73,57 @@ pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     });
     let mut reports = Vec::with_capacity(n);
     let mut failures = Vec::new();
+    let mut text = String::new();
     for (i, outcome) in outcomes.into_iter().enumerate() {
         match outcome {
             Ok(o) => {
-                print!("== pipeline {i}\n{}", o.text);
+                let _ = write!(text, "== pipeline {i}\n{}", o.text);
                 reports.push(o.report);
             }
             Err(e) => {
-                println!("== pipeline {i}\nfailed: {e:#}");
+                let _ = writeln!(text, "== pipeline {i}\nfailed: {e:#}");
                 failures.push(format!("pipeline {i}: {e:#}"));
                 reports.push(json!({"error": format!("{e:#}")}));
             }
         }
     }
-    finish(args, PipelineMode::Thread, reports, failures)
+    print!("{text}");
+    finish(PipelineMode::Thread, reports, failures, report_out)
 }
 
-/// N pipelines as child `kplace run` processes.
+/// Child processes that are killed and reaped if they outlive this guard (an error, a panic).
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// N pipelines as child `kplace run` processes. Each child dies with this process (a parent
+/// killed outright takes its children with it), writes its stderr through this process line
+/// by line, prefixed `[pipeline i]`, and tells its port through its readiness file; an
+/// interrupt of this process is passed on to every child.
 pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
     let dir =
         tempfile::tempdir().context("cannot create a directory for the pipelines' reports")?;
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     let base = child_args(&argv);
-    let mut children = Vec::with_capacity(n);
+    let parent = std::process::id();
+    let mut children = Children(Vec::with_capacity(n));
+    let mut relays = Vec::with_capacity(n);
+    let mut paths = Vec::with_capacity(n);
     for i in 0..n {
         let report = dir.path().join(format!("pipeline-{i}.json"));
+        let ready = dir.path().join(format!("pipeline-{i}.ready"));
         let mut command = Command::new(&exe);
         command.args(&base).arg("--report").arg(&report);
         match args.source {
@@ -95,7 +135,11 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
                         .context("--source: the port plus the pipeline count exceeds 65535")?;
                     addr.set_port(port);
                 }
-                command.arg("--source").arg(format!("udp://{addr}"))
+                command
+                    .arg("--source")
+                    .arg(format!("udp://{addr}"))
+                    .arg("--ready-file")
+                    .arg(&ready)
             }
         };
         if let Some(path) = &args.detections {
@@ -108,38 +152,128 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 .arg("--done-times")
                 .arg(super::run::pipeline_path(path, Some(i)));
         }
-        // Stderr is shared, so each child's "listening on" line reaches whoever reads ours.
-        let child = command
+        die_with_parent(&mut command, parent);
+        let mut child = command
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot start pipeline {i}"))?;
-        children.push((i, child, report));
+        relays.push(relay(i, child.stdout.take(), child.stderr.take()));
+        children.0.push(child);
+        paths.push((report, ready));
     }
+    if let SourceArg::Udp(_) = args.source {
+        let mut sources = Vec::with_capacity(n);
+        for (i, (child, (_, ready))) in children.0.iter_mut().zip(&paths).enumerate() {
+            // A GPU pipeline creates its context, modules and plans first: seconds, not minutes.
+            match wait_ready(child, ready, READY_TIMEOUT) {
+                Ok(mut addrs) => sources.append(&mut addrs),
+                Err(why) => {
+                    drop(children);
+                    bail!("pipeline {i} did not start: {why}");
+                }
+            }
+        }
+        announce(&sources, args.ready_file.as_deref());
+    }
+    let statuses = wait_all(&mut children.0)?;
     let mut reports = Vec::with_capacity(n);
     let mut failures = Vec::new();
-    for (i, child, path) in children {
-        let pid = child.id();
-        let output = child
-            .wait_with_output()
-            .with_context(|| format!("waiting for pipeline {i}"))?;
-        print!(
-            "== pipeline {i} (process {pid})\n{}",
-            String::from_utf8_lossy(&output.stdout)
-        );
-        match read_report(&path) {
+    for (i, ((status, relay), (report, _))) in
+        statuses.into_iter().zip(relays).zip(&paths).enumerate()
+    {
+        let stdout = relay.join().unwrap_or_default();
+        print!("== pipeline {i} (process {})\n{stdout}", status.0);
+        match read_report(report) {
             Some(report) => reports.push(report),
             None => {
                 failures.push(format!(
                     "pipeline {i} exited ({}) without a report",
-                    output.status
+                    status.1
                 ));
-                reports
-                    .push(json!({"error": format!("exited ({}) without a report", output.status)}));
+                reports.push(json!({"error": format!("exited ({}) without a report", status.1)}));
             }
         }
     }
-    finish(args, PipelineMode::Process, reports, failures)
+    finish(PipelineMode::Process, reports, failures, report_out)
+}
+
+/// How long a child pipeline may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Makes the child get SIGTERM when this process dies, however it dies.
+fn die_with_parent(command: &mut Command, parent: u32) {
+    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
+    // functions (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl: then nobody would send the signal.
+            if libc::getppid() as u32 != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    };
+}
+
+/// Relays a child's stderr line by line, `[pipeline i] ` first, in one write per line, and
+/// collects its stdout; the handle returns the stdout.
+fn relay(
+    index: usize,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+) -> std::thread::JoinHandle<String> {
+    if let Some(stderr) = stderr {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                match line {
+                    Ok(line) => super::say(&format!("[pipeline {index}] {line}")),
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+/// Waits for every child, passing an interrupt of this process on to those still running;
+/// returns each one's pid and status.
+fn wait_all(children: &mut [Child]) -> anyhow::Result<Vec<(u32, ExitStatus)>> {
+    let mut statuses: Vec<Option<ExitStatus>> = vec![None; children.len()];
+    let mut forwarded = false;
+    while statuses.iter().any(Option::is_none) {
+        if let (Some(signal), false) = (interrupt::received(), forwarded) {
+            forwarded = true;
+            for (child, status) in children.iter().zip(&statuses) {
+                if status.is_none() {
+                    // SAFETY: kill has no memory effects; the child is not yet reaped, so
+                    // its pid is still its own.
+                    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+                }
+            }
+        }
+        for (child, status) in children.iter_mut().zip(statuses.iter_mut()) {
+            if status.is_none() {
+                *status = child.try_wait().context("waiting for a pipeline")?;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(children
+        .iter()
+        .zip(statuses)
+        .map(|(c, s)| (c.id(), s.unwrap_or_default()))
+        .collect())
 }
 
 fn read_report(path: &Path) -> Option<Value> {
@@ -150,28 +284,27 @@ fn read_report(path: &Path) -> Option<Value> {
 
 /// Prints the aggregate, writes the report, and says whether every pipeline passed.
 fn finish(
-    args: &RunArgs,
     mode: PipelineMode,
     reports: Vec<Value>,
     failures: Vec<String>,
+    report_out: Option<ReportOutput>,
 ) -> anyhow::Result<ExitCode> {
     let aggregate = aggregate(&reports, mode);
-    print!("{}", aggregate_text(&aggregate));
+    let mut text = aggregate_text(&aggregate);
     for f in &failures {
-        println!("  {f}");
+        let _ = writeln!(text, "  {f}");
     }
-    if let Some(path) = &args.report {
-        report::write(
-            path,
-            &json!({"schema": MULTI_SCHEMA, "aggregate": aggregate, "pipelines": reports}),
-        )?;
+    print!("{text}");
+    if let Some(out) = report_out {
+        out.write(&json!({
+            "schema": MULTI_SCHEMA,
+            "aggregate": aggregate,
+            "pipelines": reports,
+            "interrupted": interrupted(),
+        }))?;
     }
     let passed = failures.is_empty() && aggregate["all_passed"].as_bool() == Some(true);
-    Ok(if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(exit_status(passed))
 }
 
 /// The aggregate of per-pipeline reports (`kplace-run-report/1` objects, or `{"error": ..}`
@@ -247,16 +380,17 @@ fn aggregate_text(a: &Value) -> String {
 
 /// Options each child gets from the parent's command line: everything but those the parent
 /// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`,
-/// `--done-times`),
+/// `--done-times`, `--ready-file`),
 /// in either `--flag value` or `--flag=value` form.
 pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
-    const PER_CHILD: [&str; 6] = [
+    const PER_CHILD: [&str; 7] = [
         "--pipelines",
         "--pipeline-mode",
         "--source",
         "--report",
         "--detections",
         "--done-times",
+        "--ready-file",
     ];
     let mut out = Vec::with_capacity(argv.len());
     let mut skip_value = false;

@@ -133,7 +133,7 @@ pub struct RadarSink<W: Write> {
     /// Frames that ended with packets missing: never processed, so never reported.
     pub partial_frames: u64,
     /// Where to write `frame_id,done_ns` (CLOCK_MONOTONIC) per frame, if anywhere.
-    done_times: Option<std::io::BufWriter<std::fs::File>>,
+    done_times: Option<Box<dyn Write + Send>>,
 }
 
 impl<W: Write> RadarSink<W> {
@@ -153,8 +153,8 @@ impl<W: Write> RadarSink<W> {
     /// Also writes each frame's completion time, `frame_id,done_ns` on CLOCK_MONOTONIC (the
     /// sender's clock in `kplace send --times`), to `file`: the protocol `bisect-rate
     /// --sut-cmd` uses to measure any receiver's post-CPI latency.
-    pub fn with_done_times(mut self, file: std::fs::File) -> Self {
-        self.done_times = Some(std::io::BufWriter::new(file));
+    pub fn with_done_times(mut self, out: Box<dyn Write + Send>) -> Self {
+        self.done_times = Some(out);
         self
     }
 

@@ -1,10 +1,8 @@
 //! The JSON report of a run (`kplace run --report FILE`), schema `kplace-run-report/1`,
 //! documented in docs/report.md.
 
-use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context;
 use kplace::affinity::CpuSet;
 use kplace::metrics::{LatencySummary, RunReport};
 use kplace::udp::IngestCounters;
@@ -90,6 +88,13 @@ pub fn to_json(
             "duplicates": c.duplicates,
             "late": c.late,
             "unexpected": c.unexpected,
+            "out_of_window": c.out_of_window,
+            "stray": c.stray,
+            "foreign": c.foreign,
+            "foreign_sources": c.foreign_sources.iter().map(|(a, n)| json!({"addr": a.to_string(), "packets": n})).collect::<Vec<_>>(),
+            "locked_source": c.locked_source.map(|a| a.to_string()),
+            "missed_frames": c.missed_frames,
+            "restarts": c.restarts,
             "dropped_packets": c.dropped_packets,
             "dropped_frames": c.dropped_frames,
             "complete_frames": c.complete_frames,
@@ -109,11 +114,4 @@ pub fn to_json(
             "reasons": summary.failure_reasons(config),
         },
     })
-}
-
-/// Writes the report to `path`.
-pub fn write(path: &Path, value: &Value) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value).context("cannot encode the report")?;
-    std::fs::write(path, text + "\n")
-        .with_context(|| format!("cannot write the report {}", path.display()))
 }

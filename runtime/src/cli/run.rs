@@ -1,9 +1,9 @@
 //! `kplace run`: the radar graph on a generated scene or a UDP chirp stream, every frame
 //! verified.
 
-use std::fs::File;
-use std::io::BufWriter;
+use std::io::Write;
 use std::net::SocketAddr;
+use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -13,16 +13,19 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use kplace::executor::{self, Source};
+use kplace::interrupt;
 use kplace::plan::Plan;
 use kplace::source::FrameReplay;
 use kplace::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
-use kplace::udp::{FrameBuffers, IngestCounters, UdpConfig, UdpSource};
+use kplace::udp::{AllowFrom, FrameBuffers, IngestCounters, UdpConfig, UdpSource};
 use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
 
 use super::args::{GraphArgs, SceneArgs};
+use super::output::{self, ReportOutput};
 use super::pipelines;
 use super::radar::{self, RadarSink};
+use super::ready::Readiness;
 use super::report;
 
 /// Where frames come from.
@@ -44,9 +47,24 @@ impl FromStr for SourceArg {
         let addr = s
             .strip_prefix("udp://")
             .ok_or_else(|| format!("unknown source {s:?}: expected replay or udp://HOST:PORT"))?;
-        addr.parse()
+        if let Ok(addr) = addr.parse() {
+            return Ok(SourceArg::Udp(addr));
+        }
+        // A host name: its first IPv4 address (what a sender to "localhost" reaches), else
+        // its first address.
+        let resolved: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| {
+                format!("invalid address in {s:?}: {e} (expected udp://HOST:PORT, e.g. udp://127.0.0.1:9000)")
+            })?
+            .collect();
+        resolved
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or(resolved.first())
+            .copied()
             .map(SourceArg::Udp)
-            .map_err(|e| format!("invalid address in {s:?}: {e} (expected udp://HOST:PORT, e.g. udp://127.0.0.1:9000)"))
+            .ok_or_else(|| format!("{s:?}: the host name resolves to no address"))
     }
 }
 
@@ -82,10 +100,21 @@ pub struct RunArgs {
     /// UDP: receive and assemble frames without processing them (the receiver's ceiling).
     #[arg(long)]
     ingest_only: bool,
+    /// UDP: accept packets only from this source, ADDR or ADDR:PORT (repeatable). Without
+    /// it the stream locks to the first sender; with it, another allowed sender (a restarted
+    /// one, on a new port) can take the stream over once a frame's worth of its packets
+    /// arrive in order. Every other source's packets are counted as foreign.
+    #[arg(long, value_name = "ADDR[:PORT]", value_parser = parse_allow)]
+    allow_from: Vec<Vec<AllowFrom>>,
+    /// UDP: once every pipeline takes packets (plan, pools, kernel states and socket ready),
+    /// write `{"schema": "kplace-ready/1", "pid": .., "sources": ["udp://HOST:PORT", ..]}` to
+    /// this file, atomically. A `kplace run: ready: ...` line on stderr says the same.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) ready_file: Option<PathBuf>,
     /// CFAR false-alarm probability (overrides the graph's; also sets the verifier's bound).
     #[arg(long)]
     pfa: Option<f64>,
-    /// Write every frame's clusters to this file, in the detection line format.
+    /// Write every frame's clusters to this file, in the detection line format (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub(crate) detections: Option<PathBuf>,
     /// Write `frame_id,done_ns` (CLOCK_MONOTONIC, the clock of `kplace send --times`) per
@@ -93,7 +122,8 @@ pub struct RunArgs {
     /// compute (`bisect-rate --sut-cmd ... {times}`).
     #[arg(long, value_name = "FILE")]
     pub(crate) done_times: Option<PathBuf>,
-    /// Write the run's report to this file as JSON (schema in docs/report.md).
+    /// Write the run's report to this file as JSON (schema in docs/report.md; `-`: stdout, and
+    /// the summary goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub(crate) report: Option<PathBuf>,
     /// Run N independent pipelines, each with its own slots, pools, kernel states, GPU streams,
@@ -108,9 +138,110 @@ pub struct RunArgs {
     pub(crate) pipeline_mode: PipelineMode,
 }
 
+fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
+    AllowFrom::parse(text)
+}
+
+impl RunArgs {
+    /// Refuses option values that could only waste a run or pass it vacuously.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.frames == 0 {
+            bail!("--frames must be at least 1: a run of no frames verifies nothing");
+        }
+        if self.warmup_frames >= self.frames {
+            bail!(
+                "--warmup-frames {} leaves no frame to measure out of --frames {}: use fewer warm-up frames",
+                self.warmup_frames,
+                self.frames
+            );
+        }
+        if self.frame_timeout_ms == 0 {
+            bail!("--frame-timeout-ms must be at least 1: with 0 every frame would end partial");
+        }
+        let outputs = [&self.report, &self.detections, &self.done_times];
+        if outputs
+            .iter()
+            .filter(|p| p.as_deref().is_some_and(output::is_stdout))
+            .count()
+            > 1
+        {
+            bail!("only one of --report, --detections and --done-times can be - (stdout)");
+        }
+        if self.pipelines > 1
+            && outputs
+                .iter()
+                .any(|p| p.as_deref().is_some_and(output::is_stdout))
+        {
+            bail!("- (stdout) takes one pipeline's output: give a file with --pipelines");
+        }
+        Ok(())
+    }
+
+    /// Whether an output goes to stdout, so that the summary goes to stderr.
+    pub(crate) fn stdout_taken(&self) -> bool {
+        [&self.report, &self.detections, &self.done_times]
+            .iter()
+            .any(|p| p.as_deref().is_some_and(output::is_stdout))
+    }
+
+    /// The allowed sources, flattened.
+    fn allowed(&self) -> Vec<AllowFrom> {
+        self.allow_from.iter().flatten().copied().collect()
+    }
+}
+
+/// The outputs of one pipeline, opened before it runs.
+pub(crate) struct PipelineOutputs {
+    detections: Option<Box<dyn Write + Send>>,
+    done_times: Option<Box<dyn Write + Send>>,
+}
+
+impl PipelineOutputs {
+    /// Opens pipeline `index`'s detections and completion-times files.
+    pub(crate) fn open(args: &RunArgs, index: Option<usize>) -> anyhow::Result<Self> {
+        Ok(Self {
+            detections: args
+                .detections
+                .as_ref()
+                .map(|p| output::open(&pipeline_path(p, index), "detections"))
+                .transpose()?,
+            done_times: args
+                .done_times
+                .as_ref()
+                .map(|p| output::open(&pipeline_path(p, index), "completion times"))
+                .transpose()?,
+        })
+    }
+}
+
+/// Prints a run's summary: to stdout, or to stderr when an output took stdout.
+pub(crate) fn print_summary(args: &RunArgs, text: &str) {
+    if args.stdout_taken() {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+}
+
+/// The exit status of a run that passed or not, or that an interrupt stopped.
+pub(crate) fn exit_status(passed: bool) -> ExitCode {
+    match interrupt::received() {
+        Some(signal) => ExitCode::from(interrupt::exit_code(signal)),
+        None if passed => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// What the report says of an interrupt: the signal's name, or null.
+pub(crate) fn interrupted() -> serde_json::Value {
+    interrupt::received().map_or(serde_json::Value::Null, |s| interrupt::name(s).into())
+}
+
 /// Plans, prepares the source, runs, verifies and reports: one pipeline, or several
 /// ([`super::pipelines`]).
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    args.check()?;
+    interrupt::install().context("cannot install the SIGINT/SIGTERM handler")?;
     if args.pipelines > 1 {
         if args.ingest_only {
             bail!("--ingest-only measures one receiver: drop --pipelines");
@@ -120,27 +251,26 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             PipelineMode::Process => pipelines::processes(&args),
         };
     }
+    let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
+    let outputs = PipelineOutputs::open(&args, None)?;
     let setup = Setup::new(&args)?;
+    let readiness = Readiness::new(1, args.ready_file.clone());
     let mut udp = match args.source {
         SourceArg::Replay if args.ingest_only => {
             bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)")
         }
         SourceArg::Replay => None,
-        SourceArg::Udp(addr) => Some(bind(&args, addr, setup.cpi, None)?),
+        SourceArg::Udp(addr) => Some(bind(&args, addr, setup.cpi, None, &readiness)?),
     };
     if let (Some(source), true) = (&mut udp, args.ingest_only) {
         return ingest_only(source, &args, setup.cpi);
     }
-    let outcome = run_pipeline(&args, &setup, udp, None)?;
-    print!("{}", outcome.text);
-    if let Some(path) = &args.report {
-        report::write(path, &outcome.report)?;
+    let outcome = run_pipeline(&args, &setup, udp, None, outputs)?;
+    print_summary(&args, &outcome.text);
+    if let Some(out) = report_out {
+        out.write(&outcome.report)?;
     }
-    Ok(if outcome.passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(exit_status(outcome.passed))
 }
 
 /// How several pipelines run.
@@ -212,6 +342,7 @@ pub(crate) fn run_pipeline(
     setup: &Setup,
     mut udp: Option<UdpSource>,
     index: Option<usize>,
+    outputs: PipelineOutputs,
 ) -> anyhow::Result<PipelineOutcome> {
     use std::fmt::Write as _;
     let cpi = setup.cpi;
@@ -237,15 +368,9 @@ pub(crate) fn run_pipeline(
         },
         args.scene.seed
     );
-    let writer = match &args.detections {
-        Some(path) => {
-            let path = pipeline_path(path, index);
-            let file =
-                File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-            Some(
-                DetectionWriter::new(BufWriter::new(file), cpi)
-                    .with_context(|| format!("cannot write {}", path.display()))?,
-            )
+    let writer = match outputs.detections {
+        Some(out) => {
+            Some(DetectionWriter::new(out, cpi).context("cannot write the detections file")?)
         }
         None => None,
     };
@@ -256,11 +381,8 @@ pub(crate) fn run_pipeline(
     )
     .with_template_period(setup.period);
     let mut sink = RadarSink::new(verifier, writer);
-    if let Some(path) = &args.done_times {
-        let path = pipeline_path(path, index);
-        let file =
-            File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        sink = sink.with_done_times(file);
+    if let Some(out) = outputs.done_times {
+        sink = sink.with_done_times(out);
     }
     let source: &mut dyn Source = match (&mut udp, &mut replay) {
         (Some(udp), _) => udp,
@@ -302,6 +424,14 @@ pub(crate) fn run_pipeline(
     let verifier = sink.finish()?;
     let (passed, verdict) = radar::verdict_text(&verifier, args.frames);
     text.push_str(&verdict);
+    if let Some(signal) = interrupt::received() {
+        let _ = writeln!(
+            text,
+            "interrupted by {}: intake stopped, the frames in flight finished ({} processed)",
+            interrupt::name(signal),
+            report.frames
+        );
+    }
     let facts = report::RunFacts {
         graph: &plan.graph.name,
         placement: &plan.placement.name,
@@ -319,6 +449,7 @@ pub(crate) fn run_pipeline(
     };
     let ingest = udp.as_ref().map(|u| u.counters());
     let mut json = report::to_json(&facts, &report, ingest, &verifier);
+    json["interrupted"] = interrupted();
     json["gpu_telemetry"] = serde_json::to_value(&telemetry)?;
     // Whether this process really is an MPS client: MPS falls back silently, so a result that
     // claims MPS must show it. Only a process with a CUDA context can be one.
@@ -365,12 +496,13 @@ pub(crate) fn pipeline_path(path: &std::path::Path, index: Option<usize>) -> Pat
 }
 
 /// Binds pipeline `index`'s receiver: on `addr`'s port plus the index (each its own
-/// ephemeral port for port 0).
+/// ephemeral port for port 0), telling `readiness` once it receives.
 pub(crate) fn bind(
     args: &RunArgs,
     addr: SocketAddr,
     cpi: Cpi,
     index: Option<usize>,
+    readiness: &Arc<Readiness>,
 ) -> anyhow::Result<UdpSource> {
     let mut addr = addr;
     if let Some(i) = index
@@ -393,13 +525,25 @@ pub(crate) fn bind(
         .ok()
         .filter(|d| !d.is_zero())
         .context("--idle-timeout-s must be a positive number of seconds")?;
-    let source = UdpSource::bind(config)?;
-    eprintln!(
-        "kplace run:{} listening on udp://{} (socket receive buffer {} KiB)",
-        index.map_or_else(String::new, |i| format!(" pipeline {i}:")),
+    config.allow_from = args.allowed();
+    let mut source = UdpSource::bind(config)?;
+    let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
+    let granted = source.counters().recv_buffer;
+    // Linux reports twice the usable size.
+    let frames_held = granted as f64 / 2.0 / shape.packet_bytes() as f64 / f64::from(shape.chirps);
+    super::say(&format!(
+        "kplace run:{name} listening on udp://{} (socket receive buffer {} KiB, {frames_held:.1} frames)",
         source.local_addr().unwrap_or(addr),
-        source.counters().recv_buffer / 1024
-    );
+        granted / 1024
+    ));
+    if frames_held < 2.0 {
+        super::say(&format!(
+            "kplace run:{name} warning: the socket buffer holds fewer than two frames; a stall of one frame loses packets (raise net.core.rmem_max, or run as root for SO_RCVBUFFORCE)"
+        ));
+    }
+    let readiness = Arc::clone(readiness);
+    let i = index.unwrap_or(0);
+    source.on_ready(Box::new(move |a| readiness.ready(i, a)));
     Ok(source)
 }
 
@@ -419,37 +563,52 @@ fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Resu
         counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9
     );
     print!("{}", counters_text(counters));
-    Ok(if counters.complete_frames == args.frames {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(exit_status(counters.complete_frames == args.frames))
 }
 
 fn counters_text(c: &IngestCounters) -> String {
+    use std::fmt::Write as _;
     let malformed: Vec<String> = Malformed::ALL
         .iter()
         .map(|m| format!("{} {}", m.name(), c.malformed(*m)))
         .collect();
-    format!(
-        "{}\n{}\n",
-        format_args!(
-            "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, malformed: {}",
-            c.packets,
-            c.in_place,
-            c.accepted,
-            c.duplicates,
-            c.late,
-            c.unexpected,
-            malformed.join(", ")
-        ),
-        format_args!(
-            "ingest: frames complete {}, partial {}, dropped {} ({} packets); socket buffer {} KiB",
-            c.complete_frames,
-            c.partial_frames,
-            c.dropped_frames,
-            c.dropped_packets,
-            c.recv_buffer / 1024
-        )
-    )
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, out of window {}, stray {}, foreign {}, malformed: {}",
+        c.packets,
+        c.in_place,
+        c.accepted,
+        c.duplicates,
+        c.late,
+        c.unexpected,
+        c.out_of_window,
+        c.stray,
+        c.foreign,
+        malformed.join(", ")
+    );
+    let _ = writeln!(
+        text,
+        "ingest: frames complete {}, partial {}, dropped {} ({} packets), missed {}; restarts {}; socket buffer {} KiB",
+        c.complete_frames,
+        c.partial_frames,
+        c.dropped_frames,
+        c.dropped_packets,
+        c.missed_frames,
+        c.restarts,
+        c.recv_buffer / 1024
+    );
+    if let Some(lock) = c.locked_source {
+        let _ = write!(text, "ingest: stream from {lock}");
+        if !c.foreign_sources.is_empty() {
+            let list: Vec<String> = c
+                .foreign_sources
+                .iter()
+                .map(|(a, n)| format!("{a} ({n})"))
+                .collect();
+            let _ = write!(text, "; foreign sources: {}", list.join(", "));
+        }
+        text.push('\n');
+    }
+    text
 }

@@ -96,9 +96,15 @@ impl<'r> Ingest<'r> {
         self.shared.schedule.packet_bytes as usize
     }
 
-    /// Whether the run is stopping; a source should return soon.
+    /// Frame slots of the run: frames in flight at most.
+    pub fn slots(&self) -> usize {
+        self.shared.slots.len()
+    }
+
+    /// Whether the run is stopping, or an interrupt asked intake to stop
+    /// ([`crate::interrupt`]); a source should return soon.
     pub fn stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::Acquire)
+        self.shared.stopping.load(Ordering::Acquire) || crate::interrupt::requested()
     }
 
     /// Waits for a free slot and opens frame `frame_id` in it; `None` when the run is

@@ -8,7 +8,7 @@ use kplace::bounds;
 use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
-use super::trial::listening_port;
+use super::trial::ready_ports;
 use super::{System, Trials, plan_for, scene};
 
 /// The receiver alone and the kernels alone, in CPI/s.
@@ -81,17 +81,23 @@ pub(super) fn measure_bounds(
     cpi: Cpi,
 ) -> anyhow::Result<Bounds> {
     let frames = 2000u64;
+    let ready = tempfile::NamedTempFile::new().context("cannot create a readiness file")?;
+    let ready = ready.into_temp_path();
+    let _ = std::fs::remove_file(&ready);
     let mut receiver = ctx
         .receiver_command()
         .arg("--ingest-only")
+        .arg("--ready-file")
+        .arg(&ready)
         .args(["--cpi", &cpi.to_string(), "--frames", &frames.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .context("cannot start the ingest-only receiver")?;
     ctx.children.add(receiver.id());
-    let ingest_only = match listening_port(&mut receiver) {
-        Ok(port) => {
+    let ingest_only = match ready_ports(&mut receiver, &ready) {
+        Ok(ports) => {
+            let port = ports.first().copied().unwrap_or(0);
             let burst = ctx
                 .sender_command(ctx.exe)
                 .args([

@@ -2,7 +2,7 @@
 //! placement, judged on the run's JSON report (every pipeline's, with several).
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -10,6 +10,8 @@ use std::time::Duration;
 use kplace::rate::{Failure, Gates, Phase, TrialMeasurement, Verdict, judge};
 use kplace_radar::Cpi;
 use serde_json::Value;
+
+use crate::cli::ready::wait_ready;
 
 use super::{TrialError, TrialRun, Trials, begin_trial, failed, gates, mode_name};
 
@@ -25,7 +27,9 @@ pub(super) fn trial(
     let args = ctx.args;
     let (warmup, frames) = begin_trial(args, dir, rate)?;
     let report_path = dir.join(format!("trial-{index}.json"));
+    let ready_path = dir.join(format!("trial-{index}.ready"));
     let _ = fs::remove_file(&report_path);
+    let _ = fs::remove_file(&ready_path);
     let mut receiver = ctx
         .receiver_command()
         .arg("--graph")
@@ -48,6 +52,8 @@ pub(super) fn trial(
         ])
         .arg("--report")
         .arg(&report_path)
+        .arg("--ready-file")
+        .arg(&ready_path)
         .args([
             "--pipelines",
             &args.pipelines.to_string(),
@@ -60,7 +66,7 @@ pub(super) fn trial(
         .spawn()
         .map_err(|e| TrialError::Spawn(format!("cannot start the receiver: {e}")))?;
     ctx.children.add(receiver.id());
-    let ports = match listening_ports(&mut receiver, args.pipelines as usize) {
+    let ports = match ready_ports(&mut receiver, &ready_path) {
         Ok(ports) => ports,
         Err(stderr) => {
             let _ = receiver.kill();
@@ -283,50 +289,32 @@ fn sender_args(
     .into()
 }
 
-/// Reads the receiver's stderr until it says where it listens; the rest is drained in the
-/// background so the child never blocks on a full pipe.
-pub(super) fn listening_port(child: &mut Child) -> Result<u16, String> {
-    listening_ports(child, 1).map(|ports| ports[0])
-}
-
-/// The ports of the first `count` "listening on udp://HOST:PORT" lines on `child`'s stderr
-/// (one per pipeline); the rest of its stderr is drained in the background. On end of output
-/// before that, what it printed.
-fn listening_ports(child: &mut Child, count: usize) -> Result<Vec<u16>, String> {
-    let Some(stderr) = child.stderr.take() else {
-        return Err("no stderr".into());
-    };
-    let mut reader = BufReader::new(stderr);
-    let mut seen = String::new();
-    let mut ports = Vec::with_capacity(count);
-    while ports.len() < count {
-        let mut line = String::new();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return Err(seen.trim().to_string()),
-            Ok(_) => {}
+/// The ports `child` listens on, from its readiness file (one per pipeline), once every
+/// pipeline takes packets; its stderr is drained in the background so it never blocks on a
+/// full pipe, and is what the error says if it ends first.
+pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, String> {
+    let stderr = child.stderr.take();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut stderr) = stderr {
+            let _ = stderr.read_to_string(&mut text);
         }
-        seen.push_str(&line);
-        if let Some(port) = parse_listening_port(&line) {
-            ports.push(port);
+        let _ = tx.send(text);
+    });
+    match wait_ready(child, ready, READY_TIMEOUT) {
+        Ok(sources) => Ok(sources.iter().map(|a| a.port()).collect()),
+        Err(why) => {
+            let _ = child.kill();
+            let stderr = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+            Err(format!("{why}: {}", stderr.trim()))
         }
     }
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = reader.read_to_end(&mut sink);
-    });
-    Ok(ports)
 }
 
-fn parse_listening_port(line: &str) -> Option<u16> {
-    line.split("listening on udp://")
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .rsplit(':')
-        .next()?
-        .parse()
-        .ok()
-}
+/// How long a receiver may take to become ready (a GPU placement creates its context,
+/// modules and plans first).
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
 fn measure(report: &Value, rate: f64, frames_sent: u64) -> TrialMeasurement {
     let num = |v: &Value| v.as_f64().unwrap_or(0.0);
@@ -416,14 +404,7 @@ mod tests {
     }
 
     #[test]
-    fn listening_lines_give_their_ports_and_the_sender_gets_the_tick() {
-        assert_eq!(
-            parse_listening_port(
-                "kplace run: pipeline 1: listening on udp://127.0.0.1:40123 (socket ...)"
-            ),
-            Some(40123)
-        );
-        assert_eq!(parse_listening_port("kplace run: graph ..."), None);
+    fn the_sender_gets_the_tick() {
         let cpi: Cpi = "1024x128".parse().unwrap();
         let args = sender_args(9000, cpi, 250.5, 40, 7, 100);
         let joined = args.join(" ");

@@ -1,0 +1,141 @@
+//! Readiness: the moment every pipeline of a `kplace run` takes packets, told once on stderr
+//! (`kplace run: ready: udp://HOST:PORT ...`) and, with `--ready-file PATH`, in a JSON file
+//! written atomically (`{"schema": "kplace-ready/1", "pid": ..., "sources": [...]}`), so a
+//! sender started then loses nothing. A receiver is ready once its plan, pools, kernel states
+//! (NVRTC modules, cuFFT plans) and socket exist: when its receive loop starts.
+//!
+//! [`wait_ready`] is the other side: it waits for a child's file, never longer than a stated
+//! time, and says why when the child ended first.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+/// The schema of a readiness file.
+pub const SCHEMA: &str = "kplace-ready/1";
+
+/// Collects each pipeline's address and announces readiness when the last one arrives.
+#[derive(Debug)]
+pub(crate) struct Readiness {
+    file: Option<PathBuf>,
+    sources: Mutex<Vec<Option<SocketAddr>>>,
+}
+
+impl Readiness {
+    /// Readiness of `pipelines` receivers, written to `file` too if given.
+    pub(crate) fn new(pipelines: usize, file: Option<PathBuf>) -> Arc<Self> {
+        Arc::new(Self {
+            file,
+            sources: Mutex::new(vec![None; pipelines]),
+        })
+    }
+
+    /// Pipeline `index` listens on `addr`; the last to arrive announces.
+    pub(crate) fn ready(&self, index: usize, addr: SocketAddr) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(place) = sources.get_mut(index) {
+            *place = Some(addr);
+        }
+        if sources.iter().all(Option::is_some) {
+            let all: Vec<SocketAddr> = sources.iter().flatten().copied().collect();
+            announce(&all, self.file.as_deref());
+        }
+    }
+}
+
+/// Says on stderr (one write) and in `file` that `sources` take packets.
+pub(crate) fn announce(sources: &[SocketAddr], file: Option<&Path>) {
+    let list: Vec<String> = sources.iter().map(|a| format!("udp://{a}")).collect();
+    super::say(&format!("kplace run: ready: {}", list.join(" ")));
+    if let Some(path) = file
+        && let Err(e) = write_file(path, sources)
+    {
+        super::say(&format!("kplace run: warning: {e:#}"));
+    }
+}
+
+/// Writes the readiness file atomically: a temporary file beside it, renamed over it.
+pub(crate) fn write_file(path: &Path, sources: &[SocketAddr]) -> anyhow::Result<()> {
+    let value = json!({
+        "schema": SCHEMA,
+        "pid": std::process::id(),
+        "sources": sources.iter().map(|a| format!("udp://{a}")).collect::<Vec<_>>(),
+    });
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write the ready file {}", path.display()))?;
+    writeln!(tmp, "{value}")
+        .with_context(|| format!("cannot write the ready file {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write the ready file {}", path.display()))?;
+    Ok(())
+}
+
+/// The sources a readiness file lists; `None` while it does not exist or is not one.
+pub(crate) fn read_file(path: &Path) -> Option<Vec<SocketAddr>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    if value["schema"] != SCHEMA {
+        return None;
+    }
+    value["sources"]
+        .as_array()?
+        .iter()
+        .map(|s| s.as_str()?.strip_prefix("udp://")?.parse().ok())
+        .collect()
+}
+
+/// Waits until `child` writes its readiness file `path`, for at most `timeout`; `Err` says
+/// why not (the child ended first, with its status, or the time ran out).
+pub(crate) fn wait_ready(
+    child: &mut Child,
+    path: &Path,
+    timeout: Duration,
+) -> Result<Vec<SocketAddr>, String> {
+    let start = Instant::now();
+    loop {
+        if let Some(sources) = read_file(path) {
+            return Ok(sources);
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => return Err(format!("it exited ({status}) before it was ready")),
+            Ok(None) => {}
+            Err(e) => return Err(format!("cannot check on it: {e}")),
+        }
+        if start.elapsed() >= timeout {
+            return Err(format!("it was not ready after {} s", timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_lists_every_source_once_all_are_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ready.json");
+        let r = Readiness::new(2, Some(path.clone()));
+        r.ready(1, "127.0.0.1:9001".parse().unwrap());
+        assert_eq!(read_file(&path), None, "not before the last pipeline");
+        r.ready(0, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            read_file(&path).unwrap(),
+            vec![
+                "127.0.0.1:9000".parse::<SocketAddr>().unwrap(),
+                "127.0.0.1:9001".parse().unwrap()
+            ]
+        );
+    }
+}

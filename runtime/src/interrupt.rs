@@ -1,0 +1,65 @@
+//! Ending a run cleanly on SIGINT or SIGTERM.
+//!
+//! [`install`] replaces the two signals' default action (death on the spot) with a handler
+//! that only records the signal. Sources poll [`requested`] (through
+//! [`crate::executor::Ingest::stopping`]) and stop taking input; the frames in flight finish,
+//! and the program writes its report and exits with [`exit_code`] (130 for SIGINT, 143 for
+//! SIGTERM, as a shell reports a process killed by them). The handler is installed with
+//! `SA_RESETHAND`, so a second signal of the same kind kills at once: a wedged run can still
+//! be stopped. Until `install` is called, [`requested`] is always false.
+
+use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The first signal received; 0 for none.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn record(signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    let _ = SIGNAL.compare_exchange(0, signal, Ordering::AcqRel, Ordering::Acquire);
+}
+
+/// Records SIGINT and SIGTERM instead of dying of them (see the module docs).
+pub fn install() -> io::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is plain data; zero is a valid empty mask and flags.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = record as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        // SAFETY: the mask is a valid sigset_t inside `action`.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: `action` is a valid sigaction whose handler is async-signal-safe; the old
+        // action is not asked for.
+        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The signal that asked the run to stop, if one did.
+pub fn received() -> Option<i32> {
+    match SIGNAL.load(Ordering::Acquire) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Whether a signal asked the run to stop.
+pub fn requested() -> bool {
+    SIGNAL.load(Ordering::Relaxed) != 0
+}
+
+/// The signal's name: `SIGINT`, `SIGTERM`, or its number.
+pub fn name(signal: i32) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+/// The exit status of a program that stopped for `signal`: 128 plus its number.
+pub fn exit_code(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(255)
+}

@@ -1,0 +1,93 @@
+//! Plain frame buffers to assemble into without processing: `kplace run --ingest-only`.
+
+use super::Assembly;
+use crate::executor::{BeginError, PacketStatus};
+use crate::pool::{Block, Pool, PoolError};
+
+/// Plain frame buffers to assemble into without processing: the receiver's own ceiling.
+///
+/// Frames are opened in a ring of `slots` buffers and released as soon as they end, so the
+/// measurement is the receive path alone (parsing, placement, bookkeeping).
+pub struct FrameBuffers {
+    packet_bytes: usize,
+    packets: u64,
+    // Raw blocks: their bytes are written by the kernel through the places handed out.
+    _pool: Pool,
+    buffers: Vec<Block>,
+    present: Vec<Vec<bool>>,
+    received: Vec<u64>,
+    free: Vec<usize>,
+}
+
+/// A frame open in [`FrameBuffers`].
+#[derive(Debug)]
+pub struct BufferFrame {
+    slot: usize,
+    frame_id: u64,
+}
+
+impl FrameBuffers {
+    /// `slots` buffers of `packets` packets of `packet_bytes` bytes.
+    pub fn new(slots: usize, packets: u64, packet_bytes: usize) -> Result<Self, PoolError> {
+        let mut pool = Pool::host("ingest-only", packets * packet_bytes as u64, slots)?;
+        let buffers = std::iter::from_fn(|| pool.take()).collect();
+        Ok(Self {
+            packet_bytes,
+            packets,
+            _pool: pool,
+            buffers,
+            present: vec![vec![false; packets as usize]; slots],
+            received: vec![0; slots],
+            free: (0..slots).rev().collect(),
+        })
+    }
+}
+
+impl Assembly for FrameBuffers {
+    type Frame = BufferFrame;
+
+    fn capacity(&self) -> usize {
+        self.buffers.len()
+    }
+    fn try_begin(&mut self, frame_id: u64) -> Result<BufferFrame, BeginError> {
+        let slot = self.free.pop().ok_or(BeginError::NoFreeSlot)?;
+        self.present[slot].fill(false);
+        self.received[slot] = 0;
+        Ok(BufferFrame { slot, frame_id })
+    }
+    fn id(frame: &BufferFrame) -> u64 {
+        frame.frame_id
+    }
+    fn place(&self, frame: &BufferFrame, index: u64) -> Option<*mut u8> {
+        if *self.present[frame.slot].get(index as usize)? {
+            return None;
+        }
+        // SAFETY: index < packets, so the offset is inside the block.
+        Some(unsafe {
+            self.buffers[frame.slot]
+                .ptr
+                .add(index as usize * self.packet_bytes)
+        })
+    }
+    fn done(&mut self, frame: &BufferFrame, index: u64) -> PacketStatus {
+        match self.present[frame.slot].get_mut(index as usize) {
+            None => PacketStatus::OutOfRange,
+            Some(true) => PacketStatus::Duplicate,
+            Some(p) => {
+                *p = true;
+                self.received[frame.slot] += 1;
+                PacketStatus::Accepted
+            }
+        }
+    }
+    fn received(&self, frame: &BufferFrame) -> u64 {
+        self.received[frame.slot]
+    }
+    fn finish(&mut self, frame: BufferFrame) -> bool {
+        self.free.push(frame.slot);
+        self.received[frame.slot] == self.packets
+    }
+    fn stopping(&self) -> bool {
+        crate::interrupt::requested()
+    }
+}

@@ -1,0 +1,353 @@
+//! The UDP chirp receiver: a [`Source`] that assembles frames from one-chirp packets, and
+//! survives whatever else arrives.
+//!
+//! Packets arrive in batches ([`socket`]: `recvmmsg`, with each sender's address). Each
+//! payload is received straight into the place predicted for it, so in-order chirps cost no
+//! copy ([`receiver`]). Every datagram is counted once, under exactly one name
+//! ([`IngestCounters`]): malformed by class ([`wire::classify`]), `foreign` (another source
+//! than the stream's), `unexpected` (outside the expected frame ids), `out_of_window` (too far
+//! ahead), `late` (its frame ended), `duplicates`, `stray` (held as a frame's first packet,
+//! never confirmed), `dropped_packets` (its frame found no slot) or `accepted`.
+//!
+//! What may build a frame ([`stream`], [`stash`]):
+//! - **One source.** The stream locks to the first sender that opens a frame (or, with
+//!   [`UdpConfig::allow_from`], to an allowed one); chirps of two sources never share a frame.
+//! - **A frame window.** A frame opens only within [`window`] frames ahead of the newest, and
+//!   only on its second packet from that source: one stray packet, whatever it names, never
+//!   takes a slot, never ends a frame and never moves the stream. A sender that really jumped
+//!   (restarted, or back after a long loss) is followed once a frame's worth of its packets
+//!   (at most 64) arrive in order, the frames it skipped counted as `missed_frames`.
+//!
+//! Frames are opened without waiting for a slot: a frame that finds none is dropped whole
+//! (counted, with its packets), so a sender faster than the pipeline shows as drops, never as a
+//! wedge or unbounded memory. A frame is finished when its last chirp arrives, or as partial
+//! when no packet of it arrived for the frame timeout, or when more frames are open than the
+//! receiver keeps. Timeouts are judged only when the socket is drained, so a receiver thread
+//! held up longer than the frame timeout reads the packets that waited for it instead of
+//! ending their frame as partial. The receiver stops after the expected number of frames,
+//! after the idle timeout (counted from the start, so a receiver nobody sends to ends too), or
+//! when the run stops (an interrupt included).
+
+mod buffers;
+mod receiver;
+pub mod socket;
+mod stash;
+pub mod stream;
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+pub use buffers::{BufferFrame, FrameBuffers};
+pub use stream::AllowFrom;
+
+use crate::executor::{BeginError, Ingest, OpenFrame, PacketStatus, Source, SourceError};
+use crate::wire::{self, Malformed, WireShape};
+use receiver::Receiver;
+use socket::SocketDatagrams;
+
+/// Messages received per `recvmmsg` call.
+pub const DEFAULT_BATCH: usize = 64;
+/// How long one receive waits before the receiver checks its timeouts and stop conditions.
+const POLL: Duration = Duration::from_millis(5);
+/// The largest UDP payload over IPv4: 65,535 minus the IP and UDP headers.
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// Frames a stream may open ahead of its newest, for a store holding `capacity` frames:
+/// twice the frames in flight plus those being assembled.
+pub fn window(capacity: usize) -> u64 {
+    receiver::window(capacity)
+}
+
+/// What the receiver listens for and when it stops.
+#[derive(Clone, Debug)]
+pub struct UdpConfig {
+    /// The address to bind.
+    pub bind: SocketAddr,
+    /// The packets' shape: the configured CPI.
+    pub shape: WireShape,
+    /// Frames expected: wire ids `first_frame_id .. first_frame_id + frames`; the receiver
+    /// stops once each is complete, partial, dropped or passed over. `None`: until idle or
+    /// stopped.
+    pub frames: Option<u64>,
+    /// The wire id of the first frame; run frame ids count from it.
+    pub first_frame_id: u32,
+    /// A frame that received no packet for this long ends as partial. Judged when the socket
+    /// holds no more packets, so a receiver held up for longer than this loses nothing.
+    pub frame_timeout: Duration,
+    /// With no packet for this long (counted from the start), the receiver stops; likewise
+    /// judged on an empty socket.
+    pub idle_timeout: Duration,
+    /// Socket receive buffer to ask for, in bytes.
+    pub recv_buffer: usize,
+    /// Messages per `recvmmsg`.
+    pub batch: usize,
+    /// Sources that may feed the stream; empty: the first sender to open a frame, alone.
+    pub allow_from: Vec<AllowFrom>,
+}
+
+impl UdpConfig {
+    /// Defaults for `shape` on `bind`: 20 ms frame timeout, 2 s idle timeout, 64 MiB socket
+    /// buffer, batches of 64, the first sender locked.
+    pub fn new(bind: SocketAddr, shape: WireShape) -> Self {
+        Self {
+            bind,
+            shape,
+            frames: None,
+            first_frame_id: 0,
+            frame_timeout: Duration::from_millis(20),
+            idle_timeout: Duration::from_secs(2),
+            recv_buffer: 64 << 20,
+            batch: DEFAULT_BATCH,
+            allow_from: Vec::new(),
+        }
+    }
+}
+
+/// Everything the receiver counted. Every datagram is counted once: `packets` is the sum of
+/// `accepted`, `malformed`, `foreign`, `unexpected`, `out_of_window`, `late`, `duplicates`,
+/// `stray` and `dropped_packets`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngestCounters {
+    /// Datagrams received.
+    pub packets: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Packets stored in their frame.
+    pub accepted: u64,
+    /// Payloads that landed where predicted (no copy).
+    pub in_place: u64,
+    /// Malformed packets, per class, in [`Malformed::ALL`] order.
+    pub malformed: [u64; 4],
+    /// Packets from a source other than the stream's (or not allowed).
+    pub foreign: u64,
+    /// Packets of a chirp already present.
+    pub duplicates: u64,
+    /// Packets of a frame already ended or passed over.
+    pub late: u64,
+    /// Packets of a frame further ahead than the window.
+    pub out_of_window: u64,
+    /// Packets held as the first of a frame that no second packet confirmed.
+    pub stray: u64,
+    /// Packets of a frame dropped for want of a slot.
+    pub dropped_packets: u64,
+    /// Frames dropped whole for want of a free slot.
+    pub dropped_frames: u64,
+    /// Frames ended with every chirp.
+    pub complete_frames: u64,
+    /// Frames ended with chirps missing.
+    pub partial_frames: u64,
+    /// Frames the stream passed over with none of their packets stored.
+    pub missed_frames: u64,
+    /// Times the stream was followed to a new position or source (a sender restart).
+    pub restarts: u64,
+    /// Packets with a frame id outside the expected range.
+    pub unexpected: u64,
+    /// The source the stream locked to.
+    pub locked_source: Option<SocketAddr>,
+    /// Foreign sources with their packets (the first 16 by address).
+    pub foreign_sources: Vec<(SocketAddr, u64)>,
+    /// The socket receive buffer the kernel granted, in bytes.
+    pub recv_buffer: usize,
+    /// From the first batch of packets to the last: the time the receiver was receiving.
+    pub receiving: Duration,
+}
+
+impl IngestCounters {
+    /// Malformed packets of one class.
+    pub fn malformed(&self, class: Malformed) -> u64 {
+        self.malformed[Malformed::ALL.iter().position(|c| *c == class).unwrap_or(0)]
+    }
+
+    /// The sum of every class a datagram is counted under: equals `packets` once the
+    /// receiver has returned.
+    pub fn classified(&self) -> u64 {
+        self.accepted
+            + self.malformed.iter().sum::<u64>()
+            + self.foreign
+            + self.unexpected
+            + self.out_of_window
+            + self.late
+            + self.duplicates
+            + self.stray
+            + self.dropped_packets
+    }
+}
+
+/// Why the receiver could not start or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UdpError {
+    /// The socket could not be bound or configured.
+    #[error("cannot listen on udp://{addr}: {cause}")]
+    Socket {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        cause: io::Error,
+    },
+    /// The graph's source buffer does not hold one chirp per packet of this shape.
+    #[error(
+        "the graph's source takes {got} bytes per packet, but a {samples}-sample chirp has {want}"
+    )]
+    Shape {
+        /// Bytes per packet place in the source tensor.
+        got: usize,
+        /// Payload bytes of the configured chirp.
+        want: usize,
+        /// Samples per chirp.
+        samples: u32,
+    },
+    /// One chirp does not fit in a UDP datagram.
+    #[error(
+        "a {samples}-sample chirp makes {bytes}-byte packets, more than a UDP datagram carries ({MAX_DATAGRAM}); use at most {} samples per chirp",
+        (MAX_DATAGRAM - wire::HEADER_BYTES) / 4
+    )]
+    TooLarge {
+        /// Samples per chirp.
+        samples: u32,
+        /// Bytes per packet.
+        bytes: usize,
+    },
+}
+
+/// A frame store the receiver assembles into: the executor's [`Ingest`], or plain buffers for
+/// ingest-only runs.
+pub trait Assembly {
+    /// A frame being assembled.
+    type Frame;
+    /// Frames the store holds at once (slots): sizes the frame window.
+    fn capacity(&self) -> usize;
+    /// Opens frame `frame_id` without waiting.
+    fn try_begin(&mut self, frame_id: u64) -> Result<Self::Frame, BeginError>;
+    /// The frame's id.
+    fn id(frame: &Self::Frame) -> u64;
+    /// The place of absent packet `index`, or `None` if present or out of range.
+    fn place(&self, frame: &Self::Frame, index: u64) -> Option<*mut u8>;
+    /// Marks packet `index` written.
+    fn done(&mut self, frame: &Self::Frame, index: u64) -> PacketStatus;
+    /// Packets present.
+    fn received(&self, frame: &Self::Frame) -> u64;
+    /// Ends the frame; true if it was complete.
+    fn finish(&mut self, frame: Self::Frame) -> bool;
+    /// Whether the receiver should stop.
+    fn stopping(&self) -> bool;
+}
+
+impl Assembly for Ingest<'_> {
+    type Frame = OpenFrame;
+
+    fn capacity(&self) -> usize {
+        self.slots()
+    }
+    fn try_begin(&mut self, frame_id: u64) -> Result<OpenFrame, BeginError> {
+        self.try_begin_frame(frame_id)
+    }
+    fn id(frame: &OpenFrame) -> u64 {
+        frame.frame_id()
+    }
+    fn place(&self, frame: &OpenFrame, index: u64) -> Option<*mut u8> {
+        self.packet_place(frame, index)
+    }
+    fn done(&mut self, frame: &OpenFrame, index: u64) -> PacketStatus {
+        self.packet_done(frame, index)
+    }
+    fn received(&self, frame: &OpenFrame) -> u64 {
+        Ingest::received(self, frame)
+    }
+    fn finish(&mut self, frame: OpenFrame) -> bool {
+        Ingest::finish(self, frame)
+    }
+    fn stopping(&self) -> bool {
+        Ingest::stopping(self)
+    }
+}
+
+/// Called once the receiver starts receiving, with the address it listens on: the moment a
+/// sender may start without losing a packet.
+pub type OnReady = Box<dyn FnOnce(SocketAddr) + Send>;
+
+/// The UDP receiver.
+pub struct UdpSource {
+    socket: UdpSocket,
+    config: UdpConfig,
+    counters: IngestCounters,
+    on_ready: Option<OnReady>,
+}
+
+impl UdpSource {
+    /// Checks that a chirp fits a datagram, binds the socket and sizes its receive buffer.
+    pub fn bind(config: UdpConfig) -> Result<Self, UdpError> {
+        if config.shape.packet_bytes() > MAX_DATAGRAM {
+            return Err(UdpError::TooLarge {
+                samples: config.shape.samples,
+                bytes: config.shape.packet_bytes(),
+            });
+        }
+        let socket_error = |cause| UdpError::Socket {
+            addr: config.bind,
+            cause,
+        };
+        let socket = UdpSocket::bind(config.bind).map_err(socket_error)?;
+        socket.set_read_timeout(Some(POLL)).map_err(socket_error)?;
+        let recv_buffer =
+            socket::set_recv_buffer(&socket, config.recv_buffer).map_err(socket_error)?;
+        Ok(Self {
+            socket,
+            config,
+            counters: IngestCounters {
+                recv_buffer,
+                ..Default::default()
+            },
+            on_ready: None,
+        })
+    }
+
+    /// Calls `ready` with the bound address once receiving starts (inside a run: after the
+    /// executor has made its slots, pools and kernel states).
+    pub fn on_ready(&mut self, ready: OnReady) {
+        self.on_ready = Some(ready);
+    }
+
+    /// The address bound (with the port the OS chose for port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// What the receiver counted so far.
+    pub fn counters(&self) -> &IngestCounters {
+        &self.counters
+    }
+
+    /// Receives and assembles into `store` until a stop condition (see the module docs).
+    pub fn receive<A: Assembly>(
+        &mut self,
+        store: &mut A,
+        packet_place_bytes: usize,
+    ) -> Result<(), SourceError> {
+        let shape = self.config.shape;
+        if packet_place_bytes != shape.payload_bytes() {
+            return Err(SourceError(
+                UdpError::Shape {
+                    got: packet_place_bytes,
+                    want: shape.payload_bytes(),
+                    samples: shape.samples,
+                }
+                .to_string(),
+            ));
+        }
+        if let Some(ready) = self.on_ready.take() {
+            ready(self.socket.local_addr().unwrap_or(self.config.bind));
+        }
+        let mut datagrams = SocketDatagrams::new(&self.socket, self.config.batch.max(1));
+        let capacity = store.capacity();
+        let mut receiver = Receiver::new(&self.config, &mut self.counters, capacity);
+        receiver.run(&mut datagrams, store)
+    }
+}
+
+impl Source for UdpSource {
+    fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
+        let bytes = ingest.packet_bytes();
+        self.receive(ingest, bytes)
+    }
+}

@@ -1,0 +1,427 @@
+//! Which well-formed packets may build frames: the source filter and lock, the frame window,
+//! and following a sender that restarts. Pure bookkeeping over `(source, frame, chirp)`: no
+//! sockets, no buffers, no clock.
+//!
+//! Guarantees:
+//! - Only one source feeds the stream at a time (the *lock*): packets of every other source
+//!   are [`Admit::Foreign`], so chirps of two senders are never assembled into one frame.
+//!   Without an allow list the lock goes to the first sender that opens a frame and never
+//!   moves; with one, only allowed sources may take it, and another allowed source takes it
+//!   over once its packets corroborate a stream (a sender restarted on a new port).
+//! - A packet may open a frame only within the window ahead of the newest frame
+//!   ([`StreamState::window`] frames); one outside it is [`Admit::OutOfWindow`] and moves
+//!   nothing. A sender that really jumped (restarted far ahead, or came back after a long
+//!   loss) is followed once [`StreamState::corroboration`] of its packets arrive in order;
+//!   the frames it skipped are counted in [`StreamState::missed_frames`].
+//! - Frames behind the newest one that are not open are [`Admit::Late`]: a frame is delivered
+//!   at most once, so a sender restarted far behind resumes when it reaches frames not yet
+//!   seen.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::str::FromStr;
+
+/// Distinct foreign sources listed by address; packets of further ones are only counted.
+pub const FOREIGN_LISTED: usize = 16;
+
+/// An allowed source: an address, with or without a port (`--allow-from ADDR[:PORT]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllowFrom {
+    /// The address.
+    pub ip: IpAddr,
+    /// The port; `None`: any.
+    pub port: Option<u16>,
+}
+
+impl AllowFrom {
+    /// Whether `source` matches.
+    pub fn matches(&self, source: SocketAddr) -> bool {
+        canonical(source.ip()) == canonical(self.ip) && self.port.is_none_or(|p| p == source.port())
+    }
+
+    /// Every rule `text` names: `ADDR`, `ADDR:PORT`, `[V6]:PORT`, or a host name (each of its
+    /// addresses).
+    pub fn parse(text: &str) -> Result<Vec<AllowFrom>, String> {
+        if let Ok(addr) = SocketAddr::from_str(text) {
+            return Ok(vec![AllowFrom {
+                ip: addr.ip(),
+                port: Some(addr.port()),
+            }]);
+        }
+        let bare = text.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = IpAddr::from_str(bare) {
+            return Ok(vec![AllowFrom { ip, port: None }]);
+        }
+        let (host, port) = match text.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') => {
+                let port = port
+                    .parse::<u16>()
+                    .map_err(|_| format!("{text:?}: the port {port:?} is not a number 0-65535"))?;
+                (host, Some(port))
+            }
+            _ => (text, None),
+        };
+        let addrs: Vec<SocketAddr> = (host, port.unwrap_or(0))
+            .to_socket_addrs()
+            .map_err(|e| format!("{text:?}: not an address, and the name does not resolve: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{text:?}: the name resolves to no address"));
+        }
+        Ok(addrs
+            .into_iter()
+            .map(|a| AllowFrom { ip: a.ip(), port })
+            .collect())
+    }
+}
+
+impl std::fmt::Display for AllowFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}", SocketAddr::new(self.ip, port)),
+            None => write!(f, "{}", self.ip),
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 addresses compare as their IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// What a well-formed packet of a frame that is not open may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// From the stream's source (or, before the lock, an allowed one), within the window: it
+    /// may open its frame.
+    Open,
+    /// From a source other than the lock, or not allowed.
+    Foreign,
+    /// Its frame is further ahead than the window.
+    OutOfWindow,
+    /// Its frame is behind the newest frame and not open: ended, passed over, or dropped.
+    Late,
+}
+
+/// A run of packets of one source, each of the same frame as the one before (another chirp:
+/// chirps may come reordered) or of the next, that may prove a stream the window refuses.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    source: SocketAddr,
+    frame: u64,
+    chirp: u32,
+    count: u64,
+}
+
+/// The lock, window and restart detector of one receiver.
+#[derive(Debug)]
+pub struct StreamState {
+    allow: Vec<AllowFrom>,
+    lock: Option<SocketAddr>,
+    /// One past the newest frame opened: the window is `head .. head + window`.
+    head: u64,
+    window: u64,
+    corroboration: u64,
+    candidate: Option<Candidate>,
+    /// Frames the stream passed over without one of their packets being stored.
+    pub missed_frames: u64,
+    /// Times the stream was followed to a new position or a new source.
+    pub restarts: u64,
+    /// Foreign sources by address, with their packets (the first [`FOREIGN_LISTED`]).
+    pub foreign_sources: Vec<(SocketAddr, u64)>,
+}
+
+impl StreamState {
+    /// A stream accepting `allow` (empty: any first sender), opening frames up to `window`
+    /// ahead, following a jump after `corroboration` packets in order.
+    pub fn new(allow: Vec<AllowFrom>, window: u64, corroboration: u64) -> Self {
+        Self {
+            allow,
+            lock: None,
+            head: 0,
+            window: window.max(1),
+            corroboration: corroboration.max(1),
+            candidate: None,
+            missed_frames: 0,
+            restarts: 0,
+            foreign_sources: Vec::new(),
+        }
+    }
+
+    /// Frames ahead of the newest one a packet may open.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// Packets in order that make a jump or a new source believed.
+    pub fn corroboration(&self) -> u64 {
+        self.corroboration
+    }
+
+    /// The source the stream is locked to.
+    pub fn lock(&self) -> Option<SocketAddr> {
+        self.lock
+    }
+
+    /// One past the newest frame opened.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    fn allowed(&self, source: SocketAddr) -> bool {
+        self.allow.is_empty() || self.allow.iter().any(|a| a.matches(source))
+    }
+
+    /// Whether `source` may feed frames now: the lock, or before the lock an allowed source.
+    pub fn is_stream_source(&self, source: SocketAddr) -> bool {
+        match self.lock {
+            Some(lock) => lock == source,
+            None => self.allowed(source),
+        }
+    }
+
+    /// Judges a packet of `frame` from `source` whose frame is not open; `None` means the
+    /// packet corroborated a jump or a new source, and the stream now follows it: the caller
+    /// ends its open frames (they are the old stream's) and asks again.
+    pub fn admit(&mut self, source: SocketAddr, frame: u64, chirp: u32) -> Option<Admit> {
+        if !self.is_stream_source(source) {
+            self.count_foreign(source);
+            // Only a source the user allowed may take a lock over.
+            if !self.allow.is_empty()
+                && self.allowed(source)
+                && self.corroborates(source, frame, chirp)
+            {
+                self.follow(source, frame);
+                return None;
+            }
+            return Some(Admit::Foreign);
+        }
+        if frame >= self.head.saturating_add(self.window) {
+            if self.corroborates(source, frame, chirp) {
+                self.follow(source, frame);
+                return None;
+            }
+            return Some(Admit::OutOfWindow);
+        }
+        if frame < self.head {
+            return Some(Admit::Late);
+        }
+        Some(Admit::Open)
+    }
+
+    /// Records that `frame` opened from `source`: the lock is taken, the head moves.
+    pub fn opened(&mut self, source: SocketAddr, frame: u64) {
+        self.lock.get_or_insert(source);
+        if frame >= self.head {
+            self.missed_frames += frame - self.head;
+            self.head = frame + 1;
+        }
+        self.candidate = None;
+    }
+
+    /// Records that the stream's source delivered a packet into an open frame: it is alive,
+    /// so no run of other packets can prove a restart yet.
+    pub fn delivered(&mut self) {
+        self.candidate = None;
+    }
+
+    /// Whether the packet extends the candidate run to the corroboration count.
+    fn corroborates(&mut self, source: SocketAddr, frame: u64, chirp: u32) -> bool {
+        let extends = self.candidate.is_some_and(|c| {
+            c.source == source && ((frame == c.frame && chirp != c.chirp) || frame == c.frame + 1)
+        });
+        let count = match self.candidate {
+            Some(c) if extends => c.count + 1,
+            // A repeat of the last packet (a duplicate) neither extends nor breaks the run.
+            Some(c) if c.source == source && c.frame == frame && c.chirp == chirp => c.count,
+            _ => 1,
+        };
+        self.candidate = Some(Candidate {
+            source,
+            frame,
+            chirp,
+            count,
+        });
+        count >= self.corroboration
+    }
+
+    fn follow(&mut self, source: SocketAddr, frame: u64) {
+        self.lock = Some(source);
+        self.restarts += 1;
+        self.candidate = None;
+        if frame >= self.head {
+            self.missed_frames += frame - self.head;
+            self.head = frame;
+        }
+    }
+
+    fn count_foreign(&mut self, source: SocketAddr) {
+        if let Some(entry) = self.foreign_sources.iter_mut().find(|(a, _)| *a == source) {
+            entry.1 += 1;
+        } else if self.foreign_sources.len() < FOREIGN_LISTED {
+            self.foreign_sources.push((source, 1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn allow_rules_parse_addresses_ports_and_names() {
+        assert_eq!(
+            AllowFrom::parse("10.0.0.1").unwrap(),
+            vec![AllowFrom {
+                ip: "10.0.0.1".parse().unwrap(),
+                port: None
+            }]
+        );
+        assert_eq!(
+            AllowFrom::parse("10.0.0.1:5000").unwrap(),
+            vec![AllowFrom {
+                ip: "10.0.0.1".parse().unwrap(),
+                port: Some(5000)
+            }]
+        );
+        assert_eq!(AllowFrom::parse("[::1]:7").unwrap()[0].port, Some(7));
+        assert_eq!(AllowFrom::parse("::1").unwrap()[0].port, None);
+        let local = AllowFrom::parse("localhost:9").unwrap();
+        assert!(
+            local
+                .iter()
+                .all(|a| a.port == Some(9) && a.ip.is_loopback()),
+            "{local:?}"
+        );
+        assert!(
+            AllowFrom::parse("10.0.0.1:99999")
+                .unwrap_err()
+                .contains("port")
+        );
+        assert!(AllowFrom::parse("no.such.host.invalid").is_err());
+        let any_port = AllowFrom {
+            ip: "127.0.0.1".parse().unwrap(),
+            port: None,
+        };
+        assert!(any_port.matches(addr(1)) && any_port.matches(addr(2)));
+        assert!(
+            any_port.matches("[::ffff:127.0.0.1]:4".parse().unwrap()),
+            "v4-mapped"
+        );
+        assert!(
+            !AllowFrom {
+                ip: "127.0.0.1".parse().unwrap(),
+                port: Some(1)
+            }
+            .matches(addr(2))
+        );
+    }
+
+    #[test]
+    fn the_first_sender_to_open_a_frame_takes_the_lock_for_good() {
+        let mut s = StreamState::new(Vec::new(), 8, 4);
+        assert_eq!(s.admit(addr(1), 0, 0), Some(Admit::Open));
+        assert_eq!(
+            s.admit(addr(2), 0, 0),
+            Some(Admit::Open),
+            "no lock before a frame opens"
+        );
+        s.opened(addr(1), 0);
+        assert_eq!(s.lock(), Some(addr(1)));
+        // Another sender never takes over without an allow list, however orderly.
+        for chirp in 0..100 {
+            assert_eq!(s.admit(addr(2), 1, chirp), Some(Admit::Foreign));
+        }
+        assert_eq!(s.lock(), Some(addr(1)));
+        assert_eq!(s.foreign_sources, vec![(addr(2), 102 - 2)]);
+    }
+
+    #[test]
+    fn a_packet_beyond_the_window_moves_nothing() {
+        let mut s = StreamState::new(Vec::new(), 8, 4);
+        s.opened(addr(1), 0);
+        assert_eq!(s.admit(addr(1), 19, 0), Some(Admit::OutOfWindow));
+        assert_eq!(
+            s.admit(addr(1), 8, 3),
+            Some(Admit::Open),
+            "head 1 + window 8 > 8"
+        );
+        assert_eq!(s.admit(addr(1), 9, 3), Some(Admit::OutOfWindow));
+        assert_eq!((s.head(), s.missed_frames, s.restarts), (1, 0, 0));
+        assert_eq!(s.admit(addr(1), 1, 0), Some(Admit::Open));
+    }
+
+    #[test]
+    fn a_jump_is_followed_once_corroborated_and_its_gap_counted() {
+        let mut s = StreamState::new(Vec::new(), 8, 4);
+        s.opened(addr(1), 0);
+        for chirp in 0..3 {
+            assert_eq!(s.admit(addr(1), 500, chirp), Some(Admit::OutOfWindow));
+        }
+        assert_eq!(
+            s.admit(addr(1), 500, 3),
+            None,
+            "the fourth in order is believed"
+        );
+        assert_eq!((s.head(), s.missed_frames, s.restarts), (500, 499, 1));
+        assert_eq!(s.admit(addr(1), 500, 4), Some(Admit::Open));
+    }
+
+    #[test]
+    fn strays_out_of_order_or_interleaved_with_the_stream_never_corroborate() {
+        let mut s = StreamState::new(Vec::new(), 8, 4);
+        s.opened(addr(1), 0);
+        for i in 0..100u32 {
+            // Far-off ids in no order.
+            assert_eq!(
+                s.admit(addr(1), 1000 + u64::from(i % 7) * 3, i % 5),
+                Some(Admit::OutOfWindow)
+            );
+            // A live stream resets any run.
+            if i % 3 == 0 {
+                s.delivered();
+            }
+        }
+        assert_eq!((s.head(), s.restarts), (1, 0));
+    }
+
+    #[test]
+    fn an_allowed_sender_on_a_new_port_takes_over_once_corroborated() {
+        let allow = AllowFrom::parse("127.0.0.1").unwrap();
+        let mut s = StreamState::new(allow, 8, 4);
+        assert_eq!(s.admit(addr(9), 0, 0), Some(Admit::Open));
+        s.opened(addr(9), 0);
+        let stranger: SocketAddr = "127.0.0.2:9".parse().unwrap();
+        for chirp in 0..10 {
+            assert_eq!(
+                s.admit(stranger, 1, chirp),
+                Some(Admit::Foreign),
+                "not allowed"
+            );
+        }
+        for chirp in 0..3 {
+            assert_eq!(s.admit(addr(10), 0, chirp), Some(Admit::Foreign));
+        }
+        assert_eq!(s.admit(addr(10), 0, 3), None);
+        assert_eq!(s.lock(), Some(addr(10)));
+        assert_eq!(
+            s.admit(addr(9), 1, 0),
+            Some(Admit::Foreign),
+            "the old port is now foreign"
+        );
+        assert_eq!(s.admit(addr(10), 1, 0), Some(Admit::Open));
+    }
+
+    #[test]
+    fn a_source_outside_the_allow_list_never_opens_a_frame() {
+        let mut s = StreamState::new(AllowFrom::parse("127.0.0.1:5").unwrap(), 8, 4);
+        assert_eq!(s.admit(addr(6), 0, 0), Some(Admit::Foreign));
+        assert_eq!(s.admit(addr(5), 0, 0), Some(Admit::Open));
+    }
+}

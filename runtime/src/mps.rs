@@ -165,6 +165,9 @@ pub struct MpsStatus {
     pub default_active_thread_percentage: Option<f64>,
     /// Its servers with their clients (empty when not running, or no client has come yet).
     pub servers: Vec<MpsServer>,
+    /// Why no daemon can answer here, when MPS cannot be used at all (the control program is
+    /// not on `PATH`); `None` when the daemon was asked.
+    pub unavailable: Option<String>,
 }
 
 /// Whether a process is an MPS client, by the daemon's client lists.
@@ -523,9 +526,22 @@ pub fn stop(dirs: &MpsDirs) -> Result<bool, MpsError> {
 }
 
 /// Whether a daemon answers on `dirs`, its default active-thread percentage, servers and their
-/// clients. Errors when MPS is missing here, or a running daemon's answers do not parse.
+/// clients. Without the control program on `PATH` none can answer: not running, with
+/// `unavailable` saying why. Queries need no driver. Errors when a running daemon's answers do
+/// not parse.
 pub fn status(dirs: &MpsDirs) -> Result<MpsStatus, MpsError> {
-    status_of(&Control::new(dirs)?)
+    match find_on_path(CONTROL_PROGRAM) {
+        Some(program) => status_of(&Control::with_program(program, dirs)),
+        None => Ok(MpsStatus {
+            dirs: dirs.clone(),
+            running: false,
+            default_active_thread_percentage: None,
+            servers: Vec::new(),
+            unavailable: Some(
+                MpsError::Missing(vec![format!("{CONTROL_PROGRAM} not found on PATH")]).to_string(),
+            ),
+        }),
+    }
 }
 
 fn status_of(control: &Control) -> Result<MpsStatus, MpsError> {
@@ -540,6 +556,7 @@ fn status_of(control: &Control) -> Result<MpsStatus, MpsError> {
                 running: false,
                 default_active_thread_percentage: None,
                 servers: Vec::new(),
+                unavailable: None,
             });
         }
     };
@@ -557,6 +574,7 @@ fn status_of(control: &Control) -> Result<MpsStatus, MpsError> {
         running: true,
         default_active_thread_percentage: control.default_active_thread_percentage().ok(),
         servers,
+        unavailable: None,
     })
 }
 

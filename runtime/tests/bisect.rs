@@ -409,3 +409,67 @@ fn cpu_lists_that_cannot_be_used_are_refused_naming_the_option() {
         "{stderr}"
     );
 }
+
+/// Runs `kplace bisect-rate` with `args` into a fresh output directory, killed (and the test
+/// failed) past `limit`: its exit code, stderr and JSON results.
+fn bisect_within(
+    args: &[&str],
+    limit: std::time::Duration,
+) -> (Option<i32>, String, serde_json::Value) {
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    cmd.current_dir(support::workspace())
+        .arg("bisect-rate")
+        .args(args)
+        .arg("--out")
+        .arg(out_dir.path());
+    let out = support::output_within(&mut cmd, limit, None);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = std::fs::read_to_string(out_dir.path().join("bisect-rate.json"))
+        .map(|text| serde_json::from_str(&text).expect("JSON results"))
+        .unwrap_or_else(|e| panic!("no results ({e}): {stderr}"));
+    (out.status.code(), stderr, json)
+}
+
+#[test]
+fn a_sweep_whose_every_placement_is_skipped_exits_1_saying_why() {
+    use kplace::cuda::driver::{DriverStatus, probe};
+    if let DriverStatus::Ready { device_count, .. } = probe().driver
+        && device_count > 0
+    {
+        println!("skipped: this machine has a usable GPU, so all-gpu is searched");
+        return;
+    }
+    let (code, stderr, json) = bisect_within(
+        &[
+            "--cpi",
+            "1024x128",
+            "--placements",
+            "placements/all-gpu.yaml",
+        ],
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("all-gpu at 1024x128: skipped")
+            && stderr.contains("bisect-rate: no rate found: every system was skipped (1 skipped"),
+        "{stderr}"
+    );
+    // What was found is still written.
+    assert!(json["results"][0]["skipped"].is_string(), "{json:#}");
+}
+
+#[test]
+fn a_search_that_finds_no_rate_exits_1_saying_why() {
+    // A receiver that never listens fails every trial.
+    let mut args = QUICK_SEARCH.to_vec();
+    args.extend(["--max-trials", "2", "--sut-cmd", "true"]);
+    let (code, stderr, json) = bisect_within(&args, std::time::Duration::from_secs(120));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bisect-rate: no rate found: none of the 1 searches sustained any rate"),
+        "{stderr}"
+    );
+    let result = &json["results"][0];
+    assert!(result["sustained_cpi_per_s"].is_null(), "{result}");
+}

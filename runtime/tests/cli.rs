@@ -446,3 +446,122 @@ fn several_pipelines_run_and_verify_each_in_both_modes() {
     ]);
     assert!(e.contains("--ingest-only measures one receiver"), "{e}");
 }
+
+/// `kplace verify` on `detections`, killed (and the test failed) if it runs past a minute;
+/// `feed`, if given, writes its stdin (`--detections /dev/stdin`).
+fn verify_within(
+    detections: &str,
+    extra: &[&str],
+    feed: Option<Box<dyn FnOnce(std::process::ChildStdin) + Send>>,
+) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    cmd.args(["verify", "--detections", detections])
+        .args(extra)
+        .current_dir(support::workspace());
+    support::output_within(&mut cmd, std::time::Duration::from_secs(60), feed)
+}
+
+fn assert_input_error(out: &Output, want: &[&str]) {
+    assert_eq!(out.status.code(), Some(2), "{}", text(out));
+    let said = text(out);
+    assert!(
+        want.iter().all(|w| said.contains(w)),
+        "want {want:?}: {said}"
+    );
+}
+
+const DET_HEADER: &str = "kplace-detections v1 cpi=1024x128\n";
+
+#[test]
+fn verify_refuses_a_file_cut_short_mid_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cut.det");
+    // "61 7 1234567.5" cut by a writer killed mid-line: it would parse as a cluster.
+    std::fs::write(&file, format!("{DET_HEADER}frame 0 1\n61 7 12")).unwrap();
+    let out = verify_within(file.to_str().unwrap(), &["--frames", "1"], None);
+    assert_input_error(
+        &out,
+        &["cut.det:3: line is truncated: no newline at end of file"],
+    );
+}
+
+#[test]
+fn verify_refuses_an_over_long_line_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.det");
+    let comment = format!("#{}\n", "x".repeat(1 << 20));
+    std::fs::write(&file, format!("{DET_HEADER}{comment}frame 0 0\n")).unwrap();
+    let out = verify_within(file.to_str().unwrap(), &["--frames", "1"], None);
+    assert_input_error(&out, &["long.det:2: line is longer than 65536 bytes"]);
+
+    // An input without newlines ends at its first line, holding at most one line's bytes.
+    let out = verify_within("/dev/zero", &["--frames", "1"], None);
+    assert_input_error(&out, &["/dev/zero:1: line is longer than 65536 bytes"]);
+}
+
+/// Writes `header`, then `line(i)` for i = 0, 1, ... until the reader goes away.
+fn endless_feed(
+    line: fn(u64) -> String,
+) -> Option<Box<dyn FnOnce(std::process::ChildStdin) + Send>> {
+    Some(Box::new(move |stdin| {
+        use std::io::Write;
+        let mut w = std::io::BufWriter::new(stdin);
+        if w.write_all(DET_HEADER.as_bytes()).is_err() {
+            return;
+        }
+        for i in 0.. {
+            if w.write_all(line(i).as_bytes()).is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+#[test]
+fn verify_ends_an_endless_stream_of_valid_lines() {
+    // Fresh frame ids, each a valid empty frame: refused at the first id past --frames.
+    let out = verify_within(
+        "/dev/stdin",
+        &["--frames", "50"],
+        endless_feed(|i| format!("frame {i} 0\n")),
+    );
+    assert_input_error(
+        &out,
+        &["/dev/stdin:52: frame 50 is outside the frames expected, 0..50"],
+    );
+    // The same frame again and again: refused at the second.
+    let out = verify_within(
+        "/dev/stdin",
+        &["--frames", "50"],
+        endless_feed(|_| "frame 3 0\n".into()),
+    );
+    assert_input_error(
+        &out,
+        &["/dev/stdin:3: frame 3 appears again (first at line 2)"],
+    );
+    // Cluster lines are bounded by their frame's count.
+    let out = verify_within(
+        "/dev/stdin",
+        &["--frames", "50"],
+        endless_feed(|i| match i {
+            0 => "frame 0 2\n".into(),
+            _ => "1 2 3\n".into(),
+        }),
+    );
+    assert_input_error(
+        &out,
+        &["/dev/stdin:5: cluster line outside a frame (frame 0 already has all"],
+    );
+}
+
+#[test]
+fn verify_refuses_a_pfa_outside_0_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ok.det");
+    std::fs::write(&file, format!("{DET_HEADER}frame 0 0\n")).unwrap();
+    for pfa in ["2", "0", "1", "-0.5", "NaN"] {
+        let pfa = format!("--pfa={pfa}");
+        let out = verify_within(file.to_str().unwrap(), &["--frames", "1", &pfa], None);
+        assert_input_error(&out, &["--pfa must be in (0, 1), got"]);
+    }
+}

@@ -83,7 +83,6 @@ fn every_command_fails_clearly_without_the_control_program() {
     for args in [
         &["mps", "start", "--dir", base][..],
         &["mps", "stop", "--dir", base],
-        &["mps", "status", "--dir", base],
     ] {
         let out = kplace_with(empty.path(), false, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
@@ -96,6 +95,36 @@ fn every_command_fails_clearly_without_the_control_program() {
             assert!(err.contains("no CUDA driver found"), "{err}");
         }
     }
+    assert!(!Path::new(base).exists(), "nothing created");
+}
+
+/// `mps status` answers "is a daemon running?", so it exits 0 when none can run here: it says
+/// no daemon answers, and why.
+#[test]
+fn status_without_the_control_program_says_no_daemon_runs_and_exits_0() {
+    let empty = tempfile::tempdir().expect("temp dir");
+    let base = empty.path().join("mps");
+    let base = base.to_str().expect("utf-8");
+    let out = kplace_with(empty.path(), false, &["mps", "status", "--dir", base]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with(&format!("no MPS control daemon answers on {base}/pipe"))
+            && said.contains("MPS cannot be used here: nvidia-cuda-mps-control not found on PATH"),
+        "{said}"
+    );
+
+    let out = kplace_with(
+        empty.path(),
+        false,
+        &["mps", "status", "--dir", base, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["running"], false, "{json:#}");
+    assert_eq!(json["servers"], serde_json::json!([]), "{json:#}");
+    let why = json["unavailable"].as_str().unwrap_or_default();
+    assert!(why.contains("not found on PATH"), "{json:#}");
     assert!(!Path::new(base).exists(), "nothing created");
 }
 
@@ -216,6 +245,7 @@ fn start_status_client_check_and_stop_against_a_fake_daemon() {
     assert!(out.status.success(), "{}", text(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(json["running"], true, "{json:#}");
+    assert_eq!(json["unavailable"], serde_json::Value::Null, "{json:#}");
     assert_eq!(json["default_active_thread_percentage"], 50.0, "{json:#}");
     assert_eq!(
         json["servers"],

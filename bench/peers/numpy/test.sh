@@ -5,7 +5,9 @@
 # Usage: bench/peers/numpy/test.sh [CPI]   (default 1024x128)
 # Environment: KPLACE, the kplace binary (default: target/release/kplace of this repository);
 #              FRAMES (default 40) and RATE in CPI/s (default 20); SCENE_ARGS, scene options
-#              given to both send and verify (e.g. "--high-snr" or "--seed 7").
+#              given to both send and verify (e.g. "--high-snr" or "--seed 7"); PYTHON, the
+#              python that has requirements.txt installed (default python3; .ci/run passes
+#              the project's environment, `scripts/setup.sh --python`).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,6 +16,7 @@ kplace="${KPLACE:-$repo/target/release/kplace}"
 cpi="${1:-1024x128}"
 frames="${FRAMES:-40}"
 rate="${RATE:-20}"
+python="${PYTHON:-python3}"
 read -r -a scene_args <<<"${SCENE_ARGS:-}"
 
 work="$(mktemp -d)"
@@ -24,10 +27,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port="$(python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$("$python" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 detections="$work/detections.txt"
 
-python3 "$here/receiver.py" --port "$port" --frames "$frames" --cpi "$cpi" \
+"$python" "$here/receiver.py" --port "$port" --frames "$frames" --cpi "$cpi" \
     --out "$detections" 2>"$work/receiver.log" &
 receiver_pid=$!
 

@@ -2,8 +2,10 @@
 //!
 //! # Format (version 1)
 //!
-//! UTF-8 text, one record per line; lines end in `\n` (a trailing `\r` is tolerated).
-//! Fields are separated by one or more spaces or tabs.
+//! UTF-8 text, one record per line; every line ends in `\n`, the last one included (a
+//! trailing `\r` is tolerated), so a file cut short mid-line is an error, never a shorter
+//! record. A line is at most [`MAX_LINE_BYTES`] (64 KiB) before its `\n`. Fields are
+//! separated by one or more spaces or tabs.
 //!
 //! ```text
 //! kplace-detections v1 cpi=1024x128
@@ -38,12 +40,16 @@
 //! # Guarantees
 //! - [`DetectionWriter`] only writes files [`read_detections`] accepts: it refuses a cluster
 //!   outside the CPI or with a non-finite or negative power before writing any of its frame.
-//! - [`read_detections`] either returns every frame in file order or a [`FormatError`] naming
-//!   the source, the 1-based line and what is wrong.
+//! - [`DetectionReader`] returns the frames one at a time, in file order, each complete and
+//!   valid, or a [`FormatError`] naming the source, the 1-based line and what is wrong. It
+//!   holds one line (at most [`MAX_LINE_BYTES`]) and one frame at a time, plus one entry per
+//!   frame id seen; with a frame limit an endless input ends in an error within `limit` frames.
+//! - [`read_detections`] reads a whole file that way and returns every frame (or the first
+//!   error).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 
 use crate::cpi::{Cpi, CpiParseError};
 use crate::reference::Detection64;
@@ -156,6 +162,16 @@ pub enum FormatErrorKind {
     /// The line is not UTF-8.
     #[error("line is not valid UTF-8")]
     NotUtf8,
+    /// The line is longer than [`MAX_LINE_BYTES`] (an input without newlines, or not a
+    /// detection file).
+    #[error("line is longer than {limit} bytes (not a detection file?)")]
+    LineTooLong {
+        /// [`MAX_LINE_BYTES`].
+        limit: usize,
+    },
+    /// The last line has no `\n`: the file was cut short, e.g. its writer stopped mid-line.
+    #[error("line is truncated: no newline at end of file (was its writer stopped mid-line?)")]
+    NoFinalNewline,
     /// The input has no header (it is empty or only comments).
     #[error("no header: expected `{MAGIC} {VERSION} cpi=<samples>x<chirps>`")]
     MissingHeader,
@@ -245,6 +261,14 @@ pub enum FormatErrorKind {
         /// Cluster lines found.
         found: u64,
     },
+    /// A frame id is outside the frames expected (see [`DetectionReader::with_frame_limit`]).
+    #[error("frame {frame_id} is outside the frames expected, 0..{limit}")]
+    FrameOutOfRange {
+        /// The frame.
+        frame_id: u64,
+        /// The limit: ids are below it.
+        limit: u64,
+    },
     /// A frame id appears twice.
     #[error("frame {frame_id} appears again (first at line {first_line})")]
     DuplicateFrame {
@@ -255,141 +279,265 @@ pub enum FormatErrorKind {
     },
 }
 
-/// Where the reader is between lines.
-enum State {
-    /// Between frames; remembers the last frame for error messages.
-    Between { last: Option<u64> },
-    /// Inside a frame: `remaining` cluster lines still expected.
-    InFrame { line: usize, remaining: u64 },
+/// The longest line a reader accepts, in bytes, not counting its `\n`.
+///
+/// A valid header, frame or cluster line is well under 100 bytes; the rest is room for
+/// padding and comments. It bounds what a reader holds for one line, so an input without
+/// newlines (`/dev/zero`, a binary file) is an error at its first line rather than unbounded
+/// memory.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// What a data line starts with.
+enum LineKind {
+    Frame,
+    Cluster,
 }
 
-/// Reads a whole detection file. `source_name` (a path, `<stdin>`) names it in errors.
-///
-/// Returns the header's CPI and the frames in file order.
-pub fn read_detections(
-    mut r: impl BufRead,
-    source_name: &str,
-) -> Result<(Cpi, Vec<FrameDetections>), FormatError> {
-    let mut cpi = None;
-    let mut frames: Vec<FrameDetections> = Vec::new();
-    let mut first_seen: HashMap<u64, usize> = HashMap::new();
-    let mut state = State::Between { last: None };
-    let mut buf = Vec::new();
-    let mut line_no = 0;
+/// A frame being read: its line, its clusters so far and its declared count.
+struct OpenFrame {
+    line: usize,
+    frame: FrameDetections,
+    declared: u64,
+}
 
-    loop {
+/// Reads a detection file frame by frame, holding one frame at a time.
+///
+/// [`new`](Self::new) reads the header; each [`next_frame`](Self::next_frame) returns the next
+/// frame, complete and valid, or `None` at the end of the input. What it keeps between frames
+/// is one id and first line per frame seen (to refuse a duplicate); with
+/// [`with_frame_limit`](Self::with_frame_limit) frame ids are below the limit, so that is
+/// bounded too, and an endless input of valid lines ends in an error (a duplicate or an id out
+/// of range) after at most `limit` frames.
+#[derive(Debug)]
+pub struct DetectionReader<R: BufRead> {
+    inner: R,
+    source_name: String,
+    cpi: Cpi,
+    line_no: usize,
+    buf: Vec<u8>,
+    first_seen: HashMap<u64, usize>,
+    /// The last complete frame, for error messages.
+    last: Option<u64>,
+    limit: Option<u64>,
+}
+
+impl<R: BufRead> DetectionReader<R> {
+    /// Reads the header from `inner`. `source_name` (a path, `<stdin>`) names it in errors.
+    pub fn new(mut inner: R, source_name: &str) -> Result<Self, FormatError> {
+        let mut buf = Vec::new();
+        let mut line_no = 0;
         let err = |line, kind| FormatError {
             source_name: source_name.into(),
             line,
             kind,
         };
-        buf.clear();
-        let read = r
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| err(line_no + 1, FormatErrorKind::Io(e)))?;
-        if read == 0 {
-            break;
-        }
-        line_no += 1;
-        let text = std::str::from_utf8(&buf).map_err(|_| err(line_no, FormatErrorKind::NotUtf8))?;
-        let mut fields = text.split_ascii_whitespace();
-        let Some(first) = fields.next() else { continue };
-        if first.starts_with('#') {
-            continue;
-        }
-        let fail = |kind| Err(err(line_no, kind));
-
-        let Some(header_cpi) = cpi else {
-            cpi = Some(parse_header(text).map_err(|kind| err(line_no, kind))?);
-            continue;
+        let cpi = match next_line(&mut inner, &mut buf, &mut line_no, source_name)? {
+            Some(text) => parse_header(text).map_err(|kind| err(line_no, kind))?,
+            None => return Err(err(line_no.max(1), FormatErrorKind::MissingHeader)),
         };
+        Ok(DetectionReader {
+            inner,
+            source_name: source_name.into(),
+            cpi,
+            line_no,
+            buf,
+            first_seen: HashMap::new(),
+            last: None,
+            limit: None,
+        })
+    }
 
-        if first == "frame" {
-            if let State::InFrame { line, remaining } = state {
-                return Err(truncated(source_name, &frames, line, remaining));
-            }
-            let [id, count] = exact_fields(fields, "frame line").map_err(|k| err(line_no, k))?;
-            let frame_id: u64 = parse_number(id, "frame id", "u64").map_err(|k| err(line_no, k))?;
-            let count: u64 =
-                parse_number(count, "cluster count", "u64").map_err(|k| err(line_no, k))?;
-            if count > header_cpi.cells() as u64 {
-                return fail(FormatErrorKind::TooManyClusters {
-                    frame_id,
-                    count,
-                    cells: header_cpi.cells(),
-                });
-            }
-            match first_seen.entry(frame_id) {
-                Entry::Occupied(e) => {
-                    return fail(FormatErrorKind::DuplicateFrame {
+    /// Refuses frame ids `>= limit` ([`FormatErrorKind::FrameOutOfRange`]): a reader of a run
+    /// of `limit` frames (ids `0..limit`).
+    pub fn with_frame_limit(mut self, limit: u64) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The header's CPI.
+    pub fn cpi(&self) -> Cpi {
+        self.cpi
+    }
+
+    /// The next frame with all its clusters, or `None` at the end of the input.
+    pub fn next_frame(&mut self) -> Result<Option<FrameDetections>, FormatError> {
+        let mut open: Option<OpenFrame> = None;
+        loop {
+            let text = next_line(
+                &mut self.inner,
+                &mut self.buf,
+                &mut self.line_no,
+                &self.source_name,
+            )?;
+            let line_no = self.line_no;
+            let err = |kind| FormatError {
+                source_name: self.source_name.clone(),
+                line: line_no,
+                kind,
+            };
+            let Some(text) = text else {
+                return match open {
+                    Some(f) => Err(self.truncated(f)),
+                    None => Ok(None),
+                };
+            };
+            let mut fields = text.split_ascii_whitespace();
+            // next_line returns no blank line.
+            let first = fields.next().unwrap_or_default();
+            let kind = if first == "frame" {
+                LineKind::Frame
+            } else if first.starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-') {
+                LineKind::Cluster
+            } else {
+                return Err(err(FormatErrorKind::UnknownKeyword {
+                    keyword: first.into(),
+                }));
+            };
+            match (kind, open.take()) {
+                (LineKind::Frame, Some(f)) => return Err(self.truncated(f)),
+                (LineKind::Frame, None) => {
+                    let [id, count] = exact_fields(fields, "frame line").map_err(err)?;
+                    let frame_id: u64 = parse_number(id, "frame id", "u64").map_err(err)?;
+                    let declared: u64 = parse_number(count, "cluster count", "u64").map_err(err)?;
+                    let cells = self.cpi.cells();
+                    if declared > cells as u64 {
+                        return Err(err(FormatErrorKind::TooManyClusters {
+                            frame_id,
+                            count: declared,
+                            cells,
+                        }));
+                    }
+                    if let Some(limit) = self.limit.filter(|&l| frame_id >= l) {
+                        return Err(err(FormatErrorKind::FrameOutOfRange { frame_id, limit }));
+                    }
+                    match self.first_seen.entry(frame_id) {
+                        Entry::Occupied(e) => {
+                            return Err(err(FormatErrorKind::DuplicateFrame {
+                                frame_id,
+                                first_line: *e.get(),
+                            }));
+                        }
+                        Entry::Vacant(e) => {
+                            e.insert(line_no);
+                        }
+                    }
+                    let frame = FrameDetections {
                         frame_id,
-                        first_line: *e.get(),
+                        clusters: Vec::new(),
+                    };
+                    if declared == 0 {
+                        self.last = Some(frame_id);
+                        return Ok(Some(frame));
+                    }
+                    open = Some(OpenFrame {
+                        line: line_no,
+                        frame,
+                        declared,
                     });
                 }
-                Entry::Vacant(e) => {
-                    e.insert(line_no);
+                (LineKind::Cluster, None) => {
+                    let context = match self.last {
+                        Some(id) => {
+                            format!("frame {id} already has all the cluster lines it declared")
+                        }
+                        None => "no frame line before it".into(),
+                    };
+                    return Err(err(FormatErrorKind::UnexpectedCluster { context }));
+                }
+                (LineKind::Cluster, Some(mut f)) => {
+                    let cluster = parse_cluster(first, fields, self.cpi).map_err(err)?;
+                    f.frame.clusters.push(cluster);
+                    if f.frame.clusters.len() as u64 == f.declared {
+                        self.last = Some(f.frame.frame_id);
+                        return Ok(Some(f.frame));
+                    }
+                    open = Some(f);
                 }
             }
-            frames.push(FrameDetections {
-                frame_id,
-                clusters: Vec::new(),
-            });
-            state = if count == 0 {
-                State::Between {
-                    last: Some(frame_id),
-                }
-            } else {
-                State::InFrame {
-                    line: line_no,
-                    remaining: count,
-                }
-            };
-        } else if first.starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-') {
-            let State::InFrame { line, remaining } = state else {
-                let context = match state {
-                    State::Between { last: Some(id) } => {
-                        format!("frame {id} already has all the cluster lines it declared")
-                    }
-                    _ => "no frame line before it".into(),
-                };
-                return fail(FormatErrorKind::UnexpectedCluster { context });
-            };
-            let cluster = parse_cluster(first, fields, header_cpi).map_err(|k| err(line_no, k))?;
-            // A frame is pushed before entering InFrame, so `frames` is not empty here.
-            let Some(frame) = frames.last_mut() else {
-                return fail(FormatErrorKind::UnexpectedCluster {
-                    context: "no frame line before it".into(),
-                });
-            };
-            frame.clusters.push(cluster);
-            state = if remaining == 1 {
-                State::Between {
-                    last: Some(frame.frame_id),
-                }
-            } else {
-                State::InFrame {
-                    line,
-                    remaining: remaining - 1,
-                }
-            };
-        } else {
-            return fail(FormatErrorKind::UnknownKeyword {
-                keyword: first.into(),
-            });
         }
     }
 
-    match (state, cpi) {
-        (State::InFrame { line, remaining }, _) => {
-            Err(truncated(source_name, &frames, line, remaining))
+    /// The error for a frame that ended before its declared count, at its frame line.
+    fn truncated(&self, f: OpenFrame) -> FormatError {
+        FormatError {
+            source_name: self.source_name.clone(),
+            line: f.line,
+            kind: FormatErrorKind::TruncatedFrame {
+                frame_id: f.frame.frame_id,
+                declared: f.declared,
+                found: f.frame.clusters.len() as u64,
+            },
         }
-        (_, Some(cpi)) => Ok((cpi, frames)),
-        (_, None) => Err(FormatError {
-            source_name: source_name.into(),
-            line: line_no.max(1),
-            kind: FormatErrorKind::MissingHeader,
-        }),
     }
+}
+
+/// Reads the next line that is neither blank nor a comment into `buf`, counting every line in
+/// `line_no`; `None` at the end of the input. A line longer than [`MAX_LINE_BYTES`], or a last
+/// line without its `\n`, is an error.
+fn next_line<'b>(
+    r: &mut impl BufRead,
+    buf: &'b mut Vec<u8>,
+    line_no: &mut usize,
+    source_name: &str,
+) -> Result<Option<&'b str>, FormatError> {
+    let err = |line, kind| FormatError {
+        source_name: source_name.into(),
+        line,
+        kind,
+    };
+    loop {
+        buf.clear();
+        let read = r
+            .by_ref()
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', buf)
+            .map_err(|e| err(*line_no + 1, FormatErrorKind::Io(e)))?;
+        if read == 0 {
+            return Ok(None);
+        }
+        *line_no += 1;
+        if buf.last() != Some(&b'\n') {
+            return Err(err(
+                *line_no,
+                if buf.len() > MAX_LINE_BYTES {
+                    FormatErrorKind::LineTooLong {
+                        limit: MAX_LINE_BYTES,
+                    }
+                } else {
+                    FormatErrorKind::NoFinalNewline
+                },
+            ));
+        }
+        let text = std::str::from_utf8(buf).map_err(|_| err(*line_no, FormatErrorKind::NotUtf8))?;
+        let data = text
+            .split_ascii_whitespace()
+            .next()
+            .is_some_and(|first| !first.starts_with('#'));
+        if data {
+            break;
+        }
+    }
+    // Checked above; the borrow is taken again here so that the loop may clear `buf`.
+    std::str::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| err(*line_no, FormatErrorKind::NotUtf8))
+}
+
+/// Reads a whole detection file into memory. `source_name` (a path, `<stdin>`) names it in
+/// errors.
+///
+/// Returns the header's CPI and the frames in file order. It keeps every frame: for input of
+/// unknown size, read frame by frame with a [`DetectionReader`] and a frame limit.
+pub fn read_detections(
+    r: impl BufRead,
+    source_name: &str,
+) -> Result<(Cpi, Vec<FrameDetections>), FormatError> {
+    let mut reader = DetectionReader::new(r, source_name)?;
+    let mut frames = Vec::new();
+    while let Some(frame) = reader.next_frame()? {
+        frames.push(frame);
+    }
+    Ok((reader.cpi(), frames))
 }
 
 fn parse_header(text: &str) -> Result<Cpi, FormatErrorKind> {
@@ -482,26 +630,6 @@ fn parse_cluster<'a>(
     })
 }
 
-fn truncated(
-    source_name: &str,
-    frames: &[FrameDetections],
-    line: usize,
-    remaining: u64,
-) -> FormatError {
-    let (frame_id, found) = frames
-        .last()
-        .map_or((0, 0), |f| (f.frame_id, f.clusters.len() as u64));
-    FormatError {
-        source_name: source_name.into(),
-        line,
-        kind: FormatErrorKind::TruncatedFrame {
-            frame_id,
-            declared: found + remaining,
-            found,
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,6 +687,9 @@ mod tests {
         }
         let bytes = w.finish().unwrap();
         let text = String::from_utf8(bytes.clone()).unwrap();
+        // Every line the writer writes ends in '\n', the last one included.
+        assert!(text.ends_with('\n'), "{text:?}");
+        assert_eq!(text.lines().count(), text.matches('\n').count());
         assert!(text.starts_with("kplace-detections v1 cpi=1024x128\nframe 0 3\n61 7 1234567.5\n"));
         assert!(text.contains("frame 5 0\nframe 2 2\n"));
 
@@ -792,6 +923,162 @@ mod tests {
             assert_eq!(got_line, line, "{text:?}: {kind}");
             assert!(check(&kind), "{text:?}: unexpected {kind:?}");
         }
+    }
+
+    #[test]
+    fn a_last_line_without_newline_is_truncated_never_a_record() {
+        // A writer killed mid-line: "61 7 1234567.5" cut to "61 7 12" still parses as a
+        // cluster, so the missing '\n' is what gives it away.
+        for (text, line) in [
+            (format!("{H}frame 0 1\n61 7 12"), 3),
+            (format!("{H}frame 0 0\nframe 1 0"), 3),
+            (format!("{H}frame 0 0\n# a comment"), 3),
+            (format!("{H}frame 0 0\n  "), 3),
+            ("kplace-detections v1 cpi=1024x128".to_string(), 1),
+        ] {
+            let (got, kind) = fails(&text);
+            assert_eq!(got, line, "{text:?}");
+            assert!(
+                matches!(kind, FormatErrorKind::NoFinalNewline),
+                "{text:?}: {kind:?}"
+            );
+            assert!(kind.to_string().contains("truncated"), "{kind}");
+        }
+        // With the newline it is a frame.
+        let (_, frames) = read(&format!("{H}frame 0 1\n61 7 12\n")).unwrap();
+        assert_eq!(frames[0].clusters, vec![cl(61, 7, 12.0)]);
+    }
+
+    #[test]
+    fn lines_are_bounded() {
+        // The longest line accepted: a comment of MAX_LINE_BYTES bytes, then '\n'.
+        let comment = format!("#{}\n", "x".repeat(MAX_LINE_BYTES - 1));
+        let (_, frames) = read(&format!("{H}{comment}frame 0 0\n")).unwrap();
+        assert_eq!(frames.len(), 1);
+        // One byte more is an error at that line, whatever the line holds.
+        for long in [
+            format!("#{}\n", "x".repeat(MAX_LINE_BYTES)),
+            format!("{}\n", " ".repeat(MAX_LINE_BYTES + 1)),
+            format!("frame 0 0{}\n", " ".repeat(MAX_LINE_BYTES)),
+        ] {
+            let (line, kind) = fails(&format!("{H}{long}"));
+            assert_eq!(line, 2);
+            assert!(
+                matches!(
+                    kind,
+                    FormatErrorKind::LineTooLong {
+                        limit: MAX_LINE_BYTES
+                    }
+                ),
+                "{kind:?}"
+            );
+        }
+        // An input without newlines (`/dev/zero`) ends at its first line.
+        let err = read_detections(io::BufReader::new(io::repeat(0)), "/dev/zero").unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(
+            err.to_string()
+                .starts_with("/dev/zero:1: line is longer than 65536 bytes"),
+            "{err}"
+        );
+    }
+
+    /// An endless detection file: the header, then `frame <id> 0` with `id(i)` for line i.
+    struct Endless {
+        line: u64,
+        id: fn(u64) -> u64,
+        pending: Vec<u8>,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.pending.is_empty() {
+                self.pending = if self.line == 0 {
+                    H.as_bytes().to_vec()
+                } else {
+                    format!("frame {} 0\n", (self.id)(self.line)).into_bytes()
+                };
+                self.line += 1;
+            }
+            let n = out.len().min(self.pending.len());
+            out[..n].copy_from_slice(&self.pending[..n]);
+            self.pending.drain(..n);
+            Ok(n)
+        }
+    }
+
+    fn endless(id: fn(u64) -> u64) -> DetectionReader<io::BufReader<Endless>> {
+        let input = Endless {
+            line: 0,
+            id,
+            pending: Vec::new(),
+        };
+        DetectionReader::new(io::BufReader::new(input), "endless").unwrap()
+    }
+
+    #[test]
+    fn endless_valid_lines_end_in_an_error() {
+        // Fresh ids, each a valid empty frame: the frame limit ends it at the first id out of
+        // range, after every frame the limit allows.
+        let mut reader = endless(|line| line - 1).with_frame_limit(100);
+        for id in 0..100 {
+            let frame = reader.next_frame().unwrap().unwrap();
+            assert_eq!((frame.frame_id, frame.clusters.len()), (id, 0));
+        }
+        let err = reader.next_frame().unwrap_err();
+        assert_eq!(err.line, 102);
+        assert!(
+            matches!(
+                err.kind,
+                FormatErrorKind::FrameOutOfRange {
+                    frame_id: 100,
+                    limit: 100
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "endless:102: frame 100 is outside the frames expected, 0..100"
+        );
+        // The same id again and again: a duplicate at the second.
+        let mut same = endless(|_| 7);
+        assert_eq!(same.next_frame().unwrap().unwrap().frame_id, 7);
+        let err = same.next_frame().unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(
+            matches!(err.kind, FormatErrorKind::DuplicateFrame { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_reader_returns_frames_one_at_a_time() {
+        let text = format!("{H}frame 2 1\n1 2 3\n# c\nframe 0 0\nframe 1 2\n4 5 6\n");
+        let mut reader = DetectionReader::new(text.as_bytes(), "s").unwrap();
+        assert_eq!(reader.cpi(), cpi());
+        let first = reader.next_frame().unwrap().unwrap();
+        assert_eq!((first.frame_id, first.clusters), (2, vec![cl(1, 2, 3.0)]));
+        let second = reader.next_frame().unwrap().unwrap();
+        assert_eq!((second.frame_id, second.clusters.len()), (0, 0));
+        // The third is cut short by the end of the input: an error at its frame line.
+        let err = reader.next_frame().unwrap_err();
+        assert_eq!(err.line, 6);
+        assert!(matches!(
+            err.kind,
+            FormatErrorKind::TruncatedFrame { found: 1, .. }
+        ));
+        // Without a limit ids are not bounded; with one, an id at the limit is refused.
+        let text = format!("{H}frame 5 0\n");
+        let mut reader = DetectionReader::new(text.as_bytes(), "s").unwrap();
+        assert_eq!(reader.next_frame().unwrap().unwrap().frame_id, 5);
+        assert!(reader.next_frame().unwrap().is_none());
+        let mut limited = DetectionReader::new(text.as_bytes(), "s")
+            .unwrap()
+            .with_frame_limit(5);
+        let err = limited.next_frame().unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(matches!(err.kind, FormatErrorKind::FrameOutOfRange { .. }));
     }
 
     #[test]

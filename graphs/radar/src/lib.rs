@@ -16,7 +16,9 @@ pub mod scene;
 pub mod verify;
 
 pub use cpi::Cpi;
-pub use detections::{Cluster, DetectionWriter, FormatError, FrameDetections, read_detections};
+pub use detections::{
+    Cluster, DetectionReader, DetectionWriter, FormatError, FrameDetections, read_detections,
+};
 pub use reference::{CfarParams, Detection64};
 pub use scene::{Scene, SceneConfig, SceneError, Target, TruthBin};
 pub use verify::{FrameVerdict, Verifier, VerifyConfig, VerifySummary, verify_frame};

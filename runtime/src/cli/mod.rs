@@ -39,7 +39,7 @@ enum Command {
     /// Send a generated scene's chirps as UDP packets: open loop, paced or in a burst.
     Send(send::SendArgs),
     /// Find the highest input rate each placement sustains: paced trials, gated by
-    /// correctness and latency, bisected and confirmed.
+    /// correctness and latency, bisected and confirmed (exit 1 when no search found a rate).
     #[command(name = "bisect-rate")]
     BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.

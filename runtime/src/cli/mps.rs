@@ -65,7 +65,14 @@ fn describe(status: &MpsStatus) -> String {
     let mut text = String::new();
     let pipe = status.dirs.pipe.display();
     if !status.running {
-        let _ = writeln!(text, "no MPS control daemon answers on {pipe}");
+        match &status.unavailable {
+            Some(why) => {
+                let _ = writeln!(text, "no MPS control daemon answers on {pipe} ({why})");
+            }
+            None => {
+                let _ = writeln!(text, "no MPS control daemon answers on {pipe}");
+            }
+        }
         return text;
     }
     let _ = writeln!(text, "MPS control daemon answers on {pipe}");
@@ -93,8 +100,10 @@ fn describe(status: &MpsStatus) -> String {
     text
 }
 
-/// Runs the action. Exits 2 when MPS cannot be used here (no control program, no driver), for
-/// bad settings, and when the daemon fails to start or stop.
+/// Runs the action. `status` exits 0 whether or not a daemon answers, also when MPS cannot be
+/// used here (it says why). `start` and `stop` exit 2 when MPS cannot be used here (no control
+/// program, no driver), for bad settings, and when the daemon fails to start or
+/// stop; so does `status` when a running daemon's answers do not parse.
 pub fn main(args: MpsArgs) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Start(a) => {

@@ -32,6 +32,15 @@ pub fn graph_pfa(graph: &Graph) -> anyhow::Result<f64> {
     }
 }
 
+/// Fails unless `pfa` is a probability in the open interval (0, 1); `option` (e.g. `--pfa`)
+/// names it in the error.
+pub(crate) fn check_pfa(pfa: f64, option: &str) -> anyhow::Result<()> {
+    if !(pfa > 0.0 && pfa < 1.0) {
+        bail!("{option} must be in (0, 1), got {pfa}");
+    }
+    Ok(())
+}
+
 /// The `--pfa` override as a parameter override on the CFAR stage of the graph file.
 pub fn pfa_override(
     graph_path: &std::path::Path,
@@ -40,9 +49,7 @@ pub fn pfa_override(
     let Some(pfa) = pfa else {
         return Ok(Vec::new());
     };
-    if !(pfa > 0.0 && pfa < 1.0) {
-        bail!("--pfa must be in (0, 1), got {pfa}");
-    }
+    check_pfa(pfa, "--pfa")?;
     // The stage is found by kernel, so the override works whatever the stage is called.
     let text = std::fs::read_to_string(graph_path)
         .with_context(|| format!("cannot read graph {}", graph_path.display()))?;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace_radar::{Verifier, VerifyConfig, read_detections};
+use kplace_radar::{DetectionReader, Verifier, VerifyConfig};
 
 use super::args::SceneArgs;
 use super::radar::{self, DEFAULT_PFA};
@@ -15,10 +15,11 @@ use super::radar::{self, DEFAULT_PFA};
 /// Options of `kplace verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The detections file to check.
+    /// The detections file to check, read frame by frame (a pipe or FIFO works too).
     #[arg(long, value_name = "FILE")]
     detections: PathBuf,
-    /// Frames the receiver was sent (ids 0..FRAMES); every one must be reported exactly once.
+    /// Frames the receiver was sent (ids 0..FRAMES); every one must be reported exactly once
+    /// (a report of an id outside 0..FRAMES, or of one id twice, is an input error at its line).
     #[arg(long)]
     frames: u64,
     #[command(flatten)]
@@ -28,11 +29,16 @@ pub struct VerifyArgs {
     pfa: f64,
 }
 
-/// Reads the file and judges every frame in it.
+/// Reads the file frame by frame and judges each frame as it is read. A frame id outside
+/// `0..--frames` is an input error at its line, so an endless input ends within `--frames`
+/// frames.
 pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    radar::check_pfa(args.pfa, "--pfa")?;
     let path = &args.detections;
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let (cpi, reports) = read_detections(BufReader::new(file), &path.display().to_string())?;
+    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?
+        .with_frame_limit(args.frames);
+    let cpi = reader.cpi();
     if cpi != args.scene.cpi {
         bail!(
             "{} reports CPI {cpi}, but the scene is {} (pass --cpi {cpi})",
@@ -44,7 +50,7 @@ pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let period = args.scene.scene_frames(args.frames);
     let mut verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, args.pfa), args.frames)
         .with_template_period(period);
-    for report in &reports {
+    while let Some(report) = reader.next_frame()? {
         verifier.check(report.frame_id, &report.clusters);
     }
     let passed = radar::print_verdict(&verifier, args.frames);

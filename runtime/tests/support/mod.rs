@@ -120,3 +120,94 @@ pub fn expected_column_sums(frame: &[u8], rows: usize, cols: usize) -> Vec<f32> 
         })
         .collect()
 }
+
+/// A child that is killed and reaped when this is dropped, so a test that fails (panics)
+/// leaves no process behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `cmd` with stdout and stderr captured and waits at most `limit` for it: past that it
+/// is killed and the test fails with what it printed. With `feed`, its stdin is a pipe that
+/// `feed` writes on a thread of its own (a write fails once the child has exited).
+pub fn output_within(
+    cmd: &mut Command,
+    limit: std::time::Duration,
+    feed: Option<Box<dyn FnOnce(std::process::ChildStdin) + Send>>,
+) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if feed.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let mut child = KillOnDrop(cmd.spawn().expect("start the command"));
+    if let (Some(feed), Some(stdin)) = (feed, child.0.stdin.take()) {
+        std::thread::spawn(move || feed(stdin));
+    }
+    // Each pipe is read on a thread; what it read comes back on a channel, so that a pipe
+    // some grandchild keeps open cannot hold the test.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            let _ = tx.send(bytes);
+        });
+        rx
+    };
+    let stdout = drain(
+        child
+            .0
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .0
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("poll the child") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Killed now if it is still running: then its pipes close and the drains end.
+    drop(child);
+    let collect = |rx: std::sync::mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| b"(still open 10 s after the child ended)".to_vec())
+    };
+    let (stdout, stderr) = (collect(stdout), collect(stderr));
+    let Some(status) = status else {
+        panic!(
+            "{cmd:?} still ran after {limit:?}: killed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    };
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}

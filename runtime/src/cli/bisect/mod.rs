@@ -211,7 +211,9 @@ impl System {
     }
 }
 
-/// Runs the sweep, prints the table, writes JSON and CSV.
+/// Runs the sweep, prints the table, writes JSON and CSV. Exits 0 when at least one search
+/// found a sustained rate, 1 (saying why) when none did (every system skipped, or no rate
+/// passed), 130 when interrupted.
 pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     let children = Children::default();
@@ -273,6 +275,8 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     let mut results = Vec::new();
     let mut series = Vec::new();
+    // What the exit status says: whether any search found a rate.
+    let (mut skipped, mut searched, mut sustained) = (0usize, 0usize, 0usize);
     'sweep: for system in &systems {
         for &cpi in &args.cpi {
             let mut name = match args.pipelines {
@@ -293,6 +297,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                 rows.push(format!(
                     "| {name} | {cpi} | skipped: {reason:#} | | | | | |"
                 ));
+                skipped += 1;
                 continue;
             }
             for repeat in 0..args.repeat {
@@ -364,6 +369,10 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                     }
                     Err(SearchError::InvalidConfig(e)) => bail!("invalid search: {e}"),
                 };
+                searched += 1;
+                if result.sustained.is_some() {
+                    sustained += 1;
+                }
                 let after = (before.is_some() && !interrupted)
                     .then(|| measure_bounds(&ctx, system, cpi))
                     .transpose()?;
@@ -469,10 +478,33 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
         svg_path.display(),
         args.out.display()
     );
-    Ok(if stop.load(Ordering::SeqCst) {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
+    if stop.load(Ordering::SeqCst) {
+        return Ok(ExitCode::from(130));
+    }
+    match no_rate_found(skipped, searched, sustained) {
+        Some(why) => {
+            eprintln!("bisect-rate: {why}");
+            Ok(ExitCode::FAILURE)
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Why the sweep measured nothing (exit 1), or `None` when at least one search found a
+/// sustained rate.
+fn no_rate_found(skipped: usize, searched: usize, sustained: usize) -> Option<String> {
+    if sustained > 0 {
+        return None;
+    }
+    Some(match (searched, skipped) {
+        (0, 0) => "nothing was searched".to_string(),
+        (0, n) => format!(
+            "no rate found: every system was skipped ({n} skipped, reasons above); nothing was searched"
+        ),
+        (n, 0) => format!("no rate found: none of the {n} searches sustained any rate tried"),
+        (n, k) => format!(
+            "no rate found: none of the {n} searches sustained any rate tried, and {k} systems were skipped"
+        ),
     })
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kplace::rate::{Gates, LatencyBound, Phase, TrialMeasurement, judge};
-use kplace_radar::{Cpi, Verifier, VerifyConfig, read_detections};
+use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 use serde_json::json;
 
 use super::trial::send;
@@ -277,7 +277,10 @@ fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow:
             path.display()
         )
     })?;
-    let (file_cpi, reports) = read_detections(BufReader::new(file), &path.display().to_string())?;
+    // Frame by frame, ids below the frames sent: whatever the system wrote, this ends.
+    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?
+        .with_frame_limit(frames);
+    let file_cpi = reader.cpi();
     if file_cpi != cpi {
         bail!("{} reports CPI {file_cpi}, not {cpi}", path.display());
     }
@@ -285,7 +288,7 @@ fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow:
     let period = NonZeroU64::new(16).unwrap_or(NonZeroU64::MIN);
     let mut verifier =
         Verifier::new(scene, VerifyConfig::for_cpi(cpi, 1e-6), frames).with_template_period(period);
-    for report in &reports {
+    while let Some(report) = reader.next_frame()? {
         verifier.check(report.frame_id, &report.clusters);
     }
     Ok(verifier)

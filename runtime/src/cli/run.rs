@@ -544,6 +544,11 @@ pub(crate) fn bind(
     let readiness = Arc::clone(readiness);
     let i = index.unwrap_or(0);
     source.on_ready(Box::new(move |a| readiness.ready(i, a)));
+    source.on_lock(Box::new(move |a| {
+        super::say(&format!(
+            "kplace run:{name} stream from {a}; other sources are counted as foreign"
+        ))
+    }));
     Ok(source)
 }
 

@@ -266,12 +266,16 @@ impl Assembly for Ingest<'_> {
 /// sender may start without losing a packet.
 pub type OnReady = Box<dyn FnOnce(SocketAddr) + Send>;
 
+/// Called once when the stream first locks to a source, with that source.
+pub type OnLock = Box<dyn FnOnce(SocketAddr) + Send>;
+
 /// The UDP receiver.
 pub struct UdpSource {
     socket: UdpSocket,
     config: UdpConfig,
     counters: IngestCounters,
     on_ready: Option<OnReady>,
+    on_lock: Option<OnLock>,
 }
 
 impl UdpSource {
@@ -299,6 +303,7 @@ impl UdpSource {
                 ..Default::default()
             },
             on_ready: None,
+            on_lock: None,
         })
     }
 
@@ -306,6 +311,11 @@ impl UdpSource {
     /// executor has made its slots, pools and kernel states).
     pub fn on_ready(&mut self, ready: OnReady) {
         self.on_ready = Some(ready);
+    }
+
+    /// Calls `lock` with the source once the stream first locks to one.
+    pub fn on_lock(&mut self, lock: OnLock) {
+        self.on_lock = Some(lock);
     }
 
     /// The address bound (with the port the OS chose for port 0).
@@ -341,6 +351,7 @@ impl UdpSource {
         let mut datagrams = SocketDatagrams::new(&self.socket, self.config.batch.max(1));
         let capacity = store.capacity();
         let mut receiver = Receiver::new(&self.config, &mut self.counters, capacity);
+        receiver.on_lock = self.on_lock.take();
         receiver.run(&mut datagrams, store)
     }
 }

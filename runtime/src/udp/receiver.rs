@@ -78,6 +78,8 @@ pub(super) struct Receiver<'c, F> {
     messages: Vec<Message>,
     taken: Vec<(usize, u32, Held)>,
     replays: Vec<Replay>,
+    /// Told once, when the stream first locks.
+    pub(super) on_lock: Option<super::OnLock>,
 }
 
 impl<'c, F> Receiver<'c, F> {
@@ -111,6 +113,7 @@ impl<'c, F> Receiver<'c, F> {
             messages: vec![Message::empty(); batch],
             taken: Vec::with_capacity(super::stash::STASH_CAPACITY),
             replays: Vec::with_capacity(super::stash::STASH_CAPACITY),
+            on_lock: None,
         }
     }
 
@@ -451,6 +454,9 @@ impl<'c, F> Receiver<'c, F> {
         self.taken.clear();
         self.stash.take(source, run_id, &mut self.taken);
         self.stream.opened(source, run_id);
+        if let (Some(lock), Some(tell)) = (self.stream.lock(), self.on_lock.take()) {
+            tell(lock);
+        }
         // Frames are not ended while a batch is being placed (its payloads may sit in their
         // places); `absorb` trims the oldest past MAX_OPEN afterwards.
         match store.try_begin(run_id) {

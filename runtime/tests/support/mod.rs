@@ -211,3 +211,199 @@ pub fn output_within(
         stderr,
     }
 }
+
+/// A child process that is killed and reaped when the guard goes, on a test's failure too.
+pub struct Guard {
+    child: Option<std::process::Child>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    /// Stderr as it arrives.
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// How a guarded child ended, with everything it printed.
+pub struct Ended {
+    /// Its exit status.
+    pub status: std::process::ExitStatus,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+impl Guard {
+    /// Starts `command` with stdout and stderr captured in the background (so it never blocks
+    /// on a full pipe).
+    pub fn spawn(command: &mut Command) -> Guard {
+        use std::io::Read;
+        use std::process::Stdio;
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the process");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let collect =
+            |mut pipe: Box<dyn Read + Send>,
+             seen: Option<std::sync::Arc<std::sync::Mutex<Vec<u8>>>>| {
+                std::thread::spawn(move || {
+                    let mut text = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while let Ok(n) = pipe.read(&mut chunk) {
+                        if n == 0 {
+                            break;
+                        }
+                        text.extend_from_slice(&chunk[..n]);
+                        if let Some(seen) = &seen {
+                            seen.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .extend_from_slice(&chunk[..n]);
+                        }
+                    }
+                    String::from_utf8_lossy(&text).into_owned()
+                })
+            };
+        let stdout = child.stdout.take().map(|p| collect(Box::new(p), None));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|p| collect(Box::new(p), Some(std::sync::Arc::clone(&seen))));
+        Guard {
+            child: Some(child),
+            stdout,
+            stderr,
+            seen,
+        }
+    }
+
+    /// The child's pid.
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    /// Sends `signal` to the child.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}", self.id());
+    }
+
+    /// Waits until the child's stderr contains `needle`, at most `timeout`; panics (after
+    /// killing it) if it exits first or the time runs out.
+    pub fn wait_stderr(&mut self, needle: &str, timeout: std::time::Duration) {
+        let start = std::time::Instant::now();
+        loop {
+            let seen =
+                String::from_utf8_lossy(&self.seen.lock().unwrap_or_else(|e| e.into_inner()))
+                    .into_owned();
+            if seen.contains(needle) {
+                return;
+            }
+            if !self.running() || start.elapsed() > timeout {
+                let ended = self.kill();
+                panic!(
+                    "{needle:?} never came ({}):\n{}\n{}",
+                    ended.status, ended.stdout, ended.stderr
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the child is still running.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Waits for the child's readiness file `path` (written by `kplace run --ready-file`), at
+    /// most `timeout`; returns the ports it lists. Panics, with what the child printed, if it
+    /// exits first or the time runs out.
+    pub fn wait_ready(&mut self, path: &Path, timeout: std::time::Duration) -> Vec<u16> {
+        let start = std::time::Instant::now();
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path)
+                && let Ok(value) = serde_json::from_str::<serde_json::Value>(&text)
+            {
+                return value["sources"]
+                    .as_array()
+                    .expect("sources")
+                    .iter()
+                    .map(|s| {
+                        let s = s.as_str().expect("a source string");
+                        s.rsplit(':')
+                            .next()
+                            .and_then(|p| p.parse().ok())
+                            .expect("a port")
+                    })
+                    .collect();
+            }
+            if !self.running() || start.elapsed() > timeout {
+                let ended = self.kill();
+                panic!(
+                    "not ready ({}):\n{}\n{}",
+                    ended.status, ended.stdout, ended.stderr
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Waits at most `timeout` for the child to exit; panics (after killing it) if it does not.
+    pub fn wait(mut self, timeout: std::time::Duration) -> Ended {
+        let start = std::time::Instant::now();
+        while self.running() {
+            if start.elapsed() > timeout {
+                let ended = self.kill();
+                panic!(
+                    "still running after {timeout:?}; killed:\n{}\n{}",
+                    ended.stdout, ended.stderr
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.finish()
+    }
+
+    /// Kills the child and returns what it printed.
+    pub fn kill(&mut self) -> Ended {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+        }
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Ended {
+        let status = self
+            .child
+            .take()
+            .map(|mut c| c.wait().expect("reap the child"))
+            .expect("a child");
+        Ended {
+            status,
+            stdout: self
+                .stdout
+                .take()
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default(),
+            stderr: self
+                .stderr
+                .take()
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -446,3 +446,32 @@ fn several_pipelines_run_and_verify_each_in_both_modes() {
     ]);
     assert!(e.contains("--ingest-only measures one receiver"), "{e}");
 }
+
+/// `kplace plan | head -1`: a closed stdout ends the program quietly (exit 0 or SIGPIPE),
+/// never with a panic. The pipe's read end is closed before kplace starts, so its first write
+/// meets a reader-less pipe.
+#[test]
+fn a_closed_stdout_ends_plan_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let (reader, writer) = std::io::pipe().expect("create a pipe");
+    drop(reader);
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plan")
+            .current_dir(support::workspace())
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped()),
+        std::time::Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "kplace plan complained about the closed pipe:\n{stderr}"
+    );
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "kplace plan should end with 0 or SIGPIPE, got {:?}:\n{stderr}",
+        out.status
+    );
+}

@@ -120,3 +120,51 @@ pub fn expected_column_sums(frame: &[u8], rows: usize, cols: usize) -> Vec<f32> 
         })
         .collect()
 }
+
+/// Runs `command` to its end and returns its output, like [`Command::output`] but killing it
+/// and panicking when it has not ended within `timeout`, so that a hang fails the test rather
+/// than stalling the suite. Stdin is null; what the caller set `Stdio::piped()` for stdout or
+/// stderr is captured.
+pub fn output_within(command: &mut Command, timeout: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{command:?} did not end within {timeout:?}; killed it");
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("cannot wait for {command:?}: {e}");
+            }
+        }
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}

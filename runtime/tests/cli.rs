@@ -475,3 +475,39 @@ fn a_closed_stdout_ends_plan_quietly() {
         out.status
     );
 }
+
+/// `KPLACE_LIB_DIR=` (set but empty) is unset: the libraries next to the executable are found,
+/// even from a directory holding a file of the default library's name (which, as a bare name,
+/// the loader would look up on the system path instead).
+#[test]
+fn an_empty_lib_dir_leaves_the_install_working() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("libkplace_cpu.so"), "not a library").expect("write");
+    let ws = support::workspace();
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plan")
+            .arg("--graph")
+            .arg(ws.join("graphs/radar.yaml"))
+            .arg("--placement")
+            .arg(ws.join("placements/all-cpu.yaml"))
+            .env("KPLACE_LIB_DIR", "")
+            // cargo's test environment puts its output directory on the loader's path, which
+            // would find a bare name; an installed kplace has no such help.
+            .env_remove("LD_LIBRARY_PATH")
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "kplace plan with KPLACE_LIB_DIR= failed:\n{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("kplace-cpu (/"),
+        "the library should be found by its full path:\n{}",
+        text(&out)
+    );
+}

@@ -511,3 +511,26 @@ fn an_empty_lib_dir_leaves_the_install_working() {
         text(&out)
     );
 }
+
+/// `kplace run --scene-frames` beyond the 256 MiB budget for prepared frames is refused, not
+/// grown without limit; the refusal names the option, the bytes and this CPI's maximum.
+#[test]
+fn run_refuses_scene_frames_beyond_the_budget() {
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["run", "--frames", "10", "--scene-frames", "100000000"])
+            .current_dir(support::workspace())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = text(&out);
+    assert!(
+        err.contains("--scene-frames 100000000")
+            && err.contains("CPI 1024x128 (512.0 KiB each)")
+            && err.contains("256.0 MiB budget")
+            && err.contains("at most 512 for this CPI"),
+        "{err}"
+    );
+}

@@ -172,7 +172,7 @@ impl Setup {
         let (graph, _) = args.graph.load(cpi, &pfa_set)?;
         radar::check_graph_fits(&graph, cpi)?;
         let pfa = radar::graph_pfa(&graph)?;
-        let period = args.scene.scene_frames(args.frames);
+        let period = args.scene.scene_frames(args.frames)?;
         let scene = args.scene.scene()?;
         let prepared = match (&args.source, args.ingest_only) {
             (SourceArg::Replay, false) => {

@@ -534,3 +534,57 @@ fn run_refuses_scene_frames_beyond_the_budget() {
         "{err}"
     );
 }
+
+/// A CPI far beyond this machine's memory is refused, by `kplace plan` and `kplace run` alike,
+/// before anything CPI-sized is allocated: exit 2 with the plan's need, what is available and
+/// the largest pools, never an allocation abort (run aborted with SIGABRT; plan printed a
+/// 98,304 GiB pool total with exit 0).
+#[test]
+fn a_cpi_beyond_memory_is_refused_before_allocating() {
+    for args in [
+        &["plan", "--cpi", "1048576x1048576"][..],
+        &["run", "--cpi", "1048576x1048576", "--frames", "2"][..],
+        &[
+            "send",
+            "--cpi",
+            "8192x4294967295",
+            "--dest",
+            "127.0.0.1:9",
+            "--frames",
+            "1",
+            "--burst",
+        ][..],
+    ] {
+        let out = support::output_within(
+            Command::new(env!("CARGO_BIN_EXE_kplace"))
+                .args(args)
+                .current_dir(support::workspace())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+            std::time::Duration::from_secs(60),
+        );
+        let err = text(&out);
+        assert_eq!(out.status.code(), Some(2), "kplace {args:?}:\n{err}");
+        let cpi = args[2];
+        for want in [
+            &format!("CPI {cpi} cannot run here") as &str,
+            "of host memory",
+            "but ",
+            "is available (",
+            "TiB",
+        ] {
+            assert!(
+                err.contains(want),
+                "kplace {args:?}: {want:?} not in:\n{err}"
+            );
+        }
+        if args[0] == "send" {
+            assert!(err.contains("prepared scene frames"), "{err}");
+        } else {
+            assert!(
+                err.contains("range_map 32.0 TiB (4 x 8.0 TiB in host)") && err.contains("--slots"),
+                "kplace {args:?} should name the largest pools and the fix:\n{err}"
+            );
+        }
+    }
+}

@@ -277,17 +277,21 @@ impl Control {
             command: format!("{CONTROL_PROGRAM} <<< {command:?}"),
             reason,
         };
+        // The command is written into the pipe before the client starts, and the write end
+        // closed, so a client that exits without reading cannot make this write fail (nor,
+        // with SIGPIPE at its default disposition as `kplace` sets it, kill this process); it
+        // is reported by its status below. One short line fits any pipe's buffer.
+        let (stdin, mut feed) =
+            std::io::pipe().map_err(|e| fail(format!("cannot create a pipe: {e}")))?;
+        writeln!(feed, "{command}").map_err(|e| fail(format!("cannot write the command: {e}")))?;
+        drop(feed);
         let mut child = self
             .command()
-            .stdin(Stdio::piped())
+            .stdin(Stdio::from(stdin))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| fail(format!("cannot run {}: {e}", self.program.display())))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A client that exits before reading is reported by its status below.
-            let _ = writeln!(stdin, "{command}");
-        }
         let status = wait_for(&mut child, QUERY_TIMEOUT);
         let output = child
             .wait_with_output()

@@ -1,7 +1,8 @@
 //! Kernel libraries: loading them, checking their tables, and calling their kernels safely.
 //!
 //! This module is the only place that crosses the C ABI of `kplace.h`. [`KernelLibrary::load`]
-//! refuses a library whose ABI version differs, whose entry symbol is missing, or whose table
+//! refuses a path that is not a regular file (before the loader opens it: a FIFO would block),
+//! a library whose ABI version differs, whose entry symbol is missing, or whose table
 //! is malformed (null names, missing functions, a kernel named twice for one device kind), each with a message
 //! naming the file. A [`KernelState`] owns one `create`d state and destroys it on drop; it keeps
 //! its library loaded for as long as it lives.
@@ -27,8 +28,25 @@ pub enum PluginError {
         /// The file.
         path: PathBuf,
     },
+    /// The path names something other than a regular file (a directory, a FIFO, a device),
+    /// refused before the loader opens it: opening a FIFO would block until a writer comes.
+    #[error("kernel library {} is not a regular file (it is {kind}); name a shared library file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead: `a directory`, `a FIFO`, ...
+        kind: &'static str,
+    },
+    /// The path's metadata cannot be read (permissions, a broken symlink, an I/O error).
+    #[error("cannot read kernel library {}: {cause}", path.display())]
+    Unreadable {
+        /// The path.
+        path: PathBuf,
+        /// The error from `stat`.
+        cause: std::io::Error,
+    },
     /// The dynamic loader refused the file.
-    #[error("cannot load kernel library {}: {cause}", path.display())]
+    #[error("cannot load kernel library {}: {}", path.display(), loader_reason(cause))]
     Load {
         /// The file.
         path: PathBuf,
@@ -75,6 +93,33 @@ pub enum PluginError {
     /// The device a kernel runs on failed before the kernel was called.
     #[error(transparent)]
     Device(#[from] crate::cuda::GpuError),
+}
+
+/// The loader's error with its reason: libloading's `Display` says only "dlopen failed" and
+/// keeps `dlerror`'s text (the file and why) in its source.
+fn loader_reason(error: &libloading::Error) -> String {
+    match std::error::Error::source(error) {
+        Some(reason) => format!("{error}: {reason}"),
+        None => error.to_string(),
+    }
+}
+
+/// What a non-regular file is, for [`PluginError::NotAFile`].
+fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
 }
 
 fn entry_name() -> &'static str {
@@ -131,9 +176,26 @@ pub struct KernelLibrary {
 impl KernelLibrary {
     /// Loads and checks the library at `path`.
     pub fn load(path: &Path) -> Result<Arc<KernelLibrary>, PluginError> {
-        if !path.exists() {
-            return Err(PluginError::Missing {
+        // Only a regular file (or a link to one) reaches the loader: dlopen on a FIFO blocks
+        // until something writes to it, and on a directory or device it fails obscurely.
+        let metadata = match std::fs::metadata(path) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(PluginError::Missing {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(cause) => {
+                return Err(PluginError::Unreadable {
+                    path: path.to_path_buf(),
+                    cause,
+                });
+            }
+        };
+        if !metadata.is_file() {
+            return Err(PluginError::NotAFile {
                 path: path.to_path_buf(),
+                kind: file_kind(metadata.file_type()),
             });
         }
         // SAFETY: loading runs the library's initialisers; a kernel library is trusted code

@@ -565,3 +565,167 @@ fn verify_refuses_a_pfa_outside_0_1() {
         assert_input_error(&out, &["--pfa must be in (0, 1), got"]);
     }
 }
+
+/// `kplace plan | head -1`: a closed stdout ends the program quietly (exit 0 or SIGPIPE),
+/// never with a panic. The pipe's read end is closed before kplace starts, so its first write
+/// meets a reader-less pipe.
+#[test]
+fn a_closed_stdout_ends_plan_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let (reader, writer) = std::io::pipe().expect("create a pipe");
+    drop(reader);
+    let mut child = support::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plan")
+            .current_dir(support::workspace())
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start kplace plan"),
+    );
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("poll kplace plan") {
+            break status;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "kplace plan hung");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut err = Vec::new();
+    if let Some(mut pipe) = child.0.stderr.take() {
+        use std::io::Read;
+        let _ = pipe.read_to_end(&mut err);
+    }
+    let out = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: err,
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "kplace plan complained about the closed pipe:\n{stderr}"
+    );
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "kplace plan should end with 0 or SIGPIPE, got {:?}:\n{stderr}",
+        out.status
+    );
+}
+
+/// `KPLACE_LIB_DIR=` (set but empty) is unset: the libraries next to the executable are found,
+/// even from a directory holding a file of the default library's name (which, as a bare name,
+/// the loader would look up on the system path instead).
+#[test]
+fn an_empty_lib_dir_leaves_the_install_working() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("libkplace_cpu.so"), "not a library").expect("write");
+    let ws = support::workspace();
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plan")
+            .arg("--graph")
+            .arg(ws.join("graphs/radar.yaml"))
+            .arg("--placement")
+            .arg(ws.join("placements/all-cpu.yaml"))
+            .env("KPLACE_LIB_DIR", "")
+            // cargo's test environment puts its output directory on the loader's path, which
+            // would find a bare name; an installed kplace has no such help.
+            .env_remove("LD_LIBRARY_PATH")
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "kplace plan with KPLACE_LIB_DIR= failed:\n{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("kplace-cpu (/"),
+        "the library should be found by its full path:\n{}",
+        text(&out)
+    );
+}
+
+/// `kplace run --scene-frames` beyond the 256 MiB budget for prepared frames is refused, not
+/// grown without limit; the refusal names the option, the bytes and this CPI's maximum.
+#[test]
+fn run_refuses_scene_frames_beyond_the_budget() {
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["run", "--frames", "10", "--scene-frames", "100000000"])
+            .current_dir(support::workspace())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = text(&out);
+    assert!(
+        err.contains("--scene-frames 100000000")
+            && err.contains("CPI 1024x128 (512.0 KiB each)")
+            && err.contains("256.0 MiB budget")
+            && err.contains("at most 512 for this CPI"),
+        "{err}"
+    );
+}
+
+/// A CPI far beyond this machine's memory is refused, by `kplace plan` and `kplace run` alike,
+/// before anything CPI-sized is allocated: exit 2 with the plan's need, what is available and
+/// the largest pools, never an allocation abort (run aborted with SIGABRT; plan printed a
+/// 98,304 GiB pool total with exit 0).
+#[test]
+fn a_cpi_beyond_memory_is_refused_before_allocating() {
+    for args in [
+        &["plan", "--cpi", "1048576x1048576"][..],
+        &["run", "--cpi", "1048576x1048576", "--frames", "2"][..],
+        &[
+            "send",
+            "--cpi",
+            "8192x4294967295",
+            "--dest",
+            "127.0.0.1:9",
+            "--frames",
+            "1",
+            "--burst",
+        ][..],
+    ] {
+        let out = support::output_within(
+            Command::new(env!("CARGO_BIN_EXE_kplace"))
+                .args(args)
+                .current_dir(support::workspace())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+            std::time::Duration::from_secs(60),
+            None,
+        );
+        let err = text(&out);
+        assert_eq!(out.status.code(), Some(2), "kplace {args:?}:\n{err}");
+        let cpi = args[2];
+        for want in [
+            &format!("CPI {cpi} cannot run here") as &str,
+            "of host memory",
+            "but ",
+            "is available (",
+            "TiB",
+        ] {
+            assert!(
+                err.contains(want),
+                "kplace {args:?}: {want:?} not in:\n{err}"
+            );
+        }
+        if args[0] == "send" {
+            assert!(err.contains("prepared scene frames"), "{err}");
+        } else {
+            assert!(
+                err.contains("range_map 32.0 TiB (4 x 8.0 TiB in host)") && err.contains("--slots"),
+                "kplace {args:?} should name the largest pools and the fix:\n{err}"
+            );
+        }
+    }
+}

@@ -200,3 +200,63 @@ fn a_table_naming_a_kernel_twice_is_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn the_loaders_reason_is_in_the_message() {
+    // Long enough to be read as an ELF header, which it is not.
+    let (_dir, path) = support::write_temp("libgarbage.so", &"not an ELF file. ".repeat(8));
+    let text = KernelLibrary::load(&path).unwrap_err().to_string();
+    assert!(
+        text.contains("libgarbage.so") && text.contains("invalid ELF header"),
+        "the message should carry dlerror's reason: {text}"
+    );
+}
+
+/// A FIFO named as a library would block dlopen until a writer came: it is refused first. The
+/// load runs on a thread watched with a timeout, so a regression fails instead of hanging (the
+/// FIFO is then opened for writing, which lets the blocked open return).
+#[test]
+fn a_fifo_is_refused_before_the_loader_opens_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("libfifo.so");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo failed");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let load_path = path.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(KernelLibrary::load(&load_path).map(|_| ()));
+    });
+    let result = match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(result) => result,
+        Err(_) => {
+            let _ = std::fs::OpenOptions::new().write(true).open(&path);
+            panic!("loading a FIFO hung: it reached dlopen");
+        }
+    };
+    let err = result.unwrap_err();
+    assert!(matches!(err, PluginError::NotAFile { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("libfifo.so") && text.contains("not a regular file") && text.contains("FIFO"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_directory_is_refused_as_not_a_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let err = KernelLibrary::load(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PluginError::NotAFile {
+                kind: "a directory",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

@@ -6,6 +6,8 @@
 //! receiving socket's default buffer holds a whole burst. The sending thread is pinned to one
 //! core, so loopback delivers in send order. No test asserts an upper bound on time.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -496,4 +498,43 @@ fn a_pacing_tick_sends_everything_late_never_early() {
     // the last chirp due one slot before 15 ms).
     let last_due = Duration::from_micros(15_000 - 5_000 / u64::from(chirps));
     assert!(report.elapsed >= last_due, "{:?}", report.elapsed);
+}
+
+/// An explicit --scene-frames whose prepared frames exceed the 256 MiB budget is refused
+/// before anything is prepared or sent (it grew without limit), naming the option, the bytes
+/// and the most this CPI allows.
+#[test]
+fn cli_refuses_scene_frames_beyond_the_budget() {
+    let (socket, dest) = receiver();
+    let dest = dest.to_string();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    command
+        .args([
+            "send",
+            "--dest",
+            &dest,
+            "--frames",
+            "10",
+            "--burst",
+            "--scene-frames",
+            "100000000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = support::output_within(&mut command, Duration::from_secs(60), None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = text(&out);
+    assert!(
+        err.contains("--scene-frames 100000000")
+            && err.contains("52428800000000 bytes")
+            && err.contains("at most 512 for this CPI"),
+        "{err}"
+    );
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("set a read timeout");
+    assert!(
+        socket.recv(&mut [0u8; 64]).is_err(),
+        "nothing may be sent after the refusal"
+    );
 }

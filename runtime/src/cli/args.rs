@@ -102,7 +102,7 @@ pub struct SceneArgs {
     #[arg(long, conflicts_with = "targets")]
     pub high_snr: bool,
     /// Distinct scene frames; frame i shows scene frame i mod this (default: up to 64, within
-    /// 256 MiB).
+    /// 256 MiB; more than fit in 256 MiB is refused).
     #[arg(long)]
     pub scene_frames: Option<NonZeroU64>,
 }
@@ -122,13 +122,29 @@ impl SceneArgs {
         Scene::new(config).context("invalid scene")
     }
 
-    /// Distinct scene frames for a run of `frames` frames.
-    pub fn scene_frames(&self, frames: u64) -> NonZeroU64 {
+    /// Distinct scene frames for a run of `frames` frames: `--scene-frames` when given, else up
+    /// to [`DEFAULT_SCENE_FRAMES`] within the budget. Every prepared frame is held in memory, so
+    /// an explicit count whose frames exceed the budget is refused (naming the most this CPI
+    /// allows); one frame is always allowed, however large.
+    pub fn scene_frames(&self, frames: u64) -> anyhow::Result<NonZeroU64> {
+        let frame_bytes = (self.cpi.cells() as u64).saturating_mul(4).max(1);
+        let fit = (SCENE_BUDGET_BYTES / frame_bytes).max(1);
         if let Some(n) = self.scene_frames {
-            return n;
+            if n.get() > fit {
+                let bytes = u128::from(n.get()) * u128::from(frame_bytes);
+                bail!(
+                    "--scene-frames {n}: {n} prepared frames of CPI {} ({} each) take {bytes} bytes, \
+                     more than the {} budget for prepared scene frames; at most {fit} for this CPI",
+                    self.cpi,
+                    kplace::plan::human_bytes(frame_bytes),
+                    kplace::plan::human_bytes(SCENE_BUDGET_BYTES),
+                );
+            }
+            return Ok(n);
         }
-        let frame_bytes = (self.cpi.cells() * 4) as u64;
-        let fit = (SCENE_BUDGET_BYTES / frame_bytes.max(1)).max(1);
-        NonZeroU64::new(frames.min(DEFAULT_SCENE_FRAMES).min(fit).max(1)).unwrap_or(NonZeroU64::MIN)
+        Ok(
+            NonZeroU64::new(frames.min(DEFAULT_SCENE_FRAMES).min(fit).max(1))
+                .unwrap_or(NonZeroU64::MIN),
+        )
     }
 }

@@ -20,10 +20,12 @@ pub struct PlanArgs {
 }
 
 /// Plans and prints. A GPU placement is described even where no GPU is usable (the plan says
-/// so, and `kplace run` refuses it), so placements can be inspected on any machine.
+/// so, and `kplace run` refuses it), so placements can be inspected on any machine; a plan
+/// whose pools exceed this machine's memory is refused, as `kplace run` would refuse it.
 pub fn main(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let (graph, placement) = args.graph.load(args.cpi, &[])?;
-    let plan = Plan::with_gpus(graph, placement, CudaProvider::global(), PlanMode::Describe)?;
+    let plan = Plan::with_gpus(graph, placement, CudaProvider::global(), PlanMode::Describe)
+        .map_err(|e| super::radar::plan_error(e, args.cpi))?;
     print!("{plan}");
     Ok(ExitCode::SUCCESS)
 }

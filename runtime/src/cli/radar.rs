@@ -7,6 +7,9 @@ use anyhow::{Context, bail};
 use kplace::abi::{DetectionList, Dtype};
 use kplace::executor::{CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::graph::{Graph, Overrides};
+use kplace::placement::Placement;
+use kplace::plan::PlanError;
+use kplace::plan::memory::{self, BufferSpace, Demand, MemoryAvailable};
 use kplace_radar::{Cluster, Cpi, DetectionWriter, Scene, Verifier};
 
 /// The kernel whose parameters define the false-alarm rate.
@@ -106,8 +109,67 @@ pub fn check_graph_fits(graph: &Graph, cpi: Cpi) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Generates `count` scene frames as the source tensor's bytes (little-endian I, Q pairs).
+/// Refuses a run whose memory would not fit this machine, before anything CPI-sized is
+/// allocated: `copies` times the pools of `graph`'s tensors on `placement` (one set per
+/// pipeline) and `prepared` scene frames of `cpi`, against the host's available memory (and a
+/// GPU's, where known). The kernels' workspaces are checked when each pipeline is planned.
+pub fn check_memory(
+    graph: &Graph,
+    placement: &Placement,
+    cpi: Cpi,
+    copies: u64,
+    prepared: u64,
+) -> anyhow::Result<()> {
+    let pools = kplace::plan::tensor_pools_for(graph, placement)?;
+    let mut demands: Vec<Demand> = pools
+        .iter()
+        .map(|p| {
+            let mut d = Demand::of_pool(p);
+            d.blocks = d.blocks.saturating_mul(copies);
+            d
+        })
+        .collect();
+    if prepared > 0 {
+        demands.push(Demand {
+            name: "the prepared scene frames".into(),
+            space: BufferSpace::Host,
+            block_bytes: (cpi.cells() as u64).saturating_mul(4),
+            blocks: prepared,
+        });
+    }
+    memory::check_fits(&demands, &MemoryAvailable::probe())
+        .with_context(|| format!("CPI {cpi} cannot run here"))?;
+    Ok(())
+}
+
+/// Adds the CPI to a plan error about memory, which it decides; other plan errors pass as
+/// they are.
+pub fn plan_error(error: PlanError, cpi: Cpi) -> anyhow::Error {
+    match error {
+        PlanError::OutOfMemory { .. } | PlanError::MemoryOverflow { .. } => {
+            anyhow::Error::new(error).context(format!("CPI {cpi} cannot run here"))
+        }
+        other => other.into(),
+    }
+}
+
+/// Generates `count` scene frames as the source tensor's bytes (little-endian I, Q pairs),
+/// once it has checked that they fit in the host's available memory.
 pub fn prepare_frames(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
+    let cpi = scene.cpi();
+    let bytes = u128::from(count) * cpi.cells() as u128 * 4;
+    if let Some(host) = MemoryAvailable::probe().host
+        && bytes > u128::from(host.bytes)
+    {
+        bail!(
+            "CPI {cpi} cannot run here: {count} prepared scene frames of {} each need {} of host memory, \
+             but {} is available ({}); use a smaller CPI (--cpi)",
+            kplace::plan::human_bytes((cpi.cells() as u64).saturating_mul(4)),
+            kplace::plan::human_bytes(u64::try_from(bytes).unwrap_or(u64::MAX)),
+            kplace::plan::human_bytes(host.bytes),
+            host.measured
+        );
+    }
     (0..count)
         .map(|frame| {
             scene

@@ -299,10 +299,18 @@ impl Setup {
     pub(crate) fn new(args: &RunArgs) -> anyhow::Result<Setup> {
         let cpi = args.scene.cpi;
         let pfa_set = radar::pfa_override(&args.graph.graph, args.pfa)?;
-        let (graph, _) = args.graph.load(cpi, &pfa_set)?;
+        let (graph, placement) = args.graph.load(cpi, &pfa_set)?;
         radar::check_graph_fits(&graph, cpi)?;
         let pfa = radar::graph_pfa(&graph)?;
-        let period = args.scene.scene_frames(args.frames);
+        let period = args.scene.scene_frames(args.frames)?;
+        let replay = args.source == SourceArg::Replay && !args.ingest_only;
+        radar::check_memory(
+            &graph,
+            &placement,
+            cpi,
+            args.pipelines,
+            if replay { period.get() } else { 0 },
+        )?;
         let scene = args.scene.scene()?;
         let prepared = match (&args.source, args.ingest_only) {
             (SourceArg::Replay, false) => {

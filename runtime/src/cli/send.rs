@@ -192,7 +192,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let period = args.scene.scene_frames(match frames {
         FrameCount::Frames(n) => n,
         FrameCount::Duration(_) => u64::MAX,
-    });
+    })?;
     let prepared_at = Instant::now();
     let prepared = radar::prepare_frames(&scene, period.get())?;
     eprintln!(

@@ -47,7 +47,7 @@ pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let scene = args.scene.scene()?;
-    let period = args.scene.scene_frames(args.frames);
+    let period = args.scene.scene_frames(args.frames)?;
     let mut verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, args.pfa), args.frames)
         .with_template_period(period);
     while let Some(report) = reader.next_frame()? {

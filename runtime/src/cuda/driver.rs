@@ -732,6 +732,13 @@ impl Gpu for CudaGpu {
         &self.name
     }
 
+    fn total_memory(&self) -> Option<u64> {
+        // SAFETY: `self.device` came from cuDeviceGet.
+        unsafe { result::device::total_mem(self.device) }
+            .ok()
+            .map(|bytes| bytes as u64)
+    }
+
     fn bind_thread(&self) -> Result<(), GpuError> {
         // SAFETY: the context is retained while self lives.
         unsafe { result::ctx::set_current(self.context) }

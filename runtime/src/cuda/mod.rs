@@ -94,6 +94,12 @@ pub trait Gpu: Send + Sync + fmt::Debug {
     /// The device's name, e.g. `NVIDIA H200`.
     fn name(&self) -> &str;
 
+    /// The device's memory in bytes, when known: the planner refuses pools that exceed it.
+    /// `None` (the default) skips that check.
+    fn total_memory(&self) -> Option<u64> {
+        None
+    }
+
     /// Makes the device's primary context current on the calling thread; required before any
     /// other call, and before a kernel library's create or launch, on every thread.
     fn bind_thread(&self) -> Result<(), GpuError>;

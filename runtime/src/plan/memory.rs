@@ -18,15 +18,21 @@
 //! Pinned buffers are never write-combined: the receiver reads packet headers in place and
 //! CPU stages read downloads, and write-combined memory is very slow to read.
 //!
+//! Before anything is allocated, [`check_fits`] adds up what the pools need in each kind of
+//! memory, with checked arithmetic, and refuses a plan that needs more than the machine has
+//! ([`MemoryAvailable::probe`]: host memory from `/proc/meminfo`, which pinned memory counts
+//! against too, and each GPU's memory where its driver reports it).
+//!
 //! What this runtime does not do yet, refused here with a clear error rather than run wrongly:
 //! edges between two different GPUs, a host tensor read by more than one GPU stage (each would
 //! need its own upload), and GPU stages split along an axis other than their input's first.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use kplace_abi::MemorySpace;
 
-use super::PlanError;
+use super::{PlanError, PoolSpec, human_bytes};
 use crate::graph::{Graph, Producer, StageId, TensorId};
 use crate::placement::Device;
 
@@ -289,4 +295,317 @@ pub fn lay_out(
         }
     }
     Ok((edges, work))
+}
+
+/// Memory a buffer set takes: `blocks` blocks of `block_bytes` in `space`, under `name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Demand {
+    /// A name for messages: a pool's name, or what else the run holds (its scene frames).
+    pub name: String,
+    /// Where it lives.
+    pub space: BufferSpace,
+    /// Size of each block.
+    pub block_bytes: u64,
+    /// Number of blocks.
+    pub blocks: u64,
+}
+
+impl Demand {
+    /// What `pool` takes.
+    pub fn of_pool(pool: &PoolSpec) -> Demand {
+        Demand {
+            name: pool.name.clone(),
+            space: pool.space,
+            block_bytes: pool.block_bytes,
+            blocks: pool.blocks as u64,
+        }
+    }
+
+    /// Its bytes, or an error naming it when they overflow 64 bits.
+    pub fn bytes(&self) -> Result<u64, PlanError> {
+        self.block_bytes
+            .checked_mul(self.blocks)
+            .ok_or_else(|| PlanError::MemoryOverflow {
+                what: format!(
+                    "pool {} ({} blocks of {} bytes)",
+                    self.name, self.blocks, self.block_bytes
+                ),
+            })
+    }
+}
+
+/// Bytes needed in each kind of memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryNeed {
+    /// Pageable host memory.
+    pub host: u64,
+    /// Page-locked host memory, all GPUs together (it is host memory too).
+    pub pinned: u64,
+    /// Memory on each GPU.
+    pub device: BTreeMap<u32, u64>,
+}
+
+impl MemoryNeed {
+    /// All host memory, pageable and pinned.
+    pub fn host_total(&self) -> u64 {
+        self.host.saturating_add(self.pinned)
+    }
+}
+
+/// Host memory, with where the figure came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostMemory {
+    /// Bytes.
+    pub bytes: u64,
+    /// Where the figure came from, for messages: `MemAvailable in /proc/meminfo`.
+    pub measured: String,
+}
+
+/// What the machine has for a plan's pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryAvailable {
+    /// Host memory; `None` when it cannot be read (the host check is skipped).
+    pub host: Option<HostMemory>,
+    /// Each GPU's memory, where known (a GPU not listed is not checked).
+    pub device: BTreeMap<u32, u64>,
+}
+
+impl MemoryAvailable {
+    /// This machine's host memory: `MemAvailable` from `/proc/meminfo`, else `MemTotal`, else
+    /// the physical pages `sysconf` reports. No GPU is listed: see [`Self::with_gpu`].
+    pub fn probe() -> MemoryAvailable {
+        let from_meminfo = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| host_from_meminfo(&text));
+        let host = from_meminfo.or_else(|| {
+            // SAFETY: sysconf only reads system configuration.
+            let (pages, page) = unsafe {
+                (
+                    libc::sysconf(libc::_SC_PHYS_PAGES),
+                    libc::sysconf(libc::_SC_PAGESIZE),
+                )
+            };
+            (pages > 0 && page > 0).then(|| HostMemory {
+                bytes: (pages as u64).saturating_mul(page as u64),
+                measured: "physical memory (sysconf)".into(),
+            })
+        });
+        MemoryAvailable {
+            host,
+            device: BTreeMap::new(),
+        }
+    }
+
+    /// Also checks GPU `ordinal`, which has `bytes` of memory.
+    pub fn with_gpu(mut self, ordinal: u32, bytes: u64) -> MemoryAvailable {
+        self.device.insert(ordinal, bytes);
+        self
+    }
+}
+
+/// Host memory from `/proc/meminfo`'s text: `MemAvailable` (what can be allocated without
+/// swapping), else `MemTotal` (kernels before 3.14).
+pub fn host_from_meminfo(text: &str) -> Option<HostMemory> {
+    let field = |name: &str| {
+        text.lines().find_map(|line| {
+            let rest = line.strip_prefix(name)?.strip_prefix(':')?;
+            let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+            Some(kib.saturating_mul(1024))
+        })
+    };
+    let (bytes, name) = match field("MemAvailable") {
+        Some(b) => (b, "MemAvailable"),
+        None => (field("MemTotal")?, "MemTotal"),
+    };
+    Some(HostMemory {
+        bytes,
+        measured: format!("{name} in /proc/meminfo"),
+    })
+}
+
+/// Adds up `demands` per kind of memory, with checked arithmetic, and refuses when a kind needs
+/// more than `available` has: host memory (pageable and pinned together) against
+/// [`MemoryAvailable::host`], each GPU's against [`MemoryAvailable::device`]. The error names
+/// the need, what is available and where that figure came from, and the largest demands.
+pub fn check_fits(
+    demands: &[Demand],
+    available: &MemoryAvailable,
+) -> Result<MemoryNeed, PlanError> {
+    let mut need = MemoryNeed::default();
+    let overflow = |what: &str| PlanError::MemoryOverflow { what: what.into() };
+    for d in demands {
+        let bytes = d.bytes()?;
+        let sum = match d.space {
+            BufferSpace::Host => &mut need.host,
+            BufferSpace::PinnedHost(_) => &mut need.pinned,
+            BufferSpace::Device(n) => need.device.entry(n).or_default(),
+        };
+        *sum = sum
+            .checked_add(bytes)
+            .ok_or_else(|| overflow(&format!("the total of the {} pools", d.space)))?;
+    }
+    let host_total = need
+        .host
+        .checked_add(need.pinned)
+        .ok_or_else(|| overflow("the total of the host and pinned pools"))?;
+    if let Some(host) = &available.host
+        && host_total > host.bytes
+    {
+        return Err(PlanError::OutOfMemory {
+            space: "host memory".into(),
+            need: host_total,
+            split: format!(
+                "pageable {}, pinned {}",
+                human_bytes(need.host),
+                human_bytes(need.pinned)
+            ),
+            available: host.bytes,
+            measured: host.measured.clone(),
+            largest: largest(demands, |s| s.is_host()),
+        });
+    }
+    for (&n, &bytes) in &need.device {
+        if let Some(&has) = available.device.get(&n)
+            && bytes > has
+        {
+            return Err(PlanError::OutOfMemory {
+                space: format!("memory on gpu:{n}"),
+                need: bytes,
+                split: "device pools".into(),
+                available: has,
+                measured: "the device's total memory".into(),
+                largest: largest(demands, |s| s == BufferSpace::Device(n)),
+            });
+        }
+    }
+    Ok(need)
+}
+
+/// The three largest demands in the spaces `keep` accepts, for an error message.
+fn largest(demands: &[Demand], keep: impl Fn(BufferSpace) -> bool) -> String {
+    let mut kept: Vec<&Demand> = demands.iter().filter(|d| keep(d.space)).collect();
+    kept.sort_by_key(|d| std::cmp::Reverse(d.block_bytes.saturating_mul(d.blocks)));
+    kept.iter()
+        .take(3)
+        .map(|d| {
+            format!(
+                "{} {} ({} x {} in {})",
+                d.name,
+                human_bytes(d.block_bytes.saturating_mul(d.blocks)),
+                d.blocks,
+                human_bytes(d.block_bytes),
+                d.space
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demand(name: &str, space: BufferSpace, block_bytes: u64, blocks: u64) -> Demand {
+        Demand {
+            name: name.into(),
+            space,
+            block_bytes,
+            blocks,
+        }
+    }
+
+    fn host(bytes: u64) -> MemoryAvailable {
+        MemoryAvailable {
+            host: Some(HostMemory {
+                bytes,
+                measured: "a test figure".into(),
+            }),
+            device: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_need_is_added_up_per_space() {
+        let demands = [
+            demand("a", BufferSpace::Host, 100, 4),
+            demand("b", BufferSpace::PinnedHost(0), 10, 4),
+            demand("c", BufferSpace::Device(0), 1000, 2),
+            demand("d", BufferSpace::Device(1), 1, 1),
+        ];
+        let need = check_fits(&demands, &host(440)).unwrap();
+        assert_eq!((need.host, need.pinned, need.host_total()), (400, 40, 440));
+        assert_eq!(need.device, BTreeMap::from([(0, 2000), (1, 1)]));
+    }
+
+    #[test]
+    fn pinned_memory_counts_against_the_host() {
+        let demands = [
+            demand("frame", BufferSpace::Host, 300, 1),
+            demand("map.mirror", BufferSpace::PinnedHost(0), 200, 2),
+        ];
+        let err = check_fits(&demands, &host(600)).unwrap_err();
+        assert!(matches!(
+            err,
+            PlanError::OutOfMemory {
+                need: 700,
+                available: 600,
+                ..
+            }
+        ));
+        let text = err.to_string();
+        for want in [
+            "needs 700 B of host memory",
+            "pageable 300 B, pinned 400 B",
+            "600 B is available (a test figure)",
+            "map.mirror 400 B (2 x 200 B in pinned(gpu:0))",
+            "--cpi",
+            "--slots",
+        ] {
+            assert!(text.contains(want), "{want:?} not in: {text}");
+        }
+    }
+
+    #[test]
+    fn absurd_shapes_are_an_error_not_an_overflow() {
+        let huge = demand("map", BufferSpace::Host, u64::MAX / 2, 4);
+        let err = check_fits(&[huge], &MemoryAvailable::default()).unwrap_err();
+        assert!(matches!(err, PlanError::MemoryOverflow { .. }), "{err:?}");
+        assert!(err.to_string().contains("pool map"), "{err}");
+        let two = [
+            demand("a", BufferSpace::Host, u64::MAX / 2, 1),
+            demand("b", BufferSpace::Host, u64::MAX / 2 + 2, 1),
+        ];
+        let err = check_fits(&two, &MemoryAvailable::default()).unwrap_err();
+        assert!(matches!(err, PlanError::MemoryOverflow { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_gpu_is_checked_when_its_memory_is_known() {
+        let demands = [demand("map", BufferSpace::Device(0), 1 << 30, 4)];
+        assert!(
+            check_fits(&demands, &host(0)).is_ok(),
+            "gpu:0's memory is not known"
+        );
+        let err = check_fits(&demands, &host(0).with_gpu(0, 1 << 31)).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("needs 4.0 GiB of memory on gpu:0")
+                && text.contains("2.0 GiB is available"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn meminfo_gives_available_else_total() {
+        let text = "MemTotal:       16303296 kB\nMemFree:  100 kB\nMemAvailable:   12000000 kB\n";
+        let host = host_from_meminfo(text).unwrap();
+        assert_eq!(host.bytes, 12_000_000 * 1024);
+        assert_eq!(host.measured, "MemAvailable in /proc/meminfo");
+        let old = host_from_meminfo("MemTotal: 2048 kB\n").unwrap();
+        assert_eq!(
+            (old.bytes, old.measured.as_str()),
+            (2048 * 1024, "MemTotal in /proc/meminfo")
+        );
+        assert_eq!(host_from_meminfo("nothing here"), None);
+    }
 }

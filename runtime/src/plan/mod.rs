@@ -28,7 +28,10 @@ use crate::graph::{Graph, StageId, TensorId, TensorSpec};
 use crate::placement::{Device, Placement, RuntimeSettings};
 use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
 
-pub use memory::{BufferSpace, Direction, GpuWork, Mirror, PlannedEdge, Transfer};
+pub use memory::{
+    BufferSpace, Demand, Direction, GpuWork, MemoryAvailable, MemoryNeed, Mirror, PlannedEdge,
+    Transfer,
+};
 
 /// Environment variable naming a directory to search first for the default libraries.
 pub const LIB_DIR_ENV: &str = "KPLACE_LIB_DIR";
@@ -113,9 +116,9 @@ pub struct PoolSpec {
 }
 
 impl PoolSpec {
-    /// Bytes the pool occupies.
+    /// Bytes the pool occupies (saturating; a plan's pools were checked to fit in memory).
     pub fn total_bytes(&self) -> u64 {
-        self.block_bytes * self.blocks as u64
+        self.block_bytes.saturating_mul(self.blocks as u64)
     }
 }
 
@@ -228,6 +231,34 @@ pub enum PlanError {
         /// What is not supported, with the stages involved.
         why: String,
     },
+    /// The pools need more memory of a kind than the machine has.
+    #[error(
+        "the plan needs {} of {space} ({split}), but {} is available ({measured}); its largest pools: {largest}; use a smaller CPI (--cpi) or fewer slots (--slots)",
+        human_bytes(*need),
+        human_bytes(*available)
+    )]
+    OutOfMemory {
+        /// `host memory` or `memory on gpu:N`.
+        space: String,
+        /// Bytes the pools need there.
+        need: u64,
+        /// How the need splits (pageable and pinned).
+        split: String,
+        /// Bytes available.
+        available: u64,
+        /// Where the available figure came from.
+        measured: String,
+        /// The largest pools there, with their sizes.
+        largest: String,
+    },
+    /// A pool's bytes, or a total, do not fit in 64 bits.
+    #[error(
+        "{what} overflows 64 bits of bytes; use a smaller CPI (--cpi) or fewer slots (--slots)"
+    )]
+    MemoryOverflow {
+        /// The pool or total.
+        what: String,
+    },
     /// A kernel declares a memory space that does not match its device.
     #[error(
         "stage {stage}: kernel {kernel} runs on {device} but declares {memory} memory, which this runtime cannot provide there"
@@ -270,14 +301,25 @@ pub fn default_library_file(device: Device) -> &'static str {
     }
 }
 
-/// Directories searched for default libraries: `$KPLACE_LIB_DIR`, the running executable's
-/// directory, and its parent (test and example binaries live one level below the libraries).
+/// Directories searched for default libraries: `$KPLACE_LIB_DIR` (when set and not empty),
+/// the running executable's directory, and its parent (test and example binaries live one level
+/// below the libraries).
 pub fn library_search_dirs() -> Vec<PathBuf> {
+    search_dirs(
+        std::env::var_os(LIB_DIR_ENV),
+        std::env::current_exe().ok().as_deref(),
+    )
+}
+
+/// [`library_search_dirs`] for a given `$KPLACE_LIB_DIR` and executable. An empty variable is
+/// unset: as a directory it would be the current one, and a bare `libkplace_cpu.so` found
+/// there is looked up by the loader on the system path, not here.
+fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    if let Some(dir) = std::env::var_os(LIB_DIR_ENV) {
+    if let Some(dir) = lib_dir.filter(|d| !d.is_empty()) {
         dirs.push(PathBuf::from(dir));
     }
-    if let Ok(exe) = std::env::current_exe()
+    if let Some(exe) = exe
         && let Some(dir) = exe.parent()
     {
         dirs.push(dir.to_path_buf());
@@ -341,37 +383,7 @@ impl Plan {
         gpus: &dyn GpuProvider,
         mode: PlanMode,
     ) -> Result<Plan, PlanError> {
-        for (name, entry) in &placement.stages {
-            if graph.stage_by_name(name).is_none() {
-                return Err(PlanError::UnknownStage {
-                    placement: placement.path.clone(),
-                    line: entry.line,
-                    graph: graph.path.clone(),
-                    stage: name.clone(),
-                    known: graph
-                        .stages
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                });
-            }
-        }
-        let entries = graph
-            .stages
-            .iter()
-            .map(|stage| {
-                placement
-                    .stages
-                    .get(&stage.name)
-                    .ok_or_else(|| PlanError::Unplaced {
-                        placement: placement.path.clone(),
-                        graph: graph.path.clone(),
-                        stage: stage.name.clone(),
-                        line: stage.line,
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let entries = placed_entries(&graph, &placement)?;
         let devices: Vec<Device> = entries.iter().map(|e| e.device).collect();
 
         // Open every GPU a stage names before anything else, so a GPU placement on a machine
@@ -406,25 +418,16 @@ impl Plan {
 
         let (edges, mut gpu_work) = memory::lay_out(&graph, &devices)?;
         let slots = placement.runtime.slots;
-        let mut pools = Vec::new();
-        for (edge, t) in edges.iter().zip(&graph.tensors) {
-            pools.push(PoolSpec {
-                name: t.name.clone(),
-                purpose: PoolPurpose::Tensor(edge.tensor),
-                space: edge.space,
-                block_bytes: t.bytes,
-                blocks: slots,
-            });
-            if let Some(mirror) = edge.mirror {
-                pools.push(PoolSpec {
-                    name: format!("{}.mirror", t.name),
-                    purpose: PoolPurpose::Mirror(edge.tensor),
-                    space: mirror.space,
-                    block_bytes: t.bytes,
-                    blocks: slots,
-                });
+        let mut pools = tensor_pools(&graph, &edges, slots);
+        // The tensors' memory must fit before any kernel is created: a kernel may allocate as
+        // much as its tensors while it plans.
+        let mut available = MemoryAvailable::probe();
+        for (&n, gpu) in &opened {
+            if let Some(bytes) = gpu.total_memory() {
+                available = available.with_gpu(n, bytes);
             }
         }
+        check_pools(&pools, &available)?;
 
         let mut libraries = Libraries::default();
         let mut stages = Vec::with_capacity(graph.stages.len());
@@ -513,6 +516,8 @@ impl Plan {
                 gpu: gpu_work[index].take(),
             });
         }
+        // And with the workspaces the kernels asked for.
+        check_pools(&pools, &available)?;
         let runtime = placement.runtime.clone();
         Ok(Plan {
             graph,
@@ -570,8 +575,91 @@ impl Plan {
 
     /// Total bytes of every pool.
     pub fn pool_bytes(&self) -> u64 {
-        self.pools.iter().map(PoolSpec::total_bytes).sum()
+        self.pools
+            .iter()
+            .map(PoolSpec::total_bytes)
+            .fold(0, u64::saturating_add)
     }
+}
+
+/// The placement entry of every graph stage, in graph order; an error for a stage without one
+/// or an entry naming no stage.
+fn placed_entries<'p>(
+    graph: &Graph,
+    placement: &'p Placement,
+) -> Result<Vec<&'p crate::placement::StagePlacement>, PlanError> {
+    for (name, entry) in &placement.stages {
+        if graph.stage_by_name(name).is_none() {
+            return Err(PlanError::UnknownStage {
+                placement: placement.path.clone(),
+                line: entry.line,
+                graph: graph.path.clone(),
+                stage: name.clone(),
+                known: graph
+                    .stages
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+    }
+    graph
+        .stages
+        .iter()
+        .map(|stage| {
+            placement
+                .stages
+                .get(&stage.name)
+                .ok_or_else(|| PlanError::Unplaced {
+                    placement: placement.path.clone(),
+                    graph: graph.path.clone(),
+                    stage: stage.name.clone(),
+                    line: stage.line,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+}
+
+/// One pool per tensor where its writer writes it, and one per mirror, `slots` blocks each.
+fn tensor_pools(graph: &Graph, edges: &[PlannedEdge], slots: usize) -> Vec<PoolSpec> {
+    let mut pools = Vec::new();
+    for (edge, t) in edges.iter().zip(&graph.tensors) {
+        pools.push(PoolSpec {
+            name: t.name.clone(),
+            purpose: PoolPurpose::Tensor(edge.tensor),
+            space: edge.space,
+            block_bytes: t.bytes,
+            blocks: slots,
+        });
+        if let Some(mirror) = edge.mirror {
+            pools.push(PoolSpec {
+                name: format!("{}.mirror", t.name),
+                purpose: PoolPurpose::Mirror(edge.tensor),
+                space: mirror.space,
+                block_bytes: t.bytes,
+                blocks: slots,
+            });
+        }
+    }
+
+    pools
+}
+
+/// Refuses pools that need more memory than `available` has (see [`memory::check_fits`]).
+fn check_pools(pools: &[PoolSpec], available: &MemoryAvailable) -> Result<MemoryNeed, PlanError> {
+    let demands: Vec<Demand> = pools.iter().map(Demand::of_pool).collect();
+    memory::check_fits(&demands, available)
+}
+
+/// The pools `graph`'s tensors and mirrors need on `placement`, without the kernels'
+/// workspaces (known only once the kernels are created): what a caller can check against
+/// memory, with what else it holds, before preparing anything CPI-sized.
+pub fn tensor_pools_for(graph: &Graph, placement: &Placement) -> Result<Vec<PoolSpec>, PlanError> {
+    let entries = placed_entries(graph, placement)?;
+    let devices: Vec<Device> = entries.iter().map(|e| e.device).collect();
+    let (edges, _) = memory::lay_out(graph, &devices)?;
+    Ok(tensor_pools(graph, &edges, placement.runtime.slots))
 }
 
 fn offered(library: &KernelLibrary) -> String {
@@ -620,7 +708,7 @@ fn create_state(
 
 /// Bytes in binary units for plans and reports.
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut value = bytes as f64;
     let mut unit = 0;
     while value >= 1024.0 && unit + 1 < UNITS.len() {
@@ -631,5 +719,27 @@ pub fn human_bytes(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::search_dirs;
+
+    #[test]
+    fn an_empty_lib_dir_is_unset() {
+        let exe = Path::new("/opt/kplace/bin/kplace");
+        let install = [
+            PathBuf::from("/opt/kplace/bin"),
+            PathBuf::from("/opt/kplace"),
+        ];
+        assert_eq!(search_dirs(Some("".into()), Some(exe)), install);
+        assert_eq!(search_dirs(None, Some(exe)), install);
+        assert_eq!(
+            search_dirs(Some("/libs".into()), Some(exe))[0],
+            PathBuf::from("/libs")
+        );
     }
 }

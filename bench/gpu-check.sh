@@ -103,7 +103,7 @@ for cpi in "${cpis[@]}"; do
         hex=$(printf '%04X' "$port")
         base="$out/runs/stream-$p-$cpi"
         "$kplace" run --placement "placements/$p.yaml" --cpi "$cpi" --source "udp://127.0.0.1:$port" \
-            --frames "$frames" --warmup-frames $((rate / 2)) --idle-timeout-s 2 \
+            --frames "$frames" --warmup-frames $((rate / 2)) --idle-timeout-s 2 --start-timeout-s 60 \
             --report "$base.json" > "$base.log" 2>&1 &
         receiver=$!
         for _ in $(seq 200); do grep -qi ":$hex " /proc/net/udp && break; sleep 0.05; done

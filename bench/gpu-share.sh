@@ -41,7 +41,7 @@ run_case() {
     fi
     "$kplace" run --placement "placements/$placement.yaml" --cpi "$cpi" \
         --source "udp://127.0.0.1:$port" --pipelines "$n" --pipeline-mode process \
-        --frames "$frames" --warmup-frames $((rate / 2)) --idle-timeout-s 2 \
+        --frames "$frames" --warmup-frames $((rate / 2)) --idle-timeout-s 2 --start-timeout-s 60 \
         --report "$base.json" > "$base.log" 2>&1 &
     receiver=$!
     sleep 1.5

@@ -28,7 +28,7 @@ for spec in "${specs[@]}"; do
     frames=2000
     # Ingest only: a burst into the receiver with no processing.
     $bin run --source "udp://127.0.0.1:$port" --cpi "$cpi" --frames $frames --ingest-only \
-        --idle-timeout-s 1 > "$out/ingest-$cpi.txt" 2>/dev/null &
+        --idle-timeout-s 1 --start-timeout-s 60 > "$out/ingest-$cpi.txt" 2>/dev/null &
     receiver=$!
     wait_listening
     $bin send --dest "127.0.0.1:$port" --cpi "$cpi" --frames $frames --burst > /dev/null
@@ -42,7 +42,7 @@ print(f"| {sys.argv[2]} | ingest only, burst | burst | {m.group(3)} | {m.group(4
 PY
     for rate in ${rates//,/ }; do
         n=$(python3 -c "print(max(100, int($rate * 4)))")   # about four seconds of stream
-        $bin run --source "udp://127.0.0.1:$port" --cpi "$cpi" --frames "$n" --idle-timeout-s 1 \
+        $bin run --source "udp://127.0.0.1:$port" --cpi "$cpi" --frames "$n" --idle-timeout-s 1 --start-timeout-s 60 \
             --report "$out/run-$cpi-$rate.json" > /dev/null 2>&1 &
         receiver=$!
         wait_listening

@@ -5,22 +5,28 @@
 # latency. Extra arguments go to `kplace run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/ready.sh
+. scripts/ready.sh
 scripts/setup.sh
 cargo build --release --workspace
 bin=target/release/kplace
 port=${KPLACE_PORT:-9000}
 frames=${KPLACE_FRAMES:-500}
+ready=target/demo-ready.json
+rm -f "$ready"
 
 $bin plan
+# The receiver stops by itself: after its frames, or 2 s after the last packet, or if no
+# packet comes within 30 s of its being ready; it ends on Ctrl-C too, with its report.
 $bin run --source "udp://127.0.0.1:$port" --cpi 1024x128 --frames "$frames" \
-    --report target/demo-report.json "$@" &
+    --start-timeout-s 30 --ready-file "$ready" --report target/demo-report.json "$@" &
 receiver=$!
-# Send only once the receiver listens (its UDP port appears in /proc/net/udp).
-hex=$(printf '%04X' "$port")
-for _ in $(seq 100); do
-    grep -qi ":$hex " /proc/net/udp && break
-    sleep 0.1
-done
+trap 'kill "$receiver" 2>/dev/null || true' EXIT
+# Send only once the receiver is ready: plan, pools and socket made (its ready file exists).
+wait_ready "$ready" "$receiver" || { wait "$receiver"; exit 1; }
 $bin send --dest "127.0.0.1:$port" --cpi 1024x128 --frames "$frames"
-wait "$receiver"
+status=0
+wait "$receiver" || status=$?
+trap - EXIT
 echo "report: target/demo-report.json"
+exit "$status"

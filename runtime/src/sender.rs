@@ -47,8 +47,7 @@ pub const SPIN_BEFORE: Duration = Duration::from_micros(200);
 /// granted.
 pub const SEND_BUFFER_BYTES: usize = 8 << 20;
 
-/// The largest UDP payload over IPv4 (65535 less the IP and UDP headers).
-pub const MAX_DATAGRAM_BYTES: usize = 65_507;
+pub use crate::wire::MAX_DATAGRAM_BYTES;
 
 /// The longest single sleep, so that the stop flag is seen within this much.
 const MAX_SLEEP: Duration = Duration::from_millis(10);

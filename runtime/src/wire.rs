@@ -17,6 +17,10 @@
 /// Bytes in a packet header.
 pub const HEADER_BYTES: usize = 64;
 
+/// The largest UDP payload over IPv4 (65535 less the IP and UDP headers): a packet of the
+/// configured shape must fit.
+pub const MAX_DATAGRAM_BYTES: usize = 65_507;
+
 /// Bytes of one complex sample on the wire: `i16 I` then `i16 Q`.
 const SAMPLE_BYTES: usize = 4;
 

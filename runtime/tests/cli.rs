@@ -589,7 +589,10 @@ fn a_closed_stdout_ends_plan_quietly() {
         if let Some(status) = child.0.try_wait().expect("poll kplace plan") {
             break status;
         }
-        assert!(start.elapsed() < std::time::Duration::from_secs(60), "kplace plan hung");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "kplace plan hung"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
     let mut err = Vec::new();
@@ -728,4 +731,125 @@ fn a_cpi_beyond_memory_is_refused_before_allocating() {
             );
         }
     }
+}
+
+/// Option values that could only waste a run or pass it vacuously are refused before anything
+/// runs, each naming the option: no frames, a warm-up that leaves none, a zero frame timeout.
+#[test]
+fn runs_that_could_only_pass_vacuously_are_refused() {
+    for (args, want) in [
+        (&["run", "--frames", "0"][..], "--frames must be at least 1"),
+        (
+            &["run", "--frames", "10", "--warmup-frames", "10"][..],
+            "--warmup-frames 10 leaves no frame",
+        ),
+        (
+            &["run", "--frames", "10", "--warmup-frames", "99"][..],
+            "--warmup-frames 99 leaves no frame",
+        ),
+        (
+            &["run", "--frame-timeout-ms", "0"][..],
+            "--frame-timeout-ms must be at least 1",
+        ),
+        (
+            &[
+                "run",
+                "--start-timeout-s",
+                "0",
+                "--source",
+                "udp://127.0.0.1:0",
+            ][..],
+            "--start-timeout-s must be a positive",
+        ),
+        (
+            &["run", "--report", "-", "--detections", "-"][..],
+            "only one of --report, --detections and --done-times",
+        ),
+        (
+            &["run", "--report", "-", "--pipelines", "2"][..],
+            "takes one pipeline's output",
+        ),
+    ] {
+        let e = input_error(args);
+        assert!(e.contains(want), "kplace {args:?}: {want:?} not in:\n{e}");
+        assert!(!e.contains("verification"), "nothing ran: {e}");
+    }
+}
+
+/// An output path that cannot be written fails before the run, not after it (losing it).
+#[test]
+fn a_report_that_cannot_be_written_fails_before_the_run() {
+    for option in ["--report", "--detections", "--done-times"] {
+        let e = input_error(&["run", "--frames", "2", option, "/nonexistent-dir/out"]);
+        assert!(e.contains("/nonexistent-dir/out"), "{option}: {e}");
+        assert!(
+            !e.contains("frames 2"),
+            "{option}: the run must not have started: {e}"
+        );
+    }
+}
+
+/// `--report -` writes the JSON report to stdout (the summary goes to stderr), never a file
+/// named `-`.
+#[test]
+fn a_report_to_stdout_is_json_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
+        .args(["run", "--frames", "3", "--report", "-"])
+        .arg("--graph")
+        .arg(support::workspace().join("graphs/radar.yaml"))
+        .arg("--placement")
+        .arg(support::workspace().join("placements/all-cpu.yaml"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is the report");
+    assert_eq!(json["schema"], "kplace-run-report/1");
+    assert_eq!(json["frames"], 3);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verification PASSED"));
+    assert!(!dir.path().join("-").exists(), "no file named -");
+}
+
+/// A host name is a valid receive address; a CPI whose chirps do not fit a UDP datagram is
+/// refused instead of listening for packets that can never come.
+#[test]
+fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
+    let e = input_error(&[
+        "run",
+        "--cpi",
+        "16384x16",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--frames",
+        "1",
+    ]);
+    assert!(
+        e.contains("more than a UDP datagram carries (65507)")
+            && e.contains("at most 16360 samples"),
+        "{e}"
+    );
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args([
+                "run",
+                "--source",
+                "udp://localhost:0",
+                "--frames",
+                "1",
+                "--idle-timeout-s",
+                "0.2",
+            ])
+            .current_dir(support::workspace()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    let t = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no sender: 1 frame never reported:\n{t}"
+    );
+    assert!(t.contains("listening on udp://127.0.0.1:"), "{t}");
 }

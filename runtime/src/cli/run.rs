@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// UDP: stop when no packet arrives for this long.
     #[arg(long, default_value_t = 2.0)]
     idle_timeout_s: f64,
+    /// UDP: stop when no packet at all arrives this long after the receiver is ready (default:
+    /// the idle timeout). A receiver nobody sends to ends; give a slow-starting sender more.
+    #[arg(long)]
+    start_timeout_s: Option<f64>,
     /// UDP: receive and assemble frames without processing them (the receiver's ceiling).
     #[arg(long)]
     ingest_only: bool,
@@ -533,6 +537,15 @@ pub(crate) fn bind(
         .ok()
         .filter(|d| !d.is_zero())
         .context("--idle-timeout-s must be a positive number of seconds")?;
+    config.start_timeout = args
+        .start_timeout_s
+        .map(|s| {
+            Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .context("--start-timeout-s must be a positive number of seconds")
+        })
+        .transpose()?;
     config.allow_from = args.allowed();
     let mut source = UdpSource::bind(config)?;
     let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));

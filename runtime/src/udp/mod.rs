@@ -25,8 +25,8 @@
 //! receiver keeps. Timeouts are judged only when the socket is drained, so a receiver thread
 //! held up longer than the frame timeout reads the packets that waited for it instead of
 //! ending their frame as partial. The receiver stops after the expected number of frames,
-//! after the idle timeout (counted from the start, so a receiver nobody sends to ends too), or
-//! when the run stops (an interrupt included).
+//! after the idle timeout, when no packet came within the start timeout (so a receiver nobody
+//! sends to ends too), or when the run stops (an interrupt included).
 
 mod buffers;
 mod receiver;
@@ -42,7 +42,7 @@ pub use buffers::{BufferFrame, FrameBuffers};
 pub use stream::AllowFrom;
 
 use crate::executor::{BeginError, Ingest, OpenFrame, PacketStatus, Source, SourceError};
-use crate::wire::{self, Malformed, WireShape};
+use crate::wire::{self, MAX_DATAGRAM_BYTES, Malformed, WireShape};
 use receiver::Receiver;
 use socket::SocketDatagrams;
 
@@ -50,8 +50,6 @@ use socket::SocketDatagrams;
 pub const DEFAULT_BATCH: usize = 64;
 /// How long one receive waits before the receiver checks its timeouts and stop conditions.
 const POLL: Duration = Duration::from_millis(5);
-/// The largest UDP payload over IPv4: 65,535 minus the IP and UDP headers.
-pub const MAX_DATAGRAM: usize = 65_507;
 
 /// Frames a stream may open ahead of its newest, for a store holding `capacity` frames:
 /// twice the frames in flight plus those being assembled.
@@ -75,9 +73,12 @@ pub struct UdpConfig {
     /// A frame that received no packet for this long ends as partial. Judged when the socket
     /// holds no more packets, so a receiver held up for longer than this loses nothing.
     pub frame_timeout: Duration,
-    /// With no packet for this long (counted from the start), the receiver stops; likewise
-    /// judged on an empty socket.
+    /// With no packet for this long after the last, the receiver stops; likewise judged on an
+    /// empty socket.
     pub idle_timeout: Duration,
+    /// With no packet at all for this long from the start, the receiver stops: a receiver
+    /// nobody sends to ends too. `None`: the idle timeout.
+    pub start_timeout: Option<Duration>,
     /// Socket receive buffer to ask for, in bytes.
     pub recv_buffer: usize,
     /// Messages per `recvmmsg`.
@@ -97,6 +98,7 @@ impl UdpConfig {
             first_frame_id: 0,
             frame_timeout: Duration::from_millis(20),
             idle_timeout: Duration::from_secs(2),
+            start_timeout: None,
             recv_buffer: 64 << 20,
             batch: DEFAULT_BATCH,
             allow_from: Vec::new(),
@@ -199,8 +201,8 @@ pub enum UdpError {
     },
     /// One chirp does not fit in a UDP datagram.
     #[error(
-        "a {samples}-sample chirp makes {bytes}-byte packets, more than a UDP datagram carries ({MAX_DATAGRAM}); use at most {} samples per chirp",
-        (MAX_DATAGRAM - wire::HEADER_BYTES) / 4
+        "a {samples}-sample chirp makes {bytes}-byte packets, more than a UDP datagram carries ({MAX_DATAGRAM_BYTES}); use at most {} samples per chirp",
+        (MAX_DATAGRAM_BYTES - wire::HEADER_BYTES) / 4
     )]
     TooLarge {
         /// Samples per chirp.
@@ -281,7 +283,7 @@ pub struct UdpSource {
 impl UdpSource {
     /// Checks that a chirp fits a datagram, binds the socket and sizes its receive buffer.
     pub fn bind(config: UdpConfig) -> Result<Self, UdpError> {
-        if config.shape.packet_bytes() > MAX_DATAGRAM {
+        if config.shape.packet_bytes() > MAX_DATAGRAM_BYTES {
             return Err(UdpError::TooLarge {
                 samples: config.shape.samples,
                 bytes: config.shape.packet_bytes(),

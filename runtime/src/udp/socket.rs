@@ -73,8 +73,9 @@ impl<'s> SocketDatagrams<'s> {
         Self {
             socket,
             iovecs: vec![[empty, empty]; batch],
-            // SAFETY: mmsghdr and sockaddr_storage are plain data; all-zero is a valid value.
+            // SAFETY: mmsghdr is plain data (integers and null pointers); all-zero is valid.
             headers: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
+            // SAFETY: sockaddr_storage is plain data; all-zero is valid (family AF_UNSPEC).
             names: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
         }
     }

@@ -566,6 +566,9 @@ impl Trials<'_> {
             "udp://127.0.0.1:0",
             "--idle-timeout-s",
             "1",
+            // The sender starts once the receiver is ready, after preparing its frames.
+            "--start-timeout-s",
+            "60",
         ]);
         command
     }

@@ -25,14 +25,14 @@ const QUICK_SEARCH: &[&str] = &[
 /// the files beside them).
 fn bisect(args: &[&str]) -> (String, serde_json::Value, tempfile::TempDir) {
     let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .current_dir(support::workspace())
-        .arg("bisect-rate")
-        .args(args)
-        .arg("--out")
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .arg("bisect-rate")
+            .args(args)
+            .arg("--out")
+            .arg(out_dir.path()),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     // Exit 1 says that no search found a rate: short searches on a loaded machine can end at
@@ -168,35 +168,27 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
 #[test]
 fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
     let out_dir = tempfile::tempdir().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .current_dir(support::workspace())
-        .args([
-            "bisect-rate",
-            "--cpi",
-            "1024x128",
-            "--warmup-s",
-            "1",
-            "--window-s",
-            "600",
-        ])
-        .arg("--out")
-        .arg(out_dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = support::Guard::spawn(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .args([
+                "bisect-rate",
+                "--cpi",
+                "1024x128",
+                "--warmup-s",
+                "1",
+                "--window-s",
+                "600",
+            ])
+            .arg("--out")
+            .arg(out_dir.path()),
+    );
     // Mid-trial: sender and receiver are running a ten-minute stream, so only ending them
     // (not waiting them out) lets this test finish in seconds.
     std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child.signal("INT");
+    let out = child.wait(support::PROCESS_LIMIT);
+    assert_eq!(out.status.code(), Some(130), "{}", out.stderr);
     let json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
     )
@@ -309,12 +301,12 @@ fn a_cpu_hog_beside_the_search_is_recorded_with_its_intensity() {
 
 /// Runs `kplace bisect-rate` with `args` that it should refuse: its exit code and stderr.
 fn bisect_refusing(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .current_dir(support::workspace())
-        .arg("bisect-rate")
-        .args(args)
-        .output()
-        .unwrap();
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .arg("bisect-rate")
+            .args(args),
+    );
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -6,11 +6,11 @@ mod support;
 use std::process::{Command, Output};
 
 fn kplace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .args(args)
-        .current_dir(support::workspace())
-        .output()
-        .expect("run kplace")
+    support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(args)
+            .current_dir(support::workspace()),
+    )
 }
 
 fn text(out: &Output) -> String {
@@ -794,15 +794,15 @@ fn a_report_that_cannot_be_written_fails_before_the_run() {
 #[test]
 fn a_report_to_stdout_is_json_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .args(["run", "--frames", "3", "--report", "-"])
-        .arg("--graph")
-        .arg(support::workspace().join("graphs/radar.yaml"))
-        .arg("--placement")
-        .arg(support::workspace().join("placements/all-cpu.yaml"))
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["run", "--frames", "3", "--report", "-"])
+            .arg("--graph")
+            .arg(support::workspace().join("graphs/radar.yaml"))
+            .arg("--placement")
+            .arg(support::workspace().join("placements/all-cpu.yaml"))
+            .current_dir(dir.path()),
+    );
     assert!(out.status.success(), "{}", text(&out));
     let json: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("stdout is the report");

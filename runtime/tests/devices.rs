@@ -28,11 +28,11 @@ fn driver_present() -> bool {
 }
 
 fn kplace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .args(args)
-        .current_dir(support::workspace())
-        .output()
-        .expect("run kplace")
+    support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(args)
+            .current_dir(support::workspace()),
+    )
 }
 
 /// Set in child processes that load the fake driver.
@@ -61,9 +61,7 @@ fn run_on_fake_driver(name: &str) -> String {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut child = Command::new(exe);
     child.args(["--exact", name, "--nocapture", "--test-threads=1"]);
-    let out = with_fake_driver(child, 1)
-        .output()
-        .expect("run the test binary");
+    let out = support::output(&mut with_fake_driver(child, 1));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -276,7 +274,7 @@ fn gpu_round_trip_through_pinned_memory_streams_and_events() -> Result<(), Strin
 fn devices_command_reports_a_driver_and_its_device() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
     cmd.arg("devices");
-    let out = with_fake_driver(cmd, 1).output().expect("run kplace");
+    let out = support::output(&mut with_fake_driver(cmd, 1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     for want in [
@@ -292,7 +290,7 @@ fn devices_command_reports_a_driver_and_its_device() {
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
     cmd.args(["devices", "--json"]);
-    let out = with_fake_driver(cmd, 1).output().expect("run kplace");
+    let out = support::output(&mut with_fake_driver(cmd, 1));
     assert!(out.status.success(), "{out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let device = &json["driver"]["devices"][0];
@@ -305,7 +303,7 @@ fn devices_command_reports_a_driver_and_its_device() {
 fn devices_command_reports_a_driver_without_devices() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
     cmd.arg("devices");
-    let out = with_fake_driver(cmd, 0).output().expect("run kplace");
+    let out = support::output(&mut with_fake_driver(cmd, 0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(

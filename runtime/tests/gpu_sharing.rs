@@ -24,7 +24,7 @@ fn kplace(args: &[&str], envs: &[(&str, &std::path::Path)]) -> Output {
     for (k, v) in envs {
         command.env(k, v);
     }
-    command.output().expect("run kplace")
+    support::output(&mut command)
 }
 
 fn text(out: &Output) -> String {

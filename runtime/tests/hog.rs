@@ -17,10 +17,7 @@ fn kplace_exe() -> PathBuf {
 }
 
 fn kplace(args: &[&str]) -> Output {
-    Command::new(kplace_exe())
-        .args(args)
-        .output()
-        .expect("run kplace")
+    support::output(Command::new(kplace_exe()).args(args))
 }
 
 fn text(out: &Output) -> String {
@@ -274,12 +271,12 @@ fn gpu_hog_with_a_driver_but_no_cublas_exits_2_and_says_so() {
         println!("skipped: a real CUDA driver or cuBLAS is present");
         return;
     }
-    let out = Command::new(kplace_exe())
-        .args(["hog", "gpu", "--seconds", "1"])
-        .env("LD_LIBRARY_PATH", fake_driver_dir())
-        .env("FAKE_CUDA_DEVICES", "1")
-        .output()
-        .expect("run kplace");
+    let out = support::output(
+        Command::new(kplace_exe())
+            .args(["hog", "gpu", "--seconds", "1"])
+            .env("LD_LIBRARY_PATH", fake_driver_dir())
+            .env("FAKE_CUDA_DEVICES", "1"),
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cuBLAS not found"), "{err}");

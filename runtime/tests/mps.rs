@@ -72,7 +72,7 @@ fn kplace_with(path: &Path, fake_driver: bool, args: &[&str]) -> Output {
         cmd.env("LD_LIBRARY_PATH", lib.parent().expect("a directory"))
             .env("FAKE_CUDA_DEVICES", "1");
     }
-    cmd.output().expect("run kplace")
+    support::output(&mut cmd)
 }
 
 #[test]

@@ -313,10 +313,7 @@ fn an_invalid_configuration_fails_before_sending() {
 }
 
 fn kplace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kplace"))
-        .args(args)
-        .output()
-        .expect("run kplace")
+    support::output(Command::new(env!("CARGO_BIN_EXE_kplace")).args(args))
 }
 
 fn text(out: &Output) -> String {

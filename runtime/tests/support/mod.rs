@@ -121,6 +121,15 @@ pub fn expected_column_sums(frame: &[u8], rows: usize, cols: usize) -> Vec<f32> 
         .collect()
 }
 
+/// How long any kplace process a test starts may run before the test kills it and fails: far
+/// longer than any of them takes on a loaded machine, a limit, not a timing.
+pub const PROCESS_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `cmd` to its end within [`PROCESS_LIMIT`] (see [`output_within`]).
+pub fn output(cmd: &mut Command) -> std::process::Output {
+    output_within(cmd, PROCESS_LIMIT, None)
+}
+
 /// A child that is killed and reaped when this is dropped, so a test that fails (panics)
 /// leaves no process behind.
 pub struct KillOnDrop(pub std::process::Child);

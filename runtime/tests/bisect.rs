@@ -20,10 +20,19 @@ const QUICK_SEARCH: &[&str] = &[
     "1",
 ];
 
+/// Searches run one at a time: each runs paced senders and receivers, and several at once on a
+/// two-core machine fail each other's trials.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs `kplace bisect-rate` with `args` into a fresh output directory, expecting success (or
 /// exit 1 for "no rate found"); returns its table, its JSON results, and the directory (for
 /// the files beside them).
 fn bisect(args: &[&str]) -> (String, serde_json::Value, tempfile::TempDir) {
+    let _serial = serial();
     let out_dir = tempfile::tempdir().unwrap();
     let out = support::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
@@ -167,6 +176,7 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
 
 #[test]
 fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
+    let _serial = serial();
     let out_dir = tempfile::tempdir().unwrap();
     let child = support::Guard::spawn(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
@@ -412,6 +422,7 @@ fn bisect_within(
     args: &[&str],
     limit: std::time::Duration,
 ) -> (Option<i32>, String, serde_json::Value) {
+    let _serial = serial();
     let out_dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
     cmd.current_dir(support::workspace())

@@ -853,3 +853,20 @@ fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
     );
     assert!(t.contains("listening on udp://127.0.0.1:"), "{t}");
 }
+
+/// A run that fails after its report file was created (here: a missing graph) leaves no empty
+/// report behind for a reader to mistake for a run.
+#[test]
+fn a_run_that_fails_leaves_no_empty_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let e = input_error(&[
+        "run",
+        "--graph",
+        "no/such/graph.yaml",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(e.contains("no/such/graph.yaml"), "{e}");
+    assert!(!report.exists(), "no empty report");
+}

@@ -23,10 +23,12 @@ pub(crate) fn open(path: &Path, what: &str) -> anyhow::Result<Box<dyn Write + Se
     Ok(Box::new(BufWriter::new(file)))
 }
 
-/// A report destination, opened (created) now and written when the run is over.
+/// A report destination, opened (created) now and written when the run is over; a run that
+/// fails before writing it leaves no empty file behind.
 pub(crate) struct ReportOutput {
     path: PathBuf,
     file: Option<File>,
+    written: bool,
 }
 
 impl ReportOutput {
@@ -43,13 +45,15 @@ impl ReportOutput {
         Ok(Self {
             path: path.to_path_buf(),
             file,
+            written: false,
         })
     }
 
     /// Writes the report as pretty JSON.
-    pub(crate) fn write(self, value: &Value) -> anyhow::Result<()> {
+    pub(crate) fn write(mut self, value: &Value) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(value).context("cannot encode the report")? + "\n";
-        let written = match self.file {
+        self.written = true;
+        let written = match self.file.take() {
             Some(mut f) => f.write_all(text.as_bytes()).and_then(|()| f.flush()),
             None => {
                 let mut out = io::stdout().lock();
@@ -57,5 +61,13 @@ impl ReportOutput {
             }
         };
         written.with_context(|| format!("cannot write the report {}", self.path.display()))
+    }
+}
+
+impl Drop for ReportOutput {
+    fn drop(&mut self) {
+        if !self.written && self.file.is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }

@@ -23,7 +23,7 @@ use super::output::ReportOutput;
 use super::ready::{Readiness, announce, wait_ready};
 use super::run::{
     PipelineMode, PipelineOutcome, PipelineOutputs, RunArgs, Setup, SourceArg, bind, exit_status,
-    interrupted, run_pipeline,
+    interrupted, pipeline_addr, run_pipeline,
 };
 
 /// The schema of a several-pipeline report.
@@ -128,13 +128,8 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
         command.args(&base).arg("--report").arg(&report);
         match args.source {
             SourceArg::Replay => command.args(["--source", "replay"]),
-            SourceArg::Udp(mut addr) => {
-                if addr.port() != 0 {
-                    let port = u16::try_from(usize::from(addr.port()) + i)
-                        .ok()
-                        .context("--source: the port plus the pipeline count exceeds 65535")?;
-                    addr.set_port(port);
-                }
+            SourceArg::Udp(addr) => {
+                let addr = pipeline_addr(addr, i)?;
                 command
                     .arg("--source")
                     .arg(format!("udp://{addr}"))

@@ -130,14 +130,29 @@ pub fn check_memory(
         })
         .collect();
     if prepared > 0 {
-        demands.push(Demand {
-            name: "the prepared scene frames".into(),
-            space: BufferSpace::Host,
-            block_bytes: (cpi.cells() as u64).saturating_mul(4),
-            blocks: prepared,
-        });
+        demands.push(scene_frames_demand(cpi, prepared));
     }
-    memory::check_fits(&demands, &MemoryAvailable::probe())
+    check_demands(&demands, cpi)
+}
+
+/// Refuses `count` prepared scene frames of `cpi` that would not fit in the host's available
+/// memory: what `kplace send` holds.
+pub fn check_prepared_frames(cpi: Cpi, count: u64) -> anyhow::Result<()> {
+    check_demands(&[scene_frames_demand(cpi, count)], cpi)
+}
+
+/// What `count` prepared scene frames of `cpi` take.
+fn scene_frames_demand(cpi: Cpi, count: u64) -> Demand {
+    Demand {
+        name: "the prepared scene frames".into(),
+        space: BufferSpace::Host,
+        block_bytes: (cpi.cells() as u64).saturating_mul(4),
+        blocks: count,
+    }
+}
+
+fn check_demands(demands: &[Demand], cpi: Cpi) -> anyhow::Result<()> {
+    memory::check_fits(demands, &MemoryAvailable::probe())
         .with_context(|| format!("CPI {cpi} cannot run here"))?;
     Ok(())
 }
@@ -153,23 +168,9 @@ pub fn plan_error(error: PlanError, cpi: Cpi) -> anyhow::Error {
     }
 }
 
-/// Generates `count` scene frames as the source tensor's bytes (little-endian I, Q pairs),
-/// once it has checked that they fit in the host's available memory.
+/// Generates `count` scene frames as the source tensor's bytes (little-endian I, Q pairs).
+/// Callers check first that they fit ([`check_memory`], [`check_prepared_frames`]).
 pub fn prepare_frames(scene: &Scene, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
-    let cpi = scene.cpi();
-    let bytes = u128::from(count) * cpi.cells() as u128 * 4;
-    if let Some(host) = MemoryAvailable::probe().host
-        && bytes > u128::from(host.bytes)
-    {
-        bail!(
-            "CPI {cpi} cannot run here: {count} prepared scene frames of {} each need {} of host memory, \
-             but {} is available ({}); use a smaller CPI (--cpi)",
-            kplace::plan::human_bytes((cpi.cells() as u64).saturating_mul(4)),
-            kplace::plan::human_bytes(u64::try_from(bytes).unwrap_or(u64::MAX)),
-            kplace::plan::human_bytes(host.bytes),
-            host.measured
-        );
-    }
     (0..count)
         .map(|frame| {
             scene

@@ -308,26 +308,22 @@ impl Setup {
         let pfa = radar::graph_pfa(&graph)?;
         let period = args.scene.scene_frames(args.frames)?;
         let replay = args.source == SourceArg::Replay && !args.ingest_only;
-        radar::check_memory(
-            &graph,
-            &placement,
-            cpi,
-            args.pipelines,
-            if replay { period.get() } else { 0 },
-        )?;
+        // An ingest-only run assembles into plain buffers: it allocates none of the plan's pools.
+        let pipelines = if args.ingest_only { 0 } else { args.pipelines };
+        let prepared_frames = if replay { period.get() } else { 0 };
+        radar::check_memory(&graph, &placement, cpi, pipelines, prepared_frames)?;
         let scene = args.scene.scene()?;
-        let prepared = match (&args.source, args.ingest_only) {
-            (SourceArg::Replay, false) => {
-                let prepared_at = Instant::now();
-                let frames = radar::prepare_frames(&scene, period.get())?;
-                eprintln!(
-                    "kplace run: {} distinct scene frames prepared in {:.2} s",
-                    period,
-                    prepared_at.elapsed().as_secs_f64()
-                );
-                Some(Arc::from(frames))
-            }
-            _ => None,
+        let prepared = if replay {
+            let prepared_at = Instant::now();
+            let frames = radar::prepare_frames(&scene, period.get())?;
+            eprintln!(
+                "kplace run: {} distinct scene frames prepared in {:.2} s",
+                period,
+                prepared_at.elapsed().as_secs_f64()
+            );
+            Some(Arc::from(frames))
+        } else {
+            None
         };
         Ok(Setup {
             cpi,
@@ -507,6 +503,19 @@ pub(crate) fn pipeline_path(path: &std::path::Path, index: Option<usize>) -> Pat
     path.with_file_name(name)
 }
 
+/// Where pipeline `index` of a run on `addr` listens: the port plus the index, or an ephemeral
+/// port of its own for port 0.
+pub(crate) fn pipeline_addr(addr: SocketAddr, index: usize) -> anyhow::Result<SocketAddr> {
+    let mut addr = addr;
+    if addr.port() != 0 {
+        let port = u16::try_from(usize::from(addr.port()) + index)
+            .ok()
+            .context("--source: the port plus the pipeline count exceeds 65535")?;
+        addr.set_port(port);
+    }
+    Ok(addr)
+}
+
 /// Binds pipeline `index`'s receiver: on `addr`'s port plus the index (each its own
 /// ephemeral port for port 0), telling `readiness` once it receives.
 pub(crate) fn bind(
@@ -516,15 +525,7 @@ pub(crate) fn bind(
     index: Option<usize>,
     readiness: &Arc<Readiness>,
 ) -> anyhow::Result<UdpSource> {
-    let mut addr = addr;
-    if let Some(i) = index
-        && addr.port() != 0
-    {
-        let port = u16::try_from(usize::from(addr.port()) + i)
-            .ok()
-            .context("--source: the port plus the pipeline count exceeds 65535")?;
-        addr.set_port(port);
-    }
+    let addr = pipeline_addr(addr, index.unwrap_or(0))?;
     let shape = WireShape {
         samples: cpi.samples as u32,
         chirps: cpi.chirps as u32,

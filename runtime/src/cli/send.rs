@@ -193,6 +193,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         FrameCount::Frames(n) => n,
         FrameCount::Duration(_) => u64::MAX,
     })?;
+    radar::check_prepared_frames(args.scene.cpi, period.get())?;
     let prepared_at = Instant::now();
     let prepared = radar::prepare_frames(&scene, period.get())?;
     eprintln!(

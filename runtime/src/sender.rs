@@ -1,4 +1,4 @@
-//! An open-loop, paced UDP sender of chirp packets (DESIGN.md, "Ingest and sender").
+//! An open-loop, paced UDP sender of chirp packets (docs/architecture.md).
 //!
 //! [`send`] turns prepared frames — each the bytes of one frame's chirp-major ci16 source
 //! tensor — into one [`wire`](crate::wire) packet per chirp and sends them to a destination on

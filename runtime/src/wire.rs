@@ -1,4 +1,4 @@
-//! The chirp packet format: one UDP datagram per chirp (WORKLOAD.md, "Wire format").
+//! The chirp packet format: one UDP datagram per chirp (docs/workload.md, "The wire format").
 //!
 //! A packet is a 64-byte little-endian header — `u32 frame_id`, `u32 chirp_id`,
 //! `u32 channel_id` (always 0), `u32 n_samples`, then 48 zero bytes — followed by the chirp's

@@ -1,5 +1,5 @@
 //! Kernel-only timing: the four radar kernels back to back on one thread, without the
-//! runtime, at the three CPI sizes of WORKLOAD.md. Prints each kernel's time per frame and
+//! runtime, at the three CPI sizes of docs/workload.md. Prints each kernel's time per frame and
 //! the chain's CPIs per second: the bound a pipeline's per-core rate is measured against.
 //!
 //! `cargo run --release -p kplace-cpu --example kernel_timing [-- SECONDS_PER_KERNEL [NxM]]`

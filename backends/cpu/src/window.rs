@@ -1,6 +1,6 @@
 //! The Hann window both FFT stages apply.
 //!
-//! `w[i] = 0.5 (1 - cos(2 pi i / (L - 1)))` for `i` in `0..L` (the symmetric form WORKLOAD.md
+//! `w[i] = 0.5 (1 - cos(2 pi i / (L - 1)))` for `i` in `0..L` (the symmetric form docs/workload.md
 //! specifies), evaluated in f64 and rounded once to f32, so every backend that follows this
 //! recipe multiplies by the same coefficients. A window of one point is `[1.0]`.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The kplace radar workload (WORKLOAD.md) as a GNU Radio 3.10 flowgraph.
+"""The kplace radar workload (docs/workload.md) as a GNU Radio 3.10 flowgraph.
 
 Run it with the system Python, where GNU Radio's bindings live:
 

@@ -1,7 +1,7 @@
 //! The FMCW radar workload of kplace: the scene generator, the f64 reference receiver, the
 //! detection line format and the verifier.
 //!
-//! Every system compared with kplace runs this workload (see `WORKLOAD.md`):
+//! Every system compared with kplace runs this workload (see `docs/workload.md`):
 //! - [`scene`] generates deterministic int16 I/Q frames of point targets in noise, and their
 //!   truth;
 //! - [`reference`](mod@reference) computes the detections a correct receiver reports, in plain f64 code;

@@ -4,7 +4,7 @@
 //! transforms, the CFAR sums every training cell directly, and clustering is a union-find over
 //! the detected cells. Nothing here shares code with a kernel library.
 //!
-//! Stages (WORKLOAD.md, "Processing"):
+//! Stages (docs/workload.md, "The processing"):
 //! 1. [`range_doppler_power`]: Hann window and N-point FFT per chirp, Hann window and M-point
 //!    FFT per range bin, `|Y|^2`. Output is range-major: `power[range_bin * M + doppler_bin]`.
 //! 2. [`cfar`]: 2-D cell-averaging CFAR with guard and training rings, wrapping on both axes.

@@ -1,6 +1,6 @@
 //! The synthetic radar scene: point targets in complex white Gaussian noise, as int16 I/Q.
 //!
-//! This is the scene of WORKLOAD.md. For chirp `m` and sample `n` of frame `f`:
+//! This is the scene of docs/workload.md. For chirp `m` and sample `n` of frame `f`:
 //!
 //! ```text
 //! x[m,n] = sum over targets A * exp(j(2 pi (rb n / N + db m / M) - 4 pi fc R / c)) + noise
@@ -94,7 +94,7 @@ impl FromStr for Target {
     }
 }
 
-/// The default target set of WORKLOAD.md: (30 m, 2 m/s), (75 m, -3 m/s), (120 m, 1 m/s) at 6 dB.
+/// The default target set of docs/workload.md: (30 m, 2 m/s), (75 m, -3 m/s), (120 m, 1 m/s) at 6 dB.
 pub fn default_targets() -> Vec<Target> {
     targets_at(6.0)
 }
@@ -144,7 +144,7 @@ pub struct SceneConfig {
 }
 
 impl SceneConfig {
-    /// The WORKLOAD's scene at `cpi`: default targets, seed 1, sigma 512 counts, 5 ms frames.
+    /// The workload's scene (docs/workload.md) at `cpi`: default targets, seed 1, sigma 512 counts, 5 ms frames.
     pub fn new(cpi: Cpi) -> Self {
         SceneConfig {
             cpi,

@@ -91,7 +91,7 @@ pub struct SceneArgs {
     /// Noise seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// A target: RANGE_M,VELOCITY_MPS,SNR_DB (repeatable; default: WORKLOAD.md's three at 6 dB).
+    /// A target: RANGE_M,VELOCITY_MPS,SNR_DB (repeatable; default: docs/workload.md's three at 6 dB).
     #[arg(
         long = "target",
         value_name = "RANGE,VELOCITY,SNR",

@@ -1,4 +1,4 @@
-//! The pass criteria of one trial (DESIGN.md, "Sustained rate"), as a pure function.
+//! The pass criteria of one trial (docs/architecture.md, `kplace bisect-rate`), as a pure function.
 //!
 //! [`judge`] guarantees:
 //!

@@ -1,4 +1,4 @@
-//! The sustained-rate search of `kplace bisect-rate` (DESIGN.md, "Sustained rate"): the pure
+//! The sustained-rate search of `kplace bisect-rate` (docs/architecture.md): the pure
 //! logic, with no I/O, no clock and no processes.
 //!
 //! - [`gates`] turns what one trial measured ([`TrialMeasurement`]) into a [`Verdict`]: pass

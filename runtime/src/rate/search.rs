@@ -1,4 +1,4 @@
-//! The search for the sustained rate (DESIGN.md, "Sustained rate"): probe, bisect, confirm
+//! The search for the sustained rate (docs/architecture.md, `kplace bisect-rate`): probe, bisect, confirm
 //! K of K, step down.
 //!
 //! [`search`] asks a caller's closure for one trial at a time and decides the next rate from

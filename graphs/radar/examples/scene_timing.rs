@@ -1,4 +1,4 @@
-//! Times `Scene::generate_frame` at each WORKLOAD CPI size.
+//! Times `Scene::generate_frame` at each CPI size of docs/workload.md.
 //!
 //! `cargo run --release -p kplace-radar --example scene_timing`
 

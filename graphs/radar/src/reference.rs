@@ -105,7 +105,7 @@ impl CfarParams {
 }
 
 impl Default for CfarParams {
-    /// The WORKLOAD's detector: guard 2, training 8, Pfa = 1e-6.
+    /// The workload's detector (docs/workload.md): guard 2, training 8, Pfa = 1e-6.
     fn default() -> Self {
         CfarParams::from_pfa(2, 8, 1e-6)
     }

@@ -36,7 +36,7 @@ pub struct VerifyConfig {
 }
 
 impl VerifyConfig {
-    /// The WORKLOAD's criteria for `cpi` with false-alarm probability `pfa`: tolerance 1 bin,
+    /// The workload's criteria (docs/workload.md) for `cpi` with false-alarm probability `pfa`: tolerance 1 bin,
     /// mean false alarms at most `1 + 2 * pfa * N * M`.
     pub fn for_cpi(cpi: Cpi, pfa: f64) -> Self {
         VerifyConfig {

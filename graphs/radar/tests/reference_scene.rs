@@ -1,4 +1,4 @@
-//! The reference receiver on the WORKLOAD's scenes, judged by the verifier: the chain every
+//! The reference receiver on the workload's scenes (docs/workload.md), judged by the verifier: the chain every
 //! backend is compared against must itself pass.
 
 use kplace_radar::detections::{Cluster, DetectionWriter, read_detections};

@@ -19,9 +19,12 @@
 //! What is assumed of the control program (from NVIDIA's MPS documentation and man page; not
 //! checked on a GPU machine from this code's tests, which use a fake):
 //! - `-d` starts the control daemon in the background and returns.
-//! - With the daemon reachable, the client exits 0 after answering; without it, it exits
-//!   non-zero (or, at worst, answers nothing that parses): either way the daemon "does not
-//!   answer".
+//! - The daemon creates its control pipe, `control`, in the pipe directory; without it no
+//!   daemon can answer there, and no query is made ([`MpsDirs::control_pipe`]).
+//! - With the daemon reachable, the client exits 0 after answering; without it, it prints
+//!   `Cannot find MPS control daemon process` ([`NO_DAEMON`]) and exits non-zero (or, at
+//!   worst, 0): either way the daemon "does not answer", which reads as not running, never as
+//!   an answer that failed to parse.
 //! - `get_server_list` prints the pid of each MPS server, one decimal pid per line; nothing
 //!   when no server runs (servers start lazily, with their first client).
 //! - `get_client_list <server pid>` prints the pid of each client of that server, one per line;
@@ -54,6 +57,9 @@ pub const LOG_ENV: &str = "CUDA_MPS_LOG_DIRECTORY";
 
 /// CUDA's own default pipe directory, used by clients without [`PIPE_ENV`].
 pub const DEFAULT_SYSTEM_PIPE_DIR: &str = "/tmp/nvidia-mps";
+
+/// What the control program says when no daemon listens on its pipe directory.
+pub const NO_DAEMON: &str = "Cannot find MPS control daemon process";
 
 /// How long one query of the control daemon may take.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -136,6 +142,11 @@ impl MpsDirs {
     /// The directories under [`default_base`](Self::default_base).
     pub fn default_dirs() -> MpsDirs {
         MpsDirs::under(&MpsDirs::default_base())
+    }
+
+    /// The daemon's control pipe, which it creates in the pipe directory when it starts.
+    pub fn control_pipe(&self) -> PathBuf {
+        self.pipe.join("control")
     }
 
     /// The environment a process needs to become a client of this daemon: set it before the
@@ -270,13 +281,20 @@ impl Control {
         cmd
     }
 
-    /// Sends one command line to the daemon and returns its stdout. Errors when the program
-    /// cannot run, exits non-zero (no daemon answers) or takes longer than [`QUERY_TIMEOUT`].
+    /// Sends one command line to the daemon and returns its stdout. Errors when there is no
+    /// control pipe (no daemon; nothing is run), when the program cannot run, exits non-zero
+    /// or says [`NO_DAEMON`] (no daemon answers), or takes longer than [`QUERY_TIMEOUT`].
     pub fn ask(&self, command: &str) -> Result<String, MpsError> {
         let fail = |reason: String| MpsError::Control {
             command: format!("{CONTROL_PROGRAM} <<< {command:?}"),
             reason,
         };
+        if !self.dirs.control_pipe().exists() {
+            return Err(fail(format!(
+                "no MPS control daemon answers on {}: it has no control pipe",
+                self.dirs.pipe.display()
+            )));
+        }
         // The command is written into the pipe before the client starts, and the write end
         // closed, so a client that exits without reading cannot make this write fail (nor,
         // with SIGPIPE at its default disposition as `kplace` sets it, kill this process); it
@@ -317,6 +335,11 @@ impl Control {
             ))),
             Some(s) if !s.success() => Err(fail(format!(
                 "no MPS control daemon answers on {} ({s}){}",
+                self.dirs.pipe.display(),
+                said()
+            ))),
+            Some(_) if said().contains(NO_DAEMON) => Err(fail(format!(
+                "no MPS control daemon answers on {}{}",
                 self.dirs.pipe.display(),
                 said()
             ))),
@@ -625,8 +648,9 @@ pub fn effective_pipe_dir() -> PathBuf {
 /// MPS for a run's report: whether process `pid` (usually `std::process::id()`, after it
 /// initialized CUDA) is a client of the daemon on `pipe_dir` (default: [`effective_pipe_dir`]).
 /// Never fails: when the check cannot be made, `is_client` is false and `checked` says why.
-/// Checked whether or not MPS was `requested`, since a process may also be a client without
-/// asking (a system daemon on the default pipe directory).
+/// Checked only where MPS is configured: when it was `requested` (a pipe directory set), or
+/// when a daemon's control pipe exists in the pipe directory (a process may be a client of a
+/// system daemon on the default directory without asking). Elsewhere nothing is run.
 pub fn check_run(requested: bool, pid: u32, pipe_dir: Option<&Path>) -> RunMps {
     let pipe_dir = pipe_dir.map_or_else(effective_pipe_dir, Path::to_path_buf);
     let mut run = RunMps {
@@ -636,6 +660,15 @@ pub fn check_run(requested: bool, pid: u32, pipe_dir: Option<&Path>) -> RunMps {
         is_client: false,
         checked: String::new(),
     };
+    let control_pipe = pipe_dir.join("control");
+    if !requested && !control_pipe.exists() {
+        run.checked = format!(
+            "MPS is not configured ({PIPE_ENV} unset, no daemon's control pipe at {}): not a \
+             client",
+            control_pipe.display()
+        );
+        return run;
+    }
     run.checked = match client_status(pid, &pipe_dir) {
         Ok(client) => {
             run.is_client = client.is_client;

@@ -86,6 +86,9 @@ pub struct StagePlacement {
     pub library: Option<PathBuf>,
     /// CUDA stream priority (lower is more urgent); ignored on the CPU.
     pub priority: i32,
+    /// Indices per launch along the stage's split axis, overriding the graph's tile (and the
+    /// GPU's default, see [`crate::plan::tiles`]); only for stages the graph splits.
+    pub tile: Option<u64>,
     /// Line of the entry in the placement file.
     pub line: u64,
 }
@@ -192,10 +195,17 @@ impl Placement {
                     device,
                     library,
                     priority,
+                    tile,
                 } = entry.value;
                 let device = device
                     .parse()
                     .map_err(|e: String| invalid(Some(line), format!("stage {name}: {e}")))?;
+                if tile == Some(0) {
+                    return Err(invalid(
+                        Some(line),
+                        format!("stage {name}: tile must be at least 1"),
+                    ));
+                }
                 let library = library.map(|l| base.join(l));
                 Ok((
                     name,
@@ -203,6 +213,7 @@ impl Placement {
                         device,
                         library,
                         priority,
+                        tile,
                         line,
                     },
                 ))
@@ -303,11 +314,12 @@ impl From<RuntimeFile> for RuntimeSettings {
     }
 }
 
-/// A stage entry: `cpu` (short form) or `{device: gpu:0, library: ..., priority: -1}`.
+/// A stage entry: `cpu` (short form) or `{device: gpu:0, library: ..., priority: -1, tile: 64}`.
 struct StageEntry {
     device: String,
     library: Option<String>,
     priority: i32,
+    tile: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +330,8 @@ struct StageEntryLong {
     library: Option<String>,
     #[serde(default)]
     priority: i32,
+    #[serde(default)]
+    tile: Option<u64>,
 }
 
 impl<'de> Deserialize<'de> for StageEntry {
@@ -327,7 +341,9 @@ impl<'de> Deserialize<'de> for StageEntry {
             type Value = StageEntry;
 
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a device (cpu, gpu, gpu:N) or a map with device, library, priority")
+                f.write_str(
+                    "a device (cpu, gpu, gpu:N) or a map with device, library, priority, tile",
+                )
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<StageEntry, E> {
@@ -335,6 +351,7 @@ impl<'de> Deserialize<'de> for StageEntry {
                     device: v.to_string(),
                     library: None,
                     priority: 0,
+                    tile: None,
                 })
             }
 
@@ -345,6 +362,7 @@ impl<'de> Deserialize<'de> for StageEntry {
                     device: long.device,
                     library: long.library,
                     priority: long.priority,
+                    tile: long.tile,
                 })
             }
         }
@@ -374,7 +392,10 @@ mod tests {
             Some(Path::new("placements/lib.so"))
         );
         assert_eq!(p.stages["c"].device, Device::Gpu(0));
+        assert_eq!((p.stages["a"].tile, p.stages["b"].tile), (None, None));
         assert_eq!(p.runtime, RuntimeSettings::default());
+        let tiled = parse("name: t\nstages:\n  a: {device: gpu, tile: 64}\n").unwrap();
+        assert_eq!(tiled.stages["a"].tile, Some(64));
         let bare = Placement::parse(
             "name: t\nlibraries: {cpu: libk.so}\nstages: {a: cpu}\n",
             Path::new("p.yaml"),
@@ -401,6 +422,13 @@ mod tests {
             .to_string();
         assert!(
             e.contains("placements/test.yaml:3") && e.contains("tpu"),
+            "{e}"
+        );
+        let e = parse("name: t\nstages:\n  a: {device: gpu, tile: 0}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("placements/test.yaml:3") && e.contains("stage a: tile must be at least 1"),
             "{e}"
         );
         let e = parse("name: t\nstages: {a: cpu}\nruntime: {slots: 0}\n")

@@ -75,7 +75,8 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
             "placements/all-gpu.yaml",
             &[
                 "H2D iq",
-                "512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on range_fft's stream before its launches, in 8 pieces of 64.0 KiB as their packets arrive",
+                "512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on range_fft's stream before its launches, in 4 pieces of 128.0 KiB as their packets arrive",
+                "4 tiles of 32 along axis 0 (the GPU's default, a quarter of the axis; graph: 16)",
                 "D2H detections",
                 "device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
                 "doppler_fft waits on range_fft's event before reading range_map",

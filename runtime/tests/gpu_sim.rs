@@ -344,6 +344,9 @@ fn a_gpu_kernel_failure_stops_the_run_with_its_message() {
     let err = executor::run(&plan, &mut FrameReplay::new(prepared, 100), &mut sink).unwrap_err();
     assert!(err.to_string().contains("marker frame seen"), "{err}");
     assert!(sink.frames.iter().all(|(id, _)| id % 4 != 2));
+    // The final drain synchronized the stream of every slot, although the faulted device
+    // failed the first one: nothing is left running that could call back into the run.
+    assert_eq!(gpus.device(0).unwrap().stats().synchronizations, 2);
 }
 
 /// Every third frame loses its last chirp; the tiles already uploaded stay queued on the

@@ -313,3 +313,50 @@ fn a_run_records_mps_even_when_it_cannot_be_checked() {
         assert!(json.get(key).is_some(), "{key} missing from {json}");
     }
 }
+
+#[test]
+fn a_run_without_mps_configured_asks_no_daemon() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    // No pipe directory asked for and no control pipe: nothing is run, whatever PATH holds.
+    let run = mps::check_run(false, std::process::id(), Some(tmp.path()));
+    assert!(!run.requested && !run.is_client);
+    assert!(
+        run.checked
+            .starts_with("MPS is not configured (CUDA_MPS_PIPE_DIRECTORY unset")
+            && run
+                .checked
+                .contains(&tmp.path().join("control").display().to_string()),
+        "{}",
+        run.checked
+    );
+}
+
+#[test]
+fn a_control_program_saying_no_daemon_reads_as_not_running() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dirs = MpsDirs::under(&tmp.path().join("mps"));
+    std::fs::create_dir_all(&dirs.pipe).expect("pipe dir");
+    // A stale control pipe, and a control program that exits 0 saying no daemon listens (as
+    // the real one may): not running, and never an answer that failed to parse.
+    std::fs::write(dirs.control_pipe(), "").expect("stale control pipe");
+    let program = tmp.path().join("nvidia-cuda-mps-control");
+    std::fs::write(
+        &program,
+        format!("#!/bin/sh\necho \"{}\"\nexit 0\n", mps::NO_DAEMON),
+    )
+    .expect("write the program");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let control = Control::with_program(program, &dirs);
+    assert!(!control.answers());
+    let err = control.server_list().expect_err("no daemon").to_string();
+    assert!(
+        err.contains("no MPS control daemon answers on") && err.contains(mps::NO_DAEMON),
+        "{err}"
+    );
+    let err = mps::client_status_with(&control, 4242).expect_err("no daemon");
+    assert!(!matches!(err, MpsError::Parse { .. }), "{err:?}");
+    // Without the control pipe nothing is asked at all.
+    std::fs::remove_file(dirs.control_pipe()).expect("remove");
+    let err = control.server_list().expect_err("no daemon").to_string();
+    assert!(err.contains("it has no control pipe"), "{err}");
+}

@@ -100,6 +100,8 @@ fn stray(port: u16, frame_id: u32) {
     socket.send_to(&packet, ("127.0.0.1", port)).unwrap();
 }
 
+/// The sender starts the moment the receiver reports readiness (its ready file): no frame,
+/// the first included, is lost to a receiver still setting up.
 #[test]
 fn send_and_run_as_two_processes_verify_every_frame() {
     let _serial = serial();

@@ -19,7 +19,8 @@
 //! - An optional delay before every operation ([`SimGpu::with_delay`]) makes the GPU slow
 //!   relative to the host, so a missing fence shows up as wrong data rather than luck.
 //! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
-//!   callbacks, launches), so tests can assert which bytes crossed the "bus".
+//!   callbacks, launches, allocations, events), so tests can assert which bytes crossed the
+//!   "bus" and that a frame costs no allocation.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -60,6 +61,12 @@ pub struct SimStats {
     pub timing_events: u64,
     /// Synchronizations (never expected on the hot path).
     pub synchronizations: u64,
+    /// Device allocations (only at start: pools and kernel states, never per frame).
+    pub device_allocations: u64,
+    /// Pinned host allocations (only at start, never per frame).
+    pub pinned_allocations: u64,
+    /// Events created, timing events included (only at start).
+    pub events: u64,
 }
 
 #[derive(Default)]
@@ -75,6 +82,9 @@ struct Counters {
     streams: AtomicU64,
     timing_events: AtomicU64,
     synchronizations: AtomicU64,
+    device_allocations: AtomicU64,
+    pinned_allocations: AtomicU64,
+    events: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -146,6 +156,9 @@ impl SimGpu {
             streams: get(&c.streams),
             timing_events: get(&c.timing_events),
             synchronizations: get(&c.synchronizations),
+            device_allocations: get(&c.device_allocations),
+            pinned_allocations: get(&c.pinned_allocations),
+            events: get(&c.events),
         }
     }
 
@@ -167,6 +180,13 @@ impl SimGpu {
             return Err(self.error(format!("alloc({bytes})"), "out of memory"));
         }
         lock(&self.allocations).insert(ptr as usize, (bytes, kind));
+        bump(
+            match kind {
+                Kind::Device => &self.counters.device_allocations,
+                Kind::Pinned => &self.counters.pinned_allocations,
+            },
+            1,
+        );
         Ok(ptr)
     }
 
@@ -379,11 +399,13 @@ impl Gpu for SimGpu {
     }
 
     fn create_event(&self) -> Result<Event, GpuError> {
+        bump(&self.counters.events, 1);
         Ok(Event(Box::into_raw(Box::<SimEvent>::default()).cast()))
     }
 
     fn create_timing_event(&self) -> Result<Event, GpuError> {
         bump(&self.counters.timing_events, 1);
+        bump(&self.counters.events, 1);
         let event = SimEvent {
             stamp: Some(Mutex::new(None)),
             ..SimEvent::default()

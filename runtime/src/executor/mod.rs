@@ -395,7 +395,14 @@ pub fn run_with(
     });
     // Every GPU callback must have run before `shared` goes; after a failure, streams may
     // still hold work. This is the only place the executor waits for a GPU.
-    let drained = shared.slots.iter().try_for_each(Slot::drain);
+    // Every slot is drained, whatever fails; the first failure is kept.
+    let mut drained = Ok(());
+    for slot in &shared.slots {
+        let result = slot.drain();
+        if drained.is_ok() {
+            drained = result;
+        }
+    }
     let outcome = outcome?;
     drained?;
 

@@ -75,6 +75,9 @@ struct SlotGpu {
     /// When profiling: timing events around each launch (with its uploads), then one pair
     /// around the downloads; empty otherwise.
     timing: Vec<(Event, Event)>,
+    /// One more than the sequence number of the latest frame with work enqueued on `stream`
+    /// (0 before the first): see [`Slot::enqueue_gpu`].
+    enqueued_through: AtomicU64,
 }
 
 /// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
@@ -267,6 +270,7 @@ impl Slot {
                                 .map(|&t| copy(t))
                                 .collect::<Result<_, _>>()?,
                             per_tile: schedule.per_tile[planned.stage.0],
+                            enqueued_through: AtomicU64::new(0),
                         })
                     }
                     _ => None,
@@ -406,14 +410,34 @@ impl Slot {
             .as_ref()
             .expect("enqueue_gpu is called for GPU stages only");
         g.gpu.bind_thread()?;
+        // A complete frame's slot is reused only after the stage's event has completed; a
+        // partial frame's, once its tasks are enqueued, while its uploads and launches may
+        // still be queued. They touch only this slot's buffers, and run before the slot's next
+        // frame's work only because both go on this one stream, in order: check it, so that
+        // no change of streams or schedule can silently break it.
+        let frame = self.sequence.load(Ordering::Relaxed) + 1;
+        let latest = g.enqueued_through.fetch_max(frame, Ordering::AcqRel);
+        if latest > frame {
+            return Err(GpuError::new(
+                g.gpu.name(),
+                format!("enqueue of stage {} in a reused slot", stage.0),
+                format!(
+                    "frame {} would be queued behind frame {} on the same stream",
+                    frame - 1,
+                    latest - 1
+                ),
+            )
+            .into());
+        }
         let launches = if g.per_tile {
             task..task + 1
         } else {
             0..s.workspaces.len() as u32
         };
-        // SAFETY: every address comes from this slot's pools, sized by the plan; the slot is
-        // not reused before the stage's event (recorded after all of this) has completed,
-        // so the buffers outlive the work; events and the stream belong to this slot.
+        // SAFETY: every address comes from this slot's pools, sized by the plan; the pools
+        // outlive every stream (drained before they are freed), and work of a frame whose
+        // slot is reused is ordered before the next frame's on this stream (checked above);
+        // events and the stream belong to this slot.
         unsafe {
             if !g.per_tile {
                 for &event in &g.waits {
@@ -519,13 +543,22 @@ impl Slot {
     }
 
     /// Blocks until every GPU stream of the slot has drained. Only at the end of a run.
+    ///
+    /// Every stream is synchronized even when one fails (a faulted device fails them all):
+    /// nothing may be left running that could still call back into the run's state. Returns
+    /// the first failure.
     pub(crate) fn drain(&self) -> Result<(), GpuError> {
+        let mut first = Ok(());
         for g in self.stages.iter().filter_map(|s| s.gpu.as_ref()) {
-            g.gpu.bind_thread()?;
-            // SAFETY: the stream belongs to this slot.
-            unsafe { g.gpu.synchronize(g.stream)? };
+            let drained = g.gpu.bind_thread().and_then(|()| {
+                // SAFETY: the stream belongs to this slot.
+                unsafe { g.gpu.synchronize(g.stream) }
+            });
+            if first.is_ok() {
+                first = drained;
+            }
         }
-        Ok(())
+        first
     }
 
     /// Records one finished launch of `stage`.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{Direction, Plan, human_bytes};
+use super::{Direction, Plan, TileOrigin, human_bytes};
 use crate::graph::{Producer, StageId};
 use crate::placement::Device;
 
@@ -56,12 +56,16 @@ impl Plan {
         for p in &self.stages {
             let s = self.graph.stage(p.stage);
             let lib = p.kernel.library();
-            let split = match s.split {
-                Some(split) => format!(
+            let split = match (s.split, p.tile_origin) {
+                (Some(split), Some(TileOrigin::Graph)) | (Some(split), None) => format!(
                     "{} tiles of {} along axis {}",
                     p.launches, split.tile, split.axis
                 ),
-                None => "whole frame".into(),
+                (Some(split), Some(origin)) => format!(
+                    "{} tiles of {} along axis {} ({origin})",
+                    p.launches, split.tile, split.axis
+                ),
+                (None, _) => "whole frame".into(),
             };
             writeln!(
                 f,

@@ -6,7 +6,8 @@
 //! placement, a placement naming an unknown stage, a GPU placement where no GPU is usable, a
 //! device kind no loaded library offers the kernel for, a kernel taking a different number of
 //! tensors or declaring memory its device cannot use, or a kernel refusing the stage's
-//! parameters or shapes (each stage's kernel is created once here to ask it). `kplace plan`
+//! parameters or shapes (each stage's kernel is created once here to ask it), or a tile that
+//! does not fit its stage ([`tiles`]: a GPU stage launches in larger tiles than the graph's). `kplace plan`
 //! prints the result with [`Plan`]'s `Display` ([`display`]); it may describe a GPU placement
 //! on a machine without a GPU ([`PlanMode::Describe`]), which `kplace run` refuses.
 
@@ -16,6 +17,7 @@
 
 mod display;
 pub mod memory;
+pub mod tiles;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,7 @@ pub use memory::{
     BufferSpace, Demand, Direction, GpuWork, MemoryAvailable, MemoryNeed, Mirror, PlannedEdge,
     Transfer,
 };
+pub use tiles::TileOrigin;
 
 /// Environment variable naming a directory to search first for the default libraries.
 pub const LIB_DIR_ENV: &str = "KPLACE_LIB_DIR";
@@ -80,6 +83,9 @@ pub struct PlannedStage {
     pub kernel: KernelHandle,
     /// Launches per frame (tiles of a split stage, else 1).
     pub launches: u64,
+    /// Where a split stage's tile came from (the plan's graph holds the tile itself); `None`
+    /// for a stage that is not split.
+    pub tile_origin: Option<TileOrigin>,
     /// Workspace bytes each launch needs; `None` when the kernel could not be created to ask
     /// (a GPU stage described without a GPU).
     pub workspace_bytes: Option<u64>,
@@ -222,6 +228,18 @@ pub enum PlanError {
         line: u64,
         /// Why the device cannot be used.
         cause: GpuError,
+    },
+    /// A placement's `tile` does not fit its stage.
+    #[error("placement {}:{line}: stage {stage}: {why}", placement.display())]
+    Tile {
+        /// The stage.
+        stage: String,
+        /// The placement file.
+        placement: PathBuf,
+        /// Line of the entry.
+        line: u64,
+        /// What is wrong, and the tiles that would fit.
+        why: String,
     },
     /// A placement needs a data movement this runtime does not do.
     #[error("tensor {tensor}: {why}")]
@@ -384,6 +402,7 @@ impl Plan {
         mode: PlanMode,
     ) -> Result<Plan, PlanError> {
         let entries = placed_entries(&graph, &placement)?;
+        let (graph, tile_origins) = tiles::place_tiles(graph, &entries, &placement.path)?;
         let devices: Vec<Device> = entries.iter().map(|e| e.device).collect();
 
         // Open every GPU a stage names before anything else, so a GPU placement on a machine
@@ -511,6 +530,7 @@ impl Plan {
                 device: entry.device,
                 kernel,
                 launches,
+                tile_origin: tile_origins[index],
                 workspace_bytes,
                 priority: entry.priority,
                 gpu: gpu_work[index].take(),

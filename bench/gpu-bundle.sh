@@ -12,8 +12,6 @@ limit_mib=48
 built=${CARGO_TARGET_DIR:-target}/release
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/tests"
-# No debug info: it is most of a test executable's size and nothing on the GPU machine reads it.
-export CARGO_PROFILE_RELEASE_DEBUG=0
 cargo build --release --workspace >&2
 cp "$built/kplace" "$built/copy_rate" "$bundle/bin/"
 cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$bundle/lib/"
@@ -40,6 +38,8 @@ for line in sys.stdin:
     shutil.copy(m["executable"], dest)
     print(dest)
 ' "$bundle" >&2
+# Debug info (the release profile keeps line tables) is most of a test executable's size and
+# nothing on the GPU machine reads it: strip it, and the symbol tables with it.
 strip "$bundle"/bin/* "$bundle"/tests/*
 strip --strip-unneeded "$bundle"/lib/*
 [ -x "$bundle/tests/kplace-gpu-gpu" ] || { echo "gpu-bundle: the kplace-gpu gpu test executable is missing" >&2; exit 1; }

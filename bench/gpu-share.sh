@@ -7,7 +7,9 @@
 #      (a private daemon from `kplace mps start`; each pipeline records whether it really is
 #      an MPS client).
 # Prints one table and writes share.json to $OUT_DIR (default target/gpu-share-out; $OUT when
-# the device tool runs it). Runs take about 3 s each, some 25 runs in all.
+# the device tool runs it). Runs take about 3 s each, some 25 runs in all; each sender starts
+# once the receiver's --ready-file says every pipeline takes packets. For a longer lease than
+# bench/gpu-check.sh's sharing step (which runs a subset of these).
 #   KPLACE_BUNDLE=target/gpu-check bench/gpu-share.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Builds, here, everything bench/gpu-check.sh runs on a GPU machine that has no Rust: the
 # release `kplace` binary, the copy-rate probe, both kernel libraries, and the GPU test
-# executables, stripped, into target/gpu-check/ (ignored by git; carry it to the GPU machine).
+# executables, without debug info and stripped, into target/gpu-check/ (ignored by git; the
+# device tool carries it). Refuses a bundle over 48 MiB (the device tool carries 64 MiB in
+# all), and prints the device-tool call that runs the check.
 #   bench/gpu-bundle.sh && ls target/gpu-check
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=target/gpu-check
+limit_mib=48
+built=${CARGO_TARGET_DIR:-target}/release
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/tests"
 cargo build --release --workspace >&2
-cp target/release/kplace target/release/copy_rate "$bundle/bin/"
-cp target/release/libkplace_cpu.so target/release/libkplace_gpu.so "$bundle/lib/"
+cp "$built/kplace" "$built/copy_rate" "$bundle/bin/"
+cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$bundle/lib/"
 # Test executables: the GPU library's tests (kernels against rustfft and the CPU library on a
-# real device), the runtime's real-GPU round trip, GPU hog, and GPU sharing (several GPU
-# pipelines, a real MPS daemon). Cargo names them with a hash; its JSON
-# messages say which file is which.
+# real device; `gpu` is the one compute-sanitizer checks), the runtime's real-GPU round trip,
+# GPU hog, and GPU sharing (several GPU pipelines, a real MPS daemon). Cargo names them with a
+# hash; its JSON messages say which file is which. The host simulation's tests need no GPU and
+# stay here.
 cargo test --release -p kplace-gpu -p kplace --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, shutil, sys
@@ -23,16 +28,26 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
         continue
     manifest, name = m["manifest_path"], m["target"]["name"]
-    if manifest.endswith("backends/gpu/Cargo.toml"):
+    if manifest.endswith("backends/gpu/Cargo.toml") and name != "hostsim":
         pkg = "kplace-gpu"
     elif manifest.endswith("runtime/Cargo.toml") and name in ("devices", "gpu_sharing", "hog"):
         pkg = "kplace"
     else:
         continue
-    if True:
-        dest = "'"$bundle"'/tests/%s-%s" % (pkg, name)
-        shutil.copy(m["executable"], dest)
-        print(dest)
-' >&2
-strip --strip-debug "$bundle"/bin/* "$bundle"/lib/* "$bundle"/tests/* 2>/dev/null || true
-du -sh "$bundle" >&2
+    dest = sys.argv[1] + "/tests/%s-%s" % (pkg, name)
+    shutil.copy(m["executable"], dest)
+    print(dest)
+' "$bundle" >&2
+# Debug info (the release profile keeps line tables) is most of a test executable's size and
+# nothing on the GPU machine reads it: strip it, and the symbol tables with it.
+strip "$bundle"/bin/* "$bundle"/tests/*
+strip --strip-unneeded "$bundle"/lib/*
+[ -x "$bundle/tests/kplace-gpu-gpu" ] || { echo "gpu-bundle: the kplace-gpu gpu test executable is missing" >&2; exit 1; }
+size_kib=$(du -sk "$bundle" | cut -f1)
+du -sh "$bundle"/* >&2
+if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
+    echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB, over the $limit_mib MiB limit (the device tool carries 64 MiB in all): drop a test executable or shrink a binary" >&2
+    exit 1
+fi
+echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB (limit $limit_mib MiB). Run the check on the GPU machine with the device tool:" >&2
+echo "  run(command=\"bench/gpu-check.sh\", carry=[\"$bundle\"], timeout_s=600)"

@@ -7,19 +7,23 @@
 #      (a private daemon from `kplace mps start`; each pipeline records whether it really is
 #      an MPS client).
 # Prints one table and writes share.json to $OUT_DIR (default target/gpu-share-out; $OUT when
-# the device tool runs it). Runs take about 3 s each, some 25 runs in all.
+# the device tool runs it). Runs take about 3 s each, some 25 runs in all; each sender starts
+# once the receiver's --ready-file says every pipeline takes packets. For a longer lease than
+# bench/gpu-check.sh's sharing step (which runs a subset of these).
 #   KPLACE_BUNDLE=target/gpu-check bench/gpu-share.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
+# shellcheck source=scripts/ready.sh
+. scripts/ready.sh
 bundle=${KPLACE_BUNDLE:-target/gpu-check}
 out=${OUT_DIR:-${OUT:-target/gpu-share-out}}
 mkdir -p "$out/share-runs"
 [ -x "$bundle/bin/kplace" ] || { echo "gpu-share: no bundle at $bundle (run bench/gpu-bundle.sh where Rust is)" >&2; exit 2; }
-for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
 export KPLACE_LIB_DIR="$bundle/lib"
 kplace="$bundle/bin/kplace"
+# The CUDA user-space libraries kplace finds, on the loader path of everything started here.
+libpath=$("$kplace" devices --library-path 2>/dev/null)
+[ -n "$libpath" ] && export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 runs="$out/share-runs.jsonl"
 : > "$runs"
 port=9500
@@ -39,12 +43,14 @@ run_case() {
         hog=$!
         sleep 2
     fi
+    rm -f "$base.ready"
     "$kplace" run --placement "placements/$placement.yaml" --cpi "$cpi" \
         --source "udp://127.0.0.1:$port" --pipelines "$n" --pipeline-mode process \
         --frames "$frames" --warmup-frames $((rate / 2)) --idle-timeout-s 2 --start-timeout-s 60 \
-        --report "$base.json" > "$base.log" 2>&1 &
+        --ready-file "$base.ready" --report "$base.json" > "$base.log" 2>&1 &
     receiver=$!
-    sleep 1.5
+    # Senders start once every pipeline takes packets.
+    wait_ready "$base.ready" "$receiver" 2>> "$base.log"
     local senders=()
     for i in $(seq 0 $((n - 1))); do
         "$kplace" send --dest "127.0.0.1:$((port + i))" --cpi "$cpi" --rate "$rate" \

@@ -18,7 +18,7 @@ wait_listening() {
 }
 
 specs=("$@")
-[ ${#specs[@]} -gt 0 ] || specs=(1024x128:156,600,1200 2048x256:39,150,300)
+[ ${#specs[@]} -gt 0 ] || specs=("1024x128:156,600,1200" "2048x256:39,150,300")
 
 echo "| CPI | mode | offered CPI/s | processed CPI/s | Gbit/s | complete / partial / dropped | post-CPI p50 ms | post-CPI p99.9 ms | cores used | verified |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -65,7 +65,7 @@ fn plan_shows_kernels_libraries_edges_and_pools() {
 /// map up when only Doppler is, and only what a CPU stage reads down.
 #[test]
 fn every_placement_plans_its_transfers_streams_and_fences() {
-    let cases: [(&str, &[&str], &[&str]); 4] = [
+    let cases: [(&str, &[&str], &[&str]); 5] = [
         (
             "placements/all-cpu.yaml",
             &["transfers  none"],
@@ -111,6 +111,23 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
                 "a host callback then releases cfar",
             ],
             &["H2D range_map", "D2H detections"],
+        ),
+        (
+            "placements/cfar-gpu.yaml",
+            &[
+                "H2D power         512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on cfar's stream before its launches\n",
+                "D2H detections    192.0 KiB  device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
+                "cfar         gpu:0  priority  0, 4 streams",
+                "cfar records its event after its launches and downloads; a host callback then releases cluster",
+            ],
+            &[
+                "H2D iq",
+                "H2D range_map",
+                "D2H power",
+                "D2H clusters",
+                "range_fft    gpu",
+                "doppler_fft  gpu",
+            ],
         ),
     ];
     for (placement, want, not_want) in cases {
@@ -209,6 +226,89 @@ fn run_verifies_and_writes_detections_that_verify_checks() {
         "24",
     ]);
     assert!(e.contains("corrupt.txt:") && e.contains("frame"), "{e}");
+}
+
+/// `kplace compare-detections`: a run against itself agrees bit for bit (exit 0); a power
+/// beyond the tolerance and a cell on one side only are listed with their frame (exit 1, and
+/// in JSON); a malformed line is an input error naming file and line (exit 2).
+#[test]
+fn compare_detections_lists_differences_by_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.txt");
+    let run = run.to_str().unwrap();
+    ok(&[
+        "run",
+        "--frames",
+        "4",
+        "--scene-frames",
+        "4",
+        "--detections",
+        run,
+    ]);
+    let out = ok(&["compare-detections", run, run, "--exact", "--frames", "4"]);
+    assert!(out.contains("4 frames compared, 4 agree"), "{out}");
+    assert!(out.contains("detections AGREE"), "{out}");
+
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let h = "kplace-detections v1 cpi=1024x128\n";
+    let reference = write(
+        "ref.txt",
+        &format!("{h}frame 0 1\n61 7 1000000\nframe 1 2\n61 7 1000000\n200 9 50\n"),
+    );
+    let candidate = write(
+        "cand.txt",
+        &format!("{h}frame 0 1\n61 7 1000001\nframe 1 1\n61 7 1000100\n"),
+    );
+    let out = kplace(&["compare-detections", &reference, &candidate]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    for want in [
+        "2 frames compared, 1 agree",
+        "frame 1: cell (61, 7) power 1000000 vs 1000100",
+        "frame 1: cell (200, 9) power 50 only in the reference",
+        "detections DIFFER: 2 differences",
+    ] {
+        assert!(said.contains(want), "lacks {want:?}:\n{said}");
+    }
+    let out = kplace(&["compare-detections", &reference, &candidate, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["schema"], "kplace-compare/1");
+    assert_eq!(value["agree"], false);
+    assert_eq!(value["differences"], 2);
+    assert_eq!(value["only_in_reference"], 1);
+    assert_eq!(value["listed"][1]["kind"], "only_in");
+    assert_eq!(value["listed"][1]["frame"], 1);
+    // With a looser tolerance only the one-sided cell remains.
+    let out = kplace(&[
+        "compare-detections",
+        &reference,
+        &candidate,
+        "--rel-tol",
+        "1e-3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("detections DIFFER: 1 differences"),
+        "{}",
+        text(&out)
+    );
+
+    let bad = write("bad.txt", &format!("{h}frame 0 1\n61 x 5\n"));
+    let out = input_error(&["compare-detections", &reference, &bad]);
+    assert!(out.contains(&format!("{bad}:3: doppler bin")), "{out}");
+    let out = input_error(&[
+        "compare-detections",
+        &reference,
+        &candidate,
+        "--rel-tol",
+        "2",
+    ]);
+    assert!(out.contains("--rel-tol 2 must be in [0, 1)"), "{out}");
 }
 
 #[test]

@@ -1,11 +1,18 @@
-//! The PCIe bound: pinned host to device (and back) copy rates on one GPU, through the same
-//! CUDA layer, pools' allocators and streams the runtime uses.
+//! The PCIe bound: pinned host to device, device to host, and both at once, copy rates on one
+//! GPU, through the same CUDA layer, pools' allocators and streams the runtime uses.
 //!
-//! `copy_rate [--gpu N] [--sizes 65536,1048576,...] [--seconds S]` prints one JSON object per
-//! size and direction (`{"direction":"h2d","bytes":...,"gb_per_s":...}`) and exits 1, saying
-//! why, when no GPU is usable. Timing is host wall time around a batch of copies enqueued back
-//! to back on one stream and one synchronize: the synchronize belongs to the measurement, not
-//! to any hot path.
+//! `copy_rate [--gpu N] [--sizes 65536,1048576,...] [--seconds S] [--pcie GEN,WIDTH]` prints
+//! one JSON object per size and direction (`{"direction":"h2d","bytes":...,"gb_per_s":...}`)
+//! and exits 1, saying why, when no GPU is usable. `h2d` and `d2h` copy one way on one stream;
+//! `both` copies host to device on one stream and device to host on another at the same time
+//! (separate buffers), and its `gb_per_s` is the sum of the two directions (with each
+//! direction's share beside it). With `--pcie` (the link's generation and width, as
+//! `nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max` says) each line also carries
+//! the fraction of the link's nominal rate per direction (after line encoding: gen 3 0.985,
+//! gen 4 1.969, gen 5 3.938, gen 6 7.563 GB/s per lane; for `both`, of twice that), and a first
+//! line `{"bus":...}` states the nominal rate. Timing is host wall time around a batch of
+//! copies enqueued back to back and one synchronize per stream: the synchronize belongs to the
+//! measurement, not to any hot path.
 
 use std::time::Instant;
 
@@ -26,6 +33,57 @@ struct Args {
     /// Wall time to spend per size and direction, roughly.
     #[arg(long, default_value_t = 0.5)]
     seconds: f64,
+    /// The PCIe link's generation and width, `GEN,WIDTH` (e.g. `5,16`): adds the nominal rate
+    /// and each rate's fraction of it.
+    #[arg(long, value_name = "GEN,WIDTH", value_parser = parse_pcie)]
+    pcie: Option<Pcie>,
+}
+
+/// A PCIe link: generation and lane count.
+#[derive(Clone, Copy, Debug)]
+struct Pcie {
+    generation: u32,
+    width: u32,
+}
+
+impl Pcie {
+    /// GB/s per lane and direction after line encoding (8b/10b up to gen 2, 128b/130b for
+    /// gens 3 to 5, FLIT for gen 6).
+    fn per_lane_gb_per_s(self) -> f64 {
+        match self.generation {
+            1 => 0.25,
+            2 => 0.5,
+            3 => 0.985,
+            4 => 1.969,
+            5 => 3.938,
+            _ => 7.563,
+        }
+    }
+
+    /// The link's nominal rate per direction, GB/s.
+    fn nominal_gb_per_s(self) -> f64 {
+        self.per_lane_gb_per_s() * f64::from(self.width)
+    }
+}
+
+fn parse_pcie(text: &str) -> Result<Pcie, String> {
+    let bad = || {
+        format!("{text:?} is not GEN,WIDTH (e.g. 5,16: a PCIe generation 1..6 and a lane count)")
+    };
+    let (generation, width) = text.split_once(',').ok_or_else(bad)?;
+    let generation: u32 = generation.trim().parse().map_err(|_| bad())?;
+    let width: u32 = width.trim().parse().map_err(|_| bad())?;
+    if !(1..=6).contains(&generation) || !(1..=32).contains(&width) {
+        return Err(bad());
+    }
+    Ok(Pcie { generation, width })
+}
+
+/// The buffers of one direction: pinned host memory, device memory and a stream.
+struct Lane {
+    host: *mut u8,
+    device: *mut u8,
+    stream: kplace::cuda::Stream,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -36,50 +94,67 @@ fn main() -> anyhow::Result<()> {
     if largest == 0 {
         bail!("--sizes must name at least one non-zero size");
     }
-    let host = gpu.alloc_pinned(largest)?;
-    let device = gpu.alloc_device(largest)?;
-    let stream = gpu.create_stream(0)?;
-    // SAFETY: the buffers hold `largest` bytes, are freed only after the stream has drained,
-    // and nothing else touches them.
-    let result = unsafe {
-        std::ptr::write_bytes(host, 0x5a, largest);
-        measure(&*gpu, &args, host, device, stream)
-    };
-    // SAFETY: every copy has completed (each batch ends with a synchronize).
+    if let Some(pcie) = args.pcie {
+        println!(
+            "{{\"bus\":{{\"pcie_gen\":{},\"pcie_width\":{},\"nominal_gb_per_s_per_direction\":{:.3}}}}}",
+            pcie.generation,
+            pcie.width,
+            pcie.nominal_gb_per_s()
+        );
+    }
+    // Two lanes, so that `both` reads and writes separate buffers on separate streams.
+    let mut lanes = Vec::new();
+    for _ in 0..2 {
+        let lane = Lane {
+            host: gpu.alloc_pinned(largest)?,
+            device: gpu.alloc_device(largest)?,
+            stream: gpu.create_stream(0)?,
+        };
+        // SAFETY: the pinned buffer was just allocated with `largest` bytes.
+        unsafe { std::ptr::write_bytes(lane.host, 0x5a, largest) };
+        lanes.push(lane);
+    }
+    // SAFETY: each lane's buffers hold `largest` bytes, are freed only after its stream has
+    // drained, and nothing else touches them.
+    let result = unsafe { measure(&*gpu, &args, &lanes) };
+    // SAFETY: every copy has completed (each batch ends with a synchronize), or the stream is
+    // drained here before its buffers go.
     unsafe {
-        let _ = gpu.synchronize(stream);
-        gpu.destroy_stream(stream);
-        gpu.free_device(device);
-        gpu.free_pinned(host);
+        for lane in &lanes {
+            let _ = gpu.synchronize(lane.stream);
+            gpu.destroy_stream(lane.stream);
+            gpu.free_device(lane.device);
+            gpu.free_pinned(lane.host);
+        }
     }
     result
 }
 
 /// # Safety
-/// `host` (pinned) and `device` hold at least the largest size; `stream` is `gpu`'s.
-unsafe fn measure(
-    gpu: &dyn Gpu,
-    args: &Args,
-    host: *mut u8,
-    device: *mut u8,
-    stream: kplace::cuda::Stream,
-) -> anyhow::Result<()> {
+/// Each lane's `host` (pinned) and `device` hold at least the largest size; its `stream` is
+/// `gpu`'s.
+unsafe fn measure(gpu: &dyn Gpu, args: &Args, lanes: &[Lane]) -> anyhow::Result<()> {
+    let (up, down) = (&lanes[0], &lanes[1]);
     for &bytes in &args.sizes {
         let bytes = bytes as usize;
-        for direction in ["h2d", "d2h"] {
+        for direction in ["h2d", "d2h", "both"] {
             let copy = |n: usize| -> anyhow::Result<()> {
                 for _ in 0..n {
                     // SAFETY: per the caller.
                     unsafe {
-                        if direction == "h2d" {
-                            gpu.copy_to_device(device, host, bytes, stream)?;
-                        } else {
-                            gpu.copy_to_host(host, device, bytes, stream)?;
+                        if direction != "d2h" {
+                            gpu.copy_to_device(up.device, up.host, bytes, up.stream)?;
+                        }
+                        if direction != "h2d" {
+                            gpu.copy_to_host(down.host, down.device, bytes, down.stream)?;
                         }
                     }
                 }
-                // SAFETY: the stream is gpu's.
-                unsafe { gpu.synchronize(stream)? };
+                // SAFETY: the streams are gpu's.
+                unsafe {
+                    gpu.synchronize(up.stream)?;
+                    gpu.synchronize(down.stream)?;
+                }
                 Ok(())
             };
             copy(4)?;
@@ -91,12 +166,28 @@ unsafe fn measure(
             let started = Instant::now();
             copy(batch)?;
             let seconds = started.elapsed().as_secs_f64();
-            let gb_per_s = (batch * bytes) as f64 / seconds / 1e9;
-            println!(
-                "{{\"gpu\":{},\"name\":{:?},\"direction\":\"{direction}\",\"bytes\":{bytes},\"copies\":{batch},\"gb_per_s\":{gb_per_s:.3}}}",
+            let one_way = (batch * bytes) as f64 / seconds / 1e9;
+            let (gb_per_s, ways) = if direction == "both" {
+                (2.0 * one_way, 2.0)
+            } else {
+                (one_way, 1.0)
+            };
+            let mut line = format!(
+                "{{\"gpu\":{},\"name\":{:?},\"direction\":\"{direction}\",\"bytes\":{bytes},\"copies\":{batch},\"gb_per_s\":{gb_per_s:.3}",
                 gpu.ordinal(),
                 gpu.name()
             );
+            if direction == "both" {
+                line.push_str(&format!(
+                    ",\"h2d_gb_per_s\":{one_way:.3},\"d2h_gb_per_s\":{one_way:.3}"
+                ));
+            }
+            if let Some(pcie) = args.pcie {
+                let fraction = gb_per_s / (ways * pcie.nominal_gb_per_s());
+                line.push_str(&format!(",\"fraction_of_nominal\":{fraction:.3}"));
+            }
+            line.push('}');
+            println!("{line}");
         }
     }
     Ok(())

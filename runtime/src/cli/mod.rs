@@ -2,6 +2,7 @@
 
 mod args;
 mod bisect;
+mod compare;
 mod devices;
 mod hog;
 mod mps;
@@ -44,6 +45,10 @@ enum Command {
     BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.
     Verify(verify::VerifyArgs),
+    /// Compare two detections files of the same frames cell by cell: bins exact, powers within
+    /// a relative tolerance (exit 1 when they differ, every difference listed by frame).
+    #[command(name = "compare-detections")]
+    CompareDetections(compare::CompareArgs),
     /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
     Devices(devices::DevicesArgs),
     /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
@@ -60,6 +65,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::main(args),
         Command::Send(args) => send::main(args),
         Command::Verify(args) => verify::main(args),
+        Command::CompareDetections(args) => compare::main(args),
         Command::BisectRate(args) => bisect::main(args),
         Command::Devices(args) => devices::main(args),
         Command::Hog(args) => hog::main(args),

@@ -15,11 +15,12 @@ bundle=${KPLACE_BUNDLE:-target/gpu-check}
 out=${OUT_DIR:-${OUT:-target/gpu-share-out}}
 mkdir -p "$out/share-runs"
 [ -x "$bundle/bin/kplace" ] || { echo "gpu-share: no bundle at $bundle (run bench/gpu-bundle.sh where Rust is)" >&2; exit 2; }
-for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
 export KPLACE_LIB_DIR="$bundle/lib"
 kplace="$bundle/bin/kplace"
+# kplace finds the CUDA libraries itself (docs/gpu.md, "Where the CUDA libraries come from");
+# the hog and pipeline processes it starts inherit this, so they load the same files.
+libs=$("$kplace" devices --library-path) || { echo "gpu-share: kplace devices --library-path failed" >&2; exit 2; }
+[ -n "$libs" ] && export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 runs="$out/share-runs.jsonl"
 : > "$runs"
 port=9500

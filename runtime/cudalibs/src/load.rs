@@ -9,16 +9,25 @@ use libloading::os::unix::{Library as Handle, RTLD_LAZY, RTLD_LOCAL};
 
 use crate::search::Opened;
 
-/// glibc's `RTLD_NOLOAD` (`<bits/dlfcn.h>`): open only an object already loaded.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// glibc's `RTLD_NOLOAD` (`<bits/dlfcn.h>`; the crate targets Linux with glibc, as `dlinfo`
+/// does): open only an object already loaded.
 const RTLD_NOLOAD: c_int = 0x0004;
+
+/// libloading's error with its cause: the loader's own text (`libz.so.9: cannot open shared
+/// object file: No such file or directory`), which libloading keeps as the source.
+fn dl_text(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => cause.to_string(),
+        None => e.to_string(),
+    }
+}
 
 /// Opens the file at `path`.
 pub(crate) fn open_file(path: &Path) -> Result<Handle, String> {
     // SAFETY: loading runs the library's initialisers; the CUDA libraries' are what cudarc
     // would run on first use anyway, and the search only offers files named as they are.
     unsafe { Handle::open(Some(path), RTLD_LAZY | RTLD_LOCAL) }
-        .map_err(|e| format!("dlopen failed: {e}"))
+        .map_err(|e| format!("dlopen failed: {}", dl_text(&e)))
 }
 
 /// Opens the first of `names` the loader's path resolves (an object already loaded under that
@@ -36,7 +45,7 @@ pub(crate) fn open_names(names: &[String]) -> Result<Opened<Handle>, String> {
                 });
             }
             Err(e) => {
-                let text = e.to_string();
+                let text = dl_text(&e);
                 // "cannot open shared object file" is the plain absence; anything else (a
                 // missing dependency, a wrong ELF class) says why a present file failed.
                 if unusual.is_none() && !text.contains("cannot open shared object file") {

@@ -21,9 +21,10 @@ mkdir -p "$out/share-runs"
 [ -x "$bundle/bin/kplace" ] || { echo "gpu-share: no bundle at $bundle (run bench/gpu-bundle.sh where Rust is)" >&2; exit 2; }
 export KPLACE_LIB_DIR="$bundle/lib"
 kplace="$bundle/bin/kplace"
-# The CUDA user-space libraries kplace finds, on the loader path of everything started here.
-libpath=$("$kplace" devices --library-path 2>/dev/null)
-[ -n "$libpath" ] && export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# kplace finds the CUDA libraries itself (docs/gpu.md, "Where the CUDA libraries come from");
+# the hog and pipeline processes it starts inherit this, so they load the same files.
+libs=$("$kplace" devices --library-path) || { echo "gpu-share: kplace devices --library-path failed" >&2; exit 2; }
+[ -n "$libs" ] && export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 runs="$out/share-runs.jsonl"
 : > "$runs"
 port=9500

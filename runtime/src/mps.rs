@@ -241,9 +241,8 @@ pub fn require() -> Result<PathBuf, MpsError> {
     if program.is_none() {
         missing.push(format!("{CONTROL_PROGRAM} not found on PATH"));
     }
-    // SAFETY: only tries to load the library (dlopen, then dlclose).
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        missing.push("no CUDA driver found (libcuda.so.1 not loadable)".into());
+    if let Some(reason) = crate::cuda::driver::libcuda_missing() {
+        missing.push(format!("no CUDA driver found ({reason})"));
     }
     match program {
         Some(p) if missing.is_empty() => Ok(p),

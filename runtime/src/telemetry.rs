@@ -752,6 +752,24 @@ fn read_sample(d: &Device<'_>, book: &mut ProcessBook) -> Sample {
     s
 }
 
+/// NVML, opened from the libnvidia-ml that `kplace_cuda_libs` found (the driver's, wherever
+/// the machine keeps it). Never panics: without the library the error says every place looked
+/// at; a panic in nvml-wrapper's initialisation becomes an error too.
+pub(crate) fn init_nvml() -> Result<Nvml, String> {
+    let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Nvml);
+    let Some(path) = found.path() else {
+        return Err(found.not_found_message());
+    };
+    match catch_unwind(|| Nvml::builder().lib_path(path.as_os_str()).init()) {
+        Ok(Ok(nvml)) => Ok(nvml),
+        Ok(Err(e)) => Err(format!("{} ({})", e, path.display())),
+        Err(panic) => Err(format!(
+            "its initialisation panicked: {}",
+            panic_text(&*panic)
+        )),
+    }
+}
+
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_string()
@@ -881,15 +899,9 @@ impl Sampler {
         if distinct.is_empty() {
             return done("no GPU to sample".into());
         }
-        let nvml = match catch_unwind(Nvml::init) {
-            Ok(Ok(nvml)) => nvml,
-            Ok(Err(e)) => return done(format!("NVML not available: {e}")),
-            Err(panic) => {
-                return done(format!(
-                    "NVML not available: its initialisation panicked: {}",
-                    panic_text(&*panic)
-                ));
-            }
+        let nvml = match init_nvml() {
+            Ok(nvml) => nvml,
+            Err(e) => return done(format!("NVML not available: {e}")),
         };
         let (stop, stopped) = mpsc::channel();
         let spawned = thread::Builder::new()
@@ -1204,7 +1216,7 @@ mod tests {
     }
 
     fn nvml_missing() -> Option<String> {
-        Nvml::init().err().map(|e| e.to_string())
+        init_nvml().err()
     }
 
     #[test]

@@ -11,7 +11,7 @@
 mod support;
 
 use std::ffi::c_void;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 use kplace::cuda::driver::{CudaGpu, CudaProvider, DriverStatus, Probe, probe};
 use kplace::cuda::{Gpu, GpuProvider};
 
-/// Whether libcuda loads here: the tests below check the no-driver answers only where there is
-/// no driver, so the suite also passes on a GPU machine.
+/// Whether libcuda is found here (where kplace looks, not only on the loader's path): the tests
+/// below check the no-driver answers only where there is no driver, so the suite also passes
+/// on a GPU machine.
 fn driver_present() -> bool {
-    // SAFETY: only tries to load the library.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    kplace_cuda_libs::find(kplace_cuda_libs::Library::Cuda).is_loaded()
 }
 
 fn kplace(args: &[&str]) -> Output {
@@ -144,6 +144,177 @@ fn devices_command_exits_0_and_says_what_it_found() {
 }
 
 #[test]
+fn devices_lists_where_it_looked_for_each_library() {
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("devices")
+            .env_remove("KPLACE_CUDA_LIB_DIR"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    for name in [
+        "libcuda",
+        "libnvidia-ml",
+        "libcufft",
+        "libnvrtc-builtins",
+        "libnvrtc",
+        "libcublasLt",
+        "libcublas",
+    ] {
+        assert!(
+            stdout.contains(&format!("\n  {name}: ")),
+            "{name} missing from:\n{stdout}"
+        );
+    }
+    if !driver_present() {
+        assert!(
+            stdout.starts_with("no CUDA driver found (libcuda not found: see below)\n"),
+            "{stdout}"
+        );
+        for want in [
+            "  libcuda: not found, looked in:\n      KPLACE_CUDA_LIB_DIR: not set\n      loader path: ",
+            "      /usr/local/nvidia/lib64: ",
+            "      /usr/local/cuda/lib64: ",
+        ] {
+            assert!(stdout.contains(want), "{want:?} missing from:\n{stdout}");
+        }
+    }
+
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["devices", "--json"])
+            .env_remove("KPLACE_CUDA_LIB_DIR"),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let libraries = json["libraries"].as_array().expect("a libraries array");
+    assert_eq!(libraries.len(), 7, "{json:#}");
+    for library in libraries {
+        assert!(library["name"].is_string(), "{library}");
+        assert!(
+            library["loaded"].is_string() || library["loaded"].is_null(),
+            "{library}"
+        );
+        assert!(
+            library["version"].is_string() || library["version"].is_null(),
+            "{library}"
+        );
+        let searched = library["searched"].as_array().expect("searched");
+        assert!(
+            searched
+                .iter()
+                .all(|a| a["place"].is_string() && a["result"].is_string()),
+            "{library}"
+        );
+    }
+    let libcuda = &libraries[0];
+    assert_eq!(libcuda["name"], "libcuda");
+    if !driver_present() {
+        assert!(libcuda["loaded"].is_null(), "{libcuda}");
+        let places: Vec<&str> = libcuda["searched"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["place"].as_str())
+            .collect();
+        assert_eq!(
+            places[..4],
+            [
+                "KPLACE_CUDA_LIB_DIR",
+                "loader path",
+                "/usr/local/nvidia/lib64",
+                "/usr/local/cuda/lib64"
+            ],
+            "{libcuda}"
+        );
+    }
+}
+
+#[test]
+fn library_path_lists_the_directories_found_first_kplace_cuda_lib_dir() {
+    // A stand-in libcufft: any loadable shared object under the name will do.
+    let zlib = [
+        "/lib/x86_64-linux-gnu/libz.so.1",
+        "/usr/lib/x86_64-linux-gnu/libz.so.1",
+        "/lib64/libz.so.1",
+        "/usr/lib64/libz.so.1",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+    .expect("a libz.so.1 to copy");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(&zlib, dir.path().join("libcufft.so.12")).expect("copy");
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["devices", "--library-path"])
+            .env("KPLACE_CUDA_LIB_DIR", dir.path()),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.strip_suffix('\n').expect("one line");
+    assert!(!line.contains('\n'), "{stdout:?}");
+    let first = line.split(':').next().unwrap_or_default();
+    assert_eq!(Path::new(first), dir.path(), "{line}");
+
+    // Nowhere to look: no directory, no loader path entry, no Python; an empty line.
+    let empty = tempfile::tempdir().expect("temp dir");
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["devices", "--library-path"])
+            .env("KPLACE_CUDA_LIB_DIR", empty.path())
+            .env("KPLACE_PYTHON", empty.path().join("no-python"))
+            .env("PATH", empty.path())
+            .env_remove("LD_LIBRARY_PATH"),
+    );
+    assert!(out.status.success(), "{out:?}");
+    if !Path::new("/usr/local/cuda/lib64").exists() {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "\n");
+    }
+}
+
+/// Without a GPU, `KPLACE_REQUIRE_GPU=1` makes the round trip (a GPU test) fail with the
+/// reason it skips for; unset, it skips with that reason.
+#[test]
+fn without_a_gpu_a_required_gpu_fails_the_gpu_test() {
+    if driver_present() || on_fake_driver() {
+        println!("skipped: a CUDA driver is present");
+        return;
+    }
+    let run = |require: bool| {
+        let mut child = Command::new(std::env::current_exe().expect("this binary"));
+        child.args([
+            "--exact",
+            "gpu_round_trip_through_pinned_memory_streams_and_events",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+        if require {
+            child.env("KPLACE_REQUIRE_GPU", "1");
+        } else {
+            child.env_remove("KPLACE_REQUIRE_GPU");
+        }
+        let out = support::output(&mut child);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (passed, text) = run(false);
+    assert!(
+        passed && text.contains("skipped: no CUDA driver found (libcuda not found ("),
+        "{text}"
+    );
+    let (passed, text) = run(true);
+    assert!(!passed, "{text}");
+    assert!(
+        text.contains("KPLACE_REQUIRE_GPU=1 but no CUDA driver found (libcuda not found ("),
+        "{text}"
+    );
+}
+
+#[test]
 fn devices_json_parses_and_matches_the_probe() {
     let out = kplace(&["devices", "--json"]);
     assert!(out.status.success(), "{out:?}");
@@ -189,7 +360,7 @@ fn gpu_round_trip_through_pinned_memory_streams_and_events() -> Result<(), Strin
     let gpu = match first_gpu(&probe) {
         Ok(gpu) => gpu,
         Err(reason) => {
-            println!("skipped: {reason}");
+            kplace_cuda_libs::testing::skip_or_fail(reason);
             return Ok(());
         }
     };

@@ -1,6 +1,7 @@
 //! Sharing a real GPU: several GPU pipelines in one process and as processes, and a real,
 //! private MPS daemon whose client list must hold the run's pid. These need a GPU (and, for
-//! MPS, `nvidia-cuda-mps-control`); elsewhere each prints `skipped: <reason>` and passes.
+//! MPS, `nvidia-cuda-mps-control`); elsewhere each prints `skipped: <reason>` and passes
+//! (without a GPU, a failure under `KPLACE_REQUIRE_GPU=1`).
 
 mod support;
 
@@ -38,7 +39,7 @@ fn text(out: &Output) -> String {
 #[test]
 fn gpu_pipelines_share_a_gpu_in_both_modes_and_each_verifies() {
     if let Some(reason) = no_gpu() {
-        println!("skipped: {reason}");
+        kplace_cuda_libs::testing::skip_or_fail(reason);
         return;
     }
     for placement in ["placements/all-gpu.yaml", "placements/hybrid.yaml"] {
@@ -84,7 +85,7 @@ fn gpu_pipelines_share_a_gpu_in_both_modes_and_each_verifies() {
 #[test]
 fn a_run_under_a_private_mps_daemon_is_in_its_client_list() {
     if let Some(reason) = no_gpu() {
-        println!("skipped: {reason}");
+        kplace_cuda_libs::testing::skip_or_fail(reason);
         return;
     }
     let has_control = Command::new("sh")

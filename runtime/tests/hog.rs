@@ -37,8 +37,12 @@ fn lines(stdout: &[u8]) -> Vec<HogLine> {
 }
 
 fn driver_present() -> bool {
-    // SAFETY: only tries to load the library.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    kplace_cuda_libs::find(kplace_cuda_libs::Library::Cuda).is_loaded()
+}
+
+/// Whether cuBLAS is found here (where kplace looks, not only on the loader's path).
+fn cublas_present() -> bool {
+    kplace_cuda_libs::find(kplace_cuda_libs::Library::Cublas).is_loaded()
 }
 
 /// Reads a child's stdout lines on a thread, so a test can wait for one with a deadline.
@@ -266,8 +270,7 @@ fn fake_driver_dir() -> PathBuf {
 
 #[test]
 fn gpu_hog_with_a_driver_but_no_cublas_exits_2_and_says_so() {
-    // SAFETY: only tries to load the library.
-    if driver_present() || unsafe { cudarc::cublas::sys::is_culib_present() } {
+    if driver_present() || cublas_present() {
         println!("skipped: a real CUDA driver or cuBLAS is present");
         return;
     }
@@ -288,12 +291,12 @@ fn gpu_hog_with_a_driver_but_no_cublas_exits_2_and_says_so() {
 fn gpu_hog_reports_tflops_on_a_real_gpu() {
     let probe = kplace::cuda::driver::probe();
     if let Some(reason) = probe.unavailable_reason() {
-        println!("skipped: {reason}");
+        kplace_cuda_libs::testing::skip_or_fail(reason);
         return;
     }
-    // SAFETY: only tries to load the library.
-    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-        println!("skipped: cuBLAS not found");
+    let cublas = kplace_cuda_libs::find(kplace_cuda_libs::Library::Cublas);
+    if !cublas.is_loaded() {
+        kplace_cuda_libs::testing::skip_or_fail(cublas.not_found_message());
         return;
     }
     for duty in ["1.0", "0.5"] {

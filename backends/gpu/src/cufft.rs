@@ -26,15 +26,18 @@ fn cufft_error(call: &str, e: CufftError) -> KernelError {
 }
 
 /// Fails with a clear error unless libcufft can be loaded (cudarc would panic on first use).
+/// libcufft is found where the machine keeps it (`kplace_cuda_libs`) and loaded first, so
+/// cudarc's dlopen by name resolves to it.
 pub fn probe() -> Result<(), KernelError> {
+    let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Cufft);
     // SAFETY: only tries to load the library; runs no code from it.
     if unsafe { sys::is_culib_present() } {
         Ok(())
     } else {
-        Err(KernelError::backend(
-            "libcufft could not be loaded: the GPU FFT stages need cuFFT (libcufft.so.12 on the \
-             loader path, e.g. LD_LIBRARY_PATH=/usr/local/cuda/lib64)",
-        ))
+        Err(KernelError::backend(format!(
+            "libcufft could not be loaded: the GPU FFT stages need cuFFT (libcufft.so.12): {}",
+            found.not_found_message()
+        )))
     }
 }
 

@@ -46,13 +46,16 @@ impl<T> Check<T> for Result<T, DriverError> {
 }
 
 /// Fails with a clear error unless libcuda loads and initialises (cudarc would panic on first
-/// use of a missing library).
+/// use of a missing library). libcuda is found where the machine keeps it
+/// (`kplace_cuda_libs`) and loaded first, so cudarc's dlopen by name resolves to it.
 pub fn probe() -> Result<(), KernelError> {
+    let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Cuda);
     // SAFETY: only tries to load the library; runs no code from it.
     if !unsafe { sys::is_culib_present() } {
-        return Err(KernelError::backend(
-            "libcuda could not be loaded: no NVIDIA driver on this machine",
-        ));
+        return Err(KernelError::backend(format!(
+            "libcuda could not be loaded (no NVIDIA driver here, or none where kplace looks): {}",
+            found.not_found_message()
+        )));
     }
     // cuInit is idempotent and cheap after the first call.
     result::init().check("cuInit")

@@ -36,8 +36,11 @@
 //!   `CUstream`s and device addresses, and makes the device's primary context current before
 //!   `create` and `launch`. The library retains that primary context while any of its states
 //!   lives ([`driver`]) and binds it itself for teardown, which may run on any thread.
-//! - **Probed, never panicking.** libcuda, libcufft and libnvrtc are loaded at run time;
-//!   each is probed before first use, so a missing library is a [`KernelError`] naming it
+//! - **Found, probed, never panicking.** libcuda, libcufft and libnvrtc are loaded at run
+//!   time, found where the machine keeps them by `kplace_cuda_libs` (the runtime's search:
+//!   `KPLACE_CUDA_LIB_DIR`, the loader's path, `/usr/local/nvidia/lib64`,
+//!   `/usr/local/cuda/lib64`, the `nvidia` Python packages); each is probed before first use,
+//!   so a missing library is a [`KernelError`] naming it and every place looked at
 //!   (cudarc would panic). Panics that slip through anyway are caught at the C ABI by
 //!   `kplace_abi::export_library!`.
 //! - **NVRTC at first create.** The CUDA C in `kernels/*.cu` ([`source`]) is compiled for the

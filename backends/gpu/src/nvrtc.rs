@@ -90,16 +90,20 @@ fn nvrtc_error(call: &str, e: NvrtcError) -> KernelError {
 }
 
 /// Fails with a clear error unless libnvrtc can be loaded (cudarc would panic on first use).
+/// libnvrtc and its builtins are found where the machine keeps them (`kplace_cuda_libs`) and
+/// loaded first, builtins before libnvrtc, so cudarc's dlopen by name and libnvrtc's own
+/// dlopen of its builtins resolve to them.
 pub fn probe() -> Result<(), KernelError> {
+    let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Nvrtc);
     // SAFETY: only tries to load the library; runs no code from it.
     if unsafe { sys::is_culib_present() } {
         Ok(())
     } else {
-        Err(KernelError::backend(
+        Err(KernelError::backend(format!(
             "libnvrtc could not be loaded: the GPU kernels are compiled at run time by NVRTC \
-             (libnvrtc.so.13 and libnvrtc-builtins.so.13.0 must be on the loader path, e.g. \
-             LD_LIBRARY_PATH=/usr/local/cuda/lib64)",
-        ))
+             (libnvrtc.so.13 with libnvrtc-builtins.so.13.0 beside it): {}",
+            found.not_found_message()
+        )))
     }
 }
 

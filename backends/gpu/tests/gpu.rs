@@ -10,7 +10,7 @@
 //! choice; see build.rs.)
 //!
 //! Without a CUDA driver, a device, cuFFT or NVRTC, every test prints `skipped: <reason>`
-//! and passes.
+//! and passes, unless `KPLACE_REQUIRE_GPU=1`, when it fails with that reason.
 
 mod common;
 
@@ -330,4 +330,43 @@ fn cfar_on_extreme_values_matches_the_cpu_library() {
         let flat = vec![value; (rows * cols) as usize];
         assert_same_as_cpu(&gpu, &flat, rows, cols, &[("scale", "1")], 8192, "ties");
     }
+}
+
+/// Without a GPU, `KPLACE_REQUIRE_GPU=1` makes a GPU test of this binary fail with the reason
+/// it would have skipped for; unset, the same test skips with it.
+#[test]
+fn without_a_gpu_a_required_gpu_fails_the_gpu_tests() {
+    if kplace_gpu::probe().is_ok() {
+        println!("skipped: a GPU is present (the GPU tests run for real)");
+        return;
+    }
+    let run = |require: bool| {
+        let mut child = std::process::Command::new(std::env::current_exe().expect("this binary"));
+        child.args([
+            "--exact",
+            "doppler_fft_matches_an_f64_fft",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+        if require {
+            child.env("KPLACE_REQUIRE_GPU", "1");
+        } else {
+            child.env_remove("KPLACE_REQUIRE_GPU");
+        }
+        let out = child.output().expect("run the test binary");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (passed, text) = run(false);
+    assert!(passed && text.contains("skipped: "), "{text}");
+    let (passed, text) = run(true);
+    assert!(!passed, "{text}");
+    assert!(
+        text.contains("KPLACE_REQUIRE_GPU=1 but libcuda could not be loaded"),
+        "{text}"
+    );
 }

@@ -1,4 +1,4 @@
-//! `kplace devices`: what this machine offers for CUDA.
+//! `kplace devices`: what this machine offers for CUDA, and where its CUDA libraries are.
 
 use std::process::ExitCode;
 
@@ -9,13 +9,27 @@ use kplace::cuda::driver;
 #[derive(Debug, Args)]
 pub struct DevicesArgs {
     /// Print the probe as JSON instead of text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "library_path")]
     json: bool,
+
+    /// Print only the `:`-joined directories of the CUDA user-space libraries found (cuFFT,
+    /// NVRTC and its builtins, cuBLASLt, cuBLAS), for another program's LD_LIBRARY_PATH; an
+    /// empty line when none was found. Touches no driver.
+    #[arg(long)]
+    library_path: bool,
 }
 
-/// Probes and prints. Exits 0 whether or not a driver or device was found: their absence is
-/// the answer, not an error.
+/// Probes and prints. Exits 0 whether or not a driver, device or library was found: their
+/// absence is the answer, not an error.
 pub fn main(args: DevicesArgs) -> anyhow::Result<ExitCode> {
+    if args.library_path {
+        let dirs = kplace_cuda_libs::library_path();
+        let joined = std::env::join_paths(&dirs).map_err(|e| {
+            anyhow::anyhow!("a CUDA library directory cannot be listed in a path: {e}")
+        })?;
+        println!("{}", joined.to_string_lossy());
+        return Ok(ExitCode::SUCCESS);
+    }
     let probe = driver::probe();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&probe)?);

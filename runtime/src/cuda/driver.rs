@@ -12,6 +12,9 @@
 //! - [`probe`] never panics: it checks that libcuda can be loaded before the first driver call
 //!   (cudarc panics otherwise), and a `catch_unwind` backstop turns any panic left in cudarc
 //!   (a symbol missing from an unexpectedly old driver) into an answer.
+//! - libcuda, NVML and the GPU backend's libraries are found by `kplace_cuda_libs` (where a
+//!   machine keeps them, not only on the loader's path) and loaded before cudarc loads them by
+//!   name; [`Probe::libraries`] says what was loaded from where, or every place looked at.
 //! - [`CudaGpu::open`] and [`CudaProvider`] return a [`GpuError`] instead: without a driver the
 //!   error says "no CUDA driver found", and for a missing device it names the ordinal and how
 //!   many devices exist.
@@ -35,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
+use kplace_cuda_libs::{Library, LibraryReport};
 use serde::Serialize;
 
 use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequest, Stream};
@@ -43,8 +47,24 @@ use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequ
 // the C ABI); CUdeviceptr is 64 bits, so only 64-bit hosts can carry them losslessly.
 const _: () = assert!(size_of::<usize>() == size_of::<sys::CUdeviceptr>());
 
-/// Why no CUDA driver can be used when libcuda cannot be loaded.
-const NO_LIBCUDA: &str = "libcuda.so.1 not loadable";
+/// Why no CUDA driver can be used, or `None` when libcuda loads: finds libcuda (once per
+/// process, see `kplace_cuda_libs`) so that cudarc's own dlopen by name resolves to it, then
+/// checks that cudarc can load it, since cudarc panics on the first driver call otherwise.
+pub(crate) fn libcuda_missing() -> Option<String> {
+    let found = kplace_cuda_libs::find(Library::Cuda);
+    // SAFETY: only tries to load the library (dlopen, then dlclose).
+    if unsafe { sys::is_culib_present() } {
+        return None;
+    }
+    Some(match found.path() {
+        None => found.not_found_message(),
+        Some(path) => format!(
+            "libcuda loaded from {} but cudarc cannot load it by name ({})",
+            path.display(),
+            found.warnings.join("; ")
+        ),
+    })
+}
 
 // ---------------------------------------------------------------------------------------------
 // Probe
@@ -64,6 +84,9 @@ pub struct Probe {
     pub cufft: bool,
     /// Whether libnvrtc can be loaded (the GPU backend compiles its kernels with it at load).
     pub nvrtc: bool,
+    /// Each CUDA library (libcuda, NVML, cuFFT, NVRTC and its builtins, cuBLASLt, cuBLAS): the
+    /// file loaded and its version, or every place looked at.
+    pub libraries: Vec<LibraryReport>,
     /// Problems that did not stop the probe: a device whose context could not be retained, NVML
     /// unavailable beside a working driver, and the like; each names its device when it has one.
     pub warnings: Vec<String>,
@@ -73,9 +96,9 @@ pub struct Probe {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum DriverStatus {
-    /// libcuda cannot be loaded: no NVIDIA driver on this machine (or not on the loader path).
+    /// libcuda cannot be loaded: no NVIDIA driver on this machine, or none where kplace looks.
     NotFound {
-        /// Why, e.g. `libcuda.so.1 not loadable`.
+        /// Why, e.g. `libcuda not found (KPLACE_CUDA_LIB_DIR: not set; loader path: ...)`.
         reason: String,
     },
     /// libcuda loaded but cannot be used: `cuInit` or the device count failed (no device, the
@@ -193,6 +216,13 @@ impl Probe {
         }
     }
 
+    /// libcuda's library report, when the probe has one.
+    pub fn libcuda(&self) -> Option<&LibraryReport> {
+        self.libraries
+            .iter()
+            .find(|l| l.name == Library::Cuda.name())
+    }
+
     /// Why no device is usable (no driver, driver unusable, no device), or `None` when at
     /// least one device was found.
     pub fn unavailable_reason(&self) -> Option<String> {
@@ -218,6 +248,10 @@ fn gib(bytes: u64) -> String {
 impl fmt::Display for Probe {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.driver {
+            // The places looked at are listed with the libraries below.
+            DriverStatus::NotFound { .. } if self.libcuda().is_some_and(|l| !l.is_loaded()) => {
+                writeln!(f, "no CUDA driver found (libcuda not found: see below)")?
+            }
             DriverStatus::NotFound { reason } => writeln!(f, "no CUDA driver found ({reason})")?,
             DriverStatus::Failed {
                 cuda_version,
@@ -271,6 +305,11 @@ impl fmt::Display for Probe {
             found(self.cufft),
             found(self.nvrtc)
         )?;
+        for library in &self.libraries {
+            for line in library.to_string().lines() {
+                writeln!(f, "  {line}")?;
+            }
+        }
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;
         }
@@ -292,7 +331,9 @@ fn write_priorities(f: &mut fmt::Formatter<'_>, p: PriorityRange) -> fmt::Result
 /// no one else has: expect a fraction of a second per device on a GPU machine. The calling
 /// thread's current context is restored afterwards.
 pub fn probe() -> Probe {
-    // SAFETY: these only try to load the libraries (dlopen, then dlclose).
+    let libraries: Vec<LibraryReport> = kplace_cuda_libs::find_all().into_iter().cloned().collect();
+    // SAFETY: these only try to load the libraries (dlopen, then dlclose); found above, they
+    // resolve to the files the reports name.
     let (cufft, nvrtc) = unsafe {
         (
             cudarc::cufft::sys::is_culib_present(),
@@ -301,16 +342,18 @@ pub fn probe() -> Probe {
     };
     let mut probe = Probe {
         driver: DriverStatus::NotFound {
-            reason: NO_LIBCUDA.into(),
+            reason: String::new(),
         },
         nvidia_driver_version: None,
         cufft,
         nvrtc,
+        libraries,
         warnings: Vec::new(),
     };
-    // SAFETY: only tries to load the library. Checked first because cudarc panics on the first
-    // driver call when libcuda cannot be loaded.
-    if !unsafe { sys::is_culib_present() } {
+    // Checked first because cudarc panics on the first driver call when libcuda cannot be
+    // loaded.
+    if let Some(reason) = libcuda_missing() {
+        probe.driver = DriverStatus::NotFound { reason };
         return probe;
     }
     let mut warnings = Vec::new();
@@ -539,10 +582,10 @@ fn nvml_uuid(uuid: &sys::CUuuid) -> String {
 /// driver gave it. Initialises the driver (`cuInit`) if no one has, but creates no context.
 /// Never panics: without a usable driver or device the error says why.
 pub(crate) fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<String>), String> {
-    // SAFETY: only tries to load the library. Checked first because cudarc panics on the first
-    // driver call when libcuda cannot be loaded.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(NO_LIBCUDA.into());
+    // Checked first because cudarc panics on the first driver call when libcuda cannot be
+    // loaded.
+    if let Some(reason) = libcuda_missing() {
+        return Err(reason);
     }
     let ask = || -> Result<(Option<String>, Option<String>), String> {
         result::init().map_err(|e| format!("cuInit failed: {}", describe(e)))?;
@@ -557,9 +600,9 @@ pub(crate) fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<Stri
 
 /// Fills each device's memory in use from NVML, matched by UUID (NVML's indices need not
 /// follow CUDA's ordinals), falling back to the PCI bus id; returns the NVIDIA driver version.
-fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, nvml_wrapper::error::NvmlError> {
-    let nvml = nvml_wrapper::Nvml::init()?;
-    let version = nvml.sys_driver_version()?;
+fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, String> {
+    let nvml = crate::telemetry::init_nvml()?;
+    let version = nvml.sys_driver_version().map_err(|e| e.to_string())?;
     for d in devices.iter_mut() {
         let by_uuid = d
             .uuid
@@ -623,13 +666,12 @@ impl CudaGpu {
     /// [`Gpu::bind_thread`] on every thread that uses the device.
     pub fn open(ordinal: u32) -> Result<Arc<CudaGpu>, GpuError> {
         let label = format!("gpu:{ordinal}");
-        // SAFETY: only tries to load the library; cudarc panics on the first driver call
-        // without it, so this comes first.
-        if !unsafe { sys::is_culib_present() } {
+        // cudarc panics on the first driver call without libcuda, so this comes first.
+        if let Some(reason) = libcuda_missing() {
             return Err(GpuError::new(
                 label,
                 "open",
-                format!("no CUDA driver found ({NO_LIBCUDA})"),
+                format!("no CUDA driver found ({reason})"),
             ));
         }
         match catch_unwind(|| Self::open_loaded(ordinal, &label)) {
@@ -1075,6 +1117,7 @@ mod tests {
             nvidia_driver_version: Some("580.65.06".into()),
             cufft: true,
             nvrtc: false,
+            libraries: vec![],
             warnings: vec![],
         }
     }
@@ -1099,22 +1142,40 @@ mod tests {
     fn a_missing_driver_reads_well_and_serialises_tagged() {
         let probe = Probe {
             driver: DriverStatus::NotFound {
-                reason: NO_LIBCUDA.into(),
+                reason: "libcuda not found (loader path: no libcuda.so.1 on it)".into(),
             },
             nvidia_driver_version: None,
             cufft: false,
             nvrtc: true,
+            libraries: vec![LibraryReport {
+                name: "libcuda".into(),
+                loaded: None,
+                file: None,
+                version: None,
+                searched: vec![kplace_cuda_libs::Attempt {
+                    place: "loader path".into(),
+                    result: "no libcuda.so.1 on it".into(),
+                }],
+                warnings: vec![],
+            }],
             warnings: vec![],
         };
         assert_eq!(
             probe.to_string(),
-            "no CUDA driver found (libcuda.so.1 not loadable)\n\
-             libraries: cuFFT not found, NVRTC found\n"
+            "no CUDA driver found (libcuda not found: see below)\n\
+             libraries: cuFFT not found, NVRTC found\n  \
+             libcuda: not found, looked in:\n      \
+             loader path: no libcuda.so.1 on it\n"
         );
         assert!(probe.devices().is_empty());
         let json = serde_json::to_value(&probe).expect("a probe serialises");
         assert_eq!(json["driver"]["status"], "not_found");
         assert_eq!(json["nvrtc"], true);
+        let libcuda = &json["libraries"][0];
+        assert_eq!(libcuda["name"], "libcuda");
+        assert!(libcuda["loaded"].is_null() && libcuda["version"].is_null());
+        assert_eq!(libcuda["searched"][0]["place"], "loader path");
+        assert_eq!(libcuda["searched"][0]["result"], "no libcuda.so.1 on it");
         let json = serde_json::to_value(ready_probe()).expect("a probe serialises");
         assert_eq!(json["driver"]["status"], "ready");
         assert_eq!(

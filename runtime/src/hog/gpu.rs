@@ -124,12 +124,12 @@ pub fn run(
     let began = Instant::now();
     let (run_for, every) = config.validate()?;
     let gpu = CudaGpu::open(config.gpu)?;
-    // SAFETY: only tries to load the library (dlopen, then dlclose). cudarc panics on the first
-    // cuBLAS call when it cannot be loaded, so this comes first.
+    // Found (with cuBLASLt) and loaded first, so cudarc's dlopen by name resolves to it; cudarc
+    // panics on the first cuBLAS call when it cannot be loaded, so this comes first.
+    let cublas = kplace_cuda_libs::find(kplace_cuda_libs::Library::Cublas);
+    // SAFETY: only tries to load the library (dlopen, then dlclose).
     if !unsafe { blas_sys::is_culib_present() } {
-        return Err(HogError::NoCublas(
-            "no libcublas.so / libcublas.so.13 on the loader path".into(),
-        ));
+        return Err(HogError::NoCublas(cublas.not_found_message()));
     }
     match catch_unwind(AssertUnwindSafe(|| {
         run_on(&gpu, config, (began, run_for, every), stop, emit)

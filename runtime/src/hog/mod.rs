@@ -180,9 +180,7 @@ pub enum HogError {
     #[error(transparent)]
     Gpu(#[from] GpuError),
     /// libcublas cannot be loaded.
-    #[error(
-        "cuBLAS not found ({0}): install the CUDA toolkit's libcublas or add it to LD_LIBRARY_PATH"
-    )]
+    #[error("cuBLAS not found: {0}")]
     NoCublas(String),
     /// A cuBLAS call failed.
     #[error("gpu:{gpu}: {call} failed: {status}")]

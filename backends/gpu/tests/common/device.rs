@@ -16,10 +16,11 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// The device, or `None` after printing why the test is skipped.
+    /// The device, or `None` after printing why the test is skipped (a failure instead under
+    /// `KPLACE_REQUIRE_GPU=1`).
     pub fn open() -> Option<Self> {
         if let Err(e) = kplace_gpu::probe() {
-            println!("skipped: {}", e.message);
+            kplace_cuda_libs::testing::skip_or_fail(e.message);
             return None;
         }
         let device = result::device::get(0).expect("cuDeviceGet");

@@ -2,7 +2,9 @@
 //!
 //! The kernel names are read from the sources (every `extern "C" __global__ void NAME(`), and
 //! a table of them is generated, so a kernel added to a `.cu` file is launchable here with no
-//! other change.
+//! other change. A kernel whose text (up to the next kernel) calls `__syncthreads(` is marked
+//! to run its blocks as fibers; one that reaches a barrier unmarked (through a helper, say)
+//! fails its launch rather than run on a wrong schedule.
 
 use std::env;
 use std::fs;
@@ -32,13 +34,15 @@ fn main() {
         let text = fs::read_to_string(source)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", source.display()));
         includes.push_str(&format!("#include \"{}\"\n", source.display()));
-        for (at, _) in text.match_indices(MARKER) {
-            let rest = &text[at + MARKER.len()..];
+        let starts: Vec<usize> = text.match_indices(MARKER).map(|(at, _)| at).collect();
+        for (i, &at) in starts.iter().enumerate() {
+            let rest = &text[at + MARKER.len()..starts.get(i + 1).copied().unwrap_or(text.len())];
             let name: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
-            table.push_str(&format!("KP_HOSTSIM_KERNEL({name})\n"));
+            let barriers = rest.contains("__syncthreads(");
+            table.push_str(&format!("KP_HOSTSIM_KERNEL({name}, {barriers})\n"));
         }
     }
     fs::write(out.join("kernels.inc"), includes).expect("write kernels.inc");

@@ -9,24 +9,29 @@
 // in 64-bit integers: sums of up to 1023^2 limbs cannot overflow, and integer sums do not
 // depend on their order, so the result is exact however the work is split.
 //
-// The sums are separable:
+// Four kernels, in stream order:
 //   kp_cfar_rows    per cell, the horizontal sums of the limbs over the window's 2h+1
-//                   columns ("box") and over the guard's 2g+1 columns ("guard");
+//                   columns ("box") and over the guard's 2g+1 columns ("guard"); it also
+//                   zeroes the per-chunk detection counts;
 //   kp_cfar_detect  per column and strip of rows, the vertical sums of the box sums over the
 //                   window's 2h+1 rows minus those of the guard sums over the guard's 2g+1
 //                   rows (the training sum), slid down the strip one row at a time; then the
-//                   rule, one flag byte per cell.
-// Compaction keeps row-major order (range ascending, then Doppler) without atomics:
-//   kp_cfar_count   detections per chunk of cells;
-//   kp_cfar_groups  detections per group of chunks;
-//   kp_cfar_scan    one thread: exclusive scan over the groups, and the list's header;
-//   kp_cfar_offsets per group: exclusive scan over its chunks from the group's offset;
-//   kp_cfar_scatter per chunk: its detections, in order, at its offset (the first `capacity`
-//                   of the frame are written; the header counts the rest as overflow).
+//                   rule: one flag byte per cell, and each detection counted in its chunk of
+//                   cells with an integer atomicAdd (exact, so the counts do not depend on the
+//                   order the threads run in);
+//   kp_cfar_scan    one block: the exclusive scan of the chunk counts, in parallel (each
+//                   thread sums a run of chunks, the block scans the runs' sums in shared
+//                   memory, each thread writes its run's offsets), and the list's header;
+//   kp_cfar_scatter per chunk: its detections, in row-major order, at its offset (the first
+//                   `capacity` of the frame are written; the header counts the rest as
+//                   overflow).
+// The list is therefore the same bytes on every run, and the CPU library's.
 //
-// Plain CUDA C for NVRTC: no includes, no shared memory, no __syncthreads, so that the host
-// simulator (backends/gpu/hostsim) can compile this file as C++ and run every grid as loops.
-// The one floating-point product is __dmul_rn: never contracted, whatever --fmad says.
+// Plain CUDA C for NVRTC, no includes. Only kp_cfar_scan uses shared memory and
+// __syncthreads; the host simulator (backends/gpu/hostsim) compiles this file as C++ and runs
+// every grid as loops, and a block of a kernel with barriers as cooperative threads that
+// switch at each barrier. The one floating-point product is __dmul_rn: never contracted,
+// whatever --fmad says.
 
 typedef unsigned char kp_u8;
 typedef unsigned int kp_u32;
@@ -42,6 +47,8 @@ typedef long long kp_i64;
 #define KP_SATURATING_BITS ((127u + 86u - 8u) << 23)
 // Fraction bits of q.
 #define KP_FRACTION_BITS 8
+// Threads of kp_cfar_scan's one block (the library's cfar::SCAN_THREADS).
+#define KP_SCAN_THREADS 1024
 
 // Limbs of one fixed-point power.
 struct kp_limbs {
@@ -131,15 +138,22 @@ __device__ __forceinline__ kp_u64 kp_cfar_index() {
 
 // Horizontal sums: for cell (r, d), the limbs of q summed over columns d - h .. d + h (box)
 // and d - g .. d + g (guard), wrapping. One thread per cell; `power` is the map's f32 bits.
+// The first `chunks` threads also zero the chunk counts kp_cfar_detect adds to (there are
+// fewer chunks than cells).
 extern "C" __global__ void kp_cfar_rows(const kp_u32 *__restrict__ power,
                                         kp_u64 *__restrict__ box_hi,
                                         kp_u64 *__restrict__ box_lo,
                                         kp_u64 *__restrict__ guard_hi,
-                                        kp_u64 *__restrict__ guard_lo, kp_u32 rows,
-                                        kp_u32 cols, kp_u32 half, kp_u32 guard) {
+                                        kp_u64 *__restrict__ guard_lo,
+                                        kp_u32 *__restrict__ counts, kp_u32 rows,
+                                        kp_u32 cols, kp_u32 half, kp_u32 guard,
+                                        kp_u32 chunks) {
     kp_u64 i = kp_cfar_index();
     if (i >= (kp_u64)rows * cols) {
         return;
+    }
+    if (i < chunks) {
+        counts[i] = 0;
     }
     // Cells fit 32 bits (the library refuses larger maps): a 32-bit division.
     kp_u64 r = (kp_u32)i / cols;
@@ -169,15 +183,17 @@ extern "C" __global__ void kp_cfar_rows(const kp_u32 *__restrict__ power,
 // Vertical sums and the rule. Thread (d, s) handles column d for rows [s * strip, s * strip +
 // strip): it sums the window's rows once, then slides down one row at a time (adding the row
 // entering, subtracting the row leaving: exact in wrapping 64-bit arithmetic, since every
-// true sum is below 2^64). Writes flags[r * cols + d] = 1 for a detection, else 0.
+// true sum is below 2^64). Writes flags[r * cols + d] = 1 for a detection, else 0, and adds
+// each detection to counts[(r * cols + d) / chunk] (zeroed by kp_cfar_rows).
 // Grid: x over the columns, y over the strips.
 extern "C" __global__ void kp_cfar_detect(const kp_u64 *__restrict__ box_hi,
                                           const kp_u64 *__restrict__ box_lo,
                                           const kp_u64 *__restrict__ guard_hi,
                                           const kp_u64 *__restrict__ guard_lo,
                                           const float *__restrict__ power,
-                                          kp_u8 *__restrict__ flags, kp_u32 rows, kp_u32 cols,
-                                          kp_u32 half, kp_u32 guard, kp_u32 strip,
+                                          kp_u8 *__restrict__ flags,
+                                          kp_u32 *__restrict__ counts, kp_u32 rows, kp_u32 cols,
+                                          kp_u32 half, kp_u32 guard, kp_u32 strip, kp_u32 chunk,
                                           double scale) {
     kp_u64 d = (kp_u64)blockIdx.x * blockDim.x + threadIdx.x;
     kp_u64 first = ((kp_u64)blockIdx.y * blockDim.y + threadIdx.y) * strip;
@@ -210,7 +226,12 @@ extern "C" __global__ void kp_cfar_detect(const kp_u64 *__restrict__ box_hi,
         double threshold = __dmul_rn(kp_u128_to_f64(w1, w0), scale);
         kp_u64 at = r * cols + d;
         // float -> double is exact; NaN compares false.
-        flags[at] = (double)power[at] > threshold ? 1 : 0;
+        kp_u8 detected = (double)power[at] > threshold ? 1 : 0;
+        flags[at] = detected;
+        if (detected) {
+            // Cells fit 32 bits: a 32-bit division.
+            atomicAdd(counts + (kp_u32)at / chunk, 1u);
+        }
         if (r + 1 < end) {
             kp_u64 box_in = ((r + half + 1) % rows) * cols + d;
             kp_u64 box_out = ((r + rows - half) % rows) * cols + d;
@@ -224,83 +245,51 @@ extern "C" __global__ void kp_cfar_detect(const kp_u64 *__restrict__ box_hi,
     }
 }
 
-// Detections per chunk of `chunk` cells (a multiple of 4; the flags are 4-byte aligned).
-// One thread per chunk.
-extern "C" __global__ void kp_cfar_count(const kp_u8 *__restrict__ flags,
-                                         kp_u32 *__restrict__ counts, kp_u64 cells,
-                                         kp_u32 chunk, kp_u32 chunks) {
-    kp_u64 c = kp_cfar_index();
-    if (c >= chunks) {
-        return;
-    }
-    kp_u64 i = c * chunk;
-    kp_u64 end = i + chunk < cells ? i + chunk : cells;
-    kp_u32 n = 0;
-    // Four flags (each 0 or 1) at a time: multiplying by 0x01010101 adds the four bytes
-    // into the top one.
-    for (; i + 4 <= end; i += 4) {
-        kp_u32 word = *(const kp_u32 *)(flags + i);
-        n += (word * 0x01010101u) >> 24;
-    }
-    for (; i < end; ++i) {
-        n += flags[i];
-    }
-    counts[c] = n;
-}
-
-// Detections per group of `group` chunks. One thread per group.
-extern "C" __global__ void kp_cfar_groups(const kp_u32 *__restrict__ counts,
-                                          kp_u32 *__restrict__ group_sums, kp_u32 chunks,
-                                          kp_u32 group, kp_u32 groups) {
-    kp_u64 g = kp_cfar_index();
-    if (g >= groups) {
-        return;
-    }
-    kp_u64 c = g * group;
-    kp_u64 end = c + group < chunks ? c + group : chunks;
-    kp_u32 n = 0;
-    for (; c < end; ++c) {
-        n += counts[c];
-    }
-    group_sums[g] = n;
-}
-
-// One thread: the exclusive scan over the groups, then the list's header (count, capacity,
-// overflow, reserved). The total cannot exceed the map's cells, which fit 32 bits.
-extern "C" __global__ void kp_cfar_scan(const kp_u32 *__restrict__ group_sums,
-                                        kp_u32 *__restrict__ group_offsets, kp_u32 groups,
+// The exclusive scan of the `chunks` counts into `offsets`, and the list's header (count,
+// capacity, overflow, reserved). One block of KP_SCAN_THREADS threads: thread t owns the run
+// of consecutive chunks [t * per, t * per + per) (per = chunks / KP_SCAN_THREADS, rounded up;
+// runs past the end are empty), sums it, the block scans the runs' sums (Hillis-Steele,
+// double-buffered in shared memory: one barrier per step), and each thread writes its run's
+// offsets from its exclusive prefix. Every sum is of detection counts, at most the map's
+// cells, so 32 bits hold them.
+extern "C" __global__ void kp_cfar_scan(const kp_u32 *__restrict__ counts,
+                                        kp_u32 *__restrict__ offsets, kp_u32 chunks,
                                         kp_u32 *__restrict__ list, kp_u32 capacity) {
-    if (kp_cfar_index() != 0) {
-        return;
+    __shared__ kp_u32 sums[2][KP_SCAN_THREADS];
+    kp_u32 t = threadIdx.x;
+    kp_u32 per = chunks / KP_SCAN_THREADS + (chunks % KP_SCAN_THREADS != 0);
+    kp_u64 begin = (kp_u64)t * per < chunks ? (kp_u64)t * per : chunks;
+    kp_u64 end = begin + per < chunks ? begin + per : chunks;
+    kp_u32 own = 0;
+    for (kp_u64 c = begin; c < end; ++c) {
+        own += counts[c];
     }
-    kp_u32 total = 0;
-    for (kp_u32 g = 0; g < groups; ++g) {
-        group_offsets[g] = total;
-        total += group_sums[g];
+    int in = 0;
+    sums[in][t] = own;
+    __syncthreads();
+    // After the step of distance d, sums[in][t] holds the runs' sums over (t - 2d, t].
+    for (kp_u32 d = 1; d < KP_SCAN_THREADS; d <<= 1) {
+        kp_u32 v = sums[in][t];
+        if (t >= d) {
+            v += sums[in][t - d];
+        }
+        // Into the other buffer: no thread still reads it (all passed the last barrier).
+        sums[1 - in][t] = v;
+        in = 1 - in;
+        __syncthreads();
     }
-    kp_u32 count = total < capacity ? total : capacity;
-    list[0] = count;
-    list[1] = capacity;
-    list[2] = total - count;
-    list[3] = 0;
-}
-
-// Each chunk's offset in the frame's detections: its group's offset plus the counts of the
-// chunks before it in the group. One thread per group.
-extern "C" __global__ void kp_cfar_offsets(const kp_u32 *__restrict__ counts,
-                                           const kp_u32 *__restrict__ group_offsets,
-                                           kp_u32 *__restrict__ offsets, kp_u32 chunks,
-                                           kp_u32 group, kp_u32 groups) {
-    kp_u64 g = kp_cfar_index();
-    if (g >= groups) {
-        return;
-    }
-    kp_u64 c = g * group;
-    kp_u64 end = c + group < chunks ? c + group : chunks;
-    kp_u32 offset = group_offsets[g];
-    for (; c < end; ++c) {
+    kp_u32 offset = sums[in][t] - own;
+    for (kp_u64 c = begin; c < end; ++c) {
         offsets[c] = offset;
         offset += counts[c];
+    }
+    if (t == KP_SCAN_THREADS - 1) {
+        kp_u32 total = sums[in][t];
+        kp_u32 count = total < capacity ? total : capacity;
+        list[0] = count;
+        list[1] = capacity;
+        list[2] = total - count;
+        list[3] = 0;
     }
 }
 

@@ -1,7 +1,8 @@
 // The element-wise halves of the two FFT stages (the transforms themselves are cuFFT's).
 //
 // Plain CUDA C for NVRTC: no includes, no shared memory, no __syncthreads, so that the host
-// simulator (backends/gpu/hostsim) can compile this file as C++ and run every grid as loops.
+// simulator (backends/gpu/hostsim) can compile this file as C++ and run every grid as loops
+// (it also runs kernels with barriers, block by block, but these need none).
 // Every product and sum is an explicitly rounded intrinsic (__fmul_rn, __fadd_rn), which the
 // compiler never contracts into a fused multiply-add, whatever --fmad says; the library also
 // compiles with --fmad=false, so a plain operator slipped in later cannot contract either.
@@ -30,9 +31,10 @@ __device__ __forceinline__ kp_u64 kp_global_index() {
     return (kp_u64)blockIdx.x * blockDim.x + threadIdx.x;
 }
 
-// Range stage, step 1: chirps [first, first + count) of a chirp-major ci16 [M, N] frame,
+// Range stage, step 1 of 2: chirps [first, first + count) of a chirp-major ci16 [M, N] frame,
 // converted to f32 (exact) and multiplied by the Hann window over N, written as `count`
-// contiguous rows of N complex values: the batch the in-place FFT then transforms.
+// contiguous rows of N complex values: the batch cuFFT then transforms out of place, straight
+// into the range-major output's columns (its advanced layout does the corner turn).
 // One thread per sample; `total` = count * N.
 extern "C" __global__ void kp_range_window(const kp_ci16 *__restrict__ iq,
                                            const float *__restrict__ window,
@@ -49,22 +51,6 @@ extern "C" __global__ void kp_range_window(const kp_ci16 *__restrict__ iq,
     y.re = __fmul_rn((float)x.re, w);
     y.im = __fmul_rn((float)x.im, w);
     batch[i] = y;
-}
-
-// Range stage, step 3: the corner turn. Row j of the transformed batch (chirp first + j)
-// becomes column first + j of the range-major cf32 [N, M] output: out[k][first + j] =
-// batch[j][k]. Threads along x walk chirps, so a warp writes whole runs of an output row;
-// its reads, N values apart, come from the lines the neighbouring warps of the block also
-// read (through L1). Grid: x over the `count` chirps, y over the N bins.
-extern "C" __global__ void kp_range_turn(const kp_cf32 *__restrict__ batch,
-                                         kp_cf32 *__restrict__ out, kp_u32 samples,
-                                         kp_u32 chirps, kp_u32 first, kp_u32 count) {
-    kp_u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    kp_u32 k = blockIdx.y * blockDim.y + threadIdx.y;
-    if (j >= count || k >= samples) {
-        return;
-    }
-    out[(kp_u64)k * chirps + first + j] = batch[(kp_u64)j * samples + k];
 }
 
 // Doppler stage, step 1: every row of the range-major cf32 [N, M] map multiplied by the Hann

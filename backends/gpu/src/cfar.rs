@@ -23,19 +23,22 @@
 //!
 //! # How the GPU computes it
 //!
-//! Every `q` is split into two 43-bit limbs summed separately in 64-bit integers, so every sum
-//! is exact and independent of the order the hardware adds in. The box sums are separable:
-//! `kp_cfar_rows` writes, per cell, the horizontal sums over the window's and over the guard's
-//! columns; `kp_cfar_detect` sums those vertically over the window's and the guard's rows,
-//! one thread per column and strip of rows, sliding down the strip with one addition and one
-//! subtraction per sum and row; the difference is `S`, converted to f64 with an integer-only
-//! round-to-nearest-even and compared as the rule says, into one flag per cell.
+//! Four kernels a frame. Every `q` is split into two 43-bit limbs summed separately in 64-bit
+//! integers, so every sum is exact and independent of the order the hardware adds in. The box
+//! sums are separable: `kp_cfar_rows` writes, per cell, the horizontal sums over the window's
+//! and over the guard's columns (and zeroes the per-chunk counts); `kp_cfar_detect` sums those
+//! vertically over the window's and the guard's rows, one thread per column and strip of rows,
+//! sliding down the strip with one addition and one subtraction per sum and row; the
+//! difference is `S`, converted to f64 with an integer-only round-to-nearest-even and compared
+//! as the rule says, into one flag per cell, and each detection is counted in its chunk of
+//! [`CHUNK`] cells with an integer `atomicAdd` (exact whatever the order).
 //!
-//! Compaction keeps row-major order with no atomics: detections are counted per chunk of 256
-//! cells, the counts summed per group of 64 chunks, one thread scans the groups (and writes
-//! the header: count, capacity, overflow, reserved = 0), one thread per group scans its chunks,
-//! and one thread per chunk writes its detections from its offset. The list is therefore the
-//! same bytes on every run.
+//! Compaction keeps row-major order: `kp_cfar_scan`, one block of [`SCAN_THREADS`] threads,
+//! computes every chunk's offset (an exclusive scan, parallel across the block: each thread
+//! sums a run of consecutive chunks, the block scans the runs' sums in shared memory, each
+//! thread writes its run's offsets) and writes the header (count, capacity, overflow,
+//! reserved = 0); then `kp_cfar_scatter`, one thread per chunk, writes the chunk's detections
+//! in order from its offset. The list is therefore the same bytes on every run.
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -63,10 +66,10 @@ pub const MAX_WINDOW: u64 = 1023;
 /// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
 pub const FRACTION_BITS: u32 = 8;
 
-/// Cells per compaction chunk (a multiple of 4: the count reads flags four at a time).
+/// Cells per compaction chunk: detections are counted, and written, per chunk.
 pub const CHUNK: u32 = 256;
-/// Chunks per compaction group.
-pub const GROUP: u32 = 64;
+/// Threads of the scan's one block (`KP_SCAN_THREADS` in `kernels/cfar.cu`).
+pub const SCAN_THREADS: u32 = 1024;
 
 /// Threads per block of the one-dimensional kernels.
 const THREADS: u32 = 256;
@@ -109,12 +112,10 @@ pub struct CfarPlan {
     /// Rows per thread of the vertical pass.
     strip: u32,
     chunks: u32,
-    groups: u32,
     cell_grid: Grid,
     detect_grid: Grid,
+    scan_grid: Grid,
     chunk_grid: Grid,
-    group_grid: Grid,
-    one_grid: Grid,
 }
 
 impl CfarPlan {
@@ -204,7 +205,6 @@ impl CfarPlan {
         // the first window's sum (2h + 1 + 2 guard + 1 rows) is paid off.
         let strip = (cells >> 16).clamp(4, 32);
         let chunks = cells.div_ceil(u64::from(CHUNK));
-        let groups = chunks.div_ceil(u64::from(GROUP));
         Ok(Self {
             input,
             output,
@@ -218,13 +218,12 @@ impl CfarPlan {
             capacity,
             strip: strip as u32,
             chunks: chunks as u32,
-            groups: groups as u32,
             cell_grid: Grid::linear(cells, THREADS)?,
             // A warp covers 32 consecutive columns of one strip: coalesced rows.
             detect_grid: Grid::planar([cols, rows.div_ceil(strip)], [32, 8])?,
+            // Exactly one block: the scan's shared arrays are sized for it.
+            scan_grid: Grid::linear(u64::from(SCAN_THREADS), SCAN_THREADS)?,
             chunk_grid: Grid::linear(chunks, THREADS)?,
-            group_grid: Grid::linear(groups, THREADS)?,
-            one_grid: Grid::linear(1, 1)?,
         })
     }
 
@@ -252,13 +251,11 @@ impl CfarPlan {
         u64::from(self.rows) * u64::from(self.cols)
     }
 
-    /// The workspace: box and guard sums of both limbs, flags, chunk counts and offsets,
-    /// group sums and offsets.
-    pub fn layout(&self) -> Layout {
+    /// The workspace: box and guard sums of both limbs, flags, chunk counts and offsets.
+    pub fn layout(&self) -> Layout<7> {
         let cells = self.cells();
         let chunks = u64::from(self.chunks) * 4;
-        let groups = u64::from(self.groups) * 4;
-        Layout::new(&[
+        Layout::new([
             cells * 8,
             cells * 8,
             cells * 8,
@@ -266,12 +263,19 @@ impl CfarPlan {
             cells,
             chunks,
             chunks,
-            groups,
-            groups,
         ])
     }
 
-    /// Enqueues one launch: sums, rule, compaction, header.
+    /// The device addresses of a launch's input and output, checked against the descriptors
+    /// accepted.
+    pub fn ports(&self, launch: &Launch<'_>) -> Result<(u64, u64), KernelError> {
+        Ok((
+            launch_port(launch.input(0), "input 0", &self.input)?,
+            launch_port(launch.output(0), "output 0", &self.output)?,
+        ))
+    }
+
+    /// Enqueues one launch, four kernels: sums, rule and counts, scan and header, records.
     ///
     /// # Safety
     /// `power` must address the input map, `list` the output list and `workspace`
@@ -285,24 +289,10 @@ impl CfarPlan {
         workspace: u64,
         workspace_bytes: u64,
     ) -> Result<(), KernelError> {
-        let regions = self.layout().carve(workspace, workspace_bytes)?;
-        let [
-            box_hi,
-            box_lo,
-            guard_hi,
-            guard_lo,
-            flags,
-            counts,
-            offsets,
-            group_sums,
-            group_offsets,
-        ] = regions[..]
-        else {
-            return Err(KernelError::internal("the CFAR workspace has 9 regions"));
-        };
+        let [box_hi, box_lo, guard_hi, guard_lo, flags, counts, offsets] =
+            self.layout().carve(workspace, workspace_bytes)?;
         let (rows, cols, half, guard) = (self.rows, self.cols, self.half, self.guard);
-        let (cells, chunk, group) = (self.cells(), CHUNK, GROUP);
-        let (chunks, groups, capacity) = (self.chunks, self.groups, self.capacity);
+        let (cells, chunk, chunks, capacity) = (self.cells(), CHUNK, self.chunks, self.capacity);
         // SAFETY (every launch): arguments in the order and types of the CUDA C signatures;
         // the map and list are the caller's promise, every other address a region of the
         // workspace sized for it by `layout`.
@@ -316,10 +306,12 @@ impl CfarPlan {
                     arg(&box_lo),
                     arg(&guard_hi),
                     arg(&guard_lo),
+                    arg(&counts),
                     arg(&rows),
                     arg(&cols),
                     arg(&half),
                     arg(&guard),
+                    arg(&chunks),
                 ],
             )?;
             queue.launch(
@@ -332,57 +324,25 @@ impl CfarPlan {
                     arg(&guard_lo),
                     arg(&power),
                     arg(&flags),
+                    arg(&counts),
                     arg(&rows),
                     arg(&cols),
                     arg(&half),
                     arg(&guard),
                     arg(&self.strip),
+                    arg(&chunk),
                     arg(&self.scale),
                 ],
             )?;
             queue.launch(
-                Function::CfarCount,
-                self.chunk_grid,
-                &mut [
-                    arg(&flags),
-                    arg(&counts),
-                    arg(&cells),
-                    arg(&chunk),
-                    arg(&chunks),
-                ],
-            )?;
-            queue.launch(
-                Function::CfarGroups,
-                self.group_grid,
-                &mut [
-                    arg(&counts),
-                    arg(&group_sums),
-                    arg(&chunks),
-                    arg(&group),
-                    arg(&groups),
-                ],
-            )?;
-            queue.launch(
                 Function::CfarScan,
-                self.one_grid,
-                &mut [
-                    arg(&group_sums),
-                    arg(&group_offsets),
-                    arg(&groups),
-                    arg(&list),
-                    arg(&capacity),
-                ],
-            )?;
-            queue.launch(
-                Function::CfarOffsets,
-                self.group_grid,
+                self.scan_grid,
                 &mut [
                     arg(&counts),
-                    arg(&group_offsets),
                     arg(&offsets),
                     arg(&chunks),
-                    arg(&group),
-                    arg(&groups),
+                    arg(&list),
+                    arg(&capacity),
                 ],
             )?;
             queue.launch(
@@ -445,8 +405,7 @@ impl KernelImpl for Cfar {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let power = launch_port(launch.input(0), "input 0", &self.plan.input)?;
-        let list = launch_port(launch.output(0), "output 0", &self.plan.output)?;
+        let (power, list) = self.plan.ports(launch)?;
         let queue = CudaQueue {
             stream: launch.stream().cast(),
             functions: self.functions,
@@ -463,5 +422,18 @@ impl KernelImpl for Cfar {
                 launch.workspace_bytes(),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Source;
+
+    #[test]
+    fn the_scan_block_is_the_size_the_source_declares() {
+        let text = Source::Cfar.text().to_str().expect("UTF-8");
+        let define = format!("#define KP_SCAN_THREADS {SCAN_THREADS}\n");
+        assert!(text.contains(&define), "kernels/cfar.cu lacks {define:?}");
     }
 }

@@ -1,13 +1,16 @@
 //! cuFFT plans: one per state, with the work area in the runtime's workspace.
 //!
-//! A plan is made at create time (`cufftSetAutoAllocation(0)` first, so cuFFT allocates no
-//! work area of its own) and executed at launch, in place, on the launch's stream with the
-//! launch's workspace as its work area. Stream and work area are properties of the plan, and
-//! tiles of one state may be launched from several threads at once, so setting them and
-//! enqueueing the transform happen under a small lock: held for three enqueue calls, never
-//! across GPU work.
+//! A plan is made at create time for one [`FftShape`] (`cufftSetAutoAllocation(0)` first, so
+//! cuFFT allocates no work area of its own), with the shape's data layout: in place and
+//! contiguous (cuFFT's basic layout), or out of place with input and output strides and
+//! distances (the advanced layout: `cufftMakePlanMany64` with non-null embeds). It is
+//! executed at launch on the launch's stream, with the launch's workspace as its work area.
+//!
+//! Stream and work area are properties of the plan, and tiles of one state may be launched
+//! from several threads at once, so setting them and enqueueing the transform happen under a
+//! small lock: held for three enqueue calls, never across GPU work.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_longlong};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cufft::result::{self, CufftError};
@@ -16,10 +19,10 @@ use cudarc::driver::sys::CUstream;
 use kplace_abi::export::KernelError;
 
 use crate::driver::Device;
+use crate::queue::{FftShape, FftStrides};
 
 /// `CUFFT_FORWARD` (cufft.h): the sign of the exponent of a forward transform.
 const CUFFT_FORWARD: c_int = -1;
-use crate::queue::FftShape;
 
 fn cufft_error(call: &str, e: CufftError) -> KernelError {
     KernelError::backend(format!("{call} failed: {:?}", e.0))
@@ -41,7 +44,7 @@ pub fn probe() -> Result<(), KernelError> {
     }
 }
 
-/// A batched, in-place, forward C2C plan without a work area of its own.
+/// A batched, forward C2C plan for one [`FftShape`], without a work area of its own.
 #[derive(Debug)]
 pub struct Fft {
     device: Arc<Device>,
@@ -58,18 +61,28 @@ unsafe impl Send for Fft {}
 // SAFETY: as above.
 unsafe impl Sync for Fft {}
 
+/// A layout's stride and distance as cuFFT's 64-bit plan arguments.
+fn strides64(strides: FftStrides) -> Option<(c_longlong, c_longlong)> {
+    Some((
+        c_longlong::try_from(strides.stride).ok()?,
+        c_longlong::try_from(strides.dist).ok()?,
+    ))
+}
+
 impl Fft {
     /// Plans `shape` on `device` (whose context the caller has bound).
     pub(crate) fn new(device: &Arc<Device>, shape: FftShape) -> Result<Self, KernelError> {
         probe()?;
         let too_large = || {
             KernelError::invalid(format!(
-                "an FFT batch of {} x {} points is too large for cuFFT's 32-bit plan sizes",
-                shape.batch, shape.len
+                "an FFT batch of {} x {} points ({:?}) is too large for cuFFT's plan sizes",
+                shape.batch, shape.len, shape.layout
             ))
         };
-        let len = c_int::try_from(shape.len).map_err(|_| too_large())?;
-        let batch = c_int::try_from(shape.batch).map_err(|_| too_large())?;
+        let len = c_longlong::try_from(shape.len).map_err(|_| too_large())?;
+        let batch = c_longlong::try_from(shape.batch).map_err(|_| too_large())?;
+        let (istride, idist) = strides64(shape.input()).ok_or_else(too_large)?;
+        let (ostride, odist) = strides64(shape.output()).ok_or_else(too_large)?;
         let handle = result::create().map_err(|e| cufft_error("cufftCreate", e))?;
         // From here on, Drop destroys the handle whatever fails.
         let mut fft = Self {
@@ -83,24 +96,32 @@ impl Fft {
         unsafe { result::set_auto_allocation(handle, false) }
             .map_err(|e| cufft_error("cufftSetAutoAllocation", e))?;
         let mut n = [len];
-        // SAFETY: a live handle; `n` holds rank 1 sizes; null embeds select the basic
-        // contiguous layout (strides and distances are then ignored).
+        // Rank 1: an embed's one entry is the storage extent, not used by the indexing
+        // (`b * dist + x * stride`), but non-null embeds are what select the advanced layout.
+        let (mut in_extent, mut out_extent) = ([len], [len]);
+        let (inembed, onembed) = if shape.in_place() {
+            // Null embeds: the basic contiguous layout (strides and distances are ignored).
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        } else {
+            (in_extent.as_mut_ptr(), out_extent.as_mut_ptr())
+        };
+        // SAFETY: a live handle; `n` and the embeds hold rank-1 sizes and live for the call.
         let work = unsafe {
-            result::make_plan_many(
+            result::make_plan_many64(
                 handle,
                 1,
                 n.as_mut_ptr(),
-                std::ptr::null_mut(),
-                1,
-                len,
-                std::ptr::null_mut(),
-                1,
-                len,
+                inembed,
+                istride,
+                idist,
+                onembed,
+                ostride,
+                odist,
                 cufftType::CUFFT_C2C,
                 batch,
             )
         }
-        .map_err(|e| cufft_error("cufftMakePlanMany", e))?;
+        .map_err(|e| cufft_error("cufftMakePlanMany64", e))?;
         fft.work_bytes = work as u64;
         Ok(fft)
     }
@@ -110,22 +131,31 @@ impl Fft {
         self.work_bytes
     }
 
-    /// Enqueues the planned batch in place at `data` on `stream`, with work area `work`.
+    /// Enqueues the planned batch from `input` to `output` (the same address in place) on
+    /// `stream`, with work area `work`.
     ///
     /// # Safety
-    /// `data` must hold the batch and `work` [`work_bytes`](Self::work_bytes) bytes, both in
-    /// the plan's context, until the transform completes; `stream` must belong to it.
+    /// `input` and `output` must hold what the shape's layouts span (not overlapping, out of
+    /// place) and `work` [`work_bytes`](Self::work_bytes) bytes, all in the plan's context,
+    /// until the transform completes; `stream` must belong to it.
     pub(crate) unsafe fn exec(
         &self,
         shape: FftShape,
         stream: CUstream,
-        data: u64,
+        input: u64,
+        output: u64,
         work: u64,
     ) -> Result<(), KernelError> {
         if shape != self.shape {
             return Err(KernelError::internal(format!(
                 "FFT of {shape:?} asked of a plan for {:?}",
                 self.shape
+            )));
+        }
+        if shape.in_place() != (input == output) {
+            return Err(KernelError::internal(format!(
+                "FFT of {:?} given input {input:#x} and output {output:#x}",
+                shape.layout
             )));
         }
         // Poisoning means a panic elsewhere between these calls; the plan itself is intact,
@@ -137,10 +167,13 @@ impl Fft {
                 .map_err(|e| cufft_error("cufftSetStream", e))?;
             result::set_work_area(self.handle, work as *mut std::ffi::c_void)
                 .map_err(|e| cufft_error("cufftSetWorkArea", e))?;
-            // In place: the same pointer twice (the safe wrapper insists on two buffers).
-            let data = data as *mut sys::cufftComplex;
-            result::exec_c2c(self.handle, data, data, CUFFT_FORWARD)
-                .map_err(|e| cufft_error("cufftExecC2C", e))
+            result::exec_c2c(
+                self.handle,
+                input as *mut sys::cufftComplex,
+                output as *mut sys::cufftComplex,
+                CUFFT_FORWARD,
+            )
+            .map_err(|e| cufft_error("cufftExecC2C", e))
         }
     }
 }

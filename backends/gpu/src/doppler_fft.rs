@@ -8,10 +8,12 @@
 //! - Not split.
 //! - Workspace: the windowed map (N x M complex f32) and cuFFT's work area.
 //!
-//! Three steps on the launch's stream: `kp_doppler_window` multiplies every row by the Hann
+//! Three steps on the launch's stream (three enqueues a frame): `kp_doppler_window` multiplies every row by the Hann
 //! window over M ([`crate::window`]) into the workspace (the input is the previous stage's
 //! and is not modified); cuFFT transforms the N rows in place (M points each, forward,
 //! unnormalised: negative velocities land in the upper bins); `kp_power` writes the power.
+//! (Fusing the window into the range stage would change that stage's output, which a CPU
+//! Doppler stage may read; the power needs the finished transform. So three it stays.)
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use crate::cufft::Fft;
 use crate::driver::{Device, DeviceBuffer};
 use crate::module::{self, Functions};
 use crate::ports::{check_cells, device_port, expect_dims, launch_port};
-use crate::queue::{CudaQueue, FftShape, Grid, Queue, arg};
+use crate::queue::{CudaQueue, FftLayout, FftShape, Grid, Queue, arg};
 use crate::range_fft::{PLANNER_PARAM, check_planner};
 use crate::source::Function;
 use crate::window::hann;
@@ -97,6 +99,7 @@ impl DopplerFftPlan {
         FftShape {
             len: self.chirps as usize,
             batch: self.rows as usize,
+            layout: FftLayout::InPlace,
         }
     }
 
@@ -105,8 +108,17 @@ impl DopplerFftPlan {
     }
 
     /// The workspace: the windowed map, then cuFFT's work area of `fft_work` bytes.
-    pub fn layout(&self, fft_work: u64) -> Layout {
-        Layout::new(&[self.cells() * 8, fft_work])
+    pub fn layout(&self, fft_work: u64) -> Layout<2> {
+        Layout::new([self.cells() * 8, fft_work])
+    }
+
+    /// The device addresses of a launch's input and output, checked against the descriptors
+    /// accepted.
+    pub fn ports(&self, launch: &Launch<'_>) -> Result<(u64, u64), KernelError> {
+        Ok((
+            launch_port(launch.input(0), "input 0", &self.input)?,
+            launch_port(launch.output(0), "output 0", &self.output)?,
+        ))
     }
 
     /// Enqueues one launch: window, FFT, power.
@@ -126,8 +138,7 @@ impl DopplerFftPlan {
         workspace_bytes: u64,
         fft_work: u64,
     ) -> Result<(), KernelError> {
-        let regions = self.layout(fft_work).carve(workspace, workspace_bytes)?;
-        let (spectrum, work) = (regions[0], regions[1]);
+        let [spectrum, work] = self.layout(fft_work).carve(workspace, workspace_bytes)?;
         let total = self.cells();
         // SAFETY (all three): arguments in the order and types of the CUDA C signatures; the
         // addresses are the caller's promise, the spectrum lies in the workspace.
@@ -143,7 +154,7 @@ impl DopplerFftPlan {
                     arg(&total),
                 ],
             )?;
-            queue.fft(self.fft_shape(), spectrum, work)?;
+            queue.fft(self.fft_shape(), spectrum, spectrum, work)?;
             queue.launch(
                 Function::Power,
                 self.grid,
@@ -199,8 +210,7 @@ impl KernelImpl for DopplerFft {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let map = launch_port(launch.input(0), "input 0", &self.plan.input)?;
-        let power = launch_port(launch.output(0), "output 0", &self.plan.output)?;
+        let (map, power) = self.plan.ports(launch)?;
         let queue = CudaQueue {
             stream: launch.stream().cast(),
             functions: self.functions,

@@ -6,15 +6,17 @@
 //! names, ports, shapes and parameters as the CPU library's, so a placement swap is a YAML
 //! edit:
 //!
-//! | kernel              | input                     | output                    | work on the stream                  |
-//! |---------------------|---------------------------|---------------------------|-------------------------------------|
-//! | `radar.range_fft`   | `ci16 [M, N]` chirp-major | `cf32 [N, M]` range-major | window, cuFFT (N), corner turn      |
-//! | `radar.doppler_fft` | `cf32 [N, M]`             | `f32 [N, M]` power        | window, cuFFT (M), power            |
-//! | `radar.cfar`        | `f32 [N, M]` power        | `detections [capacity]`   | exact sums, rule, ordered compaction |
+//! | kernel              | input                     | output                    | work on the stream                                 | enqueues   |
+//! |---------------------|---------------------------|---------------------------|----------------------------------------------------|------------|
+//! | `radar.range_fft`   | `ci16 [M, N]` chirp-major | `cf32 [N, M]` range-major | window; cuFFT (N) into the output's columns        | 2 per tile |
+//! | `radar.doppler_fft` | `cf32 [N, M]`             | `f32 [N, M]` power        | window; cuFFT (M) in place; power                  | 3          |
+//! | `radar.cfar`        | `f32 [N, M]` power        | `detections [capacity]`   | row sums; column sums, rule, counts; scan; records | 4          |
 //!
-//! (N samples per chirp = range bins, M chirps per CPI = Doppler bins.) Each kernel's module
-//! states its parameters, workspace and guarantees: [`range_fft`], [`doppler_fft`],
-//! [`cfar`]. In short:
+//! (N samples per chirp = range bins, M chirps per CPI = Doppler bins; enqueues count kernel
+//! launches and cuFFT executions per launch of the kernel. At 4096x512 with the GPU's default
+//! tile, a quarter of the chirps, a frame through all three costs 4 x 2 + 3 + 4 = 15.) Each
+//! kernel's module states its parameters, workspace and guarantees: [`range_fft`],
+//! [`doppler_fft`], [`cfar`]. In short:
 //!
 //! - The FFT stages apply the CPU library's f32 Hann coefficients ([`window`]) and compute
 //!   unnormalised forward transforms with batched cuFFT; they agree with an f64 FFT within
@@ -47,8 +49,10 @@
 //!   device's compute capability with `--fmad=false` ([`nvrtc`]) and loaded once per device
 //!   and process ([`module`]): later states, one per stage and frame slot, reuse the handles.
 //! - **Launch only enqueues.** `launch` enqueues kernels and `cufftExecC2C` on the given
-//!   stream and returns: it never synchronizes and never allocates. cuFFT's work area is part
-//!   of the runtime's workspace ([`workspace`]); each state owns its own plan ([`cufft`]).
+//!   stream and returns: it never synchronizes and never allocates (workspace layouts are
+//!   fixed-size arrays; messages are formatted only on errors). cuFFT's work area is part of
+//!   the runtime's workspace ([`workspace`]); each state owns its own plan, made at create
+//!   time with its data layout ([`cufft`]).
 //! - **Errors with context.** Every failure names the call and the CUDA error, e.g.
 //!   `cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (kp_cfar_detect)`.
 //!
@@ -58,10 +62,11 @@
 //! ([`range_fft::RangeFftPlan`], [`doppler_fft::DopplerFftPlan`], [`cfar::CfarPlan`]) that
 //! enqueues on a [`queue::Queue`]. The library's queue is a CUDA stream; the tests' queue runs
 //! the same `.cu` files compiled as C++ on the host (crate `kplace-gpu-hostsim`), with rustfft
-//! in place of cuFFT. So on a machine without a GPU the tests still check the arithmetic of
-//! every kernel and the whole launch sequence against the CPU library and an f64 model, and
-//! NVRTC (which needs no GPU) compiles every source. Tests that need a device say `skipped`
-//! and why when there is none.
+//! in place of cuFFT (with cuFFT's strided layouts). So on a machine without a GPU the tests
+//! still check the arithmetic of every kernel and the whole launch sequence against the CPU
+//! library and an f64 model, and NVRTC (which needs no GPU) compiles every source. A queue
+//! that only counts checks what a frame enqueues, and that enqueueing allocates nothing
+//! (`tests/hot_path.rs`). Tests that need a device say `skipped` and why when there is none.
 
 #![warn(missing_docs)]
 

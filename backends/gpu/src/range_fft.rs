@@ -10,13 +10,16 @@
 //! - Workspace: one FFT batch of complex f32 (tile x N, or M x N unsplit) and cuFFT's work
 //!   area.
 //!
-//! Per batch of chirps, three steps on the launch's stream: `kp_range_window` converts the
-//! int16 samples to f32 (exactly) and multiplies them by the Hann window over N (the CPU
-//! library's f32 coefficients, [`crate::window`]) into the workspace; cuFFT transforms the
-//! batch in place (N points, forward, unnormalised); `kp_range_turn` writes the batch's
-//! columns of the output. A launch writes only its tile's columns, so tiles of one state may
-//! be enqueued concurrently (each has its own workspace; the cuFFT plan is shared under a
-//! lock, see [`crate::cufft`]).
+//! Per batch of chirps, two steps on the launch's stream (so a frame costs two enqueues per
+//! tile): `kp_range_window` converts the int16 samples to f32 (exactly) and multiplies them by
+//! the Hann window over N (the CPU library's f32 coefficients, [`crate::window`]) into the
+//! workspace, chirp after chirp; cuFFT transforms the batch out of place (N points, forward,
+//! unnormalised) straight into the range-major output through its advanced data layout: input
+//! stride 1 and distance N (the workspace's rows), output stride M and distance 1 from the
+//! batch's first column, so bin `k` of chirp `m` lands at element `k * M + m` and no corner
+//! turn is needed. A launch writes only its tile's columns (cuFFT writes only the elements
+//! its output layout names), so tiles of one state may be enqueued concurrently (each has its
+//! own workspace; the cuFFT plan is shared under a lock, see [`crate::cufft`]).
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use crate::cufft::Fft;
 use crate::driver::{Device, DeviceBuffer};
 use crate::module::{self, Functions};
 use crate::ports::{check_cells, device_port, expect_dims, launch_port};
-use crate::queue::{CudaQueue, FftShape, Grid, Queue, arg};
+use crate::queue::{CudaQueue, FftLayout, FftShape, FftStrides, Grid, Queue, arg};
 use crate::source::Function;
 use crate::window::hann;
 use crate::workspace::Layout;
@@ -63,7 +66,6 @@ pub struct RangeFftPlan {
     /// Chirps per FFT batch: the tile, or M.
     batch: u32,
     window_grid: Grid,
-    turn_grid: Grid,
 }
 
 impl RangeFftPlan {
@@ -112,12 +114,6 @@ impl RangeFftPlan {
             }
         };
         let window_grid = Grid::linear(u64::from(batch) * u64::from(samples), THREADS)?;
-        // Threads along x walk chirps: whole 128- or 256-byte runs of an output row per warp.
-        let across = if batch >= 32 { 32 } else { 16 };
-        let turn_grid = Grid::planar(
-            [u64::from(batch), u64::from(samples)],
-            [across, THREADS / across],
-        )?;
         Ok(Self {
             input,
             output,
@@ -126,7 +122,6 @@ impl RangeFftPlan {
             split,
             batch,
             window_grid,
-            turn_grid,
         })
     }
 
@@ -140,18 +135,36 @@ impl RangeFftPlan {
         &self.output
     }
 
-    /// The batch of FFTs one step transforms: N points, one per chirp of the batch.
+    /// The batch of FFTs one step transforms: N points, one per chirp of the batch, from the
+    /// workspace's contiguous rows into the output's columns (bin `k` of the batch's chirp `b`
+    /// at element `k * M + b` from the batch's first column).
     pub fn fft_shape(&self) -> FftShape {
         FftShape {
             len: self.samples as usize,
             batch: self.batch as usize,
+            layout: FftLayout::OutOfPlace {
+                input: FftStrides::contiguous(self.samples as usize),
+                output: FftStrides {
+                    stride: self.chirps as usize,
+                    dist: 1,
+                },
+            },
         }
     }
 
     /// The workspace: the batch, then cuFFT's work area of `fft_work` bytes.
-    pub fn layout(&self, fft_work: u64) -> Layout {
+    pub fn layout(&self, fft_work: u64) -> Layout<2> {
         let batch_bytes = u64::from(self.batch) * u64::from(self.samples) * 8;
-        Layout::new(&[batch_bytes, fft_work])
+        Layout::new([batch_bytes, fft_work])
+    }
+
+    /// The device addresses of a launch's input and output, checked against the descriptors
+    /// accepted.
+    pub fn ports(&self, launch: &Launch<'_>) -> Result<(u64, u64), KernelError> {
+        Ok((
+            launch_port(launch.input(0), "input 0", &self.input)?,
+            launch_port(launch.output(0), "output 0", &self.output)?,
+        ))
     }
 
     /// The chirps `[begin, begin + count)` a launch over `tile` covers.
@@ -173,7 +186,8 @@ impl RangeFftPlan {
         Ok((tile.begin as u32, tile.count as u32))
     }
 
-    /// Enqueues one launch: for each batch of the tile, window, FFT, corner turn.
+    /// Enqueues one launch: for each batch of the tile, window, then FFT into the output's
+    /// columns.
     ///
     /// # Safety
     /// `iq` and `out` must address the frame's input and output, `window` N f32 Hann
@@ -193,13 +207,17 @@ impl RangeFftPlan {
         tile: Tile,
     ) -> Result<(), KernelError> {
         let (begin, count) = self.chirps_of(tile)?;
-        let regions = self.layout(fft_work).carve(workspace, workspace_bytes)?;
-        let (batch, work) = (regions[0], regions[1]);
+        let [batch, work] = self.layout(fft_work).carve(workspace, workspace_bytes)?;
         let samples = self.samples;
         let total = u64::from(self.batch) * u64::from(samples);
+        let shape = self.fft_shape();
         for first in (begin..begin + count).step_by(self.batch as usize) {
-            // SAFETY (all three): arguments in the order and types of the CUDA C signatures;
-            // the addresses are the caller's promise, the batch lies in the workspace.
+            // The batch's first column: bin 0 of chirp `first` (cf32, 8 bytes).
+            let columns = out + u64::from(first) * 8;
+            // SAFETY (both): arguments in the order and types of the CUDA C signature; the
+            // addresses are the caller's promise, the batch lies in the workspace, and the
+            // FFT's output layout from `columns` stays within the output (chirps first ..
+            // first + batch of every bin's row).
             unsafe {
                 queue.launch(
                     Function::RangeWindow,
@@ -213,19 +231,7 @@ impl RangeFftPlan {
                         arg(&total),
                     ],
                 )?;
-                queue.fft(self.fft_shape(), batch, work)?;
-                queue.launch(
-                    Function::RangeTurn,
-                    self.turn_grid,
-                    &mut [
-                        arg(&batch),
-                        arg(&out),
-                        arg(&samples),
-                        arg(&self.chirps),
-                        arg(&first),
-                        arg(&self.batch),
-                    ],
-                )?;
+                queue.fft(shape, batch, columns, work)?;
             }
         }
         Ok(())
@@ -278,8 +284,7 @@ impl KernelImpl for RangeFft {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let iq = launch_port(launch.input(0), "input 0", &self.plan.input)?;
-        let out = launch_port(launch.output(0), "output 0", &self.plan.output)?;
+        let (iq, out) = self.plan.ports(launch)?;
         let queue = CudaQueue {
             stream: launch.stream().cast(),
             functions: self.functions,

@@ -2,15 +2,16 @@
 //!
 //! Each file in `backends/gpu/kernels/` is embedded here and compiled on its own by NVRTC into
 //! one module per device (see [`crate::module`]). The same files are compiled as C++ by the
-//! host simulator in tests, which is why they stay plain CUDA C: no includes, no shared memory,
-//! no `__syncthreads`.
+//! host simulator in tests, which is why they stay plain CUDA C: no includes, and of CUDA's
+//! extensions only what the simulator's shim provides (the thread indices, a few rounding
+//! intrinsics, `atomicAdd` on `unsigned int`, `__shared__` arrays and `__syncthreads`).
 
 use std::ffi::CStr;
 
 /// One CUDA C source file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
-    /// `kernels/fft.cu`: windowing, corner turn and power around the cuFFT transforms.
+    /// `kernels/fft.cu`: windowing and power around the cuFFT transforms.
     Fft,
     /// `kernels/cfar.cu`: exact CA-CFAR sums, the detection rule and compaction.
     Cfar,
@@ -61,41 +62,31 @@ const CFAR_CU: &CStr =
 pub enum Function {
     /// `kp_range_window`: int16 to f32 times the Hann window over N, for a batch of chirps.
     RangeWindow,
-    /// `kp_range_turn`: a transformed batch of chirps into its columns of the output.
-    RangeTurn,
     /// `kp_doppler_window`: every row of the range-major map times the Hann window over M.
     DopplerWindow,
     /// `kp_power`: `re * re + im * im`.
     Power,
-    /// `kp_cfar_rows`: horizontal box and guard sums of the fixed-point limbs.
+    /// `kp_cfar_rows`: horizontal box and guard sums of the fixed-point limbs; zeroes the
+    /// chunk counts.
     CfarRows,
-    /// `kp_cfar_detect`: vertical sums, training sum and the detection rule, as flags.
+    /// `kp_cfar_detect`: vertical sums, training sum and the detection rule, as flags and
+    /// per-chunk counts.
     CfarDetect,
-    /// `kp_cfar_count`: detections per chunk of cells.
-    CfarCount,
-    /// `kp_cfar_groups`: detections per group of chunks.
-    CfarGroups,
-    /// `kp_cfar_scan`: exclusive scan over the groups, and the list header.
+    /// `kp_cfar_scan`: one block's exclusive scan of the chunk counts, and the list header.
     CfarScan,
-    /// `kp_cfar_offsets`: every chunk's first slot in the list.
-    CfarOffsets,
     /// `kp_cfar_scatter`: the records, in row-major order.
     CfarScatter,
 }
 
 impl Function {
     /// Every function, in handle order.
-    pub const ALL: [Function; 11] = [
+    pub const ALL: [Function; 7] = [
         Function::RangeWindow,
-        Function::RangeTurn,
         Function::DopplerWindow,
         Function::Power,
         Function::CfarRows,
         Function::CfarDetect,
-        Function::CfarCount,
-        Function::CfarGroups,
         Function::CfarScan,
-        Function::CfarOffsets,
         Function::CfarScatter,
     ];
 
@@ -103,15 +94,11 @@ impl Function {
     pub fn name(self) -> &'static CStr {
         match self {
             Function::RangeWindow => c"kp_range_window",
-            Function::RangeTurn => c"kp_range_turn",
             Function::DopplerWindow => c"kp_doppler_window",
             Function::Power => c"kp_power",
             Function::CfarRows => c"kp_cfar_rows",
             Function::CfarDetect => c"kp_cfar_detect",
-            Function::CfarCount => c"kp_cfar_count",
-            Function::CfarGroups => c"kp_cfar_groups",
             Function::CfarScan => c"kp_cfar_scan",
-            Function::CfarOffsets => c"kp_cfar_offsets",
             Function::CfarScatter => c"kp_cfar_scatter",
         }
     }
@@ -119,10 +106,7 @@ impl Function {
     /// The source that defines it.
     pub fn source(self) -> Source {
         match self {
-            Function::RangeWindow
-            | Function::RangeTurn
-            | Function::DopplerWindow
-            | Function::Power => Source::Fft,
+            Function::RangeWindow | Function::DopplerWindow | Function::Power => Source::Fft,
             _ => Source::Cfar,
         }
     }

@@ -3,7 +3,8 @@
 //! The ABI promises a 64-byte-aligned workspace; cuFFT's work area and the kernels' arrays
 //! are better 256-byte aligned (cudaMalloc's alignment, which cuFFT assumes for its fastest
 //! paths). So a kernel asks for [`Layout::bytes`]: its regions, each rounded up to 256 bytes,
-//! plus the slack to align the first, and [`Layout::carve`] cuts them at launch.
+//! plus the slack to align the first, and [`Layout::carve`] cuts them at launch. A layout is a
+//! fixed-size array, so carving at launch allocates nothing.
 
 use kplace_abi::export::KernelError;
 
@@ -12,18 +13,16 @@ pub const REGION_ALIGN: u64 = 256;
 /// Alignment the ABI promises for the workspace itself.
 const ABI_ALIGN: u64 = 64;
 
-/// The sizes of a workspace's regions, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layout {
-    regions: Vec<u64>,
+/// The sizes of a workspace's `N` regions, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout<const N: usize> {
+    regions: [u64; N],
 }
 
-impl Layout {
+impl<const N: usize> Layout<N> {
     /// A layout of regions of these sizes in bytes.
-    pub fn new(regions: &[u64]) -> Self {
-        Self {
-            regions: regions.to_vec(),
-        }
+    pub fn new(regions: [u64; N]) -> Self {
+        Self { regions }
     }
 
     /// Workspace bytes the layout needs from a 64-byte-aligned base.
@@ -37,7 +36,7 @@ impl Layout {
     }
 
     /// The address of every region in a workspace at `base` of `bytes` bytes.
-    pub fn carve(&self, base: u64, bytes: u64) -> Result<Vec<u64>, KernelError> {
+    pub fn carve(&self, base: u64, bytes: u64) -> Result<[u64; N], KernelError> {
         if base == 0 && self.bytes() > 0 {
             return Err(KernelError::invalid("the workspace is null"));
         }
@@ -53,15 +52,11 @@ impl Layout {
             )));
         }
         let mut next = base.next_multiple_of(REGION_ALIGN);
-        Ok(self
-            .regions
-            .iter()
-            .map(|r| {
-                let at = next;
-                next += r.next_multiple_of(REGION_ALIGN);
-                at
-            })
-            .collect())
+        Ok(self.regions.map(|r| {
+            let at = next;
+            next += r.next_multiple_of(REGION_ALIGN);
+            at
+        }))
     }
 }
 
@@ -71,7 +66,7 @@ mod tests {
 
     #[test]
     fn regions_are_aligned_and_fit_from_any_abi_aligned_base() {
-        let layout = Layout::new(&[100, 0, 4096, 1]);
+        let layout = Layout::new([100, 0, 4096, 1]);
         for base in (0x1000..0x1100).step_by(64) {
             let regions = layout.carve(base, layout.bytes()).expect("fits");
             let end = base + layout.bytes();

@@ -3,7 +3,8 @@
 //!
 //! - The FFT stages against an f64 FFT (rustfft): max-abs error within 1e-5 of max-abs.
 //! - CFAR against the CPU library on scene maps: identical lists.
-//! - The range stage's tiles enqueued from two threads at once.
+//! - The range stage's tiles (of 1, 16 and 128 chirps, and unsplit) enqueued from two threads
+//!   at once, and a lone tile writing only its columns of the output.
 //!
 //! (A kernel driven through the C ABI table is in `library.rs`: this binary links the CPU
 //! library too, and which of the two `kplace_library_entry` symbols it gets is the linker's
@@ -48,53 +49,125 @@ fn range_model(iq: &[[i16; 2]], m: usize, n: usize) -> Vec<Complex64> {
 #[test]
 fn range_fft_matches_an_f64_fft_with_tiles_from_two_threads() {
     let Some(gpu) = Gpu::open() else { return };
-    let (m, n, tile) = (128u64, 1024u64, 16u64);
-    let mut rng = StdRng::seed_from_u64(1);
+    // cuFFT writes the range-major output through its strided layout: tiles of one chirp,
+    // of 16, of a quarter of the frame (the GPU's default), and the whole frame.
+    for (m, n, tile) in [
+        (128u64, 1024u64, Some(16u64)),
+        (64, 256, Some(1)),
+        (512, 512, Some(128)),
+        (128, 1024, None),
+    ] {
+        let mut rng = StdRng::seed_from_u64(m + n);
+        let iq: Vec<[i16; 2]> = (0..m * n)
+            .map(|_| [rng.random_range(-2000..2000), rng.random_range(-2000..2000)])
+            .collect();
+        let (i, o) = (desc(Dtype::CI16, &[m, n]), desc(Dtype::CF32, &[n, m]));
+        let kernel: RangeFft = Setup::split(&[], &[i], &[o], tile.map(|t| (0, t)))
+            .create()
+            .expect("create");
+        let (input, output) = (DevBuf::from_slice(&iq), DevBuf::zeroed(o.bytes as usize));
+        let size = tile.unwrap_or(m);
+        let tiles = m / size;
+        // One workspace per tile: tiles may be in flight together.
+        let workspaces: Vec<DevBuf> = (0..tiles)
+            .map(|_| DevBuf::zeroed(kernel.workspace_bytes() as usize))
+            .collect();
+        std::thread::scope(|scope| {
+            for half in 0..2u64 {
+                let (kernel, gpu, input, output, workspaces) =
+                    (&kernel, &gpu, &input, &output, &workspaces);
+                scope.spawn(move || {
+                    gpu.bind_here();
+                    for t in (half..tiles).step_by(2) {
+                        let tile = Tile {
+                            begin: t * size,
+                            count: size,
+                        };
+                        enqueue(
+                            kernel,
+                            gpu.stream,
+                            (i, input),
+                            (o, output),
+                            &workspaces[t as usize],
+                            tile,
+                        )
+                        .expect("launch");
+                    }
+                });
+            }
+        });
+        gpu.sync();
+        let got = output.to_vec::<[f32; 2]>();
+        let want = range_model(&iq, m as usize, n as usize);
+        let (err, peak) = max_errors(
+            got.iter().flat_map(|c| [f64::from(c[0]), f64::from(c[1])]),
+            want.iter().flat_map(|c| [c.re, c.im]),
+        );
+        assert!(
+            err / peak < 1e-5,
+            "{m}x{n} tile {tile:?}: error {:.2e} of peak",
+            err / peak
+        );
+    }
+}
+
+#[test]
+fn a_range_tile_writes_only_its_columns() {
+    let Some(gpu) = Gpu::open() else { return };
+    let (m, n) = (512u64, 256u64);
+    let mut rng = StdRng::seed_from_u64(4);
     let iq: Vec<[i16; 2]> = (0..m * n)
         .map(|_| [rng.random_range(-2000..2000), rng.random_range(-2000..2000)])
         .collect();
-    let (i, o) = (desc(Dtype::CI16, &[m, n]), desc(Dtype::CF32, &[n, m]));
-    let kernel: RangeFft = Setup::split(&[], &[i], &[o], Some((0, tile)))
-        .create()
-        .expect("create");
-    let (input, output) = (DevBuf::from_slice(&iq), DevBuf::zeroed(o.bytes as usize));
-    let tiles = m / tile;
-    // One workspace per tile: tiles may be in flight together.
-    let workspaces: Vec<DevBuf> = (0..tiles)
-        .map(|_| DevBuf::zeroed(kernel.workspace_bytes() as usize))
-        .collect();
-    std::thread::scope(|scope| {
-        for half in 0..2u64 {
-            let (kernel, gpu, input, output, workspaces) =
-                (&kernel, &gpu, &input, &output, &workspaces);
-            scope.spawn(move || {
-                gpu.bind_here();
-                for t in (half..tiles).step_by(2) {
-                    let tile = Tile {
-                        begin: t * tile,
-                        count: tile,
-                    };
-                    enqueue(
-                        kernel,
-                        gpu.stream,
-                        (i, input),
-                        (o, output),
-                        &workspaces[t as usize],
-                        tile,
-                    )
-                    .expect("launch");
-                }
-            });
-        }
-    });
-    gpu.sync();
-    let got = output.to_vec::<[f32; 2]>();
     let want = range_model(&iq, m as usize, n as usize);
-    let (err, peak) = max_errors(
-        got.iter().flat_map(|c| [f64::from(c[0]), f64::from(c[1])]),
-        want.iter().flat_map(|c| [c.re, c.im]),
-    );
-    assert!(err / peak < 1e-5, "error {:.2e} of peak", err / peak);
+    let (i, o) = (desc(Dtype::CI16, &[m, n]), desc(Dtype::CF32, &[n, m]));
+    let sentinel = [f32::from_bits(0x7fc0_1234), -7.0];
+    let input = DevBuf::from_slice(&iq);
+    for (size, index) in [(1u64, 0u64), (1, 511), (128, 1), (128, 3)] {
+        let kernel: RangeFft = Setup::split(&[], &[i], &[o], Some((0, size)))
+            .create()
+            .expect("create");
+        let output = DevBuf::from_slice(&vec![sentinel; (m * n) as usize]);
+        let workspace = DevBuf::zeroed(kernel.workspace_bytes() as usize);
+        let tile = Tile {
+            begin: index * size,
+            count: size,
+        };
+        enqueue(
+            &kernel,
+            gpu.stream,
+            (i, &input),
+            (o, &output),
+            &workspace,
+            tile,
+        )
+        .expect("launch");
+        gpu.sync();
+        let got = output.to_vec::<[f32; 2]>();
+        let columns = tile.begin..tile.begin + size;
+        let (mut err, mut peak) = (0f64, 0f64);
+        for (at, value) in got.iter().enumerate() {
+            let chirp = at as u64 % m;
+            if columns.contains(&chirp) {
+                let w = want[at];
+                peak = peak.max(w.re.abs()).max(w.im.abs());
+                err = err
+                    .max((f64::from(value[0]) - w.re).abs())
+                    .max((f64::from(value[1]) - w.im).abs());
+            } else {
+                assert_eq!(
+                    value.map(f32::to_bits),
+                    sentinel.map(f32::to_bits),
+                    "tile {size} #{index}: element {at} (chirp {chirp}) outside the tile"
+                );
+            }
+        }
+        assert!(
+            err / peak < 1e-5,
+            "tile {size} #{index}: error {:.2e}",
+            err / peak
+        );
+    }
 }
 
 #[test]

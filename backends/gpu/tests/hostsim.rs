@@ -1,11 +1,13 @@
 //! The library's CUDA C and launch sequences, run on the host simulator (no GPU needed).
 //!
-//! - Each element-wise kernel against its definition, bit for bit.
-//! - Each FFT stage's whole launch sequence (tiles, workspace carving, grids) against a plain
-//!   f64 model, with rustfft standing in for cuFFT.
+//! - Each element-wise kernel against its definition, bit for bit; CFAR's block scan against
+//!   plain prefix sums.
+//! - The stand-in for cuFFT (rustfft) against a direct DFT in cuFFT's strided layout.
+//! - Each FFT stage's whole launch sequence (tiles of 1, 8, 16 and 128 chirps and unsplit,
+//!   workspace carving, grids, the range FFT's strided output) against a plain f64 model.
 //! - CFAR's whole launch sequence against the CPU library (`kplace_cpu::Cfar`): identical
 //!   lists (header and records) on scene maps, pure noise, extreme values, ties, other
-//!   windows, odd shapes and small capacities.
+//!   windows, odd shapes, maps without detections, and small capacities.
 
 mod common;
 
@@ -15,8 +17,9 @@ use common::*;
 use kplace_abi::export::KernelImpl;
 use kplace_abi::{Detection, DetectionListHeader, Dtype, Tile};
 use kplace_gpu::cfar::CfarPlan;
+use kplace_gpu::cfar::{CHUNK, SCAN_THREADS};
 use kplace_gpu::doppler_fft::DopplerFftPlan;
-use kplace_gpu::queue::{Grid, Queue, arg};
+use kplace_gpu::queue::{FftLayout, FftShape, FftStrides, Grid, Queue, arg};
 use kplace_gpu::range_fft::RangeFftPlan;
 use kplace_gpu::source::Function;
 use kplace_gpu::window::hann;
@@ -38,6 +41,14 @@ fn the_simulator_runs_exactly_the_library_s_kernels() {
         .map(|f| f.name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(simulated, library);
+    // Only the scan has barriers: the others run thread after thread.
+    for function in Function::ALL {
+        assert_eq!(
+            kplace_gpu_hostsim::has_barriers(function.name()),
+            Some(function == Function::CfarScan),
+            "{function:?}"
+        );
+    }
 }
 
 #[test]
@@ -100,37 +111,101 @@ fn range_window_converts_and_windows_exactly() {
 }
 
 #[test]
-fn range_turn_writes_only_its_columns_transposed() {
-    let (m, n) = (40u32, 24u32);
-    let (first, count) = (16u32, 8u32);
-    let batch: Vec<[f32; 2]> = (0..count * n).map(|i| [i as f32, -(i as f32)]).collect();
-    let batch_buf = Buf::from_slice(&batch);
-    let mut out = Buf::new((m * n) as usize * 8);
-    out.slice_mut::<[f32; 2]>().fill([7.0, 7.0]);
-    let (b, o) = (batch_buf.addr(), out.addr());
-    let queue = HostQueue::new();
-    // SAFETY: arguments as the kernel declares them; every buffer is large enough.
-    unsafe {
-        queue.launch(
-            Function::RangeTurn,
-            Grid::planar([u64::from(count), u64::from(n)], [16, 16]).unwrap(),
-            &mut [arg(&b), arg(&o), arg(&n), arg(&m), arg(&first), arg(&count)],
-        )
+fn the_host_fft_follows_cuffts_strided_layout() {
+    // Point x of transform b at input element b * 13 + 2x; bin k at output element b + 4k:
+    // three transforms interleaved in an output with room for four, the fourth untouched.
+    let (len, batch) = (6usize, 3usize);
+    let (from, to) = (
+        FftStrides {
+            stride: 2,
+            dist: 13,
+        },
+        FftStrides { stride: 4, dist: 1 },
+    );
+    let shape = FftShape {
+        len,
+        batch,
+        layout: FftLayout::OutOfPlace {
+            input: from,
+            output: to,
+        },
+    };
+    assert_eq!((from.span(len, batch), to.span(len, batch)), (37, 23));
+    let input: Vec<[f32; 2]> = (0..37).map(|i| [i as f32, (i * i % 7) as f32]).collect();
+    let input = Buf::from_slice(&input);
+    let mut output = Buf::new(24 * 8);
+    output.slice_mut::<[f32; 2]>().fill([9.0, 9.0]);
+    // SAFETY: both buffers hold their layouts' spans and do not overlap.
+    unsafe { HostQueue::new().fft(shape, input.addr(), output.addr(), 0) }.unwrap();
+    let (x, y) = (input.slice::<[f32; 2]>(), output.slice::<[f32; 2]>());
+    for (at, value) in y.iter().enumerate() {
+        let (b, k) = (at % 4, at / 4);
+        if b >= batch {
+            assert_eq!(*value, [9.0, 9.0], "element {at} is outside the layout");
+            continue;
+        }
+        let want: Complex64 = (0..len)
+            .map(|n| {
+                let [re, im] = x[from.at(b, n)];
+                let turn = -2.0 * std::f64::consts::PI * (n * k) as f64 / len as f64;
+                Complex64::new(f64::from(re), f64::from(im)) * Complex64::from_polar(1.0, turn)
+            })
+            .sum();
+        let got = Complex64::new(f64::from(value[0]), f64::from(value[1]));
+        assert!((got - want).norm() < 1e-4, "transform {b} bin {k}");
     }
-    .unwrap();
-    let got = out.slice::<[f32; 2]>();
-    for k in 0..n {
-        for c in 0..m {
-            let value = got[(k * m + c) as usize];
-            if (first..first + count).contains(&c) {
-                assert_eq!(
-                    value,
-                    batch[((c - first) * n + k) as usize],
-                    "bin {k} chirp {c}"
-                );
-            } else {
-                assert_eq!(value, [7.0, 7.0], "bin {k} chirp {c} outside the tile");
+}
+
+#[test]
+fn the_scan_kernel_writes_exclusive_prefix_sums_and_the_header() {
+    let threads = SCAN_THREADS as usize;
+    let mut rng = StdRng::seed_from_u64(21);
+    for chunks in [
+        1usize,
+        5,
+        threads - 1,
+        threads,
+        threads + 1,
+        3 * threads + 7,
+    ] {
+        for capacity in [0u32, 100, u32::MAX] {
+            let counts: Vec<u32> = (0..chunks).map(|_| rng.random_range(0..=CHUNK)).collect();
+            let counts_buf = Buf::from_slice(&counts);
+            let mut offsets = Buf::new(chunks * 4);
+            offsets.slice_mut::<u32>().fill(0xdead_beef);
+            let mut list = Buf::new(16);
+            list.slice_mut::<u32>().fill(0xdead_beef);
+            let (c, o, l, n) = (
+                counts_buf.addr(),
+                offsets.addr(),
+                list.addr(),
+                chunks as u32,
+            );
+            // SAFETY: arguments as the kernel declares them; every buffer is large enough.
+            unsafe {
+                HostQueue::new().launch(
+                    Function::CfarScan,
+                    Grid::linear(u64::from(SCAN_THREADS), SCAN_THREADS).unwrap(),
+                    &mut [arg(&c), arg(&o), arg(&n), arg(&l), arg(&capacity)],
+                )
             }
+            .unwrap();
+            let want: Vec<u32> = counts
+                .iter()
+                .scan(0u32, |total, &c| {
+                    let at = *total;
+                    *total += c;
+                    Some(at)
+                })
+                .collect();
+            assert_eq!(offsets.slice::<u32>(), &want[..], "{chunks} chunks");
+            let total: u32 = counts.iter().sum();
+            let count = total.min(capacity);
+            assert_eq!(
+                list.slice::<u32>(),
+                &[count, capacity, total - count, 0],
+                "{chunks} chunks, capacity {capacity}"
+            );
         }
     }
 }
@@ -165,7 +240,7 @@ fn power_is_rounded_operation_by_operation() {
     }
 }
 
-/// The range stage in f64: window (the f32 coefficients), FFT, corner turn.
+/// The range stage in f64: window (the f32 coefficients), FFT, range-major.
 fn range_model(iq: &[[i16; 2]], m: usize, n: usize) -> Vec<Complex64> {
     let window = hann(n);
     let mut chirps: Vec<Complex64> = iq
@@ -182,15 +257,24 @@ fn range_model(iq: &[[i16; 2]], m: usize, n: usize) -> Vec<Complex64> {
     (0..n * m).map(|i| chirps[(i % m) * n + i / m]).collect()
 }
 
-/// Runs the range plan over `tiles` (in the given order) on the host simulator.
-fn run_range(iq: &[[i16; 2]], m: u64, n: u64, tile: Option<u64>, order: &[u64]) -> Buf {
+/// Runs the range plan over `tiles` (in the given order) on the host simulator, into an
+/// output that holds `sentinel` everywhere before.
+fn run_range_over(
+    iq: &[[i16; 2]],
+    m: u64,
+    n: u64,
+    tile: Option<u64>,
+    order: &[u64],
+    sentinel: [f32; 2],
+) -> Buf {
     let (i, o) = (desc(Dtype::CI16, &[m, n]), desc(Dtype::CF32, &[n, m]));
     let setup = Setup::split(&[], &[i], &[o], tile.map(|t| (0, t)));
     let plan = RangeFftPlan::from_config(&setup.config()).expect("plan");
     let fft_work = 1000;
     let layout = plan.layout(fft_work);
     let input = Buf::from_slice(iq);
-    let output = Buf::for_desc(&o);
+    let mut output = Buf::for_desc(&o);
+    output.slice_mut::<[f32; 2]>().fill(sentinel);
     let window = Buf::from_slice(&hann(n as usize));
     let queue = HostQueue::new();
     for &t in order {
@@ -220,12 +304,21 @@ fn run_range(iq: &[[i16; 2]], m: u64, n: u64, tile: Option<u64>, order: &[u64]) 
     output
 }
 
+/// Runs the range plan over `tiles` (in the given order) on the host simulator.
+fn run_range(iq: &[[i16; 2]], m: u64, n: u64, tile: Option<u64>, order: &[u64]) -> Buf {
+    run_range_over(iq, m, n, tile, order, [0.0, 0.0])
+}
+
 #[test]
 fn range_stage_matches_an_f64_model_tiled_and_whole() {
     for (m, n, tile) in [
         (64u64, 256u64, Some(16u64)),
         (48, 100, Some(8)),
+        (16, 64, Some(1)),
+        (256, 64, Some(128)),
+        (512, 32, Some(128)),
         (32, 128, None),
+        (128, 96, None),
     ] {
         let iq = random_iq((m * n) as usize, m + n);
         let want = range_model(&iq, m as usize, n as usize);
@@ -243,6 +336,46 @@ fn range_stage_matches_an_f64_model_tiled_and_whole() {
         assert!(
             err / peak < 1e-5,
             "{m}x{n} tile {tile:?}: error {:.2e} of peak",
+            err / peak
+        );
+    }
+}
+
+#[test]
+fn a_range_tile_writes_exactly_its_columns() {
+    // One tile of each size alone: its columns are the model's, every other still the
+    // sentinel (the strided FFT output touches nothing outside its layout).
+    let (m, n) = (256u64, 48u64);
+    let iq = random_iq((m * n) as usize, 9);
+    let want = range_model(&iq, m as usize, n as usize);
+    let sentinel = [f32::from_bits(0x7fc0_1234), -7.0];
+    for (tile, index) in [(1u64, 0u64), (1, 255), (16, 5), (128, 1), (64, 0)] {
+        let out = run_range_over(&iq, m, n, Some(tile), &[index], sentinel);
+        let got = out.slice::<[f32; 2]>();
+        let columns = index * tile..(index + 1) * tile;
+        let mut peak = 0f64;
+        let mut err = 0f64;
+        for k in 0..n {
+            for c in 0..m {
+                let at = (k * m + c) as usize;
+                if columns.contains(&c) {
+                    let w = want[at];
+                    peak = peak.max(w.re.abs()).max(w.im.abs());
+                    err = err
+                        .max((f64::from(got[at][0]) - w.re).abs())
+                        .max((f64::from(got[at][1]) - w.im).abs());
+                } else {
+                    assert_eq!(
+                        got[at].map(f32::to_bits),
+                        sentinel.map(f32::to_bits),
+                        "tile {tile} #{index}: bin {k} chirp {c} outside the tile"
+                    );
+                }
+            }
+        }
+        assert!(
+            err / peak < 1e-5,
+            "tile {tile} #{index}: error {:.2e}",
             err / peak
         );
     }
@@ -646,20 +779,21 @@ fn cfar_overflow_keeps_the_first_detections_in_row_major_order() {
 }
 
 #[test]
-fn cfar_compaction_spans_many_chunks_and_groups() {
-    // 256 x 512 cells: 512 chunks in 8 groups; detections in the first and last cells, at
-    // chunk and group boundaries, and a dense band.
-    let (rows, cols) = (256u64, 512u64);
+fn cfar_compaction_spans_many_chunks_and_scan_runs() {
+    // 512 x 1024 cells: 2048 chunks, so each scan thread owns a run of two; detections in the
+    // first and last cells, at chunk and run boundaries, and a dense band.
+    let (rows, cols) = (512u64, 1024u64);
     let mut map = vec![100.0f32; (rows * cols) as usize];
-    let chunk = kplace_gpu::cfar::CHUNK as usize;
-    let group = chunk * kplace_gpu::cfar::GROUP as usize;
+    let chunk = CHUNK as usize;
+    let run = 2 * chunk;
     for at in [
         0,
         chunk - 1,
         chunk,
-        group - 1,
-        group,
-        3 * group + 5,
+        run - 1,
+        run,
+        3 * run + 5,
+        1000 * run + run - 1,
         map.len() - 1,
     ] {
         map[at] = 1e7;
@@ -668,7 +802,7 @@ fn cfar_compaction_spans_many_chunks_and_groups() {
         map[200 * cols as usize + d] = if d % 3 == 0 { 1e7 } else { 100.0 };
     }
     let (header, found) = assert_same_as_cpu(&map, rows, cols, &[], 4096, "boundaries");
-    assert!(header.count as usize >= 7 + cols as usize / 3 - 2);
+    assert!(header.count as usize >= 8 + cols as usize / 3 - 2);
     assert_eq!(
         found.first().map(|d| (d.range_bin, d.doppler_bin)),
         Some((0, 0))
@@ -677,6 +811,102 @@ fn cfar_compaction_spans_many_chunks_and_groups() {
         found.last().map(|d| (d.range_bin, d.doppler_bin)),
         Some((rows as u32 - 1, cols as u32 - 1))
     );
+}
+
+#[test]
+fn cfar_chunks_spanning_rows_at_a_size_not_a_multiple_of_the_chunk() {
+    // 101 x 77 = 7777 cells: 31 chunks, the last of 97 cells, most spanning two or three rows.
+    let (rows, cols) = (101u64, 77u64);
+    let cells = (rows * cols) as usize;
+    assert_ne!(cells % CHUNK as usize, 0);
+    let mut rng = StdRng::seed_from_u64(13);
+    let mut map: Vec<f32> = (0..cells)
+        .map(|_| (-(1.0 - rng.random::<f64>()).ln() * 1e3) as f32)
+        .collect();
+    let chunk = CHUNK as usize;
+    // Around chunk boundaries, around row ends inside chunks, in the last partial chunk.
+    let planted = [
+        chunk - 1,
+        chunk,
+        2 * chunk + 1,
+        3 * cols as usize - 1,
+        3 * cols as usize,
+        cells - 97,
+        cells - 2,
+        cells - 1,
+    ];
+    for &at in &planted {
+        map[at] = 1e9;
+    }
+    let (header, found) = assert_same_as_cpu(&map, rows, cols, &[], 4096, "odd size");
+    assert_eq!(header.overflow, 0);
+    let cols32 = cols as u32;
+    for at in planted {
+        let cell = ((at / cols as usize) as u32, (at % cols as usize) as u32);
+        assert!(
+            found.iter().any(|d| (d.range_bin, d.doppler_bin) == cell),
+            "{cell:?} detected"
+        );
+    }
+    let order: Vec<u64> = found
+        .iter()
+        .map(|d| u64::from(d.range_bin) * u64::from(cols32) + u64::from(d.doppler_bin))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "row-major order");
+}
+
+#[test]
+fn cfar_without_detections_writes_an_empty_list() {
+    let (rows, cols) = (96u64, 200u64);
+    let zeros = vec![0.0f32; (rows * cols) as usize];
+    let mut rng = StdRng::seed_from_u64(17);
+    let noise: Vec<f32> = (0..rows * cols)
+        .map(|_| (-(1.0 - rng.random::<f64>()).ln() * 1e3) as f32)
+        .collect();
+    for (map, params) in [
+        (&zeros, &[][..]),
+        (&zeros, &[("scale", "0")][..]),
+        (&noise, &[("scale", "1e12")][..]),
+    ] {
+        for capacity in [0, 1, 64] {
+            let (header, found) =
+                assert_same_as_cpu(map, rows, cols, params, capacity, "no detections");
+            assert_eq!(
+                (header.count, header.capacity, header.overflow),
+                (0, capacity as u32, 0),
+                "{params:?}"
+            );
+            assert!(found.is_empty());
+        }
+    }
+}
+
+#[test]
+fn cfar_overflow_on_a_dense_map_counts_every_detection() {
+    // 333 x 1000: 1301 chunks (more than the scan's threads, the last partial), with a
+    // detection rate of tens of percent, and capacities far below the count.
+    let (rows, cols) = (333u64, 1000u64);
+    let mut rng = StdRng::seed_from_u64(19);
+    let map: Vec<f32> = (0..rows * cols)
+        .map(|_| (-(1.0 - rng.random::<f64>()).ln() * 1e3) as f32)
+        .collect();
+    let params = [("scale", "1"), ("guard", "1"), ("train", "2")];
+    let (all, everything) = gpu_cfar(&map, rows, cols, &params, rows * cols);
+    assert!(
+        everything.len() > 10_000,
+        "dense: {} detections",
+        everything.len()
+    );
+    assert_eq!(all.overflow, 0);
+    for capacity in [0u64, 1, 1000, everything.len() as u64 - 1] {
+        let (header, kept) = assert_same_as_cpu(&map, rows, cols, &params, capacity, "dense");
+        assert_eq!(header.count as u64, capacity);
+        assert_eq!(
+            header.overflow as usize,
+            everything.len() - capacity as usize
+        );
+        assert_eq!(kept, everything[..capacity as usize]);
+    }
 }
 
 /// The error messages of the CPU and GPU libraries for one configuration.

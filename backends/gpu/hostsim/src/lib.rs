@@ -1,11 +1,18 @@
 //! Test support for `kplace-gpu`: its CUDA C kernels compiled as C++ and run on the host.
 //!
 //! The build script compiles every `backends/gpu/kernels/*.cu` with a shim header that
-//! defines `__global__`, `__device__`, `blockIdx`, `threadIdx`, `blockDim`, `gridDim` and
-//! the few intrinsics the kernels use. [`launch`] then runs a kernel's grid as nested loops,
-//! one simulated thread after another, with arguments passed as `cuLaunchKernel` takes them.
-//! That is a faithful schedule for kernels without shared memory or barriers, which is how the
-//! kernels are written. Addresses are host addresses.
+//! defines `__global__`, `__device__`, `__shared__`, `blockIdx`, `threadIdx`, `blockDim`,
+//! `gridDim`, `__syncthreads`, `atomicAdd` and the few intrinsics the kernels use. [`launch`]
+//! then runs a kernel's grid as nested loops, with arguments passed as `cuLaunchKernel` takes
+//! them:
+//!
+//! - a kernel without barriers runs one simulated thread after another, a faithful schedule
+//!   for threads that share nothing but atomics;
+//! - a kernel whose source calls `__syncthreads` ([`has_barriers`]) runs block by block, each
+//!   thread of the block a fiber that yields at every barrier, so no thread passes a barrier
+//!   before all have reached it; `__shared__` arrays are shared by the block's fibers.
+//!
+//! Addresses are host addresses.
 //!
 //! This is what lets CI, which has no GPU, check every kernel's arithmetic and the library's
 //! whole launch sequence.
@@ -23,6 +30,7 @@ unsafe extern "C" {
     ) -> c_int;
     fn kp_hostsim_kernel_count() -> c_uint;
     fn kp_hostsim_kernel_name(i: c_uint) -> *const c_char;
+    fn kp_hostsim_kernel_has_barriers(i: c_uint) -> c_int;
 }
 
 /// Why a simulated launch did not run.
@@ -32,6 +40,11 @@ pub enum LaunchError {
     UnknownKernel(String),
     /// The kernel takes a different number of arguments.
     WrongArgumentCount(String, usize),
+    /// The kernel reached `__syncthreads` though its source was not seen to call it (through
+    /// a helper function, say), so it ran on a schedule that ignores barriers.
+    StrayBarrier(String),
+    /// The fibers of a block with barriers could not be made.
+    NoFibers(String),
 }
 
 impl fmt::Display for LaunchError {
@@ -41,6 +54,16 @@ impl fmt::Display for LaunchError {
             Self::WrongArgumentCount(name, n) => {
                 write!(f, "host simulator: {name} does not take {n} arguments")
             }
+            Self::StrayBarrier(name) => write!(
+                f,
+                "host simulator: {name} called __syncthreads outside its own body; call it in \
+                 the kernel itself so the build script marks it to run with barriers"
+            ),
+            Self::NoFibers(name) => write!(
+                f,
+                "host simulator: could not make the fibers (stacks or contexts) for a block of \
+                 {name}"
+            ),
         }
     }
 }
@@ -54,6 +77,16 @@ pub fn kernels() -> Vec<&'static CStr> {
         (0..kp_hostsim_kernel_count())
             .map(|i| CStr::from_ptr(kp_hostsim_kernel_name(i)))
             .collect()
+    }
+}
+
+/// Whether kernel `name` runs its blocks as fibers with barriers (`None` if unknown).
+pub fn has_barriers(name: &CStr) -> Option<bool> {
+    // SAFETY: plain queries of a static table.
+    unsafe {
+        (0..kp_hostsim_kernel_count())
+            .find(|&i| CStr::from_ptr(kp_hostsim_kernel_name(i)) == name)
+            .map(|i| kp_hostsim_kernel_has_barriers(i) != 0)
     }
 }
 
@@ -83,6 +116,8 @@ pub unsafe fn launch(
     match status {
         0 => Ok(()),
         1 => Err(LaunchError::UnknownKernel(name())),
-        _ => Err(LaunchError::WrongArgumentCount(name(), n)),
+        2 => Err(LaunchError::WrongArgumentCount(name(), n)),
+        3 => Err(LaunchError::StrayBarrier(name())),
+        _ => Err(LaunchError::NoFibers(name())),
     }
 }

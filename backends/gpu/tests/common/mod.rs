@@ -1,11 +1,13 @@
-//! Test harness: configs built from the real ABI structs, 64-byte-aligned host buffers, and
-//! the host queue that runs the library's launch sequences on the host simulator.
+//! Test harness: configs built from the real ABI structs, 64-byte-aligned host buffers, the
+//! host queue that runs the library's launch sequences on the host simulator, and a queue
+//! that only counts them.
 
 #![allow(dead_code)]
 
 pub mod device;
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::cell::Cell;
 use std::ffi::{CString, c_void};
 use std::ptr::NonNull;
 
@@ -232,7 +234,10 @@ pub fn read_list(bytes: &[u8]) -> (DetectionListHeader, Vec<Detection>) {
 }
 
 /// Runs launch sequences on the host: the kernels compiled as C++ by `kplace-gpu-hostsim`,
-/// and rustfft (f32, forward, unnormalised, in place) standing in for cuFFT.
+/// and rustfft (f32, forward, unnormalised) standing in for cuFFT, with cuFFT's data layouts:
+/// in place and contiguous, or out of place with point `x` of transform `b` read from input
+/// element `b * idist + x * istride` and written to output element `b * odist + x * ostride`
+/// (and no other output element written).
 pub struct HostQueue {
     planner: std::cell::RefCell<FftPlanner<f32>>,
 }
@@ -257,13 +262,116 @@ impl Queue for HostQueue {
             .map_err(|e| KernelError::internal(e.to_string()))
     }
 
-    unsafe fn fft(&self, shape: FftShape, data: u64, _work: u64) -> Result<(), KernelError> {
-        let fft = self.planner.borrow_mut().plan_fft_forward(shape.len);
-        // SAFETY: the caller promises `len * batch` complex f32 values at `data`.
-        let values = unsafe {
-            std::slice::from_raw_parts_mut(data as *mut Complex32, shape.len * shape.batch)
-        };
-        fft.process(values);
+    unsafe fn fft(
+        &self,
+        shape: FftShape,
+        input: u64,
+        output: u64,
+        _work: u64,
+    ) -> Result<(), KernelError> {
+        let (len, batch) = (shape.len, shape.batch);
+        let fft = self.planner.borrow_mut().plan_fft_forward(len);
+        if shape.in_place() {
+            if input != output {
+                return Err(KernelError::internal("an in-place FFT given two buffers"));
+            }
+            // SAFETY: the caller promises `len * batch` complex f32 values at `input`.
+            let values =
+                unsafe { std::slice::from_raw_parts_mut(input as *mut Complex32, len * batch) };
+            fft.process(values);
+            return Ok(());
+        }
+        let (from, to) = (shape.input(), shape.output());
+        let input_end = input + 8 * from.span(len, batch) as u64;
+        let output_end = output + 8 * to.span(len, batch) as u64;
+        if input < output_end && output < input_end {
+            return Err(KernelError::internal(format!(
+                "an out-of-place FFT whose input [{input:#x}, {input_end:#x}) overlaps its \
+                 output [{output:#x}, {output_end:#x})"
+            )));
+        }
+        let (src, dst) = (input as *const Complex32, output as *mut Complex32);
+        let mut line = vec![Complex32::default(); len];
+        for b in 0..batch {
+            for (x, value) in line.iter_mut().enumerate() {
+                // SAFETY: within the input's span, which the caller promises.
+                *value = unsafe { src.add(from.at(b, x)).read() };
+            }
+            fft.process(&mut line);
+            for (k, value) in line.iter().enumerate() {
+                // SAFETY: within the output's span, which the caller promises.
+                unsafe { dst.add(to.at(b, k)).write(*value) };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts what a launch sequence enqueues (kernel launches by function, FFT executions) and
+/// runs nothing. Allocation-free, so it can sit under a counting allocator.
+#[derive(Default)]
+pub struct CountingQueue {
+    launches: [Cell<u64>; Function::ALL.len()],
+    ffts: Cell<u64>,
+}
+
+impl CountingQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Kernel launches so far.
+    pub fn launches(&self) -> u64 {
+        self.launches.iter().map(Cell::get).sum()
+    }
+
+    /// Launches of `function` so far.
+    pub fn launches_of(&self, function: Function) -> u64 {
+        let at = Function::ALL.iter().position(|f| *f == function);
+        at.map_or(0, |at| self.launches[at].get())
+    }
+
+    /// FFT executions so far.
+    pub fn ffts(&self) -> u64 {
+        self.ffts.get()
+    }
+
+    /// Kernel launches and FFT executions so far.
+    pub fn enqueues(&self) -> u64 {
+        self.launches() + self.ffts()
+    }
+}
+
+impl Queue for CountingQueue {
+    unsafe fn launch(
+        &self,
+        function: Function,
+        grid: Grid,
+        params: &mut [*mut c_void],
+    ) -> Result<(), KernelError> {
+        if grid.blocks.contains(&0) || grid.threads.contains(&0) || params.is_empty() {
+            return Err(KernelError::internal("an empty launch"));
+        }
+        let at = Function::ALL.iter().position(|f| *f == function);
+        let counter = at.map(|at| &self.launches[at]);
+        let counter = counter.ok_or_else(|| KernelError::internal("an unknown function"))?;
+        counter.set(counter.get() + 1);
+        Ok(())
+    }
+
+    unsafe fn fft(
+        &self,
+        shape: FftShape,
+        input: u64,
+        output: u64,
+        _work: u64,
+    ) -> Result<(), KernelError> {
+        if shape.in_place() != (input == output) {
+            return Err(KernelError::internal(
+                "an FFT's buffers contradict its layout",
+            ));
+        }
+        self.ffts.set(self.ffts.get() + 1);
         Ok(())
     }
 }

@@ -52,11 +52,12 @@ def preflight(scratch):
     if isinstance(devices.get("libraries"), list):
         libraries = devices["libraries"]
         found = {l.get("name"): l for l in libraries}
-        for need, label in (("cufft", "cuFFT"), ("nvrtc", "NVRTC")):
-            lib = found.get(need)
+        # `kplace devices` names each library by its file stem (libcufft, libnvrtc, ...).
+        for need, label in (("libcufft", "cuFFT"), ("libnvrtc", "NVRTC"), ("libnvrtc-builtins", "NVRTC builtins")):
+            lib = found.get(need) or found.get(need[len("lib"):])
             if not lib or not lib.get("loaded"):
                 tried = "; ".join("%s: %s" % (s.get("place"), s.get("result")) for s in (lib or {}).get("searched", []))
-                missing.append("%s (libcufft/libnvrtc) not found%s" % (label, (", searched " + tried) if tried else ""))
+                missing.append("%s (%s) not found%s" % (label, need, (", searched " + tried) if tried else ""))
     else:
         # An older kplace: booleans only.
         for need, label in (("cufft", "cuFFT"), ("nvrtc", "NVRTC")):

@@ -281,25 +281,10 @@ fn without_a_gpu_a_required_gpu_fails_the_gpu_test() {
         return;
     }
     let run = |require: bool| {
-        let mut child = Command::new(std::env::current_exe().expect("this binary"));
-        child.args([
-            "--exact",
+        kplace_cuda_libs::testing::rerun_test(
             "gpu_round_trip_through_pinned_memory_streams_and_events",
-            "--nocapture",
-            "--test-threads=1",
-        ]);
-        if require {
-            child.env("KPLACE_REQUIRE_GPU", "1");
-        } else {
-            child.env_remove("KPLACE_REQUIRE_GPU");
-        }
-        let out = support::output(&mut child);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+            require,
+        )
     };
     let (passed, text) = run(false);
     assert!(

@@ -414,25 +414,7 @@ fn without_a_gpu_a_required_gpu_fails_the_gpu_tests() {
         return;
     }
     let run = |require: bool| {
-        let mut child = std::process::Command::new(std::env::current_exe().expect("this binary"));
-        child.args([
-            "--exact",
-            "doppler_fft_matches_an_f64_fft",
-            "--nocapture",
-            "--test-threads=1",
-        ]);
-        if require {
-            child.env("KPLACE_REQUIRE_GPU", "1");
-        } else {
-            child.env_remove("KPLACE_REQUIRE_GPU");
-        }
-        let out = child.output().expect("run the test binary");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        kplace_cuda_libs::testing::rerun_test("doppler_fft_matches_an_f64_fft", require)
     };
     let (passed, text) = run(false);
     assert!(passed && text.contains("skipped: "), "{text}");

@@ -2,8 +2,6 @@
 //! implies `KPLACE_REQUIRE_NVRTC=1`; unset, the test skips with its reason. Checked on this
 //! test binary's own children, each running one stand-in test.
 
-use std::process::Command;
-
 use kplace_cuda_libs::testing;
 
 const CHILD: &str = "KPLACE_CUDA_LIBS_TEST_CHILD";
@@ -27,22 +25,15 @@ fn child_nvrtc_test() {
 /// Runs test `name` in a child with `envs` set (and both variables cleared otherwise);
 /// returns whether it passed and its output.
 fn child(name: &str, envs: &[(&str, &str)]) -> (bool, String) {
-    let mut command = Command::new(std::env::current_exe().expect("this test binary"));
-    command
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env_remove(testing::REQUIRE_GPU_ENV)
-        .env_remove(testing::REQUIRE_NVRTC_ENV);
-    for (k, v) in envs {
-        command.env(k, v);
-    }
-    let out = command.output().expect("run the child test");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    testing::rerun_test_with(name, |command| {
+        command
+            .env(CHILD, "1")
+            .env_remove(testing::REQUIRE_GPU_ENV)
+            .env_remove(testing::REQUIRE_NVRTC_ENV);
+        for (k, v) in envs {
+            command.env(k, v);
+        }
+    })
 }
 
 #[test]

@@ -103,7 +103,7 @@ fn a_compile_error_carries_nvrtc_s_log() {
         cudarc::nvrtc::result::compile_program(program, &nvrtc::options(Target::Native(SM_90)))
     };
     assert!(result.is_err());
-    // SAFETY: a live program, destroyed once.
+    // SAFETY: a live program.
     let log = unsafe { cudarc::nvrtc::result::get_program_log(program) }.unwrap();
     let log: String = log
         .iter()
@@ -111,5 +111,6 @@ fn a_compile_error_carries_nvrtc_s_log() {
         .map(|c| *c as u8 as char)
         .collect();
     assert!(log.contains("undeclared"), "{log}");
+    // SAFETY: a live program, destroyed once.
     unsafe { cudarc::nvrtc::result::destroy_program(program) }.unwrap();
 }

@@ -146,7 +146,7 @@ impl MpsDirs {
 
     /// The daemon's control pipe, which it creates in the pipe directory when it starts.
     pub fn control_pipe(&self) -> PathBuf {
-        self.pipe.join("control")
+        control_pipe_in(&self.pipe)
     }
 
     /// The environment a process needs to become a client of this daemon: set it before the
@@ -405,6 +405,11 @@ fn wait_for(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// The control pipe a daemon listening on `pipe_dir` creates there.
+fn control_pipe_in(pipe_dir: &Path) -> PathBuf {
+    pipe_dir.join("control")
+}
+
 /// Parses a list of pids, one per line (the answer to `get_server_list` and `get_client_list`).
 /// Blank lines and surrounding blanks are ignored; empty output is an empty list. Anything else
 /// is an error quoting the first bad line.
@@ -659,7 +664,7 @@ pub fn check_run(requested: bool, pid: u32, pipe_dir: Option<&Path>) -> RunMps {
         is_client: false,
         checked: String::new(),
     };
-    let control_pipe = pipe_dir.join("control");
+    let control_pipe = control_pipe_in(&pipe_dir);
     if !requested && !control_pipe.exists() {
         run.checked = format!(
             "MPS is not configured ({PIPE_ENV} unset, no daemon's control pipe at {}): not a \

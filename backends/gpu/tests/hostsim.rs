@@ -329,14 +329,10 @@ fn range_stage_matches_an_f64_model_tiled_and_whole() {
         };
         let out = run_range(&iq, m, n, tile, &order);
         let got = out.slice::<[f32; 2]>();
-        let (err, peak) = max_errors(
-            got.iter().flat_map(|c| [f64::from(c[0]), f64::from(c[1])]),
+        assert_within_peak(
+            parts(got),
             want.iter().flat_map(|c| [c.re, c.im]),
-        );
-        assert!(
-            err / peak < 1e-5,
-            "{m}x{n} tile {tile:?}: error {:.2e} of peak",
-            err / peak
+            format_args!("{m}x{n} tile {tile:?}"),
         );
     }
 }
@@ -442,14 +438,10 @@ fn doppler_stage_matches_an_f64_model() {
             )
         }
         .expect("enqueue");
-        let (err, peak) = max_errors(
+        assert_within_peak(
             output.slice::<f32>().iter().map(|&p| f64::from(p)),
             want.iter().copied(),
-        );
-        assert!(
-            err / peak < 1e-5,
-            "{n}x{m}: error {:.2e} of peak",
-            err / peak
+            format_args!("{n}x{m}"),
         );
         // The input is the previous stage's: it must be left as it was.
         assert_eq!(input.slice::<[f32; 2]>(), &map[..]);
@@ -569,11 +561,10 @@ fn check_scene(config: SceneConfig, frames: u64) {
         scene.generate_frame(frame, &mut iq).unwrap();
         let got = gpu_power_map(&iq, cpi);
         let want = reference::range_doppler_power(&iq, cpi);
-        let (err, peak) = max_errors(got.iter().map(|&p| f64::from(p)), want.iter().copied());
-        assert!(
-            err / peak < 1e-5,
-            "frame {frame}: power error {:.2e} of peak",
-            err / peak
+        assert_within_peak(
+            got.iter().map(|&p| f64::from(p)),
+            want.iter().copied(),
+            format_args!("frame {frame}: power"),
         );
         let (header, detections) =
             assert_same_as_cpu(&got, n, m, &[], 16384, &format!("frame {frame}"));

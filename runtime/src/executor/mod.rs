@@ -395,10 +395,10 @@ pub fn run_with(
     });
     // Every GPU callback must have run before `shared` goes; after a failure, streams may
     // still hold work. This is the only place the executor waits for a GPU.
-    // Every slot is drained, whatever fails; the first failure is kept.
+    // Every stream of every slot is drained, whatever fails (a faulted device fails them all);
+    // the first failure is kept.
     let mut drained = Ok(());
-    for slot in &shared.slots {
-        let result = slot.drain();
+    for result in shared.slots.iter().flat_map(Slot::drain) {
         if drained.is_ok() {
             drained = result;
         }

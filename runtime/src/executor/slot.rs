@@ -542,23 +542,16 @@ impl Slot {
         )))
     }
 
-    /// Blocks until every GPU stream of the slot has drained. Only at the end of a run.
-    ///
-    /// Every stream is synchronized even when one fails (a faulted device fails them all):
-    /// nothing may be left running that could still call back into the run's state. Returns
-    /// the first failure.
-    pub(crate) fn drain(&self) -> Result<(), GpuError> {
-        let mut first = Ok(());
-        for g in self.stages.iter().filter_map(|s| s.gpu.as_ref()) {
-            let drained = g.gpu.bind_thread().and_then(|()| {
-                // SAFETY: the stream belongs to this slot.
-                unsafe { g.gpu.synchronize(g.stream) }
-            });
-            if first.is_ok() {
-                first = drained;
-            }
-        }
-        first
+    /// Synchronizes the slot's GPU streams, one per item, as the iterator is consumed: each
+    /// item blocks until its stream has drained. Only at the end of a run; the caller
+    /// consumes every item, failed or not, so that nothing is left running that could still
+    /// call back into the run's state.
+    pub(crate) fn drain(&self) -> impl Iterator<Item = Result<(), GpuError>> + '_ {
+        self.stages.iter().filter_map(|s| s.gpu.as_ref()).map(|g| {
+            g.gpu.bind_thread()?;
+            // SAFETY: the stream belongs to this slot.
+            unsafe { g.gpu.synchronize(g.stream) }
+        })
     }
 
     /// Records one finished launch of `stage`.

@@ -70,24 +70,19 @@ pub fn gpu_default_tile(extent: u64, graph_tile: u64) -> u64 {
 /// The divisors of `extent` in ascending order, the first and last `limit / 2` when there are
 /// more than `limit`, for error messages.
 fn fitting_tiles(extent: u64, limit: usize) -> String {
-    let mut tiles: Vec<String> = Vec::new();
-    let mut d = 1;
-    while d * d <= extent && tiles.len() < 64 {
+    let (mut small, mut large) = (Vec::new(), Vec::new());
+    let mut d = 1u64;
+    while d.saturating_mul(d) <= extent {
         if extent.is_multiple_of(d) {
-            tiles.push(d.to_string());
+            small.push(d);
+            if d * d != extent {
+                large.push(extent / d);
+            }
         }
         d += 1;
     }
-    let mut large: Vec<u64> = Vec::new();
-    let mut d = 1;
-    while d * d < extent && large.len() < 64 {
-        if extent.is_multiple_of(d) {
-            large.push(extent / d);
-        }
-        d += 1;
-    }
-    tiles.extend(large.iter().rev().map(u64::to_string));
-    tiles.dedup();
+    small.extend(large.into_iter().rev());
+    let mut tiles: Vec<String> = small.iter().map(u64::to_string).collect();
     if tiles.len() > limit {
         let tail = tiles.split_off(tiles.len() - limit / 2);
         tiles.truncate(limit / 2);

@@ -383,3 +383,29 @@ pub fn max_errors(got: impl Iterator<Item = f64>, want: impl Iterator<Item = f64
         (err.max((g - w).abs()), peak.max(w.abs()))
     })
 }
+
+/// The f32 stages' accuracy against an f64 reference: the largest absolute error over the
+/// reference's largest magnitude.
+pub const PEAK_TOLERANCE: f64 = 1e-5;
+
+/// Asserts that `got` is within [`PEAK_TOLERANCE`] of `want`'s peak; `what` names the case.
+#[track_caller]
+pub fn assert_within_peak(
+    got: impl Iterator<Item = f64>,
+    want: impl Iterator<Item = f64>,
+    what: impl std::fmt::Display,
+) {
+    let (err, peak) = max_errors(got, want);
+    assert!(
+        err / peak < PEAK_TOLERANCE,
+        "{what}: error {:.2e} of peak",
+        err / peak
+    );
+}
+
+/// Complex f32 pairs as a sequence of f64 parts (re, im, re, im, ...).
+pub fn parts(values: &[[f32; 2]]) -> impl Iterator<Item = f64> + '_ {
+    values
+        .iter()
+        .flat_map(|c| [f64::from(c[0]), f64::from(c[1])])
+}

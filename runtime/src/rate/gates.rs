@@ -8,8 +8,8 @@
 //! - **Pass means all of:** every frame sent in the measured window was completed (and no more
 //!   were counted than were sent), no partial frames, no dropped frames, no frame failed
 //!   verification, processed rate >= `min_rate_ratio` x offered rate, post-CPI p99 <= the
-//!   latency bound, and latency growth over the window (trend x window) <= `max_trend_growth`
-//!   x the latency bound.
+//!   latency budget at that rate ([`LatencyBudget::at`]), and latency growth over the window
+//!   (trend x window) <= `max_trend_growth` x the budget.
 //! - **Fails closed.** A NaN rate, trend or gate setting fails the gate it feeds; nothing
 //!   passes by default.
 //! - **Pure.** No clock, no I/O, no allocation beyond the verdict's list of failures.
@@ -45,53 +45,172 @@ pub struct TrialMeasurement {
     pub window: Duration,
 }
 
-/// The latency a trial's post-CPI p99 must not exceed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LatencyBound {
-    /// One CPI period at the offered rate, 1/R: a frame is processed before the next one has
-    /// fully arrived.
-    #[default]
+/// The latency budget: what a trial's post-CPI p99 must not exceed, stated with the rule
+/// that gives it.
+///
+/// The default, [`LatencyBudget::Deadline`], is the workload's own deadline: the CPI's
+/// physical duration (its chirps at the physical chirp interval), or one CPI period at the
+/// offered rate when that is longer, so that a slow stream is never held to a tighter bound
+/// than its own period. [`LatencyBudget::OneCpiPeriod`] (`1/R`) is the strict rule: a frame
+/// is processed before the next one has fully arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum LatencyBudget {
+    /// `max(cpi_duration, 1/R)`.
+    Deadline {
+        /// The CPI's physical duration.
+        #[serde(with = "duration_ms", rename = "cpi_duration_ms")]
+        cpi_duration: Duration,
+    },
+    /// One CPI period at the offered rate, 1/R.
     OneCpiPeriod,
     /// A fixed bound, whatever the rate.
+    Fixed {
+        /// The bound.
+        #[serde(with = "duration_ms", rename = "bound_ms")]
+        bound: Duration,
+    },
+}
+
+impl LatencyBudget {
+    /// The budget at offered rate `rate` (CPI/s). A rate that is not positive and finite has
+    /// no period; its period is then [`Duration::MAX`] (such a trial fails the rate gate
+    /// instead).
+    pub fn at(self, rate: f64) -> Duration {
+        let period = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::MAX);
+        match self {
+            Self::Deadline { cpi_duration } => cpi_duration.max(period),
+            Self::OneCpiPeriod => period,
+            Self::Fixed { bound } => bound,
+        }
+    }
+}
+
+impl fmt::Display for LatencyBudget {
+    /// The rule as `--latency-budget` takes it, with the deadline's value: `deadline (6.4 ms)`,
+    /// `1/R`, `6.4 ms`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+        match self {
+            Self::Deadline { cpi_duration } => {
+                write!(f, "deadline (max of {} ms and 1/R)", ms(cpi_duration))
+            }
+            Self::OneCpiPeriod => f.write_str("1/R"),
+            Self::Fixed { bound } => write!(f, "{} ms", ms(bound)),
+        }
+    }
+}
+
+/// The budget rule as given on the command line, before the CPI is known:
+/// `deadline`, `1/R`, or a duration (`6.4ms`, `25 ms`, `0.1s`, `500us`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BudgetRule {
+    /// [`LatencyBudget::Deadline`] at each CPI.
+    #[default]
+    Deadline,
+    /// [`LatencyBudget::OneCpiPeriod`].
+    OneCpiPeriod,
+    /// [`LatencyBudget::Fixed`].
     Fixed(Duration),
 }
 
-impl LatencyBound {
-    /// The bound at offered rate `rate` (CPI/s). [`LatencyBound::OneCpiPeriod`] at a rate
-    /// that is not positive and finite has no period; its bound is then [`Duration::MAX`]
-    /// (such a trial fails the rate gate instead).
-    pub fn at(self, rate: f64) -> Duration {
+impl BudgetRule {
+    /// The budget at a CPI whose physical duration is `cpi_duration`.
+    pub fn at_cpi(self, cpi_duration: Duration) -> LatencyBudget {
         match self {
-            Self::OneCpiPeriod => Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::MAX),
-            Self::Fixed(bound) => bound,
+            Self::Deadline => LatencyBudget::Deadline { cpi_duration },
+            Self::OneCpiPeriod => LatencyBudget::OneCpiPeriod,
+            Self::Fixed(bound) => LatencyBudget::Fixed { bound },
         }
+    }
+}
+
+impl fmt::Display for BudgetRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Deadline => f.write_str("deadline"),
+            Self::OneCpiPeriod => f.write_str("1/R"),
+            Self::Fixed(bound) => write!(f, "{}ms", bound.as_secs_f64() * 1e3),
+        }
+    }
+}
+
+/// A `--latency-budget` that is not `deadline`, `1/R` or a positive duration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "latency budget {0:?}: expected `deadline`, `1/R` or a positive duration with its unit (`6.4ms`, `500us`, `0.1s`)"
+)]
+pub struct BudgetRuleError(String);
+
+impl std::str::FromStr for BudgetRule {
+    type Err = BudgetRuleError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || BudgetRuleError(text.to_string());
+        let t = text.trim();
+        match t.to_ascii_lowercase().as_str() {
+            "deadline" => return Ok(Self::Deadline),
+            "1/r" => return Ok(Self::OneCpiPeriod),
+            _ => {}
+        }
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, unit) = t.split_at(split);
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let scale = match unit.trim() {
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            _ => return Err(bad()),
+        };
+        match Duration::try_from_secs_f64(value * scale) {
+            Ok(bound) if !bound.is_zero() => Ok(Self::Fixed(bound)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Serde for a [`Duration`] as a number of milliseconds.
+mod duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1e3)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(ms / 1e3).map_err(serde::de::Error::custom)
     }
 }
 
 /// The thresholds a trial must meet.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Gates {
-    /// The bound on post-CPI p99 latency.
-    pub latency_bound: LatencyBound,
+    /// The budget post-CPI p99 latency must stay within.
+    pub latency_budget: LatencyBudget,
     /// The least processed rate as a fraction of the offered rate (default 0.99).
     pub min_rate_ratio: f64,
     /// How much post-CPI latency may grow over the measured window (trend x window), as a
-    /// fraction of the latency bound (default 0.5).
+    /// fraction of the latency budget (default 0.5).
     pub max_trend_growth: f64,
 }
 
 impl Gates {
     /// The default least processed rate, as a fraction of the offered rate.
     pub const DEFAULT_MIN_RATE_RATIO: f64 = 0.99;
-    /// The default allowed latency growth over the window, as a fraction of the bound.
+    /// The default allowed latency growth over the window, as a fraction of the budget.
     pub const DEFAULT_MAX_TREND_GROWTH: f64 = 0.5;
 }
 
-impl Default for Gates {
-    fn default() -> Self {
+impl Gates {
+    /// The default gates with this latency budget.
+    pub fn new(latency_budget: LatencyBudget) -> Self {
         Self {
-            latency_bound: LatencyBound::OneCpiPeriod,
+            latency_budget,
             min_rate_ratio: Self::DEFAULT_MIN_RATE_RATIO,
             max_trend_growth: Self::DEFAULT_MAX_TREND_GROWTH,
         }
@@ -122,12 +241,12 @@ pub enum Failure {
         /// The least rate that passes, CPI/s.
         wanted: f64,
     },
-    /// Post-CPI p99 latency exceeded the bound.
-    LatencyOverBound {
+    /// Post-CPI p99 latency exceeded the budget.
+    LatencyOverBudget {
         /// The measured p99.
         p99: Duration,
-        /// The bound at this rate.
-        bound: Duration,
+        /// The budget at this rate.
+        budget: Duration,
     },
     /// Post-CPI latency grew over the window by more than allowed.
     RisingLatency {
@@ -176,8 +295,8 @@ impl fmt::Display for Failure {
                 f,
                 "processed {processed:.3} CPI/s, short of the {wanted:.3} CPI/s required"
             ),
-            Self::LatencyOverBound { p99, bound } => {
-                write!(f, "post-CPI p99 {p99:.3?} exceeds the {bound:.3?} bound")
+            Self::LatencyOverBudget { p99, budget } => {
+                write!(f, "post-CPI p99 {p99:.3?} exceeds the {budget:.3?} budget")
             }
             Self::RisingLatency { growth, allowed } => write!(
                 f,
@@ -271,16 +390,16 @@ pub fn judge(m: &TrialMeasurement, gates: &Gates) -> Verdict {
         });
     }
 
-    let bound = gates.latency_bound.at(m.offered_rate);
-    if m.post_cpi_p99 > bound {
-        failures.push(Failure::LatencyOverBound {
+    let budget = gates.latency_budget.at(m.offered_rate);
+    if m.post_cpi_p99 > budget {
+        failures.push(Failure::LatencyOverBudget {
             p99: m.post_cpi_p99,
-            bound,
+            budget,
         });
     }
 
     let growth = m.post_cpi_trend * m.window.as_secs_f64();
-    let allowed = gates.max_trend_growth * bound.as_secs_f64();
+    let allowed = gates.max_trend_growth * budget.as_secs_f64();
     let growth_within = growth <= allowed;
     if !growth_within {
         failures.push(Failure::RisingLatency { growth, allowed });
@@ -311,13 +430,23 @@ mod tests {
         }
     }
 
+    /// The default gates at a CPI of 6.4 ms (1024x128): the deadline is 6.4 ms or 1/R.
+    fn defaults() -> Gates {
+        Gates::new(BudgetRule::default().at_cpi(Duration::from_micros(6_400)))
+    }
+
+    /// The strict rule's gates, 1/R.
+    fn strict() -> Gates {
+        Gates::new(LatencyBudget::OneCpiPeriod)
+    }
+
     fn failures(m: &TrialMeasurement) -> Vec<Failure> {
-        judge(m, &Gates::default()).failures
+        judge(m, &strict()).failures
     }
 
     #[test]
     fn a_clean_measurement_passes() {
-        let verdict = judge(&clean(), &Gates::default());
+        let verdict = judge(&clean(), &strict());
         assert!(verdict.passed && verdict.is_pass(), "{verdict}");
         assert!(verdict.failures.is_empty());
         assert_eq!(verdict.to_string(), "pass");
@@ -325,10 +454,83 @@ mod tests {
 
     #[test]
     fn defaults_are_the_contract() {
-        let gates = Gates::default();
-        assert_eq!(gates.latency_bound, LatencyBound::OneCpiPeriod);
+        let gates = defaults();
+        assert_eq!(
+            gates.latency_budget,
+            LatencyBudget::Deadline {
+                cpi_duration: Duration::from_micros(6_400)
+            }
+        );
         assert_eq!(gates.min_rate_ratio, 0.99);
         assert_eq!(gates.max_trend_growth, 0.5);
+        assert_eq!(BudgetRule::default(), BudgetRule::Deadline);
+    }
+
+    #[test]
+    fn the_deadline_is_the_cpi_duration_or_the_period_when_longer() {
+        let deadline = defaults().latency_budget;
+        // Fast streams: the CPI's physical duration, whatever R.
+        assert_eq!(deadline.at(500.0), Duration::from_micros(6_400));
+        assert_eq!(deadline.at(156.25), Duration::from_micros(6_400));
+        // A slow stream is held to its own period, never to less.
+        assert_eq!(deadline.at(100.0), 10 * MS);
+        assert_eq!(deadline.at(1.0), Duration::from_secs(1));
+        assert_eq!(deadline.at(0.0), Duration::MAX);
+
+        // 5 ms passes at 500 CPI/s under the deadline but fails the strict 1/R (2 ms).
+        let fast = TrialMeasurement {
+            offered_rate: 500.0,
+            frames_sent: 5000,
+            frames_completed: 5000,
+            processed_rate: 500.0,
+            post_cpi_p99: 5 * MS,
+            ..clean()
+        };
+        assert!(judge(&fast, &defaults()).is_pass());
+        assert_eq!(
+            failures(&fast),
+            [Failure::LatencyOverBudget {
+                p99: 5 * MS,
+                budget: 2 * MS
+            }]
+        );
+    }
+
+    #[test]
+    fn budget_rules_parse_and_print_as_given() {
+        for (text, rule) in [
+            ("deadline", BudgetRule::Deadline),
+            ("1/R", BudgetRule::OneCpiPeriod),
+            ("1/r", BudgetRule::OneCpiPeriod),
+            ("6.4ms", BudgetRule::Fixed(Duration::from_micros(6_400))),
+            ("25 ms", BudgetRule::Fixed(25 * MS)),
+            ("500us", BudgetRule::Fixed(Duration::from_micros(500))),
+            ("0.1s", BudgetRule::Fixed(100 * MS)),
+        ] {
+            assert_eq!(text.parse::<BudgetRule>(), Ok(rule), "{text}");
+            assert_eq!(rule.to_string().parse::<BudgetRule>(), Ok(rule), "{rule}");
+        }
+        for bad in ["", "6.4", "ms", "0ms", "-1ms", "fast", "1/2", "6.4 min"] {
+            let e = bad.parse::<BudgetRule>().unwrap_err().to_string();
+            assert!(e.contains("deadline") && e.contains("1/R"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn budgets_serialize_with_their_rule() {
+        let deadline = defaults().latency_budget;
+        let text = serde_json::to_string(&deadline).unwrap();
+        assert_eq!(text, r#"{"rule":"deadline","cpi_duration_ms":6.4}"#);
+        assert_eq!(
+            serde_json::from_str::<LatencyBudget>(&text).unwrap(),
+            deadline
+        );
+        assert_eq!(
+            serde_json::to_string(&LatencyBudget::OneCpiPeriod).unwrap(),
+            r#"{"rule":"one_cpi_period"}"#
+        );
+        assert_eq!(deadline.to_string(), "deadline (max of 6.4 ms and 1/R)");
+        assert_eq!(LatencyBudget::Fixed { bound: 2 * MS }.to_string(), "2 ms");
     }
 
     #[test]
@@ -401,7 +603,7 @@ mod tests {
             processed_rate: wanted,
             ..clean()
         };
-        assert!(judge(&at_ratio, &Gates::default()).is_pass());
+        assert!(judge(&at_ratio, &strict()).is_pass());
 
         let short = TrialMeasurement {
             processed_rate: 98.9,
@@ -417,10 +619,10 @@ mod tests {
     }
 
     #[test]
-    fn the_default_latency_bound_is_one_cpi_period_at_r() {
-        assert_eq!(LatencyBound::OneCpiPeriod.at(100.0), 10 * MS);
-        assert_eq!(LatencyBound::OneCpiPeriod.at(50.0), 20 * MS);
-        assert_eq!(LatencyBound::Fixed(3 * MS).at(100.0), 3 * MS);
+    fn the_strict_budget_is_one_cpi_period_at_r() {
+        assert_eq!(LatencyBudget::OneCpiPeriod.at(100.0), 10 * MS);
+        assert_eq!(LatencyBudget::OneCpiPeriod.at(50.0), 20 * MS);
+        assert_eq!(LatencyBudget::Fixed { bound: 3 * MS }.at(100.0), 3 * MS);
 
         // 10.5 ms fails at 100 CPI/s (period 10 ms) and passes at 50 CPI/s (period 20 ms).
         let p99 = Duration::from_micros(10_500);
@@ -430,9 +632,9 @@ mod tests {
         };
         assert_eq!(
             failures(&at_100),
-            [Failure::LatencyOverBound {
+            [Failure::LatencyOverBudget {
                 p99,
-                bound: 10 * MS
+                budget: 10 * MS
             }]
         );
         let at_50 = TrialMeasurement {
@@ -443,48 +645,45 @@ mod tests {
             post_cpi_p99: p99,
             ..clean()
         };
-        assert!(judge(&at_50, &Gates::default()).is_pass());
+        assert!(judge(&at_50, &strict()).is_pass());
 
-        // Exactly the bound passes.
+        // Exactly the budget passes.
         let at_bound = TrialMeasurement {
             post_cpi_p99: 10 * MS,
             ..clean()
         };
-        assert!(judge(&at_bound, &Gates::default()).is_pass());
+        assert!(judge(&at_bound, &strict()).is_pass());
     }
 
     #[test]
-    fn a_fixed_latency_bound_applies_at_every_rate() {
-        let gates = Gates {
-            latency_bound: LatencyBound::Fixed(2 * MS),
-            ..Gates::default()
-        };
+    fn a_fixed_latency_budget_applies_at_every_rate() {
+        let gates = Gates::new(LatencyBudget::Fixed { bound: 2 * MS });
         let verdict = judge(&clean(), &gates);
         assert_eq!(
             verdict.failures,
-            [Failure::LatencyOverBound {
+            [Failure::LatencyOverBudget {
                 p99: 4 * MS,
-                bound: 2 * MS
+                budget: 2 * MS
             }]
         );
     }
 
     #[test]
-    fn the_bound_of_a_rate_without_a_period_is_unbounded() {
-        assert_eq!(LatencyBound::OneCpiPeriod.at(0.0), Duration::MAX);
-        assert_eq!(LatencyBound::OneCpiPeriod.at(-1.0), Duration::MAX);
-        assert_eq!(LatencyBound::OneCpiPeriod.at(f64::NAN), Duration::MAX);
+    fn the_budget_of_a_rate_without_a_period_is_unbounded() {
+        assert_eq!(LatencyBudget::OneCpiPeriod.at(0.0), Duration::MAX);
+        assert_eq!(LatencyBudget::OneCpiPeriod.at(-1.0), Duration::MAX);
+        assert_eq!(LatencyBudget::OneCpiPeriod.at(f64::NAN), Duration::MAX);
     }
 
     #[test]
-    fn rising_latency_fails_beyond_half_the_bound_over_the_window() {
-        // Bound 10 ms at 100 CPI/s, so growth over the 10 s window may be at most 5 ms.
+    fn rising_latency_fails_beyond_half_the_budget_over_the_window() {
+        // Budget 10 ms at 100 CPI/s, so growth over the 10 s window may be at most 5 ms.
         let rising = |trend: f64| TrialMeasurement {
             post_cpi_trend: trend,
             ..clean()
         };
-        assert!(judge(&rising(4e-4), &Gates::default()).is_pass()); // 4 ms
-        assert!(judge(&rising(-1e-3), &Gates::default()).is_pass()); // falling
+        assert!(judge(&rising(4e-4), &strict()).is_pass()); // 4 ms
+        assert!(judge(&rising(-1e-3), &strict()).is_pass()); // falling
         let got = failures(&rising(6e-4)); // 6 ms
         let [Failure::RisingLatency { growth, allowed }] = got[..] else {
             panic!("expected one RisingLatency, got {got:?}");
@@ -514,7 +713,7 @@ mod tests {
         let nan_gates = Gates {
             min_rate_ratio: f64::NAN,
             max_trend_growth: f64::NAN,
-            ..Gates::default()
+            ..strict()
         };
         let verdict = judge(&clean(), &nan_gates);
         assert!(!verdict.is_pass());
@@ -535,7 +734,7 @@ mod tests {
             post_cpi_trend: 1e-2,
             window: Duration::from_secs(10),
         };
-        let verdict = judge(&m, &Gates::default());
+        let verdict = judge(&m, &strict());
         assert!(!verdict.passed && !verdict.is_pass());
         let kinds: Vec<_> = verdict
             .failures
@@ -546,7 +745,7 @@ mod tests {
                 Failure::DroppedFrames(_) => "dropped",
                 Failure::Verification(_) => "verification",
                 Failure::RateShort { .. } => "rate",
-                Failure::LatencyOverBound { .. } => "latency",
+                Failure::LatencyOverBudget { .. } => "latency",
                 Failure::RisingLatency { .. } => "trend",
                 Failure::SystemFailed(_) => "system",
                 Failure::Pipeline(..) => "pipeline",
@@ -590,9 +789,9 @@ mod tests {
                 processed: 9.0,
                 wanted: 9.9,
             },
-            Failure::LatencyOverBound {
+            Failure::LatencyOverBudget {
                 p99: 12 * MS,
-                bound: 10 * MS,
+                budget: 10 * MS,
             },
             Failure::RisingLatency {
                 growth: 6e-3,
@@ -611,12 +810,12 @@ mod tests {
         );
         assert_eq!(Failure::DroppedFrames(2).to_string(), "2 frames dropped");
         assert_eq!(
-            Failure::LatencyOverBound {
+            Failure::LatencyOverBudget {
                 p99: 12 * MS,
-                bound: 10 * MS
+                budget: 10 * MS
             }
             .to_string(),
-            "post-CPI p99 12.000ms exceeds the 10.000ms bound"
+            "post-CPI p99 12.000ms exceeds the 10.000ms budget"
         );
     }
 

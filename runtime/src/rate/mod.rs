@@ -1,5 +1,5 @@
 //! The sustained-rate search of `kplace bisect-rate` (docs/architecture.md): the pure
-//! logic, with no I/O, no clock and no processes.
+//! logic, with no I/O, no clock and no processes, and the types of its results file.
 //!
 //! - [`gates`] turns what one trial measured ([`TrialMeasurement`]) into a [`Verdict`]: pass
 //!   or fail, and every reason it failed. [`judge`] is a pure function of the measurement and
@@ -10,14 +10,24 @@
 //!   (open-loop sender, pipeline under test, verifier), so the search is tested here on
 //!   simulated systems and reused unchanged by the real trial runner.
 //!
+//! - [`steadiness`] judges a steadiness probe (a fixed loop timed repeatedly): is the
+//!   machine itself steady enough for a failure to mean something?
+//! - [`sweep`] is the results file a sweep writes and `kplace plot` reads.
+//!
 //! A trial runner pairs them: for each `(rate, phase)` the search asks for, run the trial,
 //! build a [`TrialMeasurement`], and return [`judge`]'s verdict (or an error to stop, e.g. on
 //! Ctrl-C; the trials so far come back in [`SearchError::Trial`]).
 
 pub mod gates;
 pub mod search;
+pub mod steadiness;
+pub mod sweep;
 
-pub use gates::{Failure, Gates, LatencyBound, TrialMeasurement, Verdict, judge};
-pub use search::{
-    ConfigError, Outcome, Phase, SearchConfig, SearchError, SearchResult, TrialRecord, search,
+pub use gates::{
+    BudgetRule, BudgetRuleError, Failure, Gates, LatencyBudget, TrialMeasurement, Verdict, judge,
 };
+pub use search::{
+    ConfigError, Judgement, Outcome, Phase, SearchConfig, SearchError, SearchResult, TrialRecord,
+    search,
+};
+pub use steadiness::{Probe, Steadiness, SteadyLimits, relative_spread};

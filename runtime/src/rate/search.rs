@@ -26,16 +26,29 @@
 //! the search with [`Outcome::PassesEverywhere`]. A failure at `min_rate` with nothing passing
 //! below the lowest failure ends it with [`Outcome::FailsEverywhere`].
 //!
+//! The machine's bad minutes never become a rate:
+//!
+//! - **Invalid trials are retried.** A trial the runner judges [`Judgement::Invalid`] (the
+//!   load generator fell behind its schedule, or the machine was unsteady when it failed)
+//!   says nothing about the system under test: it is recorded and run again at the same rate,
+//!   up to `invalid_retries` times in a row; one more ends the search with
+//!   [`Outcome::Unsteady`].
+//! - **Contradictions end the search.** A failure at a rate more than `contradiction` below a
+//!   rate that passed (`(pass - fail) / fail > contradiction`) cannot be the system's capacity
+//!   changing by a few percent: the search ends with [`Outcome::Unsteady`] and its trials,
+//!   never with a rate far below one that passed.
+//!
 //! Guarantees of a [`SearchResult`]:
 //!
 //! - **Every trial recorded.** `trials[i]` is the i-th call of the closure that returned a
-//!   verdict, with the rate and phase it was called with, so a runner may keep richer per-trial
-//!   data (its measurements) in a list of its own, index for index.
+//!   judgement (invalid ones too), with the rate and phase it was called with, so a runner may
+//!   keep richer per-trial data (its measurements) in a list of its own, index for index.
 //! - **Rates in range.** Every rate offered lies in `[min_rate, max_rate]`; at most
-//!   `max_trials` trials are run.
+//!   `max_trials` trials are run, invalid ones included.
 //! - **`sustained` is K/K and below every failure.** When `Some(r)`, K consecutive
-//!   confirmation trials at `r` passed, and every failing trial in `trials` was at a rate
-//!   above `r`.
+//!   judged confirmation trials at `r` passed (invalid ones between them are retries, not
+//!   breaks), and every failing trial in `trials` was at a rate above `r`. It is always
+//!   `None` when the outcome is [`Outcome::Unsteady`].
 //! - **Both bounds tested, never assumed.** `lowest_fail` is the lowest rate at which a trial
 //!   failed; `highest_pass` is the highest rate below it at which a trial passed (it equals
 //!   `sustained` whenever that is `Some`). With [`Outcome::Converged`],
@@ -50,6 +63,60 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::gates::Verdict;
+
+/// What one trial established: a verdict on the system under test, or nothing (the trial was
+/// invalid: the load generator or the machine, not the system, decided it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judgement {
+    /// The gates' verdict.
+    Verdict(Verdict),
+    /// Why the trial says nothing about the system under test.
+    Invalid(String),
+}
+
+impl From<Verdict> for Judgement {
+    fn from(verdict: Verdict) -> Self {
+        Self::Verdict(verdict)
+    }
+}
+
+impl Judgement {
+    /// Whether the trial was judged and passed.
+    pub fn passed(&self) -> bool {
+        matches!(self, Self::Verdict(v) if v.is_pass())
+    }
+
+    /// Whether the trial was judged and failed.
+    pub fn failed(&self) -> bool {
+        matches!(self, Self::Verdict(v) if !v.is_pass())
+    }
+
+    /// The verdict, when the trial was judged.
+    pub fn verdict(&self) -> Option<&Verdict> {
+        match self {
+            Self::Verdict(v) => Some(v),
+            Self::Invalid(_) => None,
+        }
+    }
+
+    /// Why the trial was invalid, when it was.
+    pub fn invalid(&self) -> Option<&str> {
+        match self {
+            Self::Verdict(_) => None,
+            Self::Invalid(why) => Some(why),
+        }
+    }
+}
+
+impl fmt::Display for Judgement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Verdict(v) => write!(f, "{v}"),
+            Self::Invalid(why) => write!(f, "invalid (retried): {why}"),
+        }
+    }
+}
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,6 +134,13 @@ pub struct SearchConfig {
     /// The most trials run; the search stops with [`Outcome::TrialCap`] when it would need
     /// more.
     pub max_trials: usize,
+    /// How many invalid trials in a row are retried at one rate (default 3); one more ends
+    /// the search as [`Outcome::Unsteady`].
+    pub invalid_retries: u32,
+    /// How far below a passing rate a failure may lie, as `(pass - fail) / fail`, before the
+    /// trials contradict each other and the search ends as [`Outcome::Unsteady`] (default
+    /// 0.25); `None` never ends a search so (the step-down alone decides).
+    pub contradiction: Option<f64>,
 }
 
 impl SearchConfig {
@@ -80,9 +154,14 @@ impl SearchConfig {
     pub const DEFAULT_MIN_RATE_FRACTION: f64 = 1.0 / 1024.0;
     /// The default trial cap.
     pub const DEFAULT_MAX_TRIALS: usize = 60;
+    /// The default number of invalid trials retried in a row.
+    pub const DEFAULT_INVALID_RETRIES: u32 = 3;
+    /// The default contradiction tolerance.
+    pub const DEFAULT_CONTRADICTION: f64 = 0.25;
 
     /// The defaults around `start_rate`: tolerance 2%, 3/3, rates from `start_rate / 1024` to
-    /// 10^6 CPI/s (or `start_rate`, if higher), at most 60 trials.
+    /// 10^6 CPI/s (or `start_rate`, if higher), at most 60 trials, 3 invalid trials retried
+    /// in a row, a failure more than 25% below a pass ends the search as unsteady.
     pub fn new(start_rate: f64) -> Self {
         Self {
             start_rate,
@@ -91,11 +170,13 @@ impl SearchConfig {
             max_rate: Self::DEFAULT_MAX_RATE.max(start_rate),
             min_rate: start_rate * Self::DEFAULT_MIN_RATE_FRACTION,
             max_trials: Self::DEFAULT_MAX_TRIALS,
+            invalid_retries: Self::DEFAULT_INVALID_RETRIES,
+            contradiction: Some(Self::DEFAULT_CONTRADICTION),
         }
     }
 
     /// Checks that the rates are finite with `0 < min_rate <= start_rate <= max_rate`, the
-    /// tolerance is finite and positive, and K is at least 1.
+    /// tolerance and the contradiction tolerance are finite and positive, and K is at least 1.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let Self {
             start_rate,
@@ -104,6 +185,8 @@ impl SearchConfig {
             max_rate,
             min_rate,
             max_trials: _,
+            invalid_retries: _,
+            contradiction,
         } = *self;
         if !(min_rate.is_finite() && min_rate > 0.0) {
             return Err(ConfigError::MinRate(min_rate));
@@ -123,6 +206,11 @@ impl SearchConfig {
         }
         if confirm == 0 {
             return Err(ConfigError::Confirm);
+        }
+        if let Some(c) = contradiction
+            && !(c.is_finite() && c > 0.0)
+        {
+            return Err(ConfigError::Contradiction(c));
         }
         Ok(())
     }
@@ -158,6 +246,9 @@ pub enum ConfigError {
     /// K is zero.
     #[error("confirmation needs at least one trial")]
     Confirm,
+    /// The contradiction tolerance is not a positive finite number.
+    #[error("the contradiction tolerance must be positive and finite, not {0}")]
+    Contradiction(f64),
 }
 
 /// Why the search chose a trial's rate.
@@ -194,11 +285,23 @@ pub struct TrialRecord {
     /// Why this rate was chosen.
     pub phase: Phase,
     /// What the trial returned.
-    pub verdict: Verdict,
+    pub judgement: Judgement,
+}
+
+impl TrialRecord {
+    /// Whether the trial was judged and passed.
+    pub fn passed(&self) -> bool {
+        self.judgement.passed()
+    }
+
+    /// Whether the trial was judged and failed.
+    pub fn failed(&self) -> bool {
+        self.judgement.failed()
+    }
 }
 
 /// How the search ended.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// A rate passed K/K with a tested failure within the tolerance above it.
@@ -216,8 +319,29 @@ pub enum Outcome {
     },
     /// The trial cap was reached first.
     TrialCap,
+    /// The machine, not the system under test, decided: too many invalid trials in a row, or
+    /// a failure far below a rate that passed. No rate is reported.
+    Unsteady {
+        /// What happened, in one sentence.
+        reason: String,
+    },
     /// A trial returned an error (only in [`SearchError::Trial`]'s partial result).
     Interrupted,
+}
+
+impl Outcome {
+    /// The outcome's kind as one word (`converged`, `passes_everywhere`, `fails_everywhere`,
+    /// `trial_cap`, `unsteady`, `interrupted`), for tables and scripts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Converged => "converged",
+            Self::PassesEverywhere { .. } => "passes_everywhere",
+            Self::FailsEverywhere { .. } => "fails_everywhere",
+            Self::TrialCap => "trial_cap",
+            Self::Unsteady { .. } => "unsteady",
+            Self::Interrupted => "interrupted",
+        }
+    }
 }
 
 impl fmt::Display for Outcome {
@@ -231,6 +355,7 @@ impl fmt::Display for Outcome {
                 write!(f, "fails everywhere down to the minimum {min_rate} CPI/s")
             }
             Self::TrialCap => f.write_str("stopped at the trial cap"),
+            Self::Unsteady { reason } => write!(f, "unsteady machine: {reason}"),
             Self::Interrupted => f.write_str("interrupted"),
         }
     }
@@ -290,13 +415,16 @@ impl<E: std::error::Error + 'static> std::error::Error for SearchError<E> {
 
 /// Searches for the sustained rate, calling `trial(rate, phase)` for each trial.
 ///
-/// The closure runs one trial at `rate` and returns its verdict, or an error that stops the
-/// search (Ctrl-C, a runner that cannot continue); the partial result comes back in
-/// [`SearchError::Trial`]. A system that fails at a rate for its own reasons (it crashed, it
-/// fell behind) should return a failing verdict, not an error.
-pub fn search<E, F>(config: &SearchConfig, trial: F) -> Result<SearchResult, SearchError<E>>
+/// The closure runs one trial at `rate` and returns its verdict or [`Judgement`] (a
+/// [`Verdict`] converts), or an error that stops the search (Ctrl-C, a runner that cannot
+/// continue); the partial result comes back in [`SearchError::Trial`]. A system that fails at
+/// a rate for its own reasons (it crashed, it fell behind) should return a failing verdict,
+/// not an error; a trial the load generator or the machine decided returns
+/// [`Judgement::Invalid`].
+pub fn search<E, J, F>(config: &SearchConfig, trial: F) -> Result<SearchResult, SearchError<E>>
 where
-    F: FnMut(f64, Phase) -> Result<Verdict, E>,
+    J: Into<Judgement>,
+    F: FnMut(f64, Phase) -> Result<J, E>,
 {
     config.validate().map_err(SearchError::InvalidConfig)?;
     let mut state = Search {
@@ -310,6 +438,7 @@ where
     match state.drive() {
         Ok(outcome) => Ok(state.finish(outcome)),
         Err(Stop::Cap) => Ok(state.finish(Outcome::TrialCap)),
+        Err(Stop::Unsteady(reason)) => Ok(state.finish(Outcome::Unsteady { reason })),
         Err(Stop::Trial(cause)) => Err(SearchError::Trial {
             partial: Box::new(state.finish(Outcome::Interrupted)),
             cause,
@@ -321,6 +450,8 @@ where
 enum Stop<E> {
     /// The next trial would exceed the cap.
     Cap,
+    /// The machine decided the trials, not the system: why.
+    Unsteady(String),
     /// A trial returned an error.
     Trial(E),
 }
@@ -351,9 +482,10 @@ struct Search<'c, F> {
 
 impl<F> Search<'_, F> {
     /// Runs steps until one ends the search.
-    fn drive<E>(&mut self) -> Result<Outcome, Stop<E>>
+    fn drive<E, J>(&mut self) -> Result<Outcome, Stop<E>>
     where
-        F: FnMut(f64, Phase) -> Result<Verdict, E>,
+        J: Into<Judgement>,
+        F: FnMut(f64, Phase) -> Result<J, E>,
     {
         loop {
             match self.next_step() {
@@ -420,37 +552,80 @@ impl<F> Search<'_, F> {
     fn highest_pass(&self) -> Option<f64> {
         self.trials
             .iter()
-            .filter(|t| t.verdict.is_pass() && self.lowest_fail.is_none_or(|fail| t.rate < fail))
+            .filter(|t| t.passed() && self.lowest_fail.is_none_or(|fail| t.rate < fail))
             .map(|t| t.rate)
             .reduce(f64::max)
     }
 
-    /// Runs one trial and records it; whether it passed.
-    fn run<E>(&mut self, rate: f64, phase: Phase) -> Result<bool, Stop<E>>
+    /// Runs one trial at `rate` and records it, retrying invalid ones; whether it passed.
+    fn run<E, J>(&mut self, rate: f64, phase: Phase) -> Result<bool, Stop<E>>
     where
-        F: FnMut(f64, Phase) -> Result<Verdict, E>,
+        J: Into<Judgement>,
+        F: FnMut(f64, Phase) -> Result<J, E>,
     {
-        if self.trials.len() >= self.config.max_trials {
-            return Err(Stop::Cap);
+        let mut invalid = 0;
+        loop {
+            if self.trials.len() >= self.config.max_trials {
+                return Err(Stop::Cap);
+            }
+            let judgement: Judgement = (self.trial)(rate, phase).map_err(Stop::Trial)?.into();
+            let record = TrialRecord {
+                rate,
+                phase,
+                judgement,
+            };
+            match &record.judgement {
+                Judgement::Invalid(why) => {
+                    invalid += 1;
+                    let why = why.clone();
+                    self.trials.push(record);
+                    if invalid > self.config.invalid_retries {
+                        return Err(Stop::Unsteady(format!(
+                            "{invalid} invalid trials in a row at {rate:.3} CPI/s, the last: {why}"
+                        )));
+                    }
+                }
+                Judgement::Verdict(verdict) => {
+                    let passed = verdict.is_pass();
+                    let contradicted = if passed {
+                        None
+                    } else {
+                        self.contradicted(rate)
+                    };
+                    if !passed {
+                        self.lowest_fail =
+                            Some(self.lowest_fail.map_or(rate, |fail| fail.min(rate)));
+                    }
+                    self.trials.push(record);
+                    if let Some(pass) = contradicted {
+                        return Err(Stop::Unsteady(format!(
+                            "a trial failed at {rate:.3} CPI/s after one passed at {pass:.3} CPI/s, {:.0}% higher",
+                            (pass - rate) / rate * 100.0
+                        )));
+                    }
+                    return Ok(passed);
+                }
+            }
         }
-        let verdict = (self.trial)(rate, phase).map_err(Stop::Trial)?;
-        let passed = verdict.is_pass();
-        if !passed {
-            self.lowest_fail = Some(self.lowest_fail.map_or(rate, |fail| fail.min(rate)));
-        }
-        self.trials.push(TrialRecord {
-            rate,
-            phase,
-            verdict,
-        });
-        Ok(passed)
+    }
+
+    /// The highest rate that passed so far, if a failure at `rate` contradicts it: it lies
+    /// more than the contradiction tolerance above `rate`.
+    fn contradicted(&self, rate: f64) -> Option<f64> {
+        let tolerance = self.config.contradiction?;
+        self.trials
+            .iter()
+            .filter(|t| t.passed() && (t.rate - rate) / rate > tolerance)
+            .map(|t| t.rate)
+            .reduce(f64::max)
     }
 
     /// Runs up to K fresh trials at `rate`, stopping at the first failure; a full pass makes
     /// `rate` confirmed, a failure makes the search strict.
-    fn confirm<E>(&mut self, rate: f64) -> Result<(), Stop<E>>
+    fn confirm<E, J>(&mut self, rate: f64) -> Result<(), Stop<E>>
     where
-        F: FnMut(f64, Phase) -> Result<Verdict, E>,
+        J: Into<Judgement>,
+        F: FnMut(f64, Phase) -> Result<J, E>,
     {
         for _ in 0..self.config.confirm {
             if !self.run(rate, Phase::Confirm)? {
@@ -464,8 +639,13 @@ impl<F> Search<'_, F> {
 
     /// The result, ended by `outcome`.
     fn finish(self, outcome: Outcome) -> SearchResult {
+        // An unsteady machine's search reports its bracket, never a rate.
+        let sustained = match outcome {
+            Outcome::Unsteady { .. } => None,
+            _ => self.confirmed,
+        };
         SearchResult {
-            sustained: self.confirmed,
+            sustained,
             highest_pass: self.highest_pass(),
             lowest_fail: self.lowest_fail,
             trials: self.trials,
@@ -481,7 +661,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::rate::gates::{Failure, Gates, TrialMeasurement, judge};
+    use crate::rate::gates::{Failure, Gates, LatencyBudget, TrialMeasurement, judge};
 
     /// xorshift64*: a tiny, seeded, deterministic generator for simulated noise.
     struct XorShift(u64);
@@ -517,9 +697,12 @@ mod tests {
         }
     }
 
+    /// The defaults from 0.5 CPI/s up, without the contradiction rule, so that the step-down
+    /// logic is tested alone; the rule's own tests turn it on.
     fn config(start_rate: f64) -> SearchConfig {
         SearchConfig {
             min_rate: 0.5,
+            contradiction: None,
             ..SearchConfig::new(start_rate)
         }
     }
@@ -552,12 +735,17 @@ mod tests {
             );
         }
         if let Some(s) = r.sustained {
-            let kk = r.trials.windows(k).any(|w| {
+            let judged: Vec<_> = r
+                .trials
+                .iter()
+                .filter(|t| t.judgement.verdict().is_some())
+                .collect();
+            let kk = judged.windows(k).any(|w| {
                 w.iter()
-                    .all(|t| t.rate == s && t.phase == Phase::Confirm && t.verdict.is_pass())
+                    .all(|t| t.rate == s && t.phase == Phase::Confirm && t.passed())
             });
             assert!(kk, "{s} never passed K/K: {}", describe());
-            for t in r.trials.iter().filter(|t| !t.verdict.is_pass()) {
+            for t in r.trials.iter().filter(|t| t.failed()) {
                 assert!(
                     t.rate > s,
                     "failure at {} <= sustained {s}: {}",
@@ -568,14 +756,14 @@ mod tests {
             assert_eq!(r.highest_pass, Some(s), "{}", describe());
         }
         if let Some(f) = r.lowest_fail {
-            assert!(r.trials.iter().any(|t| t.rate == f && !t.verdict.is_pass()));
-            assert!(r.trials.iter().all(|t| t.verdict.is_pass() || t.rate >= f));
+            assert!(r.trials.iter().any(|t| t.rate == f && t.failed()));
+            assert!(r.trials.iter().all(|t| !t.failed() || t.rate >= f));
         }
         if let Some(p) = r.highest_pass {
-            assert!(r.trials.iter().any(|t| t.rate == p && t.verdict.is_pass()));
+            assert!(r.trials.iter().any(|t| t.rate == p && t.passed()));
             assert!(r.lowest_fail.is_none_or(|f| p < f), "{}", describe());
         }
-        match r.outcome {
+        match &r.outcome {
             Outcome::Converged => {
                 let s = r.sustained.expect("converged without a sustained rate");
                 let f = r.lowest_fail.expect("converged without a failure");
@@ -586,17 +774,21 @@ mod tests {
                 );
             }
             Outcome::PassesEverywhere { max_rate } => {
-                assert_eq!(max_rate, config.max_rate);
-                assert_eq!(r.sustained, Some(max_rate));
+                assert_eq!(*max_rate, config.max_rate);
+                assert_eq!(r.sustained, Some(*max_rate));
                 assert_eq!(r.lowest_fail, None);
             }
             Outcome::FailsEverywhere { min_rate } => {
-                assert_eq!(min_rate, config.min_rate);
+                assert_eq!(*min_rate, config.min_rate);
                 assert_eq!(r.sustained, None);
                 assert_eq!(r.highest_pass, None);
-                assert_eq!(r.lowest_fail, Some(min_rate));
+                assert_eq!(r.lowest_fail, Some(*min_rate));
             }
             Outcome::TrialCap => assert_eq!(r.trials.len(), config.max_trials),
+            Outcome::Unsteady { reason } => {
+                assert_eq!(r.sustained, None, "an unsteady search reports no rate");
+                assert!(!reason.is_empty());
+            }
             Outcome::Interrupted => panic!("an Ok result is never interrupted"),
         }
     }
@@ -604,13 +796,7 @@ mod tests {
     fn rates(r: &SearchResult) -> Vec<(f64, Phase, bool)> {
         r.trials
             .iter()
-            .map(|t| {
-                (
-                    (t.rate * 100.0).round() / 100.0,
-                    t.phase,
-                    t.verdict.is_pass(),
-                )
-            })
+            .map(|t| ((t.rate * 100.0).round() / 100.0, t.phase, t.passed()))
             .collect()
     }
 
@@ -804,11 +990,7 @@ mod tests {
                     rates(&r)
                 );
                 // Single passes in the band were seen, and are not the answer.
-                assert!(
-                    r.trials
-                        .iter()
-                        .any(|t| t.rate >= 100.0 && t.verdict.is_pass())
-                );
+                assert!(r.trials.iter().any(|t| t.rate >= 100.0 && t.passed()));
                 assert!(
                     r.trials.len() <= 45,
                     "{} trials: {:?}",
@@ -1026,7 +1208,7 @@ mod tests {
     #[test]
     fn the_search_and_the_gates_find_a_queues_capacity() {
         let cfg = config(10.0);
-        let gates = Gates::default();
+        let gates = Gates::new(LatencyBudget::OneCpiPeriod);
         let result = search(&cfg, |rate, _| {
             Ok::<_, Infallible>(judge(&queue(640.0, rate), &gates))
         });
@@ -1039,9 +1221,196 @@ mod tests {
         let failed = r
             .trials
             .iter()
-            .find(|t| !t.verdict.is_pass())
+            .find_map(|t| t.judgement.verdict().filter(|v| !v.is_pass()))
             .expect("a failure");
-        assert!(failed.verdict.failures.len() >= 3, "{}", failed.verdict);
+        assert!(failed.failures.len() >= 3, "{failed}");
+    }
+
+    /// A system of capacity `capacity` driven by a load generator that misses its schedule on
+    /// a seeded fraction `miss` of trials: those come back invalid.
+    fn with_a_late_sender(
+        capacity: f64,
+        miss: f64,
+        seed: u64,
+    ) -> impl FnMut(f64, Phase) -> Result<Judgement, Infallible> {
+        let mut rng = XorShift::new(seed);
+        move |rate, _| {
+            Ok(if rng.symmetric().abs() < miss {
+                Judgement::Invalid("the sender fell 4.1 ms behind its schedule".into())
+            } else {
+                pass_if(rate <= capacity, rate).into()
+            })
+        }
+    }
+
+    #[test]
+    fn a_late_sender_is_retried_and_converges_as_a_quiet_one() {
+        // One trial in five is invalid; 8 retries make an unsteady end (0.2^9) improbable.
+        let cfg = SearchConfig {
+            min_rate: 0.5,
+            invalid_retries: 8,
+            ..SearchConfig::new(100.0)
+        };
+        let quiet = simulate(&cfg, |rate| rate <= 640.0);
+        let mut invalid_seen = 0;
+        for seed in 0..200 {
+            let r = search(&cfg, with_a_late_sender(640.0, 0.2, seed)).expect("no error");
+            check_guarantees(&cfg, &r);
+            assert_eq!(
+                r.outcome,
+                Outcome::Converged,
+                "seed {seed}: {:?}",
+                rates(&r)
+            );
+            assert_eq!(r.sustained, quiet.sustained, "seed {seed}");
+            assert_eq!(r.lowest_fail, quiet.lowest_fail, "seed {seed}");
+            // The judged trials are the quiet search's, in order: invalid ones only repeat.
+            let judged: Vec<_> = r
+                .trials
+                .iter()
+                .filter(|t| t.judgement.verdict().is_some())
+                .map(|t| (t.rate, t.phase, t.passed()))
+                .collect();
+            let quiet_trials: Vec<_> = quiet
+                .trials
+                .iter()
+                .map(|t| (t.rate, t.phase, t.passed()))
+                .collect();
+            assert_eq!(judged, quiet_trials, "seed {seed}");
+            invalid_seen += r.trials.len() - judged.len();
+        }
+        assert!(
+            invalid_seen > 100,
+            "the simulated sender missed: {invalid_seen}"
+        );
+    }
+
+    #[test]
+    fn too_many_invalid_trials_in_a_row_end_the_search_as_unsteady() {
+        let cfg = SearchConfig {
+            min_rate: 0.5,
+            ..SearchConfig::new(100.0)
+        };
+        let mut calls = 0;
+        let r = search(&cfg, |rate, _| {
+            calls += 1;
+            Ok::<_, Infallible>(if calls <= 2 {
+                pass_if(true, rate).into()
+            } else {
+                Judgement::Invalid("the sender was descheduled for 30 ms".into())
+            })
+        })
+        .expect("no error");
+        check_guarantees(&cfg, &r);
+        let Outcome::Unsteady { reason } = &r.outcome else {
+            panic!("{:?}", r.outcome);
+        };
+        assert!(
+            reason.starts_with("4 invalid trials in a row at 400.000 CPI/s")
+                && reason.ends_with("descheduled for 30 ms"),
+            "{reason}"
+        );
+        // Two judged passes, then 1 + 3 retries at 400; the bracket is kept, no rate.
+        assert_eq!(r.trials.len(), 6);
+        assert_eq!((r.highest_pass, r.sustained), (Some(200.0), None));
+        assert!(
+            r.outcome
+                .to_string()
+                .starts_with("unsteady machine: 4 invalid")
+        );
+    }
+
+    #[test]
+    fn a_machine_that_turns_slow_mid_search_ends_unsteady_not_with_a_low_rate() {
+        // Capacity 618 CPI/s, until the machine stalls from the 6th trial on and everything
+        // fails, down to 1 CPI/s (issue 14's second search).
+        let cfg = SearchConfig {
+            min_rate: 0.5,
+            ..SearchConfig::new(156.25)
+        };
+        let mut calls = 0;
+        let r = simulate(&cfg, |rate| {
+            calls += 1;
+            calls < 6 && rate <= 618.0
+        });
+        let Outcome::Unsteady { reason } = &r.outcome else {
+            panic!("{:?} after {:?}", r.outcome, rates(&r));
+        };
+        assert_eq!(r.sustained, None);
+        assert!(reason.contains("after one passed at"), "{reason}");
+        // It stopped at the first contradiction: never below 1/(1 + 25%) of the highest pass.
+        let highest = r.highest_pass.expect("passes before the stall");
+        assert!(
+            r.trials
+                .iter()
+                .all(
+                    |t| t.rate * (1.0 + SearchConfig::DEFAULT_CONTRADICTION) >= highest
+                        || t.passed()
+                        || t.rate == r.trials.last().unwrap().rate
+                ),
+            "{:?}",
+            rates(&r)
+        );
+        assert!(r.trials.len() <= 12, "{:?}", rates(&r));
+        // Without the rule, the same trials step down to a rate far below ones that passed.
+        let mut calls = 0;
+        let lenient = SearchConfig {
+            contradiction: None,
+            ..cfg
+        };
+        let r = simulate(&lenient, |rate| {
+            calls += 1;
+            calls < 6 && rate <= 618.0
+        });
+        assert!(r.sustained.is_none_or(|s| s < 100.0), "{:?}", rates(&r));
+    }
+
+    #[test]
+    fn noise_of_a_few_percent_never_reads_as_a_contradiction() {
+        for seed in 0..300 {
+            let cfg = SearchConfig {
+                min_rate: 0.5,
+                ..SearchConfig::new(100.0)
+            };
+            let mut rng = XorShift::new(seed);
+            let r = simulate(&cfg, |rate| rate <= 500.0 * (1.0 + 0.05 * rng.symmetric()));
+            assert_eq!(
+                r.outcome,
+                Outcome::Converged,
+                "seed {seed}: {:?}",
+                rates(&r)
+            );
+        }
+    }
+
+    #[test]
+    fn a_system_that_never_passes_twice_is_unsteady_by_default() {
+        let mut seen = HashMap::new();
+        let cfg = SearchConfig {
+            min_rate: 0.5,
+            ..SearchConfig::new(100.0)
+        };
+        let r = simulate(&cfg, |rate: f64| {
+            let n: &mut u32 = seen.entry(rate.to_bits()).or_default();
+            *n += 1;
+            *n == 1
+        });
+        assert_eq!(r.outcome.kind(), "unsteady", "{:?}", rates(&r));
+        assert_eq!(r.sustained, None);
+    }
+
+    #[test]
+    fn a_contradiction_tolerance_must_be_positive() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let cfg = SearchConfig {
+                contradiction: Some(bad),
+                ..SearchConfig::new(100.0)
+            };
+            assert!(
+                matches!(cfg.validate(), Err(ConfigError::Contradiction(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

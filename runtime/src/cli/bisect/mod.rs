@@ -32,8 +32,8 @@ use kplace::hog::{Cotenant, CotenantSpec};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
 use kplace::rate::{
-    Failure, Gates, LatencyBound, Phase, SearchConfig, SearchError, TrialMeasurement, Verdict,
-    search,
+    BudgetRule, Failure, Gates, LatencyBudget, Phase, SearchConfig, SearchError, TrialMeasurement,
+    Verdict, search,
 };
 use kplace_radar::{Cpi, Scene, SceneConfig};
 use output::{machine_facts, spreads, table_row, write_csv};
@@ -71,9 +71,11 @@ pub struct BisectArgs {
     /// Measured window per trial, seconds of stream (at least 30 frames).
     #[arg(long, default_value_t = 2.0)]
     window_s: f64,
-    /// Post-CPI p99 bound in ms (default: one CPI period at the offered rate).
-    #[arg(long)]
-    latency_bound_ms: Option<f64>,
+    /// The budget post-CPI p99 must stay within: `deadline` (the CPI's physical duration, or
+    /// one CPI period at the offered rate R when that is longer), `1/R` (one CPI period at R,
+    /// the strict rule), or a duration such as `6.4ms`.
+    #[arg(long, value_name = "BUDGET", default_value = "deadline")]
+    latency_budget: BudgetRule,
     /// Trials per search at most.
     #[arg(long, default_value_t = 40)]
     max_trials: usize,
@@ -515,7 +517,7 @@ fn settings(args: &BisectArgs) -> Value {
         "window_s": args.window_s,
         "tolerance": args.tolerance,
         "confirm": args.confirm,
-        "latency_bound_ms": args.latency_bound_ms,
+        "latency_budget": args.latency_budget.to_string(),
         "sender_tick_us": args.sender_tick_us,
         "sender_cpus": args.sender_cpus.as_ref().map(ToString::to_string),
         "sut_cpus": args.sut_cpus.as_ref().map(ToString::to_string),
@@ -590,14 +592,15 @@ fn search_config(args: &BisectArgs, cpi: Cpi) -> SearchConfig {
     config
 }
 
-fn gates(args: &BisectArgs) -> Gates {
-    Gates {
-        latency_bound: match args.latency_bound_ms {
-            Some(ms) => LatencyBound::Fixed(Duration::from_secs_f64(ms / 1e3)),
-            None => LatencyBound::OneCpiPeriod,
-        },
-        ..Gates::default()
-    }
+/// The gates of every trial at `cpi`.
+fn gates(args: &BisectArgs, cpi: Cpi) -> Gates {
+    Gates::new(latency_budget(args, cpi))
+}
+
+/// The latency budget of every trial at `cpi`.
+fn latency_budget(args: &BisectArgs, cpi: Cpi) -> LatencyBudget {
+    args.latency_budget
+        .at_cpi(Duration::from_secs_f64(cpi.period_s()))
 }
 
 /// Frames of a trial at `rate`: warm-up and measured window.

@@ -10,7 +10,7 @@ use std::process::Child;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use kplace::rate::{Gates, LatencyBound, Phase, TrialMeasurement, judge};
+use kplace::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
 use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 use serde_json::json;
 
@@ -134,10 +134,12 @@ pub(super) fn sut_trial(
     };
     // Without the SUT's completion times there is no latency to judge.
     let gates = match latency {
-        Some(_) => gates(args),
+        Some(_) => gates(args, cpi),
         None => Gates {
-            latency_bound: LatencyBound::Fixed(Duration::MAX),
-            ..gates(args)
+            latency_budget: LatencyBudget::Fixed {
+                bound: Duration::MAX,
+            },
+            ..gates(args, cpi)
         },
     };
     let verdict = judge(&measurement, &gates);

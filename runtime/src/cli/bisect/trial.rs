@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+#[cfg(test)]
+use kplace::rate::LatencyBudget;
 use kplace::rate::{Failure, Gates, Phase, TrialMeasurement, Verdict, judge};
 use kplace_radar::Cpi;
 use serde_json::Value;
@@ -112,7 +114,7 @@ pub(super) fn trial(
             ));
         }
     };
-    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &gates(args));
+    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &gates(args, cpi));
     if ctx.mps.is_some() {
         let not_clients = mps_failures(&report);
         if !not_clients.is_empty() {
@@ -349,7 +351,7 @@ mod tests {
 
     #[test]
     fn every_pipeline_is_judged_and_failures_name_it() {
-        let gates = Gates::default();
+        let gates = Gates::new(LatencyBudget::OneCpiPeriod);
         let one = report(100, 100.0, 1.0);
         let (_, verdict) = judge_pipelines(&one, 100.0, 100, &gates);
         assert!(verdict.passed, "{verdict}");

@@ -1,0 +1,223 @@
+//! The results file of a sweep, `bisect-rate.json` (schema [`SCHEMA`]), as types: its writer
+//! (`kplace bisect-rate`) and its readers (`kplace plot`, scripts) agree on every field
+//! because they share these, and a renamed or missing field is a parse error, never a zero.
+//!
+//! One [`SweepFile`] holds one [`SearchEntry`] per system, CPI and repeat (a skipped system
+//! has one entry saying why), each with every trial the search ran ([`TrialEntry`]), the
+//! steadiness probes around it, and the budget it was gated on; [`Spread`]s summarize
+//! repeated searches.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::gates::{LatencyBudget, TrialMeasurement};
+use super::steadiness::{Probe, Steadiness};
+
+/// The schema name and version of the results file.
+pub const SCHEMA: &str = "kplace-bisect-rate/2";
+
+/// A whole results file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepFile {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The machine the results come from (CPU, cores, kernel).
+    pub machine: Value,
+    /// The options every result depends on.
+    pub settings: Value,
+    /// One entry per system, CPI and repeat, in the order searched.
+    pub searches: Vec<SearchEntry>,
+    /// Per system and CPI searched more than once: the spread of the results.
+    #[serde(default)]
+    pub spreads: Vec<Spread>,
+}
+
+/// One search (or one skipped system at one CPI).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchEntry {
+    /// The system's name as the table shows it (`all-cpu`, `all-cpu x2 thread +cpu-hog`).
+    pub system: String,
+    /// The placement file searched, for kplace.
+    #[serde(default)]
+    pub placement: Option<String>,
+    /// The command searched, for another receiver.
+    #[serde(default)]
+    pub sut_cmd: Option<String>,
+    /// The CPI, `SAMPLESxCHIRPS`.
+    pub cpi: String,
+    /// Which repeat of the search, from 0.
+    pub repeat: u32,
+    /// Why the system was not searched at this CPI; when set, the fields below are empty.
+    #[serde(default)]
+    pub skipped: Option<String>,
+    /// The real-time rate of this CPI, CPI/s: one CPI per physical CPI duration.
+    pub real_time_cpi_per_s: f64,
+    /// The budget post-CPI p99 was gated on.
+    pub latency_budget: LatencyBudget,
+    /// The first rate tried, CPI/s (every search of a sweep starts at the same one per CPI).
+    #[serde(default)]
+    pub start_rate: f64,
+    /// Pipelines per trial.
+    #[serde(default = "one")]
+    pub pipelines: u64,
+    /// `thread` or `process`.
+    #[serde(default)]
+    pub pipeline_mode: String,
+    /// The sustained rate per pipeline, CPI/s; `None` when the search found none.
+    #[serde(default)]
+    pub sustained_cpi_per_s: Option<f64>,
+    /// The sustained rate times the pipelines.
+    #[serde(default)]
+    pub aggregate_sustained_cpi_per_s: Option<f64>,
+    /// The bracket: the highest rate that passed below the lowest that failed.
+    #[serde(default)]
+    pub highest_pass: Option<f64>,
+    /// The bracket: the lowest rate that failed.
+    #[serde(default)]
+    pub lowest_fail: Option<f64>,
+    /// How the search ended, in words.
+    #[serde(default)]
+    pub outcome: String,
+    /// The outcome's kind: `converged`, `passes_everywhere`, `fails_everywhere`,
+    /// `trial_cap`, `unsteady`, `interrupted`.
+    #[serde(default)]
+    pub outcome_kind: String,
+    /// The steadiness probes before, between failed trials of, and after the search.
+    #[serde(default)]
+    pub probes: Vec<ProbeEntry>,
+    /// The bounds measured beside the search (`--bounds`).
+    #[serde(default)]
+    pub bounds: Option<Value>,
+    /// The co-tenant's own report, when one ran.
+    #[serde(default)]
+    pub cotenant: Option<Value>,
+    /// Every trial, in the order run.
+    #[serde(default)]
+    pub trials: Vec<TrialEntry>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// A steadiness probe and its judgement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeEntry {
+    /// What was measured.
+    pub probe: Probe,
+    /// What it says about the machine.
+    pub steadiness: Steadiness,
+}
+
+/// Whether a trial passed, failed, or said nothing about the system (invalid, retried).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialStatus {
+    /// Every gate passed.
+    Passed,
+    /// A gate failed.
+    Failed,
+    /// The sender or the machine decided the trial; it was retried.
+    Invalid,
+}
+
+/// One trial of a search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrialEntry {
+    /// The offered rate, CPI/s.
+    pub rate: f64,
+    /// Why the search chose it (`probe-up`, `probe-down`, `bisect`, `confirm`).
+    pub phase: String,
+    /// Passed, failed or invalid.
+    pub status: TrialStatus,
+    /// Every reason it failed (empty unless failed).
+    #[serde(default)]
+    pub failures: Vec<String>,
+    /// Why it was invalid (only when invalid).
+    #[serde(default)]
+    pub invalid: Option<String>,
+    /// The latency budget at this rate, ms.
+    pub budget_ms: f64,
+    /// What the gates were given.
+    #[serde(default)]
+    pub measurement: Option<TrialMeasurement>,
+    /// Post-CPI latency of the pipeline the table shows (the worst, with several).
+    #[serde(default)]
+    pub latency: Option<TrialLatency>,
+    /// Per-stage time of that pipeline.
+    #[serde(default)]
+    pub stages: Vec<StageTime>,
+    /// What the sender reported about its own schedule.
+    #[serde(default)]
+    pub sender: Option<SenderEntry>,
+    /// The trial's run report (relative to the results file's directory), when one exists.
+    #[serde(default)]
+    pub report: Option<String>,
+}
+
+/// A trial's post-CPI latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrialLatency {
+    /// Median, ms.
+    pub p50_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// 99.9th percentile, ms.
+    pub p999_ms: f64,
+    /// The histogram of every measured frame's post-CPI latency in nanoseconds, as a
+    /// base64 HdrHistogram V2 (deflate) record, when the system reported one.
+    #[serde(default)]
+    pub histogram: Option<String>,
+}
+
+/// One stage's time per frame in a trial.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageTime {
+    /// The stage.
+    pub name: String,
+    /// Where it ran (`cpu`, `gpu0`, ...).
+    pub device: String,
+    /// Host time per frame, ms.
+    pub per_frame_ms: f64,
+    /// A GPU stage's stream time per frame, ms (with its transfers), when profiled.
+    #[serde(default)]
+    pub gpu_ms_per_frame: Option<f64>,
+}
+
+/// The sender's account of its own schedule in one trial.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SenderEntry {
+    /// The worst lateness of a packet against its deadline, ms.
+    pub max_lag_ms: f64,
+    /// The longest time the sender was away between two wake-ups beyond its tick, ms.
+    pub max_stall_ms: f64,
+    /// Involuntary context switches of the sender during the run.
+    pub involuntary_switches: u64,
+}
+
+/// The spread of repeated searches of one system at one CPI.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// The system.
+    pub system: String,
+    /// The CPI.
+    pub cpi: String,
+    /// Searches run.
+    pub searches: usize,
+    /// Of those, searches that found a rate.
+    pub measured: usize,
+    /// The lowest, median and highest rate found, CPI/s.
+    pub min: Option<f64>,
+    /// See `min`.
+    pub median: Option<f64>,
+    /// See `min`.
+    pub max: Option<f64>,
+    /// `(max - min) / median` of the rates found.
+    pub spread: Option<f64>,
+    /// The machine's own spread over the same searches: `(max - min) / median` of every
+    /// steadiness probe's median.
+    pub machine_spread: Option<f64>,
+    /// Whether the rates' spread is no larger than the machine's: the differences between
+    /// the searches are within the machine's noise.
+    pub within_noise: bool,
+}

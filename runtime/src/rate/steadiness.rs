@@ -116,12 +116,12 @@ impl Probe {
         let slowdown = baseline.map_or(1.0, |b| self.median_us / b.median_us);
         let unsteady = if !valid(self) || baseline.is_some_and(|b| !valid(b)) {
             Some("the probe measured no usable time".to_string())
-        } else if !(jitter <= limits.max_jitter) {
+        } else if exceeds(jitter, limits.max_jitter) {
             Some(format!(
                 "probe jitter {jitter:.2} (p90 {:.0} us over median {:.0} us) exceeds {:.2}",
                 self.p90_us, self.median_us, limits.max_jitter
             ))
-        } else if !(slowdown <= limits.max_slowdown) {
+        } else if exceeds(slowdown, limits.max_slowdown) {
             Some(format!(
                 "the probe ran {slowdown:.2}x slower than at the start of the search (limit {:.2})",
                 limits.max_slowdown
@@ -135,6 +135,14 @@ impl Probe {
             unsteady,
         }
     }
+}
+
+/// Whether `value` is above `limit`, or either is NaN (fails closed).
+fn exceeds(value: f64, limit: f64) -> bool {
+    !matches!(
+        value.partial_cmp(&limit),
+        Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+    )
 }
 
 /// `(max - min) / median` of `values`, or `None` with fewer than two finite values: the

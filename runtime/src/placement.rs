@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -96,8 +97,12 @@ pub struct StagePlacement {
 /// Executor settings a placement carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeSettings {
-    /// Frames in flight, each with its own buffers and kernel states.
+    /// Frames in flight, each with its own buffers and kernel states. With `slots: auto`,
+    /// the count [`RuntimeSettings::size_slots`] chose for the stream ([`AUTO_SLOTS_MIN`]
+    /// until it is called).
     pub slots: usize,
+    /// `slots: auto`: how the slot count follows the stream; `None` for a fixed count.
+    pub auto_slots: Option<AutoSlots>,
     /// Threads running CPU stages.
     pub workers: usize,
     /// Cores the workers are pinned to, one each, in order (empty: not pinned).
@@ -108,8 +113,73 @@ impl Default for RuntimeSettings {
     fn default() -> Self {
         Self {
             slots: 4,
+            auto_slots: None,
             workers: 1,
             pin_cores: Vec::new(),
+        }
+    }
+}
+
+/// The fewest slots `slots: auto` gives.
+pub const AUTO_SLOTS_MIN: usize = 4;
+/// The most slots `slots: auto` gives, whatever the stream: a bound on what a fast stream
+/// can make the executor allocate (the memory is also checked before it is allocated).
+pub const AUTO_SLOTS_MAX: usize = 64;
+/// How much stream `slots: auto` buffers unless `slot_buffer_ms` says otherwise.
+pub const DEFAULT_SLOT_BUFFER: Duration = Duration::from_millis(50);
+
+/// `slots: auto`: enough slots to hold `buffer` of stream, so that a stall of the machine
+/// that long shows as latency, not as dropped frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoSlots {
+    /// The time of stream to buffer (`runtime.slot_buffer_ms`, default 50 ms).
+    pub buffer: Duration,
+    /// The stream's frame period the count was sized for, once [`RuntimeSettings::size_slots`]
+    /// has been called.
+    pub frame_period: Option<Duration>,
+}
+
+impl AutoSlots {
+    /// `ceil(buffer / frame_period)` within [`AUTO_SLOTS_MIN`, `AUTO_SLOTS_MAX`].
+    pub fn count(buffer: Duration, frame_period: Duration) -> usize {
+        if frame_period.is_zero() {
+            return AUTO_SLOTS_MAX;
+        }
+        let frames = (buffer.as_secs_f64() / frame_period.as_secs_f64()).ceil();
+        (frames as usize).clamp(AUTO_SLOTS_MIN, AUTO_SLOTS_MAX)
+    }
+}
+
+impl RuntimeSettings {
+    /// With `slots: auto`, sizes the slots for a stream of one frame every `frame_period`;
+    /// a fixed count is left as it is.
+    pub fn size_slots(&mut self, frame_period: Duration) {
+        if let Some(auto) = &mut self.auto_slots {
+            auto.frame_period = Some(frame_period);
+            self.slots = AutoSlots::count(auto.buffer, frame_period);
+        }
+    }
+
+    /// How the slot count was chosen, in words: `8 slots (auto: 50 ms of stream at 6.4 ms a
+    /// frame)`, or `4 slots`.
+    pub fn describe_slots(&self) -> String {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        match self.auto_slots {
+            None => format!("{} slots", self.slots),
+            Some(AutoSlots {
+                buffer,
+                frame_period: Some(period),
+            }) => format!(
+                "{} slots (auto: {} ms of stream at {:.3} ms a frame, {AUTO_SLOTS_MIN} to {AUTO_SLOTS_MAX})",
+                self.slots,
+                ms(buffer),
+                ms(period)
+            ),
+            Some(AutoSlots { buffer, .. }) => format!(
+                "{} slots (auto, {} ms of stream; no stream period given, so the least)",
+                self.slots,
+                ms(buffer)
+            ),
         }
     }
 }
@@ -221,8 +291,31 @@ impl Placement {
             .collect::<Result<_, _>>()?;
         let runtime = file.runtime.unwrap_or_default();
         let line = None;
-        if runtime.slots == 0 {
-            return Err(invalid(line, "runtime.slots must be at least 1".into()));
+        if runtime.slots == SlotsEntry::Count(0) {
+            return Err(invalid(
+                line,
+                "runtime.slots must be at least 1, or auto".into(),
+            ));
+        }
+        let slot_buffer = match runtime.slot_buffer_ms {
+            None => DEFAULT_SLOT_BUFFER,
+            Some(ms) => match Duration::try_from_secs_f64(ms / 1e3) {
+                Ok(d) if !d.is_zero() && d <= Duration::from_secs(10) => d,
+                _ => {
+                    return Err(invalid(
+                        line,
+                        format!(
+                            "runtime.slot_buffer_ms must be above 0 and at most 10000, not {ms}"
+                        ),
+                    ));
+                }
+            },
+        };
+        if runtime.slot_buffer_ms.is_some() && runtime.slots != SlotsEntry::Auto {
+            return Err(invalid(
+                line,
+                "runtime.slot_buffer_ms applies only to slots: auto".into(),
+            ));
         }
         if runtime.workers == 0 {
             return Err(invalid(line, "runtime.workers must be at least 1".into()));
@@ -243,7 +336,18 @@ impl Placement {
             path: path.to_path_buf(),
             libraries,
             stages,
-            runtime: runtime.into(),
+            runtime: RuntimeSettings {
+                slots: match runtime.slots {
+                    SlotsEntry::Count(n) => n,
+                    SlotsEntry::Auto => AUTO_SLOTS_MIN,
+                },
+                auto_slots: (runtime.slots == SlotsEntry::Auto).then_some(AutoSlots {
+                    buffer: slot_buffer,
+                    frame_period: None,
+                }),
+                workers: runtime.workers,
+                pin_cores: runtime.pin_cores,
+            },
         })
     }
 
@@ -279,15 +383,59 @@ struct PlacementFile {
 #[serde(deny_unknown_fields)]
 struct RuntimeFile {
     #[serde(default = "default_slots")]
-    slots: usize,
+    slots: SlotsEntry,
+    #[serde(default)]
+    slot_buffer_ms: Option<f64>,
     #[serde(default = "default_workers")]
     workers: usize,
     #[serde(default)]
     pin_cores: Vec<usize>,
 }
 
-fn default_slots() -> usize {
-    RuntimeSettings::default().slots
+/// `runtime.slots`: a count, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotsEntry {
+    Count(usize),
+    Auto,
+}
+
+impl<'de> Deserialize<'de> for SlotsEntry {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SlotsVisitor;
+        impl Visitor<'_> for SlotsVisitor {
+            type Value = SlotsEntry;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number of slots or auto")
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SlotsEntry, E> {
+                usize::try_from(v)
+                    .map(SlotsEntry::Count)
+                    .map_err(|_| E::custom(format!("{v} slots do not fit this machine")))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SlotsEntry, E> {
+                u64::try_from(v)
+                    .map_err(|_| E::custom(format!("slots must be at least 1, not {v}")))
+                    .and_then(|v| self.visit_u64(v))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SlotsEntry, E> {
+                match v {
+                    "auto" => Ok(SlotsEntry::Auto),
+                    _ => Err(E::custom(format!(
+                        "slots must be a number or auto, not {v:?}"
+                    ))),
+                }
+            }
+        }
+        deserializer.deserialize_any(SlotsVisitor)
+    }
+}
+
+fn default_slots() -> SlotsEntry {
+    SlotsEntry::Count(RuntimeSettings::default().slots)
 }
 
 fn default_workers() -> usize {
@@ -298,18 +446,9 @@ impl Default for RuntimeFile {
     fn default() -> Self {
         Self {
             slots: default_slots(),
+            slot_buffer_ms: None,
             workers: default_workers(),
             pin_cores: Vec::new(),
-        }
-    }
-}
-
-impl From<RuntimeFile> for RuntimeSettings {
-    fn from(r: RuntimeFile) -> Self {
-        Self {
-            slots: r.slots,
-            workers: r.workers,
-            pin_cores: r.pin_cores,
         }
     }
 }
@@ -374,6 +513,51 @@ impl<'de> Deserialize<'de> for StageEntry {
 mod tests {
     use super::*;
 
+    #[test]
+    fn auto_slots_buffer_a_stated_time_of_stream_within_bounds() {
+        let p = parse("name: t\nstages: {a: cpu}\nruntime: {slots: auto}\n").unwrap();
+        let mut runtime = p.runtime;
+        assert_eq!(runtime.slots, AUTO_SLOTS_MIN, "the least until sized");
+        assert_eq!(
+            runtime.auto_slots,
+            Some(AutoSlots {
+                buffer: DEFAULT_SLOT_BUFFER,
+                frame_period: None
+            })
+        );
+        let ms = Duration::from_micros;
+        // 50 ms at 6.4 ms a frame (1024x128 in real time): 8 slots.
+        runtime.size_slots(ms(6_400));
+        assert_eq!(runtime.slots, 8);
+        assert_eq!(
+            runtime.describe_slots(),
+            "8 slots (auto: 50 ms of stream at 6.400 ms a frame, 4 to 64)"
+        );
+        // 600 CPI/s: 30 slots; 102.4 ms a frame (4096x512): the least, 4; a flood: the most.
+        runtime.size_slots(Duration::from_secs_f64(1.0 / 600.0));
+        assert_eq!(runtime.slots, 30);
+        runtime.size_slots(ms(102_400));
+        assert_eq!(runtime.slots, AUTO_SLOTS_MIN);
+        runtime.size_slots(ms(10));
+        assert_eq!(runtime.slots, AUTO_SLOTS_MAX);
+        runtime.size_slots(Duration::ZERO);
+        assert_eq!(runtime.slots, AUTO_SLOTS_MAX);
+
+        let p = parse("name: t\nstages: {a: cpu}\nruntime: {slots: auto, slot_buffer_ms: 20}\n")
+            .unwrap();
+        let mut runtime = p.runtime;
+        runtime.size_slots(ms(2_000));
+        assert_eq!(runtime.slots, 10);
+
+        // A fixed count stays fixed.
+        let mut fixed = parse("name: t\nstages: {a: cpu}\nruntime: {slots: 6}\n")
+            .unwrap()
+            .runtime;
+        fixed.size_slots(ms(1_000));
+        assert_eq!((fixed.slots, fixed.auto_slots), (6, None));
+        assert_eq!(fixed.describe_slots(), "6 slots");
+    }
+
     fn parse(text: &str) -> Result<Placement, PlacementError> {
         Placement::parse(text, Path::new("placements/test.yaml"))
     }
@@ -435,6 +619,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("slots"), "{e}");
+        for bad in ["-1", "lots", "1.5"] {
+            let e = parse(&format!(
+                "name: t\nstages: {{a: cpu}}\nruntime: {{slots: {bad}}}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("slots") && e.contains("test.yaml"), "{bad}: {e}");
+        }
+        for bad in ["0", "-5", "20000"] {
+            let e = parse(&format!(
+                "name: t\nstages: {{a: cpu}}\nruntime: {{slots: auto, slot_buffer_ms: {bad}}}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("runtime.slot_buffer_ms must be above 0"),
+                "{bad}: {e}"
+            );
+        }
+        let e = parse("name: t\nstages: {a: cpu}\nruntime: {slots: 4, slot_buffer_ms: 20}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only to slots: auto"), "{e}");
         let e = parse("name: t\nstages: {a: cpu}\nruntime: {workers: 2, pin_cores: [0]}\n")
             .unwrap_err()
             .to_string();

@@ -2,6 +2,7 @@
 
 use std::num::NonZeroU64;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -30,6 +31,10 @@ pub struct GraphArgs {
     /// Frame slots in flight (overrides the placement's runtime.slots).
     #[arg(long)]
     pub slots: Option<usize>,
+    /// The stream's rate in CPI/s, which sizes a placement's `slots: auto` (enough slots for
+    /// its buffer of stream) [default: the real-time rate, one CPI per physical CPI duration].
+    #[arg(long, value_name = "CPI_PER_S")]
+    pub stream_rate: Option<f64>,
     /// CPU worker threads (overrides the placement's runtime.workers).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -58,11 +63,20 @@ impl GraphArgs {
         );
         let graph = Graph::load(&self.graph, &overrides)?;
         let mut placement = Placement::load(&self.placement)?;
+        let period = match self.stream_rate {
+            Some(rate) if rate.is_finite() && rate > 0.0 => 1.0 / rate,
+            Some(rate) => bail!("--stream-rate must be a positive number of CPI/s, not {rate}"),
+            None => cpi.period_s(),
+        };
+        placement
+            .runtime
+            .size_slots(Duration::from_secs_f64(period));
         if let Some(slots) = self.slots {
             if slots == 0 {
                 bail!("--slots must be at least 1");
             }
             placement.runtime.slots = slots;
+            placement.runtime.auto_slots = None;
         }
         if let Some(workers) = self.workers {
             if workers == 0 {

@@ -38,8 +38,9 @@ impl fmt::Display for Plan {
         };
         writeln!(
             f,
-            "\nexecutor   {} slots, {} CPU worker{}, {pinning}",
-            self.runtime.slots,
+            "\nexecutor   {} ({} of pools), {} CPU worker{}, {pinning}",
+            self.runtime.describe_slots(),
+            human_bytes(self.pool_bytes()),
             self.runtime.workers,
             if self.runtime.workers == 1 { "" } else { "s" }
         )

@@ -160,6 +160,12 @@ pub struct SendReport {
     pub elapsed: Duration,
     /// The worst lateness of a packet against its deadline (zero for [`Pacing::Burst`]).
     pub max_lag: Duration,
+    /// The longest a sleep of the pacing loop ran past what it asked for: how long the
+    /// sender was kept from running (descheduled), whether or not a packet was due.
+    pub max_oversleep: Duration,
+    /// Involuntary context switches of the sending thread during the run (it was runnable
+    /// and preempted), from `getrusage(RUSAGE_THREAD)`; 0 where that is unavailable.
+    pub involuntary_switches: u64,
     /// Send times of every frame that sent at least one packet, in order.
     pub frame_starts: Vec<FrameTimes>,
     /// The start of the schedule (deadline 0), as `CLOCK_MONOTONIC` nanoseconds.
@@ -304,6 +310,8 @@ pub fn send(
         bytes: 0,
         elapsed: Duration::ZERO,
         max_lag: Duration::ZERO,
+        max_oversleep: Duration::ZERO,
+        involuntary_switches: 0,
         frame_starts: Vec::with_capacity(reserve.min(MAX_RESERVED_FRAMES) as usize),
         start_ns: 0,
         send_buffer,
@@ -311,6 +319,7 @@ pub fn send(
         stopped: false,
     };
     let mut last_frame = None;
+    let switches_before = involuntary_switches();
     let start = monotonic_ns();
     report.start_ns = start;
     let mut end = start;
@@ -324,7 +333,12 @@ pub fn send(
             break;
         };
         if matches!(clock, Clock::Interval { .. })
-            && !wait_until(start + next.offset_ns, config.tick, stop)
+            && !wait_until(
+                start + next.offset_ns,
+                config.tick,
+                stop,
+                &mut report.max_oversleep,
+            )
         {
             report.stopped = true;
             break;
@@ -380,6 +394,7 @@ pub fn send(
     report.stopped &= more;
     report.frames = cursor.frames_done();
     report.elapsed = Duration::from_nanos(end.saturating_sub(start));
+    report.involuntary_switches = involuntary_switches().saturating_sub(switches_before);
     Ok(report)
 }
 
@@ -553,9 +568,28 @@ fn precise_sleeps() {
     };
 }
 
+/// Involuntary context switches of the calling thread so far; 0 where unavailable.
+fn involuntary_switches() -> u64 {
+    // SAFETY: rusage is plain old data; all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { mem::zeroed() };
+    // SAFETY: getrusage writes only the rusage it is given, which lives for the call.
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } == 0;
+    if ok {
+        u64::try_from(usage.ru_nivcsw).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// Sleeps until [`SPIN_BEFORE`] ahead of `deadline_ns`, then spins to it; with a non-zero
-/// `tick`, sleeps at least `tick` at a time and never spins. False when `stop` was set.
-fn wait_until(deadline_ns: u64, tick: Duration, stop: &AtomicBool) -> bool {
+/// `tick`, sleeps at least `tick` at a time and never spins. Raises `oversleep` to the longest
+/// any sleep ran past its request. False when `stop` was set.
+fn wait_until(
+    deadline_ns: u64,
+    tick: Duration,
+    stop: &AtomicBool,
+    oversleep: &mut Duration,
+) -> bool {
     let spin_ns = if tick.is_zero() {
         SPIN_BEFORE.as_nanos() as u64
     } else {
@@ -575,6 +609,8 @@ fn wait_until(deadline_ns: u64, tick: Duration, stop: &AtomicBool) -> bool {
                 .max(tick)
                 .min(MAX_SLEEP);
             std::thread::sleep(nap);
+            let slept = Duration::from_nanos(monotonic_ns().saturating_sub(now));
+            *oversleep = (*oversleep).max(slept.saturating_sub(nap));
         } else {
             std::hint::spin_loop();
         }

@@ -21,6 +21,10 @@ use super::radar;
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
 
+/// The pacing tick unless `--pacing-tick-us` says otherwise: the sender sleeps, and packets
+/// leave up to about 50 us late (a chirp interval at 1024 samples).
+pub const DEFAULT_PACING_TICK_US: u64 = 50;
+
 /// Options of `kplace send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -39,10 +43,10 @@ pub struct SendArgs {
     /// Send as fast as the socket takes packets.
     #[arg(long)]
     burst: bool,
-    /// Wake at most every this many microseconds and send what is due, instead of spinning to
-    /// each packet's deadline: packets leave up to about this late (never early) and the
-    /// sender sleeps instead of taking a core [default: 0, spin].
-    #[arg(long, value_name = "US", default_value_t = 0, conflicts_with = "burst")]
+    /// Wake at most every this many microseconds and send what is due: packets leave up to
+    /// about this late (never early) and the sender sleeps instead of taking a core; 0 spins
+    /// to each packet's deadline (exact, but takes a core).
+    #[arg(long, value_name = "US", default_value_t = DEFAULT_PACING_TICK_US, conflicts_with = "burst")]
     pacing_tick_us: u64,
     /// Frames to send [default: 100].
     #[arg(long, value_name = "N", conflicts_with = "duration")]
@@ -69,6 +73,11 @@ pub struct SendArgs {
     /// Write each frame's send times (CLOCK_MONOTONIC ns) as CSV: frame_id,first_ns,last_ns.
     #[arg(long, value_name = "FILE")]
     times: Option<PathBuf>,
+    /// Write what was sent and how well the schedule was kept as JSON (schema
+    /// `kplace-send-report/1`): frames, packets, max lag, longest oversleep, involuntary
+    /// context switches.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 fn parse_chirp(text: &str) -> Result<(u64, u32), String> {
@@ -178,15 +187,18 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         tick: Duration::from_micros(args.pacing_tick_us),
     };
     config.check().context("kplace send")?;
-    // Fail on an unwritable times file before the run, not after it.
-    let times = match &args.times {
-        Some(path) => Some(
-            File::create(path)
-                .map(BufWriter::new)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        ),
-        None => None,
+    // Fail on an unwritable times or report file before the run, not after it.
+    let create = |path: &Option<PathBuf>| -> anyhow::Result<Option<BufWriter<File>>> {
+        path.as_ref()
+            .map(|path| {
+                File::create(path)
+                    .map(BufWriter::new)
+                    .with_context(|| format!("cannot create {}", path.display()))
+            })
+            .transpose()
     };
+    let times = create(&args.times)?;
+    let report_file = create(&args.report)?;
 
     let scene = args.scene.scene()?;
     let period = args.scene.scene_frames(match frames {
@@ -217,6 +229,12 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let report = sender::send(&prepared, &config, &stop)
         .with_context(|| format!("kplace send to {dest}"))?;
     println!("{}", summary(&report, dest));
+    if let (Some(mut out), Some(path)) = (report_file, &args.report) {
+        serde_json::to_writer_pretty(&mut out, &report_json(&report))
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if let (Some(mut out), Some(path)) = (times, &args.times) {
         write_times(&mut out, &report.frame_starts)
             .and_then(|()| out.flush())
@@ -243,7 +261,8 @@ fn describe_frames(frames: FrameCount) -> String {
 fn summary(report: &SendReport, dest: SocketAddr) -> String {
     format!(
         "sent {} frames, {} packets, {:.1} MB to {dest} in {:.3} s: {:.1} CPI/s, {:.3} Gbit/s, \
-         max lag {:.1} us, {} sendmmsg calls, send buffer {} KiB{}",
+         max lag {:.1} us, longest oversleep {:.1} us, {} involuntary switches, {} sendmmsg calls, \
+         send buffer {} KiB{}",
         report.frames,
         report.packets,
         report.bytes as f64 / 1e6,
@@ -251,6 +270,8 @@ fn summary(report: &SendReport, dest: SocketAddr) -> String {
         report.cpi_per_s(),
         report.gbit_per_s(),
         report.max_lag.as_secs_f64() * 1e6,
+        report.max_oversleep.as_secs_f64() * 1e6,
+        report.involuntary_switches,
         report.syscalls,
         report.send_buffer / 1024,
         if report.stopped {
@@ -259,6 +280,25 @@ fn summary(report: &SendReport, dest: SocketAddr) -> String {
             ""
         }
     )
+}
+
+/// The schema name and version of `--report`.
+pub const REPORT_SCHEMA: &str = "kplace-send-report/1";
+
+fn report_json(report: &SendReport) -> serde_json::Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    serde_json::json!({
+        "schema": REPORT_SCHEMA,
+        "frames": report.frames,
+        "packets": report.packets,
+        "bytes": report.bytes,
+        "elapsed_s": report.elapsed.as_secs_f64(),
+        "cpi_per_s": report.cpi_per_s(),
+        "max_lag_ms": ms(report.max_lag),
+        "max_oversleep_ms": ms(report.max_oversleep),
+        "involuntary_switches": report.involuntary_switches,
+        "stopped": report.stopped,
+    })
 }
 
 fn write_times(out: &mut impl Write, times: &[FrameTimes]) -> std::io::Result<()> {

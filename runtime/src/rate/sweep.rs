@@ -147,6 +147,9 @@ pub struct TrialEntry {
     /// Per-stage time of that pipeline.
     #[serde(default)]
     pub stages: Vec<StageTime>,
+    /// CPU cores the system used on average over the trial (CPU time / wall time).
+    #[serde(default)]
+    pub cores_used: Option<f64>,
     /// What the sender reported about its own schedule.
     #[serde(default)]
     pub sender: Option<SenderEntry>,

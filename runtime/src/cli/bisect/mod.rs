@@ -8,6 +8,7 @@
 
 mod bounds;
 mod output;
+mod probe;
 mod sut;
 mod trial;
 
@@ -25,18 +26,24 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::plot::{self, PlotPoint, Series};
 use super::radar;
 use super::run::PipelineMode;
+use super::send::DEFAULT_PACING_TICK_US;
 use bounds::{BracketedBounds, measure_bounds};
 use kplace::affinity::CpuSet;
 use kplace::graph::Graph;
 use kplace::hog::{Cotenant, CotenantSpec};
 use kplace::placement::Placement;
 use kplace::plan::Plan;
+use kplace::rate::sweep::{
+    ProbeEntry, SearchEntry, SenderEntry, StageTime, SweepFile, TrialEntry, TrialLatency,
+    TrialStatus,
+};
 use kplace::rate::{
-    BudgetRule, Failure, Gates, LatencyBudget, Phase, SearchConfig, SearchError, TrialMeasurement,
-    Verdict, search,
+    BudgetRule, Failure, Gates, Judgement, LatencyBudget, Phase, SearchConfig, SearchError,
+    SteadyLimits, TrialMeasurement, Verdict, search,
 };
 use kplace_radar::{Cpi, Scene, SceneConfig};
-use output::{machine_facts, spreads, table_row, write_csv};
+use output::{machine_facts, spread_line, spreads, table_row, write_csv};
+use probe::run_probe;
 use serde_json::{Value, json};
 use sut::sut_trial;
 use trial::{representative, trial};
@@ -85,11 +92,28 @@ pub struct BisectArgs {
     /// Noise seed of the scene.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The sender's pacing tick in microseconds: 0 spins to each chirp's deadline (exact, but
-    /// takes a core); a tick sleeps between wake-ups and sends what is due, leaving the cores
-    /// to the system under test at the cost of chirps up to about a tick late.
-    #[arg(long, value_name = "US", default_value_t = 0)]
+    /// The sender's pacing tick in microseconds: it sleeps between wake-ups and sends what is
+    /// due, leaving the cores to the system under test at the cost of chirps up to about a
+    /// tick late; 0 spins to each chirp's deadline (exact, but takes a core).
+    #[arg(long, value_name = "US", default_value_t = DEFAULT_PACING_TICK_US)]
     sender_tick_us: u64,
+    /// A trial whose sender fell further behind its schedule than this many ms is invalid (the
+    /// load generator, not the system, decided it) and is retried.
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    max_sender_lag_ms: f64,
+    /// Invalid trials retried in a row at one rate before the search ends as "unsteady
+    /// machine".
+    #[arg(long, value_name = "N", default_value_t = SearchConfig::DEFAULT_INVALID_RETRIES)]
+    invalid_retries: u32,
+    /// A failure more than this fraction below a rate that passed ((pass - fail) / fail) ends
+    /// the search as "unsteady machine" instead of stepping down to a rate the machine's bad
+    /// minutes chose.
+    #[arg(long, value_name = "FRACTION", default_value_t = SearchConfig::DEFAULT_CONTRADICTION)]
+    contradiction: f64,
+    /// Exit with status 5 when a search's sustained rate is below this many CPI/s (a
+    /// performance gate for CI).
+    #[arg(long, value_name = "CPI_PER_S")]
+    require_rate: Option<f64>,
     /// CPUs the sender runs on (a list like `0` or `0,2-3`; default: any). Keeping the load
     /// generator off the cores of the system under test stops it from measuring itself.
     #[arg(long, value_name = "CPUS")]
@@ -139,6 +163,47 @@ pub struct BisectArgs {
     sut_cmd: Option<String>,
 }
 
+impl BisectArgs {
+    /// Refuses options that cannot work together or have no meaning, naming the option.
+    fn check(&self) -> anyhow::Result<()> {
+        for (option, cpus) in [
+            ("--sender-cpus", &self.sender_cpus),
+            ("--sut-cpus", &self.sut_cpus),
+        ] {
+            if let Some(cpus) = cpus {
+                cpus.check_allowed()
+                    .map_err(|e| anyhow::anyhow!("{option} {cpus}: {e}"))?;
+            }
+        }
+        if self.mps_threads.is_some() && self.mps == MpsMode::Off {
+            bail!("--mps-threads needs --mps on");
+        }
+        if self.sut_cmd.is_some() && self.pipelines > 1 {
+            bail!(
+                "--pipelines measures kplace's own pipelines; it cannot be combined with --sut-cmd"
+            );
+        }
+        if !(self.max_sender_lag_ms.is_finite() && self.max_sender_lag_ms > 0.0) {
+            bail!(
+                "--max-sender-lag-ms must be a positive number of ms, not {}",
+                self.max_sender_lag_ms
+            );
+        }
+        if !(self.contradiction.is_finite() && self.contradiction > 0.0) {
+            bail!(
+                "--contradiction must be a positive fraction, not {}",
+                self.contradiction
+            );
+        }
+        if let Some(rate) = self.require_rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            bail!("--require-rate must be a positive number of CPI/s, not {rate}");
+        }
+        Ok(())
+    }
+}
+
 /// Whether trials run under MPS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum MpsMode {
@@ -161,9 +226,14 @@ impl Drop for MpsDaemon {
 struct TrialRun {
     rate: f64,
     phase: Phase,
-    verdict: Verdict,
+    judgement: Judgement,
     measurement: Option<TrialMeasurement>,
+    /// The trial's run report (or, for another receiver, the one built for it).
     report: Option<Value>,
+    /// Where that report is.
+    report_path: Option<PathBuf>,
+    /// The sender's account of its schedule.
+    sender: Option<SenderEntry>,
 }
 
 /// Why a trial could not run at all (it stops the search).
@@ -213,9 +283,29 @@ impl System {
     }
 }
 
-/// Runs the sweep, prints the table, writes JSON and CSV. Exits 0 when at least one search
-/// found a sustained rate, 1 (saying why) when none did (every system skipped, or no rate
-/// passed), 130 when interrupted.
+/// The exit statuses of `kplace bisect-rate` (docs/architecture.md). Besides these, 2 is an
+/// error that stopped the sweep (a bad option or file, said on stderr). When several apply,
+/// the first in this order wins: interrupted, below the required rate, unsteady, no rate,
+/// some skipped.
+pub mod exit {
+    /// Every search measured a sustained rate (and met `--require-rate`).
+    pub const MEASURED: u8 = 0;
+    /// Some systems were skipped (they cannot run here); every search that ran measured a
+    /// rate.
+    pub const SOME_SKIPPED: u8 = 3;
+    /// A search ended without a sustained rate (it fails everywhere, or hit the trial cap), or
+    /// nothing was searched.
+    pub const NO_RATE: u8 = 1;
+    /// A search ended as "unsteady machine": the machine, not the system, decided it.
+    pub const UNSTEADY: u8 = 4;
+    /// A search measured a rate below `--require-rate`.
+    pub const BELOW_REQUIRED: u8 = 5;
+    /// Interrupted (Ctrl-C); what was found so far is written.
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// Runs the sweep, prints the table, writes JSON, CSV and the plots; the exit status says
+/// what it found ([`exit`]).
 pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     let children = Children::default();
@@ -228,20 +318,9 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             children.kill_all();
         });
     }
-    for (option, cpus) in [
-        ("--sender-cpus", &args.sender_cpus),
-        ("--sut-cpus", &args.sut_cpus),
-    ] {
-        if let Some(cpus) = cpus {
-            cpus.check_allowed()
-                .map_err(|e| anyhow::anyhow!("{option} {cpus}: {e}"))?;
-        }
-    }
+    args.check()?;
     let cotenant = CotenantSpec::parse(&args.cotenant, args.cotenant_intensity)
         .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
-    if args.mps_threads.is_some() && args.mps == MpsMode::Off {
-        bail!("--mps-threads needs --mps on");
-    }
     let mps_daemon = match args.mps {
         MpsMode::Off => None,
         MpsMode::On => {
@@ -255,9 +334,6 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             Some(MpsDaemon(dirs))
         }
     };
-    if args.sut_cmd.is_some() && args.pipelines > 1 {
-        bail!("--pipelines measures kplace's own pipelines; it cannot be combined with --sut-cmd");
-    }
     let systems: Vec<System> = match &args.sut_cmd {
         Some(cmd) => vec![System::Command(cmd.clone())],
         None => placement_files(&args.placements)?
@@ -275,10 +351,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
         mps: mps_daemon.as_ref().map(|d| &d.0),
     };
     let mut rows = Vec::new();
-    let mut results = Vec::new();
-    let mut series = Vec::new();
-    // What the exit status says: whether any search found a rate.
-    let (mut skipped, mut searched, mut sustained) = (0usize, 0usize, 0usize);
+    let mut searches: Vec<SearchEntry> = Vec::new();
     'sweep: for system in &systems {
         for &cpi in &args.cpi {
             let mut name = match args.pipelines {
@@ -295,219 +368,406 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
                 && let Err(reason) = plan_for(&args.graph, placement, cpi)
             {
                 eprintln!("bisect-rate: {name} at {cpi}: skipped: {reason:#}");
-                results.push(json!({"system": name, "cpi": cpi.to_string(), "skipped": format!("{reason:#}")}));
                 rows.push(format!(
-                    "| {name} | {cpi} | skipped: {reason:#} | | | | | |"
+                    "| {name} | {cpi} | skipped: {reason:#} | | | | | | | |"
                 ));
-                skipped += 1;
+                let mut entry = search_entry(&args, system, &name, cpi, 0);
+                entry.skipped = Some(format!("{reason:#}"));
+                entry.outcome = "skipped".into();
+                entry.outcome_kind = "skipped".into();
+                searches.push(entry);
                 continue;
             }
             for repeat in 0..args.repeat {
-                // Bounds on both sides of each search: the machine's speed drifts over minutes,
-                // and a ratio means something only against bounds from the same minutes.
-                let before = args
-                    .bounds
-                    .then(|| measure_bounds(&ctx, system, cpi))
-                    .transpose()?;
                 let label = if args.repeat > 1 {
                     format!("{name} #{repeat}")
                 } else {
                     name.clone()
                 };
-                let progress = ProgressBar::new_spinner();
-                progress.set_style(
-                    ProgressStyle::with_template("{spinner} {prefix} {wide_msg} [{elapsed}]")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                progress.set_prefix(format!("{label} {cpi}"));
-                progress.enable_steady_tick(Duration::from_millis(200));
-                let mut runs: Vec<TrialRun> = Vec::new();
-                let hog = match &cotenant {
-                    Some(spec) => Some(Cotenant::start(spec).map_err(|e| {
-                        anyhow::anyhow!("cannot start the co-tenant {}: {e}", spec.kind())
-                    })?),
-                    None => None,
-                };
-                let dir = args
-                    .out
-                    .join(format!("{}-{cpi}-{repeat}", name.replace(' ', "-")));
-                let outcome = search(&search_config(&args, cpi), |rate, phase| {
-                    if stop.load(Ordering::SeqCst) {
-                        return Err(TrialError::Interrupted);
-                    }
-                    let index = runs.len();
-                    progress.set_message(format!("trial {index}: {rate:.1} CPI/s ({phase})"));
-                    let run = match system {
-                        System::Placement(placement) => {
-                            trial(&ctx, placement, cpi, rate, &dir, index)?
-                        }
-                        System::Command(cmd) => sut_trial(&ctx, cmd, cpi, rate, &dir, index)?,
-                    };
-                    // A trial cut short by Ctrl-C measured nothing: it is not a failure.
-                    if stop.load(Ordering::SeqCst) {
-                        return Err(TrialError::Interrupted);
-                    }
-                    progress.println(format!(
-                        "{label} {cpi} trial {index}: {rate:.1} CPI/s ({phase}): {}",
-                        run.verdict
-                    ));
-                    let verdict = run.verdict.clone();
-                    runs.push(TrialRun { phase, ..run });
-                    Ok(verdict)
-                });
-                progress.finish_and_clear();
-                let cotenant_report = match hog {
-                    Some(hog) => match hog.stop() {
-                        Ok(report) => serde_json::to_value(&report)?,
-                        Err(e) => json!({"error": e.to_string()}),
-                    },
-                    None => Value::Null,
-                };
-                let (result, interrupted) = match outcome {
-                    Ok(result) => (result, false),
-                    Err(SearchError::Trial { partial, cause }) => {
-                        eprintln!("bisect-rate: search stopped: {cause}");
-                        (*partial, true)
-                    }
-                    Err(SearchError::InvalidConfig(e)) => bail!("invalid search: {e}"),
-                };
-                searched += 1;
-                if result.sustained.is_some() {
-                    sustained += 1;
-                }
-                let after = (before.is_some() && !interrupted)
-                    .then(|| measure_bounds(&ctx, system, cpi))
-                    .transpose()?;
-                let bounds = before.map(|before| BracketedBounds { before, after });
-                let at_result = result.sustained.and_then(|r| {
-                    runs.iter()
-                        .rev()
-                        .find(|t| t.rate == r && t.verdict.is_pass())
-                        .and_then(|t| t.report.clone())
-                });
-                rows.push(table_row(
+                let (entry, interrupted) = run_search(
+                    &ctx,
+                    system,
+                    &name,
                     &label,
                     cpi,
-                    result.sustained,
-                    at_result.as_ref().map(representative),
-                    bounds.as_ref().map(BracketedBounds::mean),
-                    runs.len(),
-                    &result.outcome.to_string(),
-                ));
-                results.push(json!({
-                    "system": name,
-                    "placement": match system { System::Placement(p) => Some(p.display().to_string()), System::Command(_) => None },
-                    "sut_cmd": match system { System::Command(c) => Some(c.clone()), System::Placement(_) => None },
-                    "cpi": cpi.to_string(),
-                    "repeat": repeat,
-                    "pipelines": args.pipelines,
-                    "pipeline_mode": mode_name(args.pipeline_mode),
-                    "sustained_cpi_per_s": result.sustained,
-                    "aggregate_sustained_cpi_per_s": result.sustained.map(|r| r * args.pipelines as f64),
-                    "cotenant": cotenant_report,
-                    "highest_pass": result.highest_pass,
-                    "lowest_fail": result.lowest_fail,
-                    "outcome": result.outcome.to_string(),
-                    "bounds": bounds.as_ref().map(|b| b.to_json(result.sustained)),
-                    "trials": runs.iter().map(|t| json!({
-                        "rate": t.rate,
-                        "phase": t.phase.to_string(),
-                        "passed": t.verdict.is_pass(),
-                        "failures": t.verdict.failures.iter().map(Failure::to_string).collect::<Vec<_>>(),
-                        "measurement": t.measurement,
-                        "latency_measured": t.report.as_ref().is_some_and(|r| !r["latency"].is_null()),
-                    })).collect::<Vec<_>>(),
-                }));
-                write_csv(&args.out, &name.replace(' ', "-"), cpi, repeat, &runs)?;
-                series.push(Series {
-                    label: format!("{label} {cpi}"),
-                    points: runs
-                        .iter()
-                        .map(|t| PlotPoint {
-                            rate: t.rate,
-                            p99_ms: t
-                                .report
-                                .as_ref()
-                                .map(representative)
-                                .and_then(|r| r["latency"]["post_cpi"]["p99_ms"].as_f64()),
-                            passed: t.verdict.is_pass(),
-                        })
-                        .collect(),
-                    sustained: result.sustained,
-                });
+                    repeat,
+                    cotenant.as_ref(),
+                    &stop,
+                )?;
+                rows.push(table_row(&label, cpi, &entry, args.bounds));
+                searches.push(entry);
                 if interrupted {
                     break 'sweep;
                 }
             }
         }
     }
-    let bounds_header = if args.bounds {
-        " ingest-only CPI/s | kernel-only CPI/s | sustained / min(bounds) |"
-    } else {
-        ""
+    let spreads = spreads(&searches);
+    let file = SweepFile {
+        schema: kplace::rate::sweep::SCHEMA.to_string(),
+        machine: machine_facts(),
+        settings: settings(&args),
+        searches,
+        spreads,
     };
-    println!(
-        "| system | CPI | sustained CPI/s | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, outcome |{bounds_header}"
-    );
-    println!(
-        "|---|---|---|---|---|---|---|---|{}",
-        if args.bounds { "---|---|---|" } else { "" }
-    );
-    for row in &rows {
-        println!("{row}");
-    }
-    if args.repeat > 1 {
-        println!();
-        for line in spreads(&results) {
-            println!("{line}");
-        }
-    }
+    print_table(&args, &rows, &file);
+    let json_path = args.out.join("bisect-rate.json");
+    let text = serde_json::to_string_pretty(&file)?;
+    fs::write(&json_path, text + "\n")
+        .with_context(|| format!("cannot write {}", json_path.display()))?;
     let svg_path = args.out.join("bisect-rate.svg");
     plot::write_svg(
         &svg_path,
         "post-CPI p99 latency against offered rate",
-        &series,
+        &plot_series(&file),
     )?;
-    let json_path = args.out.join("bisect-rate.json");
-    let text = serde_json::to_string_pretty(
-        &json!({"machine": machine_facts(), "settings": settings(&args), "results": results}),
-    )?;
-    fs::write(&json_path, text + "\n")
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
     eprintln!(
         "bisect-rate: results in {}, {} and {}/trials-*.csv",
         json_path.display(),
         svg_path.display(),
         args.out.display()
     );
-    if stop.load(Ordering::SeqCst) {
-        return Ok(ExitCode::from(130));
+    let interrupted = stop.load(Ordering::SeqCst);
+    let (status, why) = exit_status(&file.searches, interrupted, args.require_rate);
+    if let Some(why) = why {
+        eprintln!("bisect-rate: {why}");
     }
-    match no_rate_found(skipped, searched, sustained) {
-        Some(why) => {
-            eprintln!("bisect-rate: {why}");
-            Ok(ExitCode::FAILURE)
+    Ok(ExitCode::from(status))
+}
+
+/// One search of `system` at `cpi`: the co-tenant and bounds around it, the steadiness
+/// probes before, after and at every failure, and every trial; whether it was interrupted.
+#[allow(clippy::too_many_arguments)]
+fn run_search(
+    ctx: &Trials<'_>,
+    system: &System,
+    name: &str,
+    label: &str,
+    cpi: Cpi,
+    repeat: u32,
+    cotenant: Option<&CotenantSpec>,
+    stop: &AtomicBool,
+) -> anyhow::Result<(SearchEntry, bool)> {
+    let args = ctx.args;
+    let mut entry = search_entry(args, system, name, cpi, repeat);
+    let limits = SteadyLimits::default();
+    // Bounds on both sides of each search: the machine's speed drifts over minutes, and a
+    // ratio means something only against bounds from the same minutes.
+    let before = args
+        .bounds
+        .then(|| measure_bounds(ctx, system, cpi))
+        .transpose()?;
+    let baseline = run_probe("before");
+    let mut probes = vec![ProbeEntry {
+        steadiness: baseline.judge(None, &limits),
+        probe: baseline.clone(),
+    }];
+    let progress = ProgressBar::new_spinner();
+    progress.set_style(
+        ProgressStyle::with_template("{spinner} {prefix} {wide_msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    progress.set_prefix(format!("{label} {cpi}"));
+    progress.enable_steady_tick(Duration::from_millis(200));
+    let mut runs: Vec<TrialRun> = Vec::new();
+    let hog = match cotenant {
+        Some(spec) => Some(
+            Cotenant::start(spec)
+                .map_err(|e| anyhow::anyhow!("cannot start the co-tenant {}: {e}", spec.kind()))?,
+        ),
+        None => None,
+    };
+    let dir = args
+        .out
+        .join(format!("{}-{cpi}-{repeat}", name.replace(' ', "-")));
+    let outcome = search(&search_config(args, cpi), |rate, phase| {
+        if stop.load(Ordering::SeqCst) {
+            return Err(TrialError::Interrupted);
         }
-        None => Ok(ExitCode::SUCCESS),
+        let index = runs.len();
+        progress.set_message(format!("trial {index}: {rate:.1} CPI/s ({phase})"));
+        let mut run = match system {
+            System::Placement(placement) => trial(ctx, placement, cpi, rate, &dir, index)?,
+            System::Command(cmd) => sut_trial(ctx, cmd, cpi, rate, &dir, index)?,
+        };
+        // A trial cut short by Ctrl-C measured nothing: it is not a failure.
+        if stop.load(Ordering::SeqCst) {
+            return Err(TrialError::Interrupted);
+        }
+        // A failure on an unsteady machine says nothing about the system: retried.
+        if run.judgement.failed() {
+            let probe = run_probe(format!("after trial {index}"));
+            let steadiness = probe.judge(Some(&baseline), &limits);
+            if let (Some(why), Judgement::Verdict(verdict)) = (&steadiness.unsteady, &run.judgement)
+            {
+                run.judgement = Judgement::Invalid(format!(
+                    "it failed ({verdict}) while the machine was unsteady: {why}"
+                ));
+            }
+            probes.push(ProbeEntry { probe, steadiness });
+        }
+        progress.println(format!(
+            "{label} {cpi} trial {index}: {rate:.1} CPI/s ({phase}): {}",
+            run.judgement
+        ));
+        let judgement = run.judgement.clone();
+        runs.push(TrialRun { phase, ..run });
+        Ok(judgement)
+    });
+    progress.finish_and_clear();
+    entry.cotenant = match hog {
+        Some(hog) => Some(match hog.stop() {
+            Ok(report) => serde_json::to_value(&report)?,
+            Err(e) => json!({"error": e.to_string()}),
+        }),
+        None => None,
+    };
+    let (result, interrupted) = match outcome {
+        Ok(result) => (result, false),
+        Err(SearchError::Trial { partial, cause }) => {
+            eprintln!("bisect-rate: search stopped: {cause}");
+            (*partial, true)
+        }
+        Err(SearchError::InvalidConfig(e)) => bail!("invalid search: {e}"),
+    };
+    if !interrupted {
+        let after = run_probe("after");
+        probes.push(ProbeEntry {
+            steadiness: after.judge(Some(&baseline), &limits),
+            probe: after,
+        });
+    }
+    let after = (before.is_some() && !interrupted)
+        .then(|| measure_bounds(ctx, system, cpi))
+        .transpose()?;
+    let bounds = before.map(|before| BracketedBounds { before, after });
+    entry.sustained_cpi_per_s = result.sustained;
+    entry.aggregate_sustained_cpi_per_s = result.sustained.map(|r| r * args.pipelines as f64);
+    entry.highest_pass = result.highest_pass;
+    entry.lowest_fail = result.lowest_fail;
+    entry.outcome = result.outcome.to_string();
+    entry.outcome_kind = result.outcome.kind().to_string();
+    entry.probes = probes;
+    entry.bounds = bounds.as_ref().map(|b| b.to_json(result.sustained));
+    entry.trials = runs
+        .iter()
+        .map(|t| trial_entry(t, &entry.latency_budget, &args.out))
+        .collect();
+    write_csv(&args.out, &name.replace(' ', "-"), cpi, repeat, &runs)?;
+    Ok((entry, interrupted))
+}
+
+/// An entry for `system` at `cpi` with what is known before the search.
+fn search_entry(
+    args: &BisectArgs,
+    system: &System,
+    name: &str,
+    cpi: Cpi,
+    repeat: u32,
+) -> SearchEntry {
+    SearchEntry {
+        system: name.to_string(),
+        placement: match system {
+            System::Placement(p) => Some(p.display().to_string()),
+            System::Command(_) => None,
+        },
+        sut_cmd: match system {
+            System::Command(c) => Some(c.clone()),
+            System::Placement(_) => None,
+        },
+        cpi: cpi.to_string(),
+        repeat,
+        skipped: None,
+        real_time_cpi_per_s: 1.0 / cpi.period_s(),
+        latency_budget: latency_budget(args, cpi),
+        start_rate: search_config(args, cpi).start_rate,
+        pipelines: args.pipelines,
+        pipeline_mode: mode_name(args.pipeline_mode).to_string(),
+        sustained_cpi_per_s: None,
+        aggregate_sustained_cpi_per_s: None,
+        highest_pass: None,
+        lowest_fail: None,
+        outcome: String::new(),
+        outcome_kind: String::new(),
+        probes: Vec::new(),
+        bounds: None,
+        cotenant: None,
+        trials: Vec::new(),
     }
 }
 
-/// Why the sweep measured nothing (exit 1), or `None` when at least one search found a
-/// sustained rate.
-fn no_rate_found(skipped: usize, searched: usize, sustained: usize) -> Option<String> {
-    if sustained > 0 {
-        return None;
+/// What the results file keeps of one trial.
+fn trial_entry(t: &TrialRun, budget: &LatencyBudget, out: &Path) -> TrialEntry {
+    let report = t.report.as_ref().map(representative);
+    let num = |v: &Value| v.as_f64();
+    let latency = report.and_then(|r| {
+        let post = &r["latency"]["post_cpi"];
+        Some(TrialLatency {
+            p50_ms: num(&post["p50_ms"])?,
+            p99_ms: num(&post["p99_ms"])?,
+            p999_ms: num(&post["p999_ms"])?,
+            histogram: post["histogram"].as_str().map(str::to_string),
+        })
+    });
+    let stages = report
+        .and_then(|r| r["stages"].as_array())
+        .map(|stages| {
+            stages
+                .iter()
+                .filter_map(|s| {
+                    Some(StageTime {
+                        name: s["name"].as_str()?.to_string(),
+                        device: s["device"].as_str()?.to_string(),
+                        per_frame_ms: num(&s["per_frame_ms"])?,
+                        gpu_ms_per_frame: num(&s["gpu_ms_per_frame"]),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    TrialEntry {
+        rate: t.rate,
+        phase: t.phase.to_string(),
+        status: match &t.judgement {
+            Judgement::Invalid(_) => TrialStatus::Invalid,
+            j if j.passed() => TrialStatus::Passed,
+            _ => TrialStatus::Failed,
+        },
+        failures: t
+            .judgement
+            .verdict()
+            .map(|v| v.failures.iter().map(Failure::to_string).collect())
+            .unwrap_or_default(),
+        invalid: t.judgement.invalid().map(str::to_string),
+        budget_ms: budget.at(t.rate).as_secs_f64() * 1e3,
+        measurement: t.measurement.clone(),
+        latency,
+        stages,
+        cores_used: report.and_then(|r| num(&r["cores_used"])),
+        sender: t.sender.clone(),
+        report: t
+            .report_path
+            .as_ref()
+            .map(|p| p.strip_prefix(out).unwrap_or(p).display().to_string()),
     }
-    Some(match (searched, skipped) {
-        (0, 0) => "nothing was searched".to_string(),
-        (0, n) => format!(
-            "no rate found: every system was skipped ({n} skipped, reasons above); nothing was searched"
-        ),
-        (n, 0) => format!("no rate found: none of the {n} searches sustained any rate tried"),
-        (n, k) => format!(
-            "no rate found: none of the {n} searches sustained any rate tried, and {k} systems were skipped"
-        ),
-    })
+}
+
+/// The table and, with repeats, the spreads.
+fn print_table(args: &BisectArgs, rows: &[String], file: &SweepFile) {
+    let bounds_header = if args.bounds {
+        " ingest-only CPI/s | kernel-only CPI/s | sustained / min(bounds) |"
+    } else {
+        ""
+    };
+    println!(
+        "| system | CPI | sustained CPI/s | bracket (pass, fail) CPI/s | latency budget | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, outcome |{bounds_header}"
+    );
+    println!(
+        "|---|---|---|---|---|---|---|---|---|---|{}",
+        if args.bounds { "---|---|---|" } else { "" }
+    );
+    for row in rows {
+        println!("{row}");
+    }
+    if !file.spreads.is_empty() {
+        println!();
+        for spread in &file.spreads {
+            println!("{}", spread_line(spread));
+        }
+    }
+}
+
+/// The old plot's series, until the plots read the results file.
+fn plot_series(file: &SweepFile) -> Vec<Series> {
+    file.searches
+        .iter()
+        .filter(|s| s.skipped.is_none())
+        .map(|s| Series {
+            label: format!("{} {} #{}", s.system, s.cpi, s.repeat),
+            points: s
+                .trials
+                .iter()
+                .map(|t| PlotPoint {
+                    rate: t.rate,
+                    p99_ms: t.latency.as_ref().map(|l| l.p99_ms),
+                    passed: t.status == TrialStatus::Passed,
+                })
+                .collect(),
+            sustained: s.sustained_cpi_per_s,
+        })
+        .collect()
+}
+
+/// The exit status of a sweep and, when it is not 0, why ([`exit`]).
+fn exit_status(
+    searches: &[SearchEntry],
+    interrupted: bool,
+    require_rate: Option<f64>,
+) -> (u8, Option<String>) {
+    if interrupted {
+        return (exit::INTERRUPTED, Some("interrupted".into()));
+    }
+    let ran: Vec<&SearchEntry> = searches.iter().filter(|s| s.skipped.is_none()).collect();
+    let skipped = searches.len() - ran.len();
+    let describe = |s: &SearchEntry| format!("{} at {} (repeat {})", s.system, s.cpi, s.repeat);
+    if let Some(required) = require_rate {
+        let below: Vec<String> = ran
+            .iter()
+            .filter_map(|s| {
+                let rate = s.sustained_cpi_per_s?;
+                (rate < required).then(|| format!("{} sustained {rate:.1} CPI/s", describe(s)))
+            })
+            .collect();
+        if !below.is_empty() {
+            return (
+                exit::BELOW_REQUIRED,
+                Some(format!(
+                    "below the required {required} CPI/s: {}",
+                    below.join("; ")
+                )),
+            );
+        }
+    }
+    let unsteady: Vec<String> = ran
+        .iter()
+        .filter(|s| s.outcome_kind == "unsteady")
+        .map(|s| format!("{}: {}", describe(s), s.outcome))
+        .collect();
+    if !unsteady.is_empty() {
+        return (exit::UNSTEADY, Some(unsteady.join("; ")));
+    }
+    let no_rate: Vec<String> = ran
+        .iter()
+        .filter(|s| s.sustained_cpi_per_s.is_none())
+        .map(|s| format!("{}: {}", describe(s), s.outcome))
+        .collect();
+    if ran.is_empty() {
+        let why = match skipped {
+            0 => "nothing was searched".to_string(),
+            n => format!(
+                "no rate found: every system was skipped ({n} skipped, reasons above); nothing was searched"
+            ),
+        };
+        return (exit::NO_RATE, Some(why));
+    }
+    if !no_rate.is_empty() {
+        return (
+            exit::NO_RATE,
+            Some(format!(
+                "no rate found by {} of {} searches: {}",
+                no_rate.len(),
+                ran.len(),
+                no_rate.join("; ")
+            )),
+        );
+    }
+    if skipped > 0 {
+        return (
+            exit::SOME_SKIPPED,
+            Some(format!("{skipped} systems were skipped (reasons above)")),
+        );
+    }
+    (exit::MEASURED, None)
 }
 
 /// The options every result depends on, recorded beside the results.
@@ -519,6 +779,11 @@ fn settings(args: &BisectArgs) -> Value {
         "confirm": args.confirm,
         "latency_budget": args.latency_budget.to_string(),
         "sender_tick_us": args.sender_tick_us,
+        "max_sender_lag_ms": args.max_sender_lag_ms,
+        "invalid_retries": args.invalid_retries,
+        "contradiction": args.contradiction,
+        "require_rate": args.require_rate,
+        "steady_limits": SteadyLimits::default(),
         "sender_cpus": args.sender_cpus.as_ref().map(ToString::to_string),
         "sut_cpus": args.sut_cpus.as_ref().map(ToString::to_string),
         "seed": args.seed,
@@ -589,6 +854,8 @@ fn search_config(args: &BisectArgs, cpi: Cpi) -> SearchConfig {
     config.tolerance = args.tolerance;
     config.confirm = args.confirm;
     config.max_trials = args.max_trials;
+    config.invalid_retries = args.invalid_retries;
+    config.contradiction = Some(args.contradiction);
     config
 }
 
@@ -676,8 +943,95 @@ fn failed(rate: f64, why: String) -> TrialRun {
     TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        verdict: Verdict::from_failures(vec![Failure::SystemFailed(why)]),
+        judgement: Judgement::Verdict(Verdict::from_failures(vec![Failure::SystemFailed(why)])),
         measurement: None,
         report: None,
+        report_path: None,
+        sender: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A search entry as the results file has it, with `outcome_kind` and a rate or none.
+    fn entry(kind: &str, sustained: Option<f64>, skipped: bool) -> SearchEntry {
+        let mut e: SearchEntry = serde_json::from_value(json!({
+            "system": "all-cpu", "cpi": "1024x128", "repeat": 0,
+            "real_time_cpi_per_s": 156.25,
+            "latency_budget": {"rule": "deadline", "cpi_duration_ms": 6.4},
+        }))
+        .expect("the minimal entry parses");
+        e.outcome_kind = kind.into();
+        e.outcome = kind.replace('_', " ");
+        e.sustained_cpi_per_s = sustained;
+        e.skipped = skipped.then(|| "needs a GPU".to_string());
+        e
+    }
+
+    #[test]
+    fn exit_statuses_say_what_the_sweep_found_most_urgent_first() {
+        let measured = entry("converged", Some(500.0), false);
+        let skipped = entry("skipped", None, true);
+        let no_rate = entry("fails_everywhere", None, false);
+        let unsteady = entry("unsteady", None, false);
+        let status = |s: &[SearchEntry], required| exit_status(s, false, required).0;
+
+        assert_eq!(
+            exit_status(std::slice::from_ref(&measured), false, None),
+            (0, None)
+        );
+        assert_eq!(
+            status(&[measured.clone(), skipped.clone()], None),
+            exit::SOME_SKIPPED
+        );
+        assert_eq!(status(std::slice::from_ref(&skipped), None), exit::NO_RATE);
+        assert_eq!(status(&[], None), exit::NO_RATE);
+        assert_eq!(
+            status(&[measured.clone(), no_rate.clone()], None),
+            exit::NO_RATE
+        );
+        assert_eq!(
+            status(&[no_rate.clone(), unsteady.clone(), skipped.clone()], None),
+            exit::UNSTEADY
+        );
+        // --require-rate: a measured rate below it wins over everything but Ctrl-C.
+        assert_eq!(
+            status(std::slice::from_ref(&measured), Some(400.0)),
+            exit::MEASURED
+        );
+        assert_eq!(
+            status(std::slice::from_ref(&measured), Some(500.0)),
+            exit::MEASURED
+        );
+        let (code, why) = exit_status(&[measured.clone(), unsteady.clone()], false, Some(600.0));
+        assert_eq!(code, exit::BELOW_REQUIRED);
+        assert_eq!(
+            why.unwrap(),
+            "below the required 600 CPI/s: all-cpu at 1024x128 (repeat 0) sustained 500.0 CPI/s"
+        );
+        assert_eq!(
+            exit_status(&[measured], true, Some(600.0)).0,
+            exit::INTERRUPTED
+        );
+        let (_, why) = exit_status(&[unsteady], false, None);
+        assert!(
+            why.unwrap()
+                .contains("all-cpu at 1024x128 (repeat 0): unsteady")
+        );
+        let codes = [
+            exit::MEASURED,
+            exit::NO_RATE,
+            exit::SOME_SKIPPED,
+            exit::UNSTEADY,
+            exit::BELOW_REQUIRED,
+            exit::INTERRUPTED,
+        ];
+        let mut distinct = codes.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), codes.len(), "every status is its own");
+        assert!(!codes.contains(&2), "2 is kplace's error status");
     }
 }

@@ -1,143 +1,139 @@
-//! What a sweep prints and writes: the table's rows, the spread of repeated searches, the
-//! per-search CSV files and the machine's facts.
+//! What a sweep prints and writes: the table's rows, the spread of repeated searches (beside
+//! the machine's own), the per-search CSV files and the machine's facts.
 
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use kplace::rate::Failure;
+use kplace::rate::sweep::{SearchEntry, Spread, TrialStatus};
+use kplace::rate::{Failure, Judgement, relative_spread};
 use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
 use super::TrialRun;
-use super::bounds::Bounds;
 
-/// Per system and CPI searched more than once: the spread of the sustained rates, and, where
-/// bounds were measured, of the ratios sustained / min(bounds) and of the bounds themselves
-/// (every measurement, before and after each search): how far the machine's own speed moved
-/// while the searches ran.
-pub(super) fn spreads(results: &[Value]) -> Vec<String> {
-    struct Group<'a> {
-        system: &'a str,
-        cpi: &'a str,
-        rates: Vec<f64>,
-        ratios: Vec<f64>,
-        kernel_only: Vec<f64>,
-        ingest_only: Vec<f64>,
-    }
-    let mut groups: Vec<Group<'_>> = Vec::new();
-    for r in results {
-        let (Some(system), Some(cpi)) = (r["system"].as_str(), r["cpi"].as_str()) else {
-            continue;
-        };
-        let group = match groups
-            .iter()
-            .position(|g| g.system == system && g.cpi == cpi)
+/// Per system and CPI searched more than once: the spread of the sustained rates, and the
+/// machine's own spread over the same searches (every steadiness probe's median): when the
+/// rates spread no more than the machine did, the difference between searches is within the
+/// machine's noise.
+pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
+    let mut groups: Vec<(&str, &str, Vec<&SearchEntry>)> = Vec::new();
+    for s in searches.iter().filter(|s| s.skipped.is_none()) {
+        match groups
+            .iter_mut()
+            .find(|(system, cpi, _)| *system == s.system && *cpi == s.cpi)
         {
-            Some(i) => &mut groups[i],
-            None => {
-                groups.push(Group {
-                    system,
-                    cpi,
-                    rates: Vec::new(),
-                    ratios: Vec::new(),
-                    kernel_only: Vec::new(),
-                    ingest_only: Vec::new(),
-                });
-                groups.last_mut().expect("just pushed")
-            }
-        };
-        group.rates.extend(r["sustained_cpi_per_s"].as_f64());
-        let bounds = &r["bounds"];
-        group
-            .ratios
-            .extend(bounds["sustained_over_min_bound"].as_f64());
-        for side in ["before", "after"] {
-            group
-                .kernel_only
-                .extend(bounds[side]["kernel_only_cpi_per_s"].as_f64());
-            group
-                .ingest_only
-                .extend(bounds[side]["ingest_only_cpi_per_s"].as_f64());
+            Some((_, _, members)) => members.push(s),
+            None => groups.push((&s.system, &s.cpi, vec![s])),
         }
     }
     groups
         .into_iter()
-        .filter(|g| g.rates.len() > 1)
-        .map(|g| {
-            let mut line = format!(
-                "spread {} {}: {} searches, sustained CPI/s {}",
-                g.system,
-                g.cpi,
-                g.rates.len(),
-                spread(g.rates, 1)
-            );
-            if g.ratios.len() > 1 {
-                line += &format!("; sustained / min(bounds) {}", spread(g.ratios, 3));
+        .filter(|(_, _, members)| members.len() > 1)
+        .map(|(system, cpi, members)| {
+            let mut rates: Vec<f64> = members
+                .iter()
+                .filter_map(|s| s.sustained_cpi_per_s)
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            let probes: Vec<f64> = members
+                .iter()
+                .flat_map(|s| s.probes.iter().map(|p| p.probe.median_us))
+                .collect();
+            let spread = relative_spread(&rates);
+            let machine_spread = relative_spread(&probes);
+            Spread {
+                system: system.to_string(),
+                cpi: cpi.to_string(),
+                searches: members.len(),
+                measured: rates.len(),
+                min: rates.first().copied(),
+                median: rates.get(rates.len() / 2).copied(),
+                max: rates.last().copied(),
+                spread,
+                machine_spread,
+                within_noise: matches!((spread, machine_spread), (Some(r), Some(m)) if r <= m),
             }
-            for (name, values) in [
-                ("kernel-only", g.kernel_only),
-                ("ingest-only", g.ingest_only),
-            ] {
-                if values.len() > 1 {
-                    line += &format!(
-                        "; {name} bound over {} measurements, CPI/s {}",
-                        values.len(),
-                        spread(values, 1)
-                    );
-                }
-            }
-            line
         })
         .collect()
 }
 
-/// "min A, median B, max C, (max - min) / median D%" of `values` (not empty), with `digits`
-/// decimals.
-fn spread(mut values: Vec<f64>, digits: usize) -> String {
-    values.sort_by(f64::total_cmp);
-    let median = values[values.len() / 2];
-    let (low, high) = (values[0], values[values.len() - 1]);
+/// One spread as the sweep prints it.
+pub(super) fn spread_line(s: &Spread) -> String {
+    let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
+    let rate = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
     format!(
-        "min {low:.digits$}, median {median:.digits$}, max {high:.digits$}, (max - min) / median {:.1}%",
-        (high - low) / median * 100.0
+        "spread {} {}: {} searches, {} measured, sustained CPI/s min {}, median {}, max {}, (max - min) / median {}; machine's probe spread {}{}",
+        s.system,
+        s.cpi,
+        s.searches,
+        s.measured,
+        rate(s.min),
+        rate(s.median),
+        rate(s.max),
+        pct(s.spread),
+        pct(s.machine_spread),
+        if s.within_noise {
+            ": within the machine's noise"
+        } else {
+            ""
+        }
     )
 }
 
-pub(super) fn table_row(
-    label: &str,
-    cpi: Cpi,
-    sustained: Option<f64>,
-    report: Option<&Value>,
-    bounds: Option<Bounds>,
-    trials: usize,
-    outcome: &str,
-) -> String {
-    let num = |v: &Value| v.as_f64().map_or("n/a".to_string(), |x| format!("{x:.2}"));
-    let mut row = match (sustained, report) {
-        (Some(rate), Some(r)) => format!(
-            "| {label} | {cpi} | {rate:.1} | {} | {} | {} | {} | {trials}, {outcome} |",
-            num(&r["input_gbit_per_s"]),
-            num(&r["latency"]["post_cpi"]["p50_ms"]),
-            num(&r["latency"]["post_cpi"]["p999_ms"]),
-            num(&r["cores_used"]),
-        ),
-        (Some(rate), None) => format!(
-            "| {label} | {cpi} | {rate:.1} | {:.2} | n/a | n/a | n/a | {trials}, {outcome} |",
-            rate * (cpi.cells() * 4 * 8) as f64 / 1e9
-        ),
-        _ => format!("| {label} | {cpi} | none | | | | | {trials}, {outcome} |"),
+/// One row of the sweep's table.
+pub(super) fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> String {
+    let rate = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.1}"));
+    let bracket = format!("{}, {}", rate(s.highest_pass), rate(s.lowest_fail));
+    let budget = s.latency_budget.to_string();
+    let trials = s.trials.len();
+    let invalid = s
+        .trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Invalid)
+        .count();
+    let trials = if invalid > 0 {
+        format!("{trials} ({invalid} invalid)")
+    } else {
+        trials.to_string()
     };
-    if let Some(b) = bounds {
+    let outcome = &s.outcome;
+    let at_result = s.sustained_cpi_per_s.and_then(|r| {
+        s.trials
+            .iter()
+            .rev()
+            .find(|t| t.rate == r && t.status == TrialStatus::Passed)
+    });
+    let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
+    let mut row = match (s.sustained_cpi_per_s, at_result) {
+        (Some(rate), Some(t)) => format!(
+            "| {label} | {cpi} | {rate:.1} | {bracket} | {budget} | {:.2} | {} | {} | {} | {trials}, {outcome} |",
+            rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+            num(t.latency.as_ref().map(|l| l.p50_ms)),
+            num(t.latency.as_ref().map(|l| l.p999_ms)),
+            num(t.cores_used),
+        ),
+        _ => format!(
+            "| {label} | {cpi} | none | {bracket} | {budget} | | | | | {trials}, {outcome} |"
+        ),
+    };
+    if with_bounds {
+        let bounds = s.bounds.as_ref();
+        let mean = |key: &str| {
+            let side = |side: &str| bounds.and_then(|b| b[side][key].as_f64());
+            match (side("before"), side("after")) {
+                (Some(a), Some(b)) => Some((a + b) / 2.0),
+                (a, b) => a.or(b),
+            }
+        };
         let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.1}"));
-        let ratio = b
-            .ratio(sustained)
+        let ratio = bounds
+            .and_then(|b| b["sustained_over_min_bound"].as_f64())
             .map_or("n/a".to_string(), |r| format!("{r:.3}"));
         row += &format!(
             " {} | {} | {ratio} |",
-            show(b.ingest_only),
-            show(b.kernel_only)
+            show(mean("ingest_only_cpi_per_s")),
+            show(mean("kernel_only_cpi_per_s"))
         );
     }
     row
@@ -151,35 +147,61 @@ pub(super) fn write_csv(
     runs: &[TrialRun],
 ) -> anyhow::Result<()> {
     let path = out.join(format!("trials-{name}-{cpi}-{repeat}.csv"));
-    let mut file =
+    let file =
         fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-    writeln!(
-        file,
-        "trial,rate,phase,passed,processed_rate,post_cpi_p99_ms,frames_sent,frames_completed,partial,dropped,failures"
-    )?;
+    let mut csv = csv::Writer::from_writer(file);
+    csv.write_record([
+        "trial",
+        "rate",
+        "phase",
+        "status",
+        "processed_rate",
+        "post_cpi_p99_ms",
+        "frames_sent",
+        "frames_completed",
+        "partial",
+        "dropped",
+        "sender_max_lag_ms",
+        "failures",
+    ])?;
     for (i, t) in runs.iter().enumerate() {
         let m = t.measurement.as_ref();
-        writeln!(
-            file,
-            "{i},{:.3},{},{},{:.3},{:.3},{},{},{},{},\"{}\"",
-            t.rate,
-            t.phase,
-            t.verdict.is_pass(),
-            m.map_or(0.0, |m| m.processed_rate),
-            m.map_or(0.0, |m| m.post_cpi_p99.as_secs_f64() * 1e3),
-            m.map_or(0, |m| m.frames_sent),
-            m.map_or(0, |m| m.frames_completed),
-            m.map_or(0, |m| m.partial_frames),
-            m.map_or(0, |m| m.dropped_frames),
-            t.verdict
+        let status = match &t.judgement {
+            Judgement::Invalid(_) => "invalid",
+            j if j.passed() => "passed",
+            _ => "failed",
+        };
+        let why = match &t.judgement {
+            Judgement::Invalid(why) => why.clone(),
+            Judgement::Verdict(v) => v
                 .failures
                 .iter()
                 .map(Failure::to_string)
                 .collect::<Vec<_>>()
-                .join("; ")
-                .replace('"', "'")
-        )?;
+                .join("; "),
+        };
+        csv.write_record([
+            i.to_string(),
+            format!("{:.3}", t.rate),
+            t.phase.to_string(),
+            status.to_string(),
+            format!("{:.3}", m.map_or(0.0, |m| m.processed_rate)),
+            format!(
+                "{:.3}",
+                m.map_or(0.0, |m| m.post_cpi_p99.as_secs_f64() * 1e3)
+            ),
+            m.map_or(0, |m| m.frames_sent).to_string(),
+            m.map_or(0, |m| m.frames_completed).to_string(),
+            m.map_or(0, |m| m.partial_frames).to_string(),
+            m.map_or(0, |m| m.dropped_frames).to_string(),
+            t.sender
+                .as_ref()
+                .map_or(String::new(), |s| format!("{:.3}", s.max_lag_ms)),
+            why,
+        ])?;
     }
+    csv.flush()
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
@@ -206,15 +228,41 @@ pub(super) fn machine_facts() -> Value {
 mod tests {
     use super::*;
 
-    fn result(system: &str, sustained: f64, kernel: [f64; 2], ingest: [f64; 2]) -> Value {
-        json!({
-            "system": system, "cpi": "1024x128", "sustained_cpi_per_s": sustained,
-            "bounds": {
-                "sustained_over_min_bound": sustained / kernel.iter().sum::<f64>() * 2.0,
-                "before": {"kernel_only_cpi_per_s": kernel[0], "ingest_only_cpi_per_s": ingest[0]},
-                "after": {"kernel_only_cpi_per_s": kernel[1], "ingest_only_cpi_per_s": ingest[1]},
-            },
-        })
+    fn search(system: &str, sustained: Option<f64>, probe_medians: &[f64]) -> SearchEntry {
+        use kplace::rate::sweep::ProbeEntry;
+        use kplace::rate::{LatencyBudget, Probe, SteadyLimits};
+        SearchEntry {
+            system: system.into(),
+            placement: None,
+            sut_cmd: None,
+            cpi: "1024x128".into(),
+            repeat: 0,
+            skipped: None,
+            real_time_cpi_per_s: 156.25,
+            latency_budget: LatencyBudget::OneCpiPeriod,
+            start_rate: 156.25,
+            pipelines: 1,
+            pipeline_mode: "thread".into(),
+            sustained_cpi_per_s: sustained,
+            aggregate_sustained_cpi_per_s: sustained,
+            highest_pass: sustained,
+            lowest_fail: sustained.map(|r| r * 1.02),
+            outcome: "converged".into(),
+            outcome_kind: "converged".into(),
+            probes: probe_medians
+                .iter()
+                .map(|&m| {
+                    let probe = Probe::from_samples("before", &[m; 5]);
+                    ProbeEntry {
+                        steadiness: probe.judge(None, &SteadyLimits::default()),
+                        probe,
+                    }
+                })
+                .collect(),
+            bounds: None,
+            cotenant: None,
+            trials: Vec::new(),
+        }
     }
 
     /// Trial reports and results are read back from JSON text: a rate must come back as the
@@ -234,27 +282,39 @@ mod tests {
     }
 
     #[test]
-    fn repeated_searches_report_their_spread_and_the_machines() {
-        let results = [
-            result("all-cpu", 400.0, [1000.0, 1000.0], [2000.0, 2000.0]),
-            result("all-cpu", 500.0, [1250.0, 1250.0], [2000.0, 2000.0]),
-            result("all-cpu", 450.0, [1000.0, 1500.0], [2000.0, 2000.0]),
-            result("once", 100.0, [1000.0, 1000.0], [2000.0, 2000.0]),
+    fn repeated_searches_report_their_spread_beside_the_machines() {
+        let searches = [
+            search("all-cpu", Some(400.0), &[300.0, 330.0]),
+            search("all-cpu", Some(500.0), &[300.0, 310.0]),
+            search("all-cpu", None, &[450.0, 300.0]),
+            search("all-cpu", Some(450.0), &[300.0, 300.0]),
+            search("once", Some(100.0), &[300.0]),
         ];
-        let lines = spreads(&results);
+        let spreads = spreads(&searches);
+        assert_eq!(spreads.len(), 1, "a system searched once has no spread");
+        let s = &spreads[0];
+        assert_eq!((s.searches, s.measured), (4, 3));
         assert_eq!(
-            lines.len(),
-            1,
-            "a system searched once has no spread: {lines:?}"
+            (s.min, s.median, s.max),
+            (Some(400.0), Some(450.0), Some(500.0))
         );
-        let line = &lines[0];
-        for part in [
-            "spread all-cpu 1024x128: 3 searches, sustained CPI/s min 400.0, median 450.0, max 500.0, (max - min) / median 22.2%",
-            "sustained / min(bounds) min 0.360, median 0.400, max 0.400, (max - min) / median 10.0%",
-            "kernel-only bound over 6 measurements, CPI/s min 1000.0, median 1250.0, max 1500.0, (max - min) / median 40.0%",
-            "ingest-only bound over 6 measurements, CPI/s min 2000.0, median 2000.0, max 2000.0, (max - min) / median 0.0%",
-        ] {
-            assert!(line.contains(part), "{part}\nnot in\n{line}");
-        }
+        assert!((s.spread.unwrap() - 100.0 / 450.0).abs() < 1e-12);
+        // Probe medians 300..450 around a median of 300: the machine spread 50%.
+        assert!((s.machine_spread.unwrap() - 0.5).abs() < 1e-12);
+        assert!(s.within_noise);
+        let line = spread_line(s);
+        assert_eq!(
+            line,
+            "spread all-cpu 1024x128: 4 searches, 3 measured, sustained CPI/s min 400.0, median 450.0, \
+             max 500.0, (max - min) / median 22.2%; machine's probe spread 50.0%: within the machine's noise"
+        );
+
+        // A steady machine: the same rates are not within its noise.
+        let steady = [
+            search("all-cpu", Some(400.0), &[300.0, 301.0]),
+            search("all-cpu", Some(500.0), &[300.0, 302.0]),
+        ];
+        let s = &super::spreads(&steady)[0];
+        assert!(!s.within_noise && !spread_line(s).contains("within"));
     }
 }

@@ -14,7 +14,7 @@ use kplace::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
 use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 use serde_json::json;
 
-use super::trial::send;
+use super::trial::{judge_sender, send};
 use super::{BisectArgs, TrialError, TrialRun, Trials, begin_trial, failed, gates, scene};
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
@@ -79,9 +79,19 @@ pub(super) fn sut_trial(
     }
     let started = std::time::Instant::now();
     let send_times = timed.then(|| dir.join(format!("trial-{index}.sent.csv")));
-    if let Err(why) = send(ctx, port, cpi, rate, frames, send_times.as_deref())? {
-        return finish(&mut sut, failed(rate, why));
-    }
+    let send_report = dir.join(format!("trial-{index}.send.json"));
+    let sender = match send(
+        ctx,
+        port,
+        cpi,
+        rate,
+        frames,
+        send_times.as_deref(),
+        &send_report,
+    )? {
+        Ok(sender) => sender,
+        Err(why) => return finish(&mut sut, failed(rate, why)),
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
     let exited = loop {
@@ -154,13 +164,16 @@ pub(super) fn sut_trial(
         })),
     });
     // Beside the SUT's detections and log, as kplace's own trials leave their run report.
-    let _ = fs::write(dir.join(format!("trial-{index}.json")), report.to_string());
+    let report_path = dir.join(format!("trial-{index}.json"));
+    let _ = fs::write(&report_path, report.to_string());
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        verdict,
+        judgement: judge_sender(verdict, Some(&sender), args.max_sender_lag_ms),
         measurement: Some(measurement),
         report: Some(report),
+        report_path: Some(report_path),
+        sender: Some(sender),
     })
 }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 #[cfg(test)]
 use kplace::rate::LatencyBudget;
-use kplace::rate::{Failure, Gates, Phase, TrialMeasurement, Verdict, judge};
+use kplace::rate::sweep::SenderEntry;
+use kplace::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdict, judge};
 use kplace_radar::Cpi;
 use serde_json::Value;
 
@@ -61,6 +62,12 @@ pub(super) fn trial(
             &args.pipelines.to_string(),
             "--pipeline-mode",
             mode_name(args.pipeline_mode),
+            // `slots: auto` sizes for the offered stream, and a slow stream's own gaps never
+            // cut its frames short.
+            "--stream-rate",
+            &format!("{rate}"),
+            "--frame-timeout-ms",
+            &frame_timeout_ms(rate).to_string(),
         ])
         .envs(ctx.mps.map(|d| d.client_env()).into_iter().flatten())
         .stdout(Stdio::null())
@@ -84,7 +91,10 @@ pub(super) fn trial(
     let sent: Vec<_> = std::thread::scope(|scope| {
         let handles: Vec<_> = ports
             .iter()
-            .map(|&port| scope.spawn(move || send(ctx, port, cpi, rate, frames, None)))
+            .map(|&port| {
+                let report = dir.join(format!("trial-{index}.send-{port}.json"));
+                scope.spawn(move || send(ctx, port, cpi, rate, frames, None, &report))
+            })
             .collect();
         handles
             .into_iter()
@@ -97,11 +107,14 @@ pub(super) fn trial(
     let status = receiver.wait();
     ctx.children.remove(receiver.id());
     let status = status.map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
+    let mut senders = Vec::new();
     for result in sent {
-        if let Err(why) = result? {
-            return Ok(failed(rate, why));
+        match result? {
+            Ok(sender) => senders.push(sender),
+            Err(why) => return Ok(failed(rate, why)),
         }
     }
+    let sender = worst_sender(&senders);
     let report: Value = match fs::read_to_string(&report_path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -125,10 +138,58 @@ pub(super) fn trial(
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        verdict,
+        judgement: judge_sender(verdict, sender.as_ref(), args.max_sender_lag_ms),
         measurement: Some(measurement),
         report: Some(report),
+        report_path: Some(report_path),
+        sender,
     })
+}
+
+/// The frame timeout of a trial at `rate`, in ms: the receiver's usual 20 ms, or one CPI
+/// period when that is longer, so that a slow stream's own gaps between chirps never end a
+/// frame as partial.
+pub(super) fn frame_timeout_ms(rate: f64) -> u64 {
+    let period_ms = (1e3 / rate).ceil();
+    if period_ms.is_finite() {
+        (period_ms as u64).clamp(20, 3_600_000)
+    } else {
+        3_600_000
+    }
+}
+
+/// The worst schedule any of a trial's senders kept (the largest lag, oversleep and switch
+/// count of them all).
+pub(super) fn worst_sender(senders: &[SenderEntry]) -> Option<SenderEntry> {
+    senders.iter().cloned().reduce(|a, b| SenderEntry {
+        max_lag_ms: a.max_lag_ms.max(b.max_lag_ms),
+        max_stall_ms: a.max_stall_ms.max(b.max_stall_ms),
+        involuntary_switches: a.involuntary_switches.max(b.involuntary_switches),
+    })
+}
+
+/// The trial's judgement: its verdict, unless the sender fell further behind its schedule
+/// than `max_lag_ms`, in which case the load generator decided the trial and it is invalid.
+pub(super) fn judge_sender(
+    verdict: Verdict,
+    sender: Option<&SenderEntry>,
+    max_lag_ms: f64,
+) -> Judgement {
+    match sender {
+        // Written as "is it within" so that a NaN lag is invalid.
+        Some(s)
+            if s.max_lag_ms
+                .partial_cmp(&max_lag_ms)
+                .is_none_or(|o| o.is_gt()) =>
+        {
+            Judgement::Invalid(format!(
+                "the sender fell {:.3} ms behind its schedule (more than {max_lag_ms} ms; it was kept \
+             off the CPU up to {:.3} ms, {} involuntary switches)",
+                s.max_lag_ms, s.max_stall_ms, s.involuntary_switches
+            ))
+        }
+        _ => Judgement::Verdict(verdict),
+    }
 }
 
 /// Judges a run's report: one pipeline's, or every pipeline's of a several-pipeline report (a
@@ -218,7 +279,8 @@ pub(super) fn representative(report: &Value) -> &Value {
     }
 }
 
-/// Runs `kplace send` to `port`; the inner error is the sender's own failure (a failed trial).
+/// Runs `kplace send` to `port`, its report written to `report`; returns what it says of
+/// its schedule. The inner error is the sender's own failure (a failed trial).
 pub(super) fn send(
     ctx: &Trials<'_>,
     port: u16,
@@ -226,7 +288,9 @@ pub(super) fn send(
     rate: f64,
     frames: u64,
     times: Option<&Path>,
-) -> Result<Result<(), String>, TrialError> {
+    report: &Path,
+) -> Result<Result<SenderEntry, String>, TrialError> {
+    let _ = fs::remove_file(report);
     let sender = ctx
         .sender_command(ctx.exe)
         .args(sender_args(
@@ -243,6 +307,8 @@ pub(super) fn send(
                 .into_iter()
                 .flatten(),
         )
+        .arg("--report")
+        .arg(report)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -252,13 +318,35 @@ pub(super) fn send(
     let out = sender.wait_with_output();
     ctx.children.remove(id);
     let out = out.map_err(|e| TrialError::Spawn(format!("waiting for the sender: {e}")))?;
-    Ok(if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
+    if !out.status.success() {
+        return Ok(Err(format!(
             "the sender failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        )));
+    }
+    Ok(read_sender_report(report))
+}
+
+/// What a sender's `--report` says of its schedule.
+fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| format!("the sender wrote no report {}: {e}", path.display()))?;
+    let report: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("the sender's report {}: {e}", path.display()))?;
+    let number = |key: &str| {
+        report[key]
+            .as_f64()
+            .ok_or_else(|| format!("the sender's report {} has no {key}", path.display()))
+    };
+    Ok(SenderEntry {
+        max_lag_ms: number("max_lag_ms")?,
+        max_stall_ms: number("max_oversleep_ms")?,
+        involuntary_switches: report["involuntary_switches"].as_u64().ok_or_else(|| {
+            format!(
+                "the sender's report {} has no involuntary_switches",
+                path.display()
+            )
+        })?,
     })
 }
 
@@ -403,6 +491,58 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["pipeline 1: the trial failed to run: not an MPS client (not in the client list)"]
         );
+    }
+
+    #[test]
+    fn a_sender_that_fell_behind_makes_the_trial_invalid() {
+        let on_time = SenderEntry {
+            max_lag_ms: 0.4,
+            max_stall_ms: 0.3,
+            involuntary_switches: 2,
+        };
+        let late = SenderEntry {
+            max_lag_ms: 7.5,
+            max_stall_ms: 7.4,
+            involuntary_switches: 9,
+        };
+        let failing = Verdict::from_failures(vec![Failure::DroppedFrames(3)]);
+        assert_eq!(
+            judge_sender(failing.clone(), Some(&on_time), 5.0),
+            Judgement::Verdict(failing.clone())
+        );
+        assert_eq!(
+            judge_sender(failing.clone(), None, 5.0),
+            Judgement::Verdict(failing.clone())
+        );
+        let Judgement::Invalid(why) = judge_sender(failing, Some(&late), 5.0) else {
+            panic!("a late sender's trial is invalid");
+        };
+        assert!(why.starts_with("the sender fell 7.500 ms behind"), "{why}");
+        // A pass is invalid too: the stream it passed on was not the one offered.
+        assert!(matches!(
+            judge_sender(Verdict::pass(), Some(&late), 5.0),
+            Judgement::Invalid(_)
+        ));
+        let nan = SenderEntry {
+            max_lag_ms: f64::NAN,
+            ..on_time.clone()
+        };
+        assert!(matches!(
+            judge_sender(Verdict::pass(), Some(&nan), 5.0),
+            Judgement::Invalid(_)
+        ));
+        let worst = worst_sender(&[on_time, late]).unwrap();
+        assert_eq!((worst.max_lag_ms, worst.involuntary_switches), (7.5, 9));
+        assert_eq!(worst_sender(&[]), None);
+    }
+
+    #[test]
+    fn a_slow_stream_is_not_cut_by_its_own_gaps() {
+        assert_eq!(frame_timeout_ms(600.0), 20);
+        assert_eq!(frame_timeout_ms(50.0), 20);
+        assert_eq!(frame_timeout_ms(10.0), 100);
+        assert_eq!(frame_timeout_ms(1.7), 589);
+        assert_eq!(frame_timeout_ms(0.0), 3_600_000);
     }
 
     #[test]

@@ -97,8 +97,9 @@ pub struct BisectArgs {
     /// tick late; 0 spins to each chirp's deadline (exact, but takes a core).
     #[arg(long, value_name = "US", default_value_t = DEFAULT_PACING_TICK_US)]
     sender_tick_us: u64,
-    /// A trial whose sender fell further behind its schedule than this many ms is invalid (the
-    /// load generator, not the system, decided it) and is retried.
+    /// A trial whose sender fell further behind its schedule than this many ms, or was kept off
+    /// the CPU longer, is invalid (the load generator, not the system, decided it) and is
+    /// retried.
     #[arg(long, value_name = "MS", default_value_t = 5.0)]
     max_sender_lag_ms: f64,
     /// Invalid trials retried in a row at one rate before the search ends as "unsteady

@@ -169,25 +169,26 @@ pub(super) fn worst_sender(senders: &[SenderEntry]) -> Option<SenderEntry> {
 }
 
 /// The trial's judgement: its verdict, unless the sender fell further behind its schedule
-/// than `max_lag_ms`, in which case the load generator decided the trial and it is invalid.
+/// than `max_lag_ms` or was kept off the CPU (descheduled) longer than that, in which case
+/// the load generator decided the trial and it is invalid.
 pub(super) fn judge_sender(
     verdict: Verdict,
     sender: Option<&SenderEntry>,
     max_lag_ms: f64,
 ) -> Judgement {
+    // "Is it within", so that a NaN is outside.
+    let beyond = |ms: f64| ms.partial_cmp(&max_lag_ms).is_none_or(|o| o.is_gt());
     match sender {
-        // Written as "is it within" so that a NaN lag is invalid.
-        Some(s)
-            if s.max_lag_ms
-                .partial_cmp(&max_lag_ms)
-                .is_none_or(|o| o.is_gt()) =>
-        {
-            Judgement::Invalid(format!(
-                "the sender fell {:.3} ms behind its schedule (more than {max_lag_ms} ms; it was kept \
-             off the CPU up to {:.3} ms, {} involuntary switches)",
-                s.max_lag_ms, s.max_stall_ms, s.involuntary_switches
-            ))
-        }
+        Some(s) if beyond(s.max_lag_ms) => Judgement::Invalid(format!(
+            "the sender fell {:.3} ms behind its schedule, more than {max_lag_ms} ms \
+             (kept off the CPU up to {:.3} ms, {} involuntary switches)",
+            s.max_lag_ms, s.max_stall_ms, s.involuntary_switches
+        )),
+        Some(s) if beyond(s.max_stall_ms) => Judgement::Invalid(format!(
+            "the sender was kept off the CPU for {:.3} ms, more than {max_lag_ms} ms \
+             ({} involuntary switches)",
+            s.max_stall_ms, s.involuntary_switches
+        )),
         _ => Judgement::Verdict(verdict),
     }
 }
@@ -518,6 +519,16 @@ mod tests {
             panic!("a late sender's trial is invalid");
         };
         assert!(why.starts_with("the sender fell 7.500 ms behind"), "{why}");
+        // Descheduled longer than the limit, though no packet was late yet: invalid too.
+        let descheduled = SenderEntry {
+            max_stall_ms: 6.0,
+            ..on_time.clone()
+        };
+        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&descheduled), 5.0)
+        else {
+            panic!("a descheduled sender's trial is invalid");
+        };
+        assert!(why.starts_with("the sender was kept off the CPU for 6.000 ms"), "{why}");
         // A pass is invalid too: the stream it passed on was not the one offered.
         assert!(matches!(
             judge_sender(Verdict::pass(), Some(&late), 5.0),

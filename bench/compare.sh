@@ -4,7 +4,7 @@
 # through --sut-cmd with their completion times), at 1024x128 and 2048x256, on this machine.
 # Installs what the peers need (Debian's gnuradio, the NumPy receiver's pip requirements),
 # builds kplace, runs every search, then one fixed-rate trial per system at a rate every
-# system sustains (for latency at equal load), and writes a table and a plot.
+# system sustains (for latency at equal load), and writes a table and the plots (`kplace plot`).
 #   bench/compare.sh [--quick]      (results in $OUT_DIR, default target/compare;
 #                                   COMPARE_REUSE=1 keeps searches already there)
 set -euo pipefail
@@ -64,7 +64,7 @@ out, cpi = sys.argv[1:]
 rates = []
 for name in ("kplace", "numpy", "gnuradio"):
     try:
-        r = json.load(open(f"{out}/{name}-{cpi}/bisect-rate.json"))["results"][0]["sustained_cpi_per_s"]
+        r = json.load(open(f"{out}/{name}-{cpi}/bisect-rate.json"))["searches"][0]["sustained_cpi_per_s"]
         if r:
             rates.append(r)
     except (OSError, KeyError, IndexError, ValueError):
@@ -85,25 +85,23 @@ out, cpis = sys.argv[1], sys.argv[2:]
 systems = ("kplace", "numpy", "gnuradio")
 def result(name, cpi):
     try:
-        return json.load(open(f"{out}/{name}-{cpi}/bisect-rate.json"))["results"][0]
+        return json.load(open(f"{out}/{name}-{cpi}/bisect-rate.json"))["searches"][0]
     except (OSError, KeyError, IndexError, ValueError):
         return None
 def at_rate(name, cpi):
-    """The one trial at the common rate: its rate, whether it passed, and from its report
-    (kplace's run report, or the one bisect-rate writes for a SUT) post-CPI p50 and p99.9 and
-    the cores used."""
-    import glob
+    """The one trial at the common rate (kplace-bisect-rate/2: its status and post-CPI
+    latency are in the results file), and the cores used from its run report."""
     r = result(name + "-at", cpi)
     trial = ((r or {}).get("trials") or [{}])[0]
-    out_row = {"rate": trial.get("rate"), "passed": trial.get("passed")}
-    for path in glob.glob(f"{out}/{name}-at-{cpi}/*-{cpi}-0/trial-0.json"):
+    latency = trial.get("latency") or {}
+    out_row = {"rate": trial.get("rate"), "status": trial.get("status"),
+               "p50_ms": latency.get("p50_ms"), "p999_ms": latency.get("p999_ms")}
+    if trial.get("report"):
         try:
-            rep = json.load(open(path))
+            rep = json.load(open(f"{out}/{name}-at-{cpi}/{trial['report']}"))
+            out_row["cores_used"] = rep.get("cores_used")
         except (OSError, ValueError):
-            continue
-        post = (rep.get("latency") or {}).get("post_cpi") or {}
-        out_row.update(p50_ms=post.get("p50_ms"), p999_ms=post.get("p999_ms"),
-                       cores_used=rep.get("cores_used"))
+            pass
     return out_row
 rows = []
 for cpi in cpis:
@@ -116,28 +114,26 @@ for cpi in cpis:
                      "ratio_to_kplace": (rate / base) if rate and base else None,
                      "at_common_rate": at_rate(name, cpi)})
 json.dump(rows, open(f"{out}/compare.json", "w"), indent=1)
-print("| system | CPI | sustained CPI/s | ratio to kplace | search | common rate CPI/s | passed there | post-CPI p50 ms | post-CPI p99.9 ms | cores used |")
+print("| system | CPI | sustained CPI/s | ratio to kplace | search | common rate CPI/s | trial there | post-CPI p50 ms | post-CPI p99.9 ms | cores used |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     f = lambda v, fmt="%.1f": fmt % v if isinstance(v, (int, float)) else "n/a"
     a = r["at_common_rate"]
     print("| %s | %s | %s | %s | %s trials, %s | %s | %s | %s | %s | %s |" % (
         r["system"], r["cpi"], f(r["sustained_cpi_per_s"]), f(r["ratio_to_kplace"], "%.2f"),
-        r["trials"], r["outcome"], f(a.get("rate")), a.get("passed"), f(a.get("p50_ms"), "%.2f"),
+        r["trials"], r["outcome"], f(a.get("rate")), a.get("status") or "n/a", f(a.get("p50_ms"), "%.2f"),
         f(a.get("p999_ms"), "%.2f"), f(a.get("cores_used"), "%.2f")))
-# A bar plot of sustained rates, plain SVG.
-bars = [r for r in rows if r["sustained_cpi_per_s"]]
-top = max([r["sustained_cpi_per_s"] for r in bars] or [1])
-w, h, bw = 720, 360, 60
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-       f'<text x="10" y="20">sustained CPI/s (same sender, verifier and search)</text>']
-for i, r in enumerate(bars):
-    x = 40 + i * (bw + 50)
-    bh = (h - 100) * r["sustained_cpi_per_s"] / top
-    svg.append(f'<rect x="{x}" y="{h - 60 - bh:.1f}" width="{bw}" height="{bh:.1f}" fill="#4a7ab5"/>')
-    svg.append(f'<text x="{x}" y="{h - 64 - bh:.1f}">{r["sustained_cpi_per_s"]:.0f}</text>')
-    svg.append(f'<text x="{x}" y="{h - 40}">{r["system"]}</text><text x="{x}" y="{h - 25}">{r["cpi"]}</text>')
-svg.append("</svg>")
-open(f"{out}/compare.svg", "w").write("\n".join(svg) + "\n")
 PY
-echo "compare: table above; results in $out (compare.json, compare.svg, every search's JSON)" >&2
+# The plots of every search together (latency.svg, sustained.svg, cdf.svg, stages.svg).
+results=()
+for cpi in "${cpis[@]}"; do
+    for name in kplace numpy gnuradio; do
+        if [ -f "$out/$name-$cpi/bisect-rate.json" ]; then
+            results+=("$out/$name-$cpi/bisect-rate.json")
+        fi
+    done
+done
+if [ "${#results[@]}" -gt 0 ]; then
+    "$kplace" plot "${results[@]}" --out "$out/plots" >&2
+fi
+echo "compare: table above; results in $out (compare.json, plots/*.svg, every search's JSON)" >&2

@@ -95,7 +95,21 @@ impl Latency {
             p99: q(0.99),
             p999: q(0.999),
             max: Duration::from_nanos(if h.is_empty() { 0 } else { h.max() }),
+            histogram: self.histogram_base64(),
         }
+    }
+
+    /// Every recorded latency as a base64 HdrHistogram V2 (deflate) record, the form reports
+    /// carry and readers decode with `hdrhistogram::serialization::Deserializer`; `None` when
+    /// the serializer fails (it writes into memory, so only on an internal error).
+    pub fn histogram_base64(&self) -> Option<String> {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.histogram, &mut bytes)
+            .ok()?;
+        Some(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 }
 
@@ -130,8 +144,8 @@ impl Trend {
     }
 }
 
-/// Quantiles of a latency histogram.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Quantiles of a latency histogram, and the histogram itself.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LatencySummary {
     /// Frames recorded.
     pub count: u64,
@@ -143,6 +157,8 @@ pub struct LatencySummary {
     pub p999: Duration,
     /// Largest.
     pub max: Duration,
+    /// The whole histogram (nanoseconds) as [`Latency::histogram_base64`] writes it.
+    pub histogram: Option<String>,
 }
 
 /// One stage's share of a run.
@@ -303,6 +319,26 @@ mod tests {
         assert!((s.p50.as_micros() as i64 - 500).abs() <= 1, "{:?}", s.p50);
         assert!((s.p99.as_micros() as i64 - 990).abs() <= 1, "{:?}", s.p99);
         assert!((s.max.as_micros() as i64 - 1000).abs() <= 1);
+    }
+
+    #[test]
+    fn the_summary_carries_the_histogram_it_was_read_from() {
+        use base64::Engine as _;
+        let mut l = Latency::new();
+        for us in [150u64, 2_000, 2_000, 90_000] {
+            l.record(us * 1_000);
+        }
+        let text = l.summary().histogram.expect("a histogram");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap();
+        let h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .unwrap();
+        assert_eq!(h.len(), 4);
+        assert_eq!(h.count_at(2_000_000), 2);
+        assert!(h.equivalent(h.max(), 90_000_000), "{}", h.max());
+        assert!(h.equivalent(h.min(), 150_000), "{}", h.min());
     }
 
     #[test]

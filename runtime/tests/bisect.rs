@@ -197,11 +197,13 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
             .iter()
             .all(|t| t["latency"].is_null())
     );
-    let svg = std::fs::read_to_string(out_dir.path().join("bisect-rate.svg")).unwrap();
-    assert!(
-        svg.starts_with("<svg") && svg.contains("sut 1024x128"),
-        "the plot names its series"
-    );
+    for plot in ["latency", "sustained", "cdf", "stages"] {
+        let svg = std::fs::read_to_string(out_dir.path().join(format!("{plot}.svg"))).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("sut"),
+            "{plot}.svg names its system"
+        );
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod mps;
 mod output;
 mod pipelines;
 mod plan;
-mod plot;
+mod plots;
 mod radar;
 mod ready;
 mod report;
@@ -55,6 +55,9 @@ enum Command {
     Hog(hog::HogArgs),
     /// Start, stop or inspect a private NVIDIA MPS control daemon.
     Mps(mps::MpsArgs),
+    /// Plot one or more bisect-rate results files: latency against rate, sustained rates,
+    /// latency CDFs at the common start rate, per-stage time (four SVGs).
+    Plot(plots::PlotArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -70,6 +73,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Devices(args) => devices::main(args),
         Command::Hog(args) => hog::main(args),
         Command::Mps(args) => mps::main(args),
+        Command::Plot(args) => plots::main(args),
     }
 }
 

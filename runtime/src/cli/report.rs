@@ -34,7 +34,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn latency(l: &LatencySummary) -> Value {
-    json!({"count": l.count, "p50_ms": ms(l.p50), "p99_ms": ms(l.p99), "p999_ms": ms(l.p999), "max_ms": ms(l.max)})
+    json!({"count": l.count, "p50_ms": ms(l.p50), "p99_ms": ms(l.p99), "p999_ms": ms(l.p999), "max_ms": ms(l.max), "histogram": l.histogram})
 }
 
 /// The report as JSON.

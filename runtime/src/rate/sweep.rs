@@ -137,6 +137,7 @@ pub struct TrialEntry {
     #[serde(default)]
     pub invalid: Option<String>,
     /// The latency budget at this rate, ms.
+    #[serde(default)]
     pub budget_ms: f64,
     /// What the gates were given.
     #[serde(default)]

@@ -23,7 +23,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::plot::{self, PlotPoint, Series};
+use super::plots;
 use super::radar;
 use super::run::PipelineMode;
 use super::send::DEFAULT_PACING_TICK_US;
@@ -416,17 +416,16 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let text = serde_json::to_string_pretty(&file)?;
     fs::write(&json_path, text + "\n")
         .with_context(|| format!("cannot write {}", json_path.display()))?;
-    let svg_path = args.out.join("bisect-rate.svg");
-    plot::write_svg(
-        &svg_path,
-        "post-CPI p99 latency against offered rate",
-        &plot_series(&file),
-    )?;
+    let plots = plots::write_all(std::slice::from_ref(&file), &args.out)?;
     eprintln!(
-        "bisect-rate: results in {}, {} and {}/trials-*.csv",
+        "bisect-rate: results in {}, {}/trials-*.csv and the plots {}",
         json_path.display(),
-        svg_path.display(),
-        args.out.display()
+        args.out.display(),
+        plots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let interrupted = stop.load(Ordering::SeqCst);
     let (status, why) = exit_status(&file.searches, interrupted, args.require_rate);
@@ -676,27 +675,6 @@ fn print_table(args: &BisectArgs, rows: &[String], file: &SweepFile) {
             println!("{}", spread_line(spread));
         }
     }
-}
-
-/// The old plot's series, until the plots read the results file.
-fn plot_series(file: &SweepFile) -> Vec<Series> {
-    file.searches
-        .iter()
-        .filter(|s| s.skipped.is_none())
-        .map(|s| Series {
-            label: format!("{} {} #{}", s.system, s.cpi, s.repeat),
-            points: s
-                .trials
-                .iter()
-                .map(|t| PlotPoint {
-                    rate: t.rate,
-                    p99_ms: t.latency.as_ref().map(|l| l.p99_ms),
-                    passed: t.status == TrialStatus::Passed,
-                })
-                .collect(),
-            sustained: s.sustained_cpi_per_s,
-        })
-        .collect()
 }
 
 /// The exit status of a sweep and, when it is not 0, why ([`exit`]).

@@ -159,7 +159,7 @@ pub(super) fn sut_trial(
         "input_gbit_per_s": measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
         "cores_used": cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9),
         "latency": latency.as_ref().map(|l| json!({
-            "post_cpi": {"count": l.summary.count, "p50_ms": ms(l.summary.p50), "p99_ms": ms(l.summary.p99), "p999_ms": ms(l.summary.p999), "max_ms": ms(l.summary.max)},
+            "post_cpi": {"count": l.summary.count, "p50_ms": ms(l.summary.p50), "p99_ms": ms(l.summary.p99), "p999_ms": ms(l.summary.p999), "max_ms": ms(l.summary.max), "histogram": l.summary.histogram},
             "post_cpi_trend_ms_per_s": l.trend * 1e3,
         })),
     });

@@ -524,11 +524,13 @@ mod tests {
             max_stall_ms: 6.0,
             ..on_time.clone()
         };
-        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&descheduled), 5.0)
-        else {
+        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&descheduled), 5.0) else {
             panic!("a descheduled sender's trial is invalid");
         };
-        assert!(why.starts_with("the sender was kept off the CPU for 6.000 ms"), "{why}");
+        assert!(
+            why.starts_with("the sender was kept off the CPU for 6.000 ms"),
+            "{why}"
+        );
         // A pass is invalid too: the stream it passed on was not the one offered.
         assert!(matches!(
             judge_sender(Verdict::pass(), Some(&late), 5.0),

@@ -1,0 +1,281 @@
+//! The page every plot is drawn on: a title block (title and wrapped notes) on top, the
+//! chart on the left, and the legend in its own panel on the right, so that a legend never
+//! covers data.
+//!
+//! Text is laid out with the same width estimate the tests check (0.6 x font size per
+//! character, font size as the SVG states it): wrapped lines stay inside their panel, and
+//! legend rows never overlap.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// Page width, pixels.
+pub const WIDTH: u32 = 1000;
+/// Height of the chart and legend panels, pixels.
+const BODY_HEIGHT: u32 = 560;
+/// Width of the legend panel, pixels.
+const LEGEND_WIDTH: u32 = 290;
+
+/// Font sizes as plotters takes them (the SVG states `size / 1.24`).
+pub const TITLE_FONT: f64 = 20.0;
+/// Notes under the title.
+pub const NOTE_FONT: f64 = 14.0;
+/// Legend entries, tick labels and category labels.
+pub const SMALL_FONT: f64 = 13.0;
+/// Axis descriptions.
+pub const AXIS_FONT: f64 = 15.0;
+/// Labels on bars.
+pub const BAR_FONT: f64 = 12.0;
+
+/// The drawing area of a page, in pixels.
+pub type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// The width in pixels a line of `text` takes at plotters font size `font`, as estimated.
+pub fn text_width(text: &str, font: f64) -> f64 {
+    0.6 * font / 1.24 * text.chars().count() as f64
+}
+
+/// `text` broken at spaces (or inside words longer than a line) into lines of at most
+/// `width` pixels at `font`.
+pub fn wrap(text: &str, width: f64, font: f64) -> Vec<String> {
+    let per_char = 0.6 * font / 1.24;
+    let max = ((width / per_char).floor() as usize).max(4);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > max {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.drain(..max).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if needed > max && !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// A text style at plotters font size `size`, anchored at `h`, `v`.
+pub fn font(size: f64, colour: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+    ("sans-serif", size)
+        .into_font()
+        .color(&colour)
+        .pos(Pos::new(h, v))
+}
+
+/// The key of a legend entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Swatch {
+    /// A filled square: a series, a bar, a stage.
+    Fill(RGBColor),
+    /// A line (dashed): a reference line.
+    Dashed(RGBColor),
+    /// A trial marker.
+    Marker(Marker, RGBColor),
+}
+
+/// How a trial is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// Filled circle: passed.
+    Filled,
+    /// Cross: failed.
+    Cross,
+    /// Hollow circle: invalid.
+    Hollow,
+}
+
+/// Marker radius / half-size, pixels.
+pub const MARKER_SIZE: i32 = 4;
+
+/// Draws `marker` at pixel `at` on `area`.
+pub fn draw_marker(
+    area: &Area<'_>,
+    marker: Marker,
+    at: (i32, i32),
+    colour: RGBColor,
+) -> Result<()> {
+    match marker {
+        Marker::Filled => area.draw(&Circle::new(at, MARKER_SIZE, colour.filled()))?,
+        Marker::Cross => area.draw(&Cross::new(at, MARKER_SIZE, colour.stroke_width(2)))?,
+        Marker::Hollow => area.draw(&Circle::new(at, MARKER_SIZE, colour.stroke_width(2)))?,
+    }
+    Ok(())
+}
+
+/// One legend entry: its key and its words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendEntry {
+    /// The key; `None` for a heading.
+    pub swatch: Option<Swatch>,
+    /// The words, wrapped to the panel.
+    pub text: String,
+}
+
+impl LegendEntry {
+    /// An entry with a key.
+    pub fn new(swatch: Swatch, text: impl Into<String>) -> Self {
+        Self {
+            swatch: Some(swatch),
+            text: text.into(),
+        }
+    }
+
+    /// A heading (no key).
+    pub fn heading(text: impl Into<String>) -> Self {
+        Self {
+            swatch: None,
+            text: text.into(),
+        }
+    }
+}
+
+/// What a page shows around its chart.
+pub struct Page<'a> {
+    /// The title: what the plot shows.
+    pub title: &'a str,
+    /// Lines under the title: the budget rule, what was left out.
+    pub notes: &'a [String],
+    /// The legend, in order.
+    pub legend: &'a [LegendEntry],
+}
+
+/// Writes the page to `path` as an SVG: title block, legend panel, and the chart that
+/// `chart` draws into the area left.
+pub fn draw_page(
+    path: &Path,
+    page: &Page<'_>,
+    chart: impl FnOnce(&Area<'_>) -> Result<()>,
+) -> Result<()> {
+    let width = f64::from(WIDTH) - 20.0;
+    let title_lines = wrap(page.title, width, TITLE_FONT);
+    let note_lines: Vec<String> = page
+        .notes
+        .iter()
+        .flat_map(|n| wrap(n, width, NOTE_FONT))
+        .collect();
+    let title_height = 12 + 24 * title_lines.len() as u32 + 17 * note_lines.len() as u32 + 8;
+    let root = SVGBackend::new(path, (WIDTH, title_height + BODY_HEIGHT)).into_drawing_area();
+    let draw = || -> Result<()> {
+        root.fill(&WHITE)?;
+        let (head, body) = root.split_vertically(title_height);
+        let mut y = 12;
+        for line in &title_lines {
+            head.draw(&Text::new(
+                line.clone(),
+                (10, y),
+                font(TITLE_FONT, BLACK, HPos::Left, VPos::Top),
+            ))?;
+            y += 24;
+        }
+        for line in &note_lines {
+            head.draw(&Text::new(
+                line.clone(),
+                (10, y),
+                font(NOTE_FONT, RGBColor(70, 70, 70), HPos::Left, VPos::Top),
+            ))?;
+            y += 17;
+        }
+        let (plot, legend) = body.split_horizontally(WIDTH - LEGEND_WIDTH);
+        chart(&plot)?;
+        draw_legend(&legend, page.legend)?;
+        root.present()?;
+        Ok(())
+    };
+    draw().with_context(|| format!("writing plot {}", path.display()))
+}
+
+/// Draws the legend rows top-down in a box filling the panel's width.
+fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let (x0, y0) = (6, 14);
+    let text_x = x0 + 34;
+    let text_width = f64::from(LEGEND_WIDTH) - f64::from(text_x) - 14.0;
+    let rows: Vec<(Option<Swatch>, Vec<String>)> = entries
+        .iter()
+        .map(|e| {
+            let width = if e.swatch.is_some() {
+                text_width
+            } else {
+                text_width + 28.0
+            };
+            (e.swatch, wrap(&e.text, width, SMALL_FONT))
+        })
+        .collect();
+    let height: i32 = rows
+        .iter()
+        .map(|(_, l)| 16 * l.len() as i32 + 5)
+        .sum::<i32>()
+        + 10;
+    let right = LEGEND_WIDTH as i32 - 8;
+    area.draw(&Rectangle::new(
+        [(x0, y0), (right, y0 + height)],
+        RGBColor(180, 180, 180).stroke_width(1),
+    ))?;
+    let mut y = y0 + 8;
+    for (swatch, lines) in rows {
+        let mid = y + 7;
+        let key = x0 + 8;
+        match swatch {
+            Some(Swatch::Fill(c)) => area.draw(&Rectangle::new(
+                [(key, mid - 6), (key + 18, mid + 6)],
+                c.filled(),
+            ))?,
+            Some(Swatch::Dashed(c)) => {
+                for dx in [0, 8, 16] {
+                    area.draw(&PathElement::new(
+                        vec![(key + dx, mid), (key + dx + 5, mid)],
+                        c.stroke_width(2),
+                    ))?;
+                }
+            }
+            Some(Swatch::Marker(m, c)) => draw_marker(area, m, (key + 9, mid), c)?,
+            None => {}
+        }
+        let x = if swatch.is_some() { text_x } else { key };
+        for line in lines {
+            area.draw(&Text::new(
+                line,
+                (x, y),
+                font(SMALL_FONT, BLACK, HPos::Left, VPos::Top),
+            ))?;
+            y += 16;
+        }
+        y += 5;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_line_within_the_width() {
+        let text = "budget at 1024x128: deadline (max of 6.4 ms and 1/R), a_very_long_word_without_spaces_at_all";
+        let lines = wrap(text, 120.0, SMALL_FONT);
+        assert!(lines.len() > 2, "{lines:?}");
+        for line in &lines {
+            assert!(text_width(line, SMALL_FONT) <= 120.0, "{line}");
+        }
+        let joined: String = lines.concat();
+        assert_eq!(joined.replace(' ', ""), text.replace(' ', ""));
+    }
+}

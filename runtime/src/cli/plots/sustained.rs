@@ -1,0 +1,249 @@
+//! `sustained.svg`: the sustained rate of each system at each CPI, as bars grouped by CPI.
+//!
+//! A bar's height is the median over repeats of the rate each search found; a black error bar
+//! spans the lowest to the highest when more than one repeat found a rate; the label above
+//! says the median and, when some repeats found none, how many did. A system whose searches
+//! found no rate at all is an empty (outlined) bar labelled with how its searches ended,
+//! never a bar of zero height. The CPI's real-time rate is a dashed line across its group.
+
+use std::path::Path;
+
+use anyhow::Result;
+use plotters::prelude::*;
+use plotters::style::FontTransform;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::axis::{Axis, fmt_num};
+use super::frame::{
+    AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, text_width, wrap,
+};
+use super::{Group, REFERENCE, Sweep, colour, median};
+
+/// What one bar shows.
+struct Bar<'a> {
+    group: &'a Group<'a>,
+    /// Colour index: the system's.
+    system: usize,
+    /// Left edge, in slots.
+    slot: f64,
+    /// Rates found, CPI/s.
+    rates: Vec<f64>,
+}
+
+impl Bar<'_> {
+    /// The label above the bar.
+    fn label(&self) -> String {
+        let Some(m) = median(&self.rates) else {
+            let mut kinds: Vec<&str> = Vec::new();
+            for s in &self.group.searches {
+                let kind = if s.outcome_kind.is_empty() {
+                    "no rate"
+                } else {
+                    s.outcome_kind.as_str()
+                };
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
+            }
+            return kinds.join(", ").replace('_', " ");
+        };
+        let n = self.group.searches.len();
+        if self.rates.len() < n {
+            format!("{} ({} of {n} found a rate)", fmt_num(m), self.rates.len())
+        } else {
+            fmt_num(m)
+        }
+    }
+}
+
+/// Writes the plot to `path`.
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
+    let systems = sweep.systems();
+    let cpis = sweep.cpis();
+    let mut bars: Vec<Bar<'_>> = Vec::new();
+    // Per CPI: the first slot, the slots it spans, and its real-time rate.
+    let mut spans: Vec<(&str, f64, f64, f64)> = Vec::new();
+    let mut slot = 0.5;
+    for cpi in &cpis {
+        let start = slot;
+        let mut real_time = f64::NAN;
+        for (si, system) in systems.iter().enumerate() {
+            let Some(group) = sweep
+                .groups
+                .iter()
+                .find(|g| g.cpi == *cpi && g.system == *system)
+            else {
+                continue;
+            };
+            real_time = group.searches[0].real_time_cpi_per_s;
+            let rates = group
+                .searches
+                .iter()
+                .filter_map(|s| s.sustained_cpi_per_s)
+                .filter(|r| r.is_finite())
+                .collect();
+            bars.push(Bar {
+                group,
+                system: si,
+                slot,
+                rates,
+            });
+            slot += 1.0;
+        }
+        spans.push((cpi, start, slot, real_time));
+        slot += 0.75;
+    }
+    let slots = (slot - 0.25).max(1.0);
+
+    let y = Axis::fit(
+        bars.iter()
+            .flat_map(|b| b.rates.iter().copied())
+            .chain(spans.iter().map(|s| s.3)),
+        false,
+        true,
+        0.4,
+    );
+    let x = Axis {
+        lo: 0.0,
+        hi: slots,
+        log: false,
+        ticks: Vec::new(),
+        minor: Vec::new(),
+        labels: super::axis::Labels::Number,
+    };
+
+    let mut legend: Vec<LegendEntry> = systems
+        .iter()
+        .enumerate()
+        .map(|(i, s)| LegendEntry::new(Swatch::Fill(colour(i)), *s))
+        .collect();
+    legend.push(LegendEntry::new(
+        Swatch::Dashed(REFERENCE),
+        "real-time rate of the CPI: one CPI per CPI duration",
+    ));
+    legend.push(LegendEntry::heading(
+        "bar: median over repeats; error bar: lowest to highest; outlined: no rate found",
+    ));
+    let notes = sweep.notes();
+    let page = Page {
+        title: "Sustained rate per CPI and system (CPI/s per pipeline, median over repeats)",
+        notes: &notes,
+        legend: &legend,
+    };
+    draw_page(path, &page, |area| {
+        let mut chart = ChartBuilder::on(area)
+            .margin(15)
+            .x_label_area_size(64)
+            .y_label_area_size(72)
+            .build_cartesian_2d(x.coord(), y.coord())?;
+        let yl = |p: &f64| y.label(*p);
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc("sustained rate, CPI/s")
+            .y_label_formatter(&yl)
+            .light_line_style(RGBColor(242, 242, 242))
+            .bold_line_style(RGBColor(215, 215, 215))
+            .axis_desc_style(("sans-serif", AXIS_FONT))
+            .label_style(("sans-serif", SMALL_FONT))
+            .draw()?;
+        let base = area.get_base_pixel();
+        let px = |x: f64, y: f64| {
+            let (a, b) = chart.backend_coord(&(x, y));
+            (a - base.0, b - base.1)
+        };
+        let bottom = px(0.0, y.lo).1;
+        let top = px(0.0, y.hi).1;
+
+        for b in &bars {
+            let c = colour(b.system);
+            let (left, right, mid) = (b.slot + 0.12, b.slot + 0.88, b.slot + 0.5);
+            let label_at = match median(&b.rates) {
+                Some(m) => {
+                    area.draw(&Rectangle::new([px(left, m), px(right, y.lo)], c.filled()))?;
+                    let lo = b.rates.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = b.rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    if b.rates.len() > 1 {
+                        let (l, r) = (mid - 0.15, mid + 0.15);
+                        for seg in [
+                            [(mid, lo), (mid, hi)],
+                            [(l, lo), (r, lo)],
+                            [(l, hi), (r, hi)],
+                        ] {
+                            area.draw(&PathElement::new(
+                                vec![px(seg[0].0, seg[0].1), px(seg[1].0, seg[1].1)],
+                                BLACK.stroke_width(2),
+                            ))?;
+                        }
+                    }
+                    px(mid, hi.max(m))
+                }
+                None => {
+                    // An empty bar: an outline a tenth of the axis high.
+                    let h = y.lo + (y.hi - y.lo) * 0.1;
+                    area.draw(&Rectangle::new(
+                        [px(left, h), px(right, y.lo)],
+                        c.stroke_width(2),
+                    ))?;
+                    px(mid, h)
+                }
+            };
+            let label = b.label();
+            // Vertical, reading upwards from just above the bar; kept below the top edge.
+            let room = f64::from(label_at.1 - top - 6);
+            let label = if text_width(&label, BAR_FONT) > room {
+                let keep = (room / (0.6 * BAR_FONT / 1.24)).floor().max(1.0) as usize;
+                label.chars().take(keep).collect()
+            } else {
+                label
+            };
+            area.draw(&Text::new(
+                label,
+                (label_at.0, label_at.1 - 5),
+                font(BAR_FONT, BLACK, HPos::Left, VPos::Center).transform(FontTransform::Rotate270),
+            ))?;
+        }
+
+        for (cpi, start, end, real_time) in &spans {
+            if real_time.is_finite() {
+                let (from, to) = (px(start - 0.2, *real_time), px(end + 0.2, *real_time));
+                let mut x = from.0;
+                while x < to.0 {
+                    let dash = (x + 8).min(to.0);
+                    area.draw(&PathElement::new(
+                        vec![(x, from.1), (dash, from.1)],
+                        REFERENCE.stroke_width(2),
+                    ))?;
+                    x += 13;
+                }
+            }
+            let centre = px((start + end) / 2.0, y.lo).0;
+            area.draw(&Text::new(
+                cpi.to_string(),
+                (centre, bottom + 8),
+                font(SMALL_FONT, BLACK, HPos::Center, VPos::Top),
+            ))?;
+            let real = if real_time.is_finite() {
+                format!("real time {} CPI/s", fmt_num(*real_time))
+            } else {
+                "real time unknown".to_string()
+            };
+            let width = f64::from(px(*end, y.lo).0 - px(*start, y.lo).0) + 20.0;
+            for (k, line) in wrap(&real, width, SMALL_FONT).into_iter().enumerate() {
+                area.draw(&Text::new(
+                    line,
+                    (centre, bottom + 26 + 16 * k as i32),
+                    font(SMALL_FONT, REFERENCE, HPos::Center, VPos::Top),
+                ))?;
+            }
+        }
+        if bars.is_empty() {
+            area.draw(&Text::new(
+                "no searches",
+                px(slots / 2.0, (y.lo + y.hi) / 2.0),
+                font(AXIS_FONT, REFERENCE, HPos::Center, VPos::Center),
+            ))?;
+        }
+        Ok(())
+    })
+}

@@ -52,8 +52,8 @@ search() { # NAME CPI ARGS...
 }
 for cpi in "${cpis[@]}"; do
     search kplace "$cpi" --placements placements/all-cpu.yaml --max-trials 30
-    search numpy "$cpi" --sut-cmd "$numpy_cmd" --max-trials 30
-    search gnuradio "$cpi" --sut-cmd "$gnuradio_cmd" --max-trials 30
+    search numpy "$cpi" --sut-cmd "$numpy_cmd" --sut-name numpy --max-trials 30
+    search gnuradio "$cpi" --sut-cmd "$gnuradio_cmd" --sut-name gnuradio --max-trials 30
 done
 
 # Latency at equal load: one trial per system at 80% of the lowest sustained rate.
@@ -75,8 +75,8 @@ PY
     [ -n "$rate" ] || continue
     one=(--start-rate "$rate" --max-trials 1 --confirm 1)
     search kplace-at "$cpi" --placements placements/all-cpu.yaml "${one[@]}"
-    search numpy-at "$cpi" --sut-cmd "$numpy_cmd" "${one[@]}"
-    search gnuradio-at "$cpi" --sut-cmd "$gnuradio_cmd" "${one[@]}"
+    search numpy-at "$cpi" --sut-cmd "$numpy_cmd" --sut-name numpy "${one[@]}"
+    search gnuradio-at "$cpi" --sut-cmd "$gnuradio_cmd" --sut-name gnuradio "${one[@]}"
 done
 
 python3 - "$out" "${cpis[@]}" <<'PY'

@@ -102,6 +102,12 @@ fn a_short_search_finds_a_confirmed_rate_with_a_tested_failure_above_it() {
         "{stdout}"
     );
     let result = &json["searches"][0];
+    if result["outcome_kind"] == "unsteady" {
+        // The machine, not kplace, decided (docs/bisect-rate.md): no rate to check.
+        assert_eq!(code, Some(4), "{stdout}");
+        println!("skipped the rate checks: {}", result["outcome"]);
+        return;
+    }
     let sustained = result["sustained_cpi_per_s"]
         .as_f64()
         .expect("a sustained rate");
@@ -171,12 +177,25 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
         "--bounds",
         "--sut-cmd",
         &sut,
+        "--sut-name",
+        "outside",
     ]);
     assert!(
-        stdout.contains("| sut | 1024x128 |") && stdout.contains("sustained / min(bounds)"),
+        stdout.contains("| outside | 1024x128 |") && stdout.contains("sustained / min(bounds)"),
         "{stdout}"
     );
     let result = &json["searches"][0];
+    for plot in ["latency", "sustained", "cdf", "stages"] {
+        let svg = std::fs::read_to_string(out_dir.path().join(format!("{plot}.svg"))).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("outside"),
+            "{plot}.svg names its system"
+        );
+    }
+    if result["outcome_kind"] == "unsteady" {
+        println!("skipped the rate checks: {}", result["outcome"]);
+        return;
+    }
     assert!(
         result["sustained_cpi_per_s"]
             .as_f64()
@@ -197,13 +216,6 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
             .iter()
             .all(|t| t["latency"].is_null())
     );
-    for plot in ["latency", "sustained", "cdf", "stages"] {
-        let svg = std::fs::read_to_string(out_dir.path().join(format!("{plot}.svg"))).unwrap();
-        assert!(
-            svg.starts_with("<svg") && svg.contains("sut"),
-            "{plot}.svg names its system"
-        );
-    }
 }
 
 #[test]

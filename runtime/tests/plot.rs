@@ -43,6 +43,7 @@ fn trial(rate: f64, status: TrialStatus, p99_ms: f64, histogram: Option<String>)
             histogram,
         }),
         stages: Vec::new(),
+        cores_used: None,
         sender: None,
         report: None,
     }

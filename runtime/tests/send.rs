@@ -420,11 +420,78 @@ fn cli_injects_faults_and_writes_send_times() {
     }
 }
 
+/// `--report` says how well the schedule was kept, and at which nice value the sender ran
+/// (raising it needs no privilege, so the asked value is the one reported).
+#[test]
+fn cli_reports_its_schedule_and_priority() {
+    let (socket, dest) = receiver();
+    let shape = WireShape {
+        samples: 256,
+        chirps: 16,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("send.json");
+    let dest = dest.to_string();
+    let out = kplace(&[
+        "send",
+        "--dest",
+        &dest,
+        "--cpi",
+        "256x16",
+        "--frames",
+        "3",
+        "--rate",
+        "200",
+        "--nice",
+        "5",
+        "--report",
+        report.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "kplace send failed:\n{}", text(&out));
+    receive(&socket, 48, shape);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("a report")).unwrap();
+    assert_eq!(json["schema"], "kplace-send-report/1");
+    assert_eq!(
+        (json["frames"].as_u64(), json["packets"].as_u64()),
+        (Some(3), Some(48))
+    );
+    assert_eq!(json["nice"], 5, "{json}");
+    for key in ["max_lag_ms", "max_oversleep_ms", "elapsed_s", "cpi_per_s"] {
+        let v = json[key].as_f64().unwrap_or(-1.0);
+        assert!(v >= 0.0 && v.is_finite(), "{key}: {json}");
+    }
+    assert!(json["involuntary_switches"].as_u64().is_some(), "{json}");
+    assert_eq!(json["stopped"], false);
+    // A report that cannot be written is refused before anything is sent.
+    let out = kplace(&[
+        "send",
+        "--dest",
+        &dest,
+        "--cpi",
+        "256x16",
+        "--frames",
+        "1",
+        "--report",
+        "/nonexistent/dir/send.json",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("cannot create /nonexistent/dir/send.json"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn cli_refuses_bad_options() {
     for (args, want) in [
         (&["send", "--dest", "nowhere"][..], "--dest"),
         (&["send", "--dest", "127.0.0.1:0"][..], "port 0"),
+        (
+            &["send", "--dest", "127.0.0.1:9", "--nice", "40"][..],
+            "--nice",
+        ),
         (
             &["send", "--dest", "127.0.0.1:9", "--burst", "--rate", "10"][..],
             "cannot be used with",

@@ -204,9 +204,7 @@ impl Gates {
     pub const DEFAULT_MIN_RATE_RATIO: f64 = 0.99;
     /// The default allowed latency growth over the window, as a fraction of the budget.
     pub const DEFAULT_MAX_TREND_GROWTH: f64 = 0.5;
-}
 
-impl Gates {
     /// The default gates with this latency budget.
     pub fn new(latency_budget: LatencyBudget) -> Self {
         Self {
@@ -254,6 +252,15 @@ pub enum Failure {
         growth: f64,
         /// The allowed growth, in seconds.
         allowed: f64,
+    },
+    /// The sender itself could not offer the rate: it sent at most `achieved` CPI/s. The
+    /// rate cannot be measured on this machine, so it bounds the search like a failure, but
+    /// names the load generator, not the system. Built by trial runners, never by [`judge`].
+    SenderLimit {
+        /// The rate asked, CPI/s.
+        offered: f64,
+        /// The rate the sender reached, CPI/s.
+        achieved: f64,
     },
     /// The trial could not be completed as measured: the system under test or the sender
     /// failed during it (it exited, or produced no report). Built by trial runners, never by
@@ -303,6 +310,10 @@ impl fmt::Display for Failure {
                 "post-CPI latency rose {:.3} ms over the window, more than the {:.3} ms allowed",
                 growth * 1e3,
                 allowed * 1e3
+            ),
+            Self::SenderLimit { offered, achieved } => write!(
+                f,
+                "the sender could not offer {offered:.3} CPI/s here (it reached {achieved:.3})"
             ),
             Self::SystemFailed(why) => write!(f, "the trial failed to run: {why}"),
             Self::Pipeline(index, failure) => write!(f, "pipeline {index}: {failure}"),
@@ -748,6 +759,7 @@ mod tests {
                 Failure::LatencyOverBudget { .. } => "latency",
                 Failure::RisingLatency { .. } => "trend",
                 Failure::SystemFailed(_) => "system",
+                Failure::SenderLimit { .. } => "sender",
                 Failure::Pipeline(..) => "pipeline",
             })
             .collect();

@@ -28,6 +28,11 @@
 //!
 //! The machine's bad minutes never become a rate:
 //!
+//! - **A failure is rechecked.** A probe or bisection trial that fails is run again at once at
+//!   the same rate ([`Phase::Recheck`]); the failure bounds the search (becomes the lowest
+//!   failing rate) only if the recheck fails too, and a passing recheck makes the rate a pass.
+//!   A failure inside a confirmation run is not rechecked: K of K already asks every trial to
+//!   pass.
 //! - **Invalid trials are retried.** A trial the runner judges [`Judgement::Invalid`] (the
 //!   load generator fell behind its schedule, or the machine was unsteady when it failed)
 //!   says nothing about the system under test: it is recorded and run again at the same rate,
@@ -47,10 +52,12 @@
 //!   `max_trials` trials are run, invalid ones included.
 //! - **`sustained` is K/K and below every failure.** When `Some(r)`, K consecutive
 //!   judged confirmation trials at `r` passed (invalid ones between them are retries, not
-//!   breaks), and every failing trial in `trials` was at a rate above `r`. It is always
+//!   breaks), and every failure that bounds the search (one not followed by a passing recheck
+//!   at its rate) was at a rate above `r`. It is always
 //!   `None` when the outcome is [`Outcome::Unsteady`].
-//! - **Both bounds tested, never assumed.** `lowest_fail` is the lowest rate at which a trial
-//!   failed; `highest_pass` is the highest rate below it at which a trial passed (it equals
+//! - **Both bounds tested, never assumed.** `lowest_fail` is the lowest rate at which a
+//!   failure stood (its recheck failed too, or it was a confirmation trial); `highest_pass` is
+//!   the highest rate below it at which a trial passed (it equals
 //!   `sustained` whenever that is `Some`). With [`Outcome::Converged`],
 //!   `(lowest_fail - sustained) / sustained <= tolerance` (or the two are adjacent floats).
 //! - **Errors keep the trials.** A trial that returns an error stops the search at once;
@@ -139,8 +146,11 @@ pub struct SearchConfig {
     pub invalid_retries: u32,
     /// How far below a passing rate a failure may lie, as `(pass - fail) / fail`, before the
     /// trials contradict each other and the search ends as [`Outcome::Unsteady`] (default
-    /// 0.25); `None` never ends a search so (the step-down alone decides).
+    /// 0.5: a failure below two thirds of a rate that passed); `None` never ends a search so (the step-down alone decides).
     pub contradiction: Option<f64>,
+    /// Whether a failure outside a confirmation run is rechecked at once at the same rate
+    /// (default true): one unlucky trial never becomes the upper end of the bracket.
+    pub recheck_failures: bool,
 }
 
 impl SearchConfig {
@@ -157,11 +167,12 @@ impl SearchConfig {
     /// The default number of invalid trials retried in a row.
     pub const DEFAULT_INVALID_RETRIES: u32 = 3;
     /// The default contradiction tolerance.
-    pub const DEFAULT_CONTRADICTION: f64 = 0.25;
+    pub const DEFAULT_CONTRADICTION: f64 = 0.5;
 
     /// The defaults around `start_rate`: tolerance 2%, 3/3, rates from `start_rate / 1024` to
     /// 10^6 CPI/s (or `start_rate`, if higher), at most 60 trials, 3 invalid trials retried
-    /// in a row, a failure more than 25% below a pass ends the search as unsteady.
+    /// in a row, failures rechecked, a failure more than 50% below a pass ends the search as
+    /// unsteady.
     pub fn new(start_rate: f64) -> Self {
         Self {
             start_rate,
@@ -172,6 +183,7 @@ impl SearchConfig {
             max_trials: Self::DEFAULT_MAX_TRIALS,
             invalid_retries: Self::DEFAULT_INVALID_RETRIES,
             contradiction: Some(Self::DEFAULT_CONTRADICTION),
+            recheck_failures: true,
         }
     }
 
@@ -187,6 +199,7 @@ impl SearchConfig {
             max_trials: _,
             invalid_retries: _,
             contradiction,
+            recheck_failures: _,
         } = *self;
         if !(min_rate.is_finite() && min_rate > 0.0) {
             return Err(ConfigError::MinRate(min_rate));
@@ -264,6 +277,9 @@ pub enum Phase {
     /// One trial of a K-trial confirmation run: at the result, or, once a confirmation has
     /// failed, at every rate tried after it.
     Confirm,
+    /// A second trial at a rate whose probe or bisection trial just failed: the failure
+    /// bounds the search only if this fails too.
+    Recheck,
 }
 
 impl fmt::Display for Phase {
@@ -273,6 +289,7 @@ impl fmt::Display for Phase {
             Self::ProbeDown => "probe-down",
             Self::Bisect => "bisect",
             Self::Confirm => "confirm",
+            Self::Recheck => "recheck",
         })
     }
 }
@@ -368,7 +385,7 @@ pub struct SearchResult {
     pub sustained: Option<f64>,
     /// The highest rate below `lowest_fail` at which a trial passed.
     pub highest_pass: Option<f64>,
-    /// The lowest rate at which a trial failed.
+    /// The lowest rate at which a failure stood (see the module documentation).
     pub lowest_fail: Option<f64>,
     /// Every trial, in the order run.
     pub trials: Vec<TrialRecord>,
@@ -472,7 +489,7 @@ struct Search<'c, F> {
     config: &'c SearchConfig,
     trial: F,
     trials: Vec<TrialRecord>,
-    /// The lowest rate at which any trial failed.
+    /// The lowest rate at which a failure stood (a failed recheck or confirmation trial).
     lowest_fail: Option<f64>,
     /// The highest rate that passed a whole confirmation run.
     confirmed: Option<f64>,
@@ -557,8 +574,37 @@ impl<F> Search<'_, F> {
             .reduce(f64::max)
     }
 
-    /// Runs one trial at `rate` and records it, retrying invalid ones; whether it passed.
+    /// Runs one trial at `rate`, retrying invalid ones and rechecking a failure outside a
+    /// confirmation run; whether the rate passed. Only a failure that stands (its recheck
+    /// failed too, or it was a confirmation trial) bounds the search.
     fn run<E, J>(&mut self, rate: f64, phase: Phase) -> Result<bool, Stop<E>>
+    where
+        J: Into<Judgement>,
+        F: FnMut(f64, Phase) -> Result<J, E>,
+    {
+        if self.attempt(rate, phase)? {
+            return Ok(true);
+        }
+        if self.config.recheck_failures
+            && phase != Phase::Confirm
+            && self.attempt(rate, Phase::Recheck)?
+        {
+            return Ok(true);
+        }
+        let contradicted = self.contradicted(rate);
+        self.lowest_fail = Some(self.lowest_fail.map_or(rate, |fail| fail.min(rate)));
+        if let Some(pass) = contradicted {
+            return Err(Stop::Unsteady(format!(
+                "a trial failed at {rate:.3} CPI/s after one passed at {pass:.3} CPI/s, {:.0}% higher",
+                (pass - rate) / rate * 100.0
+            )));
+        }
+        Ok(false)
+    }
+
+    /// Runs one judged trial at `rate` and records it, retrying invalid ones; whether it
+    /// passed.
+    fn attempt<E, J>(&mut self, rate: f64, phase: Phase) -> Result<bool, Stop<E>>
     where
         J: Into<Judgement>,
         F: FnMut(f64, Phase) -> Result<J, E>,
@@ -569,42 +615,21 @@ impl<F> Search<'_, F> {
                 return Err(Stop::Cap);
             }
             let judgement: Judgement = (self.trial)(rate, phase).map_err(Stop::Trial)?.into();
-            let record = TrialRecord {
+            let passed = judgement.passed();
+            let why = judgement.invalid().map(str::to_string);
+            self.trials.push(TrialRecord {
                 rate,
                 phase,
                 judgement,
+            });
+            let Some(why) = why else {
+                return Ok(passed);
             };
-            match &record.judgement {
-                Judgement::Invalid(why) => {
-                    invalid += 1;
-                    let why = why.clone();
-                    self.trials.push(record);
-                    if invalid > self.config.invalid_retries {
-                        return Err(Stop::Unsteady(format!(
-                            "{invalid} invalid trials in a row at {rate:.3} CPI/s, the last: {why}"
-                        )));
-                    }
-                }
-                Judgement::Verdict(verdict) => {
-                    let passed = verdict.is_pass();
-                    let contradicted = if passed {
-                        None
-                    } else {
-                        self.contradicted(rate)
-                    };
-                    if !passed {
-                        self.lowest_fail =
-                            Some(self.lowest_fail.map_or(rate, |fail| fail.min(rate)));
-                    }
-                    self.trials.push(record);
-                    if let Some(pass) = contradicted {
-                        return Err(Stop::Unsteady(format!(
-                            "a trial failed at {rate:.3} CPI/s after one passed at {pass:.3} CPI/s, {:.0}% higher",
-                            (pass - rate) / rate * 100.0
-                        )));
-                    }
-                    return Ok(passed);
-                }
+            invalid += 1;
+            if invalid > self.config.invalid_retries {
+                return Err(Stop::Unsteady(format!(
+                    "{invalid} invalid trials in a row at {rate:.3} CPI/s, the last: {why}"
+                )));
             }
         }
     }
@@ -703,8 +728,30 @@ mod tests {
         SearchConfig {
             min_rate: 0.5,
             contradiction: None,
+            recheck_failures: false,
             ..SearchConfig::new(start_rate)
         }
+    }
+
+    /// The failures that bound the search: every failed trial but one followed (invalid
+    /// trials aside) by a passing recheck at its rate.
+    fn bounding_failures(r: &SearchResult) -> Vec<&TrialRecord> {
+        let judged: Vec<&TrialRecord> = r
+            .trials
+            .iter()
+            .filter(|t| t.judgement.verdict().is_some())
+            .collect();
+        judged
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                t.failed()
+                    && !judged.get(i + 1).is_some_and(|next| {
+                        next.phase == Phase::Recheck && next.rate == t.rate && next.passed()
+                    })
+            })
+            .map(|(_, t)| *t)
+            .collect()
     }
 
     /// Runs a search on a simulated system that cannot fail to run.
@@ -745,7 +792,7 @@ mod tests {
                     .all(|t| t.rate == s && t.phase == Phase::Confirm && t.passed())
             });
             assert!(kk, "{s} never passed K/K: {}", describe());
-            for t in r.trials.iter().filter(|t| t.failed()) {
+            for t in bounding_failures(r) {
                 assert!(
                     t.rate > s,
                     "failure at {} <= sustained {s}: {}",
@@ -756,8 +803,9 @@ mod tests {
             assert_eq!(r.highest_pass, Some(s), "{}", describe());
         }
         if let Some(f) = r.lowest_fail {
-            assert!(r.trials.iter().any(|t| t.rate == f && t.failed()));
-            assert!(r.trials.iter().all(|t| !t.failed() || t.rate >= f));
+            let bounding = bounding_failures(r);
+            assert!(bounding.iter().any(|t| t.rate == f), "{}", describe());
+            assert!(bounding.iter().all(|t| t.rate >= f), "{}", describe());
         }
         if let Some(p) = r.highest_pass {
             assert!(r.trials.iter().any(|t| t.rate == p && t.passed()));
@@ -901,9 +949,22 @@ mod tests {
 
     #[test]
     fn a_system_failing_everywhere_is_reported_so() {
+        // With rechecks, each rate is tried twice on the way down.
+        let rechecked = simulate(
+            &SearchConfig {
+                min_rate: 1.0,
+                ..SearchConfig::new(100.0)
+            },
+            |_| false,
+        );
+        assert_eq!(
+            rechecked.outcome,
+            Outcome::FailsEverywhere { min_rate: 1.0 }
+        );
+        assert_eq!(rechecked.trials.len(), 16);
         let cfg = SearchConfig {
             min_rate: 1.0,
-            ..SearchConfig::new(100.0)
+            ..config(100.0)
         };
         let r = simulate(&cfg, |_| false);
         assert_eq!(r.outcome, Outcome::FailsEverywhere { min_rate: 1.0 });
@@ -1338,8 +1399,14 @@ mod tests {
         };
         assert_eq!(r.sustained, None);
         assert!(reason.contains("after one passed at"), "{reason}");
-        // It stopped at the first contradiction: never below 1/(1 + 25%) of the highest pass.
-        let highest = r.highest_pass.expect("passes before the stall");
+        // It stopped at the first contradiction: never below 1/(1 + the tolerance) of the highest pass.
+        let highest = r
+            .trials
+            .iter()
+            .filter(|t| t.passed())
+            .map(|t| t.rate)
+            .reduce(f64::max)
+            .expect("passes before the stall");
         assert!(
             r.trials
                 .iter()
@@ -1351,7 +1418,7 @@ mod tests {
             "{:?}",
             rates(&r)
         );
-        assert!(r.trials.len() <= 12, "{:?}", rates(&r));
+        assert!(r.trials.len() <= 20, "{:?}", rates(&r));
         // Without the rule, the same trials step down to a rate far below ones that passed.
         let mut calls = 0;
         let lenient = SearchConfig {
@@ -1397,6 +1464,82 @@ mod tests {
         });
         assert_eq!(r.outcome.kind(), "unsteady", "{:?}", rates(&r));
         assert_eq!(r.sustained, None);
+    }
+
+    #[test]
+    fn one_unlucky_failure_is_rechecked_and_never_becomes_the_bracket() {
+        // Capacity 460 CPI/s, and one outlier: the first trial at 312.5 fails (a stall of the
+        // machine), as in a search of issue 14 that ended at 309 without a recheck.
+        let run = |recheck_failures| {
+            let cfg = SearchConfig {
+                recheck_failures,
+                ..config(156.25)
+            };
+            let mut outlier = true;
+            simulate(&cfg, move |rate| {
+                if rate == 312.5 && std::mem::take(&mut outlier) {
+                    return false;
+                }
+                rate <= 460.0
+            })
+        };
+        let without = run(false);
+        let s = without.sustained.expect("sustained");
+        assert!(
+            s < 312.5,
+            "without a recheck the outlier is the bracket: {s}"
+        );
+        let with = run(true);
+        assert_eq!(with.outcome, Outcome::Converged, "{:?}", rates(&with));
+        let s = with.sustained.expect("sustained");
+        assert!(
+            (460.0 / 1.02..=460.0).contains(&s),
+            "{s} {:?}",
+            rates(&with)
+        );
+        assert_eq!(
+            rates(&with)[1..3],
+            [
+                (312.5, Phase::ProbeUp, false),
+                (312.5, Phase::Recheck, true)
+            ]
+        );
+        // Every standing failure was rechecked: its recheck failed too.
+        let failed_rechecks = with
+            .trials
+            .iter()
+            .filter(|t| t.phase == Phase::Recheck && t.failed())
+            .count();
+        let failed_probes = with
+            .trials
+            .iter()
+            .filter(|t| matches!(t.phase, Phase::ProbeUp | Phase::Bisect) && t.failed())
+            .count();
+        assert_eq!(failed_rechecks + 1, failed_probes, "{:?}", rates(&with));
+    }
+
+    #[test]
+    fn rechecked_searches_keep_every_guarantee_on_noisy_systems() {
+        for seed in 0..200 {
+            let cfg = SearchConfig {
+                recheck_failures: true,
+                ..config(100.0)
+            };
+            let mut rng = XorShift::new(seed);
+            let r = simulate(&cfg, |rate| rate <= 500.0 * (1.0 + 0.03 * rng.symmetric()));
+            assert_eq!(
+                r.outcome,
+                Outcome::Converged,
+                "seed {seed}: {:?}",
+                rates(&r)
+            );
+            let s = r.sustained.unwrap();
+            assert!(
+                (500.0 * 0.97 / 1.02..=500.0 * 1.03).contains(&s),
+                "seed {seed}: {s}"
+            );
+            assert!(r.trials.len() < 50, "seed {seed}: {}", r.trials.len());
+        }
     }
 
     #[test]

@@ -197,6 +197,9 @@ pub struct SenderEntry {
     pub max_stall_ms: f64,
     /// Involuntary context switches of the sender during the run.
     pub involuntary_switches: u64,
+    /// The rate the sender achieved, CPI/s (frames over the time it took).
+    #[serde(default)]
+    pub sent_cpi_per_s: Option<f64>,
 }
 
 /// The spread of repeated searches of one system at one CPI.
@@ -218,8 +221,15 @@ pub struct Spread {
     pub max: Option<f64>,
     /// `(max - min) / median` of the rates found.
     pub spread: Option<f64>,
-    /// The machine's own spread over the same searches: `(max - min) / median` of every
-    /// steadiness probe's median.
+    /// `(max - min) / median` of every steadiness probe's median over the same searches.
+    #[serde(default)]
+    pub probe_spread: Option<f64>,
+    /// `(max - min) / median` of each bound measured beside them (`--bounds`), the larger of
+    /// the kernel-only and the ingest-only bound's.
+    #[serde(default)]
+    pub bounds_spread: Option<f64>,
+    /// The machine's own spread over the same searches: the larger of the probe's and the
+    /// bounds'.
     pub machine_spread: Option<f64>,
     /// Whether the rates' spread is no larger than the machine's: the differences between
     /// the searches are within the machine's noise.

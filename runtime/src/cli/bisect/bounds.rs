@@ -151,7 +151,7 @@ pub(super) fn measure_bounds(
                 (probe as u64).clamp(8, 5000),
             )?)
         }
-        System::Command(_) => None,
+        System::Command { .. } => None,
     };
     eprintln!(
         "bisect-rate: bounds at {cpi}: ingest only {}, kernels only {}",

@@ -97,10 +97,17 @@ pub struct BisectArgs {
     /// tick late; 0 spins to each chirp's deadline (exact, but takes a core).
     #[arg(long, value_name = "US", default_value_t = DEFAULT_PACING_TICK_US)]
     sender_tick_us: u64,
+    /// The sender's nice value: below 0 it is scheduled promptly when it wakes, so that a
+    /// system under test that saturates the cores it shares with the sender makes it late
+    /// less often, at the cost of preempting the system under test at every tick (needs
+    /// CAP_SYS_NICE; without it the sender runs at its inherited value).
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    sender_nice: i32,
     /// A trial whose sender fell further behind its schedule than this many ms, or was kept off
     /// the CPU longer, is invalid (the load generator, not the system, decided it) and is
     /// retried.
-    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
     max_sender_lag_ms: f64,
     /// Invalid trials retried in a row at one rate before the search ends as "unsteady
     /// machine".
@@ -111,6 +118,10 @@ pub struct BisectArgs {
     /// minutes chose.
     #[arg(long, value_name = "FRACTION", default_value_t = SearchConfig::DEFAULT_CONTRADICTION)]
     contradiction: f64,
+    /// Do not recheck a failed probe or bisection trial at once at the same rate (by default a
+    /// failure bounds the search only when its recheck fails too).
+    #[arg(long)]
+    no_recheck: bool,
     /// Exit with status 5 when a search's sustained rate is below this many CPI/s (a
     /// performance gate for CI).
     #[arg(long, value_name = "CPI_PER_S")]
@@ -162,6 +173,9 @@ pub struct BisectArgs {
     /// post-CPI latency is measured and gated like kplace's; otherwise latency is not judged.
     #[arg(long, value_name = "COMMAND")]
     sut_cmd: Option<String>,
+    /// The name of `--sut-cmd`'s system in the table, the results file and the plots.
+    #[arg(long, value_name = "NAME", default_value = "sut", requires = "sut_cmd")]
+    sut_name: String,
 }
 
 impl BisectArgs {
@@ -269,17 +283,17 @@ impl Children {
     }
 }
 
-/// What is searched: a kplace placement, or another receiver's command.
+/// What is searched: a kplace placement, or another receiver's command and its name.
 enum System {
     Placement(PathBuf),
-    Command(String),
+    Command { command: String, name: String },
 }
 
 impl System {
     fn name(&self) -> String {
         match self {
             System::Placement(path) => placement_name(path),
-            System::Command(_) => "sut".to_string(),
+            System::Command { name, .. } => name.clone(),
         }
     }
 }
@@ -336,7 +350,10 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let systems: Vec<System> = match &args.sut_cmd {
-        Some(cmd) => vec![System::Command(cmd.clone())],
+        Some(cmd) => vec![System::Command {
+            command: cmd.clone(),
+            name: args.sut_name.clone(),
+        }],
         None => placement_files(&args.placements)?
             .into_iter()
             .map(System::Placement)
@@ -488,7 +505,7 @@ fn run_search(
         progress.set_message(format!("trial {index}: {rate:.1} CPI/s ({phase})"));
         let mut run = match system {
             System::Placement(placement) => trial(ctx, placement, cpi, rate, &dir, index)?,
-            System::Command(cmd) => sut_trial(ctx, cmd, cpi, rate, &dir, index)?,
+            System::Command { command, .. } => sut_trial(ctx, command, cpi, rate, &dir, index)?,
         };
         // A trial cut short by Ctrl-C measured nothing: it is not a failure.
         if stop.load(Ordering::SeqCst) {
@@ -569,10 +586,10 @@ fn search_entry(
         system: name.to_string(),
         placement: match system {
             System::Placement(p) => Some(p.display().to_string()),
-            System::Command(_) => None,
+            System::Command { .. } => None,
         },
         sut_cmd: match system {
-            System::Command(c) => Some(c.clone()),
+            System::Command { command, .. } => Some(command.clone()),
             System::Placement(_) => None,
         },
         cpi: cpi.to_string(),
@@ -758,9 +775,11 @@ fn settings(args: &BisectArgs) -> Value {
         "confirm": args.confirm,
         "latency_budget": args.latency_budget.to_string(),
         "sender_tick_us": args.sender_tick_us,
+        "sender_nice": args.sender_nice,
         "max_sender_lag_ms": args.max_sender_lag_ms,
         "invalid_retries": args.invalid_retries,
         "contradiction": args.contradiction,
+        "recheck_failures": !args.no_recheck,
         "require_rate": args.require_rate,
         "steady_limits": SteadyLimits::default(),
         "sender_cpus": args.sender_cpus.as_ref().map(ToString::to_string),
@@ -835,6 +854,7 @@ fn search_config(args: &BisectArgs, cpi: Cpi) -> SearchConfig {
     config.max_trials = args.max_trials;
     config.invalid_retries = args.invalid_retries;
     config.contradiction = Some(args.contradiction);
+    config.recheck_failures = !args.no_recheck;
     config
 }
 

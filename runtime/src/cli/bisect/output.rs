@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use super::TrialRun;
 
 /// Per system and CPI searched more than once: the spread of the sustained rates, and the
-/// machine's own spread over the same searches (every steadiness probe's median): when the
+/// machine's own spread over the same searches (every steadiness probe's median, and every
+/// bound measured beside them, whichever spread more): when the
 /// rates spread no more than the machine did, the difference between searches is within the
 /// machine's noise.
 pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
@@ -40,8 +41,27 @@ pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
                 .iter()
                 .flat_map(|s| s.probes.iter().map(|p| p.probe.median_us))
                 .collect();
+            let bound = |key: &str| -> Vec<f64> {
+                members
+                    .iter()
+                    .filter_map(|s| s.bounds.as_ref())
+                    .flat_map(|b| ["before", "after"].map(|side| b[side][key].as_f64()))
+                    .flatten()
+                    .collect()
+            };
             let spread = relative_spread(&rates);
-            let machine_spread = relative_spread(&probes);
+            let probe_spread = relative_spread(&probes);
+            let bounds_spread = [
+                relative_spread(&bound("kernel_only_cpi_per_s")),
+                relative_spread(&bound("ingest_only_cpi_per_s")),
+            ]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max);
+            let machine_spread = [probe_spread, bounds_spread]
+                .into_iter()
+                .flatten()
+                .reduce(f64::max);
             Spread {
                 system: system.to_string(),
                 cpi: cpi.to_string(),
@@ -51,6 +71,8 @@ pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
                 median: rates.get(rates.len() / 2).copied(),
                 max: rates.last().copied(),
                 spread,
+                probe_spread,
+                bounds_spread,
                 machine_spread,
                 within_noise: matches!((spread, machine_spread), (Some(r), Some(m)) if r <= m),
             }
@@ -63,7 +85,7 @@ pub(super) fn spread_line(s: &Spread) -> String {
     let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
     let rate = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
     format!(
-        "spread {} {}: {} searches, {} measured, sustained CPI/s min {}, median {}, max {}, (max - min) / median {}; machine's probe spread {}{}",
+        "spread {} {}: {} searches, {} measured, sustained CPI/s min {}, median {}, max {}, (max - min) / median {}; machine's spread {} (probe {}, bounds {}){}",
         s.system,
         s.cpi,
         s.searches,
@@ -73,6 +95,8 @@ pub(super) fn spread_line(s: &Spread) -> String {
         rate(s.max),
         pct(s.spread),
         pct(s.machine_spread),
+        pct(s.probe_spread),
+        pct(s.bounds_spread),
         if s.within_noise {
             ": within the machine's noise"
         } else {
@@ -306,7 +330,8 @@ mod tests {
         assert_eq!(
             line,
             "spread all-cpu 1024x128: 4 searches, 3 measured, sustained CPI/s min 400.0, median 450.0, \
-             max 500.0, (max - min) / median 22.2%; machine's probe spread 50.0%: within the machine's noise"
+             max 500.0, (max - min) / median 22.2%; machine's spread 50.0% (probe 50.0%, bounds n/a): \
+             within the machine's noise"
         );
 
         // A steady machine: the same rates are not within its noise.
@@ -316,5 +341,20 @@ mod tests {
         ];
         let s = &super::spreads(&steady)[0];
         assert!(!s.within_noise && !spread_line(s).contains("within"));
+
+        // The same steady probes, but the kernels alone ran 30% faster after a search than
+        // before it (a spread of 300 / 1300): the machine moved more than the rates did.
+        let mut moved = steady.clone();
+        moved[0].bounds = Some(json!({
+            "before": {"kernel_only_cpi_per_s": 1000.0, "ingest_only_cpi_per_s": 900.0},
+            "after": {"kernel_only_cpi_per_s": 1300.0, "ingest_only_cpi_per_s": 905.0},
+        }));
+        let s = &super::spreads(&moved)[0];
+        assert!(
+            (s.bounds_spread.unwrap() - 300.0 / 1300.0).abs() < 1e-12,
+            "{s:?}"
+        );
+        assert_eq!(s.machine_spread, s.bounds_spread);
+        assert!(s.within_noise, "{}", spread_line(s));
     }
 }

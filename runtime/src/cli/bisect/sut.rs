@@ -169,7 +169,7 @@ pub(super) fn sut_trial(
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        judgement: judge_sender(verdict, Some(&sender), args.max_sender_lag_ms),
+        judgement: judge_sender(verdict, Some(&sender), rate, args.max_sender_lag_ms),
         measurement: Some(measurement),
         report: Some(report),
         report_path: Some(report_path),

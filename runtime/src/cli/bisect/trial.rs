@@ -138,7 +138,7 @@ pub(super) fn trial(
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        judgement: judge_sender(verdict, sender.as_ref(), args.max_sender_lag_ms),
+        judgement: judge_sender(verdict, sender.as_ref(), rate, args.max_sender_lag_ms),
         measurement: Some(measurement),
         report: Some(report),
         report_path: Some(report_path),
@@ -165,20 +165,41 @@ pub(super) fn worst_sender(senders: &[SenderEntry]) -> Option<SenderEntry> {
         max_lag_ms: a.max_lag_ms.max(b.max_lag_ms),
         max_stall_ms: a.max_stall_ms.max(b.max_stall_ms),
         involuntary_switches: a.involuntary_switches.max(b.involuntary_switches),
+        sent_cpi_per_s: match (a.sent_cpi_per_s, b.sent_cpi_per_s) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        },
     })
 }
 
-/// The trial's judgement: its verdict, unless the sender fell further behind its schedule
+/// Below this fraction of the offered rate, the sender could not offer the rate at all.
+const SENDER_LIMIT_RATIO: f64 = 0.95;
+
+/// The trial's judgement: a failure naming the sender's limit when the sender reached less
+/// than 95% of the offered rate; otherwise its verdict, unless the sender fell further behind its schedule
 /// than `max_lag_ms` or was kept off the CPU (descheduled) longer than that, in which case
 /// the load generator decided the trial and it is invalid.
 pub(super) fn judge_sender(
     verdict: Verdict,
     sender: Option<&SenderEntry>,
+    offered: f64,
     max_lag_ms: f64,
 ) -> Judgement {
     // "Is it within", so that a NaN is outside.
     let beyond = |ms: f64| ms.partial_cmp(&max_lag_ms).is_none_or(|o| o.is_gt());
     match sender {
+        // A sender that cannot reach the rate at all bounds what this machine can measure.
+        Some(SenderEntry {
+            sent_cpi_per_s: Some(achieved),
+            ..
+        }) if *achieved < SENDER_LIMIT_RATIO * offered => {
+            let mut failures = verdict.failures;
+            failures.push(Failure::SenderLimit {
+                offered,
+                achieved: *achieved,
+            });
+            Judgement::Verdict(Verdict::from_failures(failures))
+        }
         Some(s) if beyond(s.max_lag_ms) => Judgement::Invalid(format!(
             "the sender fell {:.3} ms behind its schedule, more than {max_lag_ms} ms \
              (kept off the CPU up to {:.3} ms, {} involuntary switches)",
@@ -302,6 +323,7 @@ pub(super) fn send(
             ctx.args.seed,
             ctx.args.sender_tick_us,
         ))
+        .arg(format!("--nice={}", ctx.args.sender_nice))
         .args(
             times
                 .map(|t| [std::ffi::OsString::from("--times"), t.into()])
@@ -342,6 +364,7 @@ fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
     Ok(SenderEntry {
         max_lag_ms: number("max_lag_ms")?,
         max_stall_ms: number("max_oversleep_ms")?,
+        sent_cpi_per_s: report["cpi_per_s"].as_f64(),
         involuntary_switches: report["involuntary_switches"].as_u64().ok_or_else(|| {
             format!(
                 "the sender's report {} has no involuntary_switches",
@@ -500,22 +523,24 @@ mod tests {
             max_lag_ms: 0.4,
             max_stall_ms: 0.3,
             involuntary_switches: 2,
+            sent_cpi_per_s: Some(99.0),
         };
         let late = SenderEntry {
             max_lag_ms: 7.5,
             max_stall_ms: 7.4,
             involuntary_switches: 9,
+            sent_cpi_per_s: Some(99.0),
         };
         let failing = Verdict::from_failures(vec![Failure::DroppedFrames(3)]);
         assert_eq!(
-            judge_sender(failing.clone(), Some(&on_time), 5.0),
+            judge_sender(failing.clone(), Some(&on_time), 100.0, 5.0),
             Judgement::Verdict(failing.clone())
         );
         assert_eq!(
-            judge_sender(failing.clone(), None, 5.0),
+            judge_sender(failing.clone(), None, 100.0, 5.0),
             Judgement::Verdict(failing.clone())
         );
-        let Judgement::Invalid(why) = judge_sender(failing, Some(&late), 5.0) else {
+        let Judgement::Invalid(why) = judge_sender(failing, Some(&late), 100.0, 5.0) else {
             panic!("a late sender's trial is invalid");
         };
         assert!(why.starts_with("the sender fell 7.500 ms behind"), "{why}");
@@ -524,7 +549,8 @@ mod tests {
             max_stall_ms: 6.0,
             ..on_time.clone()
         };
-        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&descheduled), 5.0) else {
+        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&descheduled), 100.0, 5.0)
+        else {
             panic!("a descheduled sender's trial is invalid");
         };
         assert!(
@@ -533,7 +559,7 @@ mod tests {
         );
         // A pass is invalid too: the stream it passed on was not the one offered.
         assert!(matches!(
-            judge_sender(Verdict::pass(), Some(&late), 5.0),
+            judge_sender(Verdict::pass(), Some(&late), 100.0, 5.0),
             Judgement::Invalid(_)
         ));
         let nan = SenderEntry {
@@ -541,9 +567,28 @@ mod tests {
             ..on_time.clone()
         };
         assert!(matches!(
-            judge_sender(Verdict::pass(), Some(&nan), 5.0),
+            judge_sender(Verdict::pass(), Some(&nan), 100.0, 5.0),
             Judgement::Invalid(_)
         ));
+        // A sender that reached only 80 of 100 CPI/s bounds the search, naming itself.
+        let slow = SenderEntry {
+            sent_cpi_per_s: Some(80.0),
+            ..on_time.clone()
+        };
+        let Judgement::Verdict(v) = judge_sender(Verdict::pass(), Some(&slow), 100.0, 5.0) else {
+            panic!("a sender-limited trial is judged");
+        };
+        assert_eq!(
+            v.failures,
+            [Failure::SenderLimit {
+                offered: 100.0,
+                achieved: 80.0
+            }]
+        );
+        assert_eq!(
+            v.failures[0].to_string(),
+            "the sender could not offer 100.000 CPI/s here (it reached 80.000)"
+        );
         let worst = worst_sender(&[on_time, late]).unwrap();
         assert_eq!((worst.max_lag_ms, worst.involuntary_switches), (7.5, 9));
         assert_eq!(worst_sender(&[]), None);

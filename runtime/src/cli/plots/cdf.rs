@@ -18,7 +18,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
-use super::frame::{AXIS_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font};
+use super::frame::{AXIS_FONT, LegendEntry, Page, Swatch, draw_page, font, house_style};
 use super::{REFERENCE, Sweep, colour, same_rate};
 
 /// Decodes a base64 HdrHistogram V2 (deflate) record.
@@ -156,21 +156,19 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
             .build_cartesian_2d(x.coord(), y.coord())?;
         let xl = |p: &f64| x.label(*p);
         let yl = |p: &f64| y.label(*p);
-        chart
-            .configure_mesh()
-            .x_desc(if x.log {
-                "post-CPI latency, ms (log)"
-            } else {
-                "post-CPI latency, ms"
-            })
-            .y_desc("frames at or below")
-            .x_label_formatter(&xl)
-            .y_label_formatter(&yl)
-            .light_line_style(RGBColor(242, 242, 242))
-            .bold_line_style(RGBColor(215, 215, 215))
-            .axis_desc_style(("sans-serif", AXIS_FONT))
-            .label_style(("sans-serif", SMALL_FONT))
-            .draw()?;
+        house_style(
+            chart
+                .configure_mesh()
+                .x_desc(if x.log {
+                    "post-CPI latency, ms (log)"
+                } else {
+                    "post-CPI latency, ms"
+                })
+                .y_desc("frames at or below")
+                .x_label_formatter(&xl)
+                .y_label_formatter(&yl),
+        )
+        .draw()?;
         for (budget, _) in &budgets {
             let line = vec![(x.pos(*budget), y.bottom()), (x.pos(*budget), y.top())];
             chart.draw_series(DashedLineSeries::new(line, 8, 5, REFERENCE.stroke_width(2)))?;

@@ -9,7 +9,9 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -157,6 +159,22 @@ pub struct Page<'a> {
 
 /// Writes the page to `path` as an SVG: title block, legend panel, and the chart that
 /// `chart` draws into the area left.
+/// The mesh every plot draws: light grey grid lines, and the fonts of its axis descriptions
+/// and tick labels.
+pub fn house_style<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged<ValueType: std::fmt::Debug>,
+    Y: Ranged<ValueType: std::fmt::Debug>,
+    DB: DrawingBackend,
+{
+    mesh.light_line_style(RGBColor(242, 242, 242))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .axis_desc_style(("sans-serif", AXIS_FONT))
+        .label_style(("sans-serif", SMALL_FONT))
+}
+
 pub fn draw_page(
     path: &Path,
     page: &Page<'_>,

@@ -15,7 +15,7 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::Axis;
 use super::frame::{
-    AXIS_FONT, LegendEntry, Marker, Page, SMALL_FONT, Swatch, draw_marker, draw_page, font,
+    AXIS_FONT, LegendEntry, Marker, Page, Swatch, draw_marker, draw_page, font, house_style,
 };
 use super::{REFERENCE, Sweep, colour};
 
@@ -125,25 +125,23 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
             .build_cartesian_2d(x.coord(), y.coord())?;
         let xl = |p: &f64| x.label(*p);
         let yl = |p: &f64| y.label(*p);
-        chart
-            .configure_mesh()
-            .x_desc(if x.log {
-                "offered rate, CPI/s (log)"
-            } else {
-                "offered rate, CPI/s"
-            })
-            .y_desc(if y.log {
-                "post-CPI p99, ms (log)"
-            } else {
-                "post-CPI p99, ms"
-            })
-            .x_label_formatter(&xl)
-            .y_label_formatter(&yl)
-            .light_line_style(RGBColor(242, 242, 242))
-            .bold_line_style(RGBColor(215, 215, 215))
-            .axis_desc_style(("sans-serif", AXIS_FONT))
-            .label_style(("sans-serif", SMALL_FONT))
-            .draw()?;
+        house_style(
+            chart
+                .configure_mesh()
+                .x_desc(if x.log {
+                    "offered rate, CPI/s (log)"
+                } else {
+                    "offered rate, CPI/s"
+                })
+                .y_desc(if y.log {
+                    "post-CPI p99, ms (log)"
+                } else {
+                    "post-CPI p99, ms"
+                })
+                .x_label_formatter(&xl)
+                .y_label_formatter(&yl),
+        )
+        .draw()?;
 
         for (k, (b, _)) in budgets.iter().enumerate() {
             let line: Vec<(f64, f64)> = x

@@ -16,7 +16,8 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, Labels, fmt_num};
 use super::frame::{
-    AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, text_width, wrap,
+    AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
+    text_width, wrap,
 };
 use super::{Group, REFERENCE, Sweep, colour, same_rate};
 
@@ -123,16 +124,14 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
             .y_label_area_size(72)
             .build_cartesian_2d(x.coord(), y.coord())?;
         let yl = |p: &f64| y.label(*p);
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .y_desc("time per frame, ms")
-            .y_label_formatter(&yl)
-            .light_line_style(RGBColor(242, 242, 242))
-            .bold_line_style(RGBColor(215, 215, 215))
-            .axis_desc_style(("sans-serif", AXIS_FONT))
-            .label_style(("sans-serif", SMALL_FONT))
-            .draw()?;
+        house_style(
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .y_desc("time per frame, ms")
+                .y_label_formatter(&yl),
+        )
+        .draw()?;
         let base = area.get_base_pixel();
         let px = |x: f64, y: f64| {
             let (a, b) = chart.backend_coord(&(x, y));

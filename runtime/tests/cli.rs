@@ -82,7 +82,7 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
                 "doppler_fft waits on range_fft's event before reading range_map",
                 "cfar waits on doppler_fft's event before reading power",
                 "cfar records its event after its launches and downloads; a host callback then releases cluster",
-                "range_fft    gpu:0  priority  0, 4 streams",
+                "range_fft    gpu:0  priority  0, 8 streams",
             ],
             &[
                 "H2D range_map",
@@ -117,7 +117,7 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
             &[
                 "H2D power         512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on cfar's stream before its launches\n",
                 "D2H detections    192.0 KiB  device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
-                "cfar         gpu:0  priority  0, 4 streams",
+                "cfar         gpu:0  priority  0, 8 streams",
                 "cfar records its event after its launches and downloads; a host callback then releases cluster",
             ],
             &[

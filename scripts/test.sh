@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Installs what the tests need, builds every crate (the tests load the kernel libraries it
-# produces), and runs the whole test suite. Every CUDA C source is compiled to PTX for sm_90
-# by NVRTC (no GPU needed; a compile error fails the suite); GPU tests skip, saying why,
-# without a GPU.
+# Installs what the tests need, checks formatting and lint, builds every crate (the tests load
+# the kernel libraries it produces), and runs the whole test suite. Every CUDA C source is
+# compiled to PTX for sm_90 by NVRTC (no GPU needed; a compile error fails the suite); GPU
+# tests skip, saying why, without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvrtc_lib="$(scripts/setup.sh | tail -n 1)"
 export LD_LIBRARY_PATH="${nvrtc_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KPLACE_REQUIRE_NVRTC=1
+# Lint that holds: formatting, then clippy with the workspace's lints (Cargo.toml) and every
+# warning an error, before anything is built for the tests.
+if command -v rustup >/dev/null; then
+    rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
 cargo test --workspace

@@ -71,6 +71,7 @@ impl CpuSet {
         // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most its size.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: `set` is a valid cpu_set_t of `size` bytes, written by the call only.
         if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -113,6 +114,7 @@ impl CpuSet {
         // SAFETY: cpu_set_t is plain data; every CPU is below CPU_SETSIZE (checked at parse).
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         for &cpu in &self.0 {
+            // SAFETY: `cpu` is below CPU_SETSIZE (checked at parse), so it lies in `set`.
             unsafe { libc::CPU_SET(cpu, &mut set) };
         }
         // SAFETY: the closure makes one async-signal-safe system call on memory it owns.

@@ -17,16 +17,15 @@ pub mod executor;
 pub mod graph;
 pub mod hog;
 pub mod interrupt;
-pub mod metrics;
 pub mod mps;
 pub mod placement;
 pub mod plan;
 pub mod plugin;
 pub mod pool;
 pub mod rate;
+pub mod report;
 pub mod sender;
 pub mod source;
-pub mod telemetry;
 pub mod udp;
 pub mod wire;
 

@@ -44,7 +44,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// The MPS control program, looked up on `PATH`.
 pub const CONTROL_PROGRAM: &str = "nvidia-cuda-mps-control";
@@ -200,7 +201,8 @@ pub struct MpsClient {
 
 /// MPS as a run used it, for reports: what was asked and what was found. Always produced, even
 /// when nothing could be checked (`checked` then says why).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunMps {
     /// Whether the run asked for MPS.
     pub requested: bool,

@@ -472,6 +472,7 @@ pub struct KernelState {
 // SAFETY: the ABI requires kernels to accept launches on one state from any thread, and
 // concurrent launches for disjoint tiles; the state pointer is never dereferenced here.
 unsafe impl Send for KernelState {}
+// SAFETY: as for Send: concurrent launches on one state are the ABI's rule.
 unsafe impl Sync for KernelState {}
 
 impl KernelState {

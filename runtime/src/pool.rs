@@ -91,6 +91,7 @@ pub struct Pool {
 // SAFETY: the pool owns its allocation; blocks are raw memory whose sharing is governed by the
 // executor's slot ownership.
 unsafe impl Send for Pool {}
+// SAFETY: as for Send; through `&Pool` only sizes and counts are read (taking needs `&mut`).
 unsafe impl Sync for Pool {}
 
 /// One block of a pool: an address and a size. It does not own the memory; the pool must
@@ -105,6 +106,7 @@ pub struct Block {
 
 // SAFETY: a block is an address; see `Pool`.
 unsafe impl Send for Block {}
+// SAFETY: a block is an address; see `Pool`.
 unsafe impl Sync for Block {}
 
 impl Pool {
@@ -349,6 +351,7 @@ mod tests {
                 assert!(b.ptr as usize >= blocks[i - 1].ptr as usize + 100);
             }
             // Zeroed and writable.
+            // SAFETY: the block is 100 bytes of the pool, alive and not otherwise borrowed.
             let bytes = unsafe { std::slice::from_raw_parts_mut(b.ptr, 100) };
             assert!(bytes.iter().all(|&x| x == 0));
             bytes.fill(7);

@@ -293,12 +293,15 @@ fn a_search_over_two_pipelines_judges_each_and_reports_the_aggregate() {
             Some(2.0 * rate)
         );
     }
-    // Failures, if any, name their pipeline.
+    // Failures, if any, name their pipeline, or the sender (two senders on a loaded machine
+    // may not reach a high rate: that bounds the search, and is no pipeline's failure).
     for t in trials {
         for f in t["failures"].as_array().unwrap() {
             let f = f.as_str().unwrap();
             assert!(
-                f.starts_with("pipeline ") || f.contains("trial failed"),
+                f.starts_with("pipeline ")
+                    || f.contains("trial failed")
+                    || f.starts_with("the sender could not offer"),
                 "{f}"
             );
         }

@@ -518,8 +518,11 @@ fn several_pipelines_run_and_verify_each_in_both_modes() {
             ]);
             assert!(verified.contains("verification PASSED"), "{verified}");
         }
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let text = std::fs::read_to_string(&report).unwrap();
+        let typed: kplace::report::run::MultiRunReport =
+            kplace::report::read_json(&text, "r.json").expect("the report reads strictly");
+        assert_eq!(typed.pipelines.len(), 3);
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(json["schema"], "kplace-multi-run-report/1");
         assert_eq!(json["aggregate"]["mode"], mode);
         assert_eq!(json["aggregate"]["frames"], 36);
@@ -909,6 +912,11 @@ fn a_report_to_stdout_is_json_on_stdout() {
         serde_json::from_slice(&out.stdout).expect("stdout is the report");
     assert_eq!(json["schema"], "kplace-run-report/1");
     assert_eq!(json["frames"], 3);
+    let typed: kplace::report::run::RunReport =
+        kplace::report::read_json(&String::from_utf8_lossy(&out.stdout), "stdout")
+            .expect("the report reads strictly");
+    assert_eq!(typed.frames, 3);
+    assert_eq!(typed.ingest, None, "a replay has no receiver");
     assert!(String::from_utf8_lossy(&out.stderr).contains("verification PASSED"));
     assert!(!dir.path().join("-").exists(), "no file named -");
 }

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use kplace::metrics::Latency;
 use kplace::rate::LatencyBudget;
 use kplace::rate::sweep::{SCHEMA, SearchEntry, SweepFile, TrialEntry, TrialLatency, TrialStatus};
+use kplace::report::metrics::Latency;
 
 fn kplace(args: &[&Path]) -> Output {
     support::output(

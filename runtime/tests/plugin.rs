@@ -74,6 +74,7 @@ fn a_c_library_loads_and_its_kernel_runs() {
         data: out.as_mut_ptr().cast(),
     }];
     // Only the second tile: rows 2 and 3.
+    // SAFETY: the tensors describe live buffers of their descriptors' sizes.
     unsafe {
         state.launch(
             &tin,
@@ -94,6 +95,7 @@ fn a_c_library_loads_and_its_kernel_runs() {
     }
 
     // A launch error comes back with the kernel's text.
+    // SAFETY: as above.
     let err = unsafe {
         state.launch(
             &tin,

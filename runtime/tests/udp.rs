@@ -93,7 +93,7 @@ impl FrameSink for Check {
 struct Outcome {
     check: Check,
     counters: kplace::udp::IngestCounters,
-    report: kplace::metrics::RunReport,
+    report: kplace::report::metrics::RunMetrics,
 }
 
 /// Loopback streams run one at a time: two in parallel on a two-core machine would starve

@@ -293,7 +293,7 @@ impl CfarPlan {
             self.layout().carve(workspace, workspace_bytes)?;
         let (rows, cols, half, guard) = (self.rows, self.cols, self.half, self.guard);
         let (cells, chunk, chunks, capacity) = (self.cells(), CHUNK, self.chunks, self.capacity);
-        // SAFETY (every launch): arguments in the order and types of the CUDA C signatures;
+        // SAFETY: for every launch below, arguments in the order and types of the CUDA C signatures;
         // the map and list are the caller's promise, every other address a region of the
         // workspace sized for it by `layout`.
         unsafe {

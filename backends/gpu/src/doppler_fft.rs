@@ -140,7 +140,7 @@ impl DopplerFftPlan {
     ) -> Result<(), KernelError> {
         let [spectrum, work] = self.layout(fft_work).carve(workspace, workspace_bytes)?;
         let total = self.cells();
-        // SAFETY (all three): arguments in the order and types of the CUDA C signatures; the
+        // SAFETY: for all three launches, arguments in the order and types of the CUDA C signatures; the
         // addresses are the caller's promise, the spectrum lies in the workspace.
         unsafe {
             queue.launch(

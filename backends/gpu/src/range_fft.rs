@@ -214,7 +214,7 @@ impl RangeFftPlan {
         for first in (begin..begin + count).step_by(self.batch as usize) {
             // The batch's first column: bin 0 of chirp `first` (cf32, 8 bytes).
             let columns = out + u64::from(first) * 8;
-            // SAFETY (both): arguments in the order and types of the CUDA C signature; the
+            // SAFETY: for both launches, arguments in the order and types of the CUDA C signature; the
             // addresses are the caller's promise, the batch lies in the workspace, and the
             // FFT's output layout from `columns` stays within the output (chirps first ..
             // first + batch of every bin's row).

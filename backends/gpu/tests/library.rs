@@ -21,10 +21,12 @@ fn the_table_offers_the_three_gpu_kernels() {
     // SAFETY: static strings and arrays of the table.
     let name = unsafe { CStr::from_ptr(library.name) };
     assert_eq!(name, c"kplace-gpu");
+    // SAFETY: the table's kernel array has n_kernels entries.
     let kernels =
         unsafe { std::slice::from_raw_parts(library.kernels, library.n_kernels as usize) };
     let names: Vec<&CStr> = kernels
         .iter()
+        // SAFETY: every kernel's name is a static C string.
         .map(|k| unsafe { CStr::from_ptr(k.name) })
         .collect();
     assert_eq!(

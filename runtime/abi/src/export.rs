@@ -197,9 +197,10 @@ unsafe extern "C" fn workspace_shim<K: KernelImpl>(state: *const c_void) -> u64 
     if state.is_null() {
         return 0;
     }
-    // SAFETY: a non-null state came from create_shim::<K>. A panic here would cross the ABI,
-    // so it is caught and reported as "no workspace", which launch then rejects.
+    // A panic here would cross the ABI, so it is caught and reported as "no workspace", which
+    // launch then rejects.
     catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: a non-null state came from create_shim::<K> and is not yet destroyed.
         unsafe { &*state.cast::<K>() }.workspace_bytes()
     }))
     .unwrap_or(0)
@@ -235,9 +236,10 @@ unsafe extern "C" fn launch_shim<K: KernelImpl>(
 
 unsafe extern "C" fn destroy_shim<K: KernelImpl>(state: *mut c_void) {
     if !state.is_null() {
-        // SAFETY: a non-null state came from create_shim::<K> and is destroyed once. Dropping
-        // must not unwind across the ABI; a panicking Drop is caught and the state leaked.
+        // Dropping must not unwind across the ABI; a panicking Drop is caught and the state
+        // leaked.
         let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: a non-null state came from create_shim::<K> (a Box) and is destroyed once.
             drop(unsafe { Box::from_raw(state.cast::<K>()) })
         }));
     }
@@ -291,6 +293,7 @@ impl<'a> Config<'a> {
             params,
             // SAFETY: guaranteed by the caller.
             inputs: unsafe { slice_from(raw.inputs, raw.n_inputs) },
+            // SAFETY: guaranteed by the caller.
             outputs: unsafe { slice_from(raw.outputs, raw.n_outputs) },
             split: (raw.split_axis != SPLIT_NONE).then_some((raw.split_axis as usize, raw.tile)),
             device_ordinal: raw.device_ordinal,
@@ -411,6 +414,7 @@ impl<'a> Launch<'a> {
         Self {
             // SAFETY: guaranteed by the caller.
             inputs: unsafe { slice_from(raw.inputs, raw.n_inputs) },
+            // SAFETY: guaranteed by the caller.
             outputs: unsafe { slice_from(raw.outputs, raw.n_outputs) },
             workspace: raw.workspace,
             workspace_bytes: raw.workspace_bytes,

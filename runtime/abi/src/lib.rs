@@ -342,6 +342,7 @@ pub type EntryFn = unsafe extern "C" fn() -> *const Library;
 // SAFETY: a library's table and its strings are immutable and live as long as the library
 // is loaded (a rule of the ABI), so they may be read from any thread.
 unsafe impl Sync for Library {}
+// SAFETY: as for Library: a kernel's descriptor and its strings are immutable while loaded.
 unsafe impl Sync for Kernel {}
 
 /// A read-only view of a detection list's bytes (header then records), checked for

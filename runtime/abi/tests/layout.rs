@@ -230,11 +230,14 @@ fn detection_list_sizes_follow_the_header() {
 #[test]
 fn error_text_is_truncated_on_a_char_boundary_and_terminated() {
     let mut buf = [1 as std::ffi::c_char; 6];
+    // SAFETY: `buf` is writable for its length.
     unsafe { export::write_error(buf.as_mut_ptr(), buf.len(), "héllo world") };
+    // SAFETY: write_error terminated the text inside `buf`.
     let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
         .to_str()
         .unwrap();
     assert_eq!(text, "héll");
+    // SAFETY: a null buffer is allowed: nothing is written.
     unsafe { export::write_error(std::ptr::null_mut(), 10, "ignored") };
 }
 

@@ -6,7 +6,6 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde_json::Value;
 
 /// Whether `path` names standard output.
 pub(crate) fn is_stdout(path: &Path) -> bool {
@@ -50,7 +49,7 @@ impl ReportOutput {
     }
 
     /// Writes the report as pretty JSON.
-    pub(crate) fn write(mut self, value: &Value) -> anyhow::Result<()> {
+    pub(crate) fn write(mut self, value: &impl serde::Serialize) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(value).context("cannot encode the report")? + "\n";
         self.written = true;
         let written = match self.file.take() {

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kplace::interrupt;
-use serde_json::{Value, json};
+use kplace::report::run::{
+    Aggregate, MULTI_SCHEMA, MultiRunReport, PipelineEntry, PipelineFailure, RunReport,
+};
 
 use super::output::ReportOutput;
 use super::ready::{Readiness, announce, wait_ready};
@@ -25,9 +27,6 @@ use super::run::{
     PipelineMode, PipelineOutcome, PipelineOutputs, RunArgs, Setup, SourceArg, bind, exit_status,
     interrupted, pipeline_addr, run_pipeline,
 };
-
-/// The schema of a several-pipeline report.
-pub const MULTI_SCHEMA: &str = "kplace-multi-run-report/1";
 
 /// N pipelines as threads of this process.
 pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -78,12 +77,12 @@ pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         match outcome {
             Ok(o) => {
                 let _ = write!(text, "== pipeline {i}\n{}", o.text);
-                reports.push(o.report);
+                reports.push(PipelineEntry::Ran(Box::new(o.report)));
             }
             Err(e) => {
                 let _ = writeln!(text, "== pipeline {i}\nfailed: {e:#}");
                 failures.push(format!("pipeline {i}: {e:#}"));
-                reports.push(json!({"error": format!("{e:#}")}));
+                reports.push(failed(format!("{e:#}")));
             }
         }
     }
@@ -181,13 +180,11 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let stdout = relay.join().unwrap_or_default();
         print!("== pipeline {i} (process {})\n{stdout}", status.0);
         match read_report(report) {
-            Some(report) => reports.push(report),
-            None => {
-                failures.push(format!(
-                    "pipeline {i} exited ({}) without a report",
-                    status.1
-                ));
-                reports.push(json!({"error": format!("exited ({}) without a report", status.1)}));
+            Ok(report) => reports.push(PipelineEntry::Ran(Box::new(report))),
+            Err(why) => {
+                let why = format!("exited ({}) {why}", status.1);
+                failures.push(format!("pipeline {i} {why}"));
+                reports.push(failed(why));
             }
         }
     }
@@ -271,16 +268,21 @@ fn wait_all(children: &mut [Child]) -> anyhow::Result<Vec<(u32, ExitStatus)>> {
         .collect())
 }
 
-fn read_report(path: &Path) -> Option<Value> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
+/// A child's report, or why there is none usable.
+fn read_report(path: &Path) -> Result<RunReport, String> {
+    let text = std::fs::read_to_string(path).map_err(|_| "without a report".to_string())?;
+    kplace::report::read_json(&text, &path.display().to_string())
+        .map_err(|e| format!("with a report that cannot be read: {e}"))
+}
+
+fn failed(error: String) -> PipelineEntry {
+    PipelineEntry::Failed(PipelineFailure { error })
 }
 
 /// Prints the aggregate, writes the report, and says whether every pipeline passed.
 fn finish(
     mode: PipelineMode,
-    reports: Vec<Value>,
+    reports: Vec<PipelineEntry>,
     failures: Vec<String>,
     report_out: Option<ReportOutput>,
 ) -> anyhow::Result<ExitCode> {
@@ -290,85 +292,78 @@ fn finish(
         let _ = writeln!(text, "  {f}");
     }
     print!("{text}");
+    let passed = failures.is_empty() && aggregate.all_passed;
     if let Some(out) = report_out {
-        out.write(&json!({
-            "schema": MULTI_SCHEMA,
-            "aggregate": aggregate,
-            "pipelines": reports,
-            "interrupted": interrupted(),
-        }))?;
+        out.write(&MultiRunReport {
+            schema: MULTI_SCHEMA.to_string(),
+            aggregate,
+            pipelines: reports,
+            interrupted: interrupted(),
+        })?;
     }
-    let passed = failures.is_empty() && aggregate["all_passed"].as_bool() == Some(true);
     Ok(exit_status(passed))
 }
 
-/// The aggregate of per-pipeline reports (`kplace-run-report/1` objects, or `{"error": ..}`
-/// for a pipeline that failed to run): summed frames and rates, the worst latency, and
-/// whether every pipeline verified.
-pub fn aggregate(reports: &[Value], mode: PipelineMode) -> Value {
-    let num = |r: &Value, key: &str| r[key].as_f64().unwrap_or(0.0);
-    let int = |r: &Value, key: &str| r[key].as_u64().unwrap_or(0);
-    let ran: Vec<&Value> = reports
-        .iter()
-        .filter(|r| r.get("error").is_none())
-        .collect();
-    let worst = |field: &str| {
-        ran.iter()
-            .filter_map(|r| r["latency"]["post_cpi"][field].as_f64())
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+/// The aggregate of per-pipeline reports (a failure for a pipeline that did not run): summed
+/// frames and rates, the worst latency, and whether every pipeline verified.
+pub fn aggregate(reports: &[PipelineEntry], mode: PipelineMode) -> Aggregate {
+    let ran: Vec<&RunReport> = reports.iter().filter_map(PipelineEntry::report).collect();
+    let fold = |values: &mut dyn Iterator<Item = f64>, pick: fn(f64, f64) -> f64| {
+        values.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| pick(m, v))))
     };
-    let passed = ran
-        .iter()
-        .filter(|r| r["verification"]["passed"].as_bool() == Some(true))
-        .count();
-    json!({
-        "pipelines": reports.len(),
-        "mode": match mode { PipelineMode::Thread => "thread", PipelineMode::Process => "process" },
-        "frames": ran.iter().map(|r| int(r, "frames")).sum::<u64>(),
-        "partial_frames": ran.iter().map(|r| int(r, "partial_frames")).sum::<u64>(),
-        "dropped_frames": ran.iter().map(|r| int(r, "dropped_frames")).sum::<u64>(),
-        "throughput_cpi_per_s": ran.iter().map(|r| num(r, "throughput_cpi_per_s")).sum::<f64>(),
-        "input_gbit_per_s": ran.iter().map(|r| num(r, "input_gbit_per_s")).sum::<f64>(),
-        "min_pipeline_cpi_per_s": ran.iter().map(|r| num(r, "throughput_cpi_per_s")).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v)))),
-        "cores_used": if mode == PipelineMode::Process {
-            Value::from(ran.iter().map(|r| num(r, "cores_used")).sum::<f64>())
+    let passed = ran.iter().filter(|r| r.verification.passed).count();
+    let cores = ran.iter().map(|r| r.cores_used);
+    Aggregate {
+        pipelines: reports.len(),
+        mode: match mode {
+            PipelineMode::Thread => "thread",
+            PipelineMode::Process => "process",
+        }
+        .to_string(),
+        frames: ran.iter().map(|r| r.frames).sum(),
+        partial_frames: ran.iter().map(|r| r.partial_frames).sum(),
+        dropped_frames: ran.iter().map(|r| r.dropped_frames).sum(),
+        throughput_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).sum(),
+        input_gbit_per_s: ran.iter().map(|r| r.input_gbit_per_s).sum(),
+        min_pipeline_cpi_per_s: fold(&mut ran.iter().map(|r| r.throughput_cpi_per_s), f64::min),
+        cores_used: if mode == PipelineMode::Process {
+            cores.sum()
         } else {
             // Threads of one process each report the whole process's CPU time.
-            Value::from(ran.iter().map(|r| num(r, "cores_used")).fold(0.0, f64::max))
+            cores.fold(0.0, f64::max)
         },
-        "worst_post_cpi_p99_ms": worst("p99_ms"),
-        "worst_post_cpi_p999_ms": worst("p999_ms"),
-        "pipelines_passed": passed,
-        "all_passed": passed == reports.len(),
-    })
+        worst_post_cpi_p99_ms: fold(&mut ran.iter().map(|r| r.latency.post_cpi.p99_ms), f64::max),
+        worst_post_cpi_p999_ms: fold(
+            &mut ran.iter().map(|r| r.latency.post_cpi.p999_ms),
+            f64::max,
+        ),
+        pipelines_passed: passed,
+        all_passed: passed == reports.len(),
+    }
 }
 
-fn aggregate_text(a: &Value) -> String {
+fn aggregate_text(a: &Aggregate) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
         "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} CPI/s ({:.2} Gbit/s), slowest pipeline {:.1} CPI/s; worst post-CPI p99 {:.3} ms; cores used {:.2}",
-        a["pipelines"],
-        a["mode"].as_str().unwrap_or("?"),
-        a["frames"],
-        a["partial_frames"],
-        a["dropped_frames"],
-        a["throughput_cpi_per_s"].as_f64().unwrap_or(0.0),
-        a["input_gbit_per_s"].as_f64().unwrap_or(0.0),
-        a["min_pipeline_cpi_per_s"].as_f64().unwrap_or(0.0),
-        a["worst_post_cpi_p99_ms"].as_f64().unwrap_or(f64::NAN),
-        a["cores_used"].as_f64().unwrap_or(0.0),
+        a.pipelines,
+        a.mode,
+        a.frames,
+        a.partial_frames,
+        a.dropped_frames,
+        a.throughput_cpi_per_s,
+        a.input_gbit_per_s,
+        a.min_pipeline_cpi_per_s.unwrap_or(0.0),
+        a.worst_post_cpi_p99_ms.unwrap_or(f64::NAN),
+        a.cores_used,
     );
     let _ = writeln!(
         text,
         "verification {}: {}/{} pipelines passed",
-        if a["all_passed"].as_bool() == Some(true) {
-            "PASSED"
-        } else {
-            "FAILED"
-        },
-        a["pipelines_passed"],
-        a["pipelines"]
+        if a.all_passed { "PASSED" } else { "FAILED" },
+        a.pipelines_passed,
+        a.pipelines
     );
     text
 }
@@ -453,31 +448,30 @@ mod tests {
     #[test]
     fn the_aggregate_sums_rates_and_takes_the_worst_latency() {
         let r = |rate: f64, p99: f64, passed: bool| {
-            json!({"frames": 10, "partial_frames": 0, "dropped_frames": 1,
-                   "throughput_cpi_per_s": rate, "input_gbit_per_s": 0.5, "cores_used": 1.0,
-                   "latency": {"post_cpi": {"p99_ms": p99, "p999_ms": p99 * 2.0}},
-                   "verification": {"passed": passed}})
+            let mut r = crate::cli::report::fixture(10, rate, p99);
+            r.dropped_frames = 1;
+            r.input_gbit_per_s = 0.5;
+            r.cores_used = 1.0;
+            r.verification.passed = passed;
+            PipelineEntry::Ran(Box::new(r))
         };
         let a = aggregate(
             &[r(100.0, 1.0, true), r(90.0, 3.0, true)],
             PipelineMode::Process,
         );
-        assert_eq!(a["frames"], 20);
-        assert_eq!(a["dropped_frames"], 2);
-        assert_eq!(a["throughput_cpi_per_s"], 190.0);
-        assert_eq!(a["min_pipeline_cpi_per_s"], 90.0);
-        assert_eq!(a["worst_post_cpi_p99_ms"], 3.0);
-        assert_eq!(a["cores_used"], 2.0);
-        assert_eq!(a["all_passed"], true);
+        assert_eq!(a.frames, 20);
+        assert_eq!(a.dropped_frames, 2);
+        assert_eq!(a.throughput_cpi_per_s, 190.0);
+        assert_eq!(a.min_pipeline_cpi_per_s, Some(90.0));
+        assert_eq!(a.worst_post_cpi_p99_ms, Some(3.0));
+        assert_eq!(a.cores_used, 2.0);
+        assert!(a.all_passed);
         let a = aggregate(
-            &[r(100.0, 1.0, true), json!({"error": "no GPU"})],
+            &[r(100.0, 1.0, true), failed("no GPU".into())],
             PipelineMode::Thread,
         );
-        assert_eq!(
-            a["all_passed"], false,
-            "a pipeline that did not run fails the run"
-        );
-        assert_eq!(a["pipelines_passed"], 1);
-        assert_eq!(a["cores_used"], 1.0, "threads share the process's CPU time");
+        assert!(!a.all_passed, "a pipeline that did not run fails the run");
+        assert_eq!(a.pipelines_passed, 1);
+        assert_eq!(a.cores_used, 1.0, "threads share the process's CPU time");
     }
 }

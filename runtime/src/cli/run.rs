@@ -15,8 +15,9 @@ use clap::Args;
 use kplace::executor::{self, Source};
 use kplace::interrupt;
 use kplace::plan::Plan;
+use kplace::report::run::RunReport;
+use kplace::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 use kplace::source::FrameReplay;
-use kplace::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 use kplace::udp::{AllowFrom, FrameBuffers, IngestCounters, UdpConfig, UdpSource};
 use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
@@ -236,9 +237,9 @@ pub(crate) fn exit_status(passed: bool) -> ExitCode {
     }
 }
 
-/// What the report says of an interrupt: the signal's name, or null.
-pub(crate) fn interrupted() -> serde_json::Value {
-    interrupt::received().map_or(serde_json::Value::Null, |s| interrupt::name(s).into())
+/// What the report says of an interrupt: the signal's name, if one stopped the run.
+pub(crate) fn interrupted() -> Option<String> {
+    interrupt::received().map(|s| interrupt::name(s).to_string())
 }
 
 /// Plans, prepares the source, runs, verifies and reports: one pipeline, or several
@@ -339,7 +340,7 @@ impl Setup {
 /// One pipeline's results: its printed report, its JSON report, and whether it verified.
 pub(crate) struct PipelineOutcome {
     pub(crate) text: String,
-    pub(crate) report: serde_json::Value,
+    pub(crate) report: RunReport,
     pub(crate) passed: bool,
 }
 
@@ -440,6 +441,24 @@ pub(crate) fn run_pipeline(
             report.frames
         );
     }
+    // Whether this process really is an MPS client: MPS falls back silently, so a result that
+    // claims MPS must show it. Only a process with a CUDA context can be one.
+    let mps = (!ordinals.is_empty()).then(|| {
+        let requested = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_some_and(|v| !v.is_empty());
+        let mps = kplace::mps::check_run(requested, std::process::id(), None);
+        let _ = writeln!(
+            text,
+            "MPS: {} (pipe directory {}; {})",
+            if mps.is_client {
+                "this process is a client"
+            } else {
+                "not a client"
+            },
+            mps.pipe_dir.display(),
+            mps.checked
+        );
+        mps
+    });
     let facts = report::RunFacts {
         graph: &plan.graph.name,
         placement: &plan.placement.name,
@@ -454,31 +473,12 @@ pub(crate) fn run_pipeline(
         },
         frames_expected: args.frames,
         clusters: total_clusters,
+        interrupted: interrupted(),
+        gpu_telemetry: telemetry,
+        mps,
     };
     let ingest = udp.as_ref().map(|u| u.counters());
-    let mut json = report::to_json(&facts, &report, ingest, &verifier);
-    json["interrupted"] = interrupted();
-    json["gpu_telemetry"] = serde_json::to_value(&telemetry)?;
-    // Whether this process really is an MPS client: MPS falls back silently, so a result that
-    // claims MPS must show it. Only a process with a CUDA context can be one.
-    json["mps"] = if ordinals.is_empty() {
-        serde_json::Value::Null
-    } else {
-        let requested = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_some_and(|v| !v.is_empty());
-        let mps = kplace::mps::check_run(requested, std::process::id(), None);
-        let _ = writeln!(
-            text,
-            "MPS: {} (pipe directory {}; {})",
-            if mps.is_client {
-                "this process is a client"
-            } else {
-                "not a client"
-            },
-            mps.pipe_dir.display(),
-            mps.checked
-        );
-        serde_json::to_value(&mps)?
-    };
+    let json = report::build(facts, &report, ingest, &verifier);
     Ok(PipelineOutcome {
         text,
         report: json,

@@ -439,9 +439,10 @@ fn probe_device(ordinal: u32, warnings: &mut Vec<String>) -> Result<DeviceInfo, 
     };
     let dev = device_handle(ordinal).map_err(err("cuDeviceGet"))?;
     let name = device_name(dev).map_err(err("cuDeviceGetName"))?;
-    // SAFETY (these three blocks): `dev` came from cuDeviceGet.
+    // SAFETY: `dev` came from cuDeviceGet.
     let total = unsafe { result::device::total_mem(dev) }.map_err(err("cuDeviceTotalMem"))?;
     let attr = |a: sys::CUdevice_attribute, call: &str| {
+        // SAFETY: `dev` came from cuDeviceGet.
         unsafe { result::device::get_attribute(dev, a) }
             .map(|v| u32::try_from(v).unwrap_or(0))
             .map_err(err(call))
@@ -601,7 +602,7 @@ pub(crate) fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<Stri
 /// Fills each device's memory in use from NVML, matched by UUID (NVML's indices need not
 /// follow CUDA's ordinals), falling back to the PCI bus id; returns the NVIDIA driver version.
 fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, String> {
-    let nvml = crate::telemetry::init_nvml()?;
+    let nvml = crate::report::telemetry::init_nvml()?;
     let version = nvml.sys_driver_version().map_err(|e| e.to_string())?;
     for d in devices.iter_mut() {
         let by_uuid = d
@@ -656,6 +657,7 @@ pub struct CudaGpu {
 // SAFETY: the driver API is thread-safe and a context handle may be made current on any
 // thread; CudaGpu never mutates its fields after open.
 unsafe impl Send for CudaGpu {}
+// SAFETY: as for Send: nothing in a CudaGpu changes after open.
 unsafe impl Sync for CudaGpu {}
 
 impl CudaGpu {

@@ -47,8 +47,11 @@ pub struct Event(pub *mut c_void);
 
 // SAFETY: stream and event handles are opaque values the driver lets any thread use.
 unsafe impl Send for Stream {}
+// SAFETY: as above; a handle is a value, never mutated through a shared reference.
 unsafe impl Sync for Stream {}
+// SAFETY: as for Stream.
 unsafe impl Send for Event {}
+// SAFETY: as for Stream.
 unsafe impl Sync for Event {}
 
 /// A host callback: called once with its data pointer, on a driver thread.

@@ -607,6 +607,7 @@ mod tests {
         let host = gpu.alloc_pinned(64).unwrap();
         let back = gpu.alloc_pinned(64).unwrap();
         let dev = gpu.alloc_device(64).unwrap();
+        // SAFETY: the blocks are 64 bytes each, and the streams and event this device's own.
         unsafe {
             std::slice::from_raw_parts_mut(host, 64).fill(7);
             gpu.copy_to_device(dev, host, 64, a).unwrap();
@@ -646,6 +647,7 @@ mod tests {
         }
         let gpu = SimGpu::with_delay(0, Duration::from_millis(1));
         let s = gpu.create_stream(0).unwrap();
+        // SAFETY: `s` is this device's stream; `note` ignores its pointer but as a number.
         unsafe {
             for i in 1..=3 {
                 gpu.call_host(s, note, i as *mut c_void).unwrap();

@@ -30,10 +30,10 @@ use crossbeam::channel::{self, Receiver, Sender};
 
 use crate::cuda::{GpuError, LaunchFailure};
 use crate::graph::{StageId, TensorId};
-use crate::metrics::{Latency, RunReport, StageCounters, Trend, process_cpu_time};
 use crate::plan::Plan;
 use crate::plugin::LaunchError;
 use crate::pool::{Pool, PoolError};
+use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
 
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
@@ -182,6 +182,7 @@ struct Shared<'p> {
 // SAFETY: the raw pointer in a callback context points at the `Shared` that owns it; it is
 // only dereferenced by callbacks, which all run before the run returns.
 unsafe impl Send for CallbackContext {}
+// SAFETY: as for Send: callbacks only read the context.
 unsafe impl Sync for CallbackContext {}
 
 impl Shared<'_> {
@@ -285,7 +286,7 @@ pub fn run(
     plan: &Plan,
     source: &mut dyn Source,
     sink: &mut dyn FrameSink,
-) -> Result<RunReport, RunError> {
+) -> Result<RunMetrics, RunError> {
     run_with(plan, source, sink, &RunOptions::default())
 }
 
@@ -307,7 +308,7 @@ pub fn run_with(
     source: &mut dyn Source,
     sink: &mut dyn FrameSink,
     options: &RunOptions,
-) -> Result<RunReport, RunError> {
+) -> Result<RunMetrics, RunError> {
     plan.runnable()
         .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
     let schedule = Schedule::new(plan);
@@ -409,7 +410,7 @@ pub fn run_with(
     let window_start = outcome.window_start.unwrap_or(outcome.first_start);
     let wall = outcome.last_delivery.saturating_sub(window_start);
     let frames = outcome.frames;
-    Ok(RunReport {
+    Ok(RunMetrics {
         frames,
         measured_frames: outcome.measured,
         wall,
@@ -442,6 +443,7 @@ pub fn run_with(
 unsafe extern "C" fn gpu_stage_done(data: *mut c_void) {
     // SAFETY: per the contract; the run drains every stream before its `Shared` is dropped.
     let context = unsafe { &*data.cast::<CallbackContext>() };
+    // SAFETY: a context points at the `Shared` that owns it, alive until the run returns.
     let shared = unsafe { &*context.shared };
     // A panic must not unwind into the driver's thread.
     let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

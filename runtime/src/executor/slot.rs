@@ -100,6 +100,7 @@ impl MirrorCopy {
 // SAFETY: tensors and blocks are raw addresses into pools that outlive the slot; which thread
 // may touch which bytes is decided by the schedule's counters.
 unsafe impl Send for Slot {}
+// SAFETY: as for Send: shared access to the bytes is ordered by the schedule's counters.
 unsafe impl Sync for Slot {}
 
 /// What became of a stage's launch.

@@ -269,8 +269,10 @@ fn run_on(
             status: format!("{:?}", e.0),
         })
     };
-    // SAFETY (the synchronizations below): `stream` came from this device.
-    let sync = || unsafe { gpu.synchronize(stream) };
+    let sync = || {
+        // SAFETY: `stream` came from this device and lives until the end of this function.
+        unsafe { gpu.synchronize(stream) }
+    };
 
     // Warm-up (cuBLAS picks and loads its kernel), then one timed GEMM sizes the batches.
     gemm()?;

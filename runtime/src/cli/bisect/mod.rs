@@ -46,7 +46,7 @@ use output::{machine_facts, spread_line, spreads, table_row, write_csv};
 use probe::run_probe;
 use serde_json::{Value, json};
 use sut::sut_trial;
-use trial::{representative, trial};
+use trial::trial;
 
 /// Options of `kplace bisect-rate`.
 #[derive(Debug, Args)]
@@ -243,12 +243,21 @@ struct TrialRun {
     phase: Phase,
     judgement: Judgement,
     measurement: Option<TrialMeasurement>,
-    /// The trial's run report (or, for another receiver, the one built for it).
-    report: Option<Value>,
+    /// What the results file keeps of the trial's run report (or, for another receiver, of
+    /// what was measured of it).
+    figures: Option<TrialFigures>,
     /// Where that report is.
     report_path: Option<PathBuf>,
     /// The sender's account of its schedule.
     sender: Option<SenderEntry>,
+}
+
+/// A trial's latency, stage times and CPU use, as the results file keeps them.
+#[derive(Clone, Debug, Default)]
+struct TrialFigures {
+    latency: Option<TrialLatency>,
+    stages: Vec<StageTime>,
+    cores_used: Option<f64>,
 }
 
 /// Why a trial could not run at all (it stops the search).
@@ -615,33 +624,7 @@ fn search_entry(
 
 /// What the results file keeps of one trial.
 fn trial_entry(t: &TrialRun, budget: &LatencyBudget, out: &Path) -> TrialEntry {
-    let report = t.report.as_ref().map(representative);
-    let num = |v: &Value| v.as_f64();
-    let latency = report.and_then(|r| {
-        let post = &r["latency"]["post_cpi"];
-        Some(TrialLatency {
-            p50_ms: num(&post["p50_ms"])?,
-            p99_ms: num(&post["p99_ms"])?,
-            p999_ms: num(&post["p999_ms"])?,
-            histogram: post["histogram"].as_str().map(str::to_string),
-        })
-    });
-    let stages = report
-        .and_then(|r| r["stages"].as_array())
-        .map(|stages| {
-            stages
-                .iter()
-                .filter_map(|s| {
-                    Some(StageTime {
-                        name: s["name"].as_str()?.to_string(),
-                        device: s["device"].as_str()?.to_string(),
-                        per_frame_ms: num(&s["per_frame_ms"])?,
-                        gpu_ms_per_frame: num(&s["gpu_ms_per_frame"]),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let figures = t.figures.clone().unwrap_or_default();
     TrialEntry {
         rate: t.rate,
         phase: t.phase.to_string(),
@@ -658,9 +641,9 @@ fn trial_entry(t: &TrialRun, budget: &LatencyBudget, out: &Path) -> TrialEntry {
         invalid: t.judgement.invalid().map(str::to_string),
         budget_ms: budget.at(t.rate).as_secs_f64() * 1e3,
         measurement: t.measurement.clone(),
-        latency,
-        stages,
-        cores_used: report.and_then(|r| num(&r["cores_used"])),
+        latency: figures.latency,
+        stages: figures.stages,
+        cores_used: figures.cores_used,
         sender: t.sender.clone(),
         report: t
             .report_path
@@ -944,7 +927,7 @@ fn failed(rate: f64, why: String) -> TrialRun {
         phase: Phase::ProbeUp,
         judgement: Judgement::Verdict(Verdict::from_failures(vec![Failure::SystemFailed(why)])),
         measurement: None,
-        report: None,
+        figures: None,
         report_path: None,
         sender: None,
     }

@@ -10,12 +10,15 @@ use std::process::Child;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use kplace::rate::sweep::TrialLatency;
 use kplace::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
 use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 use serde_json::json;
 
 use super::trial::{judge_sender, send};
-use super::{BisectArgs, TrialError, TrialRun, Trials, begin_trial, failed, gates, scene};
+use super::{
+    BisectArgs, TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, scene,
+};
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
 /// verifying the detections file it writes. Without timestamps from the receiver, latency is
@@ -166,12 +169,22 @@ pub(super) fn sut_trial(
     // Beside the SUT's detections and log, as kplace's own trials leave their run report.
     let report_path = dir.join(format!("trial-{index}.json"));
     let _ = fs::write(&report_path, report.to_string());
+    let figures = TrialFigures {
+        latency: latency.as_ref().map(|l| TrialLatency {
+            p50_ms: ms(l.summary.p50),
+            p99_ms: ms(l.summary.p99),
+            p999_ms: ms(l.summary.p999),
+            histogram: l.summary.histogram.clone(),
+        }),
+        stages: Vec::new(),
+        cores_used: Some(cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9)),
+    };
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
         judgement: judge_sender(verdict, Some(&sender), rate, args.max_sender_lag_ms),
         measurement: Some(measurement),
-        report: Some(report),
+        figures: Some(figures),
         report_path: Some(report_path),
         sender: Some(sender),
     })
@@ -179,7 +192,7 @@ pub(super) fn sut_trial(
 
 /// A SUT's post-CPI latency over the measured frames (ids from `warmup` on).
 struct SutLatency {
-    summary: kplace::metrics::LatencySummary,
+    summary: kplace::report::metrics::LatencySummary,
     /// Seconds of latency gained per second of run.
     trend: f64,
 }
@@ -201,8 +214,8 @@ fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, Stri
             last_sent.insert(id, last);
         }
     }
-    let mut latency = kplace::metrics::Latency::new();
-    let mut trend = kplace::metrics::Trend::default();
+    let mut latency = kplace::report::metrics::Latency::new();
+    let mut trend = kplace::report::metrics::Trend::default();
     let mut first_done = None;
     for (n, line) in read(done, "system under test's")?.lines().enumerate() {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -241,8 +254,9 @@ fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, Stri
 /// descendants used; `None` while it runs.
 fn reap_with_usage(child: &Child) -> std::io::Result<Option<Duration>> {
     let mut status = 0;
-    // SAFETY: rusage is plain data the kernel fills; the pid is our own unreaped child.
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our own unreaped child; status and usage are ours to fill.
     let pid = unsafe {
         libc::wait4(
             child.id() as libc::pid_t,

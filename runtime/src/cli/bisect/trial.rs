@@ -9,14 +9,15 @@ use std::time::Duration;
 
 #[cfg(test)]
 use kplace::rate::LatencyBudget;
-use kplace::rate::sweep::SenderEntry;
+use kplace::rate::sweep::{SenderEntry, StageTime, TrialLatency};
 use kplace::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdict, judge};
+use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
 use kplace_radar::Cpi;
 use serde_json::Value;
 
 use crate::cli::ready::wait_ready;
 
-use super::{TrialError, TrialRun, Trials, begin_trial, failed, gates, mode_name};
+use super::{TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, mode_name};
 
 /// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
 pub(super) fn trial(
@@ -115,15 +116,12 @@ pub(super) fn trial(
         }
     }
     let sender = worst_sender(&senders);
-    let report: Value = match fs::read_to_string(&report_path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-    {
-        Some(report) => report,
-        None => {
+    let report = match TrialReport::read(&report_path) {
+        Ok(report) => report,
+        Err(why) => {
             return Ok(failed(
                 rate,
-                format!("the receiver exited ({status}) without a report"),
+                format!("the receiver exited ({status}) {why}"),
             ));
         }
     };
@@ -140,7 +138,7 @@ pub(super) fn trial(
         phase: Phase::ProbeUp,
         judgement: judge_sender(verdict, sender.as_ref(), rate, args.max_sender_lag_ms),
         measurement: Some(measurement),
-        report: Some(report),
+        figures: Some(figures(report.representative())),
         report_path: Some(report_path),
         sender,
     })
@@ -214,31 +212,125 @@ pub(super) fn judge_sender(
     }
 }
 
+/// What a trial's receiver reported: one pipeline's run, or several pipelines'.
+#[derive(Debug)]
+pub(super) enum TrialReport {
+    /// `kplace run` with one pipeline.
+    One(Box<RunReport>),
+    /// `kplace run --pipelines N`.
+    Several(Box<MultiRunReport>),
+}
+
+impl TrialReport {
+    /// The report at `path`, read strictly; the error says what is wrong, after "exited".
+    fn read(path: &Path) -> Result<TrialReport, String> {
+        let text = fs::read_to_string(path).map_err(|_| "without a report".to_string())?;
+        let origin = path.display().to_string();
+        let unreadable =
+            |e: kplace::report::ReadError| format!("with a report that cannot be read: {e}");
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            unreadable(kplace::report::ReadError::Json {
+                origin: origin.clone(),
+                source: e,
+            })
+        })?;
+        if value.get("schema").and_then(Value::as_str) == Some(MULTI_SCHEMA) {
+            kplace::report::from_value(value, &origin)
+                .map(|r| TrialReport::Several(Box::new(r)))
+                .map_err(unreadable)
+        } else {
+            kplace::report::from_value(value, &origin)
+                .map(|r| TrialReport::One(Box::new(r)))
+                .map_err(unreadable)
+        }
+    }
+
+    /// Each pipeline's report, or why it has none; `None` for a one-pipeline run, whose
+    /// failures name no pipeline.
+    fn pipelines(&self) -> Option<&[PipelineEntry]> {
+        match self {
+            TrialReport::One(_) => None,
+            TrialReport::Several(multi) => Some(&multi.pipelines),
+        }
+    }
+
+    /// The report whose latency and rate a table row and the plot show: the run's own, or for
+    /// several pipelines the one with the worst post-CPI p99 (`None` if none ran).
+    fn representative(&self) -> Option<&RunReport> {
+        match self {
+            TrialReport::One(report) => Some(report),
+            TrialReport::Several(multi) => multi
+                .pipelines
+                .iter()
+                .filter_map(PipelineEntry::report)
+                .max_by(|a, b| {
+                    a.latency
+                        .post_cpi
+                        .p99_ms
+                        .total_cmp(&b.latency.post_cpi.p99_ms)
+                }),
+        }
+    }
+}
+
+/// What the results file keeps of a run's report beside the trial's measurement.
+fn figures(report: Option<&RunReport>) -> TrialFigures {
+    let Some(report) = report else {
+        return TrialFigures::default();
+    };
+    let post = &report.latency.post_cpi;
+    TrialFigures {
+        latency: Some(TrialLatency {
+            p50_ms: post.p50_ms,
+            p99_ms: post.p99_ms,
+            p999_ms: post.p999_ms,
+            histogram: post.histogram.clone(),
+        }),
+        stages: report
+            .stages
+            .iter()
+            .map(|s| StageTime {
+                name: s.name.clone(),
+                device: s.device.clone(),
+                per_frame_ms: s.per_frame_ms,
+                gpu_ms_per_frame: s.gpu_ms_per_frame,
+            })
+            .collect(),
+        cores_used: Some(report.cores_used),
+    }
+}
+
 /// Judges a run's report: one pipeline's, or every pipeline's of a several-pipeline report (a
 /// trial passes only if all pass; failures name their pipeline). The measurement kept is the
 /// slowest pipeline's.
 fn judge_pipelines(
-    report: &Value,
+    report: &TrialReport,
     rate: f64,
     frames: u64,
     gates: &Gates,
 ) -> (TrialMeasurement, Verdict) {
-    let Some(pipelines) = report["pipelines"].as_array() else {
-        let measurement = measure(report, rate, frames);
-        let verdict = judge(&measurement, gates);
-        return (measurement, verdict);
+    let pipelines = match report {
+        TrialReport::One(report) => {
+            let measurement = measure(report, rate, frames);
+            let verdict = judge(&measurement, gates);
+            return (measurement, verdict);
+        }
+        TrialReport::Several(multi) => &multi.pipelines,
     };
     let mut verdict = Verdict::pass();
     let mut slowest: Option<TrialMeasurement> = None;
-    for (i, r) in pipelines.iter().enumerate() {
-        if let Some(error) = r["error"].as_str() {
-            verdict.passed = false;
-            verdict.failures.push(Failure::Pipeline(
-                i,
-                Box::new(Failure::SystemFailed(error.to_string())),
-            ));
-            continue;
-        }
+    for (i, entry) in pipelines.iter().enumerate() {
+        let r = match entry {
+            PipelineEntry::Failed(failure) => {
+                verdict.passed = false;
+                verdict.failures.push(Failure::Pipeline(
+                    i,
+                    Box::new(Failure::SystemFailed(failure.error.clone())),
+                ));
+                continue;
+            }
+            PipelineEntry::Ran(r) => r,
+        };
         let m = measure(r, rate, frames);
         let v = judge(&m, gates);
         if !v.passed {
@@ -256,48 +348,30 @@ fn judge_pipelines(
             slowest = Some(m);
         }
     }
-    let measurement = slowest.unwrap_or_else(|| measure(&Value::Null, rate, frames));
+    let measurement = slowest.unwrap_or_else(|| nothing_measured(rate, frames));
     (measurement, verdict)
 }
 
 /// Under `--mps on`: a failure for each pipeline that uses a GPU (its report's `mps` is not
 /// null) but is not a client of the daemon.
-fn mps_failures(report: &Value) -> Vec<Failure> {
-    let single = [report.clone()];
-    let pipelines = report["pipelines"]
-        .as_array()
-        .map_or(&single[..], Vec::as_slice);
-    pipelines
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| !r["mps"].is_null() && r["mps"]["is_client"] != true)
-        .map(|(i, r)| {
-            let why = format!(
-                "not an MPS client ({})",
-                r["mps"]["checked"].as_str().unwrap_or("unchecked")
-            );
-            if report["pipelines"].is_array() {
-                Failure::Pipeline(i, Box::new(Failure::SystemFailed(why)))
-            } else {
-                Failure::SystemFailed(why)
-            }
-        })
-        .collect()
-}
-
-/// The report whose latency and rate a table row and the plot show: the run's own, or for
-/// several pipelines the one with the worst post-CPI p99.
-pub(super) fn representative(report: &Value) -> &Value {
-    match report["pipelines"].as_array() {
-        Some(pipelines) => pipelines
+fn mps_failures(report: &TrialReport) -> Vec<Failure> {
+    let not_a_client = |r: &RunReport| {
+        r.mps
+            .as_ref()
+            .filter(|mps| !mps.is_client)
+            .map(|mps| Failure::SystemFailed(format!("not an MPS client ({})", mps.checked)))
+    };
+    match (report, report.pipelines()) {
+        (TrialReport::One(r), _) => not_a_client(r).into_iter().collect(),
+        (_, Some(pipelines)) => pipelines
             .iter()
-            .filter(|r| r.get("error").is_none())
-            .max_by(|a, b| {
-                let p99 = |r: &Value| r["latency"]["post_cpi"]["p99_ms"].as_f64().unwrap_or(0.0);
-                p99(a).total_cmp(&p99(b))
+            .enumerate()
+            .filter_map(|(i, entry)| {
+                let failure = not_a_client(entry.report()?)?;
+                Some(Failure::Pipeline(i, Box::new(failure)))
             })
-            .unwrap_or(report),
-        None => report,
+            .collect(),
+        (_, None) => Vec::new(),
     }
 }
 
@@ -430,44 +504,72 @@ pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, S
 /// modules and plans first).
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn measure(report: &Value, rate: f64, frames_sent: u64) -> TrialMeasurement {
-    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
-    let int = |v: &Value| v.as_u64().unwrap_or(0);
-    let latency = &report["latency"];
+fn measure(report: &RunReport, rate: f64, frames_sent: u64) -> TrialMeasurement {
+    let latency = &report.latency;
     TrialMeasurement {
         offered_rate: rate,
         frames_sent,
-        frames_completed: int(&report["frames"]),
-        partial_frames: int(&report["partial_frames"]),
-        dropped_frames: int(&report["dropped_frames"]),
-        frames_failed_verification: int(&report["verification"]["frames_failed"]),
-        processed_rate: num(&report["throughput_cpi_per_s"]),
-        post_cpi_p99: Duration::from_secs_f64(num(&latency["post_cpi"]["p99_ms"]).max(0.0) / 1e3),
-        post_cpi_trend: num(&latency["post_cpi_trend_ms_per_s"]) / 1e3,
-        window: Duration::from_secs_f64(num(&report["wall_s"]).max(0.0)),
+        frames_completed: report.frames,
+        partial_frames: report.partial_frames,
+        dropped_frames: report.dropped_frames,
+        frames_failed_verification: report.verification.frames_failed,
+        processed_rate: report.throughput_cpi_per_s,
+        post_cpi_p99: Duration::from_secs_f64(latency.post_cpi.p99_ms.max(0.0) / 1e3),
+        post_cpi_trend: latency.post_cpi_trend_ms_per_s / 1e3,
+        window: Duration::from_secs_f64(report.wall_s.max(0.0)),
+    }
+}
+
+/// The measurement of a trial none of whose pipelines ran.
+fn nothing_measured(rate: f64, frames_sent: u64) -> TrialMeasurement {
+    TrialMeasurement {
+        offered_rate: rate,
+        frames_sent,
+        frames_completed: 0,
+        partial_frames: 0,
+        dropped_frames: 0,
+        frames_failed_verification: 0,
+        processed_rate: 0.0,
+        post_cpi_p99: Duration::ZERO,
+        post_cpi_trend: 0.0,
+        window: Duration::ZERO,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
 
     use super::*;
 
-    fn report(frames: u64, rate: f64, p99_ms: f64) -> Value {
-        json!({"frames": frames, "partial_frames": 0, "dropped_frames": 0,
-               "verification": {"frames_failed": 0}, "throughput_cpi_per_s": rate,
-               "latency": {"post_cpi": {"p99_ms": p99_ms}, "post_cpi_trend_ms_per_s": 0.0},
-               "wall_s": 1.0})
+    fn report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
+        crate::cli::report::fixture(frames, rate, p99_ms)
+    }
+
+    fn several(pipelines: Vec<PipelineEntry>) -> TrialReport {
+        let aggregate =
+            crate::cli::pipelines::aggregate(&pipelines, crate::cli::run::PipelineMode::Thread);
+        TrialReport::Several(Box::new(MultiRunReport {
+            schema: MULTI_SCHEMA.to_string(),
+            aggregate,
+            pipelines,
+            interrupted: None,
+        }))
+    }
+
+    fn ran(report: RunReport) -> PipelineEntry {
+        PipelineEntry::Ran(Box::new(report))
     }
 
     #[test]
     fn every_pipeline_is_judged_and_failures_name_it() {
         let gates = Gates::new(LatencyBudget::OneCpiPeriod);
-        let one = report(100, 100.0, 1.0);
+        let one = TrialReport::One(Box::new(report(100, 100.0, 1.0)));
         let (_, verdict) = judge_pipelines(&one, 100.0, 100, &gates);
         assert!(verdict.passed, "{verdict}");
-        let two = json!({"pipelines": [report(100, 100.0, 1.0), report(90, 90.0, 1.0)]});
+        let two = several(vec![
+            ran(report(100, 100.0, 1.0)),
+            ran(report(90, 90.0, 1.0)),
+        ]);
         let (slowest, verdict) = judge_pipelines(&two, 100.0, 100, &gates);
         assert!(!verdict.passed);
         assert_eq!(slowest.processed_rate, 90.0, "the slowest pipeline is kept");
@@ -478,7 +580,12 @@ mod tests {
                 .all(|f| f.to_string().starts_with("pipeline 1: ")),
             "{verdict}"
         );
-        let broken = json!({"pipelines": [report(100, 100.0, 1.0), {"error": "no GPU"}]});
+        let broken = several(vec![
+            ran(report(100, 100.0, 1.0)),
+            PipelineEntry::Failed(kplace::report::run::PipelineFailure {
+                error: "no GPU".into(),
+            }),
+        ]);
         let (_, verdict) = judge_pipelines(&broken, 100.0, 100, &gates);
         assert_eq!(
             verdict
@@ -492,29 +599,91 @@ mod tests {
 
     #[test]
     fn under_mps_a_gpu_pipeline_that_is_not_a_client_fails() {
-        let client = json!({"mps": {"is_client": true, "checked": "daemon lists pid 7"}});
-        let fallback = json!({"mps": {"is_client": false, "checked": "not in the client list"}});
-        let cpu_only = json!({"mps": null});
-        assert!(mps_failures(&client).is_empty());
+        let with_mps = |is_client: bool, checked: &str| {
+            let mut r = report(100, 100.0, 1.0);
+            r.mps = Some(kplace::mps::RunMps {
+                requested: true,
+                pipe_dir: "/tmp/nvidia-mps".into(),
+                active_thread_percentage: None,
+                is_client,
+                checked: checked.into(),
+            });
+            r
+        };
+        let client = with_mps(true, "daemon lists pid 7");
+        let fallback = with_mps(false, "not in the client list");
+        let cpu_only = report(100, 100.0, 1.0);
+        let one = |r: &RunReport| TrialReport::One(Box::new(r.clone()));
+        assert!(mps_failures(&one(&client)).is_empty());
         assert!(
-            mps_failures(&cpu_only).is_empty(),
+            mps_failures(&one(&cpu_only)).is_empty(),
             "no context, no MPS to check"
         );
         assert_eq!(
-            mps_failures(&fallback)
+            mps_failures(&one(&fallback))
                 .iter()
                 .map(Failure::to_string)
                 .collect::<Vec<_>>(),
             ["the trial failed to run: not an MPS client (not in the client list)"]
         );
-        let several = json!({"pipelines": [client, fallback, cpu_only]});
+        let three = several(vec![ran(client), ran(fallback), ran(cpu_only)]);
         assert_eq!(
-            mps_failures(&several)
+            mps_failures(&three)
                 .iter()
                 .map(Failure::to_string)
                 .collect::<Vec<_>>(),
             ["pipeline 1: the trial failed to run: not an MPS client (not in the client list)"]
         );
+    }
+
+    #[test]
+    fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trial-0.json");
+        let good = serde_json::to_value(report(100, 100.0, 1.0)).unwrap();
+        fs::write(&path, good.to_string()).unwrap();
+        assert!(matches!(TrialReport::read(&path), Ok(TrialReport::One(_))));
+
+        let mut renamed = good.clone();
+        let frames = renamed.as_object_mut().unwrap().remove("frames").unwrap();
+        renamed["frames_done"] = frames;
+        fs::write(&path, renamed.to_string()).unwrap();
+        let why = TrialReport::read(&path).unwrap_err();
+        assert!(why.contains("frames_done"), "{why}");
+
+        let mut missing = good.clone();
+        missing["latency"]["post_cpi"]
+            .as_object_mut()
+            .unwrap()
+            .remove("histogram");
+        fs::write(&path, missing.to_string()).unwrap();
+        let why = TrialReport::read(&path).unwrap_err();
+        assert!(
+            why.contains("latency.post_cpi: missing field histogram"),
+            "a nullable field must be present: {why}"
+        );
+
+        let multi = serde_json::to_value(match several(vec![ran(report(10, 9.0, 1.0))]) {
+            TrialReport::Several(m) => *m,
+            TrialReport::One(_) => unreachable!(),
+        })
+        .unwrap();
+        let mut broken = multi.clone();
+        broken["pipelines"][0]["latency"]["post_cpi"]
+            .as_object_mut()
+            .unwrap()
+            .remove("p99_ms");
+        fs::write(&path, broken.to_string()).unwrap();
+        let why = TrialReport::read(&path).unwrap_err();
+        assert!(
+            why.contains("pipelines[0]") && why.contains("p99_ms"),
+            "{why}"
+        );
+        fs::write(&path, multi.to_string()).unwrap();
+        assert!(matches!(
+            TrialReport::read(&path),
+            Ok(TrialReport::Several(_))
+        ));
     }
 
     #[test]

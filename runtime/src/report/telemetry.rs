@@ -39,7 +39,8 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::cuda::driver;
 
@@ -66,7 +67,8 @@ const MAX_ANCESTRY: usize = 64;
 
 /// What the sampler saw over a run. Plain data: `Serialize` is the run report's `gpu_telemetry`
 /// object, `Display` a few lines per device for the printed report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Telemetry {
     /// Whether NVML could be used. When `false`, `reason` says why and `devices` is empty.
     pub available: bool,
@@ -83,7 +85,7 @@ pub struct Telemetry {
 }
 
 /// How a CUDA ordinal was matched to an NVML device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchedBy {
     /// By the device's UUID, as CUDA reports it: always the right device.
@@ -106,7 +108,8 @@ impl fmt::Display for MatchedBy {
 
 /// One GPU's figures over the run. Means are over the samples in which NVML gave that
 /// reading; a figure NVML never gave is `None` (its error is in `errors`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DeviceTelemetry {
     /// The CUDA ordinal (`gpu:N`).
     pub ordinal: u32,
@@ -156,7 +159,9 @@ pub struct DeviceTelemetry {
 }
 
 /// Whose a process on the GPU is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum ProcessRole {
     /// This process (`std::process::id()`).
     #[serde(rename = "self")]
@@ -180,7 +185,8 @@ impl fmt::Display for ProcessRole {
 }
 
 /// One process seen on a GPU during the run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct GpuProcess {
     /// Its pid, as NVML reports it. In a container with its own pid namespace NVML may
     /// report host pids, which this process cannot see: such a process has no `name` and the

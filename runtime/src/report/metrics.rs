@@ -1,7 +1,7 @@
 //! What a run measures: time per stage, latency per frame, throughput and CPU use.
 //!
 //! Workers record stage times into lock-free counters; the collector records frame latencies
-//! into histograms it owns. Nothing here allocates while a run is recording. [`RunReport`] is
+//! into histograms it owns. Nothing here allocates while a run is recording. [`RunMetrics`] is
 //! the summary a run returns and prints.
 
 use std::fmt;
@@ -183,7 +183,7 @@ pub struct StageReport {
 
 /// The summary of a run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunReport {
+pub struct RunMetrics {
     /// Frames completed and handed to the sink.
     pub frames: u64,
     /// Of those, frames after the warm-up: the ones the rate, latency and CPU figures cover.
@@ -209,7 +209,7 @@ pub struct RunReport {
     pub dropped_frames: u64,
 }
 
-impl RunReport {
+impl RunMetrics {
     /// Measured frames per second over the measured window.
     pub fn frames_per_second(&self) -> f64 {
         let secs = self.wall.as_secs_f64();
@@ -235,7 +235,7 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-impl fmt::Display for RunReport {
+impl fmt::Display for RunMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,

@@ -1,0 +1,308 @@
+//! The run report's types: what `kplace run --report FILE` writes (schema
+//! [`RUN_SCHEMA`]), and with `--pipelines N` the several-pipeline report around it
+//! ([`MULTI_SCHEMA`]). The same structs are written by the run and read back by every reader
+//! (`bisect-rate`'s trials, the several-pipeline aggregate), through [`super::read_json`], so a
+//! field renamed on one side is an error on the other, never a silent zero.
+//!
+//! Units are in the field names: `_s` seconds, `_ms` milliseconds, `_bytes`, `_cpi_per_s`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::mps::RunMps;
+use crate::report::telemetry::Telemetry;
+
+/// The schema name and version every run report carries.
+pub const RUN_SCHEMA: &str = "kplace-run-report/1";
+
+/// The schema of a several-pipeline report.
+pub const MULTI_SCHEMA: &str = "kplace-multi-run-report/1";
+
+/// One pipeline's run, as `kplace run --report FILE` writes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunReport {
+    /// Always [`RUN_SCHEMA`].
+    pub schema: String,
+    /// The graph's name, from its file.
+    pub graph: String,
+    /// The placement's name, from its file.
+    pub placement: String,
+    /// `SAMPLESxCHIRPS`, e.g. `1024x128`.
+    pub cpi: String,
+    /// `replay` (the scene in memory) or `udp://HOST:PORT`.
+    pub source: String,
+    /// Frames the run was told to expect (`--frames`).
+    pub frames_expected: u64,
+    /// Frames every stage processed and the sink received.
+    pub frames: u64,
+    /// Of those, the frames after the warm-up: what the rate, latency and CPU figures cover.
+    pub measured_frames: u64,
+    /// Frames that ended with chirps missing; not processed.
+    pub partial_frames: u64,
+    /// Frames dropped whole because no frame slot was free.
+    pub dropped_frames: u64,
+    /// The measured window.
+    pub wall_s: f64,
+    /// `measured_frames / wall_s`.
+    pub throughput_cpi_per_s: f64,
+    /// int16 I/Q bytes of the measured frames over `wall_s`, in Gbit/s.
+    pub input_gbit_per_s: f64,
+    /// Process CPU time (user + system) in the window over `wall_s`.
+    pub cores_used: f64,
+    /// The CPUs the process may run on, as a CPU list (`0,2-3`); null if unreadable.
+    pub cpus_allowed: Option<String>,
+    /// Times a closed-loop source waited for a free slot.
+    pub slot_waits: u64,
+    /// Per stage, in graph order.
+    pub stages: Vec<StageEntry>,
+    /// The run's latencies.
+    pub latency: Latencies,
+    /// The UDP receiver's counters; null for replay.
+    pub ingest: Option<IngestEntry>,
+    /// Clusters reported per processed frame.
+    pub clusters_per_frame: f64,
+    /// The verifier's verdict.
+    pub verification: Verification,
+    /// `SIGINT` or `SIGTERM` when a signal stopped the run; null otherwise.
+    pub interrupted: Option<String>,
+    /// NVML readings of the GPUs the plan uses.
+    pub gpu_telemetry: Telemetry,
+    /// Whether the process is an MPS client; null for a process without a CUDA context.
+    pub mps: Option<RunMps>,
+}
+
+/// One stage's share of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageEntry {
+    /// The stage's name.
+    pub name: String,
+    /// The device it ran on (`cpu`, `gpu0`, ...).
+    pub device: String,
+    /// Launches run.
+    pub launches: u64,
+    /// Time in launches, summed over threads; for a GPU stage, the host's time to enqueue.
+    pub total_s: f64,
+    /// `total_s` per frame, in ms.
+    pub per_frame_ms: f64,
+    /// The slowest launch.
+    pub max_launch_ms: f64,
+    /// A GPU stage's time on its stream per frame, with `--profile-gpu`; null otherwise.
+    pub gpu_ms_per_frame: Option<f64>,
+}
+
+/// The run's latencies over the measured frames.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Latencies {
+    /// Completion minus the frame's last packet.
+    pub post_cpi: LatencyEntry,
+    /// Completion minus the frame's first packet.
+    pub end_to_end: LatencyEntry,
+    /// Least-squares slope of post-CPI latency against completion time, ms per s.
+    pub post_cpi_trend_ms_per_s: f64,
+}
+
+/// One latency's distribution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyEntry {
+    /// Frames recorded.
+    pub count: u64,
+    /// Median, ms.
+    pub p50_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// 99.9th percentile, ms.
+    pub p999_ms: f64,
+    /// Largest, ms.
+    pub max_ms: f64,
+    /// Every frame's latency in ns as a base64 HdrHistogram V2 (deflate) record; null only if
+    /// serializing failed.
+    pub histogram: Option<String>,
+}
+
+/// The UDP receiver's counters: every datagram counted once, under exactly one name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngestEntry {
+    /// Datagrams received.
+    pub packets: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Packets stored in their frame.
+    pub accepted: u64,
+    /// Of those, payloads received straight into their place.
+    pub in_place: u64,
+    /// Malformed packets by class, dropped.
+    pub malformed: MalformedEntry,
+    /// Packets of a chirp already present.
+    pub duplicates: u64,
+    /// Packets of a frame already ended or passed over.
+    pub late: u64,
+    /// Packets whose frame id is outside the expected range.
+    pub unexpected: u64,
+    /// Packets naming a frame beyond the frame window.
+    pub out_of_window: u64,
+    /// Packets held as the first of a frame that no second packet confirmed.
+    pub stray: u64,
+    /// Packets from a source other than the one the stream locked to.
+    pub foreign: u64,
+    /// The first 16 foreign sources.
+    pub foreign_sources: Vec<ForeignSource>,
+    /// `HOST:PORT` the stream locked to, or null.
+    pub locked_source: Option<String>,
+    /// Frames the stream passed over with none of their packets stored.
+    pub missed_frames: u64,
+    /// Times the stream was followed to a new position or source.
+    pub restarts: u64,
+    /// Packets lost because no slot was free.
+    pub dropped_packets: u64,
+    /// Frames lost because no slot was free.
+    pub dropped_frames: u64,
+    /// Frames ended with every chirp.
+    pub complete_frames: u64,
+    /// Frames ended without every chirp.
+    pub partial_frames: u64,
+    /// The receive buffer the kernel granted.
+    pub socket_receive_buffer_bytes: u64,
+    /// From the first batch of packets to the last.
+    pub receiving_s: f64,
+}
+
+/// Malformed packets by class ([`crate::wire::Malformed`]'s names).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MalformedEntry {
+    /// Not exactly one header plus the configured samples.
+    pub wrong_size: u64,
+    /// The header's `n_samples` is not the configured one.
+    pub wrong_samples: u64,
+    /// `chirp_id` is not below the configured chirps.
+    pub chirp_out_of_range: u64,
+    /// `channel_id` is not 0.
+    pub wrong_channel: u64,
+}
+
+/// A source whose packets were refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForeignSource {
+    /// `HOST:PORT`.
+    pub addr: String,
+    /// Its packets.
+    pub packets: u64,
+}
+
+/// The verifier's verdict over the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Verification {
+    /// Whether the run passed.
+    pub passed: bool,
+    /// Frame reports checked.
+    pub frames_reported: u64,
+    /// Reports that matched every target.
+    pub frames_passed: u64,
+    /// Reports that missed a target.
+    pub frames_failed: u64,
+    /// Expected frames never reported.
+    pub frames_missing: u64,
+    /// Clusters matching no target, per frame report.
+    pub false_alarms_per_frame: f64,
+    /// The most false alarms per frame a passing run may have.
+    pub false_alarm_bound: f64,
+    /// Why the run failed, in sentences; empty when it passed.
+    pub reasons: Vec<String>,
+}
+
+/// `kplace run --pipelines N --report FILE`: every pipeline's report and their aggregate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MultiRunReport {
+    /// Always [`MULTI_SCHEMA`].
+    pub schema: String,
+    /// The pipelines together.
+    pub aggregate: Aggregate,
+    /// Each pipeline's report, or why it has none.
+    pub pipelines: Vec<PipelineEntry>,
+    /// `SIGINT` or `SIGTERM` when a signal stopped the run; null otherwise.
+    pub interrupted: Option<String>,
+}
+
+/// One pipeline of a several-pipeline run: an object with an `error` is a failure, any other
+/// is the pipeline's report, read as strictly as a report on its own.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PipelineEntry {
+    /// A pipeline that could not run, or left no report.
+    Failed(PipelineFailure),
+    /// The pipeline's own report.
+    Ran(Box<RunReport>),
+}
+
+impl PipelineEntry {
+    /// The pipeline's report, if it ran.
+    pub fn report(&self) -> Option<&RunReport> {
+        match self {
+            PipelineEntry::Ran(report) => Some(report),
+            PipelineEntry::Failed(_) => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PipelineEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let value = serde_json::Value::deserialize(d)?;
+        if value.get("error").is_some() {
+            return PipelineFailure::deserialize(value)
+                .map(PipelineEntry::Failed)
+                .map_err(D::Error::custom);
+        }
+        serde_path_to_error::deserialize(value)
+            .map(|report| PipelineEntry::Ran(Box::new(report)))
+            .map_err(|e| D::Error::custom(format!("{}: {}", e.path(), e.inner())))
+    }
+}
+
+/// Why a pipeline has no report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineFailure {
+    /// What went wrong, in words.
+    pub error: String,
+}
+
+/// The pipelines of a several-pipeline run together.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Aggregate {
+    /// Pipelines run.
+    pub pipelines: usize,
+    /// `thread` or `process`.
+    pub mode: String,
+    /// Frames processed, summed.
+    pub frames: u64,
+    /// Partial frames, summed.
+    pub partial_frames: u64,
+    /// Dropped frames, summed.
+    pub dropped_frames: u64,
+    /// The pipelines' rates, summed.
+    pub throughput_cpi_per_s: f64,
+    /// Their input rates, summed.
+    pub input_gbit_per_s: f64,
+    /// The slowest pipeline's rate; null if none ran.
+    pub min_pipeline_cpi_per_s: Option<f64>,
+    /// Cores used: summed over processes; for threads, the process's.
+    pub cores_used: f64,
+    /// The worst post-CPI p99 over the pipelines; null if none ran.
+    pub worst_post_cpi_p99_ms: Option<f64>,
+    /// The worst post-CPI p99.9; null if none ran.
+    pub worst_post_cpi_p999_ms: Option<f64>,
+    /// Pipelines that verified.
+    pub pipelines_passed: usize,
+    /// Whether every pipeline verified.
+    pub all_passed: bool,
+}

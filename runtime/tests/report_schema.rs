@@ -1,0 +1,54 @@
+//! The JSON Schemas committed in docs/schema/ are the ones generated from the report's types,
+//! so a reader in another language can trust them. After changing a report type, regenerate
+//! them with `KPLACE_BLESS=1 cargo test -p kplace --test report_schema`.
+
+mod support;
+
+use kplace::report::json_schema;
+use kplace::report::run::{MultiRunReport, RunReport};
+
+#[test]
+fn the_committed_schemas_are_generated_from_the_types() {
+    let dir = support::workspace().join("docs/schema");
+    for (file, schema) in [
+        ("run-report.schema.json", json_schema::<RunReport>()),
+        (
+            "multi-run-report.schema.json",
+            json_schema::<MultiRunReport>(),
+        ),
+    ] {
+        let path = dir.join(file);
+        let generated = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        if std::env::var_os("KPLACE_BLESS").is_some_and(|v| v == "1") {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &generated).unwrap();
+            continue;
+        }
+        let committed =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            committed == generated,
+            "{} differs from the schema of the types; regenerate it with \
+             KPLACE_BLESS=1 cargo test -p kplace --test report_schema",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn every_property_is_required_and_no_other_allowed() {
+    let schema = json_schema::<RunReport>();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for nullable in ["ingest", "mps", "interrupted", "cpus_allowed"] {
+        assert!(
+            required.contains(&nullable),
+            "{nullable} is required (as null)"
+        );
+    }
+    assert_eq!(schema["additionalProperties"], false);
+}

@@ -20,7 +20,7 @@ cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$bundle/lib/"
 # GPU hog, and GPU sharing (several GPU pipelines, a real MPS daemon). Cargo names them with a
 # hash; its JSON messages say which file is which. The host simulation's tests need no GPU and
 # stay here.
-cargo test --release -p kplace-gpu -p kplace --no-run --message-format=json 2>/dev/null |
+cargo test --release -p kplace-gpu -p kplace-cli --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
@@ -30,7 +30,7 @@ for line in sys.stdin:
     manifest, name = m["manifest_path"], m["target"]["name"]
     if manifest.endswith("backends/gpu/Cargo.toml") and name != "hostsim":
         pkg = "kplace-gpu"
-    elif manifest.endswith("runtime/Cargo.toml") and name in ("devices", "gpu_sharing", "hog"):
+    elif manifest.endswith("cli/Cargo.toml") and name in ("devices", "gpu_sharing", "hog"):
         pkg = "kplace"
     else:
         continue

@@ -10,19 +10,14 @@
 
 #![warn(missing_docs)]
 
-pub mod affinity;
-pub mod bounds;
 pub mod cuda;
 pub mod executor;
 pub mod graph;
-pub mod hog;
 pub mod interrupt;
-pub mod mps;
 pub mod placement;
 pub mod plan;
 pub mod plugin;
 pub mod pool;
-pub mod rate;
 pub mod report;
 pub mod sender;
 pub mod source;

@@ -504,52 +504,9 @@ fn open_socket(dest: SocketAddr) -> Result<(UdpSocket, usize), SendError> {
         addr: local,
         source,
     })?;
-    let granted =
-        size_send_buffer(socket.as_raw_fd(), SEND_BUFFER_BYTES).map_err(SendError::SendBuffer)?;
+    let granted = crate::udp::socket::set_send_buffer(&socket, SEND_BUFFER_BYTES)
+        .map_err(SendError::SendBuffer)?;
     Ok((socket, granted))
-}
-
-/// Asks for `bytes` of send buffer (forced past `wmem_max` when privileged); returns what the
-/// kernel granted (Linux reports twice the request, counting its bookkeeping).
-fn size_send_buffer(fd: RawFd, bytes: usize) -> io::Result<usize> {
-    let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    if setsockopt_int(fd, libc::SO_SNDBUFFORCE, want).is_err() {
-        setsockopt_int(fd, libc::SO_SNDBUF, want)?;
-    }
-    let mut got: libc::c_int = 0;
-    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `got` and `len` are valid for writes and `len` is the size of `got`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&raw mut got).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(usize::try_from(got).unwrap_or(0))
-}
-
-fn setsockopt_int(fd: RawFd, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `value` is a valid c_int for reads and the length passed is its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            option,
-            (&raw const value).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// The timer slack the pacing thread asks for: Linux lets a sleep of a normal thread end up

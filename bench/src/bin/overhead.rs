@@ -60,7 +60,7 @@ fn main() -> anyhow::Result<()> {
         let mut kernel_only = Vec::new();
         let mut runtime = vec![Vec::new(); plans.len()];
         for round in 0..args.rounds {
-            kernel_only.push(kplace::bounds::kernel_only_rate(
+            kernel_only.push(kplace_lab::bounds::kernel_only_rate(
                 &plans[0],
                 &frames,
                 args.frames,

@@ -50,7 +50,7 @@ const _: () = assert!(size_of::<usize>() == size_of::<sys::CUdeviceptr>());
 /// Why no CUDA driver can be used, or `None` when libcuda loads: finds libcuda (once per
 /// process, see `kplace_cuda_libs`) so that cudarc's own dlopen by name resolves to it, then
 /// checks that cudarc can load it, since cudarc panics on the first driver call otherwise.
-pub(crate) fn libcuda_missing() -> Option<String> {
+pub fn libcuda_missing() -> Option<String> {
     let found = kplace_cuda_libs::find(Library::Cuda);
     // SAFETY: only tries to load the library (dlopen, then dlclose).
     if unsafe { sys::is_culib_present() } {

@@ -8,8 +8,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
-use crate::mps::RunMps;
 use crate::report::telemetry::Telemetry;
 
 /// The schema name and version every run report carries.
@@ -305,4 +305,23 @@ pub struct Aggregate {
     pub pipelines_passed: usize,
     /// Whether every pipeline verified.
     pub all_passed: bool,
+}
+
+/// MPS as a run used it, for reports: what was asked and what was found. Always produced, even
+/// when nothing could be checked (`checked` then says why).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunMps {
+    /// Whether the run asked for MPS.
+    pub requested: bool,
+    /// The pipe directory checked: the one given, else `CUDA_MPS_PIPE_DIRECTORY`, else CUDA's
+    /// default `/tmp/nvidia-mps`.
+    pub pipe_dir: PathBuf,
+    /// The daemon's default active-thread percentage, when it answered.
+    pub active_thread_percentage: Option<f64>,
+    /// Whether the daemon lists the process as a client. `false` also when it could not be
+    /// checked.
+    pub is_client: bool,
+    /// How `is_client` was established, or why it could not be, in words.
+    pub checked: String,
 }

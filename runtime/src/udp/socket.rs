@@ -157,6 +157,30 @@ fn socket_addr(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option
 /// Asks for a receive buffer of `bytes` (`SO_RCVBUFFORCE` where permitted, past the system's
 /// `rmem_max`; else `SO_RCVBUF`, capped by it) and returns what the kernel granted.
 pub fn set_recv_buffer(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
+    size_buffer(socket, Buffer::Receive, bytes)
+}
+
+/// Asks for a send buffer of `bytes` (`SO_SNDBUFFORCE` where permitted, past `wmem_max`; else
+/// `SO_SNDBUF`) and returns what the kernel granted.
+pub fn set_send_buffer(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
+    size_buffer(socket, Buffer::Send, bytes)
+}
+
+/// A socket's kernel buffer.
+#[derive(Clone, Copy)]
+enum Buffer {
+    Receive,
+    Send,
+}
+
+/// The one setsockopt/getsockopt pair behind both buffer sizes: the forced option first (it
+/// needs CAP_NET_ADMIN), then the capped one; Linux reports twice the request, counting its
+/// bookkeeping.
+fn size_buffer(socket: &UdpSocket, buffer: Buffer, bytes: usize) -> io::Result<usize> {
+    let (force, plain) = match buffer {
+        Buffer::Receive => (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        Buffer::Send => (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    };
     let fd = socket.as_raw_fd();
     let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     let set = |option| {
@@ -171,7 +195,7 @@ pub fn set_recv_buffer(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
             )
         }
     };
-    if set(libc::SO_RCVBUFFORCE) != 0 && set(libc::SO_RCVBUF) != 0 {
+    if set(force) != 0 && set(plain) != 0 {
         return Err(io::Error::last_os_error());
     }
     let mut got: libc::c_int = 0;
@@ -181,7 +205,7 @@ pub fn set_recv_buffer(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
         libc::getsockopt(
             fd,
             libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
+            plain,
             std::ptr::from_mut(&mut got).cast(),
             &mut len,
         )

@@ -1,5 +1,6 @@
-//! Helpers shared by the runtime's integration tests: building the C test libraries and
-//! finding the workspace's own libraries.
+//! Helpers shared by the integration tests of the runtime (`runtime/tests`) and of the
+//! `kplace` command (`cli/tests`, which include this file by path): building the C test
+//! libraries, finding the workspace's own libraries and binary, and ending child processes.
 
 #![allow(dead_code)]
 
@@ -15,7 +16,7 @@ pub fn workspace() -> PathBuf {
     }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("runtime/ has a parent")
+        .expect("a crate's directory has the workspace as parent")
         .to_path_buf()
 }
 
@@ -23,7 +24,8 @@ pub fn workspace() -> PathBuf {
 pub fn kplace_bin() -> PathBuf {
     std::env::var_os("KPLACE_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kplace")))
+        .or_else(|| option_env!("CARGO_BIN_EXE_kplace").map(PathBuf::from))
+        .expect("the kplace binary: run the tests of kplace-cli, or set KPLACE_BIN")
 }
 
 /// Builds `runtime/tests/c/<source>` into a shared library named `lib<name>.so` with extra

@@ -1,0 +1,210 @@
+//! The bounds a sustained rate is judged against, measured beside each search: the receiver
+//! alone (ingest only, fed by a burst) and the kernels alone (one thread, no runtime).
+
+use std::process::Stdio;
+
+use anyhow::Context;
+use kplace_lab::bounds;
+use kplace_radar::Cpi;
+use serde_json::{Value, json};
+
+use super::trial::ready_ports;
+use super::{System, Trials, plan_for, scene};
+
+/// The receiver alone and the kernels alone, in CPI/s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Bounds {
+    pub(super) ingest_only: Option<f64>,
+    pub(super) kernel_only: Option<f64>,
+}
+
+impl Bounds {
+    /// The lower of the two, where measured.
+    fn least(&self) -> Option<f64> {
+        [self.ingest_only, self.kernel_only]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min)
+    }
+
+    /// `sustained` over the lower bound; `None` without either, or with a bound of zero.
+    pub(super) fn ratio(&self, sustained: Option<f64>) -> Option<f64> {
+        let least = self.least().filter(|&l| l > 0.0)?;
+        Some(sustained? / least)
+    }
+
+    fn to_json(self) -> Value {
+        json!({"ingest_only_cpi_per_s": self.ingest_only, "kernel_only_cpi_per_s": self.kernel_only})
+    }
+}
+
+/// Bounds measured just before a search and just after it (none after an interrupted one).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BracketedBounds {
+    pub(super) before: Bounds,
+    pub(super) after: Option<Bounds>,
+}
+
+impl BracketedBounds {
+    /// Each bound's mean over both measurements: the machine's speed across the search.
+    pub(super) fn mean(&self) -> Bounds {
+        let mean = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some((a + b) / 2.0),
+            (a, b) => a.or(b),
+        };
+        let after = self.after.unwrap_or(Bounds {
+            ingest_only: None,
+            kernel_only: None,
+        });
+        Bounds {
+            ingest_only: mean(self.before.ingest_only, after.ingest_only),
+            kernel_only: mean(self.before.kernel_only, after.kernel_only),
+        }
+    }
+
+    /// The means, both measurements and the ratio of `sustained` to the lower mean.
+    pub(super) fn to_json(self, sustained: Option<f64>) -> Value {
+        let mean = self.mean();
+        json!({
+            "ingest_only_cpi_per_s": mean.ingest_only,
+            "kernel_only_cpi_per_s": mean.kernel_only,
+            "sustained_over_min_bound": mean.ratio(sustained),
+            "before": self.before.to_json(),
+            "after": self.after.map(Bounds::to_json),
+        })
+    }
+}
+
+pub(super) fn measure_bounds(
+    ctx: &Trials<'_>,
+    system: &System,
+    cpi: Cpi,
+) -> anyhow::Result<Bounds> {
+    let frames = 2000u64;
+    let ready = tempfile::NamedTempFile::new().context("cannot create a readiness file")?;
+    let ready = ready.into_temp_path();
+    let _ = std::fs::remove_file(&ready);
+    let mut receiver = ctx
+        .receiver_command()
+        .arg("--ingest-only")
+        .arg("--ready-file")
+        .arg(&ready)
+        .args(["--cpi", &cpi.to_string(), "--frames", &frames.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start the ingest-only receiver")?;
+    ctx.children.add(receiver.id());
+    let ingest_only = match ready_ports(&mut receiver, &ready) {
+        Ok(ports) => {
+            let port = ports.first().copied().unwrap_or(0);
+            let burst = ctx
+                .sender_command(ctx.exe)
+                .args([
+                    "send",
+                    "--dest",
+                    &format!("127.0.0.1:{port}"),
+                    "--cpi",
+                    &cpi.to_string(),
+                    "--burst",
+                ])
+                .args(["--frames", &frames.to_string(), "--scene-frames", "16"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let id = receiver.id();
+            let out = receiver.wait_with_output();
+            ctx.children.remove(id);
+            let text = out
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            burst.ok().filter(|s| s.success()).and_then(|_| {
+                text.split(" CPI/s")
+                    .next()
+                    .and_then(|t| t.rsplit(' ').next())
+                    .and_then(|v| v.parse().ok())
+            })
+        }
+        Err(_) => {
+            let _ = receiver.kill();
+            let _ = receiver.wait();
+            ctx.children.remove(receiver.id());
+            None
+        }
+    };
+    let kernel_only = match system {
+        System::Placement(placement) => 'bound: {
+            let plan = plan_for(&ctx.args.graph, placement, cpi)?;
+            if plan.stages.iter().any(|s| s.gpu.is_some()) {
+                // Kernels back to back on one CPU thread say nothing of a GPU placement.
+                break 'bound None;
+            }
+            let scene = scene(ctx.args, cpi)?;
+            let prepared = (0..4)
+                .map(|f| scene.frame_bytes(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            // About a second of frames, from a short first measurement.
+            let probe = bounds::kernel_only_rate(&plan, &prepared, 8)?;
+            Some(bounds::kernel_only_rate(
+                &plan,
+                &prepared,
+                (probe as u64).clamp(8, 5000),
+            )?)
+        }
+        System::Command { .. } => None,
+    };
+    eprintln!(
+        "bisect-rate: bounds at {cpi}: ingest only {}, kernels only {}",
+        ingest_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s")),
+        kernel_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s"))
+    );
+    Ok(Bounds {
+        ingest_only,
+        kernel_only,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracketing_bounds_average_what_both_sides_measured() {
+        let before = Bounds {
+            ingest_only: Some(1000.0),
+            kernel_only: Some(800.0),
+        };
+        let after = Bounds {
+            ingest_only: None,
+            kernel_only: Some(1200.0),
+        };
+        let both = BracketedBounds {
+            before,
+            after: Some(after),
+        };
+        assert_eq!(
+            both.mean(),
+            Bounds {
+                ingest_only: Some(1000.0),
+                kernel_only: Some(1000.0)
+            }
+        );
+        let json = both.to_json(Some(500.0));
+        assert_eq!(json["sustained_over_min_bound"], 0.5);
+        assert_eq!(json["before"]["kernel_only_cpi_per_s"], 800.0);
+        assert_eq!(json["after"]["ingest_only_cpi_per_s"], Value::Null);
+        let interrupted = BracketedBounds {
+            before,
+            after: None,
+        };
+        assert_eq!(
+            interrupted.mean(),
+            before,
+            "an interrupted search has one side"
+        );
+        assert_eq!(
+            interrupted.to_json(None)["sustained_over_min_bound"],
+            Value::Null
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! What a sweep prints and writes: the table's rows, the spread of repeated searches (beside
+//! the machine's own), the per-search CSV files and the machine's facts.
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::Context;
+use kplace_lab::rate::sweep::{SearchEntry, Spread, TrialStatus};
+use kplace_lab::rate::{Failure, Judgement, relative_spread};
+use kplace_radar::Cpi;
+use serde_json::{Value, json};
+
+use super::TrialRun;
+
+/// Per system and CPI searched more than once: the spread of the sustained rates, and the
+/// machine's own spread over the same searches (every steadiness probe's median, and every
+/// bound measured beside them, whichever spread more): when the
+/// rates spread no more than the machine did, the difference between searches is within the
+/// machine's noise.
+pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
+    let mut groups: Vec<(&str, &str, Vec<&SearchEntry>)> = Vec::new();
+    for s in searches.iter().filter(|s| s.skipped.is_none()) {
+        match groups
+            .iter_mut()
+            .find(|(system, cpi, _)| *system == s.system && *cpi == s.cpi)
+        {
+            Some((_, _, members)) => members.push(s),
+            None => groups.push((&s.system, &s.cpi, vec![s])),
+        }
+    }
+    groups
+        .into_iter()
+        .filter(|(_, _, members)| members.len() > 1)
+        .map(|(system, cpi, members)| {
+            let mut rates: Vec<f64> = members
+                .iter()
+                .filter_map(|s| s.sustained_cpi_per_s)
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            let probes: Vec<f64> = members
+                .iter()
+                .flat_map(|s| s.probes.iter().map(|p| p.probe.median_us))
+                .collect();
+            let bound = |key: &str| -> Vec<f64> {
+                members
+                    .iter()
+                    .filter_map(|s| s.bounds.as_ref())
+                    .flat_map(|b| ["before", "after"].map(|side| b[side][key].as_f64()))
+                    .flatten()
+                    .collect()
+            };
+            let spread = relative_spread(&rates);
+            let probe_spread = relative_spread(&probes);
+            let bounds_spread = [
+                relative_spread(&bound("kernel_only_cpi_per_s")),
+                relative_spread(&bound("ingest_only_cpi_per_s")),
+            ]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max);
+            let machine_spread = [probe_spread, bounds_spread]
+                .into_iter()
+                .flatten()
+                .reduce(f64::max);
+            Spread {
+                system: system.to_string(),
+                cpi: cpi.to_string(),
+                searches: members.len(),
+                measured: rates.len(),
+                min: rates.first().copied(),
+                median: rates.get(rates.len() / 2).copied(),
+                max: rates.last().copied(),
+                spread,
+                probe_spread,
+                bounds_spread,
+                machine_spread,
+                within_noise: matches!((spread, machine_spread), (Some(r), Some(m)) if r <= m),
+            }
+        })
+        .collect()
+}
+
+/// One spread as the sweep prints it.
+pub(super) fn spread_line(s: &Spread) -> String {
+    let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
+    let rate = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
+    format!(
+        "spread {} {}: {} searches, {} measured, sustained CPI/s min {}, median {}, max {}, (max - min) / median {}; machine's spread {} (probe {}, bounds {}){}",
+        s.system,
+        s.cpi,
+        s.searches,
+        s.measured,
+        rate(s.min),
+        rate(s.median),
+        rate(s.max),
+        pct(s.spread),
+        pct(s.machine_spread),
+        pct(s.probe_spread),
+        pct(s.bounds_spread),
+        if s.within_noise {
+            ": within the machine's noise"
+        } else {
+            ""
+        }
+    )
+}
+
+/// One row of the sweep's table.
+pub(super) fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> String {
+    let rate = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.1}"));
+    let bracket = format!("{}, {}", rate(s.highest_pass), rate(s.lowest_fail));
+    let budget = s.latency_budget.to_string();
+    let trials = s.trials.len();
+    let invalid = s
+        .trials
+        .iter()
+        .filter(|t| t.status == TrialStatus::Invalid)
+        .count();
+    let trials = if invalid > 0 {
+        format!("{trials} ({invalid} invalid)")
+    } else {
+        trials.to_string()
+    };
+    let outcome = &s.outcome;
+    let at_result = s.sustained_cpi_per_s.and_then(|r| {
+        s.trials
+            .iter()
+            .rev()
+            .find(|t| t.rate == r && t.status == TrialStatus::Passed)
+    });
+    let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
+    let mut row = match (s.sustained_cpi_per_s, at_result) {
+        (Some(rate), Some(t)) => format!(
+            "| {label} | {cpi} | {rate:.1} | {bracket} | {budget} | {:.2} | {} | {} | {} | {trials}, {outcome} |",
+            rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+            num(t.latency.as_ref().map(|l| l.p50_ms)),
+            num(t.latency.as_ref().map(|l| l.p999_ms)),
+            num(t.cores_used),
+        ),
+        _ => format!(
+            "| {label} | {cpi} | none | {bracket} | {budget} | | | | | {trials}, {outcome} |"
+        ),
+    };
+    if with_bounds {
+        let bounds = s.bounds.as_ref();
+        let mean = |key: &str| {
+            let side = |side: &str| bounds.and_then(|b| b[side][key].as_f64());
+            match (side("before"), side("after")) {
+                (Some(a), Some(b)) => Some((a + b) / 2.0),
+                (a, b) => a.or(b),
+            }
+        };
+        let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.1}"));
+        let ratio = bounds
+            .and_then(|b| b["sustained_over_min_bound"].as_f64())
+            .map_or("n/a".to_string(), |r| format!("{r:.3}"));
+        row += &format!(
+            " {} | {} | {ratio} |",
+            show(mean("ingest_only_cpi_per_s")),
+            show(mean("kernel_only_cpi_per_s"))
+        );
+    }
+    row
+}
+
+pub(super) fn write_csv(
+    out: &Path,
+    name: &str,
+    cpi: Cpi,
+    repeat: u32,
+    runs: &[TrialRun],
+) -> anyhow::Result<()> {
+    let path = out.join(format!("trials-{name}-{cpi}-{repeat}.csv"));
+    let file =
+        fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut csv = csv::Writer::from_writer(file);
+    csv.write_record([
+        "trial",
+        "rate",
+        "phase",
+        "status",
+        "processed_rate",
+        "post_cpi_p99_ms",
+        "frames_sent",
+        "frames_completed",
+        "partial",
+        "dropped",
+        "sender_max_lag_ms",
+        "failures",
+    ])?;
+    for (i, t) in runs.iter().enumerate() {
+        let m = t.measurement.as_ref();
+        let status = match &t.judgement {
+            Judgement::Invalid(_) => "invalid",
+            j if j.passed() => "passed",
+            _ => "failed",
+        };
+        let why = match &t.judgement {
+            Judgement::Invalid(why) => why.clone(),
+            Judgement::Verdict(v) => v
+                .failures
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        csv.write_record([
+            i.to_string(),
+            format!("{:.3}", t.rate),
+            t.phase.to_string(),
+            status.to_string(),
+            format!("{:.3}", m.map_or(0.0, |m| m.processed_rate)),
+            format!(
+                "{:.3}",
+                m.map_or(0.0, |m| m.post_cpi_p99.as_secs_f64() * 1e3)
+            ),
+            m.map_or(0, |m| m.frames_sent).to_string(),
+            m.map_or(0, |m| m.frames_completed).to_string(),
+            m.map_or(0, |m| m.partial_frames).to_string(),
+            m.map_or(0, |m| m.dropped_frames).to_string(),
+            t.sender
+                .as_ref()
+                .map_or(String::new(), |s| format!("{:.3}", s.max_lag_ms)),
+            why,
+        ])?;
+    }
+    csv.flush()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The machine the results come from.
+pub(super) fn machine_facts() -> Value {
+    let cpu = fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|s| s.trim().to_string())
+    });
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string());
+    json!({
+        "cpu": cpu,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "kernel": kernel,
+        "gpu": Value::Null,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(system: &str, sustained: Option<f64>, probe_medians: &[f64]) -> SearchEntry {
+        use kplace_lab::rate::sweep::ProbeEntry;
+        use kplace_lab::rate::{LatencyBudget, Probe, SteadyLimits};
+        SearchEntry {
+            system: system.into(),
+            placement: None,
+            sut_cmd: None,
+            cpi: "1024x128".into(),
+            repeat: 0,
+            skipped: None,
+            real_time_cpi_per_s: 156.25,
+            latency_budget: LatencyBudget::OneCpiPeriod,
+            start_rate: 156.25,
+            pipelines: 1,
+            pipeline_mode: "thread".into(),
+            sustained_cpi_per_s: sustained,
+            aggregate_sustained_cpi_per_s: sustained,
+            highest_pass: sustained,
+            lowest_fail: sustained.map(|r| r * 1.02),
+            outcome: "converged".into(),
+            outcome_kind: "converged".into(),
+            probes: probe_medians
+                .iter()
+                .map(|&m| {
+                    let probe = Probe::from_samples("before", &[m; 5]);
+                    ProbeEntry {
+                        steadiness: probe.judge(None, &SteadyLimits::default()),
+                        probe,
+                    }
+                })
+                .collect(),
+            bounds: None,
+            cotenant: None,
+            trials: Vec::new(),
+        }
+    }
+
+    /// Trial reports and results are read back from JSON text: a rate must come back as the
+    /// very f64 written, or a rate found in one file would not match itself in another.
+    #[test]
+    fn rates_survive_the_json_round_trip_exactly() {
+        // Geometric midpoints like the search's, from one whose double once came back 1 ulp off.
+        let mut rate = 40.0_f64 * 2f64.sqrt();
+        for _ in 0..2000 {
+            for value in [rate, 2.0 * rate, rate / 3.0] {
+                let back: f64 = serde_json::from_str(&serde_json::to_string(&value).unwrap())
+                    .expect("a number");
+                assert_eq!(back.to_bits(), value.to_bits(), "{value}");
+            }
+            rate = rate * (1.0 + rate.fract() / 10.0).sqrt();
+        }
+    }
+
+    #[test]
+    fn repeated_searches_report_their_spread_beside_the_machines() {
+        let searches = [
+            search("all-cpu", Some(400.0), &[300.0, 330.0]),
+            search("all-cpu", Some(500.0), &[300.0, 310.0]),
+            search("all-cpu", None, &[450.0, 300.0]),
+            search("all-cpu", Some(450.0), &[300.0, 300.0]),
+            search("once", Some(100.0), &[300.0]),
+        ];
+        let spreads = spreads(&searches);
+        assert_eq!(spreads.len(), 1, "a system searched once has no spread");
+        let s = &spreads[0];
+        assert_eq!((s.searches, s.measured), (4, 3));
+        assert_eq!(
+            (s.min, s.median, s.max),
+            (Some(400.0), Some(450.0), Some(500.0))
+        );
+        assert!((s.spread.unwrap() - 100.0 / 450.0).abs() < 1e-12);
+        // Probe medians 300..450 around a median of 300: the machine spread 50%.
+        assert!((s.machine_spread.unwrap() - 0.5).abs() < 1e-12);
+        assert!(s.within_noise);
+        let line = spread_line(s);
+        assert_eq!(
+            line,
+            "spread all-cpu 1024x128: 4 searches, 3 measured, sustained CPI/s min 400.0, median 450.0, \
+             max 500.0, (max - min) / median 22.2%; machine's spread 50.0% (probe 50.0%, bounds n/a): \
+             within the machine's noise"
+        );
+
+        // A steady machine: the same rates are not within its noise.
+        let steady = [
+            search("all-cpu", Some(400.0), &[300.0, 301.0]),
+            search("all-cpu", Some(500.0), &[300.0, 302.0]),
+        ];
+        let s = &super::spreads(&steady)[0];
+        assert!(!s.within_noise && !spread_line(s).contains("within"));
+
+        // The same steady probes, but the kernels alone ran 30% faster after a search than
+        // before it (a spread of 300 / 1300): the machine moved more than the rates did.
+        let mut moved = steady.clone();
+        moved[0].bounds = Some(json!({
+            "before": {"kernel_only_cpi_per_s": 1000.0, "ingest_only_cpi_per_s": 900.0},
+            "after": {"kernel_only_cpi_per_s": 1300.0, "ingest_only_cpi_per_s": 905.0},
+        }));
+        let s = &super::spreads(&moved)[0];
+        assert!(
+            (s.bounds_spread.unwrap() - 300.0 / 1300.0).abs() < 1e-12,
+            "{s:?}"
+        );
+        assert_eq!(s.machine_spread, s.bounds_spread);
+        assert!(s.within_noise, "{}", spread_line(s));
+    }
+}

@@ -1,0 +1,332 @@
+//! One trial of another receiver (`--sut-cmd`): the same sender, verifier and gates as
+//! kplace's own trials, judged on the detections it writes and, when it writes completion
+//! times, on its post-CPI latency.
+
+use std::fs;
+use std::io::BufReader;
+use std::num::NonZeroU64;
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use kplace_lab::rate::sweep::TrialLatency;
+use kplace_lab::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
+use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
+use serde_json::json;
+
+use super::trial::{judge_sender, send};
+use super::{
+    BisectArgs, TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, scene,
+};
+
+/// One trial of another receiver, run by `command` with its placeholders replaced; judged by
+/// verifying the detections file it writes. Without timestamps from the receiver, latency is
+/// not measured and the processed rate is the offered rate scaled by the frames reported.
+pub(super) fn sut_trial(
+    ctx: &Trials<'_>,
+    command: &str,
+    cpi: Cpi,
+    rate: f64,
+    dir: &Path,
+    index: usize,
+) -> Result<TrialRun, TrialError> {
+    let args = ctx.args;
+    let (warmup, frames) = begin_trial(args, dir, rate)?;
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| TrialError::Spawn(format!("cannot pick a port: {e}")))?;
+    let detections = dir.join(format!("trial-{index}.det"));
+    let _ = fs::remove_file(&detections);
+    // A SUT that takes {times} writes when it finished each frame; with the sender's times that
+    // gives its post-CPI latency, judged by the same gate as kplace's.
+    let timed = command.contains("{times}");
+    let done_times = dir.join(format!("trial-{index}.done.csv"));
+    let _ = fs::remove_file(&done_times);
+    // Paths go in shell-quoted, so that a results directory with spaces or quotes in its
+    // name reaches the command as one word.
+    let quoted = |path: &Path| {
+        let text = path.display().to_string();
+        shlex::try_quote(&text)
+            .map(|q| q.into_owned())
+            .map_err(|e| TrialError::Spawn(format!("cannot pass {text} to the shell: {e}")))
+    };
+    let text = command
+        .replace("{port}", &port.to_string())
+        .replace("{frames}", &frames.to_string())
+        .replace("{cpi}", &cpi.to_string())
+        .replace("{samples}", &cpi.samples.to_string())
+        .replace("{chirps}", &cpi.chirps.to_string())
+        .replace("{detections}", &quoted(&detections)?)
+        .replace("{times}", &quoted(&done_times)?);
+    let log = fs::File::create(dir.join(format!("trial-{index}.log")))
+        .map_err(|e| TrialError::Spawn(format!("cannot create a log in {}: {e}", dir.display())))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| TrialError::Spawn(e.to_string()))?;
+    let mut sut = ctx
+        .sut_command("sh")
+        .args(["-c", &text])
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the system under test: {e}")))?;
+    ctx.children.add(sut.id());
+    let finish = |sut: &mut Child, outcome: TrialRun| {
+        let _ = sut.kill();
+        let _ = sut.wait();
+        ctx.children.remove(sut.id());
+        Ok(outcome)
+    };
+    if !wait_udp_listener(port, &mut sut) {
+        return finish(
+            &mut sut,
+            failed(
+                rate,
+                format!("the system under test never listened on port {port}"),
+            ),
+        );
+    }
+    let started = std::time::Instant::now();
+    let send_times = timed.then(|| dir.join(format!("trial-{index}.sent.csv")));
+    let send_report = dir.join(format!("trial-{index}.send.json"));
+    let sender = match send(
+        ctx,
+        port,
+        cpi,
+        rate,
+        frames,
+        send_times.as_deref(),
+        &send_report,
+    )? {
+        Ok(sender) => sender,
+        Err(why) => return finish(&mut sut, failed(rate, why)),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
+    let exited = loop {
+        match reap_with_usage(&sut) {
+            Ok(Some(cpu)) => break Some(cpu),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            _ => break None,
+        }
+    };
+    let ran = started.elapsed();
+    let Some(cpu) = exited else {
+        return finish(
+            &mut sut,
+            failed(
+                rate,
+                "the system under test did not exit within 30 s of the last packet".into(),
+            ),
+        );
+    };
+    ctx.children.remove(sut.id());
+    let verifier = match verify_file(args, cpi, frames, &detections) {
+        Ok(v) => v,
+        Err(e) => return Ok(failed(rate, format!("{e:#}"))),
+    };
+    let summary = verifier.summary();
+    let completed = frames.saturating_sub(summary.frames_missing);
+    let latency = match &send_times {
+        Some(sent) => match sut_latency(sent, &done_times, warmup) {
+            Ok(latency) => Some(latency),
+            Err(why) => return Ok(failed(rate, why)),
+        },
+        None => None,
+    };
+    let window = Duration::from_secs_f64(frames as f64 / rate);
+    let measurement = TrialMeasurement {
+        offered_rate: rate,
+        frames_sent: frames,
+        frames_completed: completed,
+        partial_frames: 0,
+        dropped_frames: 0,
+        frames_failed_verification: summary.frames_failed
+            + summary.duplicate_reports
+            + summary.unexpected_reports,
+        processed_rate: rate * completed as f64 / frames as f64,
+        post_cpi_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
+        post_cpi_trend: latency.as_ref().map_or(0.0, |l| l.trend),
+        window,
+    };
+    // Without the SUT's completion times there is no latency to judge.
+    let gates = match latency {
+        Some(_) => gates(args, cpi),
+        None => Gates {
+            latency_budget: LatencyBudget::Fixed {
+                bound: Duration::MAX,
+            },
+            ..gates(args, cpi)
+        },
+    };
+    let verdict = judge(&measurement, &gates);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let report = json!({
+        "throughput_cpi_per_s": measurement.processed_rate,
+        "input_gbit_per_s": measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+        "cores_used": cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9),
+        "latency": latency.as_ref().map(|l| json!({
+            "post_cpi": {"count": l.summary.count, "p50_ms": ms(l.summary.p50), "p99_ms": ms(l.summary.p99), "p999_ms": ms(l.summary.p999), "max_ms": ms(l.summary.max), "histogram": l.summary.histogram},
+            "post_cpi_trend_ms_per_s": l.trend * 1e3,
+        })),
+    });
+    // Beside the SUT's detections and log, as kplace's own trials leave their run report.
+    let report_path = dir.join(format!("trial-{index}.json"));
+    let _ = fs::write(&report_path, report.to_string());
+    let figures = TrialFigures {
+        latency: latency.as_ref().map(|l| TrialLatency {
+            p50_ms: ms(l.summary.p50),
+            p99_ms: ms(l.summary.p99),
+            p999_ms: ms(l.summary.p999),
+            histogram: l.summary.histogram.clone(),
+        }),
+        stages: Vec::new(),
+        cores_used: Some(cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9)),
+    };
+    Ok(TrialRun {
+        rate,
+        phase: Phase::ProbeUp,
+        judgement: judge_sender(verdict, Some(&sender), rate, args.max_sender_lag_ms),
+        measurement: Some(measurement),
+        figures: Some(figures),
+        report_path: Some(report_path),
+        sender: Some(sender),
+    })
+}
+
+/// A SUT's post-CPI latency over the measured frames (ids from `warmup` on).
+struct SutLatency {
+    summary: kplace::report::metrics::LatencySummary,
+    /// Seconds of latency gained per second of run.
+    trend: f64,
+}
+
+/// Post-CPI latency from the sender's times (`frame_id,first_ns,last_ns`) and the SUT's
+/// (`frame_id,done_ns`, CLOCK_MONOTONIC like the sender's; a header line is allowed): done
+/// minus last packet sent, for every measured frame the SUT finished.
+fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, String> {
+    let read = |path: &Path, what: &str| {
+        fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the {what} times {}: {e}", path.display()))
+    };
+    let mut last_sent = std::collections::HashMap::new();
+    for line in read(sent, "sender's")?.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if let [id, _, last] = f[..]
+            && let (Ok(id), Ok(last)) = (id.trim().parse::<u64>(), last.trim().parse::<u64>())
+        {
+            last_sent.insert(id, last);
+        }
+    }
+    let mut latency = kplace::report::metrics::Latency::new();
+    let mut trend = kplace::report::metrics::Trend::default();
+    let mut first_done = None;
+    for (n, line) in read(done, "system under test's")?.lines().enumerate() {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let parsed = match f[..] {
+            [id, done] => id.parse::<u64>().ok().zip(done.parse::<u64>().ok()),
+            _ => None,
+        };
+        let Some((id, done_ns)) = parsed else {
+            if n == 0 {
+                continue; // a header
+            }
+            return Err(format!(
+                "{}:{}: expected frame_id,done_ns, got {line:?}",
+                done.display(),
+                n + 1
+            ));
+        };
+        let Some(&last) = last_sent.get(&id) else {
+            continue;
+        };
+        if id < warmup {
+            continue;
+        }
+        let lat = done_ns.saturating_sub(last);
+        latency.record(lat);
+        let at = *first_done.get_or_insert(done_ns);
+        trend.record(done_ns.saturating_sub(at) as f64 * 1e-9, lat as f64 * 1e-9);
+    }
+    Ok(SutLatency {
+        summary: latency.summary(),
+        trend: trend.slope(),
+    })
+}
+
+/// Reaps `child` if it has exited, returning the CPU time (user + system) it and its reaped
+/// descendants used; `None` while it runs.
+fn reap_with_usage(child: &Child) -> std::io::Result<Option<Duration>> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data; all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our own unreaped child; status and usage are ours to fill.
+    let pid = unsafe {
+        libc::wait4(
+            child.id() as libc::pid_t,
+            &mut status,
+            libc::WNOHANG,
+            &mut usage,
+        )
+    };
+    match pid {
+        0 => Ok(None),
+        p if p < 0 => Err(std::io::Error::last_os_error()),
+        _ => {
+            let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+            Ok(Some(tv(usage.ru_utime) + tv(usage.ru_stime)))
+        }
+    }
+}
+
+/// Waits until something listens on UDP `port` (it appears in /proc/net/udp), or `child` exits.
+fn wait_udp_listener(port: u16, child: &mut Child) -> bool {
+    let needle = format!(":{port:04X} ");
+    for _ in 0..200 {
+        let listening = ["/proc/net/udp", "/proc/net/udp6"].iter().any(|f| {
+            fs::read_to_string(f).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| {
+                    l.split_whitespace()
+                        .nth(1)
+                        .is_some_and(|a| format!("{a} ").contains(&needle))
+                })
+            })
+        });
+        if listening {
+            return true;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow::Result<Verifier> {
+    let file = fs::File::open(path).with_context(|| {
+        format!(
+            "the system under test wrote no detections to {}",
+            path.display()
+        )
+    })?;
+    // Frame by frame, ids below the frames sent: whatever the system wrote, this ends.
+    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?
+        .with_frame_limit(frames);
+    let file_cpi = reader.cpi();
+    if file_cpi != cpi {
+        bail!("{} reports CPI {file_cpi}, not {cpi}", path.display());
+    }
+    let scene = scene(args, cpi)?;
+    let period = NonZeroU64::new(16).unwrap_or(NonZeroU64::MIN);
+    let mut verifier =
+        Verifier::new(scene, VerifyConfig::for_cpi(cpi, 1e-6), frames).with_template_period(period);
+    while let Some(report) = reader.next_frame()? {
+        verifier.check(report.frame_id, &report.clusters);
+    }
+    Ok(verifier)
+}

@@ -1,0 +1,787 @@
+//! One trial of kplace itself: `kplace send` at the trial's rate into `kplace run` on the
+//! placement, judged on the run's JSON report (every pipeline's, with several).
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
+#[cfg(test)]
+use kplace_lab::rate::LatencyBudget;
+use kplace_lab::rate::sweep::{SenderEntry, StageTime, TrialLatency};
+use kplace_lab::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdict, judge};
+use kplace_radar::Cpi;
+use serde_json::Value;
+
+use crate::ready::wait_ready;
+
+use super::{TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, mode_name};
+
+/// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
+pub(super) fn trial(
+    ctx: &Trials<'_>,
+    placement: &Path,
+    cpi: Cpi,
+    rate: f64,
+    dir: &Path,
+    index: usize,
+) -> Result<TrialRun, TrialError> {
+    let args = ctx.args;
+    let (warmup, frames) = begin_trial(args, dir, rate)?;
+    let report_path = dir.join(format!("trial-{index}.json"));
+    let ready_path = dir.join(format!("trial-{index}.ready"));
+    let _ = fs::remove_file(&report_path);
+    let _ = fs::remove_file(&ready_path);
+    let mut receiver = ctx
+        .receiver_command()
+        .arg("--graph")
+        .arg(&args.graph)
+        .arg("--placement")
+        .arg(placement)
+        .args([
+            "--cpi",
+            &cpi.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+            "--scene-frames",
+            "16",
+        ])
+        .args([
+            "--frames",
+            &frames.to_string(),
+            "--warmup-frames",
+            &warmup.to_string(),
+        ])
+        .arg("--report")
+        .arg(&report_path)
+        .arg("--ready-file")
+        .arg(&ready_path)
+        .args([
+            "--pipelines",
+            &args.pipelines.to_string(),
+            "--pipeline-mode",
+            mode_name(args.pipeline_mode),
+            // `slots: auto` sizes for the offered stream, and a slow stream's own gaps never
+            // cut its frames short.
+            "--stream-rate",
+            &format!("{rate}"),
+            "--frame-timeout-ms",
+            &frame_timeout_ms(rate).to_string(),
+        ])
+        .envs(ctx.mps.map(|d| d.client_env()).into_iter().flatten())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the receiver: {e}")))?;
+    ctx.children.add(receiver.id());
+    let ports = match ready_ports(&mut receiver, &ready_path) {
+        Ok(ports) => ports,
+        Err(stderr) => {
+            let _ = receiver.kill();
+            let _ = receiver.wait();
+            ctx.children.remove(receiver.id());
+            return Ok(failed(
+                rate,
+                format!("the receiver did not start: {stderr}"),
+            ));
+        }
+    };
+    // One sender per pipeline, all at once: each pipeline sees the trial's rate.
+    let sent: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ports
+            .iter()
+            .map(|&port| {
+                let report = dir.join(format!("trial-{index}.send-{port}.json"));
+                scope.spawn(move || send(ctx, port, cpi, rate, frames, None, &report))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TrialError::Spawn("a sender thread panicked".into())))
+            })
+            .collect()
+    });
+    let status = receiver.wait();
+    ctx.children.remove(receiver.id());
+    let status = status.map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
+    let mut senders = Vec::new();
+    for result in sent {
+        match result? {
+            Ok(sender) => senders.push(sender),
+            Err(why) => return Ok(failed(rate, why)),
+        }
+    }
+    let sender = worst_sender(&senders);
+    let report = match TrialReport::read(&report_path) {
+        Ok(report) => report,
+        Err(why) => {
+            return Ok(failed(
+                rate,
+                format!("the receiver exited ({status}) {why}"),
+            ));
+        }
+    };
+    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &gates(args, cpi));
+    if ctx.mps.is_some() {
+        let not_clients = mps_failures(&report);
+        if !not_clients.is_empty() {
+            verdict.passed = false;
+            verdict.failures.extend(not_clients);
+        }
+    }
+    Ok(TrialRun {
+        rate,
+        phase: Phase::ProbeUp,
+        judgement: judge_sender(verdict, sender.as_ref(), rate, args.max_sender_lag_ms),
+        measurement: Some(measurement),
+        figures: Some(figures(report.representative())),
+        report_path: Some(report_path),
+        sender,
+    })
+}
+
+/// The frame timeout of a trial at `rate`, in ms: the receiver's usual 20 ms, or one CPI
+/// period when that is longer, so that a slow stream's own gaps between chirps never end a
+/// frame as partial.
+pub(super) fn frame_timeout_ms(rate: f64) -> u64 {
+    let period_ms = (1e3 / rate).ceil();
+    if period_ms.is_finite() {
+        (period_ms as u64).clamp(20, 3_600_000)
+    } else {
+        3_600_000
+    }
+}
+
+/// The worst schedule any of a trial's senders kept (the largest lag, oversleep and switch
+/// count of them all).
+pub(super) fn worst_sender(senders: &[SenderEntry]) -> Option<SenderEntry> {
+    senders.iter().cloned().reduce(|a, b| SenderEntry {
+        max_lag_ms: a.max_lag_ms.max(b.max_lag_ms),
+        max_stall_ms: a.max_stall_ms.max(b.max_stall_ms),
+        involuntary_switches: a.involuntary_switches.max(b.involuntary_switches),
+        sent_cpi_per_s: match (a.sent_cpi_per_s, b.sent_cpi_per_s) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        },
+    })
+}
+
+/// Below this fraction of the offered rate, the sender could not offer the rate at all.
+const SENDER_LIMIT_RATIO: f64 = 0.95;
+
+/// The trial's judgement: a failure naming the sender's limit when the sender reached less
+/// than 95% of the offered rate; otherwise its verdict, unless the sender fell further behind its schedule
+/// than `max_lag_ms` or was kept off the CPU (descheduled) longer than that, in which case
+/// the load generator decided the trial and it is invalid.
+pub(super) fn judge_sender(
+    verdict: Verdict,
+    sender: Option<&SenderEntry>,
+    offered: f64,
+    max_lag_ms: f64,
+) -> Judgement {
+    // "Is it within", so that a NaN is outside.
+    let beyond = |ms: f64| ms.partial_cmp(&max_lag_ms).is_none_or(|o| o.is_gt());
+    match sender {
+        // A sender that cannot reach the rate at all bounds what this machine can measure.
+        Some(SenderEntry {
+            sent_cpi_per_s: Some(achieved),
+            ..
+        }) if *achieved < SENDER_LIMIT_RATIO * offered => {
+            let mut failures = verdict.failures;
+            failures.push(Failure::SenderLimit {
+                offered,
+                achieved: *achieved,
+            });
+            Judgement::Verdict(Verdict::from_failures(failures))
+        }
+        Some(s) if beyond(s.max_lag_ms) => Judgement::Invalid(format!(
+            "the sender fell {:.3} ms behind its schedule, more than {max_lag_ms} ms \
+             (kept off the CPU up to {:.3} ms, {} involuntary switches)",
+            s.max_lag_ms, s.max_stall_ms, s.involuntary_switches
+        )),
+        Some(s) if beyond(s.max_stall_ms) => Judgement::Invalid(format!(
+            "the sender was kept off the CPU for {:.3} ms, more than {max_lag_ms} ms \
+             ({} involuntary switches)",
+            s.max_stall_ms, s.involuntary_switches
+        )),
+        _ => Judgement::Verdict(verdict),
+    }
+}
+
+/// What a trial's receiver reported: one pipeline's run, or several pipelines'.
+#[derive(Debug)]
+pub(super) enum TrialReport {
+    /// `kplace run` with one pipeline.
+    One(Box<RunReport>),
+    /// `kplace run --pipelines N`.
+    Several(Box<MultiRunReport>),
+}
+
+impl TrialReport {
+    /// The report at `path`, read strictly; the error says what is wrong, after "exited".
+    fn read(path: &Path) -> Result<TrialReport, String> {
+        let text = fs::read_to_string(path).map_err(|_| "without a report".to_string())?;
+        let origin = path.display().to_string();
+        let unreadable =
+            |e: kplace::report::ReadError| format!("with a report that cannot be read: {e}");
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            unreadable(kplace::report::ReadError::Json {
+                origin: origin.clone(),
+                source: e,
+            })
+        })?;
+        if value.get("schema").and_then(Value::as_str) == Some(MULTI_SCHEMA) {
+            kplace::report::from_value(value, &origin)
+                .map(|r| TrialReport::Several(Box::new(r)))
+                .map_err(unreadable)
+        } else {
+            kplace::report::from_value(value, &origin)
+                .map(|r| TrialReport::One(Box::new(r)))
+                .map_err(unreadable)
+        }
+    }
+
+    /// Each pipeline's report, or why it has none; `None` for a one-pipeline run, whose
+    /// failures name no pipeline.
+    fn pipelines(&self) -> Option<&[PipelineEntry]> {
+        match self {
+            TrialReport::One(_) => None,
+            TrialReport::Several(multi) => Some(&multi.pipelines),
+        }
+    }
+
+    /// The report whose latency and rate a table row and the plot show: the run's own, or for
+    /// several pipelines the one with the worst post-CPI p99 (`None` if none ran).
+    fn representative(&self) -> Option<&RunReport> {
+        match self {
+            TrialReport::One(report) => Some(report),
+            TrialReport::Several(multi) => multi
+                .pipelines
+                .iter()
+                .filter_map(PipelineEntry::report)
+                .max_by(|a, b| {
+                    a.latency
+                        .post_cpi
+                        .p99_ms
+                        .total_cmp(&b.latency.post_cpi.p99_ms)
+                }),
+        }
+    }
+}
+
+/// What the results file keeps of a run's report beside the trial's measurement.
+fn figures(report: Option<&RunReport>) -> TrialFigures {
+    let Some(report) = report else {
+        return TrialFigures::default();
+    };
+    let post = &report.latency.post_cpi;
+    TrialFigures {
+        latency: Some(TrialLatency {
+            p50_ms: post.p50_ms,
+            p99_ms: post.p99_ms,
+            p999_ms: post.p999_ms,
+            histogram: post.histogram.clone(),
+        }),
+        stages: report
+            .stages
+            .iter()
+            .map(|s| StageTime {
+                name: s.name.clone(),
+                device: s.device.clone(),
+                per_frame_ms: s.per_frame_ms,
+                gpu_ms_per_frame: s.gpu_ms_per_frame,
+            })
+            .collect(),
+        cores_used: Some(report.cores_used),
+    }
+}
+
+/// Judges a run's report: one pipeline's, or every pipeline's of a several-pipeline report (a
+/// trial passes only if all pass; failures name their pipeline). The measurement kept is the
+/// slowest pipeline's.
+fn judge_pipelines(
+    report: &TrialReport,
+    rate: f64,
+    frames: u64,
+    gates: &Gates,
+) -> (TrialMeasurement, Verdict) {
+    let pipelines = match report {
+        TrialReport::One(report) => {
+            let measurement = measure(report, rate, frames);
+            let verdict = judge(&measurement, gates);
+            return (measurement, verdict);
+        }
+        TrialReport::Several(multi) => &multi.pipelines,
+    };
+    let mut verdict = Verdict::pass();
+    let mut slowest: Option<TrialMeasurement> = None;
+    for (i, entry) in pipelines.iter().enumerate() {
+        let r = match entry {
+            PipelineEntry::Failed(failure) => {
+                verdict.passed = false;
+                verdict.failures.push(Failure::Pipeline(
+                    i,
+                    Box::new(Failure::SystemFailed(failure.error.clone())),
+                ));
+                continue;
+            }
+            PipelineEntry::Ran(r) => r,
+        };
+        let m = measure(r, rate, frames);
+        let v = judge(&m, gates);
+        if !v.passed {
+            verdict.passed = false;
+            verdict.failures.extend(
+                v.failures
+                    .into_iter()
+                    .map(|f| Failure::Pipeline(i, Box::new(f))),
+            );
+        }
+        if slowest
+            .as_ref()
+            .is_none_or(|s| m.processed_rate < s.processed_rate)
+        {
+            slowest = Some(m);
+        }
+    }
+    let measurement = slowest.unwrap_or_else(|| nothing_measured(rate, frames));
+    (measurement, verdict)
+}
+
+/// Under `--mps on`: a failure for each pipeline that uses a GPU (its report's `mps` is not
+/// null) but is not a client of the daemon.
+fn mps_failures(report: &TrialReport) -> Vec<Failure> {
+    let not_a_client = |r: &RunReport| {
+        r.mps
+            .as_ref()
+            .filter(|mps| !mps.is_client)
+            .map(|mps| Failure::SystemFailed(format!("not an MPS client ({})", mps.checked)))
+    };
+    match (report, report.pipelines()) {
+        (TrialReport::One(r), _) => not_a_client(r).into_iter().collect(),
+        (_, Some(pipelines)) => pipelines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, entry)| {
+                let failure = not_a_client(entry.report()?)?;
+                Some(Failure::Pipeline(i, Box::new(failure)))
+            })
+            .collect(),
+        (_, None) => Vec::new(),
+    }
+}
+
+/// Runs `kplace send` to `port`, its report written to `report`; returns what it says of
+/// its schedule. The inner error is the sender's own failure (a failed trial).
+pub(super) fn send(
+    ctx: &Trials<'_>,
+    port: u16,
+    cpi: Cpi,
+    rate: f64,
+    frames: u64,
+    times: Option<&Path>,
+    report: &Path,
+) -> Result<Result<SenderEntry, String>, TrialError> {
+    let _ = fs::remove_file(report);
+    let sender = ctx
+        .sender_command(ctx.exe)
+        .args(sender_args(
+            port,
+            cpi,
+            rate,
+            frames,
+            ctx.args.seed,
+            ctx.args.sender_tick_us,
+        ))
+        .arg(format!("--nice={}", ctx.args.sender_nice))
+        .args(
+            times
+                .map(|t| [std::ffi::OsString::from("--times"), t.into()])
+                .into_iter()
+                .flatten(),
+        )
+        .arg("--report")
+        .arg(report)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| TrialError::Spawn(format!("cannot start the sender: {e}")))?;
+    ctx.children.add(sender.id());
+    let id = sender.id();
+    let out = sender.wait_with_output();
+    ctx.children.remove(id);
+    let out = out.map_err(|e| TrialError::Spawn(format!("waiting for the sender: {e}")))?;
+    if !out.status.success() {
+        return Ok(Err(format!(
+            "the sender failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(read_sender_report(report))
+}
+
+/// What a sender's `--report` says of its schedule.
+fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| format!("the sender wrote no report {}: {e}", path.display()))?;
+    let report: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("the sender's report {}: {e}", path.display()))?;
+    let number = |key: &str| {
+        report[key]
+            .as_f64()
+            .ok_or_else(|| format!("the sender's report {} has no {key}", path.display()))
+    };
+    Ok(SenderEntry {
+        max_lag_ms: number("max_lag_ms")?,
+        max_stall_ms: number("max_oversleep_ms")?,
+        sent_cpi_per_s: report["cpi_per_s"].as_f64(),
+        involuntary_switches: report["involuntary_switches"].as_u64().ok_or_else(|| {
+            format!(
+                "the sender's report {} has no involuntary_switches",
+                path.display()
+            )
+        })?,
+    })
+}
+
+/// `kplace send`'s arguments for one trial's stream.
+fn sender_args(
+    port: u16,
+    cpi: Cpi,
+    rate: f64,
+    frames: u64,
+    seed: u64,
+    tick_us: u64,
+) -> Vec<String> {
+    [
+        "send".to_string(),
+        "--dest".into(),
+        format!("127.0.0.1:{port}"),
+        "--cpi".into(),
+        cpi.to_string(),
+        "--seed".into(),
+        seed.to_string(),
+        "--scene-frames".into(),
+        "16".into(),
+        "--frames".into(),
+        frames.to_string(),
+        "--rate".into(),
+        format!("{rate}"),
+        "--pacing-tick-us".into(),
+        tick_us.to_string(),
+    ]
+    .into()
+}
+
+/// The ports `child` listens on, from its readiness file (one per pipeline), once every
+/// pipeline takes packets; its stderr is drained in the background so it never blocks on a
+/// full pipe, and is what the error says if it ends first.
+pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, String> {
+    let stderr = child.stderr.take();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut stderr) = stderr {
+            let _ = stderr.read_to_string(&mut text);
+        }
+        let _ = tx.send(text);
+    });
+    match wait_ready(child, ready, READY_TIMEOUT) {
+        Ok(sources) => Ok(sources.iter().map(|a| a.port()).collect()),
+        Err(why) => {
+            let _ = child.kill();
+            let stderr = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+            Err(format!("{why}: {}", stderr.trim()))
+        }
+    }
+}
+
+/// How long a receiver may take to become ready (a GPU placement creates its context,
+/// modules and plans first).
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn measure(report: &RunReport, rate: f64, frames_sent: u64) -> TrialMeasurement {
+    let latency = &report.latency;
+    TrialMeasurement {
+        offered_rate: rate,
+        frames_sent,
+        frames_completed: report.frames,
+        partial_frames: report.partial_frames,
+        dropped_frames: report.dropped_frames,
+        frames_failed_verification: report.verification.frames_failed,
+        processed_rate: report.throughput_cpi_per_s,
+        post_cpi_p99: Duration::from_secs_f64(latency.post_cpi.p99_ms.max(0.0) / 1e3),
+        post_cpi_trend: latency.post_cpi_trend_ms_per_s / 1e3,
+        window: Duration::from_secs_f64(report.wall_s.max(0.0)),
+    }
+}
+
+/// The measurement of a trial none of whose pipelines ran.
+fn nothing_measured(rate: f64, frames_sent: u64) -> TrialMeasurement {
+    TrialMeasurement {
+        offered_rate: rate,
+        frames_sent,
+        frames_completed: 0,
+        partial_frames: 0,
+        dropped_frames: 0,
+        frames_failed_verification: 0,
+        processed_rate: 0.0,
+        post_cpi_p99: Duration::ZERO,
+        post_cpi_trend: 0.0,
+        window: Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    fn report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
+        crate::report::fixture(frames, rate, p99_ms)
+    }
+
+    fn several(pipelines: Vec<PipelineEntry>) -> TrialReport {
+        let aggregate = crate::pipelines::aggregate(&pipelines, crate::run::PipelineMode::Thread);
+        TrialReport::Several(Box::new(MultiRunReport {
+            schema: MULTI_SCHEMA.to_string(),
+            aggregate,
+            pipelines,
+            interrupted: None,
+        }))
+    }
+
+    fn ran(report: RunReport) -> PipelineEntry {
+        PipelineEntry::Ran(Box::new(report))
+    }
+
+    #[test]
+    fn every_pipeline_is_judged_and_failures_name_it() {
+        let gates = Gates::new(LatencyBudget::OneCpiPeriod);
+        let one = TrialReport::One(Box::new(report(100, 100.0, 1.0)));
+        let (_, verdict) = judge_pipelines(&one, 100.0, 100, &gates);
+        assert!(verdict.passed, "{verdict}");
+        let two = several(vec![
+            ran(report(100, 100.0, 1.0)),
+            ran(report(90, 90.0, 1.0)),
+        ]);
+        let (slowest, verdict) = judge_pipelines(&two, 100.0, 100, &gates);
+        assert!(!verdict.passed);
+        assert_eq!(slowest.processed_rate, 90.0, "the slowest pipeline is kept");
+        assert!(
+            verdict
+                .failures
+                .iter()
+                .all(|f| f.to_string().starts_with("pipeline 1: ")),
+            "{verdict}"
+        );
+        let broken = several(vec![
+            ran(report(100, 100.0, 1.0)),
+            PipelineEntry::Failed(kplace::report::run::PipelineFailure {
+                error: "no GPU".into(),
+            }),
+        ]);
+        let (_, verdict) = judge_pipelines(&broken, 100.0, 100, &gates);
+        assert_eq!(
+            verdict
+                .failures
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["pipeline 1: the trial failed to run: no GPU"]
+        );
+    }
+
+    #[test]
+    fn under_mps_a_gpu_pipeline_that_is_not_a_client_fails() {
+        let with_mps = |is_client: bool, checked: &str| {
+            let mut r = report(100, 100.0, 1.0);
+            r.mps = Some(kplace_lab::mps::RunMps {
+                requested: true,
+                pipe_dir: "/tmp/nvidia-mps".into(),
+                active_thread_percentage: None,
+                is_client,
+                checked: checked.into(),
+            });
+            r
+        };
+        let client = with_mps(true, "daemon lists pid 7");
+        let fallback = with_mps(false, "not in the client list");
+        let cpu_only = report(100, 100.0, 1.0);
+        let one = |r: &RunReport| TrialReport::One(Box::new(r.clone()));
+        assert!(mps_failures(&one(&client)).is_empty());
+        assert!(
+            mps_failures(&one(&cpu_only)).is_empty(),
+            "no context, no MPS to check"
+        );
+        assert_eq!(
+            mps_failures(&one(&fallback))
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["the trial failed to run: not an MPS client (not in the client list)"]
+        );
+        let three = several(vec![ran(client), ran(fallback), ran(cpu_only)]);
+        assert_eq!(
+            mps_failures(&three)
+                .iter()
+                .map(Failure::to_string)
+                .collect::<Vec<_>>(),
+            ["pipeline 1: the trial failed to run: not an MPS client (not in the client list)"]
+        );
+    }
+
+    #[test]
+    fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trial-0.json");
+        let good = serde_json::to_value(report(100, 100.0, 1.0)).unwrap();
+        fs::write(&path, good.to_string()).unwrap();
+        assert!(matches!(TrialReport::read(&path), Ok(TrialReport::One(_))));
+
+        let mut renamed = good.clone();
+        let frames = renamed.as_object_mut().unwrap().remove("frames").unwrap();
+        renamed["frames_done"] = frames;
+        fs::write(&path, renamed.to_string()).unwrap();
+        let why = TrialReport::read(&path).unwrap_err();
+        assert!(why.contains("frames_done"), "{why}");
+
+        let mut missing = good.clone();
+        missing["latency"]["post_cpi"]
+            .as_object_mut()
+            .unwrap()
+            .remove("histogram");
+        fs::write(&path, missing.to_string()).unwrap();
+        let why = TrialReport::read(&path).unwrap_err();
+        assert!(
+            why.contains("latency.post_cpi: missing field histogram"),
+            "a nullable field must be present: {why}"
+        );
+
+        let multi = serde_json::to_value(match several(vec![ran(report(10, 9.0, 1.0))]) {
+            TrialReport::Several(m) => *m,
+            TrialReport::One(_) => unreachable!(),
+        })
+        .unwrap();
+        let mut broken = multi.clone();
+        broken["pipelines"][0]["latency"]["post_cpi"]
+            .as_object_mut()
+            .unwrap()
+            .remove("p99_ms");
+        fs::write(&path, broken.to_string()).unwrap();
+        let why = TrialReport::read(&path).unwrap_err();
+        assert!(
+            why.contains("pipelines[0]") && why.contains("p99_ms"),
+            "{why}"
+        );
+        fs::write(&path, multi.to_string()).unwrap();
+        assert!(matches!(
+            TrialReport::read(&path),
+            Ok(TrialReport::Several(_))
+        ));
+    }
+
+    #[test]
+    fn a_sender_that_fell_behind_makes_the_trial_invalid() {
+        let on_time = SenderEntry {
+            max_lag_ms: 0.4,
+            max_stall_ms: 0.3,
+            involuntary_switches: 2,
+            sent_cpi_per_s: Some(99.0),
+        };
+        let late = SenderEntry {
+            max_lag_ms: 7.5,
+            max_stall_ms: 7.4,
+            involuntary_switches: 9,
+            sent_cpi_per_s: Some(99.0),
+        };
+        let failing = Verdict::from_failures(vec![Failure::DroppedFrames(3)]);
+        assert_eq!(
+            judge_sender(failing.clone(), Some(&on_time), 100.0, 5.0),
+            Judgement::Verdict(failing.clone())
+        );
+        assert_eq!(
+            judge_sender(failing.clone(), None, 100.0, 5.0),
+            Judgement::Verdict(failing.clone())
+        );
+        let Judgement::Invalid(why) = judge_sender(failing, Some(&late), 100.0, 5.0) else {
+            panic!("a late sender's trial is invalid");
+        };
+        assert!(why.starts_with("the sender fell 7.500 ms behind"), "{why}");
+        // Descheduled longer than the limit, though no packet was late yet: invalid too.
+        let descheduled = SenderEntry {
+            max_stall_ms: 6.0,
+            ..on_time.clone()
+        };
+        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&descheduled), 100.0, 5.0)
+        else {
+            panic!("a descheduled sender's trial is invalid");
+        };
+        assert!(
+            why.starts_with("the sender was kept off the CPU for 6.000 ms"),
+            "{why}"
+        );
+        // A pass is invalid too: the stream it passed on was not the one offered.
+        assert!(matches!(
+            judge_sender(Verdict::pass(), Some(&late), 100.0, 5.0),
+            Judgement::Invalid(_)
+        ));
+        let nan = SenderEntry {
+            max_lag_ms: f64::NAN,
+            ..on_time.clone()
+        };
+        assert!(matches!(
+            judge_sender(Verdict::pass(), Some(&nan), 100.0, 5.0),
+            Judgement::Invalid(_)
+        ));
+        // A sender that reached only 80 of 100 CPI/s bounds the search, naming itself.
+        let slow = SenderEntry {
+            sent_cpi_per_s: Some(80.0),
+            ..on_time.clone()
+        };
+        let Judgement::Verdict(v) = judge_sender(Verdict::pass(), Some(&slow), 100.0, 5.0) else {
+            panic!("a sender-limited trial is judged");
+        };
+        assert_eq!(
+            v.failures,
+            [Failure::SenderLimit {
+                offered: 100.0,
+                achieved: 80.0
+            }]
+        );
+        assert_eq!(
+            v.failures[0].to_string(),
+            "the sender could not offer 100.000 CPI/s here (it reached 80.000)"
+        );
+        let worst = worst_sender(&[on_time, late]).unwrap();
+        assert_eq!((worst.max_lag_ms, worst.involuntary_switches), (7.5, 9));
+        assert_eq!(worst_sender(&[]), None);
+    }
+
+    #[test]
+    fn a_slow_stream_is_not_cut_by_its_own_gaps() {
+        assert_eq!(frame_timeout_ms(600.0), 20);
+        assert_eq!(frame_timeout_ms(50.0), 20);
+        assert_eq!(frame_timeout_ms(10.0), 100);
+        assert_eq!(frame_timeout_ms(1.7), 589);
+        assert_eq!(frame_timeout_ms(0.0), 3_600_000);
+    }
+
+    #[test]
+    fn the_sender_gets_the_tick() {
+        let cpi: Cpi = "1024x128".parse().unwrap();
+        let args = sender_args(9000, cpi, 250.5, 40, 7, 100);
+        let joined = args.join(" ");
+        assert!(
+            joined.contains("--dest 127.0.0.1:9000")
+                && joined.contains("--rate 250.5")
+                && joined.contains("--pacing-tick-us 100")
+                && joined.contains("--seed 7"),
+            "{joined}"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! `kplace`: plan and run streaming graphs with per-stage CPU/GPU placement.
+//!
+//! A thin binary: one module per subcommand, each parsing its arguments and printing what the
+//! libraries return: the data path in `kplace` (the runtime), the measuring tools in
+//! `kplace_lab`, the radar workload in `kplace_radar`.
+
+mod args;
+mod bisect;
+mod compare;
+mod devices;
+mod hog;
+mod mps;
+mod output;
+mod pipelines;
+mod plan;
+mod plots;
+mod radar;
+mod ready;
+mod report;
+mod run;
+mod send;
+mod verify;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
+/// chosen per stage by a placement file.
+#[derive(Debug, Parser)]
+#[command(name = "kplace", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the plan for a graph on a placement: kernels, libraries, buffers, pools.
+    Plan(plan::PlanArgs),
+    /// Run the radar graph on a generated scene and verify every frame.
+    Run(run::RunArgs),
+    /// Send a generated scene's chirps as UDP packets: open loop, paced or in a burst.
+    Send(send::SendArgs),
+    /// Find the highest input rate each placement sustains: paced trials, gated by
+    /// correctness and latency, bisected and confirmed (exit 1 when no search found a rate).
+    #[command(name = "bisect-rate")]
+    BisectRate(bisect::BisectArgs),
+    /// Verify a detections file against a generated scene's truth.
+    Verify(verify::VerifyArgs),
+    /// Compare two detections files of the same frames cell by cell: bins exact, powers within
+    /// a relative tolerance (exit 1 when they differ, every difference listed by frame).
+    #[command(name = "compare-detections")]
+    CompareDetections(compare::CompareArgs),
+    /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
+    Devices(devices::DevicesArgs),
+    /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
+    Hog(hog::HogArgs),
+    /// Start, stop or inspect a private NVIDIA MPS control daemon.
+    Mps(mps::MpsArgs),
+    /// Plot one or more bisect-rate results files: latency against rate, sustained rates,
+    /// latency CDFs at the common start rate, per-stage time (four SVGs).
+    Plot(plots::PlotArgs),
+}
+
+/// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
+/// verification fails; `Err` for errors in the inputs or the run.
+pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Plan(args) => plan::main(args),
+        Command::Run(args) => run::main(args),
+        Command::Send(args) => send::main(args),
+        Command::Verify(args) => verify::main(args),
+        Command::CompareDetections(args) => compare::main(args),
+        Command::BisectRate(args) => bisect::main(args),
+        Command::Devices(args) => devices::main(args),
+        Command::Hog(args) => hog::main(args),
+        Command::Mps(args) => mps::main(args),
+        Command::Plot(args) => plots::main(args),
+    }
+}
+
+/// Writes `line` and a newline to stderr in one write, so that lines of several processes or
+/// threads sharing it never interleave mid-line.
+pub(crate) fn say(line: &str) {
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+fn main() -> ExitCode {
+    // Rust starts programs with SIGPIPE ignored, so a write to a closed stdout (`kplace plan |
+    // head -1`) fails with EPIPE and `print!` panics. Restore the default disposition: a closed
+    // output pipe ends the program quietly, as for any Unix filter. Nothing here relies on
+    // EPIPE: sockets are UDP (no SIGPIPE), child processes' output is only read, and the one
+    // command written to a child (`kplace_lab::mps`) is written before the child starts.
+    // SAFETY: called first, before any thread exists; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let args = Cli::parse();
+    match dispatch(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kplace: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! `latency.svg`: post-CPI p99 against offered rate, every trial of every search.
+//!
+//! Each trial is one marker, in its system and CPI's colour, never joined to the others (the
+//! search order says nothing about the system): passed is a filled circle, failed a cross,
+//! invalid (retried) a hollow circle; a trial without a latency sits on the top edge. Each
+//! distinct latency budget is a dashed grey line evaluated over the whole rate axis. Axes are
+//! logarithmic where their values span more than 20x.
+
+use std::path::Path;
+
+use anyhow::Result;
+use kplace_lab::rate::sweep::TrialStatus;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::axis::Axis;
+use super::frame::{
+    AXIS_FONT, LegendEntry, Marker, Page, Swatch, draw_marker, draw_page, font, house_style,
+};
+use super::{REFERENCE, Sweep, colour};
+
+/// Dash patterns (dash, gap) of successive budget lines.
+const DASHES: [(u32, u32); 3] = [(8, 5), (3, 4), (14, 4)];
+
+/// How a trial of `status` is drawn, and whether it has a latency to place it by.
+pub fn marker(status: TrialStatus, has_latency: bool) -> Marker {
+    match status {
+        TrialStatus::Passed if has_latency => Marker::Filled,
+        TrialStatus::Passed | TrialStatus::Failed => Marker::Cross,
+        TrialStatus::Invalid => Marker::Hollow,
+    }
+}
+
+/// Writes the plot to `path`.
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
+    let trials = || {
+        sweep.groups.iter().enumerate().flat_map(|(i, g)| {
+            g.searches
+                .iter()
+                .flat_map(move |s| s.trials.iter().map(move |t| (i, t)))
+        })
+    };
+    let x = Axis::fit(
+        trials().map(|(_, t)| t.rate).filter(|r| *r > 0.0),
+        true,
+        true,
+        0.05,
+    );
+    let budgets = sweep.budgets();
+    let budget_ms = |b: kplace_lab::rate::LatencyBudget, rate: f64| b.at(rate).as_secs_f64() * 1e3;
+    // A budget that follows 1/R is unbounded towards rate 0, where a linear axis starts: the
+    // line covers only the rates near those tried, and never sets the latency axis alone.
+    let lowest_rate = trials()
+        .map(|(_, t)| t.rate)
+        .filter(|r| *r > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let budget_from = if x.lo > 0.0 {
+        x.lo
+    } else if lowest_rate.is_finite() {
+        lowest_rate * 0.8
+    } else {
+        x.hi
+    };
+    let y = Axis::fit(
+        trials()
+            .filter_map(|(_, t)| t.latency.as_ref().map(|l| l.p99_ms))
+            .chain(
+                budgets
+                    .iter()
+                    .flat_map(|(b, _)| [budget_ms(*b, budget_from), budget_ms(*b, x.hi)]),
+            )
+            .filter(|v| *v > 0.0),
+        true,
+        true,
+        0.12,
+    );
+
+    let mut legend: Vec<LegendEntry> = sweep
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let repeats = g.searches.len();
+            let text = if repeats > 1 {
+                format!("{} ({repeats} repeats)", g.label())
+            } else {
+                g.label()
+            };
+            LegendEntry::new(Swatch::Fill(colour(i)), text)
+        })
+        .collect();
+    for (b, cpis) in &budgets {
+        let at = if budgets.len() > 1 {
+            format!(" at {}", cpis.join(", "))
+        } else {
+            String::new()
+        };
+        legend.push(LegendEntry::new(
+            Swatch::Dashed(REFERENCE),
+            format!("budget{at}: {b}"),
+        ));
+    }
+    legend.extend([
+        LegendEntry::new(Swatch::Marker(Marker::Filled, BLACK), "passed"),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Cross, BLACK),
+            "failed (on the top edge: no latency measured)",
+        ),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Hollow, BLACK),
+            "invalid (retried: says nothing about the system)",
+        ),
+    ]);
+    let notes = sweep.notes();
+    let page = Page {
+        title: "Post-CPI p99 latency against offered rate, every trial of every search",
+        notes: &notes,
+        legend: &legend,
+    };
+    draw_page(path, &page, |area| {
+        let mut chart = ChartBuilder::on(area)
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(72)
+            .build_cartesian_2d(x.coord(), y.coord())?;
+        let xl = |p: &f64| x.label(*p);
+        let yl = |p: &f64| y.label(*p);
+        house_style(
+            chart
+                .configure_mesh()
+                .x_desc(if x.log {
+                    "offered rate, CPI/s (log)"
+                } else {
+                    "offered rate, CPI/s"
+                })
+                .y_desc(if y.log {
+                    "post-CPI p99, ms (log)"
+                } else {
+                    "post-CPI p99, ms"
+                })
+                .x_label_formatter(&xl)
+                .y_label_formatter(&yl),
+        )
+        .draw()?;
+
+        for (k, (b, _)) in budgets.iter().enumerate() {
+            let line: Vec<(f64, f64)> = x
+                .samples(120)
+                .into_iter()
+                .filter(|&rate| rate >= budget_from)
+                .map(|rate| (x.pos(rate), y.pos(budget_ms(*b, rate).min(y.hi))))
+                .collect();
+            let (dash, gap) = DASHES[k % DASHES.len()];
+            chart.draw_series(DashedLineSeries::new(
+                line,
+                dash,
+                gap,
+                REFERENCE.stroke_width(2),
+            ))?;
+        }
+
+        let base = area.get_base_pixel();
+        let mut any = false;
+        for (i, t) in trials() {
+            if !t.rate.is_finite() {
+                continue;
+            }
+            any = true;
+            let p99 = t
+                .latency
+                .as_ref()
+                .map(|l| l.p99_ms)
+                .filter(|v| v.is_finite());
+            let at = chart.backend_coord(&(x.pos(t.rate), p99.map_or(y.top(), |v| y.pos(v))));
+            let at = (at.0 - base.0, at.1 - base.1);
+            draw_marker(area, marker(t.status, p99.is_some()), at, colour(i))?;
+        }
+        if !any {
+            let centre =
+                chart.backend_coord(&((x.bottom() + x.top()) / 2.0, (y.bottom() + y.top()) / 2.0));
+            area.draw(&Text::new(
+                "no trials",
+                (centre.0 - base.0, centre.1 - base.1),
+                font(AXIS_FONT, REFERENCE, HPos::Center, VPos::Center),
+            ))?;
+        }
+        Ok(())
+    })
+}

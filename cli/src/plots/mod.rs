@@ -1,0 +1,220 @@
+//! The pictures of a sweep, from its typed results files ([`SweepFile`]): what `kplace plot`
+//! writes and `kplace bisect-rate` will write beside its results.
+//!
+//! [`write_all`] writes four SVGs (plotters' SVG backend without font features: text stays
+//! `<text>` elements for the viewer to render):
+//!
+//! - `latency.svg` ([`latency`]): post-CPI p99 against offered rate, every trial a marker by
+//!   status, the latency budget as a line;
+//! - `sustained.svg` ([`sustained`]): the sustained rate per CPI and system, median and range
+//!   over repeats, against the CPI's real-time rate;
+//! - `cdf.svg` ([`cdf`]): the post-CPI latency distribution of each system at the common
+//!   start rate;
+//! - `stages.svg` ([`stages`]): per-stage time per frame at the sustained rate.
+//!
+//! Guarantees: each plot's title says what it shows and its notes the budget rule the trials
+//! were gated on; nothing is invented: a search without a rate, a trial without a histogram
+//! or stage times is shown as missing, with the reason, never as a zero; legends sit in their
+//! own panel beside the data.
+
+mod axis;
+mod cdf;
+mod command;
+mod frame;
+mod latency;
+mod stages;
+mod sustained;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use kplace_lab::rate::LatencyBudget;
+use kplace_lab::rate::sweep::{SearchEntry, SweepFile};
+use plotters::style::RGBColor;
+
+pub use command::{PlotArgs, main};
+
+/// Series colours, in order (Tableau 10 without its grey, which reference lines use);
+/// series beyond the palette reuse it.
+pub const PALETTE: [RGBColor; 9] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// The colour of reference lines (budget, real time).
+pub const REFERENCE: RGBColor = RGBColor(90, 90, 90);
+
+/// The `i`th series colour.
+pub fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// The file names [`write_all`] writes, in order.
+pub const FILES: [&str; 4] = ["latency.svg", "sustained.svg", "cdf.svg", "stages.svg"];
+
+/// Writes the four plots of `files`' searches (merged, in order) into `out` (created if
+/// needed) and returns their paths.
+pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("creating the plot directory {}", out.display()))?;
+    let sweep = Sweep::new(files);
+    let paths: Vec<PathBuf> = FILES.iter().map(|f| out.join(f)).collect();
+    latency::write(&paths[0], &sweep)?;
+    sustained::write(&paths[1], &sweep)?;
+    cdf::write(&paths[2], &sweep)?;
+    stages::write(&paths[3], &sweep)?;
+    Ok(paths)
+}
+
+/// The searches of a sweep grouped by system and CPI, in the order first searched.
+pub struct Sweep<'a> {
+    /// One group per system and CPI that was searched.
+    pub groups: Vec<Group<'a>>,
+    /// Entries of systems that were not searched at a CPI.
+    pub skipped: Vec<&'a SearchEntry>,
+}
+
+/// Every repeat of one system at one CPI.
+pub struct Group<'a> {
+    /// The system.
+    pub system: &'a str,
+    /// The CPI.
+    pub cpi: &'a str,
+    /// Its searches, in repeat order.
+    pub searches: Vec<&'a SearchEntry>,
+}
+
+impl Group<'_> {
+    /// `system CPI`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.system, self.cpi)
+    }
+
+    /// The budget its trials were gated on (the first repeat's).
+    pub fn budget(&self) -> LatencyBudget {
+        self.searches[0].latency_budget
+    }
+}
+
+impl<'a> Sweep<'a> {
+    fn new(files: &'a [SweepFile]) -> Self {
+        let mut groups: Vec<Group<'a>> = Vec::new();
+        let mut skipped = Vec::new();
+        for entry in files.iter().flat_map(|f| &f.searches) {
+            if entry.skipped.is_some() {
+                skipped.push(entry);
+                continue;
+            }
+            match groups
+                .iter_mut()
+                .find(|g| g.system == entry.system && g.cpi == entry.cpi)
+            {
+                Some(g) => g.searches.push(entry),
+                None => groups.push(Group {
+                    system: &entry.system,
+                    cpi: &entry.cpi,
+                    searches: vec![entry],
+                }),
+            }
+        }
+        for g in &mut groups {
+            g.searches.sort_by_key(|s| s.repeat);
+        }
+        Self { groups, skipped }
+    }
+
+    /// The CPIs searched, in order.
+    pub fn cpis(&self) -> Vec<&'a str> {
+        let mut cpis: Vec<&str> = Vec::new();
+        for g in &self.groups {
+            if !cpis.contains(&g.cpi) {
+                cpis.push(g.cpi);
+            }
+        }
+        cpis
+    }
+
+    /// The systems searched, in order.
+    pub fn systems(&self) -> Vec<&'a str> {
+        let mut systems: Vec<&str> = Vec::new();
+        for g in &self.groups {
+            if !systems.contains(&g.system) {
+                systems.push(g.system);
+            }
+        }
+        systems
+    }
+
+    /// Each distinct budget and the CPIs gated on it, in order.
+    pub fn budgets(&self) -> Vec<(LatencyBudget, Vec<&'a str>)> {
+        let mut budgets: Vec<(LatencyBudget, Vec<&str>)> = Vec::new();
+        for g in &self.groups {
+            for s in &g.searches {
+                match budgets.iter_mut().find(|(b, _)| *b == s.latency_budget) {
+                    Some((_, cpis)) if !cpis.contains(&g.cpi) => cpis.push(g.cpi),
+                    Some(_) => {}
+                    None => budgets.push((s.latency_budget, vec![g.cpi])),
+                }
+            }
+        }
+        budgets
+    }
+
+    /// The notes every plot carries: the budget rule and what was not searched.
+    pub fn notes(&self) -> Vec<String> {
+        let budgets = self.budgets();
+        let mut notes = Vec::new();
+        if budgets.len() == 1 {
+            notes.push(format!("gated on the latency budget {}", budgets[0].0));
+        } else if !budgets.is_empty() {
+            let each: Vec<String> = budgets
+                .iter()
+                .map(|(b, cpis)| format!("{b} at {}", cpis.join(", ")))
+                .collect();
+            notes.push(format!("gated on the latency budget {}", each.join("; ")));
+        }
+        if !self.skipped.is_empty() {
+            let each: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} at {} ({})",
+                        s.system,
+                        s.cpi,
+                        s.skipped.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect();
+            notes.push(format!("not searched: {}", each.join("; ")));
+        }
+        notes
+    }
+}
+
+/// Whether two rates are the same rate (written and read back as JSON numbers).
+pub fn same_rate(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// The median of `values` (the mean of the two middle ones of an even count); `None` when
+/// empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}

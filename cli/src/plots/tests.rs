@@ -1,0 +1,647 @@
+//! The plots of a sweep built in code, parsed back as SVG: every series, marker, bar and
+//! curve must match the data, and no two labels may overlap.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+use kplace_lab::rate::LatencyBudget;
+use kplace_lab::rate::sweep::{
+    SCHEMA, SearchEntry, StageTime, SweepFile, TrialEntry, TrialLatency, TrialStatus,
+};
+use plotters::style::RGBColor;
+
+use super::frame::WIDTH;
+use super::{FILES, PALETTE, REFERENCE, write_all};
+
+/// The x where the legend panel starts: data is drawn left of it.
+const LEGEND_X: f64 = 710.0;
+
+/// A histogram of `values_us` microseconds, serialized as the reports carry it.
+fn histogram(values_us: &[u64]) -> String {
+    let mut h = Histogram::<u64>::new_with_bounds(1_000, 3_600_000_000_000, 3).unwrap();
+    for v in values_us {
+        h.record(v * 1_000).unwrap();
+    }
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(&h, &mut bytes)
+        .unwrap();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn stage(name: &str, device: &str, ms: f64, gpu: Option<f64>) -> StageTime {
+    StageTime {
+        name: name.into(),
+        device: device.into(),
+        per_frame_ms: ms,
+        gpu_ms_per_frame: gpu,
+    }
+}
+
+fn trial(rate: f64, status: TrialStatus, p99: Option<f64>, hist: Option<String>) -> TrialEntry {
+    TrialEntry {
+        rate,
+        phase: "probe-up".into(),
+        status,
+        failures: if status == TrialStatus::Failed {
+            vec!["post-CPI p99 exceeds the budget".into()]
+        } else {
+            Vec::new()
+        },
+        invalid: (status == TrialStatus::Invalid).then(|| "sender stalled".into()),
+        budget_ms: 6.4,
+        measurement: None,
+        latency: p99.map(|p99_ms| TrialLatency {
+            p50_ms: p99_ms / 2.0,
+            p99_ms,
+            p999_ms: p99_ms * 1.5,
+            histogram: hist,
+        }),
+        stages: Vec::new(),
+        cores_used: None,
+        sender: None,
+        report: None,
+    }
+}
+
+fn search(system: &str, cpi: &str, repeat: u32, sustained: Option<f64>) -> SearchEntry {
+    let (real_time, deadline_us, start) = match cpi {
+        "1024x128" => (156.25, 6_400, 100.0),
+        _ => (39.0625, 25_600, 20.0),
+    };
+    SearchEntry {
+        system: system.into(),
+        placement: None,
+        sut_cmd: None,
+        cpi: cpi.into(),
+        repeat,
+        skipped: None,
+        real_time_cpi_per_s: real_time,
+        latency_budget: LatencyBudget::Deadline {
+            cpi_duration: Duration::from_micros(deadline_us),
+        },
+        start_rate: start,
+        pipelines: 1,
+        pipeline_mode: "thread".into(),
+        sustained_cpi_per_s: sustained,
+        aggregate_sustained_cpi_per_s: sustained,
+        highest_pass: sustained,
+        lowest_fail: None,
+        outcome: String::new(),
+        outcome_kind: if sustained.is_some() {
+            "converged".into()
+        } else {
+            "unsteady".into()
+        },
+        probes: Vec::new(),
+        bounds: None,
+        cotenant: None,
+        trials: Vec::new(),
+    }
+}
+
+/// Two systems at two CPIs: all-cpu three times and gpu-fft twice at 1024x128; at 2048x256
+/// all-cpu once (unsteady, no rate, no histogram) and gpu-fft once; numpy skipped.
+fn sweep() -> SweepFile {
+    use TrialStatus::{Failed, Invalid, Passed};
+    let cpu_stages = vec![
+        stage("range_fft", "cpu", 1.5, None),
+        stage("doppler_fft", "cpu", 0.9, None),
+        stage("cfar", "cpu", 0.6, None),
+    ];
+    let gpu_stages = vec![
+        stage("range_fft", "gpu0", 0.05, Some(0.2)),
+        stage("doppler_fft", "gpu0", 0.04, Some(0.1)),
+        stage("cfar", "cpu", 0.3, None),
+    ];
+    let mut searches = Vec::new();
+    for (repeat, sustained) in [(0, 400.0), (1, 450.0), (2, 420.0)] {
+        let mut s = search("all-cpu", "1024x128", repeat, Some(sustained));
+        s.trials = vec![
+            trial(100.0, Invalid, Some(40.0), None),
+            trial(
+                100.0,
+                Passed,
+                Some(3.0),
+                Some(histogram(&[2_000, 2_500, 3_000, 4_000])),
+            ),
+            trial(200.0, Passed, Some(4.0), None),
+            trial(sustained, Passed, Some(5.5), None),
+            trial(800.0, Failed, Some(250.0), None),
+            trial(600.0, Failed, None, None),
+        ];
+        s.trials[3].stages = cpu_stages.clone();
+        searches.push(s);
+    }
+    for (repeat, sustained) in [(0, 3000.0), (1, 3200.0)] {
+        let mut s = search("gpu-fft", "1024x128", repeat, Some(sustained));
+        s.trials = vec![
+            trial(
+                100.0,
+                Passed,
+                Some(0.8),
+                Some(histogram(&[500, 600, 700, 900, 1_200])),
+            ),
+            trial(sustained, Passed, Some(2.0), None),
+            trial(6400.0, Failed, Some(900.0), None),
+        ];
+        s.trials[1].stages = gpu_stages.clone();
+        searches.push(s);
+    }
+    let mut unsteady = search("all-cpu", "2048x256", 0, None);
+    unsteady.trials = vec![
+        trial(20.0, Invalid, None, None),
+        trial(20.0, Failed, Some(30.0), None),
+    ];
+    searches.push(unsteady);
+    let mut gpu = search("gpu-fft", "2048x256", 0, Some(900.0));
+    gpu.trials = vec![
+        trial(
+            20.0,
+            Passed,
+            Some(6.0),
+            Some(histogram(&[4_000, 5_000, 9_000])),
+        ),
+        trial(900.0, Passed, Some(12.0), None),
+        trial(1000.0, Failed, Some(60.0), None),
+    ];
+    gpu.trials[1].stages = gpu_stages;
+    searches.push(gpu);
+    let mut skipped = search("numpy", "2048x256", 0, None);
+    skipped.skipped = Some("python3 not found".into());
+    searches.push(skipped);
+    SweepFile {
+        schema: SCHEMA.into(),
+        machine: serde_json::json!({"cpu": "test"}),
+        settings: serde_json::json!({}),
+        searches,
+        spreads: Vec::new(),
+    }
+}
+
+/// An SVG element as the tests look at it.
+#[derive(Debug, Clone)]
+struct El {
+    tag: String,
+    attrs: HashMap<String, String>,
+    text: String,
+}
+
+impl El {
+    fn num(&self, name: &str) -> f64 {
+        self.attrs
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{self:?} has no numeric {name}"))
+    }
+    fn attr(&self, name: &str) -> &str {
+        self.attrs.get(name).map_or("", String::as_str)
+    }
+    /// Polyline points.
+    fn points(&self) -> Vec<(f64, f64)> {
+        self.attr("points")
+            .split_whitespace()
+            .map(|p| {
+                let (x, y) = p.split_once(',').unwrap();
+                (x.parse().unwrap(), y.parse().unwrap())
+            })
+            .collect()
+    }
+}
+
+fn parse(path: &Path) -> Vec<El> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    doc.descendants()
+        .filter(|n| n.is_element())
+        .map(|n| El {
+            tag: n.tag_name().name().to_string(),
+            attrs: n
+                .attributes()
+                .map(|a| (a.name().to_string(), a.value().to_string()))
+                .collect(),
+            text: n.text().unwrap_or_default().trim().to_string(),
+        })
+        .collect()
+}
+
+fn hex(c: RGBColor) -> String {
+    format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+}
+
+fn texts(els: &[El]) -> Vec<&El> {
+    els.iter().filter(|e| e.tag == "text").collect()
+}
+
+/// Whether `needle` is written, on one line or wrapped over successive ones.
+fn has_text(els: &[El], needle: &str) -> bool {
+    let all: Vec<&str> = texts(els).iter().map(|t| t.text.as_str()).collect();
+    all.join(" ").contains(needle)
+}
+
+/// Left, right, top and bottom, pixels.
+type TextBox = (f64, f64, f64, f64);
+
+/// A text's box as the plots lay text out: 0.6 x font size per character, one font size high.
+fn text_box(t: &El) -> TextBox {
+    let size = t.num("font-size");
+    let (x, y) = (t.num("x"), t.num("y"));
+    let w = 0.6 * size * t.text.chars().count() as f64;
+    let (x0, x1) = match t.attr("text-anchor") {
+        "middle" => (x - w / 2.0, x + w / 2.0),
+        "end" => (x - w, x),
+        _ => (x, x + w),
+    };
+    let (y0, y1) = match t.attr("dy") {
+        "0.76em" => (y, y + size),
+        "0.5ex" => (y - size / 2.0, y + size / 2.0),
+        _ => (y - size, y),
+    };
+    let transform = t.attr("transform");
+    if transform.starts_with("rotate(270") {
+        // Turned a quarter anticlockwise about (x, y): reads upwards.
+        return (x + (y0 - y), x + (y1 - y), y - (x1 - x), y - (x0 - x));
+    }
+    if transform.starts_with("rotate(90") {
+        return (x - (y1 - y), x - (y0 - y), y + (x0 - x), y + (x1 - x));
+    }
+    (x0, x1, y0, y1)
+}
+
+fn assert_no_text_overlaps(path: &Path, els: &[El]) {
+    let boxes: Vec<(&El, TextBox)> = texts(els)
+        .into_iter()
+        .filter(|t| !t.text.is_empty())
+        .map(|t| (t, text_box(t)))
+        .collect();
+    for (i, (a, ba)) in boxes.iter().enumerate() {
+        assert!(
+            ba.0 >= -0.5 && ba.1 <= f64::from(WIDTH) + 0.5 && ba.2 >= -0.5,
+            "{path:?}: {:?} leaves the page: {ba:?}",
+            a.text
+        );
+        for (b, bb) in &boxes[i + 1..] {
+            let overlap =
+                ba.0 < bb.1 - 0.5 && bb.0 < ba.1 - 0.5 && ba.2 < bb.3 - 0.5 && bb.2 < ba.3 - 0.5;
+            assert!(
+                !overlap,
+                "{path:?}: {:?} {ba:?} overlaps {:?} {bb:?}",
+                a.text, b.text
+            );
+        }
+    }
+}
+
+/// Numeric labels (tick labels) by anchor: `middle` below the x axis, `end` left of the y.
+fn ticks(els: &[El], anchor: &str) -> Vec<f64> {
+    texts(els)
+        .iter()
+        .filter(|t| t.attr("text-anchor") == anchor && t.num("x") < LEGEND_X)
+        .filter_map(|t| t.text.trim_end_matches('%').parse::<f64>().ok())
+        .collect()
+}
+
+fn span(values: &[f64]) -> (f64, f64) {
+    (
+        values.iter().copied().fold(f64::INFINITY, f64::min),
+        values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    )
+}
+
+fn in_data(e: &El) -> bool {
+    let x = ["x", "cx", "x1"]
+        .iter()
+        .find_map(|k| e.attrs.get(*k))
+        .and_then(|v| v.parse::<f64>().ok())
+        .or_else(|| e.points().first().map(|p| p.0))
+        .unwrap_or(0.0);
+    x < LEGEND_X
+}
+
+fn written() -> (tempfile::TempDir, Vec<Vec<El>>) {
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(keep) = std::env::var_os("KPLACE_PLOTS_KEEP") {
+        write_all(&[sweep()], Path::new(&keep)).unwrap();
+    }
+    let paths = write_all(&[sweep()], dir.path()).unwrap();
+    assert_eq!(paths.len(), 4);
+    let mut all = Vec::new();
+    for (path, name) in paths.iter().zip(FILES) {
+        assert_eq!(path, &dir.path().join(name));
+        let els = parse(path);
+        assert_no_text_overlaps(path, &els);
+        all.push(els);
+    }
+    (dir, all)
+}
+
+#[test]
+fn latency_has_one_marker_per_trial_by_status_and_the_budget_line() {
+    let (_dir, all) = written();
+    let els = &all[0];
+    // Series 0: all-cpu 1024x128 (3 repeats x 6 trials), 1: gpu-fft 1024x128 (2 x 3),
+    // 2: all-cpu 2048x256 (2), 3: gpu-fft 2048x256 (3).
+    let expected = [(3 * 3, 3 * 2, 3), (2 * 2, 2, 0), (0, 1, 1), (2, 1, 0)];
+    for (i, (passed, failed, invalid)) in expected.into_iter().enumerate() {
+        let c = hex(PALETTE[i]);
+        let filled = els
+            .iter()
+            .filter(|e| e.tag == "circle" && e.attr("fill") == c)
+            .count();
+        let hollow = els
+            .iter()
+            .filter(|e| e.tag == "circle" && e.attr("fill") == "none" && e.attr("stroke") == c)
+            .count();
+        let cross_lines = els
+            .iter()
+            .filter(|e| e.tag == "line" && e.attr("stroke") == c)
+            .count();
+        assert_eq!(
+            (filled, cross_lines / 2, hollow),
+            (passed, failed, invalid),
+            "series {i}"
+        );
+        // Never joined in search order.
+        assert!(
+            !els.iter()
+                .any(|e| e.tag == "polyline" && e.attr("stroke") == c)
+        );
+    }
+    for system in [
+        "all-cpu 1024x128 (3 repeats)",
+        "gpu-fft 1024x128 (2 repeats)",
+        "all-cpu 2048x256",
+        "gpu-fft 2048x256",
+    ] {
+        assert!(has_text(els, system), "legend lacks {system}");
+    }
+    assert!(has_text(
+        els,
+        "deadline (max of 6.4 ms and 1/R) at 1024x128"
+    ));
+    assert!(has_text(
+        els,
+        "not searched: numpy at 2048x256 (python3 not found)"
+    ));
+    let budget_dashes = els
+        .iter()
+        .filter(|e| e.tag == "polyline" && e.attr("stroke") == hex(REFERENCE) && in_data(e))
+        .count();
+    assert!(budget_dashes > 20, "{budget_dashes} budget dashes");
+    // Ticks span every rate (20 to 6400) and every p99 (0.8 to 900 ms).
+    let (xlo, xhi) = span(&ticks(els, "middle"));
+    assert!(xlo <= 20.0 && xhi >= 6400.0, "x ticks {xlo}..{xhi}");
+    let (ylo, yhi) = span(&ticks(els, "end"));
+    assert!(ylo <= 0.8 && yhi >= 900.0, "y ticks {ylo}..{yhi}");
+    assert!(has_text(els, "(log)"));
+}
+
+#[test]
+fn sustained_bars_follow_the_medians_with_ranges_and_real_time_lines() {
+    let (_dir, all) = written();
+    let els = &all[1];
+    let bar = |system: usize| -> Vec<f64> {
+        els.iter()
+            .filter(|e| e.tag == "rect" && e.attr("fill") == hex(PALETTE[system]) && in_data(e))
+            .map(|e| e.num("height"))
+            .collect()
+    };
+    // all-cpu: 1024x128 median 420, 2048x256 none (an outline); gpu-fft: 3100 and 900.
+    let cpu = bar(0);
+    let gpu = bar(1);
+    assert_eq!(cpu.len(), 1, "{cpu:?}");
+    assert_eq!(gpu.len(), 2, "{gpu:?}");
+    let h = |rate: f64| gpu[0] * rate / 3100.0;
+    assert!((cpu[0] - h(420.0)).abs() < 1.5, "{cpu:?} {gpu:?}");
+    assert!((gpu[1] - h(900.0)).abs() < 1.5, "{gpu:?}");
+    let outlined = els
+        .iter()
+        .filter(|e| {
+            e.tag == "rect" && e.attr("fill") == "none" && e.attr("stroke") == hex(PALETTE[0])
+        })
+        .count();
+    assert_eq!(outlined, 1);
+    assert!(has_text(els, "unsteady"));
+    assert!(has_text(els, "420") && has_text(els, "3100") && has_text(els, "900"));
+    // Error bars (stem and two caps) for the two groups with repeats.
+    let error_bars = els
+        .iter()
+        .filter(|e| {
+            e.tag == "polyline" && e.attr("stroke") == "#000000" && e.attr("stroke-width") == "2"
+        })
+        .count();
+    assert_eq!(error_bars, 6);
+    // The real-time lines: horizontal dashes at two heights, labelled.
+    let dash_heights: Vec<f64> = els
+        .iter()
+        .filter(|e| e.tag == "polyline" && e.attr("stroke") == hex(REFERENCE) && in_data(e))
+        .flat_map(|e| e.points())
+        .map(|p| p.1)
+        .collect();
+    let mut distinct: Vec<f64> = Vec::new();
+    for y in dash_heights {
+        if !distinct.iter().any(|d| (d - y).abs() < 0.5) {
+            distinct.push(y);
+        }
+    }
+    assert_eq!(distinct.len(), 2, "{distinct:?}");
+    assert!(has_text(els, "real time 156 CPI/s") && has_text(els, "39.1 CPI/s"));
+    let (lo, hi) = span(&ticks(els, "end"));
+    assert!(lo <= 0.0 && hi >= 3200.0, "{lo}..{hi}");
+}
+
+#[test]
+fn cdf_curves_one_per_system_end_at_one() {
+    let (_dir, all) = written();
+    let els = &all[2];
+    let top = texts(els)
+        .into_iter()
+        .find(|t| t.text == "100%")
+        .expect("a 100% tick")
+        .num("y");
+    let bottom = texts(els)
+        .into_iter()
+        .find(|t| t.text == "0%")
+        .expect("a 0% tick")
+        .num("y");
+    for i in [0, 1, 3] {
+        let curves: Vec<&El> = els
+            .iter()
+            .filter(|e| e.tag == "polyline" && e.attr("stroke") == hex(PALETTE[i]))
+            .collect();
+        assert_eq!(curves.len(), 1, "series {i}");
+        let points = curves[0].points();
+        let (first, last) = (points[0], points[points.len() - 1]);
+        assert!(
+            (first.1 - bottom).abs() <= 1.0,
+            "series {i} starts at {first:?}, 0% at {bottom}"
+        );
+        assert!(
+            (last.1 - top).abs() <= 1.0,
+            "series {i} ends at {last:?}, 100% at {top}"
+        );
+        assert!(
+            points
+                .windows(2)
+                .all(|w| w[1].0 >= w[0].0 && w[1].1 <= w[0].1)
+        );
+    }
+    assert!(
+        !els.iter()
+            .any(|e| e.tag == "polyline" && e.attr("stroke") == hex(PALETTE[2]))
+    );
+    assert!(has_text(els, "all-cpu 1024x128 at 100 CPI/s (3 runs)"));
+    assert!(has_text(els, "gpu-fft 2048x256 at 20 CPI/s"));
+    assert!(has_text(
+        els,
+        "no histogram at the start rate: all-cpu 2048x256 #0"
+    ));
+    // Latency ticks span 0.5 to 9 ms.
+    let (lo, hi) = span(&ticks(els, "middle"));
+    assert!(lo <= 0.5 && hi >= 9.0, "{lo}..{hi}");
+}
+
+#[test]
+fn stages_stack_one_segment_per_stage() {
+    let (_dir, all) = written();
+    let els = &all[3];
+    // Keys in order: range_fft, doppler_fft, cfar (cpu), then range_fft, doppler_fft (gpu).
+    let segments = |k: usize| -> Vec<f64> {
+        els.iter()
+            .filter(|e| e.tag == "rect" && e.attr("fill") == hex(PALETTE[k]) && in_data(e))
+            .map(|e| e.num("height"))
+            .collect()
+    };
+    let cpu_range = segments(0);
+    let cfar = segments(2);
+    let gpu_range = segments(3);
+    let gpu_doppler = segments(4);
+    assert_eq!(cpu_range.len(), 1);
+    assert_eq!(segments(1).len(), 1);
+    assert_eq!(cfar.len(), 3, "cfar in every bar");
+    assert_eq!((gpu_range.len(), gpu_doppler.len()), (2, 2));
+    // Heights in proportion: cpu range 1.5 ms, gpu range 0.2 ms (its GPU time, not 0.05).
+    assert!(
+        (cpu_range[0] / gpu_range[0] - 7.5).abs() < 0.6,
+        "{cpu_range:?} {gpu_range:?}"
+    );
+    for (name, class) in [("range_fft", "cpu"), ("range_fft", "gpu"), ("cfar", "cpu")] {
+        assert!(has_text(els, &format!("{name} ({class})")));
+    }
+    assert!(
+        has_text(els, "3 ms at 420 CPI/s"),
+        "the median repeat's trial"
+    );
+    assert!(has_text(els, "no rate found"));
+    assert!(has_text(els, "gated on the latency budget"));
+}
+
+#[test]
+fn histograms_decode_into_steps_ending_at_one() {
+    let h = super::cdf::decode(&histogram(&[1_000, 1_000, 3_000])).unwrap();
+    assert_eq!(h.len(), 3);
+    let steps = super::cdf::steps(&h);
+    assert_eq!(steps.first().map(|p| p.1), Some(0.0));
+    assert_eq!(steps.last().map(|p| p.1), Some(1.0));
+    assert!((steps[1].1 - 2.0 / 3.0).abs() < 1e-12, "{steps:?}");
+    assert!(super::cdf::decode("not base64!").is_err());
+    assert!(super::cdf::decode("aGVsbG8=").is_err());
+}
+
+#[test]
+fn a_bad_histogram_is_an_error_naming_the_search() {
+    let mut file = sweep();
+    file.searches[3].trials[0]
+        .latency
+        .as_mut()
+        .unwrap()
+        .histogram = Some("AAAA".into());
+    let dir = tempfile::tempdir().unwrap();
+    let err = format!("{:#}", write_all(&[file], dir.path()).unwrap_err());
+    assert!(err.contains("gpu-fft at 1024x128 (repeat 0)"), "{err}");
+}
+
+#[test]
+fn an_empty_sweep_still_draws_four_plots_saying_so() {
+    let mut file = sweep();
+    file.searches.retain(|s| s.skipped.is_some());
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_all(&[file], dir.path()).unwrap();
+    for (path, says) in
+        paths
+            .iter()
+            .zip(["no trials", "no searches", "no histograms", "no searches"])
+    {
+        let els = parse(path);
+        assert!(has_text(&els, says), "{path:?}");
+        assert_no_text_overlaps(path, &els);
+    }
+}
+
+#[test]
+fn bad_results_files_are_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let read = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        format!("{:#}", super::command::read_results(&path).unwrap_err())
+    };
+    let e = read(
+        "broken.json",
+        "{\"schema\": \"kplace-bisect-rate/2\",\n  \"searches\": [",
+    );
+    assert!(e.contains("broken.json") && e.contains("line 2"), "{e}");
+    let e = read(
+        "old.json",
+        r#"{"schema": "kplace-bisect-rate/1", "results": []}"#,
+    );
+    assert!(
+        e.contains("old.json") && e.contains("kplace-bisect-rate/1"),
+        "{e}"
+    );
+    let e = read("other.json", r#"{"frames": 3}"#);
+    assert!(
+        e.contains("other.json") && e.contains("no \"schema\""),
+        "{e}"
+    );
+    let e = read(
+        "typed.json",
+        "{\"schema\": \"kplace-bisect-rate/2\", \"machine\": {}, \"settings\": {},\n \"searches\": 3}",
+    );
+    assert!(
+        e.contains("typed.json") && e.contains("line 2 column"),
+        "{e}"
+    );
+    let missing = dir.path().join("missing.json");
+    let e = format!("{:#}", super::command::read_results(&missing).unwrap_err());
+    assert!(e.contains("missing.json"), "{e}");
+    // A good file reads back as written.
+    let path = dir.path().join("good.json");
+    std::fs::write(&path, serde_json::to_string(&sweep()).unwrap()).unwrap();
+    assert_eq!(super::command::read_results(&path).unwrap(), sweep());
+}
+
+/// A budget that follows 1/R is unbounded at rate 0, where a linear rate axis starts: the
+/// latency axis must still be set by the trials and the budget near them.
+#[test]
+fn a_one_over_r_budget_never_stretches_the_latency_axis() {
+    let mut s = search("all-cpu", "2048x256", 0, Some(110.0));
+    s.trials = [40.0, 80.0, 110.0, 120.0, 160.0]
+        .into_iter()
+        .map(|rate| trial(rate, TrialStatus::Passed, Some(8.0), None))
+        .collect();
+    let mut file = sweep();
+    file.searches = vec![s];
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_all(&[file], dir.path()).unwrap();
+    let els = parse(&paths[0]);
+    let (_, top) = span(&ticks(&els, "end"));
+    // The deadline at 2048x256 is max(25.6 ms, 1/R): about 31 ms at 32 CPI/s, 0.8 x the
+    // lowest rate tried; the axis stays within a small factor of it.
+    assert!(top <= 200.0, "latency axis up to {top} ms");
+    assert!(top >= 25.6, "the budget is in view: {top} ms");
+}

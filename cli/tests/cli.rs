@@ -1,0 +1,982 @@
+//! The `kplace` binary as a user runs it: a verified run, the detections file and `kplace
+//! verify`, and a clear error for each bad input.
+
+#[path = "../../runtime/tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Output};
+
+fn kplace(args: &[&str]) -> Output {
+    support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(args)
+            .current_dir(support::workspace()),
+    )
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = kplace(args);
+    assert!(
+        out.status.success(),
+        "kplace {args:?} failed:\n{}",
+        text(&out)
+    );
+    text(&out)
+}
+
+/// Runs kplace expecting an input error (exit 2); returns its message.
+fn input_error(args: &[&str]) -> String {
+    let out = kplace(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "kplace {args:?} should fail with an input error:\n{}",
+        text(&out)
+    );
+    text(&out)
+}
+
+#[test]
+fn plan_shows_kernels_libraries_edges_and_pools() {
+    let out = ok(&["plan"]);
+    for want in [
+        "radar.range_fft",
+        "kplace-cpu",
+        "libkplace_cpu.so",
+        "8 tiles of 16",
+        "range_map",
+        "cf32[1024, 128]",
+        "workspace.range_fft",
+        "total",
+    ] {
+        assert!(out.contains(want), "plan lacks {want:?}:\n{out}");
+    }
+}
+
+/// Every committed placement plans, with or without a GPU here, and crosses the bus exactly
+/// where it must: int16 samples up tile by tile when the range FFT is on the GPU, the range
+/// map up when only Doppler is, and only what a CPU stage reads down.
+#[test]
+fn every_placement_plans_its_transfers_streams_and_fences() {
+    let cases: [(&str, &[&str], &[&str]); 5] = [
+        (
+            "placements/all-cpu.yaml",
+            &["transfers  none"],
+            &["H2D", "D2H", "streams"],
+        ),
+        (
+            "placements/all-gpu.yaml",
+            &[
+                "H2D iq",
+                "512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on range_fft's stream before its launches, in 4 pieces of 128.0 KiB as their packets arrive",
+                "4 tiles of 32 along axis 0 (the GPU's default, a quarter of the axis; graph: 16)",
+                "D2H detections",
+                "device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
+                "doppler_fft waits on range_fft's event before reading range_map",
+                "cfar waits on doppler_fft's event before reading power",
+                "cfar records its event after its launches and downloads; a host callback then releases cluster",
+                "range_fft    gpu:0  priority  0, 8 streams",
+            ],
+            &[
+                "H2D range_map",
+                "D2H power",
+                "D2H range_map",
+                "D2H clusters",
+                "range_map.mirror",
+            ],
+        ),
+        (
+            "placements/hybrid.yaml",
+            &[
+                "H2D range_map",
+                "1.0 MiB  pinned(gpu:0) -> device(gpu:0)  on doppler_fft's stream before its launches\n",
+                "D2H detections",
+                "cfar waits on doppler_fft's event before reading power",
+            ],
+            &["H2D iq", "D2H power", "in 8 pieces"],
+        ),
+        (
+            "placements/gpu-fft.yaml",
+            &[
+                "H2D iq",
+                "D2H power",
+                "on doppler_fft's stream after its launches, before its event",
+                "a host callback then releases cfar",
+            ],
+            &["H2D range_map", "D2H detections"],
+        ),
+        (
+            "placements/cfar-gpu.yaml",
+            &[
+                "H2D power         512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on cfar's stream before its launches\n",
+                "D2H detections    192.0 KiB  device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
+                "cfar         gpu:0  priority  0, 8 streams",
+                "cfar records its event after its launches and downloads; a host callback then releases cluster",
+            ],
+            &[
+                "H2D iq",
+                "H2D range_map",
+                "D2H power",
+                "D2H clusters",
+                "range_fft    gpu",
+                "doppler_fft  gpu",
+            ],
+        ),
+    ];
+    for (placement, want, not_want) in cases {
+        let out = ok(&["plan", "--placement", placement]);
+        for w in want {
+            let w = w.replace("\\n", "\n");
+            assert!(out.contains(&w), "{placement}: plan lacks {w:?}:\n{out}");
+        }
+        for w in not_want {
+            assert!(!out.contains(w), "{placement}: plan has {w:?}:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn run_verifies_and_writes_detections_that_verify_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("det.txt");
+    let f = file.to_str().unwrap();
+    let out = ok(&[
+        "run",
+        "--frames",
+        "24",
+        "--scene-frames",
+        "6",
+        "--workers",
+        "2",
+        "--detections",
+        f,
+    ]);
+    assert!(
+        out.contains("verification PASSED: 24/24 frames reported, 24 passed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("range_fft") && out.contains("post-CPI latency"),
+        "{out}"
+    );
+
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.starts_with("kplace-detections v1 cpi=1024x128\n"),
+        "{written}"
+    );
+    assert_eq!(written.matches("\nframe ").count(), 24);
+
+    let out = ok(&[
+        "verify",
+        "--detections",
+        f,
+        "--frames",
+        "24",
+        "--scene-frames",
+        "6",
+    ]);
+    assert!(out.contains("verification PASSED"), "{out}");
+    // The same file judged against another scene fails, exit 1.
+    let other = kplace(&[
+        "verify",
+        "--detections",
+        f,
+        "--frames",
+        "24",
+        "--scene-frames",
+        "6",
+        "--target",
+        "50,1,10",
+    ]);
+    assert_eq!(other.status.code(), Some(1), "{}", text(&other));
+    assert!(
+        text(&other).contains("verification FAILED"),
+        "{}",
+        text(&other)
+    );
+    // Coverage is exact: one frame too many expected.
+    let short = kplace(&[
+        "verify",
+        "--detections",
+        f,
+        "--frames",
+        "25",
+        "--scene-frames",
+        "6",
+    ]);
+    assert_eq!(short.status.code(), Some(1));
+    assert!(text(&short).contains("never reported"), "{}", text(&short));
+
+    // A corrupt file is an input error naming the line.
+    let corrupt = dir.path().join("corrupt.txt");
+    std::fs::write(&corrupt, written.replacen("frame 3 ", "frame x ", 1)).unwrap();
+    let e = input_error(&[
+        "verify",
+        "--detections",
+        corrupt.to_str().unwrap(),
+        "--frames",
+        "24",
+    ]);
+    assert!(e.contains("corrupt.txt:") && e.contains("frame"), "{e}");
+}
+
+/// `kplace compare-detections`: a run against itself agrees bit for bit (exit 0); a power
+/// beyond the tolerance and a cell on one side only are listed with their frame (exit 1, and
+/// in JSON); a malformed line is an input error naming file and line (exit 2).
+#[test]
+fn compare_detections_lists_differences_by_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.txt");
+    let run = run.to_str().unwrap();
+    ok(&[
+        "run",
+        "--frames",
+        "4",
+        "--scene-frames",
+        "4",
+        "--detections",
+        run,
+    ]);
+    let out = ok(&["compare-detections", run, run, "--exact", "--frames", "4"]);
+    assert!(out.contains("4 frames compared, 4 agree"), "{out}");
+    assert!(out.contains("detections AGREE"), "{out}");
+
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let h = "kplace-detections v1 cpi=1024x128\n";
+    let reference = write(
+        "ref.txt",
+        &format!("{h}frame 0 1\n61 7 1000000\nframe 1 2\n61 7 1000000\n200 9 50\n"),
+    );
+    let candidate = write(
+        "cand.txt",
+        &format!("{h}frame 0 1\n61 7 1000001\nframe 1 1\n61 7 1000100\n"),
+    );
+    let out = kplace(&["compare-detections", &reference, &candidate]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    for want in [
+        "2 frames compared, 1 agree",
+        "frame 1: cell (61, 7) power 1000000 vs 1000100",
+        "frame 1: cell (200, 9) power 50 only in the reference",
+        "detections DIFFER: 2 differences",
+    ] {
+        assert!(said.contains(want), "lacks {want:?}:\n{said}");
+    }
+    let out = kplace(&["compare-detections", &reference, &candidate, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["schema"], "kplace-compare/1");
+    assert_eq!(value["agree"], false);
+    assert_eq!(value["differences"], 2);
+    assert_eq!(value["only_in_reference"], 1);
+    assert_eq!(value["listed"][1]["kind"], "only_in");
+    assert_eq!(value["listed"][1]["frame"], 1);
+    // With a looser tolerance only the one-sided cell remains.
+    let out = kplace(&[
+        "compare-detections",
+        &reference,
+        &candidate,
+        "--rel-tol",
+        "1e-3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("detections DIFFER: 1 differences"),
+        "{}",
+        text(&out)
+    );
+
+    let bad = write("bad.txt", &format!("{h}frame 0 1\n61 x 5\n"));
+    let out = input_error(&["compare-detections", &reference, &bad]);
+    assert!(out.contains(&format!("{bad}:3: doppler bin")), "{out}");
+    let out = input_error(&[
+        "compare-detections",
+        &reference,
+        &candidate,
+        "--rel-tol",
+        "2",
+    ]);
+    assert!(out.contains("--rel-tol 2 must be in [0, 1)"), "{out}");
+}
+
+#[test]
+fn high_snr_and_custom_targets_pass() {
+    let out = ok(&["run", "--frames", "8", "--high-snr", "--seed", "3"]);
+    assert!(out.contains("verification PASSED"), "{out}");
+    let out = ok(&[
+        "run",
+        "--frames",
+        "4",
+        "--target",
+        "60,-5,8",
+        "--target",
+        "140,2.5,10",
+        "--pfa",
+        "1e-5",
+    ]);
+    assert!(
+        out.contains("verification PASSED") && out.contains("2 targets per frame"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_cpi_the_graph_cannot_tile_is_refused() {
+    let e = input_error(&["run", "--cpi", "1024x100", "--frames", "2"]);
+    assert!(
+        e.contains("graphs/radar.yaml")
+            && e.contains("tiles of 16 must divide")
+            && e.contains("(100)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_cpi_that_does_not_match_a_fixed_shape_graph_is_refused() {
+    let root = support::workspace();
+    let fixed = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+        .unwrap()
+        .replace("shape: [M, N]}", "shape: [128, 1024]}");
+    let (_dir, path) = support::write_temp("fixed.yaml", &fixed);
+    let e = input_error(&[
+        "run",
+        "--graph",
+        path.to_str().unwrap(),
+        "--cpi",
+        "2048x256",
+        "--frames",
+        "2",
+    ]);
+    assert!(
+        e.contains("CPI 2048x256 does not match graph") && e.contains("ci16[128, 1024]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn malformed_graph_and_placement_files_name_line_and_column() {
+    let root = support::workspace();
+    let graph = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+        .unwrap()
+        .replace("split: {axis", "splitt: {axis");
+    let (_g, gpath) = support::write_temp("radar.yaml", &graph);
+    let e = input_error(&["plan", "--graph", gpath.to_str().unwrap()]);
+    assert!(
+        e.contains("radar.yaml") && e.contains("line") && e.contains("splitt"),
+        "{e}"
+    );
+
+    let (_p, ppath) = support::write_temp(
+        "p.yaml",
+        "name: p\nstages:\n  range_fft: cpu\n  doppler_fft: cpu\n  cfar: cpu\n  cluster: cpu\n  clustr: cpu\n",
+    );
+    let e = input_error(&["plan", "--placement", ppath.to_str().unwrap()]);
+    assert!(
+        e.contains("p.yaml:7") && e.contains("unknown stage clustr"),
+        "{e}"
+    );
+
+    let (_q, qpath) = support::write_temp("q.yaml", "name: q\nstages: [cpu\n");
+    let e = input_error(&["plan", "--placement", qpath.to_str().unwrap()]);
+    assert!(e.contains("q.yaml") && e.contains("line"), "{e}");
+
+    let e = input_error(&["plan", "--graph", "graphs/nonexistent.yaml"]);
+    assert!(
+        e.contains("cannot read graph graphs/nonexistent.yaml"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_gpu_placement_without_a_gpu_is_a_clear_error() {
+    use kplace::cuda::driver::{DriverStatus, probe};
+    if let DriverStatus::Ready { device_count, .. } = probe().driver
+        && device_count > 0
+    {
+        println!("skipped: this machine has a usable GPU (bench/gpu-check.sh runs GPU placements)");
+        return;
+    }
+    let (_p, path) = support::write_temp(
+        "gpu.yaml",
+        "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: cpu}\n",
+    );
+    let e = input_error(&[
+        "run",
+        "--placement",
+        path.to_str().unwrap(),
+        "--frames",
+        "2",
+    ]);
+    assert!(
+        e.contains("stage range_fft is placed on gpu:0 (placement")
+            && e.contains("gpu.yaml:2)")
+            && e.contains("no GPU is usable")
+            && e.contains("kplace devices"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_or_wrong_abi_library_is_named() {
+    let (_p, path) = support::write_temp(
+        "lib.yaml",
+        "name: l\nlibraries: {cpu: /nonexistent/libkplace_cpu.so}\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\n",
+    );
+    let e = input_error(&["plan", "--placement", path.to_str().unwrap()]);
+    assert!(
+        e.contains("/nonexistent/libkplace_cpu.so does not exist"),
+        "{e}"
+    );
+    assert_eq!(
+        e.matches("does not exist").count(),
+        1,
+        "the cause is said once: {e}"
+    );
+
+    let wrong =
+        support::build_c_library("test_kernels.c", "wrong_abi_cli", &["TEST_ABI_VERSION=7"]);
+    let (_q, qpath) = support::write_temp(
+        "wrong.yaml",
+        &format!(
+            "name: w\nlibraries: {{cpu: {}}}\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\n",
+            wrong.display()
+        ),
+    );
+    let e = input_error(&["plan", "--placement", qpath.to_str().unwrap()]);
+    assert!(
+        e.contains("libwrong_abi_cli.so was built for kplace ABI version 7"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_parameters_and_options_are_refused() {
+    let e = input_error(&["plan", "--set", "cfar.pfaa=1e-3"]);
+    assert!(e.contains("radar.cfar") && e.contains("pfaa"), "{e}");
+    let e = input_error(&["run", "--pfa", "2", "--frames", "1"]);
+    assert!(e.contains("--pfa must be in (0, 1)"), "{e}");
+    let out = kplace(&["run", "--cpi", "1024"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("1024"), "{}", text(&out));
+    let out = kplace(&["run", "--target", "30,2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("RANGE,VELOCITY,SNR"), "{}", text(&out));
+}
+
+/// Several pipelines, in one process and as processes: each verified on its own, with an
+/// aggregate, a per-pipeline detections file, and the multi-pipeline report.
+#[test]
+fn several_pipelines_run_and_verify_each_in_both_modes() {
+    for mode in ["thread", "process"] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.json");
+        let det = dir.path().join("det.txt");
+        let out = ok(&[
+            "run",
+            "--frames",
+            "12",
+            "--scene-frames",
+            "4",
+            "--pipelines",
+            "3",
+            "--pipeline-mode",
+            mode,
+            "--report",
+            report.to_str().unwrap(),
+            "--detections",
+            det.to_str().unwrap(),
+        ]);
+        assert!(
+            out.contains(&format!(
+                "== 3 pipelines ({mode}): 36 frames, partial 0, dropped 0"
+            )) && out.contains("verification PASSED: 3/3 pipelines passed"),
+            "{mode}: {out}"
+        );
+        for i in 0..3 {
+            assert!(out.contains(&format!("== pipeline {i}")), "{out}");
+            let file = dir.path().join(format!("det.p{i}.txt"));
+            let verified = ok(&[
+                "verify",
+                "--detections",
+                file.to_str().unwrap(),
+                "--frames",
+                "12",
+                "--scene-frames",
+                "4",
+            ]);
+            assert!(verified.contains("verification PASSED"), "{verified}");
+        }
+        let text = std::fs::read_to_string(&report).unwrap();
+        let typed: kplace::report::run::MultiRunReport =
+            kplace::report::read_json(&text, "r.json").expect("the report reads strictly");
+        assert_eq!(typed.pipelines.len(), 3);
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["schema"], "kplace-multi-run-report/1");
+        assert_eq!(json["aggregate"]["mode"], mode);
+        assert_eq!(json["aggregate"]["frames"], 36);
+        assert_eq!(json["aggregate"]["all_passed"], true);
+        let pipelines = json["pipelines"].as_array().unwrap();
+        assert_eq!(pipelines.len(), 3);
+        for p in pipelines {
+            assert_eq!(p["schema"], "kplace-run-report/1");
+            assert_eq!(p["verification"]["frames_passed"], 12);
+        }
+        let sum: f64 = pipelines
+            .iter()
+            .map(|p| p["throughput_cpi_per_s"].as_f64().unwrap())
+            .sum();
+        let aggregate = json["aggregate"]["throughput_cpi_per_s"].as_f64().unwrap();
+        assert!((sum - aggregate).abs() < 1e-6 * sum, "{sum} vs {aggregate}");
+    }
+    let e = input_error(&[
+        "run",
+        "--pipelines",
+        "2",
+        "--ingest-only",
+        "--source",
+        "udp://127.0.0.1:0",
+    ]);
+    assert!(e.contains("--ingest-only measures one receiver"), "{e}");
+}
+
+/// `kplace verify` on `detections`, killed (and the test failed) if it runs past a minute;
+/// `feed`, if given, writes its stdin (`--detections /dev/stdin`).
+fn verify_within(
+    detections: &str,
+    extra: &[&str],
+    feed: Option<Box<dyn FnOnce(std::process::ChildStdin) + Send>>,
+) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    cmd.args(["verify", "--detections", detections])
+        .args(extra)
+        .current_dir(support::workspace());
+    support::output_within(&mut cmd, std::time::Duration::from_secs(60), feed)
+}
+
+fn assert_input_error(out: &Output, want: &[&str]) {
+    assert_eq!(out.status.code(), Some(2), "{}", text(out));
+    let said = text(out);
+    assert!(
+        want.iter().all(|w| said.contains(w)),
+        "want {want:?}: {said}"
+    );
+}
+
+const DET_HEADER: &str = "kplace-detections v1 cpi=1024x128\n";
+
+#[test]
+fn verify_refuses_a_file_cut_short_mid_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cut.det");
+    // "61 7 1234567.5" cut by a writer killed mid-line: it would parse as a cluster.
+    std::fs::write(&file, format!("{DET_HEADER}frame 0 1\n61 7 12")).unwrap();
+    let out = verify_within(file.to_str().unwrap(), &["--frames", "1"], None);
+    assert_input_error(
+        &out,
+        &["cut.det:3: line is truncated: no newline at end of file"],
+    );
+}
+
+#[test]
+fn verify_refuses_an_over_long_line_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("long.det");
+    let comment = format!("#{}\n", "x".repeat(1 << 20));
+    std::fs::write(&file, format!("{DET_HEADER}{comment}frame 0 0\n")).unwrap();
+    let out = verify_within(file.to_str().unwrap(), &["--frames", "1"], None);
+    assert_input_error(&out, &["long.det:2: line is longer than 65536 bytes"]);
+
+    // An input without newlines ends at its first line, holding at most one line's bytes.
+    let out = verify_within("/dev/zero", &["--frames", "1"], None);
+    assert_input_error(&out, &["/dev/zero:1: line is longer than 65536 bytes"]);
+}
+
+/// Writes `header`, then `line(i)` for i = 0, 1, ... until the reader goes away.
+fn endless_feed(
+    line: fn(u64) -> String,
+) -> Option<Box<dyn FnOnce(std::process::ChildStdin) + Send>> {
+    Some(Box::new(move |stdin| {
+        use std::io::Write;
+        let mut w = std::io::BufWriter::new(stdin);
+        if w.write_all(DET_HEADER.as_bytes()).is_err() {
+            return;
+        }
+        for i in 0.. {
+            if w.write_all(line(i).as_bytes()).is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+#[test]
+fn verify_ends_an_endless_stream_of_valid_lines() {
+    // Fresh frame ids, each a valid empty frame: refused at the first id past --frames.
+    let out = verify_within(
+        "/dev/stdin",
+        &["--frames", "50"],
+        endless_feed(|i| format!("frame {i} 0\n")),
+    );
+    assert_input_error(
+        &out,
+        &["/dev/stdin:52: frame 50 is outside the frames expected, 0..50"],
+    );
+    // The same frame again and again: refused at the second.
+    let out = verify_within(
+        "/dev/stdin",
+        &["--frames", "50"],
+        endless_feed(|_| "frame 3 0\n".into()),
+    );
+    assert_input_error(
+        &out,
+        &["/dev/stdin:3: frame 3 appears again (first at line 2)"],
+    );
+    // Cluster lines are bounded by their frame's count.
+    let out = verify_within(
+        "/dev/stdin",
+        &["--frames", "50"],
+        endless_feed(|i| match i {
+            0 => "frame 0 2\n".into(),
+            _ => "1 2 3\n".into(),
+        }),
+    );
+    assert_input_error(
+        &out,
+        &["/dev/stdin:5: cluster line outside a frame (frame 0 already has all"],
+    );
+}
+
+#[test]
+fn verify_refuses_a_pfa_outside_0_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ok.det");
+    std::fs::write(&file, format!("{DET_HEADER}frame 0 0\n")).unwrap();
+    for pfa in ["2", "0", "1", "-0.5", "NaN"] {
+        let pfa = format!("--pfa={pfa}");
+        let out = verify_within(file.to_str().unwrap(), &["--frames", "1", &pfa], None);
+        assert_input_error(&out, &["--pfa must be in (0, 1), got"]);
+    }
+}
+
+/// `kplace plan | head -1`: a closed stdout ends the program quietly (exit 0 or SIGPIPE),
+/// never with a panic. The pipe's read end is closed before kplace starts, so its first write
+/// meets a reader-less pipe.
+#[test]
+fn a_closed_stdout_ends_plan_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let (reader, writer) = std::io::pipe().expect("create a pipe");
+    drop(reader);
+    let mut child = support::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plan")
+            .current_dir(support::workspace())
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start kplace plan"),
+    );
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("poll kplace plan") {
+            break status;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "kplace plan hung"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut err = Vec::new();
+    if let Some(mut pipe) = child.0.stderr.take() {
+        use std::io::Read;
+        let _ = pipe.read_to_end(&mut err);
+    }
+    let out = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: err,
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "kplace plan complained about the closed pipe:\n{stderr}"
+    );
+    assert!(
+        out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+        "kplace plan should end with 0 or SIGPIPE, got {:?}:\n{stderr}",
+        out.status
+    );
+}
+
+/// `KPLACE_LIB_DIR=` (set but empty) is unset: the libraries next to the executable are found,
+/// even from a directory holding a file of the default library's name (which, as a bare name,
+/// the loader would look up on the system path instead).
+#[test]
+fn an_empty_lib_dir_leaves_the_install_working() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("libkplace_cpu.so"), "not a library").expect("write");
+    let ws = support::workspace();
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plan")
+            .arg("--graph")
+            .arg(ws.join("graphs/radar.yaml"))
+            .arg("--placement")
+            .arg(ws.join("placements/all-cpu.yaml"))
+            .env("KPLACE_LIB_DIR", "")
+            // cargo's test environment puts its output directory on the loader's path, which
+            // would find a bare name; an installed kplace has no such help.
+            .env_remove("LD_LIBRARY_PATH")
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "kplace plan with KPLACE_LIB_DIR= failed:\n{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("kplace-cpu (/"),
+        "the library should be found by its full path:\n{}",
+        text(&out)
+    );
+}
+
+/// `kplace run --scene-frames` beyond the 256 MiB budget for prepared frames is refused, not
+/// grown without limit; the refusal names the option, the bytes and this CPI's maximum.
+#[test]
+fn run_refuses_scene_frames_beyond_the_budget() {
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["run", "--frames", "10", "--scene-frames", "100000000"])
+            .current_dir(support::workspace())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = text(&out);
+    assert!(
+        err.contains("--scene-frames 100000000")
+            && err.contains("CPI 1024x128 (512.0 KiB each)")
+            && err.contains("256.0 MiB budget")
+            && err.contains("at most 512 for this CPI"),
+        "{err}"
+    );
+}
+
+/// A CPI far beyond this machine's memory is refused, by `kplace plan` and `kplace run` alike,
+/// before anything CPI-sized is allocated: exit 2 with the plan's need, what is available and
+/// the largest pools, never an allocation abort (run aborted with SIGABRT; plan printed a
+/// 98,304 GiB pool total with exit 0).
+#[test]
+fn a_cpi_beyond_memory_is_refused_before_allocating() {
+    for args in [
+        &["plan", "--cpi", "1048576x1048576"][..],
+        &["run", "--cpi", "1048576x1048576", "--frames", "2"][..],
+        &[
+            "send",
+            "--cpi",
+            "8192x4294967295",
+            "--dest",
+            "127.0.0.1:9",
+            "--frames",
+            "1",
+            "--burst",
+        ][..],
+    ] {
+        let out = support::output_within(
+            Command::new(env!("CARGO_BIN_EXE_kplace"))
+                .args(args)
+                .current_dir(support::workspace())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+            std::time::Duration::from_secs(60),
+            None,
+        );
+        let err = text(&out);
+        assert_eq!(out.status.code(), Some(2), "kplace {args:?}:\n{err}");
+        let cpi = args[2];
+        for want in [
+            &format!("CPI {cpi} cannot run here") as &str,
+            "of host memory",
+            "but ",
+            "is available (",
+            "TiB",
+        ] {
+            assert!(
+                err.contains(want),
+                "kplace {args:?}: {want:?} not in:\n{err}"
+            );
+        }
+        if args[0] == "send" {
+            assert!(err.contains("prepared scene frames"), "{err}");
+        } else {
+            assert!(
+                err.contains("range_map 32.0 TiB (4 x 8.0 TiB in host)") && err.contains("--slots"),
+                "kplace {args:?} should name the largest pools and the fix:\n{err}"
+            );
+        }
+    }
+}
+
+/// Option values that could only waste a run or pass it vacuously are refused before anything
+/// runs, each naming the option: no frames, a warm-up that leaves none, a zero frame timeout.
+#[test]
+fn runs_that_could_only_pass_vacuously_are_refused() {
+    for (args, want) in [
+        (&["run", "--frames", "0"][..], "--frames must be at least 1"),
+        (
+            &["run", "--frames", "10", "--warmup-frames", "10"][..],
+            "--warmup-frames 10 leaves no frame",
+        ),
+        (
+            &["run", "--frames", "10", "--warmup-frames", "99"][..],
+            "--warmup-frames 99 leaves no frame",
+        ),
+        (
+            &["run", "--frame-timeout-ms", "0"][..],
+            "--frame-timeout-ms must be at least 1",
+        ),
+        (
+            &[
+                "run",
+                "--start-timeout-s",
+                "0",
+                "--source",
+                "udp://127.0.0.1:0",
+            ][..],
+            "--start-timeout-s must be a positive",
+        ),
+        (
+            &["run", "--report", "-", "--detections", "-"][..],
+            "only one of --report, --detections and --done-times",
+        ),
+        (
+            &["run", "--report", "-", "--pipelines", "2"][..],
+            "takes one pipeline's output",
+        ),
+    ] {
+        let e = input_error(args);
+        assert!(e.contains(want), "kplace {args:?}: {want:?} not in:\n{e}");
+        assert!(!e.contains("verification"), "nothing ran: {e}");
+    }
+}
+
+/// An output path that cannot be written fails before the run, not after it (losing it).
+#[test]
+fn a_report_that_cannot_be_written_fails_before_the_run() {
+    for option in ["--report", "--detections", "--done-times"] {
+        let e = input_error(&["run", "--frames", "2", option, "/nonexistent-dir/out"]);
+        assert!(e.contains("/nonexistent-dir/out"), "{option}: {e}");
+        assert!(
+            !e.contains("frames 2"),
+            "{option}: the run must not have started: {e}"
+        );
+    }
+}
+
+/// `--report -` writes the JSON report to stdout (the summary goes to stderr), never a file
+/// named `-`.
+#[test]
+fn a_report_to_stdout_is_json_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(["run", "--frames", "3", "--report", "-"])
+            .arg("--graph")
+            .arg(support::workspace().join("graphs/radar.yaml"))
+            .arg("--placement")
+            .arg(support::workspace().join("placements/all-cpu.yaml"))
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is the report");
+    assert_eq!(json["schema"], "kplace-run-report/1");
+    assert_eq!(json["frames"], 3);
+    let typed: kplace::report::run::RunReport =
+        kplace::report::read_json(&String::from_utf8_lossy(&out.stdout), "stdout")
+            .expect("the report reads strictly");
+    assert_eq!(typed.frames, 3);
+    assert_eq!(typed.ingest, None, "a replay has no receiver");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verification PASSED"));
+    assert!(!dir.path().join("-").exists(), "no file named -");
+}
+
+/// A host name is a valid receive address; a CPI whose chirps do not fit a UDP datagram is
+/// refused instead of listening for packets that can never come.
+#[test]
+fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
+    let e = input_error(&[
+        "run",
+        "--cpi",
+        "16384x16",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--frames",
+        "1",
+    ]);
+    assert!(
+        e.contains("more than a UDP datagram carries (65507)")
+            && e.contains("at most 16360 samples"),
+        "{e}"
+    );
+    let out = support::output_within(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args([
+                "run",
+                "--source",
+                "udp://localhost:0",
+                "--frames",
+                "1",
+                "--idle-timeout-s",
+                "0.2",
+            ])
+            .current_dir(support::workspace()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    let t = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no sender: 1 frame never reported:\n{t}"
+    );
+    assert!(t.contains("listening on udp://127.0.0.1:"), "{t}");
+}
+
+/// A run that fails after its report file was created (here: a missing graph) leaves no empty
+/// report behind for a reader to mistake for a run.
+#[test]
+fn a_run_that_fails_leaves_no_empty_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let e = input_error(&[
+        "run",
+        "--graph",
+        "no/such/graph.yaml",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(e.contains("no/such/graph.yaml"), "{e}");
+    assert!(!report.exists(), "no empty report");
+}

@@ -1,0 +1,176 @@
+//! `kplace plot` as a user runs it: results files written by the test (with a histogram as a
+//! run report carries it), four SVGs out, and a clear error naming a bad file.
+
+#[path = "../../runtime/tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kplace::report::metrics::Latency;
+use kplace_lab::rate::LatencyBudget;
+use kplace_lab::rate::sweep::{
+    SCHEMA, SearchEntry, SweepFile, TrialEntry, TrialLatency, TrialStatus,
+};
+
+fn kplace(args: &[&Path]) -> Output {
+    support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plot")
+            .args(args),
+    )
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn trial(rate: f64, status: TrialStatus, p99_ms: f64, histogram: Option<String>) -> TrialEntry {
+    TrialEntry {
+        rate,
+        phase: "probe-up".into(),
+        status,
+        failures: Vec::new(),
+        invalid: None,
+        budget_ms: 6.4,
+        measurement: None,
+        latency: Some(TrialLatency {
+            p50_ms: p99_ms / 2.0,
+            p99_ms,
+            p999_ms: p99_ms,
+            histogram,
+        }),
+        stages: Vec::new(),
+        cores_used: None,
+        sender: None,
+        report: None,
+    }
+}
+
+/// One search of `system` at 1024x128, its start-rate trial carrying a run's histogram.
+fn results(system: &str) -> SweepFile {
+    let mut latency = Latency::new();
+    for us in [900u64, 1_100, 1_300, 2_000] {
+        latency.record(us * 1_000);
+    }
+    let histogram = latency.summary().histogram;
+    assert!(histogram.is_some());
+    let search = SearchEntry {
+        system: system.into(),
+        placement: None,
+        sut_cmd: None,
+        cpi: "1024x128".into(),
+        repeat: 0,
+        skipped: None,
+        real_time_cpi_per_s: 156.25,
+        latency_budget: LatencyBudget::Deadline {
+            cpi_duration: Duration::from_micros(6_400),
+        },
+        start_rate: 100.0,
+        pipelines: 1,
+        pipeline_mode: "thread".into(),
+        sustained_cpi_per_s: Some(400.0),
+        aggregate_sustained_cpi_per_s: Some(400.0),
+        highest_pass: Some(400.0),
+        lowest_fail: Some(800.0),
+        outcome: "converged".into(),
+        outcome_kind: "converged".into(),
+        probes: Vec::new(),
+        bounds: None,
+        cotenant: None,
+        trials: vec![
+            trial(100.0, TrialStatus::Passed, 2.0, histogram),
+            trial(400.0, TrialStatus::Passed, 4.0, None),
+            trial(800.0, TrialStatus::Failed, 90.0, None),
+        ],
+    };
+    SweepFile {
+        schema: SCHEMA.into(),
+        machine: serde_json::json!({}),
+        settings: serde_json::json!({}),
+        searches: vec![search],
+        spreads: Vec::new(),
+    }
+}
+
+fn write(path: &Path, file: &SweepFile) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_string_pretty(file).unwrap()).unwrap();
+}
+
+#[test]
+fn plots_merge_files_into_the_first_files_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        dir.path().join("a/bisect-rate.json"),
+        dir.path().join("b/bisect-rate.json"),
+    );
+    write(&a, &results("all-cpu"));
+    write(&b, &results("numpy"));
+    let out = kplace(&[&a, &b]);
+    assert!(out.status.success(), "{}", text(&out));
+    let printed: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    let expected: Vec<String> = ["latency.svg", "sustained.svg", "cdf.svg", "stages.svg"]
+        .iter()
+        .map(|f| dir.path().join("a").join(f).display().to_string())
+        .collect();
+    assert_eq!(printed, expected);
+    for path in &expected {
+        let svg = std::fs::read_to_string(path).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let words: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .collect();
+        let words = words.join(" ");
+        for system in ["all-cpu", "numpy"] {
+            assert!(words.contains(system), "{path} lacks {system}: {words}");
+        }
+    }
+    let cdf = std::fs::read_to_string(&expected[2]).unwrap();
+    assert!(
+        cdf.contains("at 100 CPI/s") && !cdf.contains("left out"),
+        "{cdf}"
+    );
+
+    let elsewhere = dir.path().join("plots");
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .arg("plot")
+            .arg(&a)
+            .arg("--out")
+            .arg(&elsewhere),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(elsewhere.join("stages.svg").is_file());
+}
+
+#[test]
+fn a_bad_file_is_refused_by_name_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    write(&good, &results("all-cpu"));
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        "{\"schema\": \"kplace-bisect-rate/2\",\n \"searches\": [}",
+    )
+    .unwrap();
+    let out = kplace(&[&good, &bad]);
+    assert!(!out.status.success());
+    let said = text(&out);
+    assert!(
+        said.contains("bad.json") && said.contains("line 2"),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("latency.svg").exists(),
+        "nothing is written on an error"
+    );
+}

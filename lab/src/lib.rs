@@ -1,0 +1,17 @@
+//! kplace's lab: the tools that measure a pipeline rather than run it. None of them is on the
+//! data path; each drives or loads the machine beside a run of the [`kplace`] runtime.
+//!
+//! - [`rate`]: the sustained-rate search of `kplace bisect-rate` (pure logic: gates, search,
+//!   steadiness, the results file's types).
+//! - [`bounds`]: what the same kernels do with no runtime at all (kernel-only rate).
+//! - [`hog`]: co-tenants that load a GPU or the CPUs beside a run.
+//! - [`mps`]: a private NVIDIA MPS daemon, and the check that a process is its client.
+//! - [`affinity`]: CPU sets that keep a load generator off the cores it measures.
+
+#![warn(missing_docs)]
+
+pub mod affinity;
+pub mod bounds;
+pub mod hog;
+pub mod mps;
+pub mod rate;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace::graph::Graph;
-use kplace::placement::Placement;
+use kplace::model::graph::Graph;
+use kplace::model::placement::Placement;
 use kplace_radar::scene::{default_targets, high_snr_targets};
 use kplace_radar::{Cpi, Scene, SceneConfig, Target};
 

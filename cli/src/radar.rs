@@ -6,8 +6,8 @@ use std::io::Write;
 use anyhow::{Context, bail};
 use kplace::abi::{DetectionList, Dtype};
 use kplace::executor::{CompletedFrame, FrameSink, PartialFrame, SinkError};
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
 use kplace::plan::PlanError;
 use kplace::plan::memory::{self, BufferSpace, Demand, MemoryAvailable};
 use kplace_radar::{Cluster, Cpi, DetectionWriter, Scene, Verifier};
@@ -249,8 +249,13 @@ impl<W: Write> FrameSink for RadarSink<W> {
                 .map_err(|e| SinkError(format!("cannot write detections: {e}")))?;
         }
         if let Some(t) = &mut self.done_times {
-            writeln!(t, "{},{}", frame.frame_id, kplace::sender::monotonic_ns())
-                .map_err(|e| SinkError(format!("cannot write completion times: {e}")))?;
+            writeln!(
+                t,
+                "{},{}",
+                frame.frame_id,
+                kplace::net::sender::monotonic_ns()
+            )
+            .map_err(|e| SinkError(format!("cannot write completion times: {e}")))?;
         }
         Ok(())
     }

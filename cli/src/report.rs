@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
+use kplace::net::udp::IngestCounters;
+use kplace::net::wire::Malformed;
 use kplace::report::metrics::{LatencySummary, RunMetrics};
 use kplace::report::run::{
     ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, RUN_SCHEMA, RunReport,
     StageEntry, Verification,
 };
 use kplace::report::telemetry::Telemetry;
-use kplace::udp::IngestCounters;
-use kplace::wire::Malformed;
 use kplace_lab::affinity::CpuSet;
 use kplace_lab::mps::RunMps;
 use kplace_radar::{Cpi, Verifier};

@@ -14,12 +14,12 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::executor::{self, Source};
 use kplace::interrupt;
+use kplace::net::replay::FrameReplay;
+use kplace::net::udp::{AllowFrom, FrameBuffers, IngestCounters, UdpConfig, UdpSource};
+use kplace::net::wire::{Malformed, WireShape};
 use kplace::plan::Plan;
 use kplace::report::run::RunReport;
 use kplace::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
-use kplace::source::FrameReplay;
-use kplace::udp::{AllowFrom, FrameBuffers, IngestCounters, UdpConfig, UdpSource};
-use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
 
 use super::args::{GraphArgs, SceneArgs};

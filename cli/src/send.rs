@@ -1,5 +1,5 @@
 //! `kplace send`: a generated scene's chirps as UDP packets, open loop, paced or in a burst,
-//! optionally with faults (see `kplace::sender`).
+//! optionally with faults (see `kplace::net::sender`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace::sender::{self, Faults, FrameCount, FrameTimes, Pacing, SendReport, SenderConfig};
-use kplace::wire::{Malformed, WireShape};
+use kplace::net::sender::{self, Faults, FrameCount, FrameTimes, Pacing, SendReport, SenderConfig};
+use kplace::net::wire::{Malformed, WireShape};
 
 use super::args::SceneArgs;
 use super::radar;

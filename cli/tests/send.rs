@@ -16,8 +16,8 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kplace::sender::{self, Faults, FrameCount, Pacing, SendError, SendReport, SenderConfig};
-use kplace::wire::{self, ChirpHeader, HEADER_BYTES, Malformed, WireShape};
+use kplace::net::sender::{self, Faults, FrameCount, Pacing, SendError, SendReport, SenderConfig};
+use kplace::net::wire::{self, ChirpHeader, HEADER_BYTES, Malformed, WireShape};
 
 const SHAPE: WireShape = WireShape {
     samples: 16,
@@ -551,7 +551,7 @@ fn a_pacing_tick_sends_everything_late_never_early() {
     let mut got = Vec::new();
     for _ in 0..3 * chirps {
         let n = receiver.recv(&mut buf).unwrap();
-        let header = kplace::wire::ChirpHeader::read_from(&buf[..n]).unwrap();
+        let header = kplace::net::wire::ChirpHeader::read_from(&buf[..n]).unwrap();
         got.push((header.frame_id, header.chirp_id));
     }
     got.sort_unstable();

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use kplace_abi::{Tensor, Tile};
 
-use kplace::graph::StageId;
+use kplace::executor::pool::{Pool, PoolError};
+use kplace::model::graph::StageId;
 use kplace::plan::{Plan, tensor_desc};
 use kplace::plugin::{LaunchError, PluginError};
-use kplace::pool::{Pool, PoolError};
 
 /// Why a bound could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +32,7 @@ pub enum BoundError {
         /// The stage.
         stage: String,
         /// Its device.
-        device: kplace::placement::Device,
+        device: kplace::model::placement::Device,
     },
     /// The frames do not fit the plan's source tensor.
     #[error("a prepared frame has {got} bytes, the source tensor {want}")]

@@ -1,27 +1,29 @@
 //! kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
 //! chosen per stage by a placement file.
 //!
-//! The data path reads in module order: a [`graph`] and a [`placement`] become a [`plan`] of
-//! kernels from [`plugin`] libraries and buffers from [`pool`]s; the [`executor`] moves frames
-//! from a [`source`] through the plan's stages to a sink; [`metrics`] measures it.
+//! The modules, in data-path order: the user's [`model`] (graph and placement) becomes a
+//! [`plan`] of kernels from [`plugin`] libraries, on the CPU or through the [`cuda`] seam; the
+//! [`executor`] moves frames from a source in [`net`] (the UDP receiver, or a replay) through
+//! the plan's stages and its pools to a sink; [`report`] measures it and writes what it
+//! measured. [`interrupt`] is how a signal stops a run cleanly.
 //!
-//! The binary `kplace` is a thin layer over this library and the radar application
-//! (`kplace-radar`).
+//! The measuring tools live beside it in `kplace-lab`, the radar workload in `kplace-radar`,
+//! and the `kplace` binary (`kplace-cli`) joins them.
 
 #![warn(missing_docs)]
 
+// What the user writes.
+pub mod model;
+// Kernels, devices and the plan that binds them.
 pub mod cuda;
-pub mod executor;
-pub mod graph;
-pub mod interrupt;
-pub mod placement;
 pub mod plan;
 pub mod plugin;
-pub mod pool;
+// Frames moving.
+pub mod executor;
+pub mod net;
+// What a run measured.
 pub mod report;
-pub mod sender;
-pub mod source;
-pub mod udp;
-pub mod wire;
+// Signals.
+pub mod interrupt;
 
 pub use kplace_abi as abi;

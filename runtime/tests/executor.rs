@@ -9,10 +9,10 @@ use kplace::executor::{
     self, BeginError, CompletedFrame, FrameSink, Ingest, PacketStatus, PartialFrame, RunError,
     SinkError, Source, SourceError,
 };
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::net::replay::FrameReplay;
 use kplace::plan::Plan;
-use kplace::source::FrameReplay;
 use support::build_c_library;
 
 const ROWS: usize = 64;

@@ -17,10 +17,10 @@ use std::path::Path;
 
 use kplace::cuda::sim::{SimProvider, SimStats};
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::net::replay::FrameReplay;
 use kplace::plan::{Plan, PlanMode, TileOrigin};
-use kplace::source::FrameReplay;
 use support::{build_c_library, workspace};
 
 /// Samples per chirp (range bins).

@@ -16,10 +16,10 @@ use kplace::cuda::sim::SimProvider;
 use kplace::executor::{
     self, CompletedFrame, FrameSink, Ingest, PartialFrame, RunError, SinkError, Source, SourceError,
 };
-use kplace::graph::{Graph, Overrides, StageId, TensorId};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides, StageId, TensorId};
+use kplace::model::placement::Placement;
+use kplace::net::replay::FrameReplay;
 use kplace::plan::{BufferSpace, Direction, Plan, PlanError, PlanMode, PoolPurpose};
-use kplace::source::FrameReplay;
 use support::build_c_library;
 
 const ROWS: usize = 32;

@@ -9,10 +9,10 @@ use std::path::Path;
 
 use kplace::abi::DetectionList;
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::net::replay::FrameReplay;
 use kplace::plan::Plan;
-use kplace::source::FrameReplay;
 use kplace_radar::reference::{self, CfarParams};
 use kplace_radar::scene::high_snr_targets;
 use kplace_radar::{Cluster, Cpi, Scene, SceneConfig, Verifier, VerifyConfig};

@@ -8,8 +8,8 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use kplace::cuda::sim::SimProvider;
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
 use kplace::plan::{Plan, PlanError, PlanMode, PoolPurpose};
 use support::build_c_library;
 
@@ -54,11 +54,11 @@ fn a_valid_plan_sizes_every_pool_from_slots_and_launches() {
     assert_eq!(plan.stages[0].launches, 4);
     assert_eq!(plan.stages[1].launches, 1);
     let pool = |purpose| plan.pools.iter().find(|p| p.purpose == purpose).unwrap();
-    let iq = pool(PoolPurpose::Tensor(kplace::graph::TensorId(0)));
+    let iq = pool(PoolPurpose::Tensor(kplace::model::graph::TensorId(0)));
     assert_eq!((iq.blocks, iq.block_bytes), (3, 32 * 8 * 4));
-    let sums = pool(PoolPurpose::Tensor(kplace::graph::TensorId(2)));
+    let sums = pool(PoolPurpose::Tensor(kplace::model::graph::TensorId(2)));
     assert_eq!((sums.blocks, sums.block_bytes), (3, 8 * 4));
-    let ws = pool(PoolPurpose::Workspace(kplace::graph::StageId(0)));
+    let ws = pool(PoolPurpose::Workspace(kplace::model::graph::StageId(0)));
     assert_eq!(ws.blocks, 3 * 4, "one workspace per launch per slot");
     let text = plan.to_string();
     for want in [

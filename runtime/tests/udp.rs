@@ -1,4 +1,4 @@
-//! The radar graph on a real packet stream over loopback: `kplace::sender` sends, the UDP
+//! The radar graph on a real packet stream over loopback: `kplace::net::sender` sends, the UDP
 //! receiver assembles, the CPU library processes, the verifier checks. Faults (loss,
 //! duplicates, reordering, malformed packets) are injected by the sender and must be counted
 //! exactly while every other frame verifies; a sender far faster than the pipeline must end
@@ -17,12 +17,12 @@ use std::time::Duration;
 use kplace::abi::DetectionList;
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::executor::{BeginError, PacketStatus};
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
+use kplace::net::udp::{Assembly, FrameBuffers, UdpConfig, UdpSource};
+use kplace::net::wire::{Malformed, WireShape};
 use kplace::plan::Plan;
-use kplace::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
-use kplace::udp::{Assembly, FrameBuffers, UdpConfig, UdpSource};
-use kplace::wire::{Malformed, WireShape};
 use kplace_radar::{Cluster, Cpi, Scene, SceneConfig, Verifier, VerifyConfig};
 
 const CPI: Cpi = Cpi {
@@ -92,7 +92,7 @@ impl FrameSink for Check {
 
 struct Outcome {
     check: Check,
-    counters: kplace::udp::IngestCounters,
+    counters: kplace::net::udp::IngestCounters,
     report: kplace::report::metrics::RunMetrics,
 }
 

@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
-use kplace::graph::{Graph, Overrides};
-use kplace::placement::Placement;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::net::replay::FrameReplay;
 use kplace::plan::Plan;
-use kplace::source::FrameReplay;
 use kplace_radar::{Cpi, Scene, SceneConfig};
 
 #[derive(Debug, Parser)]

@@ -18,6 +18,7 @@
 //! next frame.
 
 mod ingest;
+pub mod pool;
 mod schedule;
 mod slot;
 
@@ -29,10 +30,10 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{self, Receiver, Sender};
 
 use crate::cuda::{GpuError, LaunchFailure};
-use crate::graph::{StageId, TensorId};
+use crate::executor::pool::{Pool, PoolError};
+use crate::model::graph::{StageId, TensorId};
 use crate::plan::Plan;
 use crate::plugin::LaunchError;
-use crate::pool::{Pool, PoolError};
 use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
 
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};

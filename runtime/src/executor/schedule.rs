@@ -7,7 +7,7 @@
 //! arriving). Every other stage waits for its predecessor stages, plus the end of the frame if
 //! it reads the source tensor.
 
-use crate::graph::{Graph, StageId};
+use crate::model::graph::{Graph, StageId};
 use crate::plan::Plan;
 
 /// Dependencies and launch counts of every stage.

@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kplace_abi::{Tensor, Tile};
 
 use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest, Stream};
-use crate::graph::{Producer, StageId, TensorId};
-use crate::placement::Device;
+use crate::executor::pool::{Block, Pool};
+use crate::model::graph::{Producer, StageId, TensorId};
+use crate::model::placement::Device;
 use crate::plan::{Plan, PoolPurpose, tensor_desc};
 use crate::plugin::{KernelState, LaunchError, PluginError};
-use crate::pool::{Block, Pool};
 
 use super::schedule::Schedule;
 

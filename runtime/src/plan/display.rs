@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::{Direction, Plan, TileOrigin, human_bytes};
-use crate::graph::{Producer, StageId};
-use crate::placement::Device;
+use crate::model::graph::{Producer, StageId};
+use crate::model::placement::Device;
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

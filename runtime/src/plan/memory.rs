@@ -33,8 +33,8 @@ use std::fmt;
 use kplace_abi::MemorySpace;
 
 use super::{PlanError, PoolSpec, human_bytes};
-use crate::graph::{Graph, Producer, StageId, TensorId};
-use crate::placement::Device;
+use crate::model::graph::{Graph, Producer, StageId, TensorId};
+use crate::model::placement::Device;
 
 /// Where a buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use kplace_abi::{MemorySpace, TensorDesc};
 
 use crate::cuda::{Gpu, GpuError, GpuProvider};
-use crate::graph::{Graph, StageId, TensorId, TensorSpec};
-use crate::placement::{Device, Placement, RuntimeSettings};
+use crate::model::graph::{Graph, StageId, TensorId, TensorSpec};
+use crate::model::placement::{Device, Placement, RuntimeSettings};
 use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
 
 pub use memory::{
@@ -607,7 +607,7 @@ impl Plan {
 fn placed_entries<'p>(
     graph: &Graph,
     placement: &'p Placement,
-) -> Result<Vec<&'p crate::placement::StagePlacement>, PlanError> {
+) -> Result<Vec<&'p crate::model::placement::StagePlacement>, PlanError> {
     for (name, entry) in &placement.stages {
         if graph.stage_by_name(name).is_none() {
             return Err(PlanError::UnknownStage {

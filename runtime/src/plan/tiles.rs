@@ -18,8 +18,8 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::graph::Graph;
-use crate::placement::{Device, StagePlacement};
+use crate::model::graph::Graph;
+use crate::model::placement::{Device, StagePlacement};
 
 use super::PlanError;
 

@@ -171,7 +171,7 @@ pub struct IngestEntry {
     pub receiving_s: f64,
 }
 
-/// Malformed packets by class ([`crate::wire::Malformed`]'s names).
+/// Malformed packets by class ([`crate::net::wire::Malformed`]'s names).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MalformedEntry {

@@ -1,7 +1,7 @@
 //! An open-loop, paced UDP sender of chirp packets (docs/architecture.md).
 //!
 //! [`send`] turns prepared frames — each the bytes of one frame's chirp-major ci16 source
-//! tensor — into one [`wire`](crate::wire) packet per chirp and sends them to a destination on
+//! tensor — into one [`wire`](crate::net::wire) packet per chirp and sends them to a destination on
 //! a schedule fixed in advance:
 //!
 //! - **Open loop.** The sender never waits for, or hears from, the receiver: the socket is
@@ -33,7 +33,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::wire::{ChirpHeader, HEADER_BYTES, Malformed, WireShape};
+use crate::net::wire::{ChirpHeader, HEADER_BYTES, Malformed, WireShape};
 
 /// Most packets handed to one `sendmmsg`.
 pub const BATCH_PACKETS: usize = 64;
@@ -47,7 +47,7 @@ pub const SPIN_BEFORE: Duration = Duration::from_micros(200);
 /// granted.
 pub const SEND_BUFFER_BYTES: usize = 8 << 20;
 
-pub use crate::wire::MAX_DATAGRAM_BYTES;
+pub use crate::net::wire::MAX_DATAGRAM_BYTES;
 
 /// The longest single sleep, so that the stop flag is seen within this much.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
@@ -504,7 +504,7 @@ fn open_socket(dest: SocketAddr) -> Result<(UdpSocket, usize), SendError> {
         addr: local,
         source,
     })?;
-    let granted = crate::udp::socket::set_send_buffer(&socket, SEND_BUFFER_BYTES)
+    let granted = crate::net::udp::socket::set_send_buffer(&socket, SEND_BUFFER_BYTES)
         .map_err(SendError::SendBuffer)?;
     Ok((socket, granted))
 }

@@ -42,7 +42,7 @@ pub use buffers::{BufferFrame, FrameBuffers};
 pub use stream::AllowFrom;
 
 use crate::executor::{BeginError, Ingest, OpenFrame, PacketStatus, Source, SourceError};
-use crate::wire::{self, MAX_DATAGRAM_BYTES, Malformed, WireShape};
+use crate::net::wire::{self, MAX_DATAGRAM_BYTES, Malformed, WireShape};
 use receiver::Receiver;
 use socket::SocketDatagrams;
 

@@ -1,8 +1,8 @@
 //! Plain frame buffers to assemble into without processing: `kplace run --ingest-only`.
 
 use super::Assembly;
+use crate::executor::pool::{Block, Pool, PoolError};
 use crate::executor::{BeginError, PacketStatus};
-use crate::pool::{Block, Pool, PoolError};
 
 /// Plain frame buffers to assemble into without processing: the receiver's own ceiling.
 ///

@@ -17,7 +17,7 @@ use super::stash::{Held, Offer, Stash};
 use super::stream::{Admit, StreamState};
 use super::{Assembly, IngestCounters, UdpConfig};
 use crate::executor::{PacketStatus, SourceError};
-use crate::wire::{self, ChirpHeader, HEADER_BYTES, Malformed};
+use crate::net::wire::{self, ChirpHeader, HEADER_BYTES, Malformed};
 
 /// Frames assembled at once; opening one more ends the oldest (as partial, if it still misses
 /// chirps). Two allow packets of consecutive frames to interleave, while a lossy frame gives
@@ -549,8 +549,8 @@ mod tests {
 
     use super::*;
     use crate::executor::BeginError;
-    use crate::udp::AllowFrom;
-    use crate::wire::WireShape;
+    use crate::net::udp::AllowFrom;
+    use crate::net::wire::WireShape;
 
     const SHAPE: WireShape = WireShape {
         samples: 4,

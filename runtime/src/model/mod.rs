@@ -1,0 +1,5 @@
+//! What the user writes: the graph of stages ([`graph`]) and where each stage runs
+//! ([`placement`]), parsed and checked with errors that name the file, line and field.
+
+pub mod graph;
+pub mod placement;

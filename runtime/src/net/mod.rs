@@ -1,0 +1,9 @@
+//! Frames in and out over the network: the chirp packet format ([`wire`]), the UDP receiver
+//! that assembles frames from it ([`udp`]), the paced open-loop sender ([`sender`]), and the
+//! in-memory replay source that delivers prepared frames through the same ingest path
+//! ([`replay`]).
+
+pub mod replay;
+pub mod sender;
+pub mod udp;
+pub mod wire;

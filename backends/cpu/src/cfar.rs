@@ -8,6 +8,10 @@
 //!   `pfa` (default 1e-6, in (0, 1)) or `scale` (a raw alpha, in [0, 1e12]).
 //! - Not split.
 //!
+//! Parameters, ports and the window's bounds are the contract's (`kplace_kernels::cfar`,
+//! checked by `kplace_kernels::config::CfarConfig`), as are `K`, alpha and the threshold
+//! factor `scale` below, so the GPU library starts from the same numbers.
+//!
 //! # The detection rule
 //!
 //! With `h = guard + train`, the window of cell `(r, d)` is the `(2h+1)²` square around it,
@@ -25,8 +29,9 @@
 //!    for every power an int16 frame can produce: at most `(2^15 sqrt 2 N M)^2`, below 2^74
 //!    for 4096 x 512, below 2^78 up to 8192 x 1024.
 //! 2. `S = sum of q over the K training cells`, an exact integer below `2^106`.
-//! 3. With `scale = alpha / K as f64 / 2f64.powi(8)` (computed once, in `create`), where
-//!    `alpha = K * (pfa^(-1/K) - 1)` (`f64::powf`) or the `scale` parameter, detect iff
+//! 3. With `scale = alpha / K as f64 / 2f64.powi(8)` (computed once, in `create`:
+//!    `kplace_kernels::cfar::threshold_scale`), where `alpha = K * (pfa^(-1/K) - 1)`
+//!    (`f64::powf`, `kplace_kernels::cfar::alpha_for_pfa`) or the `scale` parameter, detect iff
 //!    `(p as f64) > (S as f64) * scale`: `S` rounded to the nearest f64 (ties to even), then
 //!    one f64 multiply, no fused multiply-add ([`detects`]).
 //!
@@ -71,25 +76,14 @@
 use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{Detection, DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{Detection, DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::cfar::FRACTION_BITS;
+use kplace_kernels::config::CfarConfig;
+use kplace_kernels::names::CFAR;
 
-use crate::detections::{ListWriter, capacity_of};
-use crate::tensor::{expect_dims, host_port, launch_port, workspace};
+use crate::detections::ListWriter;
+use crate::tensor::{PORTS, workspace};
 
-/// Default guard cells on each side of the cell under test, on both axes.
-pub const DEFAULT_GUARD: u32 = 2;
-/// Default training cells beyond the guard, on each side, on both axes.
-pub const DEFAULT_TRAIN: u32 = 8;
-/// Default false-alarm probability.
-pub const DEFAULT_PFA: f64 = 1e-6;
-/// The largest `scale` (raw alpha) accepted: far beyond any CFAR's, and small enough that
-/// the bound's factor stays finite.
-pub const MAX_SCALE: f64 = 1e12;
-/// The largest window side, `2 (guard + train) + 1`, accepted: its exact sums fit `u64` limbs.
-pub const MAX_WINDOW: u64 = 1023;
-
-/// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
-pub const FRACTION_BITS: u32 = 8;
 /// Bits of the largest fixed-point value.
 const SATURATION_BITS: u32 = 86;
 /// The largest fixed-point value: powers at or above `2^(86 - FRACTION_BITS)` (and +inf) map
@@ -124,29 +118,10 @@ pub fn fixed_point(p: f32) -> u128 {
 }
 
 /// The reference decision: whether power `p` crosses the threshold set by the exact training
-/// sum `training_sum` (of [`fixed_point`] values) and `scale` (see [`threshold_scale`]).
+/// sum `training_sum` (of [`fixed_point`] values) and `scale`
+/// (`kplace_kernels::cfar::threshold_scale`).
 pub fn detects(p: f32, training_sum: u128, scale: f64) -> bool {
     f64::from(p) > (training_sum as f64) * scale
-}
-
-/// Training cells of a window: `(2 (guard + train) + 1)² - (2 guard + 1)²`.
-pub fn training_cells(guard: u32, train: u32) -> u64 {
-    let box_side = 2 * (u64::from(guard) + u64::from(train)) + 1;
-    let guard_side = 2 * u64::from(guard) + 1;
-    box_side * box_side - guard_side * guard_side
-}
-
-/// The CA-CFAR multiplier for false-alarm probability `pfa` over `k` training cells:
-/// `k * (pfa^(-1/k) - 1)`.
-pub fn alpha_for_pfa(pfa: f64, k: u64) -> f64 {
-    let k = k as f64;
-    k * (pfa.powf(-1.0 / k) - 1.0)
-}
-
-/// The factor that turns an exact fixed-point training sum into a threshold:
-/// `alpha / K / 2^FRACTION_BITS`.
-pub fn threshold_scale(alpha: f64, k: u64) -> f64 {
-    alpha / k as f64 / 2f64.powi(FRACTION_BITS as i32)
 }
 
 /// `x << n`, or 0 when `n` is negative or at least 64 (the semantics of `vpsllvq`).
@@ -343,7 +318,7 @@ impl Cfar {
         self.alpha
     }
 
-    /// The factor applied to exact training sums (see [`threshold_scale`]).
+    /// The factor applied to exact training sums (`kplace_kernels::cfar::threshold_scale`).
     pub fn scale(&self) -> f64 {
         self.scale
     }
@@ -410,98 +385,29 @@ impl Cfar {
 }
 
 impl KernelImpl for Cfar {
-    const NAME: &'static CStr = c"radar.cfar";
+    const NAME: &'static CStr = CFAR.c_str();
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["guard", "train", "pfa", "scale"])?;
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "radar.cfar cannot be split (asked for tiles of {tile} along axis {axis})"
-            )));
-        }
-        let guard = config.parse_param::<u32>("guard")?.unwrap_or(DEFAULT_GUARD);
-        let train = config.parse_param::<u32>("train")?.unwrap_or(DEFAULT_TRAIN);
-        if train == 0 {
-            return Err(KernelError::invalid("parameter train must be at least 1"));
-        }
-        let window = 2 * (u64::from(guard) + u64::from(train)) + 1;
-        if window > MAX_WINDOW {
-            return Err(KernelError::invalid(format!(
-                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
-                 {train}), exceeds the largest supported, {MAX_WINDOW}"
-            )));
-        }
-        let training = training_cells(guard, train);
-        let alpha = match (
-            config.parse_param::<f64>("pfa")?,
-            config.parse_param::<f64>("scale")?,
-        ) {
-            (Some(_), Some(_)) => {
-                return Err(KernelError::invalid(
-                    "parameters pfa and scale both given; give at most one (scale is a raw alpha)",
-                ));
-            }
-            (None, Some(scale)) if (0.0..=MAX_SCALE).contains(&scale) => scale,
-            (None, Some(scale)) => {
-                return Err(KernelError::invalid(format!(
-                    "parameter scale must be >= 0 and <= {MAX_SCALE:e}, got {scale}"
-                )));
-            }
-            (pfa, None) => {
-                let pfa = pfa.unwrap_or(DEFAULT_PFA);
-                if !(pfa > 0.0 && pfa < 1.0) {
-                    return Err(KernelError::invalid(format!(
-                        "parameter pfa must be in (0, 1), got {pfa}"
-                    )));
-                }
-                alpha_for_pfa(pfa, training)
-            }
-        };
-
-        let input = host_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::F32,
-            "[range bins, Doppler bins]",
-        )?;
-        let (rows, cols) = (input.shape[0], input.shape[1]);
-        if rows > u64::from(u32::MAX) || cols > u64::from(u32::MAX) {
-            return Err(KernelError::invalid(format!(
-                "input 0: [{rows}, {cols}] has more bins than detection records can name"
-            )));
-        }
-        if window > rows.min(cols) {
-            return Err(KernelError::invalid(format!(
-                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
-                 {train}), does not fit the {rows} x {cols} map of input 0"
-            )));
-        }
-        let output = host_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::DETECTIONS,
-            "[capacity]",
-        )?;
-        let capacity = capacity_of(output.dims(), "output 0")?;
-        expect_dims(
-            &output,
-            "output 0",
-            &[u64::from(capacity)],
-            "a detection list",
-        )?;
-
+        let CfarConfig {
+            params,
+            input,
+            output,
+            rows,
+            cols,
+            capacity,
+        } = CfarConfig::from_config(config, &PORTS)?;
+        let window = params.window();
+        // Both fit u32 (checked), hence usize; guard + train is at most 511.
         let (rows, cols) = (rows as usize, cols as usize);
-        let (guard, half) = (guard as usize, (guard + train) as usize);
+        let (guard, half) = (window.guard() as usize, window.half() as usize);
         // Whole windows of bound values must sum within 2^30: cap them at 2^30 / window²
         // rounded down to a power of two, and at 2^23, below any value with all 24 mantissa
         // bits (see `Level::bound`).
-        let cells = window * window;
+        let cells = window.side() * window.side();
         let cap_bits = (SUM_BITS - (u64::BITS - (cells - 1).leading_zeros())).min(MAX_CAP_BITS);
         Ok(Self {
             input,
@@ -512,8 +418,8 @@ impl KernelImpl for Cfar {
             half,
             tiling: Tiling::new(rows, cols, half, guard),
             cap_bits,
-            alpha,
-            scale: threshold_scale(alpha, training),
+            alpha: params.alpha(),
+            scale: params.scale(),
             capacity,
             isa: Isa::detect(),
         })
@@ -524,8 +430,8 @@ impl KernelImpl for Cfar {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let input = launch_port(launch.input(0), "input 0", &self.input)?;
-        let output = launch_port(launch.output(0), "output 0", &self.output)?;
+        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
         // SAFETY: checked against the descriptor create accepted; nothing writes the input
         // while the stage runs.
         let map = &unsafe { input.host_slice::<f32>() }?[..self.rows * self.cols];

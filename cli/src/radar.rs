@@ -15,7 +15,7 @@ use kplace_radar::{Cluster, Cpi, DetectionWriter, Scene, Verifier};
 /// The kernel whose parameters define the false-alarm rate.
 const CFAR_KERNEL: &str = "radar.cfar";
 /// Pfa when the graph gives none.
-pub const DEFAULT_PFA: f64 = 1e-6;
+pub use kplace_kernels::cfar::DEFAULT_PFA;
 
 /// The false-alarm probability the graph's CFAR stage uses: its `pfa`, or the default when it
 /// gives a raw `scale` or nothing.

@@ -8,6 +8,10 @@
 //!   `pfa` (default 1e-6, in (0, 1)) or `scale` (a raw alpha, in [0, 1e12]).
 //! - Not split.
 //!
+//! Parameters, ports and the window's bounds are the contract's (`kplace_kernels::cfar`,
+//! checked by `kplace_kernels::config::CfarConfig`), as are `K`, alpha and the threshold
+//! factor `scale` below, so the GPU library starts from the same numbers.
+//!
 //! # The detection rule
 //!
 //! With `h = guard + train`, the window of cell `(r, d)` is the `(2h+1)²` square around it,
@@ -25,8 +29,9 @@
 //!    for every power an int16 frame can produce: at most `(2^15 sqrt 2 N M)^2`, below 2^74
 //!    for 4096 x 512, below 2^78 up to 8192 x 1024.
 //! 2. `S = sum of q over the K training cells`, an exact integer below `2^106`.
-//! 3. With `scale = alpha / K as f64 / 2f64.powi(8)` (computed once, in `create`), where
-//!    `alpha = K * (pfa^(-1/K) - 1)` (`f64::powf`) or the `scale` parameter, detect iff
+//! 3. With `scale = alpha / K as f64 / 2f64.powi(8)` (computed once, in `create`:
+//!    `kplace_kernels::cfar::threshold_scale`), where `alpha = K * (pfa^(-1/K) - 1)`
+//!    (`f64::powf`, `kplace_kernels::cfar::alpha_for_pfa`) or the `scale` parameter, detect iff
 //!    `(p as f64) > (S as f64) * scale`: `S` rounded to the nearest f64 (ties to even), then
 //!    one f64 multiply, no fused multiply-add ([`detects`]).
 //!
@@ -71,25 +76,18 @@
 use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{Detection, DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{Detection, DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::cfar::FRACTION_BITS;
+use kplace_kernels::config::CfarConfig;
+use kplace_kernels::names::CFAR;
 
-use crate::detections::{ListWriter, capacity_of};
-use crate::tensor::{expect_dims, host_port, launch_port, workspace};
+use crate::detections::ListWriter;
+use crate::tensor::{PORTS, workspace};
 
-/// Default guard cells on each side of the cell under test, on both axes.
-pub const DEFAULT_GUARD: u32 = 2;
-/// Default training cells beyond the guard, on each side, on both axes.
-pub const DEFAULT_TRAIN: u32 = 8;
-/// Default false-alarm probability.
-pub const DEFAULT_PFA: f64 = 1e-6;
-/// The largest `scale` (raw alpha) accepted: far beyond any CFAR's, and small enough that
-/// the bound's factor stays finite.
-pub const MAX_SCALE: f64 = 1e12;
-/// The largest window side, `2 (guard + train) + 1`, accepted: its exact sums fit `u64` limbs.
-pub const MAX_WINDOW: u64 = 1023;
+mod passes;
 
-/// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
-pub const FRACTION_BITS: u32 = 8;
+use passes::{Bound, Prefix, RowScan, Slide, Tiles, accumulate, horizontal, prefix_row, tile_tops};
+
 /// Bits of the largest fixed-point value.
 const SATURATION_BITS: u32 = 86;
 /// The largest fixed-point value: powers at or above `2^(86 - FRACTION_BITS)` (and +inf) map
@@ -124,29 +122,10 @@ pub fn fixed_point(p: f32) -> u128 {
 }
 
 /// The reference decision: whether power `p` crosses the threshold set by the exact training
-/// sum `training_sum` (of [`fixed_point`] values) and `scale` (see [`threshold_scale`]).
+/// sum `training_sum` (of [`fixed_point`] values) and `scale`
+/// (`kplace_kernels::cfar::threshold_scale`).
 pub fn detects(p: f32, training_sum: u128, scale: f64) -> bool {
     f64::from(p) > (training_sum as f64) * scale
-}
-
-/// Training cells of a window: `(2 (guard + train) + 1)² - (2 guard + 1)²`.
-pub fn training_cells(guard: u32, train: u32) -> u64 {
-    let box_side = 2 * (u64::from(guard) + u64::from(train)) + 1;
-    let guard_side = 2 * u64::from(guard) + 1;
-    box_side * box_side - guard_side * guard_side
-}
-
-/// The CA-CFAR multiplier for false-alarm probability `pfa` over `k` training cells:
-/// `k * (pfa^(-1/k) - 1)`.
-pub fn alpha_for_pfa(pfa: f64, k: u64) -> f64 {
-    let k = k as f64;
-    k * (pfa.powf(-1.0 / k) - 1.0)
-}
-
-/// The factor that turns an exact fixed-point training sum into a threshold:
-/// `alpha / K / 2^FRACTION_BITS`.
-pub fn threshold_scale(alpha: f64, k: u64) -> f64 {
-    alpha / k as f64 / 2f64.powi(FRACTION_BITS as i32)
 }
 
 /// `x << n`, or 0 when `n` is negative or at least 64 (the semantics of `vpsllvq`).
@@ -343,7 +322,7 @@ impl Cfar {
         self.alpha
     }
 
-    /// The factor applied to exact training sums (see [`threshold_scale`]).
+    /// The factor applied to exact training sums (`kplace_kernels::cfar::threshold_scale`).
     pub fn scale(&self) -> f64 {
         self.scale
     }
@@ -410,98 +389,29 @@ impl Cfar {
 }
 
 impl KernelImpl for Cfar {
-    const NAME: &'static CStr = c"radar.cfar";
+    const NAME: &'static CStr = CFAR.c_str();
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["guard", "train", "pfa", "scale"])?;
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "radar.cfar cannot be split (asked for tiles of {tile} along axis {axis})"
-            )));
-        }
-        let guard = config.parse_param::<u32>("guard")?.unwrap_or(DEFAULT_GUARD);
-        let train = config.parse_param::<u32>("train")?.unwrap_or(DEFAULT_TRAIN);
-        if train == 0 {
-            return Err(KernelError::invalid("parameter train must be at least 1"));
-        }
-        let window = 2 * (u64::from(guard) + u64::from(train)) + 1;
-        if window > MAX_WINDOW {
-            return Err(KernelError::invalid(format!(
-                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
-                 {train}), exceeds the largest supported, {MAX_WINDOW}"
-            )));
-        }
-        let training = training_cells(guard, train);
-        let alpha = match (
-            config.parse_param::<f64>("pfa")?,
-            config.parse_param::<f64>("scale")?,
-        ) {
-            (Some(_), Some(_)) => {
-                return Err(KernelError::invalid(
-                    "parameters pfa and scale both given; give at most one (scale is a raw alpha)",
-                ));
-            }
-            (None, Some(scale)) if (0.0..=MAX_SCALE).contains(&scale) => scale,
-            (None, Some(scale)) => {
-                return Err(KernelError::invalid(format!(
-                    "parameter scale must be >= 0 and <= {MAX_SCALE:e}, got {scale}"
-                )));
-            }
-            (pfa, None) => {
-                let pfa = pfa.unwrap_or(DEFAULT_PFA);
-                if !(pfa > 0.0 && pfa < 1.0) {
-                    return Err(KernelError::invalid(format!(
-                        "parameter pfa must be in (0, 1), got {pfa}"
-                    )));
-                }
-                alpha_for_pfa(pfa, training)
-            }
-        };
-
-        let input = host_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::F32,
-            "[range bins, Doppler bins]",
-        )?;
-        let (rows, cols) = (input.shape[0], input.shape[1]);
-        if rows > u64::from(u32::MAX) || cols > u64::from(u32::MAX) {
-            return Err(KernelError::invalid(format!(
-                "input 0: [{rows}, {cols}] has more bins than detection records can name"
-            )));
-        }
-        if window > rows.min(cols) {
-            return Err(KernelError::invalid(format!(
-                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
-                 {train}), does not fit the {rows} x {cols} map of input 0"
-            )));
-        }
-        let output = host_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::DETECTIONS,
-            "[capacity]",
-        )?;
-        let capacity = capacity_of(output.dims(), "output 0")?;
-        expect_dims(
-            &output,
-            "output 0",
-            &[u64::from(capacity)],
-            "a detection list",
-        )?;
-
+        let CfarConfig {
+            params,
+            input,
+            output,
+            rows,
+            cols,
+            capacity,
+        } = CfarConfig::from_config(config, &PORTS)?;
+        let window = params.window();
+        // Both fit u32 (checked), hence usize; guard + train is at most 511.
         let (rows, cols) = (rows as usize, cols as usize);
-        let (guard, half) = (guard as usize, (guard + train) as usize);
+        let (guard, half) = (window.guard() as usize, window.half() as usize);
         // Whole windows of bound values must sum within 2^30: cap them at 2^30 / window²
         // rounded down to a power of two, and at 2^23, below any value with all 24 mantissa
         // bits (see `Level::bound`).
-        let cells = window * window;
+        let cells = window.side() * window.side();
         let cap_bits = (SUM_BITS - (u64::BITS - (cells - 1).leading_zeros())).min(MAX_CAP_BITS);
         Ok(Self {
             input,
@@ -512,8 +422,8 @@ impl KernelImpl for Cfar {
             half,
             tiling: Tiling::new(rows, cols, half, guard),
             cap_bits,
-            alpha,
-            scale: threshold_scale(alpha, training),
+            alpha: params.alpha(),
+            scale: params.scale(),
             capacity,
             isa: Isa::detect(),
         })
@@ -524,8 +434,8 @@ impl KernelImpl for Cfar {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let input = launch_port(launch.input(0), "input 0", &self.input)?;
-        let output = launch_port(launch.output(0), "output 0", &self.output)?;
+        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
         // SAFETY: checked against the descriptor create accepted; nothing writes the input
         // while the stage runs.
         let map = &unsafe { input.host_slice::<f32>() }?[..self.rows * self.cols];
@@ -739,314 +649,5 @@ impl Cfar {
                 }
             }
         }
-    }
-
-    /// Decides the cells of tile `(a, b)` exactly: bit `i T + l` of the result is set when
-    /// cell `(T a + i, T b + l)` detects.
-    ///
-    /// The tile's windows cover a square of `span` powers a side. Row by row, the limbs of
-    /// its powers are added into column sums per tile row `i`: over the window's rows for the
-    /// box, over the guard's rows for the guard. Each cell's training sum is then its window's
-    /// columns of the box sums less its guard's columns of the guard sums.
-    #[inline(always)]
-    fn exact_tile<const T: usize>(
-        &self,
-        map: &[f32],
-        a: usize,
-        b: usize,
-        exact: &mut [u64],
-    ) -> u32 {
-        let (n, m, h, g) = (self.rows, self.cols, self.half, self.guard);
-        let w = self.window();
-        let width = self.exact_width();
-        let mut arrays = exact.chunks_exact_mut(width);
-        let mut next = || arrays.next().unwrap_or_default();
-        let (row_hi, row_lo) = (next(), next());
-        let mut sums: [[&mut [u64]; 4]; T] =
-            std::array::from_fn(|_| [next(), next(), next(), next()]);
-        for [box_hi, box_lo, guard_hi, guard_lo] in &mut sums {
-            for column_sums in [box_hi, box_lo, guard_hi, guard_lo] {
-                column_sums.fill(0);
-            }
-        }
-        let first_col = (T * b + m - h) % m;
-        for ri in 0..self.span() {
-            let row = &map[(T * a + n + ri - h) % n * m..][..m];
-            row_limbs(row, first_col, row_hi, row_lo);
-            for (i, [box_hi, box_lo, guard_hi, guard_lo]) in sums.iter_mut().enumerate() {
-                if (i..i + w).contains(&ri) {
-                    add_columns(box_hi, row_hi);
-                    add_columns(box_lo, row_lo);
-                }
-                if (i + h - g..=i + h + g).contains(&ri) {
-                    add_columns(guard_hi, row_hi);
-                    add_columns(guard_lo, row_lo);
-                }
-            }
-        }
-        let mut detected = 0;
-        for (i, [box_hi, box_lo, guard_hi, guard_lo]) in sums.iter().enumerate() {
-            for l in 0..T {
-                let (window, guard) = (l..l + w, l + h - g..l + h + g + 1);
-                let hi =
-                    column_total(&box_hi[window.clone()]) - column_total(&guard_hi[guard.clone()]);
-                let lo = column_total(&box_lo[window]) - column_total(&guard_lo[guard]);
-                let sum = (u128::from(hi) << LO_BITS) + u128::from(lo);
-                if detects(map[(T * a + i) * m + T * b + l], sum, self.scale) {
-                    detected |= 1 << (i * T + l);
-                }
-            }
-        }
-        detected
-    }
-}
-
-/// Writes the limbs of `q` of `hi.len()` (at most the row's length) cells of `row` from
-/// column `first`, wrapping at the row's end.
-#[inline(always)]
-fn row_limbs(row: &[f32], first: usize, hi: &mut [u64], lo: &mut [u64]) {
-    let len = hi.len();
-    let head = &row[first..(first + len).min(row.len())];
-    let tail = &row[..len - head.len()];
-    let (head_hi, tail_hi) = hi.split_at_mut(head.len());
-    let (head_lo, tail_lo) = lo.split_at_mut(head.len());
-    for (cells, hi, lo) in [(head, head_hi, head_lo), (tail, tail_hi, tail_lo)] {
-        for ((h, l), p) in hi.iter_mut().zip(lo.iter_mut()).zip(cells) {
-            (*h, *l) = limbs(p.to_bits());
-        }
-    }
-}
-
-/// `sums += row`, elementwise. Limb sums of at most 1023² cells stay below 2^64.
-#[inline(always)]
-fn add_columns(sums: &mut [u64], row: &[u64]) {
-    let (sum_chunks, sum_rest) = sums.as_chunks_mut::<LANES>();
-    let (row_chunks, row_rest) = row.as_chunks::<LANES>();
-    for (s, x) in sum_chunks.iter_mut().zip(row_chunks) {
-        for (s, x) in s.iter_mut().zip(x) {
-            *s += x;
-        }
-    }
-    for (s, x) in sum_rest.iter_mut().zip(row_rest) {
-        *s += x;
-    }
-}
-
-/// The sum of some column sums.
-#[inline(always)]
-fn column_total(sums: &[u64]) -> u64 {
-    sums.iter().sum()
-}
-
-/// What the scan of a row needs besides the bound: the map, and room for the row's flags,
-/// candidates and cells and for the exact path.
-struct RowScan<'a> {
-    map: &'a [f32],
-    flags: &'a mut [u32],
-    candidates: &'a mut [u32],
-    /// A map row of scratch.
-    cells: &'a mut [u32],
-    exact: &'a mut [u64],
-}
-
-/// Per-tile work of a row's scan: update what the row needs and test every tile's bound.
-/// `flags` holds each tile's largest power ([`tile_tops`]) on entry and, on return, 1 for a
-/// tile whose bound does not clear all its cells and 0 otherwise.
-///
-/// Implementations pass their arrays to a free function as separate slices: as parameters
-/// they are known not to alias, which lets the compiler vectorise the loop.
-trait Tiles {
-    fn run(&mut self, flags: &mut [u32]);
-}
-
-/// Writes the largest power of every tile of a tile row (its `T` map rows), as orderable
-/// bit patterns. `cells` is scratch of one map row.
-#[inline(always)]
-fn tile_tops<const T: usize>(rows: [&[f32]; T], cells: &mut [u32], tops: &mut [u32]) {
-    let cells = &mut cells[..rows[0].len()];
-    for (c, p) in cells.iter_mut().zip(rows[0]) {
-        *c = orderable(*p);
-    }
-    for row in &rows[1..] {
-        for (c, p) in cells.iter_mut().zip(*row) {
-            *c = (*c).max(orderable(*p));
-        }
-    }
-    for (top, pair) in tops.iter_mut().zip(cells.as_chunks::<T>().0) {
-        *top = pair.iter().fold(0, |t, &c| t.max(c));
-    }
-}
-
-/// Tests tile row 0, whose vertical sums the priming computed.
-struct Bound<'a> {
-    total_box: &'a [u32],
-    total_guard: &'a [u32],
-    level: &'a Level,
-}
-
-impl Tiles for Bound<'_> {
-    #[inline(always)]
-    fn run(&mut self, flags: &mut [u32]) {
-        bound_tiles(flags, self.total_box, self.total_guard, self.level);
-    }
-}
-
-#[inline(always)]
-fn bound_tiles(flags: &mut [u32], total_box: &[u32], total_guard: &[u32], level: &Level) {
-    let n = flags.len();
-    let (total_box, total_guard) = (&total_box[..n], &total_guard[..n]);
-    for i in 0..n {
-        flags[i] = u32::from(level.may_cross(flags[i], total_box[i].wrapping_sub(total_guard[i])));
-    }
-}
-
-/// The entering tile row's prefix sums, viewed at the starts and ends of its box and guard
-/// windows.
-struct Prefix<'a> {
-    box_start: &'a [u32],
-    box_end: &'a [u32],
-    guard_start: &'a [u32],
-    guard_end: &'a [u32],
-}
-
-impl<'a> Prefix<'a> {
-    #[inline(always)]
-    fn new(prefix: &'a [u32], m: usize, h: usize, g: usize) -> Self {
-        let w = 2 * h + 1;
-        Self {
-            box_start: &prefix[..m],
-            box_end: &prefix[w..w + m],
-            guard_start: &prefix[h - g..h - g + m],
-            guard_end: &prefix[h + g + 1..h + g + 1 + m],
-        }
-    }
-}
-
-/// One step of the sliding window: the entering tile row's sums go into the leaving row's ring
-/// slot, the vertical sums move down one tile row, and the row's tiles are tested.
-struct Slide<'a> {
-    prefix: Prefix<'a>,
-    /// The entering row's box sums (over the leaving row's).
-    new_box: &'a mut [u32],
-    /// The entering row's guard sums.
-    new_guard: &'a mut [u32],
-    /// Guard sums of the row entering the guard.
-    enter: &'a [u32],
-    /// Guard sums of the row leaving the guard.
-    leave: &'a [u32],
-    /// Vertical sums of box sums.
-    total_box: &'a mut [u32],
-    /// Vertical sums of guard sums.
-    total_guard: &'a mut [u32],
-    level: &'a Level,
-}
-
-impl Tiles for Slide<'_> {
-    #[inline(always)]
-    fn run(&mut self, flags: &mut [u32]) {
-        let p = &self.prefix;
-        slide_tiles(
-            flags,
-            [p.box_start, p.box_end, p.guard_start, p.guard_end],
-            [self.enter, self.leave],
-            [self.new_box, self.new_guard],
-            [self.total_box, self.total_guard],
-            self.level,
-        );
-    }
-}
-
-/// [`Slide`]'s work on every tile of the row.
-#[inline(always)]
-fn slide_tiles(
-    flags: &mut [u32],
-    [box_start, box_end, guard_start, guard_end]: [&[u32]; 4],
-    [enter, leave]: [&[u32]; 2],
-    [new_box, new_guard]: [&mut [u32]; 2],
-    [total_box, total_guard]: [&mut [u32]; 2],
-    level: &Level,
-) {
-    let n = flags.len();
-    let (box_start, box_end, guard_start, guard_end) = (
-        &box_start[..n],
-        &box_end[..n],
-        &guard_start[..n],
-        &guard_end[..n],
-    );
-    let (enter, leave, new_box, new_guard) = (
-        &enter[..n],
-        &leave[..n],
-        &mut new_box[..n],
-        &mut new_guard[..n],
-    );
-    let (total_box, total_guard) = (&mut total_box[..n], &mut total_guard[..n]);
-    for i in 0..n {
-        let entering = box_end[i].wrapping_sub(box_start[i]);
-        let sum_box = total_box[i].wrapping_add(entering).wrapping_sub(new_box[i]);
-        total_box[i] = sum_box;
-        new_box[i] = entering;
-        let sum_guard = total_guard[i].wrapping_add(enter[i]).wrapping_sub(leave[i]);
-        total_guard[i] = sum_guard;
-        new_guard[i] = guard_end[i].wrapping_sub(guard_start[i]);
-        flags[i] = u32::from(level.may_cross(flags[i], sum_box.wrapping_sub(sum_guard)));
-    }
-}
-
-/// Writes the wrapping prefix sums of the tile sums of bound values of one tile row (its `T`
-/// map rows), extended by `h` wrapped tiles on each side: `prefix[j]` sums extended tiles
-/// `0..j`, extended tile `i` being tile column `(i - h) mod tiles per row`. `cells` is
-/// scratch of one map row.
-#[inline(always)]
-fn prefix_row<const T: usize>(
-    rows: [&[f32]; T],
-    h: usize,
-    level: &Level,
-    cells: &mut [u32],
-    prefix: &mut [u32],
-) {
-    let m = rows[0].len() / T;
-    let cells = &mut cells[..rows[0].len()];
-    // Flat elementwise passes vectorise; the tile sums then add neighbours.
-    for (c, p) in cells.iter_mut().zip(rows[0]) {
-        *c = level.bound(p.to_bits());
-    }
-    for row in &rows[1..] {
-        for (c, p) in cells.iter_mut().zip(*row) {
-            *c += level.bound(p.to_bits());
-        }
-    }
-    let tiles = &mut prefix[h + 1..h + 1 + m];
-    for (tile, pair) in tiles.iter_mut().zip(cells.as_chunks::<T>().0) {
-        *tile = pair.iter().sum();
-    }
-    // Extended tiles 0..h are columns m-h..m; tiles m+h..m+2h are columns 0..h.
-    prefix.copy_within(m + 1..m + 1 + h, 1);
-    prefix.copy_within(h + 1..2 * h + 1, m + h + 1);
-    prefix[0] = 0;
-    let mut acc = 0u32;
-    for x in &mut prefix[1..m + 2 * h + 1] {
-        acc = acc.wrapping_add(*x);
-        *x = acc;
-    }
-}
-
-/// Box (width 2h+1) and guard (width 2g+1) sums of one tile row at every column, from its
-/// extended prefix sums.
-#[inline(always)]
-fn horizontal(prefix: &[u32], h: usize, g: usize, box_out: &mut [u32], guard_out: &mut [u32]) {
-    let m = box_out.len();
-    let p = Prefix::new(prefix, m, h, g);
-    let guard_out = &mut guard_out[..m];
-    for d in 0..m {
-        box_out[d] = p.box_end[d].wrapping_sub(p.box_start[d]);
-        guard_out[d] = p.guard_end[d].wrapping_sub(p.guard_start[d]);
-    }
-}
-
-/// `total += row`, elementwise, wrapping.
-#[inline(always)]
-fn accumulate(total: &mut [u32], row: &[u32]) {
-    for (t, x) in total.iter_mut().zip(row) {
-        *t = t.wrapping_add(*x);
     }
 }

@@ -31,9 +31,12 @@ use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{Detection, DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_kernels::config::unsplit;
+use kplace_kernels::names::CLUSTER;
+use kplace_kernels::ports::{capacity_of, expect_dims};
 
-use crate::detections::{ListWriter, capacity_of, read_list};
-use crate::tensor::{expect_dims, host_port, launch_port, workspace};
+use crate::detections::{ListWriter, read_list};
+use crate::tensor::{PORTS, workspace};
 
 /// The forward half of the 8-neighbourhood, as (range, Doppler) offsets modulo (N, M): every
 /// neighbouring pair differs by one of these in one direction or the other.
@@ -85,7 +88,7 @@ fn find(parent: &mut [u32], mut i: u32) -> u32 {
 }
 
 impl KernelImpl for Cluster {
-    const NAME: &'static CStr = c"radar.cluster";
+    const NAME: &'static CStr = CLUSTER.c_str();
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -93,29 +96,25 @@ impl KernelImpl for Cluster {
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
         config.reject_unknown_params(&["range_bins", "doppler_bins"])?;
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "radar.cluster cannot be split (asked for tiles of {tile} along axis {axis})"
-            )));
-        }
+        unsplit(config, CLUSTER)?;
         let range_bins = required_bins(config, "range_bins", "range bins N")?;
         let doppler_bins = required_bins(config, "doppler_bins", "Doppler bins M")?;
-        let input = host_port(
+        let input = PORTS.port(
             config.inputs(),
             0,
             "input 0",
             Dtype::DETECTIONS,
             "[capacity]",
         )?;
-        let output = host_port(
+        let output = PORTS.port(
             config.outputs(),
             0,
             "output 0",
             Dtype::DETECTIONS,
             "[capacity]",
         )?;
-        let capacity_in = capacity_of(input.dims(), "input 0")?;
-        let capacity_out = capacity_of(output.dims(), "output 0")?;
+        let capacity_in = capacity_of(&input, "input 0")?;
+        let capacity_out = capacity_of(&output, "output 0")?;
         expect_dims(
             &input,
             "input 0",
@@ -143,8 +142,8 @@ impl KernelImpl for Cluster {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let input = launch_port(launch.input(0), "input 0", &self.input)?;
-        let output = launch_port(launch.output(0), "output 0", &self.output)?;
+        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
         // SAFETY: checked against the descriptor create accepted; nothing writes the input
         // while the stage runs.
         let (_, records) = unsafe { read_list(input, self.capacity_in, "input 0") }?;

@@ -8,13 +8,6 @@
 use kplace_abi::export::KernelError;
 use kplace_abi::{Detection, DetectionListHeader, Tensor};
 
-/// Capacity of a detection-list port whose descriptor was validated at create time.
-pub(crate) fn capacity_of(dims: &[u64], what: &str) -> Result<u32, KernelError> {
-    let capacity = dims.first().copied().unwrap_or(0);
-    u32::try_from(capacity)
-        .map_err(|_| KernelError::invalid(format!("{what}: capacity {capacity} does not fit u32")))
-}
-
 /// Appends records to an output list; [`finish`](Self::finish) writes the header.
 pub(crate) struct ListWriter<'a> {
     header: &'a mut DetectionListHeader,

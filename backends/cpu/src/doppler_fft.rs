@@ -6,8 +6,10 @@
 //! - Parameters: `planner` = `estimate` | `measure` | `patient` (default `estimate`, deterministic).
 //! - Not split.
 //!
-//! Each row is multiplied by the Hann window over M ([`crate::window`]) and transformed by an
-//! M-point forward FFT (unnormalised, no shift: negative velocities land in the upper bins).
+//! Parameters, ports and split are checked by the contract
+//! (`kplace_kernels::config::DopplerFftConfig`). Each row is multiplied by the Hann window
+//! over M (`kplace_kernels::window`) and transformed by an M-point forward FFT (unnormalised,
+//! no shift: negative velocities land in the upper bins).
 //!
 //! Because the range FFT already corner-turned the data, every transform reads a contiguous
 //! row. Rows are processed in blocks of about 64 KiB: window a block into the workspace, run
@@ -17,11 +19,13 @@
 use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::config::DopplerFftConfig;
+use kplace_kernels::names::DOPPLER_FFT;
+use kplace_kernels::window::hann_interleaved;
 
 use crate::fftw::{BatchedFft, Complex32, Rigor, as_f32_mut};
-use crate::tensor::{expect_dims, host_port, launch_port, workspace};
-use crate::window::hann_interleaved;
+use crate::tensor::{PORTS, workspace};
 
 /// Target workspace bytes per block of rows.
 const BLOCK_BYTES: usize = 64 * 1024;
@@ -51,36 +55,23 @@ impl DopplerFft {
 }
 
 impl KernelImpl for DopplerFft {
-    const NAME: &'static CStr = c"radar.doppler_fft";
+    const NAME: &'static CStr = DOPPLER_FFT.c_str();
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&[Rigor::PARAM])?;
-        let rigor = Rigor::from_config(config)?;
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "radar.doppler_fft cannot be split (asked for tiles of {tile} along axis {axis})"
-            )));
-        }
-        let input = host_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::CF32,
-            "[range bins, chirps]",
-        )?;
-        let output = host_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::F32,
-            "[range bins, Doppler bins]",
-        )?;
-        expect_dims(&output, "output 0", input.dims(), "the input's shape")?;
-        let (rows, chirps) = (input.shape[0] as usize, input.shape[1] as usize);
+        let DopplerFftConfig {
+            planner,
+            input,
+            output,
+            rows,
+            chirps,
+        } = DopplerFftConfig::from_config(config, &PORTS)?;
+        let rigor = Rigor::from(planner);
+        // Both sizes were checked to fit in memory, hence in usize.
+        let (rows, chirps) = (rows as usize, chirps as usize);
 
         let block_rows = (BLOCK_BYTES / (chirps * size_of::<Complex32>())).clamp(1, rows);
         let block = BatchedFft::forward(chirps, block_rows, chirps, rigor)?;
@@ -104,8 +95,8 @@ impl KernelImpl for DopplerFft {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let input = launch_port(launch.input(0), "input 0", &self.input)?;
-        let output = launch_port(launch.output(0), "output 0", &self.output)?;
+        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
         let cells = self.rows * self.chirps;
         // SAFETY: checked against the descriptors create accepted; nothing writes the input
         // while the stage runs, and an unsplit stage's output is this launch's alone.

@@ -16,7 +16,8 @@ use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard};
 
 use fftw_sys as sys;
-use kplace_abi::export::{Config, KernelError};
+use kplace_abi::export::KernelError;
+use kplace_kernels::fft::Planner;
 
 /// A single-precision complex number as FFTW stores it: real part, then imaginary part.
 pub type Complex32 = sys::fftwf_complex;
@@ -32,7 +33,8 @@ fn planner() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// How hard FFTW searches for a fast plan: the kernels' `planner` parameter.
+/// How hard FFTW searches for a fast plan: the kernels' `planner` parameter
+/// ([`Planner`], which the contract reads and validates).
 ///
 /// The default is `estimate` because it is deterministic: `measure` and `patient` choose
 /// algorithms by timing them, so two kernel states in one run (one per frame slot), or two
@@ -50,23 +52,17 @@ pub enum Rigor {
     Patient,
 }
 
-impl Rigor {
-    /// The name of the kernel parameter that selects the rigor.
-    pub const PARAM: &'static str = "planner";
-
-    /// Reads the `planner` parameter (`estimate`, `measure` or `patient`; default `estimate`).
-    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        match config.param(Self::PARAM).map(str::trim) {
-            None | Some("estimate") => Ok(Rigor::Estimate),
-            Some("measure") => Ok(Rigor::Measure),
-            Some("patient") => Ok(Rigor::Patient),
-            Some(other) => Err(KernelError::invalid(format!(
-                "parameter {}: {other:?} is not one of estimate, measure, patient",
-                Self::PARAM
-            ))),
+impl From<Planner> for Rigor {
+    fn from(planner: Planner) -> Self {
+        match planner {
+            Planner::Estimate => Rigor::Estimate,
+            Planner::Measure => Rigor::Measure,
+            Planner::Patient => Rigor::Patient,
         }
     }
+}
 
+impl Rigor {
     fn flags(self) -> u32 {
         match self {
             Rigor::Estimate => sys::FFTW_ESTIMATE,

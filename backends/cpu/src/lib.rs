@@ -15,6 +15,11 @@
 //! states its parameters, its workspace and what it guarantees. The FFTs use FFTW, linked
 //! statically by the build script so the library needs no libfftw3 at run time.
 //!
+//! What every backend must agree on (kernel names, parameters and defaults, their validation
+//! and messages, the port checks, the CFAR window and threshold arithmetic, the Hann window)
+//! is the contract crate's, `kplace_kernels`; this crate keeps what is the CPU's own: FFTW
+//! plans, chunking and corner turns, the CFAR bound and its vectorised passes, workspaces.
+//!
 //! Every kernel keeps its mutable scratch in the runtime's workspace, never in its state, so
 //! tiles of one state may run concurrently (the range FFT is split along chirps), and no
 //! launch allocates.
@@ -31,7 +36,6 @@ pub mod doppler_fft;
 pub mod fftw;
 pub mod range_fft;
 mod tensor;
-pub mod window;
 
 pub use cfar::Cfar;
 pub use cluster::Cluster;

@@ -5,8 +5,10 @@
 //! - Parameters: `planner` = `estimate` | `measure` | `patient` (default `estimate`, deterministic).
 //! - Split: along input axis 0 (chirps), any tile that divides M, or not at all.
 //!
-//! Each chirp is converted to complex f32, multiplied by the Hann window over N
-//! ([`crate::window`]), and transformed by an N-point forward FFT (unnormalised, no shift).
+//! Parameters, ports and split are checked by the contract
+//! (`kplace_kernels::config::RangeFftConfig`). Each chirp is converted to complex f32,
+//! multiplied by the Hann window over N (`kplace_kernels::window`), and transformed by an
+//! N-point forward FFT (unnormalised, no shift).
 //!
 //! A launch processes its tile's chirps in chunks sized to stay in the L2 cache: window the
 //! chunk into the workspace, run one batched in-place FFTW plan on it, then write the chunk's
@@ -23,11 +25,13 @@
 use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::config::RangeFftConfig;
+use kplace_kernels::names::RANGE_FFT;
+use kplace_kernels::window::hann_interleaved;
 
 use crate::fftw::{BatchedFft, Complex32, Rigor, as_f32_mut};
-use crate::tensor::{expect_dims, host_port, launch_port, workspace};
-use crate::window::hann_interleaved;
+use crate::tensor::{PORTS, workspace};
 
 /// Most workspace bytes one chunk of chirps may take: half a typical L2 cache...
 const CHUNK_BYTES: usize = 256 * 1024;
@@ -82,55 +86,25 @@ pub(crate) fn largest_divisor_at_most(n: usize, limit: usize) -> usize {
 }
 
 impl KernelImpl for RangeFft {
-    const NAME: &'static CStr = c"radar.range_fft";
+    const NAME: &'static CStr = RANGE_FFT.c_str();
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&[Rigor::PARAM])?;
-        let rigor = Rigor::from_config(config)?;
-        let input = host_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::CI16,
-            "[chirps, samples]",
-        )?;
-        let (chirps, samples) = (input.shape[0], input.shape[1]);
-        let output = host_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::CF32,
-            "[samples, chirps]",
-        )?;
-        expect_dims(
-            &output,
-            "output 0",
-            &[samples, chirps],
-            "range bins x chirps",
-        )?;
-        // Both sizes were checked to fit in memory, hence in usize.
+        let RangeFftConfig {
+            planner,
+            input,
+            output,
+            chirps,
+            samples,
+            tile,
+        } = RangeFftConfig::from_config(config, &PORTS)?;
+        let rigor = Rigor::from(planner);
+        // Both sizes were checked to fit in memory, hence in usize; the tile divides chirps.
         let (chirps, samples) = (chirps as usize, samples as usize);
-
-        let tile = match config.split() {
-            None => None,
-            Some((0, tile)) if tile >= 1 && (chirps as u64).is_multiple_of(tile) => {
-                Some(tile as usize)
-            }
-            Some((0, tile)) => {
-                return Err(KernelError::invalid(format!(
-                    "split tile of {tile} chirps does not divide the {chirps} chirps of input 0"
-                )));
-            }
-            Some((axis, _)) => {
-                return Err(KernelError::invalid(format!(
-                    "radar.range_fft splits only along axis 0 (chirps), not axis {axis}"
-                )));
-            }
-        };
+        let tile = tile.map(|tile| tile as usize);
         let per_launch = tile.unwrap_or(chirps);
         let stride = samples.next_multiple_of(8) + 8;
         let fit = CHUNK_BYTES / (stride * size_of::<Complex32>());
@@ -176,8 +150,8 @@ impl KernelImpl for RangeFft {
                 (tile.begin as usize, tile.count as usize)
             }
         };
-        let input = launch_port(launch.input(0), "input 0", &self.input)?;
-        let output = launch_port(launch.output(0), "output 0", &self.output)?;
+        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
         let (n, m) = (self.samples, self.chirps);
         // SAFETY: checked against the descriptor create accepted (host, aligned, large
         // enough); nothing writes a stage's input while it runs.

@@ -12,7 +12,8 @@ use common::*;
 use kplace_abi::export::KernelImpl;
 use kplace_abi::{Detection, DetectionListHeader, Dtype};
 use kplace_cpu::Cfar;
-use kplace_cpu::cfar::{fixed_point, training_cells};
+use kplace_cpu::cfar::fixed_point;
+use kplace_kernels::cfar::training_cells;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

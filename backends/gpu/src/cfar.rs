@@ -6,8 +6,9 @@
 //!   threshold, in row-major order (range ascending, then Doppler); the first `capacity` are
 //!   kept and the rest counted in `overflow`. The header is written on the device.
 //! - Parameters: `guard` (default 2), `train` (default 8, at least 1), and at most one of
-//!   `pfa` (default 1e-6, in (0, 1)) or `scale` (a raw alpha, in [0, 1e12]); validated as by
-//!   the CPU library, with the same messages.
+//!   `pfa` (default 1e-6, in (0, 1)) or `scale` (a raw alpha, in [0, 1e12]); validated by the
+//!   contract both libraries share (`kplace_kernels::config::CfarConfig`), with the same
+//!   messages.
 //! - Not split.
 //! - Workspace: 33 bytes per cell (four 64-bit sums and a flag) plus 8 bytes per 256 cells.
 //!
@@ -19,7 +20,8 @@
 //! `q` over the training cells (the `(2h+1)²` window around the cell, `h = guard + train`,
 //! minus the `(2 guard + 1)²` guard square, wrapping on both axes); detect iff
 //! `(p as f64) > (S as f64) * scale`, where `S as f64` rounds to nearest (ties to even) and
-//! `scale = alpha / K / 2^8` ([`threshold_scale`]) is computed once, here on the host.
+//! `scale = alpha / K / 2^8` (`kplace_kernels::cfar::threshold_scale`, as the CPU library's)
+//! is computed once, here on the host.
 //!
 //! # How the GPU computes it
 //!
@@ -44,27 +46,16 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::config::CfarConfig;
+use kplace_kernels::names::CFAR;
 
 use crate::driver::Device;
 use crate::module::{self, Functions};
-use crate::ports::{check_cells, device_port, expect_dims, launch_port};
+use crate::ports::{PORTS, launch_address};
 use crate::queue::{CudaQueue, Grid, Queue, arg};
 use crate::source::Function;
 use crate::workspace::Layout;
-
-/// Default guard cells on each side of the cell under test, on both axes.
-pub const DEFAULT_GUARD: u32 = 2;
-/// Default training cells beyond the guard, on each side, on both axes.
-pub const DEFAULT_TRAIN: u32 = 8;
-/// Default false-alarm probability.
-pub const DEFAULT_PFA: f64 = 1e-6;
-/// The largest `scale` (raw alpha) accepted (the CPU library's limit).
-pub const MAX_SCALE: f64 = 1e12;
-/// The largest window side, `2 (guard + train) + 1`: its exact limb sums fit 64 bits.
-pub const MAX_WINDOW: u64 = 1023;
-/// Fraction bits of the fixed-point powers: `q(p) = floor(p * 2^FRACTION_BITS)`.
-pub const FRACTION_BITS: u32 = 8;
 
 /// Cells per compaction chunk: detections are counted, and written, per chunk.
 pub const CHUNK: u32 = 256;
@@ -73,26 +64,6 @@ pub const SCAN_THREADS: u32 = 1024;
 
 /// Threads per block of the one-dimensional kernels.
 const THREADS: u32 = 256;
-
-/// Training cells of a window: `(2 (guard + train) + 1)² - (2 guard + 1)²`.
-pub fn training_cells(guard: u32, train: u32) -> u64 {
-    let box_side = 2 * (u64::from(guard) + u64::from(train)) + 1;
-    let guard_side = 2 * u64::from(guard) + 1;
-    box_side * box_side - guard_side * guard_side
-}
-
-/// The CA-CFAR multiplier for false-alarm probability `pfa` over `k` training cells:
-/// `k * (pfa^(-1/k) - 1)`.
-pub fn alpha_for_pfa(pfa: f64, k: u64) -> f64 {
-    let k = k as f64;
-    k * (pfa.powf(-1.0 / k) - 1.0)
-}
-
-/// The factor that turns an exact fixed-point training sum into a threshold:
-/// `alpha / K / 2^FRACTION_BITS`.
-pub fn threshold_scale(alpha: f64, k: u64) -> f64 {
-    alpha / k as f64 / 2f64.powi(FRACTION_BITS as i32)
-}
 
 /// The geometry and launch sequence of `radar.cfar`, independent of CUDA.
 #[derive(Clone, Debug)]
@@ -121,85 +92,15 @@ pub struct CfarPlan {
 impl CfarPlan {
     /// Validates a configuration (parameters, ports, split) as `create` does, without CUDA.
     pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["guard", "train", "pfa", "scale"])?;
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "radar.cfar cannot be split (asked for tiles of {tile} along axis {axis})"
-            )));
-        }
-        let guard = config.parse_param::<u32>("guard")?.unwrap_or(DEFAULT_GUARD);
-        let train = config.parse_param::<u32>("train")?.unwrap_or(DEFAULT_TRAIN);
-        if train == 0 {
-            return Err(KernelError::invalid("parameter train must be at least 1"));
-        }
-        let window = 2 * (u64::from(guard) + u64::from(train)) + 1;
-        if window > MAX_WINDOW {
-            return Err(KernelError::invalid(format!(
-                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
-                 {train}), exceeds the largest supported, {MAX_WINDOW}"
-            )));
-        }
-        let training = training_cells(guard, train);
-        let alpha = match (
-            config.parse_param::<f64>("pfa")?,
-            config.parse_param::<f64>("scale")?,
-        ) {
-            (Some(_), Some(_)) => {
-                return Err(KernelError::invalid(
-                    "parameters pfa and scale both given; give at most one (scale is a raw alpha)",
-                ));
-            }
-            (None, Some(scale)) if (0.0..=MAX_SCALE).contains(&scale) => scale,
-            (None, Some(scale)) => {
-                return Err(KernelError::invalid(format!(
-                    "parameter scale must be >= 0 and <= {MAX_SCALE:e}, got {scale}"
-                )));
-            }
-            (pfa, None) => {
-                let pfa = pfa.unwrap_or(DEFAULT_PFA);
-                if !(pfa > 0.0 && pfa < 1.0) {
-                    return Err(KernelError::invalid(format!(
-                        "parameter pfa must be in (0, 1), got {pfa}"
-                    )));
-                }
-                alpha_for_pfa(pfa, training)
-            }
-        };
-
-        let input = device_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::F32,
-            "[range bins, Doppler bins]",
-        )?;
-        let (rows, cols) = (input.shape[0], input.shape[1]);
-        // Detections name cells by 32-bit bins, and the kernels count cells in 32 bits.
-        check_cells("input 0", rows, cols)?;
-        if window > rows.min(cols) {
-            return Err(KernelError::invalid(format!(
-                "the CFAR window, 2 (guard + train) + 1 = {window} cells (guard {guard}, train \
-                 {train}), does not fit the {rows} x {cols} map of input 0"
-            )));
-        }
-        let output = device_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::DETECTIONS,
-            "[capacity]",
-        )?;
-        let capacity = output.shape[0];
-        let capacity = u32::try_from(capacity).map_err(|_| {
-            KernelError::invalid(format!("output 0: capacity {capacity} does not fit u32"))
-        })?;
-        expect_dims(
-            &output,
-            "output 0",
-            &[u64::from(capacity)],
-            "a detection list",
-        )?;
-
+        let CfarConfig {
+            params,
+            input,
+            output,
+            rows,
+            cols,
+            capacity,
+        } = CfarConfig::from_config(config, &PORTS)?;
+        let window = params.window();
         let cells = rows * cols;
         // About 64k threads in the vertical pass on large maps, with strips long enough that
         // the first window's sum (2h + 1 + 2 guard + 1 rows) is paid off.
@@ -208,13 +109,13 @@ impl CfarPlan {
         Ok(Self {
             input,
             output,
-            // All fit u32: their product does.
+            // All fit u32: their product does (`PORTS` counts cells in 32 bits).
             rows: rows as u32,
             cols: cols as u32,
-            guard,
-            half: guard + train,
-            alpha,
-            scale: threshold_scale(alpha, training),
+            guard: window.guard(),
+            half: window.half(),
+            alpha: params.alpha(),
+            scale: params.scale(),
             capacity,
             strip: strip as u32,
             chunks: chunks as u32,
@@ -242,7 +143,7 @@ impl CfarPlan {
         self.alpha
     }
 
-    /// The factor applied to exact training sums (see [`threshold_scale`]).
+    /// The factor applied to exact training sums (`kplace_kernels::cfar::threshold_scale`).
     pub fn scale(&self) -> f64 {
         self.scale
     }
@@ -270,8 +171,8 @@ impl CfarPlan {
     /// accepted.
     pub fn ports(&self, launch: &Launch<'_>) -> Result<(u64, u64), KernelError> {
         Ok((
-            launch_port(launch.input(0), "input 0", &self.input)?,
-            launch_port(launch.output(0), "output 0", &self.output)?,
+            launch_address(launch.input(0), "input 0", &self.input)?,
+            launch_address(launch.output(0), "output 0", &self.output)?,
         ))
     }
 
@@ -382,7 +283,7 @@ impl Cfar {
 }
 
 impl KernelImpl for Cfar {
-    const NAME: &'static CStr = c"radar.cfar";
+    const NAME: &'static CStr = CFAR.c_str();
     const DEVICE: DeviceKind = DeviceKind::CUDA;
     const MEMORY: MemorySpace = MemorySpace::DEVICE;
     const N_INPUTS: u32 = 1;

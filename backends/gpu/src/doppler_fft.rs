@@ -4,14 +4,16 @@
 //!   holds range bin `k` of every chirp.
 //! - Output 0: `f32 [N, M]` in device memory: `|X[k][d]|^2` of Doppler bin `d`, computed as
 //!   `re * re + im * im` with every operation rounded to f32 (no fused multiply-add).
-//! - Parameters: `planner`, accepted and validated as by the CPU library, otherwise unused.
+//! - Parameters: `planner`, accepted and validated by the contract both libraries share
+//!   (`kplace_kernels::config::DopplerFftConfig`), otherwise unused.
 //! - Not split.
 //! - Workspace: the windowed map (N x M complex f32) and cuFFT's work area.
 //!
-//! Three steps on the launch's stream (three enqueues a frame): `kp_doppler_window` multiplies every row by the Hann
-//! window over M ([`crate::window`]) into the workspace (the input is the previous stage's
-//! and is not modified); cuFFT transforms the N rows in place (M points each, forward,
-//! unnormalised: negative velocities land in the upper bins); `kp_power` writes the power.
+//! Three steps on the launch's stream (three enqueues a frame): `kp_doppler_window` multiplies
+//! every row by the Hann window over M (`kplace_kernels::window`) into the workspace (the
+//! input is the previous stage's and is not modified); cuFFT transforms the N rows in place
+//! (M points each, forward, unnormalised: negative velocities land in the upper bins);
+//! `kp_power` writes the power.
 //! (Fusing the window into the range stage would change that stage's output, which a CPU
 //! Doppler stage may read; the power needs the finished transform. So three it stays.)
 
@@ -19,16 +21,17 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::config::DopplerFftConfig;
+use kplace_kernels::names::DOPPLER_FFT;
+use kplace_kernels::window::hann;
 
 use crate::cufft::Fft;
 use crate::driver::{Device, DeviceBuffer};
 use crate::module::{self, Functions};
-use crate::ports::{check_cells, device_port, expect_dims, launch_port};
+use crate::ports::{PORTS, launch_address};
 use crate::queue::{CudaQueue, FftLayout, FftShape, Grid, Queue, arg};
-use crate::range_fft::{PLANNER_PARAM, check_planner};
 use crate::source::Function;
-use crate::window::hann;
 use crate::workspace::Layout;
 
 /// Threads per block of the element-wise kernels.
@@ -49,35 +52,19 @@ pub struct DopplerFftPlan {
 impl DopplerFftPlan {
     /// Validates a configuration (parameters, ports, split) as `create` does, without CUDA.
     pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&[PLANNER_PARAM])?;
-        check_planner(config)?;
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "radar.doppler_fft cannot be split (asked for tiles of {tile} along axis {axis})"
-            )));
-        }
-        let input = device_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::CF32,
-            "[range bins, chirps]",
-        )?;
-        let output = device_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::F32,
-            "[range bins, Doppler bins]",
-        )?;
-        expect_dims(&output, "output 0", input.dims(), "the input's shape")?;
-        let (rows, chirps) = (input.shape[0], input.shape[1]);
-        check_cells("input 0", rows, chirps)?;
+        // The planner is validated, then ignored: cuFFT has no rigor to choose.
+        let DopplerFftConfig {
+            input,
+            output,
+            rows,
+            chirps,
+            ..
+        } = DopplerFftConfig::from_config(config, &PORTS)?;
         let grid = Grid::linear(rows * chirps, THREADS)?;
         Ok(Self {
             input,
             output,
-            // Both fit u32: their product does.
+            // Both fit u32: their product does (`PORTS` counts cells in 32 bits).
             rows: rows as u32,
             chirps: chirps as u32,
             grid,
@@ -116,8 +103,8 @@ impl DopplerFftPlan {
     /// accepted.
     pub fn ports(&self, launch: &Launch<'_>) -> Result<(u64, u64), KernelError> {
         Ok((
-            launch_port(launch.input(0), "input 0", &self.input)?,
-            launch_port(launch.output(0), "output 0", &self.output)?,
+            launch_address(launch.input(0), "input 0", &self.input)?,
+            launch_address(launch.output(0), "output 0", &self.output)?,
         ))
     }
 
@@ -183,7 +170,7 @@ impl DopplerFft {
 }
 
 impl KernelImpl for DopplerFft {
-    const NAME: &'static CStr = c"radar.doppler_fft";
+    const NAME: &'static CStr = DOPPLER_FFT.c_str();
     const DEVICE: DeviceKind = DeviceKind::CUDA;
     const MEMORY: MemorySpace = MemorySpace::DEVICE;
     const N_INPUTS: u32 = 1;

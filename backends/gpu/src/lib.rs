@@ -18,10 +18,10 @@
 //! kernel's module states its parameters, workspace and guarantees: [`range_fft`],
 //! [`doppler_fft`], [`cfar`]. In short:
 //!
-//! - The FFT stages apply the CPU library's f32 Hann coefficients ([`window`]) and compute
-//!   unnormalised forward transforms with batched cuFFT; they agree with an f64 FFT within
-//!   1e-5 of the peak (max-abs error over max-abs), as FFTW does. Power is `re * re + im * im`,
-//!   rounded per operation.
+//! - The FFT stages apply the CPU library's f32 Hann coefficients (`kplace_kernels::window`)
+//!   and compute unnormalised forward transforms with batched cuFFT; they agree with an f64
+//!   FFT within 1e-5 of the peak (max-abs error over max-abs), as FFTW does. Power is
+//!   `re * re + im * im`, rounded per operation.
 //! - CFAR follows the CPU library's exact rule (fixed-point training sums, one rounding, one
 //!   multiply), so both report identical detections for the same power map, in the same
 //!   row-major order, with the same overflow accounting.
@@ -31,6 +31,11 @@
 //! work on a few kilobytes, and copying the detection list down (the one transfer the GPU
 //! placements make on the way back anyway) costs less than the chain of small launches a GPU
 //! version would need.
+//!
+//! Names, parameters and defaults, their validation and messages, the port checks, the CFAR
+//! window and threshold arithmetic and the Hann window are the contract both libraries share
+//! (crate `kplace_kernels`); this crate keeps what is the GPU's own: plans, grids, workspace
+//! layouts and launch sequences.
 //!
 //! # How the library uses CUDA
 //!
@@ -81,7 +86,6 @@ mod ports;
 pub mod queue;
 pub mod range_fft;
 pub mod source;
-pub mod window;
 pub mod workspace;
 
 pub use availability::probe;

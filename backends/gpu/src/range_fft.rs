@@ -4,15 +4,16 @@
 //!   of chirp `m`.
 //! - Output 0: `cf32 [N, M]` in device memory, range-major: element `k * M + m` is bin `k` of
 //!   chirp `m`'s FFT (the layout the Doppler stage reads row by row).
-//! - Parameters: `planner` = `estimate` | `measure` | `patient`, accepted (and validated) so
-//!   that one graph file serves both backends; cuFFT has no planning rigor to choose.
+//! - Parameters: `planner` = `estimate` | `measure` | `patient`, accepted (and validated by the
+//!   contract, `kplace_kernels::config::RangeFftConfig`) so that one graph file serves both
+//!   backends; cuFFT has no planning rigor to choose.
 //! - Split: along input axis 0 (chirps), any tile that divides M, or not at all.
 //! - Workspace: one FFT batch of complex f32 (tile x N, or M x N unsplit) and cuFFT's work
 //!   area.
 //!
 //! Per batch of chirps, two steps on the launch's stream (so a frame costs two enqueues per
 //! tile): `kp_range_window` converts the int16 samples to f32 (exactly) and multiplies them by
-//! the Hann window over N (the CPU library's f32 coefficients, [`crate::window`]) into the
+//! the Hann window over N (the CPU library's f32 coefficients, `kplace_kernels::window`) into the
 //! workspace, chirp after chirp; cuFFT transforms the batch out of place (N points, forward,
 //! unnormalised) straight into the range-major output through its advanced data layout: input
 //! stride 1 and distance N (the workspace's rows), output stride M and distance 1 from the
@@ -25,32 +26,21 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc, Tile};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc, Tile};
+use kplace_kernels::config::RangeFftConfig;
+use kplace_kernels::names::RANGE_FFT;
+use kplace_kernels::window::hann;
 
 use crate::cufft::Fft;
 use crate::driver::{Device, DeviceBuffer};
 use crate::module::{self, Functions};
-use crate::ports::{check_cells, device_port, expect_dims, launch_port};
+use crate::ports::{PORTS, launch_address};
 use crate::queue::{CudaQueue, FftLayout, FftShape, FftStrides, Grid, Queue, arg};
 use crate::source::Function;
-use crate::window::hann;
 use crate::workspace::Layout;
-
-/// The parameter the CPU library uses to choose FFTW's planning rigor.
-pub const PLANNER_PARAM: &str = "planner";
 
 /// Threads per block of the element-wise kernels.
 const THREADS: u32 = 256;
-
-/// Validates the `planner` parameter as the CPU library does, then ignores it.
-pub(crate) fn check_planner(config: &Config<'_>) -> Result<(), KernelError> {
-    match config.param(PLANNER_PARAM).map(str::trim) {
-        None | Some("estimate" | "measure" | "patient") => Ok(()),
-        Some(other) => Err(KernelError::invalid(format!(
-            "parameter {PLANNER_PARAM}: {other:?} is not one of estimate, measure, patient"
-        ))),
-    }
-}
 
 /// The geometry and launch sequence of `radar.range_fft`, independent of CUDA.
 #[derive(Clone, Debug)]
@@ -71,47 +61,21 @@ pub struct RangeFftPlan {
 impl RangeFftPlan {
     /// Validates a configuration (parameters, ports, split) as `create` does, without CUDA.
     pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&[PLANNER_PARAM])?;
-        check_planner(config)?;
-        let input = device_port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::CI16,
-            "[chirps, samples]",
-        )?;
-        let (chirps, samples) = (input.shape[0], input.shape[1]);
-        let output = device_port(
-            config.outputs(),
-            0,
-            "output 0",
-            Dtype::CF32,
-            "[samples, chirps]",
-        )?;
-        expect_dims(
-            &output,
-            "output 0",
-            &[samples, chirps],
-            "range bins x chirps",
-        )?;
-        check_cells("input 0", chirps, samples)?;
-        // Both fit u32: their product does.
+        // The planner is validated, then ignored: cuFFT has no rigor to choose.
+        let RangeFftConfig {
+            input,
+            output,
+            chirps,
+            samples,
+            tile,
+            ..
+        } = RangeFftConfig::from_config(config, &PORTS)?;
+        // Both fit u32: their product does (`PORTS` counts cells in 32 bits); the tile divides
+        // the chirps.
         let (chirps, samples) = (chirps as u32, samples as u32);
-        let (split, batch) = match config.split() {
+        let (split, batch) = match tile {
             None => (false, chirps),
-            Some((0, tile)) if tile >= 1 && u64::from(chirps).is_multiple_of(tile) => {
-                (true, tile as u32)
-            }
-            Some((0, tile)) => {
-                return Err(KernelError::invalid(format!(
-                    "split tile of {tile} chirps does not divide the {chirps} chirps of input 0"
-                )));
-            }
-            Some((axis, _)) => {
-                return Err(KernelError::invalid(format!(
-                    "radar.range_fft splits only along axis 0 (chirps), not axis {axis}"
-                )));
-            }
+            Some(tile) => (true, tile as u32),
         };
         let window_grid = Grid::linear(u64::from(batch) * u64::from(samples), THREADS)?;
         Ok(Self {
@@ -162,8 +126,8 @@ impl RangeFftPlan {
     /// accepted.
     pub fn ports(&self, launch: &Launch<'_>) -> Result<(u64, u64), KernelError> {
         Ok((
-            launch_port(launch.input(0), "input 0", &self.input)?,
-            launch_port(launch.output(0), "output 0", &self.output)?,
+            launch_address(launch.input(0), "input 0", &self.input)?,
+            launch_address(launch.output(0), "output 0", &self.output)?,
         ))
     }
 
@@ -257,7 +221,7 @@ impl RangeFft {
 }
 
 impl KernelImpl for RangeFft {
-    const NAME: &'static CStr = c"radar.range_fft";
+    const NAME: &'static CStr = RANGE_FFT.c_str();
     const DEVICE: DeviceKind = DeviceKind::CUDA;
     const MEMORY: MemorySpace = MemorySpace::DEVICE;
     const N_INPUTS: u32 = 1;

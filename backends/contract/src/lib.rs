@@ -1,0 +1,46 @@
+//! The radar kernels' contract, once: what every kplace backend must agree on for a graph to
+//! run the same on any placement and for "the same bits on CPU and GPU" to hold by
+//! construction rather than by copied code.
+//!
+//! - [`names`]: the kernels' logical names (`radar.range_fft`, ...), as C strings and as text.
+//! - [`fft`]: the FFT stages' `planner` parameter.
+//! - [`split`]: which kernels may be split, and `radar.range_fft`'s tiles.
+//! - [`cfar`]: CFAR parameters, defaults and validation; training cells, alpha for a pfa, the
+//!   threshold factor, the window's bounds.
+//! - [`window`]: the Hann window's f32 coefficients.
+//! - `ports` (feature `abi`): port checks on descriptors and launch tensors.
+//! - `config` (feature `abi`): each kernel's `create`-time checks on a `Config`, into typed
+//!   values.
+//!
+//! Guarantees: every rule is a plain function of its inputs (no device, no global state), so
+//! two backends that call it compute the same values bit for bit, and refuse the same
+//! configurations with the same message ([`ParamError`]'s `Display`, the text users see). A
+//! backend keeps only what is truly its own: plans, tiling, workspace sizing and launch.
+//!
+//! # Why the split between pure rules and `abi`
+//!
+//! The rules (names, parameters, defaults, the CFAR arithmetic, the window) depend on nothing:
+//! they take numbers and text, so the runtime can read a default ([`cfar::DEFAULT_PFA`]) and a
+//! reference model could check them without linking any ABI types, and with default features
+//! this crate has no dependencies at all. Checking ports and reading a `Config` needs
+//! `kplace-abi`'s `TensorDesc`, `Tensor`, `Config` and `KernelError`, so those checks sit
+//! behind the `abi` feature, which both backends enable. They live here rather than in
+//! `kplace-abi`'s export helpers because they are the radar kernels' rules (dtype, rank,
+//! layout names, 32-bit cell counts, detection-list capacity), not the ABI's: `kplace-abi`
+//! stays the neutral mirror of `kplace.h` that any kernel library can use.
+
+#![warn(missing_docs)]
+
+pub mod cfar;
+mod error;
+pub mod fft;
+pub mod names;
+pub mod split;
+pub mod window;
+
+#[cfg(feature = "abi")]
+pub mod config;
+#[cfg(feature = "abi")]
+pub mod ports;
+
+pub use error::ParamError;

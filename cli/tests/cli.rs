@@ -1,5 +1,8 @@
 //! The `kplace` binary as a user runs it: a verified run, the detections file and `kplace
 //! verify`, and a clear error for each bad input.
+//!
+//! A test suite: one end-to-end test per behaviour of `kplace plan`, `run`, `verify` and
+//! `compare-detections`, sharing one set of helpers.
 
 #[path = "../../runtime/tests/support/mod.rs"]
 mod support;

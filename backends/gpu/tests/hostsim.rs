@@ -8,6 +8,9 @@
 //! - CFAR's whole launch sequence against the CPU library (`kplace_cpu::Cfar`): identical
 //!   lists (header and records) on scene maps, pure noise, extreme values, ties, other
 //!   windows, odd shapes, maps without detections, and small capacities.
+//!
+//! A test suite: every GPU kernel run on the host through the simulator, case by case; the
+//! cases share one set of helpers, so they stay in one file.
 
 mod common;
 

@@ -5,6 +5,10 @@
 //! This module runs the sweep (systems x CPI sizes x repeats, each a search); `trial` and
 //! `sut` run one trial of kplace or of another receiver, `bounds` measures the bounds beside
 //! each search, and `output` writes what the sweep found.
+//!
+//! Long (936 lines of code, 85 of tests): the arguments, the sweep over systems and CPIs, and
+//! the trial context they share; the trial runners, probe, bounds and output are already their
+//! own modules.
 
 mod bounds;
 mod output;

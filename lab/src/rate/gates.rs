@@ -13,6 +13,8 @@
 //! - **Fails closed.** A NaN rate, trend or gate setting fails the gate it feeds; nothing
 //!   passes by default.
 //! - **Pure.** No clock, no I/O, no allocation beyond the verdict's list of failures.
+//!
+//! Long (421 lines of code, 427 of tests): about half of it is tests of every gate.
 
 use std::fmt;
 use std::time::Duration;

@@ -7,6 +7,9 @@
 //! producer (the source or one stage) and a known size; stages are in an order where every
 //! input is produced before it is read; a split stage's tile divides its axis. Every error
 //! names the file, and the line and column where the file has one.
+//!
+//! Long (599 lines of code, 198 of tests): parsing, binding and every structural check of a
+//! graph file, each with the file, line and field in its error.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -10,6 +10,9 @@
 //! does not fit its stage ([`tiles`]: a GPU stage launches in larger tiles than the graph's). `kplace plan`
 //! prints the result with [`Plan`]'s `Display` ([`display`]); it may describe a GPU placement
 //! on a machine without a GPU ([`PlanMode::Describe`]), which `kplace run` refuses.
+//!
+//! Long (744 lines of code, 22 of tests): the planner and its errors; display, memory and tiles
+//! are already their own modules, and opening devices is still done here.
 
 // Plan errors are made once, before anything runs, and carry the names and places a user needs
 // to fix their files; their size on the stack does not matter.

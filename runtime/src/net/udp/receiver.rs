@@ -7,6 +7,9 @@
 //! its target, move every mispredicted payload out to scratch, then copy into place and mark
 //! present. What may build a frame is [`StreamState`]'s and [`Stash`]'s to decide; this loop
 //! owns the open frames and every counter.
+//!
+//! Long (542 lines of code, 402 of tests): the packet classifier and frame assembly; the
+//! socket, stash and buffers are already their own modules.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -7,6 +7,7 @@
 //! - [`hog`]: co-tenants that load a GPU or the CPUs beside a run.
 //! - [`mps`]: a private NVIDIA MPS daemon, and the check that a process is its client.
 //! - [`affinity`]: CPU sets that keep a load generator off the cores it measures.
+//! - [`plots`]: the SVG pictures of a sweep's results file.
 
 #![warn(missing_docs)]
 
@@ -14,4 +15,5 @@ pub mod affinity;
 pub mod bounds;
 pub mod hog;
 pub mod mps;
+pub mod plots;
 pub mod rate;

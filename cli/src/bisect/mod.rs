@@ -27,7 +27,6 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::plots;
 use super::radar;
 use super::run::PipelineMode;
 use super::send::DEFAULT_PACING_TICK_US;
@@ -447,7 +446,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let text = serde_json::to_string_pretty(&file)?;
     fs::write(&json_path, text + "\n")
         .with_context(|| format!("cannot write {}", json_path.display()))?;
-    let plots = plots::write_all(std::slice::from_ref(&file), &args.out)?;
+    let plots = kplace_lab::plots::write_all(std::slice::from_ref(&file), &args.out)?;
     eprintln!(
         "bisect-rate: results in {}, {}/trials-*.csv and the plots {}",
         json_path.display(),

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::rate::LatencyBudget;
+use crate::rate::sweep::{
+    SCHEMA, SearchEntry, StageTime, SweepFile, TrialEntry, TrialLatency, TrialStatus,
+};
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
-use kplace_lab::rate::LatencyBudget;
-use kplace_lab::rate::sweep::{
-    SCHEMA, SearchEntry, StageTime, SweepFile, TrialEntry, TrialLatency, TrialStatus,
-};
 use plotters::style::RGBColor;
 
 use super::frame::WIDTH;
@@ -588,7 +588,7 @@ fn bad_results_files_are_refused_naming_the_file() {
     let read = |name: &str, text: &str| {
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
-        format!("{:#}", super::command::read_results(&path).unwrap_err())
+        format!("{:#}", super::read_results(&path).unwrap_err())
     };
     let e = read(
         "broken.json",
@@ -617,12 +617,12 @@ fn bad_results_files_are_refused_naming_the_file() {
         "{e}"
     );
     let missing = dir.path().join("missing.json");
-    let e = format!("{:#}", super::command::read_results(&missing).unwrap_err());
+    let e = format!("{:#}", super::read_results(&missing).unwrap_err());
     assert!(e.contains("missing.json"), "{e}");
     // A good file reads back as written.
     let path = dir.path().join("good.json");
     std::fs::write(&path, serde_json::to_string(&sweep()).unwrap()).unwrap();
-    assert_eq!(super::command::read_results(&path).unwrap(), sweep());
+    assert_eq!(super::read_results(&path).unwrap(), sweep());
 }
 
 /// A budget that follows 1/R is unbounded at rate 0, where a linear rate axis starts: the

@@ -8,7 +8,6 @@
 
 use std::path::Path;
 
-use anyhow::Result;
 use plotters::prelude::*;
 use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, VPos};
@@ -18,7 +17,7 @@ use super::frame::{
     AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
     text_width, wrap,
 };
-use super::{Group, REFERENCE, Sweep, colour, median};
+use super::{Group, PlotError, REFERENCE, Sweep, colour, median};
 
 /// What one bar shows.
 struct Bar<'a> {
@@ -58,7 +57,7 @@ impl Bar<'_> {
 }
 
 /// Writes the plot to `path`.
-pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     let systems = sweep.systems();
     let cpis = sweep.cpis();
     let mut bars: Vec<Bar<'_>> = Vec::new();

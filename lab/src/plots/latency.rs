@@ -8,8 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
-use kplace_lab::rate::sweep::TrialStatus;
+use crate::rate::sweep::TrialStatus;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
@@ -17,7 +16,7 @@ use super::axis::Axis;
 use super::frame::{
     AXIS_FONT, LegendEntry, Marker, Page, Swatch, draw_marker, draw_page, font, house_style,
 };
-use super::{REFERENCE, Sweep, colour};
+use super::{PlotError, REFERENCE, Sweep, colour};
 
 /// Dash patterns (dash, gap) of successive budget lines.
 const DASHES: [(u32, u32); 3] = [(8, 5), (3, 4), (14, 4)];
@@ -32,7 +31,7 @@ pub fn marker(status: TrialStatus, has_latency: bool) -> Marker {
 }
 
 /// Writes the plot to `path`.
-pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     let trials = || {
         sweep.groups.iter().enumerate().flat_map(|(i, g)| {
             g.searches
@@ -47,7 +46,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
         0.05,
     );
     let budgets = sweep.budgets();
-    let budget_ms = |b: kplace_lab::rate::LatencyBudget, rate: f64| b.at(rate).as_secs_f64() * 1e3;
+    let budget_ms = |b: crate::rate::LatencyBudget, rate: f64| b.at(rate).as_secs_f64() * 1e3;
     // A budget that follows 1/R is unbounded towards rate 0, where a linear axis starts: the
     // line covers only the rates near those tried, and never sets the latency axis alone.
     let lowest_rate = trials()

@@ -1,5 +1,5 @@
 //! The pictures of a sweep, from its typed results files ([`SweepFile`]): what `kplace plot`
-//! writes and `kplace bisect-rate` will write beside its results.
+//! and `kplace bisect-rate` write beside the results.
 //!
 //! [`write_all`] writes four SVGs (plotters' SVG backend without font features: text stays
 //! `<text>` elements for the viewer to render):
@@ -19,9 +19,9 @@
 
 mod axis;
 mod cdf;
-mod command;
 mod frame;
 mod latency;
+mod read;
 mod stages;
 mod sustained;
 #[cfg(test)]
@@ -29,12 +29,60 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
-use kplace_lab::rate::LatencyBudget;
-use kplace_lab::rate::sweep::{SearchEntry, SweepFile};
+use crate::rate::LatencyBudget;
+use crate::rate::sweep::{SearchEntry, SweepFile};
 use plotters::style::RGBColor;
 
-pub use command::{PlotArgs, main};
+pub use read::read_results;
+
+/// Why plots could not be written, or a results file read.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The output directory could not be created.
+    #[error("creating the plot directory {}: {source}", path.display())]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// The system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The SVG backend failed.
+    #[error("writing plot {}: {message}", path.display())]
+    Draw {
+        /// The plot's file.
+        path: PathBuf,
+        /// The backend's error, in words.
+        message: String,
+    },
+    /// A trial's latency histogram is not what the run reports carry.
+    #[error("{at}: {message}")]
+    Histogram {
+        /// The search and trial it belongs to.
+        at: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A results file cannot be read, or is not one.
+    #[error("{message}")]
+    Results {
+        /// The file and what is wrong with it.
+        message: String,
+    },
+}
+
+/// A drawing error, in words: plotters' errors are generic over the backend, and only their
+/// text reaches a [`PlotError::Draw`].
+#[derive(Debug)]
+pub struct DrawError(String);
+
+impl<E: std::error::Error + Send + Sync> From<plotters::drawing::DrawingAreaErrorKind<E>>
+    for DrawError
+{
+    fn from(e: plotters::drawing::DrawingAreaErrorKind<E>) -> Self {
+        DrawError(e.to_string())
+    }
+}
 
 /// Series colours, in order (Tableau 10 without its grey, which reference lines use);
 /// series beyond the palette reuse it.
@@ -63,9 +111,11 @@ pub const FILES: [&str; 4] = ["latency.svg", "sustained.svg", "cdf.svg", "stages
 
 /// Writes the four plots of `files`' searches (merged, in order) into `out` (created if
 /// needed) and returns their paths.
-pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("creating the plot directory {}", out.display()))?;
+pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    std::fs::create_dir_all(out).map_err(|source| PlotError::Directory {
+        path: out.to_path_buf(),
+        source,
+    })?;
     let sweep = Sweep::new(files);
     let paths: Vec<PathBuf> = FILES.iter().map(|f| out.join(f)).collect();
     latency::write(&paths[0], &sweep)?;

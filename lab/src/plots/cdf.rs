@@ -9,31 +9,30 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use crate::rate::sweep::{SearchEntry, TrialStatus};
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
-use kplace_lab::rate::sweep::{SearchEntry, TrialStatus};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
 use super::frame::{AXIS_FONT, LegendEntry, Page, Swatch, draw_page, font, house_style};
-use super::{REFERENCE, Sweep, colour, same_rate};
+use super::{PlotError, REFERENCE, Sweep, colour, same_rate};
 
 /// Decodes a base64 HdrHistogram V2 (deflate) record.
-pub fn decode(text: &str) -> Result<Histogram<u64>> {
+pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text.trim())
-        .context("the histogram is not base64")?;
+        .map_err(|e| format!("the histogram is not base64: {e}"))?;
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| anyhow::anyhow!("the histogram is not an HdrHistogram V2 record: {e:?}"))
+        .map_err(|e| format!("the histogram is not an HdrHistogram V2 record: {e:?}"))
 }
 
 /// The histogram of `search`'s first judged trial at its start rate: `Ok(None)` when that
 /// trial does not exist or carries none.
-fn start_histogram(search: &SearchEntry) -> Result<Option<Histogram<u64>>> {
+fn start_histogram(search: &SearchEntry) -> Result<Option<Histogram<u64>>, PlotError> {
     let Some(trial) = search
         .trials
         .iter()
@@ -44,12 +43,15 @@ fn start_histogram(search: &SearchEntry) -> Result<Option<Histogram<u64>>> {
     let Some(text) = trial.latency.as_ref().and_then(|l| l.histogram.as_deref()) else {
         return Ok(None);
     };
-    decode(text).map(Some).with_context(|| {
-        format!(
-            "{} at {} (repeat {}), trial at {} CPI/s",
-            search.system, search.cpi, search.repeat, trial.rate
-        )
-    })
+    decode(text)
+        .map(Some)
+        .map_err(|message| PlotError::Histogram {
+            at: format!(
+                "{} at {} (repeat {}), trial at {} CPI/s",
+                search.system, search.cpi, search.repeat, trial.rate
+            ),
+            message,
+        })
 }
 
 /// The cumulative distribution of `h` in ms, as a step line ending at 1.
@@ -75,7 +77,7 @@ struct Curve {
 }
 
 /// Writes the plot to `path`.
-pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     let mut curves = Vec::new();
     let mut missing = Vec::new();
     let mut budgets: Vec<(f64, String)> = Vec::new();
@@ -87,9 +89,10 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
                 Some(h) => {
                     runs += 1;
                     match merged.as_mut() {
-                        Some(m) => m
-                            .add(&h)
-                            .with_context(|| format!("merging the histograms of {}", g.label()))?,
+                        Some(m) => m.add(&h).map_err(|e| PlotError::Histogram {
+                            at: format!("merging the histograms of {}", g.label()),
+                            message: format!("{e:?}"),
+                        })?,
                         None => merged = Some(h),
                     }
                 }

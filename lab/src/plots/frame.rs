@@ -8,12 +8,13 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{DrawError, PlotError};
 
 /// Page width, pixels.
 pub const WIDTH: u32 = 1000;
@@ -111,7 +112,7 @@ pub fn draw_marker(
     marker: Marker,
     at: (i32, i32),
     colour: RGBColor,
-) -> Result<()> {
+) -> Result<(), DrawError> {
     match marker {
         Marker::Filled => area.draw(&Circle::new(at, MARKER_SIZE, colour.filled()))?,
         Marker::Cross => area.draw(&Cross::new(at, MARKER_SIZE, colour.stroke_width(2)))?,
@@ -178,8 +179,8 @@ where
 pub fn draw_page(
     path: &Path,
     page: &Page<'_>,
-    chart: impl FnOnce(&Area<'_>) -> Result<()>,
-) -> Result<()> {
+    chart: impl FnOnce(&Area<'_>) -> Result<(), DrawError>,
+) -> Result<(), PlotError> {
     let width = f64::from(WIDTH) - 20.0;
     let title_lines = wrap(page.title, width, TITLE_FONT);
     let note_lines: Vec<String> = page
@@ -189,7 +190,7 @@ pub fn draw_page(
         .collect();
     let title_height = 12 + 24 * title_lines.len() as u32 + 17 * note_lines.len() as u32 + 8;
     let root = SVGBackend::new(path, (WIDTH, title_height + BODY_HEIGHT)).into_drawing_area();
-    let draw = || -> Result<()> {
+    let draw = || -> Result<(), DrawError> {
         root.fill(&WHITE)?;
         let (head, body) = root.split_vertically(title_height);
         let mut y = 12;
@@ -215,11 +216,14 @@ pub fn draw_page(
         root.present()?;
         Ok(())
     };
-    draw().with_context(|| format!("writing plot {}", path.display()))
+    draw().map_err(|DrawError(message)| PlotError::Draw {
+        path: path.to_path_buf(),
+        message,
+    })
 }
 
 /// Draws the legend rows top-down in a box filling the panel's width.
-fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<()> {
+fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), DrawError> {
     if entries.is_empty() {
         return Ok(());
     }

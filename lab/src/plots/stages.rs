@@ -8,8 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
-use kplace_lab::rate::sweep::{SearchEntry, StageTime, TrialEntry, TrialStatus};
+use crate::rate::sweep::{SearchEntry, StageTime, TrialEntry, TrialStatus};
 use plotters::prelude::*;
 use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, VPos};
@@ -19,7 +18,7 @@ use super::frame::{
     AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
     text_width, wrap,
 };
-use super::{Group, REFERENCE, Sweep, colour, same_rate};
+use super::{Group, PlotError, REFERENCE, Sweep, colour, same_rate};
 
 /// `cpu` or `gpu`: the class of a stage's device (`cpu`, `gpu0`, ...).
 pub fn device_class(device: &str) -> &'static str {
@@ -69,7 +68,7 @@ fn chosen<'a>(group: &Group<'a>) -> Chosen<'a> {
 }
 
 /// Writes the plot to `path`.
-pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<()> {
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     // The legend's stages, as (name, class), in order of first appearance.
     let mut keys: Vec<(String, &str)> = Vec::new();
     let bars: Vec<(&Group<'_>, Chosen<'_>)> = sweep.groups.iter().map(|g| (g, chosen(g))).collect();

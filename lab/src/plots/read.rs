@@ -1,0 +1,55 @@
+//! Reading a sweep's results file (`bisect-rate.json`), strictly, for the plots.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::PlotError;
+use crate::rate::sweep::{SCHEMA, SweepFile};
+
+/// Just the schema of a results file, read before the rest so that a file of another kind
+/// is named as such rather than by its first unexpected field.
+#[derive(Deserialize)]
+struct SchemaOnly {
+    schema: Option<String>,
+}
+
+/// Reads and checks one results file. Errors name the file, and a parse error its line and
+/// column.
+pub fn read_results(path: &Path) -> Result<SweepFile, PlotError> {
+    let refused = |message: String| PlotError::Results { message };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        refused(format!(
+            "cannot read the results file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let head: SchemaOnly = serde_json::from_str(&text).map_err(|e| {
+        refused(format!(
+            "{} is not JSON (a results file of kplace bisect-rate is): {e}",
+            path.display()
+        ))
+    })?;
+    match head.schema.as_deref() {
+        Some(SCHEMA) => {}
+        Some(other) => {
+            return Err(refused(format!(
+                "{} has schema {other:?}, not {SCHEMA:?}: rerun kplace bisect-rate with this \
+                 kplace to write it",
+                path.display()
+            )));
+        }
+        None => {
+            return Err(refused(format!(
+                "{} has no \"schema\" field: not a results file of kplace bisect-rate ({SCHEMA})",
+                path.display()
+            )));
+        }
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        refused(format!(
+            "{} is not a valid {SCHEMA} results file: {e}",
+            path.display()
+        ))
+    })
+}

@@ -207,36 +207,13 @@ impl CfarConfig {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_ports::{DEVICE, HOST, desc};
     use std::ffi::CString;
 
-    use kplace_abi::{KernelConfig, MemorySpace, Param, SPLIT_NONE};
+    use kplace_abi::{KernelConfig, Param, SPLIT_NONE};
 
     use super::*;
     use crate::cfar::{DEFAULT_PFA, alpha_for_pfa, threshold_scale};
-
-    const HOST: Ports = Ports {
-        memory: MemorySpace::HOST,
-        data_align: 4,
-        u32_cells: false,
-    };
-    const DEVICE: Ports = Ports {
-        memory: MemorySpace::DEVICE,
-        data_align: 8,
-        u32_cells: true,
-    };
-
-    fn desc(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
-        let mut shape = [0; 4];
-        shape[..dims.len()].copy_from_slice(dims);
-        TensorDesc {
-            dtype,
-            memory,
-            rank: dims.len() as u32,
-            reserved: 0,
-            shape,
-            bytes: dtype.bytes_for(dims).unwrap_or(0),
-        }
-    }
 
     /// Runs `check` on a config of `params`, ports and split.
     fn with_config<T>(

@@ -42,5 +42,7 @@ pub mod window;
 pub mod config;
 #[cfg(feature = "abi")]
 pub mod ports;
+#[cfg(all(test, feature = "abi"))]
+mod test_ports;
 
 pub use error::ParamError;

@@ -177,30 +177,7 @@ pub fn capacity_of(desc: &TensorDesc, what: &str) -> Result<u32, KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const HOST: Ports = Ports {
-        memory: MemorySpace::HOST,
-        data_align: 4,
-        u32_cells: false,
-    };
-    const DEVICE: Ports = Ports {
-        memory: MemorySpace::DEVICE,
-        data_align: 8,
-        u32_cells: true,
-    };
-
-    fn desc(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
-        let mut shape = [0; 4];
-        shape[..dims.len()].copy_from_slice(dims);
-        TensorDesc {
-            dtype,
-            memory,
-            rank: dims.len() as u32,
-            reserved: 0,
-            shape,
-            bytes: dtype.bytes_for(dims).unwrap_or(0),
-        }
-    }
+    use crate::test_ports::{DEVICE, HOST, desc};
 
     fn message<T: std::fmt::Debug>(r: Result<T, KernelError>) -> String {
         r.expect_err("refused").message

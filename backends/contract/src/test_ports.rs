@@ -1,0 +1,34 @@
+//! Port descriptions shared by the tests of [`crate::ports`] and [`crate::config`]: the CPU
+//! library's ports, the GPU library's, and a tensor description of any shape.
+
+use kplace_abi::{Dtype, MemorySpace, TensorDesc};
+
+use crate::ports::Ports;
+
+/// The CPU library's ports: host memory, 4-byte aligned.
+pub const HOST: Ports = Ports {
+    memory: MemorySpace::HOST,
+    data_align: 4,
+    u32_cells: false,
+};
+
+/// The GPU library's ports: device memory, 8-byte aligned, cell counts within 32 bits.
+pub const DEVICE: Ports = Ports {
+    memory: MemorySpace::DEVICE,
+    data_align: 8,
+    u32_cells: true,
+};
+
+/// A tensor of `dtype` with `dims` in `memory`.
+pub fn desc(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
+    let mut shape = [0; 4];
+    shape[..dims.len()].copy_from_slice(dims);
+    TensorDesc {
+        dtype,
+        memory,
+        rank: dims.len() as u32,
+        reserved: 0,
+        shape,
+        bytes: dtype.bytes_for(dims).unwrap_or(0),
+    }
+}

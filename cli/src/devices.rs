@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use kplace::cuda::driver;
+use kplace::cuda::probe;
 
 /// Options of `kplace devices`.
 #[derive(Debug, Args)]
@@ -30,7 +30,7 @@ pub fn main(args: DevicesArgs) -> anyhow::Result<ExitCode> {
         println!("{}", joined.to_string_lossy());
         return Ok(ExitCode::SUCCESS);
     }
-    let probe = driver::probe();
+    let probe = probe::probe();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&probe)?);
     } else {

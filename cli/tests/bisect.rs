@@ -493,7 +493,7 @@ fn bisect_within(
 
 #[test]
 fn a_sweep_whose_every_placement_is_skipped_exits_1_saying_why() {
-    use kplace::cuda::driver::{DriverStatus, probe};
+    use kplace::cuda::probe::{DriverStatus, probe};
     if let DriverStatus::Ready { device_count, .. } = probe().driver
         && device_count > 0
     {

@@ -405,7 +405,7 @@ fn malformed_graph_and_placement_files_name_line_and_column() {
 
 #[test]
 fn a_gpu_placement_without_a_gpu_is_a_clear_error() {
-    use kplace::cuda::driver::{DriverStatus, probe};
+    use kplace::cuda::probe::{DriverStatus, probe};
     if let DriverStatus::Ready { device_count, .. } = probe().driver
         && device_count > 0
     {

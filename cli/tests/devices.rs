@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use kplace::cuda::driver::{CudaGpu, CudaProvider, DriverStatus, Probe, probe};
+use kplace::cuda::driver::{CudaGpu, CudaProvider};
+use kplace::cuda::probe::{DriverStatus, Probe, probe};
 use kplace::cuda::{Gpu, GpuProvider};
 
 /// Whether libcuda is found here (where kplace looks, not only on the loader's path): the tests

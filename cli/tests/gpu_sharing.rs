@@ -8,7 +8,7 @@ mod support;
 
 use std::process::{Command, Output};
 
-use kplace::cuda::driver::{DriverStatus, probe};
+use kplace::cuda::probe::{DriverStatus, probe};
 
 /// Why GPU placements cannot run here, or `None` when they can.
 fn no_gpu() -> Option<String> {

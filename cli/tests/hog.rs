@@ -290,7 +290,7 @@ fn gpu_hog_with_a_driver_but_no_cublas_exits_2_and_says_so() {
 /// at full and half duty.
 #[test]
 fn gpu_hog_reports_tflops_on_a_real_gpu() {
-    let probe = kplace::cuda::driver::probe();
+    let probe = kplace::cuda::probe::probe();
     if let Some(reason) = probe.unavailable_reason() {
         kplace_cuda_libs::testing::skip_or_fail(reason);
         return;

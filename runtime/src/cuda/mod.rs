@@ -6,7 +6,7 @@
 //! Two implementations sit behind it:
 //!
 //! - [`driver`]: a real CUDA device through cudarc's driver API, loaded at run time (one
-//!   binary runs with and without CUDA). [`driver::probe`] looks for the driver and its
+//!   binary runs with and without CUDA). [`probe::probe`] looks for the driver and its
 //!   devices without ever panicking, for `kplace devices` and for planning.
 //! - [`sim`]: a simulated device for machines without a GPU. Its "device memory" is host
 //!   memory and each stream is a thread that executes its operations in order, honouring
@@ -27,6 +27,7 @@
 //! after every stream has drained), as with the driver API itself.
 
 pub mod driver;
+pub mod probe;
 pub mod sim;
 
 use std::ffi::c_void;

@@ -45,7 +45,7 @@ use nvml_wrapper::{Device, Nvml};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::cuda::driver;
+use crate::cuda::probe;
 
 /// The sampling interval to use when the caller has no reason to choose another: 100 ms.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
@@ -603,7 +603,7 @@ fn find_device<'n>(
         ordinal,
         ..DeviceId::default()
     };
-    let why_index = match driver::nvml_identity(ordinal) {
+    let why_index = match probe::nvml_identity(ordinal) {
         Ok((uuid, pci)) => {
             if let Some(d) = uuid
                 .as_ref()
@@ -1247,11 +1247,11 @@ mod tests {
     #[test]
     fn cuda_identity_never_panics() {
         // Here (no driver) an error naming libcuda; on a GPU machine gpu:0's UUID.
-        match driver::nvml_identity(0) {
+        match probe::nvml_identity(0) {
             Ok((uuid, _)) => assert!(uuid.is_some_and(|u| u.starts_with("GPU-"))),
             Err(e) => assert!(!e.is_empty()),
         }
-        assert!(driver::nvml_identity(u32::MAX).is_err());
+        assert!(probe::nvml_identity(u32::MAX).is_err());
     }
 
     /// Needs a GPU with NVML; prints `skipped: <reason>` elsewhere.

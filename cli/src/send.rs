@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::net::sender::{self, Faults, FrameCount, FrameTimes, Pacing, SendReport, SenderConfig};
 use kplace::net::wire::{Malformed, WireShape};
+use kplace::report::send::{SEND_SCHEMA, SendFile};
 
 use super::args::SceneArgs;
 use super::radar;
@@ -237,7 +238,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("kplace send to {dest}"))?;
     println!("{}", summary(&report, dest));
     if let (Some(mut out), Some(path)) = (report_file, &args.report) {
-        serde_json::to_writer_pretty(&mut out, &report_json(&report, nice))
+        serde_json::to_writer_pretty(&mut out, &send_file(&report, nice))
             .map_err(std::io::Error::from)
             .and_then(|()| out.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -289,9 +290,6 @@ fn summary(report: &SendReport, dest: SocketAddr) -> String {
     )
 }
 
-/// The schema name and version of `--report`.
-pub const REPORT_SCHEMA: &str = "kplace-send-report/1";
-
 /// Sets the calling thread's nice value to `nice` where allowed; the value it runs at.
 fn set_nice(nice: i32) -> i32 {
     // SAFETY: setpriority and getpriority take plain integers and touch no memory; with
@@ -307,21 +305,21 @@ fn set_nice(nice: i32) -> i32 {
     }
 }
 
-fn report_json(report: &SendReport, nice: i32) -> serde_json::Value {
+fn send_file(report: &SendReport, nice: i32) -> SendFile {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    serde_json::json!({
-        "schema": REPORT_SCHEMA,
-        "frames": report.frames,
-        "packets": report.packets,
-        "bytes": report.bytes,
-        "elapsed_s": report.elapsed.as_secs_f64(),
-        "cpi_per_s": report.cpi_per_s(),
-        "max_lag_ms": ms(report.max_lag),
-        "max_oversleep_ms": ms(report.max_oversleep),
-        "involuntary_switches": report.involuntary_switches,
-        "nice": nice,
-        "stopped": report.stopped,
-    })
+    SendFile {
+        schema: SEND_SCHEMA.to_string(),
+        frames: report.frames,
+        packets: report.packets,
+        bytes: report.bytes,
+        elapsed_s: report.elapsed.as_secs_f64(),
+        cpi_per_s: report.cpi_per_s(),
+        max_lag_ms: ms(report.max_lag),
+        max_oversleep_ms: ms(report.max_oversleep),
+        involuntary_switches: report.involuntary_switches,
+        nice,
+        stopped: report.stopped,
+    }
 }
 
 fn write_times(out: &mut impl Write, times: &[FrameTimes]) -> std::io::Result<()> {

@@ -6,6 +6,7 @@ mod support;
 
 use kplace::report::json_schema;
 use kplace::report::run::{MultiRunReport, RunReport};
+use kplace::report::send::SendFile;
 
 #[test]
 fn the_committed_schemas_are_generated_from_the_types() {
@@ -16,6 +17,7 @@ fn the_committed_schemas_are_generated_from_the_types() {
             "multi-run-report.schema.json",
             json_schema::<MultiRunReport>(),
         ),
+        ("send-report.schema.json", json_schema::<SendFile>()),
     ] {
         let path = dir.join(file);
         let generated = serde_json::to_string_pretty(&schema).unwrap() + "\n";

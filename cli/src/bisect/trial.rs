@@ -11,6 +11,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
+use kplace::report::send::SendFile;
 #[cfg(test)]
 use kplace_lab::rate::LatencyBudget;
 use kplace_lab::rate::sweep::{SenderEntry, StageTime, TrialLatency};
@@ -427,27 +428,17 @@ pub(super) fn send(
     Ok(read_sender_report(report))
 }
 
-/// What a sender's `--report` says of its schedule.
+/// What a sender's `--report` says of its schedule, read strictly.
 fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
     let text = fs::read_to_string(path)
         .map_err(|e| format!("the sender wrote no report {}: {e}", path.display()))?;
-    let report: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("the sender's report {}: {e}", path.display()))?;
-    let number = |key: &str| {
-        report[key]
-            .as_f64()
-            .ok_or_else(|| format!("the sender's report {} has no {key}", path.display()))
-    };
+    let report: SendFile = kplace::report::read_json(&text, &path.display().to_string())
+        .map_err(|e| format!("the sender's report: {e}"))?;
     Ok(SenderEntry {
-        max_lag_ms: number("max_lag_ms")?,
-        max_stall_ms: number("max_oversleep_ms")?,
-        sent_cpi_per_s: report["cpi_per_s"].as_f64(),
-        involuntary_switches: report["involuntary_switches"].as_u64().ok_or_else(|| {
-            format!(
-                "the sender's report {} has no involuntary_switches",
-                path.display()
-            )
-        })?,
+        max_lag_ms: report.max_lag_ms,
+        max_stall_ms: report.max_oversleep_ms,
+        sent_cpi_per_s: Some(report.cpi_per_s),
+        involuntary_switches: report.involuntary_switches,
     })
 }
 

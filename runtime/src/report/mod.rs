@@ -5,6 +5,7 @@
 //! - [`telemetry`]: NVML readings of the GPUs a run uses, sampled beside it.
 //! - [`run`]: the typed run report (`kplace run --report FILE`), the one set of structs every
 //!   writer and reader of that file shares.
+//! - [`send`]: the sender's report (`kplace send --report FILE`), typed the same way.
 //!
 //! # What reading guarantees
 //! [`read_json`] reads a versioned report strictly: the `schema` must be the type's own, an
@@ -18,6 +19,7 @@
 
 pub mod metrics;
 pub mod run;
+pub mod send;
 pub mod telemetry;
 
 use std::fmt::Write as _;

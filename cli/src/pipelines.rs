@@ -308,9 +308,6 @@ fn finish(
 /// frames and rates, the worst latency, and whether every pipeline verified.
 pub fn aggregate(reports: &[PipelineEntry], mode: PipelineMode) -> Aggregate {
     let ran: Vec<&RunReport> = reports.iter().filter_map(PipelineEntry::report).collect();
-    let fold = |values: &mut dyn Iterator<Item = f64>, pick: fn(f64, f64) -> f64| {
-        values.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| pick(m, v))))
-    };
     let passed = ran.iter().filter(|r| r.verification.passed).count();
     let cores = ran.iter().map(|r| r.cores_used);
     Aggregate {
@@ -325,18 +322,21 @@ pub fn aggregate(reports: &[PipelineEntry], mode: PipelineMode) -> Aggregate {
         dropped_frames: ran.iter().map(|r| r.dropped_frames).sum(),
         throughput_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).sum(),
         input_gbit_per_s: ran.iter().map(|r| r.input_gbit_per_s).sum(),
-        min_pipeline_cpi_per_s: fold(&mut ran.iter().map(|r| r.throughput_cpi_per_s), f64::min),
+        min_pipeline_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).reduce(f64::min),
         cores_used: if mode == PipelineMode::Process {
             cores.sum()
         } else {
             // Threads of one process each report the whole process's CPU time.
             cores.fold(0.0, f64::max)
         },
-        worst_post_cpi_p99_ms: fold(&mut ran.iter().map(|r| r.latency.post_cpi.p99_ms), f64::max),
-        worst_post_cpi_p999_ms: fold(
-            &mut ran.iter().map(|r| r.latency.post_cpi.p999_ms),
-            f64::max,
-        ),
+        worst_post_cpi_p99_ms: ran
+            .iter()
+            .map(|r| r.latency.post_cpi.p99_ms)
+            .reduce(f64::max),
+        worst_post_cpi_p999_ms: ran
+            .iter()
+            .map(|r| r.latency.post_cpi.p999_ms)
+            .reduce(f64::max),
         pipelines_passed: passed,
         all_passed: passed == reports.len(),
     }

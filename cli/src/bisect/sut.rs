@@ -165,10 +165,11 @@ pub(super) fn sut_trial(
     };
     let verdict = judge(&measurement, &gates);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let cores_used = cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9);
     let report = json!({
         "throughput_cpi_per_s": measurement.processed_rate,
         "input_gbit_per_s": measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
-        "cores_used": cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9),
+        "cores_used": cores_used,
         "latency": latency.as_ref().map(|l| json!({
             "post_cpi": {"count": l.summary.count, "p50_ms": ms(l.summary.p50), "p99_ms": ms(l.summary.p99), "p999_ms": ms(l.summary.p999), "max_ms": ms(l.summary.max), "histogram": l.summary.histogram},
             "post_cpi_trend_ms_per_s": l.trend * 1e3,
@@ -185,7 +186,7 @@ pub(super) fn sut_trial(
             histogram: l.summary.histogram.clone(),
         }),
         stages: Vec::new(),
-        cores_used: Some(cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9)),
+        cores_used: Some(cores_used),
     };
     Ok(TrialRun {
         rate,

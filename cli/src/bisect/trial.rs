@@ -249,15 +249,6 @@ impl TrialReport {
         }
     }
 
-    /// Each pipeline's report, or why it has none; `None` for a one-pipeline run, whose
-    /// failures name no pipeline.
-    fn pipelines(&self) -> Option<&[PipelineEntry]> {
-        match self {
-            TrialReport::One(_) => None,
-            TrialReport::Several(multi) => Some(&multi.pipelines),
-        }
-    }
-
     /// The report whose latency and rate a table row and the plot show: the run's own, or for
     /// several pipelines the one with the worst post-CPI p99 (`None` if none ran).
     fn representative(&self) -> Option<&RunReport> {
@@ -365,9 +356,10 @@ fn mps_failures(report: &TrialReport) -> Vec<Failure> {
             .filter(|mps| !mps.is_client)
             .map(|mps| Failure::SystemFailed(format!("not an MPS client ({})", mps.checked)))
     };
-    match (report, report.pipelines()) {
-        (TrialReport::One(r), _) => not_a_client(r).into_iter().collect(),
-        (_, Some(pipelines)) => pipelines
+    match report {
+        TrialReport::One(r) => not_a_client(r).into_iter().collect(),
+        TrialReport::Several(multi) => multi
+            .pipelines
             .iter()
             .enumerate()
             .filter_map(|(i, entry)| {
@@ -375,7 +367,6 @@ fn mps_failures(report: &TrialReport) -> Vec<Failure> {
                 Some(Failure::Pipeline(i, Box::new(failure)))
             })
             .collect(),
-        (_, None) => Vec::new(),
     }
 }
 

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use kplace::cuda::driver::{CudaGpu, CudaProvider};
+use kplace::cuda::owned::{GpuMemory, MemoryKind, OwnedEvent, OwnedStream};
 use kplace::cuda::probe::{DriverStatus, Probe, probe};
 use kplace::cuda::{Gpu, GpuProvider};
 
@@ -359,66 +360,61 @@ fn gpu_round_trip_through_pinned_memory_streams_and_events() -> Result<(), Strin
 
     gpu.bind_thread().map_err(e)?;
     const BYTES: usize = 4 << 20;
-    let src = gpu.alloc_pinned(BYTES).map_err(e)?;
-    let dst = gpu.alloc_pinned(BYTES).map_err(e)?;
-    let dev = gpu.alloc_device(BYTES).map_err(e)?;
-    let upload = gpu.create_stream(i32::MIN).map_err(e)?; // clamped to the most urgent
-    let download = gpu.create_stream(i32::MAX).map_err(e)?; // clamped to the least urgent
-    let uploaded = gpu.create_event().map_err(e)?;
-    let done = gpu.create_event().map_err(e)?;
+    // Owned handles, released at the end of the function or on an early return.
+    let src = GpuMemory::new(&gpu, MemoryKind::Pinned, BYTES).map_err(e)?;
+    let dst = GpuMemory::new(&gpu, MemoryKind::Pinned, BYTES).map_err(e)?;
+    let dev = GpuMemory::new(&gpu, MemoryKind::Device, BYTES).map_err(e)?;
+    let upload = OwnedStream::new(&gpu, i32::MIN).map_err(e)?; // clamped to the most urgent
+    let download = OwnedStream::new(&gpu, i32::MAX).map_err(e)?; // clamped to the least urgent
+    let uploaded = OwnedEvent::fence(&gpu).map_err(e)?;
+    let done = OwnedEvent::fence(&gpu).map_err(e)?;
     let calls = AtomicU32::new(0);
 
     // SAFETY: every pointer and handle came from `gpu` above, and lives until after the
     // synchronize below; `calls` outlives the stream's work.
     unsafe {
         assert!(
-            gpu.query(done).map_err(e)?,
+            gpu.query(done.raw()).map_err(e)?,
             "a never-recorded event is complete"
         );
-        let src_bytes = std::slice::from_raw_parts_mut(src, BYTES);
+        let src_bytes = std::slice::from_raw_parts_mut(src.ptr(), BYTES);
         for (i, b) in src_bytes.iter_mut().enumerate() {
             *b = (i * 7 + i / 251) as u8;
         }
-        std::ptr::write_bytes(dst, 0, BYTES);
+        std::ptr::write_bytes(dst.ptr(), 0, BYTES);
 
-        gpu.copy_to_device(dev, src, BYTES, upload).map_err(e)?;
-        gpu.record(uploaded, upload).map_err(e)?;
-        gpu.wait(download, uploaded).map_err(e)?;
-        gpu.copy_to_host(dst, dev, BYTES, download).map_err(e)?;
+        gpu.copy_to_device(dev.ptr(), src.ptr(), BYTES, upload.raw())
+            .map_err(e)?;
+        gpu.record(uploaded.raw(), upload.raw()).map_err(e)?;
+        gpu.wait(download.raw(), uploaded.raw()).map_err(e)?;
+        gpu.copy_to_host(dst.ptr(), dev.ptr(), BYTES, download.raw())
+            .map_err(e)?;
         gpu.call_host(
-            download,
+            download.raw(),
             count_call,
             (&calls as *const AtomicU32).cast_mut().cast(),
         )
         .map_err(e)?;
-        gpu.record(done, download).map_err(e)?;
+        gpu.record(done.raw(), download.raw()).map_err(e)?;
 
         // Poll as the executor does: never block on the GPU, only ask.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !gpu.query(done).map_err(e)? {
+        while !gpu.query(done.raw()).map_err(e)? {
             assert!(Instant::now() < deadline, "the copies never completed");
             std::thread::sleep(Duration::from_micros(100));
         }
-        gpu.synchronize(download).map_err(e)?;
-        gpu.synchronize(upload).map_err(e)?;
+        gpu.synchronize(download.raw()).map_err(e)?;
+        gpu.synchronize(upload.raw()).map_err(e)?;
         assert_eq!(
             calls.load(Ordering::Acquire),
             1,
             "the host callback ran once"
         );
-        let dst_bytes = std::slice::from_raw_parts(dst, BYTES);
+        let dst_bytes = std::slice::from_raw_parts(dst.ptr(), BYTES);
         assert!(
-            dst_bytes == std::slice::from_raw_parts(src, BYTES),
+            dst_bytes == std::slice::from_raw_parts(src.ptr(), BYTES),
             "round-trip bytes differ"
         );
-
-        gpu.destroy_event(done);
-        gpu.destroy_event(uploaded);
-        gpu.destroy_stream(download);
-        gpu.destroy_stream(upload);
-        gpu.free_device(dev);
-        gpu.free_pinned(dst);
-        gpu.free_pinned(src);
     }
     println!(
         "round trip of {BYTES} bytes on gpu:{} ({}) passed",

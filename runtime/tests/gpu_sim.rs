@@ -499,3 +499,40 @@ sinks: [a, b]
     assert!(ok.edges[1].mirror.is_some());
     assert_eq!(ok.stages[1].gpu.as_ref().unwrap().waits, vec![TensorId(1)]);
 }
+
+/// Wherever the device runs out of streams, events or memory while a run starts (its pools,
+/// then each slot's streams, fences and timing events), the run fails naming the refusal, and
+/// everything made before it is released: building is `?` all the way down over owned handles.
+#[test]
+fn a_device_out_of_resources_at_any_point_fails_the_run_and_leaks_nothing() {
+    let prepared = frames(2, 5);
+    let options = executor::RunOptions {
+        profile_gpu: true,
+        ..Default::default()
+    };
+    let run = |gpus: &SimProvider| {
+        let plan = sim_plan(gpus, "gpu", "gpu", 1, 2, "");
+        executor::run_with(
+            &plan,
+            &mut FrameReplay::new(prepared.clone(), 4),
+            &mut Collect::default(),
+            &options,
+        )
+    };
+    let gpus = SimProvider::new(1);
+    let report = run(&gpus).expect("unlimited, the run succeeds");
+    assert_eq!(report.frames, 4);
+    let sim = gpus.device(0).unwrap();
+    assert_eq!(sim.live_handles(), 0, "a finished run releases everything");
+    let stats = sim.stats();
+    let made = stats.streams + stats.events + stats.device_allocations + stats.pinned_allocations;
+    assert!(made > 20, "pools, streams, fences and timing events: {stats:?}");
+    for limit in 0..made as usize {
+        let gpus = SimProvider::new(1);
+        let sim = gpus.device(0).unwrap();
+        sim.limit_handles(limit);
+        let err = run(&gpus).expect_err("the device refuses a handle").to_string();
+        assert!(err.contains("out of resources"), "limit {limit}: {err}");
+        assert_eq!(sim.live_handles(), 0, "limit {limit}: everything made was released");
+    }
+}

@@ -14,12 +14,14 @@
 //! copies enqueued back to back and one synchronize per stream: the synchronize belongs to the
 //! measurement, not to any hot path.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use kplace::cuda::Gpu;
 use kplace::cuda::driver::CudaGpu;
+use kplace::cuda::owned::{GpuMemory, MemoryKind, OwnedStream};
+use kplace::cuda::{Gpu, GpuError};
 
 /// Measures pinned copy rates on one GPU.
 #[derive(Debug, Parser)]
@@ -79,11 +81,33 @@ fn parse_pcie(text: &str) -> Result<Pcie, String> {
     Ok(Pcie { generation, width })
 }
 
-/// The buffers of one direction: pinned host memory, device memory and a stream.
+/// The buffers of one direction: pinned host memory, device memory and a stream. Dropping it
+/// drains the stream; the handles then release themselves.
 struct Lane {
-    host: *mut u8,
-    device: *mut u8,
-    stream: kplace::cuda::Stream,
+    host: GpuMemory,
+    device: GpuMemory,
+    stream: OwnedStream,
+}
+
+impl Lane {
+    fn new(gpu: &Arc<dyn Gpu>, bytes: usize) -> Result<Lane, GpuError> {
+        let lane = Lane {
+            host: GpuMemory::new(gpu, MemoryKind::Pinned, bytes)?,
+            device: GpuMemory::new(gpu, MemoryKind::Device, bytes)?,
+            stream: OwnedStream::new(gpu, 0)?,
+        };
+        // SAFETY: the pinned buffer was just allocated with `bytes` bytes.
+        unsafe { std::ptr::write_bytes(lane.host.ptr(), 0x5a, bytes) };
+        Ok(lane)
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // SAFETY: the stream is this lane's; a failure means a broken context, which the
+        // measurement has already reported.
+        let _ = unsafe { self.host.gpu().synchronize(self.stream.raw()) };
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -103,31 +127,11 @@ fn main() -> anyhow::Result<()> {
         );
     }
     // Two lanes, so that `both` reads and writes separate buffers on separate streams.
-    let mut lanes = Vec::new();
-    for _ in 0..2 {
-        let lane = Lane {
-            host: gpu.alloc_pinned(largest)?,
-            device: gpu.alloc_device(largest)?,
-            stream: gpu.create_stream(0)?,
-        };
-        // SAFETY: the pinned buffer was just allocated with `largest` bytes.
-        unsafe { std::ptr::write_bytes(lane.host, 0x5a, largest) };
-        lanes.push(lane);
-    }
+    let gpu: Arc<dyn Gpu> = gpu;
+    let lanes = [Lane::new(&gpu, largest)?, Lane::new(&gpu, largest)?];
     // SAFETY: each lane's buffers hold `largest` bytes, are freed only after its stream has
-    // drained, and nothing else touches them.
-    let result = unsafe { measure(&*gpu, &args, &lanes) };
-    // SAFETY: every copy has completed (each batch ends with a synchronize), or the stream is
-    // drained here before its buffers go.
-    unsafe {
-        for lane in &lanes {
-            let _ = gpu.synchronize(lane.stream);
-            gpu.destroy_stream(lane.stream);
-            gpu.free_device(lane.device);
-            gpu.free_pinned(lane.host);
-        }
-    }
-    result
+    // drained (Lane's Drop), and nothing else touches them.
+    unsafe { measure(&*gpu, &args, &lanes) }
 }
 
 /// # Safety
@@ -143,17 +147,27 @@ unsafe fn measure(gpu: &dyn Gpu, args: &Args, lanes: &[Lane]) -> anyhow::Result<
                     // SAFETY: per the caller.
                     unsafe {
                         if direction != "d2h" {
-                            gpu.copy_to_device(up.device, up.host, bytes, up.stream)?;
+                            gpu.copy_to_device(
+                                up.device.ptr(),
+                                up.host.ptr(),
+                                bytes,
+                                up.stream.raw(),
+                            )?;
                         }
                         if direction != "h2d" {
-                            gpu.copy_to_host(down.host, down.device, bytes, down.stream)?;
+                            gpu.copy_to_host(
+                                down.host.ptr(),
+                                down.device.ptr(),
+                                bytes,
+                                down.stream.raw(),
+                            )?;
                         }
                     }
                 }
                 // SAFETY: the streams are gpu's.
                 unsafe {
-                    gpu.synchronize(up.stream)?;
-                    gpu.synchronize(down.stream)?;
+                    gpu.synchronize(up.stream.raw())?;
+                    gpu.synchronize(down.stream.raw())?;
                 }
                 Ok(())
             };

@@ -13,8 +13,8 @@
 //! FP32 peak.
 //!
 //! # Layering
-//! The device, its memory and the stream come from [`kplace::cuda::driver::CudaGpu`] (which
-//! never panics when the driver is missing); cuBLAS through cudarc's `cublas::result` layer
+//! The device comes from [`kplace::cuda::driver::CudaGpu`] (which never panics when the driver
+//! is missing), its memory and stream are [`kplace::cuda::owned`] handles; cuBLAS through cudarc's `cublas::result` layer
 //! with a handle this module creates and destroys. cudarc's safe `CudaBlas` is not used: it
 //! needs cudarc's `CudaContext`, which panics without a driver, and its `Drop` unwraps.
 //!
@@ -27,6 +27,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -34,7 +35,8 @@ use cudarc::driver::sys as cu;
 
 use super::{HogError, HogEvent, HogKind, HogLine, StopFlag, StopReason, duration_of, sleep_until};
 use kplace::cuda::driver::CudaGpu;
-use kplace::cuda::{Gpu, GpuError, Stream};
+use kplace::cuda::owned::{GpuMemory, MemoryKind, OwnedStream};
+use kplace::cuda::{Gpu, GpuError};
 
 /// GPU time one batch of GEMMs aims at, between two synchronizations.
 pub const BATCH_TARGET: Duration = Duration::from_millis(5);
@@ -123,7 +125,7 @@ pub fn run(
 ) -> Result<HogLine, HogError> {
     let began = Instant::now();
     let (run_for, every) = config.validate()?;
-    let gpu = CudaGpu::open(config.gpu)?;
+    let gpu: Arc<dyn Gpu> = CudaGpu::open(config.gpu)?;
     // Found (with cuBLASLt) and loaded first, so cudarc's dlopen by name resolves to it; cudarc
     // panics on the first cuBLAS call when it cannot be loaded, so this comes first.
     let cublas = kplace_cuda_libs::find(kplace_cuda_libs::Library::Cublas);
@@ -153,39 +155,29 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Device memory, a stream and a cuBLAS handle, released in reverse order on drop (after the
-/// stream has drained).
-struct Resources<'g> {
-    gpu: &'g CudaGpu,
-    buffers: Vec<*mut u8>,
-    stream: Option<Stream>,
+/// Device memory, a stream and a cuBLAS handle bound to it. Dropping it drains the stream
+/// and destroys the handle; the stream and then the memory release themselves (field order).
+struct Resources {
+    gpu: Arc<dyn Gpu>,
+    stream: OwnedStream,
+    buffers: Vec<GpuMemory>,
     handle: blas_sys::cublasHandle_t,
 }
 
-impl Drop for Resources<'_> {
+impl Drop for Resources {
     fn drop(&mut self) {
-        if let Some(stream) = self.stream {
-            // SAFETY: the stream came from this device; nothing else uses these resources.
-            // Failures here mean a broken context, which nothing can repair at this point.
-            let _ = unsafe { self.gpu.synchronize(stream) };
-        }
+        // SAFETY: the stream came from this device; nothing else uses these resources.
+        // Failures here mean a broken context, which nothing can repair at this point.
+        let _ = unsafe { self.gpu.synchronize(self.stream.raw()) };
         if !self.handle.is_null() {
             // SAFETY: created by create_handle and not destroyed before.
             let _ = unsafe { blas::destroy_handle(self.handle) };
-        }
-        if let Some(stream) = self.stream.take() {
-            // SAFETY: drained above and not used again.
-            unsafe { self.gpu.destroy_stream(stream) };
-        }
-        for &ptr in &self.buffers {
-            // SAFETY: from alloc_device on this device; the stream has drained.
-            unsafe { self.gpu.free_device(ptr) };
         }
     }
 }
 
 fn run_on(
-    gpu: &CudaGpu,
+    gpu: &Arc<dyn Gpu>,
     config: &GpuHogConfig,
     (began, run_for, every): (Instant, Option<Duration>, Duration),
     stop: &StopFlag,
@@ -203,18 +195,17 @@ fn run_on(
     };
     gpu.bind_thread()?;
     let bytes = n * n * size_of::<f32>();
+    let buffers = (0..3)
+        .map(|_| GpuMemory::new(gpu, MemoryKind::Device, bytes))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut res = Resources {
-        gpu,
-        buffers: Vec::with_capacity(3),
-        stream: None,
+        gpu: Arc::clone(gpu),
+        stream: OwnedStream::new(gpu, 0)?,
+        buffers,
         handle: ptr::null_mut(),
     };
-    for _ in 0..3 {
-        res.buffers.push(gpu.alloc_device(bytes)?);
-    }
-    let stream = gpu.create_stream(0)?;
-    res.stream = Some(stream);
-    for &buffer in &res.buffers[..2] {
+    let stream = res.stream.raw();
+    for buffer in res.buffers[..2].iter().map(GpuMemory::ptr) {
         // SAFETY: a live allocation of n*n f32 words on this device, and this device's stream.
         unsafe {
             cu::cuMemsetD32Async(
@@ -238,7 +229,7 @@ fn run_on(
     unsafe { blas::set_stream(res.handle, stream.0.cast()) }
         .map_err(cublas_err("cublasSetStream"))?;
 
-    let (a, b, c) = (res.buffers[0], res.buffers[1], res.buffers[2]);
+    let [a, b, c] = [0, 1, 2].map(|i| res.buffers[i].ptr());
     let side = i32::try_from(n).map_err(|_| HogError::Invalid(format!("--size {n} too large")))?;
     let gemm = || {
         let (alpha, beta) = (1.0f32, 0.0f32);

@@ -23,10 +23,11 @@
 //! - A host callback runs once, after everything enqueued on its stream before it, on a
 //!   thread of the driver's; it must not call the [`Gpu`] and must return quickly.
 //!
-//! Handles are raw and `Copy`: the executor owns their lifetimes (created at start, destroyed
-//! after every stream has drained), as with the driver API itself.
+//! The seam's handles are raw and `Copy`, as with the driver API itself; [`owned`] is the safe
+//! layer over them: a stream, an event and a block of memory, each released on drop.
 
 pub mod driver;
+pub mod owned;
 pub mod probe;
 pub mod sim;
 

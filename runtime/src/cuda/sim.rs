@@ -21,10 +21,13 @@
 //! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
 //!   callbacks, launches, allocations, events), so tests can assert which bytes crossed the
 //!   "bus" and that a frame costs no allocation.
+//! - [`SimGpu::live_handles`] counts the streams, events and allocations alive, and
+//!   [`SimGpu::limit_handles`] refuses new ones past a limit, as a device out of resources
+//!   does; so a builder's error paths are tested to release everything they made.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -71,6 +74,8 @@ pub struct SimStats {
 
 #[derive(Default)]
 struct Counters {
+    streams_destroyed: AtomicU64,
+    events_destroyed: AtomicU64,
     uploads: AtomicU64,
     upload_bytes: AtomicU64,
     downloads: AtomicU64,
@@ -107,6 +112,9 @@ pub struct SimGpu {
     /// Live allocations: start address -> (bytes, kind).
     allocations: Mutex<BTreeMap<usize, (usize, Kind)>>,
     counters: Counters,
+    /// The most streams, events and allocations alive at once; creating one more fails, as a
+    /// device out of resources does ([`SimGpu::limit_handles`]).
+    handle_limit: AtomicUsize,
     /// The first launch failure, after which the device does nothing more.
     sticky: Arc<Mutex<Option<GpuError>>>,
 }
@@ -136,8 +144,32 @@ impl SimGpu {
             delay,
             allocations: Mutex::new(BTreeMap::new()),
             counters: Counters::default(),
+            handle_limit: AtomicUsize::new(usize::MAX),
             sticky: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// From now on, refuses to create a stream, an event or an allocation while `limit` of
+    /// them are alive: the error paths of whatever builds many of them can then be tested.
+    pub fn limit_handles(&self, limit: usize) {
+        self.handle_limit.store(limit, Ordering::Relaxed);
+    }
+
+    /// Streams, events and allocations alive now: zero once everything made was released.
+    pub fn live_handles(&self) -> usize {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as usize;
+        let streams = get(&c.streams) - get(&c.streams_destroyed);
+        let events = get(&c.events) - get(&c.events_destroyed);
+        streams + events + lock(&self.allocations).len()
+    }
+
+    /// An error when creating `what` would exceed the handle limit.
+    fn admit(&self, what: &str) -> Result<(), GpuError> {
+        if self.live_handles() >= self.handle_limit.load(Ordering::Relaxed) {
+            return Err(self.error(what, "out of resources (the simulated handle limit)"));
+        }
+        Ok(())
     }
 
     /// What has been enqueued so far.
@@ -172,6 +204,7 @@ impl SimGpu {
     }
 
     fn alloc(&self, bytes: usize, kind: Kind) -> Result<*mut u8, GpuError> {
+        self.admit(&format!("alloc({bytes})"))?;
         let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN)
             .map_err(|e| self.error(format!("alloc({bytes})"), e.to_string()))?;
         // SAFETY: the layout has a non-zero size.
@@ -372,6 +405,7 @@ impl Gpu for SimGpu {
     }
 
     fn create_stream(&self, _priority: i32) -> Result<Stream, GpuError> {
+        self.admit("create_stream")?;
         let (ops, rx) = channel::unbounded();
         let delay = self.delay;
         let sticky = Arc::clone(&self.sticky);
@@ -396,14 +430,17 @@ impl Gpu for SimGpu {
         if let Some(thread) = stream.thread.take() {
             let _ = thread.join();
         }
+        bump(&self.counters.streams_destroyed, 1);
     }
 
     fn create_event(&self) -> Result<Event, GpuError> {
+        self.admit("create_event")?;
         bump(&self.counters.events, 1);
         Ok(Event(Box::into_raw(Box::<SimEvent>::default()).cast()))
     }
 
     fn create_timing_event(&self) -> Result<Event, GpuError> {
+        self.admit("create_timing_event")?;
         bump(&self.counters.timing_events, 1);
         bump(&self.counters.events, 1);
         let event = SimEvent {
@@ -433,6 +470,7 @@ impl Gpu for SimGpu {
     unsafe fn destroy_event(&self, event: Event) {
         // SAFETY: made by `create_event`, not used again.
         drop(unsafe { Box::from_raw(event.0.cast::<SimEvent>()) });
+        bump(&self.counters.events_destroyed, 1);
     }
 
     unsafe fn copy_to_device(

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use kplace_abi::MemorySpace;
 
+use crate::cuda::owned::{GpuMemory, MemoryKind};
 use crate::cuda::{Gpu, GpuError};
 
 /// Alignment of every block, in bytes.
@@ -57,20 +58,24 @@ pub enum PoolError {
 
 /// Who owns a pool's allocation, and so how it is freed.
 enum Owner {
-    /// `std::alloc`, with this layout.
+    /// `std::alloc`, with this layout; freed by the pool's `Drop`.
     Host(Layout),
-    /// The GPU's page-locked host allocator.
-    Pinned(Arc<dyn Gpu>),
-    /// The GPU's device allocator.
-    Device(Arc<dyn Gpu>),
+    /// Pinned host or device memory of a GPU, freed when dropped (`None` for an empty pool).
+    Gpu(Option<GpuMemory>),
 }
 
 impl std::fmt::Debug for Owner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Owner::Host(layout) => write!(f, "Host({} bytes)", layout.size()),
-            Owner::Pinned(gpu) => write!(f, "Pinned(gpu:{})", gpu.ordinal()),
-            Owner::Device(gpu) => write!(f, "Device(gpu:{})", gpu.ordinal()),
+            Owner::Gpu(Some(memory)) => write!(
+                f,
+                "{:?}(gpu:{}, {} bytes)",
+                memory.kind(),
+                memory.gpu().ordinal(),
+                memory.bytes()
+            ),
+            Owner::Gpu(None) => f.write_str("Gpu(empty)"),
         }
     }
 }
@@ -156,32 +161,7 @@ impl Pool {
         blocks: usize,
         gpu: Arc<dyn Gpu>,
     ) -> Result<Pool, PoolError> {
-        let name = name.into();
-        let (block, stride, total) = geometry(&name, block_bytes, blocks)?;
-        let base = if total == 0 {
-            None
-        } else {
-            let gpu_error = |cause| PoolError::Gpu {
-                name: name.clone(),
-                cause,
-            };
-            gpu.bind_thread().map_err(gpu_error)?;
-            let ptr = gpu.alloc_pinned(total).map_err(gpu_error)?;
-            // SAFETY: the allocation holds `total` bytes; zeroing it makes every block's
-            // initial contents defined, as for host pools.
-            unsafe { std::ptr::write_bytes(ptr, 0, total) };
-            NonNull::new(ptr)
-        };
-        Ok(Pool {
-            name,
-            space: MemorySpace::HOST,
-            base,
-            owner: Owner::Pinned(gpu),
-            block_bytes: block,
-            stride,
-            blocks,
-            taken: 0,
-        })
+        Pool::on_gpu(name.into(), block_bytes, blocks, &gpu, MemoryKind::Pinned)
     }
 
     /// Allocates `blocks` blocks of `block_bytes` each in `gpu`'s memory (not zeroed).
@@ -191,24 +171,34 @@ impl Pool {
         blocks: usize,
         gpu: Arc<dyn Gpu>,
     ) -> Result<Pool, PoolError> {
-        let name = name.into();
+        Pool::on_gpu(name.into(), block_bytes, blocks, &gpu, MemoryKind::Device)
+    }
+
+    fn on_gpu(
+        name: String,
+        block_bytes: u64,
+        blocks: usize,
+        gpu: &Arc<dyn Gpu>,
+        kind: MemoryKind,
+    ) -> Result<Pool, PoolError> {
         let (block, stride, total) = geometry(&name, block_bytes, blocks)?;
-        let base = if total == 0 {
+        let memory = if total == 0 {
             None
         } else {
-            let gpu_error = |cause| PoolError::Gpu {
+            let memory = GpuMemory::new(gpu, kind, total).map_err(|cause| PoolError::Gpu {
                 name: name.clone(),
                 cause,
-            };
-            gpu.bind_thread().map_err(gpu_error)?;
-            let ptr = gpu.alloc_device(total).map_err(gpu_error)?;
-            NonNull::new(ptr)
+            })?;
+            Some(memory)
         };
         Ok(Pool {
             name,
-            space: MemorySpace::DEVICE,
-            base,
-            owner: Owner::Device(gpu),
+            space: match kind {
+                MemoryKind::Pinned => MemorySpace::HOST,
+                MemoryKind::Device => MemorySpace::DEVICE,
+            },
+            base: memory.as_ref().and_then(|m| NonNull::new(m.ptr())),
+            owner: Owner::Gpu(memory),
             block_bytes: block,
             stride,
             blocks,
@@ -312,20 +302,11 @@ fn geometry(
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        let Some(base) = self.base else {
-            return;
-        };
-        // SAFETY: each allocation came from the matching allocator; the executor drops pools
-        // only after every stream using them has drained.
-        unsafe {
-            match &self.owner {
-                Owner::Host(layout) => dealloc(base.as_ptr(), *layout),
-                Owner::Pinned(gpu) | Owner::Device(gpu) if gpu.bind_thread().is_err() => {
-                    // Without the context the memory cannot be freed; it goes with the process.
-                }
-                Owner::Pinned(gpu) => gpu.free_pinned(base.as_ptr()),
-                Owner::Device(gpu) => gpu.free_device(base.as_ptr()),
-            }
+        // GPU memory frees itself (the executor drops pools only after every stream using them
+        // has drained); host memory is freed here.
+        if let (Some(base), Owner::Host(layout)) = (self.base, &self.owner) {
+            // SAFETY: allocated with alloc_zeroed and this layout in `Pool::host`.
+            unsafe { dealloc(base.as_ptr(), *layout) };
         }
     }
 }

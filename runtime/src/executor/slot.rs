@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use kplace_abi::{Tensor, Tile};
 
-use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest, Stream};
+use crate::cuda::owned::{OwnedEvent, OwnedStream};
+use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest};
 use crate::executor::pool::{Block, Pool};
 use crate::model::graph::{Producer, StageId, TensorId};
 use crate::model::placement::Device;
@@ -63,9 +64,9 @@ struct SlotStage {
 /// A GPU stage's stream, fence and copies in one slot.
 struct SlotGpu {
     gpu: Arc<dyn Gpu>,
-    stream: Stream,
+    stream: OwnedStream,
     /// Recorded after the stage's launches and downloads: its writes are complete.
-    event: Event,
+    event: OwnedEvent,
     /// Events of the GPU stages whose outputs it reads, in this slot.
     waits: Vec<Event>,
     uploads: Vec<MirrorCopy>,
@@ -74,7 +75,7 @@ struct SlotGpu {
     per_tile: bool,
     /// When profiling: timing events around each launch (with its uploads), then one pair
     /// around the downloads; empty otherwise.
-    timing: Vec<(Event, Event)>,
+    timing: Vec<(OwnedEvent, OwnedEvent)>,
     /// One more than the sequence number of the latest frame with work enqueued on `stream`
     /// (0 before the first): see [`Slot::enqueue_gpu`].
     enqueued_through: AtomicU64,
@@ -160,155 +161,114 @@ impl Slot {
                 data: block.ptr.cast(),
             })
         };
-        // Streams and events first: a stage's waits name its producers' events.
-        let mut fences: Vec<Option<(Stream, Event)>> = Vec::with_capacity(plan.stages.len());
+        // Streams and events first: a stage's waits name its producers' events. Each is owned,
+        // so an error anywhere below releases whatever was made.
+        let mut fences: Vec<Option<(OwnedStream, OwnedEvent)>> =
+            Vec::with_capacity(plan.stages.len());
         for planned in &plan.stages {
             fences.push(match plan.gpu_of(planned.stage) {
                 Some(gpu) => {
                     gpu.bind_thread().map_err(SlotError::Gpu)?;
-                    let stream = gpu
-                        .create_stream(planned.priority)
-                        .map_err(SlotError::Gpu)?;
-                    let event = match gpu.create_event() {
-                        Ok(event) => event,
-                        Err(e) => {
-                            // SAFETY: just created, unused.
-                            unsafe { gpu.destroy_stream(stream) };
-                            return Err(SlotError::Gpu(e));
-                        }
-                    };
+                    let stream = OwnedStream::new(gpu, planned.priority).map_err(SlotError::Gpu)?;
+                    let event = OwnedEvent::fence(gpu).map_err(SlotError::Gpu)?;
                     Some((stream, event))
                 }
                 None => None,
             });
         }
+        // The raw fence of every GPU stage, for the waits of the stages that read its outputs.
+        let raw_fences: Vec<Option<Event>> = fences
+            .iter()
+            .map(|f| f.as_ref().map(|(_, event)| event.raw()))
+            .collect();
         let mut stages: Vec<SlotStage> = Vec::with_capacity(plan.stages.len());
-        let built = (|| {
-            for planned in &plan.stages {
-                let spec = graph.stage(planned.stage);
-                let state = plan
-                    .create_state(planned.stage)
-                    .map_err(SlotError::Create)?;
-                let workspaces = (0..planned.launches)
-                    .map(|_| take(PoolPurpose::Workspace(planned.stage)))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let axis_extent = match spec.split {
-                    Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
-                    None => graph.tensor(spec.inputs[0]).shape[0],
-                };
-                let gpu = match (
-                    &planned.gpu,
-                    plan.gpu_of(planned.stage),
-                    fences[planned.stage.0],
-                ) {
-                    (Some(work), Some(gpu), Some((stream, event))) => {
-                        // Every transfer copies a tensor's home into its mirror.
-                        let copy = |t: TensorId| -> Result<MirrorCopy, SlotError> {
-                            let edge = &plan.edges[t.0];
-                            let mirror = mirrors[t.0].ok_or(SlotError::PoolMissing)?;
-                            let home = buffers[t.0];
-                            let pieces = edge.mirror.map_or(1, |m| m.transfer.pieces);
-                            Ok(MirrorCopy {
-                                dst: mirror.ptr,
-                                src: home.ptr,
-                                bytes: graph.tensor(t).bytes as usize,
-                                pieces,
-                            })
-                        };
-                        let waits = work
-                            .waits
-                            .iter()
-                            .map(|&t| match graph.tensor(t).producer {
-                                Producer::Stage(p) => fences[p.0]
-                                    .map(|(_, event)| event)
-                                    .ok_or(SlotError::PoolMissing),
-                                Producer::Source => Err(SlotError::PoolMissing),
-                            })
-                            .collect::<Result<Vec<_>, _>>()?;
-                        let pairs = if profile {
-                            planned.launches as usize + usize::from(!work.downloads.is_empty())
-                        } else {
-                            0
-                        };
-                        let mut timing = Vec::with_capacity(pairs);
-                        for _ in 0..pairs {
-                            let pair = gpu.create_timing_event().and_then(|start| {
-                                gpu.create_timing_event()
-                                    .map(|end| (start, end))
-                                    .inspect_err(|_| {
-                                        // SAFETY: just created, unused.
-                                        unsafe { gpu.destroy_event(start) }
-                                    })
-                            });
-                            match pair {
-                                Ok(pair) => timing.push(pair),
-                                Err(e) => {
-                                    for (a, b) in timing {
-                                        // SAFETY: created above, unused.
-                                        unsafe {
-                                            gpu.destroy_event(a);
-                                            gpu.destroy_event(b);
-                                        }
-                                    }
-                                    return Err(SlotError::Gpu(e));
-                                }
-                            }
-                        }
-                        Some(SlotGpu {
-                            gpu: Arc::clone(gpu),
-                            stream,
-                            event,
-                            waits,
-                            timing,
-                            uploads: work
-                                .uploads
-                                .iter()
-                                .map(|&t| copy(t))
-                                .collect::<Result<_, _>>()?,
-                            downloads: work
-                                .downloads
-                                .iter()
-                                .map(|&t| copy(t))
-                                .collect::<Result<_, _>>()?,
-                            per_tile: schedule.per_tile[planned.stage.0],
-                            enqueued_through: AtomicU64::new(0),
+        for planned in &plan.stages {
+            let spec = graph.stage(planned.stage);
+            let state = plan
+                .create_state(planned.stage)
+                .map_err(SlotError::Create)?;
+            let workspaces = (0..planned.launches)
+                .map(|_| take(PoolPurpose::Workspace(planned.stage)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let axis_extent = match spec.split {
+                Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
+                None => graph.tensor(spec.inputs[0]).shape[0],
+            };
+            let gpu = match (
+                &planned.gpu,
+                plan.gpu_of(planned.stage),
+                fences[planned.stage.0].take(),
+            ) {
+                (Some(work), Some(gpu), Some((stream, event))) => {
+                    // Every transfer copies a tensor's home into its mirror.
+                    let copy = |t: TensorId| -> Result<MirrorCopy, SlotError> {
+                        let edge = &plan.edges[t.0];
+                        let mirror = mirrors[t.0].ok_or(SlotError::PoolMissing)?;
+                        let home = buffers[t.0];
+                        let pieces = edge.mirror.map_or(1, |m| m.transfer.pieces);
+                        Ok(MirrorCopy {
+                            dst: mirror.ptr,
+                            src: home.ptr,
+                            bytes: graph.tensor(t).bytes as usize,
+                            pieces,
                         })
-                    }
-                    _ => None,
-                };
-                stages.push(SlotStage {
-                    state,
-                    inputs: spec
-                        .inputs
+                    };
+                    let waits = work
+                        .waits
                         .iter()
-                        .map(|&t| tensor(t, planned.device))
-                        .collect::<Result<_, _>>()?,
-                    outputs: spec
-                        .outputs
-                        .iter()
-                        .map(|&t| tensor(t, planned.device))
-                        .collect::<Result<_, _>>()?,
-                    workspaces,
-                    split_axis_tile: spec.split.map(|s| s.tile),
-                    axis_extent,
-                    gpu,
-                });
-            }
-            Ok(())
-        })();
-        if let Err(e) = built {
-            // Streams and events not yet owned by a stage are released here; the stages built
-            // so far release theirs when dropped.
-            for (planned, fence) in plan.stages.iter().zip(&fences).skip(stages.len()) {
-                if let (Some(gpu), Some((stream, event))) = (plan.gpu_of(planned.stage), fence) {
-                    // SAFETY: created above, never used.
-                    unsafe {
-                        gpu.destroy_stream(*stream);
-                        gpu.destroy_event(*event);
-                    }
+                        .map(|&t| match graph.tensor(t).producer {
+                            Producer::Stage(p) => raw_fences[p.0].ok_or(SlotError::PoolMissing),
+                            Producer::Source => Err(SlotError::PoolMissing),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let pairs = if profile {
+                        planned.launches as usize + usize::from(!work.downloads.is_empty())
+                    } else {
+                        0
+                    };
+                    let timing = (0..pairs)
+                        .map(|_| Ok((OwnedEvent::timing(gpu)?, OwnedEvent::timing(gpu)?)))
+                        .collect::<Result<Vec<_>, GpuError>>()
+                        .map_err(SlotError::Gpu)?;
+                    Some(SlotGpu {
+                        gpu: Arc::clone(gpu),
+                        stream,
+                        event,
+                        waits,
+                        timing,
+                        uploads: work
+                            .uploads
+                            .iter()
+                            .map(|&t| copy(t))
+                            .collect::<Result<_, _>>()?,
+                        downloads: work
+                            .downloads
+                            .iter()
+                            .map(|&t| copy(t))
+                            .collect::<Result<_, _>>()?,
+                        per_tile: schedule.per_tile[planned.stage.0],
+                        enqueued_through: AtomicU64::new(0),
+                    })
                 }
-            }
-            return Err(e);
+                _ => None,
+            };
+            stages.push(SlotStage {
+                state,
+                inputs: spec
+                    .inputs
+                    .iter()
+                    .map(|&t| tensor(t, planned.device))
+                    .collect::<Result<_, _>>()?,
+                outputs: spec
+                    .outputs
+                    .iter()
+                    .map(|&t| tensor(t, planned.device))
+                    .collect::<Result<_, _>>()?,
+                workspaces,
+                split_axis_tile: spec.split.map(|s| s.tile),
+                axis_extent,
+                gpu,
+            });
         }
         let host_views = plan
             .edges
@@ -442,13 +402,13 @@ impl Slot {
         unsafe {
             if !g.per_tile {
                 for &event in &g.waits {
-                    g.gpu.wait(g.stream, event)?;
+                    g.gpu.wait(g.stream.raw(), event)?;
                 }
             }
             for launch in launches {
                 let timing = g.timing.get(launch as usize);
-                if let Some(&(start, _)) = timing {
-                    g.gpu.record(start, g.stream)?;
+                if let Some((start, _)) = timing {
+                    g.gpu.record(start.raw(), g.stream.raw())?;
                 }
                 // A split upload goes piece by piece, each before its tile's launch; a whole
                 // one before the first launch.
@@ -464,7 +424,7 @@ impl Slot {
                             copy.dst.add(offset),
                             copy.src.add(offset),
                             len,
-                            g.stream,
+                            g.stream.raw(),
                         )?;
                     }
                 }
@@ -477,9 +437,9 @@ impl Slot {
                     (ws.ptr.cast(), ws.bytes),
                     tile,
                 );
-                g.gpu.enqueue_launch(g.stream, request)?;
-                if let Some(&(_, end)) = timing {
-                    g.gpu.record(end, g.stream)?;
+                g.gpu.enqueue_launch(g.stream.raw(), request)?;
+                if let Some((_, end)) = timing {
+                    g.gpu.record(end.raw(), g.stream.raw())?;
                 }
             }
         }
@@ -505,20 +465,20 @@ impl Slot {
             let timing = if g.downloads.is_empty() {
                 None
             } else {
-                g.timing.last().copied()
+                g.timing.last()
             };
             if let Some((start, _)) = timing {
-                g.gpu.record(start, g.stream)?;
+                g.gpu.record(start.raw(), g.stream.raw())?;
             }
             for copy in &g.downloads {
                 g.gpu
-                    .copy_to_host(copy.dst, copy.src, copy.bytes, g.stream)?;
+                    .copy_to_host(copy.dst, copy.src, copy.bytes, g.stream.raw())?;
             }
             if let Some((_, end)) = timing {
-                g.gpu.record(end, g.stream)?;
+                g.gpu.record(end.raw(), g.stream.raw())?;
             }
-            g.gpu.record(g.event, g.stream)?;
-            g.gpu.call_host(g.stream, func, data)
+            g.gpu.record(g.event.raw(), g.stream.raw())?;
+            g.gpu.call_host(g.stream.raw(), func, data)
         }
     }
 
@@ -531,9 +491,9 @@ impl Slot {
             return None;
         }
         let mut total_ms = 0.0f64;
-        for &(start, end) in &g.timing {
+        for (start, end) in &g.timing {
             // SAFETY: timing events of this slot, recorded for the completed frame.
-            match unsafe { g.gpu.elapsed_ms(start, end) } {
+            match unsafe { g.gpu.elapsed_ms(start.raw(), end.raw()) } {
                 Ok(ms) => total_ms += f64::from(ms),
                 Err(e) => return Some(Err(e)),
             }
@@ -551,7 +511,7 @@ impl Slot {
         self.stages.iter().filter_map(|s| s.gpu.as_ref()).map(|g| {
             g.gpu.bind_thread()?;
             // SAFETY: the stream belongs to this slot.
-            unsafe { g.gpu.synchronize(g.stream) }
+            unsafe { g.gpu.synchronize(g.stream.raw()) }
         })
     }
 
@@ -606,21 +566,4 @@ pub enum SlotError {
     /// A stream or event could not be created.
     #[error(transparent)]
     Gpu(GpuError),
-}
-
-impl Drop for SlotStage {
-    fn drop(&mut self) {
-        if let Some(g) = &self.gpu {
-            // SAFETY: the executor drains every stream before dropping slots; the handles are
-            // this stage's own.
-            unsafe {
-                g.gpu.destroy_stream(g.stream);
-                g.gpu.destroy_event(g.event);
-                for &(start, end) in &g.timing {
-                    g.gpu.destroy_event(start);
-                    g.gpu.destroy_event(end);
-                }
-            }
-        }
-    }
 }

@@ -1131,6 +1131,15 @@ mod tests {
             .arg("5")
             .spawn()
             .expect("spawn sleep");
+        // The kernel names the process after it closes the spawn's close-on-exec pipe, so
+        // `spawn` may return before /proc shows the new name: wait for it (bounded).
+        let comm = format!("/proc/{}/comm", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() != "sleep")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let (name, role) = book.resolve(child.id());
         let _ = child.kill();
         let _ = child.wait();

@@ -17,9 +17,10 @@ use kplace::executor::{
     self, CompletedFrame, FrameSink, Ingest, PartialFrame, RunError, SinkError, Source, SourceError,
 };
 use kplace::model::graph::{Graph, Overrides, StageId, TensorId};
+use kplace::model::placement::Device;
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
-use kplace::plan::{BufferSpace, Direction, Plan, PlanError, PlanMode, PoolPurpose};
+use kplace::plan::{BufferSpace, Direction, Layout, Plan, PlanError, PlanMode, PoolPurpose, bind};
 use support::build_c_library;
 
 const ROWS: usize = 32;
@@ -213,6 +214,38 @@ fn a_gpu_placement_without_a_usable_gpu_fails_at_plan_time_naming_the_stage() {
         let e = e.to_string();
         assert!(e.contains("stage magnitude is placed on gpu:0"), "{e}");
     }
+}
+
+/// Laying out is pure: a GPU placement's tiles, mirrors and tensor pools come out the same
+/// with no device at all; only binding opens the GPU, and there a missing one names the stage.
+#[test]
+fn a_layout_needs_no_device_and_binding_opens_it() {
+    let layout = Layout::new(graph(""), placement("gpu", "cpu", 1, 2)).unwrap();
+    assert_eq!(layout.devices(), [Device::Gpu(0), Device::Cpu]);
+    let mirrored: Vec<TensorId> = layout
+        .edges
+        .iter()
+        .filter(|e| e.mirror.is_some())
+        .map(|e| e.tensor)
+        .collect();
+    assert_eq!(mirrored, [IQ, MAG], "iq is uploaded and mag downloaded");
+    assert_eq!(
+        layout.tensor_pools.len(),
+        3 + 2,
+        "a pool per tensor and per mirror, no workspaces yet"
+    );
+    let e = bind::open_gpus(&layout, &SimProvider::new(0), PlanMode::Run).unwrap_err();
+    assert!(
+        e.to_string().contains("stage magnitude is placed on gpu:0"),
+        "{e}"
+    );
+    let opened = bind::open_gpus(&layout, &SimProvider::new(1), PlanMode::Run).unwrap();
+    let plan = bind::bind(layout, opened).unwrap();
+    assert!(plan.runnable().is_ok());
+    assert!(
+        plan.pools.len() > 5,
+        "the workspaces were added when binding"
+    );
 }
 
 #[test]
@@ -526,13 +559,22 @@ fn a_device_out_of_resources_at_any_point_fails_the_run_and_leaks_nothing() {
     assert_eq!(sim.live_handles(), 0, "a finished run releases everything");
     let stats = sim.stats();
     let made = stats.streams + stats.events + stats.device_allocations + stats.pinned_allocations;
-    assert!(made > 20, "pools, streams, fences and timing events: {stats:?}");
+    assert!(
+        made > 20,
+        "pools, streams, fences and timing events: {stats:?}"
+    );
     for limit in 0..made as usize {
         let gpus = SimProvider::new(1);
         let sim = gpus.device(0).unwrap();
         sim.limit_handles(limit);
-        let err = run(&gpus).expect_err("the device refuses a handle").to_string();
+        let err = run(&gpus)
+            .expect_err("the device refuses a handle")
+            .to_string();
         assert!(err.contains("out of resources"), "limit {limit}: {err}");
-        assert_eq!(sim.live_handles(), 0, "limit {limit}: everything made was released");
+        assert_eq!(
+            sim.live_handles(),
+            0,
+            "limit {limit}: everything made was released"
+        );
     }
 }

@@ -2,37 +2,44 @@
 //! kernel and a device, every tensor bound to memory (and, where it crosses the bus, to a
 //! mirror and a transfer: [`memory`]), and every pool sized.
 //!
-//! Planning is where invalid combinations are caught, before anything runs: a stage with no
-//! placement, a placement naming an unknown stage, a GPU placement where no GPU is usable, a
-//! device kind no loaded library offers the kernel for, a kernel taking a different number of
-//! tensors or declaring memory its device cannot use, or a kernel refusing the stage's
-//! parameters or shapes (each stage's kernel is created once here to ask it), or a tile that
-//! does not fit its stage ([`tiles`]: a GPU stage launches in larger tiles than the graph's). `kplace plan`
-//! prints the result with [`Plan`]'s `Display` ([`display`]); it may describe a GPU placement
-//! on a machine without a GPU ([`PlanMode::Describe`]), which `kplace run` refuses.
+//! It happens in two steps. [`Layout::new`] ([`layout`]) is pure: it places the stages, fits
+//! their tiles ([`tiles`]: a GPU stage launches in larger tiles than the graph's), lays out the
+//! memory and sizes the tensors' pools, reading no device. [`bind`] then opens the GPUs the
+//! stages name and binds each stage to its kernel, creating it once to learn its workspace.
+//! [`Plan::with_gpus`] does both.
 //!
-//! Long (744 lines of code, 22 of tests): the planner and its errors; display, memory and tiles
-//! are already their own modules, and opening devices is still done here.
+//! Planning is where invalid combinations are caught, before anything runs: a stage with no
+//! placement, a placement naming an unknown stage, a tile that does not fit its stage, a
+//! crossing the runtime does not do, a GPU placement where no GPU is usable, a device kind no
+//! loaded library offers the kernel for, a kernel taking a different number of tensors or
+//! declaring memory its device cannot use, or a kernel refusing the stage's parameters or
+//! shapes. `kplace plan` prints the result with [`Plan`]'s `Display` ([`display`]); it may
+//! describe a GPU placement on a machine without a GPU ([`PlanMode::Describe`]), which
+//! `kplace run` refuses.
 
 // Plan errors are made once, before anything runs, and carry the names and places a user needs
 // to fix their files; their size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
+pub mod bind;
 mod display;
+pub mod layout;
 pub mod memory;
 pub mod tiles;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use kplace_abi::{MemorySpace, TensorDesc};
+use kplace_abi::TensorDesc;
 
 use crate::cuda::{Gpu, GpuError, GpuProvider};
 use crate::model::graph::{Graph, StageId, TensorId, TensorSpec};
 use crate::model::placement::{Device, Placement, RuntimeSettings};
-use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
+use crate::plugin::{KernelHandle, KernelState, PluginError};
 
+pub use bind::{default_library_file, library_search_dirs};
+pub use layout::{Layout, tensor_pools_for};
 pub use memory::{
     BufferSpace, Demand, Direction, GpuWork, MemoryAvailable, MemoryNeed, Mirror, PlannedEdge,
     Transfer,
@@ -296,81 +303,6 @@ pub enum PlanError {
     },
 }
 
-/// Loads each library file once.
-#[derive(Default)]
-struct Libraries {
-    loaded: BTreeMap<PathBuf, Arc<KernelLibrary>>,
-}
-
-impl Libraries {
-    fn get(&mut self, path: &Path) -> Result<Arc<KernelLibrary>, PluginError> {
-        let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-        if let Some(lib) = self.loaded.get(&key) {
-            return Ok(Arc::clone(lib));
-        }
-        let lib = KernelLibrary::load(path)?;
-        self.loaded.insert(key, Arc::clone(&lib));
-        Ok(lib)
-    }
-}
-
-/// The file name of the default library for a device kind.
-pub fn default_library_file(device: Device) -> &'static str {
-    match device {
-        Device::Cpu => "libkplace_cpu.so",
-        Device::Gpu(_) => "libkplace_gpu.so",
-    }
-}
-
-/// Directories searched for default libraries: `$KPLACE_LIB_DIR` (when set and not empty),
-/// the running executable's directory, and its parent (test and example binaries live one level
-/// below the libraries).
-pub fn library_search_dirs() -> Vec<PathBuf> {
-    search_dirs(
-        std::env::var_os(LIB_DIR_ENV),
-        std::env::current_exe().ok().as_deref(),
-    )
-}
-
-/// [`library_search_dirs`] for a given `$KPLACE_LIB_DIR` and executable. An empty variable is
-/// unset: as a directory it would be the current one, and a bare `libkplace_cpu.so` found
-/// there is looked up by the loader on the system path, not here.
-fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(dir) = lib_dir.filter(|d| !d.is_empty()) {
-        dirs.push(PathBuf::from(dir));
-    }
-    if let Some(exe) = exe
-        && let Some(dir) = exe.parent()
-    {
-        dirs.push(dir.to_path_buf());
-        if let Some(parent) = dir.parent() {
-            dirs.push(parent.to_path_buf());
-        }
-    }
-    dirs
-}
-
-fn find_default_library(device: Device) -> Result<PathBuf, PlanError> {
-    let file = default_library_file(device);
-    let dirs = library_search_dirs();
-    dirs.iter()
-        .map(|d| d.join(file))
-        .find(|p| p.is_file())
-        .ok_or_else(|| PlanError::LibraryNotFound {
-            kind: match device {
-                Device::Cpu => "cpu",
-                Device::Gpu(_) => "gpu",
-            },
-            file,
-            searched: dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-}
-
 /// The descriptor kernels see for `tensor` in `space`.
 pub fn tensor_desc(tensor: &TensorSpec, space: BufferSpace) -> TensorDesc {
     let mut shape = [0u64; kplace_abi::MAX_RANK];
@@ -396,162 +328,19 @@ impl Plan {
         )
     }
 
-    /// Plans `graph` on `placement` with GPUs from `gpus`, loading the libraries it needs and,
-    /// for every stage whose device is usable, creating its kernel once to validate it.
+    /// Plans `graph` on `placement` with GPUs from `gpus`: lays it out ([`Layout::new`], pure),
+    /// opens the GPUs its stages name ([`bind::open_gpus`]), then loads the libraries it needs
+    /// and, for every stage whose device is usable, creates its kernel once to validate it
+    /// ([`bind::bind`]).
     pub fn with_gpus(
         graph: Graph,
         placement: Placement,
         gpus: &dyn GpuProvider,
         mode: PlanMode,
     ) -> Result<Plan, PlanError> {
-        let entries = placed_entries(&graph, &placement)?;
-        let (graph, tile_origins) = tiles::place_tiles(graph, &entries, &placement.path)?;
-        let devices: Vec<Device> = entries.iter().map(|e| e.device).collect();
-
-        // Open every GPU a stage names before anything else, so a GPU placement on a machine
-        // without one fails first, naming the stage.
-        let mut opened: BTreeMap<u32, Arc<dyn Gpu>> = BTreeMap::new();
-        let mut gpu_unusable = None;
-        for (stage, entry) in graph.stages.iter().zip(&entries) {
-            let Device::Gpu(n) = entry.device else {
-                continue;
-            };
-            if opened.contains_key(&n) {
-                continue;
-            }
-            match gpus.open(n) {
-                Ok(gpu) => {
-                    opened.insert(n, gpu);
-                }
-                Err(cause) if mode == PlanMode::Describe => {
-                    gpu_unusable.get_or_insert(cause);
-                }
-                Err(cause) => {
-                    return Err(PlanError::NoGpu {
-                        stage: stage.name.clone(),
-                        device: entry.device,
-                        placement: placement.path.clone(),
-                        line: entry.line,
-                        cause,
-                    });
-                }
-            }
-        }
-
-        let (edges, mut gpu_work) = memory::lay_out(&graph, &devices)?;
-        let slots = placement.runtime.slots;
-        let mut pools = tensor_pools(&graph, &edges, slots);
-        // The tensors' memory must fit before any kernel is created: a kernel may allocate as
-        // much as its tensors while it plans.
-        let mut available = MemoryAvailable::probe();
-        for (&n, gpu) in &opened {
-            if let Some(bytes) = gpu.total_memory() {
-                available = available.with_gpu(n, bytes);
-            }
-        }
-        check_pools(&pools, &available)?;
-
-        let mut libraries = Libraries::default();
-        let mut stages = Vec::with_capacity(graph.stages.len());
-        for (index, (stage, entry)) in graph.stages.iter().zip(&entries).enumerate() {
-            let plugin = |source| PlanError::Plugin {
-                stage: stage.name.clone(),
-                cause: source,
-            };
-            let library_path = match placement.library_for(entry) {
-                Some(path) => path.to_path_buf(),
-                None => find_default_library(entry.device)?,
-            };
-            let library = libraries.get(&library_path).map_err(plugin)?;
-            let kind = entry.device.kind();
-            let kernel = library
-                .find(&stage.kernel, kind)
-                .ok_or_else(|| PlanError::NoKernel {
-                    stage: stage.name.clone(),
-                    device: entry.device,
-                    placement: placement.path.clone(),
-                    line: entry.line,
-                    library: format!("{} ({})", library.name(), library.path().display()),
-                    kind: kind.name().unwrap_or("?"),
-                    kernel: stage.kernel.clone(),
-                    offers: offered(&library),
-                })?;
-            let info = kernel.info();
-            if info.n_inputs as usize != stage.inputs.len()
-                || info.n_outputs as usize != stage.outputs.len()
-            {
-                return Err(PlanError::Ports {
-                    stage: stage.name.clone(),
-                    kernel: stage.kernel.clone(),
-                    want_in: info.n_inputs,
-                    want_out: info.n_outputs,
-                    got_in: stage.inputs.len(),
-                    got_out: stage.outputs.len(),
-                });
-            }
-            let memory_fits = match entry.device {
-                Device::Cpu => info.memory == MemorySpace::HOST,
-                Device::Gpu(_) => info.memory == MemorySpace::DEVICE,
-            };
-            if !memory_fits {
-                return Err(PlanError::Memory {
-                    stage: stage.name.clone(),
-                    kernel: stage.kernel.clone(),
-                    device: entry.device,
-                    memory: info.memory.name().unwrap_or("unknown"),
-                });
-            }
-            let launches = stage
-                .split
-                .map_or(1, |s| graph.tensor(stage.inputs[0]).shape[s.axis] / s.tile);
-            let gpu = match entry.device {
-                Device::Cpu => None,
-                Device::Gpu(n) => opened.get(&n),
-            };
-            let usable = entry.device == Device::Cpu || gpu.is_some();
-            let workspace_bytes = if usable {
-                let probe =
-                    create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
-                        .map_err(plugin)?;
-                Some(probe.workspace_bytes())
-            } else {
-                None
-            };
-            let workspace_space = match entry.device {
-                Device::Cpu => BufferSpace::Host,
-                Device::Gpu(n) => BufferSpace::Device(n),
-            };
-            pools.push(PoolSpec {
-                name: format!("workspace.{}", stage.name),
-                purpose: PoolPurpose::Workspace(StageId(index)),
-                space: workspace_space,
-                block_bytes: workspace_bytes.unwrap_or(0),
-                blocks: slots * launches as usize,
-            });
-            stages.push(PlannedStage {
-                stage: StageId(index),
-                device: entry.device,
-                kernel,
-                launches,
-                tile_origin: tile_origins[index],
-                workspace_bytes,
-                priority: entry.priority,
-                gpu: gpu_work[index].take(),
-            });
-        }
-        // And with the workspaces the kernels asked for.
-        check_pools(&pools, &available)?;
-        let runtime = placement.runtime.clone();
-        Ok(Plan {
-            graph,
-            placement,
-            stages,
-            edges,
-            pools,
-            runtime,
-            gpus: opened,
-            gpu_unusable,
-        })
+        let layout = Layout::new(graph, placement)?;
+        let opened = bind::open_gpus(&layout, gpus, mode)?;
+        bind::bind(layout, opened)
     }
 
     /// Whether the plan can run: every stage's device was usable when it was planned.
@@ -579,7 +368,7 @@ impl Plan {
     /// context current on the calling thread.
     pub fn create_state(&self, id: StageId) -> Result<KernelState, PluginError> {
         let planned = &self.stages[id.0];
-        create_state(
+        bind::create_state(
             &self.graph,
             &self.edges,
             id,
@@ -605,130 +394,6 @@ impl Plan {
     }
 }
 
-/// The placement entry of every graph stage, in graph order; an error for a stage without one
-/// or an entry naming no stage.
-fn placed_entries<'p>(
-    graph: &Graph,
-    placement: &'p Placement,
-) -> Result<Vec<&'p crate::model::placement::StagePlacement>, PlanError> {
-    for (name, entry) in &placement.stages {
-        if graph.stage_by_name(name).is_none() {
-            return Err(PlanError::UnknownStage {
-                placement: placement.path.clone(),
-                line: entry.line,
-                graph: graph.path.clone(),
-                stage: name.clone(),
-                known: graph
-                    .stages
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-    }
-    graph
-        .stages
-        .iter()
-        .map(|stage| {
-            placement
-                .stages
-                .get(&stage.name)
-                .ok_or_else(|| PlanError::Unplaced {
-                    placement: placement.path.clone(),
-                    graph: graph.path.clone(),
-                    stage: stage.name.clone(),
-                    line: stage.line,
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()
-}
-
-/// One pool per tensor where its writer writes it, and one per mirror, `slots` blocks each.
-fn tensor_pools(graph: &Graph, edges: &[PlannedEdge], slots: usize) -> Vec<PoolSpec> {
-    let mut pools = Vec::new();
-    for (edge, t) in edges.iter().zip(&graph.tensors) {
-        pools.push(PoolSpec {
-            name: t.name.clone(),
-            purpose: PoolPurpose::Tensor(edge.tensor),
-            space: edge.space,
-            block_bytes: t.bytes,
-            blocks: slots,
-        });
-        if let Some(mirror) = edge.mirror {
-            pools.push(PoolSpec {
-                name: format!("{}.mirror", t.name),
-                purpose: PoolPurpose::Mirror(edge.tensor),
-                space: mirror.space,
-                block_bytes: t.bytes,
-                blocks: slots,
-            });
-        }
-    }
-
-    pools
-}
-
-/// Refuses pools that need more memory than `available` has (see [`memory::check_fits`]).
-fn check_pools(pools: &[PoolSpec], available: &MemoryAvailable) -> Result<MemoryNeed, PlanError> {
-    let demands: Vec<Demand> = pools.iter().map(Demand::of_pool).collect();
-    memory::check_fits(&demands, available)
-}
-
-/// The pools `graph`'s tensors and mirrors need on `placement`, without the kernels'
-/// workspaces (known only once the kernels are created): what a caller can check against
-/// memory, with what else it holds, before preparing anything CPI-sized.
-pub fn tensor_pools_for(graph: &Graph, placement: &Placement) -> Result<Vec<PoolSpec>, PlanError> {
-    let entries = placed_entries(graph, placement)?;
-    let devices: Vec<Device> = entries.iter().map(|e| e.device).collect();
-    let (edges, _) = memory::lay_out(graph, &devices)?;
-    Ok(tensor_pools(graph, &edges, placement.runtime.slots))
-}
-
-fn offered(library: &KernelLibrary) -> String {
-    if library.kernels().is_empty() {
-        return "no kernels at all".into();
-    }
-    library
-        .kernels()
-        .iter()
-        .map(|k| format!("{} ({})", k.name, k.device.name().unwrap_or("?")))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn create_state(
-    graph: &Graph,
-    edges: &[PlannedEdge],
-    id: StageId,
-    kernel: &KernelHandle,
-    device: Device,
-    gpu: Option<&Arc<dyn Gpu>>,
-) -> Result<KernelState, PluginError> {
-    let stage = graph.stage(id);
-    let descs = |ids: &[TensorId]| -> Vec<TensorDesc> {
-        ids.iter()
-            .map(|&t| tensor_desc(graph.tensor(t), edges[t.0].space_for(device)))
-            .collect()
-    };
-    let inputs = descs(&stage.inputs);
-    let outputs = descs(&stage.outputs);
-    if let Some(gpu) = gpu {
-        // The ABI promises CUDA kernels the device's primary context on the calling thread.
-        gpu.bind_thread().map_err(PluginError::Device)?;
-    }
-    kernel.create(&CreateConfig {
-        params: &stage.params,
-        inputs: &inputs,
-        outputs: &outputs,
-        split: stage.split.map(|s| (s.axis, s.tile)),
-        device_ordinal: match device {
-            Device::Cpu => 0,
-            Device::Gpu(n) => n,
-        },
-    })
-}
-
 /// Bytes in binary units for plans and reports.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
@@ -742,27 +407,5 @@ pub fn human_bytes(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::{Path, PathBuf};
-
-    use super::search_dirs;
-
-    #[test]
-    fn an_empty_lib_dir_is_unset() {
-        let exe = Path::new("/opt/kplace/bin/kplace");
-        let install = [
-            PathBuf::from("/opt/kplace/bin"),
-            PathBuf::from("/opt/kplace"),
-        ];
-        assert_eq!(search_dirs(Some("".into()), Some(exe)), install);
-        assert_eq!(search_dirs(None, Some(exe)), install);
-        assert_eq!(
-            search_dirs(Some("/libs".into()), Some(exe))[0],
-            PathBuf::from("/libs")
-        );
     }
 }

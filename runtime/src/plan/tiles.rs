@@ -96,7 +96,7 @@ fn fitting_tiles(extent: u64, limit: usize) -> String {
 /// graph order, where its tile came from (`None` for a stage that is not split).
 pub(super) fn place_tiles(
     mut graph: Graph,
-    entries: &[&StagePlacement],
+    entries: &[StagePlacement],
     placement: &Path,
 ) -> Result<(Graph, Vec<Option<TileOrigin>>), PlanError> {
     let mut origins = Vec::with_capacity(graph.stages.len());

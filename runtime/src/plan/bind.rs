@@ -1,0 +1,343 @@
+//! Binding a layout to this machine: the half of planning that touches devices and libraries.
+//!
+//! [`open_gpus`] opens every GPU a stage names (or, when only describing, notes why one is not
+//! usable); [`bind`] loads each kernel library once, finds every stage's kernel in it, checks
+//! its ports and memory, creates it once to learn its workspace, and checks that every pool
+//! fits in memory, first the tensors' (a kernel may allocate as much while it plans) and then
+//! with the workspaces. The result is the [`Plan`] the executor runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kplace_abi::{MemorySpace, TensorDesc};
+
+use super::layout::Layout;
+use super::memory::{self, BufferSpace, Demand, MemoryAvailable, MemoryNeed, PlannedEdge};
+use super::{
+    LIB_DIR_ENV, Plan, PlanError, PlanMode, PlannedStage, PoolPurpose, PoolSpec, tensor_desc,
+};
+use crate::cuda::{Gpu, GpuError, GpuProvider};
+use crate::model::graph::{Graph, StageId, TensorId};
+use crate::model::placement::Device;
+use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
+
+/// The GPUs a layout's stages name, opened.
+#[derive(Debug)]
+pub struct OpenGpus {
+    /// By ordinal.
+    pub gpus: BTreeMap<u32, Arc<dyn Gpu>>,
+    /// Why a GPU could not be opened, when planning only to describe ([`PlanMode::Describe`]).
+    pub unusable: Option<GpuError>,
+}
+
+/// Opens every GPU a stage of `layout` names, once each. In [`PlanMode::Run`] a GPU that
+/// cannot be opened is an error naming the first stage placed on it; in
+/// [`PlanMode::Describe`] it is noted and its stages are planned without a device.
+pub fn open_gpus(
+    layout: &Layout,
+    provider: &dyn GpuProvider,
+    mode: PlanMode,
+) -> Result<OpenGpus, PlanError> {
+    let mut gpus: BTreeMap<u32, Arc<dyn Gpu>> = BTreeMap::new();
+    let mut unusable = None;
+    for (stage, entry) in layout.graph.stages.iter().zip(&layout.entries) {
+        let Device::Gpu(n) = entry.device else {
+            continue;
+        };
+        if gpus.contains_key(&n) {
+            continue;
+        }
+        match provider.open(n) {
+            Ok(gpu) => {
+                gpus.insert(n, gpu);
+            }
+            Err(cause) if mode == PlanMode::Describe => {
+                unusable.get_or_insert(cause);
+            }
+            Err(cause) => {
+                return Err(PlanError::NoGpu {
+                    stage: stage.name.clone(),
+                    device: entry.device,
+                    placement: layout.placement.path.clone(),
+                    line: entry.line,
+                    cause,
+                });
+            }
+        }
+    }
+    Ok(OpenGpus { gpus, unusable })
+}
+
+/// Binds every stage of `layout` to its kernel on the opened devices, and sizes the
+/// workspaces: the [`Plan`].
+pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
+    let Layout {
+        graph,
+        placement,
+        entries,
+        tile_origins,
+        edges,
+        mut gpu_work,
+        tensor_pools: mut pools,
+    } = layout;
+    let slots = placement.runtime.slots;
+    // The tensors' memory must fit before any kernel is created: a kernel may allocate as
+    // much as its tensors while it plans.
+    let mut available = MemoryAvailable::probe();
+    for (&n, gpu) in &opened.gpus {
+        if let Some(bytes) = gpu.total_memory() {
+            available = available.with_gpu(n, bytes);
+        }
+    }
+    check_pools(&pools, &available)?;
+
+    let mut libraries = Libraries::default();
+    let mut stages = Vec::with_capacity(graph.stages.len());
+    for (index, (stage, entry)) in graph.stages.iter().zip(&entries).enumerate() {
+        let plugin = |source| PlanError::Plugin {
+            stage: stage.name.clone(),
+            cause: source,
+        };
+        let library_path = match placement.library_for(entry) {
+            Some(path) => path.to_path_buf(),
+            None => find_default_library(entry.device)?,
+        };
+        let library = libraries.get(&library_path).map_err(plugin)?;
+        let kind = entry.device.kind();
+        let kernel = library
+            .find(&stage.kernel, kind)
+            .ok_or_else(|| PlanError::NoKernel {
+                stage: stage.name.clone(),
+                device: entry.device,
+                placement: placement.path.clone(),
+                line: entry.line,
+                library: format!("{} ({})", library.name(), library.path().display()),
+                kind: kind.name().unwrap_or("?"),
+                kernel: stage.kernel.clone(),
+                offers: offered(&library),
+            })?;
+        let info = kernel.info();
+        if info.n_inputs as usize != stage.inputs.len()
+            || info.n_outputs as usize != stage.outputs.len()
+        {
+            return Err(PlanError::Ports {
+                stage: stage.name.clone(),
+                kernel: stage.kernel.clone(),
+                want_in: info.n_inputs,
+                want_out: info.n_outputs,
+                got_in: stage.inputs.len(),
+                got_out: stage.outputs.len(),
+            });
+        }
+        let memory_fits = match entry.device {
+            Device::Cpu => info.memory == MemorySpace::HOST,
+            Device::Gpu(_) => info.memory == MemorySpace::DEVICE,
+        };
+        if !memory_fits {
+            return Err(PlanError::Memory {
+                stage: stage.name.clone(),
+                kernel: stage.kernel.clone(),
+                device: entry.device,
+                memory: info.memory.name().unwrap_or("unknown"),
+            });
+        }
+        let launches = stage
+            .split
+            .map_or(1, |s| graph.tensor(stage.inputs[0]).shape[s.axis] / s.tile);
+        let gpu = match entry.device {
+            Device::Cpu => None,
+            Device::Gpu(n) => opened.gpus.get(&n),
+        };
+        let usable = entry.device == Device::Cpu || gpu.is_some();
+        let workspace_bytes = if usable {
+            let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
+                .map_err(plugin)?;
+            Some(probe.workspace_bytes())
+        } else {
+            None
+        };
+        let workspace_space = match entry.device {
+            Device::Cpu => BufferSpace::Host,
+            Device::Gpu(n) => BufferSpace::Device(n),
+        };
+        pools.push(PoolSpec {
+            name: format!("workspace.{}", stage.name),
+            purpose: PoolPurpose::Workspace(StageId(index)),
+            space: workspace_space,
+            block_bytes: workspace_bytes.unwrap_or(0),
+            blocks: slots * launches as usize,
+        });
+        stages.push(PlannedStage {
+            stage: StageId(index),
+            device: entry.device,
+            kernel,
+            launches,
+            tile_origin: tile_origins[index],
+            workspace_bytes,
+            priority: entry.priority,
+            gpu: gpu_work[index].take(),
+        });
+    }
+    // And with the workspaces the kernels asked for.
+    check_pools(&pools, &available)?;
+    let runtime = placement.runtime.clone();
+    Ok(Plan {
+        graph,
+        placement,
+        stages,
+        edges,
+        pools,
+        runtime,
+        gpus: opened.gpus,
+        gpu_unusable: opened.unusable,
+    })
+}
+
+/// Refuses pools that need more memory than `available` has (see [`memory::check_fits`]).
+fn check_pools(pools: &[PoolSpec], available: &MemoryAvailable) -> Result<MemoryNeed, PlanError> {
+    let demands: Vec<Demand> = pools.iter().map(Demand::of_pool).collect();
+    memory::check_fits(&demands, available)
+}
+
+/// Loads each library file once.
+#[derive(Default)]
+struct Libraries {
+    loaded: BTreeMap<PathBuf, Arc<KernelLibrary>>,
+}
+
+impl Libraries {
+    fn get(&mut self, path: &Path) -> Result<Arc<KernelLibrary>, PluginError> {
+        let key = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if let Some(lib) = self.loaded.get(&key) {
+            return Ok(Arc::clone(lib));
+        }
+        let lib = KernelLibrary::load(path)?;
+        self.loaded.insert(key, Arc::clone(&lib));
+        Ok(lib)
+    }
+}
+
+/// The file name of the default library for a device kind.
+pub fn default_library_file(device: Device) -> &'static str {
+    match device {
+        Device::Cpu => "libkplace_cpu.so",
+        Device::Gpu(_) => "libkplace_gpu.so",
+    }
+}
+
+/// Directories searched for default libraries: `$KPLACE_LIB_DIR` (when set and not empty),
+/// the running executable's directory, and its parent (test and example binaries live one level
+/// below the libraries).
+pub fn library_search_dirs() -> Vec<PathBuf> {
+    search_dirs(
+        std::env::var_os(LIB_DIR_ENV),
+        std::env::current_exe().ok().as_deref(),
+    )
+}
+
+/// [`library_search_dirs`] for a given `$KPLACE_LIB_DIR` and executable. An empty variable is
+/// unset: as a directory it would be the current one, and a bare `libkplace_cpu.so` found
+/// there is looked up by the loader on the system path, not here.
+fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = lib_dir.filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(dir));
+    }
+    if let Some(exe) = exe
+        && let Some(dir) = exe.parent()
+    {
+        dirs.push(dir.to_path_buf());
+        if let Some(parent) = dir.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs
+}
+
+fn find_default_library(device: Device) -> Result<PathBuf, PlanError> {
+    let file = default_library_file(device);
+    let dirs = library_search_dirs();
+    dirs.iter()
+        .map(|d| d.join(file))
+        .find(|p| p.is_file())
+        .ok_or_else(|| PlanError::LibraryNotFound {
+            kind: match device {
+                Device::Cpu => "cpu",
+                Device::Gpu(_) => "gpu",
+            },
+            file,
+            searched: dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+fn offered(library: &KernelLibrary) -> String {
+    if library.kernels().is_empty() {
+        return "no kernels at all".into();
+    }
+    library
+        .kernels()
+        .iter()
+        .map(|k| format!("{} ({})", k.name, k.device.name().unwrap_or("?")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Creates stage `id`'s kernel state for `device`, with its GPU's context current first.
+pub(super) fn create_state(
+    graph: &Graph,
+    edges: &[PlannedEdge],
+    id: StageId,
+    kernel: &KernelHandle,
+    device: Device,
+    gpu: Option<&Arc<dyn Gpu>>,
+) -> Result<KernelState, PluginError> {
+    let stage = graph.stage(id);
+    let descs = |ids: &[TensorId]| -> Vec<TensorDesc> {
+        ids.iter()
+            .map(|&t| tensor_desc(graph.tensor(t), edges[t.0].space_for(device)))
+            .collect()
+    };
+    let inputs = descs(&stage.inputs);
+    let outputs = descs(&stage.outputs);
+    if let Some(gpu) = gpu {
+        // The ABI promises CUDA kernels the device's primary context on the calling thread.
+        gpu.bind_thread().map_err(PluginError::Device)?;
+    }
+    kernel.create(&CreateConfig {
+        params: &stage.params,
+        inputs: &inputs,
+        outputs: &outputs,
+        split: stage.split.map(|s| (s.axis, s.tile)),
+        device_ordinal: match device {
+            Device::Cpu => 0,
+            Device::Gpu(n) => n,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::search_dirs;
+
+    #[test]
+    fn an_empty_lib_dir_is_unset() {
+        let exe = Path::new("/opt/kplace/bin/kplace");
+        let install = [
+            PathBuf::from("/opt/kplace/bin"),
+            PathBuf::from("/opt/kplace"),
+        ];
+        assert_eq!(search_dirs(Some("".into()), Some(exe)), install);
+        assert_eq!(search_dirs(None, Some(exe)), install);
+        assert_eq!(
+            search_dirs(Some("/libs".into()), Some(exe))[0],
+            PathBuf::from("/libs")
+        );
+    }
+}

@@ -9,6 +9,7 @@ mod bisect;
 mod compare;
 mod devices;
 mod hog;
+mod log;
 mod mps;
 mod output;
 mod pipelines;
@@ -33,6 +34,13 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Say more on stderr: -v adds debug events, -vv trace events (RUST_LOG, when set,
+    /// replaces the level).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Say less on stderr: -q shows only warnings and errors, -qq only errors.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    quiet: u8,
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,7 +90,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Writes `line` and a newline to stderr in one write, so that lines of several processes or
-/// threads sharing it never interleave mid-line.
+/// threads sharing it never interleave mid-line: for lines relayed from a child, which its own
+/// level already filtered (the binary's own messages go through [`log`]).
 pub(crate) fn say(line: &str) {
     let mut text = String::with_capacity(line.len() + 1);
     text.push_str(line);
@@ -101,10 +110,11 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let args = Cli::parse();
+    log::init(args.verbose, args.quiet);
     match dispatch(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kplace: error: {e:#}");
+            tracing::error!("kplace: error: {e:#}");
             ExitCode::from(2)
         }
     }

@@ -52,11 +52,11 @@ impl Readiness {
 /// Says on stderr (one write) and in `file` that `sources` take packets.
 pub(crate) fn announce(sources: &[SocketAddr], file: Option<&Path>) {
     let list: Vec<String> = sources.iter().map(|a| format!("udp://{a}")).collect();
-    super::say(&format!("kplace run: ready: {}", list.join(" ")));
+    tracing::info!("kplace run: ready: {}", list.join(" "));
     if let Some(path) = file
         && let Err(e) = write_file(path, sources)
     {
-        super::say(&format!("kplace run: warning: {e:#}"));
+        tracing::warn!("kplace run: warning: {e:#}");
     }
 }
 

@@ -317,7 +317,7 @@ impl Setup {
         let prepared = if replay {
             let prepared_at = Instant::now();
             let frames = radar::prepare_frames(&scene, period.get())?;
-            eprintln!(
+            tracing::info!(
                 "kplace run: {} distinct scene frames prepared in {:.2} s",
                 period,
                 prepared_at.elapsed().as_secs_f64()
@@ -362,7 +362,7 @@ pub(crate) fn run_pipeline(
         _ => None,
     };
     let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
-    eprintln!(
+    tracing::info!(
         "kplace run:{name} graph {} on placement {}, CPI {cpi}, {} frames from {}, seed {}",
         plan.graph.name,
         plan.placement.name,
@@ -553,23 +553,21 @@ pub(crate) fn bind(
     let granted = source.counters().recv_buffer;
     // Linux reports twice the usable size.
     let frames_held = granted as f64 / 2.0 / shape.packet_bytes() as f64 / f64::from(shape.chirps);
-    super::say(&format!(
+    tracing::info!(
         "kplace run:{name} listening on udp://{} (socket receive buffer {} KiB, {frames_held:.1} frames)",
         source.local_addr().unwrap_or(addr),
         granted / 1024
-    ));
+    );
     if frames_held < 2.0 {
-        super::say(&format!(
+        tracing::warn!(
             "kplace run:{name} warning: the socket buffer holds fewer than two frames; a stall of one frame loses packets (raise net.core.rmem_max, or run as root for SO_RCVBUFFORCE)"
-        ));
+        );
     }
     let readiness = Arc::clone(readiness);
     let i = index.unwrap_or(0);
     source.on_ready(Box::new(move |a| readiness.ready(i, a)));
     source.on_lock(Box::new(move |a| {
-        super::say(&format!(
-            "kplace run:{name} stream from {a}; other sources are counted as foreign"
-        ))
+        tracing::info!("kplace run:{name} stream from {a}; other sources are counted as foreign")
     }));
     Ok(source)
 }

@@ -215,7 +215,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     radar::check_prepared_frames(args.scene.cpi, period.get())?;
     let prepared_at = Instant::now();
     let prepared = radar::prepare_frames(&scene, period.get())?;
-    eprintln!(
+    tracing::info!(
         "kplace send: CPI {cpi} to {dest}, {}, {} ({period} distinct scene frames prepared in {:.2} s), seed {}",
         describe_pacing(pacing),
         describe_frames(frames),
@@ -296,8 +296,8 @@ fn set_nice(nice: i32) -> i32 {
     // PRIO_PROCESS and who 0 Linux applies them to the calling thread.
     unsafe {
         if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
-            eprintln!(
-                "kplace send: cannot set nice {nice} ({}); sending at the inherited priority",
+            tracing::warn!(
+                "kplace send: warning: cannot set nice {nice} ({}); sending at the inherited priority",
                 std::io::Error::last_os_error()
             );
         }

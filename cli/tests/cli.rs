@@ -983,3 +983,68 @@ fn a_run_that_fails_leaves_no_empty_report() {
     assert!(e.contains("no/such/graph.yaml"), "{e}");
     assert!(!report.exists(), "no empty report");
 }
+
+/// `-q`, `-v` and `RUST_LOG` choose what stderr says; the verdict (the command's output) and
+/// an error are said whatever the level.
+#[test]
+fn verbosity_flags_and_rust_log_choose_what_stderr_says() {
+    let run = |args: &[&str], rust_log: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+        cmd.args(args).current_dir(support::workspace());
+        match rust_log {
+            Some(filter) => cmd.env("RUST_LOG", filter),
+            None => cmd.env_remove("RUST_LOG"),
+        };
+        let out = support::output(&mut cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out, stderr)
+    };
+    let running = "kplace run: graph fmcw-radar on placement all-cpu";
+    let bound = "kplace: debug kplace::plan::bind: stage range_fft bound to radar.range_fft on cpu";
+    let short = ["run", "--frames", "2"];
+    let with = |flag: &'static str| [&[flag][..], &short[..]].concat();
+
+    let (out, stderr) = run(&short, None);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(running) && !stderr.contains("kplace: debug"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("verification PASSED"));
+
+    let (out, stderr) = run(&with("-q"), None);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(running), "-q hides progress: {stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("verification PASSED"),
+        "the verdict is output, not logging"
+    );
+
+    let (_, stderr) = run(&with("-v"), None);
+    assert!(
+        stderr.contains(running) && stderr.contains(bound),
+        "{stderr}"
+    );
+    let (_, stderr) = run(&short, Some("kplace=debug"));
+    assert!(
+        stderr.contains(bound),
+        "RUST_LOG alone turns on debug: {stderr}"
+    );
+    let (_, stderr) = run(&with("-v"), Some("warn"));
+    assert!(
+        !stderr.contains(running) && !stderr.contains("kplace: debug"),
+        "RUST_LOG replaces the flags: {stderr}"
+    );
+    let (_, stderr) = run(&with("-v"), Some("bogus==="));
+    assert!(
+        stderr.contains("RUST_LOG=\"bogus===\" is not a filter") && stderr.contains(bound),
+        "an invalid RUST_LOG is named and the flags used: {stderr}"
+    );
+
+    let (out, stderr) = run(&["-qqq", "plan", "--graph", "nope.yaml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("kplace: error: cannot read graph nope.yaml"),
+        "an error is said even at -qqq: {stderr}"
+    );
+}

@@ -153,7 +153,7 @@ pub(super) fn measure_bounds(
         }
         System::Command { .. } => None,
     };
-    eprintln!(
+    tracing::info!(
         "bisect-rate: bounds at {cpi}: ingest only {}, kernels only {}",
         ingest_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s")),
         kernel_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s"))

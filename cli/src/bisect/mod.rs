@@ -236,7 +236,7 @@ struct MpsDaemon(kplace_lab::mps::MpsDirs);
 impl Drop for MpsDaemon {
     fn drop(&mut self) {
         if let Err(e) = kplace_lab::mps::stop(&self.0) {
-            eprintln!("bisect-rate: stopping the MPS daemon failed: {e}");
+            tracing::warn!("bisect-rate: warning: stopping the MPS daemon failed: {e}");
         }
     }
 }
@@ -355,7 +355,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             let dirs = kplace_lab::mps::MpsDirs::default_dirs();
             kplace_lab::mps::start(&dirs, args.mps_threads)
                 .map_err(|e| anyhow::anyhow!("--mps on: {e}"))?;
-            eprintln!(
+            tracing::info!(
                 "bisect-rate: MPS daemon started (pipe directory {})",
                 dirs.pipe.display()
             );
@@ -398,7 +398,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
             if let System::Placement(placement) = system
                 && let Err(reason) = plan_for(&args.graph, placement, cpi)
             {
-                eprintln!("bisect-rate: {name} at {cpi}: skipped: {reason:#}");
+                tracing::warn!("bisect-rate: {name} at {cpi}: skipped: {reason:#}");
                 rows.push(format!(
                     "| {name} | {cpi} | skipped: {reason:#} | | | | | | | |"
                 ));
@@ -447,7 +447,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     fs::write(&json_path, text + "\n")
         .with_context(|| format!("cannot write {}", json_path.display()))?;
     let plots = kplace_lab::plots::write_all(std::slice::from_ref(&file), &args.out)?;
-    eprintln!(
+    tracing::info!(
         "bisect-rate: results in {}, {}/trials-*.csv and the plots {}",
         json_path.display(),
         args.out.display(),
@@ -460,7 +460,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let interrupted = stop.load(Ordering::SeqCst);
     let (status, why) = exit_status(&file.searches, interrupted, args.require_rate);
     if let Some(why) = why {
-        eprintln!("bisect-rate: {why}");
+        tracing::warn!("bisect-rate: {why}");
     }
     Ok(ExitCode::from(status))
 }
@@ -555,7 +555,7 @@ fn run_search(
     let (result, interrupted) = match outcome {
         Ok(result) => (result, false),
         Err(SearchError::Trial { partial, cause }) => {
-            eprintln!("bisect-rate: search stopped: {cause}");
+            tracing::warn!("bisect-rate: search stopped: {cause}");
             (*partial, true)
         }
         Err(SearchError::InvalidConfig(e)) => bail!("invalid search: {e}"),

@@ -318,9 +318,20 @@ pub fn run_with(
         .iter()
         .map(|p| Pool::for_spec(p, p.space.gpu().and_then(|n| plan.gpus.get(&n))))
         .collect::<Result<Vec<_>, _>>()?;
+    tracing::debug!(
+        "{} pools allocated, {} in all",
+        pools.len(),
+        crate::plan::human_bytes(plan.pool_bytes())
+    );
     let slots = (0..plan.runtime.slots)
         .map(|_| Slot::new(plan, &mut pools, &schedule, options.profile_gpu))
         .collect::<Result<Vec<_>, _>>()?;
+    tracing::debug!(
+        "{} frame slots built, {} workers, profile_gpu {}",
+        slots.len(),
+        plan.runtime.workers,
+        options.profile_gpu
+    );
 
     let max_tasks = slots.len() * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>()
         + plan.runtime.workers;

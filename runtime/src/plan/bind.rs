@@ -50,6 +50,7 @@ pub fn open_gpus(
         }
         match provider.open(n) {
             Ok(gpu) => {
+                tracing::debug!("opened gpu:{n} ({}) for stage {}", gpu.name(), stage.name);
                 gpus.insert(n, gpu);
             }
             Err(cause) if mode == PlanMode::Describe => {
@@ -168,6 +169,14 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
             block_bytes: workspace_bytes.unwrap_or(0),
             blocks: slots * launches as usize,
         });
+        tracing::debug!(
+            "stage {} bound to {} on {} from {} (workspace {}, {launches} launches)",
+            stage.name,
+            stage.kernel,
+            entry.device,
+            library.path().display(),
+            workspace_bytes.map_or("unknown".into(), super::human_bytes)
+        );
         stages.push(PlannedStage {
             stage: StageId(index),
             device: entry.device,

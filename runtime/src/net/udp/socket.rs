@@ -213,5 +213,13 @@ fn size_buffer(socket: &UdpSocket, buffer: Buffer, bytes: usize) -> io::Result<u
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(usize::try_from(got).unwrap_or(0))
+    let granted = usize::try_from(got).unwrap_or(0);
+    tracing::debug!(
+        "socket {} buffer: asked {bytes} bytes, granted {granted} (Linux reports twice the usable size)",
+        match buffer {
+            Buffer::Receive => "receive",
+            Buffer::Send => "send",
+        }
+    );
+    Ok(granted)
 }

@@ -105,10 +105,8 @@ fn main() -> ExitCode {
     // output pipe ends the program quietly, as for any Unix filter. Nothing here relies on
     // EPIPE: sockets are UDP (no SIGPIPE), child processes' output is only read, and the one
     // command written to a child (`kplace_lab::mps`) is written before the child starts.
-    // SAFETY: called first, before any thread exists; SIG_DFL is a valid disposition.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    // Called first, before any thread exists.
+    let _ = kplace::os::process::default_sigpipe();
     let args = Cli::parse();
     log::init(args.verbose, args.quiet);
     match dispatch(args) {

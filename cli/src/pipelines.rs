@@ -10,7 +10,6 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitCode, ExitStatus, Stdio};
 use std::time::Duration;
@@ -116,7 +115,6 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
         tempfile::tempdir().context("cannot create a directory for the pipelines' reports")?;
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     let base = child_args(&argv);
-    let parent = std::process::id();
     let mut children = Children(Vec::with_capacity(n));
     let mut relays = Vec::with_capacity(n);
     let mut paths = Vec::with_capacity(n);
@@ -146,7 +144,7 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 .arg("--done-times")
                 .arg(super::run::pipeline_path(path, Some(i)));
         }
-        die_with_parent(&mut command, parent);
+        kplace::os::process::die_with_parent(&mut command);
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -194,24 +192,6 @@ pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
 /// How long a child pipeline may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Makes the child get SIGTERM when this process dies, however it dies.
-fn die_with_parent(command: &mut Command, parent: u32) {
-    // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
-    // functions (prctl, getppid); it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died before the prctl: then nobody would send the signal.
-            if libc::getppid() as u32 != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        })
-    };
-}
-
 /// Relays a child's stderr line by line, `[pipeline i] ` first, in one write per line, and
 /// collects its stdout; the handle returns the stdout.
 fn relay(
@@ -248,9 +228,8 @@ fn wait_all(children: &mut [Child]) -> anyhow::Result<Vec<(u32, ExitStatus)>> {
             forwarded = true;
             for (child, status) in children.iter().zip(&statuses) {
                 if status.is_none() {
-                    // SAFETY: kill has no memory effects; the child is not yet reaped, so
-                    // its pid is still its own.
-                    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+                    // Not yet reaped, so its pid is still its own.
+                    let _ = kplace::os::process::send_signal(child.id(), signal);
                 }
             }
         }

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use kplace::net::udp::IngestCounters;
 use kplace::net::wire::Malformed;
+use kplace::os::CpuSet;
 use kplace::report::metrics::{LatencySummary, RunMetrics};
 use kplace::report::run::{
     ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, RUN_SCHEMA, RunReport,
     StageEntry, Verification,
 };
 use kplace::report::telemetry::Telemetry;
-use kplace_lab::affinity::CpuSet;
 use kplace_lab::mps::RunMps;
 use kplace_radar::{Cpi, Verifier};
 

@@ -292,17 +292,12 @@ fn summary(report: &SendReport, dest: SocketAddr) -> String {
 
 /// Sets the calling thread's nice value to `nice` where allowed; the value it runs at.
 fn set_nice(nice: i32) -> i32 {
-    // SAFETY: setpriority and getpriority take plain integers and touch no memory; with
-    // PRIO_PROCESS and who 0 Linux applies them to the calling thread.
-    unsafe {
-        if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
-            tracing::warn!(
-                "kplace send: warning: cannot set nice {nice} ({}); sending at the inherited priority",
-                std::io::Error::last_os_error()
-            );
-        }
-        libc::getpriority(libc::PRIO_PROCESS, 0)
+    if let Err(e) = kplace::os::process::set_nice(nice) {
+        tracing::warn!(
+            "kplace send: warning: cannot set nice {nice} ({e}); sending at the inherited priority"
+        );
     }
+    kplace::os::process::nice()
 }
 
 fn send_file(report: &SendReport, nice: i32) -> SendFile {

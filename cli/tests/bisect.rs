@@ -431,7 +431,7 @@ fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
 /// report says where it could run, and the settings record both lists.
 #[test]
 fn sender_and_receiver_run_on_the_cpus_asked() {
-    let allowed = kplace_lab::affinity::CpuSet::allowed().unwrap();
+    let allowed = kplace::os::CpuSet::allowed().unwrap();
     let sut = allowed.cpus()[0].to_string();
     let sender = allowed.cpus().last().unwrap().to_string();
     let (_stdout, json, out_dir) = bisect(

@@ -135,8 +135,7 @@ fn cpu_hog_stops_on_sigterm_with_a_summary() {
         .expect("start the hog");
     let rx = line_reader(&mut child);
     wait_for_line(&rx, Duration::from_secs(10), |l| l.contains("\"report\""));
-    // SAFETY: kill has no memory effects; the child is not yet reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    kplace::os::process::terminate(child.id()).expect("the hog is running");
     let seen = wait_for_line(&rx, Duration::from_secs(5), |l| l.contains("\"summary\""));
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status}");

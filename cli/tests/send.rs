@@ -131,8 +131,11 @@ fn exchange(
 }
 
 fn pin_to_one_core() {
-    if let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.into_iter().next()) {
-        core_affinity::set_for_current(core);
+    if let Some(core) = kplace::os::CpuSet::allowed()
+        .ok()
+        .and_then(|s| s.cpus().first().copied())
+    {
+        let _ = kplace::os::pin_current_thread(core);
     }
 }
 

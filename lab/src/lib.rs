@@ -6,12 +6,10 @@
 //! - [`bounds`]: what the same kernels do with no runtime at all (kernel-only rate).
 //! - [`hog`]: co-tenants that load a GPU or the CPUs beside a run.
 //! - [`mps`]: a private NVIDIA MPS daemon, and the check that a process is its client.
-//! - [`affinity`]: CPU sets that keep a load generator off the cores it measures.
 //! - [`plots`]: the SVG pictures of a sweep's results file.
 
 #![warn(missing_docs)]
 
-pub mod affinity;
 pub mod bounds;
 pub mod hog;
 pub mod mps;

@@ -135,8 +135,7 @@ impl MpsDirs {
         match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
             Some(dir) if dir.is_dir() => dir.join("kplace-mps"),
             _ => {
-                // SAFETY: getuid has no preconditions and cannot fail.
-                let uid = unsafe { libc::getuid() };
+                let uid = kplace::os::process::user_id();
                 PathBuf::from(format!("/tmp/kplace-mps-{uid}"))
             }
         }

@@ -21,18 +21,15 @@ extern "C" fn record(signal: libc::c_int) {
 
 /// Records SIGINT and SIGTERM instead of dying of them (see the module docs).
 pub fn install() -> io::Result<()> {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: sigaction is plain data; zero is a valid empty mask and flags.
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = record as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-        // SAFETY: the mask is a valid sigset_t inside `action`.
-        unsafe { libc::sigemptyset(&mut action.sa_mask) };
-        // SAFETY: `action` is a valid sigaction whose handler is async-signal-safe; the old
-        // action is not asked for.
-        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(
+        SigHandler::Handler(record),
+        SaFlags::SA_RESETHAND | SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { sigaction(signal, &action) }?;
     }
     Ok(())
 }

@@ -33,8 +33,8 @@ use super::send::DEFAULT_PACING_TICK_US;
 use bounds::{BracketedBounds, measure_bounds};
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
+use kplace::os::CpuSet;
 use kplace::plan::Plan;
-use kplace_lab::affinity::CpuSet;
 use kplace_lab::hog::{Cotenant, CotenantSpec};
 use kplace_lab::rate::sweep::{
     ProbeEntry, SearchEntry, SenderEntry, StageTime, SweepFile, TrialEntry, TrialLatency,
@@ -289,9 +289,9 @@ impl Children {
     }
     fn kill_all(&self) {
         for &pid in self.0.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            // SAFETY: kill has no memory effects; a pid that already exited is harmless here
-            // because it is removed from the list right after it is waited for.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            // A pid is removed from the list right after it is waited for, so each is an
+            // unreaped child; one that already exited is harmless.
+            let _ = kplace::os::process::terminate(pid);
         }
     }
 }

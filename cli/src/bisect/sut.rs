@@ -106,7 +106,7 @@ pub(super) fn sut_trial(
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
     let exited = loop {
-        match reap_with_usage(&sut) {
+        match kplace::os::process::reap_with_usage(&sut) {
             Ok(Some(cpu)) => break Some(cpu),
             Ok(None) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20))
@@ -257,31 +257,6 @@ fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, Stri
         summary: latency.summary(),
         trend: trend.slope(),
     })
-}
-
-/// Reaps `child` if it has exited, returning the CPU time (user + system) it and its reaped
-/// descendants used; `None` while it runs.
-fn reap_with_usage(child: &Child) -> std::io::Result<Option<Duration>> {
-    let mut status = 0;
-    // SAFETY: rusage is plain data; all zeroes is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is our own unreaped child; status and usage are ours to fill.
-    let pid = unsafe {
-        libc::wait4(
-            child.id() as libc::pid_t,
-            &mut status,
-            libc::WNOHANG,
-            &mut usage,
-        )
-    };
-    match pid {
-        0 => Ok(None),
-        p if p < 0 => Err(std::io::Error::last_os_error()),
-        _ => {
-            let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-            Ok(Some(tv(usage.ru_utime) + tv(usage.ru_stime)))
-        }
-    }
 }
 
 /// Waits until something listens on UDP `port` (it appears in /proc/net/udp), or `child` exits.

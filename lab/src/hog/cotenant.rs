@@ -336,7 +336,8 @@ impl Cotenant {
             });
         };
         let pid = child.id();
-        signal(&child, libc::SIGTERM);
+        // Not yet reaped, so the pid is still the child's own.
+        let _ = kplace::os::process::terminate(child.id());
         let deadline = Instant::now() + STOP_TIMEOUT;
         let status = loop {
             match child.try_wait() {
@@ -419,15 +420,6 @@ impl Drop for Cotenant {
         if self.child.is_some() {
             let _ = self.kill_and_reap();
         }
-    }
-}
-
-/// Sends `sig` to a child not yet reaped (so its pid cannot have been reused).
-fn signal(child: &Child, sig: libc::c_int) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: kill has no memory effects; the child is not reaped, so the pid is still
-        // its own.
-        unsafe { libc::kill(pid, sig) };
     }
 }
 

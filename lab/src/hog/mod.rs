@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use kplace::cuda::GpuError;
+use kplace::os::process::parent_pid;
 
 /// Which hog wrote a [`HogLine`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,13 +253,6 @@ impl StopFlag {
 /// How often the parent watch polls `getppid()`.
 const PARENT_POLL: Duration = Duration::from_millis(100);
 
-/// The calling process's parent pid.
-pub fn parent_pid() -> u32 {
-    // SAFETY: getppid has no preconditions and cannot fail.
-    let pid = unsafe { libc::getppid() };
-    u32::try_from(pid).unwrap_or(0)
-}
-
 /// Makes this process stop (through the returned flag) on SIGINT, SIGTERM or SIGHUP, and when
 /// its parent dies: Linux's `PR_SET_PDEATHSIG` delivers SIGTERM then, and a thread polling
 /// `getppid()` every 100 ms catches what that misses (a parent that died before the call).
@@ -293,22 +287,10 @@ pub fn stop_on_signal_or_parent_death(
             source: std::io::Error::other(e),
         })?;
     }
-    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches no memory.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGTERM as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    if rc != 0 {
-        return Err(HogError::Os {
-            what: "prctl(PR_SET_PDEATHSIG)".into(),
-            source: std::io::Error::last_os_error(),
-        });
-    }
+    kplace::os::process::term_on_parent_death().map_err(|source| HogError::Os {
+        what: "prctl(PR_SET_PDEATHSIG)".into(),
+        source,
+    })?;
     if parent_pid() != parent {
         stop.stop(StopReason::Parent);
     }

@@ -499,7 +499,9 @@ fn worker(
 ) {
     if let Some(id) = core {
         // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
-        core_affinity::set_for_current(core_affinity::CoreId { id });
+        if let Err(e) = crate::os::pin_current_thread(id) {
+            tracing::debug!("worker not pinned to core {id}: {e}");
+        }
     }
     while let Some(task) = next_task(&ready, &streamed) {
         let Task::Launch {

@@ -271,14 +271,11 @@ pub enum SendError {
 /// Now on `CLOCK_MONOTONIC`, in nanoseconds: the clock of [`FrameTimes`], which any process on
 /// the same machine can read to compare.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux, so
-    // the call cannot fail (it could only fail for a bad clock id or pointer).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // CLOCK_MONOTONIC always exists on Linux: the call can fail only for a bad clock id.
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .unwrap_or_else(|_| nix::sys::time::TimeSpec::new(0, 0));
+    u64::try_from(ts.tv_sec()).unwrap_or(0) * 1_000_000_000
+        + u64::try_from(ts.tv_nsec()).unwrap_or(0)
 }
 
 /// Sends `frames` (each a prepared frame's chirp-major payload bytes) to `config.dest` on
@@ -519,26 +516,15 @@ const TIMER_SLACK: Duration = Duration::from_micros(1);
 /// Asks Linux to end this thread's sleeps within [`TIMER_SLACK`] of their deadline. A refusal
 /// costs only accuracy, so it is ignored.
 fn precise_sleeps() {
-    // SAFETY: PR_SET_TIMERSLACK takes a number of nanoseconds and touches no memory.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_TIMERSLACK,
-            TIMER_SLACK.as_nanos() as libc::c_ulong,
-        )
-    };
+    let _ = nix::sys::prctl::set_timerslack(TIMER_SLACK.as_nanos() as libc::c_ulong);
 }
 
 /// Involuntary context switches of the calling thread so far; 0 where unavailable.
 fn involuntary_switches() -> u64 {
-    // SAFETY: rusage is plain old data; all zeroes is a valid value.
-    let mut usage: libc::rusage = unsafe { mem::zeroed() };
-    // SAFETY: getrusage writes only the rusage it is given, which lives for the call.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } == 0;
-    if ok {
-        u64::try_from(usage.ru_nivcsw).unwrap_or(0)
-    } else {
-        0
-    }
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(0, |usage| {
+        u64::try_from(usage.involuntary_context_switches()).unwrap_or(0)
+    })
 }
 
 /// Sleeps until [`SPIN_BEFORE`] ahead of `deadline_ns`, then spins to it; with a non-zero
@@ -1064,8 +1050,7 @@ mod tests {
     #[test]
     fn the_pacing_thread_asks_for_precise_sleeps() {
         std::thread::spawn(|| {
-            // SAFETY: PR_GET_TIMERSLACK returns this thread's slack and touches no memory.
-            let slack = || unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) } as u128;
+            let slack = || nix::sys::prctl::get_timerslack().expect("PR_GET_TIMERSLACK") as u128;
             precise_sleeps();
             assert_eq!(slack(), TIMER_SLACK.as_nanos());
         })

@@ -378,13 +378,9 @@ impl MemoryAvailable {
             .ok()
             .and_then(|text| host_from_meminfo(&text));
         let host = from_meminfo.or_else(|| {
-            // SAFETY: sysconf only reads system configuration.
-            let (pages, page) = unsafe {
-                (
-                    libc::sysconf(libc::_SC_PHYS_PAGES),
-                    libc::sysconf(libc::_SC_PAGESIZE),
-                )
-            };
+            use nix::unistd::{SysconfVar, sysconf};
+            let value = |var| sysconf(var).ok().flatten().unwrap_or(0);
+            let (pages, page) = (value(SysconfVar::_PHYS_PAGES), value(SysconfVar::PAGE_SIZE));
             (pages > 0 && page > 0).then(|| HostMemory {
                 bytes: (pages as u64).saturating_mul(page as u64),
                 measured: "physical memory (sysconf)".into(),

@@ -292,16 +292,13 @@ impl fmt::Display for RunMetrics {
 
 /// Process CPU time (user + system) so far.
 pub fn process_cpu_time() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a rusage into the pointer; RUSAGE_SELF is always valid.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::TimeValLike;
+    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
         return Duration::ZERO;
-    }
-    // SAFETY: initialised by the successful call above.
-    let usage = unsafe { usage.assume_init() };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1_000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    };
+    let us = usage.user_time().num_microseconds() + usage.system_time().num_microseconds();
+    Duration::from_micros(u64::try_from(us).unwrap_or(0))
 }
 
 #[cfg(test)]

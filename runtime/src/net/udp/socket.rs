@@ -177,43 +177,23 @@ enum Buffer {
 /// needs CAP_NET_ADMIN), then the capped one; Linux reports twice the request, counting its
 /// bookkeeping.
 fn size_buffer(socket: &UdpSocket, buffer: Buffer, bytes: usize) -> io::Result<usize> {
-    let (force, plain) = match buffer {
-        Buffer::Receive => (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        Buffer::Send => (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    };
-    let fd = socket.as_raw_fd();
-    let want = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    let set = |option| {
-        // SAFETY: setsockopt reads an int of the given size; the fd is a live socket.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                option,
-                std::ptr::from_ref(&want).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
+    use nix::sys::socket::{getsockopt, setsockopt, sockopt};
+    // The kernel takes an int: larger requests ask for the most it can.
+    let want = bytes.min(i32::MAX as usize);
+    let granted = match buffer {
+        Buffer::Receive => {
+            if setsockopt(socket, sockopt::RcvBufForce, &want).is_err() {
+                setsockopt(socket, sockopt::RcvBuf, &want)?;
+            }
+            getsockopt(socket, sockopt::RcvBuf)?
+        }
+        Buffer::Send => {
+            if setsockopt(socket, sockopt::SndBufForce, &want).is_err() {
+                setsockopt(socket, sockopt::SndBuf, &want)?;
+            }
+            getsockopt(socket, sockopt::SndBuf)?
         }
     };
-    if set(force) != 0 && set(plain) != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut got: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `got`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            plain,
-            std::ptr::from_mut(&mut got).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let granted = usize::try_from(got).unwrap_or(0);
     tracing::debug!(
         "socket {} buffer: asked {bytes} bytes, granted {granted} (Linux reports twice the usable size)",
         match buffer {

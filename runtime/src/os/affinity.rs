@@ -1,9 +1,12 @@
-//! CPU sets for processes: keeping a load generator off the cores of the system it measures.
+//! CPU affinity: the one mechanism for pinning a worker thread to a core and for keeping a
+//! load generator off the cores of the system it measures.
 //!
 //! A benchmark on a small machine measures its sender as much as its receiver when the two
 //! share cores at the scheduler's whim. [`CpuSet`] names the cores a child process may run
 //! on, written as Linux writes CPU lists (`0`, `2-3`, `0,4-7`), and [`CpuSet::confine`] makes
-//! a [`Command`]'s child start on exactly those cores. Guarantees:
+//! a [`Command`]'s child start on exactly those cores; [`pin_current_thread`] moves the calling
+//! thread to one core (a placement's `pin_cores`). All through `sched_setaffinity` (nix).
+//! Guarantees:
 //!
 //! - **Checked before use.** [`CpuSet::check_allowed`] refuses a CPU this process may not use
 //!   (absent, offline or outside its cpuset), naming the CPUs it may use, so a typo is an
@@ -20,8 +23,23 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::str::FromStr;
 
+use nix::sched::{self, CpuSet as Mask};
+use nix::unistd::Pid;
+
 /// The highest CPU number a set can hold, plus one: what one `cpu_set_t` holds.
-const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
+const MAX_CPUS: usize = Mask::count();
+
+/// The calling thread, to the affinity calls (pid 0).
+const THIS_THREAD: Pid = Pid::from_raw(0);
+
+/// Moves the calling thread onto CPU `cpu` alone. An error (a CPU that does not exist or that
+/// this process may not use) leaves its affinity as it was.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    let mut mask = Mask::new();
+    mask.set(cpu)?;
+    sched::sched_setaffinity(THIS_THREAD, &mask)?;
+    Ok(())
+}
 
 /// A non-empty set of CPUs, by number.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,16 +86,9 @@ impl CpuSet {
 
     /// The CPUs this process may run on now (`sched_getaffinity`).
     pub fn allowed() -> io::Result<CpuSet> {
-        // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most its size.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: `set` is a valid cpu_set_t of `size` bytes, written by the call only.
-        if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let mask = sched::sched_getaffinity(THIS_THREAD)?;
         let cpus: Vec<usize> = (0..MAX_CPUS)
-            // SAFETY: cpu < CPU_SETSIZE, the set's capacity.
-            .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+            .filter(|&cpu| mask.is_set(cpu).unwrap_or(false))
             .collect();
         if cpus.is_empty() {
             return Err(io::Error::other("sched_getaffinity returned no CPU"));
@@ -111,21 +122,14 @@ impl CpuSet {
     /// affinity cannot be set fails to spawn, with the system's error.
     pub fn confine(&self, command: &mut Command) {
         // Built here, in the parent: between fork and exec only the system call may run.
-        // SAFETY: cpu_set_t is plain data; every CPU is below CPU_SETSIZE (checked at parse).
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let mut mask = Mask::new();
         for &cpu in &self.0 {
-            // SAFETY: `cpu` is below CPU_SETSIZE (checked at parse), so it lies in `set`.
-            unsafe { libc::CPU_SET(cpu, &mut set) };
+            // Below CPU_SETSIZE, checked at parse, so it cannot fail.
+            let _ = mask.set(cpu);
         }
         // SAFETY: the closure makes one async-signal-safe system call on memory it owns.
         unsafe {
-            command.pre_exec(move || {
-                let size = std::mem::size_of::<libc::cpu_set_t>();
-                match libc::sched_setaffinity(0, size, &set) {
-                    0 => Ok(()),
-                    _ => Err(io::Error::last_os_error()),
-                }
-            });
+            command.pre_exec(move || Ok(sched::sched_setaffinity(THIS_THREAD, &mask)?));
         }
     }
 }
@@ -249,6 +253,29 @@ mod tests {
             "{message}"
         );
         assert!(message.contains(&allowed.to_string()), "{message}");
+    }
+
+    #[test]
+    fn a_pinned_thread_runs_on_its_cpu_alone_and_a_bad_cpu_is_refused() {
+        let allowed = CpuSet::allowed().expect("sched_getaffinity works on Linux");
+        let last = *allowed.cpus().last().unwrap();
+        let seen = std::thread::spawn(move || {
+            pin_current_thread(last).expect("an allowed CPU");
+            CpuSet::allowed().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen.cpus(), &[last]);
+        assert!(pin_current_thread(MAX_CPUS).is_err(), "past CPU_SETSIZE");
+        assert!(
+            pin_current_thread(MAX_CPUS - 1).is_err(),
+            "a CPU this machine lacks"
+        );
+        assert_eq!(
+            CpuSet::allowed().unwrap(),
+            allowed,
+            "this thread was not moved"
+        );
     }
 
     #[test]

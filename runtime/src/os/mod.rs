@@ -1,0 +1,17 @@
+//! What kplace asks of the operating system beyond `std`, in one place.
+//!
+//! - [`affinity`]: CPU sets, thread pinning and confining a child to cores.
+//! - [`process`]: signals to children, dying with the parent, a reaped child's CPU time, the
+//!   calling thread's nice value, SIGPIPE's disposition.
+//!
+//! Everything goes through nix's safe wrappers, except calls nix lacks: `wait4` (a child's
+//! resource use as it is reaped), `setpriority`/`getpriority` and `_exit` (between fork and
+//! exec), each behind one function here with its SAFETY argument. Two other groups of system calls live beside the code that
+//! needs them, for a reason each states: the batched `recvmmsg`/`sendmmsg` of the receiver and
+//! the sender (`net::udp::socket`, `net::sender`), whose message headers are built once and
+//! reused so that a batch allocates nothing, and the signal handler of [`crate::interrupt`].
+
+pub mod affinity;
+pub mod process;
+
+pub use affinity::{CpuSet, CpuSetError, pin_current_thread};

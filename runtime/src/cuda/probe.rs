@@ -132,7 +132,7 @@ pub struct PriorityRange {
 }
 
 impl PriorityRange {
-    /// `priority` moved into the range, as [`Gpu::create_stream`] promises. Never panics, even
+    /// `priority` moved into the range, as [`Gpu::create_stream`](super::Gpu::create_stream) promises. Never panics, even
     /// on a range reported in the wrong order.
     pub fn clamp(self, priority: i32) -> i32 {
         let (lo, hi) = (self.greatest.min(self.least), self.greatest.max(self.least));

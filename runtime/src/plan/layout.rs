@@ -1,8 +1,8 @@
 //! Laying a graph out on a placement: the pure half of planning.
 //!
 //! [`Layout::new`] finds every stage's placement entry, fits each split stage's tile to its
-//! device ([`tiles`](super::tiles)), decides where every tensor lives and which cross the bus
-//! ([`memory::lay_out`]), and sizes the pools of the tensors and their mirrors. It reads no
+//! device ([`tiles`]), decides where every tensor lives and which cross the bus
+//! (`memory::lay_out`), and sizes the pools of the tensors and their mirrors. It reads no
 //! device, loads no library and creates no kernel, so it gives the same answer on every
 //! machine; opening the GPUs and binding the kernels is the next step ([`super::bind`]).
 

@@ -13,7 +13,7 @@
 //! crossing the runtime does not do, a GPU placement where no GPU is usable, a device kind no
 //! loaded library offers the kernel for, a kernel taking a different number of tensors or
 //! declaring memory its device cannot use, or a kernel refusing the stage's parameters or
-//! shapes. `kplace plan` prints the result with [`Plan`]'s `Display` ([`display`]); it may
+//! shapes. `kplace plan` prints the result with [`Plan`]'s `Display` (`display`); it may
 //! describe a GPU placement on a machine without a GPU ([`PlanMode::Describe`]), which
 //! `kplace run` refuses.
 

@@ -12,7 +12,7 @@
 //! on either device. A tile on a stage the graph does not split, or one that does not divide
 //! the axis, is a [`PlanError::Tile`] naming the placement line and the tiles that would fit.
 //!
-//! The planner applies the placed tiles to its copy of the graph ([`place_tiles`]), so
+//! The planner applies the placed tiles to its copy of the graph (`place_tiles`), so
 //! everything downstream (pools, transfers, the executor, reports) sees one tile per stage.
 
 use std::fmt;

@@ -3,13 +3,13 @@
 //!
 //! Packets arrive in batches ([`socket`]: `recvmmsg`, with each sender's address). Each
 //! payload is received straight into the place predicted for it, so in-order chirps cost no
-//! copy ([`receiver`]). Every datagram is counted once, under exactly one name
+//! copy (`receiver`). Every datagram is counted once, under exactly one name
 //! ([`IngestCounters`]): malformed by class ([`wire::classify`]), `foreign` (another source
 //! than the stream's), `unexpected` (outside the expected frame ids), `out_of_window` (too far
 //! ahead), `late` (its frame ended), `duplicates`, `stray` (held as a frame's first packet,
 //! never confirmed), `dropped_packets` (its frame found no slot) or `accepted`.
 //!
-//! What may build a frame ([`stream`], [`stash`]):
+//! What may build a frame (`stream`, `stash`):
 //! - **One source.** The stream locks to the first sender that opens a frame (or, with
 //!   [`UdpConfig::allow_from`], to an allowed one); chirps of two sources never share a frame.
 //! - **A frame window.** A frame opens only within [`window`] frames ahead of the newest, and

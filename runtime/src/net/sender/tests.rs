@@ -1,0 +1,176 @@
+use std::mem;
+
+use super::cursor::Planned;
+use super::pacing::TIMER_SLACK;
+use super::*;
+
+fn config(chirps: u32, frames: FrameCount, pacing: Pacing, faults: Faults) -> SenderConfig {
+    SenderConfig {
+        dest: "127.0.0.1:9".parse().expect("address"),
+        shape: WireShape { samples: 2, chirps },
+        pacing,
+        frames,
+        first_frame_id: u32::MAX - 1,
+        faults,
+        tick: Duration::ZERO,
+    }
+}
+
+fn walk<'a>(frames: &'a [Vec<u8>], config: &'a SenderConfig) -> (Vec<Planned<'a>>, u64) {
+    let clock = validate(frames, config).expect("valid");
+    let mut cursor = Cursor::new(frames, config, clock);
+    let mut out = Vec::new();
+    while let Some(p) = cursor.peek(0) {
+        assert_eq!(cursor.peek(0).map(|q| q.header), Some(p.header));
+        out.push(p);
+        cursor.advance();
+    }
+    (out, cursor.frames_done())
+}
+
+fn frames(count: u8, chirps: u32) -> Vec<Vec<u8>> {
+    (0..count).map(|f| vec![f; 8 * chirps as usize]).collect()
+}
+
+#[test]
+fn plain_run_wraps_ids_and_cycles_frames() {
+    let c = config(3, FrameCount::Frames(4), Pacing::Burst, Faults::default());
+    let prepared = frames(2, 3);
+    let (packets, done) = walk(&prepared, &c);
+    assert_eq!(done, 4);
+    assert_eq!(packets.len(), 12);
+    let ids: Vec<(u32, u32)> = packets
+        .iter()
+        .map(|p| (p.header.frame_id, p.header.chirp_id))
+        .collect();
+    assert_eq!(
+        ids[..4],
+        [
+            (u32::MAX - 1, 0),
+            (u32::MAX - 1, 1),
+            (u32::MAX - 1, 2),
+            (u32::MAX, 0)
+        ]
+    );
+    assert_eq!(ids[6..8], [(0, 0), (0, 1)]);
+    assert_eq!(packets[9].payload, &[1u8; 8][..]);
+    assert!(packets.iter().all(|p| p.offset_ns == 0));
+}
+
+#[test]
+fn faults_shape_the_packet_sequence() {
+    let mut faults = Faults::default();
+    faults.drop.insert((0, 1));
+    faults.duplicate.insert((0, 2));
+    faults.reorder.insert(1);
+    faults.malformed.insert((1, 0), Malformed::WrongSize);
+    faults.duplicate.insert((1, 0));
+    // Every chirp of frame 2 dropped: the frame sends nothing but still counts.
+    for k in 0..3 {
+        faults.drop.insert((2, k));
+    }
+    let c = config(
+        3,
+        FrameCount::Frames(4),
+        Pacing::ChirpInterval(Duration::from_nanos(10)),
+        faults,
+    );
+    let prepared = frames(1, 3);
+    let (packets, done) = walk(&prepared, &c);
+    assert_eq!(done, 4);
+    let seq: Vec<(u64, u32, u64, usize)> = packets
+        .iter()
+        .map(|p| (p.frame, p.header.chirp_id, p.offset_ns, p.payload.len()))
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            (0, 0, 0, 8),
+            (0, 2, 20, 8),
+            (0, 2, 20, 8),
+            (1, 2, 30, 8),
+            (1, 1, 40, 8),
+            (1, 0, 50, 4),
+            (1, 0, 50, 4),
+            (3, 0, 90, 8),
+            (3, 1, 100, 8),
+            (3, 2, 110, 8),
+        ]
+    );
+}
+
+#[test]
+fn paced_duration_counts_frames_starting_within_it() {
+    let c = config(
+        4,
+        FrameCount::Duration(Duration::from_millis(5)),
+        Pacing::CpiRate(1000.0),
+        Faults::default(),
+    );
+    let prepared = frames(1, 4);
+    let (packets, done) = walk(&prepared, &c);
+    assert_eq!(done, 5);
+    assert_eq!(packets.len(), 20);
+    assert_eq!(packets[5].offset_ns, 1_250_000);
+}
+
+#[test]
+fn invalid_configurations_are_refused() {
+    let f = frames(1, 3);
+    let mut c = config(
+        3,
+        FrameCount::Frames(1),
+        Pacing::CpiRate(0.0),
+        Faults::default(),
+    );
+    assert!(matches!(validate(&f, &c), Err(SendError::Rate(_))));
+    c.pacing = Pacing::Burst;
+    assert!(matches!(validate(&[], &c), Err(SendError::NoFrames)));
+    assert!(matches!(
+        validate(&frames(1, 2), &c),
+        Err(SendError::FrameSize { expected: 24, .. })
+    ));
+    c.faults.duplicate.insert((5, 3));
+    assert!(matches!(
+        validate(&f, &c),
+        Err(SendError::FaultOutOfRange {
+            fault: "duplicate",
+            chirp: 3,
+            ..
+        })
+    ));
+    c.faults = Faults::default();
+    c.shape.samples = 20_000;
+    assert!(matches!(
+        validate(&f, &c),
+        Err(SendError::PacketTooLarge { .. })
+    ));
+    c.shape.samples = 0;
+    assert!(matches!(validate(&f, &c), Err(SendError::Shape { .. })));
+    c.shape.samples = 2;
+    c.dest.set_port(0);
+    assert!(matches!(validate(&f, &c), Err(SendError::DestPort(_))));
+}
+
+#[test]
+fn the_pacing_thread_asks_for_precise_sleeps() {
+    std::thread::spawn(|| {
+        let slack = || nix::sys::prctl::get_timerslack().expect("PR_GET_TIMERSLACK") as u128;
+        precise_sleeps();
+        assert_eq!(slack(), TIMER_SLACK.as_nanos());
+    })
+    .join()
+    .expect("the check ran");
+}
+
+#[test]
+fn raw_address_matches_the_socket_address() {
+    let a = RawAddr::new("127.0.0.1:4660".parse().expect("v4"));
+    assert_eq!(a.len as usize, mem::size_of::<libc::sockaddr_in>());
+    // SAFETY: RawAddr::new wrote a sockaddr_in for an IPv4 address.
+    let sin = unsafe { *(&raw const a.storage).cast::<libc::sockaddr_in>() };
+    assert_eq!(sin.sin_port, 4660u16.to_be());
+    assert_eq!(sin.sin_addr.s_addr.to_ne_bytes(), [127, 0, 0, 1]);
+    let b = RawAddr::new("[::1]:80".parse().expect("v6"));
+    assert_eq!(b.len as usize, mem::size_of::<libc::sockaddr_in6>());
+}

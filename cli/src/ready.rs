@@ -1,13 +1,10 @@
 //! Readiness: the moment every pipeline of a `kplace run` takes packets, told once on stderr
-//! (`kplace run: ready: udp://HOST:PORT ...`) and, with `--ready-file PATH`, in a JSON file
-//! written atomically (`{"schema": "kplace-ready/1", "pid": ..., "sources": [...]}`), so a
-//! sender started then loses nothing. A receiver is ready once its plan, pools, kernel states
-//! (NVRTC modules, cuFFT plans) and socket exist: when its receive loop starts.
+//! (`kplace run: ready: udp://HOST:PORT ...`) and, with `--ready-file PATH`, in the typed ready
+//! file ([`kplace::report::ready`]), so a sender started then loses nothing.
 //!
 //! [`wait_ready`] is the other side: it waits for a child's file, never longer than a stated
-//! time, and says why when the child ended first.
+//! time, and says why when the child ended first or wrote a file it cannot read.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -15,10 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde_json::{Value, json};
-
-/// The schema of a readiness file.
-pub const SCHEMA: &str = "kplace-ready/1";
+use kplace::report::ready::ReadyFile;
 
 /// Collects each pipeline's address and announces readiness when the last one arrives.
 #[derive(Debug)]
@@ -60,38 +54,11 @@ pub(crate) fn announce(sources: &[SocketAddr], file: Option<&Path>) {
     }
 }
 
-/// Writes the readiness file atomically: a temporary file beside it, renamed over it.
+/// Writes the readiness file atomically (see [`ReadyFile::write`]).
 pub(crate) fn write_file(path: &Path, sources: &[SocketAddr]) -> anyhow::Result<()> {
-    let value = json!({
-        "schema": SCHEMA,
-        "pid": std::process::id(),
-        "sources": sources.iter().map(|a| format!("udp://{a}")).collect::<Vec<_>>(),
-    });
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write the ready file {}", path.display()))?;
-    writeln!(tmp, "{value}")
-        .with_context(|| format!("cannot write the ready file {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write the ready file {}", path.display()))?;
-    Ok(())
-}
-
-/// The sources a readiness file lists; `None` while it does not exist or is not one.
-pub(crate) fn read_file(path: &Path) -> Option<Vec<SocketAddr>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let value: Value = serde_json::from_str(&text).ok()?;
-    if value["schema"] != SCHEMA {
-        return None;
-    }
-    value["sources"]
-        .as_array()?
-        .iter()
-        .map(|s| s.as_str()?.strip_prefix("udp://")?.parse().ok())
-        .collect()
+    ReadyFile::new(sources)
+        .write(path)
+        .with_context(|| format!("cannot write the ready file {}", path.display()))
 }
 
 /// Waits until `child` writes its readiness file `path`, for at most `timeout`; `Err` says
@@ -103,8 +70,10 @@ pub(crate) fn wait_ready(
 ) -> Result<Vec<SocketAddr>, String> {
     let start = Instant::now();
     loop {
-        if let Some(sources) = read_file(path) {
-            return Ok(sources);
+        match ReadyFile::read(path) {
+            Ok(Some(sources)) => return Ok(sources),
+            Ok(None) => {}
+            Err(e) => return Err(format!("its ready file is wrong: {e}")),
         }
         match child.try_wait() {
             Ok(Some(status)) => return Err(format!("it exited ({status}) before it was ready")),
@@ -128,10 +97,10 @@ mod tests {
         let path = dir.path().join("ready.json");
         let r = Readiness::new(2, Some(path.clone()));
         r.ready(1, "127.0.0.1:9001".parse().unwrap());
-        assert_eq!(read_file(&path), None, "not before the last pipeline");
+        assert!(!path.exists(), "not before the last pipeline");
         r.ready(0, "127.0.0.1:9000".parse().unwrap());
         assert_eq!(
-            read_file(&path).unwrap(),
+            ReadyFile::read(&path).unwrap().unwrap(),
             vec![
                 "127.0.0.1:9000".parse::<SocketAddr>().unwrap(),
                 "127.0.0.1:9001".parse().unwrap()

@@ -5,6 +5,7 @@
 mod support;
 
 use kplace::report::json_schema;
+use kplace::report::ready::ReadyFile;
 use kplace::report::run::{MultiRunReport, RunReport};
 use kplace::report::send::SendFile;
 
@@ -18,6 +19,7 @@ fn the_committed_schemas_are_generated_from_the_types() {
             json_schema::<MultiRunReport>(),
         ),
         ("send-report.schema.json", json_schema::<SendFile>()),
+        ("ready.schema.json", json_schema::<ReadyFile>()),
     ] {
         let path = dir.join(file);
         let generated = serde_json::to_string_pretty(&schema).unwrap() + "\n";

@@ -6,6 +6,8 @@
 //! - [`run`]: the typed run report (`kplace run --report FILE`), the one set of structs every
 //!   writer and reader of that file shares.
 //! - [`send`]: the sender's report (`kplace send --report FILE`), typed the same way.
+//! - [`ready`]: the ready file (`kplace run --ready-file FILE`): where a run takes packets, once
+//!   it does.
 //!
 //! # What reading guarantees
 //! [`read_json`] reads a versioned report strictly: the `schema` must be the type's own, an
@@ -18,6 +20,7 @@
 //! `docs/schema/*.schema.json`, kept equal to the types by a test).
 
 pub mod metrics;
+pub mod ready;
 pub mod run;
 pub mod send;
 pub mod telemetry;

@@ -36,6 +36,7 @@ use cudarc::driver::sys as cu;
 use super::{HogError, HogEvent, HogKind, HogLine, StopFlag, StopReason, duration_of, sleep_until};
 use kplace::cuda::driver::CudaGpu;
 use kplace::cuda::owned::{GpuMemory, MemoryKind, OwnedStream};
+use kplace::cuda::probe::panic_text;
 use kplace::cuda::{Gpu, GpuError};
 
 /// GPU time one batch of GEMMs aims at, between two synchronizations.
@@ -142,16 +143,6 @@ pub fn run(
             call: "loading cuBLAS".into(),
             status: format!("cudarc panicked: {}", panic_text(&*panic)),
         }),
-    }
-}
-
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".into()
     }
 }
 

@@ -333,7 +333,9 @@ pub fn probe() -> Probe {
     probe
 }
 
-pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+/// The message of a caught panic (of cudarc or NVML, which panic where a library is missing a
+/// symbol), for the error that reports it.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = panic.downcast_ref::<String>() {

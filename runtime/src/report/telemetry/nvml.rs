@@ -13,7 +13,7 @@ use nvml_wrapper::{Device, Nvml};
 use super::processes::ProcessBook;
 use super::summary::{DeviceId, ProcessSample, Sample, Summary};
 use super::{MatchedBy, Telemetry};
-use crate::cuda::probe;
+use crate::cuda::probe::{self, panic_text};
 
 /// Linux's largest possible pid (`PID_MAX_LIMIT`, 2^22); a larger one in a process list means
 /// NVML and this library disagree on the list's layout.
@@ -202,16 +202,6 @@ pub(crate) fn init_nvml() -> Result<Nvml, String> {
             "its initialisation panicked: {}",
             panic_text(&*panic)
         )),
-    }
-}
-
-pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".into()
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kplace::net::udp::IngestCounters;
 use kplace::net::wire::Malformed;
 use kplace::os::CpuSet;
-use kplace::report::metrics::{LatencySummary, RunMetrics};
+use kplace::report::metrics::RunMetrics;
 use kplace::report::run::{
     ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, RUN_SCHEMA, RunReport,
     StageEntry, Verification,
@@ -40,17 +40,6 @@ pub struct RunFacts<'a> {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-fn latency(l: &LatencySummary) -> LatencyEntry {
-    LatencyEntry {
-        count: l.count,
-        p50_ms: ms(l.p50),
-        p99_ms: ms(l.p99),
-        p999_ms: ms(l.p999),
-        max_ms: ms(l.max),
-        histogram: l.histogram.clone(),
-    }
 }
 
 fn ingest_entry(c: &IngestCounters) -> IngestEntry {
@@ -137,8 +126,8 @@ pub fn build(
             })
             .collect(),
         latency: Latencies {
-            post_cpi: latency(&report.post_cpi),
-            end_to_end: latency(&report.end_to_end),
+            post_cpi: LatencyEntry::from(&report.post_cpi),
+            end_to_end: LatencyEntry::from(&report.end_to_end),
             post_cpi_trend_ms_per_s: report.post_cpi_trend * 1e3,
         },
         ingest: ingest.map(ingest_entry),

@@ -191,6 +191,18 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
         "{stdout}"
     );
     let result = &json["searches"][0];
+    // Each trial leaves a typed record beside the receiver's detections and log.
+    let record = out_dir
+        .path()
+        .join("outside-1024x128-0")
+        .join("trial-0.json");
+    let text =
+        std::fs::read_to_string(&record).unwrap_or_else(|e| panic!("{}: {e}", record.display()));
+    let trial: kplace_lab::rate::sweep::SutTrialReport =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text}", record.display()));
+    assert_eq!(trial.schema, kplace_lab::rate::sweep::SUT_TRIAL_SCHEMA);
+    assert!(trial.latency.is_none(), "no {{times}}: no latency");
+    assert!(trial.cores_used >= 0.0);
     for plot in ["latency", "sustained", "cdf", "stages"] {
         let svg = std::fs::read_to_string(out_dir.path().join(format!("{plot}.svg"))).unwrap();
         assert!(

@@ -10,10 +10,11 @@ use std::process::Child;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use kplace::report::run::LatencyEntry;
 use kplace_lab::rate::sweep::TrialLatency;
+use kplace_lab::rate::sweep::{SUT_TRIAL_SCHEMA, SutTrialLatency, SutTrialReport};
 use kplace_lab::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
 use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
-use serde_json::json;
 
 use super::trial::{judge_sender, send};
 use super::{
@@ -166,18 +167,21 @@ pub(super) fn sut_trial(
     let verdict = judge(&measurement, &gates);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let cores_used = cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9);
-    let report = json!({
-        "throughput_cpi_per_s": measurement.processed_rate,
-        "input_gbit_per_s": measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
-        "cores_used": cores_used,
-        "latency": latency.as_ref().map(|l| json!({
-            "post_cpi": {"count": l.summary.count, "p50_ms": ms(l.summary.p50), "p99_ms": ms(l.summary.p99), "p999_ms": ms(l.summary.p999), "max_ms": ms(l.summary.max), "histogram": l.summary.histogram},
-            "post_cpi_trend_ms_per_s": l.trend * 1e3,
-        })),
-    });
+    let report = SutTrialReport {
+        schema: SUT_TRIAL_SCHEMA.to_string(),
+        throughput_cpi_per_s: measurement.processed_rate,
+        input_gbit_per_s: measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+        cores_used,
+        latency: latency.as_ref().map(|l| SutTrialLatency {
+            post_cpi: LatencyEntry::from(&l.summary),
+            post_cpi_trend_ms_per_s: l.trend * 1e3,
+        }),
+    };
     // Beside the SUT's detections and log, as kplace's own trials leave their run report.
     let report_path = dir.join(format!("trial-{index}.json"));
-    let _ = fs::write(&report_path, report.to_string());
+    if let Ok(text) = serde_json::to_string(&report) {
+        let _ = fs::write(&report_path, text);
+    }
     let figures = TrialFigures {
         latency: latency.as_ref().map(|l| TrialLatency {
             p50_ms: ms(l.summary.p50),

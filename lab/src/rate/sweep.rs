@@ -235,3 +235,33 @@ pub struct Spread {
     /// the searches are within the machine's noise.
     pub within_noise: bool,
 }
+
+/// The schema of a `--sut-cmd` trial's record (`trial-N.json`).
+pub const SUT_TRIAL_SCHEMA: &str = "kplace-sut-trial/1";
+
+/// What one trial of another receiver (`bisect-rate --sut-cmd`) measured, left beside its
+/// detections and log as `trial-N.json`, as kplace's own trials leave their run report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SutTrialReport {
+    /// [`SUT_TRIAL_SCHEMA`].
+    pub schema: String,
+    /// Frames verified per second of the trial.
+    pub throughput_cpi_per_s: f64,
+    /// The same in input bits: 4 bytes of int16 I/Q per cell.
+    pub input_gbit_per_s: f64,
+    /// CPU time of the receiver and its reaped descendants over the trial's wall time.
+    pub cores_used: f64,
+    /// Its post-CPI latency, when it wrote per-frame completion times (`{times}`).
+    pub latency: Option<SutTrialLatency>,
+}
+
+/// A `--sut-cmd` receiver's post-CPI latency: completion minus the sender's last packet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SutTrialLatency {
+    /// Its distribution.
+    pub post_cpi: kplace::report::run::LatencyEntry,
+    /// Least-squares slope against completion time, ms per s.
+    pub post_cpi_trend_ms_per_s: f64,
+}

@@ -123,6 +123,20 @@ pub struct LatencyEntry {
     pub histogram: Option<String>,
 }
 
+impl From<&crate::report::metrics::LatencySummary> for LatencyEntry {
+    fn from(l: &crate::report::metrics::LatencySummary) -> LatencyEntry {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        LatencyEntry {
+            count: l.count,
+            p50_ms: ms(l.p50),
+            p99_ms: ms(l.p99),
+            p999_ms: ms(l.p999),
+            max_ms: ms(l.max),
+            histogram: l.histogram.clone(),
+        }
+    }
+}
+
 /// The UDP receiver's counters: every datagram counted once, under exactly one name.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -43,15 +43,13 @@ pub fn level(verbose: u8, quiet: u8) -> LevelFilter {
 /// reported and the flags' level used instead), else [`level`].
 pub fn init(verbose: u8, quiet: u8) {
     let flags = level(verbose, quiet);
+    let from_flags = || EnvFilter::default().add_directive(flags.into());
     let (filter, bad_env) = match std::env::var("RUST_LOG") {
         Ok(text) if !text.trim().is_empty() => match EnvFilter::try_new(&text) {
             Ok(filter) => (filter, None),
-            Err(e) => (
-                EnvFilter::default().add_directive(flags.into()),
-                Some((text, e)),
-            ),
+            Err(e) => (from_flags(), Some((text, e))),
         },
-        _ => (EnvFilter::default().add_directive(flags.into()), None),
+        _ => (from_flags(), None),
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -61,16 +61,15 @@ pub struct OwnedEvent {
 impl OwnedEvent {
     /// Creates an event with timing disabled: a fence.
     pub fn fence(gpu: &Arc<dyn Gpu>) -> Result<OwnedEvent, GpuError> {
-        let raw = gpu.create_event()?;
-        Ok(OwnedEvent {
-            gpu: Arc::clone(gpu),
-            raw,
-        })
+        OwnedEvent::own(gpu, gpu.create_event()?)
     }
 
     /// Creates a timing event, for profiling (see [`Gpu::create_timing_event`]).
     pub fn timing(gpu: &Arc<dyn Gpu>) -> Result<OwnedEvent, GpuError> {
-        let raw = gpu.create_timing_event()?;
+        OwnedEvent::own(gpu, gpu.create_timing_event()?)
+    }
+
+    fn own(gpu: &Arc<dyn Gpu>, raw: Event) -> Result<OwnedEvent, GpuError> {
         Ok(OwnedEvent {
             gpu: Arc::clone(gpu),
             raw,

@@ -167,10 +167,10 @@ impl SimGpu {
         streams + events + lock(&self.allocations).len()
     }
 
-    /// An error when creating `what` would exceed the handle limit.
-    fn admit(&self, what: &str) -> Result<(), GpuError> {
+    /// An error naming the call `what()` when one more handle would exceed the limit.
+    fn admit(&self, what: impl FnOnce() -> String) -> Result<(), GpuError> {
         if self.live_handles() >= self.handle_limit.load(Ordering::Relaxed) {
-            return Err(self.error(what, "out of resources (the simulated handle limit)"));
+            return Err(self.error(what(), "out of resources (the simulated handle limit)"));
         }
         Ok(())
     }
@@ -207,7 +207,7 @@ impl SimGpu {
     }
 
     fn alloc(&self, bytes: usize, kind: Kind) -> Result<*mut u8, GpuError> {
-        self.admit(&format!("alloc({bytes})"))?;
+        self.admit(|| format!("alloc({bytes})"))?;
         let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN)
             .map_err(|e| self.error(format!("alloc({bytes})"), e.to_string()))?;
         // SAFETY: the layout has a non-zero size.
@@ -408,7 +408,7 @@ impl Gpu for SimGpu {
     }
 
     fn create_stream(&self, _priority: i32) -> Result<Stream, GpuError> {
-        self.admit("create_stream")?;
+        self.admit(|| "create_stream".into())?;
         let (ops, rx) = channel::unbounded();
         let delay = self.delay;
         let sticky = Arc::clone(&self.sticky);
@@ -437,13 +437,13 @@ impl Gpu for SimGpu {
     }
 
     fn create_event(&self) -> Result<Event, GpuError> {
-        self.admit("create_event")?;
+        self.admit(|| "create_event".into())?;
         bump(&self.counters.events, 1);
         Ok(Event(Box::into_raw(Box::<SimEvent>::default()).cast()))
     }
 
     fn create_timing_event(&self) -> Result<Event, GpuError> {
-        self.admit("create_timing_event")?;
+        self.admit(|| "create_timing_event".into())?;
         bump(&self.counters.timing_events, 1);
         bump(&self.counters.events, 1);
         let event = SimEvent {

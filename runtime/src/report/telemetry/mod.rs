@@ -25,15 +25,15 @@
 //!   (`other`).
 //!
 //! # Layout
-//! This module holds the summary's types and how they print; [`summary`] the pure summarising
+//! This module holds the summary's types and how they print; `summary` the pure summarising
 //! of samples (means, extremes, distinct processes), tested without a GPU; `processes` the
 //! names and roles of the processes seen, from `/proc`; `nvml` the device lookup, one sample
-//! and the sampling loop; [`sampler`] the background thread around them.
+//! and the sampling loop; `sampler` the background thread around them ([`Sampler`]).
 
 mod nvml;
 mod processes;
-pub mod sampler;
-pub mod summary;
+mod sampler;
+mod summary;
 
 use std::fmt;
 use std::time::Duration;

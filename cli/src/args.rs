@@ -57,7 +57,7 @@ impl GraphArgs {
         cpi: Cpi,
         extra_params: &[(String, String, String)],
     ) -> anyhow::Result<(Graph, Placement)> {
-        let overrides = super::radar::cpi_overrides(
+        let overrides = kplace_radar::graph::cpi_overrides(
             cpi,
             self.sets.iter().chain(extra_params).cloned().collect(),
         );

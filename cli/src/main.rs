@@ -15,8 +15,8 @@ mod output;
 mod pipelines;
 mod plan;
 mod plots;
-mod radar;
 mod ready;
+#[cfg(test)]
 mod report;
 mod run;
 mod send;

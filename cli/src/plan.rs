@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kplace::cuda::driver::CudaProvider;
-use kplace::plan::{Plan, PlanMode};
+use kplace::plan::{Plan, PlanError, PlanMode};
 use kplace_radar::Cpi;
 
 use super::args::GraphArgs;
@@ -25,7 +25,18 @@ pub struct PlanArgs {
 pub fn main(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let (graph, placement) = args.graph.load(args.cpi, &[])?;
     let plan = Plan::with_gpus(graph, placement, CudaProvider::global(), PlanMode::Describe)
-        .map_err(|e| super::radar::plan_error(e, args.cpi))?;
+        .map_err(|e| plan_error(e, args.cpi))?;
     print!("{plan}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Adds the CPI to a plan error about memory, which it decides; other plan errors pass as
+/// they are.
+fn plan_error(error: PlanError, cpi: Cpi) -> anyhow::Error {
+    match error {
+        PlanError::OutOfMemory { .. } | PlanError::MemoryOverflow { .. } => {
+            anyhow::Error::new(error).context(format!("CPI {cpi} cannot run here"))
+        }
+        other => other.into(),
+    }
 }

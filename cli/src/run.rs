@@ -19,15 +19,13 @@ use kplace::net::udp::{AllowFrom, FrameBuffers, IngestCounters, UdpConfig, UdpSo
 use kplace::net::wire::{Malformed, WireShape};
 use kplace::plan::Plan;
 use kplace::report::run::RunReport;
-use kplace::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
-use kplace_radar::{Cpi, DetectionWriter, Verifier, VerifyConfig};
+use kplace::session::{self, RunFacts};
+use kplace_radar::{Cpi, DetectionWriter, RadarSink, Verifier, VerifyConfig, graph};
 
 use super::args::{GraphArgs, SceneArgs};
 use super::output::{self, ReportOutput};
 use super::pipelines;
-use super::radar::{self, RadarSink};
 use super::ready::Readiness;
-use super::report;
 
 /// Where frames come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -303,20 +301,20 @@ impl Setup {
     /// Checks the graph against the CPI and prepares the scene (and, for a replay, its frames).
     pub(crate) fn new(args: &RunArgs) -> anyhow::Result<Setup> {
         let cpi = args.scene.cpi;
-        let pfa_set = radar::pfa_override(&args.graph.graph, args.pfa)?;
+        let pfa_set = graph::pfa_override(&args.graph.graph, args.pfa)?;
         let (graph, placement) = args.graph.load(cpi, &pfa_set)?;
-        radar::check_graph_fits(&graph, cpi)?;
-        let pfa = radar::graph_pfa(&graph)?;
+        graph::check_graph_fits(&graph, cpi)?;
+        let pfa = graph::graph_pfa(&graph)?;
         let period = args.scene.scene_frames(args.frames)?;
         let replay = args.source == SourceArg::Replay && !args.ingest_only;
         // An ingest-only run assembles into plain buffers: it allocates none of the plan's pools.
         let pipelines = if args.ingest_only { 0 } else { args.pipelines };
         let prepared_frames = if replay { period.get() } else { 0 };
-        radar::check_memory(&graph, &placement, cpi, pipelines, prepared_frames)?;
+        graph::check_memory(&graph, &placement, cpi, pipelines, prepared_frames)?;
         let scene = args.scene.scene()?;
         let prepared = if replay {
             let prepared_at = Instant::now();
-            let frames = radar::prepare_frames(&scene, period.get())?;
+            let frames = graph::prepare_frames(&scene, period.get())?;
             tracing::info!(
                 "kplace run: {} distinct scene frames prepared in {:.2} s",
                 period,
@@ -403,14 +401,11 @@ pub(crate) fn run_pipeline(
         warmup_frames: args.warmup_frames,
         profile_gpu: args.profile_gpu,
     };
-    // NVML telemetry of the GPUs the plan uses, sampled beside the run.
-    let ordinals: Vec<u32> = plan.gpus.keys().copied().collect();
-    let sampler = (!ordinals.is_empty()).then(|| Sampler::start(&ordinals, DEFAULT_INTERVAL));
-    let report = executor::run_with(&plan, source, &mut sink, &options)?;
-    let telemetry = sampler.map_or_else(|| Telemetry::unavailable("no GPU stage"), Sampler::stop);
+    let run = session::run(&plan, source, &mut sink, &options)?;
+    let report = &run.metrics;
     let mut text = String::new();
     let _ = write!(text, "{report}");
-    if !ordinals.is_empty() {
+    if let Some(telemetry) = &run.telemetry {
         let _ = write!(text, "{telemetry}");
     }
     if let Some(udp) = &udp {
@@ -431,7 +426,7 @@ pub(crate) fn run_pipeline(
     );
     let total_clusters = sink.total_clusters;
     let verifier = sink.finish()?;
-    let (passed, verdict) = radar::verdict_text(&verifier, args.frames);
+    let (passed, verdict) = kplace_radar::verdict_text(&verifier, args.frames);
     text.push_str(&verdict);
     if let Some(signal) = interrupt::received() {
         let _ = writeln!(
@@ -443,7 +438,7 @@ pub(crate) fn run_pipeline(
     }
     // Whether this process really is an MPS client: MPS falls back silently, so a result that
     // claims MPS must show it. Only a process with a CUDA context can be one.
-    let mps = (!ordinals.is_empty()).then(|| {
+    let mps = run.telemetry.is_some().then(|| {
         let requested = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_some_and(|v| !v.is_empty());
         let mps = kplace_lab::mps::check_run(requested, std::process::id(), None);
         let _ = writeln!(
@@ -459,10 +454,11 @@ pub(crate) fn run_pipeline(
         );
         mps
     });
-    let facts = report::RunFacts {
-        graph: &plan.graph.name,
-        placement: &plan.placement.name,
-        cpi,
+    let facts = RunFacts {
+        graph: plan.graph.name.clone(),
+        placement: plan.placement.name.clone(),
+        shape: cpi.to_string(),
+        frame_bytes: (cpi.cells() as u64).saturating_mul(4),
         source: match &udp {
             None => "replay".into(),
             Some(u) => format!(
@@ -474,11 +470,10 @@ pub(crate) fn run_pipeline(
         frames_expected: args.frames,
         clusters: total_clusters,
         interrupted: interrupted(),
-        gpu_telemetry: telemetry,
         mps,
     };
     let ingest = udp.as_ref().map(|u| u.counters());
-    let json = report::build(facts, &report, ingest, &verifier);
+    let json = session::report(facts, &run, ingest, kplace_radar::verification(&verifier));
     Ok(PipelineOutcome {
         text,
         report: json,

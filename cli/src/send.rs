@@ -17,7 +17,6 @@ use kplace::net::wire::{Malformed, WireShape};
 use kplace::report::send::{SEND_SCHEMA, SendFile};
 
 use super::args::SceneArgs;
-use super::radar;
 
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
@@ -212,9 +211,9 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         FrameCount::Frames(n) => n,
         FrameCount::Duration(_) => u64::MAX,
     })?;
-    radar::check_prepared_frames(args.scene.cpi, period.get())?;
+    kplace_radar::graph::check_prepared_frames(args.scene.cpi, period.get())?;
     let prepared_at = Instant::now();
-    let prepared = radar::prepare_frames(&scene, period.get())?;
+    let prepared = kplace_radar::graph::prepare_frames(&scene, period.get())?;
     tracing::info!(
         "kplace send: CPI {cpi} to {dest}, {}, {} ({period} distinct scene frames prepared in {:.2} s), seed {}",
         describe_pacing(pacing),

@@ -7,10 +7,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace_radar::{DetectionReader, Verifier, VerifyConfig};
+use kplace_radar::graph::{DEFAULT_PFA, check_pfa};
+use kplace_radar::{DetectionReader, Verifier, VerifyConfig, verdict_text};
 
 use super::args::SceneArgs;
-use super::radar::{self, DEFAULT_PFA};
 
 /// Options of `kplace verify`.
 #[derive(Debug, Args)]
@@ -33,7 +33,7 @@ pub struct VerifyArgs {
 /// `0..--frames` is an input error at its line, so an endless input ends within `--frames`
 /// frames.
 pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    radar::check_pfa(args.pfa, "--pfa")?;
+    check_pfa(args.pfa, "--pfa")?;
     let path = &args.detections;
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?
@@ -53,7 +53,8 @@ pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     while let Some(report) = reader.next_frame()? {
         verifier.check(report.frame_id, &report.clusters);
     }
-    let passed = radar::print_verdict(&verifier, args.frames);
+    let (passed, verdict) = verdict_text(&verifier, args.frames);
+    print!("{verdict}");
     Ok(if passed {
         ExitCode::SUCCESS
     } else {

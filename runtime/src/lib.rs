@@ -5,7 +5,7 @@
 //! [`plan`] of kernels from [`plugin`] libraries, on the CPU or through the [`cuda`] seam; the
 //! [`executor`] moves frames from a source in [`net`] (the UDP receiver, or a replay) through
 //! the plan's stages and its pools to a sink; [`report`] measures it and writes what it
-//! measured. [`interrupt`] is how a signal stops a run cleanly; [`os`] holds what the runtime
+//! measured, and a [`session`] runs one pipeline and builds its typed report. [`interrupt`] is how a signal stops a run cleanly; [`os`] holds what the runtime
 //! and its tools ask of the operating system beyond `std` (CPU affinity, child processes).
 //!
 //! The measuring tools live beside it in `kplace-lab`, the radar workload in `kplace-radar`,
@@ -24,6 +24,8 @@ pub mod executor;
 pub mod net;
 // What a run measured.
 pub mod report;
+// One pipeline, run and measured.
+pub mod session;
 // Signals and the operating system.
 pub mod interrupt;
 pub mod os;

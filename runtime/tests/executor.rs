@@ -354,3 +354,62 @@ fn a_warm_up_is_processed_but_left_out_of_the_figures() {
     assert_eq!(report.post_cpi.count, 30);
     assert_eq!(report.end_to_end.count, 30);
 }
+
+#[test]
+fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
+    use kplace::report::run::{RUN_SCHEMA, Verification};
+    use kplace::session::{self, RunFacts};
+    let plan = plan(2, 3, "");
+    let prepared = frames(4, 9);
+    let mut source = FrameReplay::new(prepared, 12);
+    let mut sink = Collect::default();
+    let options = executor::RunOptions {
+        warmup_frames: 2,
+        profile_gpu: false,
+    };
+    let run = session::run(&plan, &mut source, &mut sink, &options).unwrap();
+    assert_eq!(sink.frames.len(), 12);
+    assert!(run.telemetry.is_none(), "a CPU plan samples no GPU");
+    let verification = Verification {
+        passed: true,
+        frames_reported: 12,
+        frames_passed: 12,
+        frames_failed: 0,
+        frames_missing: 0,
+        false_alarms_per_frame: 0.0,
+        false_alarm_bound: 1.0,
+        reasons: Vec::new(),
+    };
+    let facts = RunFacts {
+        graph: plan.graph.name.clone(),
+        placement: plan.placement.name.clone(),
+        shape: format!("{ROWS}x{COLS}"),
+        frame_bytes: (ROWS * COLS * 4) as u64,
+        source: "replay".into(),
+        frames_expected: 12,
+        clusters: 24,
+        interrupted: None,
+        mps: None,
+    };
+    let report = session::report(facts, &run, None, verification.clone());
+    assert_eq!(report.schema, RUN_SCHEMA);
+    assert_eq!(
+        (report.graph.as_str(), report.placement.as_str()),
+        ("test", "t")
+    );
+    assert_eq!((report.frames, report.measured_frames), (12, 10));
+    assert_eq!(report.latency.post_cpi.count, 10, "warm-up frames left out");
+    assert_eq!(report.clusters_per_frame, 2.0);
+    assert_eq!(report.verification, verification);
+    assert!(report.ingest.is_none());
+    let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["magnitude", "sum"]);
+    assert_eq!(report.stages[1].launches, 12);
+    let expected_gbit = 10.0 * (ROWS * COLS * 4) as f64 * 8.0 / report.wall_s / 1e9;
+    assert!((report.input_gbit_per_s - expected_gbit).abs() <= 1e-9 * expected_gbit.max(1.0));
+    assert!(
+        !report.gpu_telemetry.available,
+        "{:?}",
+        report.gpu_telemetry
+    );
+}

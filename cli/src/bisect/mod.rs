@@ -27,7 +27,6 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::radar;
 use super::run::PipelineMode;
 use super::send::DEFAULT_PACING_TICK_US;
 use bounds::{BracketedBounds, measure_bounds};
@@ -911,7 +910,7 @@ fn placement_name(path: &Path) -> String {
 /// placement that cannot run (a GPU placement without a GPU) is reported as skipped with the
 /// planner's reason instead of failing every trial.
 fn plan_for(graph: &Path, placement: &Path, cpi: Cpi) -> anyhow::Result<Plan> {
-    let overrides = radar::cpi_overrides(cpi, Vec::new());
+    let overrides = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
     Ok(Plan::new(
         Graph::load(graph, &overrides)?,
         Placement::load(placement)?,

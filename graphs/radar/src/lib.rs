@@ -2,19 +2,25 @@
 //! detection line format and the verifier.
 //!
 //! Every system compared with kplace runs this workload (see `docs/workload.md`):
+//! - [`graph`] checks that a graph is a radar receiver for a scene, and binds the scene's CPI
+//!   and false-alarm probability to it;
 //! - [`scene`] generates deterministic int16 I/Q frames of point targets in noise, and their
 //!   truth;
 //! - [`reference`](mod@reference) computes the detections a correct receiver reports, in plain f64 code;
 //! - [`detections`] reads and writes the text format in which any receiver reports clusters;
 //! - [`verify`] checks reported clusters against the scene's truth, frame by frame;
-//! - [`compare`] compares two receivers' detections of the same frames, cell by cell.
+//! - [`compare`] compares two receivers' detections of the same frames, cell by cell;
+//! - [`sink`] judges the runtime's completed frames with the verifier and writes their
+//!   detections: the workload's one meeting point with the runtime.
 #![warn(missing_docs)]
 
 pub mod compare;
 pub mod cpi;
 pub mod detections;
+pub mod graph;
 pub mod reference;
 pub mod scene;
+pub mod sink;
 pub mod verify;
 
 pub use compare::{CompareError, Comparison, Difference, PowerRule, Side, compare_detections};
@@ -22,6 +28,8 @@ pub use cpi::Cpi;
 pub use detections::{
     Cluster, DetectionReader, DetectionWriter, FormatError, FrameDetections, read_detections,
 };
+pub use graph::FitError;
 pub use reference::{CfarParams, Detection64};
 pub use scene::{Scene, SceneConfig, SceneError, Target, TruthBin};
+pub use sink::{RadarSink, verdict_text, verification};
 pub use verify::{FrameVerdict, Verifier, VerifyConfig, VerifySummary, verify_frame};

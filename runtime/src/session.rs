@@ -1,0 +1,180 @@
+//! One pipeline, run and measured: the executor moving a source's frames through a plan to a
+//! sink, with the NVML telemetry of the plan's GPUs sampled beside it, and the typed run
+//! report built from what the run measured.
+//!
+//! A session knows nothing of a workload: the caller brings the source (a UDP receiver, a
+//! replay), the sink that checks each frame, and the verdict that sink reached; the session
+//! brings the rest of the report. Every runner of a pipeline (`kplace run`, one pipeline of
+//! several, a `bisect-rate` trial) reports through [`report`], so their reports agree field
+//! for field.
+//!
+//! Guarantees: the telemetry sampler is stopped whether the run succeeds or fails; a plan
+//! with no GPU stage opens no NVML handle.
+
+use std::time::Duration;
+
+use crate::executor::{self, FrameSink, RunError, RunOptions, Source};
+use crate::net::udp::IngestCounters;
+use crate::net::wire::Malformed;
+use crate::os::CpuSet;
+use crate::plan::Plan;
+use crate::report::metrics::RunMetrics;
+use crate::report::run::{
+    ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, RUN_SCHEMA, RunMps,
+    RunReport, StageEntry, Verification,
+};
+use crate::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct Session {
+    /// The executor's figures: frames, rate, latency, stages.
+    pub metrics: RunMetrics,
+    /// What NVML saw of the plan's GPUs; `None` for a plan without a GPU stage.
+    pub telemetry: Option<Telemetry>,
+}
+
+/// Runs `plan` from `source` to `sink` with `options`, sampling the plan's GPUs beside it.
+pub fn run(
+    plan: &Plan,
+    source: &mut dyn Source,
+    sink: &mut dyn FrameSink,
+    options: &RunOptions,
+) -> Result<Session, RunError> {
+    let ordinals: Vec<u32> = plan.gpus.keys().copied().collect();
+    let sampler = (!ordinals.is_empty()).then(|| Sampler::start(&ordinals, DEFAULT_INTERVAL));
+    let result = executor::run_with(plan, source, sink, options);
+    let telemetry = sampler.map(Sampler::stop);
+    Ok(Session {
+        metrics: result?,
+        telemetry,
+    })
+}
+
+/// What a run knows about itself besides what the session measured.
+#[derive(Debug)]
+pub struct RunFacts {
+    /// Graph name.
+    pub graph: String,
+    /// Placement name.
+    pub placement: String,
+    /// The frame's shape as the workload names it (the radar's `SAMPLESxCHIRPS`).
+    pub shape: String,
+    /// Bytes of one input frame: what the input rate counts.
+    pub frame_bytes: u64,
+    /// `replay` or `udp://HOST:PORT`.
+    pub source: String,
+    /// Frames the run expected.
+    pub frames_expected: u64,
+    /// Clusters the sink reported over the run.
+    pub clusters: u64,
+    /// The signal that stopped the run, if one did.
+    pub interrupted: Option<String>,
+    /// Whether the process is an MPS client; `None` without a CUDA context.
+    pub mps: Option<RunMps>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl From<&IngestCounters> for IngestEntry {
+    fn from(c: &IngestCounters) -> Self {
+        IngestEntry {
+            packets: c.packets,
+            bytes: c.bytes,
+            accepted: c.accepted,
+            in_place: c.in_place,
+            malformed: MalformedEntry {
+                wrong_size: c.malformed(Malformed::WrongSize),
+                wrong_samples: c.malformed(Malformed::WrongSamples),
+                chirp_out_of_range: c.malformed(Malformed::ChirpOutOfRange),
+                wrong_channel: c.malformed(Malformed::WrongChannel),
+            },
+            duplicates: c.duplicates,
+            late: c.late,
+            unexpected: c.unexpected,
+            out_of_window: c.out_of_window,
+            stray: c.stray,
+            foreign: c.foreign,
+            foreign_sources: c
+                .foreign_sources
+                .iter()
+                .map(|(addr, packets)| ForeignSource {
+                    addr: addr.to_string(),
+                    packets: *packets,
+                })
+                .collect(),
+            locked_source: c.locked_source.map(|a| a.to_string()),
+            missed_frames: c.missed_frames,
+            restarts: c.restarts,
+            dropped_packets: c.dropped_packets,
+            dropped_frames: c.dropped_frames,
+            complete_frames: c.complete_frames,
+            partial_frames: c.partial_frames,
+            socket_receive_buffer_bytes: c.recv_buffer as u64,
+            receiving_s: c.receiving.as_secs_f64(),
+        }
+    }
+}
+
+/// The report of one pipeline's run: `facts`, what `session` measured, the receiver's
+/// counters (`None` for a replay) and the sink's `verification`.
+pub fn report(
+    facts: RunFacts,
+    session: &Session,
+    ingest: Option<&IngestCounters>,
+    verification: Verification,
+) -> RunReport {
+    let metrics = &session.metrics;
+    let wall = metrics.wall.as_secs_f64();
+    RunReport {
+        schema: RUN_SCHEMA.to_string(),
+        graph: facts.graph,
+        placement: facts.placement,
+        cpi: facts.shape,
+        source: facts.source,
+        frames_expected: facts.frames_expected,
+        frames: metrics.frames,
+        measured_frames: metrics.measured_frames,
+        partial_frames: metrics.partial_frames,
+        dropped_frames: metrics.dropped_frames,
+        wall_s: wall,
+        throughput_cpi_per_s: metrics.frames_per_second(),
+        input_gbit_per_s: if wall > 0.0 {
+            metrics.measured_frames as f64 * facts.frame_bytes as f64 * 8.0 / wall / 1e9
+        } else {
+            0.0
+        },
+        cores_used: metrics.cores_used(),
+        cpus_allowed: CpuSet::allowed().ok().map(|cpus| cpus.to_string()),
+        slot_waits: metrics.slot_waits,
+        stages: metrics
+            .stages
+            .iter()
+            .map(|s| StageEntry {
+                name: s.name.clone(),
+                device: s.device.clone(),
+                launches: s.launches,
+                total_s: s.total.as_secs_f64(),
+                per_frame_ms: ms(s.per_frame),
+                max_launch_ms: ms(s.max_launch),
+                gpu_ms_per_frame: s.gpu_per_frame.map(ms),
+            })
+            .collect(),
+        latency: Latencies {
+            post_cpi: LatencyEntry::from(&metrics.post_cpi),
+            end_to_end: LatencyEntry::from(&metrics.end_to_end),
+            post_cpi_trend_ms_per_s: metrics.post_cpi_trend * 1e3,
+        },
+        ingest: ingest.map(IngestEntry::from),
+        clusters_per_frame: facts.clusters as f64 / metrics.frames.max(1) as f64,
+        verification,
+        interrupted: facts.interrupted,
+        gpu_telemetry: session
+            .telemetry
+            .clone()
+            .unwrap_or_else(|| Telemetry::unavailable("no GPU stage")),
+        mps: facts.mps,
+    }
+}

@@ -15,8 +15,8 @@ use clap::Args;
 use kplace::executor::{self, Source};
 use kplace::interrupt;
 use kplace::net::replay::FrameReplay;
-use kplace::net::udp::{AllowFrom, FrameBuffers, IngestCounters, UdpConfig, UdpSource};
-use kplace::net::wire::{Malformed, WireShape};
+use kplace::net::udp::{AllowFrom, FrameBuffers, UdpConfig, UdpSource};
+use kplace::net::wire::WireShape;
 use kplace::plan::Plan;
 use kplace::report::run::RunReport;
 use kplace::session::{self, RunFacts};
@@ -409,7 +409,7 @@ pub(crate) fn run_pipeline(
         let _ = write!(text, "{telemetry}");
     }
     if let Some(udp) = &udp {
-        text.push_str(&counters_text(udp.counters()));
+        let _ = write!(text, "{}", udp.counters());
     }
     let _ = writeln!(
         text,
@@ -582,53 +582,6 @@ fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Resu
         frames as f64 / busy.as_secs_f64(),
         counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9
     );
-    print!("{}", counters_text(counters));
+    print!("{counters}");
     Ok(exit_status(counters.complete_frames == args.frames))
-}
-
-fn counters_text(c: &IngestCounters) -> String {
-    use std::fmt::Write as _;
-    let malformed: Vec<String> = Malformed::ALL
-        .iter()
-        .map(|m| format!("{} {}", m.name(), c.malformed(*m)))
-        .collect();
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, out of window {}, stray {}, foreign {}, malformed: {}",
-        c.packets,
-        c.in_place,
-        c.accepted,
-        c.duplicates,
-        c.late,
-        c.unexpected,
-        c.out_of_window,
-        c.stray,
-        c.foreign,
-        malformed.join(", ")
-    );
-    let _ = writeln!(
-        text,
-        "ingest: frames complete {}, partial {}, dropped {} ({} packets), missed {}; restarts {}; socket buffer {} KiB",
-        c.complete_frames,
-        c.partial_frames,
-        c.dropped_frames,
-        c.dropped_packets,
-        c.missed_frames,
-        c.restarts,
-        c.recv_buffer / 1024
-    );
-    if let Some(lock) = c.locked_source {
-        let _ = write!(text, "ingest: stream from {lock}");
-        if !c.foreign_sources.is_empty() {
-            let list: Vec<String> = c
-                .foreign_sources
-                .iter()
-                .map(|(a, n)| format!("{a} ({n})"))
-                .collect();
-            let _ = write!(text, "; foreign sources: {}", list.join(", "));
-        }
-        text.push('\n');
-    }
-    text
 }

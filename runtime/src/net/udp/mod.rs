@@ -176,6 +176,51 @@ impl IngestCounters {
     }
 }
 
+/// The counters as the run prints them: what arrived and how each packet was classed, then
+/// what became of the frames, then the stream's source and any foreign ones.
+impl std::fmt::Display for IngestCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ingest: packets {} ({} in place), accepted {}, duplicates {}, late {}, unexpected {}, out of window {}, stray {}, foreign {}, malformed: ",
+            self.packets,
+            self.in_place,
+            self.accepted,
+            self.duplicates,
+            self.late,
+            self.unexpected,
+            self.out_of_window,
+            self.stray,
+            self.foreign,
+        )?;
+        for (i, class) in Malformed::ALL.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{} {}", class.name(), self.malformed(*class))?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "ingest: frames complete {}, partial {}, dropped {} ({} packets), missed {}; restarts {}; socket buffer {} KiB",
+            self.complete_frames,
+            self.partial_frames,
+            self.dropped_frames,
+            self.dropped_packets,
+            self.missed_frames,
+            self.restarts,
+            self.recv_buffer / 1024
+        )?;
+        if let Some(lock) = self.locked_source {
+            write!(f, "ingest: stream from {lock}")?;
+            for (i, (addr, packets)) in self.foreign_sources.iter().enumerate() {
+                let lead = if i == 0 { "; foreign sources: " } else { ", " };
+                write!(f, "{lead}{addr} ({packets})")?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
 /// Why the receiver could not start or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UdpError {
@@ -362,5 +407,53 @@ impl Source for UdpSource {
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
         let bytes = ingest.packet_bytes();
         self.receive(ingest, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_print_every_class_and_the_sources() {
+        let mut c = IngestCounters {
+            packets: 10,
+            accepted: 6,
+            malformed: [1, 0, 2, 0],
+            foreign: 1,
+            complete_frames: 3,
+            recv_buffer: 4096,
+            ..Default::default()
+        };
+        let text = c.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("ingest: packets 10 (0 in place), accepted 6,"),
+            "{text}"
+        );
+        let malformed: Vec<String> = Malformed::ALL
+            .iter()
+            .map(|m| format!("{} {}", m.name(), c.malformed(*m)))
+            .collect();
+        assert!(
+            lines[0].ends_with(&format!("malformed: {}", malformed.join(", "))),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("frames complete 3,") && lines[1].ends_with("socket buffer 4 KiB")
+        );
+        c.locked_source = Some("127.0.0.1:5000".parse().unwrap());
+        c.foreign_sources = vec![
+            ("127.0.0.1:6000".parse().unwrap(), 1),
+            ("127.0.0.1:7000".parse().unwrap(), 2),
+        ];
+        let text = c.to_string();
+        assert_eq!(
+            text.lines().nth(2),
+            Some(
+                "ingest: stream from 127.0.0.1:5000; foreign sources: 127.0.0.1:6000 (1), 127.0.0.1:7000 (2)"
+            )
+        );
     }
 }

@@ -2,19 +2,14 @@
 
 use std::num::NonZeroU64;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
+use kplace_radar::graph::GraphFiles;
 use kplace_radar::scene::{default_targets, high_snr_targets};
 use kplace_radar::{Cpi, Scene, SceneConfig, Target};
-
-/// The most memory the prepared scene frames of a run may take.
-const SCENE_BUDGET_BYTES: u64 = 256 << 20;
-/// The most distinct scene frames prepared by default.
-const DEFAULT_SCENE_FRAMES: u64 = 64;
 
 /// Which graph, on which placement, with which overrides.
 #[derive(Debug, Args)]
@@ -50,49 +45,22 @@ fn parse_set(text: &str) -> Result<(String, String, String), String> {
 }
 
 impl GraphArgs {
+    /// The files and overrides these options name.
+    pub fn files(&self) -> GraphFiles {
+        GraphFiles {
+            graph: self.graph.clone(),
+            placement: self.placement.clone(),
+            sets: self.sets.clone(),
+            slots: self.slots,
+            stream_rate: self.stream_rate,
+            workers: self.workers,
+        }
+    }
+
     /// Loads the graph with `cpi` bound to its `N` and `M` and the parameter overrides, and the
     /// placement with the executor overrides.
-    pub fn load(
-        &self,
-        cpi: Cpi,
-        extra_params: &[(String, String, String)],
-    ) -> anyhow::Result<(Graph, Placement)> {
-        let overrides = kplace_radar::graph::cpi_overrides(
-            cpi,
-            self.sets.iter().chain(extra_params).cloned().collect(),
-        );
-        let graph = Graph::load(&self.graph, &overrides)?;
-        let mut placement = Placement::load(&self.placement)?;
-        let period = match self.stream_rate {
-            Some(rate) if rate.is_finite() && rate > 0.0 => 1.0 / rate,
-            Some(rate) => bail!("--stream-rate must be a positive number of CPI/s, not {rate}"),
-            None => cpi.period_s(),
-        };
-        placement
-            .runtime
-            .size_slots(Duration::from_secs_f64(period));
-        if let Some(slots) = self.slots {
-            if slots == 0 {
-                bail!("--slots must be at least 1");
-            }
-            placement.runtime.slots = slots;
-            placement.runtime.auto_slots = None;
-        }
-        if let Some(workers) = self.workers {
-            if workers == 0 {
-                bail!("--workers must be at least 1");
-            }
-            placement.runtime.workers = workers;
-            placement
-                .runtime
-                .pin_cores
-                .truncate(if placement.runtime.pin_cores.len() >= workers {
-                    placement.runtime.pin_cores.len()
-                } else {
-                    0
-                });
-        }
-        Ok((graph, placement))
+    pub fn load(&self, cpi: Cpi) -> anyhow::Result<(Graph, Placement)> {
+        Ok(self.files().load(cpi, &[])?)
     }
 }
 
@@ -123,7 +91,7 @@ pub struct SceneArgs {
 
 impl SceneArgs {
     /// The scene these options describe.
-    pub fn scene(&self) -> anyhow::Result<Scene> {
+    pub fn config(&self) -> SceneConfig {
         let mut config = SceneConfig::new(self.cpi);
         config.seed = self.seed;
         config.targets = if self.high_snr {
@@ -133,32 +101,20 @@ impl SceneArgs {
         } else {
             self.targets.clone()
         };
-        Scene::new(config).context("invalid scene")
+        config
     }
 
-    /// Distinct scene frames for a run of `frames` frames: `--scene-frames` when given, else up
-    /// to [`DEFAULT_SCENE_FRAMES`] within the budget. Every prepared frame is held in memory, so
-    /// an explicit count whose frames exceed the budget is refused (naming the most this CPI
-    /// allows); one frame is always allowed, however large.
+    /// The scene these options describe, generated.
+    pub fn scene(&self) -> anyhow::Result<Scene> {
+        Scene::new(self.config()).context("invalid scene")
+    }
+
+    /// Distinct scene frames for a run of `frames` frames ([`kplace_radar::graph::scene_frames`]).
     pub fn scene_frames(&self, frames: u64) -> anyhow::Result<NonZeroU64> {
-        let frame_bytes = (self.cpi.cells() as u64).saturating_mul(4).max(1);
-        let fit = (SCENE_BUDGET_BYTES / frame_bytes).max(1);
-        if let Some(n) = self.scene_frames {
-            if n.get() > fit {
-                let bytes = u128::from(n.get()) * u128::from(frame_bytes);
-                bail!(
-                    "--scene-frames {n}: {n} prepared frames of CPI {} ({} each) take {bytes} bytes, \
-                     more than the {} budget for prepared scene frames; at most {fit} for this CPI",
-                    self.cpi,
-                    kplace::plan::human_bytes(frame_bytes),
-                    kplace::plan::human_bytes(SCENE_BUDGET_BYTES),
-                );
-            }
-            return Ok(n);
-        }
-        Ok(
-            NonZeroU64::new(frames.min(DEFAULT_SCENE_FRAMES).min(fit).max(1))
-                .unwrap_or(NonZeroU64::MIN),
-        )
+        Ok(kplace_radar::graph::scene_frames(
+            self.cpi,
+            self.scene_frames,
+            frames,
+        )?)
     }
 }

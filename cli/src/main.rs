@@ -15,14 +15,10 @@ mod output;
 mod pipelines;
 mod plan;
 mod plots;
-mod ready;
-#[cfg(test)]
-mod report;
 mod run;
 mod send;
 mod verify;
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -87,16 +83,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mps(args) => mps::main(args),
         Command::Plot(args) => plots::main(args),
     }
-}
-
-/// Writes `line` and a newline to stderr in one write, so that lines of several processes or
-/// threads sharing it never interleave mid-line: for lines relayed from a child, which its own
-/// level already filtered (the binary's own messages go through [`log`]).
-pub(crate) fn say(line: &str) {
-    let mut text = String::with_capacity(line.len() + 1);
-    text.push_str(line);
-    text.push('\n');
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 fn main() -> ExitCode {

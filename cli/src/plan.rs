@@ -23,7 +23,7 @@ pub struct PlanArgs {
 /// so, and `kplace run` refuses it), so placements can be inspected on any machine; a plan
 /// whose pools exceed this machine's memory is refused, as `kplace run` would refuse it.
 pub fn main(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let (graph, placement) = args.graph.load(args.cpi, &[])?;
+    let (graph, placement) = args.graph.load(args.cpi)?;
     let plan = Plan::with_gpus(graph, placement, CudaProvider::global(), PlanMode::Describe)
         .map_err(|e| plan_error(e, args.cpi))?;
     print!("{plan}");

@@ -1,31 +1,27 @@
 //! `kplace run`: the radar graph on a generated scene or a UDP chirp stream, every frame
 //! verified.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace::executor::{self, Source};
 use kplace::interrupt;
-use kplace::net::replay::FrameReplay;
 use kplace::net::udp::{AllowFrom, FrameBuffers, UdpConfig, UdpSource};
 use kplace::net::wire::WireShape;
-use kplace::plan::Plan;
-use kplace::report::run::RunReport;
-use kplace::session::{self, RunFacts};
-use kplace_radar::{Cpi, DetectionWriter, RadarSink, Verifier, VerifyConfig, graph};
+use kplace::report::ready::Readiness;
+use kplace::report::run::RunMps;
+use kplace::session::{self, several::PipelineMode, several::pipeline_path};
+use kplace_radar::Cpi;
+use kplace_radar::run::{Outputs, RunConfig, Setup, run_pipeline};
 
 use super::args::{GraphArgs, SceneArgs};
 use super::output::{self, ReportOutput};
 use super::pipelines;
-use super::ready::Readiness;
 
 /// Where frames come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,7 +134,7 @@ pub struct RunArgs {
     /// With several pipelines: `thread` runs them in this process (one CUDA context, separate
     /// streams and pools), `process` as child processes (one context each).
     #[arg(long, value_enum, default_value = "thread")]
-    pub(crate) pipeline_mode: PipelineMode,
+    pub(crate) pipeline_mode: ModeArg,
 }
 
 fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
@@ -187,34 +183,60 @@ impl RunArgs {
             .any(|p| p.as_deref().is_some_and(output::is_stdout))
     }
 
-    /// The allowed sources, flattened.
-    fn allowed(&self) -> Vec<AllowFrom> {
-        self.allow_from.iter().flatten().copied().collect()
-    }
-}
-
-/// The outputs of one pipeline, opened before it runs.
-pub(crate) struct PipelineOutputs {
-    detections: Option<Box<dyn Write + Send>>,
-    done_times: Option<Box<dyn Write + Send>>,
-}
-
-impl PipelineOutputs {
-    /// Opens pipeline `index`'s detections and completion-times files.
-    pub(crate) fn open(args: &RunArgs, index: Option<usize>) -> anyhow::Result<Self> {
-        Ok(Self {
-            detections: args
-                .detections
-                .as_ref()
-                .map(|p| output::open(&pipeline_path(p, index), "detections"))
-                .transpose()?,
-            done_times: args
-                .done_times
-                .as_ref()
-                .map(|p| output::open(&pipeline_path(p, index), "completion times"))
-                .transpose()?,
+    /// The run these options describe.
+    pub(crate) fn config(&self) -> anyhow::Result<RunConfig> {
+        let replay = self.source == SourceArg::Replay && !self.ingest_only;
+        Ok(RunConfig {
+            files: self.graph.files(),
+            scene: self.scene.config(),
+            scene_frames: self.scene.scene_frames(self.frames)?,
+            frames: self.frames,
+            warmup_frames: self.warmup_frames,
+            profile_gpu: self.profile_gpu,
+            pfa: self.pfa,
+            // An ingest-only run assembles into plain buffers: it allocates none of the pools.
+            pipelines: if self.ingest_only { 0 } else { self.pipelines },
+            replay,
         })
     }
+
+    /// The receiver these options describe, on `addr`, for frames of `cpi`.
+    pub(crate) fn udp_config(&self, addr: SocketAddr, cpi: Cpi) -> anyhow::Result<UdpConfig> {
+        let shape = WireShape {
+            samples: u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
+            chirps: u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
+        };
+        let positive = |seconds: f64, option: &str| {
+            Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .with_context(|| format!("{option} must be a positive number of seconds"))
+        };
+        let mut config = UdpConfig::new(addr, shape);
+        config.frames = Some(self.frames);
+        config.first_frame_id = self.first_frame_id;
+        config.frame_timeout = Duration::from_millis(self.frame_timeout_ms);
+        config.idle_timeout = positive(self.idle_timeout_s, "--idle-timeout-s")?;
+        config.start_timeout = self
+            .start_timeout_s
+            .map(|s| positive(s, "--start-timeout-s"))
+            .transpose()?;
+        config.allow_from = self.allow_from.iter().flatten().copied().collect();
+        Ok(config)
+    }
+}
+
+/// Opens pipeline `index`'s detections and completion-times files.
+pub(crate) fn open_outputs(args: &RunArgs, index: Option<usize>) -> anyhow::Result<Outputs> {
+    let open = |path: &Option<PathBuf>, what| {
+        path.as_ref()
+            .map(|p| output::open(&pipeline_path(p, index), what))
+            .transpose()
+    };
+    Ok(Outputs {
+        detections: open(&args.detections, "detections")?,
+        done_times: open(&args.done_times, "completion times")?,
+    })
 }
 
 /// Prints a run's summary: to stdout, or to stderr when an output took stdout.
@@ -235,11 +257,6 @@ pub(crate) fn exit_status(passed: bool) -> ExitCode {
     }
 }
 
-/// What the report says of an interrupt: the signal's name, if one stopped the run.
-pub(crate) fn interrupted() -> Option<String> {
-    interrupt::received().map(|s| interrupt::name(s).to_string())
-}
-
 /// Plans, prepares the source, runs, verifies and reports: one pipeline, or several
 /// ([`super::pipelines`]).
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -249,26 +266,33 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         if args.ingest_only {
             bail!("--ingest-only measures one receiver: drop --pipelines");
         }
-        return match args.pipeline_mode {
+        return match args.pipeline_mode.into() {
             PipelineMode::Thread => pipelines::threads(&args),
             PipelineMode::Process => pipelines::processes(&args),
         };
     }
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
-    let outputs = PipelineOutputs::open(&args, None)?;
-    let setup = Setup::new(&args)?;
-    let readiness = Readiness::new(1, args.ready_file.clone());
-    let mut udp = match args.source {
-        SourceArg::Replay if args.ingest_only => {
-            bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)")
-        }
-        SourceArg::Replay => None,
-        SourceArg::Udp(addr) => Some(bind(&args, addr, setup.cpi, None, &readiness)?),
-    };
-    if let (Some(source), true) = (&mut udp, args.ingest_only) {
-        return ingest_only(source, &args, setup.cpi);
+    let outputs = open_outputs(&args, None)?;
+    let config = args.config()?;
+    if args.ingest_only {
+        let SourceArg::Udp(addr) = args.source else {
+            bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)");
+        };
+        let readiness = Readiness::new(1, args.ready_file.clone());
+        let mut udp = session::listen(args.udp_config(addr, config.scene.cpi)?, None, &readiness)?;
+        return ingest_only(&mut udp, &args, config.scene.cpi);
     }
-    let outcome = run_pipeline(&args, &setup, udp, None, outputs)?;
+    let setup = Setup::new(&config)?;
+    let readiness = Readiness::new(1, args.ready_file.clone());
+    let udp = match args.source {
+        SourceArg::Replay => None,
+        SourceArg::Udp(addr) => Some(session::listen(
+            args.udp_config(addr, setup.cpi())?,
+            None,
+            &readiness,
+        )?),
+    };
+    let outcome = run_pipeline(&config, &setup, udp, None, outputs, &check_mps)?;
     print_summary(&args, &outcome.text);
     if let Some(out) = report_out {
         out.write(&outcome.report)?;
@@ -276,9 +300,15 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_status(outcome.passed))
 }
 
-/// How several pipelines run.
+/// Whether this process is an MPS client: what every pipeline's report records.
+pub(crate) fn check_mps() -> RunMps {
+    let requested = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_some_and(|v| !v.is_empty());
+    kplace_lab::mps::check_run(requested, std::process::id(), None)
+}
+
+/// How several pipelines run (`--pipeline-mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum PipelineMode {
+pub enum ModeArg {
     /// In this process: one CUDA context, each pipeline with its own streams, pools, slots,
     /// kernel states, source and verifier.
     Thread,
@@ -286,285 +316,13 @@ pub enum PipelineMode {
     Process,
 }
 
-/// What every pipeline of a run shares: the CPI, the false-alarm probability, the scene and
-/// its prepared frames (for a replay source).
-pub(crate) struct Setup {
-    pub(crate) cpi: Cpi,
-    pfa_set: Vec<(String, String, String)>,
-    pfa: f64,
-    period: std::num::NonZeroU64,
-    scene: kplace_radar::Scene,
-    prepared: Option<Arc<[Vec<u8>]>>,
-}
-
-impl Setup {
-    /// Checks the graph against the CPI and prepares the scene (and, for a replay, its frames).
-    pub(crate) fn new(args: &RunArgs) -> anyhow::Result<Setup> {
-        let cpi = args.scene.cpi;
-        let pfa_set = graph::pfa_override(&args.graph.graph, args.pfa)?;
-        let (graph, placement) = args.graph.load(cpi, &pfa_set)?;
-        graph::check_graph_fits(&graph, cpi)?;
-        let pfa = graph::graph_pfa(&graph)?;
-        let period = args.scene.scene_frames(args.frames)?;
-        let replay = args.source == SourceArg::Replay && !args.ingest_only;
-        // An ingest-only run assembles into plain buffers: it allocates none of the plan's pools.
-        let pipelines = if args.ingest_only { 0 } else { args.pipelines };
-        let prepared_frames = if replay { period.get() } else { 0 };
-        graph::check_memory(&graph, &placement, cpi, pipelines, prepared_frames)?;
-        let scene = args.scene.scene()?;
-        let prepared = if replay {
-            let prepared_at = Instant::now();
-            let frames = graph::prepare_frames(&scene, period.get())?;
-            tracing::info!(
-                "kplace run: {} distinct scene frames prepared in {:.2} s",
-                period,
-                prepared_at.elapsed().as_secs_f64()
-            );
-            Some(Arc::from(frames))
-        } else {
-            None
-        };
-        Ok(Setup {
-            cpi,
-            pfa_set,
-            pfa,
-            period,
-            scene,
-            prepared,
-        })
-    }
-}
-
-/// One pipeline's results: its printed report, its JSON report, and whether it verified.
-pub(crate) struct PipelineOutcome {
-    pub(crate) text: String,
-    pub(crate) report: RunReport,
-    pub(crate) passed: bool,
-}
-
-/// Plans and runs one pipeline (`index` among several, or the only one) on `udp`, or on a
-/// replay of the prepared scene.
-pub(crate) fn run_pipeline(
-    args: &RunArgs,
-    setup: &Setup,
-    mut udp: Option<UdpSource>,
-    index: Option<usize>,
-    outputs: PipelineOutputs,
-) -> anyhow::Result<PipelineOutcome> {
-    use std::fmt::Write as _;
-    let cpi = setup.cpi;
-    let (graph, placement) = args.graph.load(cpi, &setup.pfa_set)?;
-    let plan = Plan::new(graph, placement)?;
-    let mut replay = match (&udp, &setup.prepared) {
-        (None, Some(frames)) => Some(FrameReplay::new(Arc::clone(frames), args.frames)),
-        _ => None,
-    };
-    let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
-    tracing::info!(
-        "kplace run:{name} graph {} on placement {}, CPI {cpi}, {} frames from {}, seed {}",
-        plan.graph.name,
-        plan.placement.name,
-        args.frames,
-        match &udp {
-            None => "the scene in memory".to_string(),
-            Some(u) => format!(
-                "udp://{}",
-                u.local_addr()
-                    .map_or_else(|_| "?".to_string(), |a| a.to_string())
-            ),
-        },
-        args.scene.seed
-    );
-    let writer = match outputs.detections {
-        Some(out) => {
-            Some(DetectionWriter::new(out, cpi).context("cannot write the detections file")?)
+impl From<ModeArg> for PipelineMode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Thread => PipelineMode::Thread,
+            ModeArg::Process => PipelineMode::Process,
         }
-        None => None,
-    };
-    let verifier = Verifier::new(
-        setup.scene.clone(),
-        VerifyConfig::for_cpi(cpi, setup.pfa),
-        args.frames,
-    )
-    .with_template_period(setup.period);
-    let mut sink = RadarSink::new(verifier, writer);
-    if let Some(out) = outputs.done_times {
-        sink = sink.with_done_times(out);
     }
-    let source: &mut dyn Source = match (&mut udp, &mut replay) {
-        (Some(udp), _) => udp,
-        (None, Some(replay)) => replay,
-        (None, None) => bail!("no frames to run: a replay needs prepared frames"),
-    };
-
-    let options = executor::RunOptions {
-        warmup_frames: args.warmup_frames,
-        profile_gpu: args.profile_gpu,
-    };
-    let run = session::run(&plan, source, &mut sink, &options)?;
-    let report = &run.metrics;
-    let mut text = String::new();
-    let _ = write!(text, "{report}");
-    if let Some(telemetry) = &run.telemetry {
-        let _ = write!(text, "{telemetry}");
-    }
-    if let Some(udp) = &udp {
-        let _ = write!(text, "{}", udp.counters());
-    }
-    let _ = writeln!(
-        text,
-        "clusters {:.2}/frame{}",
-        sink.total_clusters as f64 / report.frames.max(1) as f64,
-        if sink.overflowed_frames > 0 {
-            format!(
-                ", {} frames overflowed the cluster list",
-                sink.overflowed_frames
-            )
-        } else {
-            String::new()
-        }
-    );
-    let total_clusters = sink.total_clusters;
-    let verifier = sink.finish()?;
-    let (passed, verdict) = kplace_radar::verdict_text(&verifier, args.frames);
-    text.push_str(&verdict);
-    if let Some(signal) = interrupt::received() {
-        let _ = writeln!(
-            text,
-            "interrupted by {}: intake stopped, the frames in flight finished ({} processed)",
-            interrupt::name(signal),
-            report.frames
-        );
-    }
-    // Whether this process really is an MPS client: MPS falls back silently, so a result that
-    // claims MPS must show it. Only a process with a CUDA context can be one.
-    let mps = run.telemetry.is_some().then(|| {
-        let requested = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_some_and(|v| !v.is_empty());
-        let mps = kplace_lab::mps::check_run(requested, std::process::id(), None);
-        let _ = writeln!(
-            text,
-            "MPS: {} (pipe directory {}; {})",
-            if mps.is_client {
-                "this process is a client"
-            } else {
-                "not a client"
-            },
-            mps.pipe_dir.display(),
-            mps.checked
-        );
-        mps
-    });
-    let facts = RunFacts {
-        graph: plan.graph.name.clone(),
-        placement: plan.placement.name.clone(),
-        shape: cpi.to_string(),
-        frame_bytes: (cpi.cells() as u64).saturating_mul(4),
-        source: match &udp {
-            None => "replay".into(),
-            Some(u) => format!(
-                "udp://{}",
-                u.local_addr()
-                    .map_or_else(|_| "?".to_string(), |a| a.to_string())
-            ),
-        },
-        frames_expected: args.frames,
-        clusters: total_clusters,
-        interrupted: interrupted(),
-        mps,
-    };
-    let ingest = udp.as_ref().map(|u| u.counters());
-    let json = session::report(facts, &run, ingest, kplace_radar::verification(&verifier));
-    Ok(PipelineOutcome {
-        text,
-        report: json,
-        passed,
-    })
-}
-
-/// `path` for pipeline `index`: `det.txt` becomes `det.p1.txt`; the path itself for a single
-/// pipeline.
-pub(crate) fn pipeline_path(path: &std::path::Path, index: Option<usize>) -> PathBuf {
-    let Some(i) = index else {
-        return path.to_path_buf();
-    };
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}.p{i}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.p{i}"),
-    };
-    path.with_file_name(name)
-}
-
-/// Where pipeline `index` of a run on `addr` listens: the port plus the index, or an ephemeral
-/// port of its own for port 0.
-pub(crate) fn pipeline_addr(addr: SocketAddr, index: usize) -> anyhow::Result<SocketAddr> {
-    let mut addr = addr;
-    if addr.port() != 0 {
-        let port = u16::try_from(usize::from(addr.port()) + index)
-            .ok()
-            .context("--source: the port plus the pipeline count exceeds 65535")?;
-        addr.set_port(port);
-    }
-    Ok(addr)
-}
-
-/// Binds pipeline `index`'s receiver: on `addr`'s port plus the index (each its own
-/// ephemeral port for port 0), telling `readiness` once it receives.
-pub(crate) fn bind(
-    args: &RunArgs,
-    addr: SocketAddr,
-    cpi: Cpi,
-    index: Option<usize>,
-    readiness: &Arc<Readiness>,
-) -> anyhow::Result<UdpSource> {
-    let addr = pipeline_addr(addr, index.unwrap_or(0))?;
-    let shape = WireShape {
-        samples: cpi.samples as u32,
-        chirps: cpi.chirps as u32,
-    };
-    let mut config = UdpConfig::new(addr, shape);
-    config.frames = Some(args.frames);
-    config.first_frame_id = args.first_frame_id;
-    config.frame_timeout = Duration::from_millis(args.frame_timeout_ms);
-    config.idle_timeout = Duration::try_from_secs_f64(args.idle_timeout_s)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .context("--idle-timeout-s must be a positive number of seconds")?;
-    config.start_timeout = args
-        .start_timeout_s
-        .map(|s| {
-            Duration::try_from_secs_f64(s)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .context("--start-timeout-s must be a positive number of seconds")
-        })
-        .transpose()?;
-    config.allow_from = args.allowed();
-    let mut source = UdpSource::bind(config)?;
-    let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
-    let granted = source.counters().recv_buffer;
-    // Linux reports twice the usable size.
-    let frames_held = granted as f64 / 2.0 / shape.packet_bytes() as f64 / f64::from(shape.chirps);
-    tracing::info!(
-        "kplace run:{name} listening on udp://{} (socket receive buffer {} KiB, {frames_held:.1} frames)",
-        source.local_addr().unwrap_or(addr),
-        granted / 1024
-    );
-    if frames_held < 2.0 {
-        tracing::warn!(
-            "kplace run:{name} warning: the socket buffer holds fewer than two frames; a stall of one frame loses packets (raise net.core.rmem_max, or run as root for SO_RCVBUFFORCE)"
-        );
-    }
-    let readiness = Arc::clone(readiness);
-    let i = index.unwrap_or(0);
-    source.on_ready(Box::new(move |a| readiness.ready(i, a)));
-    source.on_lock(Box::new(move |a| {
-        tracing::info!("kplace run:{name} stream from {a}; other sources are counted as foreign")
-    }));
-    Ok(source)
 }
 
 fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Result<ExitCode> {

@@ -27,13 +27,14 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::run::PipelineMode;
+use super::run::ModeArg;
 use super::send::DEFAULT_PACING_TICK_US;
 use bounds::{BracketedBounds, measure_bounds};
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
 use kplace::os::CpuSet;
 use kplace::plan::Plan;
+use kplace::session::several::PipelineMode;
 use kplace_lab::hog::{Cotenant, CotenantSpec};
 use kplace_lab::rate::sweep::{
     ProbeEntry, SearchEntry, SenderEntry, StageTime, SweepFile, TrialEntry, TrialLatency,
@@ -148,7 +149,7 @@ pub struct BisectArgs {
     /// How the pipelines run: `thread` (one `kplace run` process, one CUDA context) or
     /// `process` (one process per pipeline).
     #[arg(long, value_enum, default_value = "thread")]
-    pipeline_mode: PipelineMode,
+    pipeline_mode: ModeArg,
     /// A co-tenant beside every search: `none`, `gpu-hog` (an SGEMM loop on GPU 0, in its own
     /// process), `cpu-hog` (spinning threads) or `membw-hog` (threads streaming memory);
     /// started before each search, stopped after it, and its own report (intensity, achieved
@@ -780,11 +781,8 @@ fn settings(args: &BisectArgs) -> Value {
     })
 }
 
-fn mode_name(mode: PipelineMode) -> &'static str {
-    match mode {
-        PipelineMode::Thread => "thread",
-        PipelineMode::Process => "process",
-    }
+fn mode_name(mode: ModeArg) -> &'static str {
+    PipelineMode::from(mode).name()
 }
 
 /// What every trial needs from the sweep.

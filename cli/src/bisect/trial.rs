@@ -19,7 +19,7 @@ use kplace_lab::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdi
 use kplace_radar::Cpi;
 use serde_json::Value;
 
-use crate::ready::wait_ready;
+use kplace::report::ready::wait_ready;
 
 use super::{TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, mode_name};
 
@@ -527,11 +527,14 @@ mod tests {
     use super::*;
 
     fn report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
-        crate::report::fixture(frames, rate, p99_ms)
+        RunReport::example(frames, rate, p99_ms)
     }
 
     fn several(pipelines: Vec<PipelineEntry>) -> TrialReport {
-        let aggregate = crate::pipelines::aggregate(&pipelines, crate::run::PipelineMode::Thread);
+        let aggregate = kplace::session::several::aggregate(
+            &pipelines,
+            kplace::session::several::PipelineMode::Thread,
+        );
         TrialReport::Several(Box::new(MultiRunReport {
             schema: MULTI_SCHEMA.to_string(),
             aggregate,

@@ -11,11 +11,13 @@
 //! Guarantees: every check runs before anything CPI-sized is allocated; [`check_memory`]
 //! refuses a run whose pools and prepared frames would not fit this machine.
 
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kplace::abi::Dtype;
 use kplace::model::graph::{Graph, GraphError, Overrides};
-use kplace::model::placement::Placement;
+use kplace::model::placement::{Placement, PlacementError};
 use kplace::plan::PlanError;
 use kplace::plan::memory::{self, BufferSpace, Demand, MemoryAvailable};
 
@@ -32,6 +34,36 @@ pub enum FitError {
     /// The graph file is unreadable or invalid.
     #[error(transparent)]
     Graph(#[from] GraphError),
+    /// The placement file is unreadable or invalid.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    /// An override's value cannot work: the option and why.
+    #[error("{option} {why}")]
+    Option {
+        /// The option, e.g. `--stream-rate`.
+        option: &'static str,
+        /// What is wrong with its value.
+        why: String,
+    },
+    /// More prepared scene frames were asked for than the budget holds.
+    #[error(
+        "--scene-frames {asked}: {asked} prepared frames of CPI {cpi} ({} each) take {bytes} bytes, \
+         more than the {} budget for prepared scene frames; at most {fit} for this CPI",
+        kplace::plan::human_bytes(*frame_bytes),
+        kplace::plan::human_bytes(SCENE_BUDGET_BYTES)
+    )]
+    SceneFrames {
+        /// The count asked for.
+        asked: u64,
+        /// The CPI.
+        cpi: Cpi,
+        /// Bytes of one prepared frame.
+        frame_bytes: u64,
+        /// Bytes of them all.
+        bytes: u128,
+        /// The most that fit.
+        fit: u64,
+    },
     /// The graph cannot be laid out on the placement.
     #[error(transparent)]
     Plan(Box<PlanError>),
@@ -168,6 +200,104 @@ pub fn cpi_overrides(cpi: Cpi, params: Vec<(String, String, String)>) -> Overrid
         ],
         params,
     }
+}
+
+/// The graph and placement files of a run, and what overrides them.
+#[derive(Clone, Debug, Default)]
+pub struct GraphFiles {
+    /// The graph file.
+    pub graph: PathBuf,
+    /// The placement file.
+    pub placement: PathBuf,
+    /// Stage parameter overrides: (stage, parameter, value).
+    pub sets: Vec<(String, String, String)>,
+    /// Frame slots in flight, instead of the placement's.
+    pub slots: Option<usize>,
+    /// The stream's rate in CPI/s, which sizes a placement's `slots: auto`; `None`: the CPI's
+    /// real-time rate.
+    pub stream_rate: Option<f64>,
+    /// CPU worker threads, instead of the placement's.
+    pub workers: Option<usize>,
+}
+
+impl GraphFiles {
+    /// Loads the graph with `cpi` bound to its `N` and `M` and the parameter overrides (then
+    /// `extra_params`), and the placement with its slots sized for the stream and the executor
+    /// overrides applied.
+    pub fn load(
+        &self,
+        cpi: Cpi,
+        extra_params: &[(String, String, String)],
+    ) -> Result<(Graph, Placement), FitError> {
+        let overrides = cpi_overrides(cpi, self.sets.iter().chain(extra_params).cloned().collect());
+        let graph = Graph::load(&self.graph, &overrides)?;
+        let mut placement = Placement::load(&self.placement)?;
+        let period = match self.stream_rate {
+            Some(rate) if rate.is_finite() && rate > 0.0 => 1.0 / rate,
+            Some(rate) => {
+                return Err(FitError::Option {
+                    option: "--stream-rate",
+                    why: format!("must be a positive number of CPI/s, not {rate}"),
+                });
+            }
+            None => cpi.period_s(),
+        };
+        placement
+            .runtime
+            .size_slots(Duration::from_secs_f64(period));
+        let at_least_one = |option| FitError::Option {
+            option,
+            why: "must be at least 1".into(),
+        };
+        if let Some(slots) = self.slots {
+            if slots == 0 {
+                return Err(at_least_one("--slots"));
+            }
+            placement.runtime.slots = slots;
+            placement.runtime.auto_slots = None;
+        }
+        if let Some(workers) = self.workers {
+            if workers == 0 {
+                return Err(at_least_one("--workers"));
+            }
+            let pins = &mut placement.runtime.pin_cores;
+            // Pinned cores are kept only while there is one for every worker.
+            pins.truncate(if pins.len() >= workers { pins.len() } else { 0 });
+            placement.runtime.workers = workers;
+        }
+        Ok((graph, placement))
+    }
+}
+
+/// The most memory the prepared scene frames of a run may take.
+pub const SCENE_BUDGET_BYTES: u64 = 256 << 20;
+/// The most distinct scene frames prepared by default.
+pub const DEFAULT_SCENE_FRAMES: u64 = 64;
+
+/// Distinct scene frames to prepare for a run of `frames` frames of `cpi`: `asked` when given,
+/// else up to [`DEFAULT_SCENE_FRAMES`] within [`SCENE_BUDGET_BYTES`]. Every prepared frame is
+/// held in memory, so a count whose frames exceed the budget is refused, naming the most this
+/// CPI allows; one frame is always allowed, however large.
+pub fn scene_frames(
+    cpi: Cpi,
+    asked: Option<NonZeroU64>,
+    frames: u64,
+) -> Result<NonZeroU64, FitError> {
+    let frame_bytes = (cpi.cells() as u64).saturating_mul(4).max(1);
+    let fit = (SCENE_BUDGET_BYTES / frame_bytes).max(1);
+    if let Some(n) = asked {
+        if n.get() > fit {
+            return Err(FitError::SceneFrames {
+                asked: n.get(),
+                cpi,
+                frame_bytes,
+                bytes: u128::from(n.get()) * u128::from(frame_bytes),
+                fit,
+            });
+        }
+        return Ok(n);
+    }
+    Ok(NonZeroU64::new(frames.min(DEFAULT_SCENE_FRAMES).min(fit)).unwrap_or(NonZeroU64::MIN))
 }
 
 /// Fails unless the graph's source tensor is the scene's int16 I/Q frame, chirp-major, and
@@ -364,5 +494,66 @@ mod tests {
                 .starts_with("CPI 32768x32768 cannot run here"),
             "{err}"
         );
+    }
+    #[test]
+    fn scene_frames_stay_within_the_budget() {
+        let small = cpi(1024, 128);
+        assert_eq!(scene_frames(small, None, 10).unwrap().get(), 10);
+        assert_eq!(
+            scene_frames(small, None, 1000).unwrap().get(),
+            DEFAULT_SCENE_FRAMES
+        );
+        assert_eq!(scene_frames(small, None, 0).unwrap().get(), 1);
+        // 8192 x 2048 frames are 64 MiB: four fit in the budget.
+        let big = cpi(8192, 2048);
+        assert_eq!(scene_frames(big, None, 100).unwrap().get(), 4);
+        let asked = NonZeroU64::new(5);
+        let e = scene_frames(big, asked, 100).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--scene-frames 5: ") && e.ends_with("at most 4 for this CPI"),
+            "{e}"
+        );
+        assert_eq!(scene_frames(big, NonZeroU64::new(4), 100).unwrap().get(), 4);
+    }
+
+    #[test]
+    fn the_files_overrides_reach_the_placement() {
+        let files = GraphFiles {
+            graph: radar_yaml(),
+            placement: radar_yaml().with_file_name("../placements/all-cpu.yaml"),
+            slots: Some(3),
+            workers: Some(2),
+            ..GraphFiles::default()
+        };
+        let (graph, placement) = files.load(cpi(256, 32), &[]).unwrap();
+        assert!(!graph.stages.is_empty());
+        assert_eq!((placement.runtime.slots, placement.runtime.workers), (3, 2));
+        assert_eq!(placement.runtime.auto_slots, None);
+        for (files, option) in [
+            (
+                GraphFiles {
+                    slots: Some(0),
+                    ..files.clone()
+                },
+                "--slots",
+            ),
+            (
+                GraphFiles {
+                    workers: Some(0),
+                    ..files.clone()
+                },
+                "--workers",
+            ),
+            (
+                GraphFiles {
+                    stream_rate: Some(-1.0),
+                    ..files.clone()
+                },
+                "--stream-rate",
+            ),
+        ] {
+            let e = files.load(cpi(256, 32), &[]).unwrap_err().to_string();
+            assert!(e.starts_with(option), "{e}");
+        }
     }
 }

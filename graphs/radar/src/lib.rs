@@ -11,7 +11,9 @@
 //! - [`verify`] checks reported clusters against the scene's truth, frame by frame;
 //! - [`compare`] compares two receivers' detections of the same frames, cell by cell;
 //! - [`sink`] judges the runtime's completed frames with the verifier and writes their
-//!   detections: the workload's one meeting point with the runtime.
+//!   detections: the workload's one meeting point with the runtime's executor;
+//! - [`run`] runs one pipeline of the radar graph through a runtime session, every frame
+//!   judged by that sink, and builds its report.
 #![warn(missing_docs)]
 
 pub mod compare;
@@ -19,6 +21,7 @@ pub mod cpi;
 pub mod detections;
 pub mod graph;
 pub mod reference;
+pub mod run;
 pub mod scene;
 pub mod sink;
 pub mod verify;

@@ -11,10 +11,16 @@
 //! - [`ReadyFile::read`] is strict, like every report ([`super::read_json`]): a file that exists
 //!   but is not a ready file of this version, or names a source that is not `udp://ADDR:PORT`,
 //!   is an error naming the file and the field, never "not ready yet".
+//! - [`Readiness`] announces once, when the last of a run's pipelines is ready, never before.
+//! - [`wait_ready`], the other side, never waits longer than it is told, and says why when the
+//!   child ended first or wrote a file it cannot read.
 
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -117,9 +123,110 @@ impl ReadyFile {
     }
 }
 
+/// Collects each pipeline's address and announces readiness when the last one arrives.
+#[derive(Debug)]
+pub struct Readiness {
+    file: Option<PathBuf>,
+    sources: Mutex<Vec<Option<SocketAddr>>>,
+}
+
+impl Readiness {
+    /// Readiness of `pipelines` receivers, written to `file` too if given.
+    pub fn new(pipelines: usize, file: Option<PathBuf>) -> Arc<Self> {
+        Arc::new(Self {
+            file,
+            sources: Mutex::new(vec![None; pipelines]),
+        })
+    }
+
+    /// Pipeline `index` listens on `addr`; the last to arrive announces.
+    pub fn ready(&self, index: usize, addr: SocketAddr) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(place) = sources.get_mut(index) {
+            *place = Some(addr);
+        }
+        if sources.iter().all(Option::is_some) {
+            let all: Vec<SocketAddr> = sources.iter().flatten().copied().collect();
+            announce(&all, self.file.as_deref());
+        }
+    }
+}
+
+/// Says on stderr (`kplace run: ready: udp://...`, one event) and in the ready file `file`, if
+/// given, that `sources` take packets; a file that cannot be written is a warning, since the
+/// run itself goes on.
+pub fn announce(sources: &[SocketAddr], file: Option<&Path>) {
+    let list: Vec<String> = sources.iter().map(|a| format!("udp://{a}")).collect();
+    tracing::info!("kplace run: ready: {}", list.join(" "));
+    if let Some(path) = file
+        && let Err(e) = ReadyFile::new(sources).write(path)
+    {
+        tracing::warn!(
+            "kplace run: warning: cannot write the ready file {}: {e}",
+            path.display()
+        );
+    }
+}
+
+/// Waits until `child` writes its ready file `path`, for at most `timeout`; `Err` says why not
+/// (the file is wrong, the child ended first, with its status, or the time ran out).
+pub fn wait_ready(
+    child: &mut Child,
+    path: &Path,
+    timeout: Duration,
+) -> Result<Vec<SocketAddr>, String> {
+    let start = Instant::now();
+    loop {
+        match ReadyFile::read(path) {
+            Ok(Some(sources)) => return Ok(sources),
+            Ok(None) => {}
+            Err(e) => return Err(format!("its ready file is wrong: {e}")),
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => return Err(format!("it exited ({status}) before it was ready")),
+            Ok(None) => {}
+            Err(e) => return Err(format!("cannot check on it: {e}")),
+        }
+        if start.elapsed() >= timeout {
+            return Err(format!("it was not ready after {} s", timeout.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_file_lists_every_source_once_all_are_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ready.json");
+        let r = Readiness::new(2, Some(path.clone()));
+        r.ready(1, "127.0.0.1:9001".parse().unwrap());
+        assert!(!path.exists(), "not before the last pipeline");
+        r.ready(0, "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            ReadyFile::read(&path).unwrap().unwrap(),
+            vec![
+                "127.0.0.1:9000".parse::<SocketAddr>().unwrap(),
+                "127.0.0.1:9001".parse().unwrap()
+            ]
+        );
+    }
+
+    #[test]
+    fn waiting_ends_when_the_child_ends_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let why = wait_ready(
+            &mut child,
+            &dir.path().join("never"),
+            Duration::from_secs(30),
+        )
+        .unwrap_err();
+        assert!(why.contains("before it was ready"), "{why}");
+    }
 
     #[test]
     fn a_written_file_reads_back_and_a_wrong_one_is_named() {

@@ -8,17 +8,24 @@
 //! several, a `bisect-rate` trial) reports through [`report`], so their reports agree field
 //! for field.
 //!
+//! [`listen`] binds one pipeline's UDP receiver and tells the run's [`Readiness`] when it takes
+//! packets; [`several`] runs several pipelines at once and aggregates their reports.
+//!
 //! Guarantees: the telemetry sampler is stopped whether the run succeeds or fails; a plan
 //! with no GPU stage opens no NVML handle.
 
+pub mod several;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::executor::{self, FrameSink, RunError, RunOptions, Source};
-use crate::net::udp::IngestCounters;
+use crate::net::udp::{IngestCounters, UdpConfig, UdpError, UdpSource};
 use crate::net::wire::Malformed;
 use crate::os::CpuSet;
 use crate::plan::Plan;
 use crate::report::metrics::RunMetrics;
+use crate::report::ready::Readiness;
 use crate::report::run::{
     ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, RUN_SCHEMA, RunMps,
     RunReport, StageEntry, Verification,
@@ -49,6 +56,58 @@ pub fn run(
         metrics: result?,
         telemetry,
     })
+}
+
+/// Why a pipeline's receiver could not listen.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The first pipeline's port plus this pipeline's index is past the last port.
+    #[error("udp://{addr}: pipeline {index} would listen past port 65535")]
+    PortRange {
+        /// The first pipeline's address.
+        addr: std::net::SocketAddr,
+        /// This pipeline.
+        index: usize,
+    },
+    /// The socket could not be bound or configured.
+    #[error(transparent)]
+    Udp(#[from] UdpError),
+}
+
+/// Binds pipeline `index`'s receiver (`None`: the only one) on `config.bind`'s port plus the
+/// index (each its own ephemeral port for port 0), says where it listens and how many frames
+/// its socket buffer holds (a warning below two), and tells `readiness` once it receives.
+pub fn listen(
+    mut config: UdpConfig,
+    index: Option<usize>,
+    readiness: &Arc<Readiness>,
+) -> Result<UdpSource, ListenError> {
+    let i = index.unwrap_or(0);
+    let addr = config.bind;
+    config.bind =
+        several::pipeline_addr(addr, i).ok_or(ListenError::PortRange { addr, index: i })?;
+    let shape = config.shape;
+    let mut source = UdpSource::bind(config)?;
+    let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
+    let granted = source.counters().recv_buffer;
+    // Linux reports twice the usable size.
+    let frames_held = granted as f64 / 2.0 / shape.packet_bytes() as f64 / f64::from(shape.chirps);
+    tracing::info!(
+        "kplace run:{name} listening on udp://{} (socket receive buffer {} KiB, {frames_held:.1} frames)",
+        source.local_addr().unwrap_or(addr),
+        granted / 1024
+    );
+    if frames_held < 2.0 {
+        tracing::warn!(
+            "kplace run:{name} warning: the socket buffer holds fewer than two frames; a stall of one frame loses packets (raise net.core.rmem_max, or run as root for SO_RCVBUFFORCE)"
+        );
+    }
+    let readiness = Arc::clone(readiness);
+    source.on_ready(Box::new(move |a| readiness.ready(i, a)));
+    source.on_lock(Box::new(move |a| {
+        tracing::info!("kplace run:{name} stream from {a}; other sources are counted as foreign")
+    }));
+    Ok(source)
 }
 
 /// What a run knows about itself besides what the session measured.

@@ -1,0 +1,501 @@
+//! Several independent pipelines at once: as threads of this process (one CUDA context, each
+//! pipeline with its own slots, pools, kernel states, GPU streams, source and sink) or as child
+//! processes (one context each: how MPS shares a GPU), and their aggregate.
+//!
+//! What each pipeline runs is the caller's: [`in_threads`] calls a function per pipeline, and
+//! [`in_processes`] starts the commands it is given, each of which writes its own run report.
+//!
+//! # Guarantees
+//! - [`in_threads`] returns one result per pipeline, in pipeline order; a pipeline that fails
+//!   or panics fails alone, with its reason.
+//! - [`in_processes`] never leaves a child behind: a child dies with this process (a parent
+//!   killed outright takes its children with it), and one still running when this function
+//!   returns early (an error) is killed and reaped. An interrupt of this process
+//!   ([`crate::interrupt`]) is passed on to every child still running. No wait is unbounded:
+//!   each child's readiness is awaited for at most the time given.
+
+use std::fmt;
+use std::io::{BufRead, BufReader, Read, Write as _};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::str::FromStr;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::interrupt;
+use crate::report::ready::{announce, wait_ready};
+use crate::report::run::{Aggregate, PipelineEntry, PipelineFailure, RunReport};
+
+/// How several pipelines run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PipelineMode {
+    /// In this process: one CUDA context, each pipeline with its own streams, pools, slots,
+    /// kernel states, source and sink.
+    #[default]
+    Thread,
+    /// As child processes, one pipeline each (one context each: the MPS case).
+    Process,
+}
+
+impl PipelineMode {
+    /// `thread` or `process`, as reports and options spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PipelineMode::Thread => "thread",
+            PipelineMode::Process => "process",
+        }
+    }
+}
+
+impl fmt::Display for PipelineMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PipelineMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "thread" => Ok(PipelineMode::Thread),
+            "process" => Ok(PipelineMode::Process),
+            _ => Err(format!(
+                "unknown pipeline mode {s:?}: expected thread or process"
+            )),
+        }
+    }
+}
+
+/// Where pipeline `index` of a run on `addr` listens: the port plus the index, or an ephemeral
+/// port of its own for port 0; `None` when the port would pass 65535.
+pub fn pipeline_addr(addr: SocketAddr, index: usize) -> Option<SocketAddr> {
+    let mut addr = addr;
+    if addr.port() != 0 {
+        addr.set_port(u16::try_from(usize::from(addr.port()) + index).ok()?);
+    }
+    Some(addr)
+}
+
+/// `path` for pipeline `index`: `det.txt` becomes `det.p1.txt`; the path itself for a single
+/// pipeline (`None`).
+pub fn pipeline_path(path: &Path, index: Option<usize>) -> PathBuf {
+    let Some(i) = index else {
+        return path.to_path_buf();
+    };
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.p{i}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.p{i}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Runs `run(i, input)` for every input on a thread of its own (`pipeline-i`), all at once;
+/// one result per pipeline, in order: the value, or why it failed (its error with causes, or
+/// that its thread panicked or could not start).
+pub fn in_threads<I, T, E>(
+    inputs: Vec<I>,
+    run: impl Fn(usize, I) -> Result<T, E> + Sync,
+) -> Vec<Result<T, String>>
+where
+    I: Send,
+    T: Send,
+    E: fmt::Display,
+{
+    std::thread::scope(|scope| {
+        let run = &run;
+        let handles: Vec<_> = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, input)| {
+                std::thread::Builder::new()
+                    .name(format!("pipeline-{i}"))
+                    .spawn_scoped(scope, move || run(i, input).map_err(|e| format!("{e:#}")))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err("the pipeline's thread panicked".to_string())),
+                Err(e) => Err(format!("cannot start a pipeline thread: {e}")),
+            })
+            .collect()
+    })
+}
+
+/// One child pipeline: the command that runs it, the report it writes, and, for a receiver,
+/// the ready file it writes once it takes packets.
+#[derive(Debug)]
+pub struct ChildPipeline {
+    /// The command, with every option but its standard streams.
+    pub command: Command,
+    /// Where it writes its run report.
+    pub report: PathBuf,
+    /// Where it writes its ready file; `None` for a pipeline that needs no sender.
+    pub ready: Option<PathBuf>,
+}
+
+/// What one child pipeline did.
+#[derive(Debug)]
+pub struct ChildOutcome {
+    /// Its process id.
+    pub pid: u32,
+    /// How it exited.
+    pub status: ExitStatus,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// Its run report, or why there is none usable (after "exited (status)").
+    pub report: Result<RunReport, String>,
+}
+
+/// Why child pipelines could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    /// A child could not be started.
+    #[error("cannot start pipeline {index}: {source}")]
+    Spawn {
+        /// The pipeline.
+        index: usize,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// A child ended, or stayed unready, before it took packets.
+    #[error("pipeline {index} did not start: {why}")]
+    NotReady {
+        /// The pipeline.
+        index: usize,
+        /// Why, in words.
+        why: String,
+    },
+    /// A child could not be waited for.
+    #[error("waiting for a pipeline: {0}")]
+    Wait(std::io::Error),
+}
+
+/// Child processes that are killed and reaped if they outlive this guard (an error, a panic).
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Runs every pipeline as a child process: starts them all (each dies with this process), relays
+/// each one's stderr line by line prefixed `[pipeline i] `, waits up to `ready_timeout` for each
+/// ready file and then announces them all at once (on stderr, and in `ready_file`), waits for
+/// every child, passing on an interrupt, and reads each one's report strictly.
+pub fn in_processes(
+    pipelines: Vec<ChildPipeline>,
+    ready_file: Option<&Path>,
+    ready_timeout: Duration,
+) -> Result<Vec<ChildOutcome>, ChildError> {
+    let mut children = Children(Vec::with_capacity(pipelines.len()));
+    let mut relays = Vec::with_capacity(pipelines.len());
+    let mut files = Vec::with_capacity(pipelines.len());
+    for (index, pipeline) in pipelines.into_iter().enumerate() {
+        let ChildPipeline {
+            mut command,
+            report,
+            ready,
+        } = pipeline;
+        crate::os::process::die_with_parent(&mut command);
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| ChildError::Spawn { index, source })?;
+        relays.push(relay(index, child.stdout.take(), child.stderr.take()));
+        children.0.push(child);
+        files.push((report, ready));
+    }
+    if files.iter().any(|(_, ready)| ready.is_some()) {
+        let mut sources = Vec::new();
+        for (index, (child, (_, ready))) in children.0.iter_mut().zip(&files).enumerate() {
+            let Some(ready) = ready else { continue };
+            let mut addrs = wait_ready(child, ready, ready_timeout)
+                .map_err(|why| ChildError::NotReady { index, why })?;
+            sources.append(&mut addrs);
+        }
+        announce(&sources, ready_file);
+    }
+    let statuses = wait_all(&mut children.0)?;
+    Ok(statuses
+        .into_iter()
+        .zip(relays)
+        .zip(files)
+        .map(|(((pid, status), relay), (report, _))| ChildOutcome {
+            pid,
+            status,
+            stdout: relay.join().unwrap_or_default(),
+            report: read_report(&report).map_err(|why| format!("exited ({status}) {why}")),
+        })
+        .collect())
+}
+
+/// Relays a child's stderr line by line, `[pipeline i] ` first, one write per line (so lines of
+/// several children never interleave), and collects its stdout; the handle returns the stdout.
+fn relay(
+    index: usize,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+) -> JoinHandle<String> {
+    if let Some(stderr) = stderr {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let text = format!("[pipeline {index}] {line}\n");
+                let _ = std::io::stderr().lock().write_all(text.as_bytes());
+            }
+        });
+    }
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+/// Waits for every child, passing an interrupt of this process on to those still running;
+/// returns each one's pid and status.
+fn wait_all(children: &mut [Child]) -> Result<Vec<(u32, ExitStatus)>, ChildError> {
+    let mut statuses: Vec<Option<ExitStatus>> = vec![None; children.len()];
+    let mut forwarded = false;
+    while statuses.iter().any(Option::is_none) {
+        if let (Some(signal), false) = (interrupt::received(), forwarded) {
+            forwarded = true;
+            for (child, status) in children.iter().zip(&statuses) {
+                if status.is_none() {
+                    // Not yet reaped, so its pid is still its own.
+                    let _ = crate::os::process::send_signal(child.id(), signal);
+                }
+            }
+        }
+        for (child, status) in children.iter_mut().zip(statuses.iter_mut()) {
+            if status.is_none() {
+                *status = child.try_wait().map_err(ChildError::Wait)?;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(children
+        .iter()
+        .zip(statuses)
+        .map(|(c, s)| (c.id(), s.unwrap_or_default()))
+        .collect())
+}
+
+/// A child's report, or why there is none usable.
+fn read_report(path: &Path) -> Result<RunReport, String> {
+    let text = std::fs::read_to_string(path).map_err(|_| "without a report".to_string())?;
+    crate::report::read_json(&text, &path.display().to_string())
+        .map_err(|e| format!("with a report that cannot be read: {e}"))
+}
+
+/// A pipeline that has no report, and why.
+pub fn failed(error: String) -> PipelineEntry {
+    PipelineEntry::Failed(PipelineFailure { error })
+}
+
+/// The aggregate of per-pipeline reports (a failure for a pipeline that did not run): summed
+/// frames and rates, the worst latency, and whether every pipeline verified.
+pub fn aggregate(reports: &[PipelineEntry], mode: PipelineMode) -> Aggregate {
+    let ran: Vec<&RunReport> = reports.iter().filter_map(PipelineEntry::report).collect();
+    let passed = ran.iter().filter(|r| r.verification.passed).count();
+    let cores = ran.iter().map(|r| r.cores_used);
+    Aggregate {
+        pipelines: reports.len(),
+        mode: mode.name().to_string(),
+        frames: ran.iter().map(|r| r.frames).sum(),
+        partial_frames: ran.iter().map(|r| r.partial_frames).sum(),
+        dropped_frames: ran.iter().map(|r| r.dropped_frames).sum(),
+        throughput_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).sum(),
+        input_gbit_per_s: ran.iter().map(|r| r.input_gbit_per_s).sum(),
+        min_pipeline_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).reduce(f64::min),
+        cores_used: if mode == PipelineMode::Process {
+            cores.sum()
+        } else {
+            // Threads of one process each report the whole process's CPU time.
+            cores.fold(0.0, f64::max)
+        },
+        worst_post_cpi_p99_ms: ran
+            .iter()
+            .map(|r| r.latency.post_cpi.p99_ms)
+            .reduce(f64::max),
+        worst_post_cpi_p999_ms: ran
+            .iter()
+            .map(|r| r.latency.post_cpi.p999_ms)
+            .reduce(f64::max),
+        pipelines_passed: passed,
+        all_passed: passed == reports.len(),
+    }
+}
+
+/// The aggregate as `kplace run --pipelines N` prints it: two lines.
+impl fmt::Display for Aggregate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} CPI/s ({:.2} Gbit/s), slowest pipeline {:.1} CPI/s; worst post-CPI p99 {:.3} ms; cores used {:.2}",
+            self.pipelines,
+            self.mode,
+            self.frames,
+            self.partial_frames,
+            self.dropped_frames,
+            self.throughput_cpi_per_s,
+            self.input_gbit_per_s,
+            self.min_pipeline_cpi_per_s.unwrap_or(0.0),
+            self.worst_post_cpi_p99_ms.unwrap_or(f64::NAN),
+            self.cores_used,
+        )?;
+        writeln!(
+            f,
+            "verification {}: {}/{} pipelines passed",
+            if self.all_passed { "PASSED" } else { "FAILED" },
+            self.pipelines_passed,
+            self.pipelines
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_aggregate_sums_rates_and_takes_the_worst_latency() {
+        let r = |rate: f64, p99: f64, passed: bool| {
+            let mut r = RunReport::example(10, rate, p99);
+            r.dropped_frames = 1;
+            r.input_gbit_per_s = 0.5;
+            r.cores_used = 1.0;
+            r.verification.passed = passed;
+            PipelineEntry::Ran(Box::new(r))
+        };
+        let a = aggregate(
+            &[r(100.0, 1.0, true), r(90.0, 3.0, true)],
+            PipelineMode::Process,
+        );
+        assert_eq!(a.frames, 20);
+        assert_eq!(a.dropped_frames, 2);
+        assert_eq!(a.throughput_cpi_per_s, 190.0);
+        assert_eq!(a.min_pipeline_cpi_per_s, Some(90.0));
+        assert_eq!(a.worst_post_cpi_p99_ms, Some(3.0));
+        assert_eq!(a.cores_used, 2.0);
+        assert!(a.all_passed);
+        let text = a.to_string();
+        assert!(
+            text.contains("2 pipelines (process): 20 frames")
+                && text.contains("aggregate 190.0 CPI/s")
+                && text.ends_with("verification PASSED: 2/2 pipelines passed\n"),
+            "{text}"
+        );
+        let a = aggregate(
+            &[r(100.0, 1.0, true), failed("no GPU".into())],
+            PipelineMode::Thread,
+        );
+        assert!(!a.all_passed, "a pipeline that did not run fails the run");
+        assert_eq!(a.pipelines_passed, 1);
+        assert_eq!(a.cores_used, 1.0, "threads share the process's CPU time");
+    }
+
+    #[test]
+    fn pipelines_get_their_own_port_and_files() {
+        let addr: SocketAddr = "127.0.0.1:9000".parse().unwrap();
+        assert_eq!(pipeline_addr(addr, 2).unwrap().port(), 9002);
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        assert_eq!(pipeline_addr(any, 5).unwrap().port(), 0);
+        let top: SocketAddr = "127.0.0.1:65535".parse().unwrap();
+        assert_eq!(pipeline_addr(top, 1), None);
+        assert_eq!(
+            pipeline_path(Path::new("/tmp/det.txt"), Some(1)),
+            Path::new("/tmp/det.p1.txt")
+        );
+        assert_eq!(
+            pipeline_path(Path::new("det"), Some(0)),
+            Path::new("det.p0")
+        );
+        assert_eq!(pipeline_path(Path::new("d.txt"), None), Path::new("d.txt"));
+        assert_eq!("process".parse(), Ok(PipelineMode::Process));
+        assert!("fork".parse::<PipelineMode>().is_err());
+    }
+
+    #[test]
+    fn a_failing_or_panicking_pipeline_fails_alone() {
+        let results = in_threads(vec![1u32, 2, 3], |i, x| match x {
+            2 => Err(format!("pipeline {i} failed")),
+            3 => panic!("boom"),
+            _ => Ok(x * 10),
+        });
+        assert_eq!(results[0], Ok(10));
+        assert_eq!(results[1], Err("pipeline 1 failed".to_string()));
+        assert_eq!(
+            results[2],
+            Err("the pipeline's thread panicked".to_string())
+        );
+    }
+
+    #[test]
+    fn child_pipelines_report_and_a_child_that_never_gets_ready_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.json");
+        let text = serde_json::to_string(&RunReport::example(5, 50.0, 1.0)).unwrap();
+        std::fs::write(dir.path().join("r.src"), text).unwrap();
+        let mut writes = Command::new("sh");
+        writes.arg("-c").arg(format!(
+            "echo hello; echo to-stderr >&2; cp {} {}",
+            dir.path().join("r.src").display(),
+            report.display()
+        ));
+        let mut silent = Command::new("true");
+        silent.arg("ignored");
+        let outcomes = in_processes(
+            vec![
+                ChildPipeline {
+                    command: writes,
+                    report: report.clone(),
+                    ready: None,
+                },
+                ChildPipeline {
+                    command: silent,
+                    report: dir.path().join("none.json"),
+                    ready: None,
+                },
+            ],
+            None,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        assert_eq!(outcomes[0].stdout, "hello\n");
+        assert_eq!(outcomes[0].report.as_ref().unwrap().frames, 5);
+        let why = outcomes[1].report.as_ref().unwrap_err();
+        assert!(why.ends_with("without a report"), "{why}");
+
+        let never = ChildPipeline {
+            command: Command::new("true"),
+            report: dir.path().join("x.json"),
+            ready: Some(dir.path().join("x.ready")),
+        };
+        let e = in_processes(vec![never], None, Duration::from_secs(30)).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("pipeline 0 did not start: it exited"),
+            "{e}"
+        );
+    }
+}

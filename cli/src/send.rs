@@ -21,10 +21,6 @@ use super::args::SceneArgs;
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
 
-/// The pacing tick unless `--pacing-tick-us` says otherwise: the sender sleeps, and packets
-/// leave up to about 50 us late (a chirp interval at 1024 samples).
-pub const DEFAULT_PACING_TICK_US: u64 = 50;
-
 /// Options of `kplace send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -46,7 +42,7 @@ pub struct SendArgs {
     /// Wake at most every this many microseconds and send what is due: packets leave up to
     /// about this late (never early) and the sender sleeps instead of taking a core; 0 spins
     /// to each packet's deadline (exact, but takes a core).
-    #[arg(long, value_name = "US", default_value_t = DEFAULT_PACING_TICK_US, conflicts_with = "burst")]
+    #[arg(long, value_name = "US", default_value_t = sender::DEFAULT_TICK_US, conflicts_with = "burst")]
     pacing_tick_us: u64,
     /// Frames to send [default: 100].
     #[arg(long, value_name = "N", conflicts_with = "duration")]

@@ -56,6 +56,10 @@ pub const SPIN_BEFORE: Duration = Duration::from_micros(200);
 /// granted.
 pub const SEND_BUFFER_BYTES: usize = 8 << 20;
 
+/// The pacing tick unless a caller says otherwise, in microseconds: the sender sleeps between
+/// wake-ups, and packets leave up to about 50 us late (a chirp interval at 1024 samples).
+pub const DEFAULT_TICK_US: u64 = 50;
+
 pub use crate::net::wire::MAX_DATAGRAM_BYTES;
 
 /// The longest single sleep, so that the stop flag is seen within this much.

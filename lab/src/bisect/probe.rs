@@ -1,11 +1,11 @@
 //! The steadiness probe: one fixed compute loop timed repeatedly, judged by
-//! `kplace_lab::rate::steadiness`. It runs before and after every search and after every failed
+//! [`crate::rate::steadiness`]. It runs before and after every search and after every failed
 //! trial, in the `bisect-rate` process itself, on the CPUs that process may use.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use kplace_lab::rate::Probe;
+use crate::rate::Probe;
 
 /// Samples per probe.
 const SAMPLES: usize = 200;
@@ -15,7 +15,7 @@ const SAMPLES: usize = 200;
 const STEPS: u32 = 300_000;
 
 /// Runs the probe now and summarizes it as taken `when`.
-pub(super) fn run_probe(when: impl Into<String>) -> Probe {
+pub fn run_probe(when: impl Into<String>) -> Probe {
     // One sample first, unmeasured, so the first measured one does not pay for a cold cache
     // or a core waking from idle.
     black_box(spin(STEPS, 1));
@@ -43,7 +43,7 @@ fn spin(steps: u32, seed: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use kplace_lab::rate::SteadyLimits;
+    use crate::rate::SteadyLimits;
 
     use super::*;
 

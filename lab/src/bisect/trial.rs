@@ -1,7 +1,7 @@
 //! One trial of kplace itself: `kplace send` at the trial's rate into `kplace run` on the
 //! placement, judged on the run's JSON report (every pipeline's, with several).
 //!
-//! Long (538 lines of code, 250 of tests): most of it is tests of how a trial is judged from
+//! Long (540 lines of code, 250 of tests): most of it is tests of how a trial is judged from
 //! its reports.
 
 use std::fs;
@@ -10,18 +10,18 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use kplace::report::ready::wait_ready;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
 use kplace::report::send::SendFile;
-#[cfg(test)]
-use kplace_lab::rate::LatencyBudget;
-use kplace_lab::rate::sweep::{SenderEntry, StageTime, TrialLatency};
-use kplace_lab::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdict, judge};
 use kplace_radar::Cpi;
 use serde_json::Value;
 
-use kplace::report::ready::wait_ready;
+#[cfg(test)]
+use crate::rate::LatencyBudget;
+use crate::rate::sweep::{SenderEntry, StageTime, TrialLatency};
+use crate::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdict, judge};
 
-use super::{TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, mode_name};
+use super::{TrialError, TrialFigures, TrialRun, Trials, failed};
 
 /// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
 pub(super) fn trial(
@@ -32,8 +32,8 @@ pub(super) fn trial(
     dir: &Path,
     index: usize,
 ) -> Result<TrialRun, TrialError> {
-    let args = ctx.args;
-    let (warmup, frames) = begin_trial(args, dir, rate)?;
+    let config = ctx.config;
+    let (warmup, frames) = ctx.begin_trial(dir, rate)?;
     let report_path = dir.join(format!("trial-{index}.json"));
     let ready_path = dir.join(format!("trial-{index}.ready"));
     let _ = fs::remove_file(&report_path);
@@ -41,14 +41,14 @@ pub(super) fn trial(
     let mut receiver = ctx
         .receiver_command()
         .arg("--graph")
-        .arg(&args.graph)
+        .arg(&config.graph)
         .arg("--placement")
         .arg(placement)
         .args([
             "--cpi",
             &cpi.to_string(),
             "--seed",
-            &args.seed.to_string(),
+            &config.seed.to_string(),
             "--scene-frames",
             "16",
         ])
@@ -64,9 +64,9 @@ pub(super) fn trial(
         .arg(&ready_path)
         .args([
             "--pipelines",
-            &args.pipelines.to_string(),
+            &config.pipelines.to_string(),
             "--pipeline-mode",
-            mode_name(args.pipeline_mode),
+            config.pipeline_mode.name(),
             // `slots: auto` sizes for the offered stream, and a slow stream's own gaps never
             // cut its frames short.
             "--stream-rate",
@@ -79,13 +79,13 @@ pub(super) fn trial(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| TrialError::Spawn(format!("cannot start the receiver: {e}")))?;
-    ctx.children.add(receiver.id());
+    ctx.stop.add(receiver.id());
     let ports = match ready_ports(&mut receiver, &ready_path) {
         Ok(ports) => ports,
         Err(stderr) => {
             let _ = receiver.kill();
             let _ = receiver.wait();
-            ctx.children.remove(receiver.id());
+            ctx.stop.remove(receiver.id());
             return Ok(failed(
                 rate,
                 format!("the receiver did not start: {stderr}"),
@@ -110,7 +110,7 @@ pub(super) fn trial(
             .collect()
     });
     let status = receiver.wait();
-    ctx.children.remove(receiver.id());
+    ctx.stop.remove(receiver.id());
     let status = status.map_err(|e| TrialError::Spawn(format!("waiting for the receiver: {e}")))?;
     let mut senders = Vec::new();
     for result in sent {
@@ -129,7 +129,7 @@ pub(super) fn trial(
             ));
         }
     };
-    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &gates(args, cpi));
+    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &config.gates(cpi));
     if ctx.mps.is_some() {
         let not_clients = mps_failures(&report);
         if !not_clients.is_empty() {
@@ -140,7 +140,7 @@ pub(super) fn trial(
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        judgement: judge_sender(verdict, sender.as_ref(), rate, args.max_sender_lag_ms),
+        judgement: judge_sender(verdict, sender.as_ref(), rate, config.max_sender_lag_ms),
         measurement: Some(measurement),
         figures: Some(figures(report.representative())),
         report_path: Some(report_path),
@@ -389,10 +389,10 @@ pub(super) fn send(
             cpi,
             rate,
             frames,
-            ctx.args.seed,
-            ctx.args.sender_tick_us,
+            ctx.config.seed,
+            ctx.config.sender_tick_us,
         ))
-        .arg(format!("--nice={}", ctx.args.sender_nice))
+        .arg(format!("--nice={}", ctx.config.sender_nice))
         .args(
             times
                 .map(|t| [std::ffi::OsString::from("--times"), t.into()])
@@ -405,10 +405,10 @@ pub(super) fn send(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| TrialError::Spawn(format!("cannot start the sender: {e}")))?;
-    ctx.children.add(sender.id());
+    ctx.stop.add(sender.id());
     let id = sender.id();
     let out = sender.wait_with_output();
-    ctx.children.remove(id);
+    ctx.stop.remove(id);
     let out = out.map_err(|e| TrialError::Spawn(format!("waiting for the sender: {e}")))?;
     if !out.status.success() {
         return Ok(Err(format!(
@@ -588,7 +588,7 @@ mod tests {
     fn under_mps_a_gpu_pipeline_that_is_not_a_client_fails() {
         let with_mps = |is_client: bool, checked: &str| {
             let mut r = report(100, 100.0, 1.0);
-            r.mps = Some(kplace_lab::mps::RunMps {
+            r.mps = Some(crate::mps::RunMps {
                 requested: true,
                 pipe_dir: "/tmp/nvidia-mps".into(),
                 active_thread_percentage: None,

@@ -4,20 +4,19 @@
 use std::fs;
 use std::path::Path;
 
-use anyhow::Context;
-use kplace_lab::rate::sweep::{SearchEntry, Spread, TrialStatus};
-use kplace_lab::rate::{Failure, Judgement, relative_spread};
 use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
-use super::TrialRun;
+use super::{BisectError, TrialRun};
+use crate::rate::sweep::{SearchEntry, Spread, TrialStatus};
+use crate::rate::{Failure, Judgement, relative_spread};
 
 /// Per system and CPI searched more than once: the spread of the sustained rates, and the
 /// machine's own spread over the same searches (every steadiness probe's median, and every
 /// bound measured beside them, whichever spread more): when the
 /// rates spread no more than the machine did, the difference between searches is within the
 /// machine's noise.
-pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
+pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
     let mut groups: Vec<(&str, &str, Vec<&SearchEntry>)> = Vec::new();
     for s in searches.iter().filter(|s| s.skipped.is_none()) {
         match groups
@@ -81,7 +80,7 @@ pub(super) fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
 }
 
 /// One spread as the sweep prints it.
-pub(super) fn spread_line(s: &Spread) -> String {
+pub fn spread_line(s: &Spread) -> String {
     let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
     let rate = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
     format!(
@@ -105,8 +104,34 @@ pub(super) fn spread_line(s: &Spread) -> String {
     )
 }
 
+/// The sweep's table: a header (with the bounds' columns when `with_bounds`), `rows`, and,
+/// with repeated searches, a line per spread.
+pub fn table(rows: &[String], with_bounds: bool, spreads: &[Spread]) -> String {
+    let bounds_header = if with_bounds {
+        " ingest-only CPI/s | kernel-only CPI/s | sustained / min(bounds) |"
+    } else {
+        ""
+    };
+    let mut text = format!(
+        "| system | CPI | sustained CPI/s | bracket (pass, fail) CPI/s | latency budget | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, outcome |{bounds_header}\n|---|---|---|---|---|---|---|---|---|---|{}\n",
+        if with_bounds { "---|---|---|" } else { "" }
+    );
+    for row in rows {
+        text += row;
+        text.push('\n');
+    }
+    if !spreads.is_empty() {
+        text.push('\n');
+        for spread in spreads {
+            text += &spread_line(spread);
+            text.push('\n');
+        }
+    }
+    text
+}
+
 /// One row of the sweep's table.
-pub(super) fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> String {
+pub fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> String {
     let rate = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.1}"));
     let bracket = format!("{}, {}", rate(s.highest_pass), rate(s.lowest_fail));
     let budget = s.latency_budget.to_string();
@@ -163,16 +188,24 @@ pub(super) fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: boo
     row
 }
 
+/// Writes one search's trials to `out/trials-NAME-CPI-REPEAT.csv`, a row per trial.
 pub(super) fn write_csv(
     out: &Path,
     name: &str,
     cpi: Cpi,
     repeat: u32,
     runs: &[TrialRun],
-) -> anyhow::Result<()> {
+) -> Result<(), BisectError> {
     let path = out.join(format!("trials-{name}-{cpi}-{repeat}.csv"));
-    let file =
-        fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let file = fs::File::create(&path).map_err(|source| BisectError::Io {
+        action: "create",
+        path: path.clone(),
+        source,
+    })?;
+    let csv_error = |source| BisectError::Csv {
+        path: path.clone(),
+        source,
+    };
     let mut csv = csv::Writer::from_writer(file);
     csv.write_record([
         "trial",
@@ -187,7 +220,8 @@ pub(super) fn write_csv(
         "dropped",
         "sender_max_lag_ms",
         "failures",
-    ])?;
+    ])
+    .map_err(csv_error)?;
     for (i, t) in runs.iter().enumerate() {
         let m = t.measurement.as_ref();
         let status = match &t.judgement {
@@ -222,15 +256,18 @@ pub(super) fn write_csv(
                 .as_ref()
                 .map_or(String::new(), |s| format!("{:.3}", s.max_lag_ms)),
             why,
-        ])?;
+        ])
+        .map_err(csv_error)?;
     }
-    csv.flush()
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    csv.flush().map_err(|source| BisectError::Io {
+        action: "write",
+        path: path.clone(),
+        source,
+    })
 }
 
 /// The machine the results come from.
-pub(super) fn machine_facts() -> Value {
+pub fn machine_facts() -> Value {
     let cpu = fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
         t.lines()
             .find(|l| l.starts_with("model name"))
@@ -253,8 +290,8 @@ mod tests {
     use super::*;
 
     fn search(system: &str, sustained: Option<f64>, probe_medians: &[f64]) -> SearchEntry {
-        use kplace_lab::rate::sweep::ProbeEntry;
-        use kplace_lab::rate::{LatencyBudget, Probe, SteadyLimits};
+        use crate::rate::sweep::ProbeEntry;
+        use crate::rate::{LatencyBudget, Probe, SteadyLimits};
         SearchEntry {
             system: system.into(),
             placement: None,

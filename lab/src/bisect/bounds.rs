@@ -3,13 +3,12 @@
 
 use std::process::Stdio;
 
-use anyhow::Context;
-use kplace_lab::bounds;
 use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
 use super::trial::ready_ports;
-use super::{System, Trials, plan_for, scene};
+use super::{BisectError, System, Trials, plan_for};
+use crate::bounds;
 
 /// The receiver alone and the kernels alone, in CPI/s.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,13 +74,17 @@ impl BracketedBounds {
     }
 }
 
+/// The receiver alone (for every system) and the kernels alone (for a CPU placement) at `cpi`,
+/// measured now.
 pub(super) fn measure_bounds(
     ctx: &Trials<'_>,
     system: &System,
     cpi: Cpi,
-) -> anyhow::Result<Bounds> {
+) -> Result<Bounds, BisectError> {
+    let fail = |why: String| BisectError::Bounds { cpi, why };
     let frames = 2000u64;
-    let ready = tempfile::NamedTempFile::new().context("cannot create a readiness file")?;
+    let ready = tempfile::NamedTempFile::new()
+        .map_err(|e| fail(format!("cannot create a ready file: {e}")))?;
     let ready = ready.into_temp_path();
     let _ = std::fs::remove_file(&ready);
     let mut receiver = ctx
@@ -93,8 +96,8 @@ pub(super) fn measure_bounds(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start the ingest-only receiver")?;
-    ctx.children.add(receiver.id());
+        .map_err(|e| fail(format!("cannot start the ingest-only receiver: {e}")))?;
+    ctx.stop.add(receiver.id());
     let ingest_only = match ready_ports(&mut receiver, &ready) {
         Ok(ports) => {
             let port = ports.first().copied().unwrap_or(0);
@@ -114,7 +117,7 @@ pub(super) fn measure_bounds(
                 .status();
             let id = receiver.id();
             let out = receiver.wait_with_output();
-            ctx.children.remove(id);
+            ctx.stop.remove(id);
             let text = out
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default();
@@ -128,28 +131,26 @@ pub(super) fn measure_bounds(
         Err(_) => {
             let _ = receiver.kill();
             let _ = receiver.wait();
-            ctx.children.remove(receiver.id());
+            ctx.stop.remove(receiver.id());
             None
         }
     };
     let kernel_only = match system {
         System::Placement(placement) => 'bound: {
-            let plan = plan_for(&ctx.args.graph, placement, cpi)?;
+            let plan = plan_for(&ctx.config.graph, placement, cpi).map_err(fail)?;
             if plan.stages.iter().any(|s| s.gpu.is_some()) {
                 // Kernels back to back on one CPU thread say nothing of a GPU placement.
                 break 'bound None;
             }
-            let scene = scene(ctx.args, cpi)?;
+            let scene = ctx.config.scene(cpi).map_err(fail)?;
             let prepared = (0..4)
                 .map(|f| scene.frame_bytes(f))
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| fail(e.to_string()))?;
+            let rate = |count| bounds::kernel_only_rate(&plan, &prepared, count);
             // About a second of frames, from a short first measurement.
-            let probe = bounds::kernel_only_rate(&plan, &prepared, 8)?;
-            Some(bounds::kernel_only_rate(
-                &plan,
-                &prepared,
-                (probe as u64).clamp(8, 5000),
-            )?)
+            let probe = rate(8).map_err(|e| fail(e.to_string()))?;
+            Some(rate((probe as u64).clamp(8, 5000)).map_err(|e| fail(e.to_string()))?)
         }
         System::Command { .. } => None,
     };

@@ -9,17 +9,15 @@ use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use kplace::report::run::LatencyEntry;
-use kplace_lab::rate::sweep::TrialLatency;
-use kplace_lab::rate::sweep::{SUT_TRIAL_SCHEMA, SutTrialLatency, SutTrialReport};
-use kplace_lab::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
 use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 
+use crate::rate::sweep::TrialLatency;
+use crate::rate::sweep::{SUT_TRIAL_SCHEMA, SutTrialLatency, SutTrialReport};
+use crate::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
+
 use super::trial::{judge_sender, send};
-use super::{
-    BisectArgs, TrialError, TrialFigures, TrialRun, Trials, begin_trial, failed, gates, scene,
-};
+use super::{BisectConfig, TrialError, TrialFigures, TrialRun, Trials, failed};
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
 /// verifying the detections file it writes. Without timestamps from the receiver, latency is
@@ -32,8 +30,8 @@ pub(super) fn sut_trial(
     dir: &Path,
     index: usize,
 ) -> Result<TrialRun, TrialError> {
-    let args = ctx.args;
-    let (warmup, frames) = begin_trial(args, dir, rate)?;
+    let config = ctx.config;
+    let (warmup, frames) = ctx.begin_trial(dir, rate)?;
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
@@ -73,11 +71,11 @@ pub(super) fn sut_trial(
         .stderr(log_err)
         .spawn()
         .map_err(|e| TrialError::Spawn(format!("cannot start the system under test: {e}")))?;
-    ctx.children.add(sut.id());
+    ctx.stop.add(sut.id());
     let finish = |sut: &mut Child, outcome: TrialRun| {
         let _ = sut.kill();
         let _ = sut.wait();
-        ctx.children.remove(sut.id());
+        ctx.stop.remove(sut.id());
         Ok(outcome)
     };
     if !wait_udp_listener(port, &mut sut) {
@@ -125,10 +123,10 @@ pub(super) fn sut_trial(
             ),
         );
     };
-    ctx.children.remove(sut.id());
-    let verifier = match verify_file(args, cpi, frames, &detections) {
+    ctx.stop.remove(sut.id());
+    let verifier = match verify_file(config, cpi, frames, &detections) {
         Ok(v) => v,
-        Err(e) => return Ok(failed(rate, format!("{e:#}"))),
+        Err(why) => return Ok(failed(rate, why)),
     };
     let summary = verifier.summary();
     let completed = frames.saturating_sub(summary.frames_missing);
@@ -156,12 +154,12 @@ pub(super) fn sut_trial(
     };
     // Without the SUT's completion times there is no latency to judge.
     let gates = match latency {
-        Some(_) => gates(args, cpi),
+        Some(_) => config.gates(cpi),
         None => Gates {
             latency_budget: LatencyBudget::Fixed {
                 bound: Duration::MAX,
             },
-            ..gates(args, cpi)
+            ..config.gates(cpi)
         },
     };
     let verdict = judge(&measurement, &gates);
@@ -195,7 +193,7 @@ pub(super) fn sut_trial(
     Ok(TrialRun {
         rate,
         phase: Phase::ProbeUp,
-        judgement: judge_sender(verdict, Some(&sender), rate, args.max_sender_lag_ms),
+        judgement: judge_sender(verdict, Some(&sender), rate, config.max_sender_lag_ms),
         measurement: Some(measurement),
         figures: Some(figures),
         report_path: Some(report_path),
@@ -287,25 +285,36 @@ fn wait_udp_listener(port: u16, child: &mut Child) -> bool {
     false
 }
 
-fn verify_file(args: &BisectArgs, cpi: Cpi, frames: u64, path: &Path) -> anyhow::Result<Verifier> {
-    let file = fs::File::open(path).with_context(|| {
+/// The verifier after every frame of the detections file at `path`, or why the file cannot
+/// be judged (it is missing, malformed, or of another CPI).
+fn verify_file(
+    config: &BisectConfig,
+    cpi: Cpi,
+    frames: u64,
+    path: &Path,
+) -> Result<Verifier, String> {
+    let file = fs::File::open(path).map_err(|e| {
         format!(
-            "the system under test wrote no detections to {}",
+            "the system under test wrote no detections to {}: {e}",
             path.display()
         )
     })?;
     // Frame by frame, ids below the frames sent: whatever the system wrote, this ends.
-    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?
+    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())
+        .map_err(|e| e.to_string())?
         .with_frame_limit(frames);
     let file_cpi = reader.cpi();
     if file_cpi != cpi {
-        bail!("{} reports CPI {file_cpi}, not {cpi}", path.display());
+        return Err(format!(
+            "{} reports CPI {file_cpi}, not {cpi}",
+            path.display()
+        ));
     }
-    let scene = scene(args, cpi)?;
+    let scene = config.scene(cpi)?;
     let period = NonZeroU64::new(16).unwrap_or(NonZeroU64::MIN);
     let mut verifier =
         Verifier::new(scene, VerifyConfig::for_cpi(cpi, 1e-6), frames).with_template_period(period);
-    while let Some(report) = reader.next_frame()? {
+    while let Some(report) = reader.next_frame().map_err(|e| e.to_string())? {
         verifier.check(report.frame_id, &report.clusters);
     }
     Ok(verifier)

@@ -1,0 +1,318 @@
+//! `kplace bisect-rate`: the highest input rate each placement sustains, found by real trials
+//! (`kplace send` paced into `kplace run`, two processes, open loop), each judged by the gates
+//! of `kplace_lab::rate`. The sweep itself is `kplace_lab::bisect`; this module parses its
+//! options, shows its progress on a terminal and prints its table.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use kplace::os::CpuSet;
+use kplace_lab::bisect::{self, BisectConfig, Progress, Stop, Systems};
+use kplace_lab::hog::CotenantSpec;
+use kplace_lab::rate::{BudgetRule, Phase, SearchConfig};
+use kplace_radar::Cpi;
+
+use super::run::ModeArg;
+
+/// Options of `kplace bisect-rate`.
+#[derive(Debug, Args)]
+pub struct BisectArgs {
+    /// The graph file.
+    #[arg(long, default_value = "graphs/radar.yaml")]
+    graph: PathBuf,
+    /// Placement files, or directories whose every .yaml file is a placement; comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "placements/all-cpu.yaml")]
+    placements: Vec<PathBuf>,
+    /// CPI sizes, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1024x128")]
+    cpi: Vec<Cpi>,
+    /// First rate tried, CPI/s (default: the physical CPI rate, one chirp every N/fs).
+    #[arg(long)]
+    start_rate: Option<f64>,
+    /// Relative tolerance of the bisection.
+    #[arg(long, default_value_t = SearchConfig::DEFAULT_TOLERANCE)]
+    tolerance: f64,
+    /// Consecutive passing trials that confirm the result (K of K).
+    #[arg(long, default_value_t = SearchConfig::DEFAULT_CONFIRM)]
+    confirm: u32,
+    /// Searches per placement and CPI, to show the spread.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Warm-up per trial, seconds of stream (at least 10 frames).
+    #[arg(long, default_value_t = 0.5)]
+    warmup_s: f64,
+    /// Measured window per trial, seconds of stream (at least 30 frames).
+    #[arg(long, default_value_t = 2.0)]
+    window_s: f64,
+    /// The budget post-CPI p99 must stay within: `deadline` (the CPI's physical duration, or
+    /// one CPI period at the offered rate R when that is longer), `1/R` (one CPI period at R,
+    /// the strict rule), or a duration such as `6.4ms`.
+    #[arg(long, value_name = "BUDGET", default_value = "deadline")]
+    latency_budget: BudgetRule,
+    /// Trials per search at most.
+    #[arg(long, default_value_t = 40)]
+    max_trials: usize,
+    /// Where the JSON and CSV results and every trial's report go.
+    #[arg(long, default_value = "target/bisect-rate")]
+    out: PathBuf,
+    /// Noise seed of the scene.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The sender's pacing tick in microseconds: it sleeps between wake-ups and sends what is
+    /// due, leaving the cores to the system under test at the cost of chirps up to about a
+    /// tick late; 0 spins to each chirp's deadline (exact, but takes a core).
+    #[arg(long, value_name = "US", default_value_t = kplace::net::sender::DEFAULT_TICK_US)]
+    sender_tick_us: u64,
+    /// The sender's nice value: below 0 it is scheduled promptly when it wakes, so that a
+    /// system under test that saturates the cores it shares with the sender makes it late
+    /// less often, at the cost of preempting the system under test at every tick (needs
+    /// CAP_SYS_NICE; without it the sender runs at its inherited value).
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    sender_nice: i32,
+    /// A trial whose sender fell further behind its schedule than this many ms, or was kept off
+    /// the CPU longer, is invalid (the load generator, not the system, decided it) and is
+    /// retried.
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    max_sender_lag_ms: f64,
+    /// Invalid trials retried in a row at one rate before the search ends as "unsteady
+    /// machine".
+    #[arg(long, value_name = "N", default_value_t = SearchConfig::DEFAULT_INVALID_RETRIES)]
+    invalid_retries: u32,
+    /// A failure more than this fraction below a rate that passed ((pass - fail) / fail) ends
+    /// the search as "unsteady machine" instead of stepping down to a rate the machine's bad
+    /// minutes chose.
+    #[arg(long, value_name = "FRACTION", default_value_t = SearchConfig::DEFAULT_CONTRADICTION)]
+    contradiction: f64,
+    /// Do not recheck a failed probe or bisection trial at once at the same rate (by default a
+    /// failure bounds the search only when its recheck fails too).
+    #[arg(long)]
+    no_recheck: bool,
+    /// Exit with status 5 when a search's sustained rate is below this many CPI/s (a
+    /// performance gate for CI).
+    #[arg(long, value_name = "CPI_PER_S")]
+    require_rate: Option<f64>,
+    /// CPUs the sender runs on (a list like `0` or `0,2-3`; default: any). Keeping the load
+    /// generator off the cores of the system under test stops it from measuring itself.
+    #[arg(long, value_name = "CPUS")]
+    sender_cpus: Option<CpuSet>,
+    /// CPUs the system under test runs on (the `kplace run` receiver, or `--sut-cmd`), every
+    /// thread of it unless it pins its own (a placement's `pin_cores` pin the workers).
+    #[arg(long, value_name = "CPUS")]
+    sut_cpus: Option<CpuSet>,
+    /// Also measure, in the same run, the bounds the result is judged against: the receiver
+    /// alone (ingest only, burst) and the kernels alone (one thread, no runtime).
+    #[arg(long)]
+    bounds: bool,
+    /// Pipelines per trial: each gets its own sender at the trial's rate, and the trial passes
+    /// only if every pipeline passes every gate; the result is the per-pipeline rate (the
+    /// aggregate is N times it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pipelines: u64,
+    /// How the pipelines run: `thread` (one `kplace run` process, one CUDA context) or
+    /// `process` (one process per pipeline).
+    #[arg(long, value_enum, default_value = "thread")]
+    pipeline_mode: ModeArg,
+    /// A co-tenant beside every search: `none`, `gpu-hog` (an SGEMM loop on GPU 0, in its own
+    /// process), `cpu-hog` (spinning threads) or `membw-hog` (threads streaming memory);
+    /// started before each search, stopped after it, and its own report (intensity, achieved
+    /// TFLOP/s or rate) recorded with the result.
+    #[arg(long, default_value = "none")]
+    cotenant: String,
+    /// The co-tenant's intensity: the GPU hog's duty cycle in [0, 1], or the CPU hogs' share of
+    /// the cores in (0, 1] (default 1).
+    #[arg(long)]
+    cotenant_intensity: Option<f64>,
+    /// `on`: start a private MPS daemon before the sweep (stopped after it) and run every
+    /// trial's receivers as its clients; a trial whose GPU pipeline is not really a client
+    /// fails, since MPS falls back silently.
+    #[arg(long, value_enum, default_value = "off")]
+    mps: MpsMode,
+    /// With `--mps on`: the daemon's default active-thread percentage.
+    #[arg(long, value_name = "P")]
+    mps_threads: Option<f64>,
+    /// Measure another receiver instead of kplace: a shell command that listens on
+    /// 127.0.0.1:{port}, takes {frames} frames of CPI {cpi} ({samples} x {chirps}), writes its
+    /// detections in kplace's detection format to {detections}, and exits. Placeholders are
+    /// replaced (paths shell-quoted: leave them unquoted); kplace's sender, verifier and search
+    /// judge it. If the command takes {times}, the SUT writes there `frame_id,done_ns`
+    /// (CLOCK_MONOTONIC) per finished frame, and its post-CPI latency is measured and gated
+    /// like kplace's; otherwise latency is not judged.
+    #[arg(long, value_name = "COMMAND")]
+    sut_cmd: Option<String>,
+    /// The name of `--sut-cmd`'s system in the table, the results file and the plots.
+    #[arg(long, value_name = "NAME", default_value = "sut", requires = "sut_cmd")]
+    sut_name: String,
+}
+
+/// Whether trials run under MPS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MpsMode {
+    Off,
+    On,
+}
+
+impl BisectArgs {
+    /// Refuses options that cannot work together or have no meaning, naming the option.
+    fn check(&self) -> anyhow::Result<()> {
+        for (option, cpus) in [
+            ("--sender-cpus", &self.sender_cpus),
+            ("--sut-cpus", &self.sut_cpus),
+        ] {
+            if let Some(cpus) = cpus {
+                cpus.check_allowed()
+                    .map_err(|e| anyhow::anyhow!("{option} {cpus}: {e}"))?;
+            }
+        }
+        if self.mps_threads.is_some() && self.mps == MpsMode::Off {
+            bail!("--mps-threads needs --mps on");
+        }
+        if self.sut_cmd.is_some() && self.pipelines > 1 {
+            bail!(
+                "--pipelines measures kplace's own pipelines; it cannot be combined with --sut-cmd"
+            );
+        }
+        if !(self.max_sender_lag_ms.is_finite() && self.max_sender_lag_ms > 0.0) {
+            bail!(
+                "--max-sender-lag-ms must be a positive number of ms, not {}",
+                self.max_sender_lag_ms
+            );
+        }
+        if !(self.contradiction.is_finite() && self.contradiction > 0.0) {
+            bail!(
+                "--contradiction must be a positive fraction, not {}",
+                self.contradiction
+            );
+        }
+        if let Some(rate) = self.require_rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            bail!("--require-rate must be a positive number of CPI/s, not {rate}");
+        }
+        Ok(())
+    }
+
+    /// The sweep these options describe.
+    fn config(self) -> anyhow::Result<BisectConfig> {
+        self.check()?;
+        let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
+            .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
+        Ok(BisectConfig {
+            graph: self.graph,
+            systems: match self.sut_cmd {
+                Some(command) => Systems::Command {
+                    command,
+                    name: self.sut_name,
+                },
+                None => Systems::Placements(self.placements),
+            },
+            cpi: self.cpi,
+            start_rate: self.start_rate,
+            tolerance: self.tolerance,
+            confirm: self.confirm,
+            repeat: self.repeat,
+            warmup_s: self.warmup_s,
+            window_s: self.window_s,
+            latency_budget: self.latency_budget,
+            max_trials: self.max_trials,
+            out: self.out,
+            seed: self.seed,
+            sender_tick_us: self.sender_tick_us,
+            sender_nice: self.sender_nice,
+            max_sender_lag_ms: self.max_sender_lag_ms,
+            invalid_retries: self.invalid_retries,
+            contradiction: self.contradiction,
+            recheck_failures: !self.no_recheck,
+            require_rate: self.require_rate,
+            sender_cpus: self.sender_cpus,
+            sut_cpus: self.sut_cpus,
+            bounds: self.bounds,
+            pipelines: self.pipelines,
+            pipeline_mode: self.pipeline_mode.into(),
+            cotenant,
+            cotenant_intensity: self.cotenant_intensity,
+            mps: (self.mps == MpsMode::On).then_some(self.mps_threads),
+        })
+    }
+}
+
+/// A search's progress on the terminal: a spinner naming the trial running, and a line per
+/// trial judged.
+#[derive(Default)]
+struct Spinner(std::sync::Mutex<Option<ProgressBar>>);
+
+impl Spinner {
+    fn with(&self, f: impl FnOnce(&ProgressBar)) {
+        if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            f(bar);
+        }
+    }
+}
+
+impl Progress for Spinner {
+    fn search_started(&self, label: &str, cpi: Cpi) {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {prefix} {wide_msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_prefix(format!("{label} {cpi}"));
+        bar.enable_steady_tick(Duration::from_millis(200));
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
+    }
+
+    fn trial_started(&self, index: usize, rate: f64, phase: Phase) {
+        self.with(|bar| bar.set_message(format!("trial {index}: {rate:.1} CPI/s ({phase})")));
+    }
+
+    fn trial_judged(&self, line: &str) {
+        self.with(|bar| bar.println(line));
+    }
+
+    fn search_finished(&self) {
+        if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Runs the sweep, prints the table; the exit status says what it found
+/// (`kplace_lab::bisect::exit`).
+pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
+    let stop = Stop::default();
+    {
+        let stop = stop.clone();
+        // Stop between trials; end the running trial's processes now. The results so far are
+        // written as usual.
+        let _ = ctrlc::set_handler(move || stop.interrupt());
+    }
+    let with_bounds = args.bounds;
+    let require_rate = args.require_rate;
+    let config = args.config()?;
+    let exe = std::env::current_exe().context("cannot find the kplace executable")?;
+    let sweep = bisect::run(&config, &exe, &stop, &Spinner::default())?;
+    print!(
+        "{}",
+        bisect::output::table(&sweep.rows, with_bounds, &sweep.file.spreads)
+    );
+    tracing::info!(
+        "bisect-rate: results in {}, {}/trials-*.csv and the plots {}",
+        sweep.json.display(),
+        config.out.display(),
+        sweep
+            .plots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let (status, why) = bisect::exit::status(&sweep.file.searches, sweep.interrupted, require_rate);
+    if let Some(why) = why {
+        tracing::warn!("bisect-rate: {why}");
+    }
+    Ok(ExitCode::from(status))
+}

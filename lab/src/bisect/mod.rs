@@ -1,0 +1,824 @@
+//! The sweep behind `kplace bisect-rate`: the highest input rate each system sustains, found by
+//! real trials. For every system (a kplace placement, or another receiver's command), every
+//! CPI and every repeat, a search of [`crate::rate`] asks for trials at chosen rates; each trial
+//! runs `kplace send` pacing a stream into the system under test (two processes, open loop)
+//! and is judged by the rate gates on what the system reported.
+//!
+//! This module runs the sweep and holds the context every trial shares; [`trial`] runs one
+//! trial of kplace (`kplace run` on a placement), [`sut`] one of another receiver, [`bounds`]
+//! measures the bounds beside each search, [`probe`] the machine's steadiness, [`output`] the
+//! table rows, spreads and CSV files, and [`exit`] the sweep's exit status.
+//!
+//! # Guarantees
+//! - A placement that cannot run here (a GPU placement without a GPU) is planned once and
+//!   reported as skipped with the planner's reason; it never fails trials.
+//! - Every child process a trial starts is known to the sweep's [`Stop`] until it is reaped:
+//!   [`Stop::interrupt`] ends them all at once, and the sweep stops between trials with what
+//!   it found so far written as usual.
+//! - No trial waits without a bound: a receiver has 300 s to become ready, another receiver 10
+//!   s to listen and 30 s to exit after its last packet.
+//! - The co-tenant and the MPS daemon a sweep starts are stopped when it ends, on errors too.
+
+pub mod bounds;
+pub mod exit;
+pub mod output;
+pub mod probe;
+pub mod sut;
+pub mod trial;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kplace::model::graph::Graph;
+use kplace::model::placement::Placement;
+use kplace::os::CpuSet;
+use kplace::plan::Plan;
+use kplace::session::several::PipelineMode;
+use kplace_radar::{Cpi, Scene, SceneConfig};
+use serde_json::{Value, json};
+
+use crate::hog::{Cotenant, CotenantSpec};
+use crate::rate::sweep::{
+    ProbeEntry, SearchEntry, SenderEntry, StageTime, SweepFile, TrialEntry, TrialLatency,
+    TrialStatus,
+};
+use crate::rate::{
+    BudgetRule, Failure, Gates, Judgement, LatencyBudget, Phase, SearchConfig, SearchError,
+    SteadyLimits, TrialMeasurement, Verdict, search,
+};
+use bounds::{BracketedBounds, measure_bounds};
+use output::{machine_facts, spreads, table_row, write_csv};
+use probe::run_probe;
+
+/// What is searched: kplace placements, or another receiver.
+#[derive(Clone, Debug)]
+pub enum Systems {
+    /// Placement files, or directories whose every `.yaml` file is a placement.
+    Placements(Vec<PathBuf>),
+    /// Another receiver: a shell command with placeholders ([`sut`]) and its name.
+    Command {
+        /// The command.
+        command: String,
+        /// Its name in the table, the results file and the plots.
+        name: String,
+    },
+}
+
+/// What a sweep searches and how: every setting of `kplace bisect-rate`, checked by its
+/// caller (each is documented on that command's option of the same name).
+#[derive(Clone, Debug)]
+pub struct BisectConfig {
+    /// The graph file.
+    pub graph: PathBuf,
+    /// The systems searched.
+    pub systems: Systems,
+    /// CPI sizes.
+    pub cpi: Vec<Cpi>,
+    /// The first rate tried, CPI/s; `None`: the CPI's real-time rate.
+    pub start_rate: Option<f64>,
+    /// The bisection's relative tolerance.
+    pub tolerance: f64,
+    /// Consecutive passing trials that confirm a result (K of K).
+    pub confirm: u32,
+    /// Searches per system and CPI.
+    pub repeat: u32,
+    /// Warm-up per trial, seconds of stream (at least 10 frames).
+    pub warmup_s: f64,
+    /// Measured window per trial, seconds of stream (at least 30 frames).
+    pub window_s: f64,
+    /// The budget post-CPI p99 must stay within.
+    pub latency_budget: BudgetRule,
+    /// Trials per search at most.
+    pub max_trials: usize,
+    /// Where the results and every trial's files go.
+    pub out: PathBuf,
+    /// The scene's noise seed.
+    pub seed: u64,
+    /// The sender's pacing tick in microseconds (0: spin).
+    pub sender_tick_us: u64,
+    /// The sender's nice value.
+    pub sender_nice: i32,
+    /// A sender further behind its schedule, or kept off the CPU longer, makes a trial invalid.
+    pub max_sender_lag_ms: f64,
+    /// Invalid trials in a row at one rate before a search ends as "unsteady machine".
+    pub invalid_retries: u32,
+    /// A failure this fraction below a pass ends a search as "unsteady machine".
+    pub contradiction: f64,
+    /// Recheck a failed probe or bisection trial at once at the same rate.
+    pub recheck_failures: bool,
+    /// The rate below which the sweep's exit status says so ([`exit::BELOW_REQUIRED`]).
+    pub require_rate: Option<f64>,
+    /// CPUs the sender runs on.
+    pub sender_cpus: Option<CpuSet>,
+    /// CPUs the system under test runs on.
+    pub sut_cpus: Option<CpuSet>,
+    /// Measure the bounds (receiver alone, kernels alone) beside each search.
+    pub bounds: bool,
+    /// Pipelines per trial, each with its own sender.
+    pub pipelines: u64,
+    /// How the pipelines run.
+    pub pipeline_mode: PipelineMode,
+    /// The co-tenant beside every search.
+    pub cotenant: Option<CotenantSpec>,
+    /// The co-tenant's intensity as given, for the record.
+    pub cotenant_intensity: Option<f64>,
+    /// `Some`: trials run as clients of a private MPS daemon started for the sweep, with this
+    /// default active-thread percentage, if any.
+    pub mps: Option<Option<f64>>,
+}
+
+impl BisectConfig {
+    /// The search every system gets at `cpi`.
+    fn search_config(&self, cpi: Cpi) -> SearchConfig {
+        let mut config = SearchConfig::new(self.start_rate.unwrap_or(1.0 / cpi.period_s()));
+        config.tolerance = self.tolerance;
+        config.confirm = self.confirm;
+        config.max_trials = self.max_trials;
+        config.invalid_retries = self.invalid_retries;
+        config.contradiction = Some(self.contradiction);
+        config.recheck_failures = self.recheck_failures;
+        config
+    }
+
+    /// The gates of every trial at `cpi`.
+    fn gates(&self, cpi: Cpi) -> Gates {
+        Gates::new(self.latency_budget(cpi))
+    }
+
+    /// The latency budget of every trial at `cpi`.
+    fn latency_budget(&self, cpi: Cpi) -> LatencyBudget {
+        self.latency_budget
+            .at_cpi(Duration::from_secs_f64(cpi.period_s()))
+    }
+
+    /// Frames of a trial at `rate`: warm-up and measured window.
+    fn trial_frames(&self, rate: f64) -> (u64, u64) {
+        (
+            ((rate * self.warmup_s).ceil() as u64).max(10),
+            ((rate * self.window_s).ceil() as u64).max(30),
+        )
+    }
+
+    /// The scene every trial sends: the default targets at `cpi`, with the sweep's seed.
+    fn scene(&self, cpi: Cpi) -> Result<Scene, String> {
+        let mut config = SceneConfig::new(cpi);
+        config.seed = self.seed;
+        Scene::new(config).map_err(|e| format!("invalid scene: {e}"))
+    }
+
+    /// The options every result depends on, recorded beside the results.
+    fn settings(&self) -> Value {
+        json!({
+            "warmup_s": self.warmup_s,
+            "window_s": self.window_s,
+            "tolerance": self.tolerance,
+            "confirm": self.confirm,
+            "latency_budget": self.latency_budget.to_string(),
+            "sender_tick_us": self.sender_tick_us,
+            "sender_nice": self.sender_nice,
+            "max_sender_lag_ms": self.max_sender_lag_ms,
+            "invalid_retries": self.invalid_retries,
+            "contradiction": self.contradiction,
+            "recheck_failures": self.recheck_failures,
+            "require_rate": self.require_rate,
+            "steady_limits": SteadyLimits::default(),
+            "sender_cpus": self.sender_cpus.as_ref().map(ToString::to_string),
+            "sut_cpus": self.sut_cpus.as_ref().map(ToString::to_string),
+            "seed": self.seed,
+            "pipelines": self.pipelines,
+            "pipeline_mode": self.pipeline_mode.name(),
+            "cotenant": self.cotenant.as_ref().map_or("none", CotenantSpec::kind),
+            "cotenant_intensity": self.cotenant_intensity,
+            "mps": self.mps.is_some(),
+            "mps_threads": self.mps.flatten(),
+        })
+    }
+}
+
+/// Why a sweep could not run, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BisectError {
+    /// No placement file was found where the sweep was told to look.
+    #[error("no placement files in {0}")]
+    NoPlacements(String),
+    /// A file or directory could not be read, created or written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// `read`, `create` or `write`.
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The MPS daemon could not be started.
+    #[error("--mps on: {0}")]
+    Mps(#[from] crate::mps::MpsError),
+    /// The co-tenant could not be started.
+    #[error("cannot start the co-tenant {kind}: {why}")]
+    Cotenant {
+        /// Its kind.
+        kind: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// The search's settings are invalid.
+    #[error("invalid search: {0}")]
+    Search(String),
+    /// A bound could not be measured.
+    #[error("bounds at {cpi}: {why}")]
+    Bounds {
+        /// The CPI.
+        cpi: Cpi,
+        /// Why.
+        why: String,
+    },
+    /// A trials CSV file could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// The writer's error.
+        source: csv::Error,
+    },
+    /// The results could not be encoded.
+    #[error("cannot encode the results: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The plots could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] crate::plots::PlotError),
+}
+
+/// How a sweep is stopped from outside: a flag the sweep reads between trials, and the child
+/// processes of the trial running now, which [`Stop::interrupt`] ends at once.
+#[derive(Clone, Debug, Default)]
+pub struct Stop {
+    flag: Arc<AtomicBool>,
+    children: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Stop {
+    /// Stops the sweep after the trial running now, and ends that trial's processes now (safe
+    /// to call from a signal-handling thread).
+    pub fn interrupt(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        for &pid in self
+            .children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            // A pid is removed from the list right after it is waited for, so each is an
+            // unreaped child; one that already exited is harmless.
+            let _ = kplace::os::process::terminate(pid);
+        }
+    }
+
+    /// Whether the sweep was interrupted.
+    pub fn interrupted(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    fn add(&self, pid: u32) {
+        self.children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pid);
+    }
+
+    fn remove(&self, pid: u32) {
+        self.children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != pid);
+    }
+}
+
+/// What a sweep says while it runs: a terminal shows it as a spinner per search, a log or a
+/// test may ignore it. Every method has a default that does nothing.
+pub trait Progress {
+    /// A search of `label` at `cpi` begins.
+    fn search_started(&self, _label: &str, _cpi: Cpi) {}
+    /// Trial `index` at `rate` CPI/s begins, in `phase`.
+    fn trial_started(&self, _index: usize, _rate: f64, _phase: Phase) {}
+    /// A trial was judged; `line` says how.
+    fn trial_judged(&self, _line: &str) {}
+    /// The search ended.
+    fn search_finished(&self) {}
+}
+
+/// A [`Progress`] that says nothing.
+impl Progress for () {}
+
+/// What a sweep found.
+#[derive(Debug)]
+pub struct Sweep {
+    /// The results file, as written to `out/bisect-rate.json`.
+    pub file: SweepFile,
+    /// The table's rows, in the order searched ([`output::table`] adds the header).
+    pub rows: Vec<String>,
+    /// Where the results file is.
+    pub json: PathBuf,
+    /// The plots drawn beside it.
+    pub plots: Vec<PathBuf>,
+    /// Whether the sweep was interrupted.
+    pub interrupted: bool,
+}
+
+/// Runs the sweep of `config` with the `kplace` executable `exe` (which every trial starts as
+/// `kplace run` and `kplace send`), saying how it goes to `progress`: every system at every CPI,
+/// `repeat` times each, with the co-tenant and the MPS daemon around the trials. Writes the
+/// results file, one CSV file per search and the plots into `config.out`.
+pub fn run(
+    config: &BisectConfig,
+    exe: &Path,
+    stop: &Stop,
+    progress: &dyn Progress,
+) -> Result<Sweep, BisectError> {
+    let mps_daemon = match config.mps {
+        None => None,
+        Some(threads) => {
+            let dirs = crate::mps::MpsDirs::default_dirs();
+            crate::mps::start(&dirs, threads)?;
+            tracing::info!(
+                "bisect-rate: MPS daemon started (pipe directory {})",
+                dirs.pipe.display()
+            );
+            Some(MpsDaemon(dirs))
+        }
+    };
+    let systems: Vec<System> = match &config.systems {
+        Systems::Command { command, name } => vec![System::Command {
+            command: command.clone(),
+            name: name.clone(),
+        }],
+        Systems::Placements(paths) => placement_files(paths)?
+            .into_iter()
+            .map(System::Placement)
+            .collect(),
+    };
+    fs::create_dir_all(&config.out).map_err(|source| BisectError::Io {
+        action: "create",
+        path: config.out.clone(),
+        source,
+    })?;
+    let ctx = Trials {
+        exe,
+        config,
+        stop,
+        mps: mps_daemon.as_ref().map(|d| &d.0),
+    };
+    let mut rows = Vec::new();
+    let mut searches: Vec<SearchEntry> = Vec::new();
+    'sweep: for system in &systems {
+        for &cpi in &config.cpi {
+            let name = system_name(config, system);
+            if let System::Placement(placement) = system
+                && let Err(reason) = plan_for(&config.graph, placement, cpi)
+            {
+                tracing::warn!("bisect-rate: {name} at {cpi}: skipped: {reason}");
+                rows.push(format!(
+                    "| {name} | {cpi} | skipped: {reason} | | | | | | | |"
+                ));
+                let mut entry = search_entry(config, system, &name, cpi, 0);
+                entry.skipped = Some(reason);
+                entry.outcome = "skipped".into();
+                entry.outcome_kind = "skipped".into();
+                searches.push(entry);
+                continue;
+            }
+            for repeat in 0..config.repeat {
+                let label = if config.repeat > 1 {
+                    format!("{name} #{repeat}")
+                } else {
+                    name.clone()
+                };
+                let search = Search {
+                    system,
+                    name: &name,
+                    label: &label,
+                    cpi,
+                    repeat,
+                };
+                let (entry, interrupted) = run_search(&ctx, &search, progress)?;
+                rows.push(table_row(&label, cpi, &entry, config.bounds));
+                searches.push(entry);
+                if interrupted {
+                    break 'sweep;
+                }
+            }
+        }
+    }
+    let spreads = spreads(&searches);
+    let file = SweepFile {
+        schema: crate::rate::sweep::SCHEMA.to_string(),
+        machine: machine_facts(),
+        settings: config.settings(),
+        searches,
+        spreads,
+    };
+    let json = config.out.join("bisect-rate.json");
+    let text = serde_json::to_string_pretty(&file)?;
+    fs::write(&json, text + "\n").map_err(|source| BisectError::Io {
+        action: "write",
+        path: json.clone(),
+        source,
+    })?;
+    let plots = crate::plots::write_all(std::slice::from_ref(&file), &config.out)?;
+    Ok(Sweep {
+        file,
+        rows,
+        json,
+        plots,
+        interrupted: stop.interrupted(),
+    })
+}
+
+/// A private MPS daemon for the sweep, stopped when dropped (also on errors and Ctrl-C).
+struct MpsDaemon(crate::mps::MpsDirs);
+
+impl Drop for MpsDaemon {
+    fn drop(&mut self) {
+        if let Err(e) = crate::mps::stop(&self.0) {
+            tracing::warn!("bisect-rate: warning: stopping the MPS daemon failed: {e}");
+        }
+    }
+}
+
+/// One trial as run: the search's record plus what was measured.
+pub(crate) struct TrialRun {
+    rate: f64,
+    phase: Phase,
+    judgement: Judgement,
+    measurement: Option<TrialMeasurement>,
+    /// What the results file keeps of the trial's run report (or, for another receiver, of
+    /// what was measured of it).
+    figures: Option<TrialFigures>,
+    /// Where that report is.
+    report_path: Option<PathBuf>,
+    /// The sender's account of its schedule.
+    sender: Option<SenderEntry>,
+}
+
+/// A trial's latency, stage times and CPU use, as the results file keeps them.
+#[derive(Clone, Debug, Default)]
+struct TrialFigures {
+    latency: Option<TrialLatency>,
+    stages: Vec<StageTime>,
+    cores_used: Option<f64>,
+}
+
+/// Why a trial could not run at all (it stops the search).
+#[derive(Debug, thiserror::Error)]
+enum TrialError {
+    #[error("interrupted")]
+    Interrupted,
+    #[error("{0}")]
+    Spawn(String),
+}
+
+/// One system searched: a kplace placement, or another receiver's command and its name.
+enum System {
+    Placement(PathBuf),
+    Command { command: String, name: String },
+}
+
+/// The name of `system` in the table: the placement's file stem or the command's name, with
+/// the pipelines, co-tenant and MPS the sweep adds.
+fn system_name(config: &BisectConfig, system: &System) -> String {
+    let mut name = match system {
+        System::Placement(path) => placement_name(path),
+        System::Command { name, .. } => name.clone(),
+    };
+    if config.pipelines > 1 {
+        name = format!("{name} x{} {}", config.pipelines, config.pipeline_mode);
+    }
+    if let Some(spec) = &config.cotenant {
+        name += &format!(" +{}", spec.kind());
+    }
+    if config.mps.is_some() {
+        name += " mps";
+    }
+    name
+}
+
+/// One search: which system, under which name and label, at which CPI, which repeat.
+struct Search<'a> {
+    system: &'a System,
+    name: &'a str,
+    label: &'a str,
+    cpi: Cpi,
+    repeat: u32,
+}
+
+/// One search: the co-tenant and bounds around it, the steadiness probes before, after and at
+/// every failure, and every trial; whether it was interrupted.
+fn run_search(
+    ctx: &Trials<'_>,
+    s: &Search<'_>,
+    progress: &dyn Progress,
+) -> Result<(SearchEntry, bool), BisectError> {
+    let config = ctx.config;
+    let (system, cpi) = (s.system, s.cpi);
+    let mut entry = search_entry(config, system, s.name, cpi, s.repeat);
+    let limits = SteadyLimits::default();
+    // Bounds on both sides of each search: the machine's speed drifts over minutes, and a
+    // ratio means something only against bounds from the same minutes.
+    let before = config
+        .bounds
+        .then(|| measure_bounds(ctx, system, cpi))
+        .transpose()?;
+    let baseline = run_probe("before");
+    let mut probes = vec![ProbeEntry {
+        steadiness: baseline.judge(None, &limits),
+        probe: baseline.clone(),
+    }];
+    progress.search_started(s.label, cpi);
+    let mut runs: Vec<TrialRun> = Vec::new();
+    let hog = match &config.cotenant {
+        Some(spec) => Some(Cotenant::start(spec).map_err(|e| BisectError::Cotenant {
+            kind: spec.kind(),
+            why: e.to_string(),
+        })?),
+        None => None,
+    };
+    let dir = config
+        .out
+        .join(format!("{}-{cpi}-{}", s.name.replace(' ', "-"), s.repeat));
+    let outcome = search(&config.search_config(cpi), |rate, phase| {
+        if ctx.stop.interrupted() {
+            return Err(TrialError::Interrupted);
+        }
+        let index = runs.len();
+        progress.trial_started(index, rate, phase);
+        let mut run = match system {
+            System::Placement(placement) => trial::trial(ctx, placement, cpi, rate, &dir, index)?,
+            System::Command { command, .. } => {
+                sut::sut_trial(ctx, command, cpi, rate, &dir, index)?
+            }
+        };
+        // A trial cut short by Ctrl-C measured nothing: it is not a failure.
+        if ctx.stop.interrupted() {
+            return Err(TrialError::Interrupted);
+        }
+        // A failure on an unsteady machine says nothing about the system: retried.
+        if run.judgement.failed() {
+            let probe = run_probe(format!("after trial {index}"));
+            let steadiness = probe.judge(Some(&baseline), &limits);
+            if let (Some(why), Judgement::Verdict(verdict)) = (&steadiness.unsteady, &run.judgement)
+            {
+                run.judgement = Judgement::Invalid(format!(
+                    "it failed ({verdict}) while the machine was unsteady: {why}"
+                ));
+            }
+            probes.push(ProbeEntry { probe, steadiness });
+        }
+        progress.trial_judged(&format!(
+            "{} {cpi} trial {index}: {rate:.1} CPI/s ({phase}): {}",
+            s.label, run.judgement
+        ));
+        let judgement = run.judgement.clone();
+        runs.push(TrialRun { phase, ..run });
+        Ok(judgement)
+    });
+    progress.search_finished();
+    entry.cotenant = match hog {
+        Some(hog) => Some(match hog.stop() {
+            Ok(report) => serde_json::to_value(&report)?,
+            Err(e) => json!({"error": e.to_string()}),
+        }),
+        None => None,
+    };
+    let (result, interrupted) = match outcome {
+        Ok(result) => (result, false),
+        Err(SearchError::Trial { partial, cause }) => {
+            tracing::warn!("bisect-rate: search stopped: {cause}");
+            (*partial, true)
+        }
+        Err(SearchError::InvalidConfig(e)) => return Err(BisectError::Search(e.to_string())),
+    };
+    if !interrupted {
+        let after = run_probe("after");
+        probes.push(ProbeEntry {
+            steadiness: after.judge(Some(&baseline), &limits),
+            probe: after,
+        });
+    }
+    let after = (before.is_some() && !interrupted)
+        .then(|| measure_bounds(ctx, system, cpi))
+        .transpose()?;
+    let bounds = before.map(|before| BracketedBounds { before, after });
+    entry.sustained_cpi_per_s = result.sustained;
+    entry.aggregate_sustained_cpi_per_s = result.sustained.map(|r| r * config.pipelines as f64);
+    entry.highest_pass = result.highest_pass;
+    entry.lowest_fail = result.lowest_fail;
+    entry.outcome = result.outcome.to_string();
+    entry.outcome_kind = result.outcome.kind().to_string();
+    entry.probes = probes;
+    entry.bounds = bounds.as_ref().map(|b| b.to_json(result.sustained));
+    entry.trials = runs
+        .iter()
+        .map(|t| trial_entry(t, &entry.latency_budget, &config.out))
+        .collect();
+    write_csv(&config.out, &s.name.replace(' ', "-"), cpi, s.repeat, &runs)?;
+    Ok((entry, interrupted))
+}
+
+/// An entry for `system` at `cpi` with what is known before the search.
+fn search_entry(
+    config: &BisectConfig,
+    system: &System,
+    name: &str,
+    cpi: Cpi,
+    repeat: u32,
+) -> SearchEntry {
+    SearchEntry {
+        system: name.to_string(),
+        placement: match system {
+            System::Placement(p) => Some(p.display().to_string()),
+            System::Command { .. } => None,
+        },
+        sut_cmd: match system {
+            System::Command { command, .. } => Some(command.clone()),
+            System::Placement(_) => None,
+        },
+        cpi: cpi.to_string(),
+        repeat,
+        skipped: None,
+        real_time_cpi_per_s: 1.0 / cpi.period_s(),
+        latency_budget: config.latency_budget(cpi),
+        start_rate: config.search_config(cpi).start_rate,
+        pipelines: config.pipelines,
+        pipeline_mode: config.pipeline_mode.name().to_string(),
+        sustained_cpi_per_s: None,
+        aggregate_sustained_cpi_per_s: None,
+        highest_pass: None,
+        lowest_fail: None,
+        outcome: String::new(),
+        outcome_kind: String::new(),
+        probes: Vec::new(),
+        bounds: None,
+        cotenant: None,
+        trials: Vec::new(),
+    }
+}
+
+/// What the results file keeps of one trial.
+fn trial_entry(t: &TrialRun, budget: &LatencyBudget, out: &Path) -> TrialEntry {
+    let figures = t.figures.clone().unwrap_or_default();
+    TrialEntry {
+        rate: t.rate,
+        phase: t.phase.to_string(),
+        status: match &t.judgement {
+            Judgement::Invalid(_) => TrialStatus::Invalid,
+            j if j.passed() => TrialStatus::Passed,
+            _ => TrialStatus::Failed,
+        },
+        failures: t
+            .judgement
+            .verdict()
+            .map(|v| v.failures.iter().map(Failure::to_string).collect())
+            .unwrap_or_default(),
+        invalid: t.judgement.invalid().map(str::to_string),
+        budget_ms: budget.at(t.rate).as_secs_f64() * 1e3,
+        measurement: t.measurement.clone(),
+        latency: figures.latency,
+        stages: figures.stages,
+        cores_used: figures.cores_used,
+        sender: t.sender.clone(),
+        report: t
+            .report_path
+            .as_ref()
+            .map(|p| p.strip_prefix(out).unwrap_or(p).display().to_string()),
+    }
+}
+
+/// What every trial needs from the sweep.
+struct Trials<'a> {
+    /// The MPS daemon whose clients the receivers must be, with MPS on.
+    mps: Option<&'a crate::mps::MpsDirs>,
+    exe: &'a Path,
+    config: &'a BisectConfig,
+    stop: &'a Stop,
+}
+
+impl Trials<'_> {
+    /// A command for the sender, confined to the sender's CPUs.
+    fn sender_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        confined(program, self.config.sender_cpus.as_ref())
+    }
+
+    /// A command for the system under test, confined to its CPUs.
+    fn sut_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        confined(program, self.config.sut_cpus.as_ref())
+    }
+
+    /// `kplace run` receiving on an ephemeral loopback port (which its ready file tells),
+    /// ending 1 s after the last packet: the start of every kplace receiver a sweep runs.
+    fn receiver_command(&self) -> Command {
+        let mut command = self.sut_command(self.exe);
+        command.args([
+            "run",
+            "--source",
+            "udp://127.0.0.1:0",
+            "--idle-timeout-s",
+            "1",
+            // The sender starts once the receiver is ready, after preparing its frames.
+            "--start-timeout-s",
+            "60",
+        ]);
+        command
+    }
+
+    /// What every trial does first: creates its directory `dir` and says how many frames it
+    /// sends at `rate`, as (warm-up, all).
+    fn begin_trial(&self, dir: &Path, rate: f64) -> Result<(u64, u64), TrialError> {
+        fs::create_dir_all(dir)
+            .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
+        let (warmup, measured) = self.config.trial_frames(rate);
+        Ok((warmup, warmup + measured))
+    }
+}
+
+fn confined(program: impl AsRef<std::ffi::OsStr>, cpus: Option<&CpuSet>) -> Command {
+    let mut command = Command::new(program);
+    if let Some(cpus) = cpus {
+        cpus.confine(&mut command);
+    }
+    command
+}
+
+fn placement_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BisectError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = fs::read_dir(path)
+                .map_err(|source| BisectError::Io {
+                    action: "read",
+                    path: path.clone(),
+                    source,
+                })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    if files.is_empty() {
+        return Err(BisectError::NoPlacements(
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    Ok(files)
+}
+
+fn placement_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The plan of `placement` at `cpi`, or why there is none (the error with its causes).
+/// Planned once before a system's searches, so that a placement that cannot run (a GPU
+/// placement without a GPU) is reported as skipped with the planner's reason instead of
+/// failing every trial.
+fn plan_for(graph: &Path, placement: &Path, cpi: Cpi) -> Result<Plan, String> {
+    let overrides = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
+    let graph = Graph::load(graph, &overrides).map_err(|e| with_causes(&e))?;
+    let placement = Placement::load(placement).map_err(|e| with_causes(&e))?;
+    Plan::new(graph, placement).map_err(|e| with_causes(&e))
+}
+
+/// An error and its causes, joined by `: `.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text = format!("{text}: {e}");
+        cause = e.source();
+    }
+    text
+}
+
+fn failed(rate: f64, why: String) -> TrialRun {
+    TrialRun {
+        rate,
+        phase: Phase::ProbeUp,
+        judgement: Judgement::Verdict(Verdict::from_failures(vec![Failure::SystemFailed(why)])),
+        measurement: None,
+        figures: None,
+        report_path: None,
+        sender: None,
+    }
+}

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use kplace::net::sender::{self, Faults, FrameCount, FrameTimes, Pacing, SendReport, SenderConfig};
+use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
 use kplace::net::wire::{Malformed, WireShape};
-use kplace::report::send::{SEND_SCHEMA, SendFile};
+use kplace::report::send::SendFile;
 
 use super::args::SceneArgs;
 
@@ -211,9 +211,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let prepared_at = Instant::now();
     let prepared = kplace_radar::graph::prepare_frames(&scene, period.get())?;
     tracing::info!(
-        "kplace send: CPI {cpi} to {dest}, {}, {} ({period} distinct scene frames prepared in {:.2} s), seed {}",
-        describe_pacing(pacing),
-        describe_frames(frames),
+        "kplace send: CPI {cpi} to {dest}, {pacing}, {frames} ({period} distinct scene frames prepared in {:.2} s), seed {}",
         prepared_at.elapsed().as_secs_f64(),
         args.scene.seed
     );
@@ -231,58 +229,20 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let nice = set_nice(args.nice);
     let report = sender::send(&prepared, &config, &stop)
         .with_context(|| format!("kplace send to {dest}"))?;
-    println!("{}", summary(&report, dest));
+    println!("{}", report.summary(dest));
     if let (Some(mut out), Some(path)) = (report_file, &args.report) {
-        serde_json::to_writer_pretty(&mut out, &send_file(&report, nice))
+        serde_json::to_writer_pretty(&mut out, &SendFile::new(&report, nice))
             .map_err(std::io::Error::from)
             .and_then(|()| out.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let (Some(mut out), Some(path)) = (times, &args.times) {
-        write_times(&mut out, &report.frame_starts)
+        report
+            .write_times(&mut out)
             .and_then(|()| out.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn describe_pacing(pacing: Pacing) -> String {
-    match pacing {
-        Pacing::ChirpInterval(d) => format!("a chirp every {:.3} us", d.as_secs_f64() * 1e6),
-        Pacing::CpiRate(rate) => format!("{rate} CPI/s"),
-        Pacing::Burst => "burst".into(),
-    }
-}
-
-fn describe_frames(frames: FrameCount) -> String {
-    match frames {
-        FrameCount::Frames(n) => format!("{n} frames"),
-        FrameCount::Duration(d) => format!("for {:.3} s", d.as_secs_f64()),
-    }
-}
-
-fn summary(report: &SendReport, dest: SocketAddr) -> String {
-    format!(
-        "sent {} frames, {} packets, {:.1} MB to {dest} in {:.3} s: {:.1} CPI/s, {:.3} Gbit/s, \
-         max lag {:.1} us, longest oversleep {:.1} us, {} involuntary switches, {} sendmmsg calls, \
-         send buffer {} KiB{}",
-        report.frames,
-        report.packets,
-        report.bytes as f64 / 1e6,
-        report.elapsed.as_secs_f64(),
-        report.cpi_per_s(),
-        report.gbit_per_s(),
-        report.max_lag.as_secs_f64() * 1e6,
-        report.max_oversleep.as_secs_f64() * 1e6,
-        report.involuntary_switches,
-        report.syscalls,
-        report.send_buffer / 1024,
-        if report.stopped {
-            ", stopped early"
-        } else {
-            ""
-        }
-    )
 }
 
 /// Sets the calling thread's nice value to `nice` where allowed; the value it runs at.
@@ -293,29 +253,4 @@ fn set_nice(nice: i32) -> i32 {
         );
     }
     kplace::os::process::nice()
-}
-
-fn send_file(report: &SendReport, nice: i32) -> SendFile {
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    SendFile {
-        schema: SEND_SCHEMA.to_string(),
-        frames: report.frames,
-        packets: report.packets,
-        bytes: report.bytes,
-        elapsed_s: report.elapsed.as_secs_f64(),
-        cpi_per_s: report.cpi_per_s(),
-        max_lag_ms: ms(report.max_lag),
-        max_oversleep_ms: ms(report.max_oversleep),
-        involuntary_switches: report.involuntary_switches,
-        nice,
-        stopped: report.stopped,
-    }
-}
-
-fn write_times(out: &mut impl Write, times: &[FrameTimes]) -> std::io::Result<()> {
-    writeln!(out, "frame_id,first_ns,last_ns")?;
-    for t in times {
-        writeln!(out, "{},{},{}", t.frame_id, t.first_ns, t.last_ns)?;
-    }
-    Ok(())
 }

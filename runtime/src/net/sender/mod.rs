@@ -203,6 +203,58 @@ impl SendReport {
     }
 }
 
+impl SendReport {
+    /// One line saying what was sent to `dest` and how well the schedule was kept.
+    pub fn summary(&self, dest: std::net::SocketAddr) -> String {
+        format!(
+            "sent {} frames, {} packets, {:.1} MB to {dest} in {:.3} s: {:.1} CPI/s, {:.3} Gbit/s, \
+             max lag {:.1} us, longest oversleep {:.1} us, {} involuntary switches, {} sendmmsg calls, \
+             send buffer {} KiB{}",
+            self.frames,
+            self.packets,
+            self.bytes as f64 / 1e6,
+            self.elapsed.as_secs_f64(),
+            self.cpi_per_s(),
+            self.gbit_per_s(),
+            self.max_lag.as_secs_f64() * 1e6,
+            self.max_oversleep.as_secs_f64() * 1e6,
+            self.involuntary_switches,
+            self.syscalls,
+            self.send_buffer / 1024,
+            if self.stopped { ", stopped early" } else { "" }
+        )
+    }
+
+    /// Writes every frame's send times as CSV, `frame_id,first_ns,last_ns` after a header line:
+    /// what `kplace send --times FILE` writes.
+    pub fn write_times(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        writeln!(out, "frame_id,first_ns,last_ns")?;
+        for t in &self.frame_starts {
+            writeln!(out, "{},{},{}", t.frame_id, t.first_ns, t.last_ns)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Pacing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pacing::ChirpInterval(d) => write!(f, "a chirp every {:.3} us", d.as_secs_f64() * 1e6),
+            Pacing::CpiRate(rate) => write!(f, "{rate} CPI/s"),
+            Pacing::Burst => f.write_str("burst"),
+        }
+    }
+}
+
+impl std::fmt::Display for FrameCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameCount::Frames(n) => write!(f, "{n} frames"),
+            FrameCount::Duration(d) => write!(f, "for {:.3} s", d.as_secs_f64()),
+        }
+    }
+}
+
 /// Why a run could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {

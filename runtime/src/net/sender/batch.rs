@@ -1,58 +1,21 @@
 //! One `sendmmsg` batch: headers, gather vectors and message headers allocated once and reused,
 //! so sending a batch allocates nothing; payloads are gathered straight from the prepared
 //! frames.
+//!
+//! The call itself is libc's: nix 0.32's `sendmmsg` says how many messages went out only
+//! through an iterator that reads its address slots as initialised, and `sendmmsg` never
+//! writes them. The destination is nix's socket address.
 
 use std::io;
 use std::mem;
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
+
+use nix::sys::socket::{SockaddrLike as _, SockaddrStorage};
 
 use crate::net::wire::HEADER_BYTES;
 
 use super::cursor::Planned;
 use super::{BATCH_PACKETS, monotonic_ns};
-
-/// The destination as a C socket address, for `msg_name`.
-pub(super) struct RawAddr {
-    pub(super) storage: libc::sockaddr_storage,
-    pub(super) len: libc::socklen_t,
-}
-
-impl RawAddr {
-    pub(super) fn new(addr: SocketAddr) -> RawAddr {
-        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
-        let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
-        let len = match addr {
-            SocketAddr::V4(a) => {
-                // SAFETY: plain old data, as above.
-                let mut sin: libc::sockaddr_in = unsafe { mem::zeroed() };
-                sin.sin_family = libc::AF_INET as libc::sa_family_t;
-                sin.sin_port = a.port().to_be();
-                sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
-                // SAFETY: sockaddr_storage is large and aligned enough for any socket address;
-                // the write stays within `storage`.
-                unsafe { (&raw mut storage).cast::<libc::sockaddr_in>().write(sin) };
-                mem::size_of::<libc::sockaddr_in>()
-            }
-            SocketAddr::V6(a) => {
-                // SAFETY: plain old data, as above.
-                let mut sin6: libc::sockaddr_in6 = unsafe { mem::zeroed() };
-                sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                sin6.sin6_port = a.port().to_be();
-                sin6.sin6_flowinfo = a.flowinfo();
-                sin6.sin6_addr.s6_addr = a.ip().octets();
-                sin6.sin6_scope_id = a.scope_id();
-                // SAFETY: as for the IPv4 address.
-                unsafe { (&raw mut storage).cast::<libc::sockaddr_in6>().write(sin6) };
-                mem::size_of::<libc::sockaddr_in6>()
-            }
-        };
-        RawAddr {
-            storage,
-            len: len as libc::socklen_t,
-        }
-    }
-}
 
 /// What the report needs of a sent packet.
 #[derive(Clone, Copy, Debug)]
@@ -116,7 +79,7 @@ impl<'a> Batch<'a> {
     pub(super) fn send(
         &mut self,
         fd: RawFd,
-        dest: &RawAddr,
+        dest: &SockaddrStorage,
         mut sent: impl FnMut(u64, u64, &[Entry<'a>]),
     ) -> io::Result<()> {
         let n = self.entries.len();
@@ -142,8 +105,8 @@ impl<'a> Batch<'a> {
                     iov_len: entry.payload.len(),
                 };
                 let m = &mut *messages.add(i);
-                m.msg_hdr.msg_name = (&raw const dest.storage).cast_mut().cast();
-                m.msg_hdr.msg_namelen = dest.len;
+                m.msg_hdr.msg_name = dest.as_ptr().cast_mut().cast();
+                m.msg_hdr.msg_namelen = dest.len();
                 m.msg_hdr.msg_iov = iov.as_mut_ptr();
                 m.msg_hdr.msg_iovlen = 2;
                 m.msg_len = 0;

@@ -40,7 +40,7 @@ mod cursor;
 mod pacing;
 
 use crate::net::wire::{HEADER_BYTES, Malformed, WireShape};
-use batch::{Batch, RawAddr};
+use batch::Batch;
 use cursor::Cursor;
 use pacing::{involuntary_switches, precise_sleeps, wait_until};
 
@@ -355,7 +355,7 @@ pub fn send(
     let clock = validate(frames, config)?;
     let (socket, send_buffer) = open_socket(config.dest)?;
     precise_sleeps();
-    let dest = RawAddr::new(config.dest);
+    let dest = nix::sys::socket::SockaddrStorage::from(config.dest);
     let mut batch = Batch::new();
     let mut cursor = Cursor::new(frames, config, clock);
     let reserve = match (config.frames, clock) {

@@ -1,5 +1,3 @@
-use std::mem;
-
 use super::cursor::Planned;
 use super::pacing::TIMER_SLACK;
 use super::*;
@@ -163,14 +161,41 @@ fn the_pacing_thread_asks_for_precise_sleeps() {
     .expect("the check ran");
 }
 
+/// Every packet reaches the destination, IPv4 or IPv6, header and payload intact: the address
+/// and gather vectors `sendmmsg` is given are right.
 #[test]
-fn raw_address_matches_the_socket_address() {
-    let a = RawAddr::new("127.0.0.1:4660".parse().expect("v4"));
-    assert_eq!(a.len as usize, mem::size_of::<libc::sockaddr_in>());
-    // SAFETY: RawAddr::new wrote a sockaddr_in for an IPv4 address.
-    let sin = unsafe { *(&raw const a.storage).cast::<libc::sockaddr_in>() };
-    assert_eq!(sin.sin_port, 4660u16.to_be());
-    assert_eq!(sin.sin_addr.s_addr.to_ne_bytes(), [127, 0, 0, 1]);
-    let b = RawAddr::new("[::1]:80".parse().expect("v6"));
-    assert_eq!(b.len as usize, mem::size_of::<libc::sockaddr_in6>());
+fn packets_reach_an_ipv4_or_ipv6_destination_whole() {
+    for bind in ["127.0.0.1:0", "[::1]:0"] {
+        let Ok(receiver) = std::net::UdpSocket::bind(bind) else {
+            println!("skipped {bind}: no such loopback here");
+            continue;
+        };
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut c = config(4, FrameCount::Frames(2), Pacing::Burst, Faults::default());
+        c.dest = receiver.local_addr().expect("address");
+        c.first_frame_id = 7;
+        let prepared = frames(2, 4);
+        let report = send(&prepared, &c, &AtomicBool::new(false)).expect("sent");
+        assert_eq!((report.frames, report.packets), (2, 8));
+        let mut buf = [0u8; 256];
+        for n in 0..8u32 {
+            let (len, _) = receiver.recv_from(&mut buf).expect("a packet");
+            assert_eq!(len, HEADER_BYTES + 8, "{bind}");
+            let header = crate::net::wire::classify(
+                crate::net::wire::ChirpHeader::read_from(&buf[..len]),
+                len,
+                false,
+                c.shape,
+            )
+            .expect("a well-formed packet");
+            assert_eq!(
+                (header.frame_id, header.chirp_id),
+                (7 + n / 4, n % 4),
+                "{bind}"
+            );
+            assert_eq!(&buf[HEADER_BYTES..len], &[(n / 4) as u8; 8], "{bind}");
+        }
+    }
 }

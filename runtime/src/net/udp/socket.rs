@@ -1,11 +1,12 @@
 //! Datagrams in batches: the [`Datagrams`] seam the receiver reads through, and its socket
-//! implementation on `recvmmsg`, which scatters each datagram's header and payload into
-//! separate buffers and reports its sender.
+//! implementation on `recvmmsg` (through nix), which scatters each datagram's header and
+//! payload into separate buffers and reports its sender.
 
-use std::io;
-use std::mem::MaybeUninit;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::io::{self, IoSliceMut};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
+
+use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg};
 
 /// One message of a batch: where its header and payload are to go, and what arrived.
 #[derive(Clone, Copy, Debug)]
@@ -54,104 +55,88 @@ pub trait Datagrams {
     unsafe fn recv_batch(&mut self, messages: &mut [Message]) -> io::Result<usize>;
 }
 
-/// [`Datagrams`] from a UDP socket through `recvmmsg`; its buffers are sized once, for
-/// `batch` messages.
+/// The most messages one `recvmmsg` takes: a batch's gather vectors are built on the stack for
+/// every call (so a batch allocates nothing), and building more than the receiver's batch of
+/// 64 would cost every call for nothing; a longer batch is received in several calls.
+pub const MAX_BATCH: usize = 64;
+
+/// [`Datagrams`] from a UDP socket through nix's `recvmmsg`; its message headers and address
+/// slots are allocated once, for `batch` messages (at most [`MAX_BATCH`]), and each call's
+/// gather vectors live on the stack, so receiving allocates nothing.
 pub struct SocketDatagrams<'s> {
     socket: &'s UdpSocket,
-    iovecs: Vec<[libc::iovec; 2]>,
-    headers: Vec<libc::mmsghdr>,
-    names: Vec<libc::sockaddr_storage>,
+    headers: MultiHeaders<SockaddrStorage>,
+    batch: usize,
 }
 
 impl<'s> SocketDatagrams<'s> {
-    /// Batches of up to `batch` messages from `socket` (which has a read timeout).
+    /// Batches of up to `batch` messages (at most [`MAX_BATCH`]) from `socket` (which has a
+    /// read timeout).
     pub fn new(socket: &'s UdpSocket, batch: usize) -> Self {
-        let empty = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
+        let batch = batch.clamp(1, MAX_BATCH);
         Self {
             socket,
-            iovecs: vec![[empty, empty]; batch],
-            // SAFETY: mmsghdr is plain data (integers and null pointers); all-zero is valid.
-            headers: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
-            // SAFETY: sockaddr_storage is plain data; all-zero is valid (family AF_UNSPEC).
-            names: vec![unsafe { MaybeUninit::zeroed().assume_init() }; batch],
+            headers: MultiHeaders::preallocate(batch, None),
+            batch,
         }
     }
 }
 
 impl Datagrams for SocketDatagrams<'_> {
     unsafe fn recv_batch(&mut self, messages: &mut [Message]) -> io::Result<usize> {
-        let n = messages.len().min(self.headers.len());
-        for (i, m) in messages[..n].iter().enumerate() {
-            self.iovecs[i] = [
-                libc::iovec {
-                    iov_base: m.header.cast(),
-                    iov_len: m.header_len,
-                },
-                libc::iovec {
-                    iov_base: m.payload.cast(),
-                    iov_len: m.payload_len,
-                },
-            ];
-            let h = &mut self.headers[i];
-            h.msg_hdr.msg_iov = self.iovecs[i].as_mut_ptr();
-            h.msg_hdr.msg_iovlen = 2;
-            h.msg_hdr.msg_name = std::ptr::from_mut(&mut self.names[i]).cast();
-            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_flags = 0;
-            h.msg_len = 0;
+        let n = messages.len().min(self.batch);
+        let mut iovs: [[IoSliceMut<'_>; 2]; MAX_BATCH] =
+            std::array::from_fn(|_| [IoSliceMut::new(&mut []), IoSliceMut::new(&mut [])]);
+        for (iov, m) in iovs.iter_mut().zip(&messages[..n]) {
+            // SAFETY: the caller vouches that `header` and `payload` point at writable memory
+            // of their stated lengths, accessed by nothing else during this call, which is as
+            // long as these slices live.
+            *iov = unsafe {
+                [
+                    buffer(m.header, m.header_len),
+                    buffer(m.payload, m.payload_len),
+                ]
+            };
         }
-        // SAFETY: every header points at two iovecs over buffers the caller vouches for, and
-        // at a sockaddr_storage of the stated size; all live for the call.
-        let got = unsafe {
-            libc::recvmmsg(
-                self.socket.as_raw_fd(),
-                self.headers.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let got = got as usize;
-        for (i, m) in messages[..got].iter_mut().enumerate() {
-            let h = &self.headers[i];
-            m.len = h.msg_len as usize;
-            m.truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            m.source = socket_addr(&self.names[i], h.msg_hdr.msg_namelen);
+        let received = recvmmsg(
+            self.socket.as_raw_fd(),
+            &mut self.headers,
+            iovs[..n].iter_mut(),
+            MsgFlags::MSG_WAITFORONE,
+            None,
+        )?;
+        let mut got = 0;
+        for (m, r) in messages.iter_mut().zip(received) {
+            m.len = r.bytes;
+            m.truncated = r.flags.contains(MsgFlags::MSG_TRUNC);
+            m.source = r.address.as_ref().and_then(socket_addr);
+            got += 1;
         }
         Ok(got)
     }
 }
 
-/// The address the kernel wrote into `storage`.
-fn socket_addr(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
-    let len = len as usize;
-    match libc::c_int::from(storage.ss_family) {
-        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
-            // SAFETY: the family says the storage holds a sockaddr_in, and it is large enough.
-            let a = unsafe { &*std::ptr::from_ref(storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
-                u16::from_be(a.sin_port),
-            )))
-        }
-        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: the family says the storage holds a sockaddr_in6, and it is large enough.
-            let a = unsafe { &*std::ptr::from_ref(storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(a.sin6_addr.s6_addr),
-                u16::from_be(a.sin6_port),
-                a.sin6_flowinfo,
-                a.sin6_scope_id,
-            )))
-        }
-        _ => None,
+/// `len` bytes at `ptr` as a slice; an empty one for a length of zero (whatever the pointer).
+///
+/// # Safety
+/// With `len > 0`, `ptr` points at `len` writable bytes that nothing else accesses while the
+/// slice lives.
+unsafe fn buffer<'b>(ptr: *mut u8, len: usize) -> IoSliceMut<'b> {
+    if len == 0 {
+        return IoSliceMut::new(&mut []);
     }
+    // SAFETY: the caller's contract, above.
+    IoSliceMut::new(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+}
+
+/// The sender's address the kernel reported, as a standard socket address.
+fn socket_addr(storage: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = storage.as_sockaddr_in() {
+        return Some(SocketAddr::V4(SocketAddrV4::from(*v4)));
+    }
+    storage
+        .as_sockaddr_in6()
+        .map(|v6| SocketAddr::V6(SocketAddrV6::from(*v6)))
 }
 
 /// Asks for a receive buffer of `bytes` (`SO_RCVBUFFORCE` where permitted, past the system's
@@ -202,4 +187,55 @@ fn size_buffer(socket: &UdpSocket, buffer: Buffer, bytes: usize) -> io::Result<u
         }
     );
     Ok(granted)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A batch from IPv4 and IPv6 senders: each datagram scattered into its header and payload
+    /// buffers, its length, truncation and sender reported (a truncated datagram's length is
+    /// what fitted).
+    #[test]
+    fn a_batch_scatters_each_datagram_and_names_its_sender() {
+        for bind in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(socket) = UdpSocket::bind(bind) else {
+                println!("skipped {bind}: no such loopback here");
+                continue;
+            };
+            socket
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let sender = UdpSocket::bind(bind).unwrap();
+            let to = socket.local_addr().unwrap();
+            sender.send_to(b"head+payload", to).unwrap();
+            sender.send_to(b"hea", to).unwrap();
+            sender.send_to(b"head+payload, and more", to).unwrap();
+            let mut headers = [[0u8; 4]; 3];
+            let mut payloads = [[0u8; 8]; 3];
+            let mut messages = [Message::empty(); 3];
+            for ((m, h), p) in messages.iter_mut().zip(&mut headers).zip(&mut payloads) {
+                (m.header, m.header_len) = (h.as_mut_ptr(), h.len());
+                (m.payload, m.payload_len) = (p.as_mut_ptr(), p.len());
+            }
+            let mut datagrams = SocketDatagrams::new(&socket, 3);
+            let mut got = 0;
+            while got < 3 {
+                // SAFETY: every message points at its own header and payload array, alive and
+                // otherwise untouched for the call.
+                got += unsafe { datagrams.recv_batch(&mut messages[got..]) }.unwrap();
+            }
+            let from = Some(sender.local_addr().unwrap());
+            assert_eq!(
+                messages.map(|m| (m.len, m.truncated, m.source)),
+                [(12, false, from), (3, false, from), (12, true, from)],
+                "{bind}"
+            );
+            assert_eq!(&headers[0], b"head");
+            assert_eq!(&payloads[0], b"+payload");
+            assert_eq!(&headers[1][..3], b"hea");
+        }
+    }
 }

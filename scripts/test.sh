@@ -15,5 +15,7 @@ if command -v rustup >/dev/null; then
 fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The libraries' rustdoc: no broken or private link.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p kplace -p kplace-lab -p kplace-radar
 cargo build --workspace --all-targets
 cargo test --workspace

@@ -73,6 +73,7 @@ enum Command {
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Plan(args) => plan::main(args),
+        Command::Run(args) if args.pipelines > 1 => pipelines::main(args),
         Command::Run(args) => run::main(args),
         Command::Send(args) => send::main(args),
         Command::Verify(args) => verify::main(args),

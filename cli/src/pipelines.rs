@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use kplace::interrupt;
 use kplace::report::ready::Readiness;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry};
@@ -26,8 +26,21 @@ use super::run::{RunArgs, SourceArg, check_mps, exit_status, open_outputs};
 /// modules and plans first: seconds, not minutes).
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Runs `kplace run --pipelines N` (N > 1) in the mode asked for.
+pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    args.check()?;
+    interrupt::install().context("cannot install the SIGINT/SIGTERM handler")?;
+    if args.ingest_only {
+        bail!("--ingest-only measures one receiver: drop --pipelines");
+    }
+    match args.pipeline_mode.into() {
+        PipelineMode::Thread => threads(&args),
+        PipelineMode::Process => processes(&args),
+    }
+}
+
 /// N pipelines as threads of this process.
-pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
+fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
     let outputs = (0..n)
@@ -75,7 +88,7 @@ pub fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
 
 /// N pipelines as child `kplace run` processes: each gets this command line but for the
 /// per-child options, its own port (or ephemeral port), report, ready file and output files.
-pub fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
+fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;

@@ -21,7 +21,6 @@ use kplace_radar::run::{Outputs, RunConfig, Setup, run_pipeline};
 
 use super::args::{GraphArgs, SceneArgs};
 use super::output::{self, ReportOutput};
-use super::pipelines;
 
 /// Where frames come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,7 +97,7 @@ pub struct RunArgs {
     start_timeout_s: Option<f64>,
     /// UDP: receive and assemble frames without processing them (the receiver's ceiling).
     #[arg(long)]
-    ingest_only: bool,
+    pub(crate) ingest_only: bool,
     /// UDP: accept packets only from this source, ADDR or ADDR:PORT (repeatable). Without
     /// it the stream locks to the first sender; with it, another allowed sender (a restarted
     /// one, on a new port) can take the stream over once a frame's worth of its packets
@@ -143,7 +142,7 @@ fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
 
 impl RunArgs {
     /// Refuses option values that could only waste a run or pass it vacuously.
-    fn check(&self) -> anyhow::Result<()> {
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
         if self.frames == 0 {
             bail!("--frames must be at least 1: a run of no frames verifies nothing");
         }
@@ -257,20 +256,11 @@ pub(crate) fn exit_status(passed: bool) -> ExitCode {
     }
 }
 
-/// Plans, prepares the source, runs, verifies and reports: one pipeline, or several
-/// ([`super::pipelines`]).
+/// Plans, prepares the source, runs, verifies and reports one pipeline (several are
+/// [`super::pipelines`]'s).
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
     interrupt::install().context("cannot install the SIGINT/SIGTERM handler")?;
-    if args.pipelines > 1 {
-        if args.ingest_only {
-            bail!("--ingest-only measures one receiver: drop --pipelines");
-        }
-        return match args.pipeline_mode.into() {
-            PipelineMode::Thread => pipelines::threads(&args),
-            PipelineMode::Process => pipelines::processes(&args),
-        };
-    }
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let outputs = open_outputs(&args, None)?;
     let config = args.config()?;

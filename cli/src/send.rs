@@ -14,7 +14,6 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
 use kplace::net::wire::{Malformed, WireShape};
-use kplace::report::send::SendFile;
 
 use super::args::SceneArgs;
 
@@ -231,7 +230,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("kplace send to {dest}"))?;
     println!("{}", report.summary(dest));
     if let (Some(mut out), Some(path)) = (report_file, &args.report) {
-        serde_json::to_writer_pretty(&mut out, &SendFile::new(&report, nice))
+        serde_json::to_writer_pretty(&mut out, &report.file(nice))
             .map_err(std::io::Error::from)
             .and_then(|()| out.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;

@@ -11,7 +11,7 @@ use kplace_abi::{Tensor, Tile};
 use kplace::executor::pool::{Pool, PoolError};
 use kplace::model::graph::StageId;
 use kplace::plan::{Plan, tensor_desc};
-use kplace::plugin::{LaunchError, PluginError};
+use kplace::plugin::LaunchError;
 
 /// Why a bound could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +21,7 @@ pub enum BoundError {
     Pool(#[from] PoolError),
     /// A kernel state could not be created.
     #[error(transparent)]
-    Create(#[from] PluginError),
+    Create(#[from] kplace::plan::bind::CreateError),
     /// A kernel failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),

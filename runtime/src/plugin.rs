@@ -90,9 +90,6 @@ pub enum PluginError {
         /// Its error text.
         message: String,
     },
-    /// The device a kernel runs on failed before the kernel was called.
-    #[error(transparent)]
-    Device(#[from] crate::cuda::GpuError),
 }
 
 /// The loader's error with its reason: libloading's `Display` says only "dlopen failed" and

@@ -4,7 +4,8 @@
 //! runs `kplace send` pacing a stream into the system under test (two processes, open loop)
 //! and is judged by the rate gates on what the system reported.
 //!
-//! This module runs the sweep and holds the context every trial shares; [`trial`] runs one
+//! This module runs the sweep and holds the context every trial shares; [`BisectConfig`]
+//! says what the sweep is asked to do (`config`, with what follows from it per CPI); [`trial`] runs one
 //! trial of kplace (`kplace run` on a placement), [`sut`] one of another receiver, [`bounds`]
 //! measures the bounds beside each search, [`probe`] the machine's steadiness, [`output`] the
 //! table rows, spreads and CSV files, and [`exit`] the sweep's exit status.
@@ -20,6 +21,7 @@
 //! - The co-tenant and the MPS daemon a sweep starts are stopped when it ends, on errors too.
 
 pub mod bounds;
+mod config;
 pub mod exit;
 pub mod output;
 pub mod probe;
@@ -31,173 +33,27 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
 use kplace::os::CpuSet;
 use kplace::plan::Plan;
-use kplace::session::several::PipelineMode;
-use kplace_radar::{Cpi, Scene, SceneConfig};
-use serde_json::{Value, json};
+use kplace_radar::Cpi;
+use serde_json::json;
 
-use crate::hog::{Cotenant, CotenantSpec};
+use crate::hog::Cotenant;
 use crate::rate::sweep::{
     ProbeEntry, SearchEntry, SenderEntry, StageTime, SweepFile, TrialEntry, TrialLatency,
     TrialStatus,
 };
 use crate::rate::{
-    BudgetRule, Failure, Gates, Judgement, LatencyBudget, Phase, SearchConfig, SearchError,
-    SteadyLimits, TrialMeasurement, Verdict, search,
+    Failure, Judgement, LatencyBudget, Phase, SearchError, SteadyLimits, TrialMeasurement, Verdict,
+    search,
 };
 use bounds::{BracketedBounds, measure_bounds};
+pub use config::{BisectConfig, Systems};
 use output::{machine_facts, spreads, table_row, write_csv};
 use probe::run_probe;
-
-/// What is searched: kplace placements, or another receiver.
-#[derive(Clone, Debug)]
-pub enum Systems {
-    /// Placement files, or directories whose every `.yaml` file is a placement.
-    Placements(Vec<PathBuf>),
-    /// Another receiver: a shell command with placeholders ([`sut`]) and its name.
-    Command {
-        /// The command.
-        command: String,
-        /// Its name in the table, the results file and the plots.
-        name: String,
-    },
-}
-
-/// What a sweep searches and how: every setting of `kplace bisect-rate`, checked by its
-/// caller (each is documented on that command's option of the same name).
-#[derive(Clone, Debug)]
-pub struct BisectConfig {
-    /// The graph file.
-    pub graph: PathBuf,
-    /// The systems searched.
-    pub systems: Systems,
-    /// CPI sizes.
-    pub cpi: Vec<Cpi>,
-    /// The first rate tried, CPI/s; `None`: the CPI's real-time rate.
-    pub start_rate: Option<f64>,
-    /// The bisection's relative tolerance.
-    pub tolerance: f64,
-    /// Consecutive passing trials that confirm a result (K of K).
-    pub confirm: u32,
-    /// Searches per system and CPI.
-    pub repeat: u32,
-    /// Warm-up per trial, seconds of stream (at least 10 frames).
-    pub warmup_s: f64,
-    /// Measured window per trial, seconds of stream (at least 30 frames).
-    pub window_s: f64,
-    /// The budget post-CPI p99 must stay within.
-    pub latency_budget: BudgetRule,
-    /// Trials per search at most.
-    pub max_trials: usize,
-    /// Where the results and every trial's files go.
-    pub out: PathBuf,
-    /// The scene's noise seed.
-    pub seed: u64,
-    /// The sender's pacing tick in microseconds (0: spin).
-    pub sender_tick_us: u64,
-    /// The sender's nice value.
-    pub sender_nice: i32,
-    /// A sender further behind its schedule, or kept off the CPU longer, makes a trial invalid.
-    pub max_sender_lag_ms: f64,
-    /// Invalid trials in a row at one rate before a search ends as "unsteady machine".
-    pub invalid_retries: u32,
-    /// A failure this fraction below a pass ends a search as "unsteady machine".
-    pub contradiction: f64,
-    /// Recheck a failed probe or bisection trial at once at the same rate.
-    pub recheck_failures: bool,
-    /// The rate below which the sweep's exit status says so ([`exit::BELOW_REQUIRED`]).
-    pub require_rate: Option<f64>,
-    /// CPUs the sender runs on.
-    pub sender_cpus: Option<CpuSet>,
-    /// CPUs the system under test runs on.
-    pub sut_cpus: Option<CpuSet>,
-    /// Measure the bounds (receiver alone, kernels alone) beside each search.
-    pub bounds: bool,
-    /// Pipelines per trial, each with its own sender.
-    pub pipelines: u64,
-    /// How the pipelines run.
-    pub pipeline_mode: PipelineMode,
-    /// The co-tenant beside every search.
-    pub cotenant: Option<CotenantSpec>,
-    /// The co-tenant's intensity as given, for the record.
-    pub cotenant_intensity: Option<f64>,
-    /// `Some`: trials run as clients of a private MPS daemon started for the sweep, with this
-    /// default active-thread percentage, if any.
-    pub mps: Option<Option<f64>>,
-}
-
-impl BisectConfig {
-    /// The search every system gets at `cpi`.
-    fn search_config(&self, cpi: Cpi) -> SearchConfig {
-        let mut config = SearchConfig::new(self.start_rate.unwrap_or(1.0 / cpi.period_s()));
-        config.tolerance = self.tolerance;
-        config.confirm = self.confirm;
-        config.max_trials = self.max_trials;
-        config.invalid_retries = self.invalid_retries;
-        config.contradiction = Some(self.contradiction);
-        config.recheck_failures = self.recheck_failures;
-        config
-    }
-
-    /// The gates of every trial at `cpi`.
-    fn gates(&self, cpi: Cpi) -> Gates {
-        Gates::new(self.latency_budget(cpi))
-    }
-
-    /// The latency budget of every trial at `cpi`.
-    fn latency_budget(&self, cpi: Cpi) -> LatencyBudget {
-        self.latency_budget
-            .at_cpi(Duration::from_secs_f64(cpi.period_s()))
-    }
-
-    /// Frames of a trial at `rate`: warm-up and measured window.
-    fn trial_frames(&self, rate: f64) -> (u64, u64) {
-        (
-            ((rate * self.warmup_s).ceil() as u64).max(10),
-            ((rate * self.window_s).ceil() as u64).max(30),
-        )
-    }
-
-    /// The scene every trial sends: the default targets at `cpi`, with the sweep's seed.
-    fn scene(&self, cpi: Cpi) -> Result<Scene, String> {
-        let mut config = SceneConfig::new(cpi);
-        config.seed = self.seed;
-        Scene::new(config).map_err(|e| format!("invalid scene: {e}"))
-    }
-
-    /// The options every result depends on, recorded beside the results.
-    fn settings(&self) -> Value {
-        json!({
-            "warmup_s": self.warmup_s,
-            "window_s": self.window_s,
-            "tolerance": self.tolerance,
-            "confirm": self.confirm,
-            "latency_budget": self.latency_budget.to_string(),
-            "sender_tick_us": self.sender_tick_us,
-            "sender_nice": self.sender_nice,
-            "max_sender_lag_ms": self.max_sender_lag_ms,
-            "invalid_retries": self.invalid_retries,
-            "contradiction": self.contradiction,
-            "recheck_failures": self.recheck_failures,
-            "require_rate": self.require_rate,
-            "steady_limits": SteadyLimits::default(),
-            "sender_cpus": self.sender_cpus.as_ref().map(ToString::to_string),
-            "sut_cpus": self.sut_cpus.as_ref().map(ToString::to_string),
-            "seed": self.seed,
-            "pipelines": self.pipelines,
-            "pipeline_mode": self.pipeline_mode.name(),
-            "cotenant": self.cotenant.as_ref().map_or("none", CotenantSpec::kind),
-            "cotenant_intensity": self.cotenant_intensity,
-            "mps": self.mps.is_some(),
-            "mps_threads": self.mps.flatten(),
-        })
-    }
-}
 
 /// Why a sweep could not run, or stopped.
 #[derive(Debug, thiserror::Error)]

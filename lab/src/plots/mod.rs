@@ -4,13 +4,13 @@
 //! [`write_all`] writes four SVGs (plotters' SVG backend without font features: text stays
 //! `<text>` elements for the viewer to render):
 //!
-//! - `latency.svg` ([`latency`]): post-CPI p99 against offered rate, every trial a marker by
+//! - `latency.svg` (`latency`): post-CPI p99 against offered rate, every trial a marker by
 //!   status, the latency budget as a line;
-//! - `sustained.svg` ([`sustained`]): the sustained rate per CPI and system, median and range
+//! - `sustained.svg` (`sustained`): the sustained rate per CPI and system, median and range
 //!   over repeats, against the CPI's real-time rate;
-//! - `cdf.svg` ([`cdf`]): the post-CPI latency distribution of each system at the common
+//! - `cdf.svg` (`cdf`): the post-CPI latency distribution of each system at the common
 //!   start rate;
-//! - `stages.svg` ([`stages`]): per-stage time per frame at the sustained rate.
+//! - `stages.svg` (`stages`): per-stage time per frame at the sustained rate.
 //!
 //! Guarantees: each plot's title says what it shows and its notes the budget rule the trials
 //! were gated on; nothing is invented: a search without a rate, a trial without a histogram

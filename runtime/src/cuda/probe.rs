@@ -22,6 +22,7 @@ use std::ptr;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 use kplace_cuda_libs::{Library, LibraryReport};
+use nvml_wrapper::Nvml;
 use serde::Serialize;
 
 use super::GpuError;
@@ -558,10 +559,28 @@ pub(crate) fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<Stri
         .unwrap_or_else(|panic| Err(format!("cudarc panicked: {}", panic_text(&*panic))))
 }
 
+/// NVML, opened from the libnvidia-ml that `kplace_cuda_libs` found (the driver's, wherever
+/// the machine keeps it). Never panics: without the library the error says every place looked
+/// at; a panic in nvml-wrapper's initialisation becomes an error too.
+pub(crate) fn init_nvml() -> Result<Nvml, String> {
+    let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Nvml);
+    let Some(path) = found.path() else {
+        return Err(found.not_found_message());
+    };
+    match catch_unwind(|| Nvml::builder().lib_path(path.as_os_str()).init()) {
+        Ok(Ok(nvml)) => Ok(nvml),
+        Ok(Err(e)) => Err(format!("{} ({})", e, path.display())),
+        Err(panic) => Err(format!(
+            "its initialisation panicked: {}",
+            panic_text(&*panic)
+        )),
+    }
+}
+
 /// Fills each device's memory in use from NVML, matched by UUID (NVML's indices need not
 /// follow CUDA's ordinals), falling back to the PCI bus id; returns the NVIDIA driver version.
 fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, String> {
-    let nvml = crate::report::telemetry::init_nvml()?;
+    let nvml = init_nvml()?;
     let version = nvml.sys_driver_version().map_err(|e| e.to_string())?;
     for d in devices.iter_mut() {
         let by_uuid = d

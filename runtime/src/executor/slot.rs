@@ -19,7 +19,7 @@ use crate::executor::pool::{Block, Pool};
 use crate::model::graph::{Producer, StageId, TensorId};
 use crate::model::placement::Device;
 use crate::plan::{Plan, PoolPurpose, tensor_desc};
-use crate::plugin::{KernelState, LaunchError, PluginError};
+use crate::plugin::{KernelState, LaunchError};
 
 use super::schedule::Schedule;
 
@@ -562,7 +562,7 @@ pub enum SlotError {
     PoolExhausted(String),
     /// A kernel refused to create a state.
     #[error(transparent)]
-    Create(PluginError),
+    Create(crate::plan::bind::CreateError),
     /// A stream or event could not be created.
     #[error(transparent)]
     Gpu(GpuError),

@@ -153,7 +153,13 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
         let usable = entry.device == Device::Cpu || gpu.is_some();
         let workspace_bytes = if usable {
             let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
-                .map_err(plugin)?;
+                .map_err(|e| match e {
+                    CreateError::Kernel(cause) => plugin(cause),
+                    CreateError::Device(cause) => PlanError::Device {
+                        stage: stage.name.clone(),
+                        cause,
+                    },
+                })?;
             Some(probe.workspace_bytes())
         } else {
             None
@@ -296,6 +302,17 @@ fn offered(library: &KernelLibrary) -> String {
         .join(", ")
 }
 
+/// Why a stage's kernel state could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The kernel refused its configuration, or failed.
+    #[error(transparent)]
+    Kernel(#[from] PluginError),
+    /// The stage's GPU could not be made current on the calling thread.
+    #[error(transparent)]
+    Device(#[from] GpuError),
+}
+
 /// Creates stage `id`'s kernel state for `device`, with its GPU's context current first.
 pub(super) fn create_state(
     graph: &Graph,
@@ -304,7 +321,7 @@ pub(super) fn create_state(
     kernel: &KernelHandle,
     device: Device,
     gpu: Option<&Arc<dyn Gpu>>,
-) -> Result<KernelState, PluginError> {
+) -> Result<KernelState, CreateError> {
     let stage = graph.stage(id);
     let descs = |ids: &[TensorId]| -> Vec<TensorDesc> {
         ids.iter()
@@ -315,9 +332,9 @@ pub(super) fn create_state(
     let outputs = descs(&stage.outputs);
     if let Some(gpu) = gpu {
         // The ABI promises CUDA kernels the device's primary context on the calling thread.
-        gpu.bind_thread().map_err(PluginError::Device)?;
+        gpu.bind_thread()?;
     }
-    kernel.create(&CreateConfig {
+    Ok(kernel.create(&CreateConfig {
         params: &stage.params,
         inputs: &inputs,
         outputs: &outputs,
@@ -326,7 +343,7 @@ pub(super) fn create_state(
             Device::Cpu => 0,
             Device::Gpu(n) => n,
         },
-    })
+    })?)
 }
 
 #[cfg(test)]

@@ -187,6 +187,14 @@ pub enum PlanError {
         /// The loader's or kernel's error.
         cause: PluginError,
     },
+    /// A stage's GPU failed while its kernel was being created.
+    #[error("stage {stage}: {cause}")]
+    Device {
+        /// The stage.
+        stage: String,
+        /// The device's error.
+        cause: GpuError,
+    },
     /// The placement asks for a kernel no library offers on that device.
     #[error("stage {stage} is placed on {device} (placement {}:{line}), but {library} offers no {kind} kernel {kernel}; it offers: {offers}", placement.display())]
     NoKernel {
@@ -366,7 +374,7 @@ impl Plan {
 
     /// Creates the kernel state of stage `id` (one per frame slot), with the stage's GPU
     /// context current on the calling thread.
-    pub fn create_state(&self, id: StageId) -> Result<KernelState, PluginError> {
+    pub fn create_state(&self, id: StageId) -> Result<KernelState, bind::CreateError> {
         let planned = &self.stages[id.0];
         bind::create_state(
             &self.graph,

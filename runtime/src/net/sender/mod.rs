@@ -40,6 +40,7 @@ mod cursor;
 mod pacing;
 
 use crate::net::wire::{HEADER_BYTES, Malformed, WireShape};
+use crate::report::send::{SEND_SCHEMA, SendFile};
 use batch::Batch;
 use cursor::Cursor;
 use pacing::{involuntary_switches, precise_sleeps, wait_until};
@@ -223,6 +224,24 @@ impl SendReport {
             self.send_buffer / 1024,
             if self.stopped { ", stopped early" } else { "" }
         )
+    }
+
+    /// The record `kplace send --report` writes of this run, sent at nice value `nice`.
+    pub fn file(&self, nice: i32) -> SendFile {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        SendFile {
+            schema: SEND_SCHEMA.to_string(),
+            frames: self.frames,
+            packets: self.packets,
+            bytes: self.bytes,
+            elapsed_s: self.elapsed.as_secs_f64(),
+            cpi_per_s: self.cpi_per_s(),
+            max_lag_ms: ms(self.max_lag),
+            max_oversleep_ms: ms(self.max_oversleep),
+            involuntary_switches: self.involuntary_switches,
+            nice,
+            stopped: self.stopped,
+        }
     }
 
     /// Writes every frame's send times as CSV, `frame_id,first_ns,last_ns` after a header line:

@@ -199,3 +199,58 @@ fn packets_reach_an_ipv4_or_ipv6_destination_whole() {
         }
     }
 }
+
+#[test]
+fn a_send_is_recorded_printed_and_timed() {
+    let report = SendReport {
+        frames: 2,
+        packets: 256,
+        bytes: 1_000_000,
+        elapsed: Duration::from_millis(20),
+        max_lag: Duration::from_micros(1500),
+        max_oversleep: Duration::from_micros(250),
+        involuntary_switches: 3,
+        frame_starts: vec![
+            FrameTimes {
+                frame_id: 7,
+                first_ns: 100,
+                last_ns: 200,
+            },
+            FrameTimes {
+                frame_id: 8,
+                first_ns: 300,
+                last_ns: 400,
+            },
+        ],
+        start_ns: 50,
+        send_buffer: 8 << 20,
+        syscalls: 4,
+        stopped: false,
+    };
+    let file = report.file(-5);
+    assert_eq!((file.frames, file.nice, file.cpi_per_s), (2, -5, 100.0));
+    assert_eq!((file.max_lag_ms, file.max_oversleep_ms), (1.5, 0.25));
+    let line = report.summary("127.0.0.1:9000".parse().unwrap());
+    assert!(
+        line.starts_with(
+            "sent 2 frames, 256 packets, 1.0 MB to 127.0.0.1:9000 in 0.020 s: 100.0 CPI/s"
+        ) && line.ends_with("4 sendmmsg calls, send buffer 8192 KiB"),
+        "{line}"
+    );
+    let mut csv = Vec::new();
+    report.write_times(&mut csv).unwrap();
+    assert_eq!(
+        String::from_utf8(csv).unwrap(),
+        "frame_id,first_ns,last_ns\n7,100,200\n8,300,400\n"
+    );
+    assert_eq!(Pacing::CpiRate(250.5).to_string(), "250.5 CPI/s");
+    assert_eq!(
+        Pacing::ChirpInterval(Duration::from_micros(50)).to_string(),
+        "a chirp every 50.000 us"
+    );
+    assert_eq!(FrameCount::Frames(9).to_string(), "9 frames");
+    assert_eq!(
+        FrameCount::Duration(Duration::from_millis(1500)).to_string(),
+        "for 1.500 s"
+    );
+}

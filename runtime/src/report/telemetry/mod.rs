@@ -41,7 +41,6 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use nvml::init_nvml;
 pub use sampler::Sampler;
 
 /// The sampling interval to use when the caller has no reason to choose another: 100 ms.

@@ -187,24 +187,6 @@ pub(super) fn read_sample(d: &Device<'_>, book: &mut ProcessBook) -> Sample {
     s
 }
 
-/// NVML, opened from the libnvidia-ml that `kplace_cuda_libs` found (the driver's, wherever
-/// the machine keeps it). Never panics: without the library the error says every place looked
-/// at; a panic in nvml-wrapper's initialisation becomes an error too.
-pub(crate) fn init_nvml() -> Result<Nvml, String> {
-    let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Nvml);
-    let Some(path) = found.path() else {
-        return Err(found.not_found_message());
-    };
-    match catch_unwind(|| Nvml::builder().lib_path(path.as_os_str()).init()) {
-        Ok(Ok(nvml)) => Ok(nvml),
-        Ok(Err(e)) => Err(format!("{} ({})", e, path.display())),
-        Err(panic) => Err(format!(
-            "its initialisation panicked: {}",
-            panic_text(&*panic)
-        )),
-    }
-}
-
 /// The sampling thread: finds the devices, samples them every `interval` until `stop` is
 /// disconnected, and summarises.
 pub(super) fn sample_until_stopped(

@@ -5,8 +5,9 @@ use std::sync::mpsc::{self, Sender};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::nvml::{init_nvml, sample_until_stopped};
+use super::nvml::sample_until_stopped;
 use super::{MIN_INTERVAL, Telemetry};
+use crate::cuda::probe::init_nvml;
 use crate::cuda::probe::panic_text;
 
 /// A background sampler of GPU telemetry; see the [module](super) for its guarantees. Dropping

@@ -1,11 +1,12 @@
 use std::collections::HashMap;
 use std::thread;
 
-use super::nvml::{PID_MAX_LIMIT, init_nvml, plausible};
+use super::nvml::{PID_MAX_LIMIT, plausible};
 use super::processes::{ProcessBook, classify, parse_stat_parent};
 use super::summary::{DeviceId, MAX_ERRORS, ProcessSample, Sample, Summary};
 use super::*;
 use crate::cuda::probe;
+use crate::cuda::probe::init_nvml;
 
 fn proc(pid: u32, role: ProcessRole, mem: Option<u64>) -> ProcessSample {
     ProcessSample {

@@ -15,6 +15,7 @@ mod output;
 mod pipelines;
 mod plan;
 mod plots;
+mod progress;
 mod run;
 mod send;
 mod verify;

@@ -20,6 +20,7 @@ use kplace::session::{self, several};
 use kplace_radar::run::{Setup, run_pipeline};
 
 use super::output::ReportOutput;
+use super::progress::ProgressOut;
 use super::run::{RunArgs, SourceArg, check_mps, exit_status, open_outputs};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
@@ -43,8 +44,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
+    let progress = args
+        .progress_path()
+        .map(|path| ProgressOut::open(path, args.frames))
+        .transpose()?;
     let outputs = (0..n)
-        .map(|i| open_outputs(args, Some(i)))
+        .map(|i| open_outputs(args, Some(i), progress.as_ref()))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let config = args.config()?;
     let setup = Setup::new(&config)?;
@@ -128,6 +133,11 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 .arg("--done-times")
                 .arg(pipeline_path(path, Some(i)));
         }
+        if let Some(path) = args.progress_path() {
+            command
+                .arg("--progress-out")
+                .arg(pipeline_path(path, Some(i)));
+        }
         children.push(ChildPipeline {
             command,
             report,
@@ -180,9 +190,11 @@ fn finish(
 
 /// Options each child gets from the parent's command line: everything but those the parent
 /// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`,
-/// `--done-times`, `--ready-file`), in either `--flag value` or `--flag=value` form.
+/// `--done-times`, `--ready-file`, `--progress-out`), in either `--flag value` or
+/// `--flag=value` form.
 pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
-    const PER_CHILD: [&str; 7] = [
+    const PER_CHILD: [&str; 8] = [
+        "--progress-out",
         "--pipelines",
         "--pipeline-mode",
         "--source",

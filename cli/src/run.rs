@@ -21,6 +21,7 @@ use kplace_radar::run::{Outputs, RunConfig, Setup, run_pipeline};
 
 use super::args::{GraphArgs, SceneArgs};
 use super::output::{self, ReportOutput};
+use super::progress::ProgressOut;
 
 /// Where frames come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,10 +72,19 @@ pub struct RunArgs {
     scene: SceneArgs,
     /// Frames to process (with a UDP source: frames expected, wire ids from --first-frame-id).
     #[arg(long, default_value_t = 200)]
-    frames: u64,
+    pub(crate) frames: u64,
     /// Frames processed and verified but left out of the rate, latency and CPU figures.
     #[arg(long, default_value_t = 0)]
     warmup_frames: u64,
+    /// Report the run's progress every DURATION (e.g. `1s`, `250ms`): one JSON line per
+    /// interval, and a last one at the end (schema `kplace-progress/1`, docs/report.md), to
+    /// --progress-out; and a progress bar on a terminal.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) report_every: Option<Duration>,
+    /// Where --report-every writes its lines: a file, or `-` for stdout (the summary then goes
+    /// to stderr) [default: -].
+    #[arg(long, value_name = "FILE", requires = "report_every")]
+    pub(crate) progress_out: Option<PathBuf>,
     /// Time each GPU stage on its stream with CUDA timing events (kernels with their uploads,
     /// and downloads) and report it per frame; fences use timing-free events otherwise.
     #[arg(long)]
@@ -136,6 +146,14 @@ pub struct RunArgs {
     pub(crate) pipeline_mode: ModeArg,
 }
 
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (e.g. 1s, 250ms)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
 fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
     AllowFrom::parse(text)
 }
@@ -156,30 +174,52 @@ impl RunArgs {
         if self.frame_timeout_ms == 0 {
             bail!("--frame-timeout-ms must be at least 1: with 0 every frame would end partial");
         }
-        let outputs = [&self.report, &self.detections, &self.done_times];
+        let outputs = self.outputs();
         if outputs
             .iter()
-            .filter(|p| p.as_deref().is_some_and(output::is_stdout))
+            .filter(|p| p.is_some_and(output::is_stdout))
             .count()
             > 1
         {
-            bail!("only one of --report, --detections and --done-times can be - (stdout)");
+            bail!(
+                "only one of --report, --detections, --done-times and --progress-out (with \
+                 --report-every, - by default) can be - (stdout)"
+            );
         }
-        if self.pipelines > 1
-            && outputs
-                .iter()
-                .any(|p| p.as_deref().is_some_and(output::is_stdout))
-        {
-            bail!("- (stdout) takes one pipeline's output: give a file with --pipelines");
+        if self.pipelines > 1 && outputs.iter().any(|p| p.is_some_and(output::is_stdout)) {
+            bail!(
+                "- (stdout) takes one pipeline's output: give a file with --pipelines \
+                 (--progress-out FILE with --report-every)"
+            );
         }
         Ok(())
     }
 
+    /// Where the progress lines go, with --report-every.
+    pub(crate) fn progress_path(&self) -> Option<&std::path::Path> {
+        self.report_every?;
+        Some(
+            self.progress_out
+                .as_deref()
+                .unwrap_or(std::path::Path::new("-")),
+        )
+    }
+
+    /// Every output the options name.
+    fn outputs(&self) -> [Option<&std::path::Path>; 4] {
+        [
+            self.report.as_deref(),
+            self.detections.as_deref(),
+            self.done_times.as_deref(),
+            self.progress_path(),
+        ]
+    }
+
     /// Whether an output goes to stdout, so that the summary goes to stderr.
     pub(crate) fn stdout_taken(&self) -> bool {
-        [&self.report, &self.detections, &self.done_times]
+        self.outputs()
             .iter()
-            .any(|p| p.as_deref().is_some_and(output::is_stdout))
+            .any(|p| p.is_some_and(output::is_stdout))
     }
 
     /// The run these options describe.
@@ -196,6 +236,7 @@ impl RunArgs {
             // An ingest-only run assembles into plain buffers: it allocates none of the pools.
             pipelines: if self.ingest_only { 0 } else { self.pipelines },
             replay,
+            progress_every: self.report_every,
         })
     }
 
@@ -225,8 +266,13 @@ impl RunArgs {
     }
 }
 
-/// Opens pipeline `index`'s detections and completion-times files.
-pub(crate) fn open_outputs(args: &RunArgs, index: Option<usize>) -> anyhow::Result<Outputs> {
+/// Opens pipeline `index`'s detections and completion-times files; its progress reports go to
+/// `progress`, if given.
+pub(crate) fn open_outputs(
+    args: &RunArgs,
+    index: Option<usize>,
+    progress: Option<&ProgressOut>,
+) -> anyhow::Result<Outputs> {
     let open = |path: &Option<PathBuf>, what| {
         path.as_ref()
             .map(|p| output::open(&pipeline_path(p, index), what))
@@ -235,6 +281,7 @@ pub(crate) fn open_outputs(args: &RunArgs, index: Option<usize>) -> anyhow::Resu
     Ok(Outputs {
         detections: open(&args.detections, "detections")?,
         done_times: open(&args.done_times, "completion times")?,
+        progress: progress.map(|p| p.reporter(index)),
     })
 }
 
@@ -262,7 +309,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
     interrupt::install().context("cannot install the SIGINT/SIGTERM handler")?;
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
-    let outputs = open_outputs(&args, None)?;
+    let progress = args
+        .progress_path()
+        .map(|path| ProgressOut::open(path, args.frames))
+        .transpose()?;
+    let outputs = open_outputs(&args, None, progress.as_ref())?;
     let config = args.config()?;
     if args.ingest_only {
         let SourceArg::Udp(addr) = args.source else {

@@ -871,7 +871,7 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
         ),
         (
             &["run", "--report", "-", "--detections", "-"][..],
-            "only one of --report, --detections and --done-times",
+            "only one of --report, --detections, --done-times and --progress-out",
         ),
         (
             &["run", "--report", "-", "--pipelines", "2"][..],
@@ -923,6 +923,67 @@ fn a_report_to_stdout_is_json_on_stdout() {
     assert_eq!(typed.ingest, None, "a replay has no receiver");
     assert!(String::from_utf8_lossy(&out.stderr).contains("verification PASSED"));
     assert!(!dir.path().join("-").exists(), "no file named -");
+}
+
+/// `--report-every` writes a progress line per interval and a last one, to stdout by default
+/// (the summary then goes to stderr), each a strict `kplace-progress/1` line, adding up to the
+/// run's report; `-` for two outputs, or for several pipelines, is refused, as is a zero or
+/// unreadable interval.
+#[test]
+fn progress_lines_go_to_stdout_and_add_up_to_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = kplace(&[
+        "run",
+        "--frames",
+        "60",
+        "--report-every",
+        "5ms",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<kplace::report::progress::ProgressLine> = stdout
+        .lines()
+        .map(|l| kplace::report::read_json(l, "stdout").expect("a progress line"))
+        .collect();
+    let last = lines.last().expect("a last line");
+    assert!(last.last && lines.iter().filter(|l| l.last).count() == 1);
+    assert_eq!(last.frames, 60);
+    assert_eq!(lines.iter().map(|l| l.interval_frames).sum::<u64>(), 60);
+    assert!(lines.iter().all(|l| l.pipeline.is_none()));
+    let report: kplace::report::run::RunReport =
+        kplace::report::read_json(&std::fs::read_to_string(&report).unwrap(), "report").unwrap();
+    assert_eq!(report.frames, last.frames);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verification PASSED"));
+
+    let e = input_error(&["run", "--report-every", "1s", "--report", "-"]);
+    assert!(e.contains("can be - (stdout)"), "{e}");
+    let e = input_error(&["run", "--report-every", "1s", "--pipelines", "2"]);
+    assert!(e.contains("--progress-out FILE"), "{e}");
+    let e = input_error(&["run", "--report-every", "0s"]);
+    assert!(
+        e.contains("--report-every") && e.contains("longer than zero"),
+        "{e}"
+    );
+    let e = input_error(&["run", "--report-every", "soon"]);
+    assert!(e.contains("--report-every") && e.contains("e.g. 1s"), "{e}");
+    let e = input_error(&["run", "--progress-out", "p.jsonl"]);
+    assert!(e.contains("--report-every"), "{e}");
+    let e = input_error(&[
+        "run",
+        "--frames",
+        "2",
+        "--report-every",
+        "1s",
+        "--progress-out",
+        "/nonexistent-dir/p.jsonl",
+    ]);
+    assert!(
+        e.contains("/nonexistent-dir/p.jsonl") && !e.contains("frames 2"),
+        "the run must not have started: {e}"
+    );
 }
 
 /// A host name is a valid receive address; a CPI whose chirps do not fit a UDP datagram is

@@ -146,10 +146,47 @@ fn send_and_run_as_two_processes_verify_every_frame() {
     assert!(json["latency"]["post_cpi"]["p50_ms"].as_f64().unwrap() > 0.0);
 }
 
+/// The progress lines of a run (`--report-every`), read strictly, that add up to its report:
+/// processed, partial and dropped frames interval by interval, and the last line's totals.
+fn check_progress_adds_up(lines: &Path, report: &serde_json::Value) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(lines).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| {
+            let line: kplace::report::progress::ProgressLine =
+                kplace::report::read_json(l, "progress").unwrap();
+            serde_json::to_value(line).unwrap()
+        })
+        .collect();
+    let last = lines.last().expect("a last line");
+    assert_eq!(last["last"], true, "{text}");
+    for (interval, total) in [
+        ("interval_frames", "frames"),
+        ("interval_partial_frames", "partial_frames"),
+        ("interval_dropped_frames", "dropped_frames"),
+    ] {
+        let sum: u64 = lines.iter().map(|l| l[interval].as_u64().unwrap()).sum();
+        assert_eq!(sum, report[total].as_u64().unwrap(), "{interval}: {text}");
+        assert_eq!(last[total], report[total], "{total}: {text}");
+    }
+    lines
+}
+
 #[test]
 fn a_lossy_stream_reports_partial_frames_and_fails_coverage() {
     let _serial = serial();
-    let r = start_receiver(&["--frames", "10"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (progress, json) = (temp_file(&dir, "progress.jsonl"), temp_file(&dir, "r.json"));
+    let r = start_receiver(&[
+        "--frames",
+        "10",
+        "--report-every",
+        "20ms",
+        "--progress-out",
+        progress.to_str().unwrap(),
+        "--report",
+        json.to_str().unwrap(),
+    ]);
     send(
         r.ports[0],
         &[
@@ -184,6 +221,9 @@ fn a_lossy_stream_reports_partial_frames_and_fails_coverage() {
         "{}",
         out.stdout
     );
+    let report = report(&json);
+    assert_eq!(report["partial_frames"], 2);
+    check_progress_adds_up(&progress, &report);
 }
 
 /// The reproduction: one packet naming a future frame of the run (frame 19 of 20
@@ -357,6 +397,8 @@ fn an_interrupt_ends_the_run_with_its_report_and_whole_detection_lines() {
 fn two_pipelines_each_take_their_own_stream() {
     let _serial = serial();
     for mode in ["thread", "process"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (progress, json) = (temp_file(&dir, "progress.jsonl"), temp_file(&dir, "r.json"));
         let r = start_receiver(&[
             "--frames",
             "16",
@@ -364,6 +406,12 @@ fn two_pipelines_each_take_their_own_stream() {
             "2",
             "--pipeline-mode",
             mode,
+            "--report-every",
+            "50ms",
+            "--progress-out",
+            progress.to_str().unwrap(),
+            "--report",
+            json.to_str().unwrap(),
         ]);
         assert_eq!(r.ports.len(), 2, "{mode}");
         assert_ne!(r.ports[0], r.ports[1], "each pipeline has its own port");
@@ -398,6 +446,24 @@ fn two_pipelines_each_take_their_own_stream() {
             "{}",
             out.stdout
         );
+        // Progress: in one file, each line naming its pipeline, for threads; a file per
+        // pipeline (progress.p<i>.jsonl) for processes.
+        let multi = report(&json);
+        for i in 0..2 {
+            let pipeline = &multi["pipelines"][i];
+            if mode == "thread" {
+                let text = std::fs::read_to_string(&progress).unwrap();
+                let own = temp_file(&dir, &format!("own-{i}.jsonl"));
+                let mine: Vec<&str> = text
+                    .lines()
+                    .filter(|l| l.contains(&format!("\"pipeline\":{i},")))
+                    .collect();
+                std::fs::write(&own, mine.join("\n") + "\n").unwrap();
+                check_progress_adds_up(&own, pipeline);
+            } else {
+                check_progress_adds_up(&temp_file(&dir, &format!("progress.p{i}.jsonl")), pipeline);
+            }
+        }
         if mode == "process" {
             for line in out.stderr.lines() {
                 assert!(

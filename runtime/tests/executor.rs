@@ -6,8 +6,8 @@ mod support;
 use std::path::Path;
 
 use kplace::executor::{
-    self, BeginError, CompletedFrame, FrameSink, Ingest, PacketStatus, PartialFrame, RunError,
-    SinkError, Source, SourceError,
+    self, BeginError, CompletedFrame, FrameSink, Ingest, PacketStatus, PartialFrame, Progress,
+    RunError, SinkError, Source, SourceError,
 };
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
@@ -75,6 +75,8 @@ struct Collect {
     /// Every frame id in delivery order, partial or not.
     order: Vec<u64>,
     fail_at: Option<u64>,
+    /// Every progress report, in order.
+    progress: Vec<Progress>,
 }
 
 impl FrameSink for Collect {
@@ -90,6 +92,11 @@ impl FrameSink for Collect {
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
         self.partial.push(frame.frame_id);
         self.order.push(frame.frame_id);
+        Ok(())
+    }
+
+    fn progress(&mut self, progress: &Progress) -> Result<(), SinkError> {
+        self.progress.push(progress.clone());
         Ok(())
     }
 }
@@ -335,6 +342,48 @@ fn frames_with_missing_packets_complete_as_partial_in_order_and_free_their_slots
     }
 }
 
+/// Progress reports add up to the run: processed, partial and dropped frames, interval by
+/// interval, and the last report's totals are the run's own; nothing is reported without
+/// `progress_every`.
+#[test]
+fn progress_reports_add_up_to_the_run() {
+    let lossy = plan(2, 3, "");
+    let mut source = Lossy {
+        frames: frames(3, 9),
+        holes: vec![1, 4, 5, 10],
+        count: 12,
+        refused: Vec::new(),
+        opened: 0,
+    };
+    let mut sink = Collect::default();
+    let options = executor::RunOptions {
+        progress_every: Some(std::time::Duration::from_millis(1)),
+        ..Default::default()
+    };
+    let report = executor::run_with(&lossy, &mut source, &mut sink, &options).unwrap();
+    let reports = &sink.progress;
+    let last = reports.last().expect("at least the last report");
+    assert!(last.last && reports.iter().filter(|p| p.last).count() == 1);
+    let sum = |f: fn(&Progress) -> u64| reports.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|p| p.interval_frames), report.frames);
+    assert_eq!(sum(|p| p.interval_partial_frames), report.partial_frames);
+    assert_eq!(sum(|p| p.interval_dropped_frames), report.dropped_frames);
+    assert_eq!(
+        (last.frames, last.partial_frames, last.dropped_frames),
+        (report.frames, report.partial_frames, 1)
+    );
+    assert_eq!(sum(|p| p.post_cpi.count), report.frames);
+    for pair in reports.windows(2) {
+        assert!(pair[0].elapsed <= pair[1].elapsed && pair[0].frames <= pair[1].frames);
+        assert_eq!(pair[1].elapsed - pair[0].elapsed, pair[1].interval);
+    }
+
+    let mut quiet = Collect::default();
+    let mut replay = FrameReplay::new(frames(2, 3), 5);
+    executor::run(&plan(1, 2, ""), &mut replay, &mut quiet).unwrap();
+    assert!(quiet.progress.is_empty(), "no reports unless asked for");
+}
+
 #[test]
 fn a_warm_up_is_processed_but_left_out_of_the_figures() {
     let plan = plan(2, 3, "");
@@ -365,7 +414,7 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
     let mut sink = Collect::default();
     let options = executor::RunOptions {
         warmup_frames: 2,
-        profile_gpu: false,
+        ..Default::default()
     };
     let run = session::run(&plan, &mut source, &mut sink, &options).unwrap();
     assert_eq!(sink.frames.len(), 12);

@@ -5,6 +5,7 @@
 mod support;
 
 use kplace::report::json_schema;
+use kplace::report::progress::ProgressLine;
 use kplace::report::ready::ReadyFile;
 use kplace::report::run::{MultiRunReport, RunReport};
 use kplace::report::send::SendFile;
@@ -20,6 +21,7 @@ fn the_committed_schemas_are_generated_from_the_types() {
         ),
         ("send-report.schema.json", json_schema::<SendFile>()),
         ("ready.schema.json", json_schema::<ReadyFile>()),
+        ("progress.schema.json", json_schema::<ProgressLine>()),
     ] {
         let path = dir.join(file);
         let generated = serde_json::to_string_pretty(&schema).unwrap() + "\n";

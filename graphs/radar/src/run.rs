@@ -17,7 +17,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kplace::executor::{self, RunOptions, Source};
+use kplace::executor::{self, FrameSink, Progress, RunOptions, SinkError, Source};
 use kplace::interrupt;
 use kplace::net::replay::FrameReplay;
 use kplace::net::udp::UdpSource;
@@ -53,6 +53,8 @@ pub struct RunConfig {
     pub pipelines: u64,
     /// Whether the frames are replayed from memory (prepared now) rather than received.
     pub replay: bool,
+    /// How often the run reports its progress to [`Outputs::progress`]; `None`: never.
+    pub progress_every: Option<std::time::Duration>,
 }
 
 /// Why a radar run could not run.
@@ -130,6 +132,9 @@ impl Setup {
     }
 }
 
+/// Takes each of a pipeline's progress reports; an error stops the run.
+pub type ProgressReport = Box<dyn FnMut(&Progress) -> std::io::Result<()> + Send>;
+
 /// Where one pipeline writes, opened by the caller before it runs.
 #[derive(Default)]
 pub struct Outputs {
@@ -137,6 +142,8 @@ pub struct Outputs {
     pub detections: Option<Box<dyn Write + Send>>,
     /// `frame_id,done_ns` per completed frame.
     pub done_times: Option<Box<dyn Write + Send>>,
+    /// With [`RunConfig::progress_every`]: each progress report.
+    pub progress: Option<ProgressReport>,
 }
 
 /// One pipeline's results: its printed report, its typed report, and whether it verified.
@@ -209,11 +216,25 @@ pub fn run_pipeline(
         (None, Some(replay)) => replay,
         (None, None) => return Err(RadarRunError::NoFrames),
     };
+    let mut progress = outputs.progress;
     let options = RunOptions {
         warmup_frames: config.warmup_frames,
         profile_gpu: config.profile_gpu,
+        progress_every: config.progress_every.filter(|_| progress.is_some()),
     };
-    let run = session::run(&plan, source, &mut sink, &options)?;
+    let run = match &mut progress {
+        Some(write) => {
+            let mut report = |p: &Progress| {
+                write(p).map_err(|e| SinkError(format!("cannot write the progress: {e}")))
+            };
+            let mut with_progress = session::WithProgress {
+                sink: &mut sink as &mut dyn FrameSink,
+                report: &mut report,
+            };
+            session::run(&plan, source, &mut with_progress, &options)?
+        }
+        None => session::run(&plan, source, &mut sink, &options)?,
+    };
     let metrics = &run.metrics;
     let mut text = String::new();
     let _ = write!(text, "{metrics}");

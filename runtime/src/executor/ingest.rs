@@ -138,6 +138,7 @@ impl<'r> Ingest<'r> {
             Ok(slot) => Ok(self.open(slot, frame_id)),
             Err(TryRecvError::Empty) => {
                 self.dropped += 1;
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
                 Err(BeginError::NoFreeSlot)
             }
             Err(TryRecvError::Disconnected) => Err(BeginError::Stopping),

@@ -15,7 +15,9 @@
 //! queues sized so that sends never block); a launch runs only once every tensor it reads is
 //! complete; a slot is reused only once no launch of its frame runs. A kernel failure, a sink
 //! error or a source error stops the run and is returned; the source sees the stop at its
-//! next frame.
+//! next frame. With [`RunOptions::progress_every`], the collector tells the sink what the run
+//! has done ([`Progress`]) at that interval and once at the end, so that the intervals' counts
+//! add up to the run's.
 
 mod ingest;
 pub mod pool;
@@ -35,6 +37,7 @@ use crate::model::graph::{StageId, TensorId};
 use crate::plan::Plan;
 use crate::plugin::LaunchError;
 use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
+pub use crate::report::progress::Progress;
 
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
@@ -63,6 +66,13 @@ pub trait FrameSink {
 
     /// Notes one frame that ended with packets missing and was not processed.
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError>;
+
+    /// Takes a report of what the run has done, every [`RunOptions::progress_every`] and once
+    /// at the end (`last`); ignored unless a sink says otherwise.
+    fn progress(&mut self, progress: &Progress) -> Result<(), SinkError> {
+        let _ = progress;
+        Ok(())
+    }
 }
 
 /// A frame that ended with packets missing.
@@ -176,6 +186,8 @@ struct Shared<'p> {
     counters: Vec<StageCounters>,
     start: Instant,
     slot_waits: AtomicU64,
+    /// Frames the source dropped for want of a free slot, so far.
+    dropped: AtomicU64,
     /// Per slot, per stage: the context a GPU stage's completion callback receives.
     callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
 }
@@ -301,6 +313,9 @@ pub struct RunOptions {
     /// uploads, and downloads), reported per frame. Off by default: timing events cost more
     /// than the fences' timing-free ones.
     pub profile_gpu: bool,
+    /// Tell the sink what the run has done ([`FrameSink::progress`]) at this interval, and once
+    /// at the end; `None`: never.
+    pub progress_every: Option<Duration>,
 }
 
 /// [`run`], measuring only after `options.warmup_frames` frames.
@@ -358,6 +373,7 @@ pub fn run_with(
             .collect(),
         start: Instant::now(),
         slot_waits: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
         callbacks: OnceLock::new(),
     };
     let contexts = (0..shared.slots.len())
@@ -391,7 +407,7 @@ pub fn run_with(
                 .send(Event::SourceEnded(result, ingest.begun, ingest.dropped));
         });
 
-        let collected = collect(shared, &event_rx, free_tx, sink, options.warmup_frames);
+        let collected = collect(shared, &event_rx, free_tx, sink, options);
 
         shared.stopping.store(true, Ordering::Release);
         let source_joined = source_thread.join();
@@ -558,13 +574,103 @@ struct Collected {
     trend: Trend,
 }
 
-/// The collector loop: delivers frames in order, returns slots, stops on the first failure.
+/// The progress reports of a run: when the next is due, and what the previous one counted.
+struct Ticker {
+    every: Duration,
+    due: Duration,
+    at: Duration,
+    frames: u64,
+    partial: u64,
+    dropped: u64,
+    cpu: Duration,
+    /// Post-CPI latency of the interval's frames; its memory is allocated once.
+    post_cpi: Latency,
+}
+
+impl Ticker {
+    fn new(every: Duration) -> Ticker {
+        // At least 1 ms apart: a report costs the collector a few microseconds, not a frame.
+        let every = every.max(Duration::from_millis(1));
+        Ticker {
+            every,
+            due: every,
+            at: Duration::ZERO,
+            frames: 0,
+            partial: 0,
+            dropped: 0,
+            cpu: process_cpu_time(),
+            post_cpi: Latency::new(),
+        }
+    }
+
+    /// Tells `sink` what the run has done since the previous report.
+    fn report(
+        &mut self,
+        shared: &Shared<'_>,
+        out: &Collected,
+        sink: &mut dyn FrameSink,
+        last: bool,
+    ) -> Result<(), SinkError> {
+        let now = shared.start.elapsed();
+        let cpu = process_cpu_time();
+        let dropped = shared.dropped.load(Ordering::Relaxed);
+        let progress = Progress {
+            elapsed: now,
+            interval: now.saturating_sub(self.at),
+            frames: out.frames,
+            interval_frames: out.frames - self.frames,
+            partial_frames: out.partial,
+            interval_partial_frames: out.partial - self.partial,
+            dropped_frames: dropped,
+            interval_dropped_frames: dropped.saturating_sub(self.dropped),
+            post_cpi: self.post_cpi.quantiles(),
+            cpu: cpu.saturating_sub(self.cpu),
+            slot_waits: shared.slot_waits.load(Ordering::Relaxed),
+            last,
+        };
+        (self.at, self.frames, self.partial, self.dropped, self.cpu) =
+            (now, out.frames, out.partial, dropped, cpu);
+        self.post_cpi.reset();
+        // The next report is due an interval from now: a collector held up skips reports, it
+        // does not catch up with a burst of them.
+        self.due = now + self.every;
+        sink.progress(&progress)
+    }
+}
+
+/// The collector: delivers frames in order, returns slots, stops on the first failure; with
+/// progress reports, says the last one once every frame is delivered.
 fn collect(
     shared: &Shared<'_>,
     events: &Receiver<Event>,
     free: Sender<usize>,
     sink: &mut dyn FrameSink,
+    options: &RunOptions,
+) -> Result<Collected, RunError> {
+    let mut ticker = options.progress_every.map(Ticker::new);
+    let out = deliver(
+        shared,
+        events,
+        free,
+        sink,
+        options.warmup_frames,
+        &mut ticker,
+    )?;
+    if let Some(ticker) = &mut ticker {
+        ticker.report(shared, &out, sink, true)?;
+    }
+    Ok(out)
+}
+
+/// The collector loop: delivers frames in order, returns slots, reports progress when due,
+/// stops on the first failure.
+fn deliver(
+    shared: &Shared<'_>,
+    events: &Receiver<Event>,
+    free: Sender<usize>,
+    sink: &mut dyn FrameSink,
     warmup: u64,
+    ticker: &mut Option<Ticker>,
 ) -> Result<Collected, RunError> {
     let mut out = Collected {
         frames: 0,
@@ -592,9 +698,16 @@ fn collect(
         if begun == Some(out.frames + out.partial) {
             return Ok(out);
         }
-        let event = match next_event(shared, events) {
-            Ok(Some(event)) => event,
-            Ok(None) => return Ok(out),
+        if let Some(t) = ticker.as_mut()
+            && shared.start.elapsed() >= t.due
+            && let Err(e) = t.report(shared, &out, sink, false)
+        {
+            return fail(e.into());
+        }
+        let event = match next_event(shared, events, ticker.as_ref().map(|t| t.due)) {
+            Ok(Next::Event(event)) => event,
+            Ok(Next::Due) => continue,
+            Ok(Next::Closed) => return Ok(out),
             Err(e) => return fail(e),
         };
         match event {
@@ -616,6 +729,10 @@ fn collect(
                 out.partial += 1;
                 sink.partial(&PartialFrame { frame_id, sequence })
             } else {
+                if let Some(t) = ticker.as_mut() {
+                    let last = s.last_packet_ns.load(Ordering::Relaxed);
+                    t.post_cpi.record(shared.now_ns().saturating_sub(last));
+                }
                 if sequence >= warmup {
                     let done = shared.now_ns();
                     let first = s.first_packet_ns.load(Ordering::Relaxed);
@@ -661,15 +778,38 @@ fn collect(
 /// frames never run and nothing else would say so.
 const GPU_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The next event, `None` once every sender is gone, or a GPU's sticky error.
-fn next_event(shared: &Shared<'_>, events: &Receiver<Event>) -> Result<Option<Event>, RunError> {
-    if shared.plan.gpus.is_empty() {
-        return Ok(events.recv().ok());
+/// What the collector waits for next.
+enum Next {
+    Event(Event),
+    /// A progress report is due.
+    Due,
+    /// Every sender is gone.
+    Closed,
+}
+
+/// The next event, a progress report once the run's clock reaches `due`, the end of the
+/// events, or a GPU's sticky error.
+fn next_event(
+    shared: &Shared<'_>,
+    events: &Receiver<Event>,
+    due: Option<Duration>,
+) -> Result<Next, RunError> {
+    let checks_gpus = !shared.plan.gpus.is_empty();
+    if !checks_gpus && due.is_none() {
+        return Ok(events.recv().map_or(Next::Closed, Next::Event));
     }
     loop {
-        match events.recv_timeout(GPU_CHECK_INTERVAL) {
-            Ok(event) => return Ok(Some(event)),
-            Err(channel::RecvTimeoutError::Disconnected) => return Ok(None),
+        let mut wait = GPU_CHECK_INTERVAL;
+        if let Some(due) = due {
+            let left = due.saturating_sub(shared.start.elapsed());
+            if left.is_zero() {
+                return Ok(Next::Due);
+            }
+            wait = if checks_gpus { wait.min(left) } else { left };
+        }
+        match events.recv_timeout(wait) {
+            Ok(event) => return Ok(Next::Event(event)),
+            Err(channel::RecvTimeoutError::Disconnected) => return Ok(Next::Closed),
             Err(channel::RecvTimeoutError::Timeout) => {
                 for gpu in shared.plan.gpus.values() {
                     gpu.check()?;

@@ -81,6 +81,14 @@ impl Latency {
 
     /// The summary for reports.
     pub fn summary(&self) -> LatencySummary {
+        LatencySummary {
+            histogram: self.histogram_base64(),
+            ..self.quantiles()
+        }
+    }
+
+    /// The quantiles alone (`histogram: None`): cheap enough for a progress report.
+    pub fn quantiles(&self) -> LatencySummary {
         let h = &self.histogram;
         let q = |p: f64| {
             Duration::from_nanos(if h.is_empty() {
@@ -95,8 +103,13 @@ impl Latency {
             p99: q(0.99),
             p999: q(0.999),
             max: Duration::from_nanos(if h.is_empty() { 0 } else { h.max() }),
-            histogram: self.histogram_base64(),
+            histogram: None,
         }
+    }
+
+    /// Forgets every latency recorded, keeping the memory.
+    pub fn reset(&mut self) {
+        self.histogram.reset();
     }
 
     /// Every recorded latency as a base64 HdrHistogram V2 (deflate) record, the form reports

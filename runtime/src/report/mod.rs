@@ -8,6 +8,7 @@
 //! - [`send`]: the sender's report (`kplace send --report FILE`), typed the same way.
 //! - [`ready`]: the ready file (`kplace run --ready-file FILE`): where a run takes packets, once
 //!   it does.
+//! - [`progress`]: a run's progress as JSON lines (`kplace run --report-every DURATION`).
 //!
 //! # What reading guarantees
 //! [`read_json`] reads a versioned report strictly: the `schema` must be the type's own, an
@@ -20,6 +21,7 @@
 //! `docs/schema/*.schema.json`, kept equal to the types by a test).
 
 pub mod metrics;
+pub mod progress;
 pub mod ready;
 pub mod run;
 pub mod send;

@@ -19,7 +19,10 @@ pub mod several;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::executor::{self, FrameSink, RunError, RunOptions, Source};
+use crate::executor::{
+    self, CompletedFrame, FrameSink, PartialFrame, Progress, RunError, RunOptions, SinkError,
+    Source,
+};
 use crate::net::udp::{IngestCounters, UdpConfig, UdpError, UdpSource};
 use crate::net::wire::Malformed;
 use crate::os::CpuSet;
@@ -56,6 +59,29 @@ pub fn run(
         metrics: result?,
         telemetry,
     })
+}
+
+/// A sink that hands every frame to `sink` and every progress report to `report`: how a run
+/// that reports its progress (`RunOptions::progress_every`) keeps its workload's sink as it is.
+pub struct WithProgress<'a> {
+    /// The workload's sink.
+    pub sink: &'a mut dyn FrameSink,
+    /// Takes each report; an error stops the run.
+    pub report: &'a mut dyn FnMut(&Progress) -> Result<(), SinkError>,
+}
+
+impl FrameSink for WithProgress<'_> {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        self.sink.frame(frame)
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        self.sink.partial(frame)
+    }
+
+    fn progress(&mut self, progress: &Progress) -> Result<(), SinkError> {
+        (self.report)(progress)
+    }
 }
 
 /// Why a pipeline's receiver could not listen.

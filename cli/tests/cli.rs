@@ -953,6 +953,10 @@ fn progress_lines_go_to_stdout_and_add_up_to_the_report() {
     assert_eq!(last.frames, 60);
     assert_eq!(lines.iter().map(|l| l.interval_frames).sum::<u64>(), 60);
     assert!(lines.iter().all(|l| l.pipeline.is_none()));
+    assert!(
+        lines.iter().all(|l| l.gpus.is_empty()),
+        "a CPU placement reads no GPU"
+    );
     let report: kplace::report::run::RunReport =
         kplace::report::read_json(&std::fs::read_to_string(&report).unwrap(), "report").unwrap();
     assert_eq!(report.frames, last.frames);

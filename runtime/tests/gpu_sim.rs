@@ -435,6 +435,51 @@ fn partial_frames_on_a_gpu_free_their_slots_and_later_frames_stay_exact() {
     }
 }
 
+/// A session of a GPU plan reporting progress: the reports go through the session's GPU
+/// readings (each GPU the plan uses, or none without NVML, as here) and still add up to the
+/// run.
+#[test]
+fn a_gpu_sessions_progress_carries_its_gpus_and_adds_up() {
+    struct Reports(Collect, Vec<kplace::executor::Progress>);
+    impl FrameSink for Reports {
+        fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+            self.0.frame(frame)
+        }
+        fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+            self.0.partial(frame)
+        }
+        fn progress(&mut self, p: &kplace::executor::Progress) -> Result<(), SinkError> {
+            self.1.push(p.clone());
+            Ok(())
+        }
+    }
+    let gpus = SimProvider::with_delay(1, Duration::from_micros(100));
+    let plan = sim_plan(&gpus, "gpu", "gpu", 1, 2, "");
+    let options = executor::RunOptions {
+        progress_every: Some(Duration::from_millis(1)),
+        ..Default::default()
+    };
+    let mut sink = Reports(Collect::default(), Vec::new());
+    let run = kplace::session::run(
+        &plan,
+        &mut FrameReplay::new(frames(2, 5), 8),
+        &mut sink,
+        &options,
+    )
+    .unwrap();
+    let reports = &sink.1;
+    assert!(reports.last().is_some_and(|p| p.last));
+    let processed: u64 = reports.iter().map(|p| p.interval_frames).sum();
+    assert_eq!(processed, run.metrics.frames);
+    for p in reports {
+        assert!(
+            p.gpus.iter().all(|g| g.ordinal == 0),
+            "only the plan's GPU: {:?}",
+            p.gpus
+        );
+    }
+}
+
 #[test]
 fn profiling_times_gpu_stages_with_timing_events_and_only_when_asked() {
     let prepared = frames(2, 3);

@@ -626,6 +626,7 @@ impl Ticker {
             post_cpi: self.post_cpi.quantiles(),
             cpu: cpu.saturating_sub(self.cpu),
             slot_waits: shared.slot_waits.load(Ordering::Relaxed),
+            gpus: Vec::new(),
             last,
         };
         (self.at, self.frames, self.partial, self.dropped, self.cpu) =

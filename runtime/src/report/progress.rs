@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::LatencySummary;
+use super::telemetry::GpuNow;
 
 /// What a run has done: the counts so far, and those of the interval since the previous
 /// report. Over a run's reports the interval counts add up to the run's (the last report's
@@ -42,6 +43,9 @@ pub struct Progress {
     pub cpu: Duration,
     /// Times the source waited for a free slot, so far.
     pub slot_waits: u64,
+    /// The run's GPUs as the telemetry sampler last read them; empty for a plan without a
+    /// GPU stage, without NVML, and from the executor alone (a session fills it in).
+    pub gpus: Vec<GpuNow>,
     /// Whether this is the run's last report.
     pub last: bool,
 }
@@ -97,6 +101,9 @@ pub struct ProgressLine {
     pub cores_used: f64,
     /// Times the source waited for a free slot, so far.
     pub slot_waits: u64,
+    /// Each GPU the run uses as NVML last read it (utilisation, memory in use); empty for a
+    /// run without a GPU stage or without NVML.
+    pub gpus: Vec<GpuNow>,
     /// Whether this is the run's last line.
     pub last: bool,
 }
@@ -126,6 +133,7 @@ impl ProgressLine {
             post_cpi_max_ms: latency(progress.post_cpi.max),
             cores_used: progress.cores_used(),
             slot_waits: progress.slot_waits,
+            gpus: progress.gpus.clone(),
             last: progress.last,
         }
     }

@@ -53,7 +53,14 @@ pub fn run(
 ) -> Result<Session, RunError> {
     let ordinals: Vec<u32> = plan.gpus.keys().copied().collect();
     let sampler = (!ordinals.is_empty()).then(|| Sampler::start(&ordinals, DEFAULT_INTERVAL));
-    let result = executor::run_with(plan, source, sink, options);
+    let result = match &sampler {
+        // Progress reports say what the sampler last read of the GPUs.
+        Some(sampler) if options.progress_every.is_some() => {
+            let mut with_gpus = WithGpus { sink, sampler };
+            executor::run_with(plan, source, &mut with_gpus, options)
+        }
+        _ => executor::run_with(plan, source, sink, options),
+    };
     let telemetry = sampler.map(Sampler::stop);
     Ok(Session {
         metrics: result?,
@@ -81,6 +88,30 @@ impl FrameSink for WithProgress<'_> {
 
     fn progress(&mut self, progress: &Progress) -> Result<(), SinkError> {
         (self.report)(progress)
+    }
+}
+
+/// A sink whose progress reports carry the sampler's last readings of the GPUs.
+struct WithGpus<'a> {
+    sink: &'a mut dyn FrameSink,
+    sampler: &'a Sampler,
+}
+
+impl FrameSink for WithGpus<'_> {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        self.sink.frame(frame)
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        self.sink.partial(frame)
+    }
+
+    fn progress(&mut self, progress: &Progress) -> Result<(), SinkError> {
+        let progress = Progress {
+            gpus: self.sampler.latest(),
+            ..progress.clone()
+        };
+        self.sink.progress(&progress)
     }
 }
 

@@ -43,6 +43,19 @@ use serde::{Deserialize, Serialize};
 
 pub use sampler::Sampler;
 
+/// One GPU as the sampler last read it: what a progress report says of the GPUs while a run
+/// goes on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuNow {
+    /// The CUDA ordinal.
+    pub ordinal: u32,
+    /// GPU utilisation, percent of the last sample period; null without a reading.
+    pub gpu_util_pct: Option<u32>,
+    /// Device memory in use, bytes; null without a reading.
+    pub memory_used_bytes: Option<u64>,
+}
+
 /// The sampling interval to use when the caller has no reason to choose another: 100 ms.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -1,6 +1,7 @@
 //! NVML: finding the device a CUDA ordinal is, reading one sample of it, and the sampling loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::processes::ProcessBook;
 use super::summary::{DeviceId, ProcessSample, Sample, Summary};
-use super::{MatchedBy, Telemetry};
+use super::{GpuNow, MatchedBy, Telemetry};
 use crate::cuda::probe::{self, panic_text};
 
 /// Linux's largest possible pid (`PID_MAX_LIMIT`, 2^22); a larger one in a process list means
@@ -194,6 +195,7 @@ pub(super) fn sample_until_stopped(
     ordinals: Vec<u32>,
     interval: Duration,
     stop: Receiver<()>,
+    latest: &Mutex<Vec<GpuNow>>,
 ) -> Telemetry {
     let started = Instant::now();
     let mut warnings = Vec::new();
@@ -222,15 +224,24 @@ pub(super) fn sample_until_stopped(
     let mut book = ProcessBook::new();
     let mut next = Instant::now();
     loop {
-        for (_, device, summary) in targets.iter_mut() {
+        let mut now_read = Vec::with_capacity(targets.len());
+        for (id, device, summary) in targets.iter_mut() {
             let Some(device) = device else { continue };
             match catch_unwind(AssertUnwindSafe(|| read_sample(device, &mut book))) {
-                Ok(sample) => summary.add(&sample),
+                Ok(sample) => {
+                    summary.add(&sample);
+                    now_read.push(GpuNow {
+                        ordinal: id.ordinal,
+                        gpu_util_pct: sample.gpu_util,
+                        memory_used_bytes: sample.mem_used,
+                    });
+                }
                 Err(panic) => {
                     summary.note_error(&format!("sampling panicked: {}", panic_text(&*panic)))
                 }
             }
         }
+        *latest.lock().unwrap_or_else(|e| e.into_inner()) = now_read;
         // Fixed-rate ticks; after a pass longer than the interval, start afresh from now.
         let now = Instant::now();
         next += interval;

@@ -2,11 +2,12 @@
 //! [`Sampler::stop`].
 
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use super::nvml::sample_until_stopped;
-use super::{MIN_INTERVAL, Telemetry};
+use super::{GpuNow, MIN_INTERVAL, Telemetry};
 use crate::cuda::probe::init_nvml;
 use crate::cuda::probe::panic_text;
 
@@ -15,6 +16,8 @@ use crate::cuda::probe::panic_text;
 #[derive(Debug)]
 pub struct Sampler {
     state: State,
+    /// Each device as the thread last read it.
+    latest: Arc<Mutex<Vec<GpuNow>>>,
 }
 
 #[derive(Debug)]
@@ -44,11 +47,13 @@ impl Sampler {
                 distinct.push(o);
             }
         }
+        let latest = Arc::new(Mutex::new(Vec::new()));
         let done = |reason: String| Sampler {
             state: State::Done(Telemetry {
                 interval_ms: interval.as_secs_f64() * 1e3,
                 ..Telemetry::unavailable(reason)
             }),
+            latest: Arc::clone(&latest),
         };
         if distinct.is_empty() {
             return done("no GPU to sample".into());
@@ -58,9 +63,10 @@ impl Sampler {
             Err(e) => return done(format!("NVML not available: {e}")),
         };
         let (stop, stopped) = mpsc::channel();
+        let shared = Arc::clone(&latest);
         let spawned = thread::Builder::new()
             .name("kplace-telemetry".into())
-            .spawn(move || sample_until_stopped(nvml, distinct, interval, stopped));
+            .spawn(move || sample_until_stopped(nvml, distinct, interval, stopped, &shared));
         match spawned {
             Ok(thread) => Sampler {
                 state: State::Running {
@@ -68,9 +74,19 @@ impl Sampler {
                     thread,
                     interval,
                 },
+                latest,
             },
             Err(e) => done(format!("telemetry thread not started: {e}")),
         }
+    }
+
+    /// Each device the sampler reads, as its last pass read it (one entry per device found,
+    /// in ordinal order); empty before the first pass and without NVML.
+    pub fn latest(&self) -> Vec<GpuNow> {
+        self.latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops sampling and returns the summary. Returns as soon as the thread ends its current

@@ -322,6 +322,10 @@ fn samples_a_real_gpu() {
     }
     let sampler = Sampler::start(&[0, 0], DEFAULT_INTERVAL);
     thread::sleep(Duration::from_millis(500));
+    let latest = sampler.latest();
+    assert_eq!(latest.len(), 1, "one reading per device: {latest:?}");
+    assert_eq!(latest[0].ordinal, 0);
+    assert!(latest[0].memory_used_bytes.is_some(), "{latest:?}");
     let t = sampler.stop();
     println!("{t}");
     assert!(t.available, "{t:?}");

@@ -4,11 +4,11 @@
 //! runs `kplace send` pacing a stream into the system under test (two processes, open loop)
 //! and is judged by the rate gates on what the system reported.
 //!
-//! This module runs the sweep and holds the context every trial shares; [`BisectConfig`]
-//! says what the sweep is asked to do (`config`, with what follows from it per CPI); [`trial`] runs one
-//! trial of kplace (`kplace run` on a placement), [`sut`] one of another receiver, [`bounds`]
-//! measures the bounds beside each search, [`probe`] the machine's steadiness, [`output`] the
-//! table rows, spreads and CSV files, and [`exit`] the sweep's exit status.
+//! This module runs the sweep and holds the context every trial shares. [`BisectConfig`] says
+//! what the sweep is asked to do (`config`, with what follows from it per CPI); [`trial`] runs
+//! one trial of kplace (`kplace run` on a placement), [`sut`] one of another receiver,
+//! [`bounds`] measures the bounds beside each search, [`probe`] the machine's steadiness,
+//! [`output`] the table rows, spreads and CSV files, and [`exit`] the sweep's exit status.
 //!
 //! # Guarantees
 //! - A placement that cannot run here (a GPU placement without a GPU) is planned once and

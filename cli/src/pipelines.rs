@@ -21,7 +21,9 @@ use kplace_radar::run::{Setup, run_pipeline};
 
 use super::output::ReportOutput;
 use super::progress::ProgressOut;
-use super::run::{RunArgs, SourceArg, check_mps, exit_status, open_outputs};
+use super::run::{
+    RunArgs, SourceArg, check_mps, exit_status, open_outputs, open_trace, write_trace,
+};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
 /// modules and plans first: seconds, not minutes).
@@ -67,6 +69,9 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
             )?),
         });
     }
+    let traces = (0..n)
+        .map(|i| open_trace(args, Some(i)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let inputs: Vec<_> = sources.into_iter().zip(outputs).collect();
     let outcomes = several::in_threads(inputs, |i, (udp, outputs)| {
         run_pipeline(&config, &setup, udp, Some(i), outputs, &check_mps)
@@ -74,10 +79,11 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut reports = Vec::with_capacity(n);
     let mut failures = Vec::new();
     let mut text = String::new();
-    for (i, outcome) in outcomes.into_iter().enumerate() {
+    for (i, (outcome, trace_out)) in outcomes.into_iter().zip(traces).enumerate() {
         match outcome {
             Ok(o) => {
                 let _ = write!(text, "== pipeline {i}\n{}", o.text);
+                write_trace(trace_out, o.trace.as_ref())?;
                 reports.push(PipelineEntry::Ran(Box::new(o.report)));
             }
             Err(e) => {
@@ -132,6 +138,9 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
             command
                 .arg("--done-times")
                 .arg(pipeline_path(path, Some(i)));
+        }
+        if let Some(path) = &args.trace {
+            command.arg("--trace").arg(pipeline_path(path, Some(i)));
         }
         if let Some(path) = args.progress_path() {
             command
@@ -190,10 +199,11 @@ fn finish(
 
 /// Options each child gets from the parent's command line: everything but those the parent
 /// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`,
-/// `--done-times`, `--ready-file`, `--progress-out`), in either `--flag value` or
+/// `--done-times`, `--ready-file`, `--progress-out`, `--trace`), in either `--flag value` or
 /// `--flag=value` form.
 pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
-    const PER_CHILD: [&str; 8] = [
+    const PER_CHILD: [&str; 9] = [
+        "--trace",
         "--progress-out",
         "--pipelines",
         "--pipeline-mode",

@@ -76,6 +76,12 @@ pub struct RunArgs {
     /// Frames processed and verified but left out of the rate, latency and CPU figures.
     #[arg(long, default_value_t = 0)]
     warmup_frames: u64,
+    /// Write the run's timeline to this file as Chrome trace events (open it in Perfetto or
+    /// chrome://tracing): each frame's packets and delivery, every CPU launch on its worker,
+    /// every GPU enqueue and fence, GPU callbacks and slot waits, each with its frame id
+    /// (docs/report.md). With several pipelines, FILE.p<i> per pipeline.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
     /// Report the run's progress every DURATION (e.g. `1s`, `250ms`): one JSON line per
     /// interval, and a last one at the end (schema `kplace-progress/1`, docs/report.md), to
     /// --progress-out; and a progress bar on a terminal.
@@ -237,6 +243,7 @@ impl RunArgs {
             pipelines: if self.ingest_only { 0 } else { self.pipelines },
             replay,
             progress_every: self.report_every,
+            trace: self.trace.is_some(),
         })
     }
 
@@ -333,12 +340,51 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             &readiness,
         )?),
     };
+    let trace_out = open_trace(&args, None)?;
     let outcome = run_pipeline(&config, &setup, udp, None, outputs, &check_mps)?;
     print_summary(&args, &outcome.text);
     if let Some(out) = report_out {
         out.write(&outcome.report)?;
     }
+    write_trace(trace_out, outcome.trace.as_ref())?;
     Ok(exit_status(outcome.passed))
+}
+
+/// Creates pipeline `index`'s trace file (with `--trace`) before the run, so a bad path loses
+/// no run.
+pub(crate) fn open_trace(
+    args: &RunArgs,
+    index: Option<usize>,
+) -> anyhow::Result<Option<(PathBuf, std::fs::File)>> {
+    let Some(path) = &args.trace else {
+        return Ok(None);
+    };
+    let path = pipeline_path(path, index);
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("cannot create the trace {}", path.display()))?;
+    Ok(Some((path, file)))
+}
+
+/// Writes `trace` into the file [`open_trace`] created.
+pub(crate) fn write_trace(
+    out: Option<(PathBuf, std::fs::File)>,
+    trace: Option<&kplace::report::trace::Trace>,
+) -> anyhow::Result<()> {
+    if let (Some((path, file)), Some(trace)) = (out, trace) {
+        trace
+            .write_chrome(&mut std::io::BufWriter::new(file))
+            .with_context(|| format!("cannot write the trace {}", path.display()))?;
+        tracing::info!(
+            "kplace run: trace of {} spans in {}{}",
+            trace.spans.len(),
+            path.display(),
+            match trace.dropped_spans {
+                0 => String::new(),
+                n => format!(" ({n} more spans past the limit not kept)"),
+            }
+        );
+    }
+    Ok(())
 }
 
 /// Whether this process is an MPS client: what every pipeline's report records.

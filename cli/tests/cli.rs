@@ -990,6 +990,67 @@ fn progress_lines_go_to_stdout_and_add_up_to_the_report() {
     );
 }
 
+/// `--trace FILE` writes Chrome trace events that parse: every stage launch of every frame
+/// once (the range FFT once per tile), each frame's packets and delivery, a name per thread;
+/// with two pipelines, a file per pipeline; a path that cannot be written fails before the run.
+#[test]
+fn a_trace_holds_every_launch_of_every_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    ok(&["run", "--frames", "12", "--trace", path.to_str().unwrap()]);
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let count = |cat: &str, name: &str, frame: u64| {
+        events
+            .iter()
+            .filter(|e| e["cat"] == cat && e["name"] == name && e["args"]["frame"] == frame)
+            .count()
+    };
+    for frame in 0..12 {
+        assert_eq!(
+            count("launch", "range_fft", frame),
+            8,
+            "frame {frame}: 8 tiles"
+        );
+        for stage in ["doppler_fft", "cfar", "cluster"] {
+            assert_eq!(count("launch", stage, frame), 1, "frame {frame}: {stage}");
+        }
+        assert_eq!(
+            count("packets", &format!("frame {frame} packets"), frame),
+            1
+        );
+        assert_eq!(count("deliver", &format!("frame {frame} done"), frame), 1);
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["args"]["name"] == "worker 0")
+    );
+
+    let two = dir.path().join("two.json");
+    ok(&[
+        "run",
+        "--frames",
+        "4",
+        "--pipelines",
+        "2",
+        "--trace",
+        two.to_str().unwrap(),
+    ]);
+    for i in 0..2 {
+        let file = dir.path().join(format!("two.p{i}.json"));
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert!(!trace["traceEvents"].as_array().unwrap().is_empty(), "{i}");
+    }
+    let e = input_error(&["run", "--frames", "2", "--trace", "/nonexistent-dir/t.json"]);
+    assert!(
+        e.contains("/nonexistent-dir/t.json") && !e.contains("frames 2"),
+        "the run must not have started: {e}"
+    );
+}
+
 /// A host name is a valid receive address; a CPI whose chirps do not fit a UDP datagram is
 /// refused instead of listening for packets that can never come.
 #[test]

@@ -384,6 +384,83 @@ fn progress_reports_add_up_to_the_run() {
     assert!(quiet.progress.is_empty(), "no reports unless asked for");
 }
 
+/// A traced run holds every launch of every frame once, each on a worker, in order: a frame's
+/// `sum` starts after each of its `magnitude` tiles ended and after its packets began, and
+/// its delivery comes after both; partial frames have packets and a delivery but no `sum`.
+/// An untraced run records nothing.
+#[test]
+fn a_trace_holds_every_launch_of_every_frame_once_in_order() {
+    use kplace::report::trace::{SpanKind, Track};
+    let lossy = plan(3, 4, "");
+    let mut source = Lossy {
+        frames: frames(3, 9),
+        holes: vec![1, 4],
+        count: 8,
+        refused: Vec::new(),
+        opened: 0,
+    };
+    let options = executor::RunOptions {
+        trace: true,
+        ..Default::default()
+    };
+    let mut sink = Collect::default();
+    let report = executor::run_with(&lossy, &mut source, &mut sink, &options).unwrap();
+    let trace = report.trace.expect("traced");
+    assert_eq!(trace.stages, ["magnitude", "sum"]);
+    assert_eq!(trace.dropped_spans, 0);
+    let of = |kind, frame: u64, stage: Option<u32>| {
+        trace
+            .spans
+            .iter()
+            .filter(move |s| s.kind == kind && s.frame == frame && s.stage == stage)
+    };
+    let tiles = (ROWS / 8) as u32;
+    for (frame, _) in &sink.frames {
+        let mut launches: Vec<u32> = of(SpanKind::Launch, *frame, Some(0))
+            .map(|s| s.launch.unwrap())
+            .collect();
+        launches.sort_unstable();
+        assert_eq!(launches, (0..tiles).collect::<Vec<_>>(), "frame {frame}");
+        let sums: Vec<_> = of(SpanKind::Launch, *frame, Some(1)).collect();
+        assert_eq!(sums.len(), 1, "frame {frame}: one sum");
+        let tiles_end = of(SpanKind::Launch, *frame, Some(0))
+            .map(|s| s.end_ns)
+            .max()
+            .unwrap();
+        assert!(
+            sums[0].start_ns >= tiles_end,
+            "frame {frame}: sum after its tiles"
+        );
+        assert!(matches!(sums[0].track, Track::Worker(0..=2)));
+        let packets: Vec<_> = of(SpanKind::Packets, *frame, None).collect();
+        assert_eq!(packets.len(), 1, "frame {frame}");
+        assert!(packets[0].start_ns <= sums[0].start_ns);
+        let delivered: Vec<_> = of(SpanKind::Deliver, *frame, None).collect();
+        assert_eq!(delivered.len(), 1, "frame {frame}");
+        assert!(
+            delivered[0].start_ns >= sums[0].end_ns,
+            "frame {frame}: delivered after"
+        );
+    }
+    for frame in &sink.partial {
+        assert_eq!(
+            of(SpanKind::Launch, *frame, Some(1)).count(),
+            0,
+            "partial {frame}"
+        );
+        assert_eq!(
+            of(SpanKind::Deliver, *frame, None).count(),
+            1,
+            "partial {frame}"
+        );
+    }
+
+    let mut quiet = Collect::default();
+    let mut replay = FrameReplay::new(frames(2, 3), 5);
+    let untraced = executor::run(&plan(1, 2, ""), &mut replay, &mut quiet).unwrap();
+    assert_eq!(untraced.trace, None);
+}
+
 #[test]
 fn a_warm_up_is_processed_but_left_out_of_the_figures() {
     let plan = plan(2, 3, "");

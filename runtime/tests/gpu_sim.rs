@@ -480,6 +480,66 @@ fn a_gpu_sessions_progress_carries_its_gpus_and_adds_up() {
     }
 }
 
+/// A traced all-GPU run: every tile of every frame enqueued once, each stage fenced once per
+/// frame after its last enqueue, the GPU `sum` enqueued only after `magnitude`'s fence (its
+/// stream waits on that event), and each stage's callback after its fence.
+#[test]
+fn a_gpu_trace_orders_enqueues_fences_and_callbacks() {
+    use kplace::report::trace::{SpanKind, Track};
+    let gpus = SimProvider::with_delay(1, Duration::from_micros(50));
+    let plan = sim_plan(&gpus, "gpu", "gpu", 2, 3, "");
+    let options = executor::RunOptions {
+        trace: true,
+        ..Default::default()
+    };
+    let mut sink = Collect::default();
+    let report = executor::run_with(
+        &plan,
+        &mut FrameReplay::new(frames(2, 5), 6),
+        &mut sink,
+        &options,
+    )
+    .unwrap();
+    let trace = report.trace.expect("traced");
+    for frame in 0..6u64 {
+        let of = |kind, stage: u32| -> Vec<_> {
+            trace
+                .spans
+                .iter()
+                .filter(|s| s.kind == kind && s.frame == frame && s.stage == Some(stage))
+                .collect()
+        };
+        assert_eq!(of(SpanKind::Enqueue, 0).len(), ROWS / TILE, "frame {frame}");
+        assert_eq!(
+            of(SpanKind::Launch, 0).len(),
+            0,
+            "a GPU stage only enqueues"
+        );
+        for stage in [0, 1] {
+            let fences = of(SpanKind::Fence, stage);
+            assert_eq!(fences.len(), 1, "frame {frame} stage {stage}");
+            let last_enqueue = of(SpanKind::Enqueue, stage)
+                .iter()
+                .map(|s| s.end_ns)
+                .max()
+                .unwrap();
+            assert!(
+                fences[0].start_ns >= last_enqueue,
+                "frame {frame} stage {stage}"
+            );
+            let callbacks = of(SpanKind::Callback, stage);
+            assert_eq!(callbacks.len(), 1, "frame {frame} stage {stage}");
+            assert_eq!(callbacks[0].track, Track::Driver);
+            assert!(callbacks[0].start_ns >= fences[0].start_ns);
+        }
+        let magnitude_fenced = of(SpanKind::Fence, 0)[0].end_ns;
+        assert!(
+            of(SpanKind::Enqueue, 1)[0].start_ns >= magnitude_fenced,
+            "frame {frame}: sum's stream waits on magnitude's fence"
+        );
+    }
+}
+
 #[test]
 fn profiling_times_gpu_stages_with_timing_events_and_only_when_asked() {
     let prepared = frames(2, 3);

@@ -55,6 +55,8 @@ pub struct RunConfig {
     pub replay: bool,
     /// How often the run reports its progress to [`Outputs::progress`]; `None`: never.
     pub progress_every: Option<std::time::Duration>,
+    /// Record the run's timeline ([`PipelineOutcome::trace`]).
+    pub trace: bool,
 }
 
 /// Why a radar run could not run.
@@ -155,6 +157,8 @@ pub struct PipelineOutcome {
     pub report: RunReport,
     /// Whether every frame verified.
     pub passed: bool,
+    /// The run's timeline, when [`RunConfig::trace`] asked for it.
+    pub trace: Option<kplace::report::trace::Trace>,
 }
 
 /// Plans and runs one pipeline of `config` (`index` among several, or the only one) on `udp`,
@@ -221,6 +225,7 @@ pub fn run_pipeline(
         warmup_frames: config.warmup_frames,
         profile_gpu: config.profile_gpu,
         progress_every: config.progress_every.filter(|_| progress.is_some()),
+        trace: config.trace,
     };
     let run = match &mut progress {
         Some(write) => {
@@ -303,5 +308,6 @@ pub fn run_pipeline(
         text,
         report,
         passed,
+        trace: run.metrics.trace,
     })
 }

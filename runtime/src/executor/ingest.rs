@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use crossbeam::channel::{Receiver, TryRecvError};
 
 use super::{Shared, Task, send_task};
+use crate::report::trace::{Span, SpanBuffer, SpanKind, Track};
 
 /// The source thread's handle for writing frames into slots.
 pub struct Ingest<'r> {
@@ -28,6 +29,8 @@ pub struct Ingest<'r> {
     tile_counts: Vec<Vec<Vec<u32>>>,
     pub(super) begun: u64,
     pub(super) dropped: u64,
+    /// The source thread's spans, when the run is traced.
+    pub(super) spans: SpanBuffer,
 }
 
 /// A frame open in a slot: the token for writing its packets and ending it. Not `Clone`: the
@@ -83,6 +86,7 @@ impl<'r> Ingest<'r> {
             ],
             begun: 0,
             dropped: 0,
+            spans: SpanBuffer::new(shared.span_limit),
         }
     }
 
@@ -118,7 +122,20 @@ impl<'r> Ingest<'r> {
             Err(TryRecvError::Disconnected) => return None,
             Err(TryRecvError::Empty) => {
                 self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
-                self.free.recv().ok()?
+                let waited_from = self.shared.now_ns();
+                let slot = self.free.recv().ok()?;
+                if self.shared.trace {
+                    self.spans.push(Span {
+                        kind: SpanKind::SlotWait,
+                        track: Track::Source,
+                        frame: frame_id,
+                        stage: None,
+                        launch: None,
+                        start_ns: waited_from,
+                        end_ns: self.shared.now_ns(),
+                    });
+                }
+                slot
             }
         };
         // A slot taken while the run stops is never returned: nothing will use it again.
@@ -149,6 +166,9 @@ impl<'r> Ingest<'r> {
         let s = &self.shared.slots[slot];
         s.frame_id.store(frame_id, Ordering::Relaxed);
         s.sequence.store(self.begun, Ordering::Relaxed);
+        // No packet yet: a frame that ends without one has no packet times.
+        s.first_packet_ns.store(0, Ordering::Relaxed);
+        s.last_packet_ns.store(0, Ordering::Relaxed);
         self.begun += 1;
         self.present[slot].fill(false);
         self.received[slot] = 0;

@@ -38,6 +38,7 @@ use crate::plan::Plan;
 use crate::plugin::LaunchError;
 use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
 pub use crate::report::progress::Progress;
+use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
 
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
@@ -188,6 +189,12 @@ struct Shared<'p> {
     slot_waits: AtomicU64,
     /// Frames the source dropped for want of a free slot, so far.
     dropped: AtomicU64,
+    /// Whether the run records its timeline ([`RunOptions::trace`]).
+    trace: bool,
+    /// The spans each thread may keep.
+    span_limit: usize,
+    /// The GPU callbacks' spans (on the driver's thread), when traced.
+    driver_spans: std::sync::Mutex<SpanBuffer>,
     /// Per slot, per stage: the context a GPU stage's completion callback receives.
     callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
 }
@@ -242,7 +249,12 @@ impl Shared<'_> {
     /// task it fences the stage (downloads, event, host callback) and releases the GPU stages
     /// that read its outputs at once: their streams wait on its event, so nobody waits on the
     /// host. CPU readers are released by the callback, once the GPU has done the work.
-    fn gpu_enqueued(&self, slot_index: usize, stage: StageId) -> Result<(), RunError> {
+    fn gpu_enqueued(
+        &self,
+        slot_index: usize,
+        stage: StageId,
+        (spans, track): (&mut SpanBuffer, Track),
+    ) -> Result<(), RunError> {
         let slot = &self.slots[slot_index];
         if let Completion::Pending = slot.finish_launch(stage) {
             if slot.launch_finished() {
@@ -255,11 +267,23 @@ impl Shared<'_> {
             .get()
             .map(|c| &c[slot_index][stage.0])
             .expect("callback contexts are made before workers start");
+        let fenced_from = self.now_ns();
         slot.fence_gpu(
             stage,
             gpu_stage_done,
             std::ptr::from_ref(context).cast_mut().cast(),
         )?;
+        if self.trace {
+            spans.push(Span {
+                kind: SpanKind::Fence,
+                track,
+                frame: slot.frame_id.load(Ordering::Relaxed),
+                stage: Some(stage.0 as u32),
+                launch: None,
+                start_ns: fenced_from,
+                end_ns: self.now_ns(),
+            });
+        }
         for &next in &self.schedule.successors[stage.0] {
             if slot.is_gpu(next) && slot.satisfy(next) {
                 self.dispatch_stage(slot_index, next);
@@ -273,6 +297,21 @@ impl Shared<'_> {
     /// pending count was kept until now, so the slot cannot be reused under the GPU's feet.
     fn gpu_finished(&self, slot_index: usize, stage: StageId) {
         let slot = &self.slots[slot_index];
+        if self.trace {
+            let now = self.now_ns();
+            self.driver_spans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Span {
+                    kind: SpanKind::Callback,
+                    track: Track::Driver,
+                    frame: slot.frame_id.load(Ordering::Relaxed),
+                    stage: Some(stage.0 as u32),
+                    launch: None,
+                    start_ns: now,
+                    end_ns: now,
+                });
+        }
         for &next in &self.schedule.successors[stage.0] {
             if !slot.is_gpu(next) && slot.satisfy(next) {
                 self.dispatch_stage(slot_index, next);
@@ -316,6 +355,8 @@ pub struct RunOptions {
     /// Tell the sink what the run has done ([`FrameSink::progress`]) at this interval, and once
     /// at the end; `None`: never.
     pub progress_every: Option<Duration>,
+    /// Record the run's timeline ([`crate::report::trace`]) into [`RunMetrics::trace`].
+    pub trace: bool,
 }
 
 /// [`run`], measuring only after `options.warmup_frames` frames.
@@ -358,6 +399,12 @@ pub fn run_with(
     for i in 0..slots.len() {
         let _ = free_tx.send(i);
     }
+    // Every thread's share of the spans: the workers, the source, the collector and the driver.
+    let span_limit = if options.trace {
+        MAX_SPANS / (plan.runtime.workers + 3)
+    } else {
+        0
+    };
     let shared = Shared {
         plan,
         schedule,
@@ -374,6 +421,9 @@ pub fn run_with(
         start: Instant::now(),
         slot_waits: AtomicU64::new(0),
         dropped: AtomicU64::new(0),
+        trace: options.trace,
+        span_limit,
+        driver_spans: std::sync::Mutex::new(SpanBuffer::new(span_limit)),
         callbacks: OnceLock::new(),
     };
     let contexts = (0..shared.slots.len())
@@ -396,7 +446,7 @@ pub fn run_with(
             .map(|w| {
                 let queues = (ready_rx.clone(), streamed_rx.clone());
                 let core = plan.runtime.pin_cores.get(w).copied();
-                scope.spawn(move || worker(shared, queues, core))
+                scope.spawn(move || worker(shared, queues, core, w as u32))
             })
             .collect();
         let source_thread = scope.spawn(move || {
@@ -405,6 +455,7 @@ pub fn run_with(
             let _ = shared
                 .events
                 .send(Event::SourceEnded(result, ingest.begun, ingest.dropped));
+            ingest.spans
         });
 
         let collected = collect(shared, &event_rx, free_tx, sink, options);
@@ -414,12 +465,17 @@ pub fn run_with(
         for _ in 0..workers.len() {
             send_task(&shared.ready, Task::Stop);
         }
-        let worker_panicked = workers.into_iter().map(|w| w.join()).any(|r| r.is_err());
+        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+        let worker_panicked = joined.iter().any(Result::is_err);
         match (collected, source_joined) {
             (Err(e), _) => Err(e),
             (Ok(_), Err(_)) => Err(RunError::Panic("source")),
             (Ok(_), Ok(_)) if worker_panicked => Err(RunError::Panic("worker")),
-            (Ok(c), Ok(_)) => Ok(c),
+            (Ok(c), Ok(source_spans)) => {
+                let mut spans: Vec<SpanBuffer> = joined.into_iter().flatten().collect();
+                spans.push(source_spans);
+                Ok((c, spans))
+            }
         }
     });
     // Every GPU callback must have run before `shared` goes; after a failure, streams may
@@ -432,13 +488,29 @@ pub fn run_with(
             drained = result;
         }
     }
-    let outcome = outcome?;
+    let (mut outcome, mut spans) = outcome?;
     drained?;
+    let trace = options.trace.then(|| {
+        spans.push(std::mem::take(&mut outcome.spans));
+        spans.push(std::mem::take(
+            &mut *shared
+                .driver_spans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        ));
+        let stages = plan
+            .stages
+            .iter()
+            .map(|p| plan.graph.stage(p.stage).name.clone())
+            .collect();
+        Trace::merge(spans, stages)
+    });
 
     let window_start = outcome.window_start.unwrap_or(outcome.first_start);
     let wall = outcome.last_delivery.saturating_sub(window_start);
     let frames = outcome.frames;
     Ok(RunMetrics {
+        trace,
         frames,
         measured_frames: outcome.measured,
         wall,
@@ -512,7 +584,9 @@ fn worker(
     shared: &Shared<'_>,
     (ready, streamed): (Receiver<Task>, Receiver<Task>),
     core: Option<usize>,
-) {
+    index: u32,
+) -> SpanBuffer {
+    let mut spans = SpanBuffer::new(shared.span_limit);
     if let Some(id) = core {
         // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
         if let Err(e) = crate::os::pin_current_thread(id) {
@@ -534,15 +608,45 @@ fn worker(
         let stage = StageId(stage as usize);
         let slot = slot as usize;
         let started = Instant::now();
+        let traced = shared.trace.then(|| {
+            (
+                shared.now_ns(),
+                shared.slots[slot].frame_id.load(Ordering::Relaxed),
+            )
+        });
         // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
-        let result = if shared.slots[slot].is_gpu(stage) {
-            shared.slots[slot]
-                .enqueue_gpu(stage, launch)
+        let gpu = shared.slots[slot].is_gpu(stage);
+        let result = if gpu {
+            let enqueued = shared.slots[slot].enqueue_gpu(stage, launch);
+            if let Some((start_ns, frame)) = traced {
+                spans.push(Span {
+                    kind: SpanKind::Enqueue,
+                    track: Track::Worker(index),
+                    frame,
+                    stage: Some(stage.0 as u32),
+                    launch: Some(launch),
+                    start_ns,
+                    end_ns: shared.now_ns(),
+                });
+            }
+            enqueued
                 .map_err(RunError::from)
-                .and_then(|()| shared.gpu_enqueued(slot, stage))
+                .and_then(|()| shared.gpu_enqueued(slot, stage, (&mut spans, Track::Worker(index))))
         } else {
-            shared.slots[slot]
-                .launch(stage, launch)
+            let launched = shared.slots[slot].launch(stage, launch);
+            // Recorded before the launch is completed: completing it may hand the frame on.
+            if let Some((start_ns, frame)) = traced {
+                spans.push(Span {
+                    kind: SpanKind::Launch,
+                    track: Track::Worker(index),
+                    frame,
+                    stage: Some(stage.0 as u32),
+                    launch: Some(launch),
+                    start_ns,
+                    end_ns: shared.now_ns(),
+                });
+            }
+            launched
                 .map(|()| shared.complete(slot, stage))
                 .map_err(RunError::from)
         };
@@ -552,6 +656,7 @@ fn worker(
             let _ = shared.events.send(Event::Failed(e));
         }
     }
+    spans
 }
 
 struct Collected {
@@ -572,6 +677,8 @@ struct Collected {
     post_cpi: Latency,
     end_to_end: Latency,
     trend: Trend,
+    /// The collector's spans, when traced: each frame's packets and delivery.
+    spans: SpanBuffer,
 }
 
 /// The progress reports of a run: when the next is due, and what the previous one counted.
@@ -685,6 +792,7 @@ fn deliver(
         post_cpi: Latency::new(),
         end_to_end: Latency::new(),
         trend: Trend::default(),
+        spans: SpanBuffer::new(shared.span_limit),
     };
     // Ended frames waiting for an earlier one, by slot: Some(partial).
     let mut parked: Vec<Option<bool>> = vec![None; shared.slots.len()];
@@ -762,6 +870,26 @@ fn deliver(
             };
             if let Err(e) = delivered {
                 return fail(e.into());
+            }
+            if shared.trace {
+                let at = shared.now_ns();
+                let span = |kind, track, start_ns, end_ns| Span {
+                    kind,
+                    track,
+                    frame: frame_id,
+                    stage: None,
+                    launch: None,
+                    start_ns,
+                    end_ns,
+                };
+                let first = s.first_packet_ns.load(Ordering::Relaxed);
+                let last = s.last_packet_ns.load(Ordering::Relaxed);
+                if last > 0 {
+                    out.spans
+                        .push(span(SpanKind::Packets, Track::Source, first, last));
+                }
+                out.spans
+                    .push(span(SpanKind::Deliver, Track::Collector, at, at));
             }
             out.last_delivery = shared.start.elapsed();
             if warmup > 0 && sequence + 1 == warmup {

@@ -197,6 +197,8 @@ pub struct StageReport {
 /// The summary of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunMetrics {
+    /// The run's timeline, when it was asked for (`RunOptions::trace`).
+    pub trace: Option<super::trace::Trace>,
     /// Frames completed and handed to the sink.
     pub frames: u64,
     /// Of those, frames after the warm-up: the ones the rate, latency and CPU figures cover.

@@ -9,6 +9,7 @@
 //! - [`ready`]: the ready file (`kplace run --ready-file FILE`): where a run takes packets, once
 //!   it does.
 //! - [`progress`]: a run's progress as JSON lines (`kplace run --report-every DURATION`).
+//! - [`trace`]: a run's timeline as Chrome trace events (`kplace run --trace FILE.json`).
 //!
 //! # What reading guarantees
 //! [`read_json`] reads a versioned report strictly: the `schema` must be the type's own, an
@@ -26,6 +27,7 @@ pub mod ready;
 pub mod run;
 pub mod send;
 pub mod telemetry;
+pub mod trace;
 
 use std::fmt::Write as _;
 

@@ -1,0 +1,312 @@
+//! A run's timeline: what each thread did for each frame, as spans, written as Chrome trace
+//! events (`kplace run --trace FILE.json`), which Perfetto and `chrome://tracing` open.
+//!
+//! The executor records, when asked (`RunOptions::trace`): each frame's packets arriving (the
+//! source track, first packet to last), every launch of a CPU stage on its worker, every
+//! enqueue of a GPU stage's launch and its fence on the worker that made them, the GPU stage's
+//! host callback (on the driver's thread), each wait of the source for a free slot, and each
+//! frame's delivery to the sink (the collector track). Every span carries its frame id.
+//!
+//! # Guarantees
+//! - Off, nothing is recorded and nothing allocated: the executor checks one flag per launch.
+//! - On, each thread appends to a buffer of its own, merged when the run ends; the spans of
+//!   one run are bounded by [`MAX_SPANS`], past which spans are counted, not kept.
+//! - Times are nanoseconds on the run's own clock (from its start), the clock of its latency
+//!   figures.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+/// The most spans a run keeps (about 40 bytes each): enough for 100,000 frames of a
+/// ten-launch plan.
+pub const MAX_SPANS: usize = 4_000_000;
+
+/// What a span is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpanKind {
+    /// A frame's packets arriving: first to last.
+    Packets,
+    /// A CPU stage's launch, run on a worker.
+    Launch,
+    /// A GPU stage's launch enqueued on its stream by a worker (the host's part).
+    Enqueue,
+    /// A GPU stage's fence: its downloads, event and host callback enqueued.
+    Fence,
+    /// A GPU stage's host callback: the GPU finished the stage's work.
+    Callback,
+    /// The source waiting for a free slot.
+    SlotWait,
+    /// A frame handed to the sink.
+    Deliver,
+}
+
+impl SpanKind {
+    fn category(self) -> &'static str {
+        match self {
+            SpanKind::Packets => "packets",
+            SpanKind::Launch => "launch",
+            SpanKind::Enqueue => "enqueue",
+            SpanKind::Fence => "fence",
+            SpanKind::Callback => "callback",
+            SpanKind::SlotWait => "slot_wait",
+            SpanKind::Deliver => "deliver",
+        }
+    }
+}
+
+/// Which thread a span ran on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Track {
+    /// The source thread.
+    Source,
+    /// Worker `n`.
+    Worker(u32),
+    /// The GPU driver's callback thread.
+    Driver,
+    /// The collector (the calling thread).
+    Collector,
+}
+
+impl Track {
+    fn id(self) -> u32 {
+        match self {
+            Track::Source => 1,
+            Track::Collector => 2,
+            Track::Driver => 3,
+            Track::Worker(n) => 10 + n,
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Track::Source => "source".into(),
+            Track::Collector => "collector".into(),
+            Track::Driver => "GPU callbacks".into(),
+            Track::Worker(n) => format!("worker {n}"),
+        }
+    }
+}
+
+/// One span of a run's timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// What it is.
+    pub kind: SpanKind,
+    /// Where it ran.
+    pub track: Track,
+    /// The frame id the source gave the frame.
+    pub frame: u64,
+    /// The stage, for launches, enqueues, fences and callbacks.
+    pub stage: Option<u32>,
+    /// The launch (tile) of the stage, for launches and enqueues.
+    pub launch: Option<u32>,
+    /// Start, ns on the run's clock.
+    pub start_ns: u64,
+    /// End, ns on the run's clock (the start for an instant).
+    pub end_ns: u64,
+}
+
+/// A thread's spans, bounded by a share of [`MAX_SPANS`].
+#[derive(Debug, Default)]
+pub struct SpanBuffer {
+    spans: Vec<Span>,
+    limit: usize,
+    dropped: u64,
+}
+
+impl SpanBuffer {
+    /// A buffer keeping at most `limit` spans.
+    pub fn new(limit: usize) -> SpanBuffer {
+        SpanBuffer {
+            spans: Vec::new(),
+            limit,
+            dropped: 0,
+        }
+    }
+
+    /// Keeps `span`, or counts it past the limit.
+    pub fn push(&mut self, span: Span) {
+        if self.spans.len() < self.limit {
+            self.spans.push(span);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
+/// A run's timeline: every span kept, the stages' names, and how many spans were not kept.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Trace {
+    /// Every span, in no particular order.
+    pub spans: Vec<Span>,
+    /// Stage names, by stage index.
+    pub stages: Vec<String>,
+    /// Spans past [`MAX_SPANS`], counted only.
+    pub dropped_spans: u64,
+}
+
+impl Trace {
+    /// The trace of `buffers`, for a plan whose stages are `stages`.
+    pub fn merge(buffers: impl IntoIterator<Item = SpanBuffer>, stages: Vec<String>) -> Trace {
+        let mut trace = Trace {
+            stages,
+            ..Trace::default()
+        };
+        for b in buffers {
+            trace.spans.extend(b.spans);
+            trace.dropped_spans += b.dropped;
+        }
+        trace.spans.sort_by_key(|s| (s.start_ns, s.end_ns));
+        trace
+    }
+
+    /// Writes the trace as Chrome trace events (JSON object format): a complete event (`X`)
+    /// per span, an instant (`i`) for a callback or a delivery, and a name per thread.
+    pub fn write_chrome(&self, out: &mut impl Write) -> io::Result<()> {
+        let mut tracks: Vec<Track> = self.spans.iter().map(|s| s.track).collect();
+        tracks.sort();
+        tracks.dedup();
+        let mut events: Vec<ChromeEvent> = tracks
+            .iter()
+            .map(|t| ChromeEvent {
+                name: "thread_name".into(),
+                cat: "",
+                ph: "M",
+                ts: 0.0,
+                dur: None,
+                s: None,
+                pid: 1,
+                tid: t.id(),
+                args: ChromeArgs {
+                    name: Some(t.name()),
+                    ..ChromeArgs::default()
+                },
+            })
+            .collect();
+        for span in &self.spans {
+            let stage = span
+                .stage
+                .map(|s| self.stages.get(s as usize).map_or("?", String::as_str));
+            let name = match (span.kind, stage) {
+                (SpanKind::Launch, Some(stage)) => stage.to_string(),
+                (SpanKind::Enqueue, Some(stage)) => format!("{stage} enqueue"),
+                (SpanKind::Fence, Some(stage)) => format!("{stage} fence"),
+                (SpanKind::Callback, Some(stage)) => format!("{stage} done on GPU"),
+                (SpanKind::Packets, _) => format!("frame {} packets", span.frame),
+                (SpanKind::Deliver, _) => format!("frame {} done", span.frame),
+                (SpanKind::SlotWait, _) => "wait for a slot".into(),
+                (kind, None) => kind.category().into(),
+            };
+            let instant = matches!(span.kind, SpanKind::Callback | SpanKind::Deliver);
+            events.push(ChromeEvent {
+                name,
+                cat: span.kind.category(),
+                ph: if instant { "i" } else { "X" },
+                ts: span.start_ns as f64 / 1e3,
+                dur: (!instant).then(|| span.end_ns.saturating_sub(span.start_ns) as f64 / 1e3),
+                s: instant.then_some("t"),
+                pid: 1,
+                tid: span.track.id(),
+                args: ChromeArgs {
+                    name: None,
+                    frame: Some(span.frame),
+                    stage: stage.map(str::to_string),
+                    launch: span.launch,
+                },
+            });
+        }
+        serde_json::to_writer(
+            &mut *out,
+            &ChromeTrace {
+                trace_events: events,
+                display_time_unit: "ms",
+                dropped_spans: self.dropped_spans,
+            },
+        )
+        .map_err(io::Error::other)?;
+        out.flush()
+    }
+}
+
+#[derive(Serialize)]
+struct ChromeTrace {
+    #[serde(rename = "traceEvents")]
+    trace_events: Vec<ChromeEvent>,
+    #[serde(rename = "displayTimeUnit")]
+    display_time_unit: &'static str,
+    #[serde(rename = "kplaceDroppedSpans")]
+    dropped_spans: u64,
+}
+
+#[derive(Serialize)]
+struct ChromeEvent {
+    name: String,
+    cat: &'static str,
+    ph: &'static str,
+    /// Microseconds.
+    ts: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
+    pid: u32,
+    tid: u32,
+    args: ChromeArgs,
+}
+
+#[derive(Default, Serialize)]
+struct ChromeArgs {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frame: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stage: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    launch: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_past_the_limit_are_counted_and_the_json_names_every_thread() {
+        let mut b = SpanBuffer::new(2);
+        let span = |kind, track, start| Span {
+            kind,
+            track,
+            frame: 7,
+            stage: Some(0),
+            launch: Some(1),
+            start_ns: start,
+            end_ns: start + 1500,
+        };
+        b.push(span(SpanKind::Launch, Track::Worker(0), 3000));
+        b.push(span(SpanKind::Deliver, Track::Collector, 9000));
+        b.push(span(SpanKind::Launch, Track::Worker(1), 1000));
+        let trace = Trace::merge([b], vec!["range_fft".into()]);
+        assert_eq!((trace.spans.len(), trace.dropped_spans), (2, 1));
+        let mut out = Vec::new();
+        trace.write_chrome(&mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let events = json["traceEvents"].as_array().unwrap();
+        let names: Vec<&str> = events
+            .iter()
+            .filter(|e| e["ph"] == "M")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["worker 0", "collector"]);
+        let launch = events.iter().find(|e| e["ph"] == "X").unwrap();
+        assert_eq!(launch["name"], "range_fft");
+        assert_eq!(
+            (launch["ts"].as_f64(), launch["dur"].as_f64()),
+            (Some(3.0), Some(1.5))
+        );
+        assert_eq!(launch["args"]["frame"], 7);
+        let done = events.iter().find(|e| e["ph"] == "i").unwrap();
+        assert_eq!(done["name"], "frame 7 done");
+        assert_eq!(json["kplaceDroppedSpans"], 1);
+    }
+}

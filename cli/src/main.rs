@@ -14,6 +14,7 @@ mod mps;
 mod output;
 mod pipelines;
 mod plan;
+mod plot_trace;
 mod plots;
 mod progress;
 mod run;
@@ -67,6 +68,9 @@ enum Command {
     /// Plot one or more bisect-rate results files: latency against rate, sustained rates,
     /// latency CDFs at the common start rate, per-stage time (four SVGs).
     Plot(plots::PlotArgs),
+    /// Draw a window of a run's timeline (`kplace run --trace`) as an SVG, a lane per thread.
+    #[command(name = "plot-trace")]
+    PlotTrace(plot_trace::PlotTraceArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -84,6 +88,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Hog(args) => hog::main(args),
         Command::Mps(args) => mps::main(args),
         Command::Plot(args) => plots::main(args),
+        Command::PlotTrace(args) => plot_trace::main(args),
     }
 }
 

@@ -1044,6 +1044,24 @@ fn a_trace_holds_every_launch_of_every_frame() {
             serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert!(!trace["traceEvents"].as_array().unwrap().is_empty(), "{i}");
     }
+    // Drawn without a viewer: a lane per thread, the stages in the legend.
+    let svg = dir.path().join("t.svg");
+    ok(&[
+        "plot-trace",
+        path.to_str().unwrap(),
+        "--out",
+        svg.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for want in ["worker 0", "collector", "source", "range_fft", "cluster"] {
+        assert!(text.contains(want), "{want} in the picture");
+    }
+    let not_a_trace = dir.path().join("no.json");
+    std::fs::write(&not_a_trace, "{\"traceEvents\": 1}").unwrap();
+    let e = input_error(&["plot-trace", not_a_trace.to_str().unwrap()]);
+    assert!(e.contains("no.json: not a kplace trace"), "{e}");
+    let e = input_error(&["plot-trace", path.to_str().unwrap(), "--span-ms", "0"]);
+    assert!(e.contains("--span-ms must be a positive"), "{e}");
     let e = input_error(&["run", "--frames", "2", "--trace", "/nonexistent-dir/t.json"]);
     assert!(
         e.contains("/nonexistent-dir/t.json") && !e.contains("frames 2"),

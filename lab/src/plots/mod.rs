@@ -12,6 +12,9 @@
 //!   start rate;
 //! - `stages.svg` (`stages`): per-stage time per frame at the sustained rate.
 //!
+//! [`timeline`] draws a window of one run's timeline (`kplace run --trace`), for
+//! `kplace plot-trace`.
+//!
 //! Guarantees: each plot's title says what it shows and its notes the budget rule the trials
 //! were gated on; nothing is invented: a search without a rate, a trial without a histogram
 //! or stage times is shown as missing, with the reason, never as a zero; legends sit in their
@@ -26,6 +29,7 @@ mod stages;
 mod sustained;
 #[cfg(test)]
 mod tests;
+pub mod timeline;
 
 use std::path::{Path, PathBuf};
 

@@ -16,7 +16,7 @@
 
 use std::io::{self, Write};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The most spans a run keeps (about 40 bytes each): enough for 100,000 frames of a
 /// ten-launch plan.
@@ -42,6 +42,16 @@ pub enum SpanKind {
 }
 
 impl SpanKind {
+    const ALL: [SpanKind; 7] = [
+        SpanKind::Packets,
+        SpanKind::Launch,
+        SpanKind::Enqueue,
+        SpanKind::Fence,
+        SpanKind::Callback,
+        SpanKind::SlotWait,
+        SpanKind::Deliver,
+    ];
+
     fn category(self) -> &'static str {
         match self {
             SpanKind::Packets => "packets",
@@ -69,6 +79,16 @@ pub enum Track {
 }
 
 impl Track {
+    fn from_id(id: u32) -> Option<Track> {
+        match id {
+            1 => Some(Track::Source),
+            2 => Some(Track::Collector),
+            3 => Some(Track::Driver),
+            n if n >= 10 => Some(Track::Worker(n - 10)),
+            _ => None,
+        }
+    }
+
     fn id(self) -> u32 {
         match self {
             Track::Source => 1,
@@ -78,7 +98,8 @@ impl Track {
         }
     }
 
-    fn name(self) -> String {
+    /// The track's name in a trace viewer.
+    pub fn name(self) -> String {
         match self {
             Track::Source => "source".into(),
             Track::Collector => "collector".into(),
@@ -229,6 +250,105 @@ impl Trace {
     }
 }
 
+/// Why a trace file could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceReadError {
+    /// Not JSON, or not Chrome trace events.
+    #[error("{origin}: not a kplace trace: {source}")]
+    Json {
+        /// The file.
+        origin: String,
+        /// The parser's error, with line and column.
+        source: serde_json::Error,
+    },
+    /// An event this writer never writes.
+    #[error("{origin}: traceEvents[{index}]: {why}")]
+    Event {
+        /// The file.
+        origin: String,
+        /// The event's place.
+        index: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+impl Trace {
+    /// Reads back a trace [`Trace::write_chrome`] wrote (`origin` names it in errors): every
+    /// span, with the stages named in it, in the order first seen.
+    pub fn read_chrome(text: &str, origin: &str) -> Result<Trace, TraceReadError> {
+        let file: ChromeTraceIn =
+            serde_json::from_str(text).map_err(|source| TraceReadError::Json {
+                origin: origin.to_string(),
+                source,
+            })?;
+        let mut trace = Trace {
+            dropped_spans: file.dropped_spans,
+            ..Trace::default()
+        };
+        for (index, e) in file.trace_events.into_iter().enumerate() {
+            if e.ph == "M" {
+                continue;
+            }
+            let bad = |why: String| TraceReadError::Event {
+                origin: origin.to_string(),
+                index,
+                why,
+            };
+            let kind = SpanKind::ALL
+                .into_iter()
+                .find(|k| k.category() == e.cat)
+                .ok_or_else(|| bad(format!("unknown category {:?}", e.cat)))?;
+            let track =
+                Track::from_id(e.tid).ok_or_else(|| bad(format!("unknown tid {}", e.tid)))?;
+            let stage = e.args.stage.map(|name| {
+                let at = trace.stages.iter().position(|s| *s == name);
+                at.unwrap_or_else(|| {
+                    trace.stages.push(name);
+                    trace.stages.len() - 1
+                }) as u32
+            });
+            let start_ns = (e.ts * 1e3).round() as u64;
+            trace.spans.push(Span {
+                kind,
+                track,
+                frame: e.args.frame.ok_or_else(|| bad("no args.frame".into()))?,
+                stage,
+                launch: e.args.launch,
+                start_ns,
+                end_ns: start_ns + (e.dur.unwrap_or(0.0) * 1e3).round() as u64,
+            });
+        }
+        Ok(trace)
+    }
+}
+
+#[derive(Deserialize)]
+struct ChromeTraceIn {
+    #[serde(rename = "traceEvents")]
+    trace_events: Vec<ChromeEventIn>,
+    #[serde(rename = "kplaceDroppedSpans", default)]
+    dropped_spans: u64,
+}
+
+#[derive(Deserialize)]
+struct ChromeEventIn {
+    cat: String,
+    ph: String,
+    ts: f64,
+    dur: Option<f64>,
+    tid: u32,
+    #[serde(default)]
+    args: ChromeArgsIn,
+}
+
+#[derive(Default, Deserialize)]
+struct ChromeArgsIn {
+    frame: Option<u64>,
+    stage: Option<String>,
+    launch: Option<u32>,
+}
+
 #[derive(Serialize)]
 struct ChromeTrace {
     #[serde(rename = "traceEvents")]
@@ -284,7 +404,11 @@ mod tests {
             end_ns: start + 1500,
         };
         b.push(span(SpanKind::Launch, Track::Worker(0), 3000));
-        b.push(span(SpanKind::Deliver, Track::Collector, 9000));
+        // An instant: it ends where it starts.
+        b.push(Span {
+            end_ns: 9000,
+            ..span(SpanKind::Deliver, Track::Collector, 9000)
+        });
         b.push(span(SpanKind::Launch, Track::Worker(1), 1000));
         let trace = Trace::merge([b], vec!["range_fft".into()]);
         assert_eq!((trace.spans.len(), trace.dropped_spans), (2, 1));
@@ -308,5 +432,22 @@ mod tests {
         let done = events.iter().find(|e| e["ph"] == "i").unwrap();
         assert_eq!(done["name"], "frame 7 done");
         assert_eq!(json["kplaceDroppedSpans"], 1);
+
+        let back = Trace::read_chrome(std::str::from_utf8(&out).unwrap(), "t.json").unwrap();
+        assert_eq!(back, trace, "what is written reads back");
+        let e = Trace::read_chrome("{\"traceEvents\": 3}", "t.json").unwrap_err();
+        assert!(
+            e.to_string().starts_with("t.json: not a kplace trace"),
+            "{e}"
+        );
+        let e = Trace::read_chrome(
+            r#"{"traceEvents": [{"cat": "x", "ph": "X", "ts": 1, "tid": 1, "args": {"frame": 0}}]}"#,
+            "t.json",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("traceEvents[0]: unknown category"),
+            "{e}"
+        );
     }
 }

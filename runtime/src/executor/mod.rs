@@ -614,13 +614,10 @@ fn worker(
                 shared.slots[slot].frame_id.load(Ordering::Relaxed),
             )
         });
-        // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
-        let gpu = shared.slots[slot].is_gpu(stage);
-        let result = if gpu {
-            let enqueued = shared.slots[slot].enqueue_gpu(stage, launch);
+        let record = |spans: &mut SpanBuffer, kind| {
             if let Some((start_ns, frame)) = traced {
                 spans.push(Span {
-                    kind: SpanKind::Enqueue,
+                    kind,
                     track: Track::Worker(index),
                     frame,
                     stage: Some(stage.0 as u32),
@@ -629,23 +626,18 @@ fn worker(
                     end_ns: shared.now_ns(),
                 });
             }
+        };
+        // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
+        let result = if shared.slots[slot].is_gpu(stage) {
+            let enqueued = shared.slots[slot].enqueue_gpu(stage, launch);
+            record(&mut spans, SpanKind::Enqueue);
             enqueued
                 .map_err(RunError::from)
                 .and_then(|()| shared.gpu_enqueued(slot, stage, (&mut spans, Track::Worker(index))))
         } else {
             let launched = shared.slots[slot].launch(stage, launch);
             // Recorded before the launch is completed: completing it may hand the frame on.
-            if let Some((start_ns, frame)) = traced {
-                spans.push(Span {
-                    kind: SpanKind::Launch,
-                    track: Track::Worker(index),
-                    frame,
-                    stage: Some(stage.0 as u32),
-                    launch: Some(launch),
-                    start_ns,
-                    end_ns: shared.now_ns(),
-                });
-            }
+            record(&mut spans, SpanKind::Launch);
             launched
                 .map(|()| shared.complete(slot, stage))
                 .map_err(RunError::from)

@@ -28,7 +28,6 @@ pub struct Ingest<'r> {
     /// Per slot, per streamed stage, per tile: packets present.
     tile_counts: Vec<Vec<Vec<u32>>>,
     pub(super) begun: u64,
-    pub(super) dropped: u64,
     /// The source thread's spans, when the run is traced.
     pub(super) spans: SpanBuffer,
 }
@@ -85,7 +84,6 @@ impl<'r> Ingest<'r> {
                 slots
             ],
             begun: 0,
-            dropped: 0,
             spans: SpanBuffer::new(shared.span_limit),
         }
     }
@@ -125,15 +123,15 @@ impl<'r> Ingest<'r> {
                 let waited_from = self.shared.now_ns();
                 let slot = self.free.recv().ok()?;
                 if self.shared.trace {
-                    self.spans.push(Span {
-                        kind: SpanKind::SlotWait,
-                        track: Track::Source,
-                        frame: frame_id,
-                        stage: None,
-                        launch: None,
-                        start_ns: waited_from,
-                        end_ns: self.shared.now_ns(),
-                    });
+                    let now = self.shared.now_ns();
+                    let span = Span::new(
+                        SpanKind::SlotWait,
+                        Track::Source,
+                        frame_id,
+                        waited_from,
+                        now,
+                    );
+                    self.spans.push(span);
                 }
                 slot
             }
@@ -154,7 +152,6 @@ impl<'r> Ingest<'r> {
         match self.free.try_recv() {
             Ok(slot) => Ok(self.open(slot, frame_id)),
             Err(TryRecvError::Empty) => {
-                self.dropped += 1;
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
                 Err(BeginError::NoFreeSlot)
             }

@@ -253,7 +253,8 @@ impl Shared<'_> {
         &self,
         slot_index: usize,
         stage: StageId,
-        (spans, track): (&mut SpanBuffer, Track),
+        spans: &mut SpanBuffer,
+        track: Track,
     ) -> Result<(), RunError> {
         let slot = &self.slots[slot_index];
         if let Completion::Pending = slot.finish_launch(stage) {
@@ -274,15 +275,9 @@ impl Shared<'_> {
             std::ptr::from_ref(context).cast_mut().cast(),
         )?;
         if self.trace {
-            spans.push(Span {
-                kind: SpanKind::Fence,
-                track,
-                frame: slot.frame_id.load(Ordering::Relaxed),
-                stage: Some(stage.0 as u32),
-                launch: None,
-                start_ns: fenced_from,
-                end_ns: self.now_ns(),
-            });
+            let frame = slot.frame_id.load(Ordering::Relaxed);
+            let span = Span::new(SpanKind::Fence, track, frame, fenced_from, self.now_ns());
+            spans.push(span.of_stage(stage.0 as u32, None));
         }
         for &next in &self.schedule.successors[stage.0] {
             if slot.is_gpu(next) && slot.satisfy(next) {
@@ -298,19 +293,12 @@ impl Shared<'_> {
     fn gpu_finished(&self, slot_index: usize, stage: StageId) {
         let slot = &self.slots[slot_index];
         if self.trace {
-            let now = self.now_ns();
+            let (frame, now) = (slot.frame_id.load(Ordering::Relaxed), self.now_ns());
+            let span = Span::new(SpanKind::Callback, Track::Driver, frame, now, now);
             self.driver_spans
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(Span {
-                    kind: SpanKind::Callback,
-                    track: Track::Driver,
-                    frame: slot.frame_id.load(Ordering::Relaxed),
-                    stage: Some(stage.0 as u32),
-                    launch: None,
-                    start_ns: now,
-                    end_ns: now,
-                });
+                .push(span.of_stage(stage.0 as u32, None));
         }
         for &next in &self.schedule.successors[stage.0] {
             if !slot.is_gpu(next) && slot.satisfy(next) {
@@ -452,9 +440,11 @@ pub fn run_with(
         let source_thread = scope.spawn(move || {
             let mut ingest = Ingest::new(shared, free_rx);
             let result = source.run(&mut ingest);
-            let _ = shared
-                .events
-                .send(Event::SourceEnded(result, ingest.begun, ingest.dropped));
+            let _ = shared.events.send(Event::SourceEnded(
+                result,
+                ingest.begun,
+                shared.dropped.load(Ordering::Relaxed),
+            ));
             ingest.spans
         });
 
@@ -616,15 +606,8 @@ fn worker(
         });
         let record = |spans: &mut SpanBuffer, kind| {
             if let Some((start_ns, frame)) = traced {
-                spans.push(Span {
-                    kind,
-                    track: Track::Worker(index),
-                    frame,
-                    stage: Some(stage.0 as u32),
-                    launch: Some(launch),
-                    start_ns,
-                    end_ns: shared.now_ns(),
-                });
+                let span = Span::new(kind, Track::Worker(index), frame, start_ns, shared.now_ns());
+                spans.push(span.of_stage(stage.0 as u32, Some(launch)));
             }
         };
         // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
@@ -633,7 +616,7 @@ fn worker(
             record(&mut spans, SpanKind::Enqueue);
             enqueued
                 .map_err(RunError::from)
-                .and_then(|()| shared.gpu_enqueued(slot, stage, (&mut spans, Track::Worker(index))))
+                .and_then(|()| shared.gpu_enqueued(slot, stage, &mut spans, Track::Worker(index)))
         } else {
             let launched = shared.slots[slot].launch(stage, launch);
             // Recorded before the launch is completed: completing it may hand the frame on.
@@ -830,14 +813,13 @@ fn deliver(
                 out.partial += 1;
                 sink.partial(&PartialFrame { frame_id, sequence })
             } else {
+                let done = shared.now_ns();
+                let last = s.last_packet_ns.load(Ordering::Relaxed);
                 if let Some(t) = ticker.as_mut() {
-                    let last = s.last_packet_ns.load(Ordering::Relaxed);
-                    t.post_cpi.record(shared.now_ns().saturating_sub(last));
+                    t.post_cpi.record(done.saturating_sub(last));
                 }
                 if sequence >= warmup {
-                    let done = shared.now_ns();
                     let first = s.first_packet_ns.load(Ordering::Relaxed);
-                    let last = s.last_packet_ns.load(Ordering::Relaxed);
                     out.post_cpi.record(done.saturating_sub(last));
                     out.trend
                         .record(done as f64 * 1e-9, done.saturating_sub(last) as f64 * 1e-9);
@@ -865,23 +847,15 @@ fn deliver(
             }
             if shared.trace {
                 let at = shared.now_ns();
-                let span = |kind, track, start_ns, end_ns| Span {
-                    kind,
-                    track,
-                    frame: frame_id,
-                    stage: None,
-                    launch: None,
-                    start_ns,
-                    end_ns,
-                };
                 let first = s.first_packet_ns.load(Ordering::Relaxed);
                 let last = s.last_packet_ns.load(Ordering::Relaxed);
                 if last > 0 {
-                    out.spans
-                        .push(span(SpanKind::Packets, Track::Source, first, last));
+                    let packets =
+                        Span::new(SpanKind::Packets, Track::Source, frame_id, first, last);
+                    out.spans.push(packets);
                 }
-                out.spans
-                    .push(span(SpanKind::Deliver, Track::Collector, at, at));
+                let done = Span::new(SpanKind::Deliver, Track::Collector, frame_id, at, at);
+                out.spans.push(done);
             }
             out.last_delivery = shared.start.elapsed();
             if warmup > 0 && sequence + 1 == warmup {

@@ -128,6 +128,31 @@ pub struct Span {
     pub end_ns: u64,
 }
 
+impl Span {
+    /// A span of frame `frame` on `track` from `start_ns` to `end_ns` (the same for an
+    /// instant), of no stage.
+    pub fn new(kind: SpanKind, track: Track, frame: u64, start_ns: u64, end_ns: u64) -> Span {
+        Span {
+            kind,
+            track,
+            frame,
+            stage: None,
+            launch: None,
+            start_ns,
+            end_ns,
+        }
+    }
+
+    /// The span, of stage `stage` (and its launch `launch`, if one).
+    pub fn of_stage(self, stage: u32, launch: Option<u32>) -> Span {
+        Span {
+            stage: Some(stage),
+            launch,
+            ..self
+        }
+    }
+}
+
 /// A thread's spans, bounded by a share of [`MAX_SPANS`].
 #[derive(Debug, Default)]
 pub struct SpanBuffer {

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use kplace::model::files::GraphFiles;
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
-use kplace_radar::graph::GraphFiles;
 use kplace_radar::scene::{default_targets, high_snr_targets};
 use kplace_radar::{Cpi, Scene, SceneConfig, Target};
 
@@ -60,7 +60,7 @@ impl GraphArgs {
     /// Loads the graph with `cpi` bound to its `N` and `M` and the parameter overrides, and the
     /// placement with the executor overrides.
     pub fn load(&self, cpi: Cpi) -> anyhow::Result<(Graph, Placement)> {
-        Ok(self.files().load(cpi, &[])?)
+        Ok(kplace_radar::graph::load_files(&self.files(), cpi, &[])?)
     }
 }
 

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use kplace::os::CpuSet;
-use kplace_lab::bisect::{self, BisectConfig, Progress, Stop, Systems};
+use kplace_lab::bisect::{self, BisectConfig, Progress, RecordingFeed, Stop, Systems};
 use kplace_lab::hog::CotenantSpec;
 use kplace_lab::rate::{BudgetRule, Phase, SearchConfig};
 use kplace_radar::Cpi;
@@ -62,6 +62,19 @@ pub struct BisectArgs {
     /// Noise seed of the scene.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Stream this recording of the graph's source (`kplace record`) in every trial instead
+    /// of the radar scene: any graph, each trial gated on --check.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "check",
+        conflicts_with = "sut_cmd"
+    )]
+    recording: Option<PathBuf>,
+    /// With --recording, what every frame is checked against (`kplace run --check`):
+    /// `reference:PLACEMENT` or `golden:DIR`.
+    #[arg(long, value_name = "CHECK", requires = "recording")]
+    check: Option<String>,
     /// The sender's pacing tick in microseconds: it sleeps between wake-ups and sends what is
     /// due, leaving the cores to the system under test at the cost of chirps up to about a
     /// tick late; 0 spins to each chirp's deadline (exact, but takes a core).
@@ -168,6 +181,15 @@ impl BisectArgs {
                     .map_err(|e| anyhow::anyhow!("{option} {cpus}: {e}"))?;
             }
         }
+        if let Some(check) = &self.check {
+            let parsed: kplace::workload::reference::CheckSpec =
+                check.parse().map_err(|e| anyhow::anyhow!("--check: {e}"))?;
+            if parsed == kplace::workload::reference::CheckSpec::Nothing {
+                bail!(
+                    "--check none gates nothing: a trial passes only on checked frames (reference:PLACEMENT or golden:DIR)"
+                );
+            }
+        }
         if self.mps_threads.is_some() && self.mps == MpsMode::Off {
             bail!("--mps-threads needs --mps on");
         }
@@ -221,6 +243,10 @@ impl BisectArgs {
             max_trials: self.max_trials,
             out: self.out,
             seed: self.seed,
+            recording: self.recording.map(|path| RecordingFeed {
+                path,
+                check: self.check.unwrap_or_default(),
+            }),
             sender_tick_us: self.sender_tick_us,
             sender_nice: self.sender_nice,
             max_sender_lag_ms: self.max_sender_lag_ms,

@@ -17,6 +17,7 @@ mod plan;
 mod plot_trace;
 mod plots;
 mod progress;
+mod record;
 mod run;
 mod send;
 mod verify;
@@ -45,10 +46,14 @@ pub struct Cli {
 enum Command {
     /// Print the plan for a graph on a placement: kernels, libraries, buffers, pools.
     Plan(plan::PlanArgs),
-    /// Run the radar graph on a generated scene and verify every frame.
+    /// Run a graph and check every frame: the radar on a generated scene, or any graph on a
+    /// recording against a reference.
     Run(run::RunArgs),
-    /// Send a generated scene's chirps as UDP packets: open loop, paced or in a burst.
+    /// Send a generated scene's chirps, or a recording's frames, as UDP packets: open loop,
+    /// paced or in a burst.
     Send(send::SendArgs),
+    /// Synthesize a recording of a graph's source tensor (tones in noise), with SigMF metadata.
+    Record(record::RecordArgs),
     /// Find the highest input rate each placement sustains: paced trials, gated by
     /// correctness and latency, bisected and confirmed (exit 1 when no search found a rate).
     #[command(name = "bisect-rate")]
@@ -81,6 +86,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) if args.pipelines > 1 => pipelines::main(args),
         Command::Run(args) => run::main(args),
         Command::Send(args) => send::main(args),
+        Command::Record(args) => record::main(args),
         Command::Verify(args) => verify::main(args),
         Command::CompareDetections(args) => compare::main(args),
         Command::BisectRate(args) => bisect::main(args),

@@ -17,13 +17,11 @@ use kplace::report::ready::Readiness;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry};
 use kplace::session::several::{ChildPipeline, PipelineMode, pipeline_addr, pipeline_path};
 use kplace::session::{self, several};
-use kplace_radar::run::{Setup, run_pipeline};
 
 use super::output::ReportOutput;
 use super::progress::ProgressOut;
-use super::run::{
-    RunArgs, SourceArg, check_mps, exit_status, open_outputs, open_trace, write_trace,
-};
+use super::run::workload::{self, Prepared};
+use super::run::{RunArgs, SourceArg, exit_status, open_outputs, open_trace, write_trace};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
 /// modules and plans first: seconds, not minutes).
@@ -50,11 +48,11 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .progress_path()
         .map(|path| ProgressOut::open(path, args.frames))
         .transpose()?;
+    let prepared = Prepared::new(args)?;
     let outputs = (0..n)
-        .map(|i| open_outputs(args, Some(i), progress.as_ref()))
+        .map(|i| open_outputs(args, &prepared, Some(i), progress.as_ref()))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let config = args.config()?;
-    let setup = Setup::new(&config)?;
+    let shape = workload::wire(args)?;
     let readiness = Readiness::new(n, args.ready_file.clone());
     // Bind every receiver first, in order, so each pipeline's port is known (and printed)
     // before any sender can start.
@@ -63,7 +61,7 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         sources.push(match args.source {
             SourceArg::Replay => None,
             SourceArg::Udp(addr) => Some(session::listen(
-                args.udp_config(addr, setup.cpi())?,
+                args.udp_config(addr, shape)?,
                 Some(i),
                 &readiness,
             )?),
@@ -74,7 +72,7 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let inputs: Vec<_> = sources.into_iter().zip(outputs).collect();
     let outcomes = several::in_threads(inputs, |i, (udp, outputs)| {
-        run_pipeline(&config, &setup, udp, Some(i), outputs, &check_mps)
+        prepared.run(udp, Some(i), outputs)
     });
     let mut reports = Vec::with_capacity(n);
     let mut failures = Vec::new();
@@ -142,6 +140,9 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(path) = &args.trace {
             command.arg("--trace").arg(pipeline_path(path, Some(i)));
         }
+        if let Some(dir) = &args.write_sinks {
+            command.arg("--write-sinks").arg(dir.join(format!("p{i}")));
+        }
         if let Some(path) = args.progress_path() {
             command
                 .arg("--progress-out")
@@ -199,10 +200,11 @@ fn finish(
 
 /// Options each child gets from the parent's command line: everything but those the parent
 /// sets per child (`--pipelines`, `--pipeline-mode`, `--source`, `--report`, `--detections`,
-/// `--done-times`, `--ready-file`, `--progress-out`, `--trace`), in either `--flag value` or
-/// `--flag=value` form.
+/// `--done-times`, `--ready-file`, `--progress-out`, `--trace`, `--write-sinks`), in either
+/// `--flag value` or `--flag=value` form.
 pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
-    const PER_CHILD: [&str; 9] = [
+    const PER_CHILD: [&str; 10] = [
+        "--write-sinks",
         "--trace",
         "--progress-out",
         "--pipelines",

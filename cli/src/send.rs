@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
 use kplace::net::wire::{Malformed, WireShape};
+use kplace::workload::recording::Recording;
 
 use super::args::SceneArgs;
 
@@ -28,6 +29,12 @@ pub struct SendArgs {
     dest: String,
     #[command(flatten)]
     scene: SceneArgs,
+    /// Send this recording's frames (`kplace record` makes one; its SigMF metadata must give
+    /// the frame's type and shape) instead of the scene's, cycling through them: one packet
+    /// per index of the frame's first axis. Without --rate, paced at the recording's sample
+    /// rate.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["targets", "high_snr", "scene_frames"])]
+    recording: Option<PathBuf>,
     /// Frames (CPIs) per second, each frame's chirps spread evenly over its period.
     #[arg(long, value_name = "CPI_PER_S", conflicts_with_all = ["chirp_interval_us", "burst"])]
     rate: Option<f64>,
@@ -116,7 +123,7 @@ impl SendArgs {
             .with_context(|| format!("--dest {:?}: the host has no address", self.dest))
     }
 
-    fn pacing(&self) -> anyhow::Result<Pacing> {
+    fn pacing(&self, recording: Option<&Recorded>) -> anyhow::Result<Pacing> {
         if self.burst {
             return Ok(Pacing::Burst);
         }
@@ -126,9 +133,18 @@ impl SendArgs {
             }
             return Ok(Pacing::CpiRate(rate));
         }
-        let seconds = match self.chirp_interval_us {
-            Some(us) => us / 1e6,
-            None => self.scene.cpi.chirp_interval_s(),
+        let seconds = match (self.chirp_interval_us, recording) {
+            (Some(us), _) => us / 1e6,
+            (None, None) => self.scene.cpi.chirp_interval_s(),
+            (None, Some(r)) => {
+                let Some(rate) = r.recording.sample_rate else {
+                    bail!(
+                        "recording {} states no sample rate: give --rate or --chirp-interval-us",
+                        r.recording.path.display()
+                    );
+                };
+                f64::from(r.shape.samples) / rate
+            }
         };
         let interval = Duration::try_from_secs_f64(seconds).map_err(|_| {
             anyhow::anyhow!(
@@ -166,17 +182,35 @@ impl SendArgs {
     }
 }
 
-/// Prepares the scene, sends it, prints a summary; Ctrl-C ends the run early, still with the
-/// summary and exit status 0.
+/// A recording to send, and its wire.
+struct Recorded {
+    recording: Recording,
+    shape: WireShape,
+}
+
+/// Prepares the scene (or loads the recording), sends it, prints a summary; Ctrl-C ends the
+/// run early, still with the summary and exit status 0.
 pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let dest = args.dest()?;
-    let pacing = args.pacing()?;
+    let recorded = args
+        .recording
+        .as_deref()
+        .map(|path| -> anyhow::Result<Recorded> {
+            let (recording, tensor) = Recording::load_described(path)?;
+            let shape = WireShape::for_tensor(&tensor).map_err(anyhow::Error::msg)?;
+            Ok(Recorded { recording, shape })
+        })
+        .transpose()?;
+    let pacing = args.pacing(recorded.as_ref())?;
     let frames = args.frame_count()?;
     let faults = args.faults()?;
     let cpi = args.scene.cpi;
-    let shape = WireShape {
-        samples: u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
-        chirps: u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
+    let shape = match &recorded {
+        Some(r) => r.shape,
+        None => WireShape::ci16(
+            u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
+            u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
+        ),
     };
     let config = SenderConfig {
         dest,
@@ -201,19 +235,35 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let times = create(&args.times)?;
     let report_file = create(&args.report)?;
 
-    let scene = args.scene.scene()?;
-    let period = args.scene.scene_frames(match frames {
-        FrameCount::Frames(n) => n,
-        FrameCount::Duration(_) => u64::MAX,
-    })?;
-    kplace_radar::graph::check_prepared_frames(args.scene.cpi, period.get())?;
-    let prepared_at = Instant::now();
-    let prepared = kplace_radar::graph::prepare_frames(&scene, period.get())?;
-    tracing::info!(
-        "kplace send: CPI {cpi} to {dest}, {pacing}, {frames} ({period} distinct scene frames prepared in {:.2} s), seed {}",
-        prepared_at.elapsed().as_secs_f64(),
-        args.scene.seed
-    );
+    let scene_frames;
+    let prepared: &[Vec<u8>] = match &recorded {
+        Some(r) => {
+            tracing::info!(
+                "kplace send: recording {} ({} frames of {} packets) to {dest}, {pacing}, {frames}",
+                r.recording.path.display(),
+                r.recording.frames.len(),
+                shape.chirps
+            );
+            &r.recording.frames
+        }
+        None => {
+            let scene = args.scene.scene()?;
+            let period = args.scene.scene_frames(match frames {
+                FrameCount::Frames(n) => n,
+                FrameCount::Duration(_) => u64::MAX,
+            })?;
+            kplace_radar::graph::check_prepared_frames(args.scene.cpi, period.get())?;
+            let prepared_at = Instant::now();
+            let prepared = kplace_radar::graph::prepare_frames(&scene, period.get())?;
+            tracing::info!(
+                "kplace send: CPI {cpi} to {dest}, {pacing}, {frames} ({period} distinct scene frames prepared in {:.2} s), seed {}",
+                prepared_at.elapsed().as_secs_f64(),
+                args.scene.seed
+            );
+            scene_frames = prepared;
+            &scene_frames
+        }
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -226,8 +276,8 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     .context("cannot install the Ctrl-C handler")?;
 
     let nice = set_nice(args.nice);
-    let report = sender::send(&prepared, &config, &stop)
-        .with_context(|| format!("kplace send to {dest}"))?;
+    let report =
+        sender::send(prepared, &config, &stop).with_context(|| format!("kplace send to {dest}"))?;
     println!("{}", report.summary(dest));
     if let (Some(mut out), Some(path)) = (report_file, &args.report) {
         serde_json::to_writer_pretty(&mut out, &report.file(nice))

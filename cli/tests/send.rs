@@ -19,10 +19,7 @@ use std::time::Duration;
 use kplace::net::sender::{self, Faults, FrameCount, Pacing, SendError, SendReport, SenderConfig};
 use kplace::net::wire::{self, ChirpHeader, HEADER_BYTES, Malformed, WireShape};
 
-const SHAPE: WireShape = WireShape {
-    samples: 16,
-    chirps: 8,
-};
+const SHAPE: WireShape = WireShape::ci16(16, 8);
 
 /// A received datagram.
 struct Packet {
@@ -338,10 +335,7 @@ fn scene_bytes(frame: u64) -> Vec<u8> {
 #[test]
 fn cli_sends_a_scene_burst() {
     let (socket, dest) = receiver();
-    let shape = WireShape {
-        samples: 256,
-        chirps: 16,
-    };
+    let shape = WireShape::ci16(256, 16);
     let dest = dest.to_string();
     let out = kplace(&[
         "send", "--dest", &dest, "--frames", "3", "--burst", "--cpi", "256x16",
@@ -365,10 +359,7 @@ fn cli_sends_a_scene_burst() {
 #[test]
 fn cli_injects_faults_and_writes_send_times() {
     let (socket, dest) = receiver();
-    let shape = WireShape {
-        samples: 256,
-        chirps: 16,
-    };
+    let shape = WireShape::ci16(256, 16);
     let dir = tempfile::tempdir().expect("tempdir");
     let times = dir.path().join("times.csv");
     let dest = dest.to_string();
@@ -429,10 +420,7 @@ fn cli_injects_faults_and_writes_send_times() {
 #[test]
 fn cli_reports_its_schedule_and_priority() {
     let (socket, dest) = receiver();
-    let shape = WireShape {
-        samples: 256,
-        chirps: 16,
-    };
+    let shape = WireShape::ci16(256, 16);
     let dir = tempfile::tempdir().expect("tempdir");
     let report = dir.path().join("send.json");
     let dest = dest.to_string();

@@ -26,6 +26,7 @@ pub mod net;
 pub mod report;
 // One pipeline, run and measured.
 pub mod session;
+pub mod workload;
 // Signals and the operating system.
 pub mod interrupt;
 pub mod os;

@@ -498,12 +498,14 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
     assert!(run.telemetry.is_none(), "a CPU plan samples no GPU");
     let verification = Verification {
         passed: true,
+        against: "the scene's truth".into(),
         frames_reported: 12,
         frames_passed: 12,
         frames_failed: 0,
         frames_missing: 0,
-        false_alarms_per_frame: 0.0,
-        false_alarm_bound: 1.0,
+        false_alarms_per_frame: Some(0.0),
+        false_alarm_bound: Some(1.0),
+        mismatches: Vec::new(),
         reasons: Vec::new(),
     };
     let facts = RunFacts {
@@ -513,7 +515,7 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
         frame_bytes: (ROWS * COLS * 4) as u64,
         source: "replay".into(),
         frames_expected: 12,
-        clusters: 24,
+        clusters: Some(24),
         interrupted: None,
         mps: None,
     };
@@ -525,7 +527,7 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
     );
     assert_eq!((report.frames, report.measured_frames), (12, 10));
     assert_eq!(report.latency.post_cpi.count, 10, "warm-up frames left out");
-    assert_eq!(report.clusters_per_frame, 2.0);
+    assert_eq!(report.clusters_per_frame, Some(2.0));
     assert_eq!(report.verification, verification);
     assert!(report.ingest.is_none());
     let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();

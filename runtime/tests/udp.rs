@@ -29,10 +29,7 @@ const CPI: Cpi = Cpi {
     samples: 1024,
     chirps: 128,
 };
-const SHAPE: WireShape = WireShape {
-    samples: 1024,
-    chirps: 128,
-};
+const SHAPE: WireShape = WireShape::ci16(1024, 128);
 
 fn plan(slots: usize, workers: usize) -> Plan {
     let root = support::workspace();

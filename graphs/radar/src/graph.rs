@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kplace::abi::Dtype;
+use kplace::model::files::{FilesError, GraphFiles};
 use kplace::model::graph::{Graph, GraphError, Overrides};
 use kplace::model::placement::{Placement, PlacementError};
 use kplace::plan::PlanError;
@@ -37,14 +38,9 @@ pub enum FitError {
     /// The placement file is unreadable or invalid.
     #[error(transparent)]
     Placement(#[from] PlacementError),
-    /// An override's value cannot work: the option and why.
-    #[error("{option} {why}")]
-    Option {
-        /// The option, e.g. `--stream-rate`.
-        option: &'static str,
-        /// What is wrong with its value.
-        why: String,
-    },
+    /// The files cannot be loaded with the run's overrides.
+    #[error(transparent)]
+    Files(#[from] FilesError),
     /// More prepared scene frames were asked for than the budget holds.
     #[error(
         "--scene-frames {asked}: {asked} prepared frames of CPI {cpi} ({} each) take {bytes} bytes, \
@@ -202,71 +198,16 @@ pub fn cpi_overrides(cpi: Cpi, params: Vec<(String, String, String)>) -> Overrid
     }
 }
 
-/// The graph and placement files of a run, and what overrides them.
-#[derive(Clone, Debug, Default)]
-pub struct GraphFiles {
-    /// The graph file.
-    pub graph: PathBuf,
-    /// The placement file.
-    pub placement: PathBuf,
-    /// Stage parameter overrides: (stage, parameter, value).
-    pub sets: Vec<(String, String, String)>,
-    /// Frame slots in flight, instead of the placement's.
-    pub slots: Option<usize>,
-    /// The stream's rate in CPI/s, which sizes a placement's `slots: auto`; `None`: the CPI's
-    /// real-time rate.
-    pub stream_rate: Option<f64>,
-    /// CPU worker threads, instead of the placement's.
-    pub workers: Option<usize>,
-}
-
-impl GraphFiles {
-    /// Loads the graph with `cpi` bound to its `N` and `M` and the parameter overrides (then
-    /// `extra_params`), and the placement with its slots sized for the stream and the executor
-    /// overrides applied.
-    pub fn load(
-        &self,
-        cpi: Cpi,
-        extra_params: &[(String, String, String)],
-    ) -> Result<(Graph, Placement), FitError> {
-        let overrides = cpi_overrides(cpi, self.sets.iter().chain(extra_params).cloned().collect());
-        let graph = Graph::load(&self.graph, &overrides)?;
-        let mut placement = Placement::load(&self.placement)?;
-        let period = match self.stream_rate {
-            Some(rate) if rate.is_finite() && rate > 0.0 => 1.0 / rate,
-            Some(rate) => {
-                return Err(FitError::Option {
-                    option: "--stream-rate",
-                    why: format!("must be a positive number of CPI/s, not {rate}"),
-                });
-            }
-            None => cpi.period_s(),
-        };
-        placement
-            .runtime
-            .size_slots(Duration::from_secs_f64(period));
-        let at_least_one = |option| FitError::Option {
-            option,
-            why: "must be at least 1".into(),
-        };
-        if let Some(slots) = self.slots {
-            if slots == 0 {
-                return Err(at_least_one("--slots"));
-            }
-            placement.runtime.slots = slots;
-            placement.runtime.auto_slots = None;
-        }
-        if let Some(workers) = self.workers {
-            if workers == 0 {
-                return Err(at_least_one("--workers"));
-            }
-            let pins = &mut placement.runtime.pin_cores;
-            // Pinned cores are kept only while there is one for every worker.
-            pins.truncate(if pins.len() >= workers { pins.len() } else { 0 });
-            placement.runtime.workers = workers;
-        }
-        Ok((graph, placement))
-    }
+/// Loads `files` with `cpi` bound to the graph's `N` and `M` and the parameter overrides (then
+/// `extra_params`), and the placement with its slots sized for the stream (by default one CPI
+/// per the CPI's real-time period) and the executor overrides applied.
+pub fn load_files(
+    files: &GraphFiles,
+    cpi: Cpi,
+    extra_params: &[(String, String, String)],
+) -> Result<(Graph, Placement), FitError> {
+    let overrides = cpi_overrides(cpi, extra_params.to_vec());
+    Ok(files.load_with(overrides, Duration::from_secs_f64(cpi.period_s()))?)
 }
 
 /// The most memory the prepared scene frames of a run may take.
@@ -525,7 +466,7 @@ mod tests {
             workers: Some(2),
             ..GraphFiles::default()
         };
-        let (graph, placement) = files.load(cpi(256, 32), &[]).unwrap();
+        let (graph, placement) = load_files(&files, cpi(256, 32), &[]).unwrap();
         assert!(!graph.stages.is_empty());
         assert_eq!((placement.runtime.slots, placement.runtime.workers), (3, 2));
         assert_eq!(placement.runtime.auto_slots, None);
@@ -552,7 +493,9 @@ mod tests {
                 "--stream-rate",
             ),
         ] {
-            let e = files.load(cpi(256, 32), &[]).unwrap_err().to_string();
+            let e = load_files(&files, cpi(256, 32), &[])
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with(option), "{e}");
         }
     }

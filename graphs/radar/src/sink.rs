@@ -1,38 +1,30 @@
-//! The radar receiver's sink: what the runtime hands each completed frame to.
+//! The radar receiver's judge: what the runtime's workload seam hands each completed frame to.
 //!
-//! [`RadarSink`] reads the frame's detection list (the graph's first sink), checks its
+//! [`RadarJudge`] reads the frame's detection list (the graph's first sink), checks its
 //! clusters against the scene's truth with a [`Verifier`], and, when asked, writes them to a
-//! detections file and the frame's completion time to a times file. It is the one place the
-//! radar workload meets the runtime's [`FrameSink`] seam; [`verdict_text`] and
-//! [`verification`] turn the verifier's summary into the run's printed verdict and its
-//! report entry, so every runner of the radar graph judges a run by the same rule.
+//! detections file. It is the one place the radar workload meets the runtime's [`Judge`]
+//! seam; [`verdict_text`] and [`verification`] turn the verifier's summary into the run's
+//! printed verdict and its report entry, so every runner of the radar graph judges a run by
+//! the same rule.
 //!
 //! Guarantees: a frame whose list is malformed or whose output cannot be written fails the
 //! run with the frame named; a partial frame (packets missing) is never judged as reported,
 //! so the verifier counts it missing.
 
-use std::io::{self, Write};
+use std::fmt::Write as _;
+use std::io::Write;
 
 use kplace::abi::DetectionList;
-use kplace::executor::{CompletedFrame, FrameSink, PartialFrame, SinkError};
+use kplace::executor::CompletedFrame;
 use kplace::report::run::Verification;
+use kplace::workload::{Judge, JudgeError, Verdict};
 
 use crate::{Cluster, DetectionWriter, Verifier};
 
-/// Why a sink's outputs could not be completed.
-#[derive(Debug, thiserror::Error)]
-pub enum FinishError {
-    /// The detections file could not be flushed.
-    #[error("cannot write the detections file: {0}")]
-    Detections(#[source] io::Error),
-    /// The completion-times file could not be flushed.
-    #[error("cannot write the completion times: {0}")]
-    DoneTimes(#[source] io::Error),
-}
-
 /// Verifies each completed frame and optionally writes its clusters to a detections file.
-pub struct RadarSink<W: Write> {
+pub struct RadarJudge<W: Write> {
     verifier: Verifier,
+    frames_expected: u64,
     writer: Option<DetectionWriter<W>>,
     clusters: Vec<Cluster>,
     /// Clusters reported over the run.
@@ -41,37 +33,31 @@ pub struct RadarSink<W: Write> {
     pub overflowed_frames: u64,
     /// Frames that ended with packets missing: never processed, so never reported.
     pub partial_frames: u64,
-    /// Where to write `frame_id,done_ns` (CLOCK_MONOTONIC) per frame, if anywhere.
-    done_times: Option<Box<dyn Write + Send>>,
 }
 
-impl<W: Write> RadarSink<W> {
-    /// A sink judging frames with `verifier`, writing to `writer` if given.
-    pub fn new(verifier: Verifier, writer: Option<DetectionWriter<W>>) -> Self {
+impl<W: Write> RadarJudge<W> {
+    /// A judge of `frames_expected` frames by `verifier`, writing to `writer` if given.
+    pub fn new(
+        verifier: Verifier,
+        frames_expected: u64,
+        writer: Option<DetectionWriter<W>>,
+    ) -> Self {
         Self {
             verifier,
+            frames_expected,
             writer,
             clusters: Vec::new(),
             total_clusters: 0,
             overflowed_frames: 0,
             partial_frames: 0,
-            done_times: None,
         }
     }
 
-    /// Also writes each frame's completion time, `frame_id,done_ns` on CLOCK_MONOTONIC (the
-    /// sender's clock in `kplace send --times`), to `out`: the protocol `bisect-rate
-    /// --sut-cmd` uses to measure any receiver's post-CPI latency.
-    pub fn with_done_times(mut self, out: Box<dyn Write + Send>) -> Self {
-        self.done_times = Some(out);
-        self
-    }
-
     /// Judges frame `frame_id` from the bytes of its detection list (header, then records),
-    /// and writes its outputs.
-    pub fn judge(&mut self, frame_id: u64, list: &[u8]) -> Result<(), SinkError> {
+    /// and writes its clusters.
+    pub fn judge(&mut self, frame_id: u64, list: &[u8]) -> Result<(), JudgeError> {
         let list =
-            DetectionList::parse(list).map_err(|e| SinkError(format!("frame {frame_id}: {e}")))?;
+            DetectionList::parse(list).map_err(|e| JudgeError(format!("frame {frame_id}: {e}")))?;
         if list.header().overflow > 0 {
             self.overflowed_frames += 1;
         }
@@ -85,40 +71,58 @@ impl<W: Write> RadarSink<W> {
         self.verifier.check(frame_id, &self.clusters);
         if let Some(w) = &mut self.writer {
             w.write_frame(frame_id, &self.clusters).map_err(|e| {
-                SinkError(format!("frame {frame_id}: cannot write detections: {e}"))
-            })?;
-        }
-        if let Some(t) = &mut self.done_times {
-            writeln!(t, "{frame_id},{}", kplace::net::sender::monotonic_ns()).map_err(|e| {
-                SinkError(format!(
-                    "frame {frame_id}: cannot write completion times: {e}"
-                ))
+                JudgeError(format!("frame {frame_id}: cannot write detections: {e}"))
             })?;
         }
         Ok(())
     }
 
-    /// Flushes the detections and completion-times files and returns the verifier.
-    pub fn finish(self) -> Result<Verifier, FinishError> {
+    /// Flushes the detections file and returns the verifier.
+    pub fn into_verifier(self) -> Result<Verifier, JudgeError> {
         if let Some(w) = self.writer {
-            w.finish().map_err(FinishError::Detections)?;
-        }
-        if let Some(mut t) = self.done_times {
-            t.flush().map_err(FinishError::DoneTimes)?;
+            w.finish()
+                .map_err(|e| JudgeError(format!("cannot write the detections file: {e}")))?;
         }
         Ok(self.verifier)
     }
 }
 
-impl<W: Write> FrameSink for RadarSink<W> {
-    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+impl<W: Write + Send> Judge for RadarJudge<W> {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), JudgeError> {
         self.judge(frame.frame_id, frame.sink(0))
     }
 
-    fn partial(&mut self, _frame: &PartialFrame) -> Result<(), SinkError> {
+    fn partial(&mut self, _frame_id: u64) {
         // Not reported: the verifier counts the frame as missing.
         self.partial_frames += 1;
-        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<Verdict, JudgeError> {
+        let mut text = String::new();
+        let frames = self.verifier.summary().frames_reported;
+        let _ = writeln!(
+            text,
+            "clusters {:.2}/frame{}",
+            self.total_clusters as f64 / frames.max(1) as f64,
+            if self.overflowed_frames > 0 {
+                format!(
+                    ", {} frames overflowed the cluster list",
+                    self.overflowed_frames
+                )
+            } else {
+                String::new()
+            }
+        );
+        let clusters = self.total_clusters;
+        let frames_expected = self.frames_expected;
+        let verifier = self.into_verifier()?;
+        let (_, verdict) = verdict_text(&verifier, frames_expected);
+        text.push_str(&verdict);
+        Ok(Verdict {
+            verification: verification(&verifier),
+            text,
+            clusters: Some(clusters),
+        })
     }
 }
 
@@ -158,12 +162,14 @@ pub fn verification(verifier: &Verifier) -> Verification {
     let config = verifier.config();
     Verification {
         passed: summary.passed(config),
+        against: "the scene's truth".into(),
         frames_reported: summary.frames_reported,
         frames_passed: summary.frames_passed,
         frames_failed: summary.frames_failed,
         frames_missing: summary.frames_missing,
-        false_alarms_per_frame: summary.mean_false_alarms(),
-        false_alarm_bound: config.max_false_alarms_per_frame,
+        false_alarms_per_frame: Some(summary.mean_false_alarms()),
+        false_alarm_bound: Some(config.max_false_alarms_per_frame),
+        mismatches: Vec::new(),
         reasons: summary.failure_reasons(config),
     }
 }
@@ -172,6 +178,7 @@ pub fn verification(verifier: &Verifier) -> Verification {
 mod tests {
     use super::*;
     use crate::{Cpi, DetectionReader, Scene, SceneConfig, VerifyConfig};
+    use std::io;
     use std::sync::{Arc, Mutex};
 
     fn cpi() -> Cpi {
@@ -230,10 +237,8 @@ mod tests {
         let scene = Scene::new(SceneConfig::new(cpi())).unwrap();
         let verifier = Verifier::new(scene.clone(), VerifyConfig::for_cpi(cpi(), 1e-6), 3);
         let detections = Shared::default();
-        let times = Shared::default();
         let writer = DetectionWriter::new(detections.clone(), cpi()).unwrap();
-        let mut sink =
-            RadarSink::new(verifier, Some(writer)).with_done_times(Box::new(times.clone()));
+        let mut sink = RadarJudge::new(verifier, 3, Some(writer));
         let mut expected = Vec::new();
         for frame in 0..3 {
             let clusters = truth_clusters(&scene, frame);
@@ -243,7 +248,7 @@ mod tests {
         }
         assert_eq!(sink.total_clusters, 9);
         assert_eq!(sink.overflowed_frames, 1);
-        let verifier = sink.finish().unwrap();
+        let verifier = sink.into_verifier().unwrap();
         let entry = verification(&verifier);
         assert!(entry.passed, "{:?}", entry.reasons);
         assert_eq!((entry.frames_reported, entry.frames_passed), (3, 3));
@@ -263,24 +268,13 @@ mod tests {
             assert_eq!(&read.clusters, clusters);
         }
         assert!(reader.next_frame().unwrap().is_none());
-        // One `frame_id,done_ns` line per frame, on a clock that does not go back.
-        let times = String::from_utf8(times.0.lock().unwrap().clone()).unwrap();
-        let lines: Vec<(u64, u64)> = times
-            .lines()
-            .map(|l| {
-                let (f, t) = l.split_once(',').unwrap();
-                (f.parse().unwrap(), t.parse().unwrap())
-            })
-            .collect();
-        assert_eq!(lines.iter().map(|l| l.0).collect::<Vec<_>>(), [0, 1, 2]);
-        assert!(lines.windows(2).all(|w| w[0].1 <= w[1].1), "{times}");
     }
 
     #[test]
     fn missed_partial_and_malformed_frames_fail_with_the_frame_named() {
         let scene = Scene::new(SceneConfig::new(cpi())).unwrap();
         let verifier = Verifier::new(scene.clone(), VerifyConfig::for_cpi(cpi(), 1e-6), 3);
-        let mut sink = RadarSink::<Vec<u8>>::new(verifier, None);
+        let mut sink = RadarJudge::<Vec<u8>>::new(verifier, 3, None);
         // Frame 0 reports nothing: every target missed.
         sink.judge(0, &list_bytes(&[], 4, 0)).unwrap();
         // Frame 1 is partial: never judged.
@@ -291,8 +285,14 @@ mod tests {
         let err = sink.judge(2, &bad).unwrap_err();
         assert!(err.0.contains("frame 2"), "{err}");
         assert!(err.0.contains("count exceeds its capacity"), "{err}");
-        let verifier = sink.finish().unwrap();
-        let entry = verification(&verifier);
+        let verdict = Box::new(sink).finish().unwrap();
+        let entry = verdict.verification.clone();
+        assert_eq!(verdict.clusters, Some(0));
+        assert!(
+            verdict.text.starts_with("clusters 0.00/frame\n"),
+            "{}",
+            verdict.text
+        );
         assert!(!entry.passed);
         assert_eq!(
             (
@@ -302,8 +302,8 @@ mod tests {
             ),
             (1, 1, 2)
         );
-        let (passed, text) = verdict_text(&verifier, 3);
-        assert!(!passed);
+        let text: Vec<&str> = verdict.text.lines().skip(1).collect();
+        let text = text.join("\n");
         assert!(
             text.starts_with("verification FAILED: 1/3 frames reported"),
             "{text}"

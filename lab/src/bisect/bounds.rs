@@ -93,6 +93,16 @@ pub(super) fn measure_bounds(
         .arg("--ready-file")
         .arg(&ready)
         .args(["--cpi", &cpi.to_string(), "--frames", &frames.to_string()])
+        .arg("--graph")
+        .arg(&ctx.config.graph)
+        .args(
+            ctx.config
+                .recording
+                .as_ref()
+                .map(|r| ["--recording".into(), r.path.clone().into_os_string()])
+                .into_iter()
+                .flatten(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -103,15 +113,9 @@ pub(super) fn measure_bounds(
             let port = ports.first().copied().unwrap_or(0);
             let burst = ctx
                 .sender_command(ctx.exe)
-                .args([
-                    "send",
-                    "--dest",
-                    &format!("127.0.0.1:{port}"),
-                    "--cpi",
-                    &cpi.to_string(),
-                    "--burst",
-                ])
-                .args(["--frames", &frames.to_string(), "--scene-frames", "16"])
+                .args(["send", "--dest", &format!("127.0.0.1:{port}"), "--burst"])
+                .args(ctx.config.sender_source_args(cpi))
+                .args(["--frames", &frames.to_string()])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
@@ -142,11 +146,19 @@ pub(super) fn measure_bounds(
                 // Kernels back to back on one CPU thread say nothing of a GPU placement.
                 break 'bound None;
             }
-            let scene = ctx.config.scene(cpi).map_err(fail)?;
-            let prepared = (0..4)
-                .map(|f| scene.frame_bytes(f))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| fail(e.to_string()))?;
+            let prepared = match &ctx.config.recording {
+                Some(r) => kplace::workload::recording::Recording::load(&r.path, &plan.graph)
+                    .map_err(|e| fail(e.to_string()))?
+                    .frames
+                    .to_vec(),
+                None => {
+                    let scene = ctx.config.scene(cpi).map_err(fail)?;
+                    (0..4)
+                        .map(|f| scene.frame_bytes(f))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| fail(e.to_string()))?
+                }
+            };
             let rate = |count| bounds::kernel_only_rate(&plan, &prepared, count);
             // About a second of frames, from a short first measurement.
             let probe = rate(8).map_err(|e| fail(e.to_string()))?;

@@ -27,6 +27,16 @@ pub enum Systems {
     },
 }
 
+/// A recording every trial streams instead of the radar scene, and what each trial's frames
+/// are checked against (`kplace run --recording FILE --check CHECK`).
+#[derive(Clone, Debug)]
+pub struct RecordingFeed {
+    /// The recording (`kplace record` makes one).
+    pub path: PathBuf,
+    /// The check, as `kplace run --check` takes it: `reference:PLACEMENT` or `golden:DIR`.
+    pub check: String,
+}
+
 /// What a sweep searches and how: every setting of `kplace bisect-rate`, checked by its
 /// caller (each is documented on that command's option of the same name).
 #[derive(Clone, Debug)]
@@ -57,6 +67,9 @@ pub struct BisectConfig {
     pub out: PathBuf,
     /// The scene's noise seed.
     pub seed: u64,
+    /// A recording streamed instead of the scene: any graph's trials, checked against a
+    /// reference.
+    pub recording: Option<RecordingFeed>,
     /// The sender's pacing tick in microseconds (0: spin).
     pub sender_tick_us: u64,
     /// The sender's nice value.
@@ -129,6 +142,39 @@ impl BisectConfig {
         Scene::new(config).map_err(|e| format!("invalid scene: {e}"))
     }
 
+    /// What `kplace run` is told of the frames it receives and how it checks them.
+    pub(super) fn receiver_source_args(&self) -> Vec<String> {
+        match &self.recording {
+            Some(r) => vec![
+                "--recording".into(),
+                r.path.display().to_string(),
+                "--check".into(),
+                r.check.clone(),
+            ],
+            None => vec![
+                "--seed".into(),
+                self.seed.to_string(),
+                "--scene-frames".into(),
+                "16".into(),
+            ],
+        }
+    }
+
+    /// What `kplace send` sends at `cpi`: the scene, or the recording.
+    pub(super) fn sender_source_args(&self, cpi: Cpi) -> Vec<String> {
+        match &self.recording {
+            Some(r) => vec!["--recording".into(), r.path.display().to_string()],
+            None => vec![
+                "--cpi".into(),
+                cpi.to_string(),
+                "--seed".into(),
+                self.seed.to_string(),
+                "--scene-frames".into(),
+                "16".into(),
+            ],
+        }
+    }
+
     /// The options every result depends on, recorded beside the results.
     pub(super) fn settings(&self) -> Value {
         json!({
@@ -148,6 +194,8 @@ impl BisectConfig {
             "sender_cpus": self.sender_cpus.as_ref().map(ToString::to_string),
             "sut_cpus": self.sut_cpus.as_ref().map(ToString::to_string),
             "seed": self.seed,
+            "recording": self.recording.as_ref().map(|r| r.path.display().to_string()),
+            "check": self.recording.as_ref().map(|r| r.check.clone()),
             "pipelines": self.pipelines,
             "pipeline_mode": self.pipeline_mode.name(),
             "cotenant": self.cotenant.as_ref().map_or("none", CotenantSpec::kind),

@@ -51,7 +51,7 @@ use crate::rate::{
     search,
 };
 use bounds::{BracketedBounds, measure_bounds};
-pub use config::{BisectConfig, Systems};
+pub use config::{BisectConfig, RecordingFeed, Systems};
 use output::{machine_facts, spreads, table_row, write_csv};
 use probe::run_probe;
 

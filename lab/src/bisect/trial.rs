@@ -44,14 +44,8 @@ pub(super) fn trial(
         .arg(&config.graph)
         .arg("--placement")
         .arg(placement)
-        .args([
-            "--cpi",
-            &cpi.to_string(),
-            "--seed",
-            &config.seed.to_string(),
-            "--scene-frames",
-            "16",
-        ])
+        .args(["--cpi", &cpi.to_string()])
+        .args(config.receiver_source_args())
         .args([
             "--frames",
             &frames.to_string(),
@@ -386,10 +380,9 @@ pub(super) fn send(
         .sender_command(ctx.exe)
         .args(sender_args(
             port,
-            cpi,
+            ctx.config.sender_source_args(cpi),
             rate,
             frames,
-            ctx.config.seed,
             ctx.config.sender_tick_us,
         ))
         .arg(format!("--nice={}", ctx.config.sender_nice))
@@ -436,30 +429,26 @@ fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
 /// `kplace send`'s arguments for one trial's stream.
 fn sender_args(
     port: u16,
-    cpi: Cpi,
+    source: Vec<String>,
     rate: f64,
     frames: u64,
-    seed: u64,
     tick_us: u64,
 ) -> Vec<String> {
-    [
+    let mut args = vec![
         "send".to_string(),
         "--dest".into(),
         format!("127.0.0.1:{port}"),
-        "--cpi".into(),
-        cpi.to_string(),
-        "--seed".into(),
-        seed.to_string(),
-        "--scene-frames".into(),
-        "16".into(),
+    ];
+    args.extend(source);
+    args.extend([
         "--frames".into(),
         frames.to_string(),
         "--rate".into(),
         format!("{rate}"),
         "--pacing-tick-us".into(),
         tick_us.to_string(),
-    ]
-    .into()
+    ]);
+    args
 }
 
 /// The ports `child` listens on, from its readiness file (one per pipeline), once every
@@ -761,8 +750,8 @@ mod tests {
 
     #[test]
     fn the_sender_gets_the_tick() {
-        let cpi: Cpi = "1024x128".parse().unwrap();
-        let args = sender_args(9000, cpi, 250.5, 40, 7, 100);
+        let source = vec!["--seed".to_string(), "7".into()];
+        let args = sender_args(9000, source, 250.5, 40, 100);
         let joined = args.join(" ");
         assert!(
             joined.contains("--dest 127.0.0.1:9000")

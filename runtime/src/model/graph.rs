@@ -44,6 +44,52 @@ pub struct Graph {
     pub source: SourceSpec,
     /// The tensors a completed frame hands to the application.
     pub sinks: Vec<TensorId>,
+    /// How each sink, in [`Graph::sinks`] order, is compared with a reference.
+    pub tolerances: Vec<Tolerance>,
+    /// The workload that feeds and judges this graph (`fmcw-radar`), if it names one; a
+    /// graph that names none runs on a recording, checked against a reference.
+    pub workload: Option<String>,
+}
+
+/// How a sink tensor's elements are compared with a reference's (the graph's `checks:`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Tolerance {
+    /// Bit for bit: the default for integer tensors and detection lists, and the only choice
+    /// for them.
+    Exact,
+    /// A float element passes when `|got - want| <= atol + rtol * |want|` (for complex
+    /// elements, the modulus of the difference and of `want`); NaN never passes.
+    Close {
+        /// Relative to the reference element.
+        rtol: f64,
+        /// Absolute, in the tensor's units.
+        atol: f64,
+    },
+}
+
+impl Tolerance {
+    /// The tolerance of a float tensor whose graph declares none.
+    pub const DEFAULT_FLOAT: Tolerance = Tolerance::Close {
+        rtol: 1e-5,
+        atol: 0.0,
+    };
+
+    /// The tolerance a tensor of `dtype` gets when the graph declares none.
+    pub fn default_for(dtype: Dtype) -> Tolerance {
+        match dtype {
+            Dtype::CF32 | Dtype::F32 => Tolerance::DEFAULT_FLOAT,
+            _ => Tolerance::Exact,
+        }
+    }
+}
+
+impl fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tolerance::Exact => f.write_str("exact"),
+            Tolerance::Close { rtol, atol } => write!(f, "rtol {rtol:e}, atol {atol:e}"),
+        }
+    }
 }
 
 /// One tensor: a buffer per frame slot.
@@ -241,6 +287,20 @@ struct GraphFile {
     tensors: Vec<Spanned<TensorFile>>,
     stages: Vec<Spanned<StageFile>>,
     sinks: Vec<Spanned<String>>,
+    #[serde(default)]
+    checks: BTreeMap<String, Spanned<CheckFile>>,
+    #[serde(default)]
+    workload: Option<String>,
+}
+
+/// A sink's tolerance as written: `{rtol, atol}`, each 0 when absent (`{}` is exact).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckFile {
+    #[serde(default)]
+    rtol: f64,
+    #[serde(default)]
+    atol: f64,
 }
 
 #[derive(Deserialize)]
@@ -423,6 +483,7 @@ impl Binder<'_> {
         if sinks.is_empty() {
             return Err(self.invalid(None, "the graph names no sinks"));
         }
+        let tolerances = self.bind_checks(&file.checks, &sinks, &tensors)?;
         Ok(Graph {
             name: file.name,
             path: self.path.to_path_buf(),
@@ -434,7 +495,64 @@ impl Binder<'_> {
                 packet_axis: file.source.packet_axis,
             },
             sinks,
+            tolerances,
+            workload: file.workload,
         })
+    }
+
+    /// Each sink's tolerance: the one `checks:` declares, or its type's default. A check on a
+    /// tensor that is not a sink, a negative or non-finite bound, or a bound on an integer
+    /// tensor (compared exactly) is an error.
+    fn bind_checks(
+        &self,
+        checks: &BTreeMap<String, Spanned<CheckFile>>,
+        sinks: &[TensorId],
+        tensors: &[TensorSpec],
+    ) -> Result<Vec<Tolerance>, GraphError> {
+        for (name, check) in checks {
+            if !sinks.iter().any(|&TensorId(t)| tensors[t].name == *name) {
+                return Err(self.invalid(
+                    at(check),
+                    format!("checks: {name} is not a sink; only sinks are compared"),
+                ));
+            }
+        }
+        let mut tolerances = Vec::with_capacity(sinks.len());
+        for &TensorId(t) in sinks {
+            let tensor = &tensors[t];
+            let Some(check) = checks.get(&tensor.name) else {
+                tolerances.push(Tolerance::default_for(tensor.dtype));
+                continue;
+            };
+            let CheckFile { rtol, atol } = check.value;
+            for (field, value) in [("rtol", rtol), ("atol", atol)] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(self.invalid(
+                        at(check),
+                        format!(
+                            "checks: {}.{field} is {value}; give a finite number >= 0",
+                            tensor.name
+                        ),
+                    ));
+                }
+            }
+            let float = matches!(tensor.dtype, Dtype::CF32 | Dtype::F32);
+            tolerances.push(match (float, rtol == 0.0 && atol == 0.0) {
+                (_, true) => Tolerance::Exact,
+                (true, false) => Tolerance::Close { rtol, atol },
+                (false, false) => {
+                    return Err(self.invalid(
+                        at(check),
+                        format!(
+                            "checks: {} is {}, compared exactly; a tolerance applies to f32 and cf32 sinks only",
+                            tensor.name,
+                            tensor.dtype.name().unwrap_or("?")
+                        ),
+                    ));
+                }
+            });
+        }
+        Ok(tolerances)
     }
 
     fn bind_dims(

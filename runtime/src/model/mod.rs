@@ -1,5 +1,7 @@
 //! What the user writes: the graph of stages ([`graph`]) and where each stage runs
-//! ([`placement`]), parsed and checked with errors that name the file, line and field.
+//! ([`placement`]), parsed and checked with errors that name the file, line and field, and
+//! the two loaded together with a run's overrides ([`files`]).
 
+pub mod files;
 pub mod graph;
 pub mod placement;

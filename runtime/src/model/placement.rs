@@ -253,7 +253,7 @@ impl Placement {
                         format!("libraries: unknown device kind {kind} (expected cpu or gpu)"),
                     ));
                 }
-                Ok((kind, base.join(p.value)))
+                Ok((kind, resolve_library(base, &p.value)))
             })
             .collect::<Result<_, _>>()?;
         let stages = file
@@ -276,7 +276,7 @@ impl Placement {
                         format!("stage {name}: tile must be at least 1"),
                     ));
                 }
-                let library = library.map(|l| base.join(l));
+                let library = library.map(|l| resolve_library(base, &l));
                 Ok((
                     name,
                     StagePlacement {
@@ -363,6 +363,55 @@ impl Placement {
             .as_deref()
             .or_else(|| self.libraries.get(kind).map(PathBuf::as_path))
     }
+}
+
+/// Environment variable naming a directory to search first for kplace's libraries.
+pub const LIB_DIR_ENV: &str = "KPLACE_LIB_DIR";
+
+/// Directories searched for kplace's libraries (the default ones, and a placement's library
+/// named by a bare file name not found beside the placement): `$KPLACE_LIB_DIR` (when set and not empty),
+/// the running executable's directory, and its parent (test and example binaries live one level
+/// below the libraries).
+pub fn library_search_dirs() -> Vec<PathBuf> {
+    search_dirs(
+        std::env::var_os(LIB_DIR_ENV),
+        std::env::current_exe().ok().as_deref(),
+    )
+}
+
+/// [`library_search_dirs`] for a given `$KPLACE_LIB_DIR` and executable. An empty variable is
+/// unset: as a directory it would be the current one, and a bare `libkplace_cpu.so` found
+/// there is looked up by the loader on the system path, not here.
+fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = lib_dir.filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(dir));
+    }
+    if let Some(exe) = exe
+        && let Some(dir) = exe.parent()
+    {
+        dirs.push(dir.to_path_buf());
+        if let Some(parent) = dir.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs
+}
+
+/// A library path as a placement writes it, made a file to load: relative to `base` (the
+/// placement's directory); a bare file name not found there is looked up in
+/// [`library_search_dirs`], where cargo puts the project's libraries, so a placement can name
+/// a library it builds (`libraries: {cpu: libkplace_spectrogram.so}`) without knowing where.
+fn resolve_library(base: &Path, written: &str) -> PathBuf {
+    let beside = base.join(written);
+    if beside.is_file() || Path::new(written).components().count() != 1 {
+        return beside;
+    }
+    library_search_dirs()
+        .into_iter()
+        .map(|d| d.join(written))
+        .find(|p| p.is_file())
+        .unwrap_or(beside)
 }
 
 // ---- the file as written --------------------------------------------------------------------
@@ -512,6 +561,53 @@ impl<'de> Deserialize<'de> for StageEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_lib_dir_is_unset() {
+        let exe = Path::new("/opt/kplace/bin/kplace");
+        let install = [
+            PathBuf::from("/opt/kplace/bin"),
+            PathBuf::from("/opt/kplace"),
+        ];
+        assert_eq!(search_dirs(Some("".into()), Some(exe)), install);
+        assert_eq!(search_dirs(None, Some(exe)), install);
+        assert_eq!(
+            search_dirs(Some("/libs".into()), Some(exe))[0],
+            PathBuf::from("/libs")
+        );
+    }
+
+    #[test]
+    fn a_bare_library_name_is_found_beside_the_placement_or_where_kplace_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        // Not beside the placement and not installed: the path beside it, for the loader to
+        // name in its error.
+        assert_eq!(
+            resolve_library(dir.path(), "libnone.so"),
+            dir.path().join("libnone.so")
+        );
+        std::fs::write(dir.path().join("libk.so"), b"").unwrap();
+        assert_eq!(
+            resolve_library(dir.path(), "libk.so"),
+            dir.path().join("libk.so")
+        );
+        // A path with a directory is always relative to the placement.
+        assert_eq!(
+            resolve_library(dir.path(), "sub/libk.so"),
+            dir.path().join("sub/libk.so")
+        );
+        // The test binary's own directory is searched: a file there is found.
+        let exe_dir = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let name = format!("libkplace-test-{}.so", std::process::id());
+        std::fs::write(exe_dir.join(&name), b"").unwrap();
+        let found = resolve_library(dir.path(), &name);
+        std::fs::remove_file(exe_dir.join(&name)).unwrap();
+        assert_eq!(found, exe_dir.join(&name));
+    }
 
     #[test]
     fn auto_slots_buffer_a_stated_time_of_stream_within_bounds() {

@@ -1,10 +1,11 @@
-//! The chirp packet format: one UDP datagram per chirp (docs/workload.md, "The wire format").
+//! The packet format: one UDP datagram per slice of a frame's source tensor along its packet
+//! axis (for the radar, one chirp; docs/workload.md, "The wire format").
 //!
-//! A packet is a 64-byte little-endian header — `u32 frame_id`, `u32 chirp_id`,
-//! `u32 channel_id` (always 0), `u32 n_samples`, then 48 zero bytes — followed by the chirp's
-//! payload, `n_samples` complex samples of `(i16 I, i16 Q)`, little endian. The payload is
-//! exactly one row of a frame's chirp-major ci16 source tensor, so a receiver copies it into
-//! place unchanged.
+//! A packet is a 64-byte little-endian header — `u32 frame_id`, `u32 chirp_id` (the slice's
+//! index), `u32 channel_id` (always 0), `u32 n_samples` (elements in the payload), then 48 zero
+//! bytes — followed by the payload, `n_samples` elements of the source tensor's type in the
+//! host's byte order (for the radar `(i16 I, i16 Q)`). The payload is exactly one row of the
+//! source tensor, so a receiver copies it into place unchanged.
 //!
 //! Guarantees:
 //! - [`ChirpHeader::read_from`] and [`classify`] accept any bytes and any length and never
@@ -20,9 +21,6 @@ pub const HEADER_BYTES: usize = 64;
 /// The largest UDP payload over IPv4 (65535 less the IP and UDP headers): a packet of the
 /// configured shape must fit.
 pub const MAX_DATAGRAM_BYTES: usize = 65_507;
-
-/// Bytes of one complex sample on the wire: `i16 I` then `i16 Q`.
-const SAMPLE_BYTES: usize = 4;
 
 /// The meaningful fields of a packet header; the 48 bytes after them are zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,28 +69,76 @@ impl ChirpHeader {
     }
 }
 
-/// The configured CPI as the wire sees it: samples per chirp (one packet's payload) and
-/// chirps per frame.
+/// A frame as the wire sees it: elements per packet (one packet's payload), packets per frame,
+/// and bytes per element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WireShape {
-    /// Complex samples per chirp, N.
+    /// Elements per packet (for the radar: complex samples per chirp, N).
     pub samples: u32,
-    /// Chirps per frame, M.
+    /// Packets per frame (for the radar: chirps per CPI, M).
     pub chirps: u32,
+    /// Bytes of one element: 4 for `ci16` and `f32`, 8 for `cf32`.
+    pub sample_bytes: u32,
 }
 
 impl WireShape {
-    /// Payload bytes of one packet: `samples * 4`.
-    pub fn payload_bytes(&self) -> usize {
-        self.samples as usize * SAMPLE_BYTES
+    /// The radar's wire: `samples` complex int16 samples per chirp, `chirps` chirps per frame.
+    pub const fn ci16(samples: u32, chirps: u32) -> WireShape {
+        WireShape {
+            samples,
+            chirps,
+            sample_bytes: 4,
+        }
     }
 
-    /// Bytes of one whole packet: header plus payload (4160 for N = 1024).
+    /// The wire of `graph`'s source: see [`WireShape::for_tensor`]; errors name the graph.
+    pub fn for_source(graph: &crate::model::graph::Graph) -> Result<WireShape, String> {
+        WireShape::for_tensor(graph.tensor(graph.source.tensor))
+            .map_err(|e| format!("graph {}: {e}", graph.path.display()))
+    }
+
+    /// The wire of a source `tensor`: one packet per index of its first axis, each the rest of
+    /// the tensor's elements (`ci16`, `cf32` or `f32`). Errors name the tensor.
+    pub fn for_tensor(tensor: &crate::model::graph::TensorSpec) -> Result<WireShape, String> {
+        use kplace_abi::Dtype;
+        let sample_bytes: u32 = match tensor.dtype {
+            Dtype::CI16 | Dtype::F32 => 4,
+            Dtype::CF32 => 8,
+            other => {
+                return Err(format!(
+                    "source {} is {}; packets carry ci16, cf32 or f32 elements",
+                    tensor.name,
+                    other.name().unwrap_or("?")
+                ));
+            }
+        };
+        let elements: u64 = tensor.shape[1..].iter().product();
+        let fit = |v: u64, what: &str| {
+            u32::try_from(v).map_err(|_| {
+                format!(
+                    "{what} of source {} ({v}) do not fit the packet header",
+                    tensor.name
+                )
+            })
+        };
+        Ok(WireShape {
+            samples: fit(elements, "elements per packet")?,
+            chirps: fit(tensor.shape[0], "packets per frame")?,
+            sample_bytes,
+        })
+    }
+
+    /// Payload bytes of one packet: `samples * sample_bytes`.
+    pub fn payload_bytes(&self) -> usize {
+        self.samples as usize * self.sample_bytes as usize
+    }
+
+    /// Bytes of one whole packet: header plus payload (4160 for 1024 ci16 samples).
     pub fn packet_bytes(&self) -> usize {
         HEADER_BYTES + self.payload_bytes()
     }
 
-    /// Bytes of one frame's payloads, all chirps: `samples * chirps * 4`.
+    /// Bytes of one frame's payloads, all packets: `samples * chirps * sample_bytes`.
     pub fn frame_bytes(&self) -> usize {
         self.payload_bytes() * self.chirps as usize
     }
@@ -150,7 +196,9 @@ impl Malformed {
         let mut header = header;
         let mut payload = shape.payload_bytes();
         match self {
-            Malformed::WrongSize => payload = payload.saturating_sub(SAMPLE_BYTES),
+            Malformed::WrongSize => {
+                payload = payload.saturating_sub(shape.sample_bytes.max(1) as usize)
+            }
             Malformed::WrongSamples => header.n_samples = shape.samples.wrapping_add(1),
             Malformed::ChirpOutOfRange => {
                 header.chirp_id = shape.chirps.saturating_add(header.chirp_id)
@@ -220,10 +268,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const SHAPE: WireShape = WireShape {
-        samples: 1024,
-        chirps: 128,
-    };
+    const SHAPE: WireShape = WireShape::ci16(1024, 128);
 
     fn good(chirp_id: u32) -> ChirpHeader {
         ChirpHeader {
@@ -248,7 +293,7 @@ mod tests {
     #[test]
     fn sizes_match_the_workload() {
         for (samples, bytes) in [(1024, 4160), (2048, 8256), (4096, 16448)] {
-            let shape = WireShape { samples, chirps: 1 };
+            let shape = WireShape::ci16(samples, 1);
             assert_eq!(shape.payload_bytes(), samples as usize * 4);
             assert_eq!(shape.packet_bytes(), bytes);
         }
@@ -381,7 +426,7 @@ mod tests {
     }
 
     fn shapes() -> impl Strategy<Value = WireShape> {
-        (1u32..64, 1u32..300).prop_map(|(samples, chirps)| WireShape { samples, chirps })
+        (1u32..64, 1u32..300).prop_map(|(samples, chirps)| WireShape::ci16(samples, chirps))
     }
 
     proptest! {

@@ -14,12 +14,10 @@ use kplace_abi::{MemorySpace, TensorDesc};
 
 use super::layout::Layout;
 use super::memory::{self, BufferSpace, Demand, MemoryAvailable, MemoryNeed, PlannedEdge};
-use super::{
-    LIB_DIR_ENV, Plan, PlanError, PlanMode, PlannedStage, PoolPurpose, PoolSpec, tensor_desc,
-};
+use super::{Plan, PlanError, PlanMode, PlannedStage, PoolPurpose, PoolSpec, tensor_desc};
 use crate::cuda::{Gpu, GpuError, GpuProvider};
 use crate::model::graph::{Graph, StageId, TensorId};
-use crate::model::placement::Device;
+use crate::model::placement::{Device, library_search_dirs};
 use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
 
 /// The GPUs a layout's stages name, opened.
@@ -241,35 +239,6 @@ pub fn default_library_file(device: Device) -> &'static str {
     }
 }
 
-/// Directories searched for default libraries: `$KPLACE_LIB_DIR` (when set and not empty),
-/// the running executable's directory, and its parent (test and example binaries live one level
-/// below the libraries).
-pub fn library_search_dirs() -> Vec<PathBuf> {
-    search_dirs(
-        std::env::var_os(LIB_DIR_ENV),
-        std::env::current_exe().ok().as_deref(),
-    )
-}
-
-/// [`library_search_dirs`] for a given `$KPLACE_LIB_DIR` and executable. An empty variable is
-/// unset: as a directory it would be the current one, and a bare `libkplace_cpu.so` found
-/// there is looked up by the loader on the system path, not here.
-fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(dir) = lib_dir.filter(|d| !d.is_empty()) {
-        dirs.push(PathBuf::from(dir));
-    }
-    if let Some(exe) = exe
-        && let Some(dir) = exe.parent()
-    {
-        dirs.push(dir.to_path_buf());
-        if let Some(parent) = dir.parent() {
-            dirs.push(parent.to_path_buf());
-        }
-    }
-    dirs
-}
-
 fn find_default_library(device: Device) -> Result<PathBuf, PlanError> {
     let file = default_library_file(device);
     let dirs = library_search_dirs();
@@ -344,26 +313,4 @@ pub(super) fn create_state(
             Device::Gpu(n) => n,
         },
     })?)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::{Path, PathBuf};
-
-    use super::search_dirs;
-
-    #[test]
-    fn an_empty_lib_dir_is_unset() {
-        let exe = Path::new("/opt/kplace/bin/kplace");
-        let install = [
-            PathBuf::from("/opt/kplace/bin"),
-            PathBuf::from("/opt/kplace"),
-        ];
-        assert_eq!(search_dirs(Some("".into()), Some(exe)), install);
-        assert_eq!(search_dirs(None, Some(exe)), install);
-        assert_eq!(
-            search_dirs(Some("/libs".into()), Some(exe))[0],
-            PathBuf::from("/libs")
-        );
-    }
 }

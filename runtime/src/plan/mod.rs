@@ -38,16 +38,14 @@ use crate::model::graph::{Graph, StageId, TensorId, TensorSpec};
 use crate::model::placement::{Device, Placement, RuntimeSettings};
 use crate::plugin::{KernelHandle, KernelState, PluginError};
 
-pub use bind::{default_library_file, library_search_dirs};
+pub use crate::model::placement::{LIB_DIR_ENV, library_search_dirs};
+pub use bind::default_library_file;
 pub use layout::{Layout, tensor_pools_for};
 pub use memory::{
     BufferSpace, Demand, Direction, GpuWork, MemoryAvailable, MemoryNeed, Mirror, PlannedEdge,
     Transfer,
 };
 pub use tiles::TileOrigin;
-
-/// Environment variable naming a directory to search first for the default libraries.
-pub const LIB_DIR_ENV: &str = "KPLACE_LIB_DIR";
 
 /// A graph bound to devices, kernels and pools.
 #[derive(Debug)]

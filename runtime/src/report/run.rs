@@ -28,9 +28,10 @@ pub struct RunReport {
     pub graph: String,
     /// The placement's name, from its file.
     pub placement: String,
-    /// `SAMPLESxCHIRPS`, e.g. `1024x128`.
+    /// The frame's shape: the radar's `SAMPLESxCHIRPS`, e.g. `1024x128`; for a recording, the
+    /// source's dimensions innermost first.
     pub cpi: String,
-    /// `replay` (the scene in memory) or `udp://HOST:PORT`.
+    /// `replay` (the workload's frames in memory) or `udp://HOST:PORT`.
     pub source: String,
     /// Frames the run was told to expect (`--frames`).
     pub frames_expected: u64,
@@ -60,8 +61,9 @@ pub struct RunReport {
     pub latency: Latencies,
     /// The UDP receiver's counters; null for replay.
     pub ingest: Option<IngestEntry>,
-    /// Clusters reported per processed frame.
-    pub clusters_per_frame: f64,
+    /// Clusters reported per processed frame, for a workload that reports clusters (the
+    /// radar); null otherwise.
+    pub clusters_per_frame: Option<f64>,
     /// The verifier's verdict.
     pub verification: Verification,
     /// `SIGINT` or `SIGTERM` when a signal stopped the run; null otherwise.
@@ -160,15 +162,17 @@ impl RunReport {
                 post_cpi_trend_ms_per_s: 0.0,
             },
             ingest: None,
-            clusters_per_frame: 1.0,
+            clusters_per_frame: Some(1.0),
             verification: Verification {
                 passed: true,
+                against: "the scene's truth".into(),
                 frames_reported: frames,
                 frames_passed: frames,
                 frames_failed: 0,
                 frames_missing: 0,
-                false_alarms_per_frame: 0.0,
-                false_alarm_bound: 1.0,
+                false_alarms_per_frame: Some(0.0),
+                false_alarm_bound: Some(1.0),
+                mismatches: Vec::new(),
                 reasons: Vec::new(),
             },
             interrupted: None,
@@ -270,20 +274,46 @@ pub struct ForeignSource {
 pub struct Verification {
     /// Whether the run passed.
     pub passed: bool,
+    /// What every frame was checked against: `the scene's truth` (the radar), `reference
+    /// placement NAME`, `golden files DIR`, or `nothing` (no check asked for).
+    pub against: String,
     /// Frame reports checked.
     pub frames_reported: u64,
-    /// Reports that matched every target.
+    /// Reports that passed: every target found (the radar), every sink element within its
+    /// tolerance (a reference).
     pub frames_passed: u64,
-    /// Reports that missed a target.
+    /// Reports that failed.
     pub frames_failed: u64,
     /// Expected frames never reported.
     pub frames_missing: u64,
-    /// Clusters matching no target, per frame report.
-    pub false_alarms_per_frame: f64,
-    /// The most false alarms per frame a passing run may have.
-    pub false_alarm_bound: f64,
+    /// The radar's clusters matching no target, per frame report; null for other checks.
+    pub false_alarms_per_frame: Option<f64>,
+    /// The most false alarms per frame a passing radar run may have; null for other checks.
+    pub false_alarm_bound: Option<f64>,
+    /// The first sink elements outside their tolerance (at most
+    /// [`MAX_MISMATCHES`]), in the order found.
+    pub mismatches: Vec<Mismatch>,
     /// Why the run failed, in sentences; empty when it passed.
     pub reasons: Vec<String>,
+}
+
+/// Mismatches a report lists at most; the rest are counted in the reasons.
+pub const MAX_MISMATCHES: usize = 16;
+
+/// A sink element that differs from its reference beyond the tensor's tolerance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Mismatch {
+    /// The frame's id.
+    pub frame: u64,
+    /// The sink tensor's name.
+    pub tensor: String,
+    /// The element's flat index (row-major; a detection list's record, or its header).
+    pub index: u64,
+    /// The element as the run computed it, as text (`1.25`, `(1, -2)`, a record).
+    pub got: String,
+    /// The element as the reference has it.
+    pub want: String,
 }
 
 /// `kplace run --pipelines N --report FILE`: every pipeline's report and their aggregate.

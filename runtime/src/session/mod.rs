@@ -182,8 +182,8 @@ pub struct RunFacts {
     pub source: String,
     /// Frames the run expected.
     pub frames_expected: u64,
-    /// Clusters the sink reported over the run.
-    pub clusters: u64,
+    /// Clusters the sink reported over the run, for a workload that reports clusters.
+    pub clusters: Option<u64>,
     /// The signal that stopped the run, if one did.
     pub interrupted: Option<String>,
     /// Whether the process is an MPS client; `None` without a CUDA context.
@@ -284,7 +284,9 @@ pub fn report(
             post_cpi_trend_ms_per_s: metrics.post_cpi_trend * 1e3,
         },
         ingest: ingest.map(IngestEntry::from),
-        clusters_per_frame: facts.clusters as f64 / metrics.frames.max(1) as f64,
+        clusters_per_frame: facts
+            .clusters
+            .map(|c| c as f64 / metrics.frames.max(1) as f64),
         verification,
         interrupted: facts.interrupted,
         gpu_telemetry: session

@@ -28,8 +28,9 @@ pub fn kplace_bin() -> PathBuf {
         .expect("the kplace binary: run the tests of kplace-cli, or set KPLACE_BIN")
 }
 
-/// Builds `runtime/tests/c/<source>` into a shared library named `lib<name>.so` with extra
-/// `defines`, once per test binary run, and returns its path. Panics with the compiler's output
+/// Builds `runtime/tests/c/<source>` (or `<source>` under the workspace, when it has a
+/// directory) into a shared library named `lib<name>.so` with extra `defines`, once per test
+/// binary run, and returns its path. Panics with the compiler's output
 /// when the build fails: the C sources are part of the test suite.
 pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-libs");
@@ -45,7 +46,12 @@ pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
     cmd.args(["-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Werror"])
         .arg("-I")
         .arg(workspace().join("runtime/include"))
-        .arg(workspace().join("runtime/tests/c").join(source))
+        .arg(if source.contains('/') {
+            workspace().join(source)
+        } else {
+            workspace().join("runtime/tests/c").join(source)
+        })
+        .arg("-lm")
         .arg("-o")
         .arg(&tmp);
     for d in defines {

@@ -509,7 +509,7 @@ impl SenderConfig {
     /// Checks the configuration; returns the schedule.
     fn clock(&self) -> Result<Clock, SendError> {
         let shape = self.shape;
-        if shape.samples == 0 || shape.chirps == 0 {
+        if shape.samples == 0 || shape.chirps == 0 || shape.sample_bytes == 0 {
             return Err(SendError::Shape {
                 samples: shape.samples,
                 chirps: shape.chirps,

@@ -5,7 +5,7 @@ use super::*;
 fn config(chirps: u32, frames: FrameCount, pacing: Pacing, faults: Faults) -> SenderConfig {
     SenderConfig {
         dest: "127.0.0.1:9".parse().expect("address"),
-        shape: WireShape { samples: 2, chirps },
+        shape: WireShape::ci16(2, chirps),
         pacing,
         frames,
         first_frame_id: u32::MAX - 1,

@@ -555,10 +555,7 @@ mod tests {
     use crate::net::udp::AllowFrom;
     use crate::net::wire::WireShape;
 
-    const SHAPE: WireShape = WireShape {
-        samples: 4,
-        chirps: 8,
-    };
+    const SHAPE: WireShape = WireShape::ci16(4, 8);
     const PAYLOAD: usize = 16;
 
     fn addr(port: u16) -> SocketAddr {

@@ -1,5 +1,6 @@
-//! `kplace run`: the radar graph on a generated scene or a UDP chirp stream, every frame
-//! verified.
+//! `kplace run`: a graph on its workload's frames (the radar's generated scene, or a
+//! recording), replayed or received as a UDP stream, every frame checked (`workload` says
+//! which workload the options name).
 
 use std::net::SocketAddr;
 use std::net::ToSocketAddrs;
@@ -16,12 +17,17 @@ use kplace::net::wire::WireShape;
 use kplace::report::ready::Readiness;
 use kplace::report::run::RunMps;
 use kplace::session::{self, several::PipelineMode, several::pipeline_path};
-use kplace_radar::Cpi;
-use kplace_radar::run::{Outputs, RunConfig, Setup, run_pipeline};
+use kplace::workload::reference::CheckSpec;
+use kplace::workload::run::Outputs;
+use kplace::workload::sinks::SinkFormat;
+use kplace_radar::run::RunConfig;
+
+pub(crate) mod workload;
 
 use super::args::{GraphArgs, SceneArgs};
 use super::output::{self, ReportOutput};
 use super::progress::ProgressOut;
+use workload::Prepared;
 
 /// Where frames come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,15 +73,43 @@ impl FromStr for SourceArg {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
-    graph: GraphArgs,
+    pub(crate) graph: GraphArgs,
     #[command(flatten)]
-    scene: SceneArgs,
+    pub(crate) scene: SceneArgs,
+    /// Run the graph on this recording of its source tensor's frames (raw, with SigMF
+    /// metadata beside it when present; `kplace record` makes one) instead of a workload's
+    /// own frames: replayed from memory, or received from `kplace send --recording` over UDP.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) recording: Option<PathBuf>,
+    /// With --recording, what every frame's sinks are checked against, within the graph's
+    /// tolerances: `reference:PLACEMENT` (the same graph on that placement, run first on the
+    /// recording's frames), `golden:DIR` (DIR/<sink>.npy, as --write-sinks writes them) or
+    /// `none`.
+    #[arg(
+        long,
+        value_name = "CHECK",
+        default_value = "none",
+        requires = "recording"
+    )]
+    pub(crate) check: CheckSpec,
+    /// Write every sink tensor of every completed frame into DIR, a file per tensor
+    /// (DIR/p<i> per pipeline with several).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) write_sinks: Option<PathBuf>,
+    /// The sink files' format: `npy` (NumPy, [frames, ...]) or `raw` (the bytes back to back).
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "npy",
+        requires = "write_sinks"
+    )]
+    pub(crate) sink_format: SinkFormat,
     /// Frames to process (with a UDP source: frames expected, wire ids from --first-frame-id).
     #[arg(long, default_value_t = 200)]
     pub(crate) frames: u64,
     /// Frames processed and verified but left out of the rate, latency and CPU figures.
     #[arg(long, default_value_t = 0)]
-    warmup_frames: u64,
+    pub(crate) warmup_frames: u64,
     /// Write the run's timeline to this file as Chrome trace events (open it in Perfetto or
     /// chrome://tracing): each frame's packets and delivery, every CPU launch on its worker,
     /// every GPU enqueue and fence, GPU callbacks and slot waits, each with its frame id
@@ -94,13 +128,13 @@ pub struct RunArgs {
     /// Time each GPU stage on its stream with CUDA timing events (kernels with their uploads,
     /// and downloads) and report it per frame; fences use timing-free events otherwise.
     #[arg(long)]
-    profile_gpu: bool,
+    pub(crate) profile_gpu: bool,
     /// Where frames come from: `replay` (the scene, in memory) or `udp://HOST:PORT`.
     #[arg(long, default_value = "replay")]
     pub(crate) source: SourceArg,
     /// UDP: the wire frame id of the first frame.
     #[arg(long, default_value_t = 0)]
-    first_frame_id: u32,
+    pub(crate) first_frame_id: u32,
     /// UDP: a frame that receives no packet for this long ends as partial.
     #[arg(long, default_value_t = 20)]
     frame_timeout_ms: u64,
@@ -127,7 +161,7 @@ pub struct RunArgs {
     pub(crate) ready_file: Option<PathBuf>,
     /// CFAR false-alarm probability (overrides the graph's; also sets the verifier's bound).
     #[arg(long)]
-    pfa: Option<f64>,
+    pub(crate) pfa: Option<f64>,
     /// Write every frame's clusters to this file, in the detection line format (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub(crate) detections: Option<PathBuf>,
@@ -247,12 +281,12 @@ impl RunArgs {
         })
     }
 
-    /// The receiver these options describe, on `addr`, for frames of `cpi`.
-    pub(crate) fn udp_config(&self, addr: SocketAddr, cpi: Cpi) -> anyhow::Result<UdpConfig> {
-        let shape = WireShape {
-            samples: u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
-            chirps: u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
-        };
+    /// The receiver these options describe, on `addr`, for packets of `shape`.
+    pub(crate) fn udp_config(
+        &self,
+        addr: SocketAddr,
+        shape: WireShape,
+    ) -> anyhow::Result<UdpConfig> {
         let positive = |seconds: f64, option: &str| {
             Duration::try_from_secs_f64(seconds)
                 .ok()
@@ -273,10 +307,11 @@ impl RunArgs {
     }
 }
 
-/// Opens pipeline `index`'s detections and completion-times files; its progress reports go to
-/// `progress`, if given.
+/// Opens pipeline `index`'s detections, sink and completion-times files; its progress reports
+/// go to `progress`, if given.
 pub(crate) fn open_outputs(
     args: &RunArgs,
+    prepared: &Prepared,
     index: Option<usize>,
     progress: Option<&ProgressOut>,
 ) -> anyhow::Result<Outputs> {
@@ -286,7 +321,12 @@ pub(crate) fn open_outputs(
             .transpose()
     };
     Ok(Outputs {
-        detections: open(&args.detections, "detections")?,
+        results: open(&args.detections, "detections")?,
+        sink_files: args
+            .write_sinks
+            .as_ref()
+            .map(|dir| prepared.sink_files(dir, index, args.sink_format))
+            .transpose()?,
         done_times: open(&args.done_times, "completion times")?,
         progress: progress.map(|p| p.reporter(index)),
     })
@@ -320,28 +360,28 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .progress_path()
         .map(|path| ProgressOut::open(path, args.frames))
         .transpose()?;
-    let outputs = open_outputs(&args, None, progress.as_ref())?;
-    let config = args.config()?;
+    let shape = workload::wire(&args)?;
     if args.ingest_only {
         let SourceArg::Udp(addr) = args.source else {
             bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)");
         };
         let readiness = Readiness::new(1, args.ready_file.clone());
-        let mut udp = session::listen(args.udp_config(addr, config.scene.cpi)?, None, &readiness)?;
-        return ingest_only(&mut udp, &args, config.scene.cpi);
+        let mut udp = session::listen(args.udp_config(addr, shape)?, None, &readiness)?;
+        return ingest_only(&mut udp, &args, shape);
     }
-    let setup = Setup::new(&config)?;
+    let prepared = Prepared::new(&args)?;
+    let outputs = open_outputs(&args, &prepared, None, progress.as_ref())?;
     let readiness = Readiness::new(1, args.ready_file.clone());
     let udp = match args.source {
         SourceArg::Replay => None,
         SourceArg::Udp(addr) => Some(session::listen(
-            args.udp_config(addr, setup.cpi())?,
+            args.udp_config(addr, shape)?,
             None,
             &readiness,
         )?),
     };
     let trace_out = open_trace(&args, None)?;
-    let outcome = run_pipeline(&config, &setup, udp, None, outputs, &check_mps)?;
+    let outcome = prepared.run(udp, None, outputs)?;
     print_summary(&args, &outcome.text);
     if let Some(out) = report_out {
         out.write(&outcome.report)?;
@@ -412,9 +452,13 @@ impl From<ModeArg> for PipelineMode {
     }
 }
 
-fn ingest_only(source: &mut UdpSource, args: &RunArgs, cpi: Cpi) -> anyhow::Result<ExitCode> {
-    let payload = cpi.samples * 4;
-    let mut buffers = FrameBuffers::new(4, cpi.chirps as u64, payload)?;
+fn ingest_only(
+    source: &mut UdpSource,
+    args: &RunArgs,
+    shape: WireShape,
+) -> anyhow::Result<ExitCode> {
+    let payload = shape.payload_bytes();
+    let mut buffers = FrameBuffers::new(4, u64::from(shape.chirps), payload)?;
     source.receive(&mut buffers, payload)?;
     let counters = source.counters();
     // From the first packet to the last: neither the wait for the sender nor the idle

@@ -1,0 +1,111 @@
+//! `kplace record`: a recording of a graph's source tensor, synthesized (tones in noise), for
+//! any graph whose source is `ci16`, `cf32` or `f32`: the input `kplace run --recording` and
+//! `kplace send --recording` take.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::workload::recording::{self, Synthesis};
+
+use kplace_radar::Cpi;
+
+/// Options of `kplace record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The graph whose source tensor the recording's frames fill.
+    #[arg(long)]
+    graph: PathBuf,
+    /// Binds the graph's N and M (SAMPLESxROWS), when it declares both.
+    #[arg(long, value_name = "NxM")]
+    cpi: Option<Cpi>,
+    /// Frames to record: a replay or a sender cycles through them.
+    #[arg(long, default_value_t = 16)]
+    frames: u64,
+    /// A tone: FREQ:AMPLITUDE, the frequency in cycles per sample in [-0.5, 0.5), the
+    /// amplitude a fraction of full scale (repeatable) [default: 0.125:0.25 and -0.3:0.05].
+    #[arg(long = "tone", value_name = "FREQ:AMP", value_parser = parse_tone, allow_hyphen_values = true)]
+    tones: Vec<(f64, f64)>,
+    /// The noise's standard deviation per real component, a fraction of full scale.
+    #[arg(long, default_value_t = 0.01)]
+    noise: f64,
+    /// The noise generator's seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Samples per second, written to the metadata: it sets the recording's real-time frame
+    /// rate (a frame's samples at this rate).
+    #[arg(long, default_value_t = 20e6)]
+    sample_rate: f64,
+    /// The data file (`NAME.sigmf-data`; `NAME.sigmf-meta` is written beside it).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn parse_tone(text: &str) -> Result<(f64, f64), String> {
+    let (f, a) = text
+        .split_once(':')
+        .ok_or("expected FREQ:AMPLITUDE, e.g. 0.125:0.25")?;
+    let f = f.parse().map_err(|e| format!("frequency {f:?}: {e}"))?;
+    let a = a.parse().map_err(|e| format!("amplitude {a:?}: {e}"))?;
+    Ok((f, a))
+}
+
+/// Synthesizes the recording and writes it with its metadata.
+pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    if args.frames == 0 {
+        anyhow::bail!("--frames must be at least 1");
+    }
+    let overrides = match args.cpi {
+        Some(cpi) => kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
+        None => Overrides::default(),
+    };
+    let graph = Graph::load(&args.graph, &overrides)?;
+    let synthesis = Synthesis {
+        tones: if args.tones.is_empty() {
+            vec![(0.125, 0.25), (-0.3, 0.05)]
+        } else {
+            args.tones.clone()
+        },
+        noise: args.noise,
+        seed: args.seed,
+        sample_rate: args.sample_rate,
+    };
+    let tensor = graph.tensor(graph.source.tensor);
+    let frames = recording::synthesize(tensor, args.frames, &synthesis)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("kplace record: graph {}", args.graph.display()))?;
+    let tones: Vec<String> = synthesis
+        .tones
+        .iter()
+        .map(|(f, a)| format!("{f}:{a}"))
+        .collect();
+    let description = format!(
+        "kplace record: {} frames of {} {:?} for graph {}; tones {} (cycles/sample:amplitude), noise {}, seed {}",
+        args.frames,
+        tensor.dtype.name().unwrap_or("?"),
+        tensor.shape,
+        graph.name,
+        tones.join(" "),
+        synthesis.noise,
+        synthesis.seed
+    );
+    let (data, meta) = recording::write(
+        &args.out,
+        &graph,
+        &frames,
+        Some(synthesis.sample_rate),
+        &description,
+    )?;
+    println!(
+        "recorded {} frames of {} {:?} ({}) to {} and {}",
+        args.frames,
+        tensor.dtype.name().unwrap_or("?"),
+        tensor.shape,
+        kplace::plan::human_bytes(tensor.bytes.saturating_mul(args.frames)),
+        data.display(),
+        meta.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

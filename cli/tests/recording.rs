@@ -1,0 +1,393 @@
+//! Any graph run end to end through the generic workload: the spectrogram example
+//! (`graphs/spectrogram.yaml`, kernels in C) on a recording `kplace record` synthesizes,
+//! replayed and streamed over UDP, every frame checked against a reference placement or golden
+//! files; a deliberately wrong kernel caught with frame, tensor and index; and what a user can
+//! get wrong, refused with the file and the reason. Every process is guarded and every wait
+//! has a limit.
+
+#[path = "../../runtime/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kplace::report::run::RunReport;
+use support::Guard;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const GRAPH: &str = "graphs/spectrogram.yaml";
+const CPU: &str = "graphs/spectrogram/placements/cpu.yaml";
+const CPU2: &str = "graphs/spectrogram/placements/cpu-2.yaml";
+
+/// Paced streams run one at a time on a two-core machine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn kplace() -> Command {
+    let mut c = Command::new(support::kplace_bin());
+    c.current_dir(support::workspace());
+    c
+}
+
+fn run(args: &[&str]) -> support::Ended {
+    Guard::spawn(kplace().args(args)).wait(LIMIT)
+}
+
+/// A recording of `frames` frames of the spectrogram's source at 256x32 (tones at bins 32 and
+/// -77 of 256), in a fresh directory.
+fn record(frames: u64) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tones.sigmf-data");
+    let ended = run(&[
+        "record",
+        "--graph",
+        GRAPH,
+        "--cpi",
+        "256x32",
+        "--frames",
+        &frames.to_string(),
+        "--tone",
+        "0.125:0.3",
+        "--tone",
+        "-0.30078125:0.1",
+        "--noise",
+        "0.01",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    assert!(
+        ended.stdout.contains("recorded 5 frames") || frames != 5,
+        "{}",
+        ended.stdout
+    );
+    (dir, path)
+}
+
+fn report(path: &Path) -> RunReport {
+    let text = std::fs::read_to_string(path).unwrap();
+    kplace::report::read_json(&text, &path.display().to_string()).unwrap()
+}
+
+/// The frames of an `.npy` file of f32 spectra `[frames, bins]`.
+fn read_psd(path: &Path, bins: usize) -> Vec<Vec<f32>> {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..6], b"\x93NUMPY");
+    let header = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let data = &bytes[10 + header..];
+    assert_eq!(data.len() % (4 * bins), 0);
+    data.chunks_exact(4 * bins)
+        .map(|f| {
+            f.chunks_exact(4)
+                .map(|w| f32::from_le_bytes(w.try_into().unwrap()))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_recording_replays_checked_against_its_reference_and_its_golden_files() {
+    let (dir, rec) = record(5);
+    let rec = rec.to_str().unwrap();
+    let sinks = dir.path().join("golden");
+    let report_path = dir.path().join("run.json");
+    let ended = run(&[
+        "run",
+        "--graph",
+        GRAPH,
+        "--placement",
+        CPU2,
+        "--cpi",
+        "256x32",
+        "--recording",
+        rec,
+        "--check",
+        &format!("reference:{CPU}"),
+        "--frames",
+        "5",
+        "--write-sinks",
+        sinks.to_str().unwrap(),
+        "--report",
+        report_path.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended.stdout.contains(
+            "verification PASSED: 5/5 frames reported, 5 passed, against reference placement spectrogram-cpu (psd rtol 1e-4, atol 0e0)"
+        ),
+        "{}",
+        ended.stdout
+    );
+    let r = report(&report_path);
+    assert!(r.verification.passed);
+    assert_eq!(
+        r.verification.against,
+        "reference placement spectrogram-cpu"
+    );
+    assert_eq!((r.cpi.as_str(), r.clusters_per_frame), ("256x32", None));
+    assert_eq!(
+        r.stages.iter().map(|s| s.launches).collect::<Vec<_>>(),
+        [5 * 4, 5, 5]
+    );
+    // The spectrum is the recording's: its two tones are its two strongest bins, far above
+    // the noise.
+    let psd = read_psd(&sinks.join("psd.npy"), 256);
+    assert_eq!(psd.len(), 5);
+    for frame in &psd {
+        let peak = |bins: std::ops::Range<usize>| {
+            bins.max_by(|&a, &b| frame[a].total_cmp(&frame[b])).unwrap()
+        };
+        assert_eq!(peak(0..256), 32, "{frame:?}");
+        assert_eq!(peak(100..256), 256 - 77, "{frame:?}");
+        let mut sorted = frame.clone();
+        sorted.sort_by(f32::total_cmp);
+        let median = sorted[128];
+        assert!(
+            frame[32] > 1000.0 * median && frame[179] > 50.0 * median,
+            "{frame:?}"
+        );
+    }
+    // What one run wrote is the golden reference of the next, on another placement.
+    let ended = run(&[
+        "run",
+        "--graph",
+        GRAPH,
+        "--placement",
+        CPU,
+        "--cpi",
+        "256x32",
+        "--recording",
+        rec,
+        "--check",
+        &format!("golden:{}", sinks.display()),
+        "--frames",
+        "12",
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended
+            .stdout
+            .contains("12/12 frames reported, 12 passed, against golden files"),
+        "{}",
+        ended.stdout
+    );
+}
+
+#[test]
+fn a_recording_streams_over_udp_checked_frame_by_frame() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, rec) = record(4);
+    let rec = rec.to_str().unwrap();
+    let ready = dir.path().join("ready.json");
+    let report_path = dir.path().join("run.json");
+    let mut receiver = Guard::spawn(kplace().args([
+        "run",
+        "--graph",
+        GRAPH,
+        "--placement",
+        CPU,
+        "--cpi",
+        "256x32",
+        "--recording",
+        rec,
+        "--check",
+        &format!("reference:{CPU}"),
+        "--frames",
+        "40",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--first-frame-id",
+        "7",
+        "--frame-timeout-ms",
+        "1000",
+        "--slots",
+        "16",
+        "--idle-timeout-s",
+        "3",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report_path.to_str().unwrap(),
+    ]));
+    let port = receiver.wait_ready(&ready, LIMIT)[0];
+    let sent = run(&[
+        "send",
+        "--dest",
+        &format!("127.0.0.1:{port}"),
+        "--recording",
+        rec,
+        "--frames",
+        "40",
+        "--rate",
+        "200",
+        "--first-frame-id",
+        "7",
+    ]);
+    assert!(sent.status.success(), "{}", sent.stderr);
+    assert!(
+        sent.stdout.contains("sent 40 frames, 1280 packets"),
+        "{}",
+        sent.stdout
+    );
+    let ended = receiver.wait(LIMIT);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    let r = report(&report_path);
+    assert!(r.verification.passed, "{:?}", r.verification);
+    assert_eq!(r.verification.frames_passed, 40);
+    let ingest = r.ingest.unwrap();
+    assert_eq!((ingest.packets, ingest.complete_frames), (1280, 40));
+}
+
+#[test]
+fn a_wrong_kernel_is_caught_with_its_frame_tensor_and_index() {
+    let (dir, rec) = record(3);
+    let fault = support::build_c_library(
+        "graphs/spectrogram/kernels/spectrogram.c",
+        "spectrogram_fault",
+        &["SPECTROGRAM_FAULT_BIN=37"],
+    );
+    let placement = dir.path().join("fault.yaml");
+    std::fs::write(
+        &placement,
+        format!(
+            "name: fault\nlibraries: {{cpu: {}}}\nstages: {{fft: cpu, power: cpu, average: cpu}}\n",
+            fault.display()
+        ),
+    )
+    .unwrap();
+    let report_path = dir.path().join("run.json");
+    let ended = run(&[
+        "run",
+        "--graph",
+        GRAPH,
+        "--placement",
+        placement.to_str().unwrap(),
+        "--cpi",
+        "256x32",
+        "--recording",
+        rec.to_str().unwrap(),
+        "--check",
+        &format!("reference:{CPU}"),
+        "--frames",
+        "6",
+        "--report",
+        report_path.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        ended.status.code(),
+        Some(1),
+        "{}\n{}",
+        ended.stdout,
+        ended.stderr
+    );
+    assert!(
+        ended
+            .stdout
+            .contains("verification FAILED: 6/6 frames reported, 0 passed"),
+        "{}",
+        ended.stdout
+    );
+    assert!(
+        ended.stdout.contains("  frame 0 psd[37]: "),
+        "{}",
+        ended.stdout
+    );
+    assert!(
+        ended
+            .stdout
+            .contains("6 frames differ from reference placement spectrogram-cpu: 6 elements"),
+        "{}",
+        ended.stdout
+    );
+    let v = report(&report_path).verification;
+    assert!(!v.passed);
+    assert_eq!(v.frames_failed, 6);
+    let at: Vec<(u64, &str, u64)> = v
+        .mismatches
+        .iter()
+        .map(|m| (m.frame, m.tensor.as_str(), m.index))
+        .collect();
+    assert_eq!(at, (0..6).map(|f| (f, "psd", 37)).collect::<Vec<_>>());
+    let m = &v.mismatches[0];
+    let (got, want): (f64, f64) = (m.got.parse().unwrap(), m.want.parse().unwrap());
+    assert!((got / want - 1.01).abs() < 1e-4, "{m:?}");
+}
+
+#[test]
+fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
+    let (dir, rec) = record(2);
+    let rec = rec.to_str().unwrap();
+    let base = ["run", "--graph", GRAPH, "--placement", CPU, "--frames", "2"];
+    let refused = |extra: &[&str], phrase: &str| {
+        let ended = run(&[&base[..], extra].concat());
+        assert_eq!(ended.status.code(), Some(2), "{extra:?}: {}", ended.stderr);
+        assert!(ended.stderr.contains(phrase), "{extra:?}: {}", ended.stderr);
+    };
+    refused(
+        &[],
+        "graphs/spectrogram.yaml names no workload: run it on a recording",
+    );
+    // The recording is 256x32; the graph bound to 1024x128 by default.
+    refused(
+        &["--recording", rec],
+        "its frames are [32, 256] (kplace:frame_shape), but the graph's source iq is [128, 1024]",
+    );
+    refused(
+        &[
+            "--cpi",
+            "256x32",
+            "--recording",
+            rec,
+            "--check",
+            "golden:/nonexistent",
+        ],
+        "/nonexistent/psd.npy",
+    );
+    refused(
+        &[
+            "--cpi",
+            "256x32",
+            "--recording",
+            rec,
+            "--check",
+            "referee:x",
+        ],
+        "expected reference:PLACEMENT, golden:DIR or none",
+    );
+    refused(
+        &["--cpi", "256x32", "--recording", rec, "--detections", "-"],
+        "--write-sinks DIR",
+    );
+    let raw = dir.path().join("short.raw");
+    std::fs::write(&raw, [0u8; 1000]).unwrap();
+    refused(
+        &["--cpi", "256x32", "--recording", raw.to_str().unwrap()],
+        "1000 bytes is not a whole number of frames",
+    );
+    let ended = run(&[
+        "send",
+        "--dest",
+        "127.0.0.1:9",
+        "--recording",
+        raw.to_str().unwrap(),
+    ]);
+    assert!(
+        ended.stderr.contains("no SigMF metadata"),
+        "{}",
+        ended.stderr
+    );
+    // A tolerance on a sink that is not one, or on an integer tensor.
+    let graph = std::fs::read_to_string(support::workspace().join(GRAPH)).unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        graph.replace("psd: {rtol: 1.0e-4}", "power: {rtol: 1.0e-4}"),
+    )
+    .unwrap();
+    let ended = run(&["plan", "--graph", bad.to_str().unwrap(), "--placement", CPU]);
+    assert!(
+        ended.stderr.contains("checks: power is not a sink"),
+        "{}",
+        ended.stderr
+    );
+}

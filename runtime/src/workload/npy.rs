@@ -1,0 +1,314 @@
+//! NumPy's `.npy` format (version 1.0), for sink tensors stacked frame after frame: what
+//! `numpy.load` reads as an array of shape `[frames, ...tensor shape]`.
+//!
+//! [`NpyWriter`] streams frames to a file whose frame count is known only at the end: its
+//! header is written at the start with room for any count and rewritten by
+//! [`NpyWriter::finish`]. [`read`] reads such a file back (golden files), checking its element
+//! type and shape against the tensor it stands for.
+//!
+//! Element types: `f32` is `<f4`, `cf32` is `<c8`, `ci16` is `<i2` with a last axis of 2
+//! (I, Q), and a detection list is its bytes (`|u1`, one axis of the list's size).
+//!
+//! Guarantees: a file is read only after its header is checked and its length matches the
+//! header; nothing is allocated for more bytes than the file holds.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use kplace_abi::Dtype;
+
+use crate::model::graph::TensorSpec;
+
+const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
+/// Bytes of the header, magic included: room for a frame count of 20 digits, and a multiple of
+/// 64 as the format asks.
+const HEADER_BYTES: usize = 256;
+
+/// Why an `.npy` file cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum NpyError {
+    /// The file could not be opened, read or written.
+    #[error("{}: {cause}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        cause: io::Error,
+    },
+    /// The file is not an `.npy` file of the tensor's frames.
+    #[error("{}: {why}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// The `.npy` element type and the shape of one frame of `tensor`.
+pub fn layout(tensor: &TensorSpec) -> (&'static str, Vec<u64>) {
+    match tensor.dtype {
+        Dtype::F32 => ("<f4", tensor.shape.clone()),
+        Dtype::CF32 => ("<c8", tensor.shape.clone()),
+        Dtype::CI16 => {
+            let mut shape = tensor.shape.clone();
+            shape.push(2);
+            ("<i2", shape)
+        }
+        _ => ("|u1", vec![tensor.bytes]),
+    }
+}
+
+fn header(descr: &str, frames: u64, shape: &[u64]) -> Vec<u8> {
+    let dims: Vec<String> = std::iter::once(frames)
+        .chain(shape.iter().copied())
+        .map(|d| d.to_string())
+        .collect();
+    let dict = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}",
+        dims.join(", ")
+    );
+    let mut out = Vec::with_capacity(HEADER_BYTES);
+    out.extend_from_slice(MAGIC);
+    let len = HEADER_BYTES - MAGIC.len() - 2;
+    out.extend_from_slice(&(len as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(HEADER_BYTES - 1, b' ');
+    out.push(b'\n');
+    out
+}
+
+/// Writes one sink tensor's frames to an `.npy` file, one after another.
+pub struct NpyWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    descr: &'static str,
+    shape: Vec<u64>,
+    frame_bytes: usize,
+    frames: u64,
+}
+
+impl NpyWriter {
+    /// Creates `path` for frames of `tensor`.
+    pub fn create(path: &Path, tensor: &TensorSpec) -> Result<NpyWriter, NpyError> {
+        let io = |cause| NpyError::Io {
+            path: path.to_path_buf(),
+            cause,
+        };
+        let (descr, shape) = layout(tensor);
+        let mut out = BufWriter::new(File::create(path).map_err(io)?);
+        out.write_all(&header(descr, 0, &shape)).map_err(io)?;
+        Ok(NpyWriter {
+            path: path.to_path_buf(),
+            out,
+            descr,
+            shape,
+            frame_bytes: tensor.bytes as usize,
+            frames: 0,
+        })
+    }
+
+    /// Appends one frame's bytes (the tensor's size exactly).
+    pub fn frame(&mut self, bytes: &[u8]) -> Result<(), NpyError> {
+        if bytes.len() != self.frame_bytes {
+            return Err(NpyError::Format {
+                path: self.path.clone(),
+                why: format!(
+                    "a frame of {} bytes, not the tensor's {}",
+                    bytes.len(),
+                    self.frame_bytes
+                ),
+            });
+        }
+        self.out.write_all(bytes).map_err(|cause| NpyError::Io {
+            path: self.path.clone(),
+            cause,
+        })?;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Writes the header with the frame count and flushes the file.
+    pub fn finish(self) -> Result<u64, NpyError> {
+        let path = self.path;
+        let io = |cause| NpyError::Io {
+            path: path.clone(),
+            cause,
+        };
+        let mut file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&header(self.descr, self.frames, &self.shape))
+            .map_err(io)?;
+        file.flush().map_err(io)?;
+        Ok(self.frames)
+    }
+}
+
+/// Reads `path`, an `.npy` file of frames of `tensor`, into one buffer per frame.
+pub fn read(path: &Path, tensor: &TensorSpec) -> Result<Vec<Vec<u8>>, NpyError> {
+    let io = |cause| NpyError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let format = |why: String| NpyError::Format {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
+    let mut lead = [0u8; 10];
+    file.read_exact(&mut lead)
+        .map_err(|_| format("too short for an .npy header".into()))?;
+    if &lead[..6] != b"\x93NUMPY" {
+        return Err(format("not an .npy file (no \\x93NUMPY magic)".into()));
+    }
+    let (header_len, lead_len) = match lead[6] {
+        1 => (u64::from(u16::from_le_bytes([lead[8], lead[9]])), 10),
+        2 | 3 => {
+            let mut more = [0u8; 2];
+            file.read_exact(&mut more).map_err(io)?;
+            (
+                u64::from(u32::from_le_bytes([lead[8], lead[9], more[0], more[1]])),
+                12,
+            )
+        }
+        v => return Err(format(format!(".npy version {v} is not supported"))),
+    };
+    if header_len > 1 << 16 || lead_len + header_len > file_len {
+        return Err(format(format!(
+            "a header of {header_len} bytes does not fit the file"
+        )));
+    }
+    let mut dict = vec![0u8; header_len as usize];
+    file.read_exact(&mut dict).map_err(io)?;
+    let dict = String::from_utf8_lossy(&dict);
+    let field = |key: &str| -> Option<String> {
+        let at = dict.find(&format!("'{key}'"))? + key.len() + 2;
+        let rest = dict[at..].trim_start().strip_prefix(':')?.trim_start();
+        let end = match rest.chars().next()? {
+            '(' => rest.find(')')? + 1,
+            '\'' => rest[1..].find('\'')? + 2,
+            _ => rest.find([',', '}'])?,
+        };
+        Some(rest[..end].trim().to_string())
+    };
+    let (descr, shape) = layout(tensor);
+    let found = field("descr").unwrap_or_default();
+    if found.trim_matches('\'') != descr {
+        return Err(format(format!(
+            "element type {found}, but tensor {} is {}, stored as '{descr}'",
+            tensor.name,
+            tensor.dtype.name().unwrap_or("?")
+        )));
+    }
+    if field("fortran_order").as_deref() != Some("False") {
+        return Err(format(
+            "only C-ordered arrays are read (fortran_order is not False)".into(),
+        ));
+    }
+    let dims: Vec<u64> = field("shape")
+        .unwrap_or_default()
+        .trim_matches(['(', ')'])
+        .split(',')
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format("its shape is not a tuple of integers".into()))?;
+    if dims.len() != shape.len() + 1 || dims[1..] != shape[..] {
+        return Err(format(format!(
+            "shape {dims:?}, but frames of tensor {} are {shape:?}, so the file must be [frames, {}]",
+            tensor.name,
+            shape
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let frames = dims[0];
+    let data = file_len - lead_len - header_len;
+    if frames.checked_mul(tensor.bytes) != Some(data) {
+        return Err(format(format!(
+            "the header says {frames} frames of {} bytes, but {data} bytes follow it",
+            tensor.bytes
+        )));
+    }
+    let mut out = Vec::with_capacity(frames as usize);
+    for _ in 0..frames {
+        let mut frame = vec![0u8; tensor.bytes as usize];
+        file.read_exact(&mut frame).map_err(io)?;
+        out.push(frame);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::graph::Producer;
+
+    fn tensor(dtype: Dtype, shape: &[u64]) -> TensorSpec {
+        TensorSpec {
+            name: "t".into(),
+            dtype,
+            shape: shape.to_vec(),
+            bytes: dtype.bytes_for(shape).unwrap(),
+            producer: Producer::Source,
+        }
+    }
+
+    #[test]
+    fn frames_written_read_back_with_their_count() {
+        let dir = tempfile::tempdir().unwrap();
+        for t in [
+            tensor(Dtype::F32, &[3, 5]),
+            tensor(Dtype::CF32, &[4]),
+            tensor(Dtype::CI16, &[2, 3]),
+            tensor(Dtype::DETECTIONS, &[2]),
+        ] {
+            let path = dir.path().join("t.npy");
+            let mut w = NpyWriter::create(&path, &t).unwrap();
+            let frames: Vec<Vec<u8>> = (0..7u8)
+                .map(|f| (0..t.bytes).map(|i| f.wrapping_mul(31) ^ i as u8).collect())
+                .collect();
+            for f in &frames {
+                w.frame(f).unwrap();
+            }
+            assert_eq!(w.finish().unwrap(), 7);
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(bytes.len() % 64, (HEADER_BYTES + 7 * t.bytes as usize) % 64);
+            let text = String::from_utf8_lossy(&bytes[10..HEADER_BYTES]).to_string();
+            assert!(text.contains("'shape': (7, "), "{text}");
+            assert!(text.ends_with('\n'));
+            assert_eq!(read(&path, &t).unwrap(), frames);
+        }
+    }
+
+    #[test]
+    fn a_wrong_file_is_refused_with_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tensor(Dtype::F32, &[4]);
+        let path = dir.path().join("t.npy");
+        let mut w = NpyWriter::create(&path, &t).unwrap();
+        w.frame(&[0; 16]).unwrap();
+        assert!(w.frame(&[0; 12]).is_err());
+        w.finish().unwrap();
+        let e = read(&path, &tensor(Dtype::CF32, &[4]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("element type '<f4'"), "{e}");
+        let e = read(&path, &tensor(Dtype::F32, &[5]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shape [1, 4]"), "{e}");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.pop();
+        std::fs::write(&path, &bytes).unwrap();
+        let e = read(&path, &t).unwrap_err().to_string();
+        assert!(e.contains("15 bytes follow"), "{e}");
+        std::fs::write(&path, b"hello").unwrap();
+        let e = read(&path, &t).unwrap_err().to_string();
+        assert!(e.contains("too short"), "{e}");
+    }
+}

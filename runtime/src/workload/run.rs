@@ -1,0 +1,272 @@
+//! One pipeline of any workload, run and judged: the workload's frames (replayed from memory
+//! or received over UDP) through a plan, every completed frame handed to the workload's
+//! [`Judge`] and, when asked, to sink files and a completion-times file, and the run's text
+//! and typed report. `kplace run` runs one of these per pipeline, for the radar and for a
+//! recording alike.
+//!
+//! Guarantees: a pipeline's outputs are the caller's, opened before it runs, so an unwritable
+//! path loses no run; every output is flushed, and a failure to do so is an error, not a
+//! silently short file.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::time::Duration;
+
+use super::sinks::SinkFiles;
+use super::{Judge, JudgeError, Workload};
+use crate::executor::{
+    self, CompletedFrame, FrameSink, PartialFrame, Progress, RunOptions, SinkError, Source,
+};
+use crate::interrupt;
+use crate::net::replay::FrameReplay;
+use crate::net::udp::UdpSource;
+use crate::plan::Plan;
+use crate::report::run::{RunMps, RunReport};
+use crate::report::trace::Trace;
+use crate::session::{self, RunFacts};
+
+/// How one pipeline runs.
+#[derive(Clone, Debug, Default)]
+pub struct PipelineRun {
+    /// Frames to process (from a UDP source: frames expected).
+    pub frames: u64,
+    /// Frames processed and judged but left out of the rate, latency and CPU figures.
+    pub warmup_frames: u64,
+    /// Time each GPU stage with CUDA timing events.
+    pub profile_gpu: bool,
+    /// How often the run reports its progress to [`Outputs::progress`]; `None`: never.
+    pub progress_every: Option<Duration>,
+    /// Record the run's timeline ([`PipelineOutcome::trace`]).
+    pub trace: bool,
+}
+
+/// Takes each of a pipeline's progress reports; an error stops the run.
+pub type ProgressReport = Box<dyn FnMut(&Progress) -> std::io::Result<()> + Send>;
+
+/// Where one pipeline writes, opened by the caller before it runs.
+#[derive(Default)]
+pub struct Outputs {
+    /// What the workload reads from each frame, in its own format (the radar's detection
+    /// lines).
+    pub results: Option<Box<dyn Write + Send>>,
+    /// Every sink tensor of every completed frame.
+    pub sink_files: Option<SinkFiles>,
+    /// `frame_id,done_ns` per completed frame.
+    pub done_times: Option<Box<dyn Write + Send>>,
+    /// With [`PipelineRun::progress_every`]: each progress report.
+    pub progress: Option<ProgressReport>,
+}
+
+/// One pipeline's results: its printed report, its typed report, and whether it verified.
+#[derive(Debug)]
+pub struct PipelineOutcome {
+    /// The report as `kplace run` prints it.
+    pub text: String,
+    /// The report as `kplace run --report` writes it.
+    pub report: RunReport,
+    /// Whether every frame verified.
+    pub passed: bool,
+    /// The run's timeline, when [`PipelineRun::trace`] asked for it.
+    pub trace: Option<Trace>,
+}
+
+/// Why a pipeline could not run to its verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// A replay was asked for without prepared frames.
+    #[error("no frames to run: a replay needs prepared frames")]
+    NoFrames,
+    /// The judge could not be made or finished.
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    /// The run failed.
+    #[error(transparent)]
+    Run(#[from] executor::RunError),
+    /// An output could not be completed.
+    #[error("{0}")]
+    Output(String),
+}
+
+/// The sink every workload's frames go through: the judge, then the sink files and the
+/// completion time.
+struct JudgedSink {
+    judge: Box<dyn Judge>,
+    sink_files: Option<SinkFiles>,
+    done_times: Option<Box<dyn Write + Send>>,
+}
+
+impl FrameSink for JudgedSink {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        let id = frame.frame_id;
+        self.judge
+            .frame(frame)
+            .map_err(|e| SinkError(format!("frame {id}: {e}")))?;
+        if let Some(files) = &mut self.sink_files {
+            for i in 0..files.len() {
+                files
+                    .write(i, frame.sink(i))
+                    .map_err(|e| SinkError(format!("frame {id}: cannot write its sinks: {e}")))?;
+            }
+        }
+        if let Some(t) = &mut self.done_times {
+            writeln!(t, "{id},{}", crate::net::sender::monotonic_ns()).map_err(|e| {
+                SinkError(format!("frame {id}: cannot write completion times: {e}"))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        self.judge.partial(frame.frame_id);
+        Ok(())
+    }
+}
+
+/// Runs `plan` (`index` among several pipelines, or the only one) on `udp`, or on a replay
+/// of the workload's frames, judging every frame. `mps` says, after a run that made a CUDA
+/// context, whether this process is an MPS client (the report records it, since MPS falls
+/// back silently).
+pub fn run_pipeline(
+    plan: &Plan,
+    workload: &dyn Workload,
+    config: &PipelineRun,
+    mut udp: Option<UdpSource>,
+    index: Option<usize>,
+    outputs: Outputs,
+    mps: &dyn Fn() -> RunMps,
+) -> Result<PipelineOutcome, PipelineError> {
+    let mut replay = match (&udp, workload.frames()) {
+        (None, Some(frames)) => Some(FrameReplay::new(
+            std::sync::Arc::clone(frames),
+            config.frames,
+        )),
+        _ => None,
+    };
+    let source_name = match &udp {
+        None => "replay".to_string(),
+        Some(u) => format!(
+            "udp://{}",
+            u.local_addr()
+                .map_or_else(|_| "?".to_string(), |a| a.to_string())
+        ),
+    };
+    let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
+    tracing::info!(
+        "kplace run:{name} graph {} on placement {}, {} frames of {} from {}",
+        plan.graph.name,
+        plan.placement.name,
+        config.frames,
+        workload.shape(),
+        if udp.is_none() {
+            workload.describe()
+        } else {
+            source_name.clone()
+        },
+    );
+    let Outputs {
+        results,
+        sink_files,
+        done_times,
+        mut progress,
+    } = outputs;
+    let mut sink = JudgedSink {
+        judge: workload.judge(config.frames, results)?,
+        sink_files,
+        done_times,
+    };
+    let source: &mut dyn Source = match (&mut udp, &mut replay) {
+        (Some(udp), _) => udp,
+        (None, Some(replay)) => replay,
+        (None, None) => return Err(PipelineError::NoFrames),
+    };
+    let options = RunOptions {
+        warmup_frames: config.warmup_frames,
+        profile_gpu: config.profile_gpu,
+        progress_every: config.progress_every.filter(|_| progress.is_some()),
+        trace: config.trace,
+    };
+    let run = match &mut progress {
+        Some(write) => {
+            let mut report = |p: &Progress| {
+                write(p).map_err(|e| SinkError(format!("cannot write the progress: {e}")))
+            };
+            let mut with_progress = session::WithProgress {
+                sink: &mut sink,
+                report: &mut report,
+            };
+            session::run(plan, source, &mut with_progress, &options)?
+        }
+        None => session::run(plan, source, &mut sink, &options)?,
+    };
+    let JudgedSink {
+        judge,
+        sink_files,
+        done_times,
+    } = sink;
+    if let Some(files) = sink_files {
+        files
+            .finish()
+            .map_err(|e| PipelineError::Output(format!("cannot complete the sink files: {e}")))?;
+    }
+    if let Some(mut t) = done_times {
+        t.flush().map_err(|e| {
+            PipelineError::Output(format!("cannot write the completion times: {e}"))
+        })?;
+    }
+    let verdict = judge.finish()?;
+    let metrics = &run.metrics;
+    let mut text = String::new();
+    let _ = write!(text, "{metrics}");
+    if let Some(telemetry) = &run.telemetry {
+        let _ = write!(text, "{telemetry}");
+    }
+    if let Some(udp) = &udp {
+        let _ = write!(text, "{}", udp.counters());
+    }
+    text.push_str(&verdict.text);
+    let interrupted = interrupt::received();
+    if let Some(signal) = interrupted {
+        let _ = writeln!(
+            text,
+            "interrupted by {}: intake stopped, the frames in flight finished ({} processed)",
+            interrupt::name(signal),
+            metrics.frames
+        );
+    }
+    // Only a process with a CUDA context can be an MPS client.
+    let mps = run.telemetry.is_some().then(|| {
+        let mps = mps();
+        let _ = writeln!(
+            text,
+            "MPS: {} (pipe directory {}; {})",
+            if mps.is_client {
+                "this process is a client"
+            } else {
+                "not a client"
+            },
+            mps.pipe_dir.display(),
+            mps.checked
+        );
+        mps
+    });
+    let facts = RunFacts {
+        graph: plan.graph.name.clone(),
+        placement: plan.placement.name.clone(),
+        shape: workload.shape(),
+        frame_bytes: workload.frame_bytes(),
+        source: source_name,
+        frames_expected: config.frames,
+        clusters: verdict.clusters,
+        interrupted: interrupted.map(|s| interrupt::name(s).to_string()),
+        mps,
+    };
+    let ingest = udp.as_ref().map(|u| u.counters());
+    let passed = verdict.verification.passed;
+    let report = session::report(facts, &run, ingest, verdict.verification);
+    Ok(PipelineOutcome {
+        text,
+        report,
+        passed,
+        trace: run.metrics.trace,
+    })
+}

@@ -14,13 +14,15 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/tests"
 cargo build --release --workspace >&2
 cp "$built/kplace" "$built/copy_rate" "$bundle/bin/"
-cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$bundle/lib/"
+cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$built/libkplace_spectrogram.so" \
+    "$built/libkplace_spectrogram_gpu.so" "$bundle/lib/"
 # Test executables: the GPU library's tests (kernels against rustfft and the CPU library on a
-# real device; `gpu` is the one compute-sanitizer checks), the runtime's real-GPU round trip,
-# GPU hog, and GPU sharing (several GPU pipelines, a real MPS daemon). Cargo names them with a
+# real device; `gpu` is the one compute-sanitizer checks), the spectrogram's CUDA library on
+# a device (bit for bit against its C library), the runtime's real-GPU round trip, GPU hog,
+# and GPU sharing (several GPU pipelines, a real MPS daemon). Cargo names them with a
 # hash; its JSON messages say which file is which. The host simulation's tests need no GPU and
 # stay here.
-cargo test --release -p kplace-gpu -p kplace-cli --no-run --message-format=json 2>/dev/null |
+cargo test --release -p kplace-gpu -p kplace-spectrogram-gpu -p kplace-cli --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
@@ -30,6 +32,8 @@ for line in sys.stdin:
     manifest, name = m["manifest_path"], m["target"]["name"]
     if manifest.endswith("backends/gpu/Cargo.toml") and name != "hostsim":
         pkg = "kplace-gpu"
+    elif manifest.endswith("graphs/spectrogram/gpu/Cargo.toml") and name == "gpu":
+        pkg = "kplace-spectrogram"
     elif manifest.endswith("cli/Cargo.toml") and name in ("devices", "gpu_sharing", "hog"):
         pkg = "kplace"
     else:

@@ -195,6 +195,26 @@ step_replay() {
     for p in all-cpu all-gpu; do
         replay_run "$p" 8192x1024 default 12 4 4
     done
+    spectrogram_run
+}
+
+# The spectrogram (graphs/spectrogram.yaml) on its CUDA library, replaying a synthesized
+# recording, every frame's spectrum checked against the C library's (a run that fails the check
+# exits 1).
+spectrogram_run() {
+    local base=replay/spectrogram-gpu-1024x128 rc start
+    start=$SECONDS
+    bounded 30 "$GC_KPLACE" record --graph graphs/spectrogram.yaml --frames 8 \
+        --out "$GC_SCRATCH/replay/tones.sigmf-data" > "$GC_SCRATCH/$base.log" 2>&1
+    bounded -k 5 60 "$GC_KPLACE" run --graph graphs/spectrogram.yaml \
+        --placement graphs/spectrogram/placements/gpu.yaml --recording "$GC_SCRATCH/replay/tones.sigmf-data" \
+        --check reference:graphs/spectrogram/placements/cpu.yaml --frames 200 --warmup-frames 40 \
+        --profile-gpu --report "$GC_SCRATCH/$base.json" >> "$GC_SCRATCH/$base.log" 2>&1
+    rc=$?
+    jsonl "$GC_SCRATCH/results/replay.jsonl" "placement=$(str spectrogram-gpu)" "cpi=$(str 1024x128)" \
+        "scene=$(str recording)" "frames=200" "warmup=40" "scene_frames=8" "rc=$rc" \
+        "seconds=$((SECONDS - start))" "base=$(str "$base")" "compare_rc=null" "rule=null"
+    log "replay spectrogram-gpu 1024x128: rc $rc (checked against the C library) in $((SECONDS - start))s"
 }
 
 # Starts `kplace run` on UDP port 0 with ARGS..., waits for its ready file, and sets

@@ -1,4 +1,5 @@
-//! Compiles `kernels/spectrogram.c`, the kernels, into a static archive linked into the cdylib.
+//! Compiles `kernels/spectrogram.c`, the kernels, into a static archive linked into the cdylib
+//! (with `kernels/spectrogram_contract.h`, which it includes, shared with the GPU library).
 //!
 //! The C entry function is renamed (`SPECTROGRAM_ENTRY`) to `kplace_spectrogram_c_entry`: a
 //! Rust cdylib exports only the Rust `#[no_mangle]` symbols, so `src/lib.rs` exports
@@ -6,6 +7,7 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=kernels/spectrogram.c");
+    println!("cargo:rerun-if-changed=kernels/spectrogram_contract.h");
     println!("cargo:rerun-if-changed=../../runtime/include/kplace.h");
     cc::Build::new()
         .file("kernels/spectrogram.c")

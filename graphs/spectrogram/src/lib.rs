@@ -2,9 +2,10 @@
 //!
 //! The kernels (`spectrogram.fft`, `spectrogram.power`, `spectrogram.average`: a Welch-like
 //! averaged power spectrum per frame) live in `kernels/spectrogram.c`, written against
-//! `runtime/include/kplace.h` alone; its header comment is their contract. That file also
-//! builds into a loadable library by itself (`cc -shared -fPIC -I runtime/include
-//! graphs/spectrogram/kernels/spectrogram.c -o libspectrogram.so -lm`).
+//! `runtime/include/kplace.h` alone; its header comment is their contract. The checks and the
+//! FFT's tables it shares with the GPU library are in `kernels/spectrogram_contract.h`, beside
+//! it and included by it. That file also builds into a loadable library by itself (`cc -shared
+//! -fPIC -I runtime/include graphs/spectrogram/kernels/spectrogram.c -o libspectrogram.so -lm`).
 //!
 //! This crate exists so that `cargo build` puts the library beside the project's others, as
 //! `target/<profile>/libkplace_spectrogram.so`. `build.rs` compiles the C file with its entry

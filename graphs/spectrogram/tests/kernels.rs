@@ -6,7 +6,10 @@
 //! launch and destroy exactly as the runtime does: descriptors with the sizes the runtime
 //! computes, 64-byte aligned buffers, one launch per tile. Results are compared with direct
 //! f64 computations (rustfft for the FFT). A second build with `-DSPECTROGRAM_FAULT_BIN=5`
-//! checks the deliberately wrong kernel used by the reference-check tests.
+//! checks the deliberately wrong kernel used by the reference-check tests. The last test loads
+//! the library cargo built, target/<profile>/libkplace_spectrogram.so, which `cargo test` does
+//! not rebuild: it fails, saying so, when that file is older than its sources (run `cargo build
+//! -p kplace-spectrogram` first).
 //!
 //! Every random input comes from a seeded PCG, so the tests are deterministic.
 
@@ -1092,17 +1095,49 @@ fn the_fault_build_changes_exactly_bin_5_by_one_percent() {
 // The cargo-built library
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn the_cargo_built_library_exports_the_c_table() {
-    // cargo builds this crate's cdylib beside the test binaries' directory, as it builds
-    // libkplace_cpu.so: target/<profile>/libkplace_spectrogram.so.
+/// Where cargo put this crate's cdylib: beside the test binaries' directory, as it puts
+/// libkplace_cpu.so, target/<profile>/libkplace_spectrogram.so. `cargo test` does not rebuild a
+/// cdylib-only crate's library (only `cargo build` does), so this fails, saying so, when the
+/// file is missing or older than any of its sources, rather than test a stale build.
+fn cargo_built_path() -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let path = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>")
         .join("libkplace_spectrogram.so");
-    assert!(path.is_file(), "{} is missing", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build -p kplace-spectrogram` first",
+        path.display()
+    );
+    let modified = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let built = modified(&path);
+    let krate = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for source in [
+        "kernels/spectrogram.c",
+        "kernels/spectrogram_contract.h",
+        "src/lib.rs",
+    ] {
+        let source = krate.join(source);
+        assert!(
+            modified(&source) <= built,
+            "{} is older than {}: run `cargo build -p kplace-spectrogram` (cargo test does not \
+             rebuild a cdylib-only crate's library)",
+            path.display(),
+            source.display()
+        );
+    }
+    path
+}
+
+#[test]
+fn the_cargo_built_library_exports_the_c_table() {
+    let path = cargo_built_path();
     // SAFETY: the file is this crate's own cdylib, whose loading runs no initialisers of its own.
     let lib = unsafe { libloading::Library::new(&path) }.expect("dlopen the cargo-built library");
     // SAFETY: kplace.h gives the entry symbol the type `EntryFn`.

@@ -540,6 +540,86 @@ fn a_gpu_trace_orders_enqueues_fences_and_callbacks() {
     }
 }
 
+/// A traced, profiled run: what each GPU stream ran, every launch of every frame once and in
+/// order on its stream's track, then the downloads, all between the launch's enqueue and the
+/// stage's callback; without profiling, no stream track at all.
+#[test]
+fn a_profiled_trace_shows_what_each_gpu_stream_ran_in_order() {
+    use kplace::report::trace::{SpanKind, Track};
+    for profile in [true, false] {
+        let gpus = SimProvider::with_delay(1, Duration::from_micros(100));
+        let plan = sim_plan(&gpus, "gpu", "cpu", 1, 2, "");
+        let options = executor::RunOptions {
+            trace: true,
+            profile_gpu: profile,
+            ..Default::default()
+        };
+        let report = executor::run_with(
+            &plan,
+            &mut FrameReplay::new(frames(2, 5), 5),
+            &mut Collect::default(),
+            &options,
+        )
+        .unwrap();
+        let trace = report.trace.expect("traced");
+        let on_streams: Vec<_> = trace
+            .spans
+            .iter()
+            .filter(|s| matches!(s.track, Track::Stream { .. }))
+            .collect();
+        if !profile {
+            assert!(on_streams.is_empty(), "timing events only when profiling");
+            continue;
+        }
+        for frame in 0..5u64 {
+            let of = |kind| -> Vec<_> {
+                trace
+                    .spans
+                    .iter()
+                    .filter(|s| s.kind == kind && s.frame == frame && s.stage == Some(0))
+                    .collect()
+            };
+            let launches = of(SpanKind::GpuLaunch);
+            let tiles: Vec<u32> = launches.iter().filter_map(|s| s.launch).collect();
+            assert_eq!(
+                tiles,
+                (0..(ROWS / TILE) as u32).collect::<Vec<_>>(),
+                "frame {frame}"
+            );
+            let downloads = of(SpanKind::Download);
+            assert_eq!(downloads.len(), 1, "frame {frame}");
+            let callback = of(SpanKind::Callback)[0].start_ns;
+            let mut previous_end = 0;
+            for (span, enqueue) in launches.iter().zip(of(SpanKind::Enqueue)) {
+                assert!(matches!(span.track, Track::Stream { stage: 0, .. }));
+                assert!(span.start_ns <= span.end_ns, "frame {frame}: {span:?}");
+                // Each launch waits for its upload and runs the simulated delay after it was
+                // enqueued, and the stream runs them one after another.
+                assert!(
+                    span.end_ns >= enqueue.start_ns,
+                    "frame {frame}: {span:?} {enqueue:?}"
+                );
+                assert!(span.start_ns >= previous_end, "frame {frame}: out of order");
+                previous_end = span.end_ns;
+            }
+            assert!(downloads[0].start_ns >= previous_end && downloads[0].end_ns <= callback);
+        }
+        // The trace file names each stream's track by its stage.
+        let mut json = Vec::new();
+        trace.write_chrome(&mut json).unwrap();
+        let text = String::from_utf8(json).unwrap();
+        assert!(text.contains("GPU stream magnitude (slot 0)"), "{text}");
+        let back = kplace::report::trace::Trace::read_chrome(&text, "trace").unwrap();
+        assert_eq!(
+            back.spans
+                .iter()
+                .filter(|s| s.kind == SpanKind::GpuLaunch)
+                .count(),
+            5 * ROWS / TILE
+        );
+    }
+}
+
 #[test]
 fn profiling_times_gpu_stages_with_timing_events_and_only_when_asked() {
     let prepared = frames(2, 3);

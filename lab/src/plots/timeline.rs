@@ -22,12 +22,12 @@ const LANE: u32 = 34;
 /// The colour of a span of `kind` of stage `stage`.
 fn fill(kind: SpanKind, stage: Option<u32>) -> RGBColor {
     match kind {
-        SpanKind::Launch => colour(stage.unwrap_or(0) as usize),
+        SpanKind::Launch | SpanKind::GpuLaunch => colour(stage.unwrap_or(0) as usize),
         SpanKind::Enqueue => {
             let RGBColor(r, g, b) = colour(stage.unwrap_or(0) as usize);
             RGBColor(r / 2 + 127, g / 2 + 127, b / 2 + 127)
         }
-        SpanKind::Fence => RGBColor(70, 70, 70),
+        SpanKind::Fence | SpanKind::Download => RGBColor(70, 70, 70),
         SpanKind::Packets => RGBColor(170, 200, 235),
         SpanKind::SlotWait => RGBColor(240, 170, 170),
         SpanKind::Callback | SpanKind::Deliver => RGBColor(20, 20, 20),
@@ -71,7 +71,7 @@ pub fn write(path: &Path, trace: &Trace, from_ns: u64, to_ns: u64) -> Result<(),
         // Room on the right for the legend, past the window's end.
         .build_cartesian_2d(0.0..span_ms * 1.2, 0.0..lanes.len().max(1) as f64)
         .map_err(|e| draw_error(&e))?;
-    let lane_names: Vec<String> = lanes.iter().map(|t| t.name()).collect();
+    let lane_names: Vec<String> = lanes.iter().map(|t| t.name(&trace.stages)).collect();
     chart
         .configure_mesh()
         .disable_y_mesh()

@@ -294,6 +294,7 @@ impl Shared<'_> {
         let slot = &self.slots[slot_index];
         if self.trace {
             let (frame, now) = (slot.frame_id.load(Ordering::Relaxed), self.now_ns());
+            slot.gpu_callback_at(stage, now);
             let span = Span::new(SpanKind::Callback, Track::Driver, frame, now, now);
             self.driver_spans
                 .lock()
@@ -833,6 +834,15 @@ fn deliver(
                         Some(Ok(time)) => counters.record_gpu(time.as_nanos() as u64),
                         Some(Err(e)) => return fail(e.into()),
                         None => {}
+                    }
+                }
+                if shared.trace {
+                    for i in 0..shared.counters.len() {
+                        let stream_spans =
+                            s.gpu_spans(StageId(i), slot as u32, frame_id, &mut out.spans);
+                        if let Err(e) = stream_spans {
+                            return fail(e.into());
+                        }
                     }
                 }
                 sink.frame(&CompletedFrame {

@@ -79,6 +79,9 @@ struct SlotGpu {
     /// One more than the sequence number of the latest frame with work enqueued on `stream`
     /// (0 before the first): see [`Slot::enqueue_gpu`].
     enqueued_through: AtomicU64,
+    /// When tracing: the run's clock when the stage's host callback ran for the current frame
+    /// ([`Slot::gpu_callback_at`]), which places its timing events on the run's timeline.
+    callback_ns: AtomicU64,
 }
 
 /// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
@@ -236,6 +239,7 @@ impl Slot {
                         event,
                         waits,
                         timing,
+                        callback_ns: AtomicU64::new(0),
                         uploads: work
                             .uploads
                             .iter()
@@ -501,6 +505,56 @@ impl Slot {
         Some(Ok(std::time::Duration::from_secs_f64(
             total_ms.max(0.0) * 1e-3,
         )))
+    }
+
+    /// Notes that `stage`'s host callback ran at `now_ns` on the run's clock (when tracing).
+    pub(crate) fn gpu_callback_at(&self, stage: StageId, now_ns: u64) {
+        if let Some(g) = &self.stages[stage.0].gpu {
+            g.callback_ns.store(now_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// What `stage`'s stream ran for the frame just completed, when profiling: each launch
+    /// (with its uploads) as a [`SpanKind::GpuLaunch`], then the downloads as a
+    /// [`SpanKind::Download`], on the stream's track, placed on the run's clock by the
+    /// stage's host callback ([`Slot::gpu_callback_at`]): the last timing event completed just
+    /// before it. Nothing for a CPU stage or without profiling. Call only once the frame has
+    /// completed.
+    pub(crate) fn gpu_spans(
+        &self,
+        stage: StageId,
+        slot: u32,
+        frame: u64,
+        out: &mut crate::report::trace::SpanBuffer,
+    ) -> Result<(), GpuError> {
+        use crate::report::trace::{Span, SpanKind, Track};
+        let Some(g) = &self.stages[stage.0].gpu else {
+            return Ok(());
+        };
+        let Some((_, last)) = g.timing.last() else {
+            return Ok(());
+        };
+        let anchor = g.callback_ns.load(Ordering::Relaxed);
+        let track = Track::Stream {
+            stage: stage.0 as u32,
+            slot,
+        };
+        let downloads = usize::from(!g.downloads.is_empty());
+        let launches = g.timing.len() - downloads;
+        for (i, (start, end)) in g.timing.iter().enumerate() {
+            // SAFETY: timing events of this slot, all recorded for the completed frame.
+            let before = |e: &OwnedEvent| unsafe { g.gpu.elapsed_ms(e.raw(), last.raw()) };
+            let at = |ms: f32| anchor.saturating_sub((f64::from(ms.max(0.0)) * 1e6) as u64);
+            let (from, to) = (at(before(start)?), at(before(end)?));
+            let span = if i < launches {
+                Span::new(SpanKind::GpuLaunch, track, frame, from, to)
+                    .of_stage(stage.0 as u32, Some(i as u32))
+            } else {
+                Span::new(SpanKind::Download, track, frame, from, to).of_stage(stage.0 as u32, None)
+            };
+            out.push(span);
+        }
+        Ok(())
     }
 
     /// Synchronizes the slot's GPU streams, one per item, as the iterator is consumed: each

@@ -5,7 +5,13 @@
 //! source track, first packet to last), every launch of a CPU stage on its worker, every
 //! enqueue of a GPU stage's launch and its fence on the worker that made them, the GPU stage's
 //! host callback (on the driver's thread), each wait of the source for a free slot, and each
-//! frame's delivery to the sink (the collector track). Every span carries its frame id.
+//! frame's delivery to the sink (the collector track). With GPU profiling on
+//! (`RunOptions::profile_gpu`) it also records what each GPU stream ran, from the timing
+//! events around each launch (with its uploads) and around the downloads: one track per GPU
+//! stage and frame slot (a stream each). Those times are the device's; they are placed on the
+//! run's clock by the stage's host callback, which runs once the downloads are done, so they
+//! show at most the callback's delay (tens of microseconds) late. Every span carries its frame
+//! id.
 //!
 //! # Guarantees
 //! - Off, nothing is recorded and nothing allocated: the executor checks one flag per launch.
@@ -39,10 +45,14 @@ pub enum SpanKind {
     SlotWait,
     /// A frame handed to the sink.
     Deliver,
+    /// A GPU stage's launch as its stream ran it, uploads included (profiling only).
+    GpuLaunch,
+    /// A GPU stage's downloads as its stream ran them (profiling only).
+    Download,
 }
 
 impl SpanKind {
-    const ALL: [SpanKind; 7] = [
+    const ALL: [SpanKind; 9] = [
         SpanKind::Packets,
         SpanKind::Launch,
         SpanKind::Enqueue,
@@ -50,6 +60,8 @@ impl SpanKind {
         SpanKind::Callback,
         SpanKind::SlotWait,
         SpanKind::Deliver,
+        SpanKind::GpuLaunch,
+        SpanKind::Download,
     ];
 
     fn category(self) -> &'static str {
@@ -61,6 +73,8 @@ impl SpanKind {
             SpanKind::Callback => "callback",
             SpanKind::SlotWait => "slot_wait",
             SpanKind::Deliver => "deliver",
+            SpanKind::GpuLaunch => "gpu_launch",
+            SpanKind::Download => "download",
         }
     }
 }
@@ -76,7 +90,17 @@ pub enum Track {
     Driver,
     /// The collector (the calling thread).
     Collector,
+    /// The GPU stream of stage `stage` in frame slot `slot` (as the device ran it).
+    Stream {
+        /// The stage's index.
+        stage: u32,
+        /// The frame slot's index.
+        slot: u32,
+    },
 }
+
+/// Where stream tracks' ids begin: `STREAMS + stage * 1000 + slot`.
+const STREAMS: u32 = 1_000_000;
 
 impl Track {
     fn from_id(id: u32) -> Option<Track> {
@@ -84,6 +108,10 @@ impl Track {
             1 => Some(Track::Source),
             2 => Some(Track::Collector),
             3 => Some(Track::Driver),
+            n if n >= STREAMS => Some(Track::Stream {
+                stage: (n - STREAMS) / 1000,
+                slot: (n - STREAMS) % 1000,
+            }),
             n if n >= 10 => Some(Track::Worker(n - 10)),
             _ => None,
         }
@@ -95,16 +123,21 @@ impl Track {
             Track::Collector => 2,
             Track::Driver => 3,
             Track::Worker(n) => 10 + n,
+            Track::Stream { stage, slot } => STREAMS + stage * 1000 + slot % 1000,
         }
     }
 
-    /// The track's name in a trace viewer.
-    pub fn name(self) -> String {
+    /// The track's name in a trace viewer; `stages` names a stream's stage.
+    pub fn name(self, stages: &[String]) -> String {
         match self {
             Track::Source => "source".into(),
             Track::Collector => "collector".into(),
             Track::Driver => "GPU callbacks".into(),
             Track::Worker(n) => format!("worker {n}"),
+            Track::Stream { stage, slot } => format!(
+                "GPU stream {} (slot {slot})",
+                stages.get(stage as usize).map_or("?", String::as_str)
+            ),
         }
     }
 }
@@ -225,7 +258,7 @@ impl Trace {
                 pid: 1,
                 tid: t.id(),
                 args: ChromeArgs {
-                    name: Some(t.name()),
+                    name: Some(t.name(&self.stages)),
                     ..ChromeArgs::default()
                 },
             })
@@ -239,6 +272,8 @@ impl Trace {
                 (SpanKind::Enqueue, Some(stage)) => format!("{stage} enqueue"),
                 (SpanKind::Fence, Some(stage)) => format!("{stage} fence"),
                 (SpanKind::Callback, Some(stage)) => format!("{stage} done on GPU"),
+                (SpanKind::GpuLaunch, Some(stage)) => format!("{stage} on GPU"),
+                (SpanKind::Download, Some(stage)) => format!("{stage} download"),
                 (SpanKind::Packets, _) => format!("frame {} packets", span.frame),
                 (SpanKind::Deliver, _) => format!("frame {} done", span.frame),
                 (SpanKind::SlotWait, _) => "wait for a slot".into(),

@@ -195,6 +195,8 @@ struct Shared<'p> {
     span_limit: usize,
     /// The GPU callbacks' spans (on the driver's thread), when traced.
     driver_spans: std::sync::Mutex<SpanBuffer>,
+    /// When traced and an NVTX library loads: a range per launch and enqueue.
+    nvtx: Option<crate::report::nvtx::Nvtx>,
     /// Per slot, per stage: the context a GPU stage's completion callback receives.
     callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
 }
@@ -413,6 +415,12 @@ pub fn run_with(
         trace: options.trace,
         span_limit,
         driver_spans: std::sync::Mutex::new(SpanBuffer::new(span_limit)),
+        nvtx: if options.trace {
+            let names: Vec<String> = plan.graph.stages.iter().map(|s| s.name.clone()).collect();
+            crate::report::nvtx::Nvtx::load(&names)
+        } else {
+            None
+        },
         callbacks: OnceLock::new(),
     };
     let contexts = (0..shared.slots.len())
@@ -611,6 +619,7 @@ fn worker(
                 spans.push(span.of_stage(stage.0 as u32, Some(launch)));
             }
         };
+        let range = shared.nvtx.as_ref().map(|n| n.range(stage.0));
         // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
         let result = if shared.slots[slot].is_gpu(stage) {
             let enqueued = shared.slots[slot].enqueue_gpu(stage, launch);
@@ -626,6 +635,7 @@ fn worker(
                 .map(|()| shared.complete(slot, stage))
                 .map_err(RunError::from)
         };
+        drop(range);
         shared.counters[stage.0].record(started.elapsed().as_nanos() as u64);
         if let Err(e) = result {
             shared.stopping.store(true, Ordering::Release);

@@ -22,6 +22,7 @@
 //! `docs/schema/*.schema.json`, kept equal to the types by a test).
 
 pub mod metrics;
+pub mod nvtx;
 pub mod progress;
 pub mod ready;
 pub mod run;

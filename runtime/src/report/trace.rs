@@ -11,7 +11,8 @@
 //! stage and frame slot (a stream each). Those times are the device's; they are placed on the
 //! run's clock by the stage's host callback, which runs once the downloads are done, so they
 //! show at most the callback's delay (tens of microseconds) late. Every span carries its frame
-//! id.
+//! id. A traced run's launches and enqueues are also NVTX ranges when an NVTX library loads
+//! ([`super::nvtx`]).
 //!
 //! # Guarantees
 //! - Off, nothing is recorded and nothing allocated: the executor checks one flag per launch.

@@ -3,8 +3,8 @@
 //! beside the same span in the run's own trace (`kplace run --trace`).
 //!
 //! The ranges go through the NVTX library when one can be loaded: `$KPLACE_NVTX_LIBRARY` if it
-//! is set, else `libnvToolsExt.so.1` (NVTX 2, which CUDA 11 shipped and CUDA 12's and 13's
-//! Python wheels `nvidia-nvtx` still do) on the loader path. CUDA 13's own NVTX 3 is a
+//! is set, else `libnvToolsExt.so.1` (NVTX 2, which CUDA 11 shipped and the `nvidia-nvtx-cu12`
+//! Python wheel still does) on the loader path. CUDA 13's own NVTX 3 is a
 //! header-only library that a profiler injects itself into; a program that does not compile
 //! against its headers, as this one, reaches a profiler only through `libnvToolsExt`.
 //!

@@ -249,19 +249,13 @@ fn check_all(driver: &Driver, stream: Stream) {
             let d_spectra = DeviceTensor::upload(driver, &spectra);
             let d_power = DeviceTensor::upload(driver, &power);
             let d_psd = DeviceTensor::upload(driver, &psd);
-            let mut splits: Vec<Option<u64>> = tiles(m).into_iter().map(Some).collect();
-            splits.push(None);
-            for split in splits {
-                let with = |s: Stage<'static>| match split {
-                    Some(t) => s.split(0, t),
-                    None => s,
-                };
+            for split in splits(m) {
                 let mut got = Buffer::new(Dtype::CF32, &[m, n]);
                 run_on_gpu(
                     driver,
                     stream,
                     FFT,
-                    &with(fft()),
+                    &fft().tiled(split),
                     &d_samples,
                     &d_spectra,
                     &mut got,
@@ -276,7 +270,7 @@ fn check_all(driver: &Driver, stream: Stream) {
                     driver,
                     stream,
                     POWER,
-                    &with(pow()),
+                    &pow().tiled(split),
                     &d_spectra,
                     &d_power,
                     &mut got,

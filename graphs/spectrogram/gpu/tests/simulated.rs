@@ -70,13 +70,8 @@ fn fft_matches_the_cpu_library_for_every_tiling() {
             let stage = || Stage::new(ddesc(Dtype::CI16, &[m, n]), ddesc(Dtype::CF32, &[m, n]));
             let mut want = Buffer::new(Dtype::CF32, &[m, n]);
             reference(FFT, &stage(), &input, &mut want);
-            let mut splits: Vec<Option<u64>> = tiles(m).into_iter().map(Some).collect();
-            splits.push(None);
-            for split in splits {
-                let stage = match split {
-                    Some(t) => stage().split(0, t),
-                    None => stage(),
-                };
+            for split in splits(m) {
+                let stage = stage().tiled(split);
                 let mut got = Buffer::new(Dtype::CF32, &[m, n]);
                 run(lib(), FFT, &stage, &input, &mut got, STREAM);
                 let err = fft_error(got.f32s(), want.f32s(), n as usize);
@@ -214,13 +209,8 @@ fn power_matches_the_cpu_library() {
         let stage = || Stage::new(ddesc(Dtype::CF32, &[m, n]), ddesc(Dtype::F32, &[m, n]));
         let mut want = Buffer::new(Dtype::F32, &[m, n]);
         reference(POWER, &stage(), &input, &mut want);
-        let mut splits: Vec<Option<u64>> = tiles(m).into_iter().map(Some).collect();
-        splits.push(None);
-        for split in splits {
-            let stage = match split {
-                Some(t) => stage().split(0, t),
-                None => stage(),
-            };
+        for split in splits(m) {
+            let stage = stage().tiled(split);
             let mut got = Buffer::new(Dtype::F32, &[m, n]);
             run(lib(), POWER, &stage, &input, &mut got, STREAM);
             let err = max_rel_error(got.f32s(), want.f32s());

@@ -11,7 +11,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::net::udp::UdpSource;
 use kplace::net::wire::WireShape;
 use kplace::plan::Plan;
-use kplace::workload::reference::RecordingSetup;
+use kplace::workload::generic::RecordingSetup;
 use kplace::workload::run::{Outputs, PipelineOutcome, PipelineRun, run_pipeline};
 use kplace::workload::sinks::SinkFiles;
 use kplace_radar::run::{RunConfig, Setup};

@@ -4,10 +4,10 @@
 //! workload: where the source's frames come from, and what each completed frame is checked
 //! against. A [`Workload`] is that pair. The radar receiver (`kplace-radar`) is one: a scene's
 //! chirps in, its truth judging the clusters out. A graph that names no workload runs with the
-//! generic one here: a [`recording`] of the source tensor's frames, replayed in memory or sent
-//! over UDP, each completed frame's sinks compared element by element with a [`reference`](mod@reference)
-//! (the same graph on a reference placement, or golden files) within the tolerances the graph
-//! declares.
+//! generic one ([`generic`]): a [`recording`] of the source tensor's frames, replayed in memory
+//! or sent over UDP, each completed frame's sinks compared element by element ([`compare`])
+//! with a [`reference`](mod@reference) (the same graph on a reference placement, or golden
+//! files) within the tolerances the graph declares.
 //!
 //! [`run::run_pipeline`] runs one pipeline of any workload and builds its report; what a run
 //! writes besides (each sink tensor as `.npy` or raw files, [`sinks`]; completion times) is
@@ -17,6 +17,8 @@
 //! through [`Judge::frame`] and a partial one through [`Judge::partial`], in the order they
 //! began; a run passes only when every expected frame was reported and passed.
 
+pub mod compare;
+pub mod generic;
 pub mod npy;
 pub mod recording;
 pub mod reference;

@@ -592,3 +592,135 @@ fn latency_budgets_are_refused_naming_the_option() {
         assert!(stderr.contains(option), "{option}: {stderr}");
     }
 }
+
+/// A recording of the spectrogram's source at 256x32, 16 frames, in `dir`.
+fn spectrogram_recording(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("tones.sigmf-data");
+    let out = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .args([
+                "record",
+                "--graph",
+                "graphs/spectrogram.yaml",
+                "--cpi",
+                "256x32",
+            ])
+            .args(["--frames", "16", "--out"])
+            .arg(&path),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// Any graph is measured on a recording, every trial gated on its check: the spectrogram's
+/// trials pass with every frame matched to the reference placement, and a wrong kernel's fail
+/// verification at every rate, so no rate is found.
+#[test]
+fn a_recording_search_gates_every_trial_on_its_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = spectrogram_recording(dir.path());
+    let fault = support::build_c_library(
+        "graphs/spectrogram/kernels/spectrogram.c",
+        "spectrogram_fault",
+        &["SPECTROGRAM_FAULT_BIN=3"],
+    );
+    let wrong = dir.path().join("wrong.yaml");
+    std::fs::write(
+        &wrong,
+        format!(
+            "name: wrong\nlibraries: {{cpu: {}}}\nstages: {{fft: cpu, power: cpu, average: cpu}}\n",
+            fault.display()
+        ),
+    )
+    .unwrap();
+    let placements = format!("graphs/spectrogram/placements/cpu.yaml,{}", wrong.display());
+    let (_, stdout, json, _out) = bisect_status(&[
+        "--graph",
+        "graphs/spectrogram.yaml",
+        "--recording",
+        recording.to_str().unwrap(),
+        "--check",
+        "reference:graphs/spectrogram/placements/cpu.yaml",
+        "--cpi",
+        "256x32",
+        "--start-rate",
+        "200",
+        "--warmup-s",
+        "0.1",
+        "--window-s",
+        "0.3",
+        "--tolerance",
+        "0.5",
+        "--confirm",
+        "1",
+        "--max-trials",
+        "6",
+        "--placements",
+        &placements,
+    ]);
+    assert!(stdout.contains("| cpu | 256x32 |"), "{stdout}");
+    assert_eq!(
+        json["settings"]["check"],
+        "reference:graphs/spectrogram/placements/cpu.yaml"
+    );
+    // The right kernels' frames all match the reference in every trial that measured them,
+    // whatever else (a loaded machine's latency) decided the trial; a passed trial is a rate.
+    let right = &json["searches"][0];
+    let right_trials = right["trials"].as_array().unwrap();
+    if right_trials.iter().any(passed) {
+        assert!(right["highest_pass"].as_f64() > Some(0.0), "{right}");
+    }
+    for t in right_trials {
+        let failed = t["measurement"]["frames_failed_verification"].as_u64();
+        assert!(matches!(failed, None | Some(0)), "{t}");
+    }
+    let wrong = &json["searches"][1];
+    assert!(wrong["sustained_cpi_per_s"].is_null(), "{wrong}");
+    let trials = wrong["trials"].as_array().unwrap();
+    assert!(
+        trials
+            .iter()
+            .any(|t| t["measurement"]["frames_failed_verification"].as_u64() > Some(0)),
+        "the wrong kernel's frames were measured failing: {trials:?}"
+    );
+    // Failed, or invalid (a sender or a machine too unsteady to judge by): either way every
+    // frame of every trial was measured as failing its check, and none passed.
+    for t in trials {
+        assert!(!passed(t), "{t}");
+        let m = &t["measurement"];
+        if !m.is_null() {
+            assert_eq!(
+                m["frames_failed_verification"], m["frames_completed"],
+                "{t}"
+            );
+        }
+        if t["status"] == "failed" {
+            assert!(
+                t["failures"].to_string().contains("failed verification"),
+                "{t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_recording_search_needs_a_check_that_checks() {
+    let (code, stderr) = bisect_refusing(&[
+        "--graph",
+        "graphs/spectrogram.yaml",
+        "--recording",
+        "x.sigmf-data",
+        "--check",
+        "none",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--check none gates nothing"), "{stderr}");
+    let (code, stderr) = bisect_refusing(&["--recording", "x.sigmf-data"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--check"), "{stderr}");
+}

@@ -18,3 +18,4 @@ pub mod hog;
 pub mod mps;
 pub mod plots;
 pub mod rate;
+pub mod tune;

@@ -39,34 +39,36 @@ pub(crate) enum Prepared {
     },
 }
 
-/// `N` and `M` bound to `--cpi` when the graph at `path` declares both; none otherwise.
-fn dims(args: &RunArgs, path: &Path) -> anyhow::Result<Overrides> {
-    let probe = Graph::load(path, &Overrides::default())?;
-    let cpi = args.scene.cpi;
-    let dims = if probe.dims.contains_key("N") && probe.dims.contains_key("M") {
-        vec![
-            ("N".into(), cpi.samples as u64),
-            ("M".into(), cpi.chirps as u64),
-        ]
-    } else {
-        Vec::new()
-    };
-    Ok(Overrides {
-        dims,
-        params: Vec::new(),
-    })
+/// Which workload the options name, from one read of the graph.
+enum Kind {
+    /// The radar scene (`workload: fmcw-radar`, no `--recording`).
+    Radar,
+    /// A recording, with the graph's `N` and `M` bound to `--cpi` when it declares both.
+    Recording(Overrides),
 }
 
-/// Whether these options run a recording: `--recording`, or a graph that names no workload
-/// (then `--recording` is missing, and the error says so).
-pub(crate) fn is_recording(args: &RunArgs) -> anyhow::Result<bool> {
-    if args.recording.is_some() {
-        return Ok(true);
-    }
+/// The workload these options run: a recording with `--recording`; otherwise the radar, for a
+/// graph that names it (a graph naming none is refused, saying how to run it).
+fn kind(args: &RunArgs) -> anyhow::Result<Kind> {
     let path = &args.graph.graph;
     let probe = Graph::load(path, &Overrides::default())?;
+    if args.recording.is_some() {
+        let cpi = args.scene.cpi;
+        let dims = if probe.dims.contains_key("N") && probe.dims.contains_key("M") {
+            vec![
+                ("N".into(), cpi.samples as u64),
+                ("M".into(), cpi.chirps as u64),
+            ]
+        } else {
+            Vec::new()
+        };
+        return Ok(Kind::Recording(Overrides {
+            dims,
+            params: Vec::new(),
+        }));
+    }
     match probe.workload.as_deref() {
-        Some(RADAR) => Ok(false),
+        Some(RADAR) => Ok(Kind::Radar),
         Some(other) => bail!(
             "graph {}: unknown workload {other:?}; kplace knows {RADAR:?}, or runs any graph on a recording (--recording FILE)",
             path.display()
@@ -81,29 +83,35 @@ pub(crate) fn is_recording(args: &RunArgs) -> anyhow::Result<bool> {
 /// The wire of the stream these options receive: the graph's source, one packet per index
 /// of its first axis.
 pub(crate) fn wire(args: &RunArgs) -> anyhow::Result<WireShape> {
-    if !is_recording(args)? {
-        let cpi = args.scene.cpi;
-        return Ok(WireShape::ci16(
-            u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
-            u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
-        ));
+    match kind(args)? {
+        Kind::Radar => {
+            let cpi = args.scene.cpi;
+            Ok(WireShape::ci16(
+                u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
+                u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
+            ))
+        }
+        Kind::Recording(overrides) => {
+            let graph = Graph::load(&args.graph.graph, &overrides)?;
+            WireShape::for_source(&graph).map_err(anyhow::Error::msg)
+        }
     }
-    let path = &args.graph.graph;
-    let graph = Graph::load(path, &dims(args, path)?)?;
-    WireShape::for_source(&graph).map_err(anyhow::Error::msg)
 }
 
 impl Prepared {
     /// Checks and prepares the workload these options name.
     pub(crate) fn new(args: &RunArgs) -> anyhow::Result<Prepared> {
-        if !is_recording(args)? {
-            let config = args.config()?;
-            let setup = Setup::new(&config)?;
-            return Ok(Prepared::Radar {
-                config: Box::new(config),
-                setup: Box::new(setup),
-            });
-        }
+        let overrides = match kind(args)? {
+            Kind::Recording(overrides) => overrides,
+            Kind::Radar => {
+                let config = args.config()?;
+                let setup = Setup::new(&config)?;
+                return Ok(Prepared::Radar {
+                    config: Box::new(config),
+                    setup: Box::new(setup),
+                });
+            }
+        };
         let Some(recording) = &args.recording else {
             bail!("a recording run needs --recording FILE");
         };
@@ -125,9 +133,7 @@ impl Prepared {
                 "--detections writes the radar's clusters; on a recording write every sink tensor with --write-sinks DIR"
             );
         }
-        let files = args.graph.files();
-        let overrides = dims(args, &files.graph)?;
-        let setup = RecordingSetup::new(files, overrides, recording, &args.check)?;
+        let setup = RecordingSetup::new(args.graph.files(), overrides, recording, &args.check)?;
         Ok(Prepared::Recording {
             setup: Box::new(setup),
             run: PipelineRun {

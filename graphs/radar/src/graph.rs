@@ -18,7 +18,7 @@ use std::time::Duration;
 use kplace::abi::Dtype;
 use kplace::model::files::{FilesError, GraphFiles};
 use kplace::model::graph::{Graph, GraphError, Overrides};
-use kplace::model::placement::{Placement, PlacementError};
+use kplace::model::placement::Placement;
 use kplace::plan::PlanError;
 use kplace::plan::memory::{self, BufferSpace, Demand, MemoryAvailable};
 
@@ -35,9 +35,6 @@ pub enum FitError {
     /// The graph file is unreadable or invalid.
     #[error(transparent)]
     Graph(#[from] GraphError),
-    /// The placement file is unreadable or invalid.
-    #[error(transparent)]
-    Placement(#[from] PlacementError),
     /// The files cannot be loaded with the run's overrides.
     #[error(transparent)]
     Files(#[from] FilesError),

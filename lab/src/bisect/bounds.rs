@@ -146,17 +146,19 @@ pub(super) fn measure_bounds(
                 // Kernels back to back on one CPU thread say nothing of a GPU placement.
                 break 'bound None;
             }
-            let prepared = match &ctx.config.recording {
-                Some(r) => kplace::workload::recording::Recording::load(&r.path, &plan.graph)
-                    .map_err(|e| fail(e.to_string()))?
-                    .frames
-                    .to_vec(),
+            let prepared: std::sync::Arc<[Vec<u8>]> = match &ctx.config.recording {
+                Some(r) => {
+                    kplace::workload::recording::Recording::load(&r.path, &plan.graph)
+                        .map_err(|e| fail(e.to_string()))?
+                        .frames
+                }
                 None => {
                     let scene = ctx.config.scene(cpi).map_err(fail)?;
                     (0..4)
                         .map(|f| scene.frame_bytes(f))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| fail(e.to_string()))?
+                        .into()
                 }
             };
             let rate = |count| bounds::kernel_only_rate(&plan, &prepared, count);

@@ -259,14 +259,19 @@ fn load(path: &Path, tensor: &TensorSpec, hint: &str) -> Result<Recording, Recor
             human_bytes(RECORDING_BUDGET_BYTES)
         )));
     }
-    let bytes = fs::read(&data).map_err(|cause| RecordingError::Io {
+    // Frame by frame, straight into each frame's buffer: the file is never held twice.
+    let io = |cause| RecordingError::Io {
         path: data.clone(),
         cause,
-    })?;
-    let frames: Vec<Vec<u8>> = bytes
-        .chunks_exact(tensor.bytes as usize)
-        .map(<[u8]>::to_vec)
-        .collect();
+    };
+    let mut file = fs::File::open(&data).map_err(io)?;
+    let frames = (0..len / tensor.bytes)
+        .map(|_| {
+            let mut frame = vec![0u8; tensor.bytes as usize];
+            std::io::Read::read_exact(&mut file, &mut frame).map(|()| frame)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io)?;
     Ok(Recording {
         path: data,
         frames: frames.into(),

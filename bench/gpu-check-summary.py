@@ -200,6 +200,9 @@ def summary(scratch, out):
     s["copies"] = {"bus": bus, "rates": rates, "best": best}
     if "copies" in steps and steps["copies"]["rc"] not in (None, 0):
         problems.append("copy rates: rc %d" % steps["copies"]["rc"])
+    s["tune"] = (text(os.path.join(scratch, "tune", "tune-1024x128", "tune.txt")) or "").splitlines()
+    if "tune" in steps and steps["tune"]["rc"] not in (None, 0):
+        problems.append("tune: rc %d" % steps["tune"]["rc"])
     s["share"] = stream_rows("share")
     cupy = lines(os.path.join(scratch, "results", "cupy.jsonl"))
     for c in cupy:
@@ -229,7 +232,7 @@ def summary(scratch, out):
     write(out, "summary.json", json.dumps(s, indent=1))
     write(out, "table.md", table(s))
 
-STEPS = ["preflight", "tests", "memcheck", "replay", "streams", "copies", "share", "cupy"]
+STEPS = ["preflight", "tests", "memcheck", "replay", "streams", "copies", "tune", "share", "cupy"]
 
 def write(out, name, body):
     with open(os.path.join(out, name), "w") as f:
@@ -305,6 +308,8 @@ def table(s):
                "| direction | best GB/s | at bytes | fraction of nominal |", "|---|---|---|---|"]
         for d, c in cp["best"].items():
             md.append("| %s | %s | %d | %s |" % (d, f(c["gb_per_s"], "%.2f"), c["bytes"], f(c.get("fraction_of_nominal"), "%.2f")))
+    if s.get("tune"):
+        md += ["", "kplace tune at 1024x128 (predictions, not proven):", ""] + [l for l in s["tune"] if l.startswith("|") or l.startswith("kplace tune")]
     if s.get("cupy"):
         md += ["", "| CuPy peer | rc | CuPy CPI/s | kplace all-gpu CPI/s | detections |", "|---|---|---|---|---|"]
         for c in s["cupy"]:

@@ -24,9 +24,11 @@
 #                     verified;
 #   6. copies     20  pinned copy rates host to device, device to host and both at once, as a
 #                     fraction of the PCIe link's nominal rate (`copy_rate --pcie GEN,WIDTH`);
-#   7. share      60  all-gpu at 2048x256 alone, beside the GPU hog, and 2 pipelines (one
+#   7. tune       30  `kplace tune` at 1024x128 predicting only: the calibration of both
+#                     devices (kernel times, bus, host costs) and every placement's prediction;
+#   8. share      60  all-gpu at 2048x256 alone, beside the GPU hog, and 2 pipelines (one
 #                     process each) with MPS off and on (bench/gpu-share.sh does more);
-#   8. cupy       40  the CuPy peer (bench/peers/cupy) on the same frames as kplace's all-gpu:
+#   9. cupy       40  the CuPy peer (bench/peers/cupy) on the same frames as kplace's all-gpu:
 #                     closed-loop rates side by side, detections compared.
 #
 # $OUT (the device tool's; else $OUT_DIR, else target/gpu-check-out) receives exactly three
@@ -44,7 +46,7 @@ summarizer=$PWD/bench/gpu-check-summary.py
 # shellcheck source-path=SCRIPTDIR/..
 . scripts/ready.sh
 
-STEPS=(preflight tests memcheck replay streams copies share cupy)
+STEPS=(preflight tests memcheck replay streams copies tune share cupy)
 
 budget_of() {
     case $1 in
@@ -54,6 +56,7 @@ budget_of() {
         replay) echo 150 ;;
         streams) echo 45 ;;
         copies) echo 20 ;;
+        tune) echo 30 ;;
         share) echo 60 ;;
         cupy) echo 40 ;;
     esac
@@ -67,6 +70,7 @@ title_of() {
         replay) echo "replay runs of every placement, detections against all-cpu" ;;
         streams) echo "UDP streams of all-gpu and hybrid" ;;
         copies) echo "pinned copy rates against the PCIe link" ;;
+        tune) echo "kplace tune's calibration and predictions, CPU and GPU" ;;
         share) echo "sharing: alone, beside the GPU hog, MPS off and on" ;;
         cupy) echo "the CuPy peer beside kplace's all-gpu" ;;
     esac
@@ -283,6 +287,15 @@ step_copies() {
     fi
     bounded -k 5 15 "$GC_BUNDLE/bin/copy_rate" --sizes 1048576,8388608,67108864 --seconds 0.3 \
         "${pcie[@]}" > "$GC_SCRATCH/results/copies.jsonl" 2> "$GC_SCRATCH/logs/copies.txt"
+}
+
+# The tune model on both devices: calibrated here, every placement predicted, none proven
+# (bisect-rate searches take minutes); tune.txt and calibration.json go into results.tar.gz.
+step_tune() {
+    mkdir -p "$GC_SCRATCH/tune"
+    bounded -k 5 25 "$GC_KPLACE" tune --cpi 1024x128 --prove 0 --calibrate-s 0.5 \
+        --calibrations "$GC_SCRATCH/tune/calibrations" --out "$GC_SCRATCH/tune" \
+        > "$GC_SCRATCH/logs/tune.txt" 2>&1
 }
 
 step_share() {

@@ -219,7 +219,7 @@ impl BisectArgs {
     }
 
     /// The sweep these options describe.
-    fn config(self) -> anyhow::Result<BisectConfig> {
+    pub(crate) fn config(self) -> anyhow::Result<BisectConfig> {
         self.check()?;
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
@@ -269,7 +269,7 @@ impl BisectArgs {
 /// A search's progress on the terminal: a spinner naming the trial running, and a line per
 /// trial judged.
 #[derive(Default)]
-struct Spinner(std::sync::Mutex<Option<ProgressBar>>);
+pub(crate) struct Spinner(std::sync::Mutex<Option<ProgressBar>>);
 
 impl Spinner {
     fn with(&self, f: impl FnOnce(&ProgressBar)) {

@@ -20,6 +20,7 @@ mod progress;
 mod record;
 mod run;
 mod send;
+mod tune;
 mod verify;
 
 use std::process::ExitCode;
@@ -76,6 +77,11 @@ enum Command {
     /// Draw a window of a run's timeline (`kplace run --trace`) as an SVG, a lane per thread.
     #[command(name = "plot-trace")]
     PlotTrace(plot_trace::PlotTraceArgs),
+    /// Choose a placement: calibrate this machine, predict every placement the libraries
+    /// allow, prove the best few with bisect-rate, and write the measured best that meets the
+    /// request (--rate, or the highest rate) as a placement file.
+    #[command(mut_arg("placements", |a| a.hide(true)))]
+    Tune(Box<tune::TuneArgs>),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -95,6 +101,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mps(args) => mps::main(args),
         Command::Plot(args) => plots::main(args),
         Command::PlotTrace(args) => plot_trace::main(args),
+        Command::Tune(args) => tune::main(*args),
     }
 }
 

@@ -276,9 +276,17 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     .context("cannot install the Ctrl-C handler")?;
 
     let nice = set_nice(args.nice);
+    let cpu_before = kplace::report::metrics::process_cpu_time();
     let report =
         sender::send(prepared, &config, &stop).with_context(|| format!("kplace send to {dest}"))?;
+    let cpu = kplace::report::metrics::process_cpu_time().saturating_sub(cpu_before);
     println!("{}", report.summary(dest));
+    // The sender's CPU time per frame: what `kplace tune` charges a stream sent from this
+    // machine.
+    println!(
+        "sender CPU: {:.4} ms per frame",
+        cpu.as_secs_f64() * 1e3 / report.frames.max(1) as f64
+    );
     if let (Some(mut out), Some(path)) = (report_file, &args.report) {
         serde_json::to_writer_pretty(&mut out, &report.file(nice))
             .map_err(std::io::Error::from)

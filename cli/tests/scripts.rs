@@ -144,7 +144,7 @@ fn gpu_check_stops_in_the_preflight_without_a_gpu_saying_why() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert_eq!(run.status.code(), Some(1), "{said}");
-    assert!(said.contains("== step 1/8: preflight"), "{said}");
+    assert!(said.contains("== step 1/9: preflight"), "{said}");
     assert!(said.contains("(budget 15 s)"), "{said}");
     assert!(said.contains("stopped after the preflight"), "{said}");
     assert!(

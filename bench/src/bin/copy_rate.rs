@@ -15,13 +15,12 @@
 //! measurement, not to any hot path.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use kplace::cuda::Gpu;
+use kplace::cuda::bus::{BusProbe, CopyDirection};
 use kplace::cuda::driver::CudaGpu;
-use kplace::cuda::owned::{GpuMemory, MemoryKind, OwnedStream};
-use kplace::cuda::{Gpu, GpuError};
 
 /// Measures pinned copy rates on one GPU.
 #[derive(Debug, Parser)]
@@ -81,35 +80,6 @@ fn parse_pcie(text: &str) -> Result<Pcie, String> {
     Ok(Pcie { generation, width })
 }
 
-/// The buffers of one direction: pinned host memory, device memory and a stream. Dropping it
-/// drains the stream; the handles then release themselves.
-struct Lane {
-    host: GpuMemory,
-    device: GpuMemory,
-    stream: OwnedStream,
-}
-
-impl Lane {
-    fn new(gpu: &Arc<dyn Gpu>, bytes: usize) -> Result<Lane, GpuError> {
-        let lane = Lane {
-            host: GpuMemory::new(gpu, MemoryKind::Pinned, bytes)?,
-            device: GpuMemory::new(gpu, MemoryKind::Device, bytes)?,
-            stream: OwnedStream::new(gpu, 0)?,
-        };
-        // SAFETY: the pinned buffer was just allocated with `bytes` bytes.
-        unsafe { std::ptr::write_bytes(lane.host.ptr(), 0x5a, bytes) };
-        Ok(lane)
-    }
-}
-
-impl Drop for Lane {
-    fn drop(&mut self) {
-        // SAFETY: the stream is this lane's; a failure means a broken context, which the
-        // measurement has already reported.
-        let _ = unsafe { self.host.gpu().synchronize(self.stream.raw()) };
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let gpu = CudaGpu::open(args.gpu).context("no GPU to measure")?;
@@ -126,61 +96,23 @@ fn main() -> anyhow::Result<()> {
             pcie.nominal_gb_per_s()
         );
     }
-    // Two lanes, so that `both` reads and writes separate buffers on separate streams.
     let gpu: Arc<dyn Gpu> = gpu;
-    let lanes = [Lane::new(&gpu, largest)?, Lane::new(&gpu, largest)?];
-    // SAFETY: each lane's buffers hold `largest` bytes, are freed only after its stream has
-    // drained (Lane's Drop), and nothing else touches them.
-    unsafe { measure(&*gpu, &args, &lanes) }
+    let probe = BusProbe::new(&gpu, largest)?;
+    measure(&probe, &args)
 }
 
-/// # Safety
-/// Each lane's `host` (pinned) and `device` hold at least the largest size; its `stream` is
-/// `gpu`'s.
-unsafe fn measure(gpu: &dyn Gpu, args: &Args, lanes: &[Lane]) -> anyhow::Result<()> {
-    let (up, down) = (&lanes[0], &lanes[1]);
+/// Prints one line per size and direction.
+fn measure(probe: &BusProbe, args: &Args) -> anyhow::Result<()> {
+    let gpu = probe.gpu();
     for &bytes in &args.sizes {
         let bytes = bytes as usize;
-        for direction in ["h2d", "d2h", "both"] {
-            let copy = |n: usize| -> anyhow::Result<()> {
-                for _ in 0..n {
-                    // SAFETY: per the caller.
-                    unsafe {
-                        if direction != "d2h" {
-                            gpu.copy_to_device(
-                                up.device.ptr(),
-                                up.host.ptr(),
-                                bytes,
-                                up.stream.raw(),
-                            )?;
-                        }
-                        if direction != "h2d" {
-                            gpu.copy_to_host(
-                                down.host.ptr(),
-                                down.device.ptr(),
-                                bytes,
-                                down.stream.raw(),
-                            )?;
-                        }
-                    }
-                }
-                // SAFETY: the streams are gpu's.
-                unsafe {
-                    gpu.synchronize(up.stream.raw())?;
-                    gpu.synchronize(down.stream.raw())?;
-                }
-                Ok(())
-            };
-            copy(4)?;
-            // Size the batch from one timed copy so every size takes about the same time.
-            let probe = Instant::now();
-            copy(1)?;
-            let one = probe.elapsed().as_secs_f64().max(1e-6);
-            let batch = ((args.seconds / one) as usize).clamp(4, 100_000);
-            let started = Instant::now();
-            copy(batch)?;
-            let seconds = started.elapsed().as_secs_f64();
-            let one_way = (batch * bytes) as f64 / seconds / 1e9;
+        for (direction, copies) in [
+            ("h2d", CopyDirection::Upload),
+            ("d2h", CopyDirection::Download),
+            ("both", CopyDirection::Both),
+        ] {
+            let (rate, batch) = probe.rate(copies, bytes, args.seconds)?;
+            let one_way = rate / 1e9;
             let (gb_per_s, ways) = if direction == "both" {
                 (2.0 * one_way, 2.0)
             } else {

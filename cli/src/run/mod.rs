@@ -459,7 +459,9 @@ fn ingest_only(
 ) -> anyhow::Result<ExitCode> {
     let payload = shape.payload_bytes();
     let mut buffers = FrameBuffers::new(4, u64::from(shape.chirps), payload)?;
+    let cpu_before = kplace::report::metrics::process_cpu_time();
     source.receive(&mut buffers, payload)?;
+    let cpu = kplace::report::metrics::process_cpu_time().saturating_sub(cpu_before);
     let counters = source.counters();
     // From the first packet to the last: neither the wait for the sender nor the idle
     // timeout counts.
@@ -470,6 +472,11 @@ fn ingest_only(
         busy.as_secs_f64(),
         frames as f64 / busy.as_secs_f64(),
         counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9
+    );
+    // The receiver's CPU time per frame: what `kplace tune` charges a stream's source.
+    println!(
+        "receiver CPU: {:.4} ms per frame",
+        cpu.as_secs_f64() * 1e3 / frames.max(1) as f64
     );
     print!("{counters}");
     Ok(exit_status(counters.complete_frames == args.frames))

@@ -6,8 +6,10 @@ use std::process::Stdio;
 use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
+use std::path::Path;
+
 use super::trial::ready_ports;
-use super::{BisectError, System, Trials, plan_for};
+use super::{BisectConfig, BisectError, Stop, System, Trials, plan_for};
 use crate::bounds;
 
 /// The receiver alone and the kernels alone, in CPI/s.
@@ -74,13 +76,38 @@ impl BracketedBounds {
     }
 }
 
-/// The receiver alone (for every system) and the kernels alone (for a CPU placement) at `cpi`,
-/// measured now.
-pub(super) fn measure_bounds(
-    ctx: &Trials<'_>,
-    system: &System,
+/// The receiver alone at `cpi`, fed by a local burst: its rate, CPI/s, and its CPU time per
+/// frame, ms (`None` where it could not be measured).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReceiverAlone {
+    /// Frames per second received.
+    pub rate: f64,
+    /// The receiver process's CPU time per frame, ms.
+    pub cpu_ms_per_frame: Option<f64>,
+    /// The sender's CPU time per frame, ms.
+    pub sender_cpu_ms_per_frame: Option<f64>,
+}
+
+/// Measures the receiver alone at `cpi` with `config`'s graph, recording and sender settings,
+/// starting `exe` as `kplace run --ingest-only` and `kplace send --burst`; `None` when the
+/// receiver did not report a rate.
+pub fn receiver_alone(
+    config: &BisectConfig,
+    exe: &Path,
+    stop: &Stop,
     cpi: Cpi,
-) -> Result<Bounds, BisectError> {
+) -> Result<Option<ReceiverAlone>, BisectError> {
+    let ctx = Trials {
+        mps: None,
+        exe,
+        config,
+        stop,
+    };
+    ingest_only(&ctx, cpi)
+}
+
+/// The receiver alone at `cpi`, fed by a burst of 2000 frames.
+fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, BisectError> {
     let fail = |why: String| BisectError::Bounds { cpi, why };
     let frames = 2000u64;
     let ready = tempfile::NamedTempFile::new()
@@ -116,20 +143,38 @@ pub(super) fn measure_bounds(
                 .args(["send", "--dest", &format!("127.0.0.1:{port}"), "--burst"])
                 .args(ctx.config.sender_source_args(cpi))
                 .args(["--frames", &frames.to_string()])
-                .stdout(Stdio::null())
+                .stdout(Stdio::piped())
                 .stderr(Stdio::null())
-                .status();
+                .output();
+            let sender_cpu_ms_per_frame = burst.as_ref().ok().and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split("sender CPU: ")
+                    .nth(1)
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|v| v.parse().ok())
+            });
             let id = receiver.id();
             let out = receiver.wait_with_output();
             ctx.stop.remove(id);
             let text = out
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default();
-            burst.ok().filter(|s| s.success()).and_then(|_| {
-                text.split(" CPI/s")
+            burst.ok().filter(|o| o.status.success()).and_then(|_| {
+                let rate = text
+                    .split(" CPI/s")
                     .next()
                     .and_then(|t| t.rsplit(' ').next())
-                    .and_then(|v| v.parse().ok())
+                    .and_then(|v| v.parse().ok())?;
+                let cpu_ms_per_frame = text
+                    .split("receiver CPU: ")
+                    .nth(1)
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|v| v.parse().ok());
+                Some(ReceiverAlone {
+                    rate,
+                    cpu_ms_per_frame,
+                    sender_cpu_ms_per_frame,
+                })
             })
         }
         Err(_) => {
@@ -139,6 +184,18 @@ pub(super) fn measure_bounds(
             None
         }
     };
+    Ok(ingest_only)
+}
+
+/// The receiver alone (for every system) and the kernels alone (for a CPU placement) at `cpi`,
+/// measured now.
+pub(super) fn measure_bounds(
+    ctx: &Trials<'_>,
+    system: &System,
+    cpi: Cpi,
+) -> Result<Bounds, BisectError> {
+    let fail = |why: String| BisectError::Bounds { cpi, why };
+    let ingest_only = ingest_only(ctx, cpi)?.map(|r| r.rate);
     let kernel_only = match system {
         System::Placement(placement) => 'bound: {
             let plan = plan_for(&ctx.config.graph, placement, cpi).map_err(fail)?;

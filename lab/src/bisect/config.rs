@@ -122,7 +122,7 @@ impl BisectConfig {
     }
 
     /// The latency budget of every trial at `cpi`.
-    pub(super) fn latency_budget(&self, cpi: Cpi) -> LatencyBudget {
+    pub fn latency_budget(&self, cpi: Cpi) -> LatencyBudget {
         self.latency_budget
             .at_cpi(Duration::from_secs_f64(cpi.period_s()))
     }

@@ -26,6 +26,7 @@
 //! The seam's handles are raw and `Copy`, as with the driver API itself; [`owned`] is the safe
 //! layer over them: a stream, an event and a block of memory, each released on drop.
 
+pub mod bus;
 pub mod driver;
 pub mod owned;
 pub mod probe;
@@ -269,6 +270,20 @@ impl LaunchRequest {
             workspace,
             tile,
         }
+    }
+
+    /// The tile launched.
+    pub fn tile(&self) -> Tile {
+        self.tile
+    }
+
+    /// The logical name of the kernel launched (`radar.range_fft`).
+    ///
+    /// # Safety
+    /// The guarantees given to [`LaunchRequest::new`] still hold.
+    pub unsafe fn kernel_name(&self) -> &str {
+        // SAFETY: per `new`'s contract, the state outlives the request's execution.
+        unsafe { &(*self.state).info().name }
     }
 
     /// Calls the kernel's launch with `stream`.

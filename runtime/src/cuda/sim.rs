@@ -18,6 +18,12 @@
 //!   call fails with it, and [`Gpu::check`] reports it.
 //! - An optional delay before every operation ([`SimGpu::with_delay`]) makes the GPU slow
 //!   relative to the host, so a missing fence shows up as wrong data rather than luck.
+//! - An optional timing model ([`SimTiming`], [`SimGpu::with_timing`]) makes the device take
+//!   the time a GPU would: each kernel launch a time by kernel name and tile size, each copy
+//!   its bytes over a bus rate per direction, each enqueued launch a host cost, every kernel
+//!   slowed by a co-tenant's share. Kernels then run one at a time on the device (one compute
+//!   engine, as kernels that fill a GPU do) and copies one at a time per direction (a copy
+//!   engine each way), beside the kernels. `kplace tune` is tested on it.
 //! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
 //!   callbacks, launches, allocations, events), so tests can assert which bytes crossed the
 //!   "bus" and that a frame costs no allocation.
@@ -33,7 +39,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Sender};
 
@@ -41,6 +47,119 @@ use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequ
 
 /// Alignment of simulated allocations (cuMemAlloc gives at least 256).
 const ALIGN: usize = 256;
+
+/// How long a simulated device's work takes: the timing model of [`SimGpu::with_timing`].
+///
+/// A kernel not listed takes no time; a bus rate of `None` makes copies take no time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimTiming {
+    /// Launch times by kernel name.
+    pub kernels: Vec<KernelTime>,
+    /// Bytes per second from pinned host to device.
+    pub upload_bytes_per_s: Option<f64>,
+    /// Bytes per second from device to pinned host.
+    pub download_bytes_per_s: Option<f64>,
+    /// Host time each enqueued launch costs the thread that enqueues it (the driver's work).
+    pub launch_cost: Duration,
+    /// A co-tenant's share of the device: every kernel takes this many times longer (1: the
+    /// device is this process's alone).
+    pub slowdown: f64,
+}
+
+impl Default for SimTiming {
+    fn default() -> Self {
+        SimTiming {
+            kernels: Vec::new(),
+            upload_bytes_per_s: None,
+            download_bytes_per_s: None,
+            launch_cost: Duration::ZERO,
+            slowdown: 1.0,
+        }
+    }
+}
+
+/// The time one launch of a kernel takes on a simulated device: `fixed + per_index * count`,
+/// `count` being the tile's indices (the whole axis for an unsplit stage).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTime {
+    /// The kernel's logical name.
+    pub kernel: String,
+    /// Time of every launch.
+    pub fixed: Duration,
+    /// Time per index of the launched tile.
+    pub per_index: Duration,
+}
+
+impl SimTiming {
+    /// How long a launch of `kernel` over `count` indices takes, slowed by the co-tenant.
+    fn kernel_time(&self, kernel: &str, count: u64) -> Duration {
+        self.kernels
+            .iter()
+            .find(|k| k.kernel == kernel)
+            .map_or(Duration::ZERO, |k| {
+                (k.fixed + k.per_index.mul_f64(count as f64)).mul_f64(self.slowdown.max(0.0))
+            })
+    }
+
+    /// How long `bytes` take across the bus at `rate`.
+    fn copy_time(rate: Option<f64>, bytes: usize) -> Duration {
+        rate.filter(|&r| r > 0.0).map_or(Duration::ZERO, |r| {
+            Duration::from_secs_f64(bytes as f64 / r)
+        })
+    }
+}
+
+/// A timed device's engines: whoever holds one runs on it, in the order they asked.
+#[derive(Debug, Default)]
+struct Engines {
+    compute: Engine,
+    upload: Engine,
+    download: Engine,
+}
+
+/// One engine: a ticket lock, so that streams are served in the order they reached it (a
+/// mutex would let the operating system choose, and a simulated run's timing would vary
+/// from run to run with it).
+#[derive(Debug, Default)]
+struct Engine {
+    /// The next ticket to hand out, and the ticket being served.
+    tickets: Mutex<(u64, u64)>,
+    turn: Condvar,
+}
+
+impl Engine {
+    /// Waits for this caller's turn; the engine is held until the guard drops.
+    fn hold(&self) -> EngineGuard<'_> {
+        let mut tickets = lock(&self.tickets);
+        let mine = tickets.0;
+        tickets.0 += 1;
+        while tickets.1 != mine {
+            tickets = self
+                .turn
+                .wait(tickets)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        EngineGuard(self)
+    }
+}
+
+/// A turn on an [`Engine`], passed on when dropped.
+struct EngineGuard<'a>(&'a Engine);
+
+impl Drop for EngineGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.tickets).1 += 1;
+        self.0.turn.notify_all();
+    }
+}
+
+/// Sleeps until `deadline` (an operation that took less than its modeled time).
+fn finish_at(deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        std::thread::sleep(left);
+    }
+}
 
 /// What a simulated device has been asked to do, counted at enqueue time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,6 +231,8 @@ pub struct SimGpu {
     ordinal: u32,
     name: String,
     delay: Duration,
+    /// The timing model, and the engines its work holds; `None`: work takes no modeled time.
+    timing: Option<(Arc<SimTiming>, Arc<Engines>)>,
     /// Live allocations: start address -> (bytes, kind).
     allocations: Mutex<BTreeMap<usize, (usize, Kind)>>,
     counters: Counters,
@@ -141,10 +262,28 @@ impl SimGpu {
 
     /// A simulated device that sleeps `delay` before every stream operation.
     pub fn with_delay(ordinal: u32, delay: Duration) -> Arc<SimGpu> {
+        SimGpu::build(ordinal, delay, None)
+    }
+
+    /// A simulated device whose work takes the times `timing` models.
+    pub fn with_timing(ordinal: u32, timing: SimTiming) -> Arc<SimGpu> {
+        SimGpu::build(
+            ordinal,
+            Duration::ZERO,
+            Some((Arc::new(timing), Arc::new(Engines::default()))),
+        )
+    }
+
+    fn build(
+        ordinal: u32,
+        delay: Duration,
+        timing: Option<(Arc<SimTiming>, Arc<Engines>)>,
+    ) -> Arc<SimGpu> {
         Arc::new(SimGpu {
             ordinal,
             name: format!("simulated GPU {ordinal}"),
             delay,
+            timing,
             allocations: Mutex::new(BTreeMap::new()),
             counters: Counters::default(),
             handle_limit: AtomicUsize::new(usize::MAX),
@@ -302,10 +441,24 @@ struct SimEvent {
 }
 
 enum Op {
-    Copy { dst: Addr, src: Addr, bytes: usize },
-    Record { event: Addr, generation: u64 },
-    Wait { event: Addr, generation: u64 },
-    Host { func: HostFn, data: Addr },
+    Copy {
+        dst: Addr,
+        src: Addr,
+        bytes: usize,
+        upload: bool,
+    },
+    Record {
+        event: Addr,
+        generation: u64,
+    },
+    Wait {
+        event: Addr,
+        generation: u64,
+    },
+    Host {
+        func: HostFn,
+        data: Addr,
+    },
     Launch(LaunchRequest),
     Flush(Sender<()>),
 }
@@ -318,6 +471,7 @@ struct SimStream {
 fn run_stream(
     ops: channel::Receiver<Op>,
     delay: Duration,
+    timing: Option<(Arc<SimTiming>, Arc<Engines>)>,
     sticky: Arc<Mutex<Option<GpuError>>>,
     device: String,
 ) {
@@ -334,10 +488,27 @@ fn run_stream(
             continue;
         }
         match op {
-            // SAFETY: ranges were checked at enqueue and stay valid until executed.
-            Op::Copy { dst, src, bytes } => unsafe {
-                std::ptr::copy_nonoverlapping(src.0, dst.0, bytes)
-            },
+            Op::Copy {
+                dst,
+                src,
+                bytes,
+                upload,
+            } => {
+                let engine = timing.as_ref().map(|(timing, engines)| {
+                    let (engine, rate) = if upload {
+                        (&engines.upload, timing.upload_bytes_per_s)
+                    } else {
+                        (&engines.download, timing.download_bytes_per_s)
+                    };
+                    let held = engine.hold();
+                    (held, Instant::now() + SimTiming::copy_time(rate, bytes))
+                });
+                // SAFETY: ranges were checked at enqueue and stay valid until executed.
+                unsafe { std::ptr::copy_nonoverlapping(src.0, dst.0, bytes) };
+                if let Some((_held, deadline)) = engine {
+                    finish_at(deadline);
+                }
+            }
             Op::Record { event, generation } => {
                 // SAFETY: events outlive the operations enqueued with them.
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
@@ -362,8 +533,19 @@ fn run_stream(
             // SAFETY: the enqueuer promised `data` valid until the callback has run.
             Op::Host { func, data } => unsafe { func(data.0.cast::<c_void>()) },
             Op::Launch(request) => {
+                let engine = timing.as_ref().map(|(timing, engines)| {
+                    // SAFETY: the enqueuer keeps the request's targets valid until it has run.
+                    let kernel = unsafe { request.kernel_name() };
+                    let time = timing.kernel_time(kernel, request.tile().count);
+                    let held = engines.compute.hold();
+                    (held, Instant::now() + time)
+                });
                 // SAFETY: the enqueuer keeps the request's targets valid until it has run.
-                if let Err(e) = unsafe { request.run(std::ptr::null_mut()) } {
+                let result = unsafe { request.run(std::ptr::null_mut()) };
+                if let Some((_held, deadline)) = engine {
+                    finish_at(deadline);
+                }
+                if let Err(e) = result {
                     lock(&sticky).get_or_insert(GpuError::new(
                         device.clone(),
                         "kernel",
@@ -411,11 +593,12 @@ impl Gpu for SimGpu {
         self.admit(|| "create_stream".into())?;
         let (ops, rx) = channel::unbounded();
         let delay = self.delay;
+        let timing = self.timing.clone();
         let sticky = Arc::clone(&self.sticky);
         let device = format!("gpu:{}", self.ordinal);
         let thread = std::thread::Builder::new()
             .name(format!("sim-gpu{}-stream", self.ordinal))
-            .spawn(move || run_stream(rx, delay, sticky, device))
+            .spawn(move || run_stream(rx, delay, timing, sticky, device))
             .map_err(|e| self.error("create_stream", e.to_string()))?;
         bump(&self.counters.streams, 1);
         let stream = Box::new(SimStream {
@@ -493,6 +676,7 @@ impl Gpu for SimGpu {
                 dst: Addr(dst),
                 src: Addr(src.cast_mut()),
                 bytes,
+                upload: true,
             },
         )
     }
@@ -514,6 +698,7 @@ impl Gpu for SimGpu {
                 dst: Addr(dst),
                 src: Addr(src.cast_mut()),
                 bytes,
+                upload: false,
             },
         )
     }
@@ -573,6 +758,12 @@ impl Gpu for SimGpu {
         request: LaunchRequest,
     ) -> Result<(), LaunchFailure> {
         bump(&self.counters.launches, 1);
+        if let Some((timing, _)) = &self.timing
+            && !timing.launch_cost.is_zero()
+        {
+            // The driver's host work for a launch, on the enqueuing thread.
+            finish_at(Instant::now() + timing.launch_cost);
+        }
         Ok(self.send(stream, Op::Launch(request))?)
     }
 
@@ -613,6 +804,15 @@ impl SimProvider {
     pub fn with_delay(count: u32, delay: Duration) -> SimProvider {
         SimProvider {
             devices: (0..count).map(|n| SimGpu::with_delay(n, delay)).collect(),
+        }
+    }
+
+    /// `count` simulated devices whose work takes the times `timing` models.
+    pub fn with_timing(count: u32, timing: SimTiming) -> SimProvider {
+        SimProvider {
+            devices: (0..count)
+                .map(|n| SimGpu::with_timing(n, timing.clone()))
+                .collect(),
         }
     }
 

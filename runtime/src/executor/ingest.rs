@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use crossbeam::channel::{Receiver, TryRecvError};
 
-use super::{Shared, Task, send_task};
+use super::{Shared, Task};
 use crate::report::trace::{Span, SpanBuffer, SpanKind, Track};
 
 /// The source thread's handle for writing frames into slots.
@@ -236,7 +236,7 @@ impl<'r> Ingest<'r> {
                     stage: stage.0 as u32,
                     launch: t as u32,
                 };
-                send_task(&shared.streamed, task);
+                shared.send_launch(slot_index, stage, task, &shared.streamed);
             }
         }
         PacketStatus::Accepted

@@ -4,8 +4,9 @@
 //! - the **source** thread opens frames in free slots through an [`Ingest`], writes packets
 //!   straight into their places, and launches each streamed tile as soon as its packets are
 //!   present;
-//! - **workers** (the placement's `workers`, optionally pinned) run launches, later stages of
-//!   frames in flight before newer tiles; the worker that finishes a stage's last launch makes
+//! - **workers** (the placement's `workers`, optionally pinned) run launches: GPU stages'
+//!   tasks first (they only enqueue, and each keeps a GPU fed), then later stages of frames in
+//!   flight, then newer tiles; the worker that finishes a stage's last launch makes
 //!   its successors ready, so no central scheduler sits between stages;
 //! - the calling thread is the **collector**: it hands every frame to the sink, processed or
 //!   partial, in the order frames began, records latency, and returns slots to the source.
@@ -182,6 +183,9 @@ struct Shared<'p> {
     ready: Sender<Task>,
     /// Launches of streamed tiles, sent by the source as packets complete them.
     streamed: Sender<Task>,
+    /// Tasks of GPU stages, which only enqueue work on a stream: taken before any other, so a
+    /// GPU never waits for a worker busy with CPU stages to hand it work.
+    gpu: Sender<Task>,
     events: Sender<Event>,
     stopping: AtomicBool,
     counters: Vec<StageCounters>,
@@ -221,7 +225,16 @@ impl Shared<'_> {
                 stage: stage.0 as u32,
                 launch,
             };
-            send_task(&self.ready, task);
+            self.send_launch(slot, stage, task, &self.ready);
+        }
+    }
+
+    /// Sends a launch to `queue`, or to the GPU queue for a GPU stage.
+    fn send_launch(&self, slot: usize, stage: StageId, task: Task, queue: &Sender<Task>) {
+        if self.slots[slot].is_gpu(stage) {
+            send_task(&self.gpu, task);
+        } else {
+            send_task(queue, task);
         }
     }
 
@@ -384,6 +397,7 @@ pub fn run_with(
         + plan.runtime.workers;
     let (ready_tx, ready_rx) = channel::bounded::<Task>(max_tasks);
     let (streamed_tx, streamed_rx) = channel::bounded::<Task>(max_tasks);
+    let (gpu_tx, gpu_rx) = channel::bounded::<Task>(max_tasks);
     // Every slot sends at most one FrameDone per frame, plus the source's end and failures.
     let (event_tx, event_rx) = channel::bounded::<Event>(slots.len() + max_tasks + 1);
     let (free_tx, free_rx) = channel::bounded::<usize>(slots.len());
@@ -402,6 +416,7 @@ pub fn run_with(
         slots,
         ready: ready_tx,
         streamed: streamed_tx,
+        gpu: gpu_tx,
         events: event_tx,
         stopping: AtomicBool::new(false),
         counters: plan
@@ -441,7 +456,11 @@ pub fn run_with(
         let shared = &shared;
         let workers: Vec<_> = (0..plan.runtime.workers)
             .map(|w| {
-                let queues = (ready_rx.clone(), streamed_rx.clone());
+                let queues = Queues {
+                    gpu: gpu_rx.clone(),
+                    ready: ready_rx.clone(),
+                    streamed: streamed_rx.clone(),
+                };
                 let core = plan.runtime.pin_cores.get(w).copied();
                 scope.spawn(move || worker(shared, queues, core, w as u32))
             })
@@ -562,29 +581,32 @@ fn send_task(queue: &Sender<Task>, task: Task) {
     let _ = queue.send(task);
 }
 
-/// The next launch for a worker: frames already in flight first. A frame's later stages read
-/// what its earlier stages just wrote, still in cache; starting tiles of newer frames first
-/// would evict it (at 2048x256 that cost a third of the throughput). FIFO within each queue
-/// keeps frames in the order they began.
-fn next_task(ready: &Receiver<Task>, streamed: &Receiver<Task>) -> Option<Task> {
-    if let Ok(task) = ready.try_recv() {
-        return Some(task);
-    }
-    if let Ok(task) = streamed.try_recv() {
-        return Some(task);
+/// A worker's queues, in the order it takes from them.
+struct Queues {
+    gpu: Receiver<Task>,
+    ready: Receiver<Task>,
+    streamed: Receiver<Task>,
+}
+
+/// The next launch for a worker: GPU stages' tasks first (they take microseconds, and each
+/// keeps a GPU busy), then frames already in flight. A frame's later stages read what its
+/// earlier stages just wrote, still in cache; starting tiles of newer frames first would evict
+/// it (at 2048x256 that cost a third of the throughput). FIFO within each queue keeps frames
+/// in the order they began.
+fn next_task(queues: &Queues) -> Option<Task> {
+    for queue in [&queues.gpu, &queues.ready, &queues.streamed] {
+        if let Ok(task) = queue.try_recv() {
+            return Some(task);
+        }
     }
     crossbeam::select! {
-        recv(ready) -> task => task.ok(),
-        recv(streamed) -> task => task.ok(),
+        recv(queues.gpu) -> task => task.ok(),
+        recv(queues.ready) -> task => task.ok(),
+        recv(queues.streamed) -> task => task.ok(),
     }
 }
 
-fn worker(
-    shared: &Shared<'_>,
-    (ready, streamed): (Receiver<Task>, Receiver<Task>),
-    core: Option<usize>,
-    index: u32,
-) -> SpanBuffer {
+fn worker(shared: &Shared<'_>, queues: Queues, core: Option<usize>, index: u32) -> SpanBuffer {
     let mut spans = SpanBuffer::new(shared.span_limit);
     if let Some(id) = core {
         // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
@@ -592,7 +614,7 @@ fn worker(
             tracing::debug!("worker not pinned to core {id}: {e}");
         }
     }
-    while let Some(task) = next_task(&ready, &streamed) {
+    while let Some(task) = next_task(&queues) {
         let Task::Launch {
             slot,
             stage,

@@ -52,11 +52,7 @@ impl Schedule {
             }
             initial_waiting[i] = preds.len() as u32;
             let reads_source = stage.inputs.contains(&source);
-            let is_streamed = reads_source
-                && stage.inputs.iter().all(|&t| t == source)
-                && stage
-                    .split
-                    .is_some_and(|s| s.axis == graph.source.packet_axis);
+            let is_streamed = graph.is_streamed(id);
             if is_streamed {
                 streamed.push((id, stage.split.map_or(1, |s| s.tile)));
             } else if reads_source {

@@ -177,6 +177,27 @@ impl Graph {
         &self.stages[id.0]
     }
 
+    /// Launches per frame of stage `id`: the tiles of its split axis, else 1.
+    pub fn launches(&self, id: StageId) -> u64 {
+        let stage = self.stage(id);
+        stage
+            .split
+            .map_or(1, |s| self.tensor(stage.inputs[0]).shape[s.axis] / s.tile)
+    }
+
+    /// Whether stage `id` is *streamed*: launched tile by tile as the source delivers the
+    /// packets of each tile, because it reads only the source tensor and is split along the
+    /// packet axis. Every other stage starts once its inputs are complete.
+    pub fn is_streamed(&self, id: StageId) -> bool {
+        let stage = self.stage(id);
+        let source = self.source.tensor;
+        !stage.inputs.is_empty()
+            && stage.inputs.iter().all(|&t| t == source)
+            && stage
+                .split
+                .is_some_and(|s| s.axis == self.source.packet_axis)
+    }
+
     /// The stage named `name`, if any.
     pub fn stage_by_name(&self, name: &str) -> Option<StageId> {
         self.stages.iter().position(|s| s.name == name).map(StageId)

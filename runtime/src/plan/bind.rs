@@ -141,9 +141,7 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
                 memory: info.memory.name().unwrap_or("unknown"),
             });
         }
-        let launches = stage
-            .split
-            .map_or(1, |s| graph.tensor(stage.inputs[0]).shape[s.axis] / s.tile);
+        let launches = graph.launches(StageId(index));
         let gpu = match entry.device {
             Device::Cpu => None,
             Device::Gpu(n) => opened.gpus.get(&n),
@@ -239,7 +237,9 @@ pub fn default_library_file(device: Device) -> &'static str {
     }
 }
 
-fn find_default_library(device: Device) -> Result<PathBuf, PlanError> {
+/// The default kernel library for `device` (`libkplace_cpu.so`, `libkplace_gpu.so`), from
+/// where kplace's own libraries are.
+pub fn find_default_library(device: Device) -> Result<PathBuf, PlanError> {
     let file = default_library_file(device);
     let dirs = library_search_dirs();
     dirs.iter()

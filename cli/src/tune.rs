@@ -1,0 +1,714 @@
+//! `kplace tune`: the placement chosen for the user. Calibrates this machine (or reuses a
+//! stored calibration), predicts every placement the libraries allow, proves the best few with
+//! `bisect-rate`, and writes the measured best that meets the request as a placement file.
+//! The steps are `kplace_lab::tune`'s; this module turns options into them and prints what
+//! they found.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use kplace::cuda::GpuProvider;
+use kplace::cuda::driver::CudaProvider;
+use kplace::model::files::GraphFiles;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Device;
+use kplace::plan::bind::find_default_library;
+use kplace::workload::Workload;
+use kplace::workload::generic::RecordingSetup;
+use kplace::workload::reference::CheckSpec;
+use kplace_lab::bisect::{BisectConfig, Stop, bounds::receiver_alone};
+use kplace_lab::hog::Cotenant;
+use kplace_lab::tune::calibrate::{
+    self, Calibration, CalibrationKey, LibraryBuild, Lookup, Setup as CalibrationSetup, Store,
+};
+use kplace_lab::tune::model::{self, Feed};
+use kplace_lab::tune::space::{self, Knobs, Offers};
+use kplace_lab::tune::{self, Predicted, Proven, Provenance, Request};
+use kplace_radar::Cpi;
+use kplace_radar::run::{RunConfig, Setup as RadarSetup};
+use kplace_radar::scene::SceneConfig;
+
+use super::bisect::{BisectArgs, Spinner};
+use super::run::workload::RADAR;
+
+/// Options of `kplace tune`: what to tune for, the space weighed, and how it is proven (every
+/// `bisect-rate` option, which each proving search uses).
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// The input rate to sustain, CPI/s: the placement using the fewest cores (then the least
+    /// GPU) that sustains it wins. Without it, the highest rate wins.
+    #[arg(long, value_name = "CPI_PER_S", conflicts_with = "max_rate")]
+    rate: Option<f64>,
+    /// The highest sustained rate wins (the default without --rate).
+    #[arg(long)]
+    max_rate: bool,
+    /// CPU worker counts weighed.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
+    /// Frame slot counts weighed (more slots ride out longer stalls of a shared machine).
+    #[arg(long, value_delimiter = ',', default_value = "4,16")]
+    slots: Vec<usize>,
+    /// Tiles weighed for split stages on the GPU (indices per launch); none: the runtime's
+    /// default tile.
+    #[arg(long, value_delimiter = ',', value_name = "TILES")]
+    gpu_tiles: Vec<u64>,
+    /// The GPU weighed.
+    #[arg(long, default_value_t = 0)]
+    gpu: u32,
+    /// Weigh the CPU only, even where a GPU is usable.
+    #[arg(long)]
+    cpu_only: bool,
+    /// The CPU kernel library (default: kplace's own).
+    #[arg(long, value_name = "PATH")]
+    cpu_library: Option<PathBuf>,
+    /// The GPU kernel library (default: kplace's own).
+    #[arg(long, value_name = "PATH")]
+    gpu_library: Option<PathBuf>,
+    /// Prove the best N predictions with bisect-rate (0: predict only, and write the best
+    /// prediction).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    prove: usize,
+    /// Measure the calibration again even when a stored one is fresh.
+    #[arg(long)]
+    recalibrate: bool,
+    /// A stored calibration older than this many hours is measured again.
+    #[arg(long, value_name = "HOURS", default_value_t = 168.0)]
+    max_age_h: f64,
+    /// Where calibrations are stored (default: $KPLACE_CALIBRATIONS, else
+    /// ~/.cache/kplace/calibrations).
+    #[arg(long, value_name = "DIR")]
+    calibrations: Option<PathBuf>,
+    /// About how long each calibration run lasts, seconds.
+    #[arg(long, value_name = "S", default_value_t = 1.5)]
+    calibrate_s: f64,
+    /// Where the winning placement is written (default: OUT/tune-<CPI>/tuned.yaml; with several
+    /// CPIs, each CPI's goes beside its other results).
+    #[arg(long, value_name = "FILE")]
+    write: Option<PathBuf>,
+    /// Every bisect-rate option (their --placements is ignored: tune writes its own).
+    #[command(flatten)]
+    search: BisectArgs,
+}
+
+/// What one CPI's tuning found.
+struct Tuned {
+    winner: Option<PathBuf>,
+}
+
+pub fn main(args: TuneArgs) -> anyhow::Result<ExitCode> {
+    if let Some(rate) = args.rate
+        && !(rate.is_finite() && rate > 0.0)
+    {
+        bail!("--rate must be a positive number of CPI/s, not {rate}");
+    }
+    if !(args.max_age_h.is_finite() && args.max_age_h >= 0.0) {
+        bail!(
+            "--max-age-h must be a number of hours, not {}",
+            args.max_age_h
+        );
+    }
+    if !(args.calibrate_s.is_finite() && (0.05..=600.0).contains(&args.calibrate_s)) {
+        bail!(
+            "--calibrate-s must be 0.05..600 seconds, not {}",
+            args.calibrate_s
+        );
+    }
+    for (option, values) in [("--workers", &args.workers), ("--slots", &args.slots)] {
+        if values.is_empty() || values.iter().any(|&v| v == 0 || v > 64) {
+            bail!("{option} takes counts from 1 to 64, not {values:?}");
+        }
+    }
+    let stop = Stop::default();
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || stop.interrupt());
+    }
+    let exe = std::env::current_exe().context("cannot find the kplace executable")?;
+    let write = args.write.clone();
+    let options = Options::from(&args);
+    let config = args.search.config()?;
+    if write.is_some() && config.cpi.len() > 1 {
+        bail!(
+            "--write names one file; with several --cpi, each CPI's placement is written beside its results"
+        );
+    }
+    let mut all_found = true;
+    for &cpi in &config.cpi {
+        let tuned = tune_cpi(&options, &config, &exe, &stop, cpi, write.as_deref())?;
+        all_found &= tuned.winner.is_some();
+        if stop.interrupted() {
+            break;
+        }
+    }
+    Ok(if all_found {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The options besides the search's.
+struct Options {
+    request_rate: Option<f64>,
+    knobs: Knobs,
+    cpu_only: bool,
+    cpu_library: Option<PathBuf>,
+    gpu_library: Option<PathBuf>,
+    prove: usize,
+    recalibrate: bool,
+    max_age_s: u64,
+    store: Store,
+    calibrate_s: f64,
+    command: String,
+}
+
+impl From<&TuneArgs> for Options {
+    fn from(args: &TuneArgs) -> Options {
+        Options {
+            request_rate: args.rate,
+            knobs: Knobs {
+                workers: args.workers.clone(),
+                slots: args.slots.clone(),
+                gpu_tiles: args.gpu_tiles.clone(),
+                gpu: args.gpu,
+            },
+            cpu_only: args.cpu_only,
+            cpu_library: args.cpu_library.clone(),
+            gpu_library: args.gpu_library.clone(),
+            prove: args.prove,
+            recalibrate: args.recalibrate,
+            max_age_s: (args.max_age_h * 3600.0) as u64,
+            store: Store::new(args.calibrations.clone().unwrap_or_else(Store::default_dir)),
+            calibrate_s: args.calibrate_s,
+            command: std::env::args()
+                .map(|a| shlex::try_quote(&a).map_or(a.clone(), |q| q.into_owned()))
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
+/// The libraries weighed and the GPU, if one is usable.
+struct Devices {
+    cpu: PathBuf,
+    gpu_library: Option<PathBuf>,
+    /// The GPU's name, or why no GPU is weighed.
+    gpu: Result<String, String>,
+}
+
+impl Devices {
+    fn find(options: &Options) -> anyhow::Result<Devices> {
+        let cpu = match &options.cpu_library {
+            Some(path) => path.clone(),
+            None => find_default_library(Device::Cpu)?,
+        };
+        let gpu_library = match &options.gpu_library {
+            Some(path) => Some(path.clone()),
+            None => find_default_library(Device::Gpu(options.knobs.gpu)).ok(),
+        };
+        let gpu = if options.cpu_only {
+            Err("--cpu-only".to_string())
+        } else if gpu_library.is_none() {
+            Err("no GPU kernel library was found".to_string())
+        } else {
+            CudaProvider::global()
+                .open(options.knobs.gpu)
+                .map(|g| g.name().to_string())
+                .map_err(|e| e.to_string())
+        };
+        Ok(Devices {
+            cpu,
+            gpu_library,
+            gpu,
+        })
+    }
+
+    /// The placements' `libraries:` line.
+    fn libraries_line(&self) -> String {
+        let quote = |p: &Path| serde_json::to_string(&p.display().to_string()).unwrap_or_default();
+        match (&self.gpu_library, &self.gpu) {
+            (Some(gpu), Ok(_)) => format!(
+                "libraries: {{cpu: {}, gpu: {}}}\n",
+                quote(&self.cpu),
+                quote(gpu)
+            ),
+            _ => format!("libraries: {{cpu: {}}}\n", quote(&self.cpu)),
+        }
+    }
+}
+
+/// The graph at `cpi` and its workload: the radar scene, or the recording's frames judged
+/// against their reference.
+fn workload(
+    config: &BisectConfig,
+    cpi: Cpi,
+    placement: &Path,
+) -> anyhow::Result<(Graph, Box<dyn Workload>)> {
+    let files = GraphFiles {
+        graph: config.graph.clone(),
+        placement: placement.to_path_buf(),
+        ..GraphFiles::default()
+    };
+    let probe = Graph::load(&config.graph, &Overrides::default())?;
+    let dims = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
+    if let Some(feed) = &config.recording {
+        let overrides = if probe.dims.contains_key("N") && probe.dims.contains_key("M") {
+            dims
+        } else {
+            Overrides::default()
+        };
+        let check: CheckSpec = feed
+            .check
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--check: {e}"))?;
+        let setup = RecordingSetup::new(files, overrides.clone(), &feed.path, &check)?;
+        let graph = Graph::load(&config.graph, &overrides)?;
+        return Ok((graph, Box::new(setup.workload)));
+    }
+    if probe.workload.as_deref() != Some(RADAR) {
+        bail!(
+            "graph {} names no workload kplace generates: tune it on a recording (--recording FILE --check reference:PLACEMENT)",
+            config.graph.display()
+        );
+    }
+    let run = RunConfig {
+        files,
+        scene: SceneConfig {
+            seed: config.seed,
+            ..SceneConfig::new(cpi)
+        },
+        scene_frames: kplace_radar::graph::scene_frames(cpi, None, 64)?,
+        frames: 0,
+        warmup_frames: 0,
+        profile_gpu: false,
+        pfa: None,
+        pipelines: 1,
+        replay: true,
+        progress_every: None,
+        trace: false,
+    };
+    let setup = RadarSetup::new(&run)?;
+    let graph = Graph::load(
+        &config.graph,
+        &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
+    )?;
+    Ok((graph, Box::new(setup)))
+}
+
+/// The machine, for a calibration's key and a placement's comment.
+fn machine() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown host".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    format!("{host}, {cpu}")
+}
+
+fn cores(config: &BisectConfig) -> usize {
+    config
+        .sut_cpus
+        .as_ref()
+        .map(|c| c.cpus().len())
+        .or_else(|| std::thread::available_parallelism().map(|n| n.get()).ok())
+        .unwrap_or(1)
+}
+
+/// Calibrates (or reuses) this machine at `cpi`, under the co-tenant `cotenant` names.
+#[allow(clippy::too_many_arguments)]
+fn calibration(
+    options: &Options,
+    config: &BisectConfig,
+    exe: &Path,
+    stop: &Stop,
+    cpi: Cpi,
+    setup: &CalibrationSetup<'_>,
+    with_cotenant: bool,
+) -> anyhow::Result<Calibration> {
+    let mut key = setup.key.clone();
+    let spec = config.cotenant.as_ref().filter(|_| with_cotenant);
+    key.cotenant = spec.map(|s| s.kind().to_string());
+    let lookup = if options.recalibrate {
+        (None, Lookup::Forced)
+    } else {
+        options.store.load(&key, options.max_age_s)?
+    };
+    let under = key
+        .cotenant
+        .as_deref()
+        .map_or_else(String::new, |k| format!(" beside a {k} co-tenant"));
+    if let (Some(stored), _) = lookup {
+        tracing::info!(
+            "tune: at {cpi}{under}: reusing the calibration in {}",
+            options.store.path(&key).display()
+        );
+        return Ok(stored);
+    }
+    let why = match lookup.1 {
+        Lookup::Forced => "--recalibrate".to_string(),
+        Lookup::Missing => "none stored".to_string(),
+        Lookup::Stale { age_s } => format!("the stored one is {:.1} h old", age_s as f64 / 3600.0),
+        Lookup::Reused => unreachable!("handled above"),
+    };
+    tracing::info!("tune: at {cpi}{under}: calibrating ({why})");
+    let hog = spec.map(Cotenant::start).transpose()?;
+    let setup = CalibrationSetup {
+        key: key.clone(),
+        ..*setup
+    };
+    let measured = calibrate::measure(&setup);
+    let receiver = match &measured {
+        Ok(_) => receiver_alone(config, exe, stop, cpi)?,
+        Err(_) => None,
+    };
+    if let Some(hog) = hog {
+        let _ = hog.stop();
+    }
+    let mut calibration = measured?;
+    calibration.receiver_ms = receiver.map(|r| {
+        r.cpu_ms_per_frame
+            .unwrap_or(1e3 / r.rate.max(f64::MIN_POSITIVE))
+    });
+    // bisect-rate's sender shares the pipeline's cores unless both are confined apart.
+    let apart = match (&config.sender_cpus, &config.sut_cpus) {
+        (Some(a), Some(b)) => a.cpus().iter().all(|c| !b.cpus().contains(c)),
+        _ => false,
+    };
+    calibration.sender_ms = receiver
+        .and_then(|r| r.sender_cpu_ms_per_frame)
+        .filter(|_| !apart);
+    let path = options.store.save(&calibration)?;
+    tracing::info!("tune: calibration stored in {}", path.display());
+    Ok(calibration)
+}
+
+/// Tunes one CPI.
+fn tune_cpi(
+    options: &Options,
+    config: &BisectConfig,
+    exe: &Path,
+    stop: &Stop,
+    cpi: Cpi,
+    write: Option<&Path>,
+) -> anyhow::Result<Tuned> {
+    let dir = config.out.join(format!("tune-{cpi}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let devices = Devices::find(options)?;
+    if let Err(why) = &devices.gpu {
+        tracing::warn!("tune: weighing the CPU only: {why}");
+    }
+    let gpu_library = devices
+        .gpu
+        .is_ok()
+        .then_some(devices.gpu_library.as_deref())
+        .flatten();
+    let offers = Offers::of_libraries(Some(&devices.cpu), gpu_library)?;
+    let libraries = devices.libraries_line();
+    let probe = Graph::load(
+        &config.graph,
+        &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
+    )
+    .or_else(|_| Graph::load(&config.graph, &Overrides::default()))?;
+    let space = space::enumerate(&probe, &offers, &options.knobs);
+    let Some(first) = space.candidates.first() else {
+        let why = space
+            .rejected
+            .iter()
+            .map(|r| r.why.clone())
+            .collect::<Vec<_>>()
+            .join("; ");
+        bail!("no placement of {} lays out: {why}", config.graph.display());
+    };
+    let seed_placement = dir.join("workload-placement.yaml");
+    std::fs::write(
+        &seed_placement,
+        first.placement_yaml(&probe, "tune-workload", options.knobs.gpu, &libraries),
+    )
+    .with_context(|| format!("cannot write {}", seed_placement.display()))?;
+    let (graph, workload) = workload(config, cpi, &seed_placement)?;
+    let mut builds = vec![LibraryBuild::of(&devices.cpu)?];
+    if let Some(gpu) = gpu_library {
+        builds.push(LibraryBuild::of(gpu)?);
+    }
+    let key = CalibrationKey {
+        machine: machine(),
+        cores: cores(config),
+        gpu: devices.gpu.clone().ok(),
+        libraries: builds,
+        graph: calibrate::graph_identity(&graph),
+        shape: workload.shape(),
+        workload: workload.describe(),
+        cotenant: None,
+    };
+    let setup = CalibrationSetup {
+        graph: &graph,
+        offers: &offers,
+        libraries: &libraries,
+        workload: workload.as_ref(),
+        gpus: CudaProvider::global(),
+        gpu: devices.gpu.is_ok().then_some(options.knobs.gpu),
+        seconds: options.calibrate_s,
+        key,
+    };
+    let budget = config.latency_budget(cpi);
+    let request = Request {
+        rate: options.request_rate,
+        latency_budget: Some(budget),
+    };
+    let cores = cores(config) as f64;
+    let unloaded = calibration(options, config, exe, stop, cpi, &setup, false)?;
+    let loaded = match &config.cotenant {
+        Some(_) => Some(calibration(options, config, exe, stop, cpi, &setup, true)?),
+        None => None,
+    };
+    let chosen_calibration = loaded.as_ref().unwrap_or(&unloaded);
+    let (predicted, unpredictable) =
+        tune::predict_all(&graph, &space, chosen_calibration, Feed::Stream, cores);
+    for (label, why) in &unpredictable {
+        tracing::warn!("tune: {label}: not predicted: {why}");
+    }
+    if predicted.is_empty() {
+        bail!("no placement could be predicted at {cpi}");
+    }
+    let order = tune::rank(&predicted, &request);
+    let front = model::pareto(
+        &predicted
+            .iter()
+            .map(|p| p.prediction.clone())
+            .collect::<Vec<_>>(),
+    );
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kplace tune: {} at {cpi}: {} placements predicted ({} left out), {} on the Pareto front of rate, latency, cores and GPU share",
+        graph.name,
+        predicted.len(),
+        space.rejected.len() + unpredictable.len(),
+        front.len()
+    );
+    out += &prediction_table(&predicted, &front, &request);
+    print!("{out}");
+    let proving: Vec<usize> = order.iter().copied().take(options.prove).collect();
+    let proven = if proving.is_empty() {
+        Vec::new()
+    } else {
+        let mut prove_config = config.clone();
+        prove_config.cpi = vec![cpi];
+        let proven = tune::prove(
+            &prove_config,
+            exe,
+            stop,
+            &Spinner::default(),
+            &graph,
+            &predicted,
+            &proving,
+            &libraries,
+            options.knobs.gpu,
+            &dir.join("proofs"),
+        )?;
+        let table = proof_table(&predicted, &proven);
+        print!("{table}");
+        out += &table;
+        proven
+    };
+    let winner = if proving.is_empty() {
+        order.first().copied().map(|i| (i, None))
+    } else {
+        tune::winner(&proven, &request).map(|w| (proven[w].index, proven[w].measured))
+    };
+    let when = humantime_now();
+    let shape = workload.shape();
+    let machine = format!(
+        "{} ({})",
+        chosen_calibration.key.machine,
+        chosen_calibration
+            .key
+            .gpu
+            .as_deref()
+            .unwrap_or("no GPU weighed")
+    );
+    let winner_path = match winner {
+        Some((index, measured)) => {
+            let p = &predicted[index];
+            let text = tune::placement_file(
+                &graph,
+                &p.candidate,
+                options.knobs.gpu,
+                &libraries,
+                &Provenance {
+                    command: &options.command,
+                    machine: &machine,
+                    when: &when,
+                    shape: &shape,
+                    prediction: &p.prediction,
+                    measured,
+                    cotenant: config.cotenant.as_ref().map(|c| c.kind()),
+                },
+            );
+            let path = write.map_or_else(|| dir.join("tuned.yaml"), Path::to_path_buf);
+            std::fs::write(&path, &text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            let line = format!(
+                "kplace tune: at {cpi} the winner is {} ({}), written to {}; run it with `kplace run --placement {}`\n",
+                p.label,
+                measured.map_or_else(
+                    || format!("predicted {:.1} CPI/s, not measured", p.prediction.rate),
+                    |m| format!("{m:.1} CPI/s measured, {:.1} predicted", p.prediction.rate)
+                ),
+                path.display(),
+                path.display()
+            );
+            print!("{line}");
+            out += &line;
+            Some(path)
+        }
+        None => {
+            let line = format!(
+                "kplace tune: at {cpi} no placement proven meets the request ({})\n",
+                request_text(&request)
+            );
+            print!("{line}");
+            out += &line;
+            None
+        }
+    };
+    if let Some(loaded) = &loaded {
+        let (alone, _) = tune::predict_all(&graph, &space, &unloaded, Feed::Stream, cores);
+        let alone_best = tune::rank(&alone, &request)
+            .first()
+            .map(|&i| alone[i].label.clone());
+        let loaded_best = winner.map(|(i, _)| predicted[i].label.clone());
+        let line = match (alone_best, loaded_best) {
+            (Some(a), Some(b)) if a == b => format!(
+                "kplace tune: beside the {} co-tenant the choice is the same as alone ({a})\n",
+                loaded.key.cotenant.as_deref().unwrap_or("?")
+            ),
+            (Some(a), Some(b)) => format!(
+                "kplace tune: beside the {} co-tenant the choice is {b}; alone it would be {a} ({})\n",
+                loaded.key.cotenant.as_deref().unwrap_or("?"),
+                differences(&graph, &alone, &a, &predicted, &b)
+            ),
+            _ => String::new(),
+        };
+        print!("{line}");
+        out += &line;
+    }
+    let summary = dir.join("tune.txt");
+    std::fs::write(&summary, &out)
+        .with_context(|| format!("cannot write {}", summary.display()))?;
+    let calibration_json = dir.join("calibration.json");
+    std::fs::write(
+        &calibration_json,
+        serde_json::to_string_pretty(chosen_calibration)? + "\n",
+    )
+    .with_context(|| format!("cannot write {}", calibration_json.display()))?;
+    Ok(Tuned {
+        winner: winner_path,
+    })
+}
+
+/// The request, in words.
+fn request_text(request: &Request) -> String {
+    let rate = request
+        .rate
+        .map_or_else(|| "the highest rate".into(), |r| format!("{r} CPI/s"));
+    match request.latency_budget {
+        Some(b) => format!("{rate} within a post-CPI latency of {b}"),
+        None => rate,
+    }
+}
+
+/// Which stages moved between the placements labelled `a` (in `alone`) and `b`.
+fn differences(
+    graph: &Graph,
+    alone: &[Predicted],
+    a: &str,
+    loaded: &[Predicted],
+    b: &str,
+) -> String {
+    let find = |set: &[Predicted], label: &str| {
+        set.iter()
+            .find(|p| p.label == label)
+            .map(|p| p.candidate.clone())
+    };
+    let (Some(a), Some(b)) = (find(alone, a), find(loaded, b)) else {
+        return String::new();
+    };
+    let moved: Vec<String> = graph
+        .stages
+        .iter()
+        .zip(a.devices.iter().zip(&b.devices))
+        .filter(|(_, (x, y))| x != y)
+        .map(|(s, (x, y))| format!("{} {x:?} -> {y:?}", s.name))
+        .collect();
+    let mut parts = moved;
+    if a.workers != b.workers {
+        parts.push(format!("workers {} -> {}", a.workers, b.workers));
+    }
+    if a.slots != b.slots {
+        parts.push(format!("slots {} -> {}", a.slots, b.slots));
+    }
+    parts.join(", ")
+}
+
+/// The predictions, best first for the request, the Pareto front marked.
+fn prediction_table(predicted: &[Predicted], front: &[usize], request: &Request) -> String {
+    let order = tune::rank(predicted, request);
+    let mut out = String::from(
+        "| placement | predicted CPI/s | bound | post-CPI ms | cores | GPU share | Pareto |\n|---|---|---|---|---|---|---|\n",
+    );
+    for i in order {
+        let p = &predicted[i].prediction;
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {} | {:.3} | {:.2} | {:.0}% | {} |",
+            predicted[i].label,
+            p.rate,
+            p.bottleneck.name(),
+            p.latency_ms,
+            p.cores,
+            p.gpu_share * 100.0,
+            if front.contains(&i) { "yes" } else { "" }
+        );
+    }
+    out
+}
+
+/// Predicted against measured for each candidate proven.
+fn proof_table(predicted: &[Predicted], proven: &[Proven]) -> String {
+    let mut out = String::from(
+        "| placement | predicted CPI/s | measured CPI/s | error | p99 at measured, ms | search |\n|---|---|---|---|---|---|\n",
+    );
+    for p in proven {
+        let prediction = &predicted[p.index].prediction;
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {} | {} | {} | {} |",
+            predicted[p.index].label,
+            prediction.rate,
+            p.measured.map_or("none".into(), |m| format!("{m:.1}")),
+            p.measured.map_or(String::new(), |m| format!(
+                "{:+.1}%",
+                (prediction.rate / m - 1.0) * 100.0
+            )),
+            p.p99_ms.map_or(String::new(), |l| format!("{l:.2}")),
+            p.outcome
+        );
+    }
+    out
+}
+
+/// Now, as UTC text.
+fn humantime_now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}

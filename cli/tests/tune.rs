@@ -1,0 +1,160 @@
+//! `kplace tune` end to end on this machine's CPU: a calibration is stored, reused, refreshed on
+//! --recalibrate and invalidated by a rebuilt library or another CPI; the winner is a placement
+//! file `kplace run --placement` takes as is, saying what was predicted and measured; and a
+//! proving search measures the best prediction with bisect-rate.
+
+#[path = "../../runtime/tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+/// Tuning runs one at a time: each calibrates with paced senders and receivers, and two at
+/// once on a two-core machine disturb each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `kplace tune` at `cpi` (predicting only unless `extra` says `--prove`), storing
+/// calibrations in `store`, its results in `out`; exit status, stdout and stderr.
+fn tune(cpi: &str, store: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let prove: &[&str] = if extra.contains(&"--prove") {
+        &[]
+    } else {
+        &["--prove", "0"]
+    };
+    let output = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .args(["tune", "--cpi", cpi, "--calibrate-s", "0.2"])
+            .args(prove)
+            .arg("--calibrations")
+            .arg(store)
+            .arg("--out")
+            .arg(out)
+            .args(extra),
+    );
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_calibration_is_reused_refreshed_and_invalidated_and_the_winner_runs_as_written() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = tune("256x64", store.path(), out.path(), &[]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("calibrating (none stored)"), "{stderr}");
+    assert!(
+        stdout.contains("| placement | predicted CPI/s |"),
+        "{stdout}"
+    );
+    for knobs in ["-w1-s4", "-w1-s16", "-w2-s4", "-w2-s16"] {
+        assert!(
+            stdout.contains(&format!("cccc{knobs}")),
+            "{knobs}:\n{stdout}"
+        );
+    }
+    let tuned = out.path().join("tune-256x64/tuned.yaml");
+    let text = std::fs::read_to_string(&tuned).unwrap();
+    assert!(text.starts_with("# Chosen by `"), "{text}");
+    assert!(text.contains("# Predicted: "), "{text}");
+    assert!(
+        text.contains("# Not measured: the prediction only."),
+        "{text}"
+    );
+    // The winner runs as written, and its frames verify.
+    let run = support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .args(["run", "--cpi", "256x64", "--frames", "40", "--placement"])
+            .arg(&tuned),
+    );
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    let (_, _, stderr) = tune("256x64", store.path(), out.path(), &[]);
+    assert!(stderr.contains("reusing the calibration in"), "{stderr}");
+    let (_, _, stderr) = tune("256x64", store.path(), out.path(), &["--recalibrate"]);
+    assert!(stderr.contains("calibrating (--recalibrate)"), "{stderr}");
+    let (_, _, stderr) = tune("256x32", store.path(), out.path(), &[]);
+    assert!(
+        stderr.contains("calibrating (none stored)"),
+        "another CPI: {stderr}"
+    );
+    // The same library rebuilt: a copy with other bytes at its end still loads.
+    let rebuilt = out.path().join("libkplace_cpu.so");
+    let mut bytes = std::fs::read(support::cpu_library()).unwrap();
+    bytes.extend_from_slice(b"another build");
+    std::fs::write(&rebuilt, bytes).unwrap();
+    let (code, _, stderr) = tune(
+        "256x64",
+        store.path(),
+        out.path(),
+        &["--cpu-library", rebuilt.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("calibrating (none stored)"),
+        "another build: {stderr}"
+    );
+    let stored = std::fs::read_dir(store.path()).unwrap().count();
+    assert_eq!(stored, 3, "one calibration per CPI and library build");
+}
+
+#[test]
+fn a_proving_search_measures_the_best_prediction_beside_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = tune(
+        "256x64",
+        store.path(),
+        out.path(),
+        &[
+            "--prove",
+            "1",
+            "--workers",
+            "1",
+            "--slots",
+            "4",
+            "--warmup-s",
+            "0.1",
+            "--window-s",
+            "0.3",
+            "--tolerance",
+            "0.5",
+            "--confirm",
+            "1",
+            "--max-trials",
+            "10",
+        ],
+    );
+    // The search may end without a rate on a loaded machine; either way it is reported.
+    assert!(matches!(code, Some(0 | 1)), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| placement | predicted CPI/s | measured CPI/s | error |"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("| cccc-w1-s4 |"), "{stdout}");
+    let results = out
+        .path()
+        .join("tune-256x64/proofs/cccc-w1-s4/bisect-rate.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let search = &json["searches"][0];
+    assert!(
+        search["trials"].as_array().is_some_and(|t| !t.is_empty()),
+        "{search}"
+    );
+    if code == Some(0) {
+        let text = std::fs::read_to_string(out.path().join("tune-256x64/tuned.yaml")).unwrap();
+        assert!(text.contains("# Measured by bisect-rate: "), "{text}");
+    }
+}

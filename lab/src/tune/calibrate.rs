@@ -1,0 +1,840 @@
+//! Calibration: what a placement's cost is built from, measured on this machine, and kept.
+//!
+//! [`measure`] runs the graph twice in this process on one worker and one slot, judged by
+//! its workload as every run is: once with every stage the CPU library offers on the CPU
+//! (each stage's kernel time per frame), once with every stage the GPU library offers on the
+//! GPU, its stages timed with CUDA events (each stage's kernel time, and its launches' host
+//! time). Around those: the bus's pinned copy rate each way ([`BusProbe`]), the time to write
+//! a frame (the replay's work), the time to judge one (the collector's), and the runtime's
+//! own fixed costs per frame, which are what each run measured beyond the sum of its parts
+//! ([`Overheads`]). The UDP receiver's cost per frame is measured by the caller, which can
+//! start processes ([`Calibration::receiver_ms`]).
+//!
+//! A calibration is stored as JSON keyed by what it depends on ([`CalibrationKey`]: the
+//! machine, the devices, each kernel library's build, the graph and the frame shape, the
+//! co-tenant) and reused ([`Store`]) until it is older than asked, or `--recalibrate`.
+//!
+//! Guarantees: a calibration run whose frames fail their check is an error, never a number;
+//! every run's plan, buffers and kernel states are released before the next begins.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use kplace::cuda::GpuProvider;
+use kplace::cuda::bus::{BusProbe, CopyDirection};
+use kplace::executor::CompletedFrame;
+use kplace::model::graph::{Graph, StageId};
+use kplace::model::placement::Placement;
+use kplace::plan::layout::Layout;
+use kplace::plan::{Plan, PlanMode};
+use kplace::report::run::RunReport;
+use kplace::workload::run::{Outputs, PipelineRun, run_pipeline};
+use kplace::workload::{Judge, JudgeError, Verdict, Workload};
+
+use super::model::{self, Feed};
+use super::space::{Candidate, Offers, Where};
+
+/// The calibration file's schema.
+pub const SCHEMA: &str = "kplace-calibration/1";
+
+/// What a calibration depends on: a stored one is reused only for an equal key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationKey {
+    /// The machine's host name and CPU model.
+    pub machine: String,
+    /// Cores this process may use.
+    pub cores: usize,
+    /// The GPU calibrated, by name (`None`: the CPU only).
+    pub gpu: Option<String>,
+    /// Each kernel library's path and a fingerprint of its build.
+    pub libraries: Vec<LibraryBuild>,
+    /// The graph's name and a fingerprint of its laid-out text (dimensions and parameters
+    /// included).
+    pub graph: String,
+    /// The frame's shape (`1024x128`).
+    pub shape: String,
+    /// The workload's frames (`the scene in memory, seed 1`).
+    pub workload: String,
+    /// The co-tenant calibrated beside, as given; `None`: alone.
+    pub cotenant: Option<String>,
+}
+
+/// One kernel library as built: a new build changes the fingerprint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LibraryBuild {
+    /// The library's path.
+    pub path: PathBuf,
+    /// Its size and a hash of its bytes, hex.
+    pub fingerprint: String,
+}
+
+impl LibraryBuild {
+    /// Fingerprints the library at `path`.
+    pub fn of(path: &Path) -> Result<LibraryBuild, CalibrateError> {
+        let bytes = fs::read(path).map_err(|source| CalibrateError::Io {
+            action: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(LibraryBuild {
+            path: path.to_path_buf(),
+            fingerprint: format!("{}-{:016x}", bytes.len(), fingerprint(&bytes)),
+        })
+    }
+}
+
+/// A stable 64-bit FNV-1a hash (a fingerprint, not a defence).
+fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// A graph's identity for a key: its name and a fingerprint of its parsed form.
+pub fn graph_identity(graph: &Graph) -> String {
+    struct Fnv(u64);
+    impl Hasher for Fnv {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0 = bytes.iter().fold(self.0, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+        }
+    }
+    let mut hasher = Fnv(0xcbf2_9ce4_8422_2325);
+    for stage in &graph.stages {
+        (
+            &stage.name,
+            &stage.kernel,
+            &stage.params,
+            stage.split.map(|s| (s.axis, s.tile)),
+        )
+            .hash(&mut hasher);
+    }
+    for tensor in &graph.tensors {
+        (&tensor.name, &tensor.shape, tensor.bytes).hash(&mut hasher);
+    }
+    format!("{}@{:016x}", graph.name, hasher.finish())
+}
+
+/// A machine's measured costs, from which [`model::predict`] predicts any placement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// What it depends on.
+    pub key: CalibrationKey,
+    /// When it was measured, seconds since the Unix epoch.
+    pub measured_at_unix_s: u64,
+    /// Each stage's costs, in graph order.
+    pub stages: Vec<StageCosts>,
+    /// Writing one frame into its slot (a replay's source), ms.
+    pub source_ms: f64,
+    /// Judging one frame (the collector), ms.
+    pub collector_ms: f64,
+    /// The UDP receiver's CPU time per frame (fed by a local burst), ms; `None`: not measured.
+    pub receiver_ms: Option<f64>,
+    /// The sender's CPU time per frame when it shares this machine's cores with the pipeline
+    /// (as `bisect-rate` runs it), ms; `None`: not measured, or on other cores.
+    pub sender_ms: Option<f64>,
+    /// The runtime's fixed costs per frame, from the CPU run.
+    pub cpu_overheads: Overheads,
+    /// The same from the GPU run; `None` without one.
+    pub gpu_overheads: Option<Overheads>,
+    /// Pinned copy rates; `None` without a GPU.
+    pub bus: Option<Bus>,
+    /// What each calibration run measured.
+    pub runs: Vec<CalibrationRun>,
+}
+
+/// One stage's costs per frame, on each device measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageCosts {
+    /// The stage.
+    pub name: String,
+    /// Kernel time on the CPU (one worker), ms per frame; `None`: not offered there.
+    pub cpu_ms: Option<f64>,
+    /// Costs on the GPU; `None`: not offered or not calibrated.
+    pub gpu: Option<GpuStageCosts>,
+}
+
+/// A GPU stage's costs per frame.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuStageCosts {
+    /// Its kernels' time on the device (its copies taken out), ms per frame.
+    pub kernel_ms: f64,
+    /// Host time to enqueue one launch (with its share of the copies, waits and fences), ms.
+    pub host_ms_per_launch: f64,
+}
+
+/// The runtime's fixed costs per frame: what a run measured beyond the sum of its parts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overheads {
+    /// Added to every post-CPI latency (hand-offs, wake-ups, fences' callbacks), ms.
+    pub latency_ms: f64,
+    /// Time a slot is held beyond its frame's fill and latency (returning it), ms.
+    pub slot_ms: f64,
+    /// Host CPU time per frame beyond the stages, source and collector, ms.
+    pub host_ms: f64,
+}
+
+/// Pinned copy rates.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bus {
+    /// Host to device, bytes per second.
+    pub upload_bytes_per_s: f64,
+    /// Device to host, bytes per second.
+    pub download_bytes_per_s: f64,
+}
+
+/// What one calibration run measured, for the record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationRun {
+    /// The placement run, as YAML.
+    pub placement: String,
+    /// Frames measured.
+    pub frames: u64,
+    /// Frames per second.
+    pub rate: f64,
+    /// Post-CPI latency, median, ms.
+    pub post_cpi_p50_ms: f64,
+    /// Cores busy.
+    pub cores_used: f64,
+}
+
+/// Why a calibration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    /// A file could not be read or written.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was attempted.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A stage's kernel is offered on no device.
+    #[error("stage {0}: no library offers its kernel, so it cannot be calibrated")]
+    Unplaceable(String),
+    /// A calibration placement did not plan.
+    #[error("calibration placement {placement}: {cause}")]
+    Plan {
+        /// The placement's name.
+        placement: String,
+        /// The planner's error.
+        cause: String,
+    },
+    /// A calibration run failed.
+    #[error("calibration run on {placement}: {cause}")]
+    Run {
+        /// The placement's name.
+        placement: String,
+        /// Why.
+        cause: String,
+    },
+    /// A calibration run's frames failed their check: its times are not a cost.
+    #[error("calibration run on {placement} failed its check: {reasons}")]
+    Failed {
+        /// The placement's name.
+        placement: String,
+        /// The verdict's reasons.
+        reasons: String,
+    },
+    /// The GPU could not be measured.
+    #[error("GPU {gpu}: {cause}")]
+    Gpu {
+        /// Its ordinal.
+        gpu: u32,
+        /// The error.
+        cause: String,
+    },
+    /// A stored calibration could not be read.
+    #[error("calibration {}: {cause}", path.display())]
+    Stored {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        cause: String,
+    },
+}
+
+/// What [`measure`] calibrates, and with what.
+pub struct Setup<'a> {
+    /// The graph, its dimensions bound to the frame shape.
+    pub graph: &'a Graph,
+    /// The kernels each device's library offers.
+    pub offers: &'a Offers,
+    /// The placements' `libraries:` line (with its newline), naming both libraries.
+    pub libraries: &'a str,
+    /// The frames and their judge.
+    pub workload: &'a dyn Workload,
+    /// Where GPUs come from (the driver, or a simulation).
+    pub gpus: &'a dyn GpuProvider,
+    /// The GPU to calibrate; `None`: the CPU only.
+    pub gpu: Option<u32>,
+    /// About how long each timed run lasts, seconds.
+    pub seconds: f64,
+    /// The key the calibration is stored under.
+    pub key: CalibrationKey,
+}
+
+/// The candidate with every stage on `preferred` where its library offers it, else on the
+/// other device; one worker, one slot.
+fn max_on(graph: &Graph, offers: &Offers, preferred: Where) -> Result<Candidate, CalibrateError> {
+    let devices = graph
+        .stages
+        .iter()
+        .map(|stage| {
+            let cpu = offers.cpu.contains(&stage.kernel);
+            let gpu = offers.gpu.contains(&stage.kernel);
+            match (preferred, cpu, gpu) {
+                (Where::Cpu, true, _) | (Where::Gpu, true, false) => Ok(Where::Cpu),
+                (_, _, true) => Ok(Where::Gpu),
+                _ => Err(CalibrateError::Unplaceable(stage.name.clone())),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Candidate {
+        devices,
+        workers: 1,
+        slots: 1,
+        gpu_tile: None,
+    })
+}
+
+/// A judge that times its inner judge's work on each frame.
+struct TimedJudge {
+    inner: Box<dyn Judge>,
+    spent_ns: Arc<AtomicU64>,
+}
+
+impl Judge for TimedJudge {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), JudgeError> {
+        let started = Instant::now();
+        let result = self.inner.frame(frame);
+        self.spent_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        result
+    }
+
+    fn partial(&mut self, frame_id: u64) {
+        self.inner.partial(frame_id);
+    }
+
+    fn finish(self: Box<Self>) -> Result<Verdict, JudgeError> {
+        self.inner.finish()
+    }
+}
+
+/// A workload whose judges are timed.
+struct Timed<'a> {
+    inner: &'a dyn Workload,
+    spent_ns: Arc<AtomicU64>,
+}
+
+impl Workload for Timed<'_> {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn shape(&self) -> String {
+        self.inner.shape()
+    }
+    fn frame_bytes(&self) -> u64 {
+        self.inner.frame_bytes()
+    }
+    fn frames(&self) -> Option<&Arc<[Vec<u8>]>> {
+        self.inner.frames()
+    }
+    fn judge(
+        &self,
+        frames_expected: u64,
+        results: Option<Box<dyn std::io::Write + Send>>,
+    ) -> Result<Box<dyn Judge>, JudgeError> {
+        Ok(Box::new(TimedJudge {
+            inner: self.inner.judge(frames_expected, results)?,
+            spent_ns: Arc::clone(&self.spent_ns),
+        }))
+    }
+}
+
+/// One closed-loop run of `candidate` in this process, replaying the workload's frames
+/// (`frames` measured, after a warm-up), judged by its workload: the run's report and the
+/// collector's time per frame, ms. A run whose frames fail their check is an error.
+pub fn replay(
+    setup: &Setup<'_>,
+    candidate: &Candidate,
+    name: &str,
+    frames: u64,
+    profile_gpu: bool,
+) -> Result<(RunReport, f64), CalibrateError> {
+    let text = candidate.placement_yaml(setup.graph, name, setup.gpu.unwrap_or(0), setup.libraries);
+    let plan_error = |cause: String| CalibrateError::Plan {
+        placement: name.to_string(),
+        cause,
+    };
+    let placement =
+        Placement::parse(&text, Path::new(name)).map_err(|e| plan_error(e.to_string()))?;
+    let plan = Plan::with_gpus(setup.graph.clone(), placement, setup.gpus, PlanMode::Run)
+        .map_err(|e| plan_error(e.to_string()))?;
+    let timed = Timed {
+        inner: setup.workload,
+        spent_ns: Arc::new(AtomicU64::new(0)),
+    };
+    let warmup = (frames / 5).clamp(3, 50);
+    let run = PipelineRun {
+        frames: frames + warmup,
+        warmup_frames: warmup,
+        profile_gpu,
+        ..PipelineRun::default()
+    };
+    let no_mps = || crate::mps::check_run(false, std::process::id(), None);
+    let outcome = run_pipeline(&plan, &timed, &run, None, None, Outputs::default(), &no_mps)
+        .map_err(|e| CalibrateError::Run {
+            placement: name.to_string(),
+            cause: e.to_string(),
+        })?;
+    if !outcome.passed {
+        return Err(CalibrateError::Failed {
+            placement: name.to_string(),
+            reasons: outcome.report.verification.reasons.join("; "),
+        });
+    }
+    let collector_ms =
+        timed.spent_ns.load(Ordering::Relaxed) as f64 / 1e6 / outcome.report.frames.max(1) as f64;
+    Ok((outcome.report, collector_ms))
+}
+
+/// Runs `candidate` long enough to last about `setup.seconds`, after a short probe.
+fn timed_run(
+    setup: &Setup<'_>,
+    candidate: &Candidate,
+    name: &str,
+    profile_gpu: bool,
+) -> Result<(RunReport, f64), CalibrateError> {
+    let (probe, _) = replay(setup, candidate, name, 10, profile_gpu)?;
+    let frames = (probe.throughput_cpi_per_s * setup.seconds).clamp(30.0, 20_000.0) as u64;
+    replay(setup, candidate, name, frames, profile_gpu)
+}
+
+/// The time to write one frame of `bytes` into a slot, as a replay does, ms.
+fn frame_write_ms(bytes: usize) -> f64 {
+    let source = vec![1u8; bytes];
+    let mut slot = vec![0u8; bytes];
+    let count = (64 << 20) / bytes.max(1);
+    let count = count.clamp(8, 4096);
+    let started = Instant::now();
+    for _ in 0..count {
+        slot.copy_from_slice(std::hint::black_box(&source));
+        std::hint::black_box(&mut slot);
+    }
+    started.elapsed().as_secs_f64() * 1e3 / count as f64
+}
+
+/// What one run measured, for the record.
+fn record(report: &RunReport, candidate: &Candidate, setup: &Setup<'_>) -> CalibrationRun {
+    CalibrationRun {
+        placement: candidate.placement_yaml(setup.graph, "calibration", setup.gpu.unwrap_or(0), ""),
+        frames: report.measured_frames,
+        rate: report.throughput_cpi_per_s,
+        post_cpi_p50_ms: report.latency.post_cpi.p50_ms,
+        cores_used: report.cores_used,
+    }
+}
+
+/// The overheads of a run of `candidate`: what it measured beyond the model's sum of parts.
+fn overheads(
+    setup: &Setup<'_>,
+    calibration: &Calibration,
+    candidate: &Candidate,
+    report: &RunReport,
+) -> Result<Overheads, CalibrateError> {
+    let layout = layout_of(setup, candidate)?;
+    let bare = Calibration {
+        cpu_overheads: Overheads::default(),
+        gpu_overheads: None,
+        ..calibration.clone()
+    };
+    let parts =
+        model::predict(&layout, candidate, &bare, Feed::Replay, f64::INFINITY).map_err(|e| {
+            CalibrateError::Plan {
+                placement: "calibration".into(),
+                cause: e.to_string(),
+            }
+        })?;
+    // On one slot the simulated cycle is the bare one plus both overheads.
+    let latency_ms = (report.latency.post_cpi.p50_ms - parts.latency_ms).max(0.0);
+    let rate = report.throughput_cpi_per_s.max(f64::MIN_POSITIVE);
+    let cpu_ms_per_frame = report.cores_used / rate * 1e3;
+    Ok(Overheads {
+        latency_ms,
+        slot_ms: (1e3 / rate - 1e3 / parts.rate - latency_ms).max(0.0),
+        host_ms: (cpu_ms_per_frame - parts.host_ms).max(0.0),
+    })
+}
+
+/// `candidate` laid out on `setup`'s graph.
+fn layout_of(setup: &Setup<'_>, candidate: &Candidate) -> Result<Layout, CalibrateError> {
+    let text = candidate.placement_yaml(setup.graph, "calibration", setup.gpu.unwrap_or(0), "");
+    let placement = Placement::parse(&text, Path::new("calibration.yaml")).map_err(|e| {
+        CalibrateError::Plan {
+            placement: "calibration".into(),
+            cause: e.to_string(),
+        }
+    })?;
+    Layout::new(setup.graph.clone(), placement).map_err(|e| CalibrateError::Plan {
+        placement: "calibration".into(),
+        cause: e.to_string(),
+    })
+}
+
+/// Measures `setup`'s calibration on this machine.
+pub fn measure(setup: &Setup<'_>) -> Result<Calibration, CalibrateError> {
+    let graph = setup.graph;
+    let mut calibration = Calibration {
+        schema: SCHEMA.to_string(),
+        key: setup.key.clone(),
+        measured_at_unix_s: now_unix_s(),
+        stages: graph
+            .stages
+            .iter()
+            .map(|s| StageCosts {
+                name: s.name.clone(),
+                cpu_ms: None,
+                gpu: None,
+            })
+            .collect(),
+        source_ms: frame_write_ms(graph.tensor(graph.source.tensor).bytes as usize),
+        collector_ms: 0.0,
+        receiver_ms: None,
+        sender_ms: None,
+        cpu_overheads: Overheads::default(),
+        gpu_overheads: None,
+        bus: None,
+        runs: Vec::new(),
+    };
+    if let Some(ordinal) = setup.gpu {
+        calibration.bus = Some(measure_bus(setup, ordinal)?);
+    }
+    let cpu = max_on(graph, setup.offers, Where::Cpu)?;
+    let gpu = setup
+        .gpu
+        .map(|_| max_on(graph, setup.offers, Where::Gpu))
+        .transpose()?
+        .filter(|c| c.devices.contains(&Where::Gpu));
+    let mut runs = vec![(cpu, "tune-calibration-cpu")];
+    if let Some(gpu) = gpu {
+        runs.push((gpu, "tune-calibration-gpu"));
+    }
+    let mut reports = Vec::new();
+    for (candidate, name) in &runs {
+        let profile = candidate.devices.contains(&Where::Gpu);
+        let (report, collector_ms) = timed_run(setup, candidate, name, profile)?;
+        calibration.collector_ms = calibration.collector_ms.max(collector_ms);
+        let layout = layout_of(setup, candidate)?;
+        for (i, (entry, place)) in report.stages.iter().zip(&candidate.devices).enumerate() {
+            let costs = &mut calibration.stages[i];
+            match place {
+                Where::Cpu => costs.cpu_ms = Some(entry.per_frame_ms),
+                Where::Gpu => {
+                    let copies = copy_ms(&layout, StageId(i), calibration.bus);
+                    let device_ms = entry.gpu_ms_per_frame.unwrap_or(0.0);
+                    let launches = graph.launches(StageId(i)).max(1) as f64;
+                    costs.gpu = Some(GpuStageCosts {
+                        // Copies are timed with the launches; a bus slower here than in the
+                        // probe must not make a kernel free.
+                        kernel_ms: (device_ms - copies).max(device_ms * 0.05),
+                        host_ms_per_launch: entry.per_frame_ms / launches,
+                    });
+                }
+            }
+        }
+        calibration.runs.push(record(&report, candidate, setup));
+        reports.push(report);
+    }
+    for (index, ((candidate, _), report)) in runs.iter().zip(&reports).enumerate() {
+        let fitted = overheads(setup, &calibration, candidate, report)?;
+        if index == 0 {
+            calibration.cpu_overheads = fitted;
+        } else {
+            calibration.gpu_overheads = Some(fitted);
+        }
+    }
+    Ok(calibration)
+}
+
+/// The time stage `stage`'s copies take at the bus's rates, ms per frame.
+fn copy_ms(layout: &Layout, stage: StageId, bus: Option<Bus>) -> f64 {
+    let Some(bus) = bus else { return 0.0 };
+    layout
+        .edges
+        .iter()
+        .filter_map(|e| e.mirror)
+        .filter(|m| m.transfer.stage == stage)
+        .map(|m| {
+            let rate = match m.transfer.direction {
+                kplace::plan::Direction::HostToDevice => bus.upload_bytes_per_s,
+                kplace::plan::Direction::DeviceToHost => bus.download_bytes_per_s,
+            };
+            m.transfer.bytes as f64 / rate * 1e3
+        })
+        .sum()
+}
+
+/// The bus's pinned copy rates on GPU `ordinal`, with copies the size of a frame.
+fn measure_bus(setup: &Setup<'_>, ordinal: u32) -> Result<Bus, CalibrateError> {
+    let fail = |e: kplace::cuda::GpuError| CalibrateError::Gpu {
+        gpu: ordinal,
+        cause: e.to_string(),
+    };
+    let gpu = setup.gpus.open(ordinal).map_err(fail)?;
+    let bytes = setup
+        .graph
+        .tensors
+        .iter()
+        .map(|t| t.bytes as usize)
+        .max()
+        .unwrap_or(1);
+    let probe = BusProbe::new(&gpu, bytes).map_err(fail)?;
+    let seconds = (setup.seconds / 4.0).clamp(0.02, 0.5);
+    let (up, _) = probe
+        .rate(CopyDirection::Upload, bytes, seconds)
+        .map_err(fail)?;
+    let (down, _) = probe
+        .rate(CopyDirection::Download, bytes, seconds)
+        .map_err(fail)?;
+    Ok(Bus {
+        upload_bytes_per_s: up,
+        download_bytes_per_s: down,
+    })
+}
+
+fn now_unix_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Stored calibrations: one JSON file per key, in a directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// Whether a stored calibration was used, and why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Stored, for this key, young enough.
+    Reused,
+    /// None stored for this key.
+    Missing,
+    /// Stored, but older than allowed.
+    Stale {
+        /// Its age, seconds.
+        age_s: u64,
+    },
+    /// Asked to measure again.
+    Forced,
+}
+
+impl Store {
+    /// The store in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Store {
+        Store { dir: dir.into() }
+    }
+
+    /// `$KPLACE_CALIBRATIONS`, else `$XDG_CACHE_HOME/kplace/calibrations`, else
+    /// `~/.cache/kplace/calibrations`.
+    pub fn default_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("KPLACE_CALIBRATIONS") {
+            return dir.into();
+        }
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        cache.join("kplace").join("calibrations")
+    }
+
+    /// The file a key is stored in.
+    pub fn path(&self, key: &CalibrationKey) -> PathBuf {
+        let text = serde_json::to_string(key).unwrap_or_default();
+        let name: String = key
+            .graph
+            .split('@')
+            .next()
+            .unwrap_or("graph")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.dir.join(format!(
+            "{name}-{}-{:016x}.json",
+            key.shape,
+            fingerprint(text.as_bytes())
+        ))
+    }
+
+    /// The calibration stored for `key`, if there is one no older than `max_age_s`.
+    pub fn load(
+        &self,
+        key: &CalibrationKey,
+        max_age_s: u64,
+    ) -> Result<(Option<Calibration>, Lookup), CalibrateError> {
+        let path = self.path(key);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((None, Lookup::Missing));
+            }
+            Err(source) => {
+                return Err(CalibrateError::Io {
+                    action: "read",
+                    path,
+                    source,
+                });
+            }
+        };
+        let stored: Calibration =
+            serde_json::from_str(&text).map_err(|e| CalibrateError::Stored {
+                path: path.clone(),
+                cause: e.to_string(),
+            })?;
+        if stored.schema != SCHEMA || &stored.key != key {
+            return Ok((None, Lookup::Missing));
+        }
+        let age_s = now_unix_s().saturating_sub(stored.measured_at_unix_s);
+        if age_s > max_age_s {
+            return Ok((None, Lookup::Stale { age_s }));
+        }
+        Ok((Some(stored), Lookup::Reused))
+    }
+
+    /// Stores `calibration` under its key, replacing any before it.
+    pub fn save(&self, calibration: &Calibration) -> Result<PathBuf, CalibrateError> {
+        let path = self.path(&calibration.key);
+        let io = |action, source| CalibrateError::Io {
+            action,
+            path: path.clone(),
+            source,
+        };
+        fs::create_dir_all(&self.dir).map_err(|e| io("create the directory of", e))?;
+        let text = serde_json::to_string_pretty(calibration)
+            .map_err(|e| io("write", std::io::Error::other(e)))?;
+        let partial = path.with_extension("json.partial");
+        fs::write(&partial, text + "\n").map_err(|e| io("write", e))?;
+        fs::rename(&partial, &path).map_err(|e| io("write", e))?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(shape: &str, fingerprint: &str) -> CalibrationKey {
+        CalibrationKey {
+            machine: "host, cpu".into(),
+            cores: 2,
+            gpu: None,
+            libraries: vec![LibraryBuild {
+                path: "/lib/libkplace_cpu.so".into(),
+                fingerprint: fingerprint.into(),
+            }],
+            graph: "fmcw-radar@0123".into(),
+            shape: shape.into(),
+            workload: "the scene in memory, seed 1".into(),
+            cotenant: None,
+        }
+    }
+
+    fn calibration(key: CalibrationKey, measured_at_unix_s: u64) -> Calibration {
+        Calibration {
+            schema: SCHEMA.into(),
+            key,
+            measured_at_unix_s,
+            stages: vec![StageCosts {
+                name: "range_fft".into(),
+                cpu_ms: Some(0.25),
+                gpu: None,
+            }],
+            source_ms: 0.01,
+            collector_ms: 0.002,
+            receiver_ms: Some(0.2),
+            sender_ms: None,
+            cpu_overheads: Overheads::default(),
+            gpu_overheads: None,
+            bus: None,
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_stored_calibration_is_reused_for_its_key_only_and_until_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let stored = calibration(key("1024x128", "100-aa"), now_unix_s());
+        store.save(&stored).unwrap();
+        let (found, lookup) = store.load(&stored.key, 3600).unwrap();
+        assert_eq!(lookup, Lookup::Reused);
+        assert_eq!(found.as_ref(), Some(&stored), "read back as written");
+        // Another CPI, another build of a library: not this calibration.
+        for other in [key("2048x256", "100-aa"), key("1024x128", "100-ab")] {
+            assert_eq!(store.load(&other, 3600).unwrap(), (None, Lookup::Missing));
+        }
+        // Older than allowed: stale, and says how old.
+        let old = calibration(key("512x64", "100-aa"), now_unix_s() - 7200);
+        store.save(&old).unwrap();
+        let (found, lookup) = store.load(&old.key, 3600).unwrap();
+        assert!(found.is_none());
+        assert!(
+            matches!(lookup, Lookup::Stale { age_s } if age_s >= 7200),
+            "{lookup:?}"
+        );
+    }
+
+    #[test]
+    fn a_library_rebuilt_changes_its_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("libx.so");
+        fs::write(&path, b"build one").unwrap();
+        let one = LibraryBuild::of(&path).unwrap();
+        fs::write(&path, b"build two").unwrap();
+        let two = LibraryBuild::of(&path).unwrap();
+        assert_ne!(one.fingerprint, two.fingerprint);
+        assert!(matches!(
+            LibraryBuild::of(&dir.path().join("missing.so")),
+            Err(CalibrateError::Io { action: "read", .. })
+        ));
+    }
+
+    #[test]
+    fn a_damaged_calibration_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let key = key("1024x128", "100-aa");
+        fs::write(store.path(&key), "{ not json").unwrap();
+        let e = store.load(&key, 3600).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&store.path(&key).display().to_string()),
+            "{e}"
+        );
+    }
+}

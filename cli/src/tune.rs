@@ -14,7 +14,7 @@ use kplace::cuda::GpuProvider;
 use kplace::cuda::driver::CudaProvider;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
-use kplace::model::placement::Device;
+use kplace::model::placement::{Device, library_search_dirs};
 use kplace::plan::bind::find_default_library;
 use kplace::workload::Workload;
 use kplace::workload::generic::RecordingSetup;
@@ -226,9 +226,20 @@ impl Devices {
         })
     }
 
-    /// The placements' `libraries:` line.
+    /// The placements' `libraries:` line. A library where kplace's own are is named by its
+    /// file name alone, which a placement looks up there (so the file works from any build
+    /// directory); any other by its path.
     fn libraries_line(&self) -> String {
-        let quote = |p: &Path| serde_json::to_string(&p.display().to_string()).unwrap_or_default();
+        let searched = library_search_dirs();
+        let quote = |p: &Path| {
+            let name = match (p.parent(), p.file_name()) {
+                (Some(dir), Some(file)) if searched.iter().any(|d| d == dir) => {
+                    file.to_string_lossy().into_owned()
+                }
+                _ => p.display().to_string(),
+            };
+            serde_json::to_string(&name).unwrap_or_default()
+        };
         match (&self.gpu_library, &self.gpu) {
             (Some(gpu), Ok(_)) => format!(
                 "libraries: {{cpu: {}, gpu: {}}}\n",
@@ -274,22 +285,11 @@ fn workload(
             config.graph.display()
         );
     }
-    let run = RunConfig {
-        files,
-        scene: SceneConfig {
-            seed: config.seed,
-            ..SceneConfig::new(cpi)
-        },
-        scene_frames: kplace_radar::graph::scene_frames(cpi, None, 64)?,
-        frames: 0,
-        warmup_frames: 0,
-        profile_gpu: false,
-        pfa: None,
-        pipelines: 1,
-        replay: true,
-        progress_every: None,
-        trace: false,
+    let scene = SceneConfig {
+        seed: config.seed,
+        ..SceneConfig::new(cpi)
     };
+    let run = RunConfig::replay_of(files, scene)?;
     let setup = RadarSetup::new(&run)?;
     let graph = Graph::load(
         &config.graph,

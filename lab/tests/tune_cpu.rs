@@ -25,23 +25,12 @@ use kplace_radar::scene::SceneConfig;
 fn each_cpu_placement_runs_near_its_predicted_closed_loop_rate() {
     let cpi: Cpi = "512x64".parse().unwrap();
     let root = support::workspace();
-    let run = RunConfig {
-        files: GraphFiles {
-            graph: root.join("graphs/radar.yaml"),
-            placement: root.join("placements/all-cpu.yaml"),
-            ..GraphFiles::default()
-        },
-        scene: SceneConfig::new(cpi),
-        scene_frames: kplace_radar::graph::scene_frames(cpi, None, 16).unwrap(),
-        frames: 0,
-        warmup_frames: 0,
-        profile_gpu: false,
-        pfa: None,
-        pipelines: 1,
-        replay: true,
-        progress_every: None,
-        trace: false,
+    let files = GraphFiles {
+        graph: root.join("graphs/radar.yaml"),
+        placement: root.join("placements/all-cpu.yaml"),
+        ..GraphFiles::default()
     };
+    let run = RunConfig::replay_of(files, SceneConfig::new(cpi)).unwrap();
     let workload = RadarSetup::new(&run).unwrap();
     let graph = Graph::load(
         &root.join("graphs/radar.yaml"),

@@ -60,23 +60,12 @@ fn main() -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for &cpi in &args.cpi {
-        let run = RunConfig {
-            files: GraphFiles {
-                graph: args.graph.clone(),
-                placement: args.placement.clone(),
-                ..GraphFiles::default()
-            },
-            scene: SceneConfig::new(cpi),
-            scene_frames: kplace_radar::graph::scene_frames(cpi, None, 64)?,
-            frames: 0,
-            warmup_frames: 0,
-            profile_gpu: false,
-            pfa: None,
-            pipelines: 1,
-            replay: true,
-            progress_every: None,
-            trace: false,
+        let files = GraphFiles {
+            graph: args.graph.clone(),
+            placement: args.placement.clone(),
+            ..GraphFiles::default()
         };
+        let run = RunConfig::replay_of(files, SceneConfig::new(cpi))?;
         let workload = RadarSetup::new(&run)?;
         let graph = Graph::load(
             &args.graph,

@@ -60,6 +60,26 @@ pub struct RunConfig {
     pub trace: bool,
 }
 
+impl RunConfig {
+    /// A replay of `scene` on `files` for a caller that runs the plans itself (`kplace tune`,
+    /// benchmarks): up to 64 distinct scene frames prepared, one pipeline, nothing else asked.
+    pub fn replay_of(files: GraphFiles, scene: SceneConfig) -> Result<RunConfig, FitError> {
+        Ok(RunConfig {
+            files,
+            scene_frames: graph::scene_frames(scene.cpi, None, 64)?,
+            scene,
+            frames: 0,
+            warmup_frames: 0,
+            profile_gpu: false,
+            pfa: None,
+            pipelines: 1,
+            replay: true,
+            progress_every: None,
+            trace: false,
+        })
+    }
+}
+
 /// Why a radar run could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RadarRunError {

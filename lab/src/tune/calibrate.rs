@@ -192,7 +192,7 @@ pub struct Overheads {
     pub host_ms: f64,
 }
 
-/// Pinned copy rates.
+/// Pinned copies: a copy of `b` bytes takes `latency + b / rate`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bus {
@@ -200,6 +200,25 @@ pub struct Bus {
     pub upload_bytes_per_s: f64,
     /// Device to host, bytes per second.
     pub download_bytes_per_s: f64,
+    /// Fixed time of each host-to-device copy, ms.
+    pub upload_latency_ms: f64,
+    /// Fixed time of each device-to-host copy, ms.
+    pub download_latency_ms: f64,
+}
+
+impl Bus {
+    /// The time `pieces` copies of `bytes` in all take in `direction`, ms.
+    pub fn copy_ms(&self, direction: kplace::plan::Direction, bytes: u64, pieces: u64) -> f64 {
+        let (rate, latency) = match direction {
+            kplace::plan::Direction::HostToDevice => {
+                (self.upload_bytes_per_s, self.upload_latency_ms)
+            }
+            kplace::plan::Direction::DeviceToHost => {
+                (self.download_bytes_per_s, self.download_latency_ms)
+            }
+        };
+        pieces.max(1) as f64 * latency + bytes as f64 / rate.max(f64::MIN_POSITIVE) * 1e3
+    }
 }
 
 /// What one calibration run measured, for the record.
@@ -588,13 +607,7 @@ fn copy_ms(layout: &Layout, stage: StageId, bus: Option<Bus>) -> f64 {
         .iter()
         .filter_map(|e| e.mirror)
         .filter(|m| m.transfer.stage == stage)
-        .map(|m| {
-            let rate = match m.transfer.direction {
-                kplace::plan::Direction::HostToDevice => bus.upload_bytes_per_s,
-                kplace::plan::Direction::DeviceToHost => bus.download_bytes_per_s,
-            };
-            m.transfer.bytes as f64 / rate * 1e3
-        })
+        .map(|m| bus.copy_ms(m.transfer.direction, m.transfer.bytes, m.transfer.pieces))
         .sum()
 }
 
@@ -613,16 +626,25 @@ fn measure_bus(setup: &Setup<'_>, ordinal: u32) -> Result<Bus, CalibrateError> {
         .max()
         .unwrap_or(1);
     let probe = BusProbe::new(&gpu, bytes).map_err(fail)?;
-    let seconds = (setup.seconds / 4.0).clamp(0.02, 0.5);
-    let (up, _) = probe
-        .rate(CopyDirection::Upload, bytes, seconds)
-        .map_err(fail)?;
-    let (down, _) = probe
-        .rate(CopyDirection::Download, bytes, seconds)
-        .map_err(fail)?;
+    let seconds = (setup.seconds / 8.0).clamp(0.01, 0.25);
+    // Two sizes, whole and an eighth, so that each direction's fixed cost per copy is
+    // separated from its rate: t(b) = latency + b / rate.
+    let fit = |direction| -> Result<(f64, f64), CalibrateError> {
+        let small = (bytes / 8).max(1);
+        let (big_rate, _) = probe.rate(direction, bytes, seconds).map_err(fail)?;
+        let (small_rate, _) = probe.rate(direction, small, seconds).map_err(fail)?;
+        let (t_big, t_small) = (bytes as f64 / big_rate, small as f64 / small_rate);
+        let per_byte = ((t_big - t_small) / (bytes - small).max(1) as f64).max(1e-15);
+        let latency_ms = ((t_big - per_byte * bytes as f64) * 1e3).max(0.0);
+        Ok((1.0 / per_byte, latency_ms))
+    };
+    let (upload_bytes_per_s, upload_latency_ms) = fit(CopyDirection::Upload)?;
+    let (download_bytes_per_s, download_latency_ms) = fit(CopyDirection::Download)?;
     Ok(Bus {
-        upload_bytes_per_s: up,
-        download_bytes_per_s: down,
+        upload_bytes_per_s,
+        download_bytes_per_s,
+        upload_latency_ms,
+        download_latency_ms,
     })
 }
 

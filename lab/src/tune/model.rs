@@ -389,13 +389,10 @@ fn stage_costs(
             tensor: graph.tensor(edge.tensor).name.clone(),
         })?;
         let cost = &mut costs[transfer.stage.0];
+        let ms = bus.copy_ms(transfer.direction, transfer.bytes, transfer.pieces);
         match transfer.direction {
-            Direction::HostToDevice => {
-                cost.upload_ms += transfer.bytes as f64 / bus.upload_bytes_per_s * 1e3;
-            }
-            Direction::DeviceToHost => {
-                cost.download_ms += transfer.bytes as f64 / bus.download_bytes_per_s * 1e3;
-            }
+            Direction::HostToDevice => cost.upload_ms += ms,
+            Direction::DeviceToHost => cost.download_ms += ms,
         }
     }
     Ok(costs)
@@ -533,6 +530,8 @@ sinks: [y]
         let fast_bus = Bus {
             upload_bytes_per_s: 16e9,
             download_bytes_per_s: 16e9,
+            upload_latency_ms: 0.01,
+            download_latency_ms: 0.01,
         };
         let gpu = predict_on([Where::Gpu; 2], 1, &calibration(true, Some(fast_bus))).unwrap();
         assert_eq!(gpu.bottleneck, Resource::Gpu, "{gpu:?}");
@@ -542,6 +541,8 @@ sinks: [y]
         let slow_bus = Bus {
             upload_bytes_per_s: 1e6,
             download_bytes_per_s: 1e6,
+            upload_latency_ms: 0.01,
+            download_latency_ms: 0.01,
         };
         let slow = predict_on([Where::Gpu; 2], 1, &calibration(true, Some(slow_bus))).unwrap();
         assert!(slow.rate < 70.0, "{slow:?}");

@@ -25,7 +25,7 @@ use kplace_lab::tune::calibrate::{
     self, Calibration, CalibrationKey, LibraryBuild, Lookup, Setup as CalibrationSetup, Store,
 };
 use kplace_lab::tune::model::{self, Feed};
-use kplace_lab::tune::space::{self, Knobs, Offers};
+use kplace_lab::tune::space::{self, Candidate, Knobs, Offers};
 use kplace_lab::tune::{self, Predicted, Proven, Provenance, Request};
 use kplace_radar::Cpi;
 use kplace_radar::run::{RunConfig, Setup as RadarSetup};
@@ -226,6 +226,14 @@ impl Devices {
         })
     }
 
+    /// The GPU library, when a GPU is weighed.
+    fn weighed_gpu_library(&self) -> Option<&Path> {
+        self.gpu
+            .is_ok()
+            .then_some(self.gpu_library.as_deref())
+            .flatten()
+    }
+
     /// The placements' `libraries:` line. A library where kplace's own are is named by its
     /// file name alone, which a placement looks up there (so the file works from any build
     /// directory); any other by its path.
@@ -392,7 +400,94 @@ fn calibration(
     Ok(calibration)
 }
 
-/// Tunes one CPI.
+/// What one CPI's tuning works on: the devices and libraries weighed, the graph at the CPI,
+/// its workload and every placement of it.
+struct Prepared {
+    devices: Devices,
+    offers: Offers,
+    libraries: String,
+    graph: Graph,
+    workload: Box<dyn Workload>,
+    space: space::Enumeration,
+}
+
+impl Prepared {
+    /// Finds the devices, loads the graph and its workload at `cpi`, and enumerates the space;
+    /// `dir` receives the placement the workload is prepared with.
+    fn new(
+        options: &Options,
+        config: &BisectConfig,
+        cpi: Cpi,
+        dir: &Path,
+    ) -> anyhow::Result<Prepared> {
+        let devices = Devices::find(options)?;
+        if let Err(why) = &devices.gpu {
+            tracing::warn!("tune: weighing the CPU only: {why}");
+        }
+        let offers = Offers::of_libraries(Some(&devices.cpu), devices.weighed_gpu_library())?;
+        let libraries = devices.libraries_line();
+        // Any placement of the graph prepares the workload (its memory check reads one).
+        let probe = Graph::load(
+            &config.graph,
+            &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
+        )
+        .or_else(|_| Graph::load(&config.graph, &Overrides::default()))?;
+        let no_placement = |space: &space::Enumeration| {
+            let why = space
+                .rejected
+                .iter()
+                .map(|r| r.why.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            anyhow::anyhow!("no placement of {} lays out: {why}", config.graph.display())
+        };
+        let probe_space = space::enumerate(&probe, &offers, &options.knobs);
+        let first = probe_space
+            .candidates
+            .first()
+            .ok_or_else(|| no_placement(&probe_space))?;
+        let seed = dir.join("workload-placement.yaml");
+        std::fs::write(
+            &seed,
+            first.placement_yaml(&probe, "tune-workload", options.knobs.gpu, &libraries),
+        )
+        .with_context(|| format!("cannot write {}", seed.display()))?;
+        let (graph, workload) = workload(config, cpi, &seed)?;
+        let space = space::enumerate(&graph, &offers, &options.knobs);
+        if space.candidates.is_empty() {
+            return Err(no_placement(&space));
+        }
+        Ok(Prepared {
+            devices,
+            offers,
+            libraries,
+            graph,
+            workload,
+            space,
+        })
+    }
+
+    /// What a calibration of this graph on these devices depends on.
+    fn key(&self, config: &BisectConfig) -> anyhow::Result<CalibrationKey> {
+        let mut builds = vec![LibraryBuild::of(&self.devices.cpu)?];
+        if let Some(gpu) = self.devices.weighed_gpu_library() {
+            builds.push(LibraryBuild::of(gpu)?);
+        }
+        Ok(CalibrationKey {
+            machine: machine(),
+            cores: cores(config),
+            gpu: self.devices.gpu.clone().ok(),
+            libraries: builds,
+            graph: calibrate::graph_identity(&self.graph),
+            shape: self.workload.shape(),
+            workload: self.workload.describe(),
+            cotenant: None,
+        })
+    }
+}
+
+/// Tunes one CPI: prepares, calibrates, predicts, proves, writes the winner; with a
+/// co-tenant, also says how the choice differs from the one alone.
 fn tune_cpi(
     options: &Options,
     config: &BisectConfig,
@@ -403,67 +498,21 @@ fn tune_cpi(
 ) -> anyhow::Result<Tuned> {
     let dir = config.out.join(format!("tune-{cpi}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let devices = Devices::find(options)?;
-    if let Err(why) = &devices.gpu {
-        tracing::warn!("tune: weighing the CPU only: {why}");
-    }
-    let gpu_library = devices
-        .gpu
-        .is_ok()
-        .then_some(devices.gpu_library.as_deref())
-        .flatten();
-    let offers = Offers::of_libraries(Some(&devices.cpu), gpu_library)?;
-    let libraries = devices.libraries_line();
-    let probe = Graph::load(
-        &config.graph,
-        &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
-    )
-    .or_else(|_| Graph::load(&config.graph, &Overrides::default()))?;
-    let space = space::enumerate(&probe, &offers, &options.knobs);
-    let Some(first) = space.candidates.first() else {
-        let why = space
-            .rejected
-            .iter()
-            .map(|r| r.why.clone())
-            .collect::<Vec<_>>()
-            .join("; ");
-        bail!("no placement of {} lays out: {why}", config.graph.display());
-    };
-    let seed_placement = dir.join("workload-placement.yaml");
-    std::fs::write(
-        &seed_placement,
-        first.placement_yaml(&probe, "tune-workload", options.knobs.gpu, &libraries),
-    )
-    .with_context(|| format!("cannot write {}", seed_placement.display()))?;
-    let (graph, workload) = workload(config, cpi, &seed_placement)?;
-    let mut builds = vec![LibraryBuild::of(&devices.cpu)?];
-    if let Some(gpu) = gpu_library {
-        builds.push(LibraryBuild::of(gpu)?);
-    }
-    let key = CalibrationKey {
-        machine: machine(),
-        cores: cores(config),
-        gpu: devices.gpu.clone().ok(),
-        libraries: builds,
-        graph: calibrate::graph_identity(&graph),
-        shape: workload.shape(),
-        workload: workload.describe(),
-        cotenant: None,
-    };
+    let prepared = Prepared::new(options, config, cpi, &dir)?;
+    let graph = &prepared.graph;
     let setup = CalibrationSetup {
-        graph: &graph,
-        offers: &offers,
-        libraries: &libraries,
-        workload: workload.as_ref(),
+        graph,
+        offers: &prepared.offers,
+        libraries: &prepared.libraries,
+        workload: prepared.workload.as_ref(),
         gpus: CudaProvider::global(),
-        gpu: devices.gpu.is_ok().then_some(options.knobs.gpu),
+        gpu: prepared.devices.gpu.is_ok().then_some(options.knobs.gpu),
         seconds: options.calibrate_s,
-        key,
+        key: prepared.key(config)?,
     };
-    let budget = config.latency_budget(cpi);
     let request = Request {
         rate: options.request_rate,
-        latency_budget: Some(budget),
+        latency_budget: Some(config.latency_budget(cpi)),
     };
     let cores = cores(config) as f64;
     let unloaded = calibration(options, config, exe, stop, cpi, &setup, false)?;
@@ -472,8 +521,13 @@ fn tune_cpi(
         None => None,
     };
     let chosen_calibration = loaded.as_ref().unwrap_or(&unloaded);
-    let (predicted, unpredictable) =
-        tune::predict_all(&graph, &space, chosen_calibration, Feed::Stream, cores);
+    let (predicted, unpredictable) = tune::predict_all(
+        graph,
+        &prepared.space,
+        chosen_calibration,
+        Feed::Stream,
+        cores,
+    );
     for (label, why) in &unpredictable {
         tracing::warn!("tune: {label}: not predicted: {why}");
     }
@@ -487,20 +541,18 @@ fn tune_cpi(
             .map(|p| p.prediction.clone())
             .collect::<Vec<_>>(),
     );
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "kplace tune: {} at {cpi}: {} placements predicted ({} left out), {} on the Pareto front of rate, latency, cores and GPU share",
+    let mut out = Said::default();
+    out.say(format!(
+        "kplace tune: {} at {cpi}: {} placements predicted ({} left out), {} on the Pareto front of rate, latency, cores and GPU share\n{}",
         graph.name,
         predicted.len(),
-        space.rejected.len() + unpredictable.len(),
-        front.len()
-    );
-    out += &prediction_table(&predicted, &front, &request);
-    print!("{out}");
+        prepared.space.rejected.len() + unpredictable.len(),
+        front.len(),
+        prediction_table(&predicted, &front, &request)
+    ));
     let proving: Vec<usize> = order.iter().copied().take(options.prove).collect();
-    let proven = if proving.is_empty() {
-        Vec::new()
+    let winner = if proving.is_empty() {
+        order.first().copied().map(|i| (i, None))
     } else {
         let mut prove_config = config.clone();
         prove_config.cpi = vec![cpi];
@@ -509,56 +561,30 @@ fn tune_cpi(
             exe,
             stop,
             &Spinner::default(),
-            &graph,
+            graph,
             &predicted,
             &proving,
-            &libraries,
+            &prepared.libraries,
             options.knobs.gpu,
             &dir.join("proofs"),
         )?;
-        let table = proof_table(&predicted, &proven);
-        print!("{table}");
-        out += &table;
-        proven
-    };
-    let winner = if proving.is_empty() {
-        order.first().copied().map(|i| (i, None))
-    } else {
+        out.say(proof_table(&predicted, &proven));
         tune::winner(&proven, &request).map(|w| (proven[w].index, proven[w].measured))
     };
-    let when = humantime_now();
-    let shape = workload.shape();
-    let machine = format!(
-        "{} ({})",
-        chosen_calibration.key.machine,
-        chosen_calibration
-            .key
-            .gpu
-            .as_deref()
-            .unwrap_or("no GPU weighed")
-    );
-    let winner_path = match winner {
+    let written = match winner {
         Some((index, measured)) => {
-            let p = &predicted[index];
-            let text = tune::placement_file(
-                &graph,
-                &p.candidate,
-                options.knobs.gpu,
-                &libraries,
-                &Provenance {
-                    command: &options.command,
-                    machine: &machine,
-                    when: &when,
-                    shape: &shape,
-                    prediction: &p.prediction,
-                    measured,
-                    cotenant: config.cotenant.as_ref().map(|c| c.kind()),
-                },
-            );
             let path = write.map_or_else(|| dir.join("tuned.yaml"), Path::to_path_buf);
-            std::fs::write(&path, &text)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            let line = format!(
+            write_winner(
+                options,
+                config,
+                &prepared,
+                chosen_calibration,
+                &predicted[index],
+                measured,
+                &path,
+            )?;
+            let p = &predicted[index];
+            out.say(format!(
                 "kplace tune: at {cpi} the winner is {} ({}), written to {}; run it with `kplace run --placement {}`\n",
                 p.label,
                 measured.map_or_else(
@@ -567,44 +593,40 @@ fn tune_cpi(
                 ),
                 path.display(),
                 path.display()
-            );
-            print!("{line}");
-            out += &line;
+            ));
             Some(path)
         }
         None => {
-            let line = format!(
+            out.say(format!(
                 "kplace tune: at {cpi} no placement proven meets the request ({})\n",
                 request_text(&request)
-            );
-            print!("{line}");
-            out += &line;
+            ));
             None
         }
     };
     if let Some(loaded) = &loaded {
-        let (alone, _) = tune::predict_all(&graph, &space, &unloaded, Feed::Stream, cores);
-        let alone_best = tune::rank(&alone, &request)
-            .first()
-            .map(|&i| alone[i].label.clone());
-        let loaded_best = winner.map(|(i, _)| predicted[i].label.clone());
-        let line = match (alone_best, loaded_best) {
-            (Some(a), Some(b)) if a == b => format!(
-                "kplace tune: beside the {} co-tenant the choice is the same as alone ({a})\n",
-                loaded.key.cotenant.as_deref().unwrap_or("?")
-            ),
-            (Some(a), Some(b)) => format!(
-                "kplace tune: beside the {} co-tenant the choice is {b}; alone it would be {a} ({})\n",
-                loaded.key.cotenant.as_deref().unwrap_or("?"),
-                differences(&graph, &alone, &a, &predicted, &b)
-            ),
-            _ => String::new(),
-        };
-        print!("{line}");
-        out += &line;
+        let (alone, _) = tune::predict_all(graph, &prepared.space, &unloaded, Feed::Stream, cores);
+        let alone_best = tune::rank(&alone, &request).first().map(|&i| &alone[i]);
+        let loaded_best = winner.map(|(i, _)| &predicted[i]);
+        if let (Some(a), Some(b)) = (alone_best, loaded_best) {
+            let kind = loaded.key.cotenant.as_deref().unwrap_or("?");
+            out.say(if a.label == b.label {
+                format!(
+                    "kplace tune: beside the {kind} co-tenant the choice is the same as alone ({})\n",
+                    a.label
+                )
+            } else {
+                format!(
+                    "kplace tune: beside the {kind} co-tenant the choice is {}; alone it would be {} ({})\n",
+                    b.label,
+                    a.label,
+                    differences(graph, &a.candidate, &b.candidate)
+                )
+            });
+        }
     }
     let summary = dir.join("tune.txt");
-    std::fs::write(&summary, &out)
+    std::fs::write(&summary, &out.0)
         .with_context(|| format!("cannot write {}", summary.display()))?;
     let calibration_json = dir.join("calibration.json");
     std::fs::write(
@@ -612,9 +634,51 @@ fn tune_cpi(
         serde_json::to_string_pretty(chosen_calibration)? + "\n",
     )
     .with_context(|| format!("cannot write {}", calibration_json.display()))?;
-    Ok(Tuned {
-        winner: winner_path,
-    })
+    Ok(Tuned { winner: written })
+}
+
+/// What a tuning said: printed as it goes, and kept for `tune.txt`.
+#[derive(Default)]
+struct Said(String);
+
+impl Said {
+    fn say(&mut self, text: String) {
+        print!("{text}");
+        self.0 += &text;
+    }
+}
+
+/// Writes the winner `p` to `path` with its provenance.
+fn write_winner(
+    options: &Options,
+    config: &BisectConfig,
+    prepared: &Prepared,
+    calibration: &Calibration,
+    p: &Predicted,
+    measured: Option<f64>,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let machine = format!(
+        "{} ({})",
+        calibration.key.machine,
+        calibration.key.gpu.as_deref().unwrap_or("no GPU weighed")
+    );
+    let text = tune::placement_file(
+        &prepared.graph,
+        &p.candidate,
+        options.knobs.gpu,
+        &prepared.libraries,
+        &Provenance {
+            command: &options.command,
+            machine: &machine,
+            when: &humantime_now(),
+            shape: &prepared.workload.shape(),
+            prediction: &p.prediction,
+            measured,
+            cotenant: config.cotenant.as_ref().map(|c| c.kind()),
+        },
+    );
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The request, in words.
@@ -628,35 +692,23 @@ fn request_text(request: &Request) -> String {
     }
 }
 
-/// Which stages moved between the placements labelled `a` (in `alone`) and `b`.
-fn differences(
-    graph: &Graph,
-    alone: &[Predicted],
-    a: &str,
-    loaded: &[Predicted],
-    b: &str,
-) -> String {
-    let find = |set: &[Predicted], label: &str| {
-        set.iter()
-            .find(|p| p.label == label)
-            .map(|p| p.candidate.clone())
-    };
-    let (Some(a), Some(b)) = (find(alone, a), find(loaded, b)) else {
-        return String::new();
-    };
-    let moved: Vec<String> = graph
+/// What moved from placement `a` to `b`: stages' devices and the knobs.
+fn differences(graph: &Graph, a: &Candidate, b: &Candidate) -> String {
+    let mut parts: Vec<String> = graph
         .stages
         .iter()
         .zip(a.devices.iter().zip(&b.devices))
         .filter(|(_, (x, y))| x != y)
         .map(|(s, (x, y))| format!("{} {x:?} -> {y:?}", s.name))
         .collect();
-    let mut parts = moved;
     if a.workers != b.workers {
         parts.push(format!("workers {} -> {}", a.workers, b.workers));
     }
     if a.slots != b.slots {
         parts.push(format!("slots {} -> {}", a.slots, b.slots));
+    }
+    if a.gpu_tile != b.gpu_tile {
+        parts.push(format!("GPU tile {:?} -> {:?}", a.gpu_tile, b.gpu_tile));
     }
     parts.join(", ")
 }

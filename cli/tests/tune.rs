@@ -158,3 +158,32 @@ fn a_proving_search_measures_the_best_prediction_beside_it() {
         assert!(text.contains("# Measured by bisect-rate: "), "{text}");
     }
 }
+
+#[test]
+fn beside_a_cotenant_the_calibration_is_its_own_and_the_choice_is_compared_with_alone() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = tune(
+        "256x64",
+        store.path(),
+        out.path(),
+        &["--cotenant", "cpu-hog", "--cotenant-intensity", "0.5"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("at 256x64 beside a cpu-hog co-tenant: calibrating (none stored)"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("kplace tune: beside the cpu-hog co-tenant the choice is"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(store.path()).unwrap().count(),
+        2,
+        "a calibration alone and one beside the co-tenant"
+    );
+    let text = std::fs::read_to_string(out.path().join("tune-256x64/tuned.yaml")).unwrap();
+    assert!(text.contains("# Under a co-tenant: cpu-hog."), "{text}");
+}

@@ -83,9 +83,15 @@ pub fn predict_all(
         let label = label(graph, candidate);
         let text = candidate.placement_yaml(graph, &label, 0, "");
         let layout = Placement::parse(&text, Path::new("tune.yaml"))
-            .ok()
-            .and_then(|p| Layout::new(graph.clone(), p).ok())
-            .expect("the space holds only candidates that lay out");
+            .map_err(|e| e.to_string())
+            .and_then(|p| Layout::new(graph.clone(), p).map_err(|e| e.to_string()));
+        let layout = match layout {
+            Ok(layout) => layout,
+            Err(why) => {
+                unpredictable.push((label, ModelError::Layout(why)));
+                continue;
+            }
+        };
         match model::predict(&layout, candidate, calibration, feed, cores) {
             Ok(prediction) => predicted.push(Predicted {
                 candidate: candidate.clone(),

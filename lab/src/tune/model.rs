@@ -126,6 +126,9 @@ pub enum ModelError {
         /// `CPU` or `GPU`.
         device: &'static str,
     },
+    /// The placement does not lay out on this graph (enumerated on another).
+    #[error("the placement does not lay out: {0}")]
+    Layout(String),
     /// A copy crosses the bus, and the calibration measured no bus.
     #[error("tensor {tensor} crosses the bus, and the calibration measured no bus")]
     NoBus {

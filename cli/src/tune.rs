@@ -240,6 +240,8 @@ impl Devices {
     fn libraries_line(&self) -> String {
         let searched = library_search_dirs();
         let quote = |p: &Path| {
+            // A placement resolves a relative path from its own directory: name it whole.
+            let p = &std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
             let name = match (p.parent(), p.file_name()) {
                 (Some(dir), Some(file)) if searched.iter().any(|d| d == dir) => {
                     file.to_string_lossy().into_owned()
@@ -439,7 +441,10 @@ impl Prepared {
                 .map(|r| r.why.clone())
                 .collect::<Vec<_>>()
                 .join("; ");
-            anyhow::anyhow!("no placement of {} lays out: {why}", config.graph.display())
+            anyhow::anyhow!(
+                "no placement of {} lays out: {why} (name the graph's kernel libraries with --cpu-library and --gpu-library)",
+                config.graph.display()
+            )
         };
         let probe_space = space::enumerate(&probe, &offers, &options.knobs);
         let first = probe_space

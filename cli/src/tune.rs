@@ -135,9 +135,18 @@ pub fn main(args: TuneArgs) -> anyhow::Result<ExitCode> {
             "--write names one file; with several --cpi, each CPI's placement is written beside its results"
         );
     }
+    let devices = Devices::find(&options)?;
     let mut all_found = true;
     for &cpi in &config.cpi {
-        let tuned = tune_cpi(&options, &config, &exe, &stop, cpi, write.as_deref())?;
+        let tuned = tune_cpi(
+            &options,
+            &devices,
+            &config,
+            &exe,
+            &stop,
+            cpi,
+            write.as_deref(),
+        )?;
         all_found &= tuned.winner.is_some();
         if stop.interrupted() {
             break;
@@ -197,9 +206,14 @@ struct Devices {
     gpu_library: Option<PathBuf>,
     /// The GPU's name, or why no GPU is weighed.
     gpu: Result<String, String>,
+    /// The kernels the libraries weighed offer.
+    offers: Offers,
+    /// The placements' `libraries:` line.
+    libraries: String,
 }
 
 impl Devices {
+    /// Finds the libraries and opens the GPU, once for every CPI tuned.
     fn find(options: &Options) -> anyhow::Result<Devices> {
         let cpu = match &options.cpu_library {
             Some(path) => path.clone(),
@@ -219,11 +233,19 @@ impl Devices {
                 .map(|g| g.name().to_string())
                 .map_err(|e| e.to_string())
         };
-        Ok(Devices {
+        if let Err(why) = &gpu {
+            tracing::warn!("tune: weighing the CPU only: {why}");
+        }
+        let mut devices = Devices {
             cpu,
             gpu_library,
             gpu,
-        })
+            offers: Offers::default(),
+            libraries: String::new(),
+        };
+        devices.offers = Offers::of_libraries(Some(&devices.cpu), devices.weighed_gpu_library())?;
+        devices.libraries = devices.libraries_line();
+        Ok(devices)
     }
 
     /// The GPU library, when a GPU is weighed.
@@ -313,15 +335,7 @@ fn machine() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "unknown host".into());
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let cpu = kplace_lab::bisect::output::cpu_model().unwrap_or_else(|| "unknown CPU".into());
     format!("{host}, {cpu}")
 }
 
@@ -404,30 +418,24 @@ fn calibration(
 
 /// What one CPI's tuning works on: the devices and libraries weighed, the graph at the CPI,
 /// its workload and every placement of it.
-struct Prepared {
-    devices: Devices,
-    offers: Offers,
-    libraries: String,
+struct Prepared<'a> {
+    devices: &'a Devices,
     graph: Graph,
     workload: Box<dyn Workload>,
     space: space::Enumeration,
 }
 
-impl Prepared {
-    /// Finds the devices, loads the graph and its workload at `cpi`, and enumerates the space;
+impl<'a> Prepared<'a> {
+    /// Loads the graph and its workload at `cpi`, and enumerates the space on `devices`;
     /// `dir` receives the placement the workload is prepared with.
     fn new(
         options: &Options,
         config: &BisectConfig,
+        devices: &'a Devices,
         cpi: Cpi,
         dir: &Path,
-    ) -> anyhow::Result<Prepared> {
-        let devices = Devices::find(options)?;
-        if let Err(why) = &devices.gpu {
-            tracing::warn!("tune: weighing the CPU only: {why}");
-        }
-        let offers = Offers::of_libraries(Some(&devices.cpu), devices.weighed_gpu_library())?;
-        let libraries = devices.libraries_line();
+    ) -> anyhow::Result<Prepared<'a>> {
+        let (offers, libraries) = (&devices.offers, &devices.libraries);
         // Any placement of the graph prepares the workload (its memory check reads one).
         let probe = Graph::load(
             &config.graph,
@@ -446,7 +454,7 @@ impl Prepared {
                 config.graph.display()
             )
         };
-        let probe_space = space::enumerate(&probe, &offers, &options.knobs);
+        let probe_space = space::enumerate(&probe, offers, &options.knobs);
         let first = probe_space
             .candidates
             .first()
@@ -454,18 +462,16 @@ impl Prepared {
         let seed = dir.join("workload-placement.yaml");
         std::fs::write(
             &seed,
-            first.placement_yaml(&probe, "tune-workload", options.knobs.gpu, &libraries),
+            first.placement_yaml(&probe, "tune-workload", options.knobs.gpu, libraries),
         )
         .with_context(|| format!("cannot write {}", seed.display()))?;
         let (graph, workload) = workload(config, cpi, &seed)?;
-        let space = space::enumerate(&graph, &offers, &options.knobs);
+        let space = space::enumerate(&graph, offers, &options.knobs);
         if space.candidates.is_empty() {
             return Err(no_placement(&space));
         }
         Ok(Prepared {
             devices,
-            offers,
-            libraries,
             graph,
             workload,
             space,
@@ -495,6 +501,7 @@ impl Prepared {
 /// co-tenant, also says how the choice differs from the one alone.
 fn tune_cpi(
     options: &Options,
+    devices: &Devices,
     config: &BisectConfig,
     exe: &Path,
     stop: &Stop,
@@ -503,12 +510,12 @@ fn tune_cpi(
 ) -> anyhow::Result<Tuned> {
     let dir = config.out.join(format!("tune-{cpi}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let prepared = Prepared::new(options, config, cpi, &dir)?;
+    let prepared = Prepared::new(options, config, devices, cpi, &dir)?;
     let graph = &prepared.graph;
     let setup = CalibrationSetup {
         graph,
-        offers: &prepared.offers,
-        libraries: &prepared.libraries,
+        offers: &prepared.devices.offers,
+        libraries: &prepared.devices.libraries,
         workload: prepared.workload.as_ref(),
         gpus: CudaProvider::global(),
         gpu: prepared.devices.gpu.is_ok().then_some(options.knobs.gpu),
@@ -519,7 +526,7 @@ fn tune_cpi(
         rate: options.request_rate,
         latency_budget: Some(config.latency_budget(cpi)),
     };
-    let cores = cores(config) as f64;
+    let cores = setup.key.cores as f64;
     let unloaded = calibration(options, config, exe, stop, cpi, &setup, false)?;
     let loaded = match &config.cotenant {
         Some(_) => Some(calibration(options, config, exe, stop, cpi, &setup, true)?),
@@ -569,7 +576,7 @@ fn tune_cpi(
             graph,
             &predicted,
             &proving,
-            &prepared.libraries,
+            &prepared.devices.libraries,
             options.knobs.gpu,
             &dir.join("proofs"),
         )?;
@@ -672,7 +679,7 @@ fn write_winner(
         &prepared.graph,
         &p.candidate,
         options.knobs.gpu,
-        &prepared.libraries,
+        &prepared.devices.libraries,
         &Provenance {
             command: &options.command,
             machine: &machine,

@@ -146,13 +146,10 @@ fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, Bise
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .output();
-            let sender_cpu_ms_per_frame = burst.as_ref().ok().and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .split("sender CPU: ")
-                    .nth(1)
-                    .and_then(|t| t.split(' ').next())
-                    .and_then(|v| v.parse().ok())
-            });
+            let sender_cpu_ms_per_frame = burst
+                .as_ref()
+                .ok()
+                .and_then(|o| number_after(&String::from_utf8_lossy(&o.stdout), "sender CPU: "));
             let id = receiver.id();
             let out = receiver.wait_with_output();
             ctx.stop.remove(id);
@@ -165,11 +162,7 @@ fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, Bise
                     .next()
                     .and_then(|t| t.rsplit(' ').next())
                     .and_then(|v| v.parse().ok())?;
-                let cpu_ms_per_frame = text
-                    .split("receiver CPU: ")
-                    .nth(1)
-                    .and_then(|t| t.split(' ').next())
-                    .and_then(|v| v.parse().ok());
+                let cpu_ms_per_frame = number_after(&text, "receiver CPU: ");
                 Some(ReceiverAlone {
                     rate,
                     cpu_ms_per_frame,
@@ -185,6 +178,14 @@ fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, Bise
         }
     };
     Ok(ingest_only)
+}
+
+/// The number `label` is followed by in `text` (`receiver CPU: 0.1845 ms per frame`).
+fn number_after(text: &str, label: &str) -> Option<f64> {
+    text.split(label)
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// The receiver alone (for every system) and the kernels alone (for a CPU placement) at `cpi`,

@@ -266,14 +266,19 @@ pub(super) fn write_csv(
     })
 }
 
-/// The machine the results come from.
-pub fn machine_facts() -> Value {
-    let cpu = fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+/// The CPU's model name, from `/proc/cpuinfo`.
+pub fn cpu_model() -> Option<String> {
+    fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
         t.lines()
             .find(|l| l.starts_with("model name"))
             .and_then(|l| l.split(':').nth(1))
             .map(|s| s.trim().to_string())
-    });
+    })
+}
+
+/// The machine the results come from.
+pub fn machine_facts() -> Value {
+    let cpu = cpu_model();
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()
         .map(|s| s.trim().to_string());

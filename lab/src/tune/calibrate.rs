@@ -91,27 +91,38 @@ impl LibraryBuild {
     }
 }
 
-/// A stable 64-bit FNV-1a hash (a fingerprint, not a defence).
+/// A stable 64-bit FNV-1a hash (a fingerprint, not a defence): the same on every run and
+/// build, unlike the standard library's hasher.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = bytes.iter().fold(self.0, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    }
+}
+
+/// The FNV-1a hash of `bytes`.
 fn fingerprint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    let mut hasher = Fnv::default();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 /// A graph's identity for a key: its name and a fingerprint of its parsed form.
 pub fn graph_identity(graph: &Graph) -> String {
-    struct Fnv(u64);
-    impl Hasher for Fnv {
-        fn finish(&self) -> u64 {
-            self.0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            self.0 = bytes.iter().fold(self.0, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-            });
-        }
-    }
-    let mut hasher = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut hasher = Fnv::default();
     for stage in &graph.stages {
         (
             &stage.name,

@@ -156,6 +156,12 @@ enum Op {
     Callback,
 }
 
+/// A GPU stage's event, per frame: the streams waiting for its record, or recorded.
+enum EventState {
+    Waited(Vec<usize>),
+    Recorded,
+}
+
 #[derive(Default)]
 struct StreamState {
     ops: VecDeque<Op>,
@@ -179,7 +185,7 @@ struct Sim<'a> {
     seq: u64,
     heap: BinaryHeap<Timed>,
     frames: Vec<Frame>,
-    total: usize,
+    /// Frames the source has begun (a replay).
     begun: usize,
     free_slots: usize,
     source_busy: bool,
@@ -188,7 +194,8 @@ struct Sim<'a> {
     ready_q: VecDeque<(usize, usize)>,
     streamed_q: VecDeque<(usize, usize)>,
     streams: HashMap<(usize, usize), StreamState>,
-    recorded: HashMap<(usize, usize), Vec<usize>>,
+    /// Each (frame, GPU stage)'s event.
+    events: HashMap<(usize, usize), EventState>,
     /// Per engine (kernels, uploads, downloads): whether it runs an operation, and the
     /// operations waiting for it as (frame, order asked, stage, ms).
     engine_busy: [bool; 3],
@@ -393,23 +400,23 @@ impl<'a> Sim<'a> {
                 Op::Kernel(ms) => Some((GPU, ms)),
                 Op::Download(ms) => Some((DOWNLOAD, ms)),
                 Op::Wait(p) => {
-                    if let Some(waiters) = self.recorded.get_mut(&(frame, p)) {
-                        if waiters.first() == Some(&usize::MAX) {
-                            continue;
-                        }
-                        waiters.push(stage);
-                    } else {
-                        self.recorded.insert((frame, p), vec![stage]);
+                    match self
+                        .events
+                        .entry((frame, p))
+                        .or_insert_with(|| EventState::Waited(Vec::new()))
+                    {
+                        EventState::Recorded => continue,
+                        EventState::Waited(waiters) => waiters.push(stage),
                     }
                     stream.ops.push_front(op);
                     stream.running = true;
                     return;
                 }
                 Op::Record => {
-                    let waiters = self
-                        .recorded
-                        .insert((frame, stage), vec![usize::MAX])
-                        .unwrap_or_default();
+                    let waiters = match self.events.insert((frame, stage), EventState::Recorded) {
+                        Some(EventState::Waited(waiters)) => waiters,
+                        _ => Vec::new(),
+                    };
                     for w in waiters {
                         if let Some(ws) = self.streams.get_mut(&(frame, w)) {
                             ws.running = false;
@@ -461,7 +468,7 @@ impl<'a> Sim<'a> {
     }
 
     fn collect(&mut self) {
-        if !self.collector_free || self.next_collect >= self.total {
+        if !self.collector_free || self.next_collect >= self.frames.len() {
             return;
         }
         let f = self.next_collect;
@@ -479,7 +486,7 @@ impl<'a> Sim<'a> {
     }
 
     fn try_source(&mut self) {
-        if self.source_busy || self.free_slots == 0 || self.begun >= self.total {
+        if self.source_busy || self.free_slots == 0 || self.begun >= self.frames.len() {
             return;
         }
         let frame = self.begun;
@@ -501,12 +508,11 @@ impl<'a> Sim<'a> {
                 let Arrivals::Paced { period_ms } = arrivals else {
                     return;
                 };
-                if f + 1 < self.total {
+                if f + 1 < self.frames.len() {
                     self.at(self.now + period_ms, Ev::Arrive(f + 1));
                 }
                 if self.free_slots == 0 {
                     self.frames[f].dropped = true;
-                    self.begun += 1;
                     self.collect();
                 } else {
                     self.begin(f);
@@ -593,7 +599,6 @@ pub(super) fn run(
         seq: 0,
         heap: BinaryHeap::new(),
         frames: vec![Frame::default(); frames],
-        total: frames,
         begun: 0,
         free_slots: pipeline.slots.max(1),
         source_busy: false,
@@ -602,7 +607,7 @@ pub(super) fn run(
         ready_q: VecDeque::new(),
         streamed_q: VecDeque::new(),
         streams: HashMap::new(),
-        recorded: HashMap::new(),
+        events: HashMap::new(),
         engine_busy: [false; 3],
         engine_waiting: [Vec::new(), Vec::new(), Vec::new()],
         collector_free: true,

@@ -9,12 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// Every script the project ships: `bench/*.sh`, `scripts/*.sh`, `bench/peers/*/*.sh` and
-/// `.ci/run`, relative to the workspace.
+/// Every script the project ships: `bench/*.sh`, `scripts/*.sh`, `bench/peers/*.sh`,
+/// `bench/peers/*/*.sh` and `.ci/run`, relative to the workspace.
 fn scripts() -> Vec<PathBuf> {
     let root = support::workspace();
     let mut found = vec![PathBuf::from(".ci/run")];
-    let mut dirs = vec![PathBuf::from("bench"), PathBuf::from("scripts")];
+    let mut dirs = vec![
+        PathBuf::from("bench"),
+        PathBuf::from("scripts"),
+        PathBuf::from("bench/peers"),
+    ];
     let peers = root.join("bench/peers");
     for peer in std::fs::read_dir(&peers).expect("read bench/peers") {
         let peer = peer.expect("a bench/peers entry").path();

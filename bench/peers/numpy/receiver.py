@@ -119,6 +119,11 @@ class Processor:
         """The strongest cell of every 8-connected (wrapping) cluster of detected cells, as
         (range_bin, doppler_bin, power) sorted by bins; ties go to the smallest bins."""
         rows, cols = np.nonzero(detected)
+        return self.clustered(rows, cols, power[rows, cols])
+
+    def clustered(self, rows, cols, powers):
+        """The strongest cell of every 8-connected (wrapping) cluster of the detected cells
+        given as arrays of range bins, Doppler bins and powers, in (range, Doppler) order."""
         cells = list(zip(rows.tolist(), cols.tolist()))
         index = {cell: i for i, cell in enumerate(cells)}
         parent = list(range(len(cells)))
@@ -137,7 +142,7 @@ class Processor:
                     if a != b:
                         parent[max(a, b)] = min(a, b)
 
-        powers = power[rows, cols].tolist()
+        powers = powers.tolist()
         strongest = {}
         for i, p in enumerate(powers):
             root = find(i)
@@ -266,12 +271,9 @@ class Receiver:
             return
         frame = self.pending.get(frame_id)
         if frame is None:
-            frame = Frame(
-                raw=np.empty((self.chirps, 2 * self.samples), dtype=np.int16),
-                arrived=np.zeros(self.chirps, dtype=bool),
-            )
-            self.pending[frame_id] = frame
             self.expire(now)
+            frame = self.new_frame()
+            self.pending[frame_id] = frame
         if frame.arrived[chirp]:
             self.counters["duplicate"] += 1
             return
@@ -289,15 +291,26 @@ class Receiver:
         start = time.perf_counter()
         clusters = self.processor.detect(frame.raw)
         self.processing_s += time.perf_counter() - start
+        self.retire(frame)
         self.writer.write_frame(frame_id, clusters)
         self.finished.add(frame_id)
         self.counters["frames_written"] += 1
 
     def abandon(self, frame_id):
         """Gives up on an incomplete frame: it is not written."""
-        del self.pending[frame_id]
+        self.retire(self.pending.pop(frame_id))
         self.finished.add(frame_id)
         self.counters["frames_abandoned"] += 1
+
+    def new_frame(self):
+        """An empty frame to assemble into."""
+        return Frame(
+            raw=np.empty((self.chirps, 2 * self.samples), dtype=np.int16),
+            arrived=np.zeros(self.chirps, dtype=bool),
+        )
+
+    def retire(self, frame):
+        """A frame is done with (processed or abandoned); a subclass may reuse it."""
 
     def expire(self, now):
         """Abandons every pending frame that has had no packet for the frame timeout."""
@@ -328,18 +341,25 @@ def parse_cpi(text):
     return samples, chirps
 
 
-def open_socket(port):
-    """A non-blocking UDP socket bound to 127.0.0.1:`port` with a large receive buffer."""
+def open_socket(port, buffer_bytes=RECV_BUFFER_BYTES, force=False):
+    """A non-blocking UDP socket bound to 127.0.0.1:`port` with a receive buffer of
+    `buffer_bytes`; with `force`, past net.core.rmem_max where the process may
+    (SO_RCVBUFFORCE needs CAP_NET_ADMIN), else capped by it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECV_BUFFER_BYTES)
+    try:
+        if not force:
+            raise PermissionError
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, buffer_bytes)
+    except (AttributeError, PermissionError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
     sock.bind(("127.0.0.1", port))
     sock.setblocking(False)
     return sock
 
 
-def main():
-    """Parses the command line, receives and processes the stream, and writes detections."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(description):
+    """The command line every NumPy peer takes (`kplace bisect-rate --sut-cmd` fills it in)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--port", type=int, required=True, help="UDP port on 127.0.0.1")
     parser.add_argument("--frames", type=int, required=True, help="frames to receive")
     parser.add_argument("--cpi", type=parse_cpi, default=(1024, 128), help="SAMPLESxCHIRPS")
@@ -359,15 +379,20 @@ def main():
         default=0.5,
         help="abandon an incomplete frame after this long without packets for it",
     )
-    args = parser.parse_args()
+    return parser
 
+
+def serve(args, processor, sock, receiver_class=None, note=""):
+    """Receives and processes the stream on `sock` with `processor`, writes the detections,
+    prints the counters; returns the exit status: 0 only if every frame was written."""
     samples, chirps = args.cpi
-    processor = Processor(samples, chirps)
     writer = DetectionWriter(args.out, samples, chirps, args.times)
-    sock = open_socket(args.port)
     granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-    print(f"receiver: listening on 127.0.0.1:{args.port}, SO_RCVBUF {granted}", file=sys.stderr)
-    receiver = Receiver(
+    print(
+        f"receiver: listening on 127.0.0.1:{args.port}, SO_RCVBUF {granted}{note}",
+        file=sys.stderr,
+    )
+    receiver = (receiver_class or Receiver)(
         sock, processor, writer, args.frames, args.frame_timeout_s, args.idle_timeout_s
     )
     try:
@@ -377,6 +402,13 @@ def main():
         sock.close()
         print(receiver.report(), file=sys.stderr)
     return 0 if receiver.counters["frames_written"] == args.frames else 1
+
+
+def main():
+    """Parses the command line, receives and processes the stream, and writes detections."""
+    args = arguments(__doc__.split("\n\n")[0]).parse_args()
+    samples, chirps = args.cpi
+    return serve(args, Processor(samples, chirps), open_socket(args.port))
 
 
 if __name__ == "__main__":

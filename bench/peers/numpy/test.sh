@@ -7,7 +7,8 @@
 #              FRAMES (default 40) and RATE in CPI/s (default 20); SCENE_ARGS, scene options
 #              given to both send and verify (e.g. "--high-snr" or "--seed 7"); PYTHON, the
 #              python that has requirements.txt installed (default python3; .ci/run passes
-#              the project's environment, `scripts/setup.sh --python`).
+#              the project's environment, `scripts/setup.sh --python`); RECEIVER, the
+#              receiver to check: receiver.py (default) or tuned.py.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,6 +18,7 @@ cpi="${1:-1024x128}"
 frames="${FRAMES:-40}"
 rate="${RATE:-20}"
 python="${PYTHON:-python3}"
+receiver="${RECEIVER:-receiver.py}"
 read -r -a scene_args <<<"${SCENE_ARGS:-}"
 
 work="$(mktemp -d)"
@@ -30,7 +32,7 @@ trap cleanup EXIT
 port="$("$python" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 detections="$work/detections.txt"
 
-"$python" "$here/receiver.py" --port "$port" --frames "$frames" --cpi "$cpi" \
+"$python" "$here/$receiver" --port "$port" --frames "$frames" --cpi "$cpi" \
     --out "$detections" 2>"$work/receiver.log" &
 receiver_pid=$!
 

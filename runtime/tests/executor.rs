@@ -41,6 +41,11 @@ sinks: [sums, mag]
 }
 
 fn plan(workers: usize, slots: usize, extra_params: &str) -> Plan {
+    plan_with(workers, slots, extra_params, "")
+}
+
+/// [`plan`] with more `runtime` settings, e.g. `", spin_us: 200"`.
+fn plan_with(workers: usize, slots: usize, extra_params: &str, runtime: &str) -> Plan {
     let lib = build_c_library("test_kernels.c", "test_kernels", &[]);
     let graph = Graph::parse(
         &graph_text(extra_params),
@@ -50,7 +55,7 @@ fn plan(workers: usize, slots: usize, extra_params: &str) -> Plan {
     .unwrap();
     let placement = Placement::parse(
         &format!(
-            "name: t\nlibraries: {{cpu: {}}}\nstages: {{magnitude: cpu, sum: cpu}}\nruntime: {{workers: {workers}, slots: {slots}}}\n",
+            "name: t\nlibraries: {{cpu: {}}}\nstages: {{magnitude: cpu, sum: cpu}}\nruntime: {{workers: {workers}, slots: {slots}{runtime}}}\n",
             lib.display()
         ),
         Path::new("p.yaml"),
@@ -141,6 +146,62 @@ fn results_are_exact_and_in_order_for_any_workers_and_slots() {
             }
         }
     }
+}
+
+#[test]
+fn spinning_and_pinned_threads_change_no_result_and_every_task_is_counted() {
+    let prepared = frames(5, 11);
+    let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
+    let cores = kplace::os::CpuSet::allowed().unwrap();
+    for workers in [1, 2] {
+        // Pinned to the first cores this process may use (a core twice, on a one-core machine).
+        let pins: Vec<String> = (0..workers)
+            .map(|w| cores.cpus()[w % cores.cpus().len()].to_string())
+            .collect();
+        for runtime in [
+            String::new(),
+            ", spin_us: 300".to_string(),
+            format!(", spin_us: 300, pin_cores: [{}]", pins.join(", ")),
+        ] {
+            let plan = plan_with(workers, 3, "", &runtime);
+            let mut source = FrameReplay::new(prepared.clone(), 30);
+            let mut sink = Collect::default();
+            let report = executor::run(&plan, &mut source, &mut sink).unwrap();
+            let context = format!("{workers} workers, runtime{{{runtime}}}");
+            assert_eq!(sink.frames.len(), 30, "{context}");
+            for (id, bytes) in &sink.frames {
+                let sums: Vec<f32> = bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                assert_eq!(sums, expected[*id as usize % 5], "frame {id}, {context}");
+            }
+            let overhead = report.overhead;
+            assert_eq!(overhead.frames, 30, "{context}");
+            assert_eq!(overhead.workers, workers as u32, "{context}");
+            // Every launch is one task: a tile of each 8 rows, then the column sum.
+            let w = overhead.workers_total;
+            assert_eq!(w.tasks, 30 * (ROWS as u64 / 8 + 1), "{context}");
+            assert!(!w.launch.is_zero(), "{context}");
+            if runtime.is_empty() {
+                assert_eq!(
+                    (w.spins, w.spun),
+                    (0, std::time::Duration::ZERO),
+                    "{context}"
+                );
+            }
+            assert!(
+                overhead.source.busy > std::time::Duration::ZERO,
+                "{context}"
+            );
+            assert!(
+                overhead.collector.busy > std::time::Duration::ZERO,
+                "{context}"
+            );
+        }
+    }
+    // The run gave the calling thread (the collector) its own cores back.
+    assert_eq!(kplace::os::CpuSet::allowed().unwrap(), cores);
 }
 
 #[test]

@@ -1,14 +1,19 @@
 //! Runtime overhead: the radar kernels back to back on one thread with no runtime
 //! (kernel-only), against `kplace`'s executor with the in-process source on one worker, same
-//! kernels, same CPI, in one process, for each slot count asked for. Rounds alternate the
-//! measurements so that machine noise hits all of them; the table reports medians and ratios.
+//! kernels, same CPI, in one process, for each slot count and worker spin asked for. Rounds
+//! alternate the measurements so that machine noise hits all of them; the first table reports
+//! medians and ratios, the second where the runtime's time per frame went in the median round
+//! (`kplace::report::overhead`): the kernels inside the runtime (against kernel-only's time per
+//! frame), completion bookkeeping, the worker parked waiting for work or spinning for it, the
+//! source's and the collector's time.
 //!
 //! ```text
 //! cargo build --release --workspace
-//! target/release/overhead --cpi 1024x128,2048x256 --slots 1,4 --frames 400 --rounds 5
+//! target/release/overhead --cpi 1024x128,2048x256 --slots 1,4 --spin-us 0,50 --frames 300 --rounds 3
 //! ```
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -17,6 +22,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
 use kplace::plan::Plan;
+use kplace::report::metrics::RunMetrics;
 use kplace_radar::{Cpi, Scene, SceneConfig};
 
 #[derive(Debug, Parser)]
@@ -30,6 +36,10 @@ struct Args {
     /// Frame slots in flight for the runtime measurements, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     slots: Vec<usize>,
+    /// How long an idle executor thread spins before it sleeps, in us (a placement's
+    /// `runtime.spin_us`), comma separated: each is measured.
+    #[arg(long, value_delimiter = ',', default_value = "0,50")]
+    spin_us: Vec<u64>,
     /// Alternating rounds of kernel-only and runtime measurements.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
@@ -39,36 +49,64 @@ struct Args {
     /// Placement file (its workers setting is replaced by 1).
     #[arg(long, default_value = "placements/all-cpu.yaml")]
     placement: PathBuf,
+    /// Pin the worker to this core (the source and collector then keep to the others), as a
+    /// placement's `pin_cores: [CORE]` does; unpinned without it.
+    #[arg(long)]
+    pin: Option<usize>,
+}
+
+/// One runtime configuration measured: slots and spin.
+#[derive(Clone, Copy)]
+struct Config {
+    slots: usize,
+    spin: Duration,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let configs: Vec<Config> = args
+        .slots
+        .iter()
+        .flat_map(|&slots| {
+            args.spin_us.iter().map(move |&us| Config {
+                slots,
+                spin: Duration::from_micros(us),
+            })
+        })
+        .collect();
+    let mut breakdown = Vec::new();
     print!("| CPI | kernel-only CPI/s |");
-    for slots in &args.slots {
-        print!(" runtime, 1 worker, {slots} slot(s) | ratio |");
+    for c in &configs {
+        print!(
+            " runtime, {} slot(s), spin {} us | ratio |",
+            c.slots,
+            c.spin.as_micros()
+        );
     }
     println!();
-    println!("|---|---|{}", "---|---|".repeat(args.slots.len()));
+    println!("|---|---|{}", "---|---|".repeat(configs.len()));
     for &cpi in &args.cpi {
-        let plans = args
-            .slots
+        let plans = configs
             .iter()
-            .map(|&slots| plan(&args, cpi, slots))
+            .map(|&c| plan(&args, cpi, c))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let scene = Scene::new(SceneConfig::new(cpi))?;
         let frames = prepare(&scene, 8)?;
         let mut kernel_only = Vec::new();
-        let mut runtime = vec![Vec::new(); plans.len()];
+        let mut runs: Vec<Vec<RunMetrics>> = vec![Vec::new(); configs.len()];
         for round in 0..args.rounds {
             kernel_only.push(kplace_lab::bounds::kernel_only_rate(
                 &plans[0],
                 &frames,
                 args.frames,
             )?);
-            for (rates, plan) in runtime.iter_mut().zip(&plans) {
-                rates.push(runtime_rate(plan, &frames, args.frames)?);
+            for (metrics, plan) in runs.iter_mut().zip(&plans) {
+                metrics.push(runtime_run(plan, &frames, args.frames)?);
             }
-            let last: Vec<String> = runtime.iter().map(|r| format!("{:.1}", r[round])).collect();
+            let last: Vec<String> = runs
+                .iter()
+                .map(|r| format!("{:.1}", r[round].frames_per_second()))
+                .collect();
             eprintln!(
                 "{cpi} round {round}: kernel-only {:.1}, runtime {} CPI/s",
                 kernel_only[round],
@@ -77,13 +115,50 @@ fn main() -> anyhow::Result<()> {
         }
         let k = median(&mut kernel_only);
         print!("| {cpi} | {k:.1} |");
-        for rates in &mut runtime {
-            let r = median(rates);
+        for (metrics, config) in runs.iter_mut().zip(&configs) {
+            metrics.sort_by(|a, b| a.frames_per_second().total_cmp(&b.frames_per_second()));
+            let m = &metrics[metrics.len() / 2];
+            let r = m.frames_per_second();
             print!(" {r:.1} | {:.3} |", r / k);
+            breakdown.push(breakdown_row(cpi, *config, k, m));
         }
         println!();
     }
+    println!();
+    println!(
+        "Per frame, in the median round: kernel-only's time, the runtime's, and where the \
+         runtime's went (one worker)."
+    );
+    println!();
+    println!(
+        "| CPI | slots | spin us | kernel-only ms | runtime ms | kernels ms | bookkeeping us \
+         | parked us (parks) | spins | source us | collector us |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for row in breakdown {
+        println!("{row}");
+    }
     Ok(())
+}
+
+/// One row of the breakdown table: `metrics` of a run of `config` at `cpi`, against
+/// kernel-only's `kernel_only` CPI/s.
+fn breakdown_row(cpi: Cpi, config: Config, kernel_only: f64, metrics: &RunMetrics) -> String {
+    let p = metrics.overhead.per_frame();
+    format!(
+        "| {cpi} | {} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} ({:.2}) | {:.2} | {:.1} | {:.1} |",
+        config.slots,
+        config.spin.as_micros(),
+        1e3 / kernel_only,
+        1e3 / metrics.frames_per_second(),
+        p.launch_ms,
+        p.bookkeeping_us,
+        p.parked_us,
+        p.parks,
+        p.spins,
+        p.source_us,
+        p.collector_us,
+    )
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -91,7 +166,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn plan(args: &Args, cpi: Cpi, slots: usize) -> anyhow::Result<Plan> {
+fn plan(args: &Args, cpi: Cpi, config: Config) -> anyhow::Result<Plan> {
     let overrides = Overrides {
         dims: vec![
             ("N".into(), cpi.samples as u64),
@@ -102,8 +177,9 @@ fn plan(args: &Args, cpi: Cpi, slots: usize) -> anyhow::Result<Plan> {
     let graph = Graph::load(&args.graph, &overrides)?;
     let mut placement = Placement::load(&args.placement)?;
     placement.runtime.workers = 1;
-    placement.runtime.slots = slots;
-    placement.runtime.pin_cores.clear();
+    placement.runtime.slots = config.slots;
+    placement.runtime.spin = config.spin;
+    placement.runtime.pin_cores = args.pin.into_iter().collect();
     Ok(Plan::new(graph, placement)?)
 }
 
@@ -126,8 +202,7 @@ impl FrameSink for Discard {
     }
 }
 
-fn runtime_rate(plan: &Plan, frames: &[Vec<u8>], count: u64) -> anyhow::Result<f64> {
+fn runtime_run(plan: &Plan, frames: &[Vec<u8>], count: u64) -> anyhow::Result<RunMetrics> {
     let mut source = FrameReplay::new(frames.to_vec(), count);
-    let report = executor::run(plan, &mut source, &mut Discard)?;
-    Ok(report.frames_per_second())
+    Ok(executor::run(plan, &mut source, &mut Discard)?)
 }

@@ -11,10 +11,12 @@
 //! starts, and its slot returns once the launches already running end.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use crossbeam::channel::{Receiver, TryRecvError};
 
-use super::{Shared, Task};
+use super::Shared;
+use crate::report::overhead::SourceTally;
 use crate::report::trace::{Span, SpanBuffer, SpanKind, Track};
 
 /// The source thread's handle for writing frames into slots.
@@ -30,6 +32,8 @@ pub struct Ingest<'r> {
     pub(super) begun: u64,
     /// The source thread's spans, when the run is traced.
     pub(super) spans: SpanBuffer,
+    /// The source thread's waits for a free slot (its busy time is filled in when it ends).
+    pub(super) tally: SourceTally,
 }
 
 /// A frame open in a slot: the token for writing its packets and ending it. Not `Clone`: the
@@ -85,6 +89,7 @@ impl<'r> Ingest<'r> {
             ],
             begun: 0,
             spans: SpanBuffer::new(shared.span_limit),
+            tally: SourceTally::default(),
         }
     }
 
@@ -121,9 +126,22 @@ impl<'r> Ingest<'r> {
             Err(TryRecvError::Empty) => {
                 self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
                 let waited_from = self.shared.now_ns();
-                let slot = self.free.recv().ok()?;
+                // A slot freed while the source spins costs the collector no wake-up.
+                let (spun, _) =
+                    super::wait::spin(self.shared.spin, || match self.free.try_recv() {
+                        Ok(slot) => Some(Some(slot)),
+                        Err(TryRecvError::Disconnected) => Some(None),
+                        Err(TryRecvError::Empty) => None,
+                    });
+                let slot = match spun {
+                    Some(slot) => slot,
+                    None => self.free.recv().ok(),
+                };
+                let now = self.shared.now_ns();
+                self.tally.slot_waits += 1;
+                self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
+                let slot = slot?;
                 if self.shared.trace {
-                    let now = self.shared.now_ns();
                     let span = Span::new(
                         SpanKind::SlotWait,
                         Track::Source,
@@ -231,12 +249,7 @@ impl<'r> Ingest<'r> {
             *count += 1;
             if u64::from(*count) == tile {
                 slot.add_launches(1);
-                let task = Task::Launch {
-                    slot: slot_index as u32,
-                    stage: stage.0 as u32,
-                    launch: t as u32,
-                };
-                shared.send_launch(slot_index, stage, task, &shared.streamed);
+                shared.send_launch(slot_index, stage, t as u32, &shared.streamed);
             }
         }
         PacketStatus::Accepted

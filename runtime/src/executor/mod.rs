@@ -24,6 +24,7 @@ mod ingest;
 pub mod pool;
 mod schedule;
 mod slot;
+mod wait;
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
@@ -38,6 +39,7 @@ use crate::model::graph::{StageId, TensorId};
 use crate::plan::Plan;
 use crate::plugin::LaunchError;
 use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
+use crate::report::overhead::{CollectorTally, Overhead, WorkerTally};
 pub use crate::report::progress::Progress;
 use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
 
@@ -203,6 +205,8 @@ struct Shared<'p> {
     nvtx: Option<crate::report::nvtx::Nvtx>,
     /// Per slot, per stage: the context a GPU stage's completion callback receives.
     callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
+    /// How long an idle thread spins before it parks (the placement's `runtime.spin_us`).
+    spin: Duration,
 }
 
 // SAFETY: the raw pointer in a callback context points at the `Shared` that owns it; it is
@@ -220,17 +224,18 @@ impl Shared<'_> {
         let tasks = self.schedule.tasks[stage.0];
         self.slots[slot].add_launches(tasks);
         for launch in 0..tasks {
-            let task = Task::Launch {
-                slot: slot as u32,
-                stage: stage.0 as u32,
-                launch,
-            };
-            self.send_launch(slot, stage, task, &self.ready);
+            self.send_launch(slot, stage, launch, &self.ready);
         }
     }
 
-    /// Sends a launch to `queue`, or to the GPU queue for a GPU stage.
-    fn send_launch(&self, slot: usize, stage: StageId, task: Task, queue: &Sender<Task>) {
+    /// Sends launch `launch` of `stage` in `slot` to `queue`, or to the GPU queue for a GPU
+    /// stage.
+    fn send_launch(&self, slot: usize, stage: StageId, launch: u32, queue: &Sender<Task>) {
+        let task = Task::Launch {
+            slot: slot as u32,
+            stage: stage.0 as u32,
+            launch,
+        };
         if self.slots[slot].is_gpu(stage) {
             send_task(&self.gpu, task);
         } else {
@@ -437,6 +442,7 @@ pub fn run_with(
             None
         },
         callbacks: OnceLock::new(),
+        spin: plan.runtime.spin,
     };
     let contexts = (0..shared.slots.len())
         .map(|slot| {
@@ -451,6 +457,12 @@ pub fn run_with(
         .collect();
     let _ = shared.callbacks.set(contexts);
     let cpu_before = process_cpu_time();
+    // With pinned workers, the source and the collector keep to the other cores, so that
+    // waking one never preempts a worker mid-frame on its own core.
+    let spare_cores = spare_cores(plan);
+    let _collector_cores = spare_cores
+        .as_ref()
+        .and_then(|cores| crate::os::confine_current_thread(cores).ok());
 
     let outcome = std::thread::scope(|scope| {
         let shared = &shared;
@@ -465,15 +477,20 @@ pub fn run_with(
                 scope.spawn(move || worker(shared, queues, core, w as u32))
             })
             .collect();
+        let source_cores = spare_cores.as_ref();
         let source_thread = scope.spawn(move || {
+            let _cores =
+                source_cores.and_then(|cores| crate::os::confine_current_thread(cores).ok());
             let mut ingest = Ingest::new(shared, free_rx);
+            let started = Instant::now();
             let result = source.run(&mut ingest);
+            ingest.tally.busy = started.elapsed().saturating_sub(ingest.tally.slot_waited);
             let _ = shared.events.send(Event::SourceEnded(
                 result,
                 ingest.begun,
                 shared.dropped.load(Ordering::Relaxed),
             ));
-            ingest.spans
+            (ingest.spans, ingest.tally)
         });
 
         let collected = collect(shared, &event_rx, free_tx, sink, options);
@@ -489,10 +506,22 @@ pub fn run_with(
             (Err(e), _) => Err(e),
             (Ok(_), Err(_)) => Err(RunError::Panic("source")),
             (Ok(_), Ok(_)) if worker_panicked => Err(RunError::Panic("worker")),
-            (Ok(c), Ok(source_spans)) => {
-                let mut spans: Vec<SpanBuffer> = joined.into_iter().flatten().collect();
+            (Ok(c), Ok((source_spans, source_tally))) => {
+                let mut spans = Vec::with_capacity(joined.len() + 1);
+                let mut workers_total = WorkerTally::default();
+                for (worker_spans, tally) in joined.into_iter().flatten() {
+                    spans.push(worker_spans);
+                    workers_total.add(&tally);
+                }
                 spans.push(source_spans);
-                Ok((c, spans))
+                let overhead = Overhead {
+                    frames: c.frames,
+                    workers: plan.runtime.workers as u32,
+                    workers_total,
+                    source: source_tally,
+                    collector: c.tally,
+                };
+                Ok((c, spans, overhead))
             }
         }
     });
@@ -506,7 +535,7 @@ pub fn run_with(
             drained = result;
         }
     }
-    let (mut outcome, mut spans) = outcome?;
+    let (mut outcome, mut spans, overhead) = outcome?;
     drained?;
     let trace = options.trace.then(|| {
         spans.push(std::mem::take(&mut outcome.spans));
@@ -551,7 +580,18 @@ pub fn run_with(
         slot_waits: shared.slot_waits.load(Ordering::Relaxed),
         partial_frames: outcome.partial,
         dropped_frames: outcome.dropped,
+        overhead,
     })
+}
+
+/// The cores this process may use that no worker is pinned to, when workers are pinned and
+/// some are left; `None` otherwise.
+fn spare_cores(plan: &Plan) -> Option<crate::os::CpuSet> {
+    let pinned = &plan.runtime.pin_cores;
+    if pinned.is_empty() {
+        return None;
+    }
+    crate::os::CpuSet::allowed().ok()?.without(pinned)
 }
 
 /// A GPU stage's completion callback, run by the driver once the stage's stream reaches it.
@@ -593,28 +633,52 @@ struct Queues {
 /// earlier stages just wrote, still in cache; starting tiles of newer frames first would evict
 /// it (at 2048x256 that cost a third of the throughput). FIFO within each queue keeps frames
 /// in the order they began.
-fn next_task(queues: &Queues) -> Option<Task> {
-    for queue in [&queues.gpu, &queues.ready, &queues.streamed] {
-        if let Ok(task) = queue.try_recv() {
-            return Some(task);
-        }
+///
+/// With every queue empty, the worker spins for up to `spin` ([`wait::spin`]) before it
+/// parks.
+fn next_task(queues: &Queues, spin: Duration, tally: &mut WorkerTally) -> Option<Task> {
+    if let Some(task) = try_next_task(queues) {
+        return Some(task);
     }
-    crossbeam::select! {
+    let (found, spun) = wait::spin(spin, || try_next_task(queues));
+    tally.spun += spun;
+    if let Some(task) = found {
+        tally.spins += 1;
+        return Some(task);
+    }
+    let parked_from = Instant::now();
+    let task = crossbeam::select! {
         recv(queues.gpu) -> task => task.ok(),
         recv(queues.ready) -> task => task.ok(),
         recv(queues.streamed) -> task => task.ok(),
-    }
+    };
+    tally.parks += 1;
+    tally.parked += parked_from.elapsed();
+    task
 }
 
-fn worker(shared: &Shared<'_>, queues: Queues, core: Option<usize>, index: u32) -> SpanBuffer {
+/// The first task of the queues in priority order, without waiting.
+fn try_next_task(queues: &Queues) -> Option<Task> {
+    [&queues.gpu, &queues.ready, &queues.streamed]
+        .into_iter()
+        .find_map(|queue| queue.try_recv().ok())
+}
+
+fn worker(
+    shared: &Shared<'_>,
+    queues: Queues,
+    core: Option<usize>,
+    index: u32,
+) -> (SpanBuffer, WorkerTally) {
     let mut spans = SpanBuffer::new(shared.span_limit);
+    let mut tally = WorkerTally::default();
     if let Some(id) = core {
         // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
         if let Err(e) = crate::os::pin_current_thread(id) {
             tracing::debug!("worker not pinned to core {id}: {e}");
         }
     }
-    while let Some(task) = next_task(&queues) {
+    while let Some(task) = next_task(&queues, shared.spin, &mut tally) {
         let Task::Launch {
             slot,
             stage,
@@ -628,16 +692,15 @@ fn worker(shared: &Shared<'_>, queues: Queues, core: Option<usize>, index: u32) 
         }
         let stage = StageId(stage as usize);
         let slot = slot as usize;
-        let started = Instant::now();
-        let traced = shared.trace.then(|| {
-            (
-                shared.now_ns(),
-                shared.slots[slot].frame_id.load(Ordering::Relaxed),
-            )
-        });
-        let record = |spans: &mut SpanBuffer, kind| {
-            if let Some((start_ns, frame)) = traced {
-                let span = Span::new(kind, Track::Worker(index), frame, start_ns, shared.now_ns());
+        let started = shared.now_ns();
+        let traced = shared
+            .trace
+            .then(|| shared.slots[slot].frame_id.load(Ordering::Relaxed));
+        let mut launched = started;
+        let mut record = |spans: &mut SpanBuffer, kind| {
+            launched = shared.now_ns();
+            if let Some(frame) = traced {
+                let span = Span::new(kind, Track::Worker(index), frame, started, launched);
                 spans.push(span.of_stage(stage.0 as u32, Some(launch)));
             }
         };
@@ -658,13 +721,17 @@ fn worker(shared: &Shared<'_>, queues: Queues, core: Option<usize>, index: u32) 
                 .map_err(RunError::from)
         };
         drop(range);
-        shared.counters[stage.0].record(started.elapsed().as_nanos() as u64);
+        let ended = shared.now_ns();
+        shared.counters[stage.0].record(ended.saturating_sub(started));
+        tally.tasks += 1;
+        tally.launch += Duration::from_nanos(launched.saturating_sub(started));
+        tally.bookkeeping += Duration::from_nanos(ended.saturating_sub(launched));
         if let Err(e) = result {
             shared.stopping.store(true, Ordering::Release);
             let _ = shared.events.send(Event::Failed(e));
         }
     }
-    spans
+    (spans, tally)
 }
 
 struct Collected {
@@ -687,6 +754,8 @@ struct Collected {
     trend: Trend,
     /// The collector's spans, when traced: each frame's packets and delivery.
     spans: SpanBuffer,
+    /// The collector's own time: delivering, and waiting for events.
+    tally: CollectorTally,
 }
 
 /// The progress reports of a run: when the next is due, and what the previous one counted.
@@ -801,6 +870,7 @@ fn deliver(
         end_to_end: Latency::new(),
         trend: Trend::default(),
         spans: SpanBuffer::new(shared.span_limit),
+        tally: CollectorTally::default(),
     };
     // Ended frames waiting for an earlier one, by slot: Some(partial).
     let mut parked: Vec<Option<bool>> = vec![None; shared.slots.len()];
@@ -821,7 +891,11 @@ fn deliver(
         {
             return fail(e.into());
         }
-        let event = match next_event(shared, events, ticker.as_ref().map(|t| t.due)) {
+        let waited_from = Instant::now();
+        let next = next_event(shared, events, ticker.as_ref().map(|t| t.due));
+        out.tally.waits += 1;
+        out.tally.waited += waited_from.elapsed();
+        let event = match next {
             Ok(Next::Event(event)) => event,
             Ok(Next::Due) => continue,
             Ok(Next::Closed) => return Ok(out),
@@ -838,6 +912,7 @@ fn deliver(
             Event::Failed(e) => return fail(e),
         }
         while let Some((slot, partial)) = next_in_order(shared, &parked, out.frames + out.partial) {
+            let delivering_from = Instant::now();
             parked[slot] = None;
             let s = &shared.slots[slot];
             let frame_id = s.frame_id.load(Ordering::Relaxed);
@@ -906,6 +981,7 @@ fn deliver(
             }
             s.reset(&shared.schedule);
             let _ = free.send(slot);
+            out.tally.busy += delivering_from.elapsed();
         }
     }
 }
@@ -932,6 +1008,15 @@ fn next_event(
     due: Option<Duration>,
 ) -> Result<Next, RunError> {
     let checks_gpus = !shared.plan.gpus.is_empty();
+    // A frame that completes while the collector spins costs its worker no wake-up.
+    let (polled, _) = wait::spin(shared.spin, || match events.try_recv() {
+        Ok(event) => Some(Next::Event(event)),
+        Err(channel::TryRecvError::Disconnected) => Some(Next::Closed),
+        Err(channel::TryRecvError::Empty) => None,
+    });
+    if let Some(next) = polled {
+        return Ok(next);
+    }
     if !checks_gpus && due.is_none() {
         return Ok(events.recv().map_or(Next::Closed, Next::Event));
     }

@@ -105,9 +105,17 @@ pub struct RuntimeSettings {
     pub auto_slots: Option<AutoSlots>,
     /// Threads running CPU stages.
     pub workers: usize,
-    /// Cores the workers are pinned to, one each, in order (empty: not pinned).
+    /// Cores the workers are pinned to, one each, in order (empty: not pinned); the source and
+    /// collector threads then keep to the other cores.
     pub pin_cores: Vec<usize>,
+    /// How long an idle thread of the executor (a worker waiting for a task, the collector for
+    /// a frame, a closed-loop source for a slot) spins before it sleeps: a hand-off within
+    /// this time costs no wake-up, at the price of the core meanwhile. At most [`MAX_SPIN`].
+    pub spin: Duration,
 }
+
+/// The longest `runtime.spin_us` a placement may ask for.
+pub const MAX_SPIN: Duration = Duration::from_millis(10);
 
 impl Default for RuntimeSettings {
     fn default() -> Self {
@@ -116,6 +124,7 @@ impl Default for RuntimeSettings {
             auto_slots: None,
             workers: 1,
             pin_cores: Vec::new(),
+            spin: Duration::ZERO,
         }
     }
 }
@@ -330,6 +339,17 @@ impl Placement {
                 ),
             ));
         }
+        let spin = Duration::from_micros(runtime.spin_us);
+        if spin > MAX_SPIN {
+            return Err(invalid(
+                line,
+                format!(
+                    "runtime.spin_us must be at most {} (10 ms), not {}",
+                    MAX_SPIN.as_micros(),
+                    runtime.spin_us
+                ),
+            ));
+        }
         Ok(Placement {
             name: file.name,
             description: file.description,
@@ -347,6 +367,7 @@ impl Placement {
                 }),
                 workers: runtime.workers,
                 pin_cores: runtime.pin_cores,
+                spin,
             },
         })
     }
@@ -439,6 +460,8 @@ struct RuntimeFile {
     workers: usize,
     #[serde(default)]
     pin_cores: Vec<usize>,
+    #[serde(default)]
+    spin_us: u64,
 }
 
 /// `runtime.slots`: a count, or `auto`.
@@ -498,6 +521,7 @@ impl Default for RuntimeFile {
             slot_buffer_ms: None,
             workers: default_workers(),
             pin_cores: Vec::new(),
+            spin_us: 0,
         }
     }
 }
@@ -738,6 +762,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("only to slots: auto"), "{e}");
+        let spin = parse("name: t\nstages: {a: cpu}\nruntime: {spin_us: 250}\n").unwrap();
+        assert_eq!(spin.runtime.spin, Duration::from_micros(250));
+        let default = parse("name: t\nstages: {a: cpu}\n").unwrap();
+        assert_eq!(
+            default.runtime.spin,
+            Duration::ZERO,
+            "sleeps at once by default"
+        );
+        let e = parse("name: t\nstages: {a: cpu}\nruntime: {spin_us: 10001}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("runtime.spin_us must be at most 10000") && e.contains("10001"),
+            "{e}"
+        );
         let e = parse("name: t\nstages: {a: cpu}\nruntime: {workers: 2, pin_cores: [0]}\n")
             .unwrap_err()
             .to_string();

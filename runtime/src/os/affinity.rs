@@ -5,7 +5,9 @@
 //! share cores at the scheduler's whim. [`CpuSet`] names the cores a child process may run
 //! on, written as Linux writes CPU lists (`0`, `2-3`, `0,4-7`), and [`CpuSet::confine`] makes
 //! a [`Command`]'s child start on exactly those cores; [`pin_current_thread`] moves the calling
-//! thread to one core (a placement's `pin_cores`). All through `sched_setaffinity` (nix).
+//! thread to one core (a placement's `pin_cores`), and [`confine_current_thread`] keeps it on a
+//! set of cores until its guard drops (the executor's source and collector, off the pinned
+//! workers' cores). All through `sched_setaffinity` (nix).
 //! Guarantees:
 //!
 //! - **Checked before use.** [`CpuSet::check_allowed`] refuses a CPU this process may not use
@@ -39,6 +41,28 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     mask.set(cpu)?;
     sched::sched_setaffinity(THIS_THREAD, &mask)?;
     Ok(())
+}
+
+/// Confines the calling thread to `cpus` until the returned guard drops, when the thread's
+/// previous affinity returns. An error leaves its affinity as it was.
+pub fn confine_current_thread(cpus: &CpuSet) -> io::Result<AffinityGuard> {
+    let previous = sched::sched_getaffinity(THIS_THREAD)?;
+    sched::sched_setaffinity(THIS_THREAD, &cpus.mask())?;
+    Ok(AffinityGuard { previous })
+}
+
+/// The calling thread's affinity before [`confine_current_thread`], restored on drop. Drop it
+/// on the thread that made it: affinity is per thread.
+#[derive(Debug)]
+pub struct AffinityGuard {
+    previous: Mask,
+}
+
+impl Drop for AffinityGuard {
+    fn drop(&mut self) {
+        // The previous set was this thread's own a moment ago, so it can be set again.
+        let _ = sched::sched_setaffinity(THIS_THREAD, &self.previous);
+    }
 }
 
 /// A non-empty set of CPUs, by number.
@@ -118,15 +142,32 @@ impl CpuSet {
         }
     }
 
+    /// These CPUs, less `others`; `None` when nothing is left.
+    pub fn without(&self, others: &[usize]) -> Option<CpuSet> {
+        let left: Vec<usize> = self
+            .0
+            .iter()
+            .copied()
+            .filter(|cpu| !others.contains(cpu))
+            .collect();
+        (!left.is_empty()).then_some(CpuSet(left))
+    }
+
+    /// The set as the system's mask.
+    fn mask(&self) -> Mask {
+        let mut mask = Mask::new();
+        for &cpu in &self.0 {
+            // Below CPU_SETSIZE, checked at parse or read from the system, so it cannot fail.
+            let _ = mask.set(cpu);
+        }
+        mask
+    }
+
     /// Makes `command`'s child run on these CPUs from its first instruction. A child whose
     /// affinity cannot be set fails to spawn, with the system's error.
     pub fn confine(&self, command: &mut Command) {
         // Built here, in the parent: between fork and exec only the system call may run.
-        let mut mask = Mask::new();
-        for &cpu in &self.0 {
-            // Below CPU_SETSIZE, checked at parse, so it cannot fail.
-            let _ = mask.set(cpu);
-        }
+        let mask = self.mask();
         // SAFETY: the closure makes one async-signal-safe system call on memory it owns.
         unsafe {
             command.pre_exec(move || Ok(sched::sched_setaffinity(THIS_THREAD, &mask)?));
@@ -292,5 +333,27 @@ mod tests {
             Some(one.to_string().as_str()),
             "{text}"
         );
+    }
+
+    #[test]
+    fn without_removes_cpus_and_says_when_none_are_left() {
+        assert_eq!(set("0-3").without(&[1, 2]), Some(set("0,3")));
+        assert_eq!(set("0-1").without(&[0, 1]), None);
+        assert_eq!(set("2").without(&[]), Some(set("2")));
+    }
+
+    #[test]
+    fn a_confined_thread_gets_its_cpus_back_when_the_guard_drops() {
+        std::thread::spawn(|| {
+            let before = CpuSet::allowed().unwrap();
+            let one = CpuSet(vec![before.cpus()[0]]);
+            {
+                let _guard = confine_current_thread(&one).unwrap();
+                assert_eq!(CpuSet::allowed().unwrap(), one);
+            }
+            assert_eq!(CpuSet::allowed().unwrap(), before);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -14,4 +14,6 @@
 pub mod affinity;
 pub mod process;
 
-pub use affinity::{CpuSet, CpuSetError, pin_current_thread};
+pub use affinity::{
+    AffinityGuard, CpuSet, CpuSetError, confine_current_thread, pin_current_thread,
+};

@@ -222,6 +222,8 @@ pub struct RunMetrics {
     pub partial_frames: u64,
     /// Frames an open-loop source dropped whole because no slot was free.
     pub dropped_frames: u64,
+    /// Where the runtime's threads spent their time besides the kernels, over the whole run.
+    pub overhead: super::overhead::Overhead,
 }
 
 impl RunMetrics {
@@ -301,7 +303,8 @@ impl fmt::Display for RunMetrics {
             f,
             "post-CPI latency trend {:+.3} ms per s of run",
             self.post_cpi_trend * 1e3
-        )
+        )?;
+        writeln!(f, "{}", self.overhead)
     }
 }
 

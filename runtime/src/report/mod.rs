@@ -2,6 +2,7 @@
 //!
 //! - [`metrics`]: latency histograms and per-stage timing, gathered by the executor into a
 //!   [`metrics::RunMetrics`].
+//! - [`overhead`]: where the executor's threads spend their time besides the kernels.
 //! - [`telemetry`]: NVML readings of the GPUs a run uses, sampled beside it.
 //! - [`run`]: the typed run report (`kplace run --report FILE`), the one set of structs every
 //!   writer and reader of that file shares.
@@ -23,6 +24,7 @@
 
 pub mod metrics;
 pub mod nvtx;
+pub mod overhead;
 pub mod progress;
 pub mod ready;
 pub mod run;

@@ -57,6 +57,8 @@ pub struct RunReport {
     pub slot_waits: u64,
     /// Per stage, in graph order.
     pub stages: Vec<StageEntry>,
+    /// Where the runtime's threads spent their time besides the kernels, per frame.
+    pub overhead: OverheadEntry,
     /// The run's latencies.
     pub latency: Latencies,
     /// The UDP receiver's counters; null for replay.
@@ -92,6 +94,53 @@ pub struct StageEntry {
     pub max_launch_ms: f64,
     /// A GPU stage's time on its stream per frame, with `--profile-gpu`; null otherwise.
     pub gpu_ms_per_frame: Option<f64>,
+}
+
+/// The runtime's own time per frame, over the whole run (warm-up included), from
+/// [`crate::report::overhead`]; worker figures are summed over the workers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverheadEntry {
+    /// Tasks the workers ran per frame (launches and GPU enqueues).
+    pub tasks_per_frame: f64,
+    /// Time in kernels (or GPU enqueues) per frame, ms.
+    pub kernel_ms_per_frame: f64,
+    /// Completion bookkeeping per frame (counting tasks done, releasing stages, sending
+    /// tasks and completions), us.
+    pub bookkeeping_us_per_frame: f64,
+    /// Times per frame an idle worker spun briefly and found a task.
+    pub spins_per_frame: f64,
+    /// Time spinning per frame, us.
+    pub spin_us_per_frame: f64,
+    /// Times per frame a worker found no task and parked.
+    pub parks_per_frame: f64,
+    /// Time parked per frame, us.
+    pub parked_us_per_frame: f64,
+    /// The source's time per frame, less its waits for a free slot, us: for a replay its work
+    /// (writing packets, launching tiles); for a network receiver also its waits for packets.
+    pub source_us_per_frame: f64,
+    /// The source's waits for a free slot per frame.
+    pub slot_waits_per_frame: f64,
+    /// The collector's time per frame (handing frames to the sink, returning slots), us.
+    pub collector_us_per_frame: f64,
+}
+
+impl From<&crate::report::overhead::Overhead> for OverheadEntry {
+    fn from(overhead: &crate::report::overhead::Overhead) -> Self {
+        let p = overhead.per_frame();
+        OverheadEntry {
+            tasks_per_frame: p.tasks,
+            kernel_ms_per_frame: p.launch_ms,
+            bookkeeping_us_per_frame: p.bookkeeping_us,
+            spins_per_frame: p.spins,
+            spin_us_per_frame: p.spun_us,
+            parks_per_frame: p.parks,
+            parked_us_per_frame: p.parked_us,
+            source_us_per_frame: p.source_us,
+            slot_waits_per_frame: p.slot_waits,
+            collector_us_per_frame: p.collector_us,
+        }
+    }
 }
 
 /// The run's latencies over the measured frames.
@@ -156,6 +205,7 @@ impl RunReport {
             cpus_allowed: Some("0".into()),
             slot_waits: 0,
             stages: Vec::new(),
+            overhead: OverheadEntry::default(),
             latency: Latencies {
                 post_cpi: latency.clone(),
                 end_to_end: latency,

@@ -30,8 +30,8 @@ use crate::plan::Plan;
 use crate::report::metrics::RunMetrics;
 use crate::report::ready::Readiness;
 use crate::report::run::{
-    ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, RUN_SCHEMA, RunMps,
-    RunReport, StageEntry, Verification,
+    ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, OverheadEntry, RUN_SCHEMA,
+    RunMps, RunReport, StageEntry, Verification,
 };
 use crate::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 
@@ -278,6 +278,7 @@ pub fn report(
                 gpu_ms_per_frame: s.gpu_per_frame.map(ms),
             })
             .collect(),
+        overhead: OverheadEntry::from(&metrics.overhead),
         latency: Latencies {
             post_cpi: LatencyEntry::from(&metrics.post_cpi),
             end_to_end: LatencyEntry::from(&metrics.end_to_end),

@@ -1,0 +1,63 @@
+//! How the executor's threads wait for each other: spin briefly, then sleep.
+//!
+//! Handing work to a sleeping thread costs the sender a wake-up: on a virtual machine whose
+//! other vCPU is halted, 30-40 us (measured by `bench/src/bin/overhead.rs`), as much as a
+//! small kernel. A thread that expects a hand-off soon can instead poll for it for a while
+//! ([`spin`]), and sleep only after that. The placement's `runtime.spin_us` sets how long;
+//! zero (the default) sleeps at once. Spinning uses crossbeam's backoff: a few busy rounds,
+//! then yielding the core to any other thread that is ready to run, so a spinning thread
+//! delays no one, but it is never idle: its core shows as used.
+
+use std::time::{Duration, Instant};
+
+/// Polls `poll` until it yields a value or `budget` has passed. Returns the value, if any, and
+/// how long it spun (zero when `budget` is zero: then `poll` is not called).
+pub(super) fn spin<T>(
+    budget: Duration,
+    mut poll: impl FnMut() -> Option<T>,
+) -> (Option<T>, Duration) {
+    if budget.is_zero() {
+        return (None, Duration::ZERO);
+    }
+    let from = Instant::now();
+    let backoff = crossbeam::utils::Backoff::new();
+    loop {
+        if let Some(value) = poll() {
+            return (Some(value), from.elapsed());
+        }
+        let spun = from.elapsed();
+        if spun >= budget {
+            return (None, spun);
+        }
+        backoff.snooze();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_budget_never_polls() {
+        let (value, spun) = spin(Duration::ZERO, || -> Option<()> { panic!("polled") });
+        assert!(value.is_none());
+        assert_eq!(spun, Duration::ZERO);
+    }
+
+    #[test]
+    fn returns_what_the_poll_finds() {
+        let mut polls = 0;
+        let (value, _) = spin(Duration::from_secs(10), || {
+            polls += 1;
+            (polls == 3).then_some(polls)
+        });
+        assert_eq!(value, Some(3));
+    }
+
+    #[test]
+    fn gives_up_after_its_budget() {
+        let (value, spun) = spin(Duration::from_millis(2), || None::<()>);
+        assert!(value.is_none());
+        assert!(spun >= Duration::from_millis(2), "{spun:?}");
+    }
+}

@@ -8,6 +8,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=bench/peers/lib.sh
+source "$here/../lib.sh"
 repo="$(cd "$here/../../.." && pwd)"
 KPLACE="${KPLACE:-$repo/target/release/kplace}"
 [[ -x "$KPLACE" ]] || { echo "test.sh: $KPLACE not found: cargo build --release --workspace" >&2; exit 2; }
@@ -19,19 +21,14 @@ CPI="${CPI:-1024x128}"
 
 work="$(mktemp -d)"
 trap 'kill "$flowgraph" 2>/dev/null || true; rm -rf "$work"' EXIT
-port="$("$PYTHON" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_udp_port "$PYTHON")"
 
 "$PYTHON" "$here/radar_flowgraph.py" --port "$port" --frames "$FRAMES" --cpi "$CPI" \
     --out "$work/detections.txt" --idle-timeout 10 2>"$work/flowgraph.log" &
 flowgraph=$!
 
 # Wait until the flowgraph listens (GNU Radio takes a few seconds to import).
-hex_port="$(printf ':%04X ' "$port")"
-for _ in $(seq 1 300); do
-    grep -q "$hex_port" /proc/net/udp && break
-    kill -0 "$flowgraph" 2>/dev/null || { cat "$work/flowgraph.log" >&2; exit 1; }
-    sleep 0.1
-done
+wait_for_udp_listener "$port" "$flowgraph" "$work/flowgraph.log"
 
 "$KPLACE" send --dest "127.0.0.1:$port" --cpi "$CPI" --frames "$FRAMES" --rate "$RATE"
 status=0

@@ -12,6 +12,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=bench/peers/lib.sh
+source "$here/../lib.sh"
 repo="$(cd "$here/../../.." && pwd)"
 kplace="${KPLACE:-$repo/target/release/kplace}"
 cpi="${1:-1024x128}"
@@ -29,7 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port="$("$python" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_udp_port "$python")"
 detections="$work/detections.txt"
 
 "$python" "$here/$receiver" --port "$port" --frames "$frames" --cpi "$cpi" \

@@ -32,7 +32,8 @@ pub struct Ingest<'r> {
     pub(super) begun: u64,
     /// The source thread's spans, when the run is traced.
     pub(super) spans: SpanBuffer,
-    /// The source thread's waits for a free slot (its busy time is filled in when it ends).
+    /// The source thread's time waiting for a free slot (its busy time and the count of its
+    /// waits are filled in when it ends).
     pub(super) tally: SourceTally,
 }
 
@@ -138,7 +139,6 @@ impl<'r> Ingest<'r> {
                     None => self.free.recv().ok(),
                 };
                 let now = self.shared.now_ns();
-                self.tally.slot_waits += 1;
                 self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
                 let slot = slot?;
                 if self.shared.trace {

@@ -485,6 +485,8 @@ pub fn run_with(
             let started = Instant::now();
             let result = source.run(&mut ingest);
             ingest.tally.busy = started.elapsed().saturating_sub(ingest.tally.slot_waited);
+            // Counted once, where progress reports read it too.
+            ingest.tally.slot_waits = shared.slot_waits.load(Ordering::Relaxed);
             let _ = shared.events.send(Event::SourceEnded(
                 result,
                 ingest.begun,
@@ -754,7 +756,7 @@ struct Collected {
     trend: Trend,
     /// The collector's spans, when traced: each frame's packets and delivery.
     spans: SpanBuffer,
-    /// The collector's own time: delivering, and waiting for events.
+    /// The collector's own time delivering.
     tally: CollectorTally,
 }
 
@@ -891,11 +893,7 @@ fn deliver(
         {
             return fail(e.into());
         }
-        let waited_from = Instant::now();
-        let next = next_event(shared, events, ticker.as_ref().map(|t| t.due));
-        out.tally.waits += 1;
-        out.tally.waited += waited_from.elapsed();
-        let event = match next {
+        let event = match next_event(shared, events, ticker.as_ref().map(|t| t.due)) {
             Ok(Next::Event(event)) => event,
             Ok(Next::Due) => continue,
             Ok(Next::Closed) => return Ok(out),

@@ -14,7 +14,7 @@
 //!   and `spins`: time spinning, and times it found a task by spinning briefly first;
 //! - the source's `busy` time, less its waits for a free slot: for a replay, its work (writing
 //!   packets, launching tiles); for a network receiver, also its waits for packets;
-//! - the collector's `busy` time (handing frames to the sink, resetting slots) and its waits.
+//! - the collector's `busy` time (handing frames to the sink, resetting slots).
 //!
 //! Guarantee: every duration is measured on the thread it describes, so the worker figures add
 //! up to the workers' time in their loop, less the loop's own few instructions per task.
@@ -47,7 +47,7 @@ pub struct SourceTally {
     /// Time in the source, less its waits for a free slot (a receiver's waits for packets
     /// included).
     pub busy: Duration,
-    /// Times it waited for a free slot.
+    /// Times it waited for a free slot (the run's own count, `RunMetrics::slot_waits`).
     pub slot_waits: u64,
     /// Time it waited.
     pub slot_waited: Duration,
@@ -58,10 +58,6 @@ pub struct SourceTally {
 pub struct CollectorTally {
     /// Time handing frames to the sink and returning their slots.
     pub busy: Duration,
-    /// Times it waited for an event.
-    pub waits: u64,
-    /// Time it waited.
-    pub waited: Duration,
 }
 
 /// The run's overhead: every thread's tally, summed.
@@ -190,8 +186,6 @@ mod tests {
             },
             collector: CollectorTally {
                 busy: Duration::from_micros(40),
-                waits: 4,
-                waited: Duration::from_millis(3),
             },
         };
         let p = overhead.per_frame();

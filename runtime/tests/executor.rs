@@ -1,5 +1,7 @@
 //! The executor on a generic graph of C kernels: every frame's results are exact and in
-//! order whatever the worker and slot counts, and failures stop the run with their cause.
+//! order whatever the worker and slot counts, whether the intermediate tensor is a sink (the
+//! slot's own buffer) or lives only while the stages run (a shared set), and failures stop the
+//! run with their cause.
 
 mod support;
 
@@ -18,7 +20,13 @@ use support::build_c_library;
 const ROWS: usize = 64;
 const COLS: usize = 24;
 
+/// The test graph: `magnitude` in tiles, then `sum`. Only `sums` is a sink, so `mag` lives
+/// only while a frame's stages run; [`graph_text_with_sinks`] can make it a sink too.
 fn graph_text(extra_params: &str) -> String {
+    graph_text_with_sinks(extra_params, "[sums]")
+}
+
+fn graph_text_with_sinks(extra_params: &str, sinks: &str) -> String {
     format!(
         "name: test
 dims: {{R: {ROWS}, C: {COLS}}}
@@ -35,7 +43,7 @@ stages:
     split: {{axis: 0, tile: 8}}
     params: {{scale: 0.25{extra_params}}}
   - {{name: sum, kernel: test.column_sum, inputs: [mag], outputs: [sums]}}
-sinks: [sums, mag]
+sinks: {sinks}
 "
     )
 }
@@ -46,13 +54,12 @@ fn plan(workers: usize, slots: usize, extra_params: &str) -> Plan {
 
 /// [`plan`] with more `runtime` settings, e.g. `", spin_us: 200"`.
 fn plan_with(workers: usize, slots: usize, extra_params: &str, runtime: &str) -> Plan {
+    plan_of(&graph_text(extra_params), workers, slots, runtime)
+}
+
+fn plan_of(graph: &str, workers: usize, slots: usize, runtime: &str) -> Plan {
     let lib = build_c_library("test_kernels.c", "test_kernels", &[]);
-    let graph = Graph::parse(
-        &graph_text(extra_params),
-        Path::new("test.yaml"),
-        &Overrides::default(),
-    )
-    .unwrap();
+    let graph = Graph::parse(graph, Path::new("test.yaml"), &Overrides::default()).unwrap();
     let placement = Placement::parse(
         &format!(
             "name: t\nlibraries: {{cpu: {}}}\nstages: {{magnitude: cpu, sum: cpu}}\nruntime: {{workers: {workers}, slots: {slots}{runtime}}}\n",
@@ -111,13 +118,31 @@ fn results_are_exact_and_in_order_for_any_workers_and_slots() {
     let prepared = frames(7, 3);
     let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
     let mut reference: Option<Vec<(u64, Vec<u8>)>> = None;
-    for workers in [1, 2, 3] {
-        for slots in [1, 2, 5] {
-            let plan = plan(workers, slots, "");
+    for (workers, slots, sinks) in [1, 2, 3]
+        .into_iter()
+        .flat_map(|w| [1, 2, 5].map(|s| (w, s)))
+        .flat_map(|(w, s)| ["[sums]", "[sums, mag]"].map(|k| (w, s, k)))
+    {
+        {
+            let plan = plan_of(&graph_text_with_sinks("", sinks), workers, slots, "");
             let mut source = FrameReplay::new(prepared.clone(), 40);
             let mut sink = Collect::default();
             let report = executor::run(&plan, &mut source, &mut sink).unwrap();
             assert_eq!(report.frames, 40);
+            // `mag` is a sink, so a slot's own, or else one of a set per slot, of which one
+            // worker binds one only: it runs a frame's stages before the next frame's tiles.
+            let sets = &report.overhead;
+            if sinks == "[sums]" {
+                assert_eq!(sets.stage_sets, slots as u32, "{workers} workers");
+                let most = if workers == 1 { 1 } else { slots as u32 };
+                assert!(
+                    (1..=most).contains(&sets.stage_sets_peak),
+                    "{} sets bound at once with {workers} workers, {slots} slots",
+                    sets.stage_sets_peak
+                );
+            } else {
+                assert_eq!((sets.stage_sets, sets.stage_sets_peak), (0, 0));
+            }
             assert_eq!(
                 report.stages[0].launches,
                 40 * (ROWS as u64 / 8),
@@ -134,7 +159,7 @@ fn results_are_exact_and_in_order_for_any_workers_and_slots() {
                 assert_eq!(
                     sums,
                     expected[*id as usize % 7],
-                    "frame {id} with {workers} workers, {slots} slots"
+                    "frame {id} with {workers} workers, {slots} slots, sinks {sinks}"
                 );
             }
             match &reference {

@@ -20,7 +20,9 @@ use kplace::model::graph::{Graph, Overrides, StageId, TensorId};
 use kplace::model::placement::Device;
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
-use kplace::plan::{BufferSpace, Direction, Layout, Plan, PlanError, PlanMode, PoolPurpose, bind};
+use kplace::plan::{
+    BufferSpace, Direction, Layout, Lifetime, Plan, PlanError, PlanMode, PoolPurpose, bind,
+};
 use support::build_c_library;
 
 const ROWS: usize = 32;
@@ -102,6 +104,11 @@ fn all_gpu_uploads_int16_tile_by_tile_and_downloads_only_the_sink() {
     );
     assert_eq!(edge(MAG).space, BufferSpace::Device(0));
     assert!(edge(MAG).mirror.is_none(), "the map never leaves the GPU");
+    assert_eq!(
+        edge(MAG).lifetime,
+        Lifetime::Slot,
+        "a GPU's tensor is the slot's: queued work may outlive the frame's stages"
+    );
     assert_eq!(edge(SUMS).space, BufferSpace::Device(0));
     let sums = edge(SUMS).mirror.expect("the sink is downloaded");
     assert_eq!(
@@ -128,6 +135,11 @@ fn all_gpu_uploads_int16_tile_by_tile_and_downloads_only_the_sink() {
     assert_eq!(
         pool(PoolPurpose::Workspace(StageId(0))).space,
         BufferSpace::Device(0)
+    );
+    assert_eq!(
+        pool(PoolPurpose::Workspace(StageId(0))).blocks,
+        3 * ROWS / TILE,
+        "a GPU stage's workspace per launch per slot: its work runs after the launch returns"
     );
     let text = plan.to_string();
     for want in [

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kplace::cuda::sim::SimProvider;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
-use kplace::plan::{Plan, PlanError, PlanMode, PoolPurpose};
+use kplace::plan::{Lifetime, Plan, PlanError, PlanMode, PoolPurpose};
 use support::build_c_library;
 
 const GRAPH: &str = "name: test
@@ -59,7 +59,15 @@ fn a_valid_plan_sizes_every_pool_from_slots_and_launches() {
     let sums = pool(PoolPurpose::Tensor(kplace::model::graph::TensorId(2)));
     assert_eq!((sums.blocks, sums.block_bytes), (3, 8 * 4));
     let ws = pool(PoolPurpose::Workspace(kplace::model::graph::StageId(0)));
-    assert_eq!(ws.blocks, 3 * 4, "one workspace per launch per slot");
+    assert_eq!(ws.blocks, 1, "a CPU stage's workspace per worker");
+    let lifetimes: Vec<Lifetime> = plan.edges.iter().map(|e| e.lifetime).collect();
+    assert_eq!(
+        lifetimes,
+        [Lifetime::Slot, Lifetime::Stages, Lifetime::Slot],
+        "the source and the sink are the slot's; mag lives only while the stages run"
+    );
+    let mag = pool(PoolPurpose::Tensor(kplace::model::graph::TensorId(1)));
+    assert_eq!(mag.blocks, 3, "one set per slot");
     let text = plan.to_string();
     for want in [
         "magnitude",

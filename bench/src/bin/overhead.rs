@@ -5,7 +5,8 @@
 //! medians and ratios, the second where the runtime's time per frame went in the median round
 //! (`kplace::report::overhead`): the kernels inside the runtime (against kernel-only's time per
 //! frame), completion bookkeeping, the worker parked waiting for work or spinning for it, the
-//! source's and the collector's time.
+//! source's and the collector's time, and how many sets of stage buffers (the tensors that
+//! live only while a frame's stages run) the frames bound at once.
 //!
 //! ```text
 //! cargo build --release --workspace
@@ -132,9 +133,9 @@ fn main() -> anyhow::Result<()> {
     println!();
     println!(
         "| CPI | slots | spin us | kernel-only ms | runtime ms | kernels ms | bookkeeping us \
-         | parked us (parks) | spins | source us | collector us |"
+         | parked us (parks) | spins | source us | collector us | stage sets bound |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in breakdown {
         println!("{row}");
     }
@@ -146,7 +147,7 @@ fn main() -> anyhow::Result<()> {
 fn breakdown_row(cpi: Cpi, config: Config, kernel_only: f64, metrics: &RunMetrics) -> String {
     let p = metrics.overhead.per_frame();
     format!(
-        "| {cpi} | {} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} ({:.2}) | {:.2} | {:.1} | {:.1} |",
+        "| {cpi} | {} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} ({:.2}) | {:.2} | {:.1} | {:.1} | {} of {} |",
         config.slots,
         config.spin.as_micros(),
         1e3 / kernel_only,
@@ -158,6 +159,8 @@ fn breakdown_row(cpi: Cpi, config: Config, kernel_only: f64, metrics: &RunMetric
         p.spins,
         p.source_us,
         p.collector_us,
+        metrics.overhead.stage_sets_peak,
+        metrics.overhead.stage_sets,
     )
 }
 

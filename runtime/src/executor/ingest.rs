@@ -210,7 +210,8 @@ impl<'r> Ingest<'r> {
             return None;
         }
         let bytes = self.shared.schedule.packet_bytes as usize;
-        let block = self.shared.slots[frame.slot].buffer(self.shared.plan.graph.source.tensor.0);
+        // The source tensor lives as long as its slot, so the slot has its buffer.
+        let block = self.shared.slots[frame.slot].buffer(self.shared.plan.graph.source.tensor.0)?;
         // SAFETY: index < packets, so the offset is inside the source buffer.
         Some(unsafe { block.ptr.add(index as usize * bytes) })
     }

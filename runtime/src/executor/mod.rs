@@ -11,18 +11,22 @@
 //! - the calling thread is the **collector**: it hands every frame to the sink, processed or
 //!   partial, in the order frames began, records latency, and returns slots to the source.
 //!
-//! Guarantees: at most `slots` frames are in flight, each with its own buffers and kernel
-//! states; nothing is allocated per frame or per launch (tasks are small values in bounded
-//! queues sized so that sends never block); a launch runs only once every tensor it reads is
-//! complete; a slot is reused only once no launch of its frame runs. A kernel failure, a sink
-//! error or a source error stops the run and is returned; the source sees the stop at its
-//! next frame. With [`RunOptions::progress_every`], the collector tells the sink what the run
-//! has done ([`Progress`]) at that interval and once at the end, so that the intervals' counts
-//! add up to the run's.
+//! Guarantees: at most `slots` frames are in flight, each with its own kernel states and its
+//! own buffers for the source, the sinks and whatever a GPU touches; tensors that live only
+//! while a frame's stages run, and CPU stages' workspaces, are shared (the private `scratch`
+//! module), so a frame waiting in a slot holds only its source buffer; nothing is allocated per
+//! frame or per launch (tasks are small values in bounded queues sized so that sends never
+//! block); a launch runs only once every tensor it reads is complete; a slot is reused only
+//! once no launch of its frame runs. A kernel failure, a sink error or a source error stops the
+//! run and is returned; the source sees the stop at its next frame. With
+//! [`RunOptions::progress_every`], the collector tells the sink what the run has done
+//! ([`Progress`]) at that interval and once at the end, so that the intervals' counts add up to
+//! the run's.
 
 mod ingest;
 pub mod pool;
 mod schedule;
+mod scratch;
 mod slot;
 mod wait;
 
@@ -45,6 +49,7 @@ use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
 
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
+use scratch::{FrameSets, WorkerScratch};
 pub use slot::SlotError;
 use slot::{Completion, Slot};
 
@@ -107,7 +112,10 @@ impl CompletedFrame<'_> {
     /// The bytes of sink `index` (the graph's `sinks` order).
     pub fn sink(&self, index: usize) -> &[u8] {
         let TensorId(t) = self.plan.graph.sinks[index];
-        let block = self.slot.host_buffer(t);
+        // A sink lives as long as its slot (the planner's rule), so the slot has its buffer.
+        let Some(block) = self.slot.host_buffer(t) else {
+            return &[];
+        };
         // SAFETY: every stage of the frame has finished (acquire ordering on the counters
         // and the channel), and the slot is not reused until the sink returns.
         unsafe { std::slice::from_raw_parts(block.ptr, block.bytes as usize) }
@@ -181,6 +189,8 @@ struct Shared<'p> {
     plan: &'p Plan,
     schedule: Schedule,
     slots: Vec<Slot>,
+    /// The buffers of the tensors that live only while a frame's stages run.
+    sets: FrameSets,
     /// Launches of stages whose inputs are complete: later stages of frames in flight.
     ready: Sender<Task>,
     /// Launches of streamed tiles, sent by the source as packets complete them.
@@ -261,7 +271,7 @@ impl Shared<'_> {
             self.partial_done(slot_index);
         }
         if frame_done {
-            let _ = self.events.send(Event::FrameDone(slot_index));
+            self.frame_done(slot_index);
         }
     }
 
@@ -331,12 +341,20 @@ impl Shared<'_> {
             self.partial_done(slot_index);
         }
         if frame_done {
-            let _ = self.events.send(Event::FrameDone(slot_index));
+            self.frame_done(slot_index);
         }
     }
 
-    /// Hands a partial frame whose launches have all ended to the collector.
+    /// Hands a frame whose stages have all ended to the collector, once its set of stage
+    /// buffers is free for the next frame.
+    fn frame_done(&self, slot: usize) {
+        self.slots[slot].release_set(&self.sets);
+        let _ = self.events.send(Event::FrameDone(slot));
+    }
+
+    /// Hands a partial frame whose launches have all ended to the collector, likewise.
     fn partial_done(&self, slot: usize) {
+        self.slots[slot].release_set(&self.sets);
         let _ = self.events.send(Event::FramePartial(slot));
     }
 }
@@ -388,8 +406,12 @@ pub fn run_with(
         pools.len(),
         crate::plan::human_bytes(plan.pool_bytes())
     );
+    let sets = FrameSets::new(plan, &mut pools)?;
     let slots = (0..plan.runtime.slots)
         .map(|_| Slot::new(plan, &mut pools, &schedule, options.profile_gpu))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut scratches = (0..plan.runtime.workers)
+        .map(|_| WorkerScratch::new(plan, &mut pools))
         .collect::<Result<Vec<_>, _>>()?;
     tracing::debug!(
         "{} frame slots built, {} workers, profile_gpu {}",
@@ -419,6 +441,7 @@ pub fn run_with(
         plan,
         schedule,
         slots,
+        sets,
         ready: ready_tx,
         streamed: streamed_tx,
         gpu: gpu_tx,
@@ -466,15 +489,17 @@ pub fn run_with(
 
     let outcome = std::thread::scope(|scope| {
         let shared = &shared;
-        let workers: Vec<_> = (0..plan.runtime.workers)
-            .map(|w| {
+        let workers: Vec<_> = scratches
+            .drain(..)
+            .enumerate()
+            .map(|(w, scratch)| {
                 let queues = Queues {
                     gpu: gpu_rx.clone(),
                     ready: ready_rx.clone(),
                     streamed: streamed_rx.clone(),
                 };
                 let core = plan.runtime.pin_cores.get(w).copied();
-                scope.spawn(move || worker(shared, queues, core, w as u32))
+                scope.spawn(move || worker(shared, queues, scratch, core, w as u32))
             })
             .collect();
         let source_cores = spare_cores.as_ref();
@@ -516,12 +541,15 @@ pub fn run_with(
                     workers_total.add(&tally);
                 }
                 spans.push(source_spans);
+                let (stage_sets, stage_sets_peak) = shared.sets.usage();
                 let overhead = Overhead {
                     frames: c.frames,
                     workers: plan.runtime.workers as u32,
                     workers_total,
                     source: source_tally,
                     collector: c.tally,
+                    stage_sets: stage_sets as u32,
+                    stage_sets_peak: stage_sets_peak as u32,
                 };
                 Ok((c, spans, overhead))
             }
@@ -669,6 +697,7 @@ fn try_next_task(queues: &Queues) -> Option<Task> {
 fn worker(
     shared: &Shared<'_>,
     queues: Queues,
+    mut scratch: WorkerScratch,
     core: Option<usize>,
     index: u32,
 ) -> (SpanBuffer, WorkerTally) {
@@ -715,12 +744,10 @@ fn worker(
                 .map_err(RunError::from)
                 .and_then(|()| shared.gpu_enqueued(slot, stage, &mut spans, Track::Worker(index)))
         } else {
-            let launched = shared.slots[slot].launch(stage, launch);
+            let launched = shared.slots[slot].launch(stage, launch, &shared.sets, &mut scratch);
             // Recorded before the launch is completed: completing it may hand the frame on.
             record(&mut spans, SpanKind::Launch);
-            launched
-                .map(|()| shared.complete(slot, stage))
-                .map_err(RunError::from)
+            launched.map(|()| shared.complete(slot, stage))
         };
         drop(range);
         let ended = shared.now_ns();

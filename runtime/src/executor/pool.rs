@@ -9,9 +9,11 @@
 //! never allocates. An exhausted pool returns `None` for the caller to count as backpressure,
 //! never a crash. Host and pinned memory is zeroed at allocation; device memory is not.
 //!
-//! A block does not carry a fence of its own: blocks belong to frame slots, and the executor
-//! reuses a slot, with all its blocks, only after the events of every GPU stage that read or
-//! wrote them have completed (see the executor's module docs).
+//! A block does not carry a fence of its own. Every block a GPU touches belongs to a frame slot,
+//! and the executor reuses a slot, with all its blocks, only after the events of every GPU stage
+//! that read or wrote them have completed (see the executor's module docs); the other blocks
+//! (CPU workspaces, buffers of tensors that live only while a frame's stages run) are handed
+//! between CPU launches that have returned.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;

@@ -1,11 +1,17 @@
 //! Frame slots: everything one frame in flight owns.
 //!
-//! A slot holds one buffer per tensor (and a mirror where the tensor crosses the bus), one
-//! kernel state per stage, one workspace per launch of each stage, and the launch arguments
-//! built from them; for each GPU stage, a stream, an event (its fence), the events of the GPU
-//! stages it waits on, and the copies it enqueues. All are made once before the run, so running
-//! or enqueueing a launch touches no allocator. The counters that order a frame's stages live
-//! here too; [`Slot::reset`] rearms them before the slot is reused.
+//! A slot holds a buffer (and a mirror where it crosses the bus) for each tensor that lives as
+//! long as the frame's slot ([`Lifetime::Slot`]: the source tensor, the sinks, anything a GPU
+//! touches), one kernel state per stage, and the launch arguments built from them; for each
+//! GPU stage, a workspace per launch, a stream, an event (its fence), the events of the GPU
+//! stages it waits on, and the copies it enqueues. Tensors that live only while the frame's
+//! stages run come from a set the frame binds at its first launch ([`FrameSets::bind`]), and
+//! CPU stages' workspaces from the worker that runs the launch (see [`super::scratch`]). All
+//! are made once before the run, so running or enqueueing a launch touches no allocator. The
+//! counters that order a frame's stages live here too; [`Slot::reset`] rearms them before the
+//! slot is reused.
+//!
+//! [`Lifetime::Slot`]: crate::plan::Lifetime::Slot
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -18,20 +24,26 @@ use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest};
 use crate::executor::pool::{Block, Pool};
 use crate::model::graph::{Producer, StageId, TensorId};
 use crate::model::placement::Device;
-use crate::plan::{Plan, PoolPurpose, tensor_desc};
-use crate::plugin::{KernelState, LaunchError};
+use crate::plan::{Lifetime, Plan, PoolPurpose, tensor_desc};
+use crate::plugin::KernelState;
 
+use super::RunError;
 use super::schedule::Schedule;
+use super::scratch::{FrameSets, UNBOUND, WorkerScratch, take};
 
 /// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
 const ABANDONED: u32 = 1 << 31;
 
 /// One frame in flight.
 pub(crate) struct Slot {
-    /// One buffer per graph tensor, where its writer writes it.
-    buffers: Vec<Block>,
-    /// Per graph tensor, the buffer the host reads: the home or the mirror.
-    host_views: Vec<Block>,
+    /// Per graph tensor, where its writer writes it: the slot's buffer, or `None` for a tensor
+    /// that lives only while the stages run (its buffer is in the frame's set).
+    buffers: Vec<Option<Block>>,
+    /// Per graph tensor, the buffer the host reads (the home or the mirror); `None` as above.
+    host_views: Vec<Option<Block>>,
+    /// The set of buffers the frame bound at its first launch that needed one
+    /// ([`FrameSets::bind`]), or [`UNBOUND`].
+    set: AtomicU32,
     stages: Vec<SlotStage>,
     /// Per stage: predecessor stages (and the source's frame end) still to finish.
     waiting: Vec<AtomicU32>,
@@ -52,9 +64,15 @@ pub(crate) struct Slot {
 
 struct SlotStage {
     state: KernelState,
+    /// The launch's tensors; those in `from_set` are placeholders, filled in per launch.
     inputs: Vec<Tensor>,
     outputs: Vec<Tensor>,
+    /// The ports whose tensor lives only while the stages run: its buffer is the frame's set's.
+    from_set: Vec<SetPort>,
+    /// A GPU stage's workspaces, one per launch of a frame (a CPU stage uses its worker's).
     workspaces: Vec<Block>,
+    /// Launches per frame.
+    launches: u32,
     split_axis_tile: Option<u64>,
     axis_extent: u64,
     /// What a GPU stage enqueues on; `None` on the CPU.
@@ -82,6 +100,16 @@ struct SlotGpu {
     /// When tracing: the run's clock when the stage's host callback ran for the current frame
     /// ([`Slot::gpu_callback_at`]), which places its timing events on the run's timeline.
     callback_ns: AtomicU64,
+}
+
+/// A launch argument whose buffer comes from the frame's set.
+#[derive(Clone, Copy)]
+struct SetPort {
+    /// An output port, else an input.
+    output: bool,
+    /// Its index among the stage's inputs or outputs.
+    index: usize,
+    tensor: TensorId,
 }
 
 /// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
@@ -127,41 +155,36 @@ impl Slot {
         profile: bool,
     ) -> Result<Slot, SlotError> {
         let graph = &plan.graph;
-        let mut take = |purpose: PoolPurpose| -> Result<Block, SlotError> {
-            let (i, _) = plan
-                .pools
-                .iter()
-                .enumerate()
-                .find(|(_, p)| p.purpose == purpose)
-                .ok_or(SlotError::PoolMissing)?;
-            pools[i]
-                .take()
-                .ok_or_else(|| SlotError::PoolExhausted(plan.pools[i].name.clone()))
-        };
-        let buffers = (0..graph.tensors.len())
-            .map(|t| take(PoolPurpose::Tensor(TensorId(t))))
+        let buffers = plan
+            .edges
+            .iter()
+            .map(|e| match e.lifetime {
+                Lifetime::Slot => take(plan, pools, PoolPurpose::Tensor(e.tensor)).map(Some),
+                Lifetime::Stages => Ok(None),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mirrors = plan
             .edges
             .iter()
             .map(|e| {
                 e.mirror
-                    .map(|_| take(PoolPurpose::Mirror(e.tensor)))
+                    .map(|_| take(plan, pools, PoolPurpose::Mirror(e.tensor)))
                     .transpose()
             })
             .collect::<Result<Vec<_>, _>>()?;
-        // What a stage on `device` sees of tensor `id`: its home or its mirror.
+        // What a stage on `device` sees of tensor `id`: its home or its mirror, or, for a
+        // tensor in the frame's set, a null address to be filled in per launch.
         let tensor = |id: TensorId, device: Device| {
             let edge = &plan.edges[id.0];
             let space = edge.space_for(device);
             let block = if space == edge.space {
                 buffers[id.0]
             } else {
-                mirrors[id.0].ok_or(SlotError::PoolMissing)?
+                Some(mirrors[id.0].ok_or(SlotError::PoolMissing)?)
             };
             Ok::<_, SlotError>(Tensor {
                 desc: tensor_desc(graph.tensor(id), space),
-                data: block.ptr.cast(),
+                data: block.map_or(std::ptr::null_mut(), |b| b.ptr.cast()),
             })
         };
         // Streams and events first: a stage's waits name its producers' events. Each is owned,
@@ -190,9 +213,29 @@ impl Slot {
             let state = plan
                 .create_state(planned.stage)
                 .map_err(SlotError::Create)?;
-            let workspaces = (0..planned.launches)
-                .map(|_| take(PoolPurpose::Workspace(planned.stage)))
-                .collect::<Result<Vec<_>, _>>()?;
+            // A CPU stage's launches use their worker's workspace.
+            let workspaces = match planned.device {
+                Device::Cpu => Vec::new(),
+                Device::Gpu(_) => (0..planned.launches)
+                    .map(|_| take(plan, pools, PoolPurpose::Workspace(planned.stage)))
+                    .collect::<Result<Vec<_>, _>>()?,
+            };
+            let mut from_set = Vec::new();
+            for (output, tensors) in [(false, &spec.inputs), (true, &spec.outputs)] {
+                for (index, &tensor) in tensors.iter().enumerate() {
+                    if plan.edges[tensor.0].lifetime == Lifetime::Stages {
+                        from_set.push(SetPort {
+                            output,
+                            index,
+                            tensor,
+                        });
+                    }
+                }
+            }
+            if planned.device != Device::Cpu && !from_set.is_empty() {
+                // The planner gives every tensor a GPU touches a slot's buffer.
+                return Err(SlotError::PoolMissing);
+            }
             let axis_extent = match spec.split {
                 Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
                 None => graph.tensor(spec.inputs[0]).shape[0],
@@ -207,7 +250,7 @@ impl Slot {
                     let copy = |t: TensorId| -> Result<MirrorCopy, SlotError> {
                         let edge = &plan.edges[t.0];
                         let mirror = mirrors[t.0].ok_or(SlotError::PoolMissing)?;
-                        let home = buffers[t.0];
+                        let home = buffers[t.0].ok_or(SlotError::PoolMissing)?;
                         let pieces = edge.mirror.map_or(1, |m| m.transfer.pieces);
                         Ok(MirrorCopy {
                             dst: mirror.ptr,
@@ -268,7 +311,9 @@ impl Slot {
                     .iter()
                     .map(|&t| tensor(t, planned.device))
                     .collect::<Result<_, _>>()?,
+                from_set,
                 workspaces,
+                launches: planned.launches as u32,
                 split_axis_tile: spec.split.map(|s| s.tile),
                 axis_extent,
                 gpu,
@@ -281,13 +326,14 @@ impl Slot {
                 if e.host_space() == e.space {
                     Ok(buffers[e.tensor.0])
                 } else {
-                    mirrors[e.tensor.0].ok_or(SlotError::PoolMissing)
+                    mirrors[e.tensor.0].map(Some).ok_or(SlotError::PoolMissing)
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
         let slot = Slot {
             buffers,
             host_views,
+            set: AtomicU32::new(UNBOUND),
             waiting: schedule
                 .initial_waiting
                 .iter()
@@ -318,15 +364,23 @@ impl Slot {
         self.pending.store(0, Ordering::Relaxed);
     }
 
-    /// The buffer of tensor `index`.
-    pub(crate) fn buffer(&self, index: usize) -> Block {
+    /// The slot's buffer of tensor `index`; `None` for a tensor that lives only while the
+    /// stages run.
+    pub(crate) fn buffer(&self, index: usize) -> Option<Block> {
         self.buffers[index]
     }
 
     /// The host-readable buffer of tensor `index`: its home, or its mirror when the home is
-    /// device memory.
-    pub(crate) fn host_buffer(&self, index: usize) -> Block {
+    /// device memory; `None` as for [`Slot::buffer`].
+    pub(crate) fn host_buffer(&self, index: usize) -> Option<Block> {
         self.host_views[index]
+    }
+
+    /// Returns the frame's set, if it bound one, for the next frame to take. Only once nothing
+    /// of the frame runs or is queued: all its stages have ended, or it is partial and its
+    /// last launch has.
+    pub(crate) fn release_set(&self, sets: &FrameSets) {
+        sets.release(&self.set);
     }
 
     /// Whether `stage` runs on a GPU.
@@ -347,22 +401,52 @@ impl Slot {
         }
     }
 
-    /// Runs launch `launch` of CPU stage `stage` on the calling thread.
-    pub(crate) fn launch(&self, stage: StageId, launch: u32) -> Result<(), LaunchError> {
+    /// Runs launch `launch` of CPU stage `stage` on the calling thread, a worker, with the
+    /// worker's workspace and, for tensors that live only while the stages run, the frame's
+    /// set (bound now if this is the frame's first launch that needs one).
+    pub(crate) fn launch(
+        &self,
+        stage: StageId,
+        launch: u32,
+        sets: &FrameSets,
+        scratch: &mut WorkerScratch,
+    ) -> Result<(), RunError> {
         let s = &self.stages[stage.0];
-        let ws = s.workspaces[launch as usize];
+        let ws = scratch.workspace(stage.0).ok_or(SlotError::PoolMissing)?;
+        let (inputs, outputs) = if s.from_set.is_empty() {
+            (s.inputs.as_slice(), s.outputs.as_slice())
+        } else {
+            let set = sets.bind(&self.set).ok_or(SlotError::NoFreeSet)?;
+            // Within their capacity, the widest stage's: no allocation.
+            scratch.inputs.clear();
+            scratch.inputs.extend_from_slice(&s.inputs);
+            scratch.outputs.clear();
+            scratch.outputs.extend_from_slice(&s.outputs);
+            for port in &s.from_set {
+                let block = sets.block(set, port.tensor).ok_or(SlotError::PoolMissing)?;
+                let side = if port.output {
+                    &mut scratch.outputs
+                } else {
+                    &mut scratch.inputs
+                };
+                side[port.index].data = block.ptr.cast();
+            }
+            (scratch.inputs.as_slice(), scratch.outputs.as_slice())
+        };
         // SAFETY: the buffers and workspace come from pools sized by the plan; the schedule
-        // runs a launch only once its inputs are complete, gives each launch its own
-        // workspace, and runs concurrent launches of one stage only on disjoint tiles.
+        // runs a launch only once its inputs are complete, and runs concurrent launches of one
+        // stage only on disjoint tiles; the frame's set is bound to this frame alone until its
+        // stages end; the workspace is this worker's, which runs one launch at a time.
         unsafe {
             s.state.launch(
-                &s.inputs,
-                &s.outputs,
+                inputs,
+                outputs,
                 (ws.ptr.cast(), ws.bytes),
                 std::ptr::null_mut(),
                 Self::tile(s, launch),
             )
-        }
+        }?;
+        Ok(())
     }
 
     /// Enqueues task `task` of GPU stage `stage` on its stream, without waiting for the GPU:
@@ -397,7 +481,7 @@ impl Slot {
         let launches = if g.per_tile {
             task..task + 1
         } else {
-            0..s.workspaces.len() as u32
+            0..s.launches
         };
         // SAFETY: every address comes from this slot's pools, sized by the plan; the pools
         // outlive every stream (drained before they are freed), and work of a frame whose
@@ -614,6 +698,9 @@ pub enum SlotError {
     /// A pool had fewer blocks than the slots need (a planner bug).
     #[error("pool {0} is exhausted while building frame slots")]
     PoolExhausted(String),
+    /// A frame found every set of stage buffers bound (an executor bug: there is one per slot).
+    #[error("no free set of stage buffers for a frame (an executor bug)")]
+    NoFreeSet,
     /// A kernel refused to create a state.
     #[error(transparent)]
     Create(crate::plan::bind::CreateError),

@@ -97,7 +97,8 @@ pub struct StagePlacement {
 /// Executor settings a placement carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuntimeSettings {
-    /// Frames in flight, each with its own buffers and kernel states. With `slots: auto`,
+    /// Frames in flight, each with its own kernel states and its own buffers for the source,
+    /// the sinks and whatever a GPU touches. With `slots: auto`,
     /// the count [`RuntimeSettings::size_slots`] chose for the stream ([`AUTO_SLOTS_MIN`]
     /// until it is called).
     pub slots: usize,

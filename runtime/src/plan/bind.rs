@@ -81,6 +81,7 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
         tensor_pools: mut pools,
     } = layout;
     let slots = placement.runtime.slots;
+    let workers = placement.runtime.workers;
     // The tensors' memory must fit before any kernel is created: a kernel may allocate as
     // much as its tensors while it plans.
     let mut available = MemoryAvailable::probe();
@@ -169,7 +170,10 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
             purpose: PoolPurpose::Workspace(StageId(index)),
             space: workspace_space,
             block_bytes: workspace_bytes.unwrap_or(0),
-            blocks: slots * launches as usize,
+            blocks: match entry.device {
+                Device::Cpu => workers,
+                Device::Gpu(_) => slots * launches as usize,
+            },
         });
         tracing::debug!(
             "stage {} bound to {} on {} from {} (workspace {}, {launches} launches)",

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{Direction, Plan, TileOrigin, human_bytes};
+use super::{Direction, Lifetime, Plan, PoolPurpose, TileOrigin, human_bytes};
 use crate::model::graph::{Producer, StageId};
 use crate::model::placement::Device;
 
@@ -226,9 +226,20 @@ impl Plan {
             self.runtime.slots
         )?;
         for p in &self.pools {
+            // Whose the blocks are, where it is not simply one per slot.
+            let whose = match p.purpose {
+                PoolPurpose::Tensor(t) if self.edges[t.0].lifetime == Lifetime::Stages => {
+                    "  shared: bound to a frame while its stages run"
+                }
+                PoolPurpose::Workspace(s) if self.stages[s.0].device == Device::Cpu => {
+                    "  one per worker"
+                }
+                PoolPurpose::Workspace(_) => "  one per launch, per slot",
+                _ => "",
+            };
             writeln!(
                 f,
-                "  {:<24} {:<15} {:>3} x {:>10} = {:>10}",
+                "  {:<24} {:<15} {:>3} x {:>10} = {:>10}{whose}",
                 p.name,
                 p.space.to_string(),
                 p.blocks,

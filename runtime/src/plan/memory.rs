@@ -15,6 +15,12 @@
 //! uploaded as they arrive (tile by tile when that stage is split along the packet axis),
 //! and with CFAR on a GPU only the detection list comes back, never a map.
 //!
+//! A tensor that only CPU stages write and read, and that no sink reads, holds a frame's data
+//! only while the frame's stages run ([`Lifetime::Stages`]): its buffers are not a slot's but
+//! shared by the frames in flight, so that a frame waiting in a slot costs only its source
+//! buffer and one worker reuses the same warm buffers frame after frame. Everything else lives
+//! as long as the frame's slot ([`Lifetime::Slot`]).
+//!
 //! Pinned buffers are never write-combined: the receiver reads packet headers in place and
 //! CPU stages read downloads, and write-combined memory is very slow to read.
 //!
@@ -122,6 +128,20 @@ pub struct Mirror {
     pub transfer: Transfer,
 }
 
+/// How long a tensor's buffers hold one frame's data, which decides who owns them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    /// From the frame's first packet until the sink has read it, or until the GPU work queued
+    /// on the slot's streams has run: the source tensor, the sinks, and every tensor a GPU
+    /// stage writes or reads. Each slot has its own buffer (and mirror).
+    Slot,
+    /// Only while the frame's stages run: written and read by CPU stages alone, in host
+    /// memory, and read by no sink. The frames in flight share these buffers: the executor
+    /// binds a set of them to a frame at its first launch and takes it back once the frame's
+    /// stages have ended, most recently returned first.
+    Stages,
+}
+
 /// A tensor bound to memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlannedEdge {
@@ -131,6 +151,8 @@ pub struct PlannedEdge {
     pub space: BufferSpace,
     /// The copy on the other side, when a reader runs there.
     pub mirror: Option<Mirror>,
+    /// How long its buffers hold a frame's data.
+    pub lifetime: Lifetime,
 }
 
 impl PlannedEdge {
@@ -198,6 +220,11 @@ pub fn lay_out(
                     tensor: id,
                     space: BufferSpace::Host,
                     mirror: None,
+                    lifetime: if writer.is_some() && !graph.sinks.contains(&id) {
+                        Lifetime::Stages
+                    } else {
+                        Lifetime::Slot
+                    },
                 },
                 &[reader] => {
                     let Device::Gpu(n) = device_of(reader) else {
@@ -227,6 +254,7 @@ pub fn lay_out(
                                 bytes: tensor.bytes,
                             },
                         }),
+                        lifetime: Lifetime::Slot,
                     }
                 }
                 many => {
@@ -276,6 +304,7 @@ pub fn lay_out(
                     tensor: id,
                     space: BufferSpace::Device(n),
                     mirror,
+                    lifetime: Lifetime::Slot,
                 }
             }
         };

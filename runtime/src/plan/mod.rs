@@ -42,8 +42,8 @@ pub use crate::model::placement::{LIB_DIR_ENV, library_search_dirs};
 pub use bind::default_library_file;
 pub use layout::{Layout, tensor_pools_for};
 pub use memory::{
-    BufferSpace, Demand, Direction, GpuWork, MemoryAvailable, MemoryNeed, Mirror, PlannedEdge,
-    Transfer,
+    BufferSpace, Demand, Direction, GpuWork, Lifetime, MemoryAvailable, MemoryNeed, Mirror,
+    PlannedEdge, Transfer,
 };
 pub use tiles::TileOrigin;
 
@@ -106,11 +106,15 @@ pub struct PlannedStage {
 /// What a pool's blocks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolPurpose {
-    /// One buffer of this tensor per slot, where its writer writes it.
+    /// Buffers of this tensor where its writer writes it, one per slot: each slot's own, or,
+    /// for a tensor that lives only while a frame's stages run ([`Lifetime::Stages`]), shared
+    /// by the frames in flight.
     Tensor(TensorId),
     /// One mirror of this tensor per slot, on the other side of the bus.
     Mirror(TensorId),
-    /// Workspaces of this stage: one per launch of a frame, per slot.
+    /// Workspaces of this stage. A CPU stage's launch runs to its end on a worker, so each
+    /// worker has one; a GPU stage's launch enqueues work that runs later, so each launch of a
+    /// frame has its own, per slot.
     Workspace(StageId),
 }
 

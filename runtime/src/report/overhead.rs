@@ -14,7 +14,10 @@
 //!   and `spins`: time spinning, and times it found a task by spinning briefly first;
 //! - the source's `busy` time, less its waits for a free slot: for a replay, its work (writing
 //!   packets, launching tiles); for a network receiver, also its waits for packets;
-//! - the collector's `busy` time (handing frames to the sink, resetting slots).
+//! - the collector's `busy` time (handing frames to the sink, resetting slots);
+//! - `stage_sets` and `stage_sets_peak`: the sets of buffers for tensors that live only while
+//!   a frame's stages run, and the most ever bound to frames at once. Every set bound is
+//!   memory the kernels sweep in turn; one worker running frames one after another binds one.
 //!
 //! Guarantee: every duration is measured on the thread it describes, so the worker figures add
 //! up to the workers' time in their loop, less the loop's own few instructions per task.
@@ -73,6 +76,11 @@ pub struct Overhead {
     pub source: SourceTally,
     /// The collector's.
     pub collector: CollectorTally,
+    /// Sets of buffers for tensors that live only while a frame's stages run (0 when the plan
+    /// has no such tensor).
+    pub stage_sets: u32,
+    /// The most of them bound to frames at once.
+    pub stage_sets_peak: u32,
 }
 
 impl WorkerTally {
@@ -153,7 +161,15 @@ impl fmt::Display for Overhead {
             p.source_us,
             p.slot_waits,
             p.collector_us
-        )
+        )?;
+        if self.stage_sets > 0 {
+            write!(
+                f,
+                ", stage buffer sets {} of {} at most",
+                self.stage_sets_peak, self.stage_sets
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -187,6 +203,8 @@ mod tests {
             collector: CollectorTally {
                 busy: Duration::from_micros(40),
             },
+            stage_sets: 4,
+            stage_sets_peak: 1,
         };
         let p = overhead.per_frame();
         assert_eq!(p.tasks, 5.0);
@@ -202,6 +220,10 @@ mod tests {
         let line = overhead.to_string();
         assert!(
             line.starts_with("runtime per frame: 5.0 tasks, kernels 1.000 ms"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(", stage buffer sets 1 of 4 at most"),
             "{line}"
         );
     }

@@ -123,6 +123,12 @@ pub struct OverheadEntry {
     pub slot_waits_per_frame: f64,
     /// The collector's time per frame (handing frames to the sink, returning slots), us.
     pub collector_us_per_frame: f64,
+    /// Sets of buffers for the tensors that live only while a frame's stages run (one per
+    /// slot; 0 when every tensor is a slot's own).
+    pub stage_sets: u32,
+    /// The most of those sets bound to frames at once: the frames whose stage buffers the
+    /// kernels swept in turn (1 with one worker running frames one after another).
+    pub stage_sets_peak: u32,
 }
 
 impl From<&crate::report::overhead::Overhead> for OverheadEntry {
@@ -139,6 +145,8 @@ impl From<&crate::report::overhead::Overhead> for OverheadEntry {
             source_us_per_frame: p.source_us,
             slot_waits_per_frame: p.slot_waits,
             collector_us_per_frame: p.collector_us,
+            stage_sets: overhead.stage_sets,
+            stage_sets_peak: overhead.stage_sets_peak,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! Bounds measured beside the runtime: what the same kernels do with no runtime at all.
 //!
 //! [`kernel_only_rate`] launches a plan's kernels in graph order on the calling thread, on one
-//! slot's buffers, tile by tile, with the one copy per frame a receiver makes: the rate no
-//! executor on one core can beat. Benchmarks report the runtime's rate as a ratio of it.
+//! set of buffers with one workspace per stage, tile by tile, with the one copy per frame a
+//! receiver makes: what an executor with one worker should reach (a few percent more when its
+//! source writes the next frame on another core while the worker computes). Benchmarks report
+//! the runtime's rate as a ratio of it.
 
 use std::time::Instant;
 

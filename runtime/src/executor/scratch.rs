@@ -13,15 +13,16 @@
 //! - **A tensor that lives only while the frame's stages run** ([`Lifetime::Stages`]: CPU
 //!   stages write and read it, no sink reads it) comes from a [`FrameSets`]. There are as many
 //!   sets as slots, so a frame always finds one. A frame binds a set at its first launch that
-//!   needs one ([`FrameSets::bind`]) and returns it once its
-//!   stages have ended, or, for a partial frame, once its last launch has. Free sets form a
-//!   stack: the set returned last, the warmest, is bound next, so a worker that runs frames
-//!   one after another keeps using the same buffers.
+//!   needs one ([`FrameSets::bind`]) and returns it once its stages have ended, or, for a
+//!   partial frame, once its last launch has. Free sets form a stack: the set returned last,
+//!   the warmest, is bound next, so a worker that runs frames one after another keeps using
+//!   the same buffers.
 //!
-//! Guarantees: a set is bound to at most one frame at a time; taking and returning one never
-//! allocates (the stack holds every set from the start) and holds a lock only for a push or a
-//! pop; a set returned by one frame is visible, with everything that frame wrote, to the next
-//! frame that takes it (the lock orders them).
+//! Guarantees: a set is bound to at most one frame at a time, and launches of one frame racing
+//! to bind get the same set; binding and returning never allocate (the stack holds every set
+//! from the start) and hold a lock only to check, pop or push; a set returned by one frame is
+//! visible, with everything that frame wrote, to the next frame that binds it (the lock orders
+//! them).
 //!
 //! [`Lifetime::Stages`]: crate::plan::Lifetime::Stages
 

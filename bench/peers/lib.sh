@@ -1,6 +1,16 @@
 # shellcheck shell=bash
-# What the peers' end-to-end checks (bench/peers/*/test.sh) share: a free UDP port, and waiting,
-# with a bound, until the system under test listens on it. Sourced, not run.
+# What the peers' end-to-end checks (bench/peers/*/test.sh) share: the kplace binary, a free
+# UDP port, and waiting, with a bound, until the system under test listens on it. Sourced, not
+# run.
+
+# Prints the kplace binary the checks run: $KPLACE, else the repository's release build; fails,
+# saying how to build it, when it is not there.
+kplace_binary() {
+    local bin
+    bin="${KPLACE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/target/release/kplace}"
+    [[ -x "$bin" ]] || { echo "$bin not found: cargo build --release --workspace" >&2; return 1; }
+    echo "$bin"
+}
 
 # Prints a UDP port on 127.0.0.1 that nothing holds now, asking PYTHON.
 free_udp_port() { # PYTHON

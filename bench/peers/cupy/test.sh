@@ -19,7 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=bench/peers/lib.sh
 source "$here/../lib.sh"
 repo="$(cd "$here/../../.." && pwd)"
-kplace="${KPLACE:-$repo/target/release/kplace}"
+kplace="$(kplace_binary)"
 cpi="${1:-1024x128}"
 frames="${FRAMES:-64}"
 warmup="${WARMUP:-16}"

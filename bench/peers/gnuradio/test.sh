@@ -10,9 +10,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=bench/peers/lib.sh
 source "$here/../lib.sh"
-repo="$(cd "$here/../../.." && pwd)"
-KPLACE="${KPLACE:-$repo/target/release/kplace}"
-[[ -x "$KPLACE" ]] || { echo "test.sh: $KPLACE not found: cargo build --release --workspace" >&2; exit 2; }
+KPLACE="$(kplace_binary)"
 export KPLACE_LIB_DIR="${KPLACE_LIB_DIR:-$(dirname "$KPLACE")}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 FRAMES="${FRAMES:-40}"

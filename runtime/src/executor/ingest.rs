@@ -128,13 +128,7 @@ impl<'r> Ingest<'r> {
                 self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
                 let waited_from = self.shared.now_ns();
                 // A slot freed while the source spins costs the collector no wake-up.
-                let (spun, _) =
-                    super::wait::spin(self.shared.spin, || match self.free.try_recv() {
-                        Ok(slot) => Some(Some(slot)),
-                        Err(TryRecvError::Disconnected) => Some(None),
-                        Err(TryRecvError::Empty) => None,
-                    });
-                let slot = match spun {
+                let slot = match super::wait::spin_recv(self.shared.spin, &self.free) {
                     Some(slot) => slot,
                     None => self.free.recv().ok(),
                 };

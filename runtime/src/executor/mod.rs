@@ -1034,13 +1034,8 @@ fn next_event(
 ) -> Result<Next, RunError> {
     let checks_gpus = !shared.plan.gpus.is_empty();
     // A frame that completes while the collector spins costs its worker no wake-up.
-    let (polled, _) = wait::spin(shared.spin, || match events.try_recv() {
-        Ok(event) => Some(Next::Event(event)),
-        Err(channel::TryRecvError::Disconnected) => Some(Next::Closed),
-        Err(channel::TryRecvError::Empty) => None,
-    });
-    if let Some(next) = polled {
-        return Ok(next);
+    if let Some(event) = wait::spin_recv(shared.spin, events) {
+        return Ok(event.map_or(Next::Closed, Next::Event));
     }
     if !checks_gpus && due.is_none() {
         return Ok(events.recv().map_or(Next::Closed, Next::Event));

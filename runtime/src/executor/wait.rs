@@ -10,6 +10,8 @@
 
 use std::time::{Duration, Instant};
 
+use crossbeam::channel::{Receiver, TryRecvError};
+
 /// Polls `poll` until it yields a value or `budget` has passed. Returns the value, if any, and
 /// how long it spun (zero when `budget` is zero: then `poll` is not called).
 pub(super) fn spin<T>(
@@ -33,6 +35,17 @@ pub(super) fn spin<T>(
     }
 }
 
+/// [`spin`] on one channel: `Some(Some(value))` when a value came, `Some(None)` when the
+/// channel disconnected, `None` when `budget` passed with neither (then block on it).
+pub(super) fn spin_recv<T>(budget: Duration, receiver: &Receiver<T>) -> Option<Option<T>> {
+    let (polled, _) = spin(budget, || match receiver.try_recv() {
+        Ok(value) => Some(Some(value)),
+        Err(TryRecvError::Disconnected) => Some(None),
+        Err(TryRecvError::Empty) => None,
+    });
+    polled
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +65,17 @@ mod tests {
             (polls == 3).then_some(polls)
         });
         assert_eq!(value, Some(3));
+    }
+
+    #[test]
+    fn spin_recv_tells_a_value_from_a_closed_channel_and_from_nothing() {
+        let (tx, rx) = crossbeam::channel::unbounded();
+        let budget = Duration::from_millis(2);
+        assert_eq!(spin_recv(budget, &rx), None::<Option<u8>>, "nothing came");
+        tx.send(7).unwrap();
+        assert_eq!(spin_recv(budget, &rx), Some(Some(7)));
+        drop(tx);
+        assert_eq!(spin_recv(budget, &rx), Some(None), "disconnected");
     }
 
     #[test]

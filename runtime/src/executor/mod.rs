@@ -428,6 +428,14 @@ pub fn run_with(
     // Every slot sends at most one FrameDone per frame, plus the source's end and failures.
     let (event_tx, event_rx) = channel::bounded::<Event>(slots.len() + max_tasks + 1);
     let (free_tx, free_rx) = channel::bounded::<usize>(slots.len());
+    // crossbeam's one-time allocations for waiting on each channel, now rather than when a
+    // thread first has to wait (wait.rs): every worker may wait on each task queue, the source
+    // on a free slot and the collector (this thread) on the events.
+    for queue in [&ready_rx, &streamed_rx, &gpu_rx] {
+        wait::prepare_to_block(queue, plan.runtime.workers);
+    }
+    wait::prepare_to_block(&free_rx, 1);
+    wait::prepare_to_block(&event_rx, 1);
     for i in 0..slots.len() {
         let _ = free_tx.send(i);
     }
@@ -506,6 +514,7 @@ pub fn run_with(
         let source_thread = scope.spawn(move || {
             let _cores =
                 source_cores.and_then(|cores| crate::os::confine_current_thread(cores).ok());
+            wait::prepare_thread();
             let mut ingest = Ingest::new(shared, free_rx);
             let started = Instant::now();
             let result = source.run(&mut ingest);
@@ -703,6 +712,7 @@ fn worker(
 ) -> (SpanBuffer, WorkerTally) {
     let mut spans = SpanBuffer::new(shared.span_limit);
     let mut tally = WorkerTally::default();
+    wait::prepare_thread();
     if let Some(id) = core {
         // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
         if let Err(e) = crate::os::pin_current_thread(id) {

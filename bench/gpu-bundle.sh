@@ -1,18 +1,43 @@
 #!/usr/bin/env bash
 # Builds, here, everything bench/gpu-check.sh runs on a GPU machine that has no Rust: the
-# release `kplace` binary, the copy-rate probe, both kernel libraries, and the GPU test
-# executables, without debug info and stripped, into target/gpu-check/ (ignored by git; the
-# device tool carries it). Refuses a bundle over 48 MiB (the device tool carries 64 MiB in
-# all), and prints the device-tool call that runs the check.
-#   bench/gpu-bundle.sh && ls target/gpu-check
+# release `kplace` binary, the copy-rate probe, every kernel library (the radar's CPU and GPU
+# libraries, the spectrogram's C and CUDA libraries: the tests load them from lib/, so the GPU
+# machine needs no C compiler), and the GPU test executables, without debug info and
+# stripped, into target/gpu-check/ (ignored by git; the device tool carries it). Refuses a
+# bundle over 40 MiB (the device tool carries 64 MiB in all, the source tree included), and
+# prints the device-tool call that runs the check.
+#
+#   bench/gpu-bundle.sh                  the release bundle, in target/gpu-check
+#   bench/gpu-bundle.sh --dev DIR        the same layout from the dev profile (what
+#                                        scripts/test.sh built), into DIR: for the dry run
+#                                        (bench/gpu-bundle-dry-run.sh), not for a GPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=target/gpu-check
-limit_mib=48
-built=${CARGO_TARGET_DIR:-target}/release
+limit_mib=40
+profile=release
+case "${1:-}" in
+    "") ;;
+    --dev)
+        profile=dev
+        bundle=${2:?usage: bench/gpu-bundle.sh --dev DIR}
+        if [ -e "$bundle" ] && [ -n "$(ls -A "$bundle")" ]; then
+            echo "gpu-bundle: $bundle is not empty; name a new directory" >&2
+            exit 2
+        fi
+        ;;
+    *) echo "usage: bench/gpu-bundle.sh [--dev DIR]" >&2; exit 2 ;;
+esac
+if [ "$profile" = release ]; then
+    built=${CARGO_TARGET_DIR:-target}/release
+    cargo_profile=(--release)
+else
+    built=${CARGO_TARGET_DIR:-target}/debug
+    cargo_profile=()
+fi
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/tests"
-cargo build --release --workspace >&2
+cargo build "${cargo_profile[@]}" --workspace >&2
 cp "$built/kplace" "$built/copy_rate" "$bundle/bin/"
 cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$built/libkplace_spectrogram.so" \
     "$built/libkplace_spectrogram_gpu.so" "$bundle/lib/"
@@ -22,7 +47,7 @@ cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$built/libkplace_spectro
 # and GPU sharing (several GPU pipelines, a real MPS daemon). Cargo names them with a
 # hash; its JSON messages say which file is which. The host simulation's tests need no GPU and
 # stay here.
-cargo test --release -p kplace-gpu -p kplace-spectrogram-gpu -p kplace-cli --no-run --message-format=json 2>/dev/null |
+cargo test "${cargo_profile[@]}" -p kplace-gpu -p kplace-spectrogram-gpu -p kplace-cli --no-run --message-format=json 2>/dev/null |
     python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
@@ -47,6 +72,7 @@ for line in sys.stdin:
 strip "$bundle"/bin/* "$bundle"/tests/*
 strip --strip-unneeded "$bundle"/lib/*
 [ -x "$bundle/tests/kplace-gpu-gpu" ] || { echo "gpu-bundle: the kplace-gpu gpu test executable is missing" >&2; exit 1; }
+[ "$profile" = release ] || exit 0
 size_kib=$(du -sk "$bundle" | cut -f1)
 du -sh "$bundle"/* >&2
 if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then

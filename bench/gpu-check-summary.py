@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The summary of bench/gpu-check.sh: judges the preflight, and rewrites summary.json and
-table.md from the scratch directory after every step.
+table.md from the scratch directory after every step. After every step the summary is a
+verdict on what ran (`failed`, else `incomplete` while steps have not run or were skipped for
+time, else `passed`), so a call cut off midway still says what it found.
 
   gpu-check-summary.py preflight SCRATCH      exit 0 when the GPU path can run, 3 when not
   gpu-check-summary.py summary SCRATCH OUT    writes OUT/summary.json and OUT/table.md
@@ -71,8 +73,8 @@ def preflight(scratch):
         else:
             tools[os.path.basename(line)] = line
     sanitizer = (text(os.path.join(d, "compute-sanitizer.txt")) or "").splitlines()
-    cupy = (text(os.path.join(d, "cupy.txt")) or "").splitlines()
-    cupy_ok = bool(cupy) and re.match(r"^\d+\.\S+ \d+$", cupy[-1]) is not None
+    smi = text(os.path.join(d, "nvidia-smi.txt"))
+    fields = [v.strip() for v in (smi or "").splitlines()[0].split(",")] if smi else []
     result = {
         "usable": not missing,
         "missing": missing,
@@ -80,12 +82,15 @@ def preflight(scratch):
         "nvidia_driver_version": devices.get("nvidia_driver_version"),
         "libraries": libraries or {k: devices.get(k) for k in ("cufft", "nvrtc") if k in devices},
         "library_path": text(os.path.join(d, "library_path.txt")) if libpath_rc == "0" else None,
-        "nvidia_smi": text(os.path.join(d, "nvidia-smi.txt")),
+        "nvidia_smi": smi,
+        # The last field of the query: "Enabled" or "Disabled". Without persistence mode every
+        # process that starts CUDA may pay for the driver's initialisation of the device.
+        "persistence_mode": fields[-1] if len(fields) == 8 else None,
+        # `kplace devices --json` cold (libraries, cuInit, a primary context) and warm.
+        "timing": load(os.path.join(d, "timing.json")),
         "rmem_max": text(os.path.join(d, "rmem_max.txt")),
         "tools": tools,
         "compute_sanitizer": sanitizer[-1] if sanitizer and tools.get("compute-sanitizer") else None,
-        "cupy": cupy[-1] if cupy_ok else None,
-        "cupy_error": None if cupy_ok else (cupy[-1] if cupy else "no output"),
         "warnings": devices.get("warnings", []),
     }
     json.dump(result, open(os.path.join(scratch, "results", "preflight.json"), "w"), indent=1)
@@ -116,10 +121,13 @@ def summary(scratch, out):
         steps[row["step"]] = row
     pre = load(os.path.join(scratch, "results", "preflight.json"))
     problems = []
-    s = {"schema": "kplace-gpu-check/2", "steps": list(steps.values()), "preflight": pre}
+    notes = []
+    s = {"schema": "kplace-gpu-check/3", "steps": list(steps.values()), "preflight": pre}
     for row in steps.values():
         if row["rc"] in (124, 137):
             problems.append("step %s ran past its %d s budget (killed)" % (row["step"], row["budget_s"]))
+        if row.get("skipped"):
+            notes.append("step %s skipped: %s" % (row["step"], row["skipped"]))
     tests = lines(os.path.join(scratch, "results", "tests.jsonl"))
     for t in tests:
         t.update(libtest(os.path.join(scratch, t["log"])))
@@ -136,13 +144,23 @@ def summary(scratch, out):
         refused = re.search(r"(?im)^.*(not supported|unsupported|could not be launched|failed to initialize).*$", body)
         if memcheck["errors"] is None and refused:
             memcheck.update(status="skipped", reason="compute-sanitizer refused: " + refused.group(0).strip())
-        elif memcheck["rc"] != 0:
+        elif memcheck["errors"] is None and memcheck["rc"] in (124, 137):
+            # Cut off under instrumentation before its summary: nothing was found either way.
+            memcheck.update(status="inconclusive", reason="no ERROR SUMMARY within %s s (killed)" % memcheck.get("limit_s"))
+            notes.append("memcheck inconclusive: " + memcheck["reason"])
+        elif memcheck["errors"] == 0 and memcheck["rc"] == 0:
+            memcheck["status"] = "clean"
+        else:
             problems.append("memcheck: rc %d, %s errors" % (memcheck["rc"], memcheck["errors"]))
     s["memcheck"] = memcheck
     replay = lines(os.path.join(scratch, "results", "replay.jsonl"))
     for r in replay:
         rep = load(os.path.join(scratch, r["base"] + ".json"))
         r["throughput_cpi_per_s"] = rep.get("throughput_cpi_per_s") if rep else None
+        # What the process spent outside its measured frames: start-up (driver, context,
+        # NVRTC, plans, pools) and the warm-up frames.
+        wall = rep.get("wall_s") if rep else None
+        r["outside_measured_s"] = round(r["seconds"] - wall, 3) if isinstance(wall, (int, float)) else None
         r["verified"] = rep.get("verification", {}).get("passed") if rep else None
         r["stages"] = stages(rep)
         if r["rc"] != 0:
@@ -165,10 +183,14 @@ def summary(scratch, out):
     def stream_rows(name):
         rows = lines(os.path.join(scratch, "results", name + ".jsonl"))
         for r in rows:
+            what = "%s %s" % (name, r.get("placement", r.get("case")))
+            if r.get("skipped"):
+                notes.append("%s: skipped: %s" % (what, r["skipped"]))
+                continue
             rep = load(os.path.join(scratch, r["base"] + ".json")) if "base" in r else None
             if rep is None:
                 r["error"] = r.get("error") or "no report (see %s.log)" % r.get("base")
-                problems.append("%s %s: no report" % (name, r.get("placement", r.get("case"))))
+                (notes if r.get("measurement") else problems).append("%s: no report" % what)
                 continue
             agg = rep.get("aggregate", rep)
             pipes = rep.get("pipelines", [rep])
@@ -183,8 +205,17 @@ def summary(scratch, out):
                 gpu_util_mean_pct=[dv.get("gpu_util_mean_pct") for p in pipes if isinstance(p, dict)
                                    for dv in (p.get("gpu_telemetry") or {}).get("devices", [])][:1],
             )
-            if r.get("rc") != 0 or not r["verified"]:
-                problems.append("%s %s %s: rc %s, verified %s" % (name, r.get("placement", r.get("case")), r.get("cpi", ""), r.get("rc"), r["verified"]))
+            if r.get("case") == "MPS on":
+                # MPS falls back silently: every pipeline must have been checked to be a client.
+                for i, p in enumerate(p for p in pipes if isinstance(p, dict)):
+                    mps = p.get("mps") or {}
+                    if not mps.get("is_client"):
+                        problems.append("share MPS on: pipeline %d is not an MPS client (%s)" % (i, mps.get("checked")))
+            if r.get("measurement"):
+                # Beside a co-tenant, frames lost to time slicing are the measurement itself.
+                pass
+            elif r.get("rc") != 0 or not r["verified"]:
+                problems.append("%s %s: rc %s, verified %s" % (what, r.get("cpi", ""), r.get("rc"), r["verified"]))
             if r.get("hog"):
                 hog = lines(os.path.join(scratch, r["hog"]))
                 r["hog_tflops"] = hog[-1].get("tflops") if hog else None
@@ -206,6 +237,9 @@ def summary(scratch, out):
     s["share"] = stream_rows("share")
     cupy = lines(os.path.join(scratch, "results", "cupy.jsonl"))
     for c in cupy:
+        if c.get("skipped"):
+            notes.append("cupy peer: skipped: " + c["skipped"])
+            continue
         d = os.path.join(scratch, c["dir"])
         peer, ours, cmp = (load(os.path.join(d, f)) for f in ("result.json", "kplace.json", "compare.json"))
         c["cupy_cpi_per_s"] = peer.get("throughput_cpi_per_s") if peer else None
@@ -216,23 +250,30 @@ def summary(scratch, out):
         if c["rc"] != 0:
             problems.append("cupy peer %s: rc %d" % (c["cpi"], c["rc"]))
     s["cupy"] = cupy
-    done = [st for st in STEPS if st in steps and steps[st]["rc"] is not None]
+    ran = [st for st in STEPS if st in steps and steps[st]["rc"] is not None]
+    skipped = [st for st in STEPS if st in steps and steps[st].get("skipped")]
+    missing_steps = [st for st in STEPS if st not in steps]
     if pre is not None and not pre.get("usable"):
         s["status"], s["reason"] = "stopped", "the GPU path cannot run here: " + "; ".join(pre["missing"])
-    elif pre is None and "preflight" in steps and steps["preflight"]["rc"] not in (None, 0):
-        s["status"], s["reason"] = "stopped", "the preflight failed (rc %s) before judging the machine" % steps["preflight"]["rc"]
-    elif len(done) < len(STEPS):
-        s["status"] = "running"
-        s["reason"] = "after step %d/%d (%s)%s" % (len(done), len(STEPS), done[-1] if done else "none",
-                                                  ("; so far: " + "; ".join(problems)) if problems else "")
+    elif pre is None and "preflight" in steps:
+        row = steps["preflight"]
+        why = ("skipped: " + row["skipped"]) if row.get("skipped") else "rc %s" % row["rc"]
+        s["status"], s["reason"] = "stopped", "the preflight ended (%s) before judging the machine" % why
+    elif problems:
+        s["status"], s["reason"] = "failed", "; ".join(problems)
+    elif missing_steps or skipped:
+        s["status"] = "incomplete"
+        s["reason"] = "no problem in %d step(s) run (%s); %s" % (len(ran), ", ".join(ran), "; ".join(
+            (["not reached: " + ", ".join(missing_steps)] if missing_steps else [])
+            + (["skipped: " + ", ".join(skipped)] if skipped else [])))
     else:
-        s["status"] = "passed" if not problems else "failed"
-        s["reason"] = "; ".join(problems) if problems else "every step passed"
+        s["status"], s["reason"] = "passed", "every step passed"
     s["problems"] = problems
+    s["notes"] = notes
     write(out, "summary.json", json.dumps(s, indent=1))
     write(out, "table.md", table(s))
 
-STEPS = ["preflight", "tests", "memcheck", "replay", "streams", "copies", "tune", "share", "cupy"]
+STEPS = ["preflight", "tests", "replay", "streams", "copies", "tune", "share", "cupy", "memcheck"]
 
 def write(out, name, body):
     with open(os.path.join(out, name), "w") as f:
@@ -256,21 +297,27 @@ def table(s):
                                       else json.dumps(pre.get("libraries"))),
                "| nvidia-smi | %s |" % f(pre.get("nvidia_smi")).replace("\n", "; "),
                "| rmem_max | %s |" % f(pre.get("rmem_max")),
-               "| tools | %s |" % ", ".join("%s %s" % (k, "yes" if v else "**no**") for k, v in pre.get("tools", {}).items()),
-               "| CuPy | %s |" % (pre.get("cupy") or "**no**: %s" % pre.get("cupy_error")),
+               "| tools | %s |" % ", ".join("%s %s" % (k, v if v else "**no**") for k, v in pre.get("tools", {}).items()),
+               "| persistence mode | %s |" % f(pre.get("persistence_mode")),
+               "| `kplace devices` cold / warm s | %s |" % (" / ".join(f((pre.get("timing") or {}).get(k), "%.2f") for k in ("devices_cold_s", "devices_warm_s"))),
                "| missing | %s |" % ("; ".join(pre.get("missing", [])) or "nothing"), ""]
-    md += ["| step | budget s | took s | rc |", "|---|---|---|---|"]
-    md += ["| %s | %s | %s | %s |" % (r["step"], r["budget_s"], f(r["seconds"], "%d"), f(r["rc"], "%d")) for r in s["steps"]]
+    md += ["| step | budget s | took s | rc | |", "|---|---|---|---|---|"]
+    md += ["| %s | %s | %s | %s | %s |" % (r["step"], r["budget_s"], f(r["seconds"], "%d"), f(r["rc"], "%d"),
+            ("skipped: " + r["skipped"]) if r.get("skipped") else
+            ("ended %s leftover process(es)" % r["leftover_processes"]) if r.get("leftover_processes") else "")
+           for r in s["steps"]]
+    if s.get("notes"):
+        md += ["", "notes: " + "; ".join(s["notes"])]
     if s.get("tests"):
         md += ["", "| test binary | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|"]
         md += ["| %s | %d | %d | %d | %d | %s |" % (t["test"], t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]
     if s.get("memcheck"):
         m = s["memcheck"]
         md += ["", "memcheck: %s%s" % (m.get("status"), ", rc %s, %s errors, %s tests passed" % (m.get("rc"), m.get("errors"), m.get("passed"))
-                                        if m.get("status") == "ran" else ": " + str(m.get("reason")))]
+                                        if m.get("status") in ("ran", "clean") else ": " + str(m.get("reason")))]
     if s.get("replay"):
-        md += ["", "| placement | CPI | scene | run | CPI/s | host ms/frame per stage | GPU ms/frame per stage | vs all-cpu |",
-               "|---|---|---|---|---|---|---|---|"]
+        md += ["", "| placement | CPI | scene | run | CPI/s | process s (outside measured frames) | host ms/frame per stage | GPU ms/frame per stage | vs all-cpu |",
+               "|---|---|---|---|---|---|---|---|---|"]
         for r in s["replay"]:
             c = r.get("comparison")
             if c is None:
@@ -282,9 +329,9 @@ def table(s):
             else:
                 vs = "**DIFFER** (%s): %d differences, first: %s" % (c["rule"], c["differences"],
                      "; ".join("frame %s %s" % (d["frame"], d["kind"]) for d in c["listed"][:3]))
-            md.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            md.append("| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
                 r["placement"], r["cpi"], r["scene"], "ok" if r["rc"] == 0 else "**rc %d**" % r["rc"],
-                f(r.get("throughput_cpi_per_s")),
+                f(r.get("throughput_cpi_per_s")), f(r["seconds"], "%.2f"), f(r.get("outside_measured_s"), "%.2f"),
                 ", ".join("%s %s" % (k, f(v["host_ms"], "%.3f")) for k, v in r["stages"].items()),
                 ", ".join("%s %s" % (k, f(v["gpu_ms"], "%.3f")) for k, v in r["stages"].items() if v["gpu_ms"] is not None),
                 vs))
@@ -294,6 +341,9 @@ def table(s):
                    "| case | CPI | offered CPI/s | processed CPI/s | frames / partial / dropped | post-CPI p50 / p99 ms | cores | verified | MPS clients | hog TFLOP/s |",
                    "|---|---|---|---|---|---|---|---|---|---|"]
             for r in s[key]:
+                if r.get("skipped"):
+                    md.append("| %s | | | skipped: %s | | | | | | |" % (r.get("placement", r.get("case")), r["skipped"]))
+                    continue
                 if "error" in r:
                     md.append("| %s | %s | %s | **%s** (rc %s) | | | | | | |" % (r.get("placement", r.get("case")), r.get("cpi", "2048x256"), f(r.get("rate")), r["error"], r.get("rc")))
                     continue
@@ -313,6 +363,9 @@ def table(s):
     if s.get("cupy"):
         md += ["", "| CuPy peer | rc | CuPy CPI/s | kplace all-gpu CPI/s | detections |", "|---|---|---|---|---|"]
         for c in s["cupy"]:
+            if c.get("skipped"):
+                md.append("| | | skipped: %s | | |" % c["skipped"])
+                continue
             md.append("| %s | %d | %s | %s | %s |" % (c["cpi"], c["rc"], f(c["cupy_cpi_per_s"]), f(c["kplace_all_gpu_cpi_per_s"]),
                       {True: "agree", False: "**%s differences**" % c["differences"], None: " ".join(c["said"])}[c["agree"]]))
     return "\n".join(md)

@@ -1,42 +1,47 @@
 #!/usr/bin/env bash
-# The GPU check, in one call of at most about 7 minutes, on a machine with a GPU and no Rust:
-# from the repository root, with the bundle of bench/gpu-bundle.sh in target/gpu-check/.
+# The GPU check, in one call of the device tool, on a machine with a GPU and no Rust: from the
+# repository root, with the bundle of bench/gpu-bundle.sh in target/gpu-check/.
 #
-#   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], bounded 600 s)
+#   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], timeout 600 s)
 #
-# Steps, each under its own bounded (budgets in seconds; they sum to 530 s, under 9.5 min,
-# and the whole call is expected to take 4 to 7 minutes):
-#   1. preflight  15  driver and devices (`kplace devices --json`), each CUDA library and its
-#                     version, rmem_max, MPS programs, compute-sanitizer, python3 and CuPy;
-#                     stops the call at once, exit 1, when the GPU path cannot run (no driver,
-#                     no device, cuFFT or NVRTC missing), saying exactly what is missing;
-#   2. tests     130  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
-#   3. memcheck   70  compute-sanitizer --tool memcheck on the GPU kernel tests (kplace-gpu's
-#                     `gpu` test binary); skipped, saying why, if the tool refuses the device;
-#   4. replay    150  closed-loop replay runs of every placement (all-cpu, cfar-gpu, gpu-fft,
-#                     hybrid, all-gpu) at 1024x128 and 4096x512, default and high-SNR scenes,
-#                     then all-cpu and all-gpu at 8192x1024: warm-up frames, the same scene
-#                     frames for every placement, --profile-gpu; each GPU placement's
-#                     detections compared with all-cpu's by `kplace compare-detections` (bins
-#                     exact, power within 1e-5 relative; cfar-gpu bit-identical, --exact);
-#   5. streams    45  paced UDP streams of all-gpu and hybrid at 1024x128 and 4096x512, each
-#                     sender started once the receiver's --ready-file says ready, every frame
-#                     verified;
-#   6. copies     20  pinned copy rates host to device, device to host and both at once, as a
-#                     fraction of the PCIe link's nominal rate (`copy_rate --pcie GEN,WIDTH`);
-#   7. tune       30  `kplace tune` at 1024x128 predicting only: the calibration of both
-#                     devices (kernel times, bus, host costs) and every placement's prediction;
-#   8. share      60  all-gpu at 2048x256 alone, beside the GPU hog, and 2 pipelines (one
-#                     process each) with MPS off and on (bench/gpu-share.sh does more);
-#   9. cupy       40  the CuPy peer (bench/peers/cupy) on the same frames as kplace's all-gpu:
-#                     closed-loop rates side by side, detections compared.
+# Nine steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
+#   1. preflight  60  driver and devices (`kplace devices --json`, timed cold and warm: the
+#                     first CUDA context a process pays), each CUDA library and its version,
+#                     nvidia-smi (PCIe link, persistence mode), rmem_max, the driver's tools;
+#                     stops the call, exit 1, when the GPU path cannot run, saying what is
+#                     missing;
+#   2. tests     120  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
+#   3. replay    120  closed-loop replay of every placement at 1024x128 and 4096x512, default
+#                     and high-SNR scenes, then all-cpu and all-gpu at 8192x1024, and the
+#                     spectrogram on its CUDA library; each GPU placement's detections compared
+#                     with all-cpu's (bins exact, power within 1e-5 relative; cfar-gpu exact);
+#   4. streams    35  paced UDP streams of all-gpu and hybrid, every frame verified;
+#   5. copies     15  pinned copy rates against the PCIe link's nominal rate;
+#   6. tune       25  `kplace tune --prove 0`: both devices calibrated, every placement predicted;
+#   7. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
+#                     may cost frames), two pipelines with MPS off and on ("skipped: no MPS
+#                     control" without nvidia-cuda-mps-control);
+#   8. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
+#   9. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
+#                     off by its limit is inconclusive, a refusal of the device skipped.
+#
+# The call ends within KPLACE_GPU_CHECK_LIMIT_S (default 540 s): a step starts only if its
+# budget, the 5 s to kill it and 20 s to publish still fit; otherwise it is skipped, saying so.
+# Each step runs in a process group of its own, ended whole when the step ends. The device's
+# tools (nvidia-smi, nvidia-cuda-mps-control, compute-sanitizer) are looked for on PATH, then
+# in /usr/local/nvidia/bin and /usr/local/cuda/bin.
+#
+# For a rerun or a dry run: KPLACE_GPU_CHECK_STEPS names the steps to run (the preflight always
+# runs; the others are "skipped: not selected"), KPLACE_GPU_CHECK_BUDGETS overrides budgets
+# ("tests=60,replay=90").
 #
 # $OUT (the device tool's; else $OUT_DIR, else target/gpu-check-out) receives exactly three
 # files, rewritten after every step, so a call killed midway still returns what was measured:
-# summary.json (schema kplace-gpu-check/2), table.md, and results.tar.gz (every log, report,
-# detections file and comparison, from a scratch directory outside $OUT). Exit status 0 when
-# every step passed, 1 when the preflight stopped the call, a test failed, a run failed or a
-# GPU placement's detections differ from all-cpu's, 2 without a bundle.
+# summary.json (schema kplace-gpu-check/3), table.md, and results.tar.gz (every log, report,
+# detections file and comparison). After every step the summary is a verdict on what ran:
+# `failed` with the problems, else `incomplete` while steps have not run, else `passed`. Exit 0
+# when every step passed, 1 when the preflight stopped the call or something failed, 2 without
+# a bundle.
 # The step_* functions run indirectly, as "step_$2", which shellcheck cannot follow.
 # shellcheck disable=SC2317
 set -uo pipefail
@@ -46,19 +51,26 @@ summarizer=$PWD/bench/gpu-check-summary.py
 # shellcheck source-path=SCRIPTDIR/..
 . scripts/ready.sh
 
-STEPS=(preflight tests memcheck replay streams copies tune share cupy)
+STEPS=(preflight tests replay streams copies tune share cupy memcheck)
+# Seconds to end a step past its budget (timeout's -k), and to publish after it.
+KILL_GRACE=5
+PUBLISH_LIMIT=20
 
 budget_of() {
+    local kv
+    for kv in ${KPLACE_GPU_CHECK_BUDGETS//,/ }; do
+        [ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return; }
+    done
     case $1 in
-        preflight) echo 15 ;;
-        tests) echo 130 ;;
-        memcheck) echo 70 ;;
-        replay) echo 150 ;;
-        streams) echo 45 ;;
-        copies) echo 20 ;;
-        tune) echo 30 ;;
-        share) echo 60 ;;
-        cupy) echo 40 ;;
+        preflight) echo 60 ;;
+        tests) echo 120 ;;
+        replay) echo 120 ;;
+        streams) echo 35 ;;
+        copies) echo 15 ;;
+        tune) echo 25 ;;
+        share) echo 45 ;;
+        cupy) echo 60 ;;
+        memcheck) echo 45 ;;
     esac
 }
 
@@ -66,18 +78,18 @@ title_of() {
     case $1 in
         preflight) echo "preflight: driver, devices, CUDA libraries, tools" ;;
         tests) echo "GPU test executables (KPLACE_REQUIRE_GPU=1)" ;;
-        memcheck) echo "compute-sanitizer memcheck of the GPU kernel tests" ;;
         replay) echo "replay runs of every placement, detections against all-cpu" ;;
         streams) echo "UDP streams of all-gpu and hybrid" ;;
         copies) echo "pinned copy rates against the PCIe link" ;;
         tune) echo "kplace tune's calibration and predictions, CPU and GPU" ;;
         share) echo "sharing: alone, beside the GPU hog, MPS off and on" ;;
         cupy) echo "the CuPy peer beside kplace's all-gpu" ;;
+        memcheck) echo "compute-sanitizer memcheck of GPU kernel tests" ;;
     esac
 }
 
-# An inner time limit that stays in the step's process group, so that the step's own timeout
-# ends it with everything else the step started.
+# An inner time limit that stays in the step's process group, so that ending the group ends
+# it with everything else the step started.
 bounded() { timeout --foreground "$@"; }
 
 log() { echo "gpu-check: $*" >&2; }
@@ -92,35 +104,68 @@ jsonl() {
     done
     echo "$line}" >> "$file"
 }
-str() { printf '"%s"' "$1"; }
-
-# ---------------------------------------------------------------------------------------------
-# Steps. Each runs as `gpu-check.sh --step NAME` under `timeout` (which signals its whole
-# process group), reads GC_* from the environment and appends to $GC_SCRATCH/results/NAME.jsonl.
-
-step_preflight() {
-    local d=$GC_SCRATCH/preflight
-    mkdir -p "$d"
-    bounded 10 "$GC_KPLACE" devices --json > "$d/devices.json" 2> "$d/devices.err"
-    echo $? > "$d/devices.rc"
-    bounded 10 "$GC_KPLACE" devices --library-path > "$d/library_path.txt" 2> "$d/library_path.err"
-    echo $? > "$d/library_path.rc"
-    bounded 10 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max,pcie.link.gen.current,pcie.link.width.current,memory.total \
-        --format=csv,noheader > "$d/nvidia-smi.txt" 2>&1
-    cat /proc/sys/net/core/rmem_max > "$d/rmem_max.txt" 2>/dev/null
-    local tool
-    for tool in nvidia-cuda-mps-control nvidia-cuda-mps-server compute-sanitizer ncu nvcc python3; do
-        command -v "$tool" >> "$d/tools.txt" 2>/dev/null || echo "$tool: not found" >> "$d/tools.txt"
-    done
-    bounded 10 compute-sanitizer --version > "$d/compute-sanitizer.txt" 2>&1
-    bounded 20 python3 -c 'import cupy; print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())' \
-        > "$d/cupy.txt" 2>&1
-    python3 "$GC_SUMMARIZER" preflight "$GC_SCRATCH"
+# A JSON string (quotes and backslashes escaped).
+str() {
+    local v=${1//\\/\\\\}
+    printf '"%s"' "${v//\"/\\\"}"
 }
 
-# The bundle's GPU test executables; each binary under its own timeout.
+# The path of the device tool NAME: on PATH, else in the driver's and the toolkit's folders
+# (a container often mounts the driver's tools in /usr/local/nvidia/bin, off PATH).
+find_tool() {
+    local dir
+    command -v "$1" 2> /dev/null && return 0
+    for dir in /usr/local/nvidia/bin /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer; do
+        [ -x "$dir/$1" ] && { echo "$dir/$1"; return 0; }
+    done
+    return 1
+}
+
+# Seconds since the epoch, with fractions.
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+
+# ---------------------------------------------------------------------------------------------
+# Steps. Each runs as `gpu-check.sh --step NAME` under `timeout` (a process group of its own,
+# which the call ends whole afterwards), reads GC_* from the environment and appends to
+# $GC_SCRATCH/results/NAME.jsonl.
+
+step_preflight() {
+    local d=$GC_SCRATCH/preflight t0 t1 t2 tool path
+    mkdir -p "$d"
+    # The first run pays for loading the CUDA libraries cold, cuInit and a primary context;
+    # the second is what every later process pays.
+    t0=$(now)
+    bounded 40 "$GC_KPLACE" devices --json > "$d/devices.json" 2> "$d/devices.err"
+    echo $? > "$d/devices.rc"
+    t1=$(now)
+    bounded 20 "$GC_KPLACE" devices --json > "$d/devices-warm.json" 2>> "$d/devices.err"
+    t2=$(now)
+    printf '{"devices_cold_s": %s, "devices_warm_s": %s}\n' "$(elapsed "$t0" "$t1")" \
+        "$(elapsed "$t1" "$t2")" > "$d/timing.json"
+    bounded 10 "$GC_KPLACE" devices --library-path > "$d/library_path.txt" 2> "$d/library_path.err"
+    echo $? > "$d/library_path.rc"
+    if path=$(find_tool nvidia-smi); then
+        bounded 15 "$path" --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max,pcie.link.gen.current,pcie.link.width.current,memory.total,persistence_mode \
+            --format=csv,noheader > "$d/nvidia-smi.txt" 2>&1
+    else
+        echo "nvidia-smi: not found" > "$d/nvidia-smi.txt"
+    fi
+    cat /proc/sys/net/core/rmem_max > "$d/rmem_max.txt" 2>/dev/null
+    : > "$d/tools.txt"
+    for tool in nvidia-smi nvidia-cuda-mps-control nvidia-cuda-mps-server compute-sanitizer ncu nvcc python3; do
+        find_tool "$tool" >> "$d/tools.txt" || echo "$tool: not found" >> "$d/tools.txt"
+    done
+    if path=$(find_tool compute-sanitizer); then
+        bounded 10 "$path" --version > "$d/compute-sanitizer.txt" 2>&1
+    fi
+    return 0
+}
+
+# The bundle's GPU test executables; each binary under its own limit.
 step_tests() {
-    export KPLACE_REQUIRE_GPU=1
+    # GC_REQUIRE_GPU=0: the dry run here, without a GPU (bench/gpu-bundle-dry-run.sh).
+    export KPLACE_REQUIRE_GPU=${GC_REQUIRE_GPU:-1}
     local t name rc start filter
     for t in "$GC_BUNDLE"/tests/*; do
         name=$(basename "$t")
@@ -129,7 +174,9 @@ step_tests() {
         [ "$name" = kplace-hog ] && filter=(gpu_hog_reports_tflops_on_a_real_gpu)
         log "test $name"
         start=$SECONDS
-        bounded -k 5 60 "$t" --test-threads=1 --nocapture "${filter[@]}" \
+        # From a directory of its own: nothing may depend on where it runs.
+        mkdir -p "$GC_SCRATCH/tests/$name"
+        (cd "$GC_SCRATCH/tests/$name" && bounded -k 5 60 "$t" --test-threads=1 --nocapture "${filter[@]}") \
             > "$GC_SCRATCH/logs/test-$name.txt" 2>&1
         rc=$?
         jsonl "$GC_SCRATCH/results/tests.jsonl" "test=$(str "$name")" "rc=$rc" \
@@ -137,10 +184,15 @@ step_tests() {
     done
 }
 
+# compute-sanitizer's memcheck on one test of each GPU kernel (range FFT tiles, Doppler FFT,
+# CFAR on extreme values): the whole binary takes minutes under instrumentation.
+MEMCHECK_TESTS=(a_range_tile_writes_only_its_columns doppler_fft_matches_an_f64_fft cfar_on_extreme_values_matches_the_cpu_library)
+
 step_memcheck() {
     export KPLACE_REQUIRE_GPU=1
-    local bin=$GC_BUNDLE/tests/kplace-gpu-gpu out=$GC_SCRATCH/logs/memcheck.txt rc
-    if ! command -v compute-sanitizer > /dev/null; then
+    local bin=$GC_BUNDLE/tests/kplace-gpu-gpu out=$GC_SCRATCH/logs/memcheck.txt rc sanitizer
+    local limit=$(($(budget_of memcheck) - 8))
+    if ! sanitizer=$(find_tool compute-sanitizer); then
         jsonl "$GC_SCRATCH/results/memcheck.jsonl" 'status="skipped"' 'reason="compute-sanitizer not found"'
         return 0
     fi
@@ -148,10 +200,11 @@ step_memcheck() {
         jsonl "$GC_SCRATCH/results/memcheck.jsonl" 'status="failed"' "reason=$(str "no $bin in the bundle")"
         return 1
     fi
-    bounded -k 5 65 compute-sanitizer --tool memcheck --error-exitcode 86 --print-limit 50 \
-        "$bin" --test-threads=1 > "$out" 2>&1
+    (cd "$GC_SCRATCH" && bounded -k 3 "$limit" "$sanitizer" --tool memcheck --error-exitcode 86 \
+        --print-limit 50 "$bin" --test-threads=1 "${MEMCHECK_TESTS[@]}") > "$out" 2>&1
     rc=$?
-    jsonl "$GC_SCRATCH/results/memcheck.jsonl" 'status="ran"' "rc=$rc" 'log="logs/memcheck.txt"'
+    jsonl "$GC_SCRATCH/results/memcheck.jsonl" 'status="ran"' "rc=$rc" "limit_s=$limit" \
+        'log="logs/memcheck.txt"' "tests=$(str "${MEMCHECK_TESTS[*]}")"
 }
 
 # One replay run: PLACEMENT CPI SCENE FRAMES WARMUP SCENE_FRAMES; then, for a GPU placement,
@@ -160,13 +213,15 @@ replay_run() {
     local p=$1 cpi=$2 scene=$3 frames=$4 warmup=$5 scene_frames=$6 snr=() rc start
     local base=replay/$p-$cpi-$scene
     [ "$scene" = high-snr ] && snr=(--high-snr)
-    start=$SECONDS
-    bounded -k 5 60 "$GC_KPLACE" run --placement "placements/$p.yaml" --cpi "$cpi" "${snr[@]}" \
+    start=$(now)
+    bounded -k 5 40 "$GC_KPLACE" run --placement "placements/$p.yaml" --cpi "$cpi" "${snr[@]}" \
         --frames "$frames" --warmup-frames "$warmup" --scene-frames "$scene_frames" \
         --profile-gpu --detections "$GC_SCRATCH/$base.txt" --report "$GC_SCRATCH/$base.json" \
         > "$GC_SCRATCH/$base.log" 2>&1
     rc=$?
-    local seconds=$((SECONDS - start)) crc=null rule=null
+    # The whole process, start-up (CUDA, NVRTC, plans) and warm-up included.
+    local seconds crc=null rule=null
+    seconds=$(elapsed "$start" "$(now)")
     local reference=replay/all-cpu-$cpi-$scene.txt
     if [ "$rc" -eq 0 ] && [ "$p" != all-cpu ] && [ -f "$GC_SCRATCH/$reference" ]; then
         local how=(--rel-tol 1e-5)
@@ -210,7 +265,7 @@ spectrogram_run() {
     start=$SECONDS
     bounded 30 "$GC_KPLACE" record --graph graphs/spectrogram.yaml --frames 8 \
         --out "$GC_SCRATCH/replay/tones.sigmf-data" > "$GC_SCRATCH/$base.log" 2>&1
-    bounded -k 5 60 "$GC_KPLACE" run --graph graphs/spectrogram.yaml \
+    bounded -k 5 40 "$GC_KPLACE" run --graph graphs/spectrogram.yaml \
         --placement graphs/spectrogram/placements/gpu.yaml --recording "$GC_SCRATCH/replay/tones.sigmf-data" \
         --check reference:graphs/spectrogram/placements/cpu.yaml --frames 200 --warmup-frames 40 \
         --profile-gpu --report "$GC_SCRATCH/$base.json" >> "$GC_SCRATCH/$base.log" 2>&1
@@ -237,6 +292,7 @@ for s in json.load(open(sys.argv[1]))["sources"]: print(s.rsplit(":", 1)[1])' "$
 }
 
 # One paced stream: BASE CPI RATE SECONDS EXTRA_RUN_ARGS...; every pipeline gets its sender.
+# Prints the receiver's exit status.
 stream_case() {
     local base=$1 cpi=$2 rate=$3 seconds=$4 rc=1 i
     shift 4
@@ -276,16 +332,18 @@ step_streams() {
 }
 
 step_copies() {
-    local link gen width pcie=()
-    link=$(bounded 10 nvidia-smi --query-gpu=pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null | head -n 1)
-    gen=$(echo "$link" | cut -d, -f1 | tr -d ' ')
-    width=$(echo "$link" | cut -d, -f2 | tr -d ' ')
+    local link gen width pcie=() smi
+    if smi=$(find_tool nvidia-smi); then
+        link=$(bounded 10 "$smi" --query-gpu=pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null | head -n 1)
+    fi
+    gen=$(echo "${link:-}" | cut -d, -f1 | tr -d ' ')
+    width=$(echo "${link:-}" | cut -d, -f2 | tr -d ' ')
     if [[ "$gen" =~ ^[0-9]+$ && "$width" =~ ^[0-9]+$ ]]; then
         pcie=(--pcie "$gen,$width")
     else
-        log "no PCIe link from nvidia-smi ($link): rates without their nominal fraction"
+        log "no PCIe link from nvidia-smi (${link:-none}): rates without their nominal fraction"
     fi
-    bounded -k 5 15 "$GC_BUNDLE/bin/copy_rate" --sizes 1048576,8388608,67108864 --seconds 0.3 \
+    bounded -k 3 10 "$GC_BUNDLE/bin/copy_rate" --sizes 1048576,8388608,67108864 --seconds 0.3 \
         "${pcie[@]}" > "$GC_SCRATCH/results/copies.jsonl" 2> "$GC_SCRATCH/logs/copies.txt"
 }
 
@@ -293,34 +351,44 @@ step_copies() {
 # (bisect-rate searches take minutes); tune.txt and calibration.json go into results.tar.gz.
 step_tune() {
     mkdir -p "$GC_SCRATCH/tune"
-    bounded -k 5 25 "$GC_KPLACE" tune --cpi 1024x128 --prove 0 --calibrate-s 0.5 \
+    bounded -k 3 20 "$GC_KPLACE" tune --cpi 1024x128 --prove 0 --calibrate-s 0.5 \
         --calibrations "$GC_SCRATCH/tune/calibrations" --out "$GC_SCRATCH/tune" \
         > "$GC_SCRATCH/logs/tune.txt" 2>&1
 }
 
+# Sharing. Beside the hog, a GPU time-sliced with a co-tenant may cost frames by design: that
+# row is a measurement (frames, rate, latency), never a failure of the check.
 step_share() {
     mkdir -p "$GC_SCRATCH/share"
-    local rc hog mpsdir
+    local rc hog mpsdir control
     rc=$(stream_case share/alone 2048x256 150 2 --placement placements/all-gpu.yaml)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="alone"' 'pipelines=1' "rc=$rc" 'base="share/alone"'
-    bounded 40 "$GC_KPLACE" hog gpu --size 4096 --duty 1.0 --seconds 30 > "$GC_SCRATCH/share/hog.jsonl" 2>&1 &
+    bounded 30 "$GC_KPLACE" hog gpu --size 4096 --duty 1.0 --seconds 20 > "$GC_SCRATCH/share/hog.jsonl" 2>&1 &
     hog=$!
     sleep 2
     rc=$(stream_case share/hog 2048x256 150 2 --placement placements/all-gpu.yaml)
     kill -TERM "$hog" 2> /dev/null
     wait "$hog" 2> /dev/null
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="beside the GPU hog"' 'pipelines=1' "rc=$rc" \
-        'base="share/hog"' 'hog="share/hog.jsonl"'
+        'base="share/hog"' 'hog="share/hog.jsonl"' 'measurement=true'
     rc=$(stream_case share/mps-off 2048x256 150 2 --placement placements/all-gpu.yaml \
         --pipelines 2 --pipeline-mode process)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS off"' 'pipelines=2' "rc=$rc" 'base="share/mps-off"'
+    if ! control=$(find_tool nvidia-cuda-mps-control); then
+        jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS on"' 'pipelines=2' 'rc=null' \
+            'skipped="no MPS control (nvidia-cuda-mps-control is not on PATH, in /usr/local/nvidia/bin or in /usr/local/cuda/bin)"'
+        log "share MPS on: skipped: no MPS control"
+        return 0
+    fi
+    PATH="$(dirname "$control"):$PATH"
+    export PATH
     mpsdir=$GC_SCRATCH/mps
-    if bounded 20 "$GC_KPLACE" mps start --dir "$mpsdir" > "$GC_SCRATCH/share/mps.log" 2>&1; then
+    if bounded 15 "$GC_KPLACE" mps start --dir "$mpsdir" > "$GC_SCRATCH/share/mps.log" 2>&1; then
         export CUDA_MPS_PIPE_DIRECTORY="$mpsdir/pipe" CUDA_MPS_LOG_DIRECTORY="$mpsdir/log"
         rc=$(stream_case share/mps-on 2048x256 150 2 --placement placements/all-gpu.yaml \
             --pipelines 2 --pipeline-mode process)
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-        bounded 15 "$GC_KPLACE" mps stop --dir "$mpsdir" >> "$GC_SCRATCH/share/mps.log" 2>&1
+        bounded 10 "$GC_KPLACE" mps stop --dir "$mpsdir" >> "$GC_SCRATCH/share/mps.log" 2>&1
         jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS on"' 'pipelines=2' "rc=$rc" 'base="share/mps-on"'
     else
         jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS on"' 'pipelines=2' 'rc=null' \
@@ -328,15 +396,26 @@ step_share() {
     fi
 }
 
+# The CuPy peer. Its probe (import, device count) is here, not in the preflight: a CuPy import
+# is slow and the rest of the check does not need it.
 step_cupy() {
     export KPLACE_REQUIRE_GPU=1
-    local cpi rc frames warmup
+    local cpi rc frames warmup limit
+    if ! bounded 30 python3 -c 'import cupy; print(cupy.__version__, cupy.cuda.runtime.getDeviceCount())' \
+        > "$GC_SCRATCH/logs/cupy-probe.txt" 2>&1; then
+        jsonl "$GC_SCRATCH/results/cupy.jsonl" 'cpi=null' 'rc=null' \
+            "skipped=$(str "CuPy is not usable: $(tail -n 1 "$GC_SCRATCH/logs/cupy-probe.txt")")"
+        log "cupy peer: skipped: $(tail -n 1 "$GC_SCRATCH/logs/cupy-probe.txt")"
+        return 0
+    fi
     for cpi in 1024x128 4096x512; do
-        case $cpi in 1024x128) frames=200 warmup=40 ;; *) frames=40 warmup=8 ;; esac
+        # The first CPI pays for CuPy's cold kernel cache.
+        case $cpi in 1024x128) frames=200 warmup=40 limit=35 ;; *) frames=40 warmup=8 limit=22 ;; esac
         KEEP_DIR="$GC_SCRATCH/cupy/$cpi" KPLACE="$GC_KPLACE" FRAMES=$frames WARMUP=$warmup \
-            bounded -k 5 18 bench/peers/cupy/test.sh "$cpi" > "$GC_SCRATCH/logs/cupy-$cpi.txt" 2>&1
+            bounded -k 3 "$limit" bench/peers/cupy/test.sh "$cpi" > "$GC_SCRATCH/logs/cupy-$cpi.txt" 2>&1
         rc=$?
-        jsonl "$GC_SCRATCH/results/cupy.jsonl" "cpi=$(str "$cpi")" "rc=$rc" "dir=$(str "cupy/$cpi")"
+        jsonl "$GC_SCRATCH/results/cupy.jsonl" "cpi=$(str "$cpi")" "rc=$rc" "limit_s=$limit" \
+            "dir=$(str "cupy/$cpi")"
         log "cupy peer $cpi: rc $rc"
     done
 }
@@ -351,10 +430,13 @@ fi
 
 bundle=${KPLACE_BUNDLE:-target/gpu-check}
 out=${OUT:-${OUT_DIR:-target/gpu-check-out}}
+limit_s=${KPLACE_GPU_CHECK_LIMIT_S:-540}
+KPLACE_GPU_CHECK_STEPS=${KPLACE_GPU_CHECK_STEPS:-}
+selected=" ${KPLACE_GPU_CHECK_STEPS//,/ } "
 mkdir -p "$out" || exit 2
 # The summary when nothing else can write one: STATUS REASON.
 bare_summary() {
-    printf '{"schema": "kplace-gpu-check/2", "status": "%s", "reason": "%s"}\n' "$1" "$2" > "$out/summary.json"
+    printf '{"schema": "kplace-gpu-check/3", "status": "%s", "reason": "%s"}\n' "$1" "$2" > "$out/summary.json"
     printf '# kplace GPU check\n\n**%s**: %s\n' "$1" "$2" > "$out/table.md"
 }
 if [ ! -x "$bundle/bin/kplace" ]; then
@@ -373,32 +455,83 @@ mkdir -p "$scratch/results" "$scratch/logs"
 abs_bundle=$(cd "$bundle" && pwd)
 export GC_SCRATCH=$scratch GC_SUMMARIZER=$summarizer GC_BUNDLE=$abs_bundle GC_KPLACE=$abs_bundle/bin/kplace
 export KPLACE_LIB_DIR=$abs_bundle/lib KPLACE_BIN=$abs_bundle/bin/kplace KPLACE_WORKSPACE=$PWD
+export KPLACE_GPU_CHECK_BUDGETS=${KPLACE_GPU_CHECK_BUDGETS:-}
 
-# Rewrites the three files in $OUT from the scratch directory.
+# Rewrites the three files in $OUT from the scratch directory, within PUBLISH_LIMIT seconds.
 publish() {
-    python3 "$summarizer" summary "$scratch" "$out" 2>> "$scratch/logs/summarize.txt" \
+    bounded 10 python3 "$summarizer" summary "$scratch" "$out" 2>> "$scratch/logs/summarize.txt" \
         || bare_summary error "the summary could not be written (logs/summarize.txt in results.tar.gz)"
-    tar -czf "$scratch/results.tar.gz" -C "$scratch" --exclude results.tar.gz --exclude mps . 2> /dev/null
+    bounded 8 tar -czf "$scratch/results.tar.gz" -C "$scratch" --exclude results.tar.gz --exclude mps . 2> /dev/null
     cp "$scratch/results.tar.gz" "$out/results.tar.gz"
+}
+
+# The processes in process group PGID, one line each: pid and command line (from /proc: no
+# procps needed).
+group_members() {
+    local pgid=$1 f line fields
+    for f in /proc/[0-9]*/stat; do
+        line=$(cat "$f" 2> /dev/null) || continue
+        read -r -a fields <<< "${line##*) }"
+        [ "${fields[2]:-}" = "$pgid" ] || continue
+        f=${f%/stat}
+        echo "${f#/proc/} $(tr '\0' ' ' < "$f/cmdline" 2> /dev/null)"
+    done
+}
+
+# Ends what is left of a step's process group PGID: TERM, then KILL a second later. Logs each
+# process left (to LOG) and prints how many there were.
+end_group() {
+    local pgid=$1 log_file=$2 members line
+    kill -0 -- "-$pgid" 2> /dev/null || { echo 0; return 0; }
+    members=$(group_members "$pgid")
+    [ -n "$members" ] || { echo 0; return 0; }
+    log "ending $(wc -l <<< "$members") process(es) the step left running"
+    while IFS= read -r line; do echo "gpu-check: left running: $line"; done <<< "$members" >> "$log_file"
+    kill -TERM -- "-$pgid" 2> /dev/null
+    sleep 1
+    kill -KILL -- "-$pgid" 2> /dev/null
+    wc -l <<< "$members"
 }
 
 started=$SECONDS
 for i in "${!STEPS[@]}"; do
     name=${STEPS[$i]}
     budget=$(budget_of "$name")
+    left=$((limit_s - (SECONDS - started)))
+    skip=""
+    if [ "$name" != preflight ] && [ -n "${KPLACE_GPU_CHECK_STEPS:-}" ] && [[ "$selected" != *" $name "* ]]; then
+        skip="not selected (KPLACE_GPU_CHECK_STEPS)"
+    elif [ $((budget + KILL_GRACE + PUBLISH_LIMIT)) -gt "$left" ]; then
+        skip="its budget of $budget s, with $KILL_GRACE s to end it and $PUBLISH_LIMIT s to publish, exceeds the $left s left of the $limit_s s limit"
+    fi
+    if [ -n "$skip" ]; then
+        log "== step $((i + 1))/${#STEPS[@]}: $(title_of "$name"): skipped: $skip"
+        jsonl "$scratch/steps.jsonl" "step=$(str "$name")" "budget_s=$budget" 'rc=null' 'seconds=null' \
+            "skipped=$(str "$skip")"
+        [ "$name" = preflight ] && { publish; exit 1; }
+        publish
+        continue
+    fi
     log "== step $((i + 1))/${#STEPS[@]}: $(title_of "$name") (budget $budget s)"
-    jsonl "$scratch/steps.jsonl" "step=$(str "$name")" "budget_s=$budget" 'rc=null' 'seconds=null'
     t0=$SECONDS
-    timeout -k 5 "$budget" "$self" --step "$name" 2>&1 | tee "$scratch/logs/step-$name.txt" >&2
-    rc=${PIPESTATUS[0]}
-    # The step's line, now with its outcome (the last line for a step wins).
-    jsonl "$scratch/steps.jsonl" "step=$(str "$name")" "budget_s=$budget" "rc=$rc" "seconds=$((SECONDS - t0))"
-    if [ "$name" = share ] && [ -d "$scratch/mps" ]; then
-        # A share step killed with MPS on leaves its daemon: stop it.
-        bounded 15 "$KPLACE_BIN" mps stop --dir "$scratch/mps" >> "$scratch/logs/step-share.txt" 2>&1
+    # `timeout` puts the step in a process group of its own (its pid), ended whole below.
+    timeout -k "$KILL_GRACE" "$budget" "$self" --step "$name" > >(tee "$scratch/logs/step-$name.txt" >&2) 2>&1 &
+    step=$!
+    wait "$step"
+    rc=$?
+    leftover=$(end_group "$step" "$scratch/logs/step-$name.txt")
+    jsonl "$scratch/steps.jsonl" "step=$(str "$name")" "budget_s=$budget" "rc=$rc" \
+        "seconds=$((SECONDS - t0))" "leftover_processes=${leftover:-0}"
+    if [ "$name" = share ] && [ -d "$scratch/mps" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
+        # A share step killed with MPS on leaves its daemon, which is a session of its own.
+        control=$(find_tool nvidia-cuda-mps-control) && PATH="$(dirname "$control"):$PATH" \
+            bounded 10 "$KPLACE_BIN" mps stop --dir "$scratch/mps" >> "$scratch/logs/step-share.txt" 2>&1
     fi
     if [ "$name" = preflight ]; then
-        if [ "$rc" -ne 0 ]; then
+        # The judgement, outside the step's budget.
+        bounded 10 python3 "$summarizer" preflight "$scratch" 2>&1 | tee -a "$scratch/logs/step-preflight.txt" >&2
+        judged=${PIPESTATUS[0]}
+        if [ "$rc" -ne 0 ] || [ "$judged" -ne 0 ]; then
             publish
             log "stopped after the preflight: $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("reason"))' "$out/summary.json")"
             cat "$out/table.md" >&2
@@ -408,6 +541,12 @@ for i in "${!STEPS[@]}"; do
         # (compute-sanitizer, the test executables' own dlopen of cuFFT and NVRTC).
         libpath=$(cat "$scratch/preflight/library_path.txt" 2> /dev/null)
         [ -n "$libpath" ] && export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        # The driver's tools where a container mounts them off PATH (the MPS test looks on PATH).
+        export PATH
+        for tool in nvidia-smi nvidia-cuda-mps-control; do
+            path=$(find_tool "$tool") && [[ ":$PATH:" != *":$(dirname "$path"):"* ]] \
+                && PATH="$PATH:$(dirname "$path")"
+        done
     fi
     publish
 done

@@ -2,7 +2,8 @@
 # Installs what the tests need, checks formatting and lint, builds every crate (the tests load
 # the kernel libraries it produces), and runs the whole test suite. Every CUDA C source is
 # compiled to PTX for sm_90 by NVRTC (no GPU needed; a compile error fails the suite); GPU
-# tests skip, saying why, without a GPU.
+# tests skip, saying why, without a GPU. Last, the GPU check's bundle is run from a copy with
+# target/ hidden (bench/gpu-bundle-dry-run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvrtc_lib="$(scripts/setup.sh | tail -n 1)"
@@ -19,3 +20,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p kplace -p kplace-lab -p kplace-radar
 cargo build --workspace --all-targets
 cargo test --workspace
+# The GPU check's test executables from a copy of their bundle, with target/ hidden: what the
+# GPU machine runs must not depend on this machine's build paths.
+bench/gpu-bundle-dry-run.sh

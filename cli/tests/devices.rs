@@ -32,7 +32,7 @@ fn driver_present() -> bool {
 
 fn kplace(args: &[&str]) -> Output {
     support::output(
-        Command::new(env!("CARGO_BIN_EXE_kplace"))
+        Command::new(support::kplace_bin())
             .args(args)
             .current_dir(support::workspace()),
     )
@@ -149,7 +149,7 @@ fn devices_command_exits_0_and_says_what_it_found() {
 #[test]
 fn devices_lists_where_it_looked_for_each_library() {
     let out = support::output(
-        Command::new(env!("CARGO_BIN_EXE_kplace"))
+        Command::new(support::kplace_bin())
             .arg("devices")
             .env_remove("KPLACE_CUDA_LIB_DIR"),
     );
@@ -184,7 +184,7 @@ fn devices_lists_where_it_looked_for_each_library() {
     }
 
     let out = support::output(
-        Command::new(env!("CARGO_BIN_EXE_kplace"))
+        Command::new(support::kplace_bin())
             .args(["devices", "--json"])
             .env_remove("KPLACE_CUDA_LIB_DIR"),
     );
@@ -248,7 +248,7 @@ fn library_path_lists_the_directories_found_first_kplace_cuda_lib_dir() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::copy(&zlib, dir.path().join("libcufft.so.12")).expect("copy");
     let out = support::output(
-        Command::new(env!("CARGO_BIN_EXE_kplace"))
+        Command::new(support::kplace_bin())
             .args(["devices", "--library-path"])
             .env("KPLACE_CUDA_LIB_DIR", dir.path()),
     );
@@ -262,7 +262,7 @@ fn library_path_lists_the_directories_found_first_kplace_cuda_lib_dir() {
     // Nowhere to look: no directory, no loader path entry, no Python; an empty line.
     let empty = tempfile::tempdir().expect("temp dir");
     let out = support::output(
-        Command::new(env!("CARGO_BIN_EXE_kplace"))
+        Command::new(support::kplace_bin())
             .args(["devices", "--library-path"])
             .env("KPLACE_CUDA_LIB_DIR", empty.path())
             .env("KPLACE_PYTHON", empty.path().join("no-python"))
@@ -426,7 +426,7 @@ fn gpu_round_trip_through_pinned_memory_streams_and_events() -> Result<(), Strin
 
 #[test]
 fn devices_command_reports_a_driver_and_its_device() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    let mut cmd = Command::new(support::kplace_bin());
     cmd.arg("devices");
     let out = support::output(&mut with_fake_driver(cmd, 1));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -442,7 +442,7 @@ fn devices_command_reports_a_driver_and_its_device() {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    let mut cmd = Command::new(support::kplace_bin());
     cmd.args(["devices", "--json"]);
     let out = support::output(&mut with_fake_driver(cmd, 1));
     assert!(out.status.success(), "{out:?}");
@@ -455,7 +455,7 @@ fn devices_command_reports_a_driver_and_its_device() {
 
 #[test]
 fn devices_command_reports_a_driver_without_devices() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    let mut cmd = Command::new(support::kplace_bin());
     cmd.arg("devices");
     let out = support::output(&mut with_fake_driver(cmd, 0));
     let text = String::from_utf8_lossy(&out.stdout);

@@ -130,7 +130,8 @@ fn status_without_the_control_program_says_no_daemon_runs_and_exits_0() {
 
 /// Writes the fake control program into `dir` and returns its path. It mimics the assumed
 /// behaviour (module docs of `kplace_lab::mps`): `-d` "starts" a daemon (a `control` file in the
-/// pipe directory), queries fail without one, and answers come from files the test writes.
+/// pipe directory), queries fail without one, and answers come from files the test writes; the
+/// next `fake-busy` queries fail as a daemon busy with another client does.
 fn fake_control(dir: &Path) -> PathBuf {
     let script = r#"#!/bin/sh
 dir="${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}"
@@ -141,6 +142,12 @@ if [ "$1" = "-d" ]; then
 fi
 if [ ! -e "$dir/control" ]; then
     echo "Cannot find MPS control daemon process" >&2
+    exit 1
+fi
+busy=$(cat "$dir/fake-busy" 2>/dev/null || echo 0)
+if [ "$busy" -gt 0 ]; then
+    echo $((busy - 1)) > "$dir/fake-busy"
+    echo "Cannot send command to MPS control daemon process" >&2
     exit 1
 fi
 read -r cmd arg || exit 0
@@ -253,6 +260,22 @@ fn start_status_client_check_and_stop_against_a_fake_daemon() {
     );
 
     let control = Control::with_program(program.clone(), &dirs);
+    let client = mps::client_status_with(&control, 888).expect("asks");
+    assert!(client.is_client);
+    // A daemon busy with another client's command is asked again.
+    std::fs::write(dirs.pipe.join("fake-busy"), "3\n").expect("write");
+    let client = mps::client_status_with(&control, 888).expect("asks again when busy");
+    assert!(client.is_client);
+    std::fs::write(dirs.pipe.join("fake-busy"), "1000\n").expect("write");
+    let err = mps::client_status_with(&control, 888)
+        .expect_err("always busy")
+        .to_string();
+    assert!(
+        err.contains(mps::BUSY)
+            && err.contains(&format!("busy at each of {} tries", mps::BUSY_TRIES)),
+        "{err}"
+    );
+    std::fs::remove_file(dirs.pipe.join("fake-busy")).expect("rm");
     let client = mps::client_status_with(&control, 888).expect("asks");
     assert!(client.is_client);
     assert_eq!(client.server, Some(4242));

@@ -32,12 +32,15 @@
 //! - `get_default_active_thread_percentage` prints one number (e.g. `100.0`);
 //!   `set_default_active_thread_percentage <p>` sets it for servers started afterwards.
 //! - `quit` makes the daemon (and its servers) exit; it stops answering soon after.
+//! - A daemon busy with another client's command makes the client say `Cannot send command to
+//!   MPS control daemon process` ([`BUSY`]) and exit 1: seen on an H200 machine when two
+//!   pipelines checked at once that they were clients. [`Control::ask`] asks again.
 //!
 //! The parsers ([`parse_pid_list`], [`parse_percentage`]) are strict: leading and trailing
 //! blanks and empty lines are ignored, and anything else that is not a pid (or one number) is an
 //! error quoting the output, so an unexpected message is never read as "no clients".
 //!
-//! Long (685 lines of code, 43 of tests): the daemon, its control program and the client check
+//! Long (721 lines of code, 43 of tests): the daemon, its control program and the client check
 //! are one conversation with `nvidia-cuda-mps-control`.
 
 use std::ffi::OsString;
@@ -63,6 +66,16 @@ pub const DEFAULT_SYSTEM_PIPE_DIR: &str = "/tmp/nvidia-mps";
 
 /// What the control program says when no daemon listens on its pipe directory.
 pub const NO_DAEMON: &str = "Cannot find MPS control daemon process";
+
+/// What the control program says, exiting 1, when the daemon is busy with another client's
+/// command: two processes asking at once (two pipelines checking that they are clients) is
+/// enough, as the first run on a GPU machine showed. [`Control::ask`] asks again.
+pub const BUSY: &str = "Cannot send command to MPS control daemon process";
+
+/// How often [`Control::ask`] tries a command the daemon was too busy to take, and how long it
+/// waits after the first try (doubling after each): about 1.3 s in all.
+pub const BUSY_TRIES: u32 = 8;
+const BUSY_FIRST_WAIT: Duration = Duration::from_millis(10);
 
 /// How long one query of the control daemon may take.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -268,8 +281,31 @@ impl Control {
 
     /// Sends one command line to the daemon and returns its stdout. Errors when there is no
     /// control pipe (no daemon; nothing is run), when the program cannot run, exits non-zero
-    /// or says [`NO_DAEMON`] (no daemon answers), or takes longer than [`QUERY_TIMEOUT`].
+    /// or says [`NO_DAEMON`] (no daemon answers), or takes longer than [`QUERY_TIMEOUT`]. A
+    /// daemon busy with another client ([`BUSY`]) is asked again, [`BUSY_TRIES`] times in all,
+    /// and the error says how often it was tried.
     pub fn ask(&self, command: &str) -> Result<String, MpsError> {
+        let mut wait = BUSY_FIRST_WAIT;
+        for _ in 1..BUSY_TRIES {
+            match self.ask_once(command) {
+                Err(e) if e.to_string().contains(BUSY) => {
+                    std::thread::sleep(wait);
+                    wait *= 2;
+                }
+                answer => return answer,
+            }
+        }
+        self.ask_once(command).map_err(|e| match e {
+            MpsError::Control { command, reason } if reason.contains(BUSY) => MpsError::Control {
+                command,
+                reason: format!("{reason} (the daemon was busy at each of {BUSY_TRIES} tries)"),
+            },
+            e => e,
+        })
+    }
+
+    /// One try of [`Control::ask`].
+    fn ask_once(&self, command: &str) -> Result<String, MpsError> {
         let fail = |reason: String| MpsError::Control {
             command: format!("{CONTROL_PROGRAM} <<< {command:?}"),
             reason,

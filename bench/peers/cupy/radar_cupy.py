@@ -71,9 +71,17 @@ def receive_frames(port, samples, chirps, count, timeout_s):
     """Frames 0..count-1 from UDP 127.0.0.1:port as int16 [count, chirps, 2 samples]; prints
     `listening` on stderr once bound. Fails, naming what is missing, after timeout_s."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
+    # Room for every scene frame at once: SO_RCVBUFFORCE passes net.core.rmem_max where the
+    # process may (root, CAP_NET_ADMIN); else SO_RCVBUF, which the kernel caps at rmem_max.
+    want = min(256 << 20, max(4 << 20, 2 * count * chirps * (HEADER_BYTES + 4 * samples)))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), want)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, want)
+    got = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     sock.bind(("127.0.0.1", port))
-    print(f"radar_cupy: listening on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+    print(f"radar_cupy: listening on 127.0.0.1:{port} (receive buffer {got >> 10} KiB)",
+          file=sys.stderr, flush=True)
     frames = np.zeros((count, chirps, 2 * samples), dtype=np.int16)
     arrived = np.zeros((count, chirps), dtype=bool)
     packet = HEADER_BYTES + 4 * samples

@@ -60,10 +60,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The sending rate: 20 CPI/s, or less where a CPI is large, so that a Python receiver holds
+# the stream (about 32 MiB/s of datagrams: 4 CPI/s at 4096x512); the receiver gives up 10 s
+# after the last frame is due.
+samples="${cpi%x*}"
+chirps="${cpi#*x}"
+rate=$(( (32 << 20) / (samples * chirps * 4) ))
+(( rate > 20 )) && rate=20
+(( rate < 1 )) && rate=1
+receive_timeout=$(( scene_frames / rate + 10 ))
+
 port="$(free_udp_port "$python")"
 : > "$work/peer.log"
 "$python" "$here/radar_cupy.py" --port "$port" --cpi "$cpi" --scene-frames "$scene_frames" \
     --frames "$frames" --warmup-frames "$warmup" --array-module "$module" \
+    --receive-timeout-s "$receive_timeout" \
     --out "$work/peer.txt" --result "$work/result.json" 2>"$work/peer.log" &
 peer_pid=$!
 for _ in $(seq 300); do
@@ -75,7 +86,7 @@ grep -q listening "$work/peer.log" || { cat "$work/peer.log" >&2; exit 1; }
 
 # Paced with a 1 ms tick: nothing is lost, and the sender sleeps between bursts.
 "$kplace" send --dest "127.0.0.1:$port" --cpi "$cpi" --frames "$scene_frames" \
-    --scene-frames "$scene_frames" --rate 20 --pacing-tick-us 1000 >"$work/send.log" 2>&1
+    --scene-frames "$scene_frames" --rate "$rate" --pacing-tick-us 1000 >"$work/send.log" 2>&1
 status=0
 wait "$peer_pid" || status=$?
 peer_pid=""

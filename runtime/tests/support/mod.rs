@@ -33,7 +33,12 @@ pub fn kplace_bin() -> PathBuf {
 /// binary run, and returns its path. Panics with the compiler's output
 /// when the build fails: the C sources are part of the test suite.
 pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-libs");
+    // Carried executables (KPLACE_WORKSPACE set) have no cargo scratch directory.
+    let dir = if std::env::var_os("KPLACE_WORKSPACE").is_some() {
+        std::env::temp_dir().join("kplace-test-c-libs")
+    } else {
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-libs")
+    };
     std::fs::create_dir_all(&dir).expect("create c-libs dir");
     let out = dir.join(format!("lib{name}.so"));
     // Each test binary builds to a private name, then renames: concurrent test binaries never
@@ -69,8 +74,21 @@ pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
     out
 }
 
-/// The CPU kernel library built by cargo next to the test binaries.
+/// The CPU kernel library: `$KPLACE_LIB_DIR/libkplace_cpu.so` for carried executables
+/// (KPLACE_WORKSPACE set), else the one cargo built next to the test binaries.
 pub fn cpu_library() -> PathBuf {
+    if let (Some(_), Some(dir)) = (
+        std::env::var_os("KPLACE_WORKSPACE"),
+        std::env::var_os("KPLACE_LIB_DIR"),
+    ) {
+        let lib = Path::new(&dir).join("libkplace_cpu.so");
+        assert!(
+            lib.is_file(),
+            "{} is missing from the bundle",
+            lib.display()
+        );
+        return lib;
+    }
     let exe = std::env::current_exe().expect("current exe");
     let deps = exe.parent().expect("deps dir");
     let dir = deps.parent().expect("profile dir");

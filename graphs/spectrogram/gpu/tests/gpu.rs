@@ -186,6 +186,10 @@ fn run_on_gpu(
 
 #[test]
 fn the_kernels_on_a_gpu_match_the_cpu_library_bit_for_bit() {
+    // Both libraries first, GPU or not: they need none, and a carried executable that cannot
+    // find them must fail here, not only on the GPU machine.
+    cpu();
+    fresh_gpu();
     let found = kplace_cuda_libs::find(CudaLibrary::Cuda);
     let Some(path) = found.path() else {
         skip_or_fail(format!("no CUDA driver: {}", found.not_found_message()));

@@ -5,7 +5,8 @@
 //! table read through `kplace_library_entry`, and create, workspace_bytes, launch and destroy
 //! called with descriptors of the sizes the runtime computes on 64-byte aligned buffers.
 //!
-//! Here: where the sources are; loading a library, and the CPU library `kernels/spectrogram.c`
+//! Here: where the sources are (also for executables carried to a machine without the build
+//! tree, see [`carried`]); loading a library, and the CPU library `kernels/spectrogram.c`
 //! compiled now with the system C compiler; tensors; create / launch / destroy; refusals; and
 //! seeded random inputs and comparisons. Every random input comes from a seeded PCG, so the
 //! tests are deterministic.
@@ -33,17 +34,39 @@ pub const AVERAGE: &str = "spectrogram.average";
 // Where things are
 // ---------------------------------------------------------------------------------------------
 
-/// The directory of the crate whose tests these are.
-pub fn krate() -> &'static Path {
+/// Whether these tests run as executables carried to another machine (bench/gpu-check.sh's
+/// bundle): `$KPLACE_WORKSPACE` names the repository there, `$KPLACE_LIB_DIR` the bundle's
+/// prebuilt libraries, and nothing of the build machine (its target directory, its source
+/// paths, a C compiler) is assumed.
+pub fn carried() -> bool {
+    std::env::var_os("KPLACE_WORKSPACE").is_some()
+}
+
+/// The repository's root: `$KPLACE_WORKSPACE` when carried, else the directory above this
+/// crate that holds `Cargo.lock`.
+pub fn repo() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KPLACE_WORKSPACE") {
+        return PathBuf::from(dir);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").is_file())
+        .expect("the workspace's Cargo.lock above the crate")
+        .to_path_buf()
+}
+
+/// The directory of the crate whose tests these are.
+pub fn krate() -> PathBuf {
+    let spectrogram = spectrogram_dir();
+    match env!("CARGO_PKG_NAME") {
+        "kplace-spectrogram-gpu" => spectrogram.join("gpu"),
+        _ => spectrogram,
+    }
 }
 
 /// `graphs/spectrogram`: the CPU crate's directory, the GPU crate's parent.
-pub fn spectrogram_dir() -> &'static Path {
-    krate()
-        .ancestors()
-        .find(|dir| dir.join("kernels/spectrogram_contract.h").is_file())
-        .expect("graphs/spectrogram/kernels above the crate")
+pub fn spectrogram_dir() -> PathBuf {
+    repo().join("graphs/spectrogram")
 }
 
 /// `graphs/spectrogram/kernels`.
@@ -51,17 +74,31 @@ pub fn kernels_dir() -> PathBuf {
     spectrogram_dir().join("kernels")
 }
 
-/// The repository's root.
-pub fn repo() -> PathBuf {
-    spectrogram_dir().join("../..")
+/// A temporary directory: under cargo's scratch directory for this package's tests, or the
+/// system's temporary directory when carried (the build machine's is not there).
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    let dir = if carried() {
+        builder.tempdir()
+    } else {
+        builder.tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+    };
+    dir.unwrap_or_else(|e| panic!("a temporary directory for {prefix}: {e}"))
 }
 
-/// A temporary directory under cargo's scratch directory for this package's tests.
-pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("temp dir")
+/// A library of the bundle carried with the executables: `$KPLACE_LIB_DIR/<file>`.
+pub fn carried_library(file: &str) -> PathBuf {
+    let dir = std::env::var_os("KPLACE_LIB_DIR").unwrap_or_else(|| {
+        panic!("KPLACE_WORKSPACE is set (carried test executables) but KPLACE_LIB_DIR, the bundle's lib/, is not")
+    });
+    let path = Path::new(&dir).join(file);
+    assert!(
+        path.is_file(),
+        "{} is missing: the bundle ships the kernel libraries in lib/ (bench/gpu-bundle.sh)",
+        path.display()
+    );
+    path
 }
 
 /// Runs a compiler command, failing the test with its output if it fails.
@@ -108,6 +145,9 @@ pub fn load(path: &Path) -> Loaded {
 /// missing or older than any of `sources` (relative to the crate), rather than test a stale
 /// build.
 pub fn cargo_built(file: &str, sources: &[&str]) -> PathBuf {
+    if carried() {
+        return carried_library(file);
+    }
     let package = env!("CARGO_PKG_NAME");
     let exe = std::env::current_exe().expect("current exe");
     let path = exe
@@ -176,10 +216,17 @@ pub fn build_cpu(defines: &[&str]) -> Loaded {
     load(&out)
 }
 
-/// The CPU library as shipped (`build_cpu` without defines).
+/// The CPU library as shipped: `build_cpu` without defines, or, when carried, the bundle's
+/// `libkplace_spectrogram.so` (the same source, built by cargo; no C compiler is needed).
 pub fn cpu() -> &'static Loaded {
     static LIB: OnceLock<Loaded> = OnceLock::new();
-    LIB.get_or_init(|| build_cpu(&[]))
+    LIB.get_or_init(|| {
+        if carried() {
+            load(&carried_library("libkplace_spectrogram.so"))
+        } else {
+            build_cpu(&[])
+        }
+    })
 }
 
 /// A NUL-terminated string of a table.

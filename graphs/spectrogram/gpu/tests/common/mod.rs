@@ -44,10 +44,14 @@ pub fn gpu() -> &'static Loaded {
 
 /// The GPU library compiled now from `kernels/spectrogram_gpu.c` and `kernels/spectrogram.cu`,
 /// with the flags build.rs uses ([`cc_shared_library`]), into a temporary directory: what the
-/// tests that run the library use, so that they always test the sources as they are.
+/// tests that run the library use, so that they always test the sources as they are. Carried
+/// executables ([`carried`]) use the bundle's, built from the same sources with them.
 pub fn fresh_gpu() -> &'static Loaded {
     static LIB: OnceLock<Loaded> = OnceLock::new();
     LIB.get_or_init(|| {
+        if carried() {
+            return load(&carried_library("libkplace_spectrogram_gpu.so"));
+        }
         let dir = temp_dir("spectrogram-gpu-c-");
         write_cu_inc(dir.path());
         let out = dir.path().join("libspectrogram_gpu.so");

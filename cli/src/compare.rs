@@ -114,6 +114,8 @@ fn print_text(c: &Comparison, reference: &str, candidate: &str) {
     }
     if c.agrees() {
         println!("detections AGREE");
+    } else if c.differences == 0 {
+        println!("detections NOT COMPARED: neither file holds a frame the other has");
     } else {
         println!(
             "detections DIFFER: {} differences ({} cells only in the reference, {} only in the candidate, {} powers outside the rule, {} frames only in the reference, {} only in the candidate)",

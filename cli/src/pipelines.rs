@@ -30,7 +30,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Runs `kplace run --pipelines N` (N > 1) in the mode asked for.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
-    interrupt::install().context("cannot install the SIGINT/SIGTERM handler")?;
+    interrupt::install().context("cannot install the SIGINT, SIGTERM and SIGHUP handler")?;
     if args.ingest_only {
         bail!("--ingest-only measures one receiver: drop --pipelines");
     }

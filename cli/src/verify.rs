@@ -34,6 +34,9 @@ pub struct VerifyArgs {
 /// frames.
 pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     check_pfa(args.pfa, "--pfa")?;
+    if args.frames == 0 {
+        bail!("--frames must be at least 1: a verification of no frames would pass vacuously");
+    }
     let path = &args.detections;
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?

@@ -278,6 +278,24 @@ fn compare_detections_lists_differences_by_frame() {
     ] {
         assert!(said.contains(want), "lacks {want:?}:\n{said}");
     }
+    // Two files without a frame agree on nothing: exit 1, saying so (and in JSON).
+    let empty = write("empty.txt", h);
+    let out = kplace(&["compare-detections", &empty, &empty]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("detections NOT COMPARED: neither file holds a frame"),
+        "{}",
+        text(&out)
+    );
+    let out = kplace(&["compare-detections", &empty, &empty, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["agree"], false);
+    assert_eq!(value["frames_compared"], 0);
+    // Nor does a verification of no frames pass.
+    let e = input_error(&["verify", "--detections", &empty, "--frames", "0"]);
+    assert!(e.contains("--frames must be at least 1"), "{e}");
+
     let out = kplace(&["compare-detections", &reference, &candidate, "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -884,7 +902,8 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
     }
 }
 
-/// An output path that cannot be written fails before the run, not after it (losing it).
+/// An output path that cannot be written fails before the run, not after it (losing it); so
+/// does a ready file whose directory does not exist, which a sender waits for in vain.
 #[test]
 fn a_report_that_cannot_be_written_fails_before_the_run() {
     for option in ["--report", "--detections", "--done-times"] {
@@ -895,6 +914,20 @@ fn a_report_that_cannot_be_written_fails_before_the_run() {
             "{option}: the run must not have started: {e}"
         );
     }
+    let e = input_error(&[
+        "run",
+        "--frames",
+        "2",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--ready-file",
+        "/nonexistent-dir/ready.json",
+    ]);
+    assert!(
+        e.contains("--ready-file /nonexistent-dir/ready.json")
+            && e.contains("the directory /nonexistent-dir does not exist"),
+        "{e}"
+    );
 }
 
 /// `--report -` writes the JSON report to stdout (the summary goes to stderr), never a file

@@ -144,6 +144,35 @@ fn cpu_hog_stops_on_sigterm_with_a_summary() {
     assert!(summary.rate().is_some_and(|r| r > 0.0), "{summary:?}");
 }
 
+/// What the machine cannot hold is refused with exit 2 before a thread or a buffer is made:
+/// a membw buffer of a terabyte, a hundred thousand threads.
+#[test]
+fn cpu_hog_refuses_what_the_machine_cannot_hold() {
+    for (args, want) in [
+        (
+            &[
+                "hog",
+                "cpu",
+                "--mode",
+                "membw",
+                "--buffer-mib",
+                "1000000",
+                "--seconds",
+                "1",
+            ][..],
+            "more than half of the",
+        ),
+        (
+            &["hog", "cpu", "--threads", "100000", "--seconds", "1"][..],
+            "--threads 100000 is more than",
+        ),
+    ] {
+        let out = kplace(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(want), "{args:?}: {}", text(&out));
+    }
+}
+
 /// Whether `pid` has exited (gone, or a zombie waiting for whoever adopted it).
 fn exited(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

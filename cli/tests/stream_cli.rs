@@ -316,13 +316,13 @@ fn a_receiver_nobody_sends_to_ends_after_the_idle_timeout() {
     );
 }
 
-/// SIGINT and SIGTERM stop intake; the frames in flight finish, the report says so, the
+/// SIGINT, SIGTERM and SIGHUP stop intake; the frames in flight finish, the report says so, the
 /// detections file holds whole lines that `kplace verify` reads, and the exit status is the
 /// signal's.
 #[test]
 fn an_interrupt_ends_the_run_with_its_report_and_whole_detection_lines() {
     let _serial = serial();
-    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+    for (signal, code) in [("INT", 130), ("TERM", 143), ("HUP", 129)] {
         let dir = tempfile::tempdir().unwrap();
         let report_path = temp_file(&dir, "r.json");
         let detections = temp_file(&dir, "d.txt");

@@ -1,10 +1,11 @@
-//! Ending a run cleanly on SIGINT or SIGTERM.
+//! Ending a run cleanly on SIGINT, SIGTERM or SIGHUP.
 //!
-//! [`install`] replaces the two signals' default action (death on the spot) with a handler
+//! [`install`] replaces the three signals' default action (death on the spot) with a handler
 //! that only records the signal. Sources poll [`requested`] (through
 //! [`crate::executor::Ingest::stopping`]) and stop taking input; the frames in flight finish,
 //! and the program writes its report and exits with [`exit_code`] (130 for SIGINT, 143 for
-//! SIGTERM, as a shell reports a process killed by them). The handler is installed with
+//! SIGTERM, 129 for SIGHUP, as a shell reports a process killed by them). SIGHUP is the one a
+//! closed terminal or a dropped SSH session sends: it must not cost the outputs either. The handler is installed with
 //! `SA_RESETHAND`, so a second signal of the same kind kills at once: a wedged run can still
 //! be stopped. Until `install` is called, [`requested`] is always false.
 
@@ -19,7 +20,7 @@ extern "C" fn record(signal: libc::c_int) {
     let _ = SIGNAL.compare_exchange(0, signal, Ordering::AcqRel, Ordering::Acquire);
 }
 
-/// Records SIGINT and SIGTERM instead of dying of them (see the module docs).
+/// Records SIGINT, SIGTERM and SIGHUP instead of dying of them (see the module docs).
 pub fn install() -> io::Result<()> {
     use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
     let action = SigAction::new(
@@ -27,7 +28,7 @@ pub fn install() -> io::Result<()> {
         SaFlags::SA_RESETHAND | SaFlags::SA_RESTART,
         SigSet::empty(),
     );
-    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { sigaction(signal, &action) }?;
     }
@@ -47,11 +48,12 @@ pub fn requested() -> bool {
     SIGNAL.load(Ordering::Relaxed) != 0
 }
 
-/// The signal's name: `SIGINT`, `SIGTERM`, or its number.
+/// The signal's name: `SIGINT`, `SIGTERM`, `SIGHUP`, or its number.
 pub fn name(signal: i32) -> String {
     match signal {
         libc::SIGINT => "SIGINT".into(),
         libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
         s => format!("signal {s}"),
     }
 }

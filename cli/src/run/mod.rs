@@ -214,6 +214,21 @@ impl RunArgs {
         if self.frame_timeout_ms == 0 {
             bail!("--frame-timeout-ms must be at least 1: with 0 every frame would end partial");
         }
+        if let Some(path) = &self.ready_file {
+            // Written only once the receiver takes packets: a sender waiting for it would wait
+            // in vain, so a directory that is not there fails now.
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if !dir.is_dir() {
+                bail!(
+                    "--ready-file {}: the directory {} does not exist: create it first",
+                    path.display(),
+                    dir.display()
+                );
+            }
+        }
         let outputs = self.outputs();
         if outputs
             .iter()
@@ -354,7 +369,7 @@ pub(crate) fn exit_status(passed: bool) -> ExitCode {
 /// [`super::pipelines`]'s).
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
-    interrupt::install().context("cannot install the SIGINT/SIGTERM handler")?;
+    interrupt::install().context("cannot install the SIGINT, SIGTERM and SIGHUP handler")?;
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let progress = args
         .progress_path()

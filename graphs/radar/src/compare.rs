@@ -196,9 +196,10 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// Whether the inputs agree: the same frames, the same cells, every power within the rule.
+    /// Whether the inputs agree: the same frames, the same cells, every power within the rule,
+    /// and at least one frame compared (two empty files agree on nothing).
     pub fn agrees(&self) -> bool {
-        self.differences == 0
+        self.differences == 0 && self.frames_compared > 0
     }
 
     fn new(cpi: Cpi, rule: PowerRule) -> Self {
@@ -429,6 +430,13 @@ mod tests {
     }
 
     const TOL: PowerRule = PowerRule::Relative(1e-5);
+
+    #[test]
+    fn two_files_without_a_frame_do_not_agree() {
+        let c = compare(H, H, PowerRule::Exact);
+        assert_eq!((c.frames_compared, c.differences), (0, 0));
+        assert!(!c.agrees(), "nothing was compared: {c:?}");
+    }
 
     #[test]
     fn identical_files_agree_exactly() {

@@ -45,9 +45,32 @@ impl CpuHogConfig {
     /// per socket.
     pub const DEFAULT_BUFFER_BYTES: usize = 256 << 20;
 
+    /// Threads per core this process may use, at most: enough to oversubscribe every core
+    /// several times over, far short of exhausting the system's threads.
+    pub const MAX_THREADS_PER_CORE: usize = 4;
+
     fn validate(&self) -> Result<(Option<Duration>, Duration), HogError> {
         if self.threads == 0 {
             return Err(HogError::Invalid("--threads must be at least 1".into()));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let most = Self::MAX_THREADS_PER_CORE * cores;
+        if self.threads > most {
+            return Err(HogError::Invalid(format!(
+                "--threads {} is more than {most} ({} per core, {cores} cores this process may use)",
+                self.threads,
+                Self::MAX_THREADS_PER_CORE
+            )));
+        }
+        if self.mode == CpuMode::Membw
+            && let Some(available) = memory_available()
+            && self.buffer_bytes as u64 > available / 2
+        {
+            return Err(HogError::Invalid(format!(
+                "the membw buffer of {} MiB is more than half of the {} MiB of memory available (MemAvailable): choose a smaller --buffer-mib",
+                self.buffer_bytes >> 20,
+                available >> 20
+            )));
         }
         if self.mode == CpuMode::Membw && self.buffer_bytes < self.threads * MEMBW_CHUNK {
             return Err(HogError::Invalid(format!(
@@ -67,6 +90,15 @@ impl CpuHogConfig {
         }
         Ok((run, every))
     }
+}
+
+/// The memory the kernel says is available for new allocations without swapping
+/// (`MemAvailable` in `/proc/meminfo`), in bytes; `None` where it cannot be read.
+fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Runs the CPU hog until `config.seconds` pass or `stop` is set, calling `emit` with the
@@ -261,11 +293,30 @@ mod tests {
     }
 
     #[test]
+    fn what_the_machine_cannot_hold_is_refused_before_anything_starts() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut cfg = config(CpuMode::Spin);
+        cfg.threads = CpuHogConfig::MAX_THREADS_PER_CORE * cores + 1;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("--threads") && e.contains("per core"), "{e}");
+        cfg.threads = CpuHogConfig::MAX_THREADS_PER_CORE * cores;
+        assert!(cfg.validate().is_ok());
+        let available = memory_available().expect("/proc/meminfo on Linux");
+        let mut cfg = config(CpuMode::Membw);
+        cfg.buffer_bytes = usize::try_from(available).unwrap();
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("more than half") && e.contains("--buffer-mib"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn invalid_settings_are_rejected() {
         let mut cfg = config(CpuMode::Membw);
         cfg.threads = 0;
         assert!(run(&cfg, &StopFlag::new(), &mut |_| {}).is_err());
-        cfg.threads = 16;
+        cfg.threads = 2;
         cfg.buffer_bytes = 1 << 20;
         let err = run(&cfg, &StopFlag::new(), &mut |_| {}).expect_err("too small");
         assert!(err.to_string().contains("1 MiB per thread"), "{err}");

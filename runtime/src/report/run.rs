@@ -68,7 +68,7 @@ pub struct RunReport {
     pub clusters_per_frame: Option<f64>,
     /// The verifier's verdict.
     pub verification: Verification,
-    /// `SIGINT` or `SIGTERM` when a signal stopped the run; null otherwise.
+    /// `SIGINT`, `SIGTERM` or `SIGHUP` when a signal stopped the run; null otherwise.
     pub interrupted: Option<String>,
     /// NVML readings of the GPUs the plan uses.
     pub gpu_telemetry: Telemetry,
@@ -384,7 +384,7 @@ pub struct MultiRunReport {
     pub aggregate: Aggregate,
     /// Each pipeline's report, or why it has none.
     pub pipelines: Vec<PipelineEntry>,
-    /// `SIGINT` or `SIGTERM` when a signal stopped the run; null otherwise.
+    /// `SIGINT`, `SIGTERM` or `SIGHUP` when a signal stopped the run; null otherwise.
     pub interrupted: Option<String>,
 }
 

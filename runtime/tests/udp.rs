@@ -380,3 +380,76 @@ fn arbitrary_datagrams_are_counted_and_never_disturb_valid_frames() {
     assert_eq!(c.classified(), c.packets, "{c:?}");
     assert!(c.malformed(Malformed::WrongSize) >= garbage / 2, "{c:?}");
 }
+
+/// Sends random datagrams (mostly of the wrong size, every byte random) to `dest` every 10 ms
+/// until `done` is set, for at most `cap`; returns whether it ran out its cap.
+fn junk_until(dest: std::net::SocketAddr, done: &AtomicBool, cap: Duration) -> bool {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut datagram = vec![0u8; SHAPE.packet_bytes() + 64];
+    let until = std::time::Instant::now() + cap;
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        if std::time::Instant::now() >= until {
+            return true;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % datagram.len() as u64) as usize;
+        for (i, b) in datagram[..len].iter_mut().enumerate() {
+            *b = (x >> (i % 8)) as u8;
+        }
+        let _ = socket.send_to(&datagram[..len], dest);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Only packets the stream takes count as activity: junk every 10 ms neither keeps a receiver
+/// nobody sends to waiting past its start timeout, nor one whose sender stopped past its idle
+/// timeout. The junk would go on for 30 s; the receiver must end while it still arrives.
+#[test]
+fn junk_never_keeps_a_receiver_alive() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let scene = Scene::new(SceneConfig::new(CPI)).unwrap();
+    let prepared = scene_frames(&scene, 2);
+    const CAP: Duration = Duration::from_secs(30);
+    for with_stream in [false, true] {
+        let mut config = UdpConfig::new("127.0.0.1:0".parse().unwrap(), SHAPE);
+        config.frames = None;
+        config.start_timeout = Some(Duration::from_millis(300));
+        config.idle_timeout = Duration::from_millis(300);
+        let mut source = UdpSource::bind(config).unwrap();
+        let dest = source.local_addr().unwrap();
+        let mut buffers = FrameBuffers::new(4, 128, SHAPE.payload_bytes()).unwrap();
+        let done = AtomicBool::new(false);
+        let ran_out = std::thread::scope(|s| {
+            let junk = s.spawn(|| junk_until(dest, &done, CAP));
+            if with_stream {
+                let send_config = SenderConfig {
+                    dest,
+                    shape: SHAPE,
+                    pacing: Pacing::CpiRate(200.0),
+                    frames: FrameCount::Frames(2),
+                    first_frame_id: 0,
+                    faults: Faults::default(),
+                    tick: Duration::ZERO,
+                };
+                sender::send(&prepared, &send_config, &AtomicBool::new(false)).unwrap();
+            }
+            let received = source.receive(&mut buffers, SHAPE.payload_bytes());
+            done.store(true, std::sync::atomic::Ordering::Release);
+            received.unwrap();
+            junk.join().unwrap()
+        });
+        let c = source.counters();
+        assert!(
+            !ran_out,
+            "with_stream {with_stream}: the receiver waited as long as junk came: {c:?}"
+        );
+        assert!(c.packets > c.accepted, "junk arrived: {c:?}");
+        let frames = if with_stream { 2 } else { 0 };
+        assert_eq!(c.complete_frames, frames, "{c:?}");
+        assert_eq!(c.accepted, frames * 128, "{c:?}");
+    }
+}

@@ -26,7 +26,9 @@
 //! held up longer than the frame timeout reads the packets that waited for it instead of
 //! ending their frame as partial. The receiver stops after the expected number of frames,
 //! after the idle timeout, when no packet came within the start timeout (so a receiver nobody
-//! sends to ends too), or when the run stops (an interrupt included).
+//! sends to ends too), or when the run stops (an interrupt included). Only packets the stream
+//! takes count for those timeouts: malformed, foreign and stray packets never keep alive a
+//! receiver that no valid sender feeds.
 
 mod buffers;
 mod receiver;
@@ -73,11 +75,11 @@ pub struct UdpConfig {
     /// A frame that received no packet for this long ends as partial. Judged when the socket
     /// holds no more packets, so a receiver held up for longer than this loses nothing.
     pub frame_timeout: Duration,
-    /// With no packet for this long after the last, the receiver stops; likewise judged on an
-    /// empty socket.
+    /// With no packet of the stream for this long after the last, the receiver stops;
+    /// likewise judged on an empty socket. Junk does not count (see the module docs).
     pub idle_timeout: Duration,
-    /// With no packet at all for this long from the start, the receiver stops: a receiver
-    /// nobody sends to ends too. `None`: the idle timeout.
+    /// With no packet of the stream for this long from the start, the receiver stops: a
+    /// receiver nobody sends to ends too, whatever junk reaches it. `None`: the idle timeout.
     pub start_timeout: Option<Duration>,
     /// Socket receive buffer to ask for, in bytes.
     pub recv_buffer: usize,
@@ -151,7 +153,8 @@ pub struct IngestCounters {
     pub foreign_sources: Vec<(SocketAddr, u64)>,
     /// The socket receive buffer the kernel granted, in bytes.
     pub recv_buffer: usize,
-    /// From the first batch of packets to the last: the time the receiver was receiving.
+    /// From the first batch with a packet the stream took (stored, dropped with its frame,
+    /// late or a duplicate) to the last: the time the receiver was receiving the stream.
     pub receiving: Duration,
 }
 

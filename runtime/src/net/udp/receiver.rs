@@ -182,10 +182,15 @@ impl<'c, F> Receiver<'c, F> {
                 },
             };
             let now = Instant::now();
-            let first = *first_packet.get_or_insert(now);
-            last_packet = now;
-            self.counters.receiving = now.duration_since(first);
+            let taken = self.stream_packets();
             self.absorb(store, n, now);
+            // Only packets the stream took count as activity: junk, foreign or stray packets
+            // never keep a receiver alive that no valid sender feeds.
+            if self.stream_packets() > taken {
+                let first = *first_packet.get_or_insert(now);
+                last_packet = now;
+                self.counters.receiving = now.duration_since(first);
+            }
             // Timeouts are judged only on a drained socket (a short batch): packets that
             // arrived while this thread was held up (descheduled, or slow in a store) wait in
             // the socket, and their frame must not end as partial before they are read.
@@ -208,6 +213,13 @@ impl<'c, F> Receiver<'c, F> {
         self.counters.restarts = self.stream.restarts;
         self.counters.locked_source = self.stream.lock();
         self.counters.foreign_sources = self.stream.foreign_sources.clone();
+    }
+
+    /// Packets the stream took as its own so far: stored, dropped with their frame for want
+    /// of a slot, late for a frame already ended, or duplicates of a stored chirp.
+    fn stream_packets(&self) -> u64 {
+        let c = &self.counters;
+        c.accepted + c.dropped_packets + c.late + c.duplicates
     }
 
     fn all_accounted(&self) -> bool {

@@ -38,8 +38,11 @@ pub fn main(args: PlotTraceArgs) -> anyhow::Result<ExitCode> {
     {
         bail!("--from-ms must be a number of ms from 0, not {from}");
     }
-    let text = std::fs::read_to_string(&args.trace)
-        .with_context(|| format!("cannot read {}", args.trace.display()))?;
+    let text = kplace::os::files::read_to_string_bounded(
+        &args.trace,
+        kplace::report::trace::MAX_TRACE_BYTES,
+    )
+    .with_context(|| format!("cannot read {}", args.trace.display()))?;
     let trace = Trace::read_chrome(&text, &args.trace.display().to_string())?;
     let from_ns = match args.from_ms {
         Some(ms) => (ms * 1e6) as u64,

@@ -1095,6 +1095,9 @@ fn a_trace_holds_every_launch_of_every_frame() {
     assert!(e.contains("no.json: not a kplace trace"), "{e}");
     let e = input_error(&["plot-trace", path.to_str().unwrap(), "--span-ms", "0"]);
     assert!(e.contains("--span-ms must be a positive"), "{e}");
+    // An endless input is read up to the bound, never whole.
+    let e = input_error(&["plot-trace", "/dev/zero"]);
+    assert!(e.contains("/dev/zero holds more than 1024 MiB"), "{e}");
     let e = input_error(&["run", "--frames", "2", "--trace", "/nonexistent-dir/t.json"]);
     assert!(
         e.contains("/nonexistent-dir/t.json") && !e.contains("frames 2"),

@@ -173,4 +173,12 @@ fn a_bad_file_is_refused_by_name_and_line() {
         !dir.path().join("latency.svg").exists(),
         "nothing is written on an error"
     );
+    // An endless input is read up to the bound, never whole.
+    let out = kplace(&[Path::new("/dev/zero")]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("/dev/zero holds more than 256 MiB"),
+        "{}",
+        text(&out)
+    );
 }

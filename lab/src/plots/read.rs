@@ -14,11 +14,15 @@ struct SchemaOnly {
     schema: Option<String>,
 }
 
+/// The most bytes a results file is read for: far more than any search writes (a few MiB
+/// with every trial), far less than memory.
+pub const MAX_RESULTS_BYTES: u64 = 256 << 20;
+
 /// Reads and checks one results file. Errors name the file, and a parse error its line and
 /// column.
 pub fn read_results(path: &Path) -> Result<SweepFile, PlotError> {
     let refused = |message: String| PlotError::Results { message };
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = kplace::os::files::read_to_string_bounded(path, MAX_RESULTS_BYTES).map_err(|e| {
         refused(format!(
             "cannot read the results file {}: {e}",
             path.display()

@@ -1,6 +1,8 @@
 //! What kplace asks of the operating system beyond `std`, in one place.
 //!
 //! - [`affinity`]: CPU sets, thread pinning and confining a child to cores.
+//! - [`files`]: reading a file a user names whole, with a bound (`/dev/zero` never fills
+//!   memory).
 //! - [`process`]: signals to children, dying with the parent, a reaped child's CPU time, the
 //!   calling thread's nice value, SIGPIPE's disposition.
 //!
@@ -12,6 +14,7 @@
 //! reused so that a batch allocates nothing, and the signal handler of [`crate::interrupt`].
 
 pub mod affinity;
+pub mod files;
 pub mod process;
 
 pub use affinity::{

@@ -29,6 +29,10 @@ use serde::{Deserialize, Serialize};
 /// ten-launch plan.
 pub const MAX_SPANS: usize = 4_000_000;
 
+/// The most bytes a trace file is read for (`kplace plot-trace`): 1 GiB, over 256 bytes for
+/// each of [`MAX_SPANS`] spans, more than any trace kplace writes.
+pub const MAX_TRACE_BYTES: u64 = 1 << 30;
+
 /// What a span is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SpanKind {

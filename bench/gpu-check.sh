@@ -26,7 +26,8 @@
 #                     off by its limit is inconclusive, a refusal of the device skipped.
 #
 # The call ends within KPLACE_GPU_CHECK_LIMIT_S (default 540 s): a step starts only if its
-# budget, the 5 s to kill it and 20 s to publish still fit; otherwise it is skipped, saying so.
+# budget, the 5 s to kill it and 35 s to clean up after it and publish still fit; otherwise it
+# is skipped, saying so.
 # Each step runs in a process group of its own, ended whole when the step ends. The device's
 # tools (nvidia-smi, nvidia-cuda-mps-control, compute-sanitizer) are looked for on PATH, then
 # in /usr/local/nvidia/bin and /usr/local/cuda/bin.
@@ -52,9 +53,10 @@ summarizer=$PWD/bench/gpu-check-summary.py
 . scripts/ready.sh
 
 STEPS=(preflight tests replay streams copies tune share cupy memcheck)
-# Seconds to end a step past its budget (timeout's -k), and to publish after it.
+# Seconds to end a step past its budget (timeout's -k), and after it to end what it left
+# running (1 s), stop an MPS daemon it left (10 s) and publish (20 s), with 4 s to spare.
 KILL_GRACE=5
-PUBLISH_LIMIT=20
+CLEANUP_LIMIT=35
 
 budget_of() {
     local kv
@@ -457,7 +459,7 @@ export GC_SCRATCH=$scratch GC_SUMMARIZER=$summarizer GC_BUNDLE=$abs_bundle GC_KP
 export KPLACE_LIB_DIR=$abs_bundle/lib KPLACE_BIN=$abs_bundle/bin/kplace KPLACE_WORKSPACE=$PWD
 export KPLACE_GPU_CHECK_BUDGETS=${KPLACE_GPU_CHECK_BUDGETS:-}
 
-# Rewrites the three files in $OUT from the scratch directory, within PUBLISH_LIMIT seconds.
+# Rewrites the three files in $OUT from the scratch directory, within 20 seconds.
 publish() {
     bounded 10 python3 "$summarizer" summary "$scratch" "$out" 2>> "$scratch/logs/summarize.txt" \
         || bare_summary error "the summary could not be written (logs/summarize.txt in results.tar.gz)"
@@ -501,8 +503,8 @@ for i in "${!STEPS[@]}"; do
     skip=""
     if [ "$name" != preflight ] && [ -n "${KPLACE_GPU_CHECK_STEPS:-}" ] && [[ "$selected" != *" $name "* ]]; then
         skip="not selected (KPLACE_GPU_CHECK_STEPS)"
-    elif [ $((budget + KILL_GRACE + PUBLISH_LIMIT)) -gt "$left" ]; then
-        skip="its budget of $budget s, with $KILL_GRACE s to end it and $PUBLISH_LIMIT s to publish, exceeds the $left s left of the $limit_s s limit"
+    elif [ $((budget + KILL_GRACE + CLEANUP_LIMIT)) -gt "$left" ]; then
+        skip="its budget of $budget s, with $KILL_GRACE s to end it and $CLEANUP_LIMIT s to clean up and publish, exceeds the $left s left of the $limit_s s limit"
     fi
     if [ -n "$skip" ]; then
         log "== step $((i + 1))/${#STEPS[@]}: $(title_of "$name"): skipped: $skip"

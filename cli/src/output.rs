@@ -12,6 +12,16 @@ pub(crate) fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
+/// Fails, naming `option`, when `path` is `-`: an output that only a file can take (a trace,
+/// a picture, a recording, or beside a summary that standard output already carries) must
+/// never become a file named `-`.
+pub(crate) fn file_only(path: &Path, option: &str) -> anyhow::Result<()> {
+    if is_stdout(path) {
+        anyhow::bail!("{option} -: this output goes to a file, not to standard output: name one");
+    }
+    Ok(())
+}
+
 /// An output opened for writing: `-` is standard output.
 pub(crate) fn open(path: &Path, what: &str) -> anyhow::Result<Box<dyn Write + Send>> {
     if is_stdout(path) {

@@ -57,6 +57,7 @@ pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.frames == 0 {
         anyhow::bail!("--frames must be at least 1");
     }
+    crate::output::file_only(&args.out, "--out")?;
     let overrides = match args.cpi {
         Some(cpi) => kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
         None => Overrides::default(),

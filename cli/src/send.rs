@@ -222,18 +222,21 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         tick: Duration::from_micros(args.pacing_tick_us),
     };
     config.check().context("kplace send")?;
-    // Fail on an unwritable times or report file before the run, not after it.
-    let create = |path: &Option<PathBuf>| -> anyhow::Result<Option<BufWriter<File>>> {
-        path.as_ref()
-            .map(|path| {
-                File::create(path)
-                    .map(BufWriter::new)
-                    .with_context(|| format!("cannot create {}", path.display()))
-            })
-            .transpose()
-    };
-    let times = create(&args.times)?;
-    let report_file = create(&args.report)?;
+    // Fail on an unwritable times or report file before the run, not after it. Standard
+    // output carries the summary, so neither can be `-`.
+    let create =
+        |path: &Option<PathBuf>, option: &str| -> anyhow::Result<Option<BufWriter<File>>> {
+            path.as_ref()
+                .map(|path| {
+                    crate::output::file_only(path, option)?;
+                    File::create(path)
+                        .map(BufWriter::new)
+                        .with_context(|| format!("cannot create {}", path.display()))
+                })
+                .transpose()
+        };
+    let times = create(&args.times, "--times")?;
+    let report_file = create(&args.report, "--report")?;
 
     let scene_frames;
     let prepared: &[Vec<u8>] = match &recorded {

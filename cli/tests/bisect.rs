@@ -394,6 +394,18 @@ fn bisect_refusing(args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// A placement path that names nothing is a bad option (exit 2, naming it), not a system
+/// skipped (exit 1).
+#[test]
+fn a_placement_that_does_not_exist_is_an_input_error() {
+    let (code, stderr) = bisect_refusing(&["--placements", "/nonexistent/p.yaml"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--placements /nonexistent/p.yaml: no such file or directory"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
     let (code, stderr) = bisect_refusing(&["--cotenant", "gpu-hug"]);

@@ -902,6 +902,62 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
     }
 }
 
+/// `-` names standard output only where an output can go there; elsewhere it is refused,
+/// naming the option, never written as a file named `-`.
+#[test]
+fn outputs_that_only_a_file_can_take_refuse_a_dash() {
+    for (args, option) in [
+        (
+            &[
+                "send",
+                "--dest",
+                "127.0.0.1:9",
+                "--report",
+                "-",
+                "--frames",
+                "1",
+            ][..],
+            "--report -",
+        ),
+        (
+            &[
+                "send",
+                "--dest",
+                "127.0.0.1:9",
+                "--times",
+                "-",
+                "--frames",
+                "1",
+            ][..],
+            "--times -",
+        ),
+        (&["run", "--trace", "-", "--frames", "2"][..], "--trace -"),
+        (&["plot-trace", "t.json", "--out", "-"][..], "--out -"),
+        (
+            &[
+                "record",
+                "--graph",
+                "graphs/spectrogram.yaml",
+                "--out",
+                "-",
+                "--frames",
+                "1",
+            ][..],
+            "--out -",
+        ),
+    ] {
+        let e = input_error(args);
+        assert!(
+            e.contains(&format!("{option}: this output goes to a file")),
+            "kplace {args:?}: {e}"
+        );
+        assert!(
+            !support::workspace().join("-").exists(),
+            "kplace {args:?} wrote a file named -"
+        );
+    }
+}
+
 /// An output path that cannot be written fails before the run, not after it (losing it); so
 /// does a ready file whose directory does not exist, which a sender waits for in vain.
 #[test]

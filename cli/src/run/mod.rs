@@ -214,6 +214,9 @@ impl RunArgs {
         if self.frame_timeout_ms == 0 {
             bail!("--frame-timeout-ms must be at least 1: with 0 every frame would end partial");
         }
+        if let Some(path) = &self.trace {
+            output::file_only(path, "--trace")?;
+        }
         if let Some(path) = &self.ready_file {
             // Written only once the receiver takes packets: a sender waiting for it would wait
             // in vain, so a directory that is not there fails now.

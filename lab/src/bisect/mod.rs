@@ -61,6 +61,9 @@ pub enum BisectError {
     /// No placement file was found where the sweep was told to look.
     #[error("no placement files in {0}")]
     NoPlacements(String),
+    /// A placement path that names no file or directory.
+    #[error("--placements {}: no such file or directory", .0.display())]
+    MissingPlacement(PathBuf),
     /// A file or directory could not be read, created or written.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
@@ -623,8 +626,10 @@ fn placement_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BisectError> {
                 .collect();
             found.sort();
             files.extend(found);
-        } else {
+        } else if path.exists() {
             files.push(path.clone());
+        } else {
+            return Err(BisectError::MissingPlacement(path.clone()));
         }
     }
     if files.is_empty() {

@@ -902,6 +902,30 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
     }
 }
 
+/// A core in `runtime.pin_cores` that this machine does not have leaves its worker unpinned,
+/// and the run says so instead of ignoring it silently; the run still verifies.
+#[test]
+fn a_pinned_core_that_is_not_here_is_named() {
+    let placement = "name: pinned\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\n\
+                     runtime: {workers: 1, pin_cores: [99999]}\n";
+    let (_dir, path) = support::write_temp("pinned.yaml", placement);
+    let out = kplace(&[
+        "run",
+        "--placement",
+        path.to_str().unwrap(),
+        "--frames",
+        "4",
+        "--scene-frames",
+        "4",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("worker 0 not pinned to core 99999, it runs unpinned"),
+        "{}",
+        text(&out)
+    );
+}
+
 /// `-` names standard output only where an output can go there; elsewhere it is refused,
 /// naming the option, never written as a file named `-`.
 #[test]

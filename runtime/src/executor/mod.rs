@@ -714,9 +714,12 @@ fn worker(
     let mut tally = WorkerTally::default();
     wait::prepare_thread();
     if let Some(id) = core {
-        // Pinning is a performance hint: a core that does not exist leaves the thread unpinned.
+        // Pinning is a performance hint: a core that does not exist here leaves the thread
+        // unpinned, and says so (a placement written for another machine still runs).
         if let Err(e) = crate::os::pin_current_thread(id) {
-            tracing::debug!("worker not pinned to core {id}: {e}");
+            tracing::warn!(
+                "runtime.pin_cores: worker {index} not pinned to core {id}, it runs unpinned: {e}"
+            );
         }
     }
     while let Some(task) = next_task(&queues, shared.spin, &mut tally) {

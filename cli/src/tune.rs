@@ -564,7 +564,17 @@ fn tune_cpi(
     ));
     let proving: Vec<usize> = order.iter().copied().take(options.prove).collect();
     let winner = if proving.is_empty() {
-        order.first().copied().map(|i| (i, None))
+        // Predicting only, the best prediction wins if it meets the requested rate; one
+        // that does not is no winner (as a proof that falls short is none).
+        order
+            .first()
+            .copied()
+            .filter(|&i| {
+                request
+                    .rate
+                    .is_none_or(|rate| predicted[i].prediction.rate >= rate)
+            })
+            .map(|i| (i, None))
     } else {
         let mut prove_config = config.clone();
         prove_config.cpi = vec![cpi];
@@ -607,6 +617,21 @@ fn tune_cpi(
                 path.display()
             ));
             Some(path)
+        }
+        None if proving.is_empty() => {
+            let fastest = predicted
+                .iter()
+                .max_by(|a, b| a.prediction.rate.total_cmp(&b.prediction.rate));
+            out.say(format!(
+                "kplace tune: at {cpi} no placement is predicted to meet the request ({}){}; \
+                 nothing written\n",
+                request_text(&request),
+                fastest.map_or_else(String::new, |p| format!(
+                    ": the fastest, {}, is predicted at {:.1} CPI/s",
+                    p.label, p.prediction.rate
+                ))
+            ));
+            None
         }
         None => {
             out.say(format!(

@@ -40,9 +40,7 @@ if [ ! -s "$results" ]; then
     exit 1
 fi
 failed=0
-while IFS= read -r line; do
-    name=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["test"])' "$line")
-    rc=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["rc"])' "$line")
+while read -r name rc; do
     log=$work/scratch/logs/test-$name.txt
     passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | grep -Eo '[0-9]+' | head -n 1 || true)
     skipped=$(grep -c 'skipped: ' "$log" || true)
@@ -53,7 +51,8 @@ while IFS= read -r line; do
     else
         echo "gpu-bundle-dry-run: $name: $passed passed ($skipped skipped for want of a GPU)"
     fi
-done < "$results"
+done < <(python3 -c 'import json, sys
+for line in open(sys.argv[1]): row = json.loads(line); print(row["test"], row["rc"])' "$results")
 total=$(wc -l < "$results")
 echo "gpu-bundle-dry-run: $((total - failed)) passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$status" -eq 0 ]

@@ -211,10 +211,8 @@ def summary(scratch, out):
                     mps = p.get("mps") or {}
                     if not mps.get("is_client"):
                         problems.append("share MPS on: pipeline %d is not an MPS client (%s)" % (i, mps.get("checked")))
-            if r.get("measurement"):
-                # Beside a co-tenant, frames lost to time slicing are the measurement itself.
-                pass
-            elif r.get("rc") != 0 or not r["verified"]:
+            # Beside a co-tenant, frames lost to time slicing are the measurement itself.
+            if not r.get("measurement") and (r.get("rc") != 0 or not r["verified"]):
                 problems.append("%s %s: rc %s, verified %s" % (what, r.get("cpi", ""), r.get("rc"), r["verified"]))
             if r.get("hog"):
                 hog = lines(os.path.join(scratch, r["hog"]))

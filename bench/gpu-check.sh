@@ -362,7 +362,7 @@ step_tune() {
 # row is a measurement (frames, rate, latency), never a failure of the check.
 step_share() {
     mkdir -p "$GC_SCRATCH/share"
-    local rc hog mpsdir control
+    local rc hog mpsdir
     rc=$(stream_case share/alone 2048x256 150 2 --placement placements/all-gpu.yaml)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="alone"' 'pipelines=1' "rc=$rc" 'base="share/alone"'
     bounded 30 "$GC_KPLACE" hog gpu --size 4096 --duty 1.0 --seconds 20 > "$GC_SCRATCH/share/hog.jsonl" 2>&1 &
@@ -376,14 +376,13 @@ step_share() {
     rc=$(stream_case share/mps-off 2048x256 150 2 --placement placements/all-gpu.yaml \
         --pipelines 2 --pipeline-mode process)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS off"' 'pipelines=2' "rc=$rc" 'base="share/mps-off"'
-    if ! control=$(find_tool nvidia-cuda-mps-control); then
+    # The preflight put the driver's tools on PATH where it found them off it.
+    if ! command -v nvidia-cuda-mps-control > /dev/null; then
         jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS on"' 'pipelines=2' 'rc=null' \
             'skipped="no MPS control (nvidia-cuda-mps-control is not on PATH, in /usr/local/nvidia/bin or in /usr/local/cuda/bin)"'
         log "share MPS on: skipped: no MPS control"
         return 0
     fi
-    PATH="$(dirname "$control"):$PATH"
-    export PATH
     mpsdir=$GC_SCRATCH/mps
     if bounded 15 "$GC_KPLACE" mps start --dir "$mpsdir" > "$GC_SCRATCH/share/mps.log" 2>&1; then
         export CUDA_MPS_PIPE_DIRECTORY="$mpsdir/pipe" CUDA_MPS_LOG_DIRECTORY="$mpsdir/log"
@@ -526,8 +525,7 @@ for i in "${!STEPS[@]}"; do
         "seconds=$((SECONDS - t0))" "leftover_processes=${leftover:-0}"
     if [ "$name" = share ] && [ -d "$scratch/mps" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
         # A share step killed with MPS on leaves its daemon, which is a session of its own.
-        control=$(find_tool nvidia-cuda-mps-control) && PATH="$(dirname "$control"):$PATH" \
-            bounded 10 "$KPLACE_BIN" mps stop --dir "$scratch/mps" >> "$scratch/logs/step-share.txt" 2>&1
+        bounded 10 "$KPLACE_BIN" mps stop --dir "$scratch/mps" >> "$scratch/logs/step-share.txt" 2>&1
     fi
     if [ "$name" = preflight ]; then
         # The judgement, outside the step's budget.

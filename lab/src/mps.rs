@@ -285,23 +285,24 @@ impl Control {
     /// daemon busy with another client ([`BUSY`]) is asked again, [`BUSY_TRIES`] times in all,
     /// and the error says how often it was tried.
     pub fn ask(&self, command: &str) -> Result<String, MpsError> {
-        let mut wait = BUSY_FIRST_WAIT;
-        for _ in 1..BUSY_TRIES {
+        let (mut tries, mut wait) = (1, BUSY_FIRST_WAIT);
+        loop {
             match self.ask_once(command) {
-                Err(e) if e.to_string().contains(BUSY) => {
+                Err(MpsError::Control { reason, .. })
+                    if reason.contains(BUSY) && tries < BUSY_TRIES =>
+                {
                     std::thread::sleep(wait);
-                    wait *= 2;
+                    (tries, wait) = (tries + 1, wait * 2);
+                }
+                Err(MpsError::Control { command, reason }) if reason.contains(BUSY) => {
+                    return Err(MpsError::Control {
+                        command,
+                        reason: format!("{reason} (the daemon was busy at each of {tries} tries)"),
+                    });
                 }
                 answer => return answer,
             }
         }
-        self.ask_once(command).map_err(|e| match e {
-            MpsError::Control { command, reason } if reason.contains(BUSY) => MpsError::Control {
-                command,
-                reason: format!("{reason} (the daemon was busy at each of {BUSY_TRIES} tries)"),
-            },
-            e => e,
-        })
     }
 
     /// One try of [`Control::ask`].

@@ -5,9 +5,10 @@
 //! [`crate::executor::Ingest::stopping`]) and stop taking input; the frames in flight finish,
 //! and the program writes its report and exits with [`exit_code`] (130 for SIGINT, 143 for
 //! SIGTERM, 129 for SIGHUP, as a shell reports a process killed by them). SIGHUP is the one a
-//! closed terminal or a dropped SSH session sends: it must not cost the outputs either. The handler is installed with
-//! `SA_RESETHAND`, so a second signal of the same kind kills at once: a wedged run can still
-//! be stopped. Until `install` is called, [`requested`] is always false.
+//! closed terminal or a dropped SSH session sends: it must not cost the outputs either. The
+//! handler is installed with `SA_RESETHAND`, so a second signal of the same kind kills at
+//! once: a wedged run can still be stopped. Until `install` is called, [`requested`] is always
+//! false.
 
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};

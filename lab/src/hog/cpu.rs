@@ -14,6 +14,8 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use kplace::plan::memory::MemoryAvailable;
+
 use super::{
     CpuMode, HogError, HogEvent, HogKind, HogLine, StopFlag, StopReason, duration_of, sleep_until,
 };
@@ -63,13 +65,14 @@ impl CpuHogConfig {
             )));
         }
         if self.mode == CpuMode::Membw
-            && let Some(available) = memory_available()
-            && self.buffer_bytes as u64 > available / 2
+            && let Some(host) = MemoryAvailable::probe().host
+            && self.buffer_bytes as u64 > host.bytes / 2
         {
             return Err(HogError::Invalid(format!(
-                "the membw buffer of {} MiB is more than half of the {} MiB of memory available (MemAvailable): choose a smaller --buffer-mib",
+                "the membw buffer of {} MiB is more than half of the {} MiB of memory available ({}): choose a smaller --buffer-mib",
                 self.buffer_bytes >> 20,
-                available >> 20
+                host.bytes >> 20,
+                host.measured
             )));
         }
         if self.mode == CpuMode::Membw && self.buffer_bytes < self.threads * MEMBW_CHUNK {
@@ -90,15 +93,6 @@ impl CpuHogConfig {
         }
         Ok((run, every))
     }
-}
-
-/// The memory the kernel says is available for new allocations without swapping
-/// (`MemAvailable` in `/proc/meminfo`), in bytes; `None` where it cannot be read.
-fn memory_available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// Runs the CPU hog until `config.seconds` pass or `stop` is set, calling `emit` with the
@@ -301,9 +295,9 @@ mod tests {
         assert!(e.contains("--threads") && e.contains("per core"), "{e}");
         cfg.threads = CpuHogConfig::MAX_THREADS_PER_CORE * cores;
         assert!(cfg.validate().is_ok());
-        let available = memory_available().expect("/proc/meminfo on Linux");
+        let available = MemoryAvailable::probe().host.expect("host memory on Linux");
         let mut cfg = config(CpuMode::Membw);
-        cfg.buffer_bytes = usize::try_from(available).unwrap();
+        cfg.buffer_bytes = usize::try_from(available.bytes).unwrap();
         let e = cfg.validate().unwrap_err().to_string();
         assert!(
             e.contains("more than half") && e.contains("--buffer-mib"),

@@ -7,7 +7,6 @@
 //! zero (the default) sleeps at once. Spinning uses crossbeam's backoff: a few busy rounds,
 //! then yielding the core to any other thread that is ready to run, so a spinning thread
 //! delays no one, but it is never idle: its core shows as used.
-
 //!
 //! Blocking on a crossbeam channel allocates, once: a thread's wait context the first time
 //! that thread blocks on any channel, and a channel's list of waiting receivers the first time

@@ -20,6 +20,13 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// Whether these are test executables carried to another machine (bench/gpu-check.sh's
+/// bundle): `$KPLACE_WORKSPACE` names the repository there and `$KPLACE_LIB_DIR` the bundle's
+/// libraries; nothing of the build machine's target directory is assumed.
+pub fn carried() -> bool {
+    std::env::var_os("KPLACE_WORKSPACE").is_some()
+}
+
 /// The `kplace` binary: `$KPLACE_BIN` when set (carried test executables), else cargo's.
 pub fn kplace_bin() -> PathBuf {
     std::env::var_os("KPLACE_BIN")
@@ -33,8 +40,8 @@ pub fn kplace_bin() -> PathBuf {
 /// binary run, and returns its path. Panics with the compiler's output
 /// when the build fails: the C sources are part of the test suite.
 pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
-    // Carried executables (KPLACE_WORKSPACE set) have no cargo scratch directory.
-    let dir = if std::env::var_os("KPLACE_WORKSPACE").is_some() {
+    // Carried executables have no cargo scratch directory.
+    let dir = if carried() {
         std::env::temp_dir().join("kplace-test-c-libs")
     } else {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-libs")
@@ -74,13 +81,12 @@ pub fn build_c_library(source: &str, name: &str, defines: &[&str]) -> PathBuf {
     out
 }
 
-/// The CPU kernel library: `$KPLACE_LIB_DIR/libkplace_cpu.so` for carried executables
-/// (KPLACE_WORKSPACE set), else the one cargo built next to the test binaries.
+/// The CPU kernel library: `$KPLACE_LIB_DIR/libkplace_cpu.so` for [`carried`] executables,
+/// else the one cargo built next to the test binaries.
 pub fn cpu_library() -> PathBuf {
-    if let (Some(_), Some(dir)) = (
-        std::env::var_os("KPLACE_WORKSPACE"),
-        std::env::var_os("KPLACE_LIB_DIR"),
-    ) {
+    if carried() {
+        let dir = std::env::var_os("KPLACE_LIB_DIR")
+            .expect("KPLACE_WORKSPACE is set (carried test executables) but KPLACE_LIB_DIR is not");
         let lib = Path::new(&dir).join("libkplace_cpu.so");
         assert!(
             lib.is_file(),

@@ -260,6 +260,76 @@ fn a_stray_packet_before_or_during_the_stream_costs_no_frame() {
     assert_eq!(ingest["foreign_sources"].as_array().unwrap().len(), 1);
 }
 
+/// The reproduction: one lost packet, with a frame timeout of 100 frames' time and 16
+/// slots. The lossy frame was held open for the whole timeout while the frames after it, done
+/// but delivered in order, filled every slot, and the rest were dropped (35 of 300). Now it
+/// ends partial once the stream is two frames past it, and costs no other frame.
+#[test]
+fn a_lost_packet_costs_only_its_own_frame() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = temp_file(&dir, "r.json");
+    let r = start_receiver(&["--frames", "60", "--report", report_path.to_str().unwrap()]);
+    send(
+        r.ports[0],
+        &["--frames", "60", "--rate", "100", "--drop", "3:17"],
+    );
+    let out = r.guard.wait(LIMIT);
+    assert_eq!(out.status.code(), Some(1), "coverage fails: {}", out.stdout);
+    assert!(
+        out.stdout.contains("59 passed")
+            && out
+                .stdout
+                .contains("1 of 60 frames were never reported (first: 3)"),
+        "{}",
+        out.stdout
+    );
+    let report = report(&report_path);
+    let ingest = &report["ingest"];
+    assert_eq!(
+        (&ingest["partial_frames"], &ingest["dropped_frames"]),
+        (&1.into(), &0.into()),
+        "{ingest}"
+    );
+}
+
+/// The reproduction: two packets from another local socket before the sender locked
+/// the stream to that socket, and not one frame was received. Now the real sender's first
+/// frame's worth of packets takes the unconfirmed lock over; only the frame that proved it is
+/// lost.
+#[test]
+fn two_early_packets_of_another_socket_never_take_the_stream() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = temp_file(&dir, "r.json");
+    let r = start_receiver(&["--frames", "30", "--report", report_path.to_str().unwrap()]);
+    let early = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for chirp in [0u32, 1] {
+        let mut packet = Vec::with_capacity(4160);
+        for field in [0, chirp, 0, 1024] {
+            packet.extend_from_slice(&field.to_le_bytes());
+        }
+        packet.resize(4160, 0);
+        early.send_to(&packet, ("127.0.0.1", r.ports[0])).unwrap();
+    }
+    send(r.ports[0], &["--frames", "30", "--rate", "100"]);
+    let out = r.guard.wait(LIMIT);
+    assert!(
+        out.stdout.contains("29 passed")
+            && out
+                .stdout
+                .contains("1 of 30 frames were never reported (first: 0)"),
+        "{}",
+        out.stdout
+    );
+    let ingest = &report(&report_path)["ingest"];
+    let early = early.local_addr().unwrap().to_string();
+    assert_eq!(ingest["lock_replaced"], early.as_str(), "{ingest}");
+    assert_eq!(ingest["lock_confirmed"], true, "{ingest}");
+    assert_ne!(ingest["locked_source"], early.as_str(), "{ingest}");
+    assert_eq!(ingest["accepted"], 30 * 128 - 64 + 2, "{ingest}");
+}
+
 /// Two senders at once: the second (a fake target at 30 dB) never enters a frame; its
 /// packets are counted as foreign, and every frame verifies against the first's scene.
 #[test]

@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crossbeam::channel::{Receiver, TryRecvError};
+use crossbeam::channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::Shared;
 use crate::report::overhead::SourceTally;
@@ -169,6 +169,53 @@ impl<'r> Ingest<'r> {
             }
             Err(TryRecvError::Disconnected) => Err(BeginError::Stopping),
         }
+    }
+
+    /// Opens frame `frame_id` in a free slot, waiting at most `wait` for one. For an open-loop
+    /// source that has just ended a frame which held slots back (frames are delivered in the
+    /// order they began), so a slot is on its way; with none by then the frame is dropped, and
+    /// counted as such.
+    pub fn begin_frame_within(
+        &mut self,
+        frame_id: u64,
+        wait: Duration,
+    ) -> Result<OpenFrame, BeginError> {
+        if self.stopping() {
+            return Err(BeginError::Stopping);
+        }
+        let slot = match self.free.try_recv() {
+            Ok(slot) => slot,
+            Err(TryRecvError::Disconnected) => return Err(BeginError::Stopping),
+            Err(TryRecvError::Empty) => {
+                self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
+                let waited_from = self.shared.now_ns();
+                let got = self.free.recv_timeout(wait);
+                let now = self.shared.now_ns();
+                self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
+                if self.shared.trace {
+                    let span = Span::new(
+                        SpanKind::SlotWait,
+                        Track::Source,
+                        frame_id,
+                        waited_from,
+                        now,
+                    );
+                    self.spans.push(span);
+                }
+                match got {
+                    Ok(slot) => slot,
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                        return Err(BeginError::NoFreeSlot);
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return Err(BeginError::Stopping),
+                }
+            }
+        };
+        if self.stopping() {
+            return Err(BeginError::Stopping);
+        }
+        Ok(self.open(slot, frame_id))
     }
 
     fn open(&mut self, slot: usize, frame_id: u64) -> OpenFrame {

@@ -284,6 +284,13 @@ pub struct IngestEntry {
     pub foreign_sources: Vec<ForeignSource>,
     /// `HOST:PORT` the stream locked to, or null.
     pub locked_source: Option<String>,
+    /// Whether the lock was confirmed by a frame's worth of the source's packets in order
+    /// (at most 64); false: it was only the first to open a frame.
+    pub lock_confirmed: bool,
+    /// Packets of the locked source that counted toward confirming the lock.
+    pub lock_evidence: u64,
+    /// `HOST:PORT` the lock was taken from, if it moved, or null.
+    pub lock_replaced: Option<String>,
     /// Frames the stream passed over with none of their packets stored.
     pub missed_frames: u64,
     /// Times the stream was followed to a new position or source.

@@ -162,7 +162,9 @@ pub fn listen(
     let readiness = Arc::clone(readiness);
     source.on_ready(Box::new(move |a| readiness.ready(i, a)));
     source.on_lock(Box::new(move |a| {
-        tracing::info!("kplace run:{name} stream from {a}; other sources are counted as foreign")
+        tracing::info!(
+            "kplace run:{name} stream from {a}, confirmed by a frame's worth of its packets in order; other sources are counted as foreign"
+        )
     }));
     Ok(source)
 }
@@ -222,6 +224,9 @@ impl From<&IngestCounters> for IngestEntry {
                 })
                 .collect(),
             locked_source: c.locked_source.map(|a| a.to_string()),
+            lock_confirmed: c.lock_confirmed,
+            lock_evidence: c.lock_evidence,
+            lock_replaced: c.lock_replaced.map(|a| a.to_string()),
             missed_frames: c.missed_frames,
             restarts: c.restarts,
             dropped_packets: c.dropped_packets,

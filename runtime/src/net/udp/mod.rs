@@ -12,6 +12,9 @@
 //! What may build a frame (`stream`, `stash`):
 //! - **One source.** The stream locks to the first sender that opens a frame (or, with
 //!   [`UdpConfig::allow_from`], to an allowed one); chirps of two sources never share a frame.
+//!   The lock is confirmed once that sender has stored a frame's worth of packets (at most
+//!   64); until then another sender proving a stream with as many packets in order takes it
+//!   over, so a few early packets never take the stream.
 //! - **A frame window.** A frame opens only within [`window`] frames ahead of the newest, and
 //!   only on its second packet from that source: one stray packet, whatever it names, never
 //!   takes a slot, never ends a frame and never moves the stream. A sender that really jumped
@@ -21,8 +24,11 @@
 //! Frames are opened without waiting for a slot: a frame that finds none is dropped whole
 //! (counted, with its packets), so a sender faster than the pipeline shows as drops, never as a
 //! wedge or unbounded memory. A frame is finished when its last chirp arrives, or as partial
-//! when no packet of it arrived for the frame timeout, or when more frames are open than the
-//! receiver keeps. Timeouts are judged only when the socket is drained, so a receiver thread
+//! when no packet of it arrived for the frame timeout, or once the stream has opened two newer
+//! frames. Frames are delivered in the order they began, so a frame missing packets would
+//! hold back the slots of all after it: when a new frame finds no slot and an older one is
+//! still open, the older ends as partial and the new one waits (at most 50 ms, and at most
+//! the frame timeout) for the slots that gives back. A lost packet costs its own frame only. Timeouts are judged only when the socket is drained, so a receiver thread
 //! held up longer than the frame timeout reads the packets that waited for it instead of
 //! ending their frame as partial. The receiver stops after the expected number of frames,
 //! after the idle timeout, when no packet came within the start timeout (so a receiver nobody
@@ -149,6 +155,15 @@ pub struct IngestCounters {
     pub unexpected: u64,
     /// The source the stream locked to.
     pub locked_source: Option<SocketAddr>,
+    /// Whether the lock was confirmed: its source stored a frame's worth of packets in order
+    /// (at most 64), or proved a takeover with as many.
+    pub lock_confirmed: bool,
+    /// Packets of the locked source counted toward confirming the lock (up to the count that
+    /// confirms it).
+    pub lock_evidence: u64,
+    /// The source the lock was taken from, if it moved: one that opened a frame but never
+    /// confirmed its lock, or, with an allow list, the stream's previous sender.
+    pub lock_replaced: Option<SocketAddr>,
     /// Foreign sources with their packets (the first 16 by address).
     pub foreign_sources: Vec<(SocketAddr, u64)>,
     /// The socket receive buffer the kernel granted, in bytes.
@@ -214,6 +229,19 @@ impl std::fmt::Display for IngestCounters {
         )?;
         if let Some(lock) = self.locked_source {
             write!(f, "ingest: stream from {lock}")?;
+            if self.lock_confirmed {
+                write!(f, " (locked on {} packets in order", self.lock_evidence)?;
+            } else {
+                write!(
+                    f,
+                    " (not confirmed: {} packets, fewer than a frame's worth",
+                    self.lock_evidence
+                )?;
+            }
+            match self.lock_replaced {
+                Some(old) => write!(f, "; taken from {old})")?,
+                None => write!(f, ")")?,
+            }
             for (i, (addr, packets)) in self.foreign_sources.iter().enumerate() {
                 let lead = if i == 0 { "; foreign sources: " } else { ", " };
                 write!(f, "{lead}{addr} ({packets})")?;
@@ -269,6 +297,12 @@ pub trait Assembly {
     fn capacity(&self) -> usize;
     /// Opens frame `frame_id` without waiting.
     fn try_begin(&mut self, frame_id: u64) -> Result<Self::Frame, BeginError>;
+    /// Opens frame `frame_id`, waiting at most `wait` for a slot that another thread is
+    /// returning. The default suits a store whose slots return as its frames end.
+    fn begin_within(&mut self, frame_id: u64, wait: Duration) -> Result<Self::Frame, BeginError> {
+        let _ = wait;
+        self.try_begin(frame_id)
+    }
     /// The frame's id.
     fn id(frame: &Self::Frame) -> u64;
     /// The place of absent packet `index`, or `None` if present or out of range.
@@ -291,6 +325,9 @@ impl Assembly for Ingest<'_> {
     }
     fn try_begin(&mut self, frame_id: u64) -> Result<OpenFrame, BeginError> {
         self.try_begin_frame(frame_id)
+    }
+    fn begin_within(&mut self, frame_id: u64, wait: Duration) -> Result<OpenFrame, BeginError> {
+        self.begin_frame_within(frame_id, wait)
     }
     fn id(frame: &OpenFrame) -> u64 {
         frame.frame_id()
@@ -447,6 +484,9 @@ mod tests {
             lines[1].contains("frames complete 3,") && lines[1].ends_with("socket buffer 4 KiB")
         );
         c.locked_source = Some("127.0.0.1:5000".parse().unwrap());
+        c.lock_confirmed = true;
+        c.lock_evidence = 64;
+        c.lock_replaced = Some("127.0.0.1:4000".parse().unwrap());
         c.foreign_sources = vec![
             ("127.0.0.1:6000".parse().unwrap(), 1),
             ("127.0.0.1:7000".parse().unwrap(), 2),
@@ -455,7 +495,7 @@ mod tests {
         assert_eq!(
             text.lines().nth(2),
             Some(
-                "ingest: stream from 127.0.0.1:5000; foreign sources: 127.0.0.1:6000 (1), 127.0.0.1:7000 (2)"
+                "ingest: stream from 127.0.0.1:5000 (locked on 64 packets in order; taken from 127.0.0.1:4000); foreign sources: 127.0.0.1:6000 (1), 127.0.0.1:7000 (2)"
             )
         );
     }

@@ -13,19 +13,22 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::socket::{Datagrams, Message};
 use super::stash::{Held, Offer, Stash};
 use super::stream::{Admit, StreamState};
 use super::{Assembly, IngestCounters, UdpConfig};
-use crate::executor::{PacketStatus, SourceError};
+use crate::executor::{BeginError, PacketStatus, SourceError};
 use crate::net::wire::{self, ChirpHeader, HEADER_BYTES, Malformed};
 
-/// Frames assembled at once; opening one more ends the oldest (as partial, if it still misses
-/// chirps). Two allow packets of consecutive frames to interleave, while a lossy frame gives
-/// its slot back as soon as the stream has moved two frames on.
+/// Frames assembled at once: a frame ends (as partial, if it still misses chirps) once the
+/// stream has opened this many newer ones. Two allow packets of consecutive frames to
+/// interleave, while a lossy frame gives its slot back as soon as the stream has moved two
+/// frames on, whether or not those frames are still open.
 pub(super) const MAX_OPEN: usize = 2;
+/// The longest a new frame waits for the slot of an older one ended to make room.
+const SLOT_WAIT_MAX: Duration = Duration::from_millis(50);
 /// Frame ids remembered as dropped, so that their later packets are counted as such.
 const DROPPED_MEMORY: usize = 64;
 /// In-order packets that make a jump of the stream (or a new allowed source) believed: a
@@ -212,6 +215,9 @@ impl<'c, F> Receiver<'c, F> {
         self.counters.missed_frames = self.stream.missed_frames;
         self.counters.restarts = self.stream.restarts;
         self.counters.locked_source = self.stream.lock();
+        self.counters.lock_confirmed = self.stream.confirmed();
+        self.counters.lock_evidence = self.stream.evidence();
+        self.counters.lock_replaced = self.stream.replaced;
         self.counters.foreign_sources = self.stream.foreign_sources.clone();
     }
 
@@ -422,22 +428,73 @@ impl<'c, F> Receiver<'c, F> {
         let scratch = &self.scratch;
         self.stash
             .settle(|i| &scratch[i * payload..(i + 1) * payload]);
-        // Frames with every chirp end now, and frames of a stream that moved on; beyond
-        // MAX_OPEN, the oldest are given up on, as packets have moved that many frames on.
+        // Frames with every chirp end now, and frames of a stream that moved on; a frame the
+        // stream has opened MAX_OPEN newer frames past is given up on. Frames are delivered
+        // in the order they began, so a lossy frame kept open would hold back every slot
+        // after it.
         let packets = u64::from(self.config.shape.chirps);
+        let head = self.stream.head();
         let mut k = 0;
         while k < self.open.len() {
-            if self.open[k].doomed || store.received(&self.open[k].frame) == packets {
+            let o = &self.open[k];
+            let passed = A::id(&o.frame) + (MAX_OPEN as u64) < head;
+            if o.doomed || passed || store.received(&o.frame) == packets {
                 let open = self.open.remove(k);
                 self.end(store, open.frame);
             } else {
                 k += 1;
             }
         }
-        while self.open.len() > MAX_OPEN {
-            let oldest = self.open.remove(0);
-            self.end(store, oldest.frame);
+        if self.stream.confirmed()
+            && let (Some(lock), Some(tell)) = (self.stream.lock(), self.on_lock.take())
+        {
+            tell(lock);
         }
+    }
+
+    /// Ends every open frame older than `run_id` that no packet of this batch up to message
+    /// `i` is placed in and none is predicted into: for a new frame that found no free slot.
+    /// Returns whether any ended.
+    fn release_older<A: Assembly<Frame = F>>(
+        &mut self,
+        store: &mut A,
+        run_id: u64,
+        i: usize,
+    ) -> bool {
+        let mut released = false;
+        let mut k = 0;
+        while k < self.open.len() {
+            let o = &self.open[k];
+            let id = A::id(&o.frame);
+            let busy = o.doomed
+                || id >= run_id
+                || self.cursor.is_some_and(|(frame, _)| frame == id)
+                || self.landings[..i]
+                    .iter()
+                    .any(|l| l.target.is_some_and(|(open, _)| open == k))
+                || self.replays.iter().any(|r| r.open == k);
+            if busy {
+                k += 1;
+                continue;
+            }
+            let open = self.open.remove(k);
+            self.end(store, open.frame);
+            // Later open frames moved down one place.
+            for l in &mut self.landings[..i] {
+                if let Some((open, _)) = &mut l.target
+                    && *open > k
+                {
+                    *open -= 1;
+                }
+            }
+            for r in &mut self.replays {
+                if r.open > k {
+                    r.open -= 1;
+                }
+            }
+            released = true;
+        }
+        released
     }
 
     fn mark<A: Assembly<Frame = F>>(&mut self, store: &mut A, open: usize, index: u64) {
@@ -477,13 +534,21 @@ impl<'c, F> Receiver<'c, F> {
         }
         self.taken.clear();
         self.stash.take(source, run_id, &mut self.taken);
-        self.stream.opened(source, run_id);
-        if let (Some(lock), Some(tell)) = (self.stream.lock(), self.on_lock.take()) {
-            tell(lock);
-        }
-        // Frames are not ended while a batch is being placed (its payloads may sit in their
-        // places); `absorb` trims the oldest past MAX_OPEN afterwards.
-        match store.try_begin(run_id) {
+        self.stream
+            .opened(source, run_id, 1 + self.taken.len() as u64);
+        // Frames are delivered in the order they began: an older frame still missing packets
+        // holds back the slot of every frame after it. With no slot free, such a frame ends
+        // now, as partial, and this newer one waits (bounded) for the slots it gives back,
+        // rather than be dropped. Only frames no packet of this batch is placed in may end
+        // mid-batch; `absorb` ends the rest afterwards.
+        let begun = match store.try_begin(run_id) {
+            Err(BeginError::NoFreeSlot) if self.release_older(store, run_id, i) => {
+                let wait = self.config.frame_timeout.min(SLOT_WAIT_MAX);
+                store.begin_within(run_id, wait)
+            }
+            begun => begun,
+        };
+        match begun {
             Ok(frame) => {
                 self.open.push(Open {
                     frame,
@@ -625,10 +690,14 @@ mod tests {
         }
     }
 
-    /// Frames in plain memory; every ended frame is recorded with its present chirps.
+    /// Frames in plain memory; every ended frame is recorded with its present chirps. Slots
+    /// return in the order frames began, as the executor delivers them: a frame that ended
+    /// keeps its slot until every frame begun before it has ended.
     struct Recorder {
         slots: Vec<(Vec<u8>, Vec<bool>)>,
         free: Vec<usize>,
+        /// Slots in the order their frames began, with whether the frame has ended.
+        begun: VecDeque<(usize, bool)>,
         ended: Vec<(u64, bool, BTreeMap<u64, Vec<u8>>)>,
     }
 
@@ -638,6 +707,7 @@ mod tests {
             Self {
                 slots: vec![(vec![0; chirps * PAYLOAD], vec![false; chirps]); capacity],
                 free: (0..capacity).rev().collect(),
+                begun: VecDeque::new(),
                 ended: Vec::new(),
             }
         }
@@ -651,6 +721,7 @@ mod tests {
         fn try_begin(&mut self, frame_id: u64) -> Result<(usize, u64), BeginError> {
             let slot = self.free.pop().ok_or(BeginError::NoFreeSlot)?;
             self.slots[slot].1.fill(false);
+            self.begun.push_back((slot, false));
             Ok((slot, frame_id))
         }
         fn id(frame: &(usize, u64)) -> u64 {
@@ -686,7 +757,13 @@ mod tests {
                 .collect();
             let complete = chirps.len() == SHAPE.chirps as usize;
             self.ended.push((frame.1, complete, chirps));
-            self.free.push(frame.0);
+            if let Some(b) = self.begun.iter_mut().find(|b| b.0 == frame.0) {
+                b.1 = true;
+            }
+            while let Some(&(slot, true)) = self.begun.front() {
+                self.begun.pop_front();
+                self.free.push(slot);
+            }
             complete
         }
         fn stopping(&self) -> bool {
@@ -712,8 +789,18 @@ mod tests {
         packets: Vec<(SocketAddr, Vec<u8>)>,
         per_call: usize,
     ) -> (Recorder, IngestCounters) {
+        receive_in(config, packets, per_call, 4)
+    }
+
+    /// As [`receive`], into a store of `slots` frames.
+    fn receive_in(
+        config: &UdpConfig,
+        packets: Vec<(SocketAddr, Vec<u8>)>,
+        per_call: usize,
+        slots: usize,
+    ) -> (Recorder, IngestCounters) {
         let mut counters = IngestCounters::default();
-        let mut store = Recorder::new(4);
+        let mut store = Recorder::new(slots);
         let mut script = Script {
             queue: packets.into(),
             per_call,
@@ -736,6 +823,82 @@ mod tests {
 
     fn complete_ids(store: &Recorder) -> Vec<u64> {
         store.ended.iter().filter(|e| e.1).map(|e| e.0).collect()
+    }
+
+    #[test]
+    fn a_lost_packet_costs_only_its_own_frame() {
+        // The case: with frames delivered in order, frame 3 kept open for its lost
+        // chirp held back the slots of every frame after it, and those were dropped. Any
+        // chirp may be the lost one, the batch any size, the store as small as two slots.
+        for slots in [2, 4, 16] {
+            for lost in 0..SHAPE.chirps {
+                for per_call in [1, 3, 5] {
+                    let packets: Vec<_> = stream(1, addr(1), 0..20)
+                        .into_iter()
+                        .filter(|(_, p)| p != &packet(1, 3, lost))
+                        .collect();
+                    let (store, c) = receive_in(&config(Some(20), ""), packets, per_call, slots);
+                    let want: Vec<u64> = (0..20).filter(|&f| f != 3).collect();
+                    let case = format!("slots {slots}, lost chirp {lost}, batch {per_call}: {c:?}");
+                    assert_eq!(complete_ids(&store), want, "{case}");
+                    assert_eq!(
+                        (c.partial_frames, c.dropped_frames, c.dropped_packets),
+                        (1, 0, 0),
+                        "{case}"
+                    );
+                    assert_eq!(c.classified(), c.packets, "{case}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn two_early_packets_of_another_socket_never_take_the_stream() {
+        // The case: two packets from another local socket before the real sender
+        // locked the stream to that socket, and no frame was received.
+        for allow in ["", "127.0.0.1"] {
+            let mut packets = vec![(addr(7), packet(7, 0, 0)), (addr(7), packet(7, 0, 1))];
+            packets.extend(stream(1, addr(1), 0..20));
+            let (store, c) = receive(&config(Some(20), allow), packets, 5);
+            // Frame 0's packets proved the real stream; every later frame is received.
+            assert_eq!(complete_ids(&store), (1..20).collect::<Vec<_>>(), "{c:?}");
+            assert!(
+                store
+                    .ended
+                    .iter()
+                    .all(|e| e.2.values().all(|p| p[0] == 1 || !e.1))
+            );
+            assert_eq!(
+                (c.locked_source, c.lock_replaced, c.lock_confirmed),
+                (Some(addr(1)), Some(addr(7)), true),
+                "{c:?}"
+            );
+            // The stray's frame ended partial; the real frame 0 was missed, not the stray's.
+            assert_eq!((c.partial_frames, c.missed_frames, c.restarts), (1, 1, 1));
+            assert_eq!(c.classified(), c.packets);
+        }
+    }
+
+    #[test]
+    fn a_second_sender_on_an_allowed_host_never_takes_a_live_stream() {
+        // Address-only allow list: another port of that host sends the same frames, packet
+        // for packet beside the stream, and in a burst of a frame's worth between two frames.
+        let a = stream(1, addr(1), 0..10);
+        let b = stream(2, addr(2), 0..10);
+        let mut packets: Vec<_> = a.into_iter().zip(b).flat_map(|(x, y)| [x, y]).collect();
+        let (store, c) = receive(&config(Some(10), "127.0.0.1"), packets.clone(), 5);
+        assert_eq!(complete_ids(&store), (0..10).collect::<Vec<_>>(), "{c:?}");
+        assert!(store.ended.iter().all(|e| e.2.values().all(|p| p[0] == 1)));
+        assert_eq!((c.locked_source, c.restarts), (Some(addr(1)), 0));
+        // A burst of fewer packets than a frame's worth, mid-stream, is foreign too.
+        packets = stream(1, addr(1), 0..10);
+        let burst: Vec<_> = (0..SHAPE.chirps - 1)
+            .map(|c| (addr(2), packet(2, 5, c)))
+            .collect();
+        packets.splice(40..40, burst);
+        let (store, c) = receive(&config(Some(10), "127.0.0.1"), packets, 5);
+        assert_eq!(complete_ids(&store), (0..10).collect::<Vec<_>>(), "{c:?}");
+        assert_eq!((c.locked_source, c.foreign), (Some(addr(1)), 7));
     }
 
     #[test]
@@ -857,16 +1020,19 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// A locked sender's frames (reordered within frames, with duplicates, and one restart
-        /// far ahead) interleaved with a foreign sender, strays in and out of the window and
-        /// junk: every complete frame is the locked sender's exactly, nothing of another source
-        /// enters any frame, every packet is counted once under one name.
+        /// A locked sender's frames (reordered within frames, with duplicates, lost packets,
+        /// and one restart far ahead) interleaved with a foreign sender, strays in and out of
+        /// the window and junk, into a store that returns slots in the order frames began:
+        /// every complete frame is the locked sender's exactly, nothing of another source
+        /// enters any frame, a lost packet costs only its own frame (no frame is dropped),
+        /// every packet is counted once under one name.
         #[test]
         fn frames_assemble_exactly_whatever_else_arrives(
             frames in 3..10u32,
             restart_after in proptest::option::of(1..3u32),
             shuffles in proptest::collection::vec(proptest::collection::vec(0..8usize, 8), 20),
             duplicates in proptest::collection::vec((0..20u32, 0..8u32), 0..6),
+            lost in proptest::collection::vec((1..10u32, 0..8u32), 0..4),
             extras in proptest::collection::vec((0..400usize, extra()), 0..60),
             per_call in 1..7usize,
         ) {
@@ -889,7 +1055,13 @@ mod tests {
                 if k == 0 {
                     order.sort_unstable();
                 }
+                // Lost packets: in frames after the first (whose packets confirm the lock) and
+                // before the restart (whose first frame's packets prove it).
+                let before_restart = restart_after.is_none_or(|r| (k as u32) < r);
                 for c in order {
+                    if before_restart && lost.contains(&(k as u32, c)) {
+                        continue;
+                    }
                     locked.push((addr(LOCKED), packet(1, f, c)));
                     // Not in the first frame: its first two packets lock the stream.
                     if k > 0 && duplicates.contains(&(k as u32, c)) {
@@ -942,11 +1114,14 @@ mod tests {
                 }
             }
             // Every frame before the restart, and every one after the frame that proved it,
-            // completes.
+            // completes, but those that lost a packet; none is dropped.
+            prop_assert_eq!(c.dropped_frames, 0, "{:?}", c);
             let complete = complete_ids(&store);
             for (k, &f) in ids.iter().enumerate() {
                 let proving = restart_after == Some(k as u32);
-                if !proving {
+                let lossy = restart_after.is_none_or(|r| (k as u32) < r)
+                    && lost.iter().any(|&(frame, _)| frame == k as u32);
+                if !proving && !lossy {
                     prop_assert!(complete.contains(&u64::from(f)), "frame {} missing: {:?} {:?}", f, complete, c);
                 }
             }

@@ -5,9 +5,13 @@
 //! Guarantees:
 //! - Only one source feeds the stream at a time (the *lock*): packets of every other source
 //!   are [`Admit::Foreign`], so chirps of two senders are never assembled into one frame.
-//!   Without an allow list the lock goes to the first sender that opens a frame and never
-//!   moves; with one, only allowed sources may take it, and another allowed source takes it
-//!   over once its packets corroborate a stream (a sender restarted on a new port).
+//!   The first (allowed) sender to open a frame holds the lock *provisionally*; it is
+//!   *confirmed* once that sender has stored [`StreamState::corroboration`] packets (a frame's
+//!   worth, the evidence a restart needs). Until then another sender whose packets make such
+//!   a run in order takes the lock over, so a few early packets of a stray socket never take
+//!   the stream. A confirmed lock never moves without an allow list; with one, another
+//!   allowed source takes it over only with the same evidence, sent while the stream's own
+//!   source is silent (a sender restarted on a new port).
 //! - A packet may open a frame only within the window ahead of the newest frame
 //!   ([`StreamState::window`] frames); one outside it is [`Admit::OutOfWindow`] and moves
 //!   nothing. A sender that really jumped (restarted far ahead, or came back after a long
@@ -120,6 +124,14 @@ struct Candidate {
 pub struct StreamState {
     allow: Vec<AllowFrom>,
     lock: Option<SocketAddr>,
+    /// Packets the lock's source stored since it took the lock: the lock is confirmed at
+    /// `corroboration`.
+    evidence: u64,
+    /// The head and missed frames when the lock was taken, restored when a provisional lock
+    /// is taken over (its frames were never the stream's).
+    before_lock: (u64, u64),
+    /// The source the lock was last taken from.
+    pub replaced: Option<SocketAddr>,
     /// One past the newest frame opened: the window is `head .. head + window`.
     head: u64,
     window: u64,
@@ -140,6 +152,9 @@ impl StreamState {
         Self {
             allow,
             lock: None,
+            evidence: 0,
+            before_lock: (0, 0),
+            replaced: None,
             head: 0,
             window: window.max(1),
             corroboration: corroboration.max(1),
@@ -165,6 +180,18 @@ impl StreamState {
         self.lock
     }
 
+    /// Whether the lock is confirmed: its source stored a frame's worth of packets in order
+    /// (or proved a takeover with as many).
+    pub fn confirmed(&self) -> bool {
+        self.lock.is_some() && self.evidence >= self.corroboration
+    }
+
+    /// Packets the lock's source stored since it took the lock, up to the count that
+    /// confirms it.
+    pub fn evidence(&self) -> u64 {
+        self.evidence.min(self.corroboration)
+    }
+
     /// One past the newest frame opened.
     pub fn head(&self) -> u64 {
         self.head
@@ -188,11 +215,11 @@ impl StreamState {
     pub fn admit(&mut self, source: SocketAddr, frame: u64, chirp: u32) -> Option<Admit> {
         if !self.is_stream_source(source) {
             self.count_foreign(source);
-            // Only a source the user allowed may take a lock over.
-            if !self.allow.is_empty()
-                && self.allowed(source)
-                && self.corroborates(source, frame, chirp)
-            {
+            // A provisional lock gives way to any allowed source with the evidence; a
+            // confirmed one only to a source the user allowed by name.
+            let may_take_over =
+                self.allowed(source) && (!self.allow.is_empty() || !self.confirmed());
+            if may_take_over && self.corroborates(source, frame, chirp) {
                 self.follow(source, frame);
                 return None;
             }
@@ -211,9 +238,15 @@ impl StreamState {
         Some(Admit::Open)
     }
 
-    /// Records that `frame` opened from `source`: the lock is taken, the head moves.
-    pub fn opened(&mut self, source: SocketAddr, frame: u64) {
-        self.lock.get_or_insert(source);
+    /// Records that `frame` opened from `source` with `packets` stored: the lock is taken
+    /// (provisionally, if it was free), the head moves.
+    pub fn opened(&mut self, source: SocketAddr, frame: u64, packets: u64) {
+        if self.lock.is_none() {
+            self.lock = Some(source);
+            self.evidence = 0;
+            self.before_lock = (self.head, self.missed_frames);
+        }
+        self.evidence = self.evidence.saturating_add(packets);
         if frame >= self.head {
             self.missed_frames += frame - self.head;
             self.head = frame + 1;
@@ -221,10 +254,11 @@ impl StreamState {
         self.candidate = None;
     }
 
-    /// Records that the stream's source delivered a packet into an open frame: it is alive,
-    /// so no run of other packets can prove a restart yet.
+    /// Records that the stream's source stored a packet in an open frame: it is alive, so no
+    /// run of other packets can prove a restart yet, and its lock gains evidence.
     pub fn delivered(&mut self) {
         self.candidate = None;
+        self.evidence = self.evidence.saturating_add(1);
     }
 
     /// Whether the packet extends the candidate run to the corroboration count.
@@ -248,7 +282,18 @@ impl StreamState {
     }
 
     fn follow(&mut self, source: SocketAddr, frame: u64) {
+        if self.lock != Some(source) {
+            if !self.confirmed() {
+                // The provisional lock's frames were never the stream's: the stream starts
+                // where its real source is.
+                (self.head, self.missed_frames) = self.before_lock;
+            }
+            self.replaced = self.lock;
+            self.before_lock = (self.head, self.missed_frames);
+        }
         self.lock = Some(source);
+        // The run of packets that proved it is the new lock's evidence.
+        self.evidence = self.corroboration;
         self.restarts += 1;
         self.candidate = None;
         if frame >= self.head {
@@ -324,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_sender_to_open_a_frame_takes_the_lock_for_good() {
+    fn the_first_sender_to_open_a_frame_takes_the_lock_for_good_once_confirmed() {
         let mut s = StreamState::new(Vec::new(), 8, 4);
         assert_eq!(s.admit(addr(1), 0, 0), Some(Admit::Open));
         assert_eq!(
@@ -332,20 +377,68 @@ mod tests {
             Some(Admit::Open),
             "no lock before a frame opens"
         );
-        s.opened(addr(1), 0);
-        assert_eq!(s.lock(), Some(addr(1)));
-        // Another sender never takes over without an allow list, however orderly.
+        s.opened(addr(1), 0, 2);
+        assert_eq!(
+            (s.lock(), s.confirmed(), s.evidence()),
+            (Some(addr(1)), false, 2)
+        );
+        s.delivered();
+        s.delivered();
+        assert!(
+            s.confirmed(),
+            "a frame's worth of packets confirms the lock"
+        );
+        // Another sender never takes a confirmed lock without an allow list, however orderly.
         for chirp in 0..100 {
             assert_eq!(s.admit(addr(2), 1, chirp), Some(Admit::Foreign));
         }
-        assert_eq!(s.lock(), Some(addr(1)));
+        assert_eq!((s.lock(), s.replaced), (Some(addr(1)), None));
         assert_eq!(s.foreign_sources, vec![(addr(2), 102 - 2)]);
+    }
+
+    #[test]
+    fn a_few_early_packets_lock_only_until_a_real_stream_proves_itself() {
+        let mut s = StreamState::new(Vec::new(), 8, 4);
+        // Two packets of a stray socket, naming a frame far from the real stream's.
+        s.opened(addr(7), 5, 2);
+        assert_eq!((s.head(), s.missed_frames), (6, 5));
+        // The real sender starts at frame 0: foreign while the stray holds the lock, then
+        // followed on the fourth packet in order.
+        for chirp in 0..3 {
+            assert_eq!(s.admit(addr(1), 0, chirp), Some(Admit::Foreign));
+        }
+        assert_eq!(s.admit(addr(1), 0, 3), None);
+        assert_eq!(
+            (s.lock(), s.replaced, s.confirmed()),
+            (Some(addr(1)), Some(addr(7)), true)
+        );
+        // The stray's frames were never the stream's: the stream starts at frame 0 with none
+        // missed.
+        assert_eq!((s.head(), s.missed_frames, s.restarts), (0, 0, 1));
+        assert_eq!(s.admit(addr(1), 0, 4), Some(Admit::Open));
+        // Confirmed now: the stray cannot take it back, however orderly.
+        for chirp in 0..10 {
+            assert_eq!(s.admit(addr(7), 1, chirp), Some(Admit::Foreign));
+        }
+        assert_eq!(s.lock(), Some(addr(1)));
+    }
+
+    #[test]
+    fn a_provisional_lock_whose_sender_keeps_sending_is_not_taken_over() {
+        let mut s = StreamState::new(Vec::new(), 8, 4);
+        s.opened(addr(1), 0, 2);
+        // Interleaved: the stream's own packets reset the other's run each time.
+        for chirp in 0..20 {
+            assert_eq!(s.admit(addr(2), 0, chirp), Some(Admit::Foreign));
+            s.delivered();
+        }
+        assert_eq!((s.lock(), s.restarts), (Some(addr(1)), 0));
     }
 
     #[test]
     fn a_packet_beyond_the_window_moves_nothing() {
         let mut s = StreamState::new(Vec::new(), 8, 4);
-        s.opened(addr(1), 0);
+        s.opened(addr(1), 0, 4);
         assert_eq!(s.admit(addr(1), 19, 0), Some(Admit::OutOfWindow));
         assert_eq!(
             s.admit(addr(1), 8, 3),
@@ -360,7 +453,7 @@ mod tests {
     #[test]
     fn a_jump_is_followed_once_corroborated_and_its_gap_counted() {
         let mut s = StreamState::new(Vec::new(), 8, 4);
-        s.opened(addr(1), 0);
+        s.opened(addr(1), 0, 4);
         for chirp in 0..3 {
             assert_eq!(s.admit(addr(1), 500, chirp), Some(Admit::OutOfWindow));
         }
@@ -376,7 +469,7 @@ mod tests {
     #[test]
     fn strays_out_of_order_or_interleaved_with_the_stream_never_corroborate() {
         let mut s = StreamState::new(Vec::new(), 8, 4);
-        s.opened(addr(1), 0);
+        s.opened(addr(1), 0, 4);
         for i in 0..100u32 {
             // Far-off ids in no order.
             assert_eq!(
@@ -396,7 +489,7 @@ mod tests {
         let allow = AllowFrom::parse("127.0.0.1").unwrap();
         let mut s = StreamState::new(allow, 8, 4);
         assert_eq!(s.admit(addr(9), 0, 0), Some(Admit::Open));
-        s.opened(addr(9), 0);
+        s.opened(addr(9), 0, 4);
         let stranger: SocketAddr = "127.0.0.2:9".parse().unwrap();
         for chirp in 0..10 {
             assert_eq!(

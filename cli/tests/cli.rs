@@ -295,6 +295,43 @@ fn compare_detections_lists_differences_by_frame() {
     // Nor does a verification of no frames pass.
     let e = input_error(&["verify", "--detections", &empty, "--frames", "0"]);
     assert!(e.contains("--frames must be at least 1"), "{e}");
+    // Nor does a detector that reports every cell: with a false-alarm probability so high that
+    // the bound admits it, the option is refused; with the default, the false alarms fail it.
+    let mut every = format!("{h}frame 0 {}\n", 1024 * 128);
+    for r in 0..1024 {
+        for d in 0..128 {
+            every.push_str(&format!("{r} {d} 100\n"));
+        }
+    }
+    let every = write("every.txt", &every);
+    let e = input_error(&[
+        "verify",
+        "--detections",
+        &every,
+        "--frames",
+        "1",
+        "--pfa",
+        "0.5",
+    ]);
+    assert!(
+        e.contains("--pfa must be in (0, 0.01], got 0.5") && e.contains("reports most cells"),
+        "{e}"
+    );
+    let out = kplace(&[
+        "verify",
+        "--detections",
+        &every,
+        "--frames",
+        "1",
+        "--pfa",
+        "0.01",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("verification FAILED") && text(&out).contains("false alarms"),
+        "{}",
+        text(&out)
+    );
 
     let out = kplace(&["compare-detections", &reference, &candidate, "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -488,7 +525,7 @@ fn bad_parameters_and_options_are_refused() {
     let e = input_error(&["plan", "--set", "cfar.pfaa=1e-3"]);
     assert!(e.contains("radar.cfar") && e.contains("pfaa"), "{e}");
     let e = input_error(&["run", "--pfa", "2", "--frames", "1"]);
-    assert!(e.contains("--pfa must be in (0, 1)"), "{e}");
+    assert!(e.contains("--pfa must be in (0, 0.01]"), "{e}");
     let out = kplace(&["run", "--cpi", "1024"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("1024"), "{}", text(&out));
@@ -681,14 +718,14 @@ fn verify_ends_an_endless_stream_of_valid_lines() {
 }
 
 #[test]
-fn verify_refuses_a_pfa_outside_0_1() {
+fn verify_refuses_a_pfa_outside_0_to_the_largest_it_can_judge() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ok.det");
     std::fs::write(&file, format!("{DET_HEADER}frame 0 0\n")).unwrap();
-    for pfa in ["2", "0", "1", "-0.5", "NaN"] {
+    for pfa in ["2", "0", "1", "0.5", "-0.5", "NaN"] {
         let pfa = format!("--pfa={pfa}");
         let out = verify_within(file.to_str().unwrap(), &["--frames", "1", &pfa], None);
-        assert_input_error(&out, &["--pfa must be in (0, 1), got"]);
+        assert_input_error(&out, &["--pfa must be in (0, 0.01], got"]);
     }
 }
 

@@ -60,8 +60,10 @@ pub enum FitError {
     /// The graph cannot be laid out on the placement.
     #[error(transparent)]
     Plan(Box<PlanError>),
-    /// A false-alarm probability outside (0, 1).
-    #[error("{option} must be in (0, 1), got {pfa}")]
+    /// A false-alarm probability outside (0, [`MAX_PFA`]].
+    #[error(
+        "{option} must be in (0, {MAX_PFA}], got {pfa}: above {MAX_PFA} noise detections are no longer sparse, and the false-alarm bound (1 + 2 x pfa x cells per frame) would pass a detector that reports most cells"
+    )]
     PfaOutOfRange {
         /// The option or field that gave it, e.g. `--pfa`.
         option: String,
@@ -151,10 +153,15 @@ pub fn graph_pfa(graph: &Graph) -> Result<f64, FitError> {
     }
 }
 
-/// Fails unless `pfa` is a probability in the open interval (0, 1); `option` (e.g. `--pfa`)
-/// names it in the error.
+/// The largest false-alarm probability a run or a verification accepts: the verifier's bound
+/// on false alarms assumes noise detections are sparse, and a bound of more than 2% of the
+/// cells no longer tells a detector from one that reports every cell.
+pub const MAX_PFA: f64 = 0.01;
+
+/// Fails unless `pfa` is a probability in (0, [`MAX_PFA`]]; `option` (e.g. `--pfa`) names it
+/// in the error.
 pub fn check_pfa(pfa: f64, option: &str) -> Result<(), FitError> {
-    if !(pfa > 0.0 && pfa < 1.0) {
+    if !(pfa > 0.0 && pfa <= MAX_PFA) {
         return Err(FitError::PfaOutOfRange {
             option: option.to_string(),
             pfa,
@@ -381,11 +388,11 @@ mod tests {
             Graph::load(&radar_yaml(), &cpi_overrides(cpi(1024, 128), set.clone())).unwrap();
         assert_eq!(graph_pfa(&graph).unwrap(), 1e-3);
         assert_eq!(set.len(), 1);
-        for bad in [0.0, 1.0, -0.5, f64::NAN] {
+        for bad in [0.0, 1.0, 0.0101, -0.5, f64::NAN] {
             let err = pfa_override(&radar_yaml(), Some(bad))
                 .unwrap_err()
                 .to_string();
-            assert!(err.starts_with("--pfa must be in (0, 1), got"), "{err}");
+            assert!(err.starts_with("--pfa must be in (0, 0.01], got"), "{err}");
         }
         let dir = tempfile::tempdir().unwrap();
         let no_cfar = dir.path().join("g.yaml");

@@ -9,6 +9,7 @@
 //! - [`reference`](mod@reference) computes the detections a correct receiver reports, in plain f64 code;
 //! - [`detections`] reads and writes the text format in which any receiver reports clusters;
 //! - [`verify`] checks reported clusters against the scene's truth, frame by frame;
+//! - [`seen`] keeps the frame ids reported so far in bounded memory, for both;
 //! - [`compare`] compares two receivers' detections of the same frames, cell by cell;
 //! - [`sink`] judges the runtime's completed frames with the verifier and writes their
 //!   detections: the workload's one meeting point with the runtime's executor;
@@ -23,6 +24,7 @@ pub mod graph;
 pub mod reference;
 pub mod run;
 pub mod scene;
+pub mod seen;
 pub mod sink;
 pub mod verify;
 

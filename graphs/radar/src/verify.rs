@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crate::cpi::Cpi;
 use crate::detections::Cluster;
 use crate::scene::{Scene, TruthBin};
+use crate::seen::{Insert, SeenFrames};
 
 /// How many frame ids (missing, duplicated, unexpected) and failed verdicts a summary keeps.
 const FIRST_FEW: usize = 8;
@@ -257,8 +258,8 @@ pub struct Verifier {
     scene: Arc<Scene>,
     config: VerifyConfig,
     template_period: Option<NonZeroU64>,
-    /// One bit per expected frame id reported so far; grows as ids arrive.
-    seen: Vec<u64>,
+    /// Expected frame ids reported so far (bounded: see [`crate::seen`]).
+    seen: SeenFrames,
     truth: Vec<TruthBin>,
     last: FrameVerdict,
     summary: VerifySummary,
@@ -269,15 +270,12 @@ impl Verifier {
     /// `Arc<Scene>`), judged by `config`.
     pub fn new(scene: impl Into<Arc<Scene>>, config: VerifyConfig, frames_expected: u64) -> Self {
         let scene = scene.into();
-        // Preallocate coverage for typical runs, but let absurd frame counts grow on demand
-        // rather than failing up front.
-        let words = frames_expected.div_ceil(64).min(1 << 15) as usize;
         Verifier {
             truth: Vec::with_capacity(scene.config().targets.len()),
             scene,
             config,
             template_period: None,
-            seen: Vec::with_capacity(words),
+            seen: SeenFrames::new(),
             last: FrameVerdict {
                 frame_id: 0,
                 matched: 0,
@@ -312,18 +310,27 @@ impl Verifier {
     ///
     /// Every report gets a verdict against its truth. Coverage is tracked beside it: a frame
     /// reported again counts as a duplicate, and an id `>= frames_expected` as unexpected, and
-    /// either fails the run.
+    /// either fails the run. So does a report further ahead of the first missing frame than
+    /// [`crate::seen::AHEAD_MAX`] others (counted as unexpected): coverage is kept in bounded
+    /// memory.
     pub fn check(&mut self, frame_id: u64, clusters: &[Cluster]) -> &FrameVerdict {
         let s = &mut self.summary;
         s.frames_reported += 1;
-        if frame_id < s.frames_expected {
-            if mark(&mut self.seen, frame_id) {
+        let insert = if frame_id < s.frames_expected {
+            self.seen.insert(frame_id, 0)
+        } else {
+            Insert::TooFarAhead
+        };
+        match insert {
+            Insert::New => {}
+            Insert::Again(_) => {
                 s.duplicate_reports += 1;
                 push_few(&mut s.duplicate_frames, frame_id);
             }
-        } else {
-            s.unexpected_reports += 1;
-            push_few(&mut s.unexpected_frames, frame_id);
+            Insert::TooFarAhead => {
+                s.unexpected_reports += 1;
+                push_few(&mut s.unexpected_frames, frame_id);
+            }
         }
 
         let scene_frame = self.template_period.map_or(frame_id, |p| frame_id % p);
@@ -351,30 +358,11 @@ impl Verifier {
     /// The run so far, with missing frames counted as of now.
     pub fn summary(&self) -> VerifySummary {
         let mut summary = self.summary.clone();
-        let reported: u64 = self.seen.iter().map(|w| u64::from(w.count_ones())).sum();
-        summary.frames_missing = summary.frames_expected - reported;
-        summary.missing_frames = (0..summary.frames_expected)
-            .filter(|&id| !is_marked(&self.seen, id))
-            .take(FIRST_FEW)
-            .collect();
+        let expected = summary.frames_expected;
+        summary.frames_missing = expected - self.seen.count_below(expected);
+        summary.missing_frames = self.seen.first_missing(expected, FIRST_FEW);
         summary
     }
-}
-
-/// Sets bit `id`, growing the set as needed; returns whether it was already set.
-fn mark(bits: &mut Vec<u64>, id: u64) -> bool {
-    let (word, bit) = ((id / 64) as usize, id % 64);
-    if word >= bits.len() {
-        bits.resize(word + 1, 0);
-    }
-    let was = bits[word] & (1 << bit) != 0;
-    bits[word] |= 1 << bit;
-    was
-}
-
-fn is_marked(bits: &[u64], id: u64) -> bool {
-    bits.get((id / 64) as usize)
-        .is_some_and(|w| w & (1 << (id % 64)) != 0)
 }
 
 fn push_few(ids: &mut Vec<u64>, id: u64) {

@@ -307,8 +307,8 @@ def table(s):
     if s.get("notes"):
         md += ["", "notes: " + "; ".join(s["notes"])]
     if s.get("tests"):
-        md += ["", "| test binary | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|"]
-        md += ["| %s | %d | %d | %d | %d | %s |" % (t["test"], t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]
+        md += ["", "| test binary | runs | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|---|"]
+        md += ["| %s | %s | %d | %d | %d | %d | %s |" % (t["test"], t.get("runs", 1), t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]
     if s.get("memcheck"):
         m = s["memcheck"]
         md += ["", "memcheck: %s%s" % (m.get("status"), ", rc %s, %s errors, %s tests passed" % (m.get("rc"), m.get("errors"), m.get("passed"))

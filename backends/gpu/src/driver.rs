@@ -183,6 +183,12 @@ impl DeviceBuffer {
         };
         // SAFETY: `ptr` holds at least size_of_val(data) bytes; the source is a live slice.
         unsafe { result::memcpy_htod_sync(ptr, data) }.check("cuMemcpyHtoD")?;
+        // From pageable memory the copy returns once the bytes are staged, and the DMA runs on
+        // the legacy default stream, which the runtime's non-blocking streams do not wait
+        // for: wait for it here, so no launch can read the buffer before it lands.
+        // SAFETY: the null stream is the context's legacy default stream.
+        unsafe { result::stream::synchronize(std::ptr::null_mut()) }
+            .check("cuStreamSynchronize(legacy stream)")?;
         Ok(buffer)
     }
 

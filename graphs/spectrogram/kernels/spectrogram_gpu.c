@@ -13,7 +13,8 @@
  *       N-point forward DFT, unnormalised, no shift, by the same radix-2 FFT as spectrogram.c.
  *       N must be a power of two, 2..=4096: the GPU variant's limit (one row in a block's
  *       shared memory); the CPU library goes to 65536. create computes the window, twiddles and
- *       bit-reversal table in double and uploads them once (cuMemAlloc + cuMemcpyHtoD).
+ *       bit-reversal table in double and uploads them once (cuMemAlloc + cuMemcpyHtoD, then
+ *       cuStreamSynchronize of the legacy stream, which the copy's DMA may still be on).
  *       Parameters: none. Split: along axis 0 (rows), any tile dividing M; or none.
  *   spectrogram.power    cf32 [M, N] -> f32 [M, N]
  *       re * re + im * im in double, rounded once. Parameters: none. Split: as fft.
@@ -140,6 +141,7 @@ typedef struct {
     CUresult (*mem_alloc)(CUdeviceptr *ptr, size_t bytes);
     CUresult (*mem_free)(CUdeviceptr ptr);
     CUresult (*memcpy_htod)(CUdeviceptr dst, const void *src, size_t bytes);
+    CUresult (*stream_synchronize)(CUstream stream);
     CUresult (*launch_kernel)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
                               unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                               unsigned int block_z, unsigned int shared_bytes, CUstream stream,
@@ -265,6 +267,7 @@ static const char *resolve_driver(cuda_api *api) {
     RESOLVE(api, mem_alloc, "cuMemAlloc_v2");
     RESOLVE(api, mem_free, "cuMemFree_v2");
     RESOLVE(api, memcpy_htod, "cuMemcpyHtoD_v2");
+    RESOLVE(api, stream_synchronize, "cuStreamSynchronize");
     RESOLVE(api, launch_kernel, "cuLaunchKernel");
     return NULL;
 }
@@ -698,6 +701,13 @@ static kplace_status fft_create(const kplace_kernel_config *config, void **state
     if (r == CUDA_SUCCESS) {
         call = "cuMemcpyHtoD";
         r = cu.memcpy_htod(s->tables, tables, (size_t)n * 20);
+        /* From pageable memory the copy returns once the bytes are staged, and its DMA runs on
+         * the legacy default stream, which the caller's non-blocking streams do not wait for:
+         * wait for it, so no launch reads the tables before they land. */
+        if (r == CUDA_SUCCESS) {
+            call = "cuStreamSynchronize";
+            r = cu.stream_synchronize(NULL);
+        }
     } else {
         s->tables = 0;
     }

@@ -63,6 +63,14 @@ impl Drop for Gpu {
     }
 }
 
+/// Waits for the legacy default stream. A memset of device memory, or a copy from pageable
+/// memory, may return before it lands, on a stream the tests' non-blocking stream does not
+/// wait for: without this, a launch could read a buffer not yet zeroed or filled.
+fn legacy_sync() {
+    // SAFETY: the null stream is the current context's legacy default stream.
+    unsafe { result::stream::synchronize(std::ptr::null_mut()) }.expect("cuStreamSynchronize");
+}
+
 /// Device memory for a test.
 pub struct DevBuf {
     pub ptr: u64,
@@ -75,6 +83,7 @@ impl DevBuf {
         let ptr = unsafe { result::malloc_sync(len.max(1)) }.expect("cuMemAlloc");
         // SAFETY: `len` bytes just allocated.
         unsafe { result::memset_d8_sync(ptr, 0, len.max(1)) }.expect("cuMemset");
+        legacy_sync();
         Self { ptr, len }
     }
 
@@ -82,6 +91,7 @@ impl DevBuf {
         let buf = Self::zeroed(std::mem::size_of_val(values));
         // SAFETY: the buffer holds the slice's bytes.
         unsafe { result::memcpy_htod_sync(buf.ptr, values) }.expect("cuMemcpyHtoD");
+        legacy_sync();
         buf
     }
 

@@ -77,6 +77,15 @@ impl Driver {
         }
     }
 
+    /// Waits for the legacy default stream: a memset of device memory, or a copy from
+    /// pageable memory, may return before it lands, on a stream that the test's non-blocking
+    /// stream does not wait for.
+    fn legacy_sync(&self) {
+        // SAFETY: the null stream is the current context's legacy default stream.
+        let r = unsafe { (self.stream_sync)(std::ptr::null_mut()) };
+        self.check(r, "cuStreamSynchronize(legacy stream)");
+    }
+
     /// Panics with the driver's name for a failed call.
     fn check(&self, r: CuResult, call: &str) {
         if r != 0 {
@@ -113,6 +122,7 @@ impl<'a> DeviceTensor<'a> {
             let host = like.input(kplace_abi::MemorySpace::HOST).data;
             driver.check((driver.htod)(ptr, host, bytes), "cuMemcpyHtoD");
         }
+        driver.legacy_sync();
         DeviceTensor { driver, ptr, like }
     }
 
@@ -162,6 +172,7 @@ fn run_on_gpu(
             "cuMemsetD8",
         )
     };
+    driver.legacy_sync();
     let state =
         create(fresh_gpu().kernel(name), stage).unwrap_or_else(|e| panic!("{name}: create: {e:?}"));
     let rows = input.like.desc.shape[0];

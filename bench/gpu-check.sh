@@ -373,12 +373,20 @@ step_share() {
     local rc hog mpsdir
     rc=$(stream_case share/alone 2048x256 150 2 --placement placements/all-gpu.yaml)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="alone"' 'pipelines=1' "rc=$rc" 'base="share/alone"'
-    bounded 30 "$GC_KPLACE" hog gpu --size 4096 --duty 1.0 --seconds 20 > "$GC_SCRATCH/share/hog.jsonl" 2>&1 &
+    # timeout itself, not the `bounded` function, in the background: `$!` must be the process
+    # that relays the TERM to the hog (a subshell running the function would die alone and
+    # leave the hog loading the GPU through the MPS rows; both earlier leases did).
+    timeout --foreground 30 "$GC_KPLACE" hog gpu --size 4096 --duty 1.0 --seconds 20 \
+        > "$GC_SCRATCH/share/hog.jsonl" 2>&1 &
     hog=$!
     sleep 2
     rc=$(stream_case share/hog 2048x256 150 2 --placement placements/all-gpu.yaml)
     kill -TERM "$hog" 2> /dev/null
     wait "$hog" 2> /dev/null
+    if pgrep -f "hog gpu --size 4096" > /dev/null; then
+        log "share: the GPU hog outlived its TERM; ending it before the MPS rows"
+        pkill -KILL -f "hog gpu --size 4096"
+    fi
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="beside the GPU hog"' 'pipelines=1' "rc=$rc" \
         'base="share/hog"' 'hog="share/hog.jsonl"' 'measurement=true'
     rc=$(stream_case share/mps-off 2048x256 150 2 --placement placements/all-gpu.yaml \

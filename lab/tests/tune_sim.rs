@@ -2,12 +2,20 @@
 //! three-stage graph whose CPU kernels take a stated time (`tests/c/timed_kernels.c`) and
 //! whose GPU kernels, bus and launches take the times the model gives them.
 //!
-//! Checked: tune picks GPU stages when the model makes them faster (20 times), CPU stages when
-//! the bus or a co-tenant makes the GPU slower (2 and 200 times); and every enumerated
-//! placement runs closed loop on the simulated GPU, every frame checked, beside its prediction.
-//! How close each prediction comes is printed, not asserted: the simulation sleeps in real
-//! time, so a loaded machine moves the measured rates (on an idle one every placement came
-//! within 20% and the median within 6%; under load one came 35% off).
+//! Checked, whatever else loads the machine:
+//! - the calibration reads the device's side from the simulated GPU's own clock: each GPU
+//!   stage's kernel time and the bus's rates are exactly the model's, and a co-tenant's
+//!   slowdown exactly its factor;
+//! - on that calibration, with its host-side terms (CPU kernels, launch costs, the runtime's
+//!   overheads) set to what the simulated machine costs when nothing else runs, tune picks
+//!   GPU stages when the model makes them faster (20 times), CPU stages when the bus or a
+//!   co-tenant makes the GPU slower (2 and 200 times). Measured host terms are left out there
+//!   because they are the loaded host's: beside two busy threads, a callback's wake-up cost
+//!   the GPU placements 2-3 ms a frame, and tune rightly preferred the CPU for a stage;
+//! - every enumerated placement runs closed loop on the simulated GPU, every frame checked,
+//!   beside its prediction. How close each prediction comes is printed, not asserted (on an
+//!   idle machine every placement came within 20% and the median within 6%; under load one
+//!   came 35% off).
 //!
 //! The CPU kernels hold their worker by sleeping, so the simulated machine's cores are not a
 //! limit (the model is given 16 of them): what is tested is the model of the runtime, not the
@@ -188,6 +196,83 @@ fn tune_on(cpu_us: [u32; 3], timing: SimTiming) -> Tuned {
     }
 }
 
+/// The kernel time per frame each stage's GPU kernels take in `timing`, ms.
+fn modeled_gpu_ms(timing: &SimTiming) -> Vec<f64> {
+    timing
+        .kernels
+        .iter()
+        .map(|k| {
+            let per_frame = k.fixed + k.per_index.mul_f64(ROWS as f64);
+            per_frame.as_secs_f64() * 1e3 * timing.slowdown
+        })
+        .collect()
+}
+
+/// Checks the device's side of a calibration against `timing`, then sets its host-side terms
+/// to what the simulated machine costs alone (the sleeps of the CPU kernels, the modeled launch
+/// cost, no runtime overhead), and predicts every placement again. With `kernels_exact` false
+/// the kernel times are not checked: where copies take nearly all of a stage's device time,
+/// the calibration keeps at least 5% of it as the kernel's (a guard against a bus slower in
+/// the run than in its probe).
+fn on_an_idle_host(
+    mut tuned: Tuned,
+    cpu_us: [u32; 3],
+    timing: &SimTiming,
+    kernels_exact: bool,
+) -> Tuned {
+    let c = &mut tuned.calibration;
+    let checked = if kernels_exact { c.stages.len() } else { 0 };
+    for (stage, want) in c.stages.iter().zip(modeled_gpu_ms(timing)).take(checked) {
+        let got = stage.gpu.expect("a GPU cost for every stage").kernel_ms;
+        assert!(
+            (got / want - 1.0).abs() < 1e-4,
+            "{}: the device's clock gave {got} ms for the modeled {want} ms",
+            stage.name
+        );
+    }
+    let bus = c.bus.expect("the bus was measured");
+    let rate = timing.upload_bytes_per_s.unwrap();
+    assert!(
+        (bus.upload_bytes_per_s / rate - 1.0).abs() < 1e-4,
+        "{bus:?}"
+    );
+    assert!(
+        (bus.download_bytes_per_s / rate - 1.0).abs() < 1e-4,
+        "{bus:?}"
+    );
+    assert!(
+        bus.upload_latency_ms < 1e-3 && bus.download_latency_ms < 1e-3,
+        "{bus:?}"
+    );
+    let launch_ms = timing.launch_cost.as_secs_f64() * 1e3;
+    for (stage, us) in c.stages.iter_mut().zip(cpu_us) {
+        stage.cpu_ms = Some(f64::from(us) / 1e3);
+        if let Some(gpu) = &mut stage.gpu {
+            gpu.host_ms_per_launch = launch_ms;
+        }
+    }
+    c.source_ms = 0.0;
+    c.collector_ms = 0.0;
+    c.cpu_overheads = Default::default();
+    c.gpu_overheads = Some(Default::default());
+    let space = space::enumerate(&tuned.graph, &offers(), &knobs());
+    let (predicted, unpredictable) = tune::predict_all(
+        &tuned.graph,
+        &space,
+        &tuned.calibration,
+        Feed::Replay,
+        CORES,
+    );
+    assert!(unpredictable.is_empty(), "{unpredictable:?}");
+    tuned.predicted = predicted;
+    tuned
+}
+
+fn offers() -> Offers {
+    let lib = library();
+    Offers::of_libraries(Some(&lib), Some(&lib)).unwrap()
+}
+
 fn best(tuned: &Tuned) -> &Predicted {
     let order = tune::rank(
         &tuned.predicted,
@@ -210,7 +295,7 @@ fn fast_gpu() -> SimTiming {
 #[test]
 fn a_faster_gpu_gets_every_stage_and_a_slow_bus_or_a_cotenant_sends_them_back() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let fast = tune_on(SLOW_CPU, fast_gpu());
+    let fast = on_an_idle_host(tune_on(SLOW_CPU, fast_gpu()), SLOW_CPU, &fast_gpu(), true);
     let chosen = best(&fast);
     assert_eq!(
         chosen.candidate.devices,
@@ -221,7 +306,8 @@ fn a_faster_gpu_gets_every_stage_and_a_slow_bus_or_a_cotenant_sends_them_back() 
     let costs = &fast.calibration.stages;
     assert!(costs.iter().all(|s| s.cpu_ms.is_some() && s.gpu.is_some()));
     // 128 KiB each way at 5 MB/s: 26 ms of bus per frame against 12 ms of CPU kernels.
-    let slow_bus = tune_on(SLOW_CPU, timing([0.05, 0.08, 0.04], 5e6, 1.0));
+    let slow = timing([0.05, 0.08, 0.04], 5e6, 1.0);
+    let slow_bus = on_an_idle_host(tune_on(SLOW_CPU, slow.clone()), SLOW_CPU, &slow, false);
     let chosen = best(&slow_bus);
     assert_eq!(
         chosen.candidate.devices,
@@ -230,7 +316,8 @@ fn a_faster_gpu_gets_every_stage_and_a_slow_bus_or_a_cotenant_sends_them_back() 
         chosen.label
     );
     // A co-tenant taking nearly all of the GPU: every kernel 200 times slower.
-    let shared = tune_on(SLOW_CPU, timing([0.05, 0.08, 0.04], 2e9, 200.0));
+    let busy = timing([0.05, 0.08, 0.04], 2e9, 200.0);
+    let shared = on_an_idle_host(tune_on(SLOW_CPU, busy.clone()), SLOW_CPU, &busy, true);
     let chosen = best(&shared);
     assert_eq!(
         chosen.candidate.devices,
@@ -238,10 +325,11 @@ fn a_faster_gpu_gets_every_stage_and_a_slow_bus_or_a_cotenant_sends_them_back() 
         "a GPU shared with a heavy co-tenant loses its stages: {}",
         chosen.label
     );
+    let ratio = shared.calibration.stages[1].gpu.unwrap().kernel_ms
+        / fast.calibration.stages[1].gpu.unwrap().kernel_ms;
     assert!(
-        shared.calibration.stages[1].gpu.unwrap().kernel_ms
-            > 10.0 * fast.calibration.stages[1].gpu.unwrap().kernel_ms,
-        "the calibration measured the co-tenant's slowdown"
+        (ratio / 200.0 - 1.0).abs() < 1e-4,
+        "the calibration measured the co-tenant's slowdown exactly: {ratio}"
     );
 }
 

@@ -24,6 +24,15 @@
 //!   slowed by a co-tenant's share. Kernels then run one at a time on the device (one compute
 //!   engine, as kernels that fill a GPU do) and copies one at a time per direction (a copy
 //!   engine each way), beside the kernels. `kplace tune` is tested on it.
+//! - On a timed device each stream keeps its own clock, which advances only by the modeled
+//!   time of the copies and kernels it runs, and an event's time is its stream's clock when
+//!   the record executes. So [`Gpu::elapsed_ms`] between two events of one stream is exactly
+//!   the modeled time of the work between them, however loaded the host is: what a profile
+//!   of a stage or a bus measurement reads is deterministic (the work still takes that long
+//!   in real time too, so pipelines keep their pace). Waiting for an engine or an event is
+//!   not counted, and two streams' clocks are not comparable. A launch's host cost is spent
+//!   computing, as a driver's is, not sleeping. An untimed device's events read the host's
+//!   clock.
 //! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
 //!   callbacks, launches, allocations, events), so tests can assert which bytes crossed the
 //!   "bus" and that a frame costs no allocation.
@@ -161,6 +170,15 @@ fn finish_at(deadline: Instant) {
     }
 }
 
+/// Computes for `time`: a host cost is the CPU's work, so a loaded host stretches it in
+/// proportion, where a sleep would wake a scheduling quantum late.
+fn spin_for(time: Duration) {
+    let deadline = Instant::now() + time;
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+}
+
 /// What a simulated device has been asked to do, counted at enqueue time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SimStats {
@@ -241,6 +259,8 @@ pub struct SimGpu {
     handle_limit: AtomicUsize,
     /// The first launch failure, after which the device does nothing more.
     sticky: Arc<Mutex<Option<GpuError>>>,
+    /// Where an untimed device's clock starts.
+    epoch: Instant,
 }
 
 impl std::fmt::Debug for Counters {
@@ -288,6 +308,7 @@ impl SimGpu {
             counters: Counters::default(),
             handle_limit: AtomicUsize::new(usize::MAX),
             sticky: Arc::new(Mutex::new(None)),
+            epoch: Instant::now(),
         })
     }
 
@@ -430,14 +451,16 @@ struct Addr(*mut u8);
 // contract); the stream thread only copies through it.
 unsafe impl Send for Addr {}
 
-/// A simulated event: how many records were enqueued and how many have executed, and for a
-/// timing event when its latest record executed.
+/// A simulated event: how many records were enqueued and how many have executed, and the
+/// device time of the latest executed record.
 #[derive(Default)]
 struct SimEvent {
     state: Mutex<(u64, u64)>,
     done: Condvar,
-    /// `Some` for timing events: the instant of the latest executed record.
-    stamp: Option<Mutex<Option<std::time::Instant>>>,
+    /// Whether it was made for timing ([`Gpu::elapsed_ms`] refuses others).
+    timing: bool,
+    /// The device time of the latest executed record.
+    recorded_at: Mutex<Option<Duration>>,
 }
 
 enum Op {
@@ -474,8 +497,15 @@ fn run_stream(
     timing: Option<(Arc<SimTiming>, Arc<Engines>)>,
     sticky: Arc<Mutex<Option<GpuError>>>,
     device: String,
+    epoch: Instant,
 ) {
+    // This stream's clock: the modeled time of the work it ran on a timed device (see the
+    // module docs), the host's clock on an untimed one.
+    let mut clock = Duration::ZERO;
     for op in ops {
+        if timing.is_none() {
+            clock = epoch.elapsed();
+        }
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -501,7 +531,9 @@ fn run_stream(
                         (&engines.download, timing.download_bytes_per_s)
                     };
                     let held = engine.hold();
-                    (held, Instant::now() + SimTiming::copy_time(rate, bytes))
+                    let time = SimTiming::copy_time(rate, bytes);
+                    clock += time;
+                    (held, Instant::now() + time)
                 });
                 // SAFETY: ranges were checked at enqueue and stay valid until executed.
                 unsafe { std::ptr::copy_nonoverlapping(src.0, dst.0, bytes) };
@@ -512,9 +544,7 @@ fn run_stream(
             Op::Record { event, generation } => {
                 // SAFETY: events outlive the operations enqueued with them.
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
-                if let Some(stamp) = &event.stamp {
-                    *lock(stamp) = Some(std::time::Instant::now());
-                }
+                *lock(&event.recorded_at) = Some(clock);
                 let mut state = lock(&event.state);
                 state.1 = state.1.max(generation);
                 event.done.notify_all();
@@ -538,6 +568,7 @@ fn run_stream(
                     let kernel = unsafe { request.kernel_name() };
                     let time = timing.kernel_time(kernel, request.tile().count);
                     let held = engines.compute.hold();
+                    clock += time;
                     (held, Instant::now() + time)
                 });
                 // SAFETY: the enqueuer keeps the request's targets valid until it has run.
@@ -595,10 +626,11 @@ impl Gpu for SimGpu {
         let delay = self.delay;
         let timing = self.timing.clone();
         let sticky = Arc::clone(&self.sticky);
+        let epoch = self.epoch;
         let device = format!("gpu:{}", self.ordinal);
         let thread = std::thread::Builder::new()
             .name(format!("sim-gpu{}-stream", self.ordinal))
-            .spawn(move || run_stream(rx, delay, timing, sticky, device))
+            .spawn(move || run_stream(rx, delay, timing, sticky, device, epoch))
             .map_err(|e| self.error("create_stream", e.to_string()))?;
         bump(&self.counters.streams, 1);
         let stream = Box::new(SimStream {
@@ -630,7 +662,7 @@ impl Gpu for SimGpu {
         bump(&self.counters.timing_events, 1);
         bump(&self.counters.events, 1);
         let event = SimEvent {
-            stamp: Some(Mutex::new(None)),
+            timing: true,
             ..SimEvent::default()
         };
         Ok(Event(Box::into_raw(Box::new(event)).cast()))
@@ -638,10 +670,11 @@ impl Gpu for SimGpu {
 
     unsafe fn elapsed_ms(&self, start: Event, end: Event) -> Result<f32, GpuError> {
         let stamp = |e: Event| {
-            self.event(e)
-                .stamp
-                .as_ref()
-                .and_then(|s| *lock(s))
+            let event = self.event(e);
+            event
+                .timing
+                .then(|| *lock(&event.recorded_at))
+                .flatten()
                 .ok_or_else(|| {
                     self.error(
                         "elapsed_ms",
@@ -650,7 +683,7 @@ impl Gpu for SimGpu {
                 })
         };
         let (a, b) = (stamp(start)?, stamp(end)?);
-        Ok(b.saturating_duration_since(a).as_secs_f32() * 1e3)
+        Ok(b.saturating_sub(a).as_secs_f32() * 1e3)
     }
 
     unsafe fn destroy_event(&self, event: Event) {
@@ -762,7 +795,7 @@ impl Gpu for SimGpu {
             && !timing.launch_cost.is_zero()
         {
             // The driver's host work for a launch, on the enqueuing thread.
-            finish_at(Instant::now() + timing.launch_cost);
+            spin_for(timing.launch_cost);
         }
         Ok(self.send(stream, Op::Launch(request))?)
     }
@@ -878,6 +911,61 @@ mod tests {
             (stats.uploads, stats.downloads, stats.records, stats.waits),
             (1, 1, 1, 1)
         );
+    }
+
+    #[test]
+    fn a_timed_device_times_events_by_its_streams_work_whatever_the_host_does() {
+        // Uploads of 1 MB at 1 GB/s (1 ms each) on two streams sharing the one upload
+        // engine; the host sleeps between enqueues, and stream b waits for a's uploads.
+        let timing = SimTiming {
+            upload_bytes_per_s: Some(1e9),
+            ..SimTiming::default()
+        };
+        let gpu = SimGpu::with_timing(0, timing);
+        let (a, b) = (gpu.create_stream(0).unwrap(), gpu.create_stream(0).unwrap());
+        let events: Vec<Event> = (0..4).map(|_| gpu.create_timing_event().unwrap()).collect();
+        let fence = gpu.create_event().unwrap();
+        let host = gpu.alloc_pinned(1_000_000).unwrap();
+        let dev = gpu.alloc_device(2_000_000).unwrap();
+        // SAFETY: the blocks hold the bytes copied; streams and events are this device's own.
+        unsafe {
+            gpu.record(events[0], a).unwrap();
+            gpu.copy_to_device(dev, host, 1_000_000, a).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            gpu.copy_to_device(dev, host, 1_000_000, a).unwrap();
+            gpu.record(events[1], a).unwrap();
+            gpu.record(fence, a).unwrap();
+            gpu.record(events[2], b).unwrap();
+            gpu.wait(b, fence).unwrap();
+            gpu.copy_to_device(dev.add(1_000_000), host, 1_000_000, b)
+                .unwrap();
+            gpu.record(events[3], b).unwrap();
+            gpu.synchronize(b).unwrap();
+            gpu.synchronize(a).unwrap();
+            let ms = |x: usize, y: usize| gpu.elapsed_ms(events[x], events[y]).unwrap();
+            assert_eq!(
+                ms(0, 1),
+                2.0,
+                "two uploads of 1 ms; the host's 5 ms sleep not counted"
+            );
+            assert_eq!(
+                ms(2, 3),
+                1.0,
+                "one upload; the wait for stream a not counted"
+            );
+            assert!(
+                gpu.elapsed_ms(fence, events[1]).is_err(),
+                "not a timing event"
+            );
+            for e in events {
+                gpu.destroy_event(e);
+            }
+            gpu.destroy_event(fence);
+            gpu.destroy_stream(a);
+            gpu.destroy_stream(b);
+            gpu.free_device(dev);
+            gpu.free_pinned(host);
+        }
     }
 
     #[test]

@@ -1,11 +1,23 @@
 //! Where a run's outputs go: a file, or standard output for `-`; every one opened before the
 //! run starts, so a path that cannot be written fails at once and loses no run.
+//!
+//! Guarantees, for every output a run writes ([`OutputFile`]):
+//! - **Whole or absent.** A file is written under a temporary name beside its own and renamed
+//!   into place once complete ([`OutputFile::commit`]), so a run that fails, a full disk or a
+//!   vanished directory never leaves a truncated file under the name asked for. An existing
+//!   FIFO or device (`/dev/stdout`, a pipe to `kplace verify`) is written directly, as is a
+//!   progress log that is there to be watched ([`OutputFile::live`]).
+//! - **A failed output costs only itself.** A write that fails is kept, not returned: the run
+//!   goes on, that output's later writes are dropped, and its commit reports the error, so the
+//!   run's report still says everything else it measured.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::Context;
+use tempfile::NamedTempFile;
 
 /// Whether `path` names standard output.
 pub(crate) fn is_stdout(path: &Path) -> bool {
@@ -22,61 +34,255 @@ pub(crate) fn file_only(path: &Path, option: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An output opened for writing: `-` is standard output.
-pub(crate) fn open(path: &Path, what: &str) -> anyhow::Result<Box<dyn Write + Send>> {
-    if is_stdout(path) {
-        return Ok(Box::new(BufWriter::new(io::stdout())));
+/// Where an output's bytes go.
+enum Target {
+    /// A temporary file beside the output's path, renamed onto it when complete.
+    Temp(BufWriter<NamedTempFile>),
+    /// The path itself: a FIFO, a device, or a live log.
+    Direct(BufWriter<File>),
+    /// Standard output.
+    Stdout(BufWriter<io::Stdout>),
+}
+
+impl Target {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Target::Temp(w) => w,
+            Target::Direct(w) => w,
+            Target::Stdout(w) => w,
+        }
     }
-    let file = File::create(path)
-        .with_context(|| format!("cannot create the {what} file {}", path.display()))?;
-    Ok(Box::new(BufWriter::new(file)))
 }
 
-/// A report destination, opened (created) now and written when the run is over; a run that
-/// fails before writing it leaves no empty file behind.
-pub(crate) struct ReportOutput {
+struct State {
+    target: Option<Target>,
+    /// The first write or flush that failed.
+    failed: Option<io::Error>,
+}
+
+/// One output of a run (see the module docs): [`OutputFile::writer`] is what the run writes
+/// to, and [`OutputFile::commit`] completes it afterwards.
+pub(crate) struct OutputFile {
     path: PathBuf,
-    file: Option<File>,
-    written: bool,
+    what: &'static str,
+    state: Arc<Mutex<State>>,
 }
 
-impl ReportOutput {
-    /// Creates `path` (or takes standard output for `-`) so that a bad path fails now.
-    pub(crate) fn open(path: &Path) -> anyhow::Result<Self> {
-        let file = if is_stdout(path) {
-            None
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl OutputFile {
+    /// Opens the `what` output at `path` (`-`: standard output), to appear under its name only
+    /// when committed.
+    pub(crate) fn create(path: &Path, what: &'static str) -> anyhow::Result<OutputFile> {
+        Self::open(path, what, false)
+    }
+
+    /// Opens the `what` output at `path` to be written in place as the run goes (a log to
+    /// watch); its failures are still kept and reported by [`OutputFile::commit`].
+    pub(crate) fn live(path: &Path, what: &'static str) -> anyhow::Result<OutputFile> {
+        Self::open(path, what, true)
+    }
+
+    fn open(path: &Path, what: &'static str, live: bool) -> anyhow::Result<OutputFile> {
+        let cannot = || format!("cannot create the {what} file {}", path.display());
+        let target = if is_stdout(path) {
+            Target::Stdout(BufWriter::new(io::stdout()))
+        } else if live || std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            Target::Direct(BufWriter::new(File::create(path).with_context(cannot)?))
         } else {
-            Some(
-                File::create(path)
-                    .with_context(|| format!("cannot create the report {}", path.display()))?,
-            )
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            let name = path
+                .file_name()
+                .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+            // As File::create makes a file: readable by others unless the umask says not.
+            let temp = tempfile::Builder::new()
+                .prefix(&format!(".{name}."))
+                .suffix(".tmp")
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                .tempfile_in(dir)
+                .with_context(cannot)?;
+            Target::Temp(BufWriter::new(temp))
         };
-        Ok(Self {
+        Ok(OutputFile {
             path: path.to_path_buf(),
-            file,
-            written: false,
+            what,
+            state: Arc::new(Mutex::new(State {
+                target: Some(target),
+                failed: None,
+            })),
         })
     }
 
-    /// Writes the report as pretty JSON.
-    pub(crate) fn write(mut self, value: &impl serde::Serialize) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(value).context("cannot encode the report")? + "\n";
-        self.written = true;
-        let written = match self.file.take() {
-            Some(mut f) => f.write_all(text.as_bytes()).and_then(|()| f.flush()),
-            None => {
-                let mut out = io::stdout().lock();
-                out.write_all(text.as_bytes()).and_then(|()| out.flush())
-            }
+    /// What the run writes to. Its writes never fail: a failure is kept for
+    /// [`OutputFile::commit`], and later writes are dropped.
+    pub(crate) fn writer(&self) -> Box<dyn Write + Send> {
+        Box::new(SoftWriter(Arc::clone(&self.state)))
+    }
+
+    /// Flushes the output and, for a file, renames it into place. Fails, naming the output
+    /// and its path, if any write failed or it cannot be completed; nothing is then left
+    /// under its name (but what a live log or a device already took).
+    pub(crate) fn commit(self) -> Result<(), OutputError> {
+        let mut state = lock(&self.state);
+        let failed = |cause: io::Error| OutputError {
+            what: self.what,
+            path: self.path.clone(),
+            cause,
         };
-        written.with_context(|| format!("cannot write the report {}", self.path.display()))
+        if let Some(cause) = state.failed.take() {
+            // Dropping the target removes a temporary file.
+            state.target = None;
+            return Err(failed(cause));
+        }
+        match state.target.take() {
+            None => Ok(()),
+            Some(Target::Temp(w)) => {
+                let temp = w.into_inner().map_err(|e| failed(e.into_error()))?;
+                temp.as_file().sync_all().map_err(failed)?;
+                temp.persist(&self.path).map_err(|e| failed(e.error))?;
+                Ok(())
+            }
+            Some(Target::Direct(mut w)) => w.flush().map_err(failed),
+            Some(Target::Stdout(mut w)) => w.flush().map_err(failed),
+        }
     }
 }
 
-impl Drop for ReportOutput {
-    fn drop(&mut self) {
-        if !self.written && self.file.is_some() {
-            let _ = std::fs::remove_file(&self.path);
+/// An output that could not be completed.
+#[derive(Debug, thiserror::Error)]
+#[error("the {what} file {} could not be written: {cause}", path.display())]
+pub(crate) struct OutputError {
+    what: &'static str,
+    path: PathBuf,
+    cause: io::Error,
+}
+
+/// The run's side of an [`OutputFile`].
+struct SoftWriter(Arc<Mutex<State>>);
+
+impl SoftWriter {
+    fn attempt(&self, op: impl FnOnce(&mut dyn Write) -> io::Result<()>) {
+        let mut state = lock(&self.0);
+        if state.failed.is_some() {
+            return;
         }
+        if let Some(target) = state.target.as_mut()
+            && let Err(e) = op(target.writer())
+        {
+            state.failed = Some(e);
+        }
+    }
+}
+
+impl Write for SoftWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.attempt(|w| w.write_all(buf));
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.attempt(|w| w.flush());
+        Ok(())
+    }
+}
+
+/// Completes every output in `outputs`, returning the errors of those that failed.
+pub(crate) fn commit_all(outputs: Vec<OutputFile>) -> Vec<String> {
+    outputs
+        .into_iter()
+        .filter_map(|o| o.commit().err().map(|e| e.to_string()))
+        .collect()
+}
+
+/// A report destination, opened now and written when the run is over, atomically (see
+/// [`OutputFile`]); a run that fails before writing it leaves nothing behind.
+pub(crate) struct ReportOutput(OutputFile);
+
+impl ReportOutput {
+    /// Opens `path` (or standard output for `-`) so that a bad path fails now.
+    pub(crate) fn open(path: &Path) -> anyhow::Result<Self> {
+        Ok(Self(OutputFile::create(path, "report")?))
+    }
+
+    /// Writes the report as pretty JSON, and completes the file.
+    pub(crate) fn write(self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(value).context("cannot encode the report")? + "\n";
+        let mut writer = self.0.writer();
+        writer.write_all(text.as_bytes())?;
+        drop(writer);
+        self.0.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_appears_whole_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let out = OutputFile::create(&path, "test").unwrap();
+        let mut w = out.writer();
+        w.write_all(b"hello\n").unwrap();
+        w.flush().unwrap();
+        assert!(!path.exists(), "nothing under the name before the commit");
+        drop(w);
+        out.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+        // The mode File::create would give it (the umask applied), not a temporary file's.
+        use std::os::unix::fs::PermissionsExt;
+        let plain = dir.path().join("plain.txt");
+        File::create(&plain).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), mode(&plain));
+    }
+
+    #[test]
+    fn a_failed_write_is_kept_and_leaves_nothing_under_the_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        std::fs::write(&path, "the previous run's\n").unwrap();
+        let full = OutputFile::create(Path::new("/dev/full"), "full").unwrap();
+        let mut w = full.writer();
+        for _ in 0..10_000 {
+            w.write_all(b"0123456789abcdef").unwrap();
+        }
+        w.flush().unwrap();
+        let err = full.commit().unwrap_err().to_string();
+        assert!(
+            err.starts_with("the full file /dev/full could not be written: No space left"),
+            "{err}"
+        );
+        // A directory removed under a file: the rename fails, the old file is kept.
+        let gone = dir.path().join("gone");
+        std::fs::create_dir(&gone).unwrap();
+        let out = OutputFile::create(&gone.join("r.json"), "report").unwrap();
+        out.writer().write_all(b"{}").unwrap();
+        std::fs::remove_dir_all(&gone).unwrap();
+        let err = out.commit().unwrap_err().to_string();
+        assert!(err.contains("the report file"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "the previous run's\n"
+        );
+    }
+
+    #[test]
+    fn an_uncommitted_output_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let out = OutputFile::create(&path, "test").unwrap();
+        out.writer().write_all(b"half").unwrap();
+        drop(out);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -8,6 +8,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -18,10 +19,12 @@ use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry};
 use kplace::session::several::{ChildPipeline, PipelineMode, pipeline_addr, pipeline_path};
 use kplace::session::{self, several};
 
-use super::output::ReportOutput;
+use super::output::{self, ReportOutput};
 use super::progress::ProgressOut;
 use super::run::workload::{self, Prepared};
-use super::run::{RunArgs, SourceArg, exit_status, open_outputs, open_trace, write_trace};
+use super::run::{
+    RunArgs, SourceArg, exit_status, open_outputs, open_trace, report_failed_outputs, write_trace,
+};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
 /// modules and plans first: seconds, not minutes).
@@ -49,9 +52,11 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .map(|path| ProgressOut::open(path, args.frames))
         .transpose()?;
     let prepared = Prepared::new(args)?;
-    let outputs = (0..n)
+    let (outputs, mut files): (Vec<_>, Vec<_>) = (0..n)
         .map(|i| open_outputs(args, &prepared, Some(i), progress.as_ref()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     let shape = workload::wire(args)?;
     let readiness = Readiness::new(n, args.ready_file.clone());
     // Bind every receiver first, in order, so each pipeline's port is known (and printed)
@@ -78,10 +83,14 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut failures = Vec::new();
     let mut text = String::new();
     for (i, (outcome, trace_out)) in outcomes.into_iter().zip(traces).enumerate() {
+        let mut failed = output::commit_all(std::mem::take(&mut files[i]));
         match outcome {
-            Ok(o) => {
+            Ok(mut o) => {
                 let _ = write!(text, "== pipeline {i}\n{}", o.text);
-                write_trace(trace_out, o.trace.as_ref())?;
+                failed.extend(write_trace(trace_out, o.trace.as_ref()).err());
+                report_failed_outputs(&failed);
+                failures.extend(failed.iter().map(|f| format!("pipeline {i}: {f}")));
+                o.report.output_errors = failed;
                 reports.push(PipelineEntry::Ran(Box::new(o.report)));
             }
             Err(e) => {
@@ -92,6 +101,12 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     print!("{text}");
+    if let Some(p) = progress
+        && let Err(e) = p.commit()
+    {
+        report_failed_outputs(std::slice::from_ref(&e));
+        failures.push(e);
+    }
     finish(PipelineMode::Thread, reports, failures, report_out)
 }
 
@@ -101,8 +116,8 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
-    let dir =
-        tempfile::tempdir().context("cannot create a directory for the pipelines' reports")?;
+    let dir = pipeline_dir(&std::env::temp_dir())
+        .context("cannot create a directory for the pipelines' reports")?;
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     let base = child_args(&argv);
     let mut children = Vec::with_capacity(n);
@@ -171,6 +186,40 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     finish(PipelineMode::Process, reports, failures, report_out)
+}
+
+/// The start of the name of the directory a process-mode run keeps its pipelines' reports
+/// in: `kplace-pipelines-PID-XXXXXX` in the system's temporary directory.
+const PIPELINE_DIR_PREFIX: &str = "kplace-pipelines-";
+
+/// A directory in `tmp` for this run's pipeline reports, removed when the run ends; first,
+/// those of runs whose process is gone (killed before it could remove its own) are removed.
+fn pipeline_dir(tmp: &Path) -> std::io::Result<tempfile::TempDir> {
+    remove_orphaned_pipeline_dirs(tmp);
+    tempfile::Builder::new()
+        .prefix(&format!("{PIPELINE_DIR_PREFIX}{}-", std::process::id()))
+        .tempdir_in(tmp)
+}
+
+/// Removes every `kplace-pipelines-PID-*` directory in `tmp` whose process no longer runs.
+fn remove_orphaned_pipeline_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PIPELINE_DIR_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Prints the aggregate, writes the report, and says whether every pipeline passed.
@@ -243,6 +292,31 @@ mod tests {
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_killed_runs_pipeline_directory_is_removed_by_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A process id above Linux's largest: that run is gone.
+        let orphan = tmp
+            .path()
+            .join(format!("{PIPELINE_DIR_PREFIX}4194305-abc123"));
+        std::fs::create_dir(&orphan).unwrap();
+        std::fs::write(orphan.join("pipeline-0.json"), "{}").unwrap();
+        let unrelated = tmp.path().join("kplace-pipelines-notapid");
+        std::fs::create_dir(&unrelated).unwrap();
+        let mine = pipeline_dir(tmp.path()).unwrap();
+        assert!(!orphan.exists(), "the gone run's directory is removed");
+        assert!(
+            unrelated.exists(),
+            "a name without a process id is not ours to remove"
+        );
+        // A second run beside this one keeps this one's directory: its process runs.
+        let second = pipeline_dir(tmp.path()).unwrap();
+        assert!(mine.path().exists() && second.path().exists());
+        let kept = mine.path().to_path_buf();
+        drop(mine);
+        assert!(!kept.exists(), "a run removes its own when it ends");
     }
 
     #[test]

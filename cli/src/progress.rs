@@ -1,6 +1,8 @@
 //! `kplace run --report-every DURATION`: a JSON line per interval per pipeline
-//! (`kplace::report::progress`), each written whole to the progress output (a file, or stdout
-//! for `-`), and a bar per pipeline on a terminal (none when stderr is not one).
+//! (`kplace::report::progress`), each written whole to the progress output (a file, written
+//! in place as the run goes so it can be watched, or stdout for `-`), and a bar per pipeline
+//! on a terminal (none when stderr is not one). A progress file that cannot be written stops
+//! nothing: the run goes on, and says so at its end ([`ProgressOut::commit`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -11,10 +13,11 @@ use kplace::executor::Progress;
 use kplace::report::progress::ProgressLine;
 use kplace_radar::run::ProgressReport;
 
-use super::output;
+use super::output::OutputFile;
 
 /// The progress output of a run, shared by its pipelines.
 pub(crate) struct ProgressOut {
+    file: OutputFile,
     out: Arc<Mutex<Box<dyn Write + Send>>>,
     bars: MultiProgress,
     frames: u64,
@@ -23,11 +26,18 @@ pub(crate) struct ProgressOut {
 impl ProgressOut {
     /// Opens `path` (`-`: stdout) for the lines of a run of `frames` frames per pipeline.
     pub(crate) fn open(path: &Path, frames: u64) -> anyhow::Result<ProgressOut> {
+        let file = OutputFile::live(path, "progress")?;
         Ok(ProgressOut {
-            out: Arc::new(Mutex::new(output::open(path, "progress")?)),
+            out: Arc::new(Mutex::new(file.writer())),
+            file,
             bars: MultiProgress::new(),
             frames,
         })
+    }
+
+    /// Flushes the progress output; the error says why it could not be written.
+    pub(crate) fn commit(self) -> Result<(), String> {
+        self.file.commit().map_err(|e| e.to_string())
     }
 
     /// What pipeline `pipeline` (`None`: the only one) does with each report: its line, and

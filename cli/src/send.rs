@@ -1,8 +1,6 @@
 //! `kplace send`: a generated scene's chirps as UDP packets, open loop, paced or in a burst,
 //! optionally with faults (see `kplace::net::sender`).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +15,7 @@ use kplace::net::wire::{Malformed, WireShape};
 use kplace::workload::recording::Recording;
 
 use super::args::SceneArgs;
+use super::output::OutputFile;
 
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
@@ -223,20 +222,20 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     };
     config.check().context("kplace send")?;
     // Fail on an unwritable times or report file before the run, not after it. Standard
-    // output carries the summary, so neither can be `-`.
-    let create =
-        |path: &Option<PathBuf>, option: &str| -> anyhow::Result<Option<BufWriter<File>>> {
-            path.as_ref()
-                .map(|path| {
-                    crate::output::file_only(path, option)?;
-                    File::create(path)
-                        .map(BufWriter::new)
-                        .with_context(|| format!("cannot create {}", path.display()))
-                })
-                .transpose()
-        };
-    let times = create(&args.times, "--times")?;
-    let report_file = create(&args.report, "--report")?;
+    // output carries the summary, so neither can be `-`. Each appears whole, or not at all.
+    let create = |path: &Option<PathBuf>,
+                  option: &str,
+                  what: &'static str|
+     -> anyhow::Result<Option<OutputFile>> {
+        path.as_ref()
+            .map(|path| {
+                crate::output::file_only(path, option)?;
+                OutputFile::create(path, what)
+            })
+            .transpose()
+    };
+    let times = create(&args.times, "--times", "send times")?;
+    let report_file = create(&args.report, "--report", "send report")?;
 
     let scene_frames;
     let prepared: &[Vec<u8>] = match &recorded {
@@ -290,17 +289,18 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         "sender CPU: {:.4} ms per frame",
         cpu.as_secs_f64() * 1e3 / report.frames.max(1) as f64
     );
-    if let (Some(mut out), Some(path)) = (report_file, &args.report) {
-        serde_json::to_writer_pretty(&mut out, &report.file(nice))
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.flush())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    // The report is completed last, and whatever the times file met.
+    let mut failed = Vec::new();
+    if let Some(out) = times {
+        report.write_times(&mut out.writer())?;
+        failed.extend(out.commit().err().map(|e| e.to_string()));
     }
-    if let (Some(mut out), Some(path)) = (times, &args.times) {
-        report
-            .write_times(&mut out)
-            .and_then(|()| out.flush())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(out) = report_file {
+        serde_json::to_writer_pretty(out.writer(), &report.file(nice))?;
+        out.commit()?;
+    }
+    if let Some(e) = failed.first() {
+        anyhow::bail!("{e}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -896,6 +896,60 @@ fn a_cpi_beyond_memory_is_refused_before_allocating() {
     }
 }
 
+/// The cases: `--progress-out /dev/full` aborted the run with no report. A full disk
+/// under an output costs that output only: the run goes on, verifies, keeps its report (which
+/// names what failed), and exits 1; and no output is left truncated under its name.
+#[test]
+fn an_output_that_cannot_be_written_costs_only_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let trace = dir.path().join("t.json");
+    let out = kplace(&[
+        "run",
+        "--frames",
+        "40",
+        "--detections",
+        "/dev/full",
+        "--progress-out",
+        "/dev/full",
+        "--report-every",
+        "10ms",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("verification PASSED: 40/40"),
+        "{}",
+        text(&out)
+    );
+    for what in ["detections", "progress"] {
+        assert!(
+            text(&out).contains(&format!(
+                "the {what} file /dev/full could not be written: No space left on device"
+            )),
+            "{}",
+            text(&out)
+        );
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(
+        value["output_errors"].as_array().unwrap().len(),
+        2,
+        "{value}"
+    );
+    assert_eq!(value["verification"]["passed"], true);
+    assert!(trace.exists(), "the other outputs are complete");
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+}
+
 /// Option values that could only waste a run or pass it vacuously are refused before anything
 /// runs, each naming the option: no frames, a warm-up that leaves none, a zero frame timeout.
 #[test]

@@ -469,7 +469,7 @@ fn cli_reports_its_schedule_and_priority() {
     ]);
     assert!(!out.status.success());
     assert!(
-        text(&out).contains("cannot create /nonexistent/dir/send.json"),
+        text(&out).contains("cannot create the send report file /nonexistent/dir/send.json"),
         "{}",
         text(&out)
     );

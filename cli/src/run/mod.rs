@@ -25,7 +25,7 @@ use kplace_radar::run::RunConfig;
 pub(crate) mod workload;
 
 use super::args::{GraphArgs, SceneArgs};
-use super::output::{self, ReportOutput};
+use super::output::{self, OutputFile, ReportOutput};
 use super::progress::ProgressOut;
 use workload::Prepared;
 
@@ -332,13 +332,16 @@ pub(crate) fn open_outputs(
     prepared: &Prepared,
     index: Option<usize>,
     progress: Option<&ProgressOut>,
-) -> anyhow::Result<Outputs> {
-    let open = |path: &Option<PathBuf>, what| {
-        path.as_ref()
-            .map(|p| output::open(&pipeline_path(p, index), what))
-            .transpose()
+) -> anyhow::Result<(Outputs, Vec<OutputFile>)> {
+    let mut files = Vec::new();
+    let mut open = |path: &Option<PathBuf>, what| -> anyhow::Result<_> {
+        let Some(path) = path else { return Ok(None) };
+        let file = OutputFile::create(&pipeline_path(path, index), what)?;
+        let writer = file.writer();
+        files.push(file);
+        Ok(Some(writer))
     };
-    Ok(Outputs {
+    let outputs = Outputs {
         results: open(&args.detections, "detections")?,
         sink_files: args
             .write_sinks
@@ -347,7 +350,8 @@ pub(crate) fn open_outputs(
             .transpose()?,
         done_times: open(&args.done_times, "completion times")?,
         progress: progress.map(|p| p.reporter(index)),
-    })
+    };
+    Ok((outputs, files))
 }
 
 /// Prints a run's summary: to stdout, or to stderr when an output took stdout.
@@ -388,7 +392,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         return ingest_only(&mut udp, &args, shape);
     }
     let prepared = Prepared::new(&args)?;
-    let outputs = open_outputs(&args, &prepared, None, progress.as_ref())?;
+    let (outputs, files) = open_outputs(&args, &prepared, None, progress.as_ref())?;
     let readiness = Readiness::new(1, args.ready_file.clone());
     let udp = match args.source {
         SourceArg::Replay => None,
@@ -399,39 +403,59 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         )?),
     };
     let trace_out = open_trace(&args, None)?;
-    let outcome = prepared.run(udp, None, outputs)?;
+    let mut outcome = prepared.run(udp, None, outputs)?;
     print_summary(&args, &outcome.text);
+    // Every other output is completed first, so that the report says which failed.
+    let mut failed = output::commit_all(files);
+    failed.extend(write_trace(trace_out, outcome.trace.as_ref()).err());
+    failed.extend(progress.and_then(|p| p.commit().err()));
+    report_failed_outputs(&failed);
+    outcome.report.output_errors = failed.clone();
     if let Some(out) = report_out {
         out.write(&outcome.report)?;
     }
-    write_trace(trace_out, outcome.trace.as_ref())?;
-    Ok(exit_status(outcome.passed))
+    Ok(exit_status(outcome.passed && failed.is_empty()))
 }
 
-/// Creates pipeline `index`'s trace file (with `--trace`) before the run, so a bad path loses
+/// Says on stderr which outputs could not be written: the run's exit status fails for them.
+pub(crate) fn report_failed_outputs(failed: &[String]) {
+    for f in failed {
+        tracing::error!("kplace run: {f}");
+    }
+}
+
+/// Opens pipeline `index`'s trace file (with `--trace`) before the run, so a bad path loses
 /// no run.
 pub(crate) fn open_trace(
     args: &RunArgs,
     index: Option<usize>,
-) -> anyhow::Result<Option<(PathBuf, std::fs::File)>> {
+) -> anyhow::Result<Option<(PathBuf, OutputFile)>> {
     let Some(path) = &args.trace else {
         return Ok(None);
     };
     let path = pipeline_path(path, index);
-    let file = std::fs::File::create(&path)
-        .with_context(|| format!("cannot create the trace {}", path.display()))?;
+    let file = OutputFile::create(&path, "trace")?;
     Ok(Some((path, file)))
 }
 
-/// Writes `trace` into the file [`open_trace`] created.
+/// Writes `trace` into the file [`open_trace`] opened, and completes it; the error says why
+/// it could not be.
 pub(crate) fn write_trace(
-    out: Option<(PathBuf, std::fs::File)>,
+    out: Option<(PathBuf, OutputFile)>,
     trace: Option<&kplace::report::trace::Trace>,
-) -> anyhow::Result<()> {
-    if let (Some((path, file)), Some(trace)) = (out, trace) {
-        trace
-            .write_chrome(&mut std::io::BufWriter::new(file))
-            .with_context(|| format!("cannot write the trace {}", path.display()))?;
+) -> Result<(), String> {
+    let Some((path, file)) = out else {
+        return Ok(());
+    };
+    if let Some(trace) = trace {
+        let mut writer = file.writer();
+        trace.write_chrome(&mut writer).map_err(|e| {
+            format!(
+                "the trace file {} could not be written: {e}",
+                path.display()
+            )
+        })?;
+        drop(writer);
         tracing::info!(
             "kplace run: trace of {} spans in {}{}",
             trace.spans.len(),
@@ -442,7 +466,7 @@ pub(crate) fn write_trace(
             }
         );
     }
-    Ok(())
+    file.commit().map_err(|e| e.to_string())
 }
 
 /// Whether this process is an MPS client: what every pipeline's report records.

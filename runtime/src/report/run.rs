@@ -74,6 +74,10 @@ pub struct RunReport {
     pub gpu_telemetry: Telemetry,
     /// Whether the process is an MPS client; null for a process without a CUDA context.
     pub mps: Option<RunMps>,
+    /// The run's output files that could not be written (a full disk, a vanished directory),
+    /// each with its path and why: the run went on without them, and failed for them.
+    #[serde(default)]
+    pub output_errors: Vec<String>,
 }
 
 /// One stage's share of a run.
@@ -234,6 +238,7 @@ impl RunReport {
                 reasons: Vec::new(),
             },
             interrupted: None,
+            output_errors: Vec::new(),
             gpu_telemetry: Telemetry::unavailable("no GPU stage"),
             mps: None,
         }

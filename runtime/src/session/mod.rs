@@ -295,6 +295,7 @@ pub fn report(
             .map(|c| c as f64 / metrics.frames.max(1) as f64),
         verification,
         interrupted: facts.interrupted,
+        output_errors: Vec::new(),
         gpu_telemetry: session
             .telemetry
             .clone()

@@ -124,29 +124,10 @@ impl<'r> Ingest<'r> {
         let slot = match self.free.try_recv() {
             Ok(slot) => slot,
             Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) => {
-                self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
-                let waited_from = self.shared.now_ns();
+            Err(TryRecvError::Empty) => self.wait_for_slot(frame_id, |free, spin| {
                 // A slot freed while the source spins costs the collector no wake-up.
-                let slot = match super::wait::spin_recv(self.shared.spin, &self.free) {
-                    Some(slot) => slot,
-                    None => self.free.recv().ok(),
-                };
-                let now = self.shared.now_ns();
-                self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
-                let slot = slot?;
-                if self.shared.trace {
-                    let span = Span::new(
-                        SpanKind::SlotWait,
-                        Track::Source,
-                        frame_id,
-                        waited_from,
-                        now,
-                    );
-                    self.spans.push(span);
-                }
-                slot
-            }
+                super::wait::spin_recv(spin, free).unwrap_or_else(|| free.recv().ok())
+            })?,
         };
         // A slot taken while the run stops is never returned: nothing will use it again.
         if self.stopping() {
@@ -187,22 +168,7 @@ impl<'r> Ingest<'r> {
             Ok(slot) => slot,
             Err(TryRecvError::Disconnected) => return Err(BeginError::Stopping),
             Err(TryRecvError::Empty) => {
-                self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
-                let waited_from = self.shared.now_ns();
-                let got = self.free.recv_timeout(wait);
-                let now = self.shared.now_ns();
-                self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
-                if self.shared.trace {
-                    let span = Span::new(
-                        SpanKind::SlotWait,
-                        Track::Source,
-                        frame_id,
-                        waited_from,
-                        now,
-                    );
-                    self.spans.push(span);
-                }
-                match got {
+                match self.wait_for_slot(frame_id, |free, _| free.recv_timeout(wait)) {
                     Ok(slot) => slot,
                     Err(RecvTimeoutError::Timeout) => {
                         self.shared.dropped.fetch_add(1, Ordering::Relaxed);
@@ -216,6 +182,31 @@ impl<'r> Ingest<'r> {
             return Err(BeginError::Stopping);
         }
         Ok(self.open(slot, frame_id))
+    }
+
+    /// Waits for a slot with `receive` (given the free slots and the run's spin time), counted
+    /// as backpressure: a wait, its time, and a span on the source's track when tracing.
+    fn wait_for_slot<T>(
+        &mut self,
+        frame_id: u64,
+        receive: impl FnOnce(&Receiver<usize>, Duration) -> T,
+    ) -> T {
+        self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
+        let waited_from = self.shared.now_ns();
+        let got = receive(&self.free, self.shared.spin);
+        let now = self.shared.now_ns();
+        self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
+        if self.shared.trace {
+            let span = Span::new(
+                SpanKind::SlotWait,
+                Track::Source,
+                frame_id,
+                waited_from,
+                now,
+            );
+            self.spans.push(span);
+        }
+        got
     }
 
     fn open(&mut self, slot: usize, frame_id: u64) -> OpenFrame {

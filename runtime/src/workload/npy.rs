@@ -79,10 +79,28 @@ fn header(descr: &str, frames: u64, shape: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Writes one sink tensor's frames to an `.npy` file, one after another.
+/// Creates a temporary file beside `path`, to be renamed onto it once complete, with the mode
+/// `File::create` would give.
+pub(crate) fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)
+}
+
+/// Writes one sink tensor's frames to an `.npy` file, one after another: under a temporary
+/// name beside it, renamed onto it by [`NpyWriter::finish`], so the file is whole or absent.
 pub struct NpyWriter {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<tempfile::NamedTempFile>,
     descr: &'static str,
     shape: Vec<u64>,
     frame_bytes: usize,
@@ -97,7 +115,7 @@ impl NpyWriter {
             cause,
         };
         let (descr, shape) = layout(tensor);
-        let mut out = BufWriter::new(File::create(path).map_err(io)?);
+        let mut out = BufWriter::new(temp_beside(path).map_err(io)?);
         out.write_all(&header(descr, 0, &shape)).map_err(io)?;
         Ok(NpyWriter {
             path: path.to_path_buf(),
@@ -129,18 +147,20 @@ impl NpyWriter {
         Ok(())
     }
 
-    /// Writes the header with the frame count and flushes the file.
+    /// Writes the header with the frame count, flushes the file and renames it into place.
     pub fn finish(self) -> Result<u64, NpyError> {
         let path = self.path;
         let io = |cause| NpyError::Io {
             path: path.clone(),
             cause,
         };
-        let mut file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        let mut temp = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        let file = temp.as_file_mut();
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header(self.descr, self.frames, &self.shape))
             .map_err(io)?;
         file.flush().map_err(io)?;
+        temp.persist(&path).map_err(|e| io(e.error))?;
         Ok(self.frames)
     }
 }
@@ -256,6 +276,29 @@ mod tests {
             bytes: dtype.bytes_for(shape).unwrap(),
             producer: Producer::Source,
         }
+    }
+
+    #[test]
+    fn a_file_appears_under_its_name_only_once_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tensor(Dtype::F32, &[2]);
+        let path = dir.path().join("t.npy");
+        let mut w = NpyWriter::create(&path, &t).unwrap();
+        w.frame(&[0; 8]).unwrap();
+        assert!(
+            !path.exists(),
+            "nothing under the name while the run writes"
+        );
+        drop(w);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "a run that never finished leaves nothing"
+        );
+        let w = NpyWriter::create(&path, &t).unwrap();
+        assert_eq!(w.finish().unwrap(), 0);
+        assert_eq!(read(&path, &t).unwrap().len(), 0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

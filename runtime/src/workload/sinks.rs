@@ -2,9 +2,10 @@
 //! after another, as NumPy `.npy` (readable by `numpy.load`, and as golden files) or raw bytes.
 //!
 //! Guarantees: every file is created before the run starts, so an unwritable directory loses
-//! no run; a write error stops the run with the frame and file named.
+//! no run; each is written under a temporary name beside it and renamed into place when the
+//! run completes it, so a file under its name is whole; a write error stops the run with the
+//! frame and file named.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -36,7 +37,7 @@ impl std::str::FromStr for SinkFormat {
 
 enum Writer {
     Npy(NpyWriter),
-    Raw(PathBuf, BufWriter<File>),
+    Raw(PathBuf, BufWriter<tempfile::NamedTempFile>),
 }
 
 /// Writes every sink tensor of a graph, frame after frame, into a directory.
@@ -61,7 +62,7 @@ impl SinkFiles {
                 )?),
                 SinkFormat::Raw => {
                     let path = dir.join(format!("{}.raw", tensor.name));
-                    let file = File::create(&path).map_err(|cause| NpyError::Io {
+                    let file = super::npy::temp_beside(&path).map_err(|cause| NpyError::Io {
                         path: path.clone(),
                         cause,
                     })?;
@@ -100,8 +101,13 @@ impl SinkFiles {
                 Writer::Npy(w) => {
                     w.finish()?;
                 }
-                Writer::Raw(path, mut w) => {
-                    w.flush().map_err(|cause| NpyError::Io { path, cause })?;
+                Writer::Raw(path, w) => {
+                    let io = |cause| NpyError::Io {
+                        path: path.clone(),
+                        cause,
+                    };
+                    let temp = w.into_inner().map_err(|e| io(e.into_error()))?;
+                    temp.persist(&path).map_err(|e| io(e.error))?;
                 }
             }
         }

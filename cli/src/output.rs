@@ -92,20 +92,7 @@ impl OutputFile {
         } else if live || std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
             Target::Direct(BufWriter::new(File::create(path).with_context(cannot)?))
         } else {
-            let dir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
-            };
-            let name = path
-                .file_name()
-                .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
-            // As File::create makes a file: readable by others unless the umask says not.
-            let temp = tempfile::Builder::new()
-                .prefix(&format!(".{name}."))
-                .suffix(".tmp")
-                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-                .tempfile_in(dir)
-                .with_context(cannot)?;
+            let temp = kplace::os::files::create_beside(path).with_context(cannot)?;
             Target::Temp(BufWriter::new(temp))
         };
         Ok(OutputFile {

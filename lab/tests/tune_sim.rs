@@ -103,6 +103,12 @@ fn library() -> std::path::PathBuf {
     support::build_c_library("lab/tests/c/timed_kernels.c", "timed_kernels", &[])
 }
 
+/// What the test library offers: every stage, on the CPU and the simulated GPU.
+fn offers() -> Offers {
+    let lib = library();
+    Offers::of_libraries(Some(&lib), Some(&lib)).unwrap()
+}
+
 fn libraries_line() -> String {
     let lib = library();
     format!(
@@ -168,8 +174,7 @@ fn tune_on(cpu_us: [u32; 3], timing: SimTiming) -> Tuned {
     let graph = graph(cpu_us);
     let workload = workload(&graph);
     let gpus = SimProvider::with_timing(1, timing);
-    let lib = library();
-    let offers = Offers::of_libraries(Some(&lib), Some(&lib)).unwrap();
+    let offers = offers();
     let libraries = libraries_line();
     let setup = Setup {
         graph: &graph,
@@ -268,11 +273,6 @@ fn on_an_idle_host(
     tuned
 }
 
-fn offers() -> Offers {
-    let lib = library();
-    Offers::of_libraries(Some(&lib), Some(&lib)).unwrap()
-}
-
 fn best(tuned: &Tuned) -> &Predicted {
     let order = tune::rank(
         &tuned.predicted,
@@ -341,8 +341,7 @@ fn every_placement_runs_and_checks_out_beside_its_prediction() {
     let tuned = tune_on([2400, 3200, 1800], timing([2.0, 2.4, 1.6], 200e6, 1.0));
     let graph = &tuned.graph;
     let workload = workload(graph);
-    let lib = library();
-    let offers = Offers::of_libraries(Some(&lib), Some(&lib)).unwrap();
+    let offers = offers();
     let setup = Setup {
         graph,
         offers: &offers,

@@ -499,13 +499,10 @@ fn run_stream(
     device: String,
     epoch: Instant,
 ) {
-    // This stream's clock: the modeled time of the work it ran on a timed device (see the
-    // module docs), the host's clock on an untimed one.
+    // This stream's clock on a timed device: the modeled time of the work it ran (see the
+    // module docs). An untimed device's records read the host's clock instead.
     let mut clock = Duration::ZERO;
     for op in ops {
-        if timing.is_none() {
-            clock = epoch.elapsed();
-        }
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -544,7 +541,12 @@ fn run_stream(
             Op::Record { event, generation } => {
                 // SAFETY: events outlive the operations enqueued with them.
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
-                *lock(&event.recorded_at) = Some(clock);
+                let at = if timing.is_some() {
+                    clock
+                } else {
+                    epoch.elapsed()
+                };
+                *lock(&event.recorded_at) = Some(at);
                 let mut state = lock(&event.state);
                 state.1 = state.1.max(generation);
                 event.done.notify_all();

@@ -82,11 +82,7 @@ impl ReadyFile {
 
     /// Writes it to `path` atomically.
     pub fn write(&self, path: &Path) -> io::Result<()> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        let mut tmp = crate::os::files::create_beside(path)?;
         let text = serde_json::to_string(self).map_err(io::Error::other)?;
         writeln!(tmp, "{text}")?;
         tmp.persist(path).map_err(|e| e.error)?;

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use kplace_abi::Dtype;
 
 use crate::model::graph::TensorSpec;
+use crate::os::files::create_beside;
 
 const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
 /// Bytes of the header, magic included: room for a frame count of 20 digits, and a multiple of
@@ -79,23 +80,6 @@ fn header(descr: &str, frames: u64, shape: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Creates a temporary file beside `path`, to be renamed onto it once complete, with the mode
-/// `File::create` would give.
-pub(crate) fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
-    tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-        .tempfile_in(dir)
-}
-
 /// Writes one sink tensor's frames to an `.npy` file, one after another: under a temporary
 /// name beside it, renamed onto it by [`NpyWriter::finish`], so the file is whole or absent.
 pub struct NpyWriter {
@@ -115,7 +99,7 @@ impl NpyWriter {
             cause,
         };
         let (descr, shape) = layout(tensor);
-        let mut out = BufWriter::new(temp_beside(path).map_err(io)?);
+        let mut out = BufWriter::new(create_beside(path).map_err(io)?);
         out.write_all(&header(descr, 0, &shape)).map_err(io)?;
         Ok(NpyWriter {
             path: path.to_path_buf(),

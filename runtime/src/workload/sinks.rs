@@ -62,10 +62,11 @@ impl SinkFiles {
                 )?),
                 SinkFormat::Raw => {
                     let path = dir.join(format!("{}.raw", tensor.name));
-                    let file = super::npy::temp_beside(&path).map_err(|cause| NpyError::Io {
-                        path: path.clone(),
-                        cause,
-                    })?;
+                    let file =
+                        crate::os::files::create_beside(&path).map_err(|cause| NpyError::Io {
+                            path: path.clone(),
+                            cause,
+                        })?;
                     Writer::Raw(path, BufWriter::new(file))
                 }
             });

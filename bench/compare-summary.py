@@ -6,10 +6,10 @@
     compare-summary.py --common-rate OUT CPI SYSTEM...   80% of the lowest median sustained
                                                          rate at CPI (empty if none)
 
-Per system and CPI, over its repeated searches (a search that found no rate, e.g. because
-the machine was unsteady, is counted but has no figures): the sustained rate, and at each search's
-sustained rate (its last passing trial there) the post-CPI p50 and p99.9 latency and the cores
-used; each as the median with [min, max]. Ratios to kplace are of medians, with the widest
+Per system and CPI, over its repeated searches (a search that found no rate, e.g. one
+stopped at its trial cap, is counted but has no figures): the sustained rate (the first
+goal's answer), and at each search's sustained rate (its last full-length trial there) the
+post-CPI p50 and p99.9 latency and the cores used; each as the median with [min, max]. Ratios to kplace are of medians, with the widest
 interval the spreads allow: [min / kplace's max, max / kplace's min].
 """
 
@@ -28,12 +28,14 @@ def searches(out, system, cpi):
 
 
 def at_sustained(search):
-    """The last passing trial at the search's sustained rate, or None."""
-    rate = search.get("sustained_cpi_per_s")
-    passed = [
-        t for t in search.get("trials", []) if t.get("status") == "passed" and t.get("rate") == rate
+    """The last full-length measured trial at the search's sustained rate, or None."""
+    rate = search.get("sustained_rate")
+    full = [
+        t
+        for t in search.get("trials", [])
+        if t.get("stage") == "final" and t.get("loss_ratio") is not None and t.get("rate") == rate
     ]
-    return passed[-1] if passed else None
+    return full[-1] if full else None
 
 
 def spread(values):
@@ -53,7 +55,7 @@ def measure(out, system, cpi):
         "cpi": cpi,
         "searches": len(found),
         "outcomes": [s.get("outcome") for s in found],
-        "sustained_cpi_per_s": [s.get("sustained_cpi_per_s") for s in found],
+        "sustained_rate": [s.get("sustained_rate") for s in found],
         "p50_ms": [((t or {}).get("latency") or {}).get("p50_ms") for t in trials],
         "p999_ms": [((t or {}).get("latency") or {}).get("p999_ms") for t in trials],
         "cores_used": [(t or {}).get("cores_used") for t in trials],
@@ -62,7 +64,7 @@ def measure(out, system, cpi):
 
 def common_rate(out, cpi, systems):
     """80% of the lowest median sustained rate among the systems at CPI."""
-    medians = [spread(measure(out, s, cpi)["sustained_cpi_per_s"]) for s in systems]
+    medians = [spread(measure(out, s, cpi)["sustained_rate"]) for s in systems]
     medians = [m[0] for m in medians if m and m[0]]
     return f"{0.8 * min(medians):.1f}" if medians else ""
 
@@ -113,10 +115,10 @@ def table(out, cpis, systems):
     bases = {r["cpi"]: r for r in rows if r["system"] == "kplace"}
     for row in rows:
         base = bases.get(row["cpi"])
-        measured = sum(isinstance(r, (int, float)) for r in row["sustained_cpi_per_s"])
+        measured = sum(isinstance(r, (int, float)) for r in row["sustained_rate"])
         cells = [row["system"], row["cpi"], f"{measured} of {row['searches']}"]
         for key, fmt in (
-            ("sustained_cpi_per_s", "%.1f"),
+            ("sustained_rate", "%.1f"),
             ("p50_ms", "%.2f"),
             ("p999_ms", "%.2f"),
             ("cores_used", "%.2f"),

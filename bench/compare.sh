@@ -29,9 +29,10 @@ flowgraph="$(bench/peers/gnuradio-cpp/build.sh | tail -n 1)"
 cpis=(1024x128 2048x256)
 [ "$quick" = --quick ] && cpis=(1024x128)
 # Every system gets the same search settings: the sender sleeps between ticks so that it
-# leaves the cores to the system under test; bisection to 5% (not the default 2%) keeps the
-# whole comparison within about an hour. Latency budget and gates are bisect-rate's defaults.
-common=(--sender-tick-us 100 --tolerance 0.05)
+# leaves the cores to the system under test; a width of 5% (not the default 2%) keeps the
+# whole comparison within about an hour. Goals, latency budget and gates are bisect-rate's
+# defaults.
+common=(--sender-tick-us 100 --width 0.05)
 peer_args='--port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times}'
 # The flowgraphs' own idle timeout (10 s by default) would idle out every failed trial; 2 s, as
 # the NumPy receivers', is plenty once the sender has stopped.
@@ -72,7 +73,7 @@ for cpi in "${cpis[@]}"; do
     rate=$(python3 bench/compare-summary.py --common-rate "$out" "$cpi" "${systems[@]}")
     [ -n "$rate" ] || continue
     for system in "${systems[@]}"; do
-        search "$system-at" "$system" "$cpi" --start-rate "$rate" --max-trials 1 --confirm 1
+        search "$system-at" "$system" "$cpi" --start-rate "$rate" --max-trials 1 --initial-window-s 2
     done
 done
 

@@ -115,6 +115,22 @@ def stages(report):
                            "gpu_ms": st.get("gpu_ms_per_frame")}
     return out
 
+def bisect_rows(scratch):
+    """Each search of the bisect step: system, answer per goal, ending, trials; and the ratios."""
+    res = load(os.path.join(scratch, "bisect", "bisect-rate.json"))
+    if not res:
+        return None
+    rows = []
+    for se in res.get("searches", []):
+        rows.append({
+            "system": se["system"], "cpi": se["cpi"], "skipped": se.get("skipped"),
+            "sustained": se.get("sustained_rate"), "outcome": se.get("outcome"),
+            "goals": {g["goal"]["name"]: {"lower": g.get("lower"), "upper": g.get("upper"),
+                                          "ending": g["ending"]["kind"]} for g in se.get("goals", [])},
+            "trials": len(se.get("trials", [])), "wall_s": se.get("wall_seconds"),
+        })
+    return {"searches": rows, "comparisons": res.get("comparisons", [])}
+
 def summary(scratch, out):
     steps = {}
     for row in lines(os.path.join(scratch, "steps.jsonl")):
@@ -248,6 +264,9 @@ def summary(scratch, out):
         if c["rc"] != 0:
             problems.append("cupy peer %s: rc %d" % (c["cpi"], c["rc"]))
     s["cupy"] = cupy
+    s["bisect"] = bisect_rows(scratch)
+    if "bisect" in steps and steps["bisect"]["rc"] not in (None, 0, 3):
+        notes.append("bisect-rate: rc %d (docs/bisect-rate.md)" % steps["bisect"]["rc"])
     ran = [st for st in STEPS if st in steps and steps[st]["rc"] is not None]
     skipped = [st for st in STEPS if st in steps and steps[st].get("skipped")]
     missing_steps = [st for st in STEPS if st not in steps]
@@ -271,7 +290,7 @@ def summary(scratch, out):
     write(out, "summary.json", json.dumps(s, indent=1))
     write(out, "table.md", table(s))
 
-STEPS = ["preflight", "tests", "replay", "streams", "copies", "tune", "share", "cupy", "memcheck"]
+STEPS = ["preflight", "tests", "replay", "streams", "copies", "tune", "share", "cupy", "memcheck", "bisect"]
 
 def write(out, name, body):
     with open(os.path.join(out, name), "w") as f:
@@ -309,6 +328,17 @@ def table(s):
     if s.get("tests"):
         md += ["", "| test binary | runs | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|---|"]
         md += ["| %s | %s | %d | %d | %d | %d | %s |" % (t["test"], t.get("runs", 1), t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]
+    if s.get("bisect"):
+        md += ["", "| bisect-rate | CPI | answer (robust) | every goal | trials, s |", "|---|---|---|---|---|"]
+        for r in s["bisect"]["searches"]:
+            md.append("| %s | %s | %s | %s | %s, %s |" % (
+                r["system"], r["cpi"], r["skipped"] and ("skipped: " + r["skipped"]) or r["outcome"],
+                "; ".join("%s %s (%s)" % (k, f(v["lower"]), v["ending"]) for k, v in r["goals"].items()),
+                r["trials"], f(r["wall_s"], "%d")))
+        for c in s["bisect"]["comparisons"]:
+            md.append("\nratio %s / %s (%s goal): %s (bounds allow %s to %s)" % (
+                c["system"], c["baseline"], c["goal"], f(c.get("ratio"), "%.3f"),
+                f(c.get("ratio_low"), "%.3f"), f(c.get("ratio_high"), "%.3f")))
     if s.get("memcheck"):
         m = s["memcheck"]
         md += ["", "memcheck: %s%s" % (m.get("status"), ", rc %s, %s errors, %s tests passed" % (m.get("rc"), m.get("errors"), m.get("passed"))

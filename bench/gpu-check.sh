@@ -4,7 +4,7 @@
 #
 #   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], timeout 600 s)
 #
-# Nine steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
+# Ten steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
 #   1. preflight  60  driver and devices (`kplace devices --json`, timed cold and warm: the
 #                     first CUDA context a process pays), each CUDA library and its version,
 #                     nvidia-smi (PCIe link, persistence mode), rmem_max, the driver's tools;
@@ -23,7 +23,10 @@
 #                     control" without nvidia-cuda-mps-control);
 #   8. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
 #   9. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
-#                     off by its limit is inconclusive, a refusal of the device skipped.
+#                     off by its limit is inconclusive, a refusal of the device skipped;
+#  10. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
+#                     side with the robust and strict goals (1 s trials): each one's rate,
+#                     the ratio, or the stated reason none exists (a measurement).
 #
 # The call ends within KPLACE_GPU_CHECK_LIMIT_S (default 540 s): a step starts only if its
 # budget, the 5 s to kill it and 35 s to clean up after it and publish still fit; otherwise it
@@ -52,7 +55,7 @@ summarizer=$PWD/bench/gpu-check-summary.py
 # shellcheck source-path=SCRIPTDIR/..
 . scripts/ready.sh
 
-STEPS=(preflight tests replay streams copies tune share cupy memcheck)
+STEPS=(preflight tests replay streams copies tune share cupy memcheck bisect)
 # Seconds to end a step past its budget (timeout's -k), and after it to end what it left
 # running (1 s), stop an MPS daemon it left (10 s) and publish (20 s), with 4 s to spare.
 KILL_GRACE=5
@@ -73,6 +76,7 @@ budget_of() {
         share) echo 45 ;;
         cupy) echo 60 ;;
         memcheck) echo 45 ;;
+        bisect) echo 200 ;;
     esac
 }
 
@@ -87,6 +91,7 @@ title_of() {
         share) echo "sharing: alone, beside the GPU hog, MPS off and on" ;;
         cupy) echo "the CuPy peer beside kplace's all-gpu" ;;
         memcheck) echo "compute-sanitizer memcheck of GPU kernel tests" ;;
+        bisect) echo "bisect-rate: all-gpu and all-cpu side by side at 1024x128" ;;
     esac
 }
 
@@ -364,6 +369,17 @@ step_tune() {
     bounded -k 3 20 "$GC_KPLACE" tune --cpi 1024x128 --prove 0 --calibrate-s 0.5 \
         --calibrations "$GC_SCRATCH/tune/calibrations" --out "$GC_SCRATCH/tune" \
         > "$GC_SCRATCH/logs/tune.txt" 2>&1
+}
+
+# The sustained rate on the GPU: all-gpu and all-cpu searched side by side at 1024x128 with
+# bisect-rate's default goals, 1 s trials (0.25 s short ones); the table and the results file
+# go into results.tar.gz. A measurement: each goal ends with a rate or says why none exists.
+step_bisect() {
+    mkdir -p "$GC_SCRATCH/bisect"
+    bounded -k 3 190 "$GC_KPLACE" bisect-rate --cpi 1024x128 \
+        --placements placements/all-gpu.yaml,placements/all-cpu.yaml \
+        --window-s 1 --initial-window-s 0.25 --max-trials 60 --out "$GC_SCRATCH/bisect" \
+        > "$GC_SCRATCH/bisect/table.md" 2> "$GC_SCRATCH/logs/bisect.txt"
 }
 
 # Sharing. Beside the hog, a GPU time-sliced with a co-tenant may cost frames by design: that

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kplace::os::CpuSet;
 use kplace_lab::bisect::{self, BisectConfig, Progress, RecordingFeed, Stop, Systems};
 use kplace_lab::hog::CotenantSpec;
-use kplace_lab::rate::{BudgetRule, Phase, SearchConfig};
+use kplace_lab::rate::{BudgetRule, Goal, SearchConfig, TrialRequest};
 use kplace_radar::Cpi;
 
 use super::run::ModeArg;
@@ -30,31 +30,41 @@ pub struct BisectArgs {
     /// CPI sizes, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1024x128")]
     cpi: Vec<Cpi>,
-    /// First rate tried, CPI/s (default: the physical CPI rate, one chirp every N/fs).
+    /// First rate tried, per second (default: the workload's real-time rate: the radar CPI's
+    /// physical rate, or a recording's frames at its sample rate).
     #[arg(long)]
     start_rate: Option<f64>,
-    /// Relative tolerance of the bisection.
-    #[arg(long, default_value_t = SearchConfig::DEFAULT_TOLERANCE)]
-    tolerance: f64,
-    /// Consecutive passing trials that confirm the result (K of K).
-    #[arg(long, default_value_t = SearchConfig::DEFAULT_CONFIRM)]
-    confirm: u32,
+    /// The search goals (RFC 9971), the first the answer, as NAME:LOSS:EXCEED:TRIALS: a trial
+    /// is high-loss when more than LOSS of its frames are lost, partial, unverified or over
+    /// the latency budget; a rate meets the goal when high-loss trials take at most EXCEED of
+    /// TRIALS full-length trials' time (decided only once no further trial could change it).
+    #[arg(long, value_delimiter = ',', value_parser = parse_goal,
+          default_value = "robust:0.01:0.5:5,strict:0:0:1")]
+    goals: Vec<GoalSpec>,
+    /// Every goal's relative width: a search ends when the lowest rate that fails a goal is
+    /// within this fraction above the highest that meets it.
+    #[arg(long, default_value_t = SearchConfig::DEFAULT_WIDTH)]
+    width: f64,
     /// Searches per placement and CPI, to show the spread.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
     /// Warm-up per trial, seconds of stream (at least 10 frames).
     #[arg(long, default_value_t = 0.5)]
     warmup_s: f64,
-    /// Measured window per trial, seconds of stream (at least 30 frames).
+    /// A full-length trial's measured window, seconds of stream (at least 10 frames).
     #[arg(long, default_value_t = 2.0)]
     window_s: f64,
+    /// The short trials' window, seconds, that bring each goal's search near its answer
+    /// before the full-length ones (at most --window-s).
+    #[arg(long, default_value_t = 0.5)]
+    initial_window_s: f64,
     /// The budget post-CPI p99 must stay within: `deadline` (the CPI's physical duration, or
     /// one CPI period at the offered rate R when that is longer), `1/R` (one CPI period at R,
     /// the strict rule), or a duration such as `6.4ms`.
     #[arg(long, value_name = "BUDGET", default_value = "deadline")]
     latency_budget: BudgetRule,
     /// Trials per search at most.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = SearchConfig::DEFAULT_MAX_TRIALS)]
     max_trials: usize,
     /// Where the JSON and CSV results and every trial's report go.
     #[arg(long, default_value = "target/bisect-rate")]
@@ -88,26 +98,17 @@ pub struct BisectArgs {
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     sender_nice: i32,
     /// A trial whose sender fell further behind its schedule than this many ms, or was kept off
-    /// the CPU longer, is invalid (the load generator, not the system, decided it) and is
-    /// retried.
+    /// the CPU longer, or reached less than 95% of the rate, did not offer the rate: it says
+    /// nothing of the system and is retried.
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
     max_sender_lag_ms: f64,
-    /// Invalid trials retried in a row at one rate before the search ends as "unsteady
-    /// machine".
-    #[arg(long, value_name = "N", default_value_t = SearchConfig::DEFAULT_INVALID_RETRIES)]
-    invalid_retries: u32,
-    /// A failure more than this fraction below a rate that passed ((pass - fail) / fail) ends
-    /// the search as "unsteady machine" instead of stepping down to a rate the machine's bad
-    /// minutes chose.
-    #[arg(long, value_name = "FRACTION", default_value_t = SearchConfig::DEFAULT_CONTRADICTION)]
-    contradiction: f64,
-    /// Do not recheck a failed probe or bisection trial at once at the same rate (by default a
-    /// failure bounds the search only when its recheck fails too).
-    #[arg(long)]
-    no_recheck: bool,
-    /// Exit with status 5 when a search's sustained rate is below this many CPI/s (a
-    /// performance gate for CI).
-    #[arg(long, value_name = "CPI_PER_S")]
+    /// Trials in a row at one rate the sender may fail to offer before that rate is taken for
+    /// the sender's limit here (the answer is then "at least" the rate below it).
+    #[arg(long, value_name = "N", default_value_t = SearchConfig::DEFAULT_UNOFFERED_RETRIES)]
+    unoffered_retries: u32,
+    /// Exit with status 5 when a search's answer (its first goal's) is below this rate, per
+    /// second (a performance gate for CI).
+    #[arg(long, value_name = "RATE")]
     require_rate: Option<f64>,
     /// CPUs the sender runs on (a list like `0` or `0,2-3`; default: any). Keeping the load
     /// generator off the cores of the system under test stops it from measuring itself.
@@ -204,16 +205,31 @@ impl BisectArgs {
                 self.max_sender_lag_ms
             );
         }
-        if !(self.contradiction.is_finite() && self.contradiction > 0.0) {
+        for (option, seconds) in [
+            ("--window-s", self.window_s),
+            ("--initial-window-s", self.initial_window_s),
+            ("--warmup-s", self.warmup_s),
+        ] {
+            if !(seconds.is_finite() && (0.0..=3600.0).contains(&seconds)) {
+                bail!("{option} must be 0 to 3600 seconds, not {seconds}");
+            }
+        }
+        if !(self.initial_window_s > 0.0 && self.initial_window_s <= self.window_s) {
             bail!(
-                "--contradiction must be a positive fraction, not {}",
-                self.contradiction
+                "--initial-window-s must be positive and at most --window-s ({}), not {}",
+                self.window_s,
+                self.initial_window_s
             );
+        }
+        if let Some(rate) = self.start_rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            bail!("--start-rate must be a positive rate, not {rate}");
         }
         if let Some(rate) = self.require_rate
             && !(rate.is_finite() && rate > 0.0)
         {
-            bail!("--require-rate must be a positive number of CPI/s, not {rate}");
+            bail!("--require-rate must be a positive rate, not {rate}");
         }
         Ok(())
     }
@@ -223,6 +239,28 @@ impl BisectArgs {
         self.check()?;
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
+        let goals: Vec<Goal> = self
+            .goals
+            .iter()
+            .map(|g| g.goal(self.window_s, self.initial_window_s, self.width))
+            .collect();
+        let search = SearchConfig {
+            goals: goals.clone(),
+            ..SearchConfig::new(self.start_rate.unwrap_or(1.0), self.window_s)
+        };
+        search
+            .validate()
+            .map_err(|e| anyhow::anyhow!("--goals/--width/--window-s: {e}"))?;
+        let recording = match self.recording {
+            Some(path) => Some(recording_feed(
+                &self.graph,
+                *self.cpi.first().context("--cpi names no CPI")?,
+                path,
+                self.check.unwrap_or_default(),
+                self.start_rate,
+            )?),
+            None => None,
+        };
         Ok(BisectConfig {
             graph: self.graph,
             systems: match self.sut_cmd {
@@ -234,25 +272,19 @@ impl BisectArgs {
             },
             cpi: self.cpi,
             start_rate: self.start_rate,
-            tolerance: self.tolerance,
-            confirm: self.confirm,
+            start_rates: Default::default(),
+            goals,
             repeat: self.repeat,
             warmup_s: self.warmup_s,
-            window_s: self.window_s,
             latency_budget: self.latency_budget,
             max_trials: self.max_trials,
             out: self.out,
             seed: self.seed,
-            recording: self.recording.map(|path| RecordingFeed {
-                path,
-                check: self.check.unwrap_or_default(),
-            }),
+            recording,
             sender_tick_us: self.sender_tick_us,
             sender_nice: self.sender_nice,
             max_sender_lag_ms: self.max_sender_lag_ms,
-            invalid_retries: self.invalid_retries,
-            contradiction: self.contradiction,
-            recheck_failures: !self.no_recheck,
+            unoffered_retries: self.unoffered_retries,
             require_rate: self.require_rate,
             sender_cpus: self.sender_cpus,
             sut_cpus: self.sut_cpus,
@@ -280,30 +312,142 @@ impl Spinner {
 }
 
 impl Progress for Spinner {
-    fn search_started(&self, label: &str, cpi: Cpi) {
+    fn searches_started(&self, labels: &[String], cpi: &str) {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} {prefix} {wide_msg} [{elapsed}]")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
-        bar.set_prefix(format!("{label} {cpi}"));
+        bar.set_prefix(format!("{} {cpi}", labels.join(" | ")));
         bar.enable_steady_tick(Duration::from_millis(200));
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
     }
 
-    fn trial_started(&self, index: usize, rate: f64, phase: Phase) {
-        self.with(|bar| bar.set_message(format!("trial {index}: {rate:.1} CPI/s ({phase})")));
+    fn trial_started(&self, label: &str, index: usize, request: &TrialRequest, unit: &str) {
+        self.with(|bar| {
+            bar.set_message(format!(
+                "{label} trial {index}: {:.1} {unit} for {} s ({})",
+                request.load, request.duration_s, request.phase
+            ))
+        });
     }
 
     fn trial_judged(&self, line: &str) {
         self.with(|bar| bar.println(line));
     }
 
-    fn search_finished(&self) {
+    fn searches_finished(&self) {
         if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
             bar.finish_and_clear();
         }
     }
+}
+
+/// A search goal as `--goals` gives it: `NAME:LOSS:EXCEED:TRIALS`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GoalSpec {
+    name: String,
+    loss_ratio: f64,
+    exceed_ratio: f64,
+    trials: f64,
+}
+
+impl GoalSpec {
+    /// The goal with full-length trials of `window_s`, short ones of `initial_s`, and `width`.
+    fn goal(&self, window_s: f64, initial_s: f64, width: f64) -> Goal {
+        Goal {
+            name: self.name.clone(),
+            loss_ratio: self.loss_ratio,
+            exceed_ratio: self.exceed_ratio,
+            final_trial_s: window_s,
+            duration_sum_s: self.trials * window_s,
+            width,
+            initial_trial_s: initial_s,
+        }
+    }
+}
+
+/// Parses one `--goals` entry, naming the part that is wrong.
+fn parse_goal(text: &str) -> Result<GoalSpec, String> {
+    let parts: Vec<&str> = text.split(':').map(str::trim).collect();
+    let [name, loss, exceed, trials] = parts[..] else {
+        return Err(format!(
+            "{text:?}: expected NAME:LOSS:EXCEED:TRIALS, e.g. robust:0.01:0.5:5"
+        ));
+    };
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "{text:?}: the name must be letters, digits, - or _"
+        ));
+    }
+    let number = |what: &str, value: &str, ok: fn(f64) -> bool, range: &str| {
+        value
+            .parse::<f64>()
+            .ok()
+            .filter(|&v| ok(v))
+            .ok_or_else(|| format!("{text:?}: {what} {value:?} must be {range}"))
+    };
+    Ok(GoalSpec {
+        name: name.to_string(),
+        loss_ratio: number(
+            "LOSS",
+            loss,
+            |v| (0.0..1.0).contains(&v),
+            "a fraction in [0, 1)",
+        )?,
+        exceed_ratio: number(
+            "EXCEED",
+            exceed,
+            |v| (0.0..1.0).contains(&v),
+            "a fraction in [0, 1)",
+        )?,
+        trials: number(
+            "TRIALS",
+            trials,
+            |v| (1.0..=100.0).contains(&v),
+            "1 to 100 trials",
+        )?,
+    })
+}
+
+/// The recording every trial streams, with its frame shape and period: its sample rate and
+/// the graph's source frame (at the first CPI's parameters) give the workload's real-time
+/// pace. One that states no sample rate needs `--start-rate`.
+fn recording_feed(
+    graph_path: &std::path::Path,
+    cpi: Cpi,
+    path: PathBuf,
+    check: String,
+    start_rate: Option<f64>,
+) -> anyhow::Result<RecordingFeed> {
+    let overrides = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
+    let graph = kplace::model::graph::Graph::load(graph_path, &overrides)
+        .with_context(|| format!("--graph {}", graph_path.display()))?;
+    let recording = kplace::workload::recording::Recording::load(&path, &graph)
+        .with_context(|| format!("--recording {}", path.display()))?;
+    let tensor = graph.tensor(graph.source.tensor);
+    let frame_period = recording.frame_period(tensor);
+    if frame_period.is_none() && start_rate.is_none() {
+        bail!(
+            "--recording {}: it states no sample rate, so its real-time pace is unknown: give --start-rate (frames/s), or record it with one",
+            path.display()
+        );
+    }
+    Ok(RecordingFeed {
+        path,
+        check,
+        shape: tensor
+            .shape
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("x"),
+        frame_period,
+    })
 }
 
 /// Runs the sweep, prints the table; the exit status says what it found
@@ -323,7 +467,7 @@ pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
     let sweep = bisect::run(&config, &exe, &stop, &Spinner::default())?;
     print!(
         "{}",
-        bisect::output::table(&sweep.rows, with_bounds, &sweep.file.spreads)
+        bisect::output::table(&sweep.file, &sweep.rows, with_bounds)
     );
     tracing::info!(
         "bisect-rate: results in {}, {}/trials-*.csv and the plots {}",

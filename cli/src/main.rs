@@ -55,8 +55,9 @@ enum Command {
     Send(send::SendArgs),
     /// Synthesize a recording of a graph's source tensor (tones in noise), with SigMF metadata.
     Record(record::RecordArgs),
-    /// Find the highest input rate each placement sustains: paced trials, gated by
-    /// correctness and latency, bisected and confirmed (exit 1 when no search found a rate).
+    /// Find the highest input rate each placement sustains: paced trials counting every frame
+    /// lost, unverified or late, searched after RFC 9971 (MLRsearch) for a robust and a strict
+    /// goal, several placements side by side (exit 1 when a search has no answer).
     #[command(name = "bisect-rate")]
     BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.
@@ -72,7 +73,8 @@ enum Command {
     /// Start, stop or inspect a private NVIDIA MPS control daemon.
     Mps(mps::MpsArgs),
     /// Plot one or more bisect-rate results files: latency against rate, sustained rates,
-    /// latency CDFs at the common start rate, per-stage time (four SVGs).
+    /// latency CDFs at the common start rate, per-stage time, every load classified (five
+    /// SVGs).
     Plot(plots::PlotArgs),
     /// Draw a window of a run's timeline (`kplace run --trace`) as an SVG, a lane per thread.
     #[command(name = "plot-trace")]

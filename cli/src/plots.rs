@@ -1,4 +1,4 @@
-//! `kplace plot`: the four plots of one or more `bisect-rate.json` results files
+//! `kplace plot`: the five plots of one or more `bisect-rate.json` results files
 //! ([`kplace_lab::plots`]).
 
 use std::path::PathBuf;

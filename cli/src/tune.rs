@@ -508,6 +508,7 @@ fn tune_cpi(
     cpi: Cpi,
     write: Option<&Path>,
 ) -> anyhow::Result<Tuned> {
+    let unit = config.unit();
     let dir = config.out.join(format!("tune-{cpi}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let prepared = Prepared::new(options, config, devices, cpi, &dir)?;
@@ -560,9 +561,10 @@ fn tune_cpi(
         predicted.len(),
         prepared.space.rejected.len() + unpredictable.len(),
         front.len(),
-        prediction_table(&predicted, &front, &request)
+        prediction_table(&predicted, &front, &request, config.unit())
     ));
     let proving: Vec<usize> = order.iter().copied().take(options.prove).collect();
+    let mut proofs_said = String::new();
     let winner = if proving.is_empty() {
         // Predicting only, the best prediction wins if it meets the requested rate; one
         // that does not is no winner (as a proof that falls short is none).
@@ -590,7 +592,26 @@ fn tune_cpi(
             options.knobs.gpu,
             &dir.join("proofs"),
         )?;
-        out.say(proof_table(&predicted, &proven));
+        out.say(proof_table(&predicted, &proven, config.unit()));
+        // Why nothing won, should nothing: the fastest proof, or every proof's ending.
+        proofs_said = match proven
+            .iter()
+            .filter_map(|p| Some((p, p.measured?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+        {
+            Some((p, m)) => format!(
+                ": the fastest proven, {}, sustains {m:.1} {unit}",
+                predicted[p.index].label
+            ),
+            None => format!(
+                ": no proof found a rate ({})",
+                proven
+                    .iter()
+                    .map(|p| format!("{}: {}", predicted[p.index].label, p.outcome))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
         tune::winner(&proven, &request).map(|w| (proven[w].index, proven[w].measured))
     };
     let written = match winner {
@@ -610,8 +631,8 @@ fn tune_cpi(
                 "kplace tune: at {cpi} the winner is {} ({}), written to {}; run it with `kplace run --placement {}`\n",
                 p.label,
                 measured.map_or_else(
-                    || format!("predicted {:.1} CPI/s, not measured", p.prediction.rate),
-                    |m| format!("{m:.1} CPI/s measured, {:.1} predicted", p.prediction.rate)
+                    || format!("predicted {:.1} {unit}, not measured", p.prediction.rate),
+                    |m| format!("{m:.1} {unit} measured, {:.1} predicted", p.prediction.rate)
                 ),
                 path.display(),
                 path.display()
@@ -625,9 +646,9 @@ fn tune_cpi(
             out.say(format!(
                 "kplace tune: at {cpi} no placement is predicted to meet the request ({}){}; \
                  nothing written\n",
-                request_text(&request),
+                request_text(&request, config.unit()),
                 fastest.map_or_else(String::new, |p| format!(
-                    ": the fastest, {}, is predicted at {:.1} CPI/s",
+                    ": the fastest, {}, is predicted at {:.1} {unit}",
                     p.label, p.prediction.rate
                 ))
             ));
@@ -635,8 +656,9 @@ fn tune_cpi(
         }
         None => {
             out.say(format!(
-                "kplace tune: at {cpi} no placement proven meets the request ({})\n",
-                request_text(&request)
+                "kplace tune: at {cpi} no placement proven meets the request ({}){proofs_said}; \
+                 nothing written\n",
+                request_text(&request, config.unit())
             ));
             None
         }
@@ -712,17 +734,18 @@ fn write_winner(
             shape: &prepared.workload.shape(),
             prediction: &p.prediction,
             measured,
+            unit: config.unit(),
             cotenant: config.cotenant.as_ref().map(|c| c.kind()),
         },
     );
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The request, in words.
-fn request_text(request: &Request) -> String {
+/// The request, in words, rates in `unit`.
+fn request_text(request: &Request, unit: &str) -> String {
     let rate = request
         .rate
-        .map_or_else(|| "the highest rate".into(), |r| format!("{r} CPI/s"));
+        .map_or_else(|| "the highest rate".into(), |r| format!("{r} {unit}"));
     match request.latency_budget {
         Some(b) => format!("{rate} within a post-CPI latency of {b}"),
         None => rate,
@@ -750,11 +773,16 @@ fn differences(graph: &Graph, a: &Candidate, b: &Candidate) -> String {
     parts.join(", ")
 }
 
-/// The predictions, best first for the request, the Pareto front marked.
-fn prediction_table(predicted: &[Predicted], front: &[usize], request: &Request) -> String {
+/// The predictions, best first for the request, the Pareto front marked, rates in `unit`.
+fn prediction_table(
+    predicted: &[Predicted],
+    front: &[usize],
+    request: &Request,
+    unit: &str,
+) -> String {
     let order = tune::rank(predicted, request);
-    let mut out = String::from(
-        "| placement | predicted CPI/s | bound | post-CPI ms | cores | GPU share | Pareto |\n|---|---|---|---|---|---|---|\n",
+    let mut out = format!(
+        "| placement | predicted {unit} | bound | post-CPI ms | cores | GPU share | Pareto |\n|---|---|---|---|---|---|---|\n",
     );
     for i in order {
         let p = &predicted[i].prediction;
@@ -773,10 +801,10 @@ fn prediction_table(predicted: &[Predicted], front: &[usize], request: &Request)
     out
 }
 
-/// Predicted against measured for each candidate proven.
-fn proof_table(predicted: &[Predicted], proven: &[Proven]) -> String {
-    let mut out = String::from(
-        "| placement | predicted CPI/s | measured CPI/s | error | p99 at measured, ms | search |\n|---|---|---|---|---|---|\n",
+/// Predicted against measured for each candidate proven, rates in `unit`.
+fn proof_table(predicted: &[Predicted], proven: &[Proven], unit: &str) -> String {
+    let mut out = format!(
+        "| placement | predicted {unit} | measured {unit} | error | p99 at measured, ms | search |\n|---|---|---|---|---|---|\n",
     );
     for p in proven {
         let prediction = &predicted[p.index].prediction;

@@ -1,5 +1,5 @@
 //! `kplace plot` as a user runs it: results files written by the test (with a histogram as a
-//! run report carries it), four SVGs out, and a clear error naming a bad file.
+//! run report carries it), five SVGs out, and a clear error naming a bad file.
 
 #[path = "../../runtime/tests/support/mod.rs"]
 mod support;
@@ -9,10 +9,10 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use kplace::report::metrics::Latency;
-use kplace_lab::rate::LatencyBudget;
 use kplace_lab::rate::sweep::{
     SCHEMA, SearchEntry, SweepFile, TrialEntry, TrialLatency, TrialStatus,
 };
+use kplace_lab::rate::{Class, Ending, Goal, GoalResult, LatencyBudget, LoadEntry, Stage};
 
 fn kplace(args: &[&Path]) -> Output {
     support::output(
@@ -33,7 +33,15 @@ fn text(out: &Output) -> String {
 fn trial(rate: f64, status: TrialStatus, p99_ms: f64, histogram: Option<String>) -> TrialEntry {
     TrialEntry {
         rate,
-        phase: "probe-up".into(),
+        phase: "start".into(),
+        goal: "robust".into(),
+        stage: Stage::Final,
+        duration_s: 2.0,
+        loss_ratio: Some(if status == TrialStatus::Failed {
+            1.0
+        } else {
+            0.0
+        }),
         status,
         failures: Vec::new(),
         invalid: None,
@@ -67,19 +75,44 @@ fn results(system: &str) -> SweepFile {
         cpi: "1024x128".into(),
         repeat: 0,
         skipped: None,
-        real_time_cpi_per_s: 156.25,
+        unit: "CPI/s".into(),
+        real_time_rate: 156.25,
         latency_budget: LatencyBudget::Deadline {
             cpi_duration: Duration::from_micros(6_400),
         },
         start_rate: 100.0,
         pipelines: 1,
         pipeline_mode: "thread".into(),
-        sustained_cpi_per_s: Some(400.0),
-        aggregate_sustained_cpi_per_s: Some(400.0),
-        highest_pass: Some(400.0),
-        lowest_fail: Some(800.0),
-        outcome: "converged".into(),
-        outcome_kind: "converged".into(),
+        sustained_rate: Some(400.0),
+        aggregate_sustained_rate: Some(400.0),
+        outcome: "400.0 CPI/s, fails at 800.0, width 50.0%".into(),
+        outcome_kind: "regular".into(),
+        goals: vec![GoalResult {
+            goal: Goal::robust(2.0, 0.02),
+            lower: Some(400.0),
+            upper: Some(800.0),
+            conditional_throughput: Some(400.0),
+            trials_at_lower: 1,
+            seconds_at_lower: 2.0,
+            ending: Ending::Regular,
+        }],
+        loads: [
+            (100.0, Class::Lower),
+            (400.0, Class::Lower),
+            (800.0, Class::Upper),
+        ]
+        .into_iter()
+        .map(|(load, class)| LoadEntry {
+            load,
+            trials: 1,
+            seconds: 2.0,
+            unoffered: 0,
+            classes: vec![class],
+        })
+        .collect(),
+        trial_seconds: 6.0,
+        wall_seconds: 12.0,
+        sender_ceiling: None,
         probes: Vec::new(),
         bounds: None,
         cotenant: None,
@@ -95,6 +128,7 @@ fn results(system: &str) -> SweepFile {
         settings: serde_json::json!({}),
         searches: vec![search],
         spreads: Vec::new(),
+        comparisons: Vec::new(),
     }
 }
 
@@ -115,10 +149,16 @@ fn plots_merge_files_into_the_first_files_directory() {
     let out = kplace(&[&a, &b]);
     assert!(out.status.success(), "{}", text(&out));
     let printed: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
-    let expected: Vec<String> = ["latency.svg", "sustained.svg", "cdf.svg", "stages.svg"]
-        .iter()
-        .map(|f| dir.path().join("a").join(f).display().to_string())
-        .collect();
+    let expected: Vec<String> = [
+        "latency.svg",
+        "sustained.svg",
+        "cdf.svg",
+        "stages.svg",
+        "loads.svg",
+    ]
+    .iter()
+    .map(|f| dir.path().join("a").join(f).display().to_string())
+    .collect();
     assert_eq!(printed, expected);
     for path in &expected {
         let svg = std::fs::read_to_string(path).unwrap();

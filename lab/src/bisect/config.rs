@@ -11,7 +11,7 @@ use kplace_radar::{Cpi, Scene, SceneConfig};
 use serde_json::{Value, json};
 
 use crate::hog::CotenantSpec;
-use crate::rate::{BudgetRule, Gates, LatencyBudget, SearchConfig, SteadyLimits};
+use crate::rate::{BudgetRule, Gates, Goal, LatencyBudget, SearchConfig, SteadyLimits};
 
 /// What is searched: kplace placements, or another receiver.
 #[derive(Clone, Debug)]
@@ -35,6 +35,11 @@ pub struct RecordingFeed {
     pub path: PathBuf,
     /// The check, as `kplace run --check` takes it: `reference:PLACEMENT` or `golden:DIR`.
     pub check: String,
+    /// Its frame shape, as the tables name it (`8x64x128`).
+    pub shape: String,
+    /// Its frame period, from its sample rate and frame shape: the workload's real-time
+    /// pace. `None` when it states no sample rate (then `--start-rate` is needed).
+    pub frame_period: Option<Duration>,
 }
 
 /// What a sweep searches and how: every setting of `kplace bisect-rate`, checked by its
@@ -47,18 +52,17 @@ pub struct BisectConfig {
     pub systems: Systems,
     /// CPI sizes.
     pub cpi: Vec<Cpi>,
-    /// The first rate tried, CPI/s; `None`: the CPI's real-time rate.
+    /// The first rate tried; `None`: the workload's real-time rate.
     pub start_rate: Option<f64>,
-    /// The bisection's relative tolerance.
-    pub tolerance: f64,
-    /// Consecutive passing trials that confirm a result (K of K).
-    pub confirm: u32,
+    /// The first rate tried per placement file, before `start_rate` (`kplace tune` starts each
+    /// candidate at its predicted rate).
+    pub start_rates: std::collections::BTreeMap<PathBuf, f64>,
+    /// The search's goals, the first the answer (RFC 9971's search goals).
+    pub goals: Vec<Goal>,
     /// Searches per system and CPI.
     pub repeat: u32,
     /// Warm-up per trial, seconds of stream (at least 10 frames).
     pub warmup_s: f64,
-    /// Measured window per trial, seconds of stream (at least 30 frames).
-    pub window_s: f64,
     /// The budget post-CPI p99 must stay within.
     pub latency_budget: BudgetRule,
     /// Trials per search at most.
@@ -76,12 +80,9 @@ pub struct BisectConfig {
     pub sender_nice: i32,
     /// A sender further behind its schedule, or kept off the CPU longer, makes a trial invalid.
     pub max_sender_lag_ms: f64,
-    /// Invalid trials in a row at one rate before a search ends as "unsteady machine".
-    pub invalid_retries: u32,
-    /// A failure this fraction below a pass ends a search as "unsteady machine".
-    pub contradiction: f64,
-    /// Recheck a failed probe or bisection trial at once at the same rate.
-    pub recheck_failures: bool,
+    /// Trials in a row at one rate the sender may fail to offer before that rate is the
+    /// sender's limit here.
+    pub unoffered_retries: u32,
     /// The rate below which the sweep's exit status says so ([`super::exit::BELOW_REQUIRED`]).
     pub require_rate: Option<f64>,
     /// CPUs the sender runs on.
@@ -104,16 +105,55 @@ pub struct BisectConfig {
 }
 
 impl BisectConfig {
-    /// The search every system gets at `cpi`.
-    pub(super) fn search_config(&self, cpi: Cpi) -> SearchConfig {
-        let mut config = SearchConfig::new(self.start_rate.unwrap_or(1.0 / cpi.period_s()));
-        config.tolerance = self.tolerance;
-        config.confirm = self.confirm;
-        config.max_trials = self.max_trials;
-        config.invalid_retries = self.invalid_retries;
-        config.contradiction = Some(self.contradiction);
-        config.recheck_failures = self.recheck_failures;
-        config
+    /// The search every system gets at `cpi` (`placement`'s own start rate, if it has one).
+    pub(super) fn search_config(&self, cpi: Cpi, placement: Option<&PathBuf>) -> SearchConfig {
+        let start = placement
+            .and_then(|p| self.start_rates.get(p).copied())
+            .or(self.start_rate)
+            .unwrap_or(1.0 / self.frame_period(cpi).as_secs_f64());
+        SearchConfig {
+            goals: self.goals.clone(),
+            max_trials: self.max_trials,
+            unoffered_retries: self.unoffered_retries,
+            ..SearchConfig::new(start, self.goals.first().map_or(1.0, |g| g.final_trial_s))
+        }
+    }
+
+    /// The goals every search answers.
+    pub(super) fn search_goals(&self) -> &[Goal] {
+        &self.goals
+    }
+
+    /// The workload's frame period at `cpi`: a recording's own (from its sample rate and
+    /// frame shape), else the radar CPI's physical duration. A recording that states no
+    /// sample rate has none; its searches then start at `--start-rate` (the caller checks
+    /// one is given), and this is one frame at that rate.
+    pub fn frame_period(&self, cpi: Cpi) -> Duration {
+        match &self.recording {
+            Some(RecordingFeed {
+                frame_period: Some(period),
+                ..
+            }) => *period,
+            Some(_) => Duration::from_secs_f64(1.0 / self.start_rate.unwrap_or(1.0)),
+            None => Duration::from_secs_f64(cpi.period_s()),
+        }
+    }
+
+    /// The unit of every rate: `CPI/s` for the radar scene, `frames/s` for a recording.
+    pub fn unit(&self) -> &'static str {
+        if self.recording.is_some() {
+            "frames/s"
+        } else {
+            "CPI/s"
+        }
+    }
+
+    /// What the tables call the workload's frame: the CPI, or the recording's frame shape.
+    pub fn shape_label(&self, cpi: Cpi) -> String {
+        match &self.recording {
+            Some(r) => r.shape.clone(),
+            None => cpi.to_string(),
+        }
     }
 
     /// The gates of every trial at `cpi`.
@@ -121,17 +161,18 @@ impl BisectConfig {
         Gates::new(self.latency_budget(cpi))
     }
 
-    /// The latency budget of every trial at `cpi`.
+    /// The latency budget of every trial at `cpi`: with `deadline`, the workload's frame
+    /// period (or one period at the offered rate when that is longer).
     pub fn latency_budget(&self, cpi: Cpi) -> LatencyBudget {
-        self.latency_budget
-            .at_cpi(Duration::from_secs_f64(cpi.period_s()))
+        self.latency_budget.at_cpi(self.frame_period(cpi))
     }
 
-    /// Frames of a trial at `rate`: warm-up and measured window.
-    pub(super) fn trial_frames(&self, rate: f64) -> (u64, u64) {
+    /// Frames of a trial at `rate` whose measured window is `duration_s` s of stream:
+    /// warm-up (at least 10) and measured window (at least 10).
+    pub(super) fn trial_frames(&self, rate: f64, duration_s: f64) -> (u64, u64) {
         (
             ((rate * self.warmup_s).ceil() as u64).max(10),
-            ((rate * self.window_s).ceil() as u64).max(30),
+            ((rate * duration_s).ceil() as u64).max(10),
         )
     }
 
@@ -179,22 +220,19 @@ impl BisectConfig {
     pub(super) fn settings(&self) -> Value {
         json!({
             "warmup_s": self.warmup_s,
-            "window_s": self.window_s,
-            "tolerance": self.tolerance,
-            "confirm": self.confirm,
+            "goals": self.goals,
             "latency_budget": self.latency_budget.to_string(),
             "sender_tick_us": self.sender_tick_us,
             "sender_nice": self.sender_nice,
             "max_sender_lag_ms": self.max_sender_lag_ms,
-            "invalid_retries": self.invalid_retries,
-            "contradiction": self.contradiction,
-            "recheck_failures": self.recheck_failures,
+            "unoffered_retries": self.unoffered_retries,
             "require_rate": self.require_rate,
             "steady_limits": SteadyLimits::default(),
             "sender_cpus": self.sender_cpus.as_ref().map(ToString::to_string),
             "sut_cpus": self.sut_cpus.as_ref().map(ToString::to_string),
             "seed": self.seed,
             "recording": self.recording.as_ref().map(|r| r.path.display().to_string()),
+            "frame_period_ms": self.recording.as_ref().and_then(|r| r.frame_period).map(|p| p.as_secs_f64() * 1e3),
             "check": self.recording.as_ref().map(|r| r.check.clone()),
             "pipelines": self.pipelines,
             "pipeline_mode": self.pipeline_mode.name(),

@@ -1,6 +1,7 @@
 //! The exit statuses of `kplace bisect-rate`, and which one a sweep ends with. Besides these,
 //! 2 is an error that stopped the sweep (a bad option or file). When several apply, the first
-//! in this order wins: interrupted, below the required rate, unsteady, no rate, some skipped.
+//! in this order wins: interrupted, below the required rate, no rate, some skipped. A search
+//! that answers with the sender's limit ("at least R") counts as measured: R is a number.
 
 use crate::rate::sweep::SearchEntry;
 
@@ -8,11 +9,9 @@ use crate::rate::sweep::SearchEntry;
 pub const MEASURED: u8 = 0;
 /// Some systems were skipped (they cannot run here); every search that ran measured a rate.
 pub const SOME_SKIPPED: u8 = 3;
-/// A search ended without a sustained rate (it fails everywhere, or hit the trial cap), or
-/// nothing was searched.
+/// A search's first goal has no answer (even the lowest rate fails it, or the trial cap came
+/// before any rate met it), or nothing was searched.
 pub const NO_RATE: u8 = 1;
-/// A search ended as "unsteady machine": the machine, not the system, decided it.
-pub const UNSTEADY: u8 = 4;
 /// A search measured a rate below the required rate.
 pub const BELOW_REQUIRED: u8 = 5;
 /// Interrupted (Ctrl-C); what was found so far is written.
@@ -34,31 +33,24 @@ pub fn status(
         let below: Vec<String> = ran
             .iter()
             .filter_map(|s| {
-                let rate = s.sustained_cpi_per_s?;
-                (rate < required).then(|| format!("{} sustained {rate:.1} CPI/s", describe(s)))
+                let rate = s.sustained_rate?;
+                (rate < required).then(|| format!("{} sustained {rate:.1} {}", describe(s), s.unit))
             })
             .collect();
         if !below.is_empty() {
             return (
                 BELOW_REQUIRED,
                 Some(format!(
-                    "below the required {required} CPI/s: {}",
+                    "below the required {required} {}: {}",
+                    ran.first().map_or("CPI/s", |s| s.unit.as_str()),
                     below.join("; ")
                 )),
             );
         }
     }
-    let unsteady: Vec<String> = ran
-        .iter()
-        .filter(|s| s.outcome_kind == "unsteady")
-        .map(|s| format!("{}: {}", describe(s), s.outcome))
-        .collect();
-    if !unsteady.is_empty() {
-        return (UNSTEADY, Some(unsteady.join("; ")));
-    }
     let no_rate: Vec<String> = ran
         .iter()
-        .filter(|s| s.sustained_cpi_per_s.is_none())
+        .filter(|s| s.sustained_rate.is_none())
         .map(|s| format!("{}: {}", describe(s), s.outcome))
         .collect();
     if ran.is_empty() {
@@ -99,29 +91,31 @@ mod tests {
     fn entry(kind: &str, sustained: Option<f64>, skipped: bool) -> SearchEntry {
         let mut e: SearchEntry = serde_json::from_value(json!({
             "system": "all-cpu", "cpi": "1024x128", "repeat": 0,
-            "real_time_cpi_per_s": 156.25,
+            "unit": "CPI/s", "real_time_rate": 156.25,
             "latency_budget": {"rule": "deadline", "cpi_duration_ms": 6.4},
         }))
         .expect("the minimal entry parses");
         e.outcome_kind = kind.into();
         e.outcome = kind.replace('_', " ");
-        e.sustained_cpi_per_s = sustained;
+        e.sustained_rate = sustained;
         e.skipped = skipped.then(|| "needs a GPU".to_string());
         e
     }
 
     #[test]
     fn exit_statuses_say_what_the_sweep_found_most_urgent_first() {
-        let measured = entry("converged", Some(500.0), false);
+        let measured = entry("regular", Some(500.0), false);
+        let sender_limited = entry("sender_limit", Some(450.0), false);
         let skipped = entry("skipped", None, true);
-        let no_rate = entry("fails_everywhere", None, false);
-        let unsteady = entry("unsteady", None, false);
+        let no_rate = entry("min_load", None, false);
         let code = |s: &[SearchEntry], required| status(s, false, required).0;
 
         assert_eq!(
             status(std::slice::from_ref(&measured), false, None),
             (0, None)
         );
+        // "At least R, the sender's limit" is a number.
+        assert_eq!(code(&[measured.clone(), sender_limited], None), MEASURED);
         assert_eq!(
             code(&[measured.clone(), skipped.clone()], None),
             SOME_SKIPPED
@@ -129,37 +123,31 @@ mod tests {
         assert_eq!(code(std::slice::from_ref(&skipped), None), NO_RATE);
         assert_eq!(code(&[], None), NO_RATE);
         assert_eq!(code(&[measured.clone(), no_rate.clone()], None), NO_RATE);
-        assert_eq!(
-            code(&[no_rate.clone(), unsteady.clone(), skipped.clone()], None),
-            UNSTEADY
-        );
+        assert_eq!(code(&[no_rate.clone(), skipped.clone()], None), NO_RATE);
         // A required rate: a measured rate below it wins over everything but Ctrl-C.
         assert_eq!(code(std::slice::from_ref(&measured), Some(400.0)), MEASURED);
         assert_eq!(code(std::slice::from_ref(&measured), Some(500.0)), MEASURED);
-        let (c, why) = status(&[measured.clone(), unsteady.clone()], false, Some(600.0));
+        let (c, why) = status(&[measured.clone(), no_rate.clone()], false, Some(600.0));
         assert_eq!(c, BELOW_REQUIRED);
         assert_eq!(
             why.unwrap(),
             "below the required 600 CPI/s: all-cpu at 1024x128 (repeat 0) sustained 500.0 CPI/s"
         );
         assert_eq!(status(&[measured], true, Some(600.0)).0, INTERRUPTED);
-        let (_, why) = status(&[unsteady], false, None);
+        let (_, why) = status(&[no_rate], false, None);
         assert!(
             why.unwrap()
-                .contains("all-cpu at 1024x128 (repeat 0): unsteady")
+                .contains("all-cpu at 1024x128 (repeat 0): min load"),
         );
-        let codes = [
-            MEASURED,
-            NO_RATE,
-            SOME_SKIPPED,
-            UNSTEADY,
-            BELOW_REQUIRED,
-            INTERRUPTED,
-        ];
+        let codes = [MEASURED, NO_RATE, SOME_SKIPPED, BELOW_REQUIRED, INTERRUPTED];
         let mut distinct = codes.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), codes.len(), "every status is its own");
         assert!(!codes.contains(&2), "2 is kplace's error status");
+        assert!(
+            !codes.contains(&4),
+            "4 was \"unsteady machine\", which no search ends with"
+        );
     }
 }

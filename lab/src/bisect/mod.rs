@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
@@ -47,8 +48,8 @@ use crate::rate::sweep::{
     TrialStatus,
 };
 use crate::rate::{
-    Failure, Judgement, LatencyBudget, Phase, SearchError, SteadyLimits, TrialMeasurement, Verdict,
-    search,
+    Failure, Judgement, LatencyBudget, Search as Planner, Stage, SteadyLimits, TrialMeasurement,
+    TrialOutcome, TrialRequest, Verdict,
 };
 use bounds::{BracketedBounds, measure_bounds};
 pub use config::{BisectConfig, RecordingFeed, Systems};
@@ -157,17 +158,17 @@ impl Stop {
     }
 }
 
-/// What a sweep says while it runs: a terminal shows it as a spinner per search, a log or a
-/// test may ignore it. Every method has a default that does nothing.
+/// What a sweep says while it runs: a terminal shows it as a spinner per group of searches, a
+/// log or a test may ignore it. Every method has a default that does nothing.
 pub trait Progress {
-    /// A search of `label` at `cpi` begins.
-    fn search_started(&self, _label: &str, _cpi: Cpi) {}
-    /// Trial `index` at `rate` CPI/s begins, in `phase`.
-    fn trial_started(&self, _index: usize, _rate: f64, _phase: Phase) {}
+    /// Searches of `labels` at `cpi` begin, their trials alternating.
+    fn searches_started(&self, _labels: &[String], _cpi: &str) {}
+    /// Trial `index` of the search `label` begins.
+    fn trial_started(&self, _label: &str, _index: usize, _request: &TrialRequest, _unit: &str) {}
     /// A trial was judged; `line` says how.
     fn trial_judged(&self, _line: &str) {}
-    /// The search ended.
-    fn search_finished(&self) {}
+    /// The searches ended.
+    fn searches_finished(&self) {}
 }
 
 /// A [`Progress`] that says nothing.
@@ -189,8 +190,9 @@ pub struct Sweep {
 }
 
 /// Runs the sweep of `config` with the `kplace` executable `exe` (which every trial starts as
-/// `kplace run` and `kplace send`), saying how it goes to `progress`: every system at every CPI,
-/// `repeat` times each, with the co-tenant and the MPS daemon around the trials. Writes the
+/// `kplace run` and `kplace send`), saying how it goes to `progress`: at every CPI, `repeat`
+/// times, every system searched side by side (their trials alternate, so that the machine's
+/// drift hits them alike), with the co-tenant and the MPS daemon around the trials. Writes the
 /// results file, one CSV file per search and the plots into `config.out`.
 pub fn run(
     config: &BisectConfig,
@@ -233,44 +235,66 @@ pub fn run(
     };
     let mut rows = Vec::new();
     let mut searches: Vec<SearchEntry> = Vec::new();
-    'sweep: for system in &systems {
-        for &cpi in &config.cpi {
+    let mut comparisons = Vec::new();
+    'sweep: for &cpi in &config.cpi {
+        let mut runnable = Vec::new();
+        let (mut skipped, mut skipped_rows) = (Vec::new(), Vec::new());
+        for system in &systems {
             let name = system_name(config, system);
             if let System::Placement(placement) = system
                 && let Err(reason) = plan_for(&config.graph, placement, cpi)
             {
                 tracing::warn!("bisect-rate: {name} at {cpi}: skipped: {reason}");
-                rows.push(format!(
-                    "| {name} | {cpi} | skipped: {reason} | | | | | | | |"
-                ));
                 let mut entry = search_entry(config, system, &name, cpi, 0);
                 entry.skipped = Some(reason);
                 entry.outcome = "skipped".into();
                 entry.outcome_kind = "skipped".into();
-                searches.push(entry);
+                skipped.push(entry);
                 continue;
             }
-            for repeat in 0..config.repeat {
-                let label = if config.repeat > 1 {
-                    format!("{name} #{repeat}")
-                } else {
-                    name.clone()
-                };
-                let search = Search {
+            runnable.push((system, name));
+        }
+        // The systems searched first, then the skipped ones, each with its reason.
+        for entry in &skipped {
+            skipped_rows.push(format!(
+                "| {} | {} | skipped: {} | | | | | | | | |",
+                entry.system,
+                entry.cpi,
+                entry.skipped.as_deref().unwrap_or_default()
+            ));
+        }
+        for repeat in 0..config.repeat {
+            if runnable.is_empty() {
+                break;
+            }
+            let group: Vec<Search> = runnable
+                .iter()
+                .map(|(system, name)| Search {
                     system,
-                    name: &name,
-                    label: &label,
+                    name,
+                    label: if config.repeat > 1 {
+                        format!("{name} #{repeat}")
+                    } else {
+                        name.clone()
+                    },
                     cpi,
                     repeat,
-                };
-                let (entry, interrupted) = run_search(&ctx, &search, progress)?;
-                rows.push(table_row(&label, cpi, &entry, config.bounds));
-                searches.push(entry);
-                if interrupted {
-                    break 'sweep;
-                }
+                })
+                .collect();
+            let (entries, interrupted) = run_group(&ctx, &group, progress)?;
+            for (search, entry) in group.iter().zip(&entries) {
+                rows.push(table_row(&search.label, cpi, entry, config.bounds));
+            }
+            comparisons.extend(output::comparisons(&entries));
+            searches.extend(entries);
+            if interrupted {
+                searches.append(&mut skipped);
+                rows.append(&mut skipped_rows);
+                break 'sweep;
             }
         }
+        searches.append(&mut skipped);
+        rows.append(&mut skipped_rows);
     }
     let spreads = spreads(&searches);
     let file = SweepFile {
@@ -279,6 +303,7 @@ pub fn run(
         settings: config.settings(),
         searches,
         spreads,
+        comparisons,
     };
     let json = config.out.join("bisect-rate.json");
     let text = serde_json::to_string_pretty(&file)?;
@@ -308,11 +333,15 @@ impl Drop for MpsDaemon {
     }
 }
 
-/// One trial as run: the search's record plus what was measured.
+/// One trial as run: what the search asked, the gates' judgement, and what was measured.
 pub(crate) struct TrialRun {
     rate: f64,
-    phase: Phase,
+    request: Option<TrialRequest>,
     judgement: Judgement,
+    /// The measured window's duration, s of stream.
+    duration_s: f64,
+    /// The fraction of frames lost, as the goals count them (`None` when invalid).
+    loss_ratio: Option<f64>,
     measurement: Option<TrialMeasurement>,
     /// What the results file keeps of the trial's run report (or, for another receiver, of
     /// what was measured of it).
@@ -321,6 +350,19 @@ pub(crate) struct TrialRun {
     report_path: Option<PathBuf>,
     /// The sender's account of its schedule.
     sender: Option<SenderEntry>,
+}
+
+impl TrialRun {
+    /// What the search counts of this trial.
+    fn outcome(&self) -> TrialOutcome {
+        match (&self.judgement, self.loss_ratio) {
+            (Judgement::Invalid(why), _) => TrialOutcome::Unoffered(why.clone()),
+            (Judgement::Verdict(_), loss) => TrialOutcome::Measured {
+                duration_s: self.duration_s,
+                loss_ratio: loss.unwrap_or(1.0),
+            },
+        }
+    }
 }
 
 /// A trial's latency, stage times and CPU use, as the results file keeps them.
@@ -334,8 +376,6 @@ struct TrialFigures {
 /// Why a trial could not run at all (it stops the search).
 #[derive(Debug, thiserror::Error)]
 enum TrialError {
-    #[error("interrupted")]
-    Interrupted,
     #[error("{0}")]
     Spawn(String),
 }
@@ -344,6 +384,16 @@ enum TrialError {
 enum System {
     Placement(PathBuf),
     Command { command: String, name: String },
+}
+
+impl System {
+    /// The placement file, for kplace.
+    fn placement(&self) -> Option<&PathBuf> {
+        match self {
+            Self::Placement(path) => Some(path),
+            Self::Command { .. } => None,
+        }
+    }
 }
 
 /// The name of `system` in the table: the placement's file stem or the command's name, with
@@ -369,35 +419,66 @@ fn system_name(config: &BisectConfig, system: &System) -> String {
 struct Search<'a> {
     system: &'a System,
     name: &'a str,
-    label: &'a str,
+    label: String,
     cpi: Cpi,
     repeat: u32,
 }
 
-/// One search: the co-tenant and bounds around it, the steadiness probes before, after and at
-/// every failure, and every trial; whether it was interrupted.
-fn run_search(
+/// One search as it runs: its planner, its trials and the probes beside them.
+struct Running<'a> {
+    search: &'a Search<'a>,
+    planner: Planner,
+    runs: Vec<TrialRun>,
+    probes: Vec<ProbeEntry>,
+    dir: PathBuf,
+    before: Option<bounds::Bounds>,
+    started: Instant,
+}
+
+/// A group of searches at one CPI, side by side: the bounds and probes before, the co-tenant
+/// around them, their trials alternating one by one until every search is answered, then the
+/// probes and bounds after; an entry per search, and whether the sweep was interrupted.
+fn run_group(
     ctx: &Trials<'_>,
-    s: &Search<'_>,
+    group: &[Search<'_>],
     progress: &dyn Progress,
-) -> Result<(SearchEntry, bool), BisectError> {
+) -> Result<(Vec<SearchEntry>, bool), BisectError> {
     let config = ctx.config;
-    let (system, cpi) = (s.system, s.cpi);
-    let mut entry = search_entry(config, system, s.name, cpi, s.repeat);
     let limits = SteadyLimits::default();
-    // Bounds on both sides of each search: the machine's speed drifts over minutes, and a
-    // ratio means something only against bounds from the same minutes.
-    let before = config
-        .bounds
-        .then(|| measure_bounds(ctx, system, cpi))
-        .transpose()?;
+    let mut running = Vec::new();
+    for s in group {
+        // Bounds on both sides of each search: the machine's speed drifts over minutes, and a
+        // ratio means something only against bounds from the same minutes.
+        let before = config
+            .bounds
+            .then(|| measure_bounds(ctx, s.system, s.cpi))
+            .transpose()?;
+        let planner = Planner::new(config.search_config(s.cpi, s.system.placement()))
+            .map_err(|e| BisectError::Search(e.to_string()))?;
+        running.push(Running {
+            search: s,
+            planner,
+            runs: Vec::new(),
+            probes: Vec::new(),
+            dir: config.out.join(format!(
+                "{}-{}-{}",
+                s.name.replace(' ', "-"),
+                config.shape_label(s.cpi),
+                s.repeat
+            )),
+            before,
+            started: Instant::now(),
+        });
+    }
     let baseline = run_probe("before");
-    let mut probes = vec![ProbeEntry {
-        steadiness: baseline.judge(None, &limits),
-        probe: baseline.clone(),
-    }];
-    progress.search_started(s.label, cpi);
-    let mut runs: Vec<TrialRun> = Vec::new();
+    for r in &mut running {
+        r.probes.push(ProbeEntry {
+            steadiness: baseline.judge(None, &limits),
+            probe: baseline.clone(),
+        });
+    }
+    let labels: Vec<String> = group.iter().map(|s| s.label.clone()).collect();
+    progress.searches_started(&labels, &config.shape_label(group[0].cpi));
     let hog = match &config.cotenant {
         Some(spec) => Some(Cotenant::start(spec).map_err(|e| BisectError::Cotenant {
             kind: spec.kind(),
@@ -405,86 +486,136 @@ fn run_search(
         })?),
         None => None,
     };
-    let dir = config
-        .out
-        .join(format!("{}-{cpi}-{}", s.name.replace(' ', "-"), s.repeat));
-    let outcome = search(&config.search_config(cpi), |rate, phase| {
-        if ctx.stop.interrupted() {
-            return Err(TrialError::Interrupted);
-        }
-        let index = runs.len();
-        progress.trial_started(index, rate, phase);
-        let mut run = match system {
-            System::Placement(placement) => trial::trial(ctx, placement, cpi, rate, &dir, index)?,
-            System::Command { command, .. } => {
-                sut::sut_trial(ctx, command, cpi, rate, &dir, index)?
+    let unit = config.unit();
+    let mut interrupted = false;
+    'trials: loop {
+        let mut ran = false;
+        for r in &mut running {
+            let Some(request) = r.planner.next() else {
+                continue;
+            };
+            if ctx.stop.interrupted() {
+                interrupted = true;
+                break 'trials;
             }
-        };
-        // A trial cut short by Ctrl-C measured nothing: it is not a failure.
-        if ctx.stop.interrupted() {
-            return Err(TrialError::Interrupted);
-        }
-        // A failure on an unsteady machine says nothing about the system: retried.
-        if run.judgement.failed() {
-            let probe = run_probe(format!("after trial {index}"));
-            let steadiness = probe.judge(Some(&baseline), &limits);
-            if let (Some(why), Judgement::Verdict(verdict)) = (&steadiness.unsteady, &run.judgement)
-            {
-                run.judgement = Judgement::Invalid(format!(
-                    "it failed ({verdict}) while the machine was unsteady: {why}"
-                ));
+            let (s, index) = (r.search, r.runs.len());
+            progress.trial_started(&s.label, index, &request, unit);
+            let trial = match s.system {
+                System::Placement(placement) => {
+                    trial::trial(ctx, placement, s.cpi, &request, &r.dir, index)
+                }
+                System::Command { command, .. } => {
+                    sut::sut_trial(ctx, command, s.cpi, &request, &r.dir, index)
+                }
+            };
+            let run = match trial {
+                Ok(run) => run,
+                Err(TrialError::Spawn(why)) => {
+                    tracing::warn!("bisect-rate: search stopped: {why}");
+                    interrupted = true;
+                    break 'trials;
+                }
+            };
+            // A trial cut short by Ctrl-C measured nothing: it is not a failure.
+            if ctx.stop.interrupted() {
+                interrupted = true;
+                break 'trials;
             }
-            probes.push(ProbeEntry { probe, steadiness });
+            // A failed trial's machine is probed: evidence beside the trial, not a verdict.
+            if run.judgement.failed() {
+                let probe = run_probe(format!("after trial {index}"));
+                r.probes.push(ProbeEntry {
+                    steadiness: probe.judge(Some(&baseline), &limits),
+                    probe,
+                });
+            }
+            let loss = run
+                .loss_ratio
+                .map_or_else(String::new, |l| format!(", {:.3}% lost", l * 100.0));
+            progress.trial_judged(&format!(
+                "{} {} trial {index}: {:.1} {unit} for {:.2} s ({} {}, {}){loss}: {}",
+                s.label,
+                config.shape_label(s.cpi),
+                request.load,
+                run.duration_s,
+                config.search_goals()[request.goal].name,
+                request.phase,
+                match request.stage {
+                    Stage::Coarse => "short",
+                    Stage::Final => "full",
+                },
+                run.judgement
+            ));
+            r.planner.record(request, run.outcome());
+            r.runs.push(TrialRun {
+                request: Some(request),
+                ..run
+            });
+            ran = true;
         }
-        progress.trial_judged(&format!(
-            "{} {cpi} trial {index}: {rate:.1} CPI/s ({phase}): {}",
-            s.label, run.judgement
-        ));
-        let judgement = run.judgement.clone();
-        runs.push(TrialRun { phase, ..run });
-        Ok(judgement)
-    });
-    progress.search_finished();
-    entry.cotenant = match hog {
+        if !ran {
+            break;
+        }
+    }
+    progress.searches_finished();
+    let cotenant = match hog {
         Some(hog) => Some(match hog.stop() {
             Ok(report) => serde_json::to_value(&report)?,
             Err(e) => json!({"error": e.to_string()}),
         }),
         None => None,
     };
-    let (result, interrupted) = match outcome {
-        Ok(result) => (result, false),
-        Err(SearchError::Trial { partial, cause }) => {
-            tracing::warn!("bisect-rate: search stopped: {cause}");
-            (*partial, true)
-        }
-        Err(SearchError::InvalidConfig(e)) => return Err(BisectError::Search(e.to_string())),
-    };
     if !interrupted {
         let after = run_probe("after");
-        probes.push(ProbeEntry {
-            steadiness: after.judge(Some(&baseline), &limits),
-            probe: after,
-        });
+        for r in &mut running {
+            r.probes.push(ProbeEntry {
+                steadiness: after.judge(Some(&baseline), &limits),
+                probe: after.clone(),
+            });
+        }
     }
-    let after = (before.is_some() && !interrupted)
-        .then(|| measure_bounds(ctx, system, cpi))
-        .transpose()?;
-    let bounds = before.map(|before| BracketedBounds { before, after });
-    entry.sustained_cpi_per_s = result.sustained;
-    entry.aggregate_sustained_cpi_per_s = result.sustained.map(|r| r * config.pipelines as f64);
-    entry.highest_pass = result.highest_pass;
-    entry.lowest_fail = result.lowest_fail;
-    entry.outcome = result.outcome.to_string();
-    entry.outcome_kind = result.outcome.kind().to_string();
-    entry.probes = probes;
-    entry.bounds = bounds.as_ref().map(|b| b.to_json(result.sustained));
-    entry.trials = runs
-        .iter()
-        .map(|t| trial_entry(t, &entry.latency_budget, &config.out))
-        .collect();
-    write_csv(&config.out, &s.name.replace(' ', "-"), cpi, s.repeat, &runs)?;
-    Ok((entry, interrupted))
+    let mut entries = Vec::new();
+    for mut r in running {
+        if interrupted {
+            r.planner.interrupt();
+        }
+        let s = r.search;
+        let after = (r.before.is_some() && !interrupted)
+            .then(|| measure_bounds(ctx, s.system, s.cpi))
+            .transpose()?;
+        let result = r.planner.result();
+        let answer = result.goals.first();
+        let sustained = answer.and_then(|g| g.lower);
+        let bounds = r.before.map(|before| BracketedBounds { before, after });
+        let mut entry = search_entry(config, s.system, s.name, s.cpi, s.repeat);
+        entry.cotenant = cotenant.clone();
+        entry.sustained_rate = sustained;
+        entry.aggregate_sustained_rate = sustained.map(|r| r * config.pipelines as f64);
+        entry.outcome = answer.map_or_else(String::new, |g| g.describe(unit));
+        entry.outcome_kind = answer.map_or("", |g| g.ending.kind()).to_string();
+        entry.probes = r.probes;
+        entry.bounds = bounds.as_ref().map(|b| b.to_json(sustained));
+        entry.trial_seconds = result.trial_seconds;
+        entry.wall_seconds = r.started.elapsed().as_secs_f64();
+        entry.sender_ceiling = result.sender_ceiling;
+        entry.loads = result.loads;
+        entry.goals = result.goals;
+        entry.trials = r
+            .runs
+            .iter()
+            .map(|t| trial_entry(t, config, &entry.latency_budget, &config.out))
+            .collect();
+        write_csv(
+            &config.out,
+            &s.name.replace(' ', "-"),
+            &config.shape_label(s.cpi),
+            s.repeat,
+            &r.runs,
+            config,
+        )?;
+        entries.push(entry);
+    }
+    Ok((entries, interrupted))
 }
 
 /// An entry for `system` at `cpi` with what is known before the search.
@@ -505,20 +636,24 @@ fn search_entry(
             System::Command { command, .. } => Some(command.clone()),
             System::Placement(_) => None,
         },
-        cpi: cpi.to_string(),
+        cpi: config.shape_label(cpi),
         repeat,
         skipped: None,
-        real_time_cpi_per_s: 1.0 / cpi.period_s(),
+        unit: config.unit().to_string(),
+        real_time_rate: 1.0 / config.frame_period(cpi).as_secs_f64(),
         latency_budget: config.latency_budget(cpi),
-        start_rate: config.search_config(cpi).start_rate,
+        start_rate: config.search_config(cpi, system.placement()).start_load,
         pipelines: config.pipelines,
         pipeline_mode: config.pipeline_mode.name().to_string(),
-        sustained_cpi_per_s: None,
-        aggregate_sustained_cpi_per_s: None,
-        highest_pass: None,
-        lowest_fail: None,
+        sustained_rate: None,
+        aggregate_sustained_rate: None,
         outcome: String::new(),
         outcome_kind: String::new(),
+        goals: Vec::new(),
+        loads: Vec::new(),
+        trial_seconds: 0.0,
+        wall_seconds: 0.0,
+        sender_ceiling: None,
         probes: Vec::new(),
         bounds: None,
         cotenant: None,
@@ -527,11 +662,24 @@ fn search_entry(
 }
 
 /// What the results file keeps of one trial.
-fn trial_entry(t: &TrialRun, budget: &LatencyBudget, out: &Path) -> TrialEntry {
+fn trial_entry(
+    t: &TrialRun,
+    config: &BisectConfig,
+    budget: &LatencyBudget,
+    out: &Path,
+) -> TrialEntry {
     let figures = t.figures.clone().unwrap_or_default();
+    let goals = config.search_goals();
     TrialEntry {
         rate: t.rate,
-        phase: t.phase.to_string(),
+        phase: t.request.map_or_else(String::new, |r| r.phase.to_string()),
+        goal: t
+            .request
+            .and_then(|r| goals.get(r.goal))
+            .map_or_else(String::new, |g| g.name.clone()),
+        stage: t.request.map_or(Stage::Final, |r| r.stage),
+        duration_s: t.duration_s,
+        loss_ratio: t.loss_ratio,
         status: match &t.judgement {
             Judgement::Invalid(_) => TrialStatus::Invalid,
             j if j.passed() => TrialStatus::Passed,
@@ -594,12 +742,17 @@ impl Trials<'_> {
     }
 
     /// What every trial does first: creates its directory `dir` and says how many frames it
-    /// sends at `rate`, as (warm-up, all).
-    fn begin_trial(&self, dir: &Path, rate: f64) -> Result<(u64, u64), TrialError> {
+    /// sends for `request`, as (warm-up, all), and how long its measured window lasts, s of
+    /// stream (at least the duration asked).
+    fn begin_trial(
+        &self,
+        dir: &Path,
+        request: &TrialRequest,
+    ) -> Result<(u64, u64, f64), TrialError> {
         fs::create_dir_all(dir)
             .map_err(|e| TrialError::Spawn(format!("cannot create {}: {e}", dir.display())))?;
-        let (warmup, measured) = self.config.trial_frames(rate);
-        Ok((warmup, warmup + measured))
+        let (warmup, measured) = self.config.trial_frames(request.load, request.duration_s);
+        Ok((warmup, warmup + measured, measured as f64 / request.load))
     }
 }
 
@@ -672,11 +825,13 @@ fn with_causes(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn failed(rate: f64, why: String) -> TrialRun {
+fn failed(rate: f64, duration_s: f64, why: String) -> TrialRun {
     TrialRun {
         rate,
-        phase: Phase::ProbeUp,
+        request: None,
         judgement: Judgement::Verdict(Verdict::from_failures(vec![Failure::SystemFailed(why)])),
+        duration_s,
+        loss_ratio: Some(1.0),
         measurement: None,
         figures: None,
         report_path: None,

@@ -7,9 +7,9 @@ use std::path::Path;
 use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
-use super::{BisectError, TrialRun};
-use crate::rate::sweep::{SearchEntry, Spread, TrialStatus};
-use crate::rate::{Failure, Judgement, relative_spread};
+use super::{BisectConfig, BisectError, TrialRun};
+use crate::rate::sweep::{Comparison, SearchEntry, Spread, SweepFile, TrialStatus};
+use crate::rate::{Failure, Judgement, Stage, relative_spread};
 
 /// Per system and CPI searched more than once: the spread of the sustained rates, and the
 /// machine's own spread over the same searches (every steadiness probe's median, and every
@@ -31,10 +31,7 @@ pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
         .into_iter()
         .filter(|(_, _, members)| members.len() > 1)
         .map(|(system, cpi, members)| {
-            let mut rates: Vec<f64> = members
-                .iter()
-                .filter_map(|s| s.sustained_cpi_per_s)
-                .collect();
+            let mut rates: Vec<f64> = members.iter().filter_map(|s| s.sustained_rate).collect();
             rates.sort_by(f64::total_cmp);
             let probes: Vec<f64> = members
                 .iter()
@@ -80,11 +77,11 @@ pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
 }
 
 /// One spread as the sweep prints it.
-pub fn spread_line(s: &Spread) -> String {
+pub fn spread_line(s: &Spread, unit: &str) -> String {
     let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.1}%", v * 100.0));
     let rate = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
     format!(
-        "spread {} {}: {} searches, {} measured, sustained CPI/s min {}, median {}, max {}, (max - min) / median {}; machine's spread {} (probe {}, bounds {}){}",
+        "spread {} {}: {} searches, {} measured, sustained {unit} min {}, median {}, max {}, (max - min) / median {}; machine's spread {} (probe {}, bounds {}){}",
         s.system,
         s.cpi,
         s.searches,
@@ -104,26 +101,80 @@ pub fn spread_line(s: &Spread) -> String {
     )
 }
 
-/// The sweep's table: a header (with the bounds' columns when `with_bounds`), `rows`, and,
-/// with repeated searches, a line per spread.
-pub fn table(rows: &[String], with_bounds: bool, spreads: &[Spread]) -> String {
+/// Systems searched side by side: each one's answer over the first's, with the interval the
+/// bounds allow.
+pub fn comparisons(group: &[SearchEntry]) -> Vec<Comparison> {
+    let Some((base, others)) = group.split_first() else {
+        return Vec::new();
+    };
+    let Some(base_goal) = base.goals.first() else {
+        return Vec::new();
+    };
+    others
+        .iter()
+        .filter_map(|s| {
+            let goal = s.goals.first()?;
+            let over = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
+            Some(Comparison {
+                cpi: s.cpi.clone(),
+                repeat: s.repeat,
+                goal: goal.goal.name.clone(),
+                system: s.system.clone(),
+                baseline: base.system.clone(),
+                ratio: over(goal.lower, base_goal.lower),
+                ratio_low: over(goal.lower, base_goal.upper),
+                ratio_high: over(goal.upper, base_goal.lower),
+            })
+        })
+        .collect()
+}
+
+/// One comparison as the sweep prints it.
+pub fn comparison_line(c: &Comparison) -> String {
+    let num = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    format!(
+        "ratio {} #{} ({} goal): {} / {} = {} (bounds allow {} to {})",
+        c.cpi,
+        c.repeat,
+        c.goal,
+        c.system,
+        c.baseline,
+        num(c.ratio),
+        num(c.ratio_low),
+        num(c.ratio_high)
+    )
+}
+
+/// The sweep's table: a header (with the bounds' columns when `with_bounds`), its rows, and a
+/// line per spread of repeated searches and per comparison of systems searched side by side.
+pub fn table(file: &SweepFile, rows: &[String], with_bounds: bool) -> String {
+    let searched = file.searches.iter().find(|s| s.skipped.is_none());
+    let unit = searched.map_or("CPI/s", |s| s.unit.as_str());
+    let goals: Vec<&str> = searched
+        .map(|s| s.goals.iter().map(|g| g.goal.name.as_str()).collect())
+        .unwrap_or_default();
+    let first = goals.first().copied().unwrap_or("first");
     let bounds_header = if with_bounds {
-        " ingest-only CPI/s | kernel-only CPI/s | sustained / min(bounds) |"
+        format!(" ingest-only {unit} | kernel-only {unit} | sustained / min(bounds) |")
     } else {
-        ""
+        String::new()
     };
     let mut text = format!(
-        "| system | CPI | sustained CPI/s | bracket (pass, fail) CPI/s | latency budget | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, outcome |{bounds_header}\n|---|---|---|---|---|---|---|---|---|---|{}\n",
+        "| system | frame | {first} goal, {unit} | other goals, {unit} | bounds (lower, upper) | latency budget | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, time, answer |{bounds_header}\n|---|---|---|---|---|---|---|---|---|---|---|{}\n",
         if with_bounds { "---|---|---|" } else { "" }
     );
     for row in rows {
         text += row;
         text.push('\n');
     }
-    if !spreads.is_empty() {
+    if !file.spreads.is_empty() || !file.comparisons.is_empty() {
         text.push('\n');
-        for spread in spreads {
-            text += &spread_line(spread);
+        for spread in &file.spreads {
+            text += &spread_line(spread, unit);
+            text.push('\n');
+        }
+        for comparison in &file.comparisons {
+            text += &comparison_line(comparison);
             text.push('\n');
         }
     }
@@ -133,7 +184,19 @@ pub fn table(rows: &[String], with_bounds: bool, spreads: &[Spread]) -> String {
 /// One row of the sweep's table.
 pub fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> String {
     let rate = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.1}"));
-    let bracket = format!("{}, {}", rate(s.highest_pass), rate(s.lowest_fail));
+    let answer = s.goals.first();
+    let bracket = format!(
+        "{}, {}",
+        rate(answer.and_then(|g| g.lower)),
+        rate(answer.and_then(|g| g.upper))
+    );
+    let others = s
+        .goals
+        .iter()
+        .skip(1)
+        .map(|g| format!("{} {}", g.goal.name, rate(g.lower)))
+        .collect::<Vec<_>>()
+        .join(", ");
     let budget = s.latency_budget.to_string();
     let trials = s.trials.len();
     let invalid = s
@@ -142,28 +205,38 @@ pub fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> S
         .filter(|t| t.status == TrialStatus::Invalid)
         .count();
     let trials = if invalid > 0 {
-        format!("{trials} ({invalid} invalid)")
+        format!("{trials} ({invalid} unoffered)")
     } else {
         trials.to_string()
     };
+    let time = format!("{:.0} s", s.wall_seconds);
     let outcome = &s.outcome;
-    let at_result = s.sustained_cpi_per_s.and_then(|r| {
+    // The last full-length trial at the answer: its latency and CPU use.
+    let at_result = s.sustained_rate.and_then(|r| {
         s.trials
             .iter()
             .rev()
-            .find(|t| t.rate == r && t.status == TrialStatus::Passed)
+            .find(|t| t.rate == r && t.stage == Stage::Final && t.loss_ratio.is_some())
     });
     let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
-    let mut row = match (s.sustained_cpi_per_s, at_result) {
+    let gbit = |rate: f64| {
+        if s.unit == "CPI/s" {
+            format!("{:.2}", rate * (cpi.cells() * 4 * 8) as f64 / 1e9)
+        } else {
+            "n/a".into()
+        }
+    };
+    let shape = &s.cpi;
+    let mut row = match (s.sustained_rate, at_result) {
         (Some(rate), Some(t)) => format!(
-            "| {label} | {cpi} | {rate:.1} | {bracket} | {budget} | {:.2} | {} | {} | {} | {trials}, {outcome} |",
-            rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+            "| {label} | {shape} | {rate:.1} | {others} | {bracket} | {budget} | {} | {} | {} | {} | {trials}, {time}, {outcome} |",
+            gbit(rate),
             num(t.latency.as_ref().map(|l| l.p50_ms)),
             num(t.latency.as_ref().map(|l| l.p999_ms)),
             num(t.cores_used),
         ),
         _ => format!(
-            "| {label} | {cpi} | none | {bracket} | {budget} | | | | | {trials}, {outcome} |"
+            "| {label} | {shape} | none | {others} | {bracket} | {budget} | | | | | {trials}, {time}, {outcome} |"
         ),
     };
     if with_bounds {
@@ -188,15 +261,17 @@ pub fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> S
     row
 }
 
-/// Writes one search's trials to `out/trials-NAME-CPI-REPEAT.csv`, a row per trial.
+/// Writes one search's trials to `out/trials-NAME-FRAME-REPEAT.csv` (the frame: the CPI, or
+/// a recording's shape), a row per trial.
 pub(super) fn write_csv(
     out: &Path,
     name: &str,
-    cpi: Cpi,
+    frame: &str,
     repeat: u32,
     runs: &[TrialRun],
+    config: &BisectConfig,
 ) -> Result<(), BisectError> {
-    let path = out.join(format!("trials-{name}-{cpi}-{repeat}.csv"));
+    let path = out.join(format!("trials-{name}-{frame}-{repeat}.csv"));
     let file = fs::File::create(&path).map_err(|source| BisectError::Io {
         action: "create",
         path: path.clone(),
@@ -210,7 +285,11 @@ pub(super) fn write_csv(
     csv.write_record([
         "trial",
         "rate",
+        "goal",
+        "stage",
         "phase",
+        "duration_s",
+        "loss_ratio",
         "status",
         "processed_rate",
         "post_cpi_p99_ms",
@@ -218,10 +297,12 @@ pub(super) fn write_csv(
         "frames_completed",
         "partial",
         "dropped",
+        "over_budget",
         "sender_max_lag_ms",
         "failures",
     ])
     .map_err(csv_error)?;
+    let goals = config.search_goals();
     for (i, t) in runs.iter().enumerate() {
         let m = t.measurement.as_ref();
         let status = match &t.judgement {
@@ -241,7 +322,16 @@ pub(super) fn write_csv(
         csv.write_record([
             i.to_string(),
             format!("{:.3}", t.rate),
-            t.phase.to_string(),
+            t.request
+                .and_then(|r| goals.get(r.goal))
+                .map_or_else(String::new, |g| g.name.clone()),
+            t.request.map_or_else(String::new, |r| match r.stage {
+                Stage::Coarse => "coarse".into(),
+                Stage::Final => "final".into(),
+            }),
+            t.request.map_or_else(String::new, |r| r.phase.to_string()),
+            format!("{:.3}", t.duration_s),
+            t.loss_ratio.map_or_else(String::new, |l| format!("{l:.6}")),
             status.to_string(),
             format!("{:.3}", m.map_or(0.0, |m| m.processed_rate)),
             format!(
@@ -252,6 +342,7 @@ pub(super) fn write_csv(
             m.map_or(0, |m| m.frames_completed).to_string(),
             m.map_or(0, |m| m.partial_frames).to_string(),
             m.map_or(0, |m| m.dropped_frames).to_string(),
+            m.map_or(0, |m| m.frames_over_budget).to_string(),
             t.sender
                 .as_ref()
                 .map_or(String::new(), |s| format!("{:.3}", s.max_lag_ms)),
@@ -304,17 +395,21 @@ mod tests {
             cpi: "1024x128".into(),
             repeat: 0,
             skipped: None,
-            real_time_cpi_per_s: 156.25,
+            unit: "CPI/s".into(),
+            real_time_rate: 156.25,
             latency_budget: LatencyBudget::OneCpiPeriod,
             start_rate: 156.25,
             pipelines: 1,
             pipeline_mode: "thread".into(),
-            sustained_cpi_per_s: sustained,
-            aggregate_sustained_cpi_per_s: sustained,
-            highest_pass: sustained,
-            lowest_fail: sustained.map(|r| r * 1.02),
-            outcome: "converged".into(),
-            outcome_kind: "converged".into(),
+            sustained_rate: sustained,
+            aggregate_sustained_rate: sustained,
+            outcome: "regular".into(),
+            outcome_kind: "regular".into(),
+            goals: Vec::new(),
+            loads: Vec::new(),
+            trial_seconds: 0.0,
+            wall_seconds: 0.0,
+            sender_ceiling: None,
             probes: probe_medians
                 .iter()
                 .map(|&m| {
@@ -368,7 +463,7 @@ mod tests {
         // Probe medians 300..450 around a median of 300: the machine spread 50%.
         assert!((s.machine_spread.unwrap() - 0.5).abs() < 1e-12);
         assert!(s.within_noise);
-        let line = spread_line(s);
+        let line = spread_line(s, "CPI/s");
         assert_eq!(
             line,
             "spread all-cpu 1024x128: 4 searches, 3 measured, sustained CPI/s min 400.0, median 450.0, \
@@ -382,7 +477,7 @@ mod tests {
             search("all-cpu", Some(500.0), &[300.0, 302.0]),
         ];
         let s = &super::spreads(&steady)[0];
-        assert!(!s.within_noise && !spread_line(s).contains("within"));
+        assert!(!s.within_noise && !spread_line(s, "CPI/s").contains("within"));
 
         // The same steady probes, but the kernels alone ran 30% faster after a search than
         // before it (a spread of 300 / 1300): the machine moved more than the rates did.
@@ -397,6 +492,6 @@ mod tests {
             "{s:?}"
         );
         assert_eq!(s.machine_spread, s.bounds_spread);
-        assert!(s.within_noise, "{}", spread_line(s));
+        assert!(s.within_noise, "{}", spread_line(s, "CPI/s"));
     }
 }

@@ -14,9 +14,9 @@ use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 
 use crate::rate::sweep::TrialLatency;
 use crate::rate::sweep::{SUT_TRIAL_SCHEMA, SutTrialLatency, SutTrialReport};
-use crate::rate::{Gates, LatencyBudget, Phase, TrialMeasurement, judge};
+use crate::rate::{Gates, LatencyBudget, TrialMeasurement, TrialRequest, judge, loss_ratio};
 
-use super::trial::{judge_sender, send};
+use super::trial::{frames_over, judge_sender, send};
 use super::{BisectConfig, TrialError, TrialFigures, TrialRun, Trials, failed};
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
@@ -26,12 +26,13 @@ pub(super) fn sut_trial(
     ctx: &Trials<'_>,
     command: &str,
     cpi: Cpi,
-    rate: f64,
+    request: &TrialRequest,
     dir: &Path,
     index: usize,
 ) -> Result<TrialRun, TrialError> {
     let config = ctx.config;
-    let (warmup, frames) = ctx.begin_trial(dir, rate)?;
+    let rate = request.load;
+    let (warmup, frames, duration_s) = ctx.begin_trial(dir, request)?;
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
@@ -83,6 +84,7 @@ pub(super) fn sut_trial(
             &mut sut,
             failed(
                 rate,
+                duration_s,
                 format!("the system under test never listened on port {port}"),
             ),
         );
@@ -100,7 +102,7 @@ pub(super) fn sut_trial(
         &send_report,
     )? {
         Ok(sender) => sender,
-        Err(why) => return finish(&mut sut, failed(rate, why)),
+        Err(why) => return finish(&mut sut, failed(rate, duration_s, why)),
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
@@ -119,6 +121,7 @@ pub(super) fn sut_trial(
             &mut sut,
             failed(
                 rate,
+                duration_s,
                 "the system under test did not exit within 30 s of the last packet".into(),
             ),
         );
@@ -126,14 +129,14 @@ pub(super) fn sut_trial(
     ctx.stop.remove(sut.id());
     let verifier = match verify_file(config, cpi, frames, &detections) {
         Ok(v) => v,
-        Err(why) => return Ok(failed(rate, why)),
+        Err(why) => return Ok(failed(rate, duration_s, why)),
     };
     let summary = verifier.summary();
     let completed = frames.saturating_sub(summary.frames_missing);
     let latency = match &send_times {
         Some(sent) => match sut_latency(sent, &done_times, warmup) {
             Ok(latency) => Some(latency),
-            Err(why) => return Ok(failed(rate, why)),
+            Err(why) => return Ok(failed(rate, duration_s, why)),
         },
         None => None,
     };
@@ -151,6 +154,7 @@ pub(super) fn sut_trial(
         post_cpi_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
         post_cpi_trend: latency.as_ref().map_or(0.0, |l| l.trend),
         window,
+        frames_over_budget: 0,
     };
     // Without the SUT's completion times there is no latency to judge.
     let gates = match latency {
@@ -162,7 +166,16 @@ pub(super) fn sut_trial(
             ..config.gates(cpi)
         },
     };
+    let budget = gates.latency_budget.at(rate);
+    let measurement = TrialMeasurement {
+        frames_over_budget: latency
+            .as_ref()
+            .and_then(|l| l.summary.histogram.as_deref())
+            .map_or(0, |h| frames_over(h, budget).unwrap_or(frames)),
+        ..measurement
+    };
     let verdict = judge(&measurement, &gates);
+    let loss = loss_ratio(&measurement, &verdict);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let cores_used = cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9);
     let report = SutTrialReport {
@@ -190,10 +203,13 @@ pub(super) fn sut_trial(
         stages: Vec::new(),
         cores_used: Some(cores_used),
     };
+    let judgement = judge_sender(verdict, Some(&sender), rate, config.max_sender_lag_ms);
     Ok(TrialRun {
         rate,
-        phase: Phase::ProbeUp,
-        judgement: judge_sender(verdict, Some(&sender), rate, config.max_sender_lag_ms),
+        request: Some(*request),
+        loss_ratio: judgement.verdict().map(|_| loss),
+        judgement,
+        duration_s,
         measurement: Some(measurement),
         figures: Some(figures),
         report_path: Some(report_path),

@@ -19,7 +19,9 @@ use serde_json::Value;
 #[cfg(test)]
 use crate::rate::LatencyBudget;
 use crate::rate::sweep::{SenderEntry, StageTime, TrialLatency};
-use crate::rate::{Failure, Gates, Judgement, Phase, TrialMeasurement, Verdict, judge};
+use crate::rate::{
+    Failure, Gates, Judgement, TrialMeasurement, TrialRequest, Verdict, judge, loss_ratio,
+};
 
 use super::{TrialError, TrialFigures, TrialRun, Trials, failed};
 
@@ -28,12 +30,13 @@ pub(super) fn trial(
     ctx: &Trials<'_>,
     placement: &Path,
     cpi: Cpi,
-    rate: f64,
+    request: &TrialRequest,
     dir: &Path,
     index: usize,
 ) -> Result<TrialRun, TrialError> {
     let config = ctx.config;
-    let (warmup, frames) = ctx.begin_trial(dir, rate)?;
+    let rate = request.load;
+    let (warmup, frames, duration_s) = ctx.begin_trial(dir, request)?;
     let report_path = dir.join(format!("trial-{index}.json"));
     let ready_path = dir.join(format!("trial-{index}.ready"));
     let _ = fs::remove_file(&report_path);
@@ -82,6 +85,7 @@ pub(super) fn trial(
             ctx.stop.remove(receiver.id());
             return Ok(failed(
                 rate,
+                duration_s,
                 format!("the receiver did not start: {stderr}"),
             ));
         }
@@ -110,7 +114,7 @@ pub(super) fn trial(
     for result in sent {
         match result? {
             Ok(sender) => senders.push(sender),
-            Err(why) => return Ok(failed(rate, why)),
+            Err(why) => return Ok(failed(rate, duration_s, why)),
         }
     }
     let sender = worst_sender(&senders);
@@ -119,22 +123,28 @@ pub(super) fn trial(
         Err(why) => {
             return Ok(failed(
                 rate,
+                duration_s,
                 format!("the receiver exited ({status}) {why}"),
             ));
         }
     };
-    let (measurement, mut verdict) = judge_pipelines(&report, rate, frames, &config.gates(cpi));
+    let (measurement, mut verdict, mut loss) =
+        judge_pipelines(&report, rate, frames, &config.gates(cpi));
     if ctx.mps.is_some() {
         let not_clients = mps_failures(&report);
         if !not_clients.is_empty() {
             verdict.passed = false;
             verdict.failures.extend(not_clients);
+            loss = 1.0;
         }
     }
+    let judgement = judge_sender(verdict, sender.as_ref(), rate, config.max_sender_lag_ms);
     Ok(TrialRun {
         rate,
-        phase: Phase::ProbeUp,
-        judgement: judge_sender(verdict, sender.as_ref(), rate, config.max_sender_lag_ms),
+        request: Some(*request),
+        loss_ratio: judgement.verdict().map(|_| loss),
+        judgement,
+        duration_s,
         measurement: Some(measurement),
         figures: Some(figures(report.representative())),
         report_path: Some(report_path),
@@ -171,10 +181,10 @@ pub(super) fn worst_sender(senders: &[SenderEntry]) -> Option<SenderEntry> {
 /// Below this fraction of the offered rate, the sender could not offer the rate at all.
 const SENDER_LIMIT_RATIO: f64 = 0.95;
 
-/// The trial's judgement: a failure naming the sender's limit when the sender reached less
-/// than 95% of the offered rate; otherwise its verdict, unless the sender fell further behind its schedule
-/// than `max_lag_ms` or was kept off the CPU (descheduled) longer than that, in which case
-/// the load generator decided the trial and it is invalid.
+/// The trial's judgement: its verdict, unless the load generator did not offer the rate: it
+/// reached less than 95% of it, fell further behind its schedule than `max_lag_ms`, or was
+/// kept off the CPU (descheduled) longer than that. Such a trial is invalid: it says nothing
+/// of the system, and the search retries it or takes the rate for the sender's limit here.
 pub(super) fn judge_sender(
     verdict: Verdict,
     sender: Option<&SenderEntry>,
@@ -188,14 +198,13 @@ pub(super) fn judge_sender(
         Some(SenderEntry {
             sent_cpi_per_s: Some(achieved),
             ..
-        }) if *achieved < SENDER_LIMIT_RATIO * offered => {
-            let mut failures = verdict.failures;
-            failures.push(Failure::SenderLimit {
+        }) if *achieved < SENDER_LIMIT_RATIO * offered => Judgement::Invalid(
+            Failure::SenderLimit {
                 offered,
                 achieved: *achieved,
-            });
-            Judgement::Verdict(Verdict::from_failures(failures))
-        }
+            }
+            .to_string(),
+        ),
         Some(s) if beyond(s.max_lag_ms) => Judgement::Invalid(format!(
             "the sender fell {:.3} ms behind its schedule, more than {max_lag_ms} ms \
              (kept off the CPU up to {:.3} ms, {} involuntary switches)",
@@ -290,24 +299,27 @@ fn figures(report: Option<&RunReport>) -> TrialFigures {
 }
 
 /// Judges a run's report: one pipeline's, or every pipeline's of a several-pipeline report (a
-/// trial passes only if all pass; failures name their pipeline). The measurement kept is the
-/// slowest pipeline's.
+/// trial passes only if all pass; failures name their pipeline), with the fraction of frames
+/// lost (the worst pipeline's). The measurement kept is the slowest pipeline's.
 fn judge_pipelines(
     report: &TrialReport,
     rate: f64,
     frames: u64,
     gates: &Gates,
-) -> (TrialMeasurement, Verdict) {
+) -> (TrialMeasurement, Verdict, f64) {
+    let budget = gates.latency_budget.at(rate);
     let pipelines = match report {
         TrialReport::One(report) => {
-            let measurement = measure(report, rate, frames);
+            let measurement = measure(report, rate, frames, budget);
             let verdict = judge(&measurement, gates);
-            return (measurement, verdict);
+            let loss = loss_ratio(&measurement, &verdict);
+            return (measurement, verdict, loss);
         }
         TrialReport::Several(multi) => &multi.pipelines,
     };
     let mut verdict = Verdict::pass();
     let mut slowest: Option<TrialMeasurement> = None;
+    let mut worst_loss: f64 = 0.0;
     for (i, entry) in pipelines.iter().enumerate() {
         let r = match entry {
             PipelineEntry::Failed(failure) => {
@@ -316,12 +328,14 @@ fn judge_pipelines(
                     i,
                     Box::new(Failure::SystemFailed(failure.error.clone())),
                 ));
+                worst_loss = 1.0;
                 continue;
             }
             PipelineEntry::Ran(r) => r,
         };
-        let m = measure(r, rate, frames);
+        let m = measure(r, rate, frames, budget);
         let v = judge(&m, gates);
+        worst_loss = worst_loss.max(loss_ratio(&m, &v));
         if !v.passed {
             verdict.passed = false;
             verdict.failures.extend(
@@ -338,7 +352,10 @@ fn judge_pipelines(
         }
     }
     let measurement = slowest.unwrap_or_else(|| nothing_measured(rate, frames));
-    (measurement, verdict)
+    if pipelines.is_empty() {
+        worst_loss = 1.0;
+    }
+    (measurement, verdict, worst_loss)
 }
 
 /// Under `--mps on`: a failure for each pipeline that uses a GPU (its report's `mps` is not
@@ -478,7 +495,7 @@ pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, S
 /// modules and plans first).
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn measure(report: &RunReport, rate: f64, frames_sent: u64) -> TrialMeasurement {
+fn measure(report: &RunReport, rate: f64, frames_sent: u64, budget: Duration) -> TrialMeasurement {
     let latency = &report.latency;
     TrialMeasurement {
         offered_rate: rate,
@@ -491,7 +508,26 @@ fn measure(report: &RunReport, rate: f64, frames_sent: u64) -> TrialMeasurement 
         post_cpi_p99: Duration::from_secs_f64(latency.post_cpi.p99_ms.max(0.0) / 1e3),
         post_cpi_trend: latency.post_cpi_trend_ms_per_s / 1e3,
         window: Duration::from_secs_f64(report.wall_s.max(0.0)),
+        frames_over_budget: latency
+            .post_cpi
+            .histogram
+            .as_deref()
+            .map_or(0, |h| frames_over(h, budget).unwrap_or(frames_sent)),
     }
+}
+
+/// How many of a base64 HdrHistogram's latencies (ns) exceed `budget` (each bucket judged at
+/// its median value); `None` when the histogram cannot be decoded (the caller then counts
+/// every frame as over: fails closed).
+pub(super) fn frames_over(histogram: &str, budget: Duration) -> Option<u64> {
+    let h = crate::rate::gates::decode_histogram(histogram).ok()?;
+    let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+    Some(
+        h.iter_recorded()
+            .filter(|v| h.median_equivalent(v.value_iterated_to()) > budget_ns)
+            .map(|v| v.count_at_value())
+            .sum(),
+    )
 }
 
 /// The measurement of a trial none of whose pipelines ran.
@@ -507,6 +543,7 @@ fn nothing_measured(rate: f64, frames_sent: u64) -> TrialMeasurement {
         post_cpi_p99: Duration::ZERO,
         post_cpi_trend: 0.0,
         window: Duration::ZERO,
+        frames_over_budget: 0,
     }
 }
 
@@ -540,13 +577,13 @@ mod tests {
     fn every_pipeline_is_judged_and_failures_name_it() {
         let gates = Gates::new(LatencyBudget::OneCpiPeriod);
         let one = TrialReport::One(Box::new(report(100, 100.0, 1.0)));
-        let (_, verdict) = judge_pipelines(&one, 100.0, 100, &gates);
+        let (_, verdict, _) = judge_pipelines(&one, 100.0, 100, &gates);
         assert!(verdict.passed, "{verdict}");
         let two = several(vec![
             ran(report(100, 100.0, 1.0)),
             ran(report(90, 90.0, 1.0)),
         ]);
-        let (slowest, verdict) = judge_pipelines(&two, 100.0, 100, &gates);
+        let (slowest, verdict, _) = judge_pipelines(&two, 100.0, 100, &gates);
         assert!(!verdict.passed);
         assert_eq!(slowest.processed_rate, 90.0, "the slowest pipeline is kept");
         assert!(
@@ -562,7 +599,7 @@ mod tests {
                 error: "no GPU".into(),
             }),
         ]);
-        let (_, verdict) = judge_pipelines(&broken, 100.0, 100, &gates);
+        let (_, verdict, loss) = judge_pipelines(&broken, 100.0, 100, &gates);
         assert_eq!(
             verdict
                 .failures
@@ -571,6 +608,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["pipeline 1: the trial failed to run: no GPU"]
         );
+        // A pipeline that did not run lost every frame.
+        assert_eq!(loss, 1.0);
     }
 
     #[test]
@@ -715,23 +754,17 @@ mod tests {
             judge_sender(Verdict::pass(), Some(&nan), 100.0, 5.0),
             Judgement::Invalid(_)
         ));
-        // A sender that reached only 80 of 100 CPI/s bounds the search, naming itself.
+        // A sender that reached only 80 of 100 CPI/s did not offer the rate, and says so: the
+        // search retries it, then takes it for the sender's limit here.
         let slow = SenderEntry {
             sent_cpi_per_s: Some(80.0),
             ..on_time.clone()
         };
-        let Judgement::Verdict(v) = judge_sender(Verdict::pass(), Some(&slow), 100.0, 5.0) else {
-            panic!("a sender-limited trial is judged");
+        let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&slow), 100.0, 5.0) else {
+            panic!("a sender-limited trial is not judged");
         };
         assert_eq!(
-            v.failures,
-            [Failure::SenderLimit {
-                offered: 100.0,
-                achieved: 80.0
-            }]
-        );
-        assert_eq!(
-            v.failures[0].to_string(),
+            why,
             "the sender could not offer 100.000 CPI/s here (it reached 80.000)"
         );
         let worst = worst_sender(&[on_time, late]).unwrap();

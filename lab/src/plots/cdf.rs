@@ -10,9 +10,7 @@
 use std::path::Path;
 
 use crate::rate::sweep::{SearchEntry, TrialStatus};
-use base64::Engine as _;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
@@ -22,12 +20,7 @@ use super::{PlotError, REFERENCE, Sweep, colour, same_rate};
 
 /// Decodes a base64 HdrHistogram V2 (deflate) record.
 pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|e| format!("the histogram is not base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("the histogram is not an HdrHistogram V2 record: {e:?}"))
+    crate::rate::gates::decode_histogram(text)
 }
 
 /// The histogram of `search`'s first judged trial at its start rate: `Ok(None)` when that
@@ -47,8 +40,8 @@ fn start_histogram(search: &SearchEntry) -> Result<Option<Histogram<u64>>, PlotE
         .map(Some)
         .map_err(|message| PlotError::Histogram {
             at: format!(
-                "{} at {} (repeat {}), trial at {} CPI/s",
-                search.system, search.cpi, search.repeat, trial.rate
+                "{} at {} (repeat {}), trial at {} {}",
+                search.system, search.cpi, search.repeat, trial.rate, search.unit
             ),
             message,
         })
@@ -78,6 +71,7 @@ struct Curve {
 
 /// Writes the plot to `path`.
 pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
+    let unit = sweep.unit();
     let mut curves = Vec::new();
     let mut missing = Vec::new();
     let mut budgets: Vec<(f64, String)> = Vec::new();
@@ -109,12 +103,12 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             String::new()
         };
         curves.push(Curve {
-            label: format!("{} at {} CPI/s{runs}", g.label(), fmt_num(rate)),
+            label: format!("{} at {} {unit}{runs}", g.label(), fmt_num(rate)),
             colour: i,
             points: steps(&h),
         });
         let budget = g.budget().at(rate).as_secs_f64() * 1e3;
-        let text = format!("budget at {} CPI/s: {} ms", fmt_num(rate), fmt_num(budget));
+        let text = format!("budget at {} {unit}: {} ms", fmt_num(rate), fmt_num(budget));
         if budget.is_finite() && !budgets.iter().any(|(_, t)| *t == text) {
             budgets.push((budget, text));
         }

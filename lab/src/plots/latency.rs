@@ -1,18 +1,19 @@
 //! `latency.svg`: post-CPI p99 against offered rate, every trial of every search.
 //!
 //! Each trial is one marker, in its system and CPI's colour, never joined to the others (the
-//! search order says nothing about the system): passed is a filled circle, failed a cross,
-//! invalid (retried) a hollow circle; a trial without a latency sits on the top edge. Each
+//! search order says nothing about the system): low-loss for the search's first goal is a
+//! filled circle, high-loss a cross, not offered (the sender could not) a hollow circle; a
+//! trial without a latency sits on the top edge. Each
 //! distinct latency budget is a dashed grey line evaluated over the whole rate axis. Axes are
 //! logarithmic where their values span more than 20x.
 
 use std::path::Path;
 
-use crate::rate::sweep::TrialStatus;
+use crate::rate::sweep::{SearchEntry, TrialEntry};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::axis::Axis;
+use super::axis::{Axis, fmt_num};
 use super::frame::{
     AXIS_FONT, LegendEntry, Marker, Page, Swatch, draw_marker, draw_page, font, house_style,
 };
@@ -21,12 +22,14 @@ use super::{PlotError, REFERENCE, Sweep, colour};
 /// Dash patterns (dash, gap) of successive budget lines.
 const DASHES: [(u32, u32); 3] = [(8, 5), (3, 4), (14, 4)];
 
-/// How a trial of `status` is drawn, and whether it has a latency to place it by.
-pub fn marker(status: TrialStatus, has_latency: bool) -> Marker {
-    match status {
-        TrialStatus::Passed if has_latency => Marker::Filled,
-        TrialStatus::Passed | TrialStatus::Failed => Marker::Cross,
-        TrialStatus::Invalid => Marker::Hollow,
+/// How a trial of `search` is drawn: by its loss ratio against the search's first goal's,
+/// and whether it has a latency to place it by.
+pub fn marker(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Marker {
+    let goal_loss = search.goals.first().map_or(0.0, |g| g.goal.loss_ratio);
+    match trial.loss_ratio {
+        None => Marker::Hollow,
+        Some(loss) if loss <= goal_loss && has_latency => Marker::Filled,
+        Some(_) => Marker::Cross,
     }
 }
 
@@ -36,11 +39,12 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         sweep.groups.iter().enumerate().flat_map(|(i, g)| {
             g.searches
                 .iter()
-                .flat_map(move |s| s.trials.iter().map(move |t| (i, t)))
+                .flat_map(move |s| s.trials.iter().map(move |t| (i, *s, t)))
         })
     };
+    let unit = sweep.unit();
     let x = Axis::fit(
-        trials().map(|(_, t)| t.rate).filter(|r| *r > 0.0),
+        trials().map(|(_, _, t)| t.rate).filter(|r| *r > 0.0),
         true,
         true,
         0.05,
@@ -50,7 +54,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     // A budget that follows 1/R is unbounded towards rate 0, where a linear axis starts: the
     // line covers only the rates near those tried, and never sets the latency axis alone.
     let lowest_rate = trials()
-        .map(|(_, t)| t.rate)
+        .map(|(_, _, t)| t.rate)
         .filter(|r| *r > 0.0)
         .fold(f64::INFINITY, f64::min);
     let budget_from = if x.lo > 0.0 {
@@ -62,7 +66,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     };
     let y = Axis::fit(
         trials()
-            .filter_map(|(_, t)| t.latency.as_ref().map(|l| l.p99_ms))
+            .filter_map(|(_, _, t)| t.latency.as_ref().map(|l| l.p99_ms))
             .chain(
                 budgets
                     .iter()
@@ -99,15 +103,32 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             format!("budget{at}: {b}"),
         ));
     }
+    let goal = sweep
+        .groups
+        .first()
+        .and_then(|g| g.searches[0].goals.first())
+        .map_or_else(
+            || "the first goal".to_string(),
+            |g| {
+                format!(
+                    "the {} goal (at most {}% of frames lost)",
+                    g.goal.name,
+                    fmt_num(g.goal.loss_ratio * 100.0)
+                )
+            },
+        );
     legend.extend([
-        LegendEntry::new(Swatch::Marker(Marker::Filled, BLACK), "passed"),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Filled, BLACK),
+            format!("low-loss for {goal}"),
+        ),
         LegendEntry::new(
             Swatch::Marker(Marker::Cross, BLACK),
-            "failed (on the top edge: no latency measured)",
+            "high-loss (on the top edge: no latency measured)",
         ),
         LegendEntry::new(
             Swatch::Marker(Marker::Hollow, BLACK),
-            "invalid (retried: says nothing about the system)",
+            "not offered: the sender could not (says nothing about the system)",
         ),
     ]);
     let notes = sweep.notes();
@@ -128,9 +149,9 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             chart
                 .configure_mesh()
                 .x_desc(if x.log {
-                    "offered rate, CPI/s (log)"
+                    format!("offered rate, {unit} (log)")
                 } else {
-                    "offered rate, CPI/s"
+                    format!("offered rate, {unit}")
                 })
                 .y_desc(if y.log {
                     "post-CPI p99, ms (log)"
@@ -160,7 +181,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
 
         let base = area.get_base_pixel();
         let mut any = false;
-        for (i, t) in trials() {
+        for (i, s, t) in trials() {
             if !t.rate.is_finite() {
                 continue;
             }
@@ -172,7 +193,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                 .filter(|v| v.is_finite());
             let at = chart.backend_coord(&(x.pos(t.rate), p99.map_or(y.top(), |v| y.pos(v))));
             let at = (at.0 - base.0, at.1 - base.1);
-            draw_marker(area, marker(t.status, p99.is_some()), at, colour(i))?;
+            draw_marker(area, marker(s, t, p99.is_some()), at, colour(i))?;
         }
         if !any {
             let centre =

@@ -1,13 +1,18 @@
 //! The pictures of a sweep, from its typed results files ([`SweepFile`]): what `kplace plot`
 //! and `kplace bisect-rate` write beside the results.
 //!
-//! [`write_all`] writes four SVGs (plotters' SVG backend without font features: text stays
-//! `<text>` elements for the viewer to render):
+//! [`write_all`] writes five SVGs (plotters' SVG backend without font features: text stays
+//! `<text>` elements for the viewer to render), every rate in the sweep's unit (CPI/s for the
+//! radar, frames/s for a recording):
 //!
 //! - `latency.svg` (`latency`): post-CPI p99 against offered rate, every trial a marker by
-//!   status, the latency budget as a line;
-//! - `sustained.svg` (`sustained`): the sustained rate per CPI and system, median and range
-//!   over repeats, against the CPI's real-time rate;
+//!   what the first goal counts of it (low-loss, high-loss, not offered), the latency budget
+//!   as a line;
+//! - `sustained.svg` (`sustained`): the first goal's answer per frame and system, median and
+//!   range over repeats, every other goal's answer marked on the bar, against the workload's
+//!   real-time rate;
+//! - `loads.svg` (`loads`): every load a search measured, classified for every goal, each
+//!   goal's answer ringed;
 //! - `cdf.svg` (`cdf`): the post-CPI latency distribution of each system at the common
 //!   start rate;
 //! - `stages.svg` (`stages`): per-stage time per frame at the sustained rate.
@@ -24,6 +29,7 @@ mod axis;
 mod cdf;
 mod frame;
 mod latency;
+mod loads;
 mod read;
 mod stages;
 mod sustained;
@@ -111,9 +117,15 @@ pub fn colour(i: usize) -> RGBColor {
 }
 
 /// The file names [`write_all`] writes, in order.
-pub const FILES: [&str; 4] = ["latency.svg", "sustained.svg", "cdf.svg", "stages.svg"];
+pub const FILES: [&str; 5] = [
+    "latency.svg",
+    "sustained.svg",
+    "cdf.svg",
+    "stages.svg",
+    "loads.svg",
+];
 
-/// Writes the four plots of `files`' searches (merged, in order) into `out` (created if
+/// Writes the five plots of `files`' searches (merged, in order) into `out` (created if
 /// needed) and returns their paths.
 pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>, PlotError> {
     std::fs::create_dir_all(out).map_err(|source| PlotError::Directory {
@@ -126,6 +138,7 @@ pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>, PlotEr
     sustained::write(&paths[1], &sweep)?;
     cdf::write(&paths[2], &sweep)?;
     stages::write(&paths[3], &sweep)?;
+    loads::write(&paths[4], &sweep)?;
     Ok(paths)
 }
 
@@ -184,6 +197,13 @@ impl<'a> Sweep<'a> {
             g.searches.sort_by_key(|s| s.repeat);
         }
         Self { groups, skipped }
+    }
+
+    /// The unit of the sweep's rates: the first search's (`CPI/s` when nothing was searched).
+    pub fn unit(&self) -> &'a str {
+        self.groups
+            .first()
+            .map_or("CPI/s", |g| g.searches[0].unit.as_str())
     }
 
     /// The CPIs searched, in order.

@@ -1,6 +1,6 @@
 //! `stages.svg`: where each system spends a frame, stage by stage, at its sustained rate.
 //!
-//! One stacked bar per system and CPI, one segment per stage, from the last passed trial at
+//! One stacked bar per system and CPI, one segment per stage, from the last full-length trial at
 //! the sustained rate of the repeat whose rate is the median (the lower middle of an even
 //! count). A GPU stage counts its GPU stream time per frame where it was profiled, its host
 //! time otherwise. Segments are coloured per stage and device class (`cpu`, `gpu`). A system
@@ -8,7 +8,8 @@
 
 use std::path::Path;
 
-use crate::rate::sweep::{SearchEntry, StageTime, TrialEntry, TrialStatus};
+use crate::rate::Stage;
+use crate::rate::sweep::{SearchEntry, StageTime, TrialEntry};
 use plotters::prelude::*;
 use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, VPos};
@@ -45,11 +46,7 @@ fn chosen<'a>(group: &Group<'a>) -> Chosen<'a> {
     let mut found: Vec<(&SearchEntry, f64)> = group
         .searches
         .iter()
-        .filter_map(|s| {
-            s.sustained_cpi_per_s
-                .filter(|r| r.is_finite())
-                .map(|r| (*s, r))
-        })
+        .filter_map(|s| s.sustained_rate.filter(|r| r.is_finite()).map(|r| (*s, r)))
         .collect();
     found.sort_by(|a, b| a.1.total_cmp(&b.1));
     let Some(&(search, rate)) = found.get(found.len().saturating_sub(1) / 2) else {
@@ -59,8 +56,8 @@ fn chosen<'a>(group: &Group<'a>) -> Chosen<'a> {
         .trials
         .iter()
         .rev()
-        .find(|t| t.status == TrialStatus::Passed && same_rate(t.rate, rate))
-        .ok_or("no passed trial at the rate")?;
+        .find(|t| t.stage == Stage::Final && t.loss_ratio.is_some() && same_rate(t.rate, rate))
+        .ok_or("no full-length trial at the rate")?;
     if trial.stages.is_empty() {
         return Err("no stage times");
     }
@@ -107,8 +104,8 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         .collect();
     let mut notes = sweep.notes();
     notes.push(
-        "each bar: the median repeat's last passed trial at its sustained rate; GPU stages: \
-         GPU stream time per frame where profiled"
+        "each bar: the median repeat's last full-length trial at its sustained rate; GPU \
+         stages: GPU stream time per frame where profiled"
             .to_string(),
     );
     let page = Page {
@@ -156,9 +153,9 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                         ))?;
                         sum += ms;
                     }
-                    let rate = search.sustained_cpi_per_s.unwrap_or(trial.rate);
+                    let rate = search.sustained_rate.unwrap_or(trial.rate);
                     (
-                        format!("{} ms at {} CPI/s", fmt_num(sum), fmt_num(rate)),
+                        format!("{} ms at {} {}", fmt_num(sum), fmt_num(rate), search.unit),
                         px(mid, sum),
                     )
                 }

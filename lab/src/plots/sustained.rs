@@ -1,10 +1,13 @@
-//! `sustained.svg`: the sustained rate of each system at each CPI, as bars grouped by CPI.
+//! `sustained.svg`: the sustained rate of each system at each frame shape, as bars grouped by
+//! frame.
 //!
-//! A bar's height is the median over repeats of the rate each search found; a black error bar
+//! A bar's height is the median over repeats of the first goal's answer; a black error bar
 //! spans the lowest to the highest when more than one repeat found a rate; the label above
-//! says the median and, when some repeats found none, how many did. A system whose searches
+//! says the median and, when some repeats found none, how many did. Every further goal's
+//! answer (median over repeats) is a short black tick across the bar. A system whose searches
 //! found no rate at all is an empty (outlined) bar labelled with how its searches ended,
-//! never a bar of zero height. The CPI's real-time rate is a dashed line across its group.
+//! never a bar of zero height. The workload's real-time rate is a dashed line across its
+//! group.
 
 use std::path::Path;
 
@@ -26,8 +29,10 @@ struct Bar<'a> {
     system: usize,
     /// Left edge, in slots.
     slot: f64,
-    /// Rates found, CPI/s.
+    /// Rates found (the first goal's answers).
     rates: Vec<f64>,
+    /// Every further goal's name and median answer.
+    others: Vec<(String, f64)>,
 }
 
 impl Bar<'_> {
@@ -75,18 +80,37 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             else {
                 continue;
             };
-            real_time = group.searches[0].real_time_cpi_per_s;
+            real_time = group.searches[0].real_time_rate;
             let rates = group
                 .searches
                 .iter()
-                .filter_map(|s| s.sustained_cpi_per_s)
+                .filter_map(|s| s.sustained_rate)
                 .filter(|r| r.is_finite())
+                .collect();
+            let names: Vec<&str> = group.searches[0]
+                .goals
+                .iter()
+                .skip(1)
+                .map(|g| g.goal.name.as_str())
+                .collect();
+            let others = names
+                .into_iter()
+                .enumerate()
+                .filter_map(|(k, name)| {
+                    let answers: Vec<f64> = group
+                        .searches
+                        .iter()
+                        .filter_map(|s| s.goals.get(k + 1).and_then(|g| g.lower))
+                        .collect();
+                    Some((name.to_string(), median(&answers)?))
+                })
                 .collect();
             bars.push(Bar {
                 group,
                 system: si,
                 slot,
                 rates,
+                others,
             });
             slot += 1.0;
         }
@@ -95,9 +119,10 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     }
     let slots = (slot - 0.25).max(1.0);
 
+    let unit = sweep.unit();
     let y = Axis::fit(
         bars.iter()
-            .flat_map(|b| b.rates.iter().copied())
+            .flat_map(|b| b.rates.iter().copied().chain(b.others.iter().map(|o| o.1)))
             .chain(spans.iter().map(|s| s.3)),
         false,
         true,
@@ -119,14 +144,35 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         .collect();
     legend.push(LegendEntry::new(
         Swatch::Dashed(REFERENCE),
-        "real-time rate of the CPI: one CPI per CPI duration",
+        "real-time rate: one frame per frame period of the workload",
     ));
-    legend.push(LegendEntry::heading(
-        "bar: median over repeats; error bar: lowest to highest; outlined: no rate found",
-    ));
+    let goals: Vec<String> = sweep
+        .groups
+        .first()
+        .map(|g| {
+            g.searches[0]
+                .goals
+                .iter()
+                .map(|g| g.goal.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let first = goals.first().map_or("first", String::as_str);
+    legend.push(LegendEntry::heading(format!(
+        "bar: the {first} goal's answer, median over repeats; error bar: lowest to highest; outlined: no rate found"
+    )));
+    if goals.len() > 1 {
+        legend.push(LegendEntry::heading(format!(
+            "black tick: the {} goal's answer (median), labelled",
+            goals[1..].join(", ")
+        )));
+    }
     let notes = sweep.notes();
+    let title = format!(
+        "Sustained rate per frame and system ({unit} per pipeline, the {first} goal, median over repeats)"
+    );
     let page = Page {
-        title: "Sustained rate per CPI and system (CPI/s per pipeline, median over repeats)",
+        title: &title,
         notes: &notes,
         legend: &legend,
     };
@@ -141,7 +187,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             chart
                 .configure_mesh()
                 .disable_x_mesh()
-                .y_desc("sustained rate, CPI/s")
+                .y_desc(format!("sustained rate, {unit}"))
                 .y_label_formatter(&yl),
         )
         .draw()?;
@@ -186,6 +232,17 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                     px(mid, h)
                 }
             };
+            for (name, answer) in &b.others {
+                area.draw(&PathElement::new(
+                    vec![px(left, *answer), px(right, *answer)],
+                    BLACK.stroke_width(3),
+                ))?;
+                area.draw(&Text::new(
+                    format!("{name} {}", fmt_num(*answer)),
+                    px(right + 0.02, *answer),
+                    font(BAR_FONT, BLACK, HPos::Left, VPos::Center),
+                ))?;
+            }
             let label = b.label();
             // Vertical, reading upwards from just above the bar; kept below the top edge.
             let room = f64::from(label_at.1 - top - 6);
@@ -222,7 +279,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                 font(SMALL_FONT, BLACK, HPos::Center, VPos::Top),
             ))?;
             let real = if real_time.is_finite() {
-                format!("real time {} CPI/s", fmt_num(*real_time))
+                format!("real time {} {unit}", fmt_num(*real_time))
             } else {
                 "real time unknown".to_string()
             };

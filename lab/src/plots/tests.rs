@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::rate::LatencyBudget;
 use crate::rate::sweep::{
     SCHEMA, SearchEntry, StageTime, SweepFile, TrialEntry, TrialLatency, TrialStatus,
 };
+use crate::rate::{Class, Ending, Goal, GoalResult, LatencyBudget, LoadEntry, Stage};
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
@@ -45,7 +45,15 @@ fn stage(name: &str, device: &str, ms: f64, gpu: Option<f64>) -> StageTime {
 fn trial(rate: f64, status: TrialStatus, p99: Option<f64>, hist: Option<String>) -> TrialEntry {
     TrialEntry {
         rate,
-        phase: "probe-up".into(),
+        phase: "start".into(),
+        goal: "robust".into(),
+        stage: Stage::Final,
+        duration_s: 2.0,
+        loss_ratio: match status {
+            TrialStatus::Passed => Some(0.0),
+            TrialStatus::Failed => Some(0.5),
+            TrialStatus::Invalid => None,
+        },
         status,
         failures: if status == TrialStatus::Failed {
             vec!["post-CPI p99 exceeds the budget".into()]
@@ -80,23 +88,27 @@ fn search(system: &str, cpi: &str, repeat: u32, sustained: Option<f64>) -> Searc
         cpi: cpi.into(),
         repeat,
         skipped: None,
-        real_time_cpi_per_s: real_time,
+        unit: "CPI/s".into(),
+        real_time_rate: real_time,
         latency_budget: LatencyBudget::Deadline {
             cpi_duration: Duration::from_micros(deadline_us),
         },
         start_rate: start,
         pipelines: 1,
         pipeline_mode: "thread".into(),
-        sustained_cpi_per_s: sustained,
-        aggregate_sustained_cpi_per_s: sustained,
-        highest_pass: sustained,
-        lowest_fail: None,
+        sustained_rate: sustained,
+        aggregate_sustained_rate: sustained,
         outcome: String::new(),
         outcome_kind: if sustained.is_some() {
-            "converged".into()
+            "regular".into()
         } else {
-            "unsteady".into()
+            "min_load".into()
         },
+        goals: Vec::new(),
+        loads: Vec::new(),
+        trial_seconds: 0.0,
+        wall_seconds: 0.0,
+        sender_ceiling: None,
         probes: Vec::new(),
         bounds: None,
         cotenant: None,
@@ -104,8 +116,52 @@ fn search(system: &str, cpi: &str, repeat: u32, sustained: Option<f64>) -> Searc
     }
 }
 
+/// The robust and strict goals' results of a search whose robust answer is `answer` (failing
+/// 2% above it) and strict one 0.9 times it, with the loads of `trials` classified: below
+/// the answer low-loss, at or above it as the trials say.
+fn answered(s: &mut SearchEntry, answer: f64) {
+    let goal = |g: Goal, lower: f64, upper: f64| GoalResult {
+        goal: g,
+        lower: Some(lower),
+        upper: Some(upper),
+        conditional_throughput: Some(lower),
+        trials_at_lower: 3,
+        seconds_at_lower: 6.0,
+        ending: Ending::Regular,
+    };
+    s.goals = vec![
+        goal(Goal::robust(2.0, 0.02), answer, answer * 1.02),
+        goal(Goal::strict(2.0, 0.02), answer * 0.9, answer),
+    ];
+    let mut loads: Vec<f64> = s.trials.iter().map(|t| t.rate).collect();
+    loads.extend([answer * 0.9, answer * 1.02]);
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    s.loads = loads
+        .into_iter()
+        .map(|load| {
+            let class = |lower: f64| {
+                if load <= lower {
+                    Class::Lower
+                } else if load > lower * 1.5 || load <= lower * 1.02 + 1e-9 {
+                    Class::Upper
+                } else {
+                    Class::Undecided
+                }
+            };
+            LoadEntry {
+                load,
+                trials: 1,
+                seconds: 2.0,
+                unoffered: 0,
+                classes: vec![class(answer), class(answer * 0.9)],
+            }
+        })
+        .collect();
+}
+
 /// Two systems at two CPIs: all-cpu three times and gpu-fft twice at 1024x128; at 2048x256
-/// all-cpu once (unsteady, no rate, no histogram) and gpu-fft once; numpy skipped.
+/// all-cpu once (no rate, no histogram) and gpu-fft once; numpy skipped.
 fn sweep() -> SweepFile {
     use TrialStatus::{Failed, Invalid, Passed};
     let cpu_stages = vec![
@@ -135,6 +191,7 @@ fn sweep() -> SweepFile {
             trial(600.0, Failed, None, None),
         ];
         s.trials[3].stages = cpu_stages.clone();
+        answered(&mut s, sustained);
         searches.push(s);
     }
     for (repeat, sustained) in [(0, 3000.0), (1, 3200.0)] {
@@ -180,6 +237,7 @@ fn sweep() -> SweepFile {
         settings: serde_json::json!({}),
         searches,
         spreads: Vec::new(),
+        comparisons: Vec::new(),
     }
 }
 
@@ -328,7 +386,7 @@ fn written() -> (tempfile::TempDir, Vec<Vec<El>>) {
         write_all(&[sweep()], Path::new(&keep)).unwrap();
     }
     let paths = write_all(&[sweep()], dir.path()).unwrap();
-    assert_eq!(paths.len(), 4);
+    assert_eq!(paths.len(), 5);
     let mut all = Vec::new();
     for (path, name) in paths.iter().zip(FILES) {
         assert_eq!(path, &dir.path().join(name));
@@ -425,8 +483,17 @@ fn sustained_bars_follow_the_medians_with_ranges_and_real_time_lines() {
         })
         .count();
     assert_eq!(outlined, 1);
-    assert!(has_text(els, "unsteady"));
+    assert!(has_text(els, "min load"));
     assert!(has_text(els, "420") && has_text(els, "3100") && has_text(els, "900"));
+    // The strict goal's answer, median 0.9 x 420, a labelled tick across all-cpu's bar.
+    assert!(has_text(els, "strict 378"), "the strict goal's tick");
+    let goal_ticks = els
+        .iter()
+        .filter(|e| {
+            e.tag == "polyline" && e.attr("stroke") == "#000000" && e.attr("stroke-width") == "3"
+        })
+        .count();
+    assert_eq!(goal_ticks, 1);
     // Error bars (stem and two caps) for the two groups with repeats.
     let error_bars = els
         .iter()
@@ -566,16 +633,82 @@ fn a_bad_histogram_is_an_error_naming_the_search() {
 }
 
 #[test]
-fn an_empty_sweep_still_draws_four_plots_saying_so() {
+fn loads_rows_classify_every_load_and_ring_each_answer() {
+    let (_dir, all) = written();
+    let els = &all[4];
+    // A row per search and goal: all-cpu's three repeats have two goals each; the searches
+    // without goals have no rows.
+    for (repeat, answer) in [(0, "400"), (1, "450"), (2, "420")] {
+        assert!(
+            has_text(
+                els,
+                &format!("all-cpu 1024x128 #{repeat} robust: {answer} (regular)")
+            ),
+            "row of repeat {repeat}"
+        );
+    }
+    assert!(has_text(els, "all-cpu 1024x128 #1 strict: 405 (regular)"));
+    // Each answer ringed: six rings, black, around the markers.
+    let rings = els
+        .iter()
+        .filter(|e| e.tag == "circle" && e.attr("stroke") == "#000000" && e.attr("r") == "8")
+        .count();
+    assert_eq!(rings, 6);
+    // Every load of every row drawn, in the row's colour: all-cpu's loads are 100, 200, the
+    // answer, 600, 800 and 0.9 and 1.02 times the answer: 7 per search and goal.
+    let c = hex(PALETTE[0]);
+    let circles = els
+        .iter()
+        .filter(|e| e.tag == "circle" && (e.attr("fill") == c || e.attr("stroke") == c))
+        .count();
+    let cross_lines = els
+        .iter()
+        .filter(|e| e.tag == "line" && e.attr("stroke") == c)
+        .count();
+    assert_eq!(circles + cross_lines / 2, 3 * 2 * 7);
+    assert!(has_text(els, "offered rate, CPI/s"));
+}
+
+#[test]
+fn a_recordings_rates_are_frames_per_second() {
+    let mut file = sweep();
+    for s in &mut file.searches {
+        s.unit = "frames/s".into();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_all(&[file], dir.path()).unwrap();
+    let latency = parse(&paths[0]);
+    assert!(
+        texts(&latency)
+            .iter()
+            .any(|t| t.text.contains("offered rate, frames/s"))
+    );
+    let sustained = parse(&paths[1]);
+    assert!(has_text(&sustained, "real time 156 frames/s"));
+    assert!(
+        texts(&sustained)
+            .iter()
+            .any(|t| t.text.contains("sustained rate, frames/s"))
+    );
+    for path in &paths {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(!text.contains("CPI/s"), "{}", path.display());
+    }
+}
+
+#[test]
+fn an_empty_sweep_still_draws_five_plots_saying_so() {
     let mut file = sweep();
     file.searches.retain(|s| s.skipped.is_some());
     let dir = tempfile::tempdir().unwrap();
     let paths = write_all(&[file], dir.path()).unwrap();
-    for (path, says) in
-        paths
-            .iter()
-            .zip(["no trials", "no searches", "no histograms", "no searches"])
-    {
+    for (path, says) in paths.iter().zip([
+        "no trials",
+        "no searches",
+        "no histograms",
+        "no searches",
+        "no loads measured",
+    ]) {
         let els = parse(path);
         assert!(has_text(&els, says), "{path:?}");
         assert_no_text_overlaps(path, &els);
@@ -610,7 +743,7 @@ fn bad_results_files_are_refused_naming_the_file() {
     );
     let e = read(
         "typed.json",
-        "{\"schema\": \"kplace-bisect-rate/2\", \"machine\": {}, \"settings\": {},\n \"searches\": 3}",
+        "{\"schema\": \"kplace-bisect-rate/3\", \"machine\": {}, \"settings\": {},\n \"searches\": 3}",
     );
     assert!(
         e.contains("typed.json") && e.contains("line 2 column"),

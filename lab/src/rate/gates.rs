@@ -45,6 +45,10 @@ pub struct TrialMeasurement {
     pub post_cpi_trend: f64,
     /// The length of the measured window.
     pub window: Duration,
+    /// Frames whose post-CPI latency exceeded the latency budget at the offered rate (from
+    /// the trial's latency histogram; 0 when the system reported none).
+    #[serde(default)]
+    pub frames_over_budget: u64,
 }
 
 /// The latency budget: what a trial's post-CPI p99 must not exceed, stated with the rule
@@ -92,7 +96,11 @@ impl fmt::Display for LatencyBudget {
     /// The rule as `--latency-budget` takes it, with the deadline's value: `deadline (6.4 ms)`,
     /// `1/R`, `6.4 ms`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+        // Milliseconds to the microsecond, without trailing zeros: `6.4`, `0.41`.
+        let ms = |d: &Duration| {
+            let text = format!("{:.3}", d.as_secs_f64() * 1e3);
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        };
         match self {
             Self::Deadline { cpi_duration } => {
                 write!(f, "deadline (max of {} ms and 1/R)", ms(cpi_duration))
@@ -421,6 +429,106 @@ pub fn judge(m: &TrialMeasurement, gates: &Gates) -> Verdict {
     Verdict::from_failures(failures)
 }
 
+/// The fraction of a trial's frames lost, as a search goal counts them: frames never
+/// completed, partial, dropped, rejected by the verifier or over the latency budget, over the
+/// frames sent, at most 1. A trial whose verdict fails it as a whole (the system or the sender
+/// failed, the processed rate fell short, latency kept rising, the counts do not add up) lost
+/// everything: 1. Fails closed: nothing sent is total loss.
+pub fn loss_ratio(m: &TrialMeasurement, verdict: &Verdict) -> f64 {
+    if verdict.failures.iter().any(Failure::is_whole_trial) || m.frames_sent == 0 {
+        return 1.0;
+    }
+    let lost = m.frames_sent.saturating_sub(m.frames_completed)
+        + m.partial_frames
+        + m.dropped_frames
+        + m.frames_failed_verification
+        + m.frames_over_budget;
+    (lost as f64 / m.frames_sent as f64).min(1.0)
+}
+
+impl Failure {
+    /// Whether the failure condemns the whole trial rather than counted frames.
+    fn is_whole_trial(&self) -> bool {
+        match self {
+            Self::NotAllFramesCompleted { sent, completed } => completed > sent,
+            Self::PartialFrames(_)
+            | Self::DroppedFrames(_)
+            | Self::Verification(_)
+            | Self::LatencyOverBudget { .. } => false,
+            Self::RateShort { .. }
+            | Self::RisingLatency { .. }
+            | Self::SenderLimit { .. }
+            | Self::SystemFailed(_) => true,
+            Self::Pipeline(_, failure) => failure.is_whole_trial(),
+        }
+    }
+}
+
+/// A latency histogram as reports carry it (a base64 HdrHistogram V2 deflate record).
+pub fn decode_histogram(text: &str) -> Result<hdrhistogram::Histogram<u64>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("the histogram is not base64: {e}"))?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("the histogram is not an HdrHistogram V2 record: {e:?}"))
+}
+
+/// What one trial established: a verdict on the system under test, or nothing (the trial was
+/// invalid: the load generator, not the system, decided it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judgement {
+    /// The gates' verdict.
+    Verdict(Verdict),
+    /// Why the trial says nothing about the system under test.
+    Invalid(String),
+}
+
+impl From<Verdict> for Judgement {
+    fn from(verdict: Verdict) -> Self {
+        Self::Verdict(verdict)
+    }
+}
+
+impl Judgement {
+    /// Whether the trial was judged and passed.
+    pub fn passed(&self) -> bool {
+        matches!(self, Self::Verdict(v) if v.is_pass())
+    }
+
+    /// Whether the trial was judged and failed.
+    pub fn failed(&self) -> bool {
+        matches!(self, Self::Verdict(v) if !v.is_pass())
+    }
+
+    /// The verdict, when the trial was judged.
+    pub fn verdict(&self) -> Option<&Verdict> {
+        match self {
+            Self::Verdict(v) => Some(v),
+            Self::Invalid(_) => None,
+        }
+    }
+
+    /// Why the trial was invalid, when it was.
+    pub fn invalid(&self) -> Option<&str> {
+        match self {
+            Self::Verdict(_) => None,
+            Self::Invalid(why) => Some(why),
+        }
+    }
+}
+
+impl fmt::Display for Judgement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Verdict(v) => write!(f, "{v}"),
+            Self::Invalid(why) => write!(f, "invalid: {why}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,6 +548,7 @@ mod tests {
             post_cpi_p99: 4 * MS,
             post_cpi_trend: 0.0,
             window: Duration::from_secs(10),
+            frames_over_budget: 0,
         }
     }
 
@@ -746,6 +855,7 @@ mod tests {
             post_cpi_p99: 50 * MS,
             post_cpi_trend: 1e-2,
             window: Duration::from_secs(10),
+            frames_over_budget: 0,
         };
         let verdict = judge(&m, &strict());
         assert!(!verdict.passed && !verdict.is_pass());
@@ -845,5 +955,46 @@ mod tests {
         };
         assert!(!odd.is_pass());
         assert!(!Verdict::default().is_pass());
+    }
+
+    #[test]
+    fn the_loss_ratio_counts_every_frame_lost_and_condemns_a_failed_trial() {
+        let gates = strict();
+        let m = clean();
+        assert_eq!(loss_ratio(&m, &judge(&m, &gates)), 0.0);
+        let lossy = TrialMeasurement {
+            frames_completed: 995,
+            partial_frames: 1,
+            dropped_frames: 2,
+            frames_failed_verification: 1,
+            frames_over_budget: 3,
+            ..clean()
+        };
+        // 5 never completed, 1 partial, 2 dropped, 1 rejected, 3 late: 12 of 1000.
+        assert_eq!(loss_ratio(&lossy, &judge(&lossy, &gates)), 0.012);
+        let falling_behind = TrialMeasurement {
+            post_cpi_trend: 1.0,
+            ..clean()
+        };
+        assert_eq!(
+            loss_ratio(&falling_behind, &judge(&falling_behind, &gates)),
+            1.0
+        );
+        let crashed = Verdict::from_failures(vec![Failure::Pipeline(
+            1,
+            Box::new(Failure::SystemFailed("exited".into())),
+        )]);
+        assert_eq!(loss_ratio(&clean(), &crashed), 1.0);
+        let nothing = TrialMeasurement {
+            frames_sent: 0,
+            frames_completed: 0,
+            ..clean()
+        };
+        assert_eq!(loss_ratio(&nothing, &Verdict::pass()), 1.0);
+        let miscounted = TrialMeasurement {
+            frames_completed: 1001,
+            ..clean()
+        };
+        assert_eq!(loss_ratio(&miscounted, &judge(&miscounted, &gates)), 1.0);
     }
 }

@@ -11,10 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::gates::{LatencyBudget, TrialMeasurement};
+use super::search::{GoalResult, LoadEntry, Stage};
 use super::steadiness::{Probe, Steadiness};
 
 /// The schema name and version of the results file.
-pub const SCHEMA: &str = "kplace-bisect-rate/2";
+pub const SCHEMA: &str = "kplace-bisect-rate/3";
 
 /// A whole results file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +31,32 @@ pub struct SweepFile {
     /// Per system and CPI searched more than once: the spread of the results.
     #[serde(default)]
     pub spreads: Vec<Spread>,
+    /// Systems searched side by side, trial by trial: each one's answer over the first's.
+    #[serde(default)]
+    pub comparisons: Vec<Comparison>,
+}
+
+/// One system's answer over another's, both searched in the same minutes with their trials
+/// alternating, so that the machine's drift hit both alike.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The CPI, or the recording's frame shape.
+    pub cpi: String,
+    /// Which repeat.
+    pub repeat: u32,
+    /// The goal compared (the first).
+    pub goal: String,
+    /// The system compared.
+    pub system: String,
+    /// The system it is compared with (the first searched).
+    pub baseline: String,
+    /// `system`'s answer over `baseline`'s.
+    pub ratio: Option<f64>,
+    /// The least the ratio can be from the bounds: `system`'s lower bound over `baseline`'s
+    /// upper bound.
+    pub ratio_low: Option<f64>,
+    /// The most it can be: `system`'s upper bound over `baseline`'s lower bound.
+    pub ratio_high: Option<f64>,
 }
 
 /// One search (or one skipped system at one CPI).
@@ -50,11 +77,14 @@ pub struct SearchEntry {
     /// Why the system was not searched at this CPI; when set, the fields below are empty.
     #[serde(default)]
     pub skipped: Option<String>,
-    /// The real-time rate of this CPI, CPI/s: one CPI per physical CPI duration.
-    pub real_time_cpi_per_s: f64,
+    /// The unit of every rate of this search: `CPI/s` for the radar, `frames/s` otherwise.
+    pub unit: String,
+    /// The real-time rate: one frame per frame period of the workload (the radar's CPI
+    /// duration, a recording's samples over its sample rate).
+    pub real_time_rate: f64,
     /// The budget post-CPI p99 was gated on.
     pub latency_budget: LatencyBudget,
-    /// The first rate tried, CPI/s (every search of a sweep starts at the same one per CPI).
+    /// The first rate tried.
     #[serde(default)]
     pub start_rate: f64,
     /// Pipelines per trial.
@@ -63,25 +93,34 @@ pub struct SearchEntry {
     /// `thread` or `process`.
     #[serde(default)]
     pub pipeline_mode: String,
-    /// The sustained rate per pipeline, CPI/s; `None` when the search found none.
+    /// The first goal's answer per pipeline; `None` when it has none (see `outcome`).
     #[serde(default)]
-    pub sustained_cpi_per_s: Option<f64>,
-    /// The sustained rate times the pipelines.
+    pub sustained_rate: Option<f64>,
+    /// The answer times the pipelines.
     #[serde(default)]
-    pub aggregate_sustained_cpi_per_s: Option<f64>,
-    /// The bracket: the highest rate that passed below the lowest that failed.
-    #[serde(default)]
-    pub highest_pass: Option<f64>,
-    /// The bracket: the lowest rate that failed.
-    #[serde(default)]
-    pub lowest_fail: Option<f64>,
-    /// How the search ended, in words.
+    pub aggregate_sustained_rate: Option<f64>,
+    /// The first goal's answer in words, with its reason when there is no number.
     #[serde(default)]
     pub outcome: String,
-    /// The outcome's kind: `converged`, `passes_everywhere`, `fails_everywhere`,
-    /// `trial_cap`, `unsteady`, `interrupted`.
+    /// How the first goal's search ended: `regular`, `max_load`, `sender_limit`,
+    /// `min_load`, `trial_cap`, `interrupted` (or `skipped`).
     #[serde(default)]
     pub outcome_kind: String,
+    /// Every goal's result: bounds, conditional throughput, how it ended.
+    #[serde(default)]
+    pub goals: Vec<GoalResult>,
+    /// Every load measured, ascending, with its classification for every goal.
+    #[serde(default)]
+    pub loads: Vec<LoadEntry>,
+    /// The measured trials' total duration, s of stream.
+    #[serde(default)]
+    pub trial_seconds: f64,
+    /// The search's wall time, s (trials with their start-up, probes, bounds).
+    #[serde(default)]
+    pub wall_seconds: f64,
+    /// The lowest rate the sender could not offer here, if any.
+    #[serde(default)]
+    pub sender_ceiling: Option<f64>,
     /// The steadiness probes before, between failed trials of, and after the search.
     #[serde(default)]
     pub probes: Vec<ProbeEntry>,
@@ -117,17 +156,29 @@ pub enum TrialStatus {
     Passed,
     /// A gate failed.
     Failed,
-    /// The sender or the machine decided the trial; it was retried.
+    /// The sender could not offer the rate: the trial says nothing of the system.
     Invalid,
 }
 
 /// One trial of a search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrialEntry {
-    /// The offered rate, CPI/s.
+    /// The offered rate.
     pub rate: f64,
-    /// Why the search chose it (`probe-up`, `probe-down`, `bisect`, `confirm`).
+    /// Why the search chose it (`start`, `up`, `down`, `bisect`, `again`).
     pub phase: String,
+    /// The goal the trial served.
+    #[serde(default)]
+    pub goal: String,
+    /// Its stage: short trials (`coarse`) or full-length ones (`final`).
+    pub stage: Stage,
+    /// The measured window's duration, s of stream.
+    #[serde(default)]
+    pub duration_s: f64,
+    /// The fraction of the trial's frames lost, as the goals count them; `None` when the
+    /// sender could not offer the rate (the trial is `invalid`).
+    #[serde(default)]
+    pub loss_ratio: Option<f64>,
     /// Passed, failed or invalid.
     pub status: TrialStatus,
     /// Every reason it failed (empty unless failed).

@@ -30,7 +30,6 @@ use kplace::plan::layout::Layout;
 
 use crate::bisect::{self, BisectConfig, BisectError, Progress, Stop, Systems};
 use crate::rate::LatencyBudget;
-use crate::rate::sweep::TrialStatus;
 use calibrate::Calibration;
 use model::{Feed, ModelError, Prediction};
 use space::{Candidate, Enumeration, Where};
@@ -163,8 +162,10 @@ pub struct Provenance<'a> {
     pub shape: &'a str,
     /// What the model predicted.
     pub prediction: &'a Prediction,
-    /// What `bisect-rate` measured, CPI/s; `None`: not proven.
+    /// What `bisect-rate` measured; `None`: not proven.
     pub measured: Option<f64>,
+    /// The unit of the rates (`CPI/s`, `frames/s`).
+    pub unit: &'a str,
     /// The co-tenant it was chosen under.
     pub cotenant: Option<&'a str>,
 }
@@ -191,8 +192,9 @@ pub fn placement_file(
     }
     let _ = writeln!(
         text,
-        "# Predicted: {:.1} CPI/s ({} bound), post-CPI latency {:.3} ms, {:.2} cores, GPU share {:.0}%.",
+        "# Predicted: {:.1} {} ({} bound), post-CPI latency {:.3} ms, {:.2} cores, GPU share {:.0}%.",
         p.rate,
+        provenance.unit,
         p.bottleneck.name(),
         p.latency_ms,
         p.cores,
@@ -202,7 +204,8 @@ pub fn placement_file(
         Some(rate) => {
             let _ = writeln!(
                 text,
-                "# Measured by bisect-rate: {rate:.1} CPI/s sustained (prediction error {:+.1}%).",
+                "# Measured by bisect-rate: {rate:.1} {} sustained (prediction error {:+.1}%).",
+                provenance.unit,
                 (p.rate / rate - 1.0) * 100.0
             );
         }
@@ -221,7 +224,7 @@ pub struct Proven {
     pub index: usize,
     /// Its placement file.
     pub path: PathBuf,
-    /// Sustained rate, CPI/s; `None`: the search found none.
+    /// The answer of its search (the first goal's); `None`: the search found none.
     pub measured: Option<f64>,
     /// How the search ended.
     pub outcome: String,
@@ -230,8 +233,9 @@ pub struct Proven {
 }
 
 /// Runs `bisect-rate` (`config`, with the `kplace` executable `exe`) on `chosen` (indices into
-/// `predicted`), their placement files written into `dir` with `libraries` and GPU `gpu`.
-/// Each search starts at its candidate's predicted rate.
+/// `predicted`), their placement files written into `dir` with `libraries` and GPU `gpu`: one
+/// sweep whose searches run side by side, their trials alternating, so that the machine's
+/// drift hits every candidate alike. Each search starts at its candidate's predicted rate.
 #[allow(clippy::too_many_arguments)]
 pub fn prove(
     config: &BisectConfig,
@@ -250,7 +254,8 @@ pub fn prove(
         path: dir.to_path_buf(),
         source,
     })?;
-    let mut proven = Vec::new();
+    let mut paths = Vec::new();
+    let mut all = config.clone();
     for &index in chosen {
         let p = &predicted[index];
         let path = dir.join(format!("{}.yaml", p.label));
@@ -260,31 +265,38 @@ pub fn prove(
             path: path.clone(),
             source,
         })?;
-        let mut one = config.clone();
-        one.systems = Systems::Placements(vec![path.clone()]);
-        one.start_rate = Some(p.prediction.rate.max(1.0));
-        one.out = dir.join(&p.label);
-        let sweep = bisect::run(&one, exe, stop, progress)?;
-        let search = sweep.file.searches.first();
-        proven.push(Proven {
-            index,
-            path,
-            measured: search.and_then(|s| s.sustained_cpi_per_s),
-            outcome: search.map_or_else(|| "not run".into(), |s| s.outcome.clone()),
-            p99_ms: search.and_then(|s| {
-                s.trials
-                    .iter()
-                    .filter(|t| {
-                        t.status == TrialStatus::Passed && Some(t.rate) == s.sustained_cpi_per_s
-                    })
-                    .find_map(|t| t.latency.as_ref().map(|l| l.p99_ms))
-            }),
-        });
-        if sweep.interrupted {
-            break;
-        }
+        all.start_rates
+            .insert(path.clone(), p.prediction.rate.max(1.0));
+        paths.push(path);
     }
-    Ok(proven)
+    all.systems = Systems::Placements(paths.clone());
+    all.out = dir.to_path_buf();
+    let sweep = bisect::run(&all, exe, stop, progress)?;
+    Ok(chosen
+        .iter()
+        .zip(paths)
+        .map(|(&index, path)| {
+            let shown = path.display().to_string();
+            let search = sweep
+                .file
+                .searches
+                .iter()
+                .find(|s| s.placement.as_deref() == Some(shown.as_str()));
+            Proven {
+                index,
+                measured: search.and_then(|s| s.sustained_rate),
+                outcome: search.map_or_else(|| "not run".into(), |s| s.outcome.clone()),
+                p99_ms: search.and_then(|s| {
+                    s.trials
+                        .iter()
+                        .rev()
+                        .filter(|t| Some(t.rate) == s.sustained_rate && t.loss_ratio.is_some())
+                        .find_map(|t| t.latency.as_ref().map(|l| l.p99_ms))
+                }),
+                path,
+            }
+        })
+        .collect())
 }
 
 /// The measured best of `proven` that meets `request`: the highest measured rate for the

@@ -1,0 +1,170 @@
+//! `loads.svg`: every load each search measured, classified for each of its goals: the
+//! evidence behind every answer.
+//!
+//! One row per search and goal (`all-cpu 1024x128 #0 robust`), rates along the x axis (log
+//! where they span more than 20x): a load the goal's trials decided meets it is a filled
+//! circle, one they decided fails it a cross, one still undecided a hollow circle; the goal's
+//! answer (its relevant lower bound) is ringed, and the row's label ends with how the goal's
+//! search ended. Rows follow the search order, goals in their order within a search.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::axis::{Axis, Labels, fmt_num};
+use super::frame::{
+    AXIS_FONT, LegendEntry, MARKER_SIZE, Marker, Page, SMALL_FONT, Swatch, draw_marker, draw_page,
+    font, house_style,
+};
+use super::{PlotError, REFERENCE, Sweep, colour, same_rate};
+use crate::rate::Class;
+
+/// One row: a search's goal, its colour, its label, and the loads it classified.
+struct Row {
+    colour: usize,
+    label: String,
+    /// `(load, class)` of every load measured.
+    points: Vec<(f64, Class)>,
+    answer: Option<f64>,
+}
+
+/// How a load of `class` is drawn.
+fn marker(class: Class) -> Marker {
+    match class {
+        Class::Lower => Marker::Filled,
+        Class::Upper => Marker::Cross,
+        Class::Undecided => Marker::Hollow,
+    }
+}
+
+/// Writes the plot to `path`.
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
+    let mut rows = Vec::new();
+    for (i, g) in sweep.groups.iter().enumerate() {
+        for s in &g.searches {
+            let repeat = if g.searches.len() > 1 {
+                format!(" #{}", s.repeat)
+            } else {
+                String::new()
+            };
+            for (k, goal) in s.goals.iter().enumerate() {
+                rows.push(Row {
+                    colour: i,
+                    label: format!(
+                        "{}{repeat} {}: {}",
+                        g.label(),
+                        goal.goal.name,
+                        goal.lower.map_or_else(
+                            || goal.ending.kind().replace('_', " "),
+                            |l| format!(
+                                "{} ({})",
+                                fmt_num(l),
+                                goal.ending.kind().replace('_', " ")
+                            )
+                        )
+                    ),
+                    points: s
+                        .loads
+                        .iter()
+                        .filter_map(|l| Some((l.load, *l.classes.get(k)?)))
+                        .collect(),
+                    answer: goal.lower,
+                });
+            }
+        }
+    }
+    let unit = sweep.unit();
+    let x = Axis::fit(
+        rows.iter()
+            .flat_map(|r| r.points.iter().map(|p| p.0))
+            .filter(|v| *v > 0.0),
+        true,
+        false,
+        0.05,
+    );
+    let n = rows.len().max(1) as f64;
+    let y = Axis {
+        lo: 0.0,
+        hi: n,
+        log: false,
+        ticks: Vec::new(),
+        minor: Vec::new(),
+        labels: Labels::Number,
+    };
+    let legend = [
+        LegendEntry::new(
+            Swatch::Marker(Marker::Filled, BLACK),
+            "meets the goal (its trials decided it, whatever more would show)",
+        ),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Cross, BLACK),
+            "fails the goal (decided likewise)",
+        ),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Hollow, BLACK),
+            "undecided: not enough full-length trials either way",
+        ),
+        LegendEntry::heading(
+            "ringed: the goal's answer, the highest load meeting it below every load failing it",
+        ),
+    ];
+    let notes = sweep.notes();
+    let page = Page {
+        title: "Every load measured, classified for each goal (one row per search and goal)",
+        notes: &notes,
+        legend: &legend,
+    };
+    // Rows read top-down: row 0 at the top.
+    let row_y = |k: usize| n - k as f64 - 0.5;
+    draw_page(path, &page, |area| {
+        let mut chart = ChartBuilder::on(area)
+            .margin(15)
+            .x_label_area_size(50)
+            .y_label_area_size(10)
+            .build_cartesian_2d(x.coord(), y.coord())?;
+        let xl = |p: &f64| x.label(*p);
+        house_style(
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .x_desc(if x.log {
+                    format!("offered rate, {unit} (log)")
+                } else {
+                    format!("offered rate, {unit}")
+                })
+                .x_label_formatter(&xl),
+        )
+        .draw()?;
+        let base = area.get_base_pixel();
+        let px = |xv: f64, yv: f64| {
+            let (a, b) = chart.backend_coord(&(x.pos(xv), yv));
+            (a - base.0, b - base.1)
+        };
+        let left = chart.backend_coord(&(x.bottom(), 0.0)).0 - base.0;
+        for (k, row) in rows.iter().enumerate() {
+            let yv = row_y(k);
+            let c = colour(row.colour);
+            area.draw(&Text::new(
+                row.label.clone(),
+                (left + 4, px(x.lo, yv + 0.32).1),
+                font(SMALL_FONT, c, HPos::Left, VPos::Center),
+            ))?;
+            for &(load, class) in &row.points {
+                let at = px(load, yv - 0.12);
+                draw_marker(area, marker(class), at, c)?;
+                if row.answer.is_some_and(|a| same_rate(a, load)) {
+                    area.draw(&Circle::new(at, MARKER_SIZE + 4, BLACK.stroke_width(2)))?;
+                }
+            }
+        }
+        if rows.is_empty() {
+            area.draw(&Text::new(
+                "no loads measured",
+                px(x.value((x.bottom() + x.top()) / 2.0), n / 2.0),
+                font(AXIS_FONT, REFERENCE, HPos::Center, VPos::Center),
+            ))?;
+        }
+        Ok(())
+    })
+}

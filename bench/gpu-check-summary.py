@@ -329,7 +329,7 @@ def table(s):
         md += ["", "| test binary | runs | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|---|"]
         md += ["| %s | %s | %d | %d | %d | %d | %s |" % (t["test"], t.get("runs", 1), t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]
     if s.get("bisect"):
-        md += ["", "| bisect-rate | CPI | answer (robust) | every goal | trials, s |", "|---|---|---|---|---|"]
+        md += ["", "| bisect-rate | CPI | answer (the first goal) | every goal | trials, s |", "|---|---|---|---|---|"]
         for r in s["bisect"]["searches"]:
             md.append("| %s | %s | %s | %s | %s, %s |" % (
                 r["system"], r["cpi"], r["skipped"] and ("skipped: " + r["skipped"]) or r["outcome"],

@@ -51,11 +51,11 @@ pub struct BisectArgs {
     /// Warm-up per trial, seconds of stream (at least 10 frames).
     #[arg(long, default_value_t = 0.5)]
     warmup_s: f64,
-    /// A full-length trial's measured window, seconds of stream (at least 10 frames).
+    /// A full-length trial's measured window, seconds of stream (at least 30 frames).
     #[arg(long, default_value_t = 2.0)]
     window_s: f64,
-    /// The short trials' window, seconds, that bring each goal's search near its answer
-    /// before the full-length ones (at most --window-s).
+    /// The short trials' window, seconds (at least 30 frames), that bring each goal's search
+    /// near its answer before the full-length ones (at most --window-s).
     #[arg(long, default_value_t = 0.5)]
     initial_window_s: f64,
     /// The budget post-CPI p99 must stay within: `deadline` (the CPI's physical duration, or

@@ -168,11 +168,12 @@ impl BisectConfig {
     }
 
     /// Frames of a trial at `rate` whose measured window is `duration_s` s of stream:
-    /// warm-up (at least 10) and measured window (at least 10).
+    /// warm-up (at least 10) and measured window (at least 30: over fewer, a few ms of
+    /// scheduling move the processed rate by more than the 1% its gate allows).
     pub(super) fn trial_frames(&self, rate: f64, duration_s: f64) -> (u64, u64) {
         (
             ((rate * self.warmup_s).ceil() as u64).max(10),
-            ((rate * duration_s).ceil() as u64).max(10),
+            ((rate * duration_s).ceil() as u64).max(30),
         )
     }
 

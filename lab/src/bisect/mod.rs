@@ -40,7 +40,7 @@ use kplace::model::placement::Placement;
 use kplace::os::CpuSet;
 use kplace::plan::Plan;
 use kplace_radar::Cpi;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::hog::Cotenant;
 use crate::rate::sweep::{
@@ -48,8 +48,8 @@ use crate::rate::sweep::{
     TrialStatus,
 };
 use crate::rate::{
-    Failure, Judgement, LatencyBudget, Search as Planner, Stage, SteadyLimits, TrialMeasurement,
-    TrialOutcome, TrialRequest, Verdict,
+    Failure, Judgement, LatencyBudget, Probe, Search as Planner, Stage, SteadyLimits,
+    TrialMeasurement, TrialOutcome, TrialRequest, Verdict,
 };
 use bounds::{BracketedBounds, measure_bounds};
 pub use config::{BisectConfig, RecordingFeed, Systems};
@@ -435,27 +435,29 @@ struct Running<'a> {
     started: Instant,
 }
 
-/// A group of searches at one CPI, side by side: the bounds and probes before, the co-tenant
-/// around them, their trials alternating one by one until every search is answered, then the
-/// probes and bounds after; an entry per search, and whether the sweep was interrupted.
-fn run_group(
-    ctx: &Trials<'_>,
-    group: &[Search<'_>],
-    progress: &dyn Progress,
-) -> Result<(Vec<SearchEntry>, bool), BisectError> {
-    let config = ctx.config;
-    let limits = SteadyLimits::default();
-    let mut running = Vec::new();
-    for s in group {
-        // Bounds on both sides of each search: the machine's speed drifts over minutes, and a
-        // ratio means something only against bounds from the same minutes.
+/// What one step of a search did.
+enum Step {
+    /// It ran a trial.
+    Ran,
+    /// It needs no more trials: every goal is answered.
+    Answered,
+    /// The sweep was interrupted, or a trial could not be started.
+    Stopped,
+}
+
+impl<'a> Running<'a> {
+    /// Starts `s`: the bounds before it (with `--bounds`: the machine's speed drifts over
+    /// minutes, and a ratio means something only against bounds from the same minutes), its
+    /// planner and the directory of its trials.
+    fn start(ctx: &Trials<'_>, s: &'a Search<'a>) -> Result<Self, BisectError> {
+        let config = ctx.config;
         let before = config
             .bounds
             .then(|| measure_bounds(ctx, s.system, s.cpi))
             .transpose()?;
         let planner = Planner::new(config.search_config(s.cpi, s.system.placement()))
             .map_err(|e| BisectError::Search(e.to_string()))?;
-        running.push(Running {
+        Ok(Self {
             search: s,
             planner,
             runs: Vec::new(),
@@ -468,14 +470,153 @@ fn run_group(
             )),
             before,
             started: Instant::now(),
+        })
+    }
+
+    /// Keeps `probe`, judged against `baseline`.
+    fn keep_probe(&mut self, probe: Probe, baseline: Option<&Probe>) {
+        self.probes.push(ProbeEntry {
+            steadiness: probe.judge(baseline, &SteadyLimits::default()),
+            probe,
         });
     }
+
+    /// Runs the trial the planner asks for next and records what it measured; a failed
+    /// trial's machine is probed (evidence beside it, never a verdict).
+    fn step(&mut self, ctx: &Trials<'_>, baseline: &Probe, progress: &dyn Progress) -> Step {
+        let Some(request) = self.planner.next() else {
+            return Step::Answered;
+        };
+        if ctx.stop.interrupted() {
+            return Step::Stopped;
+        }
+        let (s, index, config) = (self.search, self.runs.len(), ctx.config);
+        progress.trial_started(&s.label, index, &request, config.unit());
+        let trial = match s.system {
+            System::Placement(placement) => {
+                trial::trial(ctx, placement, s.cpi, &request, &self.dir, index)
+            }
+            System::Command { command, .. } => {
+                sut::sut_trial(ctx, command, s.cpi, &request, &self.dir, index)
+            }
+        };
+        let run = match trial {
+            Ok(run) => run,
+            Err(TrialError::Spawn(why)) => {
+                tracing::warn!("bisect-rate: search stopped: {why}");
+                return Step::Stopped;
+            }
+        };
+        // A trial cut short by Ctrl-C measured nothing: it is not a failure.
+        if ctx.stop.interrupted() {
+            return Step::Stopped;
+        }
+        if run.judgement.failed() {
+            self.keep_probe(run_probe(format!("after trial {index}")), Some(baseline));
+        }
+        progress.trial_judged(&trial_line(config, s, index, &request, &run));
+        self.planner.record(request, run.outcome());
+        self.runs.push(TrialRun {
+            request: Some(request),
+            ..run
+        });
+        Step::Ran
+    }
+
+    /// The search's entry, its CSV written: what the planner established, the bounds after
+    /// it (unless interrupted), the co-tenant's report and every trial.
+    fn finish(
+        mut self,
+        ctx: &Trials<'_>,
+        cotenant: Option<Value>,
+        interrupted: bool,
+    ) -> Result<SearchEntry, BisectError> {
+        let (config, s, unit) = (ctx.config, self.search, ctx.config.unit());
+        if interrupted {
+            self.planner.interrupt();
+        }
+        let after = (self.before.is_some() && !interrupted)
+            .then(|| measure_bounds(ctx, s.system, s.cpi))
+            .transpose()?;
+        let result = self.planner.result();
+        let answer = result.goals.first();
+        let sustained = answer.and_then(|g| g.lower);
+        let bounds = self.before.map(|before| BracketedBounds { before, after });
+        let mut entry = search_entry(config, s.system, s.name, s.cpi, s.repeat);
+        entry.cotenant = cotenant;
+        entry.sustained_rate = sustained;
+        entry.aggregate_sustained_rate = sustained.map(|r| r * config.pipelines as f64);
+        entry.outcome = answer.map_or_else(String::new, |g| g.describe(unit));
+        entry.outcome_kind = answer.map_or("", |g| g.ending.kind()).to_string();
+        entry.probes = self.probes;
+        entry.bounds = bounds.as_ref().map(|b| b.to_json(sustained));
+        entry.trial_seconds = result.trial_seconds;
+        entry.wall_seconds = self.started.elapsed().as_secs_f64();
+        entry.sender_ceiling = result.sender_ceiling;
+        entry.loads = result.loads;
+        entry.goals = result.goals;
+        entry.trials = self
+            .runs
+            .iter()
+            .map(|t| trial_entry(t, config, &entry.latency_budget, &config.out))
+            .collect();
+        write_csv(
+            &config.out,
+            &s.name.replace(' ', "-"),
+            &config.shape_label(s.cpi),
+            s.repeat,
+            &self.runs,
+            config,
+        )?;
+        Ok(entry)
+    }
+}
+
+/// The line a judged trial prints: the search, the trial, what was asked and measured, and
+/// the gates' verdict.
+fn trial_line(
+    config: &BisectConfig,
+    s: &Search<'_>,
+    index: usize,
+    request: &TrialRequest,
+    run: &TrialRun,
+) -> String {
+    let loss = run
+        .loss_ratio
+        .map_or_else(String::new, |l| format!(", {:.3}% lost", l * 100.0));
+    format!(
+        "{} {} trial {index}: {:.1} {} for {:.2} s ({} {}, {}){loss}: {}",
+        s.label,
+        config.shape_label(s.cpi),
+        request.load,
+        config.unit(),
+        run.duration_s,
+        config.search_goals()[request.goal].name,
+        request.phase,
+        match request.stage {
+            Stage::Coarse => "short",
+            Stage::Final => "full",
+        },
+        run.judgement
+    )
+}
+
+/// A group of searches at one CPI, side by side: the bounds and probes before, the co-tenant
+/// around them, their trials alternating one by one until every search is answered, then the
+/// probes and bounds after; an entry per search, and whether the sweep was interrupted.
+fn run_group(
+    ctx: &Trials<'_>,
+    group: &[Search<'_>],
+    progress: &dyn Progress,
+) -> Result<(Vec<SearchEntry>, bool), BisectError> {
+    let config = ctx.config;
+    let mut running = group
+        .iter()
+        .map(|s| Running::start(ctx, s))
+        .collect::<Result<Vec<_>, _>>()?;
     let baseline = run_probe("before");
     for r in &mut running {
-        r.probes.push(ProbeEntry {
-            steadiness: baseline.judge(None, &limits),
-            probe: baseline.clone(),
-        });
+        r.keep_probe(baseline.clone(), None);
     }
     let labels: Vec<String> = group.iter().map(|s| s.label.clone()).collect();
     progress.searches_started(&labels, &config.shape_label(group[0].cpi));
@@ -486,72 +627,19 @@ fn run_group(
         })?),
         None => None,
     };
-    let unit = config.unit();
+    // One trial of each search still asking for one, in turn, until none asks.
     let mut interrupted = false;
     'trials: loop {
         let mut ran = false;
         for r in &mut running {
-            let Some(request) = r.planner.next() else {
-                continue;
-            };
-            if ctx.stop.interrupted() {
-                interrupted = true;
-                break 'trials;
-            }
-            let (s, index) = (r.search, r.runs.len());
-            progress.trial_started(&s.label, index, &request, unit);
-            let trial = match s.system {
-                System::Placement(placement) => {
-                    trial::trial(ctx, placement, s.cpi, &request, &r.dir, index)
-                }
-                System::Command { command, .. } => {
-                    sut::sut_trial(ctx, command, s.cpi, &request, &r.dir, index)
-                }
-            };
-            let run = match trial {
-                Ok(run) => run,
-                Err(TrialError::Spawn(why)) => {
-                    tracing::warn!("bisect-rate: search stopped: {why}");
+            match r.step(ctx, &baseline, progress) {
+                Step::Ran => ran = true,
+                Step::Answered => {}
+                Step::Stopped => {
                     interrupted = true;
                     break 'trials;
                 }
-            };
-            // A trial cut short by Ctrl-C measured nothing: it is not a failure.
-            if ctx.stop.interrupted() {
-                interrupted = true;
-                break 'trials;
             }
-            // A failed trial's machine is probed: evidence beside the trial, not a verdict.
-            if run.judgement.failed() {
-                let probe = run_probe(format!("after trial {index}"));
-                r.probes.push(ProbeEntry {
-                    steadiness: probe.judge(Some(&baseline), &limits),
-                    probe,
-                });
-            }
-            let loss = run
-                .loss_ratio
-                .map_or_else(String::new, |l| format!(", {:.3}% lost", l * 100.0));
-            progress.trial_judged(&format!(
-                "{} {} trial {index}: {:.1} {unit} for {:.2} s ({} {}, {}){loss}: {}",
-                s.label,
-                config.shape_label(s.cpi),
-                request.load,
-                run.duration_s,
-                config.search_goals()[request.goal].name,
-                request.phase,
-                match request.stage {
-                    Stage::Coarse => "short",
-                    Stage::Final => "full",
-                },
-                run.judgement
-            ));
-            r.planner.record(request, run.outcome());
-            r.runs.push(TrialRun {
-                request: Some(request),
-                ..run
-            });
-            ran = true;
         }
         if !ran {
             break;
@@ -568,53 +656,13 @@ fn run_group(
     if !interrupted {
         let after = run_probe("after");
         for r in &mut running {
-            r.probes.push(ProbeEntry {
-                steadiness: after.judge(Some(&baseline), &limits),
-                probe: after.clone(),
-            });
+            r.keep_probe(after.clone(), Some(&baseline));
         }
     }
-    let mut entries = Vec::new();
-    for mut r in running {
-        if interrupted {
-            r.planner.interrupt();
-        }
-        let s = r.search;
-        let after = (r.before.is_some() && !interrupted)
-            .then(|| measure_bounds(ctx, s.system, s.cpi))
-            .transpose()?;
-        let result = r.planner.result();
-        let answer = result.goals.first();
-        let sustained = answer.and_then(|g| g.lower);
-        let bounds = r.before.map(|before| BracketedBounds { before, after });
-        let mut entry = search_entry(config, s.system, s.name, s.cpi, s.repeat);
-        entry.cotenant = cotenant.clone();
-        entry.sustained_rate = sustained;
-        entry.aggregate_sustained_rate = sustained.map(|r| r * config.pipelines as f64);
-        entry.outcome = answer.map_or_else(String::new, |g| g.describe(unit));
-        entry.outcome_kind = answer.map_or("", |g| g.ending.kind()).to_string();
-        entry.probes = r.probes;
-        entry.bounds = bounds.as_ref().map(|b| b.to_json(sustained));
-        entry.trial_seconds = result.trial_seconds;
-        entry.wall_seconds = r.started.elapsed().as_secs_f64();
-        entry.sender_ceiling = result.sender_ceiling;
-        entry.loads = result.loads;
-        entry.goals = result.goals;
-        entry.trials = r
-            .runs
-            .iter()
-            .map(|t| trial_entry(t, config, &entry.latency_budget, &config.out))
-            .collect();
-        write_csv(
-            &config.out,
-            &s.name.replace(' ', "-"),
-            &config.shape_label(s.cpi),
-            s.repeat,
-            &r.runs,
-            config,
-        )?;
-        entries.push(entry);
-    }
+    let entries = running
+        .into_iter()
+        .map(|r| r.finish(ctx, cotenant.clone(), interrupted))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok((entries, interrupted))
 }
 

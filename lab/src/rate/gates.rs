@@ -431,9 +431,10 @@ pub fn judge(m: &TrialMeasurement, gates: &Gates) -> Verdict {
 
 /// The fraction of a trial's frames lost, as a search goal counts them: frames never
 /// completed, partial, dropped, rejected by the verifier or over the latency budget, over the
-/// frames sent, at most 1. A trial whose verdict fails it as a whole (the system or the sender
-/// failed, the processed rate fell short, latency kept rising, the counts do not add up) lost
-/// everything: 1. Fails closed: nothing sent is total loss.
+/// frames sent, or the share of the offered rate not processed (`1 - processed / offered`)
+/// when the rate gate failed, whichever is larger; at most 1. A trial whose verdict fails it as
+/// a whole (the system or the sender failed, latency kept rising, the counts do not add up)
+/// lost everything: 1. Fails closed: nothing sent, or a NaN rate, is total loss.
 pub fn loss_ratio(m: &TrialMeasurement, verdict: &Verdict) -> f64 {
     if verdict.failures.iter().any(Failure::is_whole_trial) || m.frames_sent == 0 {
         return 1.0;
@@ -443,7 +444,19 @@ pub fn loss_ratio(m: &TrialMeasurement, verdict: &Verdict) -> f64 {
         + m.dropped_frames
         + m.frames_failed_verification
         + m.frames_over_budget;
-    (lost as f64 / m.frames_sent as f64).min(1.0)
+    let frames = lost as f64 / m.frames_sent as f64;
+    let short = if verdict.failures.iter().any(Failure::is_rate_short) {
+        let processed = m.processed_rate / m.offered_rate;
+        // Written so that a NaN is total loss.
+        if processed >= 0.0 {
+            1.0 - processed.min(1.0)
+        } else {
+            1.0
+        }
+    } else {
+        0.0
+    };
+    frames.max(short).min(1.0)
 }
 
 impl Failure {
@@ -454,12 +467,19 @@ impl Failure {
             Self::PartialFrames(_)
             | Self::DroppedFrames(_)
             | Self::Verification(_)
-            | Self::LatencyOverBudget { .. } => false,
-            Self::RateShort { .. }
-            | Self::RisingLatency { .. }
-            | Self::SenderLimit { .. }
-            | Self::SystemFailed(_) => true,
+            | Self::LatencyOverBudget { .. }
+            | Self::RateShort { .. } => false,
+            Self::RisingLatency { .. } | Self::SenderLimit { .. } | Self::SystemFailed(_) => true,
             Self::Pipeline(_, failure) => failure.is_whole_trial(),
+        }
+    }
+
+    /// Whether the failure is the processed rate falling short (of any pipeline).
+    fn is_rate_short(&self) -> bool {
+        match self {
+            Self::RateShort { .. } => true,
+            Self::Pipeline(_, failure) => failure.is_rate_short(),
+            _ => false,
         }
     }
 }

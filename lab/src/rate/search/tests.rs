@@ -70,11 +70,6 @@ fn check_guarantees(config: &SearchConfig, r: &SearchResult) {
             load.is_finite() && load >= config.min_load && load <= config.max_load,
             "load {load} out of range"
         );
-        if let Some(c) = r.sender_ceiling {
-            // Nothing is offered at or above the ceiling once it is known: only trials before
-            // it was set (at it, or higher) lie there.
-            let _ = c;
-        }
     }
     for (g, result) in r.goals.iter().enumerate() {
         let goal = &config.goals[g];

@@ -2,7 +2,7 @@
 //!
 //! A thin binary: one module per subcommand, each parsing its arguments and printing what the
 //! libraries return: the data path in `kplace` (the runtime), the measuring tools in
-//! `kplace_lab`, the radar workload in `kplace_radar`.
+//! `kplace_lab`, the workloads registered in [`workloads`].
 
 mod args;
 mod bisect;
@@ -22,6 +22,7 @@ mod run;
 mod send;
 mod tune;
 mod verify;
+mod workloads;
 
 use std::process::ExitCode;
 
@@ -66,6 +67,9 @@ enum Command {
     /// a relative tolerance (exit 1 when they differ, every difference listed by frame).
     #[command(name = "compare-detections")]
     CompareDetections(compare::CompareArgs),
+    /// List the workloads this binary runs (a graph file names one with `workload: NAME`) and
+    /// the options each takes (`--opt NAME=VALUE`).
+    Workloads,
     /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
     Devices(devices::DevicesArgs),
     /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
@@ -98,6 +102,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Verify(args) => verify::main(args),
         Command::CompareDetections(args) => compare::main(args),
         Command::BisectRate(args) => bisect::main(args),
+        Command::Workloads => {
+            print!("{}", workloads::list());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Devices(args) => devices::main(args),
         Command::Hog(args) => hog::main(args),
         Command::Mps(args) => mps::main(args),

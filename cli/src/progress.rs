@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use kplace::executor::Progress;
 use kplace::report::progress::ProgressLine;
-use kplace_radar::run::ProgressReport;
+use kplace::workload::run::ProgressReport;
 
 use super::output::OutputFile;
 

@@ -10,7 +10,7 @@ use clap::Args;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::workload::recording::{self, Synthesis};
 
-use kplace_radar::Cpi;
+use super::args::ShapeArgs;
 
 /// Options of `kplace record`.
 #[derive(Debug, Args)]
@@ -18,9 +18,8 @@ pub struct RecordArgs {
     /// The graph whose source tensor the recording's frames fill.
     #[arg(long)]
     graph: PathBuf,
-    /// Binds the graph's N and M (SAMPLESxROWS), when it declares both.
-    #[arg(long, value_name = "NxM")]
-    cpi: Option<Cpi>,
+    #[command(flatten)]
+    shape: ShapeArgs,
     /// Frames to record: a replay or a sender cycles through them.
     #[arg(long, default_value_t = 16)]
     frames: u64,
@@ -58,9 +57,9 @@ pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--frames must be at least 1");
     }
     crate::output::file_only(&args.out, "--out")?;
-    let overrides = match args.cpi {
-        Some(cpi) => kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
-        None => Overrides::default(),
+    let overrides = Overrides {
+        dims: args.shape.dims(&args.graph)?,
+        params: args.shape.params(),
     };
     let graph = Graph::load(&args.graph, &overrides)?;
     let synthesis = Synthesis {

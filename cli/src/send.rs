@@ -10,12 +10,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
+use kplace::model::files::GraphFiles;
+use kplace::model::graph::{Graph, Overrides};
 use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
 use kplace::net::wire::{Malformed, WireShape};
+use kplace::workload::kind::{Prepared, Request};
 use kplace::workload::recording::Recording;
 
-use super::args::SceneArgs;
+use super::args::ShapeArgs;
 use super::output::OutputFile;
+use super::workloads::WorkloadArgs;
 
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
@@ -26,13 +30,18 @@ pub struct SendArgs {
     /// Where to send: HOST:PORT (e.g. 127.0.0.1:9000).
     #[arg(long, value_name = "HOST:PORT")]
     dest: String,
+    /// The graph whose workload generates the frames sent (its source tensor's frames).
+    #[arg(long, default_value = "graphs/radar.yaml")]
+    graph: PathBuf,
     #[command(flatten)]
-    scene: SceneArgs,
+    shape: ShapeArgs,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Send this recording's frames (`kplace record` makes one; its SigMF metadata must give
-    /// the frame's type and shape) instead of the scene's, cycling through them: one packet
+    /// the frame's type and shape) instead of the workload's, cycling through them: one packet
     /// per index of the frame's first axis. Without --rate, paced at the recording's sample
     /// rate.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["targets", "high_snr", "scene_frames"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["targets", "high_snr", "scene_frames", "options", "shape", "sets"])]
     recording: Option<PathBuf>,
     /// Frames (CPIs) per second, each frame's chirps spread evenly over its period.
     #[arg(long, value_name = "CPI_PER_S", conflicts_with_all = ["chirp_interval_us", "burst"])]
@@ -122,7 +131,7 @@ impl SendArgs {
             .with_context(|| format!("--dest {:?}: the host has no address", self.dest))
     }
 
-    fn pacing(&self, recording: Option<&Recorded>) -> anyhow::Result<Pacing> {
+    fn pacing(&self, frames: &Frames) -> anyhow::Result<Pacing> {
         if self.burst {
             return Ok(Pacing::Burst);
         }
@@ -132,17 +141,25 @@ impl SendArgs {
             }
             return Ok(Pacing::CpiRate(rate));
         }
-        let seconds = match (self.chirp_interval_us, recording) {
+        let seconds = match (self.chirp_interval_us, frames) {
             (Some(us), _) => us / 1e6,
-            (None, None) => self.scene.cpi.chirp_interval_s(),
-            (None, Some(r)) => {
-                let Some(rate) = r.recording.sample_rate else {
+            (None, Frames::Workload { prepared, shape }) => {
+                let Some(period) = prepared.workload().real_time_period() else {
                     bail!(
-                        "recording {} states no sample rate: give --rate or --chirp-interval-us",
-                        r.recording.path.display()
+                        "the workload of graph {} has no real-time rate: give --rate or --chirp-interval-us",
+                        self.graph.display()
                     );
                 };
-                f64::from(r.shape.samples) / rate
+                period.as_secs_f64() / f64::from(shape.chirps)
+            }
+            (None, Frames::Recorded { recording, shape }) => {
+                let Some(rate) = recording.sample_rate else {
+                    bail!(
+                        "recording {} states no sample rate: give --rate or --chirp-interval-us",
+                        recording.path.display()
+                    );
+                };
+                f64::from(shape.samples) / rate
             }
         };
         let interval = Duration::try_from_secs_f64(seconds).map_err(|_| {
@@ -181,36 +198,84 @@ impl SendArgs {
     }
 }
 
-/// A recording to send, and its wire.
-struct Recorded {
-    recording: Recording,
-    shape: WireShape,
+/// The frames to send, and their wire.
+enum Frames {
+    /// A recording's.
+    Recorded {
+        recording: Recording,
+        shape: WireShape,
+    },
+    /// The graph's workload's, prepared for a replay.
+    Workload {
+        prepared: Box<dyn Prepared>,
+        shape: WireShape,
+    },
 }
 
-/// Prepares the scene (or loads the recording), sends it, prints a summary; Ctrl-C ends the
-/// run early, still with the summary and exit status 0.
-pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
-    let dest = args.dest()?;
-    let recorded = args
-        .recording
-        .as_deref()
-        .map(|path| -> anyhow::Result<Recorded> {
+impl Frames {
+    /// The recording these options name, or the frames of the graph's workload for a run of
+    /// `count` frames.
+    fn new(args: &SendArgs, count: FrameCount) -> anyhow::Result<Frames> {
+        if let Some(path) = &args.recording {
             let (recording, tensor) = Recording::load_described(path)?;
             let shape = WireShape::for_tensor(&tensor).map_err(anyhow::Error::msg)?;
-            Ok(Recorded { recording, shape })
-        })
-        .transpose()?;
-    let pacing = args.pacing(recorded.as_ref())?;
+            return Ok(Frames::Recorded { recording, shape });
+        }
+        let files = GraphFiles {
+            graph: args.graph.clone(),
+            dims: args.shape.dims(&args.graph)?,
+            sets: args.shape.params(),
+            ..GraphFiles::default()
+        };
+        let graph = Graph::load(
+            &files.graph,
+            &Overrides {
+                dims: files.dims.clone(),
+                params: Vec::new(),
+            },
+        )?;
+        let shape = WireShape::for_source(&graph).map_err(anyhow::Error::msg)?;
+        let options = args.workload.options();
+        let request = Request {
+            files: &files,
+            options: &options,
+            recording: None,
+            seed: args.workload.seed,
+            frames: match count {
+                FrameCount::Frames(n) => n,
+                FrameCount::Duration(_) => u64::MAX,
+            },
+            pipelines: 0,
+            replay: true,
+        };
+        let prepared_at = Instant::now();
+        let prepared = crate::workloads::registry()
+            .kind_for(&request)?
+            .prepare(&request)?;
+        tracing::info!(
+            "kplace send: {} prepared in {:.2} s",
+            prepared.workload().describe(),
+            prepared_at.elapsed().as_secs_f64()
+        );
+        Ok(Frames::Workload { prepared, shape })
+    }
+
+    fn shape(&self) -> WireShape {
+        match self {
+            Frames::Recorded { shape, .. } | Frames::Workload { shape, .. } => *shape,
+        }
+    }
+}
+
+/// Prepares the workload's frames (or loads the recording), sends them, prints a summary;
+/// Ctrl-C ends the run early, still with the summary and exit status 0.
+pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
+    let dest = args.dest()?;
     let frames = args.frame_count()?;
+    let source = Frames::new(&args, frames)?;
+    let pacing = args.pacing(&source)?;
     let faults = args.faults()?;
-    let cpi = args.scene.cpi;
-    let shape = match &recorded {
-        Some(r) => r.shape,
-        None => WireShape::ci16(
-            u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
-            u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
-        ),
-    };
+    let shape = source.shape();
     let config = SenderConfig {
         dest,
         shape,
@@ -237,33 +302,28 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let times = create(&args.times, "--times", "send times")?;
     let report_file = create(&args.report, "--report", "send report")?;
 
-    let scene_frames;
-    let prepared: &[Vec<u8>] = match &recorded {
-        Some(r) => {
+    let prepared: &[Vec<u8>] = match &source {
+        Frames::Recorded { recording, .. } => {
             tracing::info!(
                 "kplace send: recording {} ({} frames of {} packets) to {dest}, {pacing}, {frames}",
-                r.recording.path.display(),
-                r.recording.frames.len(),
+                recording.path.display(),
+                recording.frames.len(),
                 shape.chirps
             );
-            &r.recording.frames
+            &recording.frames
         }
-        None => {
-            let scene = args.scene.scene()?;
-            let period = args.scene.scene_frames(match frames {
-                FrameCount::Frames(n) => n,
-                FrameCount::Duration(_) => u64::MAX,
-            })?;
-            kplace_radar::graph::check_prepared_frames(args.scene.cpi, period.get())?;
-            let prepared_at = Instant::now();
-            let prepared = kplace_radar::graph::prepare_frames(&scene, period.get())?;
+        Frames::Workload { prepared, .. } => {
+            let workload = prepared.workload();
+            let Some(frames_prepared) = workload.frames() else {
+                bail!("the workload prepared no frames to send");
+            };
             tracing::info!(
-                "kplace send: CPI {cpi} to {dest}, {pacing}, {frames} ({period} distinct scene frames prepared in {:.2} s), seed {}",
-                prepared_at.elapsed().as_secs_f64(),
-                args.scene.seed
+                "kplace send: {} ({} distinct frames of {}) to {dest}, {pacing}, {frames}",
+                workload.describe(),
+                frames_prepared.len(),
+                workload.shape()
             );
-            scene_frames = prepared;
-            &scene_frames
+            frames_prepared
         }
     };
 

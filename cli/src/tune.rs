@@ -16,9 +16,7 @@ use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::{Device, library_search_dirs};
 use kplace::plan::bind::find_default_library;
-use kplace::workload::Workload;
-use kplace::workload::generic::RecordingSetup;
-use kplace::workload::reference::CheckSpec;
+use kplace::workload::kind::{self, RecordingRequest, WorkloadOptions};
 use kplace_lab::bisect::{BisectConfig, Stop, bounds::receiver_alone};
 use kplace_lab::hog::Cotenant;
 use kplace_lab::tune::calibrate::{
@@ -28,11 +26,8 @@ use kplace_lab::tune::model::{self, Feed};
 use kplace_lab::tune::space::{self, Candidate, Knobs, Offers};
 use kplace_lab::tune::{self, Predicted, Proven, Provenance, Request};
 use kplace_radar::Cpi;
-use kplace_radar::run::{RunConfig, Setup as RadarSetup};
-use kplace_radar::scene::SceneConfig;
 
 use super::bisect::{BisectArgs, Spinner};
-use super::run::workload::RADAR;
 
 /// Options of `kplace tune`: what to tune for, the space weighed, and how it is proven (every
 /// `bisect-rate` option, which each proving search uses).
@@ -283,51 +278,53 @@ impl Devices {
     }
 }
 
-/// The graph at `cpi` and its workload: the radar scene, or the recording's frames judged
-/// against their reference.
+/// The graph at `cpi` and its workload, found in the binary's registry: the one the graph
+/// names, or the recording's frames judged against their reference.
 fn workload(
     config: &BisectConfig,
     cpi: Cpi,
     placement: &Path,
-) -> anyhow::Result<(Graph, Box<dyn Workload>)> {
+) -> anyhow::Result<(Graph, Box<dyn kind::Prepared>)> {
+    let probe = Graph::load(&config.graph, &Overrides::default())?;
+    // The CPI binds the source's shape where the graph's source has one to bind.
+    let dims = probe
+        .bind_source_shape(&[cpi.samples as u64, cpi.chirps as u64])
+        .unwrap_or_default();
     let files = GraphFiles {
         graph: config.graph.clone(),
         placement: placement.to_path_buf(),
+        dims,
         ..GraphFiles::default()
     };
-    let probe = Graph::load(&config.graph, &Overrides::default())?;
-    let dims = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
-    if let Some(feed) = &config.recording {
-        let overrides = if probe.dims.contains_key("N") && probe.dims.contains_key("M") {
-            dims
-        } else {
-            Overrides::default()
-        };
-        let check: CheckSpec = feed
-            .check
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--check: {e}"))?;
-        let setup = RecordingSetup::new(files, overrides.clone(), &feed.path, &check)?;
-        let graph = Graph::load(&config.graph, &overrides)?;
-        return Ok((graph, Box::new(setup.workload)));
-    }
-    if probe.workload.as_deref() != Some(RADAR) {
-        bail!(
-            "graph {} names no workload kplace generates: tune it on a recording (--recording FILE --check reference:PLACEMENT)",
-            config.graph.display()
-        );
-    }
-    let scene = SceneConfig {
+    let recording = config
+        .recording
+        .as_ref()
+        .map(|feed| -> anyhow::Result<RecordingRequest> {
+            Ok(RecordingRequest {
+                path: feed.path.clone(),
+                check: feed
+                    .check
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--check: {e}"))?,
+            })
+        })
+        .transpose()?;
+    let options = WorkloadOptions::default();
+    let request = kind::Request {
+        files: &files,
+        options: &options,
+        recording: recording.as_ref(),
         seed: config.seed,
-        ..SceneConfig::new(cpi)
+        frames: 64,
+        pipelines: 1,
+        replay: true,
     };
-    let run = RunConfig::replay_of(files, scene)?;
-    let setup = RadarSetup::new(&run)?;
-    let graph = Graph::load(
-        &config.graph,
-        &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
-    )?;
-    Ok((graph, Box::new(setup)))
+    let prepared = crate::workloads::registry()
+        .kind_for(&request)
+        .map_err(|e| anyhow::anyhow!("{e}; kplace tune runs a graph's own workload, or any graph on a recording (--recording FILE --check reference:PLACEMENT)"))?
+        .prepare(&request)?;
+    let (graph, _) = prepared.load()?;
+    Ok((graph, prepared))
 }
 
 /// The machine, for a calibration's key and a placement's comment.
@@ -421,7 +418,7 @@ fn calibration(
 struct Prepared<'a> {
     devices: &'a Devices,
     graph: Graph,
-    workload: Box<dyn Workload>,
+    workload: Box<dyn kind::Prepared>,
     space: space::Enumeration,
 }
 
@@ -490,8 +487,8 @@ impl<'a> Prepared<'a> {
             gpu: self.devices.gpu.clone().ok(),
             libraries: builds,
             graph: calibrate::graph_identity(&self.graph),
-            shape: self.workload.shape(),
-            workload: self.workload.describe(),
+            shape: self.workload.workload().shape(),
+            workload: self.workload.workload().describe(),
             cotenant: None,
         })
     }
@@ -517,7 +514,7 @@ fn tune_cpi(
         graph,
         offers: &prepared.devices.offers,
         libraries: &prepared.devices.libraries,
-        workload: prepared.workload.as_ref(),
+        workload: prepared.workload.workload(),
         gpus: CudaProvider::global(),
         gpu: prepared.devices.gpu.is_ok().then_some(options.knobs.gpu),
         seconds: options.calibrate_s,
@@ -731,7 +728,7 @@ fn write_winner(
             command: &options.command,
             machine: &machine,
             when: &humantime_now(),
-            shape: &prepared.workload.shape(),
+            shape: &prepared.workload.workload().shape(),
             prediction: &p.prediction,
             measured,
             unit: config.unit(),

@@ -327,10 +327,22 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
         &[],
         "graphs/spectrogram.yaml names no workload: run it on a recording",
     );
-    // The recording is 256x32; the graph bound to 1024x128 by default.
+    // The recording is 256x32: a shape bound otherwise on the command line is refused.
     refused(
-        &["--recording", rec],
-        "its frames are [32, 256] (kplace:frame_shape), but the graph's source iq is [128, 1024]",
+        &["--cpi", "512x32", "--recording", rec],
+        "its frames are [32, 256] (kplace:frame_shape), but the graph's source iq is [32, 512]",
+    );
+    refused(
+        &["--shape", "256x32x2", "--recording", rec],
+        "--shape 256x32x2: graph graphs/spectrogram.yaml: a frame shape of 3 dimensions for the source iq, which has 2 ([M, N])",
+    );
+    refused(
+        &["--cpi", "256x32", "--set", "N=512", "--recording", rec],
+        "--shape 256x32 makes N 256, but --set N=512: give one",
+    );
+    refused(
+        &["--set", "K=4", "--recording", rec],
+        "the graph has no dimension K to set (it has: M, N)",
     );
     refused(
         &[
@@ -356,7 +368,11 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
     );
     refused(
         &["--cpi", "256x32", "--recording", rec, "--detections", "-"],
-        "--write-sinks DIR",
+        "--detections: workload recording writes no results of its own; write every sink tensor with --write-sinks DIR",
+    );
+    refused(
+        &["--recording", rec, "--pfa", "1e-6"],
+        "workload option pfa is not an option of workload recording, which takes none",
     );
     let raw = dir.path().join("short.raw");
     std::fs::write(&raw, [0u8; 1000]).unwrap();
@@ -390,4 +406,70 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
         "{}",
         ended.stderr
     );
+}
+
+/// A graph of the user's own dimensions (a beamformer's channels `C` by snapshots `S`, here
+/// the spectrogram's kernels under those names, with values no workload defaults to) runs with
+/// no shape on the command line: at the graph file's shape, and at the shape a recording's
+/// metadata states, which binds what the command line leaves to the file.
+#[test]
+fn a_graph_of_its_own_dimensions_runs_at_the_file_s_shape_or_the_recording_s() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let root = support::workspace();
+    let text = std::fs::read_to_string(root.join(GRAPH))
+        .unwrap()
+        .replace("N: 1024", "C: 64")
+        .replace("M: 128", "S: 48")
+        .replace("[M, N]", "[S, C]")
+        .replace("[N]", "[C]");
+    assert!(!text.contains("[M") && text.contains("C: 64"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("beams.yaml");
+    std::fs::write(&graph, text).unwrap();
+    let graph = graph.to_str().unwrap();
+    let check = format!("reference:{CPU}");
+    for (extra, shape) in [(&[][..], "64x48"), (&["--set", "C=32"][..], "32x48")] {
+        let rec = dir.path().join(format!("{shape}.sigmf-data"));
+        let rec = rec.to_str().unwrap();
+        let recorded = run(&[
+            &["record", "--graph", graph, "--frames", "3", "--out", rec],
+            extra,
+        ]
+        .concat());
+        assert!(recorded.status.success(), "{}", recorded.stderr);
+        let want = format!("[{}] (", shape.rsplit('x').collect::<Vec<_>>().join(", "));
+        assert!(
+            recorded.stdout.contains(&want),
+            "{want}: {}",
+            recorded.stdout
+        );
+        let report_path = dir.path().join(format!("{shape}.json"));
+        let ended = run(&[
+            "run",
+            "--graph",
+            graph,
+            "--placement",
+            CPU2,
+            "--recording",
+            rec,
+            "--check",
+            &check,
+            "--frames",
+            "6",
+            "--report",
+            report_path.to_str().unwrap(),
+        ]);
+        assert!(ended.status.success(), "{shape}: {}", ended.stderr);
+        assert!(
+            ended
+                .stderr
+                .contains(&format!("6 frames of {shape} from recording")),
+            "{shape}: {}",
+            ended.stderr
+        );
+        let report = report(&report_path);
+        assert!(report.verification.passed);
+        assert_eq!(report.verification.frames_passed, 6);
+        assert_eq!(report.cpi, shape);
+    }
 }

@@ -313,8 +313,13 @@ fn an_invalid_configuration_fails_before_sending() {
     ));
 }
 
+/// `kplace ARGS` in the workspace, where the default graph (`graphs/radar.yaml`) is.
 fn kplace(args: &[&str]) -> Output {
-    support::output(Command::new(env!("CARGO_BIN_EXE_kplace")).args(args))
+    support::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .args(args)
+            .current_dir(support::workspace()),
+    )
 }
 
 fn text(out: &Output) -> String {
@@ -565,6 +570,7 @@ fn cli_refuses_scene_frames_beyond_the_budget() {
     let dest = dest.to_string();
     let mut command = Command::new(env!("CARGO_BIN_EXE_kplace"));
     command
+        .current_dir(support::workspace())
         .args([
             "send",
             "--dest",

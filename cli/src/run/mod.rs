@@ -20,13 +20,13 @@ use kplace::session::{self, several::PipelineMode, several::pipeline_path};
 use kplace::workload::reference::CheckSpec;
 use kplace::workload::run::Outputs;
 use kplace::workload::sinks::SinkFormat;
-use kplace_radar::run::RunConfig;
 
 pub(crate) mod workload;
 
-use super::args::{GraphArgs, SceneArgs};
+use super::args::GraphArgs;
 use super::output::{self, OutputFile, ReportOutput};
 use super::progress::ProgressOut;
+use super::workloads::WorkloadArgs;
 use workload::Prepared;
 
 /// Where frames come from.
@@ -75,7 +75,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub(crate) graph: GraphArgs,
     #[command(flatten)]
-    pub(crate) scene: SceneArgs,
+    pub(crate) workload: WorkloadArgs,
     /// Run the graph on this recording of its source tensor's frames (raw, with SigMF
     /// metadata beside it when present; `kplace record` makes one) instead of a workload's
     /// own frames: replayed from memory, or received from `kplace send --recording` over UDP.
@@ -159,10 +159,8 @@ pub struct RunArgs {
     /// this file, atomically. A `kplace run: ready: ...` line on stderr says the same.
     #[arg(long, value_name = "FILE")]
     pub(crate) ready_file: Option<PathBuf>,
-    /// CFAR false-alarm probability (overrides the graph's; also sets the verifier's bound).
-    #[arg(long)]
-    pub(crate) pfa: Option<f64>,
-    /// Write every frame's clusters to this file, in the detection line format (`-`: stdout).
+    /// Write what the workload reads from every frame to this file, in its own format (the
+    /// radar: its clusters, in the detection line format; `-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub(crate) detections: Option<PathBuf>,
     /// Write `frame_id,done_ns` (CLOCK_MONOTONIC, the clock of `kplace send --times`) per
@@ -278,25 +276,6 @@ impl RunArgs {
         self.outputs()
             .iter()
             .any(|p| p.is_some_and(output::is_stdout))
-    }
-
-    /// The run these options describe.
-    pub(crate) fn config(&self) -> anyhow::Result<RunConfig> {
-        let replay = self.source == SourceArg::Replay && !self.ingest_only;
-        Ok(RunConfig {
-            files: self.graph.files(),
-            scene: self.scene.config(),
-            scene_frames: self.scene.scene_frames(self.frames)?,
-            frames: self.frames,
-            warmup_frames: self.warmup_frames,
-            profile_gpu: self.profile_gpu,
-            pfa: self.pfa,
-            // An ingest-only run assembles into plain buffers: it allocates none of the pools.
-            pipelines: if self.ingest_only { 0 } else { self.pipelines },
-            replay,
-            progress_every: self.report_every,
-            trace: self.trace.is_some(),
-        })
     }
 
     /// The receiver these options describe, on `addr`, for packets of `shape`.

@@ -1,8 +1,7 @@
-//! Which workload `kplace run` runs: the radar scene, for a graph that names
-//! `workload: fmcw-radar`, or a recording checked against a reference, for any graph
-//! (`--recording`). Both run through the runtime's workload seam
-//! ([`kplace::workload::run::run_pipeline`]); this module only turns options into one or the
-//! other.
+//! Which workload `kplace run` runs: the one the graph names, found in the binary's registry
+//! ([`crate::workloads`]), or the recording workload with `--recording`. Every workload runs
+//! through the runtime's workload seam ([`kplace::workload::run::run_pipeline`]); this module
+//! only turns options into a request.
 
 use std::path::Path;
 
@@ -11,131 +10,96 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::net::udp::UdpSource;
 use kplace::net::wire::WireShape;
 use kplace::plan::Plan;
-use kplace::workload::generic::RecordingSetup;
+use kplace::workload::kind::{self, RecordingRequest, Request};
 use kplace::workload::run::{Outputs, PipelineOutcome, PipelineRun, run_pipeline};
 use kplace::workload::sinks::SinkFiles;
-use kplace_radar::run::{RunConfig, Setup};
 
-use super::{RunArgs, check_mps};
-
-/// The workload name that selects the radar scene and its verifier.
-pub(crate) const RADAR: &str = "fmcw-radar";
+use super::{RunArgs, SourceArg, check_mps};
 
 /// A run's workload, prepared once for all its pipelines.
-pub(crate) enum Prepared {
-    /// The radar scene, judged by its truth.
-    Radar {
-        /// The run as the radar workload takes it.
-        config: Box<RunConfig>,
-        /// The scene and its prepared frames.
-        setup: Box<Setup>,
-    },
-    /// A recording, judged against its reference.
-    Recording {
-        /// The graph, recording and reference.
-        setup: Box<RecordingSetup>,
-        /// How each pipeline runs.
-        run: PipelineRun,
-    },
+pub(crate) struct Prepared {
+    /// What every pipeline shares: frames, judge, graph and placement.
+    prepared: Box<dyn kind::Prepared>,
+    /// How each pipeline runs.
+    run: PipelineRun,
 }
 
-/// Which workload the options name, from one read of the graph.
-enum Kind {
-    /// The radar scene (`workload: fmcw-radar`, no `--recording`).
-    Radar,
-    /// A recording, with the graph's `N` and `M` bound to `--cpi` when it declares both.
-    Recording(Overrides),
-}
-
-/// The workload these options run: a recording with `--recording`; otherwise the radar, for a
-/// graph that names it (a graph naming none is refused, saying how to run it).
-fn kind(args: &RunArgs) -> anyhow::Result<Kind> {
-    let path = &args.graph.graph;
-    let probe = Graph::load(path, &Overrides::default())?;
-    if args.recording.is_some() {
-        let cpi = args.scene.cpi;
-        let dims = if probe.dims.contains_key("N") && probe.dims.contains_key("M") {
-            vec![
-                ("N".into(), cpi.samples as u64),
-                ("M".into(), cpi.chirps as u64),
-            ]
-        } else {
-            Vec::new()
-        };
-        return Ok(Kind::Recording(Overrides {
+/// The wire of the stream these options receive: the graph's source as the run binds it, one
+/// packet per index of its packet axis.
+pub(crate) fn wire(args: &RunArgs) -> anyhow::Result<WireShape> {
+    let files = args.graph.files()?;
+    let mut dims = files.dims;
+    if let Some(recording) = &args.recording {
+        // The recording's metadata binds what the command line leaves to the graph file.
+        dims = recording_dims(&args.graph.graph, dims, recording)?;
+    }
+    let graph = Graph::load(
+        &files.graph,
+        &Overrides {
             dims,
             params: Vec::new(),
-        }));
-    }
-    match probe.workload.as_deref() {
-        Some(RADAR) => Ok(Kind::Radar),
-        Some(other) => bail!(
-            "graph {}: unknown workload {other:?}; kplace knows {RADAR:?}, or runs any graph on a recording (--recording FILE)",
-            path.display()
-        ),
-        None => bail!(
-            "graph {} names no workload: run it on a recording of its source with --recording FILE (`kplace record` makes one) and --check reference:PLACEMENT, or add `workload: {RADAR}` to run a radar receiver on the generated scene",
-            path.display()
-        ),
-    }
+        },
+    )?;
+    WireShape::for_source(&graph).map_err(anyhow::Error::msg)
 }
 
-/// The wire of the stream these options receive: the graph's source, one packet per index
-/// of its first axis.
-pub(crate) fn wire(args: &RunArgs) -> anyhow::Result<WireShape> {
-    match kind(args)? {
-        Kind::Radar => {
-            let cpi = args.scene.cpi;
-            Ok(WireShape::ci16(
-                u32::try_from(cpi.samples).context("--cpi: samples do not fit a u32")?,
-                u32::try_from(cpi.chirps).context("--cpi: chirps do not fit a u32")?,
-            ))
-        }
-        Kind::Recording(overrides) => {
-            let graph = Graph::load(&args.graph.graph, &overrides)?;
-            WireShape::for_source(&graph).map_err(anyhow::Error::msg)
+/// `dims`, then what the recording's frame shape binds of the rest.
+fn recording_dims(
+    graph: &Path,
+    mut dims: Vec<(String, u64)>,
+    recording: &Path,
+) -> anyhow::Result<Vec<(String, u64)>> {
+    let Some(mut extents) = kplace::workload::recording::Recording::described_shape(recording)?
+    else {
+        return Ok(dims);
+    };
+    extents.reverse();
+    let probe = Graph::load(
+        graph,
+        &Overrides {
+            dims: dims.clone(),
+            params: Vec::new(),
+        },
+    )?;
+    if let Ok(bound) = probe.bind_source_shape(&extents) {
+        for (name, value) in bound {
+            if !dims.iter().any(|(n, _)| *n == name) {
+                dims.push((name, value));
+            }
         }
     }
+    Ok(dims)
 }
 
 impl Prepared {
     /// Checks and prepares the workload these options name.
     pub(crate) fn new(args: &RunArgs) -> anyhow::Result<Prepared> {
-        let overrides = match kind(args)? {
-            Kind::Recording(overrides) => overrides,
-            Kind::Radar => {
-                let config = args.config()?;
-                let setup = Setup::new(&config)?;
-                return Ok(Prepared::Radar {
-                    config: Box::new(config),
-                    setup: Box::new(setup),
-                });
-            }
+        let files = args.graph.files()?;
+        let options = args.workload.options();
+        let recording = args.recording.as_ref().map(|path| RecordingRequest {
+            path: path.clone(),
+            check: args.check.clone(),
+        });
+        let request = Request {
+            files: &files,
+            options: &options,
+            recording: recording.as_ref(),
+            seed: args.workload.seed,
+            frames: args.frames,
+            pipelines: args.pipelines,
+            replay: args.source == SourceArg::Replay,
         };
-        let Some(recording) = &args.recording else {
-            bail!("a recording run needs --recording FILE");
-        };
-        if args.pfa.is_some() {
+        let registry = crate::workloads::registry();
+        let kind = registry.kind_for(&request)?;
+        if args.detections.is_some() && kind.results().is_none() {
             bail!(
-                "--pfa sets the radar workload's CFAR; on a recording set a stage's parameter with --set STAGE.PARAM=VALUE"
+                "--detections: workload {} writes no results of its own; write every sink tensor with --write-sinks DIR",
+                kind.name()
             );
         }
-        if !args.scene.targets.is_empty()
-            || args.scene.high_snr
-            || args.scene.scene_frames.is_some()
-        {
-            bail!(
-                "--target, --high-snr and --scene-frames describe the radar's scene; a recording run takes its frames from the recording"
-            );
-        }
-        if args.detections.is_some() {
-            bail!(
-                "--detections writes the radar's clusters; on a recording write every sink tensor with --write-sinks DIR"
-            );
-        }
-        let setup = RecordingSetup::new(args.graph.files(), overrides, recording, &args.check)?;
-        Ok(Prepared::Recording {
-            setup: Box::new(setup),
+        let prepared = kind.prepare(&request)?;
+        Ok(Prepared {
+            prepared,
             run: PipelineRun {
                 frames: args.frames,
                 warmup_frames: args.warmup_frames,
@@ -153,12 +117,7 @@ impl Prepared {
         index: Option<usize>,
         format: kplace::workload::sinks::SinkFormat,
     ) -> anyhow::Result<SinkFiles> {
-        let graph = match self {
-            Prepared::Radar { config, setup } => {
-                kplace_radar::graph::load_files(&config.files, setup.cpi(), &[])?.0
-            }
-            Prepared::Recording { setup, .. } => setup.load()?.0,
-        };
+        let (graph, _) = self.prepared.load()?;
         let dir = match index {
             Some(i) => dir.join(format!("p{i}")),
             None => dir.to_path_buf(),
@@ -174,23 +133,16 @@ impl Prepared {
         index: Option<usize>,
         outputs: Outputs,
     ) -> anyhow::Result<PipelineOutcome> {
-        match self {
-            Prepared::Radar { config, setup } => Ok(kplace_radar::run::run_pipeline(
-                config, setup, udp, index, outputs, &check_mps,
-            )?),
-            Prepared::Recording { setup, run } => {
-                let (graph, placement) = setup.load()?;
-                let plan = Plan::new(graph, placement)?;
-                Ok(run_pipeline(
-                    &plan,
-                    &setup.workload,
-                    run,
-                    udp,
-                    index,
-                    outputs,
-                    &check_mps,
-                )?)
-            }
-        }
+        let (graph, placement) = self.prepared.load()?;
+        let plan = Plan::new(graph, placement)?;
+        Ok(run_pipeline(
+            &plan,
+            self.prepared.workload(),
+            &self.run,
+            udp,
+            index,
+            outputs,
+            &check_mps,
+        )?)
     }
 }

@@ -57,6 +57,17 @@ pub enum FitError {
         /// The most that fit.
         fit: u64,
     },
+    /// The graph lacks a dimension the radar binds to its CPI, or its value is too large.
+    #[error(
+        "graph {}: the radar workload binds its CPI to dimensions N (samples) and M (chirps); {missing} is missing or does not fit a u32",
+        graph.display()
+    )]
+    Dimensions {
+        /// The graph file.
+        graph: PathBuf,
+        /// The dimension.
+        missing: String,
+    },
     /// The graph cannot be laid out on the placement.
     #[error(transparent)]
     Plan(Box<PlanError>),

@@ -13,6 +13,8 @@
 //! - [`compare`] compares two receivers' detections of the same frames, cell by cell;
 //! - [`sink`] judges the runtime's completed frames with the verifier and writes their
 //!   detections: the workload's one meeting point with the runtime's executor;
+//! - [`kind`] registers the workload by name (`workload: fmcw-radar`), for programs that look
+//!   workloads up in a registry;
 //! - [`run`] runs one pipeline of the radar graph through a runtime session, every frame
 //!   judged by that sink, and builds its report.
 #![warn(missing_docs)]
@@ -21,6 +23,7 @@ pub mod compare;
 pub mod cpi;
 pub mod detections;
 pub mod graph;
+pub mod kind;
 pub mod reference;
 pub mod run;
 pub mod scene;

@@ -50,7 +50,8 @@ pub struct RunConfig {
     /// The CFAR false-alarm probability, instead of the graph's (it also sets the verifier's
     /// bound).
     pub pfa: Option<f64>,
-    /// Independent pipelines, each with its own pools (the memory check counts them all).
+    /// Independent pipelines, each with its own pools (the memory check counts them all); 0
+    /// for a run that plans none (a sender), which needs no placement.
     pub pipelines: u64,
     /// Whether the frames are replayed from memory (prepared now) rather than received.
     pub replay: bool,
@@ -114,12 +115,27 @@ impl Setup {
     pub fn new(config: &RunConfig) -> Result<Setup, RadarRunError> {
         let cpi = config.scene.cpi;
         let pfa_set = graph::pfa_override(&config.files.graph, config.pfa)?;
-        let (graph, placement) = graph::load_files(&config.files, cpi, &pfa_set)?;
-        graph::check_graph_fits(&graph, cpi)?;
-        let pfa = graph::graph_pfa(&graph)?;
         let period = config.scene_frames.get();
         let prepared_frames = if config.replay { period } else { 0 };
-        graph::check_memory(&graph, &placement, cpi, config.pipelines, prepared_frames)?;
+        let graph = if config.pipelines == 0 {
+            // Nothing is planned (a sender): the placement is not needed, only the frames.
+            let mut overrides = graph::cpi_overrides(cpi, config.files.sets.clone());
+            overrides
+                .dims
+                .splice(0..0, config.files.dims.iter().cloned());
+            overrides.params.extend(pfa_set.iter().cloned());
+            let graph = kplace::model::graph::Graph::load(&config.files.graph, &overrides)
+                .map_err(FitError::from)?;
+            graph::check_graph_fits(&graph, cpi)?;
+            graph::check_prepared_frames(cpi, prepared_frames)?;
+            graph
+        } else {
+            let (graph, placement) = graph::load_files(&config.files, cpi, &pfa_set)?;
+            graph::check_graph_fits(&graph, cpi)?;
+            graph::check_memory(&graph, &placement, cpi, config.pipelines, prepared_frames)?;
+            graph
+        };
+        let pfa = graph::graph_pfa(&graph)?;
         let scene = Scene::new(config.scene.clone())?;
         let prepared = if config.replay {
             let prepared_at = Instant::now();
@@ -146,6 +162,11 @@ impl Setup {
     pub fn cpi(&self) -> Cpi {
         self.cpi
     }
+
+    /// The parameter overrides that set the run's false-alarm probability on the CFAR stage.
+    pub fn pfa_set(&self) -> &[(String, String, String)] {
+        &self.pfa_set
+    }
 }
 
 impl Workload for Setup {
@@ -163,6 +184,10 @@ impl Workload for Setup {
 
     fn frames(&self) -> Option<&Arc<[Vec<u8>]>> {
         self.prepared.as_ref()
+    }
+
+    fn real_time_period(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs_f64(self.cpi.period_s()))
     }
 
     fn judge(

@@ -207,6 +207,8 @@ impl BisectConfig {
         match &self.recording {
             Some(r) => vec!["--recording".into(), r.path.display().to_string()],
             None => vec![
+                "--graph".into(),
+                self.graph.display().to_string(),
                 "--cpi".into(),
                 cpi.to_string(),
                 "--seed".into(),

@@ -18,6 +18,8 @@ pub struct GraphFiles {
     pub graph: PathBuf,
     /// The placement file.
     pub placement: PathBuf,
+    /// Dimension bindings (`--shape`, `--set DIM=VALUE`), applied before a workload's own.
+    pub dims: Vec<(String, u64)>,
     /// Stage parameter overrides: (stage, parameter, value).
     pub sets: Vec<(String, String, String)>,
     /// Frame slots in flight, instead of the placement's.
@@ -57,6 +59,7 @@ impl GraphFiles {
         mut overrides: Overrides,
         real_time_period: Duration,
     ) -> Result<(Graph, Placement), FilesError> {
+        overrides.dims.splice(0..0, self.dims.iter().cloned());
         overrides.params.splice(0..0, self.sets.iter().cloned());
         let graph = Graph::load(&self.graph, &overrides)?;
         let mut placement = Placement::load(&self.placement)?;

@@ -42,6 +42,10 @@ pub struct Graph {
     pub stages: Vec<StageSpec>,
     /// Where frames come from.
     pub source: SourceSpec,
+    /// The dimension each axis of the source tensor's shape names in the graph file, outermost
+    /// first; `None` for an axis written as a number. What a frame shape given innermost first
+    /// (`--shape 1024x128`, a recording's metadata) binds: [`Graph::bind_source_shape`].
+    pub source_dims: Vec<Option<String>>,
     /// The tensors a completed frame hands to the application.
     pub sinks: Vec<TensorId>,
     /// How each sink, in [`Graph::sinks`] order, is compared with a reference.
@@ -149,7 +153,7 @@ pub struct Split {
 pub struct SourceSpec {
     /// The tensor the source fills.
     pub tensor: TensorId,
-    /// One packet fills one index along this axis (one chirp along the chirp axis).
+    /// One packet fills one index along this axis.
     pub packet_axis: usize,
 }
 
@@ -170,6 +174,51 @@ impl Graph {
     /// The tensor `id`.
     pub fn tensor(&self, id: TensorId) -> &TensorSpec {
         &self.tensors[id.0]
+    }
+
+    /// The dimension values that give the source tensor the frame shape `extents`, innermost
+    /// axis first (`[1024, 128]` for a source of shape `[M, N]` binds `N = 1024, M = 128`).
+    /// An axis the file writes as a number must already have its extent; the error says which
+    /// axis does not fit, and how the shape was written.
+    pub fn bind_source_shape(&self, extents: &[u64]) -> Result<Vec<(String, u64)>, String> {
+        let tensor = self.tensor(self.source.tensor);
+        let written: Vec<String> = self
+            .source_dims
+            .iter()
+            .zip(&tensor.shape)
+            .map(|(d, n)| d.clone().unwrap_or_else(|| n.to_string()))
+            .collect();
+        if extents.len() != tensor.shape.len() {
+            return Err(format!(
+                "a frame shape of {} dimensions for the source {}, which has {} ([{}])",
+                extents.len(),
+                tensor.name,
+                tensor.shape.len(),
+                written.join(", ")
+            ));
+        }
+        let mut dims: Vec<(String, u64)> = Vec::new();
+        for (axis, &extent) in extents.iter().rev().enumerate() {
+            match &self.source_dims.get(axis).cloned().flatten() {
+                Some(name) => match dims.iter().find(|(n, _)| n == name) {
+                    Some((_, bound)) if *bound != extent => {
+                        return Err(format!(
+                            "the frame shape gives dimension {name} both {bound} and {extent}"
+                        ));
+                    }
+                    Some(_) => {}
+                    None => dims.push((name.clone(), extent)),
+                },
+                None if tensor.shape[axis] != extent => {
+                    return Err(format!(
+                        "axis {axis} of the source {} is {} in the graph file, not {extent}",
+                        tensor.name, tensor.shape[axis]
+                    ));
+                }
+                None => {}
+            }
+        }
+        Ok(dims)
     }
 
     /// The stage `id`.
@@ -515,6 +564,18 @@ impl Binder<'_> {
                 tensor: source_tensor,
                 packet_axis: file.source.packet_axis,
             },
+            source_dims: file
+                .tensors
+                .iter()
+                .find(|t| t.value.name == file.source.tensor.value)
+                .map(|t| {
+                    t.value
+                        .shape
+                        .iter()
+                        .map(|d| d.value.parse::<u64>().is_err().then(|| d.value.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
             sinks,
             tolerances,
             workload: file.workload,

@@ -78,6 +78,10 @@ impl Workload for RecordingWorkload {
         Some(&self.recording.frames)
     }
 
+    fn real_time_period(&self) -> Option<std::time::Duration> {
+        self.recording.frame_period(&self.source)
+    }
+
     fn judge(
         &self,
         frames_expected: u64,
@@ -135,13 +139,17 @@ pub struct RecordingSetup {
 
 impl RecordingSetup {
     /// Loads the graph and the recording at `recording`, and computes or reads the reference
-    /// `check` names.
+    /// `check` names. The graph's dimensions are the file's, then the recording's frame shape
+    /// where its metadata states one, then `files` and `overrides`: what the command line binds
+    /// wins, and the recording is checked against the graph as bound.
     pub fn new(
-        files: crate::model::files::GraphFiles,
+        mut files: crate::model::files::GraphFiles,
         overrides: crate::model::graph::Overrides,
         recording: &Path,
         check: &CheckSpec,
     ) -> Result<RecordingSetup, PrepareError> {
+        let described = dims_from_recording(&files, &overrides, recording)?;
+        files.dims.splice(0..0, described);
         let probe = std::time::Duration::from_millis(10);
         let (graph, _) = files.load_with(overrides.clone(), probe)?;
         let recording = Recording::load(recording, &graph)?;
@@ -196,6 +204,35 @@ impl RecordingSetup {
     ) -> Result<(Graph, crate::model::placement::Placement), crate::model::files::FilesError> {
         self.files.load_with(self.overrides.clone(), self.period)
     }
+}
+
+/// The dimensions the recording's metadata gives the graph's source that neither `files` nor
+/// `overrides` binds; none when its shape does not fit the source (loading the recording then
+/// says how it differs).
+fn dims_from_recording(
+    files: &crate::model::files::GraphFiles,
+    overrides: &crate::model::graph::Overrides,
+    recording: &Path,
+) -> Result<Vec<(String, u64)>, PrepareError> {
+    let Some(mut extents) = Recording::described_shape(recording)? else {
+        return Ok(Vec::new());
+    };
+    extents.reverse();
+    let bound: Vec<(String, u64)> = files.dims.iter().chain(&overrides.dims).cloned().collect();
+    let graph = Graph::load(
+        &files.graph,
+        &crate::model::graph::Overrides {
+            dims: bound.clone(),
+            params: Vec::new(),
+        },
+    )
+    .map_err(crate::model::files::FilesError::from)?;
+    Ok(graph
+        .bind_source_shape(&extents)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(name, _)| !bound.iter().any(|(b, _)| b == name))
+        .collect())
 }
 
 /// Compares each completed frame with its reference.

@@ -19,6 +19,7 @@
 
 pub mod compare;
 pub mod generic;
+pub mod kind;
 pub mod npy;
 pub mod recording;
 pub mod reference;
@@ -45,6 +46,12 @@ pub trait Workload: Sync {
     /// The distinct frames a replay cycles through (frame `i` carries frame `i % len`), when
     /// the run replays them from memory; `None` when nothing was prepared.
     fn frames(&self) -> Option<&Arc<[Vec<u8>]>>;
+
+    /// The stream's real-time frame period (the radar's CPI duration, a recording's frame at
+    /// its sample rate), when the workload has one: a sender's default pace.
+    fn real_time_period(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// A judge for one pipeline expecting `frames_expected` frames; `results` is where the
     /// workload writes what it reads from each frame in its own format (the radar's detection

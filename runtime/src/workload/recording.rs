@@ -183,6 +183,13 @@ impl Recording {
         Ok((load(path, &tensor, "")?, tensor))
     }
 
+    /// The frame shape the recording's metadata states (`kplace:frame_shape`, outermost axis
+    /// first), if it has metadata that states one.
+    pub fn described_shape(path: &Path) -> Result<Option<Vec<u64>>, RecordingError> {
+        let (_, meta_path) = files(path);
+        Ok(read_meta(&meta_path)?.and_then(|m| m.global.frame_shape))
+    }
+
     /// The real-time frame period: a frame's samples at the recording's sample rate, if it
     /// states one.
     pub fn frame_period(&self, tensor: &TensorSpec) -> Option<std::time::Duration> {

@@ -1,0 +1,177 @@
+//! The radar as a registered workload kind (`workload: fmcw-radar`): the scene's frames in,
+//! its truth judging the clusters out. A program registers [`Radar`] in its
+//! [`Registry`](kplace::workload::kind::Registry); runs find it by the name the graph file
+//! gives.
+//!
+//! The CPI is the graph's own `N` by `M`, as the file gives them or as the run binds them
+//! (`--shape`, `--cpi`, `--set N=...`). Guarantees: every option is checked, and the graph is
+//! checked against the scene and this machine's memory, before any frame is prepared.
+
+use std::num::NonZeroU64;
+
+use kplace::model::files::GraphFiles;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::workload::Workload;
+use kplace::workload::kind::{KindError, OptionSpec, Prepared, Request, WorkloadKind};
+
+use crate::graph::{self, FitError, check_pfa};
+use crate::run::{RunConfig, Setup};
+use crate::scene::{default_targets, high_snr_targets};
+use crate::{Cpi, SceneConfig, Target};
+
+/// The name graph files give the radar workload.
+pub const NAME: &str = "fmcw-radar";
+
+/// The radar workload kind.
+pub struct Radar;
+
+const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "target",
+        value: "RANGE,VELOCITY,SNR",
+        help: "a target in metres, metres per second and dB (default: docs/workload.md's three at 6 dB)",
+        repeatable: true,
+    },
+    OptionSpec {
+        name: "high-snr",
+        value: "",
+        help: "the default targets at 25 dB",
+        repeatable: false,
+    },
+    OptionSpec {
+        name: "scene-frames",
+        value: "N",
+        help: "distinct scene frames prepared; frame i shows scene frame i mod N (default: up to 64 within 256 MiB)",
+        repeatable: false,
+    },
+    OptionSpec {
+        name: "pfa",
+        value: "P",
+        help: "the CFAR false-alarm probability, instead of the graph's (also the verifier's bound)",
+        repeatable: false,
+    },
+];
+
+impl WorkloadKind for Radar {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn about(&self) -> &'static str {
+        "an FMCW radar receiver on a generated scene of point targets in noise, its clusters checked against the scene's truth"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn results(&self) -> Option<&'static str> {
+        Some("every frame's clusters, in the detection line format")
+    }
+
+    fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {
+        cpi_of(graph)
+            .ok()
+            .map(|cpi| std::time::Duration::from_secs_f64(cpi.period_s()))
+    }
+
+    fn prepare(&self, request: &Request<'_>) -> Result<Box<dyn Prepared>, KindError> {
+        let graph = Graph::load(
+            &request.files.graph,
+            &Overrides {
+                dims: request.files.dims.clone(),
+                params: Vec::new(),
+            },
+        )?;
+        let cpi = cpi_of(&graph).map_err(kind_error)?;
+        let options = request.options;
+        let targets: Vec<Target> = options
+            .all("target")
+            .map(|t| {
+                t.parse().map_err(|e| KindError::Option {
+                    name: "target".into(),
+                    why: format!("{t:?}: {e}"),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let high_snr = options.switch("high-snr")?;
+        if high_snr && !targets.is_empty() {
+            return Err(KindError::Option {
+                name: "high-snr".into(),
+                why: "sets the targets: give it or targets, not both".into(),
+            });
+        }
+        let pfa = options.parse::<f64>("pfa")?;
+        if let Some(pfa) = pfa {
+            check_pfa(pfa, "--pfa").map_err(kind_error)?;
+        }
+        let asked = options.parse::<NonZeroU64>("scene-frames")?;
+        let mut scene = SceneConfig::new(cpi);
+        scene.seed = request.seed;
+        scene.targets = if high_snr {
+            high_snr_targets()
+        } else if targets.is_empty() {
+            default_targets()
+        } else {
+            targets
+        };
+        let config = RunConfig {
+            files: request.files.clone(),
+            scene,
+            scene_frames: graph::scene_frames(cpi, asked, request.frames).map_err(kind_error)?,
+            frames: request.frames,
+            warmup_frames: 0,
+            profile_gpu: false,
+            pfa,
+            pipelines: request.pipelines,
+            replay: request.replay,
+            progress_every: None,
+            trace: false,
+        };
+        let setup = Setup::new(&config).map_err(kind_error)?;
+        Ok(Box::new(PreparedRadar {
+            files: config.files,
+            setup,
+        }))
+    }
+}
+
+/// The CPI a radar graph is bound to: its `N` (samples) by `M` (chirps).
+pub fn cpi_of(graph: &Graph) -> Result<Cpi, FitError> {
+    let dim = |name: &str| {
+        graph
+            .dims
+            .get(name)
+            .and_then(|&v| usize::try_from(v).ok())
+            .filter(|&v| u32::try_from(v).is_ok())
+            .ok_or_else(|| FitError::Dimensions {
+                graph: graph.path.clone(),
+                missing: name.to_string(),
+            })
+    };
+    Ok(Cpi {
+        samples: dim("N")?,
+        chirps: dim("M")?,
+    })
+}
+
+fn kind_error(e: impl std::error::Error + Send + Sync + 'static) -> KindError {
+    KindError::Kind(Box::new(e))
+}
+
+/// A radar run's scene and graph, prepared once for every pipeline.
+struct PreparedRadar {
+    files: GraphFiles,
+    setup: Setup,
+}
+
+impl Prepared for PreparedRadar {
+    fn workload(&self) -> &dyn Workload {
+        &self.setup
+    }
+
+    fn load(&self) -> Result<(Graph, Placement), KindError> {
+        graph::load_files(&self.files, self.setup.cpi(), self.setup.pfa_set()).map_err(kind_error)
+    }
+}

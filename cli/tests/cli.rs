@@ -1401,3 +1401,43 @@ fn verbosity_flags_and_rust_log_choose_what_stderr_says() {
         "an error is said even at -qqq: {stderr}"
     );
 }
+
+/// The workloads a graph can name are listed with their options, and a workload option is
+/// given by flag or by `--opt`, checked by name: one its workload does not take, or a graph
+/// naming a workload nobody registered, is refused with the names that would work.
+#[test]
+fn workloads_are_listed_and_their_options_checked_by_name() {
+    let out = kplace(&["workloads"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        listed.starts_with("fmcw-radar: ")
+            && listed.contains("  --opt target=RANGE,VELOCITY,SNR (repeatable): ")
+            && listed.contains("  --opt pfa=P: ")
+            && listed.contains("\nrecording: any graph on a recording"),
+        "{listed}"
+    );
+    let e = input_error(&["run", "--frames", "1", "--opt", "pfa=2"]);
+    assert!(e.contains("--pfa must be in (0, 0.01]"), "{e}");
+    let e = input_error(&["run", "--frames", "1", "--opt", "beams=4"]);
+    assert!(
+        e.contains(
+            "workload option beams is not an option of workload fmcw-radar, which takes target, high-snr, scene-frames, pfa"
+        ),
+        "{e}"
+    );
+    let e = input_error(&["run", "--frames", "1", "--pfa", "1e-6", "--opt", "pfa=1e-5"]);
+    assert!(e.contains("workload option pfa is given twice"), "{e}");
+    let root = support::workspace();
+    let sonar = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+        .unwrap()
+        .replace("workload: fmcw-radar", "workload: sonar");
+    let (_dir, path) = support::write_temp("sonar.yaml", &sonar);
+    let e = input_error(&["run", "--graph", path.to_str().unwrap(), "--frames", "1"]);
+    assert!(
+        e.contains(
+            "unknown workload \"sonar\"; kplace knows fmcw-radar, or runs any graph on a recording"
+        ),
+        "{e}"
+    );
+}

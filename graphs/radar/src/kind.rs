@@ -120,14 +120,9 @@ impl WorkloadKind for Radar {
             files: request.files.clone(),
             scene,
             scene_frames: graph::scene_frames(cpi, asked, request.frames).map_err(kind_error)?,
-            frames: request.frames,
-            warmup_frames: 0,
-            profile_gpu: false,
             pfa,
             pipelines: request.pipelines,
             replay: request.replay,
-            progress_every: None,
-            trace: false,
         };
         let setup = Setup::new(&config).map_err(kind_error)?;
         Ok(Box::new(PreparedRadar {
@@ -173,5 +168,117 @@ impl Prepared for PreparedRadar {
 
     fn load(&self) -> Result<(Graph, Placement), KindError> {
         graph::load_files(&self.files, self.setup.cpi(), self.setup.pfa_set()).map_err(kind_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use kplace::workload::kind::{Registry, WorkloadOptions};
+
+    use super::*;
+
+    fn radar_graph() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../radar.yaml")
+    }
+
+    fn files(dims: &[(&str, u64)]) -> GraphFiles {
+        GraphFiles {
+            graph: radar_graph(),
+            dims: dims.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            ..GraphFiles::default()
+        }
+    }
+
+    fn prepare(files: &GraphFiles, options: &[(&str, &str)]) -> Result<Box<dyn Prepared>, String> {
+        let mut given = WorkloadOptions::default();
+        for (n, v) in options {
+            given.push(*n, *v);
+        }
+        let request = Request {
+            files,
+            options: &given,
+            recording: None,
+            seed: 3,
+            frames: 4,
+            pipelines: 0,
+            replay: true,
+        };
+        let registry = Registry::new().register(Radar);
+        let kind = registry.kind_for(&request).map_err(|e| e.to_string())?;
+        kind.prepare(&request).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_cpi_is_the_graph_s_own_or_what_the_run_binds() {
+        let prepared = prepare(&files(&[]), &[]).unwrap();
+        let workload = prepared.workload();
+        assert_eq!(workload.shape(), "1024x128", "the file's N and M");
+        let prepared = prepare(&files(&[("N", 256), ("M", 32)]), &[]).unwrap();
+        let workload = prepared.workload();
+        assert_eq!(workload.shape(), "256x32");
+        let frames = workload.frames().unwrap();
+        assert_eq!(
+            frames.len(),
+            4,
+            "one distinct frame per frame run, up to 64"
+        );
+        assert!(frames.iter().all(|f| f.len() == 256 * 32 * 4));
+        assert_eq!(
+            workload.real_time_period(),
+            Some(std::time::Duration::from_secs_f64(32.0 * 256.0 / 20.48e6))
+        );
+    }
+
+    #[test]
+    fn options_are_checked_before_any_frame_is_prepared() {
+        let small = files(&[("N", 256), ("M", 32)]);
+        for (options, want) in [
+            (
+                &[("target", "30,2")][..],
+                "workload option target \"30,2\": ",
+            ),
+            (
+                &[("target", "30,2,10"), ("high-snr", "true")][..],
+                "high-snr sets the targets",
+            ),
+            (&[("pfa", "0.5")][..], "--pfa must be in (0, 0.01]"),
+            (
+                &[("scene-frames", "0")][..],
+                "workload option scene-frames \"0\": ",
+            ),
+            (
+                &[("seed", "1")][..],
+                "seed is not an option of workload fmcw-radar",
+            ),
+        ] {
+            let e = prepare(&small, options).err().unwrap();
+            assert!(e.contains(want), "{options:?}: {e}");
+        }
+        let one = prepare(&small, &[("target", "30,2,25"), ("scene-frames", "2")]).unwrap();
+        assert_eq!(one.workload().frames().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_graph_without_n_and_m_is_refused_naming_them() {
+        let text = std::fs::read_to_string(radar_graph())
+            .unwrap()
+            .replace("N: 1024", "C: 1024")
+            .replace("[M, N]", "[M, C]")
+            .replace("[N, M]", "[C, M]")
+            .replace("$N", "$C");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("renamed.yaml");
+        std::fs::write(&path, text).unwrap();
+        let files = GraphFiles {
+            graph: path,
+            ..GraphFiles::default()
+        };
+        let e = prepare(&files, &[]).err().unwrap();
+        assert!(
+            e.contains("binds its CPI to dimensions N (samples) and M (chirps); N is missing"),
+            "{e}"
+        );
     }
 }

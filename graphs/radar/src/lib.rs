@@ -15,8 +15,8 @@
 //!   detections: the workload's one meeting point with the runtime's executor;
 //! - [`kind`] registers the workload by name (`workload: fmcw-radar`), for programs that look
 //!   workloads up in a registry;
-//! - [`run`] runs one pipeline of the radar graph through a runtime session, every frame
-//!   judged by that sink, and builds its report.
+//! - [`run`] prepares what every pipeline of a run shares: the scene, its frames and the
+//!   judge, the radar's `Workload`.
 #![warn(missing_docs)]
 
 pub mod compare;

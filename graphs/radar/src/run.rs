@@ -1,17 +1,13 @@
-//! One pipeline of the radar graph, run and judged: the scene's frames (replayed from memory
-//! or received over UDP) through a plan of the graph, every completed frame verified against
-//! the scene's truth by a [`RadarJudge`], and the run's text and typed report. `kplace run`
-//! runs one of these per pipeline.
+//! The radar workload's frames and judge, prepared once for every pipeline of a run.
 //!
-//! [`Setup`] is what every pipeline of a run shares and is prepared once: the graph checked
-//! against the CPI, the false-alarm probability, the scene and, for a replay, its frames. It
-//! is the radar's [`Workload`]: what feeds the source and what judges the frames.
-//! [`run_pipeline`] plans one pipeline and runs it through the runtime's generic
-//! [`kplace::workload::run::run_pipeline`].
+//! [`Setup`] is what every pipeline of a run shares: the graph checked against the CPI, the
+//! false-alarm probability, the scene and, for a replay, its frames. It is the radar's
+//! [`Workload`]: what feeds the source and what judges the frames (a [`RadarJudge`] per
+//! pipeline); [`crate::kind`] prepares it from a run's request, and the runtime's
+//! [`kplace::workload::run::run_pipeline`] runs each pipeline on it.
 //!
 //! Guarantees: every check (the graph fits the scene, the pools and prepared frames fit this
-//! machine) runs before anything CPI-sized is allocated; a pipeline's outputs are the
-//! caller's, opened before it runs, so an unwritable path loses no run.
+//! machine) runs before anything CPI-sized is allocated.
 
 use std::io::Write;
 use std::num::NonZeroU64;
@@ -19,20 +15,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kplace::model::files::GraphFiles;
-use kplace::net::udp::UdpSource;
-use kplace::plan::{Plan, PlanError};
-use kplace::report::run::RunMps;
-use kplace::workload::run::{self as pipeline, PipelineError, PipelineRun};
 use kplace::workload::{Judge, JudgeError, Workload};
-
-pub use kplace::workload::run::{Outputs, PipelineOutcome, ProgressReport};
 
 use crate::graph::{self, FitError};
 use crate::{
     Cpi, DetectionWriter, RadarJudge, Scene, SceneConfig, SceneError, Verifier, VerifyConfig,
 };
 
-/// What a run of the radar graph is asked to do.
+/// What the radar workload is prepared for.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     /// The graph and placement, and their overrides.
@@ -41,12 +31,6 @@ pub struct RunConfig {
     pub scene: SceneConfig,
     /// Distinct scene frames: frame `i` shows scene frame `i mod` this ([`graph::scene_frames`]).
     pub scene_frames: NonZeroU64,
-    /// Frames to process (from a UDP source: frames expected).
-    pub frames: u64,
-    /// Frames processed and verified but left out of the rate, latency and CPU figures.
-    pub warmup_frames: u64,
-    /// Time each GPU stage with CUDA timing events.
-    pub profile_gpu: bool,
     /// The CFAR false-alarm probability, instead of the graph's (it also sets the verifier's
     /// bound).
     pub pfa: Option<f64>,
@@ -55,10 +39,6 @@ pub struct RunConfig {
     pub pipelines: u64,
     /// Whether the frames are replayed from memory (prepared now) rather than received.
     pub replay: bool,
-    /// How often the run reports its progress to [`Outputs::progress`]; `None`: never.
-    pub progress_every: Option<std::time::Duration>,
-    /// Record the run's timeline ([`PipelineOutcome::trace`]).
-    pub trace: bool,
 }
 
 impl RunConfig {
@@ -69,14 +49,9 @@ impl RunConfig {
             files,
             scene_frames: graph::scene_frames(scene.cpi, None, 64)?,
             scene,
-            frames: 0,
-            warmup_frames: 0,
-            profile_gpu: false,
             pfa: None,
             pipelines: 1,
             replay: true,
-            progress_every: None,
-            trace: false,
         })
     }
 }
@@ -90,12 +65,6 @@ pub enum RadarRunError {
     /// The scene is invalid.
     #[error("invalid scene: {0}")]
     Scene(#[from] SceneError),
-    /// The graph cannot be planned on the placement.
-    #[error(transparent)]
-    Plan(Box<PlanError>),
-    /// The run could not run to its verdict.
-    #[error(transparent)]
-    Pipeline(#[from] PipelineError),
 }
 
 /// What every pipeline of a run shares: the CPI, the false-alarm probability, the scene and
@@ -210,30 +179,4 @@ impl Workload for Setup {
         .with_template_period(self.scene_frames);
         Ok(Box::new(RadarJudge::new(verifier, frames_expected, writer)))
     }
-}
-
-/// Plans and runs one pipeline of `config` (`index` among several, or the only one) on `udp`,
-/// or on a replay of the prepared scene, judging every frame; `outputs.results` takes the
-/// detections. `mps` says, after a run that made a CUDA context, whether this process is an
-/// MPS client (the report records it, since MPS falls back silently).
-pub fn run_pipeline(
-    config: &RunConfig,
-    setup: &Setup,
-    udp: Option<UdpSource>,
-    index: Option<usize>,
-    outputs: Outputs,
-    mps: &dyn Fn() -> RunMps,
-) -> Result<PipelineOutcome, RadarRunError> {
-    let (graph, placement) = graph::load_files(&config.files, setup.cpi, &setup.pfa_set)?;
-    let plan = Plan::new(graph, placement).map_err(|e| RadarRunError::Plan(Box::new(e)))?;
-    let run = PipelineRun {
-        frames: config.frames,
-        warmup_frames: config.warmup_frames,
-        profile_gpu: config.profile_gpu,
-        progress_every: config.progress_every,
-        trace: config.trace,
-    };
-    Ok(pipeline::run_pipeline(
-        &plan, setup, &run, udp, index, outputs, mps,
-    )?)
 }

@@ -996,4 +996,47 @@ sinks: [c]
         let e = error(&unwritten);
         assert!(e.contains("tensor c is never written"), "{e}");
     }
+
+    #[test]
+    fn a_frame_shape_binds_the_dimensions_the_source_names_innermost_first() {
+        let text = "name: g
+dims: {C: 8, S: 4}
+source: {tensor: x, packet_axis: 0}
+tensors:
+  - {name: x, dtype: f32, shape: [S, 2, C]}
+  - {name: y, dtype: f32, shape: [C]}
+stages:
+  - {name: s, kernel: k, inputs: [x], outputs: [y]}
+sinks: [y]
+";
+        let graph = parse(text, &Overrides::default()).unwrap();
+        assert_eq!(
+            graph.source_dims,
+            [Some("S".to_string()), None, Some("C".to_string())]
+        );
+        assert_eq!(
+            graph.bind_source_shape(&[64, 2, 12]).unwrap(),
+            [("S".to_string(), 12), ("C".to_string(), 64)]
+        );
+        let e = graph.bind_source_shape(&[64, 3, 12]).unwrap_err();
+        assert_eq!(e, "axis 1 of the source x is 2 in the graph file, not 3");
+        let e = graph.bind_source_shape(&[64, 12]).unwrap_err();
+        assert_eq!(
+            e,
+            "a frame shape of 2 dimensions for the source x, which has 3 ([S, 2, C])"
+        );
+        let square = parse(
+            &text.replace("[S, 2, C]", "[C, 2, C]"),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            square.bind_source_shape(&[5, 2, 6]).unwrap_err(),
+            "the frame shape gives dimension C both 6 and 5"
+        );
+        assert_eq!(
+            square.bind_source_shape(&[5, 2, 5]).unwrap(),
+            [("C".to_string(), 5)]
+        );
+    }
 }

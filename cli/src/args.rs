@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
+pub use kplace::model::shape::FrameShape;
 use kplace_radar::scene::{default_targets, high_snr_targets};
 use kplace_radar::{Cpi, Scene, SceneConfig, Target};
 
@@ -92,34 +93,6 @@ fn parse_set(text: &str) -> Result<SetArg, String> {
     }
 }
 
-/// A frame's shape as written on the command line, innermost axis first (`1024x128`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FrameShape(pub Vec<u64>);
-
-impl std::str::FromStr for FrameShape {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let extents = text
-            .split('x')
-            .map(|part| match part.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!(
-                    "invalid shape {text:?}: {part:?} is not a positive integer (expected e.g. 1024x128)"
-                )),
-            })
-            .collect::<Result<Vec<u64>, String>>()?;
-        Ok(FrameShape(extents))
-    }
-}
-
-impl std::fmt::Display for FrameShape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
-        f.write_str(&parts.join("x"))
-    }
-}
-
 impl ShapeArgs {
     /// The dimensions these options bind in the graph at `graph`: the shape's (read against
     /// the graph's source), then every `--set DIM=VALUE`; a dimension given two values is
@@ -144,7 +117,7 @@ impl ShapeArgs {
             },
         )?;
         let mut dims = probe
-            .bind_source_shape(&shape.0)
+            .bind_source_shape(shape.extents())
             .map_err(|e| anyhow::anyhow!("--shape {shape}: graph {}: {e}", graph.display()))?;
         for (name, value) in set {
             match dims.iter().find(|(n, _)| *n == name) {

@@ -5,16 +5,19 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::shape::FrameShape;
 use kplace::os::CpuSet;
-use kplace_lab::bisect::{self, BisectConfig, Progress, RecordingFeed, Stop, Systems};
+use kplace::workload::kind::{Registry, WorkloadKind};
+use kplace_lab::bisect::{self, BisectConfig, Progress, RecordingFeed, SearchShape, Stop, Systems};
 use kplace_lab::hog::CotenantSpec;
 use kplace_lab::rate::{BudgetRule, Goal, SearchConfig, TrialRequest};
-use kplace_radar::Cpi;
 
 use super::run::ModeArg;
 
@@ -27,9 +30,19 @@ pub struct BisectArgs {
     /// Placement files, or directories whose every .yaml file is a placement; comma separated.
     #[arg(long, value_delimiter = ',', default_value = "placements/all-cpu.yaml")]
     placements: Vec<PathBuf>,
-    /// CPI sizes, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1024x128")]
-    cpi: Vec<Cpi>,
+    /// Frame shapes, innermost axis first, comma separated: a sweep at each (the radar's
+    /// `--cpi`) [default: the graph file's shape, or the recording's].
+    #[arg(
+        long,
+        visible_alias = "cpi",
+        value_delimiter = ',',
+        value_name = "SHAPE"
+    )]
+    shape: Vec<FrameShape>,
+    /// A workload option every run and sender is given, NAME=VALUE (repeatable; `kplace
+    /// workloads` lists them).
+    #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = crate::workloads::parse_option)]
+    options: Vec<(String, String)>,
     /// First rate tried, per second (default: the workload's real-time rate: the radar CPI's
     /// physical rate, or a recording's frames at its sample rate).
     #[arg(long)]
@@ -69,7 +82,7 @@ pub struct BisectArgs {
     /// Where the JSON and CSV results and every trial's report go.
     #[arg(long, default_value = "target/bisect-rate")]
     out: PathBuf,
-    /// Noise seed of the scene.
+    /// The seed of what the workload generates (the radar's noise).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Stream this recording of the graph's source (`kplace record`) in every trial instead
@@ -251,16 +264,32 @@ impl BisectArgs {
         search
             .validate()
             .map_err(|e| anyhow::anyhow!("--goals/--width/--window-s: {e}"))?;
-        let recording = match self.recording {
-            Some(path) => Some(recording_feed(
-                &self.graph,
-                *self.cpi.first().context("--cpi names no CPI")?,
-                path,
-                self.check.unwrap_or_default(),
-                self.start_rate,
-            )?),
-            None => None,
+        let registry = crate::workloads::registry();
+        let (shapes, workload, recording) = match self.recording {
+            Some(path) => {
+                let shapes = recording_shapes(&self.graph, &self.shape, &path, self.start_rate)?;
+                let feed = RecordingFeed {
+                    path,
+                    check: self.check.unwrap_or_default(),
+                };
+                (shapes, None, Some(feed))
+            }
+            None => {
+                let (shapes, kind) = workload_shapes(&registry, &self.graph, &self.shape)?;
+                (shapes, Some(kind), None)
+            }
         };
+        let mut workload_options = self.options;
+        if let Some(kind) = &workload {
+            crate::workloads::sweep_defaults(kind.as_ref(), &mut workload_options);
+            let mut checked = kplace::workload::kind::WorkloadOptions::default();
+            for (name, value) in &workload_options {
+                checked.push(name.as_str(), value.as_str());
+            }
+            checked.check(kind.as_ref())?;
+        } else if !workload_options.is_empty() {
+            bail!("--opt sets an option of the graph's workload; a sweep on a recording has none");
+        }
         Ok(BisectConfig {
             graph: self.graph,
             systems: match self.sut_cmd {
@@ -270,7 +299,9 @@ impl BisectArgs {
                 },
                 None => Systems::Placements(self.placements),
             },
-            cpi: self.cpi,
+            shapes,
+            workload,
+            workload_options,
             start_rate: self.start_rate,
             start_rates: Default::default(),
             goals,
@@ -414,39 +445,109 @@ fn parse_goal(text: &str) -> Result<GoalSpec, String> {
     })
 }
 
-/// The recording every trial streams, with its frame shape and period: its sample rate and
-/// the graph's source frame (at the first CPI's parameters) give the workload's real-time
-/// pace. One that states no sample rate needs `--start-rate`.
-fn recording_feed(
+/// The shapes a sweep of `graph`'s own workload runs at: each of `asked`, or the graph file's
+/// own; with the workload's real-time frame period at each, and its kind.
+fn workload_shapes(
+    registry: &Registry,
     graph_path: &std::path::Path,
-    cpi: Cpi,
-    path: PathBuf,
-    check: String,
-    start_rate: Option<f64>,
-) -> anyhow::Result<RecordingFeed> {
-    let overrides = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
-    let graph = kplace::model::graph::Graph::load(graph_path, &overrides)
+    asked: &[FrameShape],
+) -> anyhow::Result<(Vec<SearchShape>, Arc<dyn WorkloadKind>)> {
+    let file = Graph::load(graph_path, &Overrides::default())
         .with_context(|| format!("--graph {}", graph_path.display()))?;
-    let recording = kplace::workload::recording::Recording::load(&path, &graph)
-        .with_context(|| format!("--recording {}", path.display()))?;
-    let tensor = graph.tensor(graph.source.tensor);
-    let frame_period = recording.frame_period(tensor);
-    if frame_period.is_none() && start_rate.is_none() {
-        bail!(
-            "--recording {}: it states no sample rate, so its real-time pace is unknown: give --start-rate (frames/s), or record it with one",
-            path.display()
-        );
+    let kind = registry
+        .for_graph(&file, false)
+        .map(|k| k.name())
+        .map_err(|e| {
+            anyhow::anyhow!("{e}; bisect-rate runs it with --recording FILE --check CHECK")
+        })?;
+    let kind = registry
+        .shared(kind)
+        .context("a kind the registry found is registered")?;
+    let shapes = at_shapes(&file, graph_path, asked)?
+        .into_iter()
+        .map(|graph| search_shape(&graph, kind.frame_period(&graph)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((shapes, kind))
+}
+
+/// The shape a recording's sweep runs at (the graph bound by `asked`, else by the recording's
+/// metadata), with its real-time period from the recording's sample rate. One that states no
+/// sample rate needs `--start-rate`.
+fn recording_shapes(
+    graph_path: &std::path::Path,
+    asked: &[FrameShape],
+    path: &std::path::Path,
+    start_rate: Option<f64>,
+) -> anyhow::Result<Vec<SearchShape>> {
+    let file = Graph::load(graph_path, &Overrides::default())
+        .with_context(|| format!("--graph {}", graph_path.display()))?;
+    let graphs = match asked {
+        [] => {
+            let described = kplace::workload::recording::Recording::described_shape(path)?;
+            let dims = described
+                .and_then(|shape| FrameShape::of_tensor(&shape))
+                .and_then(|shape| file.bind_source_shape(shape.extents()).ok())
+                .unwrap_or_default();
+            vec![Graph::load(
+                graph_path,
+                &Overrides {
+                    dims,
+                    params: Vec::new(),
+                },
+            )?]
+        }
+        [_] => at_shapes(&file, graph_path, asked)?,
+        _ => bail!("--shape: a sweep on a recording runs at the recording's one shape"),
+    };
+    let mut shapes = Vec::new();
+    for graph in graphs {
+        let recording = kplace::workload::recording::Recording::load(path, &graph)
+            .with_context(|| format!("--recording {}", path.display()))?;
+        let frame_period = recording.frame_period(graph.tensor(graph.source.tensor));
+        if frame_period.is_none() && start_rate.is_none() {
+            bail!(
+                "--recording {}: it states no sample rate, so its real-time pace is unknown: give --start-rate (frames/s), or record it with one",
+                path.display()
+            );
+        }
+        shapes.push(search_shape(&graph, frame_period)?);
     }
-    Ok(RecordingFeed {
-        path,
-        check,
-        shape: tensor
-            .shape
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join("x"),
+    Ok(shapes)
+}
+
+/// `file` bound at each of `asked` (loaded again from `path`), or as it is.
+fn at_shapes(
+    file: &Graph,
+    path: &std::path::Path,
+    asked: &[FrameShape],
+) -> anyhow::Result<Vec<Graph>> {
+    if asked.is_empty() {
+        return Ok(vec![file.clone()]);
+    }
+    asked
+        .iter()
+        .map(|shape| {
+            let dims = file
+                .bind_source_shape(shape.extents())
+                .map_err(|e| anyhow::anyhow!("--shape {shape}: graph {}: {e}", path.display()))?;
+            Ok(Graph::load(
+                path,
+                &Overrides {
+                    dims,
+                    params: Vec::new(),
+                },
+            )?)
+        })
+        .collect()
+}
+
+/// What a sweep at `graph`'s source shape needs to know of it.
+fn search_shape(graph: &Graph, frame_period: Option<Duration>) -> anyhow::Result<SearchShape> {
+    let source = graph.tensor(graph.source.tensor);
+    Ok(SearchShape {
+        shape: FrameShape::of_tensor(&source.shape).context("a bound source has a shape")?,
         frame_period,
+        frame_bytes: source.bytes,
     })
 }
 

@@ -17,7 +17,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::{Device, library_search_dirs};
 use kplace::plan::bind::find_default_library;
 use kplace::workload::kind::{self, RecordingRequest, WorkloadOptions};
-use kplace_lab::bisect::{BisectConfig, Stop, bounds::receiver_alone};
+use kplace_lab::bisect::{BisectConfig, SearchShape, Stop, bounds::receiver_alone};
 use kplace_lab::hog::Cotenant;
 use kplace_lab::tune::calibrate::{
     self, Calibration, CalibrationKey, LibraryBuild, Lookup, Setup as CalibrationSetup, Store,
@@ -25,7 +25,6 @@ use kplace_lab::tune::calibrate::{
 use kplace_lab::tune::model::{self, Feed};
 use kplace_lab::tune::space::{self, Candidate, Knobs, Offers};
 use kplace_lab::tune::{self, Predicted, Proven, Provenance, Request};
-use kplace_radar::Cpi;
 
 use super::bisect::{BisectArgs, Spinner};
 
@@ -125,21 +124,21 @@ pub fn main(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let write = args.write.clone();
     let options = Options::from(&args);
     let config = args.search.config()?;
-    if write.is_some() && config.cpi.len() > 1 {
+    if write.is_some() && config.shapes.len() > 1 {
         bail!(
-            "--write names one file; with several --cpi, each CPI's placement is written beside its results"
+            "--write names one file; with several --shape, each shape's placement is written beside its results"
         );
     }
     let devices = Devices::find(&options)?;
     let mut all_found = true;
-    for &cpi in &config.cpi {
+    for shape in &config.shapes {
         let tuned = tune_cpi(
             &options,
             &devices,
             &config,
             &exe,
             &stop,
-            cpi,
+            shape,
             write.as_deref(),
         )?;
         all_found &= tuned.winner.is_some();
@@ -278,18 +277,14 @@ impl Devices {
     }
 }
 
-/// The graph at `cpi` and its workload, found in the binary's registry: the one the graph
+/// The graph at `shape` and its workload, found in the binary's registry: the one the graph
 /// names, or the recording's frames judged against their reference.
 fn workload(
     config: &BisectConfig,
-    cpi: Cpi,
+    shape: &SearchShape,
     placement: &Path,
 ) -> anyhow::Result<(Graph, Box<dyn kind::Prepared>)> {
-    let probe = Graph::load(&config.graph, &Overrides::default())?;
-    // The CPI binds the source's shape where the graph's source has one to bind.
-    let dims = probe
-        .bind_source_shape(&[cpi.samples as u64, cpi.chirps as u64])
-        .unwrap_or_default();
+    let dims = config.dims(shape).map_err(anyhow::Error::msg)?;
     let files = GraphFiles {
         graph: config.graph.clone(),
         placement: placement.to_path_buf(),
@@ -309,7 +304,10 @@ fn workload(
             })
         })
         .transpose()?;
-    let options = WorkloadOptions::default();
+    let mut options = WorkloadOptions::default();
+    for (name, value) in &config.workload_options {
+        options.push(name.as_str(), value.as_str());
+    }
     let request = kind::Request {
         files: &files,
         options: &options,
@@ -345,14 +343,14 @@ fn cores(config: &BisectConfig) -> usize {
         .unwrap_or(1)
 }
 
-/// Calibrates (or reuses) this machine at `cpi`, under the co-tenant `cotenant` names.
+/// Calibrates (or reuses) this machine at `shape`, under the co-tenant `cotenant` names.
 #[allow(clippy::too_many_arguments)]
 fn calibration(
     options: &Options,
     config: &BisectConfig,
     exe: &Path,
     stop: &Stop,
-    cpi: Cpi,
+    shape: &SearchShape,
     setup: &CalibrationSetup<'_>,
     with_cotenant: bool,
 ) -> anyhow::Result<Calibration> {
@@ -370,7 +368,7 @@ fn calibration(
         .map_or_else(String::new, |k| format!(" beside a {k} co-tenant"));
     if let (Some(stored), _) = lookup {
         tracing::info!(
-            "tune: at {cpi}{under}: reusing the calibration in {}",
+            "tune: at {shape}{under}: reusing the calibration in {}",
             options.store.path(&key).display()
         );
         return Ok(stored);
@@ -381,7 +379,7 @@ fn calibration(
         Lookup::Stale { age_s } => format!("the stored one is {:.1} h old", age_s as f64 / 3600.0),
         Lookup::Reused => unreachable!("handled above"),
     };
-    tracing::info!("tune: at {cpi}{under}: calibrating ({why})");
+    tracing::info!("tune: at {shape}{under}: calibrating ({why})");
     let hog = spec.map(Cotenant::start).transpose()?;
     let setup = CalibrationSetup {
         key: key.clone(),
@@ -389,7 +387,7 @@ fn calibration(
     };
     let measured = calibrate::measure(&setup);
     let receiver = match &measured {
-        Ok(_) => receiver_alone(config, exe, stop, cpi)?,
+        Ok(_) => receiver_alone(config, exe, stop, shape)?,
         Err(_) => None,
     };
     if let Some(hog) = hog {
@@ -423,22 +421,24 @@ struct Prepared<'a> {
 }
 
 impl<'a> Prepared<'a> {
-    /// Loads the graph and its workload at `cpi`, and enumerates the space on `devices`;
+    /// Loads the graph and its workload at `shape`, and enumerates the space on `devices`;
     /// `dir` receives the placement the workload is prepared with.
     fn new(
         options: &Options,
         config: &BisectConfig,
         devices: &'a Devices,
-        cpi: Cpi,
+        shape: &SearchShape,
         dir: &Path,
     ) -> anyhow::Result<Prepared<'a>> {
         let (offers, libraries) = (&devices.offers, &devices.libraries);
         // Any placement of the graph prepares the workload (its memory check reads one).
         let probe = Graph::load(
             &config.graph,
-            &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
-        )
-        .or_else(|_| Graph::load(&config.graph, &Overrides::default()))?;
+            &Overrides {
+                dims: config.dims(shape).map_err(anyhow::Error::msg)?,
+                params: Vec::new(),
+            },
+        )?;
         let no_placement = |space: &space::Enumeration| {
             let why = space
                 .rejected
@@ -462,7 +462,7 @@ impl<'a> Prepared<'a> {
             first.placement_yaml(&probe, "tune-workload", options.knobs.gpu, libraries),
         )
         .with_context(|| format!("cannot write {}", seed.display()))?;
-        let (graph, workload) = workload(config, cpi, &seed)?;
+        let (graph, workload) = workload(config, shape, &seed)?;
         let space = space::enumerate(&graph, offers, &options.knobs);
         if space.candidates.is_empty() {
             return Err(no_placement(&space));
@@ -502,13 +502,13 @@ fn tune_cpi(
     config: &BisectConfig,
     exe: &Path,
     stop: &Stop,
-    cpi: Cpi,
+    shape: &SearchShape,
     write: Option<&Path>,
 ) -> anyhow::Result<Tuned> {
     let unit = config.unit();
-    let dir = config.out.join(format!("tune-{cpi}"));
+    let dir = config.out.join(format!("tune-{shape}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let prepared = Prepared::new(options, config, devices, cpi, &dir)?;
+    let prepared = Prepared::new(options, config, devices, shape, &dir)?;
     let graph = &prepared.graph;
     let setup = CalibrationSetup {
         graph,
@@ -522,12 +522,14 @@ fn tune_cpi(
     };
     let request = Request {
         rate: options.request_rate,
-        latency_budget: Some(config.latency_budget(cpi)),
+        latency_budget: Some(config.latency_budget(shape)),
     };
     let cores = setup.key.cores as f64;
-    let unloaded = calibration(options, config, exe, stop, cpi, &setup, false)?;
+    let unloaded = calibration(options, config, exe, stop, shape, &setup, false)?;
     let loaded = match &config.cotenant {
-        Some(_) => Some(calibration(options, config, exe, stop, cpi, &setup, true)?),
+        Some(_) => Some(calibration(
+            options, config, exe, stop, shape, &setup, true,
+        )?),
         None => None,
     };
     let chosen_calibration = loaded.as_ref().unwrap_or(&unloaded);
@@ -542,7 +544,7 @@ fn tune_cpi(
         tracing::warn!("tune: {label}: not predicted: {why}");
     }
     if predicted.is_empty() {
-        bail!("no placement could be predicted at {cpi}");
+        bail!("no placement could be predicted at {shape}");
     }
     let order = tune::rank(&predicted, &request);
     let front = model::pareto(
@@ -553,7 +555,7 @@ fn tune_cpi(
     );
     let mut out = Said::default();
     out.say(format!(
-        "kplace tune: {} at {cpi}: {} placements predicted ({} left out), {} on the Pareto front of rate, latency, cores and GPU share\n{}",
+        "kplace tune: {} at {shape}: {} placements predicted ({} left out), {} on the Pareto front of rate, latency, cores and GPU share\n{}",
         graph.name,
         predicted.len(),
         prepared.space.rejected.len() + unpredictable.len(),
@@ -576,7 +578,7 @@ fn tune_cpi(
             .map(|i| (i, None))
     } else {
         let mut prove_config = config.clone();
-        prove_config.cpi = vec![cpi];
+        prove_config.shapes = vec![shape.clone()];
         let proven = tune::prove(
             &prove_config,
             exe,
@@ -625,7 +627,7 @@ fn tune_cpi(
             )?;
             let p = &predicted[index];
             out.say(format!(
-                "kplace tune: at {cpi} the winner is {} ({}), written to {}; run it with `kplace run --placement {}`\n",
+                "kplace tune: at {shape} the winner is {} ({}), written to {}; run it with `kplace run --placement {}`\n",
                 p.label,
                 measured.map_or_else(
                     || format!("predicted {:.1} {unit}, not measured", p.prediction.rate),
@@ -641,7 +643,7 @@ fn tune_cpi(
                 .iter()
                 .max_by(|a, b| a.prediction.rate.total_cmp(&b.prediction.rate));
             out.say(format!(
-                "kplace tune: at {cpi} no placement is predicted to meet the request ({}){}; \
+                "kplace tune: at {shape} no placement is predicted to meet the request ({}){}; \
                  nothing written\n",
                 request_text(&request, config.unit()),
                 fastest.map_or_else(String::new, |p| format!(
@@ -653,7 +655,7 @@ fn tune_cpi(
         }
         None => {
             out.say(format!(
-                "kplace tune: at {cpi} no placement proven meets the request ({}){proofs_said}; \
+                "kplace tune: at {shape} no placement proven meets the request ({}){proofs_said}; \
                  nothing written\n",
                 request_text(&request, config.unit())
             ));

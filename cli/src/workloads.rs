@@ -7,7 +7,7 @@
 //! spellings of its options, and mean nothing to another workload, which refuses them by name.
 
 use clap::Args;
-use kplace::workload::kind::{Registry, WorkloadOptions};
+use kplace::workload::kind::{Registry, WorkloadKind, WorkloadOptions};
 use kplace_radar::kind::Radar;
 
 /// Every workload kind this binary runs: the radar receiver, and the built-in recording kind.
@@ -46,7 +46,8 @@ pub struct WorkloadArgs {
     pfa: Option<String>,
 }
 
-fn parse_option(text: &str) -> Result<(String, String), String> {
+/// Parses `NAME=VALUE`.
+pub fn parse_option(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
         _ => Err("expected NAME=VALUE, e.g. pfa=1e-6".into()),
@@ -73,6 +74,16 @@ impl WorkloadArgs {
             options.push(name.as_str(), value.as_str());
         }
         options
+    }
+}
+
+/// Adds the options a sweep (`bisect-rate`, `tune`) gives `kind` unless told otherwise: the
+/// radar's 16 distinct scene frames, which every trial's sender and receiver then agree on
+/// and which bound the memory each holds.
+pub fn sweep_defaults(kind: &dyn WorkloadKind, options: &mut Vec<(String, String)>) {
+    if kind.name() == kplace_radar::kind::NAME && !options.iter().any(|(n, _)| n == "scene-frames")
+    {
+        options.push(("scene-frames".into(), "16".into()));
     }
 }
 

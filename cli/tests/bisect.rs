@@ -746,7 +746,7 @@ fn a_recording_search_gates_every_trial_on_its_check() {
         "--placements",
         &placements,
     ]);
-    assert!(stdout.contains("| cpu | 32x256 |"), "{stdout}");
+    assert!(stdout.contains("| cpu | 256x32 |"), "{stdout}");
     assert_eq!(
         json["settings"]["check"],
         "reference:graphs/spectrogram/placements/cpu.yaml"
@@ -755,10 +755,11 @@ fn a_recording_search_gates_every_trial_on_its_check() {
     // whatever else (a loaded machine's latency) decided the trial; a passed trial is a rate.
     let right = &json["searches"][0];
     let right_trials = right["trials"].as_array().unwrap();
-    // Rates of a recording are frames/s, its frame its source tensor's shape, its deadline
-    // its own frame period: 8192 samples at the recording's 20 MHz.
+    // Rates of a recording are frames/s, its frame its source tensor's shape (innermost axis
+    // first, as --shape takes it), its deadline its own frame period: 8192 samples at the
+    // recording's 20 MHz.
     assert_eq!(right["unit"], "frames/s", "{right}");
-    assert_eq!(right["cpi"], "32x256", "{right}");
+    assert_eq!(right["cpi"], "256x32", "{right}");
     assert_eq!(right["latency_budget"]["rule"], "deadline");
     let deadline = right["latency_budget"]["cpi_duration_ms"].as_f64().unwrap();
     assert!((deadline - 0.4096).abs() < 1e-9, "{right}");

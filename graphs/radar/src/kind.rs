@@ -7,18 +7,24 @@
 //! (`--shape`, `--cpi`, `--set N=...`). Guarantees: every option is checked, and the graph is
 //! checked against the scene and this machine's memory, before any frame is prepared.
 
+use std::fs::File;
+use std::io::BufReader;
 use std::num::NonZeroU64;
+use std::path::Path;
 
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
+use kplace::report::run::Verification;
 use kplace::workload::Workload;
 use kplace::workload::kind::{KindError, OptionSpec, Prepared, Request, WorkloadKind};
 
 use crate::graph::{self, FitError, check_pfa};
 use crate::run::{RunConfig, Setup};
 use crate::scene::{default_targets, high_snr_targets};
-use crate::{Cpi, SceneConfig, Target};
+use crate::{
+    Cpi, DetectionReader, Scene, SceneConfig, Target, Verifier, VerifyConfig, verification,
+};
 
 /// The name graph files give the radar workload.
 pub const NAME: &str = "fmcw-radar";
@@ -70,6 +76,55 @@ impl WorkloadKind for Radar {
         Some("every frame's clusters, in the detection line format")
     }
 
+    fn rate_unit(&self) -> &'static str {
+        "CPI/s"
+    }
+
+    fn judge_results(&self, request: &Request<'_>, path: &Path) -> Result<Verification, KindError> {
+        let graph = Graph::load(
+            &request.files.graph,
+            &Overrides {
+                dims: request.files.dims.clone(),
+                params: Vec::new(),
+            },
+        )?;
+        let cpi = cpi_of(&graph).map_err(kind_error)?;
+        let (scene, asked, pfa) = scene_of(request, cpi)?;
+        let pfa = match pfa {
+            Some(pfa) => pfa,
+            None => graph::graph_pfa(&graph).map_err(kind_error)?,
+        };
+        let period = graph::scene_frames(cpi, asked, request.frames).map_err(kind_error)?;
+        let refused = |why: String| KindError::Kind(why.into());
+        let file = File::open(path).map_err(|e| {
+            refused(format!(
+                "the system under test wrote no detections to {}: {e}",
+                path.display()
+            ))
+        })?;
+        // Frame by frame, ids below the frames sent: whatever the system wrote, this ends.
+        let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())
+            .map_err(kind_error)?
+            .with_frame_limit(request.frames);
+        if reader.cpi() != cpi {
+            return Err(refused(format!(
+                "{} reports CPI {}, not {cpi}",
+                path.display(),
+                reader.cpi()
+            )));
+        }
+        let scene = Scene::new(scene).map_err(kind_error)?;
+        let mut verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, pfa), request.frames)
+            .with_template_period(period);
+        while let Some(report) = reader.next_frame().map_err(kind_error)? {
+            verifier.check(report.frame_id, &report.clusters);
+        }
+        let summary = verifier.summary();
+        let mut verdict = verification(&verifier);
+        verdict.frames_failed += summary.duplicate_reports + summary.unexpected_reports;
+        Ok(verdict)
+    }
+
     fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {
         cpi_of(graph)
             .ok()
@@ -85,37 +140,7 @@ impl WorkloadKind for Radar {
             },
         )?;
         let cpi = cpi_of(&graph).map_err(kind_error)?;
-        let options = request.options;
-        let targets: Vec<Target> = options
-            .all("target")
-            .map(|t| {
-                t.parse().map_err(|e| KindError::Option {
-                    name: "target".into(),
-                    why: format!("{t:?}: {e}"),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let high_snr = options.switch("high-snr")?;
-        if high_snr && !targets.is_empty() {
-            return Err(KindError::Option {
-                name: "high-snr".into(),
-                why: "sets the targets: give it or targets, not both".into(),
-            });
-        }
-        let pfa = options.parse::<f64>("pfa")?;
-        if let Some(pfa) = pfa {
-            check_pfa(pfa, "--pfa").map_err(kind_error)?;
-        }
-        let asked = options.parse::<NonZeroU64>("scene-frames")?;
-        let mut scene = SceneConfig::new(cpi);
-        scene.seed = request.seed;
-        scene.targets = if high_snr {
-            high_snr_targets()
-        } else if targets.is_empty() {
-            default_targets()
-        } else {
-            targets
-        };
+        let (scene, asked, pfa) = scene_of(request, cpi)?;
         let config = RunConfig {
             files: request.files.clone(),
             scene,
@@ -130,6 +155,46 @@ impl WorkloadKind for Radar {
             setup,
         }))
     }
+}
+
+/// The scene a request asks for at `cpi` (its seed and targets), the distinct scene frames it
+/// asks for, and the false-alarm probability it sets, each option checked.
+fn scene_of(
+    request: &Request<'_>,
+    cpi: Cpi,
+) -> Result<(SceneConfig, Option<NonZeroU64>, Option<f64>), KindError> {
+    let options = request.options;
+    let targets: Vec<Target> = options
+        .all("target")
+        .map(|t| {
+            t.parse().map_err(|e| KindError::Option {
+                name: "target".into(),
+                why: format!("{t:?}: {e}"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let high_snr = options.switch("high-snr")?;
+    if high_snr && !targets.is_empty() {
+        return Err(KindError::Option {
+            name: "high-snr".into(),
+            why: "sets the targets: give it or targets, not both".into(),
+        });
+    }
+    let pfa = options.parse::<f64>("pfa")?;
+    if let Some(pfa) = pfa {
+        check_pfa(pfa, "--pfa").map_err(kind_error)?;
+    }
+    let asked = options.parse::<NonZeroU64>("scene-frames")?;
+    let mut scene = SceneConfig::new(cpi);
+    scene.seed = request.seed;
+    scene.targets = if high_snr {
+        high_snr_targets()
+    } else if targets.is_empty() {
+        default_targets()
+    } else {
+        targets
+    };
+    Ok((scene, asked, pfa))
 }
 
 /// The CPI a radar graph is bound to: its `N` (samples) by `M` (chirps).

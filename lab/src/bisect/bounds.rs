@@ -3,13 +3,12 @@
 
 use std::process::Stdio;
 
-use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
 use std::path::Path;
 
 use super::trial::ready_ports;
-use super::{BisectConfig, BisectError, Stop, System, Trials, plan_for};
+use super::{BisectConfig, BisectError, SearchShape, Stop, System, Trials, plan_for};
 use crate::bounds;
 
 /// The receiver alone and the kernels alone, in CPI/s.
@@ -76,7 +75,7 @@ impl BracketedBounds {
     }
 }
 
-/// The receiver alone at `cpi`, fed by a local burst: its rate, CPI/s, and its CPU time per
+/// The receiver alone at `shape`, fed by a local burst: its rate, CPI/s, and its CPU time per
 /// frame, ms (`None` where it could not be measured).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReceiverAlone {
@@ -88,14 +87,14 @@ pub struct ReceiverAlone {
     pub sender_cpu_ms_per_frame: Option<f64>,
 }
 
-/// Measures the receiver alone at `cpi` with `config`'s graph, recording and sender settings,
+/// Measures the receiver alone at `shape` with `config`'s graph, recording and sender settings,
 /// starting `exe` as `kplace run --ingest-only` and `kplace send --burst`; `None` when the
 /// receiver did not report a rate.
 pub fn receiver_alone(
     config: &BisectConfig,
     exe: &Path,
     stop: &Stop,
-    cpi: Cpi,
+    shape: &SearchShape,
 ) -> Result<Option<ReceiverAlone>, BisectError> {
     let ctx = Trials {
         mps: None,
@@ -103,12 +102,18 @@ pub fn receiver_alone(
         config,
         stop,
     };
-    ingest_only(&ctx, cpi)
+    ingest_only(&ctx, shape)
 }
 
-/// The receiver alone at `cpi`, fed by a burst of 2000 frames.
-fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, BisectError> {
-    let fail = |why: String| BisectError::Bounds { cpi, why };
+/// The receiver alone at `shape`, fed by a burst of 2000 frames.
+fn ingest_only(
+    ctx: &Trials<'_>,
+    shape: &SearchShape,
+) -> Result<Option<ReceiverAlone>, BisectError> {
+    let fail = |why: String| BisectError::Bounds {
+        shape: shape.to_string(),
+        why,
+    };
     let frames = 2000u64;
     let ready = tempfile::NamedTempFile::new()
         .map_err(|e| fail(format!("cannot create a ready file: {e}")))?;
@@ -119,7 +124,12 @@ fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, Bise
         .arg("--ingest-only")
         .arg("--ready-file")
         .arg(&ready)
-        .args(["--cpi", &cpi.to_string(), "--frames", &frames.to_string()])
+        .args([
+            "--shape",
+            &shape.to_string(),
+            "--frames",
+            &frames.to_string(),
+        ])
         .arg("--graph")
         .arg(&ctx.config.graph)
         .args(
@@ -141,7 +151,7 @@ fn ingest_only(ctx: &Trials<'_>, cpi: Cpi) -> Result<Option<ReceiverAlone>, Bise
             let burst = ctx
                 .sender_command(ctx.exe)
                 .args(["send", "--dest", &format!("127.0.0.1:{port}"), "--burst"])
-                .args(ctx.config.sender_source_args(cpi))
+                .args(ctx.config.sender_source_args(shape))
                 .args(["--frames", &frames.to_string()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -188,18 +198,21 @@ fn number_after(text: &str, label: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// The receiver alone (for every system) and the kernels alone (for a CPU placement) at `cpi`,
+/// The receiver alone (for every system) and the kernels alone (for a CPU placement) at `shape`,
 /// measured now.
 pub(super) fn measure_bounds(
     ctx: &Trials<'_>,
     system: &System,
-    cpi: Cpi,
+    shape: &SearchShape,
 ) -> Result<Bounds, BisectError> {
-    let fail = |why: String| BisectError::Bounds { cpi, why };
-    let ingest_only = ingest_only(ctx, cpi)?.map(|r| r.rate);
+    let fail = |why: String| BisectError::Bounds {
+        shape: shape.to_string(),
+        why,
+    };
+    let ingest_only = ingest_only(ctx, shape)?.map(|r| r.rate);
     let kernel_only = match system {
         System::Placement(placement) => 'bound: {
-            let plan = plan_for(&ctx.config.graph, placement, cpi).map_err(fail)?;
+            let plan = plan_for(ctx.config, placement, shape).map_err(fail)?;
             if plan.stages.iter().any(|s| s.gpu.is_some()) {
                 // Kernels back to back on one CPU thread say nothing of a GPU placement.
                 break 'bound None;
@@ -210,14 +223,17 @@ pub(super) fn measure_bounds(
                         .map_err(|e| fail(e.to_string()))?
                         .frames
                 }
-                None => {
-                    let scene = ctx.config.scene(cpi).map_err(fail)?;
-                    (0..4)
-                        .map(|f| scene.frame_bytes(f))
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|e| fail(e.to_string()))?
-                        .into()
-                }
+                None => ctx
+                    .config
+                    .workload_request(shape, 4, |kind, request| {
+                        let prepared = kind.prepare(request).map_err(|e| e.to_string())?;
+                        prepared
+                            .workload()
+                            .frames()
+                            .cloned()
+                            .ok_or_else(|| "the workload prepared no frames".to_string())
+                    })
+                    .map_err(fail)?,
             };
             let rate = |count| bounds::kernel_only_rate(&plan, &prepared, count);
             // About a second of frames, from a short first measurement.
@@ -227,7 +243,7 @@ pub(super) fn measure_bounds(
         System::Command { .. } => None,
     };
     tracing::info!(
-        "bisect-rate: bounds at {cpi}: ingest only {}, kernels only {}",
+        "bisect-rate: bounds at {shape}: ingest only {}, kernels only {}",
         ingest_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s")),
         kernel_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s"))
     );

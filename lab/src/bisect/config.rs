@@ -3,11 +3,15 @@
 //! sent, and the settings recorded beside the results.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use kplace::model::files::GraphFiles;
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::shape::FrameShape;
 use kplace::os::CpuSet;
 use kplace::session::several::PipelineMode;
-use kplace_radar::{Cpi, Scene, SceneConfig};
+use kplace::workload::kind::{Request, WorkloadKind, WorkloadOptions};
 use serde_json::{Value, json};
 
 use crate::hog::CotenantSpec;
@@ -27,19 +31,33 @@ pub enum Systems {
     },
 }
 
-/// A recording every trial streams instead of the radar scene, and what each trial's frames
-/// are checked against (`kplace run --recording FILE --check CHECK`).
+/// A recording every trial streams instead of the graph's workload's frames, and what each
+/// trial's frames are checked against (`kplace run --recording FILE --check CHECK`).
 #[derive(Clone, Debug)]
 pub struct RecordingFeed {
     /// The recording (`kplace record` makes one).
     pub path: PathBuf,
     /// The check, as `kplace run --check` takes it: `reference:PLACEMENT` or `golden:DIR`.
     pub check: String,
-    /// Its frame shape, as the tables name it (`8x64x128`).
-    pub shape: String,
-    /// Its frame period, from its sample rate and frame shape: the workload's real-time
-    /// pace. `None` when it states no sample rate (then `--start-rate` is needed).
+}
+
+/// A frame shape the sweep searches at, and what follows from it for the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchShape {
+    /// The source frame's shape, innermost axis first, as `--shape` takes it.
+    pub shape: FrameShape,
+    /// The workload's real-time frame period at this shape (the radar's CPI duration, a
+    /// recording's frame at its sample rate); `None` when it has none, and the searches then
+    /// start at `--start-rate`.
     pub frame_period: Option<Duration>,
+    /// Bytes of one source frame.
+    pub frame_bytes: u64,
+}
+
+impl std::fmt::Display for SearchShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.shape.fmt(f)
+    }
 }
 
 /// What a sweep searches and how: every setting of `kplace bisect-rate`, checked by its
@@ -50,8 +68,13 @@ pub struct BisectConfig {
     pub graph: PathBuf,
     /// The systems searched.
     pub systems: Systems,
-    /// CPI sizes.
-    pub cpi: Vec<Cpi>,
+    /// The frame shapes searched, each a sweep of its own.
+    pub shapes: Vec<SearchShape>,
+    /// The graph's workload kind (none on a recording): the unit of its rates, and the judge
+    /// of another system's results (`--sut-cmd`).
+    pub workload: Option<Arc<dyn WorkloadKind>>,
+    /// Options every run, sender and judge of the workload is given (`--opt NAME=VALUE`).
+    pub workload_options: Vec<(String, String)>,
     /// The first rate tried; `None`: the workload's real-time rate.
     pub start_rate: Option<f64>,
     /// The first rate tried per placement file, before `start_rate` (`kplace tune` starts each
@@ -69,7 +92,7 @@ pub struct BisectConfig {
     pub max_trials: usize,
     /// Where the results and every trial's files go.
     pub out: PathBuf,
-    /// The scene's noise seed.
+    /// The seed of what the workload generates.
     pub seed: u64,
     /// A recording streamed instead of the scene: any graph's trials, checked against a
     /// reference.
@@ -105,12 +128,16 @@ pub struct BisectConfig {
 }
 
 impl BisectConfig {
-    /// The search every system gets at `cpi` (`placement`'s own start rate, if it has one).
-    pub(super) fn search_config(&self, cpi: Cpi, placement: Option<&PathBuf>) -> SearchConfig {
+    /// The search every system gets at `shape` (`placement`'s own start rate, if it has one).
+    pub(super) fn search_config(
+        &self,
+        shape: &SearchShape,
+        placement: Option<&PathBuf>,
+    ) -> SearchConfig {
         let start = placement
             .and_then(|p| self.start_rates.get(p).copied())
             .or(self.start_rate)
-            .unwrap_or(1.0 / self.frame_period(cpi).as_secs_f64());
+            .unwrap_or(1.0 / self.frame_period(shape).as_secs_f64());
         SearchConfig {
             goals: self.goals.clone(),
             max_trials: self.max_trials,
@@ -124,47 +151,34 @@ impl BisectConfig {
         &self.goals
     }
 
-    /// The workload's frame period at `cpi`: a recording's own (from its sample rate and
-    /// frame shape), else the radar CPI's physical duration. A recording that states no
-    /// sample rate has none; its searches then start at `--start-rate` (the caller checks
-    /// one is given), and this is one frame at that rate.
-    pub fn frame_period(&self, cpi: Cpi) -> Duration {
-        match &self.recording {
-            Some(RecordingFeed {
-                frame_period: Some(period),
-                ..
-            }) => *period,
-            Some(_) => Duration::from_secs_f64(1.0 / self.start_rate.unwrap_or(1.0)),
-            None => Duration::from_secs_f64(cpi.period_s()),
-        }
+    /// The workload's frame period at `shape`: its real-time period where it has one, else
+    /// one frame at `--start-rate` (the caller checks one is given).
+    pub fn frame_period(&self, shape: &SearchShape) -> Duration {
+        shape
+            .frame_period
+            .unwrap_or_else(|| Duration::from_secs_f64(1.0 / self.start_rate.unwrap_or(1.0)))
     }
 
-    /// The unit of every rate: `CPI/s` for the radar scene, `frames/s` for a recording.
+    /// The unit of every rate: the workload's (`CPI/s` for the radar), `frames/s` for a
+    /// recording.
     pub fn unit(&self) -> &'static str {
-        if self.recording.is_some() {
-            "frames/s"
-        } else {
-            "CPI/s"
-        }
+        self.workload.as_ref().map_or("frames/s", |w| w.rate_unit())
     }
 
-    /// What the tables call the workload's frame: the CPI, or the recording's frame shape.
-    pub fn shape_label(&self, cpi: Cpi) -> String {
-        match &self.recording {
-            Some(r) => r.shape.clone(),
-            None => cpi.to_string(),
-        }
+    /// What the tables call the workload's frame: its shape, innermost axis first.
+    pub fn shape_label(&self, shape: &SearchShape) -> String {
+        shape.shape.to_string()
     }
 
-    /// The gates of every trial at `cpi`.
-    pub(super) fn gates(&self, cpi: Cpi) -> Gates {
-        Gates::new(self.latency_budget(cpi))
+    /// The gates of every trial at `shape`.
+    pub(super) fn gates(&self, shape: &SearchShape) -> Gates {
+        Gates::new(self.latency_budget(shape))
     }
 
-    /// The latency budget of every trial at `cpi`: with `deadline`, the workload's frame
+    /// The latency budget of every trial at `shape`: with `deadline`, the workload's frame
     /// period (or one period at the offered rate when that is longer).
-    pub fn latency_budget(&self, cpi: Cpi) -> LatencyBudget {
-        self.latency_budget.at_cpi(self.frame_period(cpi))
+    pub fn latency_budget(&self, shape: &SearchShape) -> LatencyBudget {
+        self.latency_budget.at_cpi(self.frame_period(shape))
     }
 
     /// Frames of a trial at `rate` whose measured window is `duration_s` s of stream:
@@ -177,13 +191,6 @@ impl BisectConfig {
         )
     }
 
-    /// The scene every trial sends: the default targets at `cpi`, with the sweep's seed.
-    pub(super) fn scene(&self, cpi: Cpi) -> Result<Scene, String> {
-        let mut config = SceneConfig::new(cpi);
-        config.seed = self.seed;
-        Scene::new(config).map_err(|e| format!("invalid scene: {e}"))
-    }
-
     /// What `kplace run` is told of the frames it receives and how it checks them.
     pub(super) fn receiver_source_args(&self) -> Vec<String> {
         match &self.recording {
@@ -193,30 +200,75 @@ impl BisectConfig {
                 "--check".into(),
                 r.check.clone(),
             ],
-            None => vec![
-                "--seed".into(),
-                self.seed.to_string(),
-                "--scene-frames".into(),
-                "16".into(),
-            ],
+            None => self.workload_args(),
         }
     }
 
-    /// What `kplace send` sends at `cpi`: the scene, or the recording.
-    pub(super) fn sender_source_args(&self, cpi: Cpi) -> Vec<String> {
+    /// What `kplace send` sends at `shape`: the graph's workload's frames, or the recording.
+    pub(super) fn sender_source_args(&self, shape: &SearchShape) -> Vec<String> {
         match &self.recording {
             Some(r) => vec!["--recording".into(), r.path.display().to_string()],
-            None => vec![
-                "--graph".into(),
-                self.graph.display().to_string(),
-                "--cpi".into(),
-                cpi.to_string(),
-                "--seed".into(),
-                self.seed.to_string(),
-                "--scene-frames".into(),
-                "16".into(),
-            ],
+            None => {
+                let mut args = vec![
+                    "--graph".into(),
+                    self.graph.display().to_string(),
+                    "--shape".into(),
+                    shape.shape.to_string(),
+                ];
+                args.extend(self.workload_args());
+                args
+            }
         }
+    }
+
+    /// The dimensions `shape` binds in the sweep's graph.
+    pub fn dims(&self, shape: &SearchShape) -> Result<Vec<(String, u64)>, String> {
+        let graph = Graph::load(&self.graph, &Overrides::default()).map_err(|e| e.to_string())?;
+        graph
+            .bind_source_shape(shape.shape.extents())
+            .map_err(|e| format!("shape {shape}: {e}"))
+    }
+
+    /// The graph's workload as `count` frames of it are prepared at `shape`, or why it cannot
+    /// be.
+    pub(super) fn workload_request<T>(
+        &self,
+        shape: &SearchShape,
+        count: u64,
+        with: impl FnOnce(&dyn WorkloadKind, &Request<'_>) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let Some(kind) = &self.workload else {
+            return Err("the sweep runs on a recording: its graph has no workload".into());
+        };
+        let files = GraphFiles {
+            graph: self.graph.clone(),
+            dims: self.dims(shape)?,
+            ..GraphFiles::default()
+        };
+        let mut options = WorkloadOptions::default();
+        for (name, value) in &self.workload_options {
+            options.push(name.as_str(), value.as_str());
+        }
+        let request = Request {
+            files: &files,
+            options: &options,
+            recording: None,
+            seed: self.seed,
+            frames: count,
+            pipelines: 0,
+            replay: true,
+        };
+        with(kind.as_ref(), &request)
+    }
+
+    /// The seed and options of the graph's workload, as `kplace run` and `send` take them.
+    fn workload_args(&self) -> Vec<String> {
+        let mut args = vec!["--seed".into(), self.seed.to_string()];
+        for (name, value) in &self.workload_options {
+            args.push("--opt".into());
+            args.push(format!("{name}={value}"));
+        }
+        args
     }
 
     /// The options every result depends on, recorded beside the results.
@@ -235,7 +287,9 @@ impl BisectConfig {
             "sut_cpus": self.sut_cpus.as_ref().map(ToString::to_string),
             "seed": self.seed,
             "recording": self.recording.as_ref().map(|r| r.path.display().to_string()),
-            "frame_period_ms": self.recording.as_ref().and_then(|r| r.frame_period).map(|p| p.as_secs_f64() * 1e3),
+            "frame_period_ms": self.shapes.first().and_then(|s| s.frame_period).map(|p| p.as_secs_f64() * 1e3),
+            "workload": self.workload.as_ref().map(|w| w.name()),
+            "workload_options": self.workload_options.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>(),
             "check": self.recording.as_ref().map(|r| r.check.clone()),
             "pipelines": self.pipelines,
             "pipeline_mode": self.pipeline_mode.name(),

@@ -35,11 +35,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kplace::model::graph::Graph;
+use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::os::CpuSet;
 use kplace::plan::Plan;
-use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
 use crate::hog::Cotenant;
@@ -52,7 +51,7 @@ use crate::rate::{
     TrialMeasurement, TrialOutcome, TrialRequest, Verdict,
 };
 use bounds::{BracketedBounds, measure_bounds};
-pub use config::{BisectConfig, RecordingFeed, Systems};
+pub use config::{BisectConfig, RecordingFeed, SearchShape, Systems};
 use output::{machine_facts, spreads, table_row, write_csv};
 use probe::run_probe;
 
@@ -90,10 +89,10 @@ pub enum BisectError {
     #[error("invalid search: {0}")]
     Search(String),
     /// A bound could not be measured.
-    #[error("bounds at {cpi}: {why}")]
+    #[error("bounds at {shape}: {why}")]
     Bounds {
-        /// The CPI.
-        cpi: Cpi,
+        /// The frame shape.
+        shape: String,
         /// Why.
         why: String,
     },
@@ -161,7 +160,7 @@ impl Stop {
 /// What a sweep says while it runs: a terminal shows it as a spinner per group of searches, a
 /// log or a test may ignore it. Every method has a default that does nothing.
 pub trait Progress {
-    /// Searches of `labels` at `cpi` begin, their trials alternating.
+    /// Searches of `labels` at `shape` begin, their trials alternating.
     fn searches_started(&self, _labels: &[String], _cpi: &str) {}
     /// Trial `index` of the search `label` begins.
     fn trial_started(&self, _label: &str, _index: usize, _request: &TrialRequest, _unit: &str) {}
@@ -236,16 +235,16 @@ pub fn run(
     let mut rows = Vec::new();
     let mut searches: Vec<SearchEntry> = Vec::new();
     let mut comparisons = Vec::new();
-    'sweep: for &cpi in &config.cpi {
+    'sweep: for shape in &config.shapes {
         let mut runnable = Vec::new();
         let (mut skipped, mut skipped_rows) = (Vec::new(), Vec::new());
         for system in &systems {
             let name = system_name(config, system);
             if let System::Placement(placement) = system
-                && let Err(reason) = plan_for(&config.graph, placement, cpi)
+                && let Err(reason) = plan_for(config, placement, shape)
             {
-                tracing::warn!("bisect-rate: {name} at {cpi}: skipped: {reason}");
-                let mut entry = search_entry(config, system, &name, cpi, 0);
+                tracing::warn!("bisect-rate: {name} at {shape}: skipped: {reason}");
+                let mut entry = search_entry(config, system, &name, shape, 0);
                 entry.skipped = Some(reason);
                 entry.outcome = "skipped".into();
                 entry.outcome_kind = "skipped".into();
@@ -277,13 +276,13 @@ pub fn run(
                     } else {
                         name.clone()
                     },
-                    cpi,
+                    shape,
                     repeat,
                 })
                 .collect();
             let (entries, interrupted) = run_group(&ctx, &group, progress)?;
             for (search, entry) in group.iter().zip(&entries) {
-                rows.push(table_row(&search.label, cpi, entry, config.bounds));
+                rows.push(table_row(&search.label, shape, entry, config.bounds));
             }
             comparisons.extend(output::comparisons(&entries));
             searches.extend(entries);
@@ -415,12 +414,12 @@ fn system_name(config: &BisectConfig, system: &System) -> String {
     name
 }
 
-/// One search: which system, under which name and label, at which CPI, which repeat.
+/// One search: which system, under which name and label, at which frame shape, which repeat.
 struct Search<'a> {
     system: &'a System,
     name: &'a str,
     label: String,
-    cpi: Cpi,
+    shape: &'a SearchShape,
     repeat: u32,
 }
 
@@ -453,9 +452,9 @@ impl<'a> Running<'a> {
         let config = ctx.config;
         let before = config
             .bounds
-            .then(|| measure_bounds(ctx, s.system, s.cpi))
+            .then(|| measure_bounds(ctx, s.system, s.shape))
             .transpose()?;
-        let planner = Planner::new(config.search_config(s.cpi, s.system.placement()))
+        let planner = Planner::new(config.search_config(s.shape, s.system.placement()))
             .map_err(|e| BisectError::Search(e.to_string()))?;
         Ok(Self {
             search: s,
@@ -465,7 +464,7 @@ impl<'a> Running<'a> {
             dir: config.out.join(format!(
                 "{}-{}-{}",
                 s.name.replace(' ', "-"),
-                config.shape_label(s.cpi),
+                config.shape_label(s.shape),
                 s.repeat
             )),
             before,
@@ -494,10 +493,10 @@ impl<'a> Running<'a> {
         progress.trial_started(&s.label, index, &request, config.unit());
         let trial = match s.system {
             System::Placement(placement) => {
-                trial::trial(ctx, placement, s.cpi, &request, &self.dir, index)
+                trial::trial(ctx, placement, s.shape, &request, &self.dir, index)
             }
             System::Command { command, .. } => {
-                sut::sut_trial(ctx, command, s.cpi, &request, &self.dir, index)
+                sut::sut_trial(ctx, command, s.shape, &request, &self.dir, index)
             }
         };
         let run = match trial {
@@ -536,13 +535,13 @@ impl<'a> Running<'a> {
             self.planner.interrupt();
         }
         let after = (self.before.is_some() && !interrupted)
-            .then(|| measure_bounds(ctx, s.system, s.cpi))
+            .then(|| measure_bounds(ctx, s.system, s.shape))
             .transpose()?;
         let result = self.planner.result();
         let answer = result.goals.first();
         let sustained = answer.and_then(|g| g.lower);
         let bounds = self.before.map(|before| BracketedBounds { before, after });
-        let mut entry = search_entry(config, s.system, s.name, s.cpi, s.repeat);
+        let mut entry = search_entry(config, s.system, s.name, s.shape, s.repeat);
         entry.cotenant = cotenant;
         entry.sustained_rate = sustained;
         entry.aggregate_sustained_rate = sustained.map(|r| r * config.pipelines as f64);
@@ -563,7 +562,7 @@ impl<'a> Running<'a> {
         write_csv(
             &config.out,
             &s.name.replace(' ', "-"),
-            &config.shape_label(s.cpi),
+            &config.shape_label(s.shape),
             s.repeat,
             &self.runs,
             config,
@@ -587,7 +586,7 @@ fn trial_line(
     format!(
         "{} {} trial {index}: {:.1} {} for {:.2} s ({} {}, {}){loss}: {}",
         s.label,
-        config.shape_label(s.cpi),
+        config.shape_label(s.shape),
         request.load,
         config.unit(),
         run.duration_s,
@@ -619,7 +618,7 @@ fn run_group(
         r.keep_probe(baseline.clone(), None);
     }
     let labels: Vec<String> = group.iter().map(|s| s.label.clone()).collect();
-    progress.searches_started(&labels, &config.shape_label(group[0].cpi));
+    progress.searches_started(&labels, &config.shape_label(group[0].shape));
     let hog = match &config.cotenant {
         Some(spec) => Some(Cotenant::start(spec).map_err(|e| BisectError::Cotenant {
             kind: spec.kind(),
@@ -666,12 +665,12 @@ fn run_group(
     Ok((entries, interrupted))
 }
 
-/// An entry for `system` at `cpi` with what is known before the search.
+/// An entry for `system` at `shape` with what is known before the search.
 fn search_entry(
     config: &BisectConfig,
     system: &System,
     name: &str,
-    cpi: Cpi,
+    shape: &SearchShape,
     repeat: u32,
 ) -> SearchEntry {
     SearchEntry {
@@ -684,13 +683,13 @@ fn search_entry(
             System::Command { command, .. } => Some(command.clone()),
             System::Placement(_) => None,
         },
-        cpi: config.shape_label(cpi),
+        cpi: config.shape_label(shape),
         repeat,
         skipped: None,
         unit: config.unit().to_string(),
-        real_time_rate: 1.0 / config.frame_period(cpi).as_secs_f64(),
-        latency_budget: config.latency_budget(cpi),
-        start_rate: config.search_config(cpi, system.placement()).start_load,
+        real_time_rate: 1.0 / config.frame_period(shape).as_secs_f64(),
+        latency_budget: config.latency_budget(shape),
+        start_rate: config.search_config(shape, system.placement()).start_load,
         pipelines: config.pipelines,
         pipeline_mode: config.pipeline_mode.name().to_string(),
         sustained_rate: None,
@@ -851,13 +850,16 @@ fn placement_name(path: &Path) -> String {
         .unwrap_or_else(|| path.display().to_string())
 }
 
-/// The plan of `placement` at `cpi`, or why there is none (the error with its causes).
+/// The plan of `placement` at `shape`, or why there is none (the error with its causes).
 /// Planned once before a system's searches, so that a placement that cannot run (a GPU
 /// placement without a GPU) is reported as skipped with the planner's reason instead of
 /// failing every trial.
-fn plan_for(graph: &Path, placement: &Path, cpi: Cpi) -> Result<Plan, String> {
-    let overrides = kplace_radar::graph::cpi_overrides(cpi, Vec::new());
-    let graph = Graph::load(graph, &overrides).map_err(|e| with_causes(&e))?;
+fn plan_for(config: &BisectConfig, placement: &Path, shape: &SearchShape) -> Result<Plan, String> {
+    let overrides = Overrides {
+        dims: config.dims(shape)?,
+        params: Vec::new(),
+    };
+    let graph = Graph::load(&config.graph, &overrides).map_err(|e| with_causes(&e))?;
     let placement = Placement::load(placement).map_err(|e| with_causes(&e))?;
     Plan::new(graph, placement).map_err(|e| with_causes(&e))
 }

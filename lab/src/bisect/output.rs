@@ -4,10 +4,9 @@
 use std::fs;
 use std::path::Path;
 
-use kplace_radar::Cpi;
 use serde_json::{Value, json};
 
-use super::{BisectConfig, BisectError, TrialRun};
+use super::{BisectConfig, BisectError, SearchShape, TrialRun};
 use crate::rate::sweep::{Comparison, SearchEntry, Spread, SweepFile, TrialStatus};
 use crate::rate::{Failure, Judgement, Stage, relative_spread};
 
@@ -182,7 +181,7 @@ pub fn table(file: &SweepFile, rows: &[String], with_bounds: bool) -> String {
 }
 
 /// One row of the sweep's table.
-pub fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> String {
+pub fn table_row(label: &str, shape: &SearchShape, s: &SearchEntry, with_bounds: bool) -> String {
     let rate = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v:.1}"));
     let answer = s.goals.first();
     let bracket = format!(
@@ -219,13 +218,7 @@ pub fn table_row(label: &str, cpi: Cpi, s: &SearchEntry, with_bounds: bool) -> S
             .find(|t| t.rate == r && t.stage == Stage::Final && t.loss_ratio.is_some())
     });
     let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
-    let gbit = |rate: f64| {
-        if s.unit == "CPI/s" {
-            format!("{:.2}", rate * (cpi.cells() * 4 * 8) as f64 / 1e9)
-        } else {
-            "n/a".into()
-        }
-    };
+    let gbit = |rate: f64| format!("{:.2}", rate * (shape.frame_bytes * 8) as f64 / 1e9);
     let shape = &s.cpi;
     let mut row = match (s.sustained_rate, at_result) {
         (Some(rate), Some(t)) => format!(

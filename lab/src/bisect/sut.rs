@@ -3,21 +3,18 @@
 //! times, on its post-CPI latency.
 
 use std::fs;
-use std::io::BufReader;
-use std::num::NonZeroU64;
 use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
 use kplace::report::run::LatencyEntry;
-use kplace_radar::{Cpi, DetectionReader, Verifier, VerifyConfig};
 
 use crate::rate::sweep::TrialLatency;
 use crate::rate::sweep::{SUT_TRIAL_SCHEMA, SutTrialLatency, SutTrialReport};
 use crate::rate::{Gates, LatencyBudget, TrialMeasurement, TrialRequest, judge, loss_ratio};
 
 use super::trial::{frames_over, judge_sender, send};
-use super::{BisectConfig, TrialError, TrialFigures, TrialRun, Trials, failed};
+use super::{SearchShape, TrialError, TrialFigures, TrialRun, Trials, failed};
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
 /// verifying the detections file it writes. Without timestamps from the receiver, latency is
@@ -25,7 +22,7 @@ use super::{BisectConfig, TrialError, TrialFigures, TrialRun, Trials, failed};
 pub(super) fn sut_trial(
     ctx: &Trials<'_>,
     command: &str,
-    cpi: Cpi,
+    shape: &SearchShape,
     request: &TrialRequest,
     dir: &Path,
     index: usize,
@@ -52,12 +49,21 @@ pub(super) fn sut_trial(
             .map(|q| q.into_owned())
             .map_err(|e| TrialError::Spawn(format!("cannot pass {text} to the shell: {e}")))
     };
+    // The innermost two extents, by the radar's names for them (`{samples}`, `{chirps}`).
+    let extent = |axis: usize| {
+        shape
+            .shape
+            .extents()
+            .get(axis)
+            .map_or(String::new(), u64::to_string)
+    };
     let text = command
         .replace("{port}", &port.to_string())
         .replace("{frames}", &frames.to_string())
-        .replace("{cpi}", &cpi.to_string())
-        .replace("{samples}", &cpi.samples.to_string())
-        .replace("{chirps}", &cpi.chirps.to_string())
+        .replace("{cpi}", &shape.to_string())
+        .replace("{shape}", &shape.to_string())
+        .replace("{samples}", &extent(0))
+        .replace("{chirps}", &extent(1))
         .replace("{detections}", &quoted(&detections)?)
         .replace("{times}", &quoted(&done_times)?);
     let log = fs::File::create(dir.join(format!("trial-{index}.log")))
@@ -95,7 +101,7 @@ pub(super) fn sut_trial(
     let sender = match send(
         ctx,
         port,
-        cpi,
+        shape,
         rate,
         frames,
         send_times.as_deref(),
@@ -127,12 +133,14 @@ pub(super) fn sut_trial(
         );
     };
     ctx.stop.remove(sut.id());
-    let verifier = match verify_file(config, cpi, frames, &detections) {
+    let verdict = match config.workload_request(shape, frames, |kind, request| {
+        kind.judge_results(request, &detections)
+            .map_err(|e| e.to_string())
+    }) {
         Ok(v) => v,
         Err(why) => return Ok(failed(rate, duration_s, why)),
     };
-    let summary = verifier.summary();
-    let completed = frames.saturating_sub(summary.frames_missing);
+    let completed = frames.saturating_sub(verdict.frames_missing);
     let latency = match &send_times {
         Some(sent) => match sut_latency(sent, &done_times, warmup) {
             Ok(latency) => Some(latency),
@@ -147,9 +155,7 @@ pub(super) fn sut_trial(
         frames_completed: completed,
         partial_frames: 0,
         dropped_frames: 0,
-        frames_failed_verification: summary.frames_failed
-            + summary.duplicate_reports
-            + summary.unexpected_reports,
+        frames_failed_verification: verdict.frames_failed,
         processed_rate: rate * completed as f64 / frames as f64,
         post_cpi_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
         post_cpi_trend: latency.as_ref().map_or(0.0, |l| l.trend),
@@ -158,12 +164,12 @@ pub(super) fn sut_trial(
     };
     // Without the SUT's completion times there is no latency to judge.
     let gates = match latency {
-        Some(_) => config.gates(cpi),
+        Some(_) => config.gates(shape),
         None => Gates {
             latency_budget: LatencyBudget::Fixed {
                 bound: Duration::MAX,
             },
-            ..config.gates(cpi)
+            ..config.gates(shape)
         },
     };
     let budget = gates.latency_budget.at(rate);
@@ -181,7 +187,7 @@ pub(super) fn sut_trial(
     let report = SutTrialReport {
         schema: SUT_TRIAL_SCHEMA.to_string(),
         throughput_cpi_per_s: measurement.processed_rate,
-        input_gbit_per_s: measurement.processed_rate * (cpi.cells() * 4 * 8) as f64 / 1e9,
+        input_gbit_per_s: measurement.processed_rate * (shape.frame_bytes * 8) as f64 / 1e9,
         cores_used,
         latency: latency.as_ref().map(|l| SutTrialLatency {
             post_cpi: LatencyEntry::from(&l.summary),
@@ -299,39 +305,4 @@ fn wait_udp_listener(port: u16, child: &mut Child) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     false
-}
-
-/// The verifier after every frame of the detections file at `path`, or why the file cannot
-/// be judged (it is missing, malformed, or of another CPI).
-fn verify_file(
-    config: &BisectConfig,
-    cpi: Cpi,
-    frames: u64,
-    path: &Path,
-) -> Result<Verifier, String> {
-    let file = fs::File::open(path).map_err(|e| {
-        format!(
-            "the system under test wrote no detections to {}: {e}",
-            path.display()
-        )
-    })?;
-    // Frame by frame, ids below the frames sent: whatever the system wrote, this ends.
-    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())
-        .map_err(|e| e.to_string())?
-        .with_frame_limit(frames);
-    let file_cpi = reader.cpi();
-    if file_cpi != cpi {
-        return Err(format!(
-            "{} reports CPI {file_cpi}, not {cpi}",
-            path.display()
-        ));
-    }
-    let scene = config.scene(cpi)?;
-    let period = NonZeroU64::new(16).unwrap_or(NonZeroU64::MIN);
-    let mut verifier =
-        Verifier::new(scene, VerifyConfig::for_cpi(cpi, 1e-6), frames).with_template_period(period);
-    while let Some(report) = reader.next_frame().map_err(|e| e.to_string())? {
-        verifier.check(report.frame_id, &report.clusters);
-    }
-    Ok(verifier)
 }

@@ -13,7 +13,6 @@ use std::time::Duration;
 use kplace::report::ready::wait_ready;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
 use kplace::report::send::SendFile;
-use kplace_radar::Cpi;
 use serde_json::Value;
 
 #[cfg(test)]
@@ -23,13 +22,13 @@ use crate::rate::{
     Failure, Gates, Judgement, TrialMeasurement, TrialRequest, Verdict, judge, loss_ratio,
 };
 
-use super::{TrialError, TrialFigures, TrialRun, Trials, failed};
+use super::{SearchShape, TrialError, TrialFigures, TrialRun, Trials, failed};
 
 /// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
 pub(super) fn trial(
     ctx: &Trials<'_>,
     placement: &Path,
-    cpi: Cpi,
+    shape: &SearchShape,
     request: &TrialRequest,
     dir: &Path,
     index: usize,
@@ -47,7 +46,7 @@ pub(super) fn trial(
         .arg(&config.graph)
         .arg("--placement")
         .arg(placement)
-        .args(["--cpi", &cpi.to_string()])
+        .args(["--shape", &shape.shape.to_string()])
         .args(config.receiver_source_args())
         .args([
             "--frames",
@@ -96,7 +95,7 @@ pub(super) fn trial(
             .iter()
             .map(|&port| {
                 let report = dir.join(format!("trial-{index}.send-{port}.json"));
-                scope.spawn(move || send(ctx, port, cpi, rate, frames, None, &report))
+                scope.spawn(move || send(ctx, port, shape, rate, frames, None, &report))
             })
             .collect();
         handles
@@ -129,7 +128,7 @@ pub(super) fn trial(
         }
     };
     let (measurement, mut verdict, mut loss) =
-        judge_pipelines(&report, rate, frames, &config.gates(cpi));
+        judge_pipelines(&report, rate, frames, &config.gates(shape));
     if ctx.mps.is_some() {
         let not_clients = mps_failures(&report);
         if !not_clients.is_empty() {
@@ -386,7 +385,7 @@ fn mps_failures(report: &TrialReport) -> Vec<Failure> {
 pub(super) fn send(
     ctx: &Trials<'_>,
     port: u16,
-    cpi: Cpi,
+    shape: &SearchShape,
     rate: f64,
     frames: u64,
     times: Option<&Path>,
@@ -397,7 +396,7 @@ pub(super) fn send(
         .sender_command(ctx.exe)
         .args(sender_args(
             port,
-            ctx.config.sender_source_args(cpi),
+            ctx.config.sender_source_args(shape),
             rate,
             frames,
             ctx.config.sender_tick_us,

@@ -5,3 +5,4 @@
 pub mod files;
 pub mod graph;
 pub mod placement;
+pub mod shape;

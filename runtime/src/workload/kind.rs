@@ -13,6 +13,7 @@
 //! value is checked by its kind before anything frame-sized is allocated.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::Workload;
 use super::generic::{PrepareError, RecordingSetup};
@@ -20,6 +21,7 @@ use super::reference::CheckSpec;
 use crate::model::files::{FilesError, GraphFiles};
 use crate::model::graph::{Graph, GraphError, Overrides};
 use crate::model::placement::Placement;
+use crate::report::run::Verification;
 
 /// An option a workload kind takes: `NAME=VALUE` on `--opt`, or a flag of its own.
 #[derive(Clone, Copy, Debug)]
@@ -178,6 +180,30 @@ pub trait WorkloadKind: Send + Sync {
         None
     }
 
+    /// The unit of a rate of this workload's frames, as tables print it.
+    fn rate_unit(&self) -> &'static str {
+        "frames/s"
+    }
+
+    /// Judges the results file a receiver other than kplace wrote at `path` (in the format
+    /// [`WorkloadKind::results`] names) for the `request.frames` frames of `request`: how
+    /// `bisect-rate --sut-cmd` checks another system. A frame reported twice, or one never
+    /// sent, counts as failed.
+    fn judge_results(
+        &self,
+        request: &Request<'_>,
+        path: &std::path::Path,
+    ) -> Result<Verification, KindError> {
+        let _ = (request, path);
+        Err(KindError::Kind(
+            format!(
+                "workload {} reads no results file of another receiver",
+                self.name()
+            )
+            .into(),
+        ))
+    }
+
     /// The real-time frame period of `graph` as bound (what sizes `slots: auto` when a plan is
     /// only printed), when the graph alone decides it.
     fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {
@@ -187,6 +213,12 @@ pub trait WorkloadKind: Send + Sync {
 
     /// Checks `request` against the graph and this machine and prepares the workload.
     fn prepare(&self, request: &Request<'_>) -> Result<Box<dyn Prepared>, KindError>;
+}
+
+impl std::fmt::Debug for dyn WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WorkloadKind({})", self.name())
+    }
 }
 
 /// Why a workload could not be found or prepared.
@@ -242,8 +274,8 @@ pub enum KindError {
 
 /// Every workload kind a program ships, by name.
 pub struct Registry {
-    kinds: Vec<Box<dyn WorkloadKind>>,
-    recording: RecordingKind,
+    kinds: Vec<Arc<dyn WorkloadKind>>,
+    recording: Arc<RecordingKind>,
 }
 
 impl Default for Registry {
@@ -257,7 +289,7 @@ impl Registry {
     pub fn new() -> Registry {
         Registry {
             kinds: Vec::new(),
-            recording: RecordingKind,
+            recording: Arc::new(RecordingKind),
         }
     }
 
@@ -272,14 +304,14 @@ impl Registry {
             "workload {} is registered twice",
             kind.name()
         );
-        self.kinds.push(Box::new(kind));
+        self.kinds.push(Arc::new(kind));
         self
     }
 
     /// The kind registered as `name`.
     pub fn get(&self, name: &str) -> Option<&dyn WorkloadKind> {
         if name == self.recording.name() {
-            return Some(&self.recording);
+            return Some(self.recording.as_ref());
         }
         self.kinds
             .iter()
@@ -287,12 +319,20 @@ impl Registry {
             .map(|k| k.as_ref())
     }
 
+    /// The kind registered as `name`, shared (for a tool that keeps it beside its settings).
+    pub fn shared(&self, name: &str) -> Option<Arc<dyn WorkloadKind>> {
+        if name == self.recording.name() {
+            return Some(self.recording.clone());
+        }
+        self.kinds.iter().find(|k| k.name() == name).cloned()
+    }
+
     /// Every kind, the built-in recording kind last.
     pub fn kinds(&self) -> impl Iterator<Item = &dyn WorkloadKind> {
         self.kinds
             .iter()
             .map(|k| k.as_ref())
-            .chain(std::iter::once(&self.recording as &dyn WorkloadKind))
+            .chain(std::iter::once(self.recording.as_ref() as &dyn WorkloadKind))
     }
 
     /// Every name, the recording kind's last.
@@ -308,7 +348,7 @@ impl Registry {
         recording: bool,
     ) -> Result<&dyn WorkloadKind, KindError> {
         if recording {
-            return Ok(&self.recording);
+            return Ok(self.recording.as_ref());
         }
         let known = || self.kinds.iter().map(|k| k.name()).collect();
         match graph.workload.as_deref() {

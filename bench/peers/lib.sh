@@ -12,6 +12,10 @@ kplace_binary() {
     echo "$bin"
 }
 
+# The radar graph whose scene the peers are sent and judged by, wherever a check runs from.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+PEER_GRAPH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/graphs/radar.yaml"
+
 # Prints a UDP port on 127.0.0.1 that nothing holds now, asking PYTHON.
 free_udp_port() { # PYTHON
     "$1" -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

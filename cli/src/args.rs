@@ -1,16 +1,12 @@
-//! Options shared by several subcommands: the graph, its shape and placement; and the radar's
-//! scene, for `kplace verify`.
+//! Options shared by several subcommands: the graph, its shape and placement.
 
-use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
 pub use kplace::model::shape::FrameShape;
-use kplace_radar::scene::{default_targets, high_snr_targets};
-use kplace_radar::{Cpi, Scene, SceneConfig, Target};
 
 /// Which graph, on which placement, with which overrides.
 #[derive(Debug, Args)]
@@ -142,60 +138,5 @@ impl ShapeArgs {
                 SetArg::Dim(..) => None,
             })
             .collect()
-    }
-}
-
-/// The scene: CPI, targets, seed, and how many distinct frames to prepare.
-#[derive(Debug, Args)]
-pub struct SceneArgs {
-    /// CPI size: SAMPLESxCHIRPS (N x M).
-    #[arg(long, default_value = "1024x128")]
-    pub cpi: Cpi,
-    /// Noise seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// A target: RANGE_M,VELOCITY_MPS,SNR_DB (repeatable; default: docs/workload.md's three at 6 dB).
-    #[arg(
-        long = "target",
-        value_name = "RANGE,VELOCITY,SNR",
-        allow_hyphen_values = true
-    )]
-    pub targets: Vec<Target>,
-    /// Use the high-SNR target set: the default targets at 25 dB.
-    #[arg(long, conflicts_with = "targets")]
-    pub high_snr: bool,
-    /// Distinct scene frames; frame i shows scene frame i mod this (default: up to 64, within
-    /// 256 MiB; more than fit in 256 MiB is refused).
-    #[arg(long)]
-    pub scene_frames: Option<NonZeroU64>,
-}
-
-impl SceneArgs {
-    /// The scene these options describe.
-    pub fn config(&self) -> SceneConfig {
-        let mut config = SceneConfig::new(self.cpi);
-        config.seed = self.seed;
-        config.targets = if self.high_snr {
-            high_snr_targets()
-        } else if self.targets.is_empty() {
-            default_targets()
-        } else {
-            self.targets.clone()
-        };
-        config
-    }
-
-    /// The scene these options describe, generated.
-    pub fn scene(&self) -> anyhow::Result<Scene> {
-        Scene::new(self.config()).context("invalid scene")
-    }
-
-    /// Distinct scene frames for a run of `frames` frames ([`kplace_radar::graph::scene_frames`]).
-    pub fn scene_frames(&self, frames: u64) -> anyhow::Result<NonZeroU64> {
-        Ok(kplace_radar::graph::scene_frames(
-            self.cpi,
-            self.scene_frames,
-            frames,
-        )?)
     }
 }

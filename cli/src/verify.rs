@@ -1,64 +1,65 @@
-//! `kplace verify`: check any receiver's detections file against the scene's truth.
+//! `kplace verify`: check what any receiver wrote (the radar's detections file) against the
+//! graph's workload, frame by frame ([`kplace::workload::kind::WorkloadKind::judge_results`]).
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
-use kplace_radar::graph::{DEFAULT_PFA, check_pfa};
-use kplace_radar::{DetectionReader, Verifier, VerifyConfig, verdict_text};
+use kplace::model::files::GraphFiles;
+use kplace::workload::kind::Request;
 
-use super::args::SceneArgs;
+use super::args::ShapeArgs;
+use super::workloads::WorkloadArgs;
 
 /// Options of `kplace verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The detections file to check, read frame by frame (a pipe or FIFO works too).
-    #[arg(long, value_name = "FILE")]
+    /// The results file to check (the radar: a detections file), read frame by frame (a pipe
+    /// or FIFO works too).
+    #[arg(long, visible_alias = "results", value_name = "FILE")]
     detections: PathBuf,
     /// Frames the receiver was sent (ids 0..FRAMES); every one must be reported exactly once
     /// (a report of an id outside 0..FRAMES, or of one id twice, is an input error at its line).
     #[arg(long)]
     frames: u64,
+    /// The graph whose workload generated the frames and judges the results.
+    #[arg(long, default_value = "graphs/radar.yaml")]
+    graph: PathBuf,
     #[command(flatten)]
-    scene: SceneArgs,
-    /// False-alarm probability the receiver used; sets the false-alarm bound.
-    #[arg(long, default_value_t = DEFAULT_PFA)]
-    pfa: f64,
+    shape: ShapeArgs,
+    #[command(flatten)]
+    workload: WorkloadArgs,
 }
 
 /// Reads the file frame by frame and judges each frame as it is read. A frame id outside
 /// `0..--frames` is an input error at its line, so an endless input ends within `--frames`
 /// frames.
 pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    check_pfa(args.pfa, "--pfa")?;
     if args.frames == 0 {
         bail!("--frames must be at least 1: a verification of no frames would pass vacuously");
     }
-    let path = &args.detections;
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())?
-        .with_frame_limit(args.frames);
-    let cpi = reader.cpi();
-    if cpi != args.scene.cpi {
-        bail!(
-            "{} reports CPI {cpi}, but the scene is {} (pass --cpi {cpi})",
-            path.display(),
-            args.scene.cpi
-        );
-    }
-    let scene = args.scene.scene()?;
-    let period = args.scene.scene_frames(args.frames)?;
-    let mut verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, args.pfa), args.frames)
-        .with_template_period(period);
-    while let Some(report) = reader.next_frame()? {
-        verifier.check(report.frame_id, &report.clusters);
-    }
-    let (passed, verdict) = verdict_text(&verifier, args.frames);
-    print!("{verdict}");
-    Ok(if passed {
+    let files = GraphFiles {
+        graph: args.graph.clone(),
+        dims: args.shape.dims(&args.graph)?,
+        sets: args.shape.params(),
+        ..GraphFiles::default()
+    };
+    let options = args.workload.options();
+    let request = Request {
+        files: &files,
+        options: &options,
+        recording: None,
+        seed: args.workload.seed,
+        frames: args.frames,
+        pipelines: 0,
+        replay: false,
+    };
+    let verdict = crate::workloads::registry()
+        .kind_for(&request)?
+        .judge_results(&request, &args.detections)?;
+    print!("{}", verdict.text);
+    Ok(if verdict.verification.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -85,7 +85,7 @@ done
 grep -q listening "$work/peer.log" || { cat "$work/peer.log" >&2; exit 1; }
 
 # Paced with a 1 ms tick: nothing is lost, and the sender sleeps between bursts.
-"$kplace" send --dest "127.0.0.1:$port" --cpi "$cpi" --frames "$scene_frames" \
+"$kplace" send --graph "$PEER_GRAPH" --dest "127.0.0.1:$port" --cpi "$cpi" --frames "$scene_frames" \
     --scene-frames "$scene_frames" --rate "$rate" --pacing-tick-us 1000 >"$work/send.log" 2>&1
 status=0
 wait "$peer_pid" || status=$?
@@ -93,7 +93,7 @@ peer_pid=""
 cat "$work/peer.log" >&2
 [[ $status -eq 0 ]] || { echo "cupy peer: radar_cupy.py exited with status $status" >&2; exit 1; }
 
-"$kplace" verify --detections "$work/peer.txt" --frames "$frames" --cpi "$cpi" \
+"$kplace" verify --graph "$PEER_GRAPH" --detections "$work/peer.txt" --frames "$frames" --cpi "$cpi" \
     --scene-frames "$scene_frames" | tee "$work/verify.txt"
 grep -q PASSED "$work/verify.txt"
 

@@ -32,7 +32,7 @@ flowgraph=$!
 
 wait_for_udp_listener "$port" "$flowgraph" "$work/flowgraph.log"
 
-"$KPLACE" send --dest "127.0.0.1:$port" --cpi "$CPI" --frames "$FRAMES" --rate "$RATE"
+"$KPLACE" send --graph "$PEER_GRAPH" --dest "127.0.0.1:$port" --cpi "$CPI" --frames "$FRAMES" --rate "$RATE"
 status=0
 timeout 60 tail --pid="$flowgraph" -f /dev/null || true
 wait "$flowgraph" || status=$?
@@ -42,7 +42,7 @@ cat "$work/flowgraph.log" >&2
 times="$(wc -l < "$work/times.csv")"
 [[ "$times" -eq "$FRAMES" ]] || { echo "test.sh: $times completion times for $FRAMES frames" >&2; exit 1; }
 
-"$KPLACE" verify --detections "$work/detections.txt" --frames "$FRAMES" --cpi "$CPI" \
+"$KPLACE" verify --graph "$PEER_GRAPH" --detections "$work/detections.txt" --frames "$FRAMES" --cpi "$CPI" \
     | tee "$work/verify.txt"
 grep -q PASSED "$work/verify.txt"
 "$KPLACE" run -q --placement "$repo/placements/all-cpu.yaml" --cpi "$CPI" --frames "$FRAMES" \

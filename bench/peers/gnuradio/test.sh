@@ -28,12 +28,12 @@ flowgraph=$!
 # Wait until the flowgraph listens (GNU Radio takes a few seconds to import).
 wait_for_udp_listener "$port" "$flowgraph" "$work/flowgraph.log"
 
-"$KPLACE" send --dest "127.0.0.1:$port" --cpi "$CPI" --frames "$FRAMES" --rate "$RATE"
+"$KPLACE" send --graph "$PEER_GRAPH" --dest "127.0.0.1:$port" --cpi "$CPI" --frames "$FRAMES" --rate "$RATE"
 status=0
 wait "$flowgraph" || status=$?
 cat "$work/flowgraph.log" >&2
 [[ $status -eq 0 ]] || { echo "test.sh: flowgraph exited with status $status" >&2; exit 1; }
 
-"$KPLACE" verify --detections "$work/detections.txt" --frames "$FRAMES" --cpi "$CPI" \
+"$KPLACE" verify --graph "$PEER_GRAPH" --detections "$work/detections.txt" --frames "$FRAMES" --cpi "$CPI" \
     | tee "$work/verify.txt"
 grep -q PASSED "$work/verify.txt"

@@ -46,7 +46,7 @@ grep -q listening "$work/receiver.log" || { cat "$work/receiver.log" >&2; exit 1
 
 # A 1 ms pacing tick: the sender sleeps between bursts instead of spinning on a core that the
 # receiver needs (chirps leave up to about 1 ms late, never early).
-"$kplace" send --dest "127.0.0.1:$port" --cpi "$cpi" --frames "$frames" --rate "$rate" \
+"$kplace" send --graph "$PEER_GRAPH" --dest "127.0.0.1:$port" --cpi "$cpi" --frames "$frames" --rate "$rate" \
     --pacing-tick-us 1000 "${scene_args[@]}"
 
 # The receiver exits after the last frame, or after its idle timeout if frames were lost.
@@ -58,6 +58,6 @@ if [[ $status -ne 0 ]]; then
     echo "test.sh: the receiver exited with status $status" >&2
 fi
 
-"$kplace" verify --detections "$detections" --frames "$frames" --cpi "$cpi" \
+"$kplace" verify --graph "$PEER_GRAPH" --detections "$detections" --frames "$frames" --cpi "$cpi" \
     "${scene_args[@]}" | tee "$work/verify.txt"
 grep -q PASSED "$work/verify.txt"

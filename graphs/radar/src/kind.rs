@@ -15,15 +15,15 @@ use std::path::Path;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
-use kplace::report::run::Verification;
-use kplace::workload::Workload;
 use kplace::workload::kind::{KindError, OptionSpec, Prepared, Request, WorkloadKind};
+use kplace::workload::{Verdict, Workload};
 
 use crate::graph::{self, FitError, check_pfa};
 use crate::run::{RunConfig, Setup};
 use crate::scene::{default_targets, high_snr_targets};
 use crate::{
-    Cpi, DetectionReader, Scene, SceneConfig, Target, Verifier, VerifyConfig, verification,
+    Cpi, DetectionReader, Scene, SceneConfig, Target, Verifier, VerifyConfig, verdict_text,
+    verification,
 };
 
 /// The name graph files give the radar workload.
@@ -80,7 +80,7 @@ impl WorkloadKind for Radar {
         "CPI/s"
     }
 
-    fn judge_results(&self, request: &Request<'_>, path: &Path) -> Result<Verification, KindError> {
+    fn judge_results(&self, request: &Request<'_>, path: &Path) -> Result<Verdict, KindError> {
         let graph = Graph::load(
             &request.files.graph,
             &Overrides {
@@ -96,12 +96,8 @@ impl WorkloadKind for Radar {
         };
         let period = graph::scene_frames(cpi, asked, request.frames).map_err(kind_error)?;
         let refused = |why: String| KindError::Kind(why.into());
-        let file = File::open(path).map_err(|e| {
-            refused(format!(
-                "the system under test wrote no detections to {}: {e}",
-                path.display()
-            ))
-        })?;
+        let file = File::open(path)
+            .map_err(|e| refused(format!("cannot open {}: {e}", path.display())))?;
         // Frame by frame, ids below the frames sent: whatever the system wrote, this ends.
         let mut reader = DetectionReader::new(BufReader::new(file), &path.display().to_string())
             .map_err(kind_error)?
@@ -120,9 +116,14 @@ impl WorkloadKind for Radar {
             verifier.check(report.frame_id, &report.clusters);
         }
         let summary = verifier.summary();
-        let mut verdict = verification(&verifier);
-        verdict.frames_failed += summary.duplicate_reports + summary.unexpected_reports;
-        Ok(verdict)
+        let mut verification = verification(&verifier);
+        verification.frames_failed += summary.duplicate_reports + summary.unexpected_reports;
+        let (_, text) = verdict_text(&verifier, request.frames);
+        Ok(Verdict {
+            verification,
+            text,
+            clusters: None,
+        })
     }
 
     fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {

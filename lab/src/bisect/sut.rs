@@ -137,7 +137,7 @@ pub(super) fn sut_trial(
         kind.judge_results(request, &detections)
             .map_err(|e| e.to_string())
     }) {
-        Ok(v) => v,
+        Ok(v) => v.verification,
         Err(why) => return Ok(failed(rate, duration_s, why)),
     };
     let completed = frames.saturating_sub(verdict.frames_missing);

@@ -15,13 +15,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::Workload;
 use super::generic::{PrepareError, RecordingSetup};
 use super::reference::CheckSpec;
+use super::{Verdict, Workload};
 use crate::model::files::{FilesError, GraphFiles};
 use crate::model::graph::{Graph, GraphError, Overrides};
 use crate::model::placement::Placement;
-use crate::report::run::Verification;
 
 /// An option a workload kind takes: `NAME=VALUE` on `--opt`, or a flag of its own.
 #[derive(Clone, Copy, Debug)]
@@ -187,13 +186,14 @@ pub trait WorkloadKind: Send + Sync {
 
     /// Judges the results file a receiver other than kplace wrote at `path` (in the format
     /// [`WorkloadKind::results`] names) for the `request.frames` frames of `request`: how
-    /// `bisect-rate --sut-cmd` checks another system. A frame reported twice, or one never
-    /// sent, counts as failed.
+    /// `kplace verify` and `bisect-rate --sut-cmd` check another system. The file is read
+    /// as it is written (a pipe works), and reading ends once every frame was reported; a
+    /// frame reported twice, or one never sent, counts as failed.
     fn judge_results(
         &self,
         request: &Request<'_>,
         path: &std::path::Path,
-    ) -> Result<Verification, KindError> {
+    ) -> Result<Verdict, KindError> {
         let _ = (request, path);
         Err(KindError::Kind(
             format!(

@@ -554,13 +554,9 @@ fn search_shape(graph: &Graph, frame_period: Option<Duration>) -> anyhow::Result
 /// Runs the sweep, prints the table; the exit status says what it found
 /// (`kplace_lab::bisect::exit`).
 pub fn main(args: BisectArgs) -> anyhow::Result<ExitCode> {
-    let stop = Stop::default();
-    {
-        let stop = stop.clone();
-        // Stop between trials; end the running trial's processes now. The results so far are
-        // written as usual.
-        let _ = ctrlc::set_handler(move || stop.interrupt());
-    }
+    // Stop between trials; end the running trial's processes now. The results so far are
+    // written as usual.
+    let stop = Stop::on_signal().context("cannot install the signal handler")?;
     let with_bounds = args.bounds;
     let require_rate = args.require_rate;
     let config = args.config()?;

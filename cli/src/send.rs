@@ -327,15 +327,12 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         }
     };
 
+    // The first signal ends the run after its current batch; a second one at once.
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    ctrlc::set_handler(move || {
-        // The first signal ends the run after its current batch; a second one at once.
-        if flag.swap(true, Ordering::Relaxed) {
-            std::process::exit(130);
-        }
-    })
-    .context("cannot install the Ctrl-C handler")?;
+    kplace::interrupt::install()
+        .and_then(|()| kplace::interrupt::on_request(move |_| flag.store(true, Ordering::Relaxed)))
+        .context("cannot install the signal handler")?;
 
     let nice = set_nice(args.nice);
     let cpu_before = kplace::report::metrics::process_cpu_time();

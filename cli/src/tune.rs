@@ -115,11 +115,7 @@ pub fn main(args: TuneArgs) -> anyhow::Result<ExitCode> {
             bail!("{option} takes counts from 1 to 64, not {values:?}");
         }
     }
-    let stop = Stop::default();
-    {
-        let stop = stop.clone();
-        let _ = ctrlc::set_handler(move || stop.interrupt());
-    }
+    let stop = Stop::on_signal().context("cannot install the signal handler")?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
     let write = args.write.clone();
     let options = Options::from(&args);

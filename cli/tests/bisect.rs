@@ -516,7 +516,12 @@ fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
         .concat(),
     );
     let trials = json["searches"][0]["trials"].as_array().unwrap();
-    let first = &trials[0];
+    // The first trial the sender offered: on a loaded machine it may fall behind its schedule
+    // once, and that trial is not offered, not judged.
+    let first = trials
+        .iter()
+        .find(|t| t["status"] != "invalid")
+        .unwrap_or_else(|| panic!("no trial was offered: {trials:?}"));
     assert!(passed(first), "50 CPI/s is easy: {first}");
     assert!(first["latency"]["p99_ms"].as_f64().is_some(), "{first}");
     let p99 = first["measurement"]["post_cpi_p99"].clone();

@@ -600,3 +600,28 @@ fn cli_refuses_scene_frames_beyond_the_budget() {
         "nothing may be sent after the refusal"
     );
 }
+
+/// SIGINT ends a send after its current batch, with its summary and exit status 0, whatever
+/// was left of its duration: the runtime's stop mechanism, which every kplace command uses.
+#[test]
+fn a_signal_ends_a_send_early_with_its_summary() {
+    let (_socket, dest) = receiver();
+    let dest = dest.to_string();
+    let mut child = support::Guard::spawn(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(support::workspace())
+            .args(["send", "--dest", &dest, "--cpi", "256x16", "--rate", "20"])
+            .args(["--duration", "600"]),
+    );
+    child.wait_stderr("distinct frames of", Duration::from_secs(60));
+    // The handler is installed right after that line.
+    std::thread::sleep(Duration::from_millis(500));
+    child.signal("INT");
+    let ended = child.wait(Duration::from_secs(30));
+    assert_eq!(ended.status.code(), Some(0), "{}", ended.stderr);
+    assert!(
+        ended.stdout.starts_with("sent ") && ended.stdout.contains("frames"),
+        "{}",
+        ended.stdout
+    );
+}

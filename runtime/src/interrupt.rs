@@ -9,16 +9,32 @@
 //! handler is installed with `SA_RESETHAND`, so a second signal of the same kind kills at
 //! once: a wedged run can still be stopped. Until `install` is called, [`requested`] is always
 //! false.
+//!
+//! A program that must act at once rather than poll (end a child process, stop a sender
+//! mid-batch) registers [`on_request`]: the handler wakes a thread of its own through a pipe,
+//! and that thread calls it. This is the one stop mechanism of every kplace command.
 
-use std::io;
+use std::io::{self, Read};
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The first signal received; 0 for none.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
+/// The write end of the pipe that wakes [`on_request`]'s thread; -1 while none watches.
+static WAKE: AtomicI32 = AtomicI32::new(-1);
+
 extern "C" fn record(signal: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
+    // Only an atomic store and a write(2): both async-signal-safe.
     let _ = SIGNAL.compare_exchange(0, signal, Ordering::AcqRel, Ordering::Acquire);
+    let fd = WAKE.load(Ordering::Acquire);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: `fd` is the pipe's write end, open for the rest of the process (never
+        // closed once stored), and `byte` is a live one-byte buffer; a full pipe only fails
+        // the write, and the watcher has been woken already then.
+        let _ = unsafe { libc::write(fd, (&raw const byte).cast(), 1) };
+    }
 }
 
 /// Records SIGINT, SIGTERM and SIGHUP instead of dying of them (see the module docs).
@@ -33,6 +49,43 @@ pub fn install() -> io::Result<()> {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { sigaction(signal, &action) }?;
     }
+    Ok(())
+}
+
+/// Calls `f` with the signal, once, on a thread of its own, as soon as a signal asks the run to
+/// stop (at once if one already did). Call [`install`] first; one watcher per process (a
+/// second call is refused).
+pub fn on_request(f: impl FnOnce(i32) + Send + 'static) -> io::Result<()> {
+    let (read, write) = nix::unistd::pipe()?;
+    let write = write.into_raw_fd();
+    if WAKE
+        .compare_exchange(-1, write, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // SAFETY: `write` came from `pipe` above and was stored nowhere: this is its one close.
+        unsafe { libc::close(write) };
+        return Err(io::Error::other("a stop watcher is registered already"));
+    }
+    std::thread::Builder::new()
+        .name("kplace-stop".into())
+        .spawn(move || {
+            let mut pipe = std::fs::File::from(read);
+            let mut byte = [0u8];
+            loop {
+                // Checked before each wait: a signal that came before the pipe was stored
+                // wrote nothing to it.
+                if let Some(signal) = received() {
+                    f(signal);
+                    return;
+                }
+                match pipe.read(&mut byte) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return,
+                }
+            }
+        })?;
     Ok(())
 }
 

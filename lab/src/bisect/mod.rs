@@ -121,6 +121,17 @@ pub struct Stop {
 }
 
 impl Stop {
+    /// A stop that SIGINT, SIGTERM or SIGHUP triggers ([`kplace::interrupt`], the one stop
+    /// mechanism of every command): the sweep ends after the trial running now, whose
+    /// processes end at once, and its results so far are written as usual. Once per process.
+    pub fn on_signal() -> std::io::Result<Stop> {
+        let stop = Stop::default();
+        kplace::interrupt::install()?;
+        let watcher = stop.clone();
+        kplace::interrupt::on_request(move |_| watcher.interrupt())?;
+        Ok(stop)
+    }
+
     /// Stops the sweep after the trial running now, and ends that trial's processes now (safe
     /// to call from a signal-handling thread).
     pub fn interrupt(&self) {

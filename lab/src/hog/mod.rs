@@ -261,7 +261,8 @@ const PARENT_POLL: Duration = Duration::from_millis(100);
 /// the pid the parent had when it started this process (`--parent-pid`), so a parent that
 /// died before this call is noticed at once; `None` takes the current parent.
 ///
-/// A second signal ends the process at once with status 130, without a summary.
+/// A second signal of the same kind ends the process at once, without a summary
+/// ([`kplace::interrupt`]).
 /// Call once per process: the signal handler can be installed only once.
 pub fn stop_on_signal_or_parent_death(
     expected_parent: Option<u32>,
@@ -270,22 +271,23 @@ pub fn stop_on_signal_or_parent_death(
     let parent = expected_parent.unwrap_or_else(parent_pid);
     {
         let stop = Arc::clone(&stop);
-        ctrlc::set_handler(move || {
-            if stop.is_set() {
-                std::process::exit(130);
-            }
-            // PR_SET_PDEATHSIG arrives as SIGTERM: tell it apart by the parent being gone.
-            let why = if parent_pid() != parent {
-                StopReason::Parent
-            } else {
-                StopReason::Signal
-            };
-            stop.stop(why);
-        })
-        .map_err(|e| HogError::Os {
-            what: "cannot install the signal handler".into(),
-            source: std::io::Error::other(e),
-        })?;
+        kplace::interrupt::install()
+            .and_then(|()| {
+                kplace::interrupt::on_request(move |_| {
+                    // PR_SET_PDEATHSIG arrives as SIGTERM: tell it apart by the parent being
+                    // gone.
+                    let why = if parent_pid() != parent {
+                        StopReason::Parent
+                    } else {
+                        StopReason::Signal
+                    };
+                    stop.stop(why);
+                })
+            })
+            .map_err(|source| HogError::Os {
+                what: "cannot install the signal handler".into(),
+                source,
+            })?;
     }
     kplace::os::process::term_on_parent_death().map_err(|source| HogError::Os {
         what: "prctl(PR_SET_PDEATHSIG)".into(),

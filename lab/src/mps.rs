@@ -240,7 +240,7 @@ pub fn require() -> Result<PathBuf, MpsError> {
     if program.is_none() {
         missing.push(format!("{CONTROL_PROGRAM} not found on PATH"));
     }
-    if let Some(reason) = kplace::cuda::driver::libcuda_missing() {
+    if let Some(reason) = kplace::cuda::probe::libcuda_missing() {
         missing.push(format!("no CUDA driver found ({reason})"));
     }
     match program {

@@ -26,7 +26,6 @@ use nvml_wrapper::Nvml;
 use serde::Serialize;
 
 use super::GpuError;
-use super::driver::{describe, libcuda_missing};
 
 /// What this machine offers for CUDA: the driver, its devices and the CUDA libraries the GPU
 /// backend loads. Plain data, gathered once by [`probe`]; `Display` is a report for people,
@@ -281,6 +280,40 @@ fn write_priorities(f: &mut fmt::Formatter<'_>, p: PriorityRange) -> fmt::Result
         "stream priorities {} (most urgent) to {}",
         p.greatest, p.least
     )
+}
+
+/// Why no CUDA driver can be used, or `None` when libcuda loads: finds libcuda (once per
+/// process, see `kplace_cuda_libs`) so that cudarc's own dlopen by name resolves to it, then
+/// checks that cudarc can load it, since cudarc panics on the first driver call otherwise.
+pub fn libcuda_missing() -> Option<String> {
+    let found = kplace_cuda_libs::find(Library::Cuda);
+    // SAFETY: only tries to load the library (dlopen, then dlclose).
+    if unsafe { sys::is_culib_present() } {
+        return None;
+    }
+    Some(match found.path() {
+        None => found.not_found_message(),
+        Some(path) => format!(
+            "libcuda loaded from {} but cudarc cannot load it by name ({})",
+            path.display(),
+            found.warnings.join("; ")
+        ),
+    })
+}
+
+/// The driver's error as `NAME: text`, e.g. `CUDA_ERROR_OUT_OF_MEMORY: out of memory`, with a
+/// hint for the one error a caller of this module most often causes.
+pub(super) fn describe(e: DriverError) -> String {
+    // The enum's Debug is the error's name; no driver call needed.
+    let name = format!("{:?}", e.0);
+    let mut text = match e.error_string() {
+        Ok(s) => format!("{name}: {}", s.to_string_lossy()),
+        Err(_) => name,
+    };
+    if e.0 == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
+        text.push_str(" (no context current on this thread: call bind_thread first)");
+    }
+    text
 }
 
 /// Looks for the CUDA driver, its devices and the CUDA libraries. Never panics and never

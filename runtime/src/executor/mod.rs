@@ -28,6 +28,7 @@ pub mod pool;
 mod schedule;
 mod scratch;
 mod slot;
+mod slot_error;
 mod wait;
 
 use std::ffi::c_void;
@@ -50,8 +51,8 @@ use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch};
-pub use slot::SlotError;
 use slot::{Completion, Slot};
+pub use slot_error::SlotError;
 
 /// Where frames come from: a generator, a file replay, or a packet receiver.
 pub trait Source: Send {

@@ -30,6 +30,7 @@ use crate::plugin::KernelState;
 use super::RunError;
 use super::schedule::Schedule;
 use super::scratch::{FrameSets, UNBOUND, WorkerScratch, take};
+use super::slot_error::SlotError;
 
 /// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
 const ABANDONED: u32 = 1 << 31;
@@ -687,24 +688,4 @@ impl Slot {
     pub(crate) fn finish_stage(&self) -> bool {
         self.stages_left.fetch_sub(1, Ordering::AcqRel) == 1
     }
-}
-
-/// Why a slot could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum SlotError {
-    /// The plan has no pool for a buffer (a planner bug).
-    #[error("the plan has no pool for a buffer")]
-    PoolMissing,
-    /// A pool had fewer blocks than the slots need (a planner bug).
-    #[error("pool {0} is exhausted while building frame slots")]
-    PoolExhausted(String),
-    /// A frame found every set of stage buffers bound (an executor bug: there is one per slot).
-    #[error("no free set of stage buffers for a frame (an executor bug)")]
-    NoFreeSet,
-    /// A kernel refused to create a state.
-    #[error(transparent)]
-    Create(crate::plan::bind::CreateError),
-    /// A stream or event could not be created.
-    #[error(transparent)]
-    Gpu(GpuError),
 }

@@ -6,9 +6,6 @@
 //! receiving socket's default buffer holds a whole burst. The sending thread is pinned to one
 //! core, so loopback delivers in send order. No test asserts an upper bound on time.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -314,7 +311,7 @@ fn an_invalid_configuration_fails_before_sending() {
 }
 
 fn kplace(args: &[&str]) -> Output {
-    support::output(Command::new(env!("CARGO_BIN_EXE_kplace")).args(args))
+    kplace_testkit::output(Command::new(env!("CARGO_BIN_EXE_kplace")).args(args))
 }
 
 fn text(out: &Output) -> String {
@@ -577,7 +574,7 @@ fn cli_refuses_scene_frames_beyond_the_budget() {
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let out = support::output_within(&mut command, Duration::from_secs(60), None);
+    let out = kplace_testkit::output_within(&mut command, Duration::from_secs(60), None);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = text(&out);
     assert!(

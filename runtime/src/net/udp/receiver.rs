@@ -285,81 +285,93 @@ impl<'c, F> Receiver<'c, F> {
             || store.place(&self.open[open].frame, index).is_none()
     }
 
-    /// Judges, places and counts one batch of `n` messages.
+    /// Judges, places and counts one batch of `n` messages: each packet is judged and finds
+    /// its target, then every mispredicted or held payload moves out to scratch, then every
+    /// payload not already in place is copied in, and last the frames that are done end.
     fn absorb<A: Assembly<Frame = F>>(&mut self, store: &mut A, n: usize, now: Instant) {
-        let payload = self.config.shape.payload_bytes();
         self.replays.clear();
-        // Pass 1: judge each packet and find its target.
         for i in 0..n {
-            let m = self.messages[i];
-            self.counters.packets += 1;
-            self.counters.bytes += m.len as u64;
-            let header = ChirpHeader::read_from(&self.headers[i][..m.len.min(HEADER_BYTES)]);
-            let header = match wire::classify(header, m.len, m.truncated, self.config.shape) {
-                Ok(h) => h,
-                Err(class) => {
-                    self.counters.malformed[malformed_index(class)] += 1;
-                    continue;
-                }
-            };
-            let source = m.source.unwrap_or(UNKNOWN_SOURCE);
-            let run_id = u64::from(header.frame_id.wrapping_sub(self.config.first_frame_id));
-            let chirp = header.chirp_id;
-            let index = u64::from(chirp);
-            if !self.stream.is_stream_source(source) {
-                match self.stream.admit(source, run_id, chirp) {
-                    Some(_) => {
-                        self.counters.foreign += 1;
-                        continue;
-                    }
-                    // An allowed source took the stream over: the packet that proved it is
-                    // counted as the run before it was, and the old source's frames end.
-                    None => {
-                        self.counters.foreign += 1;
-                        self.doom_open();
-                        continue;
-                    }
-                }
+            self.judge(store, i, now);
+        }
+        self.move_mispredicted(store, n);
+        self.copy_in(store, n);
+        self.end_done(store);
+    }
+
+    /// Pass 1 of [`Self::absorb`]: judges message `i`, counts it, and finds its target.
+    fn judge<A: Assembly<Frame = F>>(&mut self, store: &mut A, i: usize, now: Instant) {
+        let m = self.messages[i];
+        self.counters.packets += 1;
+        self.counters.bytes += m.len as u64;
+        let header = ChirpHeader::read_from(&self.headers[i][..m.len.min(HEADER_BYTES)]);
+        let header = match wire::classify(header, m.len, m.truncated, self.config.shape) {
+            Ok(h) => h,
+            Err(class) => {
+                self.counters.malformed[malformed_index(class)] += 1;
+                return;
             }
-            if let Some(k) = self.find_open::<A>(run_id) {
-                if self.claimed(store, i, k, index) {
-                    self.counters.duplicates += 1;
-                } else {
-                    self.landings[i].target = Some((k, index));
-                    self.open[k].last_packet = now;
-                    self.stream.delivered();
+        };
+        let source = m.source.unwrap_or(UNKNOWN_SOURCE);
+        let run_id = u64::from(header.frame_id.wrapping_sub(self.config.first_frame_id));
+        let chirp = header.chirp_id;
+        let index = u64::from(chirp);
+        if !self.stream.is_stream_source(source) {
+            match self.stream.admit(source, run_id, chirp) {
+                Some(_) => {
+                    self.counters.foreign += 1;
+                    return;
                 }
-                continue;
-            }
-            if self.config.frames.is_some_and(|frames| run_id >= frames) {
-                self.counters.unexpected += 1;
-                continue;
-            }
-            let admit = match self.stream.admit(source, run_id, chirp) {
-                Some(admit) => admit,
+                // An allowed source took the stream over: the packet that proved it is
+                // counted as the run before it was, and the old source's frames end.
                 None => {
-                    // The stream jumped: the packet that proved it is counted as the run of
-                    // packets before it were, and the old frames end.
-                    self.counters.out_of_window += 1;
+                    self.counters.foreign += 1;
                     self.doom_open();
-                    continue;
+                    return;
                 }
-            };
-            match admit {
-                Admit::Foreign => self.counters.foreign += 1,
-                Admit::OutOfWindow => self.counters.out_of_window += 1,
-                Admit::Late => {
-                    if self.dropped.contains(&run_id) {
-                        self.counters.dropped_packets += 1;
-                    } else {
-                        self.counters.late += 1;
-                    }
-                }
-                Admit::Open => self.open_or_hold(store, i, source, run_id, chirp, now),
             }
         }
-        // Pass 2: move every mispredicted payload that landed in a frame, and every held one,
-        // out to scratch.
+        if let Some(k) = self.find_open::<A>(run_id) {
+            if self.claimed(store, i, k, index) {
+                self.counters.duplicates += 1;
+            } else {
+                self.landings[i].target = Some((k, index));
+                self.open[k].last_packet = now;
+                self.stream.delivered();
+            }
+            return;
+        }
+        if self.config.frames.is_some_and(|frames| run_id >= frames) {
+            self.counters.unexpected += 1;
+            return;
+        }
+        let admit = match self.stream.admit(source, run_id, chirp) {
+            Some(admit) => admit,
+            None => {
+                // The stream jumped: the packet that proved it is counted as the run of
+                // packets before it were, and the old frames end.
+                self.counters.out_of_window += 1;
+                self.doom_open();
+                return;
+            }
+        };
+        match admit {
+            Admit::Foreign => self.counters.foreign += 1,
+            Admit::OutOfWindow => self.counters.out_of_window += 1,
+            Admit::Late => {
+                if self.dropped.contains(&run_id) {
+                    self.counters.dropped_packets += 1;
+                } else {
+                    self.counters.late += 1;
+                }
+            }
+            Admit::Open => self.open_or_hold(store, i, source, run_id, chirp, now),
+        }
+    }
+
+    /// Pass 2 of [`Self::absorb`]: moves every mispredicted payload of the batch's `n` that
+    /// landed in a frame, and every held one, out to scratch.
+    fn move_mispredicted<A: Assembly<Frame = F>>(&mut self, store: &mut A, n: usize) {
+        let payload = self.config.shape.payload_bytes();
         for i in 0..n {
             let l = self.landings[i];
             if l.predicted.is_null() {
@@ -384,7 +396,12 @@ impl<'c, F> Receiver<'c, F> {
                 self.landings[i].predicted = std::ptr::null_mut();
             }
         }
-        // Pass 3: copy from scratch or the stash where needed, and mark present.
+    }
+
+    /// Pass 3 of [`Self::absorb`]: copies the batch's `n` payloads from scratch or the stash
+    /// where needed, and marks them present.
+    fn copy_in<A: Assembly<Frame = F>>(&mut self, store: &mut A, n: usize) {
+        let payload = self.config.shape.payload_bytes();
         for i in 0..n {
             let l = self.landings[i];
             let Some((open, index)) = l.target else {
@@ -425,6 +442,10 @@ impl<'c, F> Receiver<'c, F> {
         let scratch = &self.scratch;
         self.stash
             .settle(|i| &scratch[i * payload..(i + 1) * payload]);
+    }
+
+    /// The end of [`Self::absorb`]: ends the frames that are done.
+    fn end_done<A: Assembly<Frame = F>>(&mut self, store: &mut A) {
         // Frames with every chirp end now, and frames of a stream that moved on; a frame the
         // stream has opened MAX_OPEN newer frames past is given up on. Frames are delivered
         // in the order they began, so a lossy frame kept open would hold back every slot

@@ -2,9 +2,6 @@
 //! answered with a rate its own trials decided, below a rate they showed failing; a placement
 //! that cannot run is skipped with the planner's reason.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::process::Command;
 
 /// A search that ends in a few trials: small windows, a wide width, one goal decided by one
@@ -49,9 +46,9 @@ fn bisect_status(args: &[&str]) -> (Option<i32>, String, serde_json::Value, temp
         .prefix("bisect out's ")
         .tempdir()
         .unwrap();
-    let out = support::output(
+    let out = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .arg("bisect-rate")
             .args(args)
             .arg("--out")
@@ -84,7 +81,7 @@ fn passed(trial: &serde_json::Value) -> bool {
 
 #[test]
 fn a_short_search_answers_every_goal_with_rates_its_trials_decided() {
-    let (_gpu_dir, gpu) = support::write_temp(
+    let (_gpu_dir, gpu) = kplace_testkit::write_temp(
         "gpu.yaml",
         "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: gpu}\n",
     );
@@ -187,7 +184,7 @@ fn a_short_search_answers_every_goal_with_rates_its_trials_decided() {
 /// and the sweep reports the ratio between them with the interval their bounds allow.
 #[test]
 fn two_placements_searched_side_by_side_report_their_ratio() {
-    let (_dir, two) = support::write_temp(
+    let (_dir, two) = kplace_testkit::write_temp(
         "two-workers.yaml",
         "name: two-workers\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\nruntime: {workers: 2}\n",
     );
@@ -301,9 +298,9 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
 fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
     let _serial = serial();
     let out_dir = tempfile::tempdir().unwrap();
-    let child = support::Guard::spawn(
+    let child = kplace_testkit::Guard::spawn(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .args([
                 "bisect-rate",
                 "--cpi",
@@ -322,7 +319,7 @@ fn ctrl_c_ends_the_trial_and_writes_what_was_found() {
     // (not waiting them out) lets this test finish in seconds.
     std::thread::sleep(std::time::Duration::from_secs(3));
     child.signal("INT");
-    let out = child.wait(support::PROCESS_LIMIT);
+    let out = child.wait(kplace_testkit::PROCESS_LIMIT);
     assert_eq!(out.status.code(), Some(130), "{}", out.stderr);
     let json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
@@ -451,9 +448,9 @@ fn a_cpu_hog_beside_the_search_is_recorded_with_its_intensity() {
 
 /// Runs `kplace bisect-rate` with `args` that it should refuse: its exit code and stderr.
 fn bisect_refusing(args: &[&str]) -> (Option<i32>, String) {
-    let out = support::output(
+    let out = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .arg("bisect-rate")
             .args(args),
     );
@@ -582,12 +579,12 @@ fn bisect_within(
     let _serial = serial();
     let out_dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
-    cmd.current_dir(support::workspace())
+    cmd.current_dir(kplace_testkit::workspace())
         .arg("bisect-rate")
         .args(args)
         .arg("--out")
         .arg(out_dir.path());
-    let out = support::output_within(&mut cmd, limit, None);
+    let out = kplace_testkit::output_within(&mut cmd, limit, None);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let json = std::fs::read_to_string(out_dir.path().join("bisect-rate.json"))
         .map(|text| serde_json::from_str(&text).expect("JSON results"))
@@ -682,9 +679,9 @@ fn latency_budgets_are_refused_naming_the_option() {
 /// A recording of the spectrogram's source at 256x32, 16 frames, in `dir`.
 fn spectrogram_recording(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("tones.sigmf-data");
-    let out = support::output(
+    let out = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .args([
                 "record",
                 "--graph",
@@ -710,7 +707,7 @@ fn spectrogram_recording(dir: &std::path::Path) -> std::path::PathBuf {
 fn a_recording_search_gates_every_trial_on_its_check() {
     let dir = tempfile::tempdir().unwrap();
     let recording = spectrogram_recording(dir.path());
-    let fault = support::build_c_library(
+    let fault = kplace_testkit::build_c_library(
         "graphs/spectrogram/kernels/spectrogram.c",
         "spectrogram_fault",
         &["SPECTROGRAM_FAULT_BIN=3"],

@@ -4,16 +4,13 @@
 //! A test suite: one end-to-end test per behaviour of `kplace plan`, `run`, `verify` and
 //! `compare-detections`, sharing one set of helpers.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::process::{Command, Output};
 
 fn kplace(args: &[&str]) -> Output {
-    support::output(
+    kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .args(args)
-            .current_dir(support::workspace()),
+            .current_dir(kplace_testkit::workspace()),
     )
 }
 
@@ -404,11 +401,11 @@ fn a_cpi_the_graph_cannot_tile_is_refused() {
 
 #[test]
 fn a_cpi_that_does_not_match_a_fixed_shape_graph_is_refused() {
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let fixed = std::fs::read_to_string(root.join("graphs/radar.yaml"))
         .unwrap()
         .replace("shape: [M, N]}", "shape: [128, 1024]}");
-    let (_dir, path) = support::write_temp("fixed.yaml", &fixed);
+    let (_dir, path) = kplace_testkit::write_temp("fixed.yaml", &fixed);
     let e = input_error(&[
         "run",
         "--graph",
@@ -427,18 +424,18 @@ fn a_cpi_that_does_not_match_a_fixed_shape_graph_is_refused() {
 
 #[test]
 fn malformed_graph_and_placement_files_name_line_and_column() {
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let graph = std::fs::read_to_string(root.join("graphs/radar.yaml"))
         .unwrap()
         .replace("split: {axis", "splitt: {axis");
-    let (_g, gpath) = support::write_temp("radar.yaml", &graph);
+    let (_g, gpath) = kplace_testkit::write_temp("radar.yaml", &graph);
     let e = input_error(&["plan", "--graph", gpath.to_str().unwrap()]);
     assert!(
         e.contains("radar.yaml") && e.contains("line") && e.contains("splitt"),
         "{e}"
     );
 
-    let (_p, ppath) = support::write_temp(
+    let (_p, ppath) = kplace_testkit::write_temp(
         "p.yaml",
         "name: p\nstages:\n  range_fft: cpu\n  doppler_fft: cpu\n  cfar: cpu\n  cluster: cpu\n  clustr: cpu\n",
     );
@@ -448,7 +445,7 @@ fn malformed_graph_and_placement_files_name_line_and_column() {
         "{e}"
     );
 
-    let (_q, qpath) = support::write_temp("q.yaml", "name: q\nstages: [cpu\n");
+    let (_q, qpath) = kplace_testkit::write_temp("q.yaml", "name: q\nstages: [cpu\n");
     let e = input_error(&["plan", "--placement", qpath.to_str().unwrap()]);
     assert!(e.contains("q.yaml") && e.contains("line"), "{e}");
 
@@ -468,7 +465,7 @@ fn a_gpu_placement_without_a_gpu_is_a_clear_error() {
         println!("skipped: this machine has a usable GPU (bench/gpu-check.sh runs GPU placements)");
         return;
     }
-    let (_p, path) = support::write_temp(
+    let (_p, path) = kplace_testkit::write_temp(
         "gpu.yaml",
         "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: cpu}\n",
     );
@@ -490,7 +487,7 @@ fn a_gpu_placement_without_a_gpu_is_a_clear_error() {
 
 #[test]
 fn a_missing_or_wrong_abi_library_is_named() {
-    let (_p, path) = support::write_temp(
+    let (_p, path) = kplace_testkit::write_temp(
         "lib.yaml",
         "name: l\nlibraries: {cpu: /nonexistent/libkplace_cpu.so}\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\n",
     );
@@ -506,8 +503,8 @@ fn a_missing_or_wrong_abi_library_is_named() {
     );
 
     let wrong =
-        support::build_c_library("test_kernels.c", "wrong_abi_cli", &["TEST_ABI_VERSION=7"]);
-    let (_q, qpath) = support::write_temp(
+        kplace_testkit::build_c_library("test_kernels.c", "wrong_abi_cli", &["TEST_ABI_VERSION=7"]);
+    let (_q, qpath) = kplace_testkit::write_temp(
         "wrong.yaml",
         &format!(
             "name: w\nlibraries: {{cpu: {}}}\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\n",
@@ -621,8 +618,8 @@ fn verify_within(
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
     cmd.args(["verify", "--detections", detections])
         .args(extra)
-        .current_dir(support::workspace());
-    support::output_within(&mut cmd, std::time::Duration::from_secs(60), feed)
+        .current_dir(kplace_testkit::workspace());
+    kplace_testkit::output_within(&mut cmd, std::time::Duration::from_secs(60), feed)
 }
 
 fn assert_input_error(out: &Output, want: &[&str]) {
@@ -739,10 +736,10 @@ fn a_closed_stdout_ends_plan_quietly() {
     use std::process::Stdio;
     let (reader, writer) = std::io::pipe().expect("create a pipe");
     drop(reader);
-    let mut child = support::KillOnDrop(
+    let mut child = kplace_testkit::KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .arg("plan")
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .stdout(Stdio::from(writer))
             .stderr(Stdio::piped())
             .spawn()
@@ -788,8 +785,8 @@ fn a_closed_stdout_ends_plan_quietly() {
 fn an_empty_lib_dir_leaves_the_install_working() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("libkplace_cpu.so"), "not a library").expect("write");
-    let ws = support::workspace();
-    let out = support::output_within(
+    let ws = kplace_testkit::workspace();
+    let out = kplace_testkit::output_within(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .arg("plan")
             .arg("--graph")
@@ -822,10 +819,10 @@ fn an_empty_lib_dir_leaves_the_install_working() {
 /// grown without limit; the refusal names the option, the bytes and this CPI's maximum.
 #[test]
 fn run_refuses_scene_frames_beyond_the_budget() {
-    let out = support::output_within(
+    let out = kplace_testkit::output_within(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .args(["run", "--frames", "10", "--scene-frames", "100000000"])
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped()),
         std::time::Duration::from_secs(60),
@@ -863,10 +860,10 @@ fn a_cpi_beyond_memory_is_refused_before_allocating() {
             "--burst",
         ][..],
     ] {
-        let out = support::output_within(
+        let out = kplace_testkit::output_within(
             Command::new(env!("CARGO_BIN_EXE_kplace"))
                 .args(args)
-                .current_dir(support::workspace())
+                .current_dir(kplace_testkit::workspace())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped()),
             std::time::Duration::from_secs(60),
@@ -1001,7 +998,7 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
 fn a_pinned_core_that_is_not_here_is_named() {
     let placement = "name: pinned\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\n\
                      runtime: {workers: 1, pin_cores: [99999]}\n";
-    let (_dir, path) = support::write_temp("pinned.yaml", placement);
+    let (_dir, path) = kplace_testkit::write_temp("pinned.yaml", placement);
     let out = kplace(&[
         "run",
         "--placement",
@@ -1069,7 +1066,7 @@ fn outputs_that_only_a_file_can_take_refuse_a_dash() {
             "kplace {args:?}: {e}"
         );
         assert!(
-            !support::workspace().join("-").exists(),
+            !kplace_testkit::workspace().join("-").exists(),
             "kplace {args:?} wrote a file named -"
         );
     }
@@ -1108,13 +1105,13 @@ fn a_report_that_cannot_be_written_fails_before_the_run() {
 #[test]
 fn a_report_to_stdout_is_json_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
-    let out = support::output(
+    let out = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .args(["run", "--frames", "3", "--report", "-"])
             .arg("--graph")
-            .arg(support::workspace().join("graphs/radar.yaml"))
+            .arg(kplace_testkit::workspace().join("graphs/radar.yaml"))
             .arg("--placement")
-            .arg(support::workspace().join("placements/all-cpu.yaml"))
+            .arg(kplace_testkit::workspace().join("placements/all-cpu.yaml"))
             .current_dir(dir.path()),
     );
     assert!(out.status.success(), "{}", text(&out));
@@ -1296,7 +1293,7 @@ fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
             && e.contains("at most 16360 samples"),
         "{e}"
     );
-    let out = support::output_within(
+    let out = kplace_testkit::output_within(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .args([
                 "run",
@@ -1307,7 +1304,7 @@ fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
                 "--idle-timeout-s",
                 "0.2",
             ])
-            .current_dir(support::workspace()),
+            .current_dir(kplace_testkit::workspace()),
         std::time::Duration::from_secs(60),
         None,
     );
@@ -1343,12 +1340,12 @@ fn a_run_that_fails_leaves_no_empty_report() {
 fn verbosity_flags_and_rust_log_choose_what_stderr_says() {
     let run = |args: &[&str], rust_log: Option<&str>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
-        cmd.args(args).current_dir(support::workspace());
+        cmd.args(args).current_dir(kplace_testkit::workspace());
         match rust_log {
             Some(filter) => cmd.env("RUST_LOG", filter),
             None => cmd.env_remove("RUST_LOG"),
         };
-        let out = support::output(&mut cmd);
+        let out = kplace_testkit::output(&mut cmd);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         (out, stderr)
     };
@@ -1428,11 +1425,11 @@ fn workloads_are_listed_and_their_options_checked_by_name() {
     );
     let e = input_error(&["run", "--frames", "1", "--pfa", "1e-6", "--opt", "pfa=1e-5"]);
     assert!(e.contains("workload option pfa is given twice"), "{e}");
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let sonar = std::fs::read_to_string(root.join("graphs/radar.yaml"))
         .unwrap()
         .replace("workload: fmcw-radar", "workload: sonar");
-    let (_dir, path) = support::write_temp("sonar.yaml", &sonar);
+    let (_dir, path) = kplace_testkit::write_temp("sonar.yaml", &sonar);
     let e = input_error(&["run", "--graph", path.to_str().unwrap(), "--frames", "1"]);
     assert!(
         e.contains(

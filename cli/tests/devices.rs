@@ -8,9 +8,6 @@
 //! primary context's reference count, and the round trip itself. Tests that need it run in a
 //! child process of this test binary, since the loader reads `LD_LIBRARY_PATH` only at start.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -31,10 +28,10 @@ fn driver_present() -> bool {
 }
 
 fn kplace(args: &[&str]) -> Output {
-    support::output(
-        Command::new(support::kplace_bin())
+    kplace_testkit::output(
+        Command::new(kplace_testkit::kplace_bin!())
             .args(args)
-            .current_dir(support::workspace()),
+            .current_dir(kplace_testkit::workspace()),
     )
 }
 
@@ -43,7 +40,7 @@ const FAKE_ENV: &str = "KPLACE_TEST_FAKE_CUDA";
 
 /// The directory holding the fake `libcuda.so`, built once per test binary run.
 fn fake_driver_dir() -> PathBuf {
-    let lib = support::build_c_library("fake_cuda.c", "cuda", &[]);
+    let lib = kplace_testkit::build_c_library("fake_cuda.c", "cuda", &[]);
     lib.parent()
         .expect("the library has a directory")
         .to_path_buf()
@@ -64,7 +61,7 @@ fn run_on_fake_driver(name: &str) -> String {
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut child = Command::new(exe);
     child.args(["--exact", name, "--nocapture", "--test-threads=1"]);
-    let out = support::output(&mut with_fake_driver(child, 1));
+    let out = kplace_testkit::output(&mut with_fake_driver(child, 1));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -148,8 +145,8 @@ fn devices_command_exits_0_and_says_what_it_found() {
 
 #[test]
 fn devices_lists_where_it_looked_for_each_library() {
-    let out = support::output(
-        Command::new(support::kplace_bin())
+    let out = kplace_testkit::output(
+        Command::new(kplace_testkit::kplace_bin!())
             .arg("devices")
             .env_remove("KPLACE_CUDA_LIB_DIR"),
     );
@@ -183,8 +180,8 @@ fn devices_lists_where_it_looked_for_each_library() {
         }
     }
 
-    let out = support::output(
-        Command::new(support::kplace_bin())
+    let out = kplace_testkit::output(
+        Command::new(kplace_testkit::kplace_bin!())
             .args(["devices", "--json"])
             .env_remove("KPLACE_CUDA_LIB_DIR"),
     );
@@ -247,8 +244,8 @@ fn library_path_lists_the_directories_found_first_kplace_cuda_lib_dir() {
     .expect("a libz.so.1 to copy");
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::copy(&zlib, dir.path().join("libcufft.so.12")).expect("copy");
-    let out = support::output(
-        Command::new(support::kplace_bin())
+    let out = kplace_testkit::output(
+        Command::new(kplace_testkit::kplace_bin!())
             .args(["devices", "--library-path"])
             .env("KPLACE_CUDA_LIB_DIR", dir.path()),
     );
@@ -261,8 +258,8 @@ fn library_path_lists_the_directories_found_first_kplace_cuda_lib_dir() {
 
     // Nowhere to look: no directory, no loader path entry, no Python; an empty line.
     let empty = tempfile::tempdir().expect("temp dir");
-    let out = support::output(
-        Command::new(support::kplace_bin())
+    let out = kplace_testkit::output(
+        Command::new(kplace_testkit::kplace_bin!())
             .args(["devices", "--library-path"])
             .env("KPLACE_CUDA_LIB_DIR", empty.path())
             .env("KPLACE_PYTHON", empty.path().join("no-python"))
@@ -284,7 +281,7 @@ fn without_a_gpu_a_required_gpu_fails_the_gpu_test() {
         return;
     }
     let run = |require: bool| {
-        kplace_cuda_libs::testing::rerun_test(
+        kplace_testkit::gpu::rerun_test(
             "gpu_round_trip_through_pinned_memory_streams_and_events",
             require,
         )
@@ -348,7 +345,7 @@ fn gpu_round_trip_through_pinned_memory_streams_and_events() -> Result<(), Strin
     let gpu = match first_gpu(&probe) {
         Ok(gpu) => gpu,
         Err(reason) => {
-            kplace_cuda_libs::testing::skip_or_fail(reason);
+            kplace_testkit::gpu::skip_or_fail(reason);
             return Ok(());
         }
     };
@@ -426,9 +423,9 @@ fn gpu_round_trip_through_pinned_memory_streams_and_events() -> Result<(), Strin
 
 #[test]
 fn devices_command_reports_a_driver_and_its_device() {
-    let mut cmd = Command::new(support::kplace_bin());
+    let mut cmd = Command::new(kplace_testkit::kplace_bin!());
     cmd.arg("devices");
-    let out = support::output(&mut with_fake_driver(cmd, 1));
+    let out = kplace_testkit::output(&mut with_fake_driver(cmd, 1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     for want in [
@@ -442,9 +439,9 @@ fn devices_command_reports_a_driver_and_its_device() {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
 
-    let mut cmd = Command::new(support::kplace_bin());
+    let mut cmd = Command::new(kplace_testkit::kplace_bin!());
     cmd.args(["devices", "--json"]);
-    let out = support::output(&mut with_fake_driver(cmd, 1));
+    let out = kplace_testkit::output(&mut with_fake_driver(cmd, 1));
     assert!(out.status.success(), "{out:?}");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let device = &json["driver"]["devices"][0];
@@ -455,9 +452,9 @@ fn devices_command_reports_a_driver_and_its_device() {
 
 #[test]
 fn devices_command_reports_a_driver_without_devices() {
-    let mut cmd = Command::new(support::kplace_bin());
+    let mut cmd = Command::new(kplace_testkit::kplace_bin!());
     cmd.arg("devices");
-    let out = support::output(&mut with_fake_driver(cmd, 0));
+    let out = kplace_testkit::output(&mut with_fake_driver(cmd, 0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(

@@ -3,9 +3,6 @@
 //! MPS, `nvidia-cuda-mps-control`); elsewhere each prints `skipped: <reason>` and passes
 //! (without a GPU, a failure under `KPLACE_REQUIRE_GPU=1`).
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::process::{Command, Output};
 
 use kplace::cuda::probe::{DriverStatus, probe};
@@ -21,12 +18,12 @@ fn no_gpu() -> Option<String> {
 }
 
 fn kplace(args: &[&str], envs: &[(&str, &std::path::Path)]) -> Output {
-    let mut command = Command::new(support::kplace_bin());
-    command.current_dir(support::workspace()).args(args);
+    let mut command = Command::new(kplace_testkit::kplace_bin!());
+    command.current_dir(kplace_testkit::workspace()).args(args);
     for (k, v) in envs {
         command.env(k, v);
     }
-    support::output(&mut command)
+    kplace_testkit::output(&mut command)
 }
 
 fn text(out: &Output) -> String {
@@ -40,7 +37,7 @@ fn text(out: &Output) -> String {
 #[test]
 fn gpu_pipelines_share_a_gpu_in_both_modes_and_each_verifies() {
     if let Some(reason) = no_gpu() {
-        kplace_cuda_libs::testing::skip_or_fail(reason);
+        kplace_testkit::gpu::skip_or_fail(reason);
         return;
     }
     for placement in ["placements/all-gpu.yaml", "placements/hybrid.yaml"] {
@@ -86,7 +83,7 @@ fn gpu_pipelines_share_a_gpu_in_both_modes_and_each_verifies() {
 #[test]
 fn a_run_under_a_private_mps_daemon_is_in_its_client_list() {
     if let Some(reason) = no_gpu() {
-        kplace_cuda_libs::testing::skip_or_fail(reason);
+        kplace_testkit::gpu::skip_or_fail(reason);
         return;
     }
     let has_control = Command::new("sh")

@@ -2,9 +2,6 @@
 //! SIGTERM and on the parent's death, `Cotenant` start/stop, and the GPU hog with and without
 //! a GPU (a fake libcuda stands in for a driver without cuBLAS).
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -14,11 +11,11 @@ use std::time::{Duration, Instant};
 use kplace_lab::hog::{Cotenant, CotenantSpec, CpuMode, HogEvent, HogKind, HogLine, StopReason};
 
 fn kplace_exe() -> PathBuf {
-    support::kplace_bin()
+    kplace_testkit::kplace_bin!()
 }
 
 fn kplace(args: &[&str]) -> Output {
-    support::output(Command::new(kplace_exe()).args(args))
+    kplace_testkit::output(Command::new(kplace_exe()).args(args))
 }
 
 fn text(out: &Output) -> String {
@@ -293,7 +290,7 @@ fn gpu_hog_rejects_bad_settings_with_exit_2() {
 
 /// The directory holding the fake `libcuda.so` (tests/c/fake_cuda.c).
 fn fake_driver_dir() -> PathBuf {
-    let lib = support::build_c_library("fake_cuda.c", "cuda", &[]);
+    let lib = kplace_testkit::build_c_library("fake_cuda.c", "cuda", &[]);
     lib.parent().expect("a directory").to_path_buf()
 }
 
@@ -303,7 +300,7 @@ fn gpu_hog_with_a_driver_but_no_cublas_exits_2_and_says_so() {
         println!("skipped: a real CUDA driver or cuBLAS is present");
         return;
     }
-    let out = support::output(
+    let out = kplace_testkit::output(
         Command::new(kplace_exe())
             .args(["hog", "gpu", "--seconds", "1"])
             .env("LD_LIBRARY_PATH", fake_driver_dir())
@@ -320,12 +317,12 @@ fn gpu_hog_with_a_driver_but_no_cublas_exits_2_and_says_so() {
 fn gpu_hog_reports_tflops_on_a_real_gpu() {
     let probe = kplace::cuda::probe::probe();
     if let Some(reason) = probe.unavailable_reason() {
-        kplace_cuda_libs::testing::skip_or_fail(reason);
+        kplace_testkit::gpu::skip_or_fail(reason);
         return;
     }
     let cublas = kplace_cuda_libs::find(kplace_cuda_libs::Library::Cublas);
     if !cublas.is_loaded() {
-        kplace_cuda_libs::testing::skip_or_fail(cublas.not_found_message());
+        kplace_testkit::gpu::skip_or_fail(cublas.not_found_message());
         return;
     }
     for duty in ["1.0", "0.5"] {

@@ -3,9 +3,6 @@
 //! driver, and start / status / client check / stop against a fake control program (a shell
 //! script keeping its state in the pipe directory) with the fake libcuda.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -68,11 +65,11 @@ fn kplace_with(path: &Path, fake_driver: bool, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
     cmd.args(args).env("PATH", path);
     if fake_driver {
-        let lib = support::build_c_library("fake_cuda.c", "cuda", &[]);
+        let lib = kplace_testkit::build_c_library("fake_cuda.c", "cuda", &[]);
         cmd.env("LD_LIBRARY_PATH", lib.parent().expect("a directory"))
             .env("FAKE_CUDA_DEVICES", "1");
     }
-    support::output(&mut cmd)
+    kplace_testkit::output(&mut cmd)
 }
 
 #[test]

@@ -1,9 +1,6 @@
 //! `kplace plot` as a user runs it: results files written by the test (with a histogram as a
 //! run report carries it), five SVGs out, and a clear error naming a bad file.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -15,7 +12,7 @@ use kplace_lab::rate::sweep::{
 use kplace_lab::rate::{Class, Ending, Goal, GoalResult, LatencyBudget, LoadEntry, Stage};
 
 fn kplace(args: &[&Path]) -> Output {
-    support::output(
+    kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .arg("plot")
             .args(args),
@@ -180,7 +177,7 @@ fn plots_merge_files_into_the_first_files_directory() {
     );
 
     let elsewhere = dir.path().join("plots");
-    let out = support::output(
+    let out = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .arg("plot")
             .arg(&a)

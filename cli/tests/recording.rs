@@ -5,15 +5,12 @@
 //! get wrong, refused with the file and the reason. Every process is guarded and every wait
 //! has a limit.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use kplace::report::run::RunReport;
-use support::Guard;
+use kplace_testkit::Guard;
 
 const LIMIT: Duration = Duration::from_secs(120);
 const GRAPH: &str = "graphs/spectrogram.yaml";
@@ -24,12 +21,12 @@ const CPU2: &str = "graphs/spectrogram/placements/cpu-2.yaml";
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn kplace() -> Command {
-    let mut c = Command::new(support::kplace_bin());
-    c.current_dir(support::workspace());
+    let mut c = Command::new(kplace_testkit::kplace_bin!());
+    c.current_dir(kplace_testkit::workspace());
     c
 }
 
-fn run(args: &[&str]) -> support::Ended {
+fn run(args: &[&str]) -> kplace_testkit::Ended {
     Guard::spawn(kplace().args(args)).wait(LIMIT)
 }
 
@@ -241,7 +238,7 @@ fn a_recording_streams_over_udp_checked_frame_by_frame() {
 #[test]
 fn a_wrong_kernel_is_caught_with_its_frame_tensor_and_index() {
     let (dir, rec) = record(3);
-    let fault = support::build_c_library(
+    let fault = kplace_testkit::build_c_library(
         "graphs/spectrogram/kernels/spectrogram.c",
         "spectrogram_fault",
         &["SPECTROGRAM_FAULT_BIN=37"],
@@ -393,7 +390,7 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
         ended.stderr
     );
     // A tolerance on a sink that is not one, or on an integer tensor.
-    let graph = std::fs::read_to_string(support::workspace().join(GRAPH)).unwrap();
+    let graph = std::fs::read_to_string(kplace_testkit::workspace().join(GRAPH)).unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(
         &bad,
@@ -415,7 +412,7 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
 #[test]
 fn a_graph_of_its_own_dimensions_runs_at_the_file_s_shape_or_the_recording_s() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let text = std::fs::read_to_string(root.join(GRAPH))
         .unwrap()
         .replace("N: 1024", "C: 64")

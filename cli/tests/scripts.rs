@@ -5,9 +5,6 @@
 //! longer fit the time left, a missing MPS control skipped, the hog row a measurement, and no
 //! process of a step left running after it.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -15,7 +12,7 @@ use std::time::Duration;
 /// Every script the project ships: `bench/*.sh`, `scripts/*.sh`, `bench/peers/*.sh`,
 /// `bench/peers/*/*.sh` and `.ci/run`, relative to the workspace.
 fn scripts() -> Vec<PathBuf> {
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let mut found = vec![PathBuf::from(".ci/run")];
     let mut dirs = vec![
         PathBuf::from("bench"),
@@ -62,7 +59,7 @@ fn shellcheck_finds_nothing_in_any_script() {
     let out = Command::new("shellcheck")
         .arg("-x")
         .args(&scripts)
-        .current_dir(support::workspace())
+        .current_dir(kplace_testkit::workspace())
         .output();
     let out = match out {
         Ok(out) => out,
@@ -80,7 +77,9 @@ fn shellcheck_finds_nothing_in_any_script() {
 
 /// Whether `kplace devices --json` reports a device this process can use.
 fn usable_gpu() -> Option<String> {
-    let out = support::output(Command::new(support::kplace_bin()).args(["devices", "--json"]));
+    let out = kplace_testkit::output(
+        Command::new(kplace_testkit::kplace_bin!()).args(["devices", "--json"]),
+    );
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
     let devices = value["driver"]["devices"].as_array()?;
     (value["driver"]["status"] == "ready" && !devices.is_empty())
@@ -97,7 +96,8 @@ fn bundle(dir: &Path) {
     for sub in ["bin", "lib", "tests"] {
         std::fs::create_dir_all(dir.join(sub)).expect("create a bundle dir");
     }
-    std::os::unix::fs::symlink(support::kplace_bin(), dir.join("bin/kplace")).expect("link");
+    std::os::unix::fs::symlink(kplace_testkit::kplace_bin!(), dir.join("bin/kplace"))
+        .expect("link");
     for lib in ["libkplace_cpu.so", "libkplace_gpu.so"] {
         let path = built.join(lib);
         assert!(
@@ -148,12 +148,12 @@ fn returned_summary(out: &Path, said: &str) -> serde_json::Value {
 }
 
 fn gpu_check(bundle: &Path, out: &Path) -> std::process::Output {
-    support::output_within(
+    kplace_testkit::output_within(
         Command::new("bash")
-            .arg(support::workspace().join("bench/gpu-check.sh"))
+            .arg(kplace_testkit::workspace().join("bench/gpu-check.sh"))
             .env("KPLACE_BUNDLE", bundle)
             .env("OUT", out)
-            .current_dir(support::workspace()),
+            .current_dir(kplace_testkit::workspace()),
         Duration::from_secs(120),
         None,
     )
@@ -206,7 +206,7 @@ fn gpu_check_stops_in_the_preflight_without_a_gpu_saying_why() {
         "{table}"
     );
     // The archive holds what the preflight gathered.
-    let listing = support::output(
+    let listing = kplace_testkit::output(
         Command::new("tar")
             .arg("-tzf")
             .arg(out.join("results.tar.gz")),
@@ -326,12 +326,12 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
     let _end = EndLeftovers(leftovers.clone());
     // Slower than the 15 s the preflight once had, well within its 60 s.
     const DELAY_S: u64 = 16;
-    let run = support::output_within(
+    let run = kplace_testkit::output_within(
         Command::new("bash")
-            .arg(support::workspace().join("bench/gpu-check.sh"))
+            .arg(kplace_testkit::workspace().join("bench/gpu-check.sh"))
             .env("KPLACE_BUNDLE", &dir)
             .env("OUT", &out)
-            .env("FAKE_REAL_KPLACE", support::kplace_bin())
+            .env("FAKE_REAL_KPLACE", kplace_testkit::kplace_bin!())
             .env("FAKE_DEVICES_JSON", &devices)
             .env("FAKE_DEVICES_DELAY_S", DELAY_S.to_string())
             .env("FAKE_STATE", tmp.path().join("state"))
@@ -341,7 +341,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
             // streams, copies, tune, cupy, memcheck and bisect are not chosen.
             .env("KPLACE_GPU_CHECK_LIMIT_S", "120")
             .env("KPLACE_GPU_CHECK_STEPS", "tests,replay,share")
-            .current_dir(support::workspace()),
+            .current_dir(kplace_testkit::workspace()),
         Duration::from_secs(180),
         None,
     );
@@ -446,9 +446,9 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
 fn summarize(scratch: &Path) -> serde_json::Value {
     let out = scratch.join("out");
     std::fs::create_dir_all(&out).expect("create out");
-    let run = support::output(
+    let run = kplace_testkit::output(
         Command::new("python3")
-            .arg(support::workspace().join("bench/gpu-check-summary.py"))
+            .arg(kplace_testkit::workspace().join("bench/gpu-check-summary.py"))
             .arg("summary")
             .arg(scratch)
             .arg(&out),

@@ -6,9 +6,6 @@
 //! receiving socket's default buffer holds a whole burst. The sending thread is pinned to one
 //! core, so loopback delivers in send order. No test asserts an upper bound on time.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -315,10 +312,10 @@ fn an_invalid_configuration_fails_before_sending() {
 
 /// `kplace ARGS` in the workspace, where the default graph (`graphs/radar.yaml`) is.
 fn kplace(args: &[&str]) -> Output {
-    support::output(
+    kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .args(args)
-            .current_dir(support::workspace()),
+            .current_dir(kplace_testkit::workspace()),
     )
 }
 
@@ -570,7 +567,7 @@ fn cli_refuses_scene_frames_beyond_the_budget() {
     let dest = dest.to_string();
     let mut command = Command::new(env!("CARGO_BIN_EXE_kplace"));
     command
-        .current_dir(support::workspace())
+        .current_dir(kplace_testkit::workspace())
         .args([
             "send",
             "--dest",
@@ -583,7 +580,7 @@ fn cli_refuses_scene_frames_beyond_the_budget() {
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let out = support::output_within(&mut command, Duration::from_secs(60), None);
+    let out = kplace_testkit::output_within(&mut command, Duration::from_secs(60), None);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = text(&out);
     assert!(
@@ -607,9 +604,9 @@ fn cli_refuses_scene_frames_beyond_the_budget() {
 fn a_signal_ends_a_send_early_with_its_summary() {
     let (_socket, dest) = receiver();
     let dest = dest.to_string();
-    let mut child = support::Guard::spawn(
+    let mut child = kplace_testkit::Guard::spawn(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .args(["send", "--dest", &dest, "--cpi", "256x16", "--rate", "20"])
             .args(["--duration", "600"]),
     );

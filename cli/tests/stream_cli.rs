@@ -4,15 +4,12 @@
 //! Ctrl-C, a killed parent. Every process is guarded (killed when a test fails) and every wait
 //! has a limit.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use support::{Ended, Guard};
+use kplace_testkit::{Ended, Guard};
 
 /// Far longer than any of these runs takes on a loaded machine: a limit, not a timing.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -26,8 +23,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn kplace() -> Command {
-    let mut c = Command::new(support::kplace_bin());
-    c.current_dir(support::workspace());
+    let mut c = Command::new(kplace_testkit::kplace_bin!());
+    c.current_dir(kplace_testkit::workspace());
     c
 }
 

@@ -3,9 +3,6 @@
 //! file `kplace run --placement` takes as is, saying what was predicted and measured; and a
 //! proving search measures the best prediction with bisect-rate.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
@@ -21,9 +18,9 @@ fn tune(cpi: &str, store: &Path, out: &Path, extra: &[&str]) -> (Option<i32>, St
     } else {
         &["--prove", "0"]
     };
-    let output = support::output(
+    let output = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .args(["tune", "--cpi", cpi, "--calibrate-s", "0.2"])
             .args(prove)
             .arg("--calibrations")
@@ -66,9 +63,9 @@ fn a_calibration_is_reused_refreshed_and_invalidated_and_the_winner_runs_as_writ
         "{text}"
     );
     // The winner runs as written, and its frames verify.
-    let run = support::output(
+    let run = kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))
-            .current_dir(support::workspace())
+            .current_dir(kplace_testkit::workspace())
             .args(["run", "--cpi", "256x64", "--frames", "40", "--placement"])
             .arg(&tuned),
     );
@@ -100,7 +97,7 @@ fn a_calibration_is_reused_refreshed_and_invalidated_and_the_winner_runs_as_writ
     );
     // The same library rebuilt: a copy with other bytes at its end still loads.
     let rebuilt = out.path().join("libkplace_cpu.so");
-    let mut bytes = std::fs::read(support::cpu_library()).unwrap();
+    let mut bytes = std::fs::read(kplace_testkit::cpu_library()).unwrap();
     bytes.extend_from_slice(b"another build");
     std::fs::write(&rebuilt, bytes).unwrap();
     let (code, _, stderr) = tune(

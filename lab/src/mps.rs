@@ -39,9 +39,6 @@
 //! The parsers ([`parse_pid_list`], [`parse_percentage`]) are strict: leading and trailing
 //! blanks and empty lines are ignored, and anything else that is not a pid (or one number) is an
 //! error quoting the output, so an unexpected message is never read as "no clients".
-//!
-//! Long (721 lines of code, 43 of tests): the daemon, its control program and the client check
-//! are one conversation with `nvidia-cuda-mps-control`.
 
 use std::ffi::OsString;
 use std::fs;
@@ -215,6 +212,9 @@ pub struct MpsClient {
 
 pub use kplace::report::run::RunMps;
 
+mod client;
+pub use client::{check_run, client_status, client_status_with, effective_pipe_dir};
+
 /// A handle on the control program for one pipe directory.
 #[derive(Clone, Debug)]
 pub struct Control {
@@ -240,7 +240,7 @@ pub fn require() -> Result<PathBuf, MpsError> {
     if program.is_none() {
         missing.push(format!("{CONTROL_PROGRAM} not found on PATH"));
     }
-    if let Some(reason) = kplace::cuda::driver::libcuda_missing() {
+    if let Some(reason) = kplace::cuda::probe::libcuda_missing() {
         missing.push(format!("no CUDA driver found ({reason})"));
     }
     match program {
@@ -632,135 +632,5 @@ fn status_of(control: &Control) -> Result<MpsStatus, MpsError> {
     })
 }
 
-/// Whether process `pid` is a client of the daemon on `pipe_dir`: asks `get_server_list`, then
-/// `get_client_list` for each server, and looks for `pid`. Needs only the control program (no
-/// driver). A process becomes a client when it initializes CUDA, so ask after that. Errors when
-/// the program is missing, no daemon answers, or an answer does not parse.
-pub fn client_status(pid: u32, pipe_dir: &Path) -> Result<MpsClient, MpsError> {
-    let program = find_on_path(CONTROL_PROGRAM)
-        .ok_or_else(|| MpsError::Missing(vec![format!("{CONTROL_PROGRAM} not found on PATH")]))?;
-    let dirs = MpsDirs {
-        pipe: pipe_dir.to_path_buf(),
-        // Queries write no logs; the variable is set for symmetry with the daemon only.
-        log: pipe_dir.to_path_buf(),
-    };
-    client_status_with(&Control::with_program(program, &dirs), pid)
-}
-
-/// [`client_status`] through a given control handle.
-pub fn client_status_with(control: &Control, pid: u32) -> Result<MpsClient, MpsError> {
-    let servers = control.servers()?;
-    let server = servers
-        .iter()
-        .find(|s| s.clients.contains(&pid))
-        .map(|s| s.pid);
-    Ok(MpsClient {
-        pid,
-        is_client: server.is_some(),
-        pipe_dir: control.dirs.pipe.clone(),
-        server,
-        active_thread_percentage: control.default_active_thread_percentage().ok(),
-        servers,
-    })
-}
-
-/// The pipe directory a CUDA process started now would use: `CUDA_MPS_PIPE_DIRECTORY`, else
-/// CUDA's default.
-pub fn effective_pipe_dir() -> PathBuf {
-    std::env::var_os(PIPE_ENV)
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_SYSTEM_PIPE_DIR), PathBuf::from)
-}
-
-/// MPS for a run's report: whether process `pid` (usually `std::process::id()`, after it
-/// initialized CUDA) is a client of the daemon on `pipe_dir` (default: [`effective_pipe_dir`]).
-/// Never fails: when the check cannot be made, `is_client` is false and `checked` says why.
-/// Checked only where MPS is configured: when it was `requested` (a pipe directory set), or
-/// when a daemon's control pipe exists in the pipe directory (a process may be a client of a
-/// system daemon on the default directory without asking). Elsewhere nothing is run.
-pub fn check_run(requested: bool, pid: u32, pipe_dir: Option<&Path>) -> RunMps {
-    let pipe_dir = pipe_dir.map_or_else(effective_pipe_dir, Path::to_path_buf);
-    let mut run = RunMps {
-        requested,
-        pipe_dir: pipe_dir.clone(),
-        active_thread_percentage: None,
-        is_client: false,
-        checked: String::new(),
-    };
-    let control_pipe = control_pipe_in(&pipe_dir);
-    if !requested && !control_pipe.exists() {
-        run.checked = format!(
-            "MPS is not configured ({PIPE_ENV} unset, no daemon's control pipe at {}): not a \
-             client",
-            control_pipe.display()
-        );
-        return run;
-    }
-    run.checked = match client_status(pid, &pipe_dir) {
-        Ok(client) => {
-            run.is_client = client.is_client;
-            run.active_thread_percentage = client.active_thread_percentage;
-            let servers: Vec<String> = client.servers.iter().map(|s| s.pid.to_string()).collect();
-            match client.server {
-                Some(server) => format!(
-                    "get_client_list {server} on {} lists pid {pid}",
-                    pipe_dir.display()
-                ),
-                None if servers.is_empty() => format!(
-                    "the daemon on {} has no servers: pid {pid} is no client",
-                    pipe_dir.display()
-                ),
-                None => format!(
-                    "pid {pid} is in no client list of servers {} on {}",
-                    servers.join(", "),
-                    pipe_dir.display()
-                ),
-            }
-        }
-        Err(e) => format!("not a client: cannot check ({e})"),
-    };
-    run
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pid_lists_parse_strictly() {
-        assert_eq!(parse_pid_list(""), Ok(vec![]));
-        assert_eq!(parse_pid_list("\n\n"), Ok(vec![]));
-        assert_eq!(parse_pid_list("4242\n"), Ok(vec![4242]));
-        assert_eq!(parse_pid_list(" 12 \n\n34\r\n"), Ok(vec![12, 34]));
-        for bad in [
-            "Cannot find MPS control daemon process\n",
-            "12 34\n",
-            "-5\n",
-            "0\n",
-            "12\nserver exited\n",
-        ] {
-            let err = parse_pid_list(bad).expect_err(bad);
-            assert!(err.contains("one pid per line"), "{err}");
-        }
-    }
-
-    #[test]
-    fn percentages_parse_strictly() {
-        assert_eq!(parse_percentage("100.0\n"), Ok(100.0));
-        assert_eq!(parse_percentage("  25\n"), Ok(25.0));
-        for bad in ["", "abc", "101", "25 50", "-1"] {
-            assert!(parse_percentage(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn directories_are_private_per_user_and_overridable() {
-        let dirs = MpsDirs::under(Path::new("/x/y"));
-        assert_eq!(dirs.pipe, Path::new("/x/y/pipe"));
-        assert_eq!(dirs.log, Path::new("/x/y/log"));
-        let base = MpsDirs::default_base();
-        let text = base.to_string_lossy();
-        assert!(text.contains("kplace-mps"), "{text}");
-        assert_eq!(dirs.client_env()[0].0, PIPE_ENV);
-    }
-}
+mod tests;

@@ -9,9 +9,6 @@
 //! times in 18 beside another process). `bench/tune.sh` measures the errors on a quiet machine
 //! (docs/results/tune.md: within 15% there).
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use kplace::cuda::sim::SimProvider;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::Graph;
@@ -26,7 +23,7 @@ use kplace_radar::scene::SceneConfig;
 #[test]
 fn each_cpu_placement_is_predicted_then_runs_and_verifies() {
     let cpi: Cpi = "512x64".parse().unwrap();
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let files = GraphFiles {
         graph: root.join("graphs/radar.yaml"),
         placement: root.join("placements/all-cpu.yaml"),
@@ -39,7 +36,7 @@ fn each_cpu_placement_is_predicted_then_runs_and_verifies() {
         &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
     )
     .unwrap();
-    let cpu = support::cpu_library();
+    let cpu = kplace_testkit::cpu_library();
     let offers = Offers::of_libraries(Some(&cpu), None).unwrap();
     let libraries = format!("libraries: {{cpu: {:?}}}\n", cpu.display().to_string());
     let gpus = SimProvider::new(0);

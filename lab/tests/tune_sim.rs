@@ -22,9 +22,6 @@
 //! speed of this machine. The tests run one after another (one lock), so that no test's
 //! threads slow another's simulated device.
 
-#[path = "../../runtime/tests/support/mod.rs"]
-mod support;
-
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -100,7 +97,7 @@ fn workload(graph: &Graph) -> RecordingWorkload {
 }
 
 fn library() -> std::path::PathBuf {
-    support::build_c_library("lab/tests/c/timed_kernels.c", "timed_kernels", &[])
+    kplace_testkit::build_c_library("lab/tests/c/timed_kernels.c", "timed_kernels", &[])
 }
 
 /// What the test library offers: every stage, on the CPU and the simulated GPU.

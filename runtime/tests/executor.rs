@@ -3,8 +3,6 @@
 //! slot's own buffer) or lives only while the stages run (a shared set), and failures stop the
 //! run with their cause.
 
-mod support;
-
 use std::path::Path;
 
 use kplace::executor::{
@@ -15,7 +13,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
 use kplace::plan::Plan;
-use support::build_c_library;
+use kplace_testkit::build_c_library;
 
 const ROWS: usize = 64;
 const COLS: usize = 24;
@@ -73,11 +71,11 @@ fn plan_of(graph: &str, workers: usize, slots: usize, runtime: &str) -> Plan {
 
 /// Deterministic pseudo-random frames of this test's shape.
 fn frames(count: usize, seed: u64) -> Vec<Vec<u8>> {
-    support::test_frames(ROWS, COLS, count, seed)
+    kplace_testkit::test_frames(ROWS, COLS, count, seed)
 }
 
 fn expected_sums(frame: &[u8]) -> Vec<f32> {
-    support::expected_column_sums(frame, ROWS, COLS)
+    kplace_testkit::expected_column_sums(frame, ROWS, COLS)
 }
 
 #[derive(Default)]

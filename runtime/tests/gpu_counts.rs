@@ -11,8 +11,6 @@
 
 #![allow(clippy::result_large_err)]
 
-mod support;
-
 use std::path::Path;
 
 use kplace::cuda::sim::{SimProvider, SimStats};
@@ -21,7 +19,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
 use kplace::plan::{Plan, PlanMode, TileOrigin};
-use support::{build_c_library, workspace};
+use kplace_testkit::{build_c_library, workspace};
 
 /// Samples per chirp (range bins).
 const N: usize = 4096;

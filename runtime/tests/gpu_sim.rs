@@ -7,8 +7,6 @@
 
 #![allow(clippy::result_large_err)]
 
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
@@ -23,7 +21,7 @@ use kplace::net::replay::FrameReplay;
 use kplace::plan::{
     BufferSpace, Direction, Layout, Lifetime, Plan, PlanError, PlanMode, PoolPurpose, bind,
 };
-use support::build_c_library;
+use kplace_testkit::build_c_library;
 
 const ROWS: usize = 32;
 const COLS: usize = 8;
@@ -285,11 +283,11 @@ fn a_described_plan_without_a_gpu_shows_its_transfers_but_cannot_run() {
 
 /// Deterministic pseudo-random frames of this test's shape.
 fn frames(count: usize, seed: u64) -> Vec<Vec<u8>> {
-    support::test_frames(ROWS, COLS, count, seed)
+    kplace_testkit::test_frames(ROWS, COLS, count, seed)
 }
 
 fn expected_sums(frame: &[u8]) -> Vec<f32> {
-    support::expected_column_sums(frame, ROWS, COLS)
+    kplace_testkit::expected_column_sums(frame, ROWS, COLS)
 }
 
 #[derive(Default)]

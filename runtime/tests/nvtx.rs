@@ -2,8 +2,6 @@
 //! one range per launch, named by its stage, balanced on every thread, none nested; none at
 //! all untraced. Its own test binary: the library is named by an environment variable.
 
-mod support;
-
 use std::ffi::{CString, c_char, c_int};
 use std::path::Path;
 
@@ -30,7 +28,7 @@ impl FrameSink for Count {
 }
 
 fn plan(workers: usize) -> Plan {
-    let lib = support::build_c_library("test_kernels.c", "test_kernels", &[]);
+    let lib = kplace_testkit::build_c_library("test_kernels.c", "test_kernels", &[]);
     let graph = Graph::parse(
         &format!(
             "name: test\ndims: {{R: {ROWS}, C: {COLS}}}\nsource: {{tensor: iq, packet_axis: 0}}\n\
@@ -66,7 +64,7 @@ fn counts(fake: &libloading::Library) -> [c_int; 5] {
 
 #[test]
 fn a_traced_run_opens_one_balanced_range_per_launch_named_by_its_stage() {
-    let path = support::build_c_library("fake_nvtx.c", "fake_nvtx", &[]);
+    let path = kplace_testkit::build_c_library("fake_nvtx.c", "fake_nvtx", &[]);
     // SAFETY: set before any thread of this test binary reads the environment; the binary's
     // only test.
     unsafe { std::env::set_var(LIBRARY_ENV, &path) };
@@ -81,7 +79,7 @@ fn a_traced_run_opens_one_balanced_range_per_launch_named_by_its_stage() {
         let name = CString::new("sum").unwrap();
         watch(name.as_ptr());
     }
-    let frames = support::test_frames(ROWS, COLS, 3, 1);
+    let frames = kplace_testkit::test_frames(ROWS, COLS, 3, 1);
     let run = |trace: bool, workers: usize| {
         let options = executor::RunOptions {
             trace,

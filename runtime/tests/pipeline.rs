@@ -2,8 +2,6 @@
 //! identical detections on the default and high-SNR scenes, and byte-identical output for any
 //! worker and slot count.
 
-mod support;
-
 use std::num::NonZeroU64;
 use std::path::Path;
 
@@ -18,7 +16,7 @@ use kplace_radar::scene::high_snr_targets;
 use kplace_radar::{Cluster, Cpi, Scene, SceneConfig, Verifier, VerifyConfig};
 
 fn plan(cpi: Cpi, workers: usize, slots: usize) -> Plan {
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let overrides = Overrides {
         dims: vec![
             ("N".into(), cpi.samples as u64),
@@ -30,7 +28,7 @@ fn plan(cpi: Cpi, workers: usize, slots: usize) -> Plan {
     let text = std::fs::read_to_string(root.join("placements/all-cpu.yaml")).unwrap();
     let text = format!(
         "{text}\nlibraries: {{cpu: {}}}\n",
-        support::cpu_library().display()
+        kplace_testkit::cpu_library().display()
     );
     let mut placement = Placement::parse(&text, Path::new("placements/all-cpu.yaml")).unwrap();
     placement.runtime.workers = workers;

@@ -3,15 +3,13 @@
 
 #![allow(clippy::result_large_err)]
 
-mod support;
-
 use std::path::{Path, PathBuf};
 
 use kplace::cuda::sim::SimProvider;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::plan::{Lifetime, Plan, PlanError, PlanMode, PoolPurpose};
-use support::build_c_library;
+use kplace_testkit::build_c_library;
 
 const GRAPH: &str = "name: test
 dims: {R: 32, C: 8}

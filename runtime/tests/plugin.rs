@@ -1,11 +1,9 @@
 //! Loading kernel libraries: the C test library loads and runs; every malformed library is
 //! refused with a message naming its file.
 
-mod support;
-
 use kplace::abi::{DeviceKind, Dtype, MemorySpace, Tensor, TensorDesc, Tile};
 use kplace::plugin::{CreateConfig, KernelLibrary, PluginError};
-use support::build_c_library;
+use kplace_testkit::build_c_library;
 
 fn desc(dtype: Dtype, shape: &[u64]) -> TensorDesc {
     let mut s = [0u64; 4];
@@ -157,7 +155,7 @@ fn a_missing_library_file_is_named() {
 
 #[test]
 fn a_file_that_is_not_a_shared_library_is_refused() {
-    let (_dir, path) = support::write_temp("libfake.so", "not an ELF file");
+    let (_dir, path) = kplace_testkit::write_temp("libfake.so", "not an ELF file");
     let err = KernelLibrary::load(&path).unwrap_err();
     assert!(matches!(err, PluginError::Load { .. }), "{err:?}");
     assert!(err.to_string().contains("libfake.so"), "{err}");
@@ -206,7 +204,7 @@ fn a_table_naming_a_kernel_twice_is_refused() {
 #[test]
 fn the_loaders_reason_is_in_the_message() {
     // Long enough to be read as an ELF header, which it is not.
-    let (_dir, path) = support::write_temp("libgarbage.so", &"not an ELF file. ".repeat(8));
+    let (_dir, path) = kplace_testkit::write_temp("libgarbage.so", &"not an ELF file. ".repeat(8));
     let text = KernelLibrary::load(&path).unwrap_err().to_string();
     assert!(
         text.contains("libgarbage.so") && text.contains("invalid ELF header"),

@@ -2,8 +2,6 @@
 //! so a reader in another language can trust them. After changing a report type, regenerate
 //! them with `KPLACE_BLESS=1 cargo test -p kplace --test report_schema`.
 
-mod support;
-
 use kplace::report::json_schema;
 use kplace::report::progress::ProgressLine;
 use kplace::report::ready::ReadyFile;
@@ -12,7 +10,7 @@ use kplace::report::send::SendFile;
 
 #[test]
 fn the_committed_schemas_are_generated_from_the_types() {
-    let dir = support::workspace().join("docs/schema");
+    let dir = kplace_testkit::workspace().join("docs/schema");
     for (file, schema) in [
         ("run-report.schema.json", json_schema::<RunReport>()),
         (

@@ -4,8 +4,6 @@
 //! exactly while every other frame verifies; a sender far faster than the pipeline must end
 //! in counted drops, never a wedge.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
@@ -32,7 +30,7 @@ const CPI: Cpi = Cpi {
 const SHAPE: WireShape = WireShape::ci16(1024, 128);
 
 fn plan(slots: usize, workers: usize) -> Plan {
-    let root = support::workspace();
+    let root = kplace_testkit::workspace();
     let overrides = Overrides {
         dims: vec![
             ("N".into(), CPI.samples as u64),
@@ -43,7 +41,7 @@ fn plan(slots: usize, workers: usize) -> Plan {
     let graph = Graph::load(&root.join("graphs/radar.yaml"), &overrides).unwrap();
     let text = format!(
         "name: t\nlibraries: {{cpu: {}}}\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\nruntime: {{slots: {slots}, workers: {workers}}}\n",
-        support::cpu_library().display()
+        kplace_testkit::cpu_library().display()
     );
     Plan::new(graph, Placement::parse(&text, Path::new("t.yaml")).unwrap()).unwrap()
 }

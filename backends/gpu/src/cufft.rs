@@ -19,7 +19,7 @@ use cudarc::driver::sys::CUstream;
 use kplace_abi::export::KernelError;
 
 use crate::driver::Device;
-use crate::queue::{FftShape, FftStrides};
+use crate::fft_shape::{FftShape, FftStrides};
 
 /// `CUFFT_FORWARD` (cufft.h): the sign of the exponent of a forward transform.
 const CUFFT_FORWARD: c_int = -1;

@@ -28,9 +28,10 @@ use kplace_kernels::window::hann;
 
 use crate::cufft::Fft;
 use crate::driver::{Device, DeviceBuffer};
+use crate::fft_shape::{FftLayout, FftShape};
 use crate::module::{self, Functions};
 use crate::ports::{PORTS, launch_address};
-use crate::queue::{CudaQueue, FftLayout, FftShape, Grid, Queue, arg};
+use crate::queue::{CudaQueue, Grid, Queue, arg};
 use crate::source::Function;
 use crate::workspace::Layout;
 

@@ -80,6 +80,7 @@ pub mod cfar;
 pub mod cufft;
 pub mod doppler_fft;
 pub mod driver;
+pub mod fft_shape;
 mod module;
 pub mod nvrtc;
 mod ports;

@@ -408,9 +408,8 @@ fn without_a_gpu_a_required_gpu_fails_the_gpu_tests() {
         println!("skipped: a GPU is present (the GPU tests run for real)");
         return;
     }
-    let run = |require: bool| {
-        kplace_cuda_libs::testing::rerun_test("doppler_fft_matches_an_f64_fft", require)
-    };
+    let run =
+        |require: bool| kplace_testkit::gpu::rerun_test("doppler_fft_matches_an_f64_fft", require);
     let (passed, text) = run(false);
     assert!(passed && text.contains("skipped: "), "{text}");
     let (passed, text) = run(true);

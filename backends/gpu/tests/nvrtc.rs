@@ -15,7 +15,7 @@ fn nvrtc_available() -> bool {
     match nvrtc::probe() {
         Ok(()) => true,
         Err(e) => {
-            kplace_cuda_libs::testing::skip_or_fail_nvrtc(e.message);
+            kplace_testkit::gpu::skip_or_fail_nvrtc(e.message);
             false
         }
     }

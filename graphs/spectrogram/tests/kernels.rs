@@ -12,20 +12,19 @@
 //! -p kplace-spectrogram` first).
 //!
 //! Every random input comes from a seeded PCG, so the tests are deterministic. The helpers that
-//! drive a library through the ABI are in `tests/support/`, shared with the GPU library's tests.
-
-mod support;
+//! drive a library through the ABI are in `kplace_testkit::abi`, shared with the GPU library's tests.
 
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::OnceLock;
 
 use kplace_abi::{ABI_VERSION, DeviceKind, Dtype, MemorySpace, Status, Tensor, TensorDesc, Tile};
+use kplace_testkit::abi::*;
+use kplace_testkit::spectrogram::*;
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use rustfft::FftPlanner;
 use rustfft::num_complex::Complex;
-use support::*;
 
 // ---------------------------------------------------------------------------------------------
 // The builds
@@ -678,11 +677,12 @@ fn the_fault_build_changes_exactly_bin_5_by_one_percent() {
 fn the_cargo_built_library_exports_the_c_table() {
     // target/<profile>/libkplace_spectrogram.so, checked to be newer than its sources.
     let loaded = load(&cargo_built(
+        "kplace-spectrogram",
         "libkplace_spectrogram.so",
         &[
-            "kernels/spectrogram.c",
-            "kernels/spectrogram_contract.h",
-            "src/lib.rs",
+            "graphs/spectrogram/kernels/spectrogram.c",
+            "graphs/spectrogram/kernels/spectrogram_contract.h",
+            "graphs/spectrogram/src/lib.rs",
         ],
     ));
     assert_eq!(loaded.table.abi_version, ABI_VERSION);

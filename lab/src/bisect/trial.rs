@@ -552,7 +552,7 @@ mod tests {
     use super::*;
 
     fn report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
-        RunReport::example(frames, rate, p99_ms)
+        kplace_testkit::run_report(frames, rate, p99_ms)
     }
 
     fn several(pipelines: Vec<PipelineEntry>) -> TrialReport {

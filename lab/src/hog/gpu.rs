@@ -167,6 +167,59 @@ impl Drop for Resources {
     }
 }
 
+impl Resources {
+    /// The GEMM's three n x n buffers on `gpu` (the inputs set to 0.5), a stream, and a cuBLAS
+    /// handle on it.
+    fn new(gpu: &Arc<dyn Gpu>, config: &GpuHogConfig) -> Result<Resources, HogError> {
+        let n = config.size;
+        let label = format!("gpu:{}", config.gpu);
+        let cublas_err = |call: &str| {
+            let call = call.to_string();
+            move |e: blas::CublasError| HogError::Cublas {
+                gpu: config.gpu,
+                call,
+                status: format!("{:?}", e.0),
+            }
+        };
+        gpu.bind_thread()?;
+        let bytes = n * n * size_of::<f32>();
+        let buffers = (0..3)
+            .map(|_| GpuMemory::new(gpu, MemoryKind::Device, bytes))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut res = Resources {
+            gpu: Arc::clone(gpu),
+            stream: OwnedStream::new(gpu, 0)?,
+            buffers,
+            handle: ptr::null_mut(),
+        };
+        let stream = res.stream.raw();
+        for buffer in res.buffers[..2].iter().map(GpuMemory::ptr) {
+            // SAFETY: a live allocation of n*n f32 words on this device, and this device's stream.
+            unsafe {
+                cu::cuMemsetD32Async(
+                    buffer.addr() as cu::CUdeviceptr,
+                    0.5f32.to_bits(),
+                    n * n,
+                    stream.0.cast(),
+                )
+            }
+            .result()
+            .map_err(|e| {
+                GpuError::new(
+                    label.clone(),
+                    format!("cuMemsetD32Async({} words)", n * n),
+                    format!("{:?}", e.0),
+                )
+            })?;
+        }
+        res.handle = blas::create_handle().map_err(cublas_err("cublasCreate"))?;
+        // SAFETY: a live handle and a stream of the context current on this thread.
+        unsafe { blas::set_stream(res.handle, stream.0.cast()) }
+            .map_err(cublas_err("cublasSetStream"))?;
+        Ok(res)
+    }
+}
+
 fn run_on(
     gpu: &Arc<dyn Gpu>,
     config: &GpuHogConfig,
@@ -175,50 +228,8 @@ fn run_on(
     emit: &mut dyn FnMut(&HogLine),
 ) -> Result<HogLine, HogError> {
     let n = config.size;
-    let label = format!("gpu:{}", config.gpu);
-    let cublas_err = |call: &str| {
-        let call = call.to_string();
-        move |e: blas::CublasError| HogError::Cublas {
-            gpu: config.gpu,
-            call,
-            status: format!("{:?}", e.0),
-        }
-    };
-    gpu.bind_thread()?;
-    let bytes = n * n * size_of::<f32>();
-    let buffers = (0..3)
-        .map(|_| GpuMemory::new(gpu, MemoryKind::Device, bytes))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut res = Resources {
-        gpu: Arc::clone(gpu),
-        stream: OwnedStream::new(gpu, 0)?,
-        buffers,
-        handle: ptr::null_mut(),
-    };
+    let res = Resources::new(gpu, config)?;
     let stream = res.stream.raw();
-    for buffer in res.buffers[..2].iter().map(GpuMemory::ptr) {
-        // SAFETY: a live allocation of n*n f32 words on this device, and this device's stream.
-        unsafe {
-            cu::cuMemsetD32Async(
-                buffer.addr() as cu::CUdeviceptr,
-                0.5f32.to_bits(),
-                n * n,
-                stream.0.cast(),
-            )
-        }
-        .result()
-        .map_err(|e| {
-            GpuError::new(
-                label.clone(),
-                format!("cuMemsetD32Async({} words)", n * n),
-                format!("{:?}", e.0),
-            )
-        })?;
-    }
-    res.handle = blas::create_handle().map_err(cublas_err("cublasCreate"))?;
-    // SAFETY: a live handle and a stream of the context current on this thread.
-    unsafe { blas::set_stream(res.handle, stream.0.cast()) }
-        .map_err(cublas_err("cublasSetStream"))?;
 
     let [a, b, c] = [0, 1, 2].map(|i| res.buffers[i].ptr());
     let side = i32::try_from(n).map_err(|_| HogError::Invalid(format!("--size {n} too large")))?;

@@ -33,6 +33,68 @@ pub fn marker(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Ma
     }
 }
 
+/// The legend: a swatch per system and CPI (with its repeats), a dashed line per latency
+/// budget, and what the markers mean for the first goal.
+fn legend(
+    sweep: &Sweep<'_>,
+    budgets: &[(crate::rate::LatencyBudget, Vec<&str>)],
+) -> Vec<LegendEntry> {
+    let mut legend: Vec<LegendEntry> = sweep
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let repeats = g.searches.len();
+            let text = if repeats > 1 {
+                format!("{} ({repeats} repeats)", g.label())
+            } else {
+                g.label()
+            };
+            LegendEntry::new(Swatch::Fill(colour(i)), text)
+        })
+        .collect();
+    for (b, cpis) in budgets {
+        let at = if budgets.len() > 1 {
+            format!(" at {}", cpis.join(", "))
+        } else {
+            String::new()
+        };
+        legend.push(LegendEntry::new(
+            Swatch::Dashed(REFERENCE),
+            format!("budget{at}: {b}"),
+        ));
+    }
+    let goal = sweep
+        .groups
+        .first()
+        .and_then(|g| g.searches[0].goals.first())
+        .map_or_else(
+            || "the first goal".to_string(),
+            |g| {
+                format!(
+                    "the {} goal (at most {}% of frames lost)",
+                    g.goal.name,
+                    fmt_num(g.goal.loss_ratio * 100.0)
+                )
+            },
+        );
+    legend.extend([
+        LegendEntry::new(
+            Swatch::Marker(Marker::Filled, BLACK),
+            format!("low-loss for {goal}"),
+        ),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Cross, BLACK),
+            "high-loss (on the top edge: no latency measured)",
+        ),
+        LegendEntry::new(
+            Swatch::Marker(Marker::Hollow, BLACK),
+            "not offered: the sender could not (says nothing about the system)",
+        ),
+    ]);
+    legend
+}
+
 /// Writes the plot to `path`.
 pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     let trials = || {
@@ -78,59 +140,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         0.12,
     );
 
-    let mut legend: Vec<LegendEntry> = sweep
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| {
-            let repeats = g.searches.len();
-            let text = if repeats > 1 {
-                format!("{} ({repeats} repeats)", g.label())
-            } else {
-                g.label()
-            };
-            LegendEntry::new(Swatch::Fill(colour(i)), text)
-        })
-        .collect();
-    for (b, cpis) in &budgets {
-        let at = if budgets.len() > 1 {
-            format!(" at {}", cpis.join(", "))
-        } else {
-            String::new()
-        };
-        legend.push(LegendEntry::new(
-            Swatch::Dashed(REFERENCE),
-            format!("budget{at}: {b}"),
-        ));
-    }
-    let goal = sweep
-        .groups
-        .first()
-        .and_then(|g| g.searches[0].goals.first())
-        .map_or_else(
-            || "the first goal".to_string(),
-            |g| {
-                format!(
-                    "the {} goal (at most {}% of frames lost)",
-                    g.goal.name,
-                    fmt_num(g.goal.loss_ratio * 100.0)
-                )
-            },
-        );
-    legend.extend([
-        LegendEntry::new(
-            Swatch::Marker(Marker::Filled, BLACK),
-            format!("low-loss for {goal}"),
-        ),
-        LegendEntry::new(
-            Swatch::Marker(Marker::Cross, BLACK),
-            "high-loss (on the top edge: no latency measured)",
-        ),
-        LegendEntry::new(
-            Swatch::Marker(Marker::Hollow, BLACK),
-            "not offered: the sender could not (says nothing about the system)",
-        ),
-    ]);
+    let legend = legend(sweep, &budgets);
     let notes = sweep.notes();
     let page = Page {
         title: "Post-CPI p99 latency against offered rate, every trial of every search",

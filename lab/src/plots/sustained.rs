@@ -17,10 +17,10 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
 use super::frame::{
-    AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
+    AXIS_FONT, Area, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
     text_width, wrap,
 };
-use super::{Group, PlotError, REFERENCE, Sweep, colour, median};
+use super::{DrawError, Group, PlotError, REFERENCE, Sweep, colour, median};
 
 /// What one bar shows.
 struct Bar<'a> {
@@ -61,13 +61,15 @@ impl Bar<'_> {
     }
 }
 
-/// Writes the plot to `path`.
-pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
-    let systems = sweep.systems();
+/// Per CPI: the CPI, the first slot, the slot past its bars, and its real-time rate.
+type Span<'a> = (&'a str, f64, f64, f64);
+
+/// The bars, a slot each, grouped by CPI in the order the sweep searched them; each CPI's
+/// span of slots; and the slot past the last.
+fn bars<'a>(sweep: &'a Sweep<'a>, systems: &[&'a str]) -> (Vec<Bar<'a>>, Vec<Span<'a>>, f64) {
     let cpis = sweep.cpis();
     let mut bars: Vec<Bar<'_>> = Vec::new();
-    // Per CPI: the first slot, the slots it spans, and its real-time rate.
-    let mut spans: Vec<(&str, f64, f64, f64)> = Vec::new();
+    let mut spans: Vec<Span<'a>> = Vec::new();
     let mut slot = 0.5;
     for cpi in &cpis {
         let start = slot;
@@ -117,26 +119,12 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         spans.push((cpi, start, slot, real_time));
         slot += 0.75;
     }
-    let slots = (slot - 0.25).max(1.0);
+    (bars, spans, slot)
+}
 
-    let unit = sweep.unit();
-    let y = Axis::fit(
-        bars.iter()
-            .flat_map(|b| b.rates.iter().copied().chain(b.others.iter().map(|o| o.1)))
-            .chain(spans.iter().map(|s| s.3)),
-        false,
-        true,
-        0.4,
-    );
-    let x = Axis {
-        lo: 0.0,
-        hi: slots,
-        log: false,
-        ticks: Vec::new(),
-        minor: Vec::new(),
-        labels: super::axis::Labels::Number,
-    };
-
+/// The legend: a swatch per system, the real-time line, and what bars and ticks show; and the
+/// first goal's name.
+fn legend(sweep: &Sweep<'_>, systems: &[&str]) -> (Vec<LegendEntry>, String) {
     let mut legend: Vec<LegendEntry> = systems
         .iter()
         .enumerate()
@@ -157,7 +145,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                 .collect()
         })
         .unwrap_or_default();
-    let first = goals.first().map_or("first", String::as_str);
+    let first = goals.first().map_or("first", String::as_str).to_string();
     legend.push(LegendEntry::heading(format!(
         "bar: the {first} goal's answer, median over repeats; error bar: lowest to highest; outlined: no rate found"
     )));
@@ -167,6 +155,79 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             goals[1..].join(", ")
         )));
     }
+    (legend, first)
+}
+
+/// Under each CPI's bars: its name and its real-time rate, and the real-time rate's dashed
+/// line across them.
+fn draw_spans(
+    area: &Area<'_>,
+    px: &dyn Fn(f64, f64) -> (i32, i32),
+    spans: &[Span<'_>],
+    (bottom, y_lo): (i32, f64),
+    unit: &str,
+) -> Result<(), DrawError> {
+    for (cpi, start, end, real_time) in spans {
+        if real_time.is_finite() {
+            let (from, to) = (px(start - 0.2, *real_time), px(end + 0.2, *real_time));
+            let mut x = from.0;
+            while x < to.0 {
+                let dash = (x + 8).min(to.0);
+                area.draw(&PathElement::new(
+                    vec![(x, from.1), (dash, from.1)],
+                    REFERENCE.stroke_width(2),
+                ))?;
+                x += 13;
+            }
+        }
+        let centre = px((start + end) / 2.0, y_lo).0;
+        area.draw(&Text::new(
+            cpi.to_string(),
+            (centre, bottom + 8),
+            font(SMALL_FONT, BLACK, HPos::Center, VPos::Top),
+        ))?;
+        let real = if real_time.is_finite() {
+            format!("real time {} {unit}", fmt_num(*real_time))
+        } else {
+            "real time unknown".to_string()
+        };
+        let width = f64::from(px(*end, y_lo).0 - px(*start, y_lo).0) + 20.0;
+        for (k, line) in wrap(&real, width, SMALL_FONT).into_iter().enumerate() {
+            area.draw(&Text::new(
+                line,
+                (centre, bottom + 26 + 16 * k as i32),
+                font(SMALL_FONT, REFERENCE, HPos::Center, VPos::Top),
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the plot to `path`.
+pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
+    let systems = sweep.systems();
+    let (bars, spans, slot) = bars(sweep, &systems);
+    let slots = (slot - 0.25).max(1.0);
+
+    let unit = sweep.unit();
+    let y = Axis::fit(
+        bars.iter()
+            .flat_map(|b| b.rates.iter().copied().chain(b.others.iter().map(|o| o.1)))
+            .chain(spans.iter().map(|s| s.3)),
+        false,
+        true,
+        0.4,
+    );
+    let x = Axis {
+        lo: 0.0,
+        hi: slots,
+        log: false,
+        ticks: Vec::new(),
+        minor: Vec::new(),
+        labels: super::axis::Labels::Number,
+    };
+
+    let (legend, first) = legend(sweep, &systems);
     let notes = sweep.notes();
     let title = format!(
         "Sustained rate per frame and system ({unit} per pipeline, the {first} goal, median over repeats)"
@@ -259,39 +320,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             ))?;
         }
 
-        for (cpi, start, end, real_time) in &spans {
-            if real_time.is_finite() {
-                let (from, to) = (px(start - 0.2, *real_time), px(end + 0.2, *real_time));
-                let mut x = from.0;
-                while x < to.0 {
-                    let dash = (x + 8).min(to.0);
-                    area.draw(&PathElement::new(
-                        vec![(x, from.1), (dash, from.1)],
-                        REFERENCE.stroke_width(2),
-                    ))?;
-                    x += 13;
-                }
-            }
-            let centre = px((start + end) / 2.0, y.lo).0;
-            area.draw(&Text::new(
-                cpi.to_string(),
-                (centre, bottom + 8),
-                font(SMALL_FONT, BLACK, HPos::Center, VPos::Top),
-            ))?;
-            let real = if real_time.is_finite() {
-                format!("real time {} {unit}", fmt_num(*real_time))
-            } else {
-                "real time unknown".to_string()
-            };
-            let width = f64::from(px(*end, y.lo).0 - px(*start, y.lo).0) + 20.0;
-            for (k, line) in wrap(&real, width, SMALL_FONT).into_iter().enumerate() {
-                area.draw(&Text::new(
-                    line,
-                    (centre, bottom + 26 + 16 * k as i32),
-                    font(SMALL_FONT, REFERENCE, HPos::Center, VPos::Top),
-                ))?;
-            }
-        }
+        draw_spans(area, &px, &spans, (bottom, y.lo), unit)?;
         if bars.is_empty() {
             area.draw(&Text::new(
                 "no searches",

@@ -17,6 +17,7 @@
 //! writing candidates, and reading the sweep's measurements back.
 
 pub mod calibrate;
+mod costs;
 pub mod model;
 mod simulate;
 pub mod space;
@@ -30,7 +31,7 @@ use kplace::plan::layout::Layout;
 
 use crate::bisect::{self, BisectConfig, BisectError, Progress, Stop, Systems};
 use crate::rate::LatencyBudget;
-use calibrate::Calibration;
+use costs::Calibration;
 use model::{Feed, ModelError, Prediction};
 use space::{Candidate, Enumeration, Where};
 

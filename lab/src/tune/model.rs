@@ -32,7 +32,7 @@ use kplace::model::graph::{Graph, StageId};
 use kplace::plan::Direction;
 use kplace::plan::layout::Layout;
 
-use super::calibrate::Calibration;
+use super::costs::Calibration;
 use super::simulate::{self, Arrivals, SimOutcome, SimPipeline, SimStage};
 use super::space::{Candidate, Where};
 

@@ -27,12 +27,9 @@
 //! One limit: cudarc tries its names in its own order and takes the first that loads, so a
 //! different `libcufft.so` on the loader's path, say, would still win over a file found in
 //! `KPLACE_CUDA_LIB_DIR` under `libcufft.so.12`.
-//!
-//! [`testing`] holds the GPU tests' one skip-or-fail rule (`KPLACE_REQUIRE_GPU`).
 
 pub mod load;
 pub mod search;
-pub mod testing;
 
 use std::fmt;
 use std::io::Read;

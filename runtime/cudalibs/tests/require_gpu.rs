@@ -2,7 +2,7 @@
 //! implies `KPLACE_REQUIRE_NVRTC=1`; unset, the test skips with its reason. Checked on this
 //! test binary's own children, each running one stand-in test.
 
-use kplace_cuda_libs::testing;
+use kplace_testkit::gpu as testing;
 
 const CHILD: &str = "KPLACE_CUDA_LIBS_TEST_CHILD";
 

@@ -36,50 +36,16 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
-use kplace_cuda_libs::Library;
 
 use super::probe::{
-    PriorityRange, device_handle, device_name, panic_text, priority_range, with_current,
+    PriorityRange, describe, device_handle, device_name, libcuda_missing, panic_text,
+    priority_range, with_current,
 };
 use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequest, Stream};
 
 // Device addresses travel as pointer-sized values (`*mut u8`, as kernels receive them through
 // the C ABI); CUdeviceptr is 64 bits, so only 64-bit hosts can carry them losslessly.
 const _: () = assert!(size_of::<usize>() == size_of::<sys::CUdeviceptr>());
-
-/// Why no CUDA driver can be used, or `None` when libcuda loads: finds libcuda (once per
-/// process, see `kplace_cuda_libs`) so that cudarc's own dlopen by name resolves to it, then
-/// checks that cudarc can load it, since cudarc panics on the first driver call otherwise.
-pub fn libcuda_missing() -> Option<String> {
-    let found = kplace_cuda_libs::find(Library::Cuda);
-    // SAFETY: only tries to load the library (dlopen, then dlclose).
-    if unsafe { sys::is_culib_present() } {
-        return None;
-    }
-    Some(match found.path() {
-        None => found.not_found_message(),
-        Some(path) => format!(
-            "libcuda loaded from {} but cudarc cannot load it by name ({})",
-            path.display(),
-            found.warnings.join("; ")
-        ),
-    })
-}
-
-/// The driver's error as `NAME: text`, e.g. `CUDA_ERROR_OUT_OF_MEMORY: out of memory`, with a
-/// hint for the one error a caller of this module most often causes.
-pub(super) fn describe(e: DriverError) -> String {
-    // The enum's Debug is the error's name; no driver call needed.
-    let name = format!("{:?}", e.0);
-    let mut text = match e.error_string() {
-        Ok(s) => format!("{name}: {}", s.to_string_lossy()),
-        Err(_) => name,
-    };
-    if e.0 == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
-        text.push_str(" (no context current on this thread: call bind_thread first)");
-    }
-    text
-}
 
 // ---------------------------------------------------------------------------------------------
 // CudaGpu

@@ -11,6 +11,10 @@
 //! - the calling thread is the **collector**: it hands every frame to the sink, processed or
 //!   partial, in the order frames began, records latency, and returns slots to the source.
 //!
+//! Where each part is: `setup` builds what a run allocates before its threads start, `worker`
+//! and `collector` are those threads' loops, `ingest` the source's side, `slot` and `scratch`
+//! the memory of frames in flight; [`run_with`] here ties them together.
+//!
 //! Guarantees: at most `slots` frames are in flight, each with its own kernel states and its
 //! own buffers for the source, the sinks and whatever a GPU touches; tensors that live only
 //! while a frame's stages run, and CPU stages' workspaces, are shared (the private `scratch`
@@ -23,12 +27,16 @@
 //! ([`Progress`]) at that interval and once at the end, so that the intervals' counts add up to
 //! the run's.
 
+mod collector;
 mod ingest;
 pub mod pool;
 mod schedule;
 mod scratch;
+mod setup;
 mod slot;
+mod slot_error;
 mod wait;
+mod worker;
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
@@ -47,11 +55,14 @@ use crate::report::overhead::{CollectorTally, Overhead, WorkerTally};
 pub use crate::report::progress::Progress;
 use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
 
+use collector::{Collected, collect};
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch};
-pub use slot::SlotError;
+use setup::{Built, Channels};
 use slot::{Completion, Slot};
+pub use slot_error::SlotError;
+use worker::{Queues, worker};
 
 /// Where frames come from: a generator, a file replay, or a packet receiver.
 pub trait Source: Send {
@@ -395,98 +406,17 @@ pub fn run_with(
 ) -> Result<RunMetrics, RunError> {
     plan.runnable()
         .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
-    let schedule = Schedule::new(plan);
-    let mut pools = plan
-        .pools
-        .iter()
-        .map(|p| Pool::for_spec(p, p.space.gpu().and_then(|n| plan.gpus.get(&n))))
-        .collect::<Result<Vec<_>, _>>()?;
-    tracing::debug!(
-        "{} pools allocated, {} in all",
-        pools.len(),
-        crate::plan::human_bytes(plan.pool_bytes())
-    );
-    let sets = FrameSets::new(plan, &mut pools)?;
-    let slots = (0..plan.runtime.slots)
-        .map(|_| Slot::new(plan, &mut pools, &schedule, options.profile_gpu))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut scratches = (0..plan.runtime.workers)
-        .map(|_| WorkerScratch::new(plan, &mut pools))
-        .collect::<Result<Vec<_>, _>>()?;
-    tracing::debug!(
-        "{} frame slots built, {} workers, profile_gpu {}",
-        slots.len(),
-        plan.runtime.workers,
-        options.profile_gpu
-    );
-
-    let max_tasks = slots.len() * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>()
-        + plan.runtime.workers;
-    let (ready_tx, ready_rx) = channel::bounded::<Task>(max_tasks);
-    let (streamed_tx, streamed_rx) = channel::bounded::<Task>(max_tasks);
-    let (gpu_tx, gpu_rx) = channel::bounded::<Task>(max_tasks);
-    // Every slot sends at most one FrameDone per frame, plus the source's end and failures.
-    let (event_tx, event_rx) = channel::bounded::<Event>(slots.len() + max_tasks + 1);
-    let (free_tx, free_rx) = channel::bounded::<usize>(slots.len());
-    // crossbeam's one-time allocations for waiting on each channel, now rather than when a
-    // thread first has to wait (wait.rs): every worker may wait on each task queue, the source
-    // on a free slot and the collector (this thread) on the events.
-    for queue in [&ready_rx, &streamed_rx, &gpu_rx] {
-        wait::prepare_to_block(queue, plan.runtime.workers);
-    }
-    wait::prepare_to_block(&free_rx, 1);
-    wait::prepare_to_block(&event_rx, 1);
-    for i in 0..slots.len() {
-        let _ = free_tx.send(i);
-    }
-    // Every thread's share of the spans: the workers, the source, the collector and the driver.
-    let span_limit = if options.trace {
-        MAX_SPANS / (plan.runtime.workers + 3)
-    } else {
-        0
-    };
-    let shared = Shared {
-        plan,
+    // The pools own every block the slots, sets and scratches use: they live to the end.
+    let Built {
         schedule,
-        slots,
+        pools: _pools,
         sets,
-        ready: ready_tx,
-        streamed: streamed_tx,
-        gpu: gpu_tx,
-        events: event_tx,
-        stopping: AtomicBool::new(false),
-        counters: plan
-            .stages
-            .iter()
-            .map(|_| StageCounters::default())
-            .collect(),
-        start: Instant::now(),
-        slot_waits: AtomicU64::new(0),
-        dropped: AtomicU64::new(0),
-        trace: options.trace,
-        span_limit,
-        driver_spans: std::sync::Mutex::new(SpanBuffer::new(span_limit)),
-        nvtx: if options.trace {
-            let names: Vec<String> = plan.graph.stages.iter().map(|s| s.name.clone()).collect();
-            crate::report::nvtx::Nvtx::load(&names)
-        } else {
-            None
-        },
-        callbacks: OnceLock::new(),
-        spin: plan.runtime.spin,
-    };
-    let contexts = (0..shared.slots.len())
-        .map(|slot| {
-            (0..plan.stages.len())
-                .map(|stage| CallbackContext {
-                    shared: std::ptr::from_ref(&shared).cast(),
-                    slot,
-                    stage: StageId(stage),
-                })
-                .collect()
-        })
-        .collect();
-    let _ = shared.callbacks.set(contexts);
+        slots,
+        scratches,
+    } = Built::new(plan, options)?;
+    let channels = Channels::new(plan, &schedule, slots.len());
+    let shared = Shared::new(plan, schedule, slots, sets, &channels, options);
+    shared.set_callbacks();
     let cpu_before = process_cpu_time();
     // With pinned workers, the source and the collector keep to the other cores, so that
     // waking one never preempts a worker mid-frame on its own core.
@@ -494,9 +424,46 @@ pub fn run_with(
     let _collector_cores = spare_cores
         .as_ref()
         .and_then(|cores| crate::os::confine_current_thread(cores).ok());
+    let outcome = run_threads(
+        &shared,
+        scratches,
+        channels,
+        spare_cores.as_ref(),
+        source,
+        sink,
+        options,
+    );
+    // Every GPU callback must have run before `shared` goes; after a failure, streams may
+    // still hold work. This is the only place the executor waits for a GPU.
+    let drained = drain_streams(&shared);
+    let (outcome, spans, overhead) = outcome?;
+    drained?;
+    Ok(metrics(
+        &shared, outcome, spans, overhead, cpu_before, options,
+    ))
+}
 
-    let outcome = std::thread::scope(|scope| {
-        let shared = &shared;
+/// The run itself: the workers and the source on threads of their own, the collector on this
+/// one until every frame is delivered or the run fails; then every thread is stopped and
+/// joined. Returns what the collector gathered, every thread's spans and the overheads.
+fn run_threads(
+    shared: &Shared<'_>,
+    mut scratches: Vec<WorkerScratch>,
+    channels: Channels,
+    spare_cores: Option<&crate::os::CpuSet>,
+    source: &mut dyn Source,
+    sink: &mut dyn FrameSink,
+    options: &RunOptions,
+) -> Result<(Collected, Vec<SpanBuffer>, Overhead), RunError> {
+    let plan = shared.plan;
+    let Channels {
+        ready: (_, ready_rx),
+        streamed: (_, streamed_rx),
+        gpu: (_, gpu_rx),
+        events: (_, event_rx),
+        free: (free_tx, free_rx),
+    } = channels;
+    std::thread::scope(|scope| {
         let workers: Vec<_> = scratches
             .drain(..)
             .enumerate()
@@ -510,10 +477,9 @@ pub fn run_with(
                 scope.spawn(move || worker(shared, queues, scratch, core, w as u32))
             })
             .collect();
-        let source_cores = spare_cores.as_ref();
         let source_thread = scope.spawn(move || {
             let _cores =
-                source_cores.and_then(|cores| crate::os::confine_current_thread(cores).ok());
+                spare_cores.and_then(|cores| crate::os::confine_current_thread(cores).ok());
             wait::prepare_thread();
             let mut ingest = Ingest::new(shared, free_rx);
             let started = Instant::now();
@@ -563,19 +529,32 @@ pub fn run_with(
                 Ok((c, spans, overhead))
             }
         }
-    });
-    // Every GPU callback must have run before `shared` goes; after a failure, streams may
-    // still hold work. This is the only place the executor waits for a GPU.
-    // Every stream of every slot is drained, whatever fails (a faulted device fails them all);
-    // the first failure is kept.
+    })
+}
+
+/// Waits for every stream of every slot to drain, whatever fails (a faulted device fails them
+/// all); the first failure is kept.
+fn drain_streams(shared: &Shared<'_>) -> Result<(), GpuError> {
     let mut drained = Ok(());
     for result in shared.slots.iter().flat_map(Slot::drain) {
         if drained.is_ok() {
             drained = result;
         }
     }
-    let (mut outcome, mut spans, overhead) = outcome?;
-    drained?;
+    drained
+}
+
+/// The run's measurements: the collector's, each stage's counters, the overheads, and the
+/// merged timeline when traced.
+fn metrics(
+    shared: &Shared<'_>,
+    mut outcome: Collected,
+    mut spans: Vec<SpanBuffer>,
+    overhead: Overhead,
+    cpu_before: Duration,
+    options: &RunOptions,
+) -> RunMetrics {
+    let plan = shared.plan;
     let trace = options.trace.then(|| {
         spans.push(std::mem::take(&mut outcome.spans));
         spans.push(std::mem::take(
@@ -595,7 +574,7 @@ pub fn run_with(
     let window_start = outcome.window_start.unwrap_or(outcome.first_start);
     let wall = outcome.last_delivery.saturating_sub(window_start);
     let frames = outcome.frames;
-    Ok(RunMetrics {
+    RunMetrics {
         trace,
         frames,
         measured_frames: outcome.measured,
@@ -620,7 +599,7 @@ pub fn run_with(
         partial_frames: outcome.partial,
         dropped_frames: outcome.dropped,
         overhead,
-    })
+    }
 }
 
 /// The cores this process may use that no worker is pinned to, when workers are pinned and
@@ -658,430 +637,4 @@ fn send_task(queue: &Sender<Task>, task: Task) {
     // Each queue holds every launch of every slot, so this never blocks; it fails only when
     // the run is over and the workers are gone, when there is nothing left to do.
     let _ = queue.send(task);
-}
-
-/// A worker's queues, in the order it takes from them.
-struct Queues {
-    gpu: Receiver<Task>,
-    ready: Receiver<Task>,
-    streamed: Receiver<Task>,
-}
-
-/// The next launch for a worker: GPU stages' tasks first (they take microseconds, and each
-/// keeps a GPU busy), then frames already in flight. A frame's later stages read what its
-/// earlier stages just wrote, still in cache; starting tiles of newer frames first would evict
-/// it (at 2048x256 that cost a third of the throughput). FIFO within each queue keeps frames
-/// in the order they began.
-///
-/// With every queue empty, the worker spins for up to `spin` ([`wait::spin`]) before it
-/// parks.
-fn next_task(queues: &Queues, spin: Duration, tally: &mut WorkerTally) -> Option<Task> {
-    if let Some(task) = try_next_task(queues) {
-        return Some(task);
-    }
-    let (found, spun) = wait::spin(spin, || try_next_task(queues));
-    tally.spun += spun;
-    if let Some(task) = found {
-        tally.spins += 1;
-        return Some(task);
-    }
-    let parked_from = Instant::now();
-    let task = crossbeam::select! {
-        recv(queues.gpu) -> task => task.ok(),
-        recv(queues.ready) -> task => task.ok(),
-        recv(queues.streamed) -> task => task.ok(),
-    };
-    tally.parks += 1;
-    tally.parked += parked_from.elapsed();
-    task
-}
-
-/// The first task of the queues in priority order, without waiting.
-fn try_next_task(queues: &Queues) -> Option<Task> {
-    [&queues.gpu, &queues.ready, &queues.streamed]
-        .into_iter()
-        .find_map(|queue| queue.try_recv().ok())
-}
-
-fn worker(
-    shared: &Shared<'_>,
-    queues: Queues,
-    mut scratch: WorkerScratch,
-    core: Option<usize>,
-    index: u32,
-) -> (SpanBuffer, WorkerTally) {
-    let mut spans = SpanBuffer::new(shared.span_limit);
-    let mut tally = WorkerTally::default();
-    wait::prepare_thread();
-    if let Some(id) = core {
-        // Pinning is a performance hint: a core that does not exist here leaves the thread
-        // unpinned, and says so (a placement written for another machine still runs).
-        if let Err(e) = crate::os::pin_current_thread(id) {
-            tracing::warn!(
-                "runtime.pin_cores: worker {index} not pinned to core {id}, it runs unpinned: {e}"
-            );
-        }
-    }
-    while let Some(task) = next_task(&queues, shared.spin, &mut tally) {
-        let Task::Launch {
-            slot,
-            stage,
-            launch,
-        } = task
-        else {
-            break;
-        };
-        if shared.stopping.load(Ordering::Acquire) {
-            continue;
-        }
-        let stage = StageId(stage as usize);
-        let slot = slot as usize;
-        let started = shared.now_ns();
-        let traced = shared
-            .trace
-            .then(|| shared.slots[slot].frame_id.load(Ordering::Relaxed));
-        let mut launched = started;
-        let mut record = |spans: &mut SpanBuffer, kind| {
-            launched = shared.now_ns();
-            if let Some(frame) = traced {
-                let span = Span::new(kind, Track::Worker(index), frame, started, launched);
-                spans.push(span.of_stage(stage.0 as u32, Some(launch)));
-            }
-        };
-        let range = shared.nvtx.as_ref().map(|n| n.range(stage.0));
-        // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
-        let result = if shared.slots[slot].is_gpu(stage) {
-            let enqueued = shared.slots[slot].enqueue_gpu(stage, launch);
-            record(&mut spans, SpanKind::Enqueue);
-            enqueued
-                .map_err(RunError::from)
-                .and_then(|()| shared.gpu_enqueued(slot, stage, &mut spans, Track::Worker(index)))
-        } else {
-            let launched = shared.slots[slot].launch(stage, launch, &shared.sets, &mut scratch);
-            // Recorded before the launch is completed: completing it may hand the frame on.
-            record(&mut spans, SpanKind::Launch);
-            launched.map(|()| shared.complete(slot, stage))
-        };
-        drop(range);
-        let ended = shared.now_ns();
-        shared.counters[stage.0].record(ended.saturating_sub(started));
-        tally.tasks += 1;
-        tally.launch += Duration::from_nanos(launched.saturating_sub(started));
-        tally.bookkeeping += Duration::from_nanos(ended.saturating_sub(launched));
-        if let Err(e) = result {
-            shared.stopping.store(true, Ordering::Release);
-            let _ = shared.events.send(Event::Failed(e));
-        }
-    }
-    (spans, tally)
-}
-
-struct Collected {
-    /// Frames processed by every stage.
-    frames: u64,
-    /// Of those, frames delivered after the warm-up.
-    measured: u64,
-    /// When the warm-up ended (the last warm-up frame's delivery) and the CPU time then;
-    /// `None` without a warm-up.
-    window_start: Option<Duration>,
-    cpu_at_window_start: Option<Duration>,
-    /// Frames that ended with packets missing.
-    partial: u64,
-    /// Frames the source dropped for want of a free slot.
-    dropped: u64,
-    first_start: Duration,
-    last_delivery: Duration,
-    post_cpi: Latency,
-    end_to_end: Latency,
-    trend: Trend,
-    /// The collector's spans, when traced: each frame's packets and delivery.
-    spans: SpanBuffer,
-    /// The collector's own time delivering.
-    tally: CollectorTally,
-}
-
-/// The progress reports of a run: when the next is due, and what the previous one counted.
-struct Ticker {
-    every: Duration,
-    due: Duration,
-    at: Duration,
-    frames: u64,
-    partial: u64,
-    dropped: u64,
-    cpu: Duration,
-    /// Post-CPI latency of the interval's frames; its memory is allocated once.
-    post_cpi: Latency,
-}
-
-impl Ticker {
-    fn new(every: Duration) -> Ticker {
-        // At least 1 ms apart: a report costs the collector a few microseconds, not a frame.
-        let every = every.max(Duration::from_millis(1));
-        Ticker {
-            every,
-            due: every,
-            at: Duration::ZERO,
-            frames: 0,
-            partial: 0,
-            dropped: 0,
-            cpu: process_cpu_time(),
-            post_cpi: Latency::new(),
-        }
-    }
-
-    /// Tells `sink` what the run has done since the previous report.
-    fn report(
-        &mut self,
-        shared: &Shared<'_>,
-        out: &Collected,
-        sink: &mut dyn FrameSink,
-        last: bool,
-    ) -> Result<(), SinkError> {
-        let now = shared.start.elapsed();
-        let cpu = process_cpu_time();
-        let dropped = shared.dropped.load(Ordering::Relaxed);
-        let progress = Progress {
-            elapsed: now,
-            interval: now.saturating_sub(self.at),
-            frames: out.frames,
-            interval_frames: out.frames - self.frames,
-            partial_frames: out.partial,
-            interval_partial_frames: out.partial - self.partial,
-            dropped_frames: dropped,
-            interval_dropped_frames: dropped.saturating_sub(self.dropped),
-            post_cpi: self.post_cpi.quantiles(),
-            cpu: cpu.saturating_sub(self.cpu),
-            slot_waits: shared.slot_waits.load(Ordering::Relaxed),
-            gpus: Vec::new(),
-            last,
-        };
-        (self.at, self.frames, self.partial, self.dropped, self.cpu) =
-            (now, out.frames, out.partial, dropped, cpu);
-        self.post_cpi.reset();
-        // The next report is due an interval from now: a collector held up skips reports, it
-        // does not catch up with a burst of them.
-        self.due = now + self.every;
-        sink.progress(&progress)
-    }
-}
-
-/// The collector: delivers frames in order, returns slots, stops on the first failure; with
-/// progress reports, says the last one once every frame is delivered.
-fn collect(
-    shared: &Shared<'_>,
-    events: &Receiver<Event>,
-    free: Sender<usize>,
-    sink: &mut dyn FrameSink,
-    options: &RunOptions,
-) -> Result<Collected, RunError> {
-    let mut ticker = options.progress_every.map(Ticker::new);
-    let out = deliver(
-        shared,
-        events,
-        free,
-        sink,
-        options.warmup_frames,
-        &mut ticker,
-    )?;
-    if let Some(ticker) = &mut ticker {
-        ticker.report(shared, &out, sink, true)?;
-    }
-    Ok(out)
-}
-
-/// The collector loop: delivers frames in order, returns slots, reports progress when due,
-/// stops on the first failure.
-fn deliver(
-    shared: &Shared<'_>,
-    events: &Receiver<Event>,
-    free: Sender<usize>,
-    sink: &mut dyn FrameSink,
-    warmup: u64,
-    ticker: &mut Option<Ticker>,
-) -> Result<Collected, RunError> {
-    let mut out = Collected {
-        frames: 0,
-        measured: 0,
-        window_start: None,
-        cpu_at_window_start: None,
-        partial: 0,
-        dropped: 0,
-        first_start: Duration::MAX,
-        last_delivery: Duration::ZERO,
-        post_cpi: Latency::new(),
-        end_to_end: Latency::new(),
-        trend: Trend::default(),
-        spans: SpanBuffer::new(shared.span_limit),
-        tally: CollectorTally::default(),
-    };
-    // Ended frames waiting for an earlier one, by slot: Some(partial).
-    let mut parked: Vec<Option<bool>> = vec![None; shared.slots.len()];
-    // Frames the source began, known once it has returned.
-    let mut begun: Option<u64> = None;
-    let fail = |e: RunError| {
-        shared.stopping.store(true, Ordering::Release);
-        // Dropping `free` here (by returning) wakes a source waiting for a slot.
-        Err(e)
-    };
-    loop {
-        if begun == Some(out.frames + out.partial) {
-            return Ok(out);
-        }
-        if let Some(t) = ticker.as_mut()
-            && shared.start.elapsed() >= t.due
-            && let Err(e) = t.report(shared, &out, sink, false)
-        {
-            return fail(e.into());
-        }
-        let event = match next_event(shared, events, ticker.as_ref().map(|t| t.due)) {
-            Ok(Next::Event(event)) => event,
-            Ok(Next::Due) => continue,
-            Ok(Next::Closed) => return Ok(out),
-            Err(e) => return fail(e),
-        };
-        match event {
-            Event::FrameDone(slot) => parked[slot] = Some(false),
-            Event::FramePartial(slot) => parked[slot] = Some(true),
-            Event::SourceEnded(Ok(()), n, dropped) => {
-                begun = Some(n);
-                out.dropped = dropped;
-            }
-            Event::SourceEnded(Err(e), _, _) => return fail(e.into()),
-            Event::Failed(e) => return fail(e),
-        }
-        while let Some((slot, partial)) = next_in_order(shared, &parked, out.frames + out.partial) {
-            let delivering_from = Instant::now();
-            parked[slot] = None;
-            let s = &shared.slots[slot];
-            let frame_id = s.frame_id.load(Ordering::Relaxed);
-            let sequence = s.sequence.load(Ordering::Relaxed);
-            let delivered = if partial {
-                out.partial += 1;
-                sink.partial(&PartialFrame { frame_id, sequence })
-            } else {
-                let done = shared.now_ns();
-                let last = s.last_packet_ns.load(Ordering::Relaxed);
-                if let Some(t) = ticker.as_mut() {
-                    t.post_cpi.record(done.saturating_sub(last));
-                }
-                if sequence >= warmup {
-                    let first = s.first_packet_ns.load(Ordering::Relaxed);
-                    out.post_cpi.record(done.saturating_sub(last));
-                    out.trend
-                        .record(done as f64 * 1e-9, done.saturating_sub(last) as f64 * 1e-9);
-                    out.end_to_end.record(done.saturating_sub(first));
-                    out.first_start = out.first_start.min(Duration::from_nanos(first));
-                    out.measured += 1;
-                }
-                out.frames += 1;
-                for (i, counters) in shared.counters.iter().enumerate() {
-                    match s.gpu_time(StageId(i)) {
-                        Some(Ok(time)) => counters.record_gpu(time.as_nanos() as u64),
-                        Some(Err(e)) => return fail(e.into()),
-                        None => {}
-                    }
-                }
-                if shared.trace {
-                    for i in 0..shared.counters.len() {
-                        let stream_spans =
-                            s.gpu_spans(StageId(i), slot as u32, frame_id, &mut out.spans);
-                        if let Err(e) = stream_spans {
-                            return fail(e.into());
-                        }
-                    }
-                }
-                sink.frame(&CompletedFrame {
-                    frame_id,
-                    sequence,
-                    plan: shared.plan,
-                    slot: s,
-                })
-            };
-            if let Err(e) = delivered {
-                return fail(e.into());
-            }
-            if shared.trace {
-                let at = shared.now_ns();
-                let first = s.first_packet_ns.load(Ordering::Relaxed);
-                let last = s.last_packet_ns.load(Ordering::Relaxed);
-                if last > 0 {
-                    let packets =
-                        Span::new(SpanKind::Packets, Track::Source, frame_id, first, last);
-                    out.spans.push(packets);
-                }
-                let done = Span::new(SpanKind::Deliver, Track::Collector, frame_id, at, at);
-                out.spans.push(done);
-            }
-            out.last_delivery = shared.start.elapsed();
-            if warmup > 0 && sequence + 1 == warmup {
-                out.window_start = Some(out.last_delivery);
-                out.cpu_at_window_start = Some(process_cpu_time());
-            }
-            s.reset(&shared.schedule);
-            let _ = free.send(slot);
-            out.tally.busy += delivering_from.elapsed();
-        }
-    }
-}
-
-/// How often the collector, while it waits, asks each GPU whether work already enqueued has
-/// failed: a faulting kernel stops its device's streams, so the callbacks that would complete
-/// frames never run and nothing else would say so.
-const GPU_CHECK_INTERVAL: Duration = Duration::from_millis(100);
-
-/// What the collector waits for next.
-enum Next {
-    Event(Event),
-    /// A progress report is due.
-    Due,
-    /// Every sender is gone.
-    Closed,
-}
-
-/// The next event, a progress report once the run's clock reaches `due`, the end of the
-/// events, or a GPU's sticky error.
-fn next_event(
-    shared: &Shared<'_>,
-    events: &Receiver<Event>,
-    due: Option<Duration>,
-) -> Result<Next, RunError> {
-    let checks_gpus = !shared.plan.gpus.is_empty();
-    // A frame that completes while the collector spins costs its worker no wake-up.
-    if let Some(event) = wait::spin_recv(shared.spin, events) {
-        return Ok(event.map_or(Next::Closed, Next::Event));
-    }
-    if !checks_gpus && due.is_none() {
-        return Ok(events.recv().map_or(Next::Closed, Next::Event));
-    }
-    loop {
-        let mut wait = GPU_CHECK_INTERVAL;
-        if let Some(due) = due {
-            let left = due.saturating_sub(shared.start.elapsed());
-            if left.is_zero() {
-                return Ok(Next::Due);
-            }
-            wait = if checks_gpus { wait.min(left) } else { left };
-        }
-        match events.recv_timeout(wait) {
-            Ok(event) => return Ok(Next::Event(event)),
-            Err(channel::RecvTimeoutError::Disconnected) => return Ok(Next::Closed),
-            Err(channel::RecvTimeoutError::Timeout) => {
-                for gpu in shared.plan.gpus.values() {
-                    gpu.check()?;
-                }
-            }
-        }
-    }
-}
-
-/// The parked frame that began `next_sequence`-th, with whether it is partial.
-fn next_in_order(
-    shared: &Shared<'_>,
-    parked: &[Option<bool>],
-    next_sequence: u64,
-) -> Option<(usize, bool)> {
-    parked.iter().enumerate().find_map(|(i, p)| {
-        let partial = (*p)?;
-        (shared.slots[i].sequence.load(Ordering::Relaxed) == next_sequence).then_some((i, partial))
-    })
 }

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use kplace_abi::Tensor;
 
 use super::pool::{Block, Pool};
-use super::slot::SlotError;
+use super::slot_error::SlotError;
 use crate::model::graph::{StageSpec, TensorId};
 use crate::model::placement::Device;
 use crate::plan::{Lifetime, Plan, PoolPurpose};

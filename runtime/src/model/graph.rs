@@ -553,6 +553,7 @@ impl Binder<'_> {
         if sinks.is_empty() {
             return Err(self.invalid(None, "the graph names no sinks"));
         }
+        let source_dims = source_dims(&file.tensors, &file.source.tensor.value);
         let tolerances = self.bind_checks(&file.checks, &sinks, &tensors)?;
         Ok(Graph {
             name: file.name,
@@ -564,18 +565,7 @@ impl Binder<'_> {
                 tensor: source_tensor,
                 packet_axis: file.source.packet_axis,
             },
-            source_dims: file
-                .tensors
-                .iter()
-                .find(|t| t.value.name == file.source.tensor.value)
-                .map(|t| {
-                    t.value
-                        .shape
-                        .iter()
-                        .map(|d| d.value.parse::<u64>().is_err().then(|| d.value.clone()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            source_dims,
             sinks,
             tolerances,
             workload: file.workload,
@@ -798,6 +788,22 @@ impl fmt::Display for TensorSpec {
             self.shape
         )
     }
+}
+
+/// The dimension each axis of the source tensor `source` names in the file (`None` for a
+/// number).
+fn source_dims(tensors: &[Spanned<TensorFile>], source: &str) -> Vec<Option<String>> {
+    tensors
+        .iter()
+        .find(|t| t.value.name == source)
+        .map(|t| {
+            t.value
+                .shape
+                .iter()
+                .map(|d| d.value.parse::<u64>().is_err().then(|| d.value.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ impl Gpu {
     /// `KPLACE_REQUIRE_GPU=1`).
     pub fn open() -> Option<Self> {
         if let Err(e) = kplace_gpu::probe() {
-            kplace_cuda_libs::testing::skip_or_fail(e.message);
+            kplace_testkit::gpu::skip_or_fail(e.message);
             return None;
         }
         let device = result::device::get(0).expect("cuDeviceGet");

@@ -16,7 +16,8 @@ use kplace_abi::{
     Detection, DetectionListHeader, Dtype, KernelConfig, LaunchArgs, MemorySpace, Param,
     SPLIT_NONE, Tensor, TensorDesc, Tile,
 };
-use kplace_gpu::queue::{FftShape, Grid, Queue};
+use kplace_gpu::fft_shape::FftShape;
+use kplace_gpu::queue::{Grid, Queue};
 use kplace_gpu::source::Function;
 use rustfft::FftPlanner;
 use rustfft::num_complex::Complex32;

@@ -17,7 +17,7 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use common::*;
 use kplace_abi::{Tensor, Tile};
 use kplace_cuda_libs::Library as CudaLibrary;
-use kplace_cuda_libs::testing::skip_or_fail;
+use kplace_testkit::gpu::skip_or_fail;
 
 type CuResult = c_int;
 type Context = *mut c_void;

@@ -41,7 +41,7 @@ fn setup() -> Option<(&'static Fakes, &'static Path)> {
     match report.path() {
         Some(path) => Some((fakes, path)),
         None => {
-            kplace_cuda_libs::testing::skip_or_fail_nvrtc(format!(
+            kplace_testkit::gpu::skip_or_fail_nvrtc(format!(
                 "libnvrtc could not be loaded: {}",
                 report.not_found_message()
             ));

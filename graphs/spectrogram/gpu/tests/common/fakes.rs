@@ -15,7 +15,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{kernels_dir, krate, repo, run_compiler, temp_dir};
+use super::{kernels_dir, repo, run_compiler, temp_dir};
+
+/// This crate's directory, `graphs/spectrogram/gpu`.
+fn krate() -> PathBuf {
+    repo().join("graphs/spectrogram/gpu")
+}
 
 /// What one thread did to the fake driver (`Stats` in fake_cuda.cpp).
 #[repr(C)]

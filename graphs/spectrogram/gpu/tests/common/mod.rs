@@ -1,5 +1,5 @@
 //! Shared by the GPU library's tests: what they share with the CPU library's tests
-//! (`../../tests/support/mod.rs`, included here by path and re-exported: loading a library
+//! (`kplace_testkit::abi` and `kplace_testkit::spectrogram`, re-exported: loading a library
 //! through the ABI, the CPU library compiled now as the reference, 64-byte aligned tensors,
 //! create / launch / destroy as the runtime calls them, seeded inputs), the GPU library itself
 //! (cargo-built and built now), device-memory descriptors, the CPU library's results as the
@@ -8,8 +8,6 @@
 #![allow(dead_code)]
 
 pub mod fakes;
-#[path = "../../../tests/support/mod.rs"]
-pub mod support;
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -17,7 +15,8 @@ use std::sync::OnceLock;
 use kplace_abi::{MemorySpace, TensorDesc};
 
 pub use kplace_abi::Dtype;
-pub use support::*;
+pub use kplace_testkit::abi::*;
+pub use kplace_testkit::spectrogram::*;
 
 /// The CUDA functions of `kernels/spectrogram.cu`.
 pub const FUNCTIONS: [&str; 3] = [
@@ -32,11 +31,12 @@ pub fn gpu() -> &'static Loaded {
     static LIB: OnceLock<Loaded> = OnceLock::new();
     LIB.get_or_init(|| {
         load(&cargo_built(
+            "kplace-spectrogram-gpu",
             "libkplace_spectrogram_gpu.so",
             &[
-                "../kernels/spectrogram.cu",
-                "../kernels/spectrogram_gpu.c",
-                "../kernels/spectrogram_contract.h",
+                "graphs/spectrogram/kernels/spectrogram.cu",
+                "graphs/spectrogram/kernels/spectrogram_gpu.c",
+                "graphs/spectrogram/kernels/spectrogram_contract.h",
             ],
         ))
     })

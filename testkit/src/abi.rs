@@ -1,23 +1,17 @@
-//! Shared by the tests of both spectrogram libraries: those of `kplace-spectrogram`
-//! (`tests/kernels.rs`, as `mod support;`) and those of `kplace-spectrogram-gpu` (through
-//! `gpu/tests/common/mod.rs`, which includes this file by path). Both drive a C kernel library
-//! through the ABI only, exactly as the runtime does: the library loaded with `dlopen`, its
-//! table read through `kplace_library_entry`, and create, workspace_bytes, launch and destroy
-//! called with descriptors of the sizes the runtime computes on 64-byte aligned buffers.
+//! Driving a C kernel library through the ABI only, exactly as the runtime does: the library
+//! loaded with `dlopen`, its table read through `kplace_library_entry`, and create,
+//! workspace_bytes, launch and destroy called with descriptors of the sizes the runtime
+//! computes on 64-byte aligned buffers. Shared by the tests of the spectrogram's C and CUDA
+//! libraries (the kernel names and sources are in [`crate::spectrogram`]).
 //!
-//! Here: where the sources are (also for executables carried to a machine without the build
-//! tree, see [`carried`]); loading a library, and the CPU library `kernels/spectrogram.c`
-//! compiled now with the system C compiler; tensors; create / launch / destroy; refusals; and
-//! seeded random inputs and comparisons. Every random input comes from a seeded PCG, so the
-//! tests are deterministic.
-
-// Each test binary of the two crates uses only part of this module.
-#![allow(dead_code)]
+//! Here: the bundle's libraries for executables carried to a machine without the build tree
+//! (see [`carried`]); loading a library and the one cargo built; the strict C compiler command;
+//! tensors; create / launch / destroy; refusals; and seeded random inputs and comparisons.
+//! Every random input comes from a seeded PCG, so the tests are deterministic.
 
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use kplace_abi::{
     Dtype, ENTRY_SYMBOL, EntryFn, Kernel, KernelConfig, LaunchArgs, Library, MAX_RANK, MemorySpace,
@@ -26,65 +20,20 @@ use kplace_abi::{
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-pub const FFT: &str = "spectrogram.fft";
-pub const POWER: &str = "spectrogram.power";
-pub const AVERAGE: &str = "spectrogram.average";
+pub use crate::workspace::{carried, workspace as repo};
+use crate::workspace::{profile_dir, scratch_dir, workspace};
 
 // ---------------------------------------------------------------------------------------------
 // Where things are
 // ---------------------------------------------------------------------------------------------
 
-/// Whether these tests run as executables carried to another machine (bench/gpu-check.sh's
-/// bundle): `$KPLACE_WORKSPACE` names the repository there, `$KPLACE_LIB_DIR` the bundle's
-/// prebuilt libraries, and nothing of the build machine (its target directory, its source
-/// paths, a C compiler) is assumed.
-pub fn carried() -> bool {
-    std::env::var_os("KPLACE_WORKSPACE").is_some()
-}
-
-/// The repository's root: `$KPLACE_WORKSPACE` when carried, else the directory above this
-/// crate that holds `Cargo.lock`.
-pub fn repo() -> PathBuf {
-    if let Some(dir) = std::env::var_os("KPLACE_WORKSPACE") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .find(|dir| dir.join("Cargo.lock").is_file())
-        .expect("the workspace's Cargo.lock above the crate")
-        .to_path_buf()
-}
-
-/// The directory of the crate whose tests these are.
-pub fn krate() -> PathBuf {
-    let spectrogram = spectrogram_dir();
-    match env!("CARGO_PKG_NAME") {
-        "kplace-spectrogram-gpu" => spectrogram.join("gpu"),
-        _ => spectrogram,
-    }
-}
-
-/// `graphs/spectrogram`: the CPU crate's directory, the GPU crate's parent.
-pub fn spectrogram_dir() -> PathBuf {
-    repo().join("graphs/spectrogram")
-}
-
-/// `graphs/spectrogram/kernels`.
-pub fn kernels_dir() -> PathBuf {
-    spectrogram_dir().join("kernels")
-}
-
-/// A temporary directory: under cargo's scratch directory for this package's tests, or the
-/// system's temporary directory when carried (the build machine's is not there).
+/// A temporary directory: under cargo's scratch directory (target/tmp/), or the system's
+/// temporary directory when carried (the build machine's is not there).
 pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(prefix);
-    let dir = if carried() {
-        builder.tempdir()
-    } else {
-        builder.tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-    };
-    dir.unwrap_or_else(|e| panic!("a temporary directory for {prefix}: {e}"))
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(scratch_dir())
+        .unwrap_or_else(|e| panic!("a temporary directory for {prefix}: {e}"))
 }
 
 /// A library of the bundle carried with the executables: `$KPLACE_LIB_DIR/<file>`.
@@ -139,22 +88,16 @@ pub fn load(path: &Path) -> Loaded {
     Loaded { _lib: lib, table }
 }
 
-/// Where cargo put this package's cdylib, `file` (e.g. `libkplace_spectrogram.so`): beside the
-/// test binaries' directory, target/<profile>/. `cargo test` does not rebuild a cdylib-only
-/// crate's library (only `cargo build` does), so this fails, saying so, when the file is
-/// missing or older than any of `sources` (relative to the crate), rather than test a stale
-/// build.
-pub fn cargo_built(file: &str, sources: &[&str]) -> PathBuf {
+/// Where cargo put package `package`'s cdylib, `file` (e.g. `libkplace_spectrogram.so`):
+/// beside the test binaries' directory, target/<profile>/. `cargo test` does not rebuild a
+/// cdylib-only crate's library (only `cargo build` does), so this fails, saying so, when the
+/// file is missing or older than any of `sources` (paths under the workspace), rather than test
+/// a stale build. Carried executables ([`carried`]) get the bundle's.
+pub fn cargo_built(package: &str, file: &str, sources: &[&str]) -> PathBuf {
     if carried() {
         return carried_library(file);
     }
-    let package = env!("CARGO_PKG_NAME");
-    let exe = std::env::current_exe().expect("current exe");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .join(file);
+    let path = profile_dir().join(file);
     assert!(
         path.is_file(),
         "{} is missing: run `cargo build -p {package}` first",
@@ -167,7 +110,7 @@ pub fn cargo_built(file: &str, sources: &[&str]) -> PathBuf {
     };
     let built = modified(&path);
     for source in sources {
-        let source = krate().join(source);
+        let source = workspace().join(source);
         assert!(
             modified(&source) <= built,
             "{} is older than {}: run `cargo build -p {package}` (cargo test does not rebuild a \
@@ -196,40 +139,16 @@ pub fn cc_shared_library() -> Command {
         "-Wpedantic",
     ])
     .arg("-I")
-    .arg(repo().join("runtime/include"));
+    .arg(workspace().join("runtime/include"));
     cmd
 }
 
-/// Compiles the CPU library, `kernels/spectrogram.c`, with `defines` (`NAME=VALUE`) into a
-/// temporary directory (see [`cc_shared_library`]), and loads it.
-pub fn build_cpu(defines: &[&str]) -> Loaded {
-    let dir = temp_dir("spectrogram-c-");
-    let out = dir.path().join("libspectrogram.so");
-    let mut cmd = cc_shared_library();
-    cmd.args(defines.iter().map(|d| format!("-D{d}")))
-        .arg(kernels_dir().join("spectrogram.c"))
-        .arg("-o")
-        .arg(&out)
-        .arg("-lm");
-    run_compiler(&mut cmd, &format!("spectrogram.c with {defines:?}"));
-    // The mapping outlives the file: the directory goes when `dir` drops.
-    load(&out)
-}
-
-/// The CPU library as shipped: `build_cpu` without defines, or, when carried, the bundle's
-/// `libkplace_spectrogram.so` (the same source, built by cargo; no C compiler is needed).
-pub fn cpu() -> &'static Loaded {
-    static LIB: OnceLock<Loaded> = OnceLock::new();
-    LIB.get_or_init(|| {
-        if carried() {
-            load(&carried_library("libkplace_spectrogram.so"))
-        } else {
-            build_cpu(&[])
-        }
-    })
-}
-
-/// A NUL-terminated string of a table.
+/// A NUL-terminated string of a table: `p` must be one of a loaded library's table strings
+/// (the only strings the tests have), which is what makes the dereference sound.
+#[expect(
+    clippy::not_unsafe_ptr_arg_deref,
+    reason = "test support, called with a loaded table's strings only, at many call sites"
+)]
 pub fn text(p: *const c_char) -> &'static str {
     assert!(!p.is_null(), "null string in the table");
     // SAFETY: the table's strings are NUL-terminated and static in the loaded library.

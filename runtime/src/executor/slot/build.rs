@@ -1,0 +1,280 @@
+//! Building a [`Slot`] from the plan: its buffers and mirrors from the pools, one kernel state
+//! per stage, and for each GPU stage its stream, fence, waits, copies and (when profiling)
+//! timing events. Everything is owned as soon as it is made, so an error anywhere releases
+//! whatever was made before it.
+
+use super::*;
+use crate::model::graph::StageSpec;
+use crate::plan::{GpuWork, PlannedStage};
+
+/// The slot's blocks by tensor: each tensor's home (none for one from the frame's set) and its
+/// mirror (none when it does not cross the bus).
+struct Blocks {
+    buffers: Vec<Option<Block>>,
+    mirrors: Vec<Option<Block>>,
+}
+
+impl Blocks {
+    /// Takes every home that lives as long as the slot, and every mirror, from `pools`.
+    fn take(plan: &Plan, pools: &mut [Pool]) -> Result<Blocks, SlotError> {
+        let buffers = plan
+            .edges
+            .iter()
+            .map(|e| match e.lifetime {
+                Lifetime::Slot => take(plan, pools, PoolPurpose::Tensor(e.tensor)).map(Some),
+                Lifetime::Stages => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mirrors = plan
+            .edges
+            .iter()
+            .map(|e| {
+                e.mirror
+                    .map(|_| take(plan, pools, PoolPurpose::Mirror(e.tensor)))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Blocks { buffers, mirrors })
+    }
+
+    /// What a stage on `device` sees of tensor `id`: its home or its mirror, or, for a tensor
+    /// in the frame's set, a null address to be filled in per launch.
+    fn tensor(&self, plan: &Plan, id: TensorId, device: Device) -> Result<Tensor, SlotError> {
+        let edge = &plan.edges[id.0];
+        let space = edge.space_for(device);
+        let block = if space == edge.space {
+            self.buffers[id.0]
+        } else {
+            Some(self.mirrors[id.0].ok_or(SlotError::PoolMissing)?)
+        };
+        Ok(Tensor {
+            desc: tensor_desc(plan.graph.tensor(id), space),
+            data: block.map_or(std::ptr::null_mut(), |b| b.ptr.cast()),
+        })
+    }
+
+    /// The copy of tensor `t`'s home into its mirror, which every transfer is.
+    fn copy(&self, plan: &Plan, t: TensorId) -> Result<MirrorCopy, SlotError> {
+        let edge = &plan.edges[t.0];
+        let mirror = self.mirrors[t.0].ok_or(SlotError::PoolMissing)?;
+        let home = self.buffers[t.0].ok_or(SlotError::PoolMissing)?;
+        let pieces = edge.mirror.map_or(1, |m| m.transfer.pieces);
+        Ok(MirrorCopy {
+            dst: mirror.ptr,
+            src: home.ptr,
+            bytes: plan.graph.tensor(t).bytes as usize,
+            pieces,
+        })
+    }
+}
+
+/// A stream and its fence event for every GPU stage, in stage order (`None` for a CPU stage).
+fn fences(plan: &Plan) -> Result<Vec<Option<(OwnedStream, OwnedEvent)>>, SlotError> {
+    let mut fences = Vec::with_capacity(plan.stages.len());
+    for planned in &plan.stages {
+        fences.push(match plan.gpu_of(planned.stage) {
+            Some(gpu) => {
+                gpu.bind_thread().map_err(SlotError::Gpu)?;
+                let stream = OwnedStream::new(gpu, planned.priority).map_err(SlotError::Gpu)?;
+                let event = OwnedEvent::fence(gpu).map_err(SlotError::Gpu)?;
+                Some((stream, event))
+            }
+            None => None,
+        });
+    }
+    Ok(fences)
+}
+
+/// The launch arguments of `spec` whose buffers come from the frame's set.
+fn set_ports(plan: &Plan, spec: &StageSpec) -> Vec<SetPort> {
+    let mut from_set = Vec::new();
+    for (output, tensors) in [(false, &spec.inputs), (true, &spec.outputs)] {
+        for (index, &tensor) in tensors.iter().enumerate() {
+            if plan.edges[tensor.0].lifetime == Lifetime::Stages {
+                from_set.push(SetPort {
+                    output,
+                    index,
+                    tensor,
+                });
+            }
+        }
+    }
+    from_set
+}
+
+/// A GPU stage's part of a slot: its stream and fence, the fences of the stages it waits on,
+/// its copies, and with `profile` its timing events.
+struct GpuStage<'a> {
+    planned: &'a PlannedStage,
+    work: &'a GpuWork,
+    gpu: &'a Arc<dyn Gpu>,
+    stream: OwnedStream,
+    event: OwnedEvent,
+}
+
+impl GpuStage<'_> {
+    fn build(
+        self,
+        plan: &Plan,
+        schedule: &Schedule,
+        blocks: &Blocks,
+        raw_fences: &[Option<Event>],
+        profile: bool,
+    ) -> Result<SlotGpu, SlotError> {
+        let GpuStage {
+            planned,
+            work,
+            gpu,
+            stream,
+            event,
+        } = self;
+        let waits = work
+            .waits
+            .iter()
+            .map(|&t| match plan.graph.tensor(t).producer {
+                Producer::Stage(p) => raw_fences[p.0].ok_or(SlotError::PoolMissing),
+                Producer::Source => Err(SlotError::PoolMissing),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let pairs = if profile {
+            planned.launches as usize + usize::from(!work.downloads.is_empty())
+        } else {
+            0
+        };
+        let timing = (0..pairs)
+            .map(|_| Ok((OwnedEvent::timing(gpu)?, OwnedEvent::timing(gpu)?)))
+            .collect::<Result<Vec<_>, GpuError>>()
+            .map_err(SlotError::Gpu)?;
+        Ok(SlotGpu {
+            gpu: Arc::clone(gpu),
+            stream,
+            event,
+            waits,
+            timing,
+            callback_ns: AtomicU64::new(0),
+            uploads: work
+                .uploads
+                .iter()
+                .map(|&t| blocks.copy(plan, t))
+                .collect::<Result<_, _>>()?,
+            downloads: work
+                .downloads
+                .iter()
+                .map(|&t| blocks.copy(plan, t))
+                .collect::<Result<_, _>>()?,
+            per_tile: schedule.per_tile[planned.stage.0],
+            enqueued_through: AtomicU64::new(0),
+        })
+    }
+}
+
+impl Slot {
+    /// Builds a slot from the plan, taking blocks from `pools` and creating one kernel
+    /// state per stage.
+    /// With `profile`, each GPU stage also gets a pair of timing events per launch (and one
+    /// around its downloads) for [`Slot::gpu_time`].
+    pub(crate) fn new(
+        plan: &Plan,
+        pools: &mut [Pool],
+        schedule: &Schedule,
+        profile: bool,
+    ) -> Result<Slot, SlotError> {
+        let graph = &plan.graph;
+        let blocks = Blocks::take(plan, pools)?;
+        // Streams and events first: a stage's waits name its producers' events. Each is owned,
+        // so an error anywhere below releases whatever was made.
+        let mut fences = fences(plan)?;
+        // The raw fence of every GPU stage, for the waits of the stages that read its outputs.
+        let raw_fences: Vec<Option<Event>> = fences
+            .iter()
+            .map(|f| f.as_ref().map(|(_, event)| event.raw()))
+            .collect();
+        let mut stages: Vec<SlotStage> = Vec::with_capacity(plan.stages.len());
+        for planned in &plan.stages {
+            let spec = graph.stage(planned.stage);
+            let state = plan
+                .create_state(planned.stage)
+                .map_err(SlotError::Create)?;
+            // A CPU stage's launches use their worker's workspace.
+            let workspaces = match planned.device {
+                Device::Cpu => Vec::new(),
+                Device::Gpu(_) => (0..planned.launches)
+                    .map(|_| take(plan, pools, PoolPurpose::Workspace(planned.stage)))
+                    .collect::<Result<Vec<_>, _>>()?,
+            };
+            let from_set = set_ports(plan, spec);
+            if planned.device != Device::Cpu && !from_set.is_empty() {
+                // The planner gives every tensor a GPU touches a slot's buffer.
+                return Err(SlotError::PoolMissing);
+            }
+            let axis_extent = match spec.split {
+                Some(s) => graph.tensor(spec.inputs[0]).shape[s.axis],
+                None => graph.tensor(spec.inputs[0]).shape[0],
+            };
+            let gpu = match (
+                &planned.gpu,
+                plan.gpu_of(planned.stage),
+                fences[planned.stage.0].take(),
+            ) {
+                (Some(work), Some(gpu), Some((stream, event))) => Some(
+                    GpuStage {
+                        planned,
+                        work,
+                        gpu,
+                        stream,
+                        event,
+                    }
+                    .build(plan, schedule, &blocks, &raw_fences, profile)?,
+                ),
+                _ => None,
+            };
+            let tensors = |ports: &[TensorId]| {
+                ports
+                    .iter()
+                    .map(|&t| blocks.tensor(plan, t, planned.device))
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            stages.push(SlotStage {
+                state,
+                inputs: tensors(&spec.inputs)?,
+                outputs: tensors(&spec.outputs)?,
+                from_set,
+                workspaces,
+                launches: planned.launches as u32,
+                split_axis_tile: spec.split.map(|s| s.tile),
+                axis_extent,
+                gpu,
+            });
+        }
+        let Blocks { buffers, mirrors } = blocks;
+        let host_views = plan
+            .edges
+            .iter()
+            .map(|e| {
+                if e.host_space() == e.space {
+                    Ok(buffers[e.tensor.0])
+                } else {
+                    mirrors[e.tensor.0].map(Some).ok_or(SlotError::PoolMissing)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Slot {
+            buffers,
+            host_views,
+            set: AtomicU32::new(UNBOUND),
+            waiting: schedule
+                .initial_waiting
+                .iter()
+                .map(|&w| AtomicU32::new(w))
+                .collect(),
+            launches_left: schedule.tasks.iter().map(|&l| AtomicU32::new(l)).collect(),
+            stages_left: AtomicU32::new(stages.len() as u32),
+            pending: AtomicU32::new(0),
+            stages,
+            frame_id: AtomicU64::new(0),
+            sequence: AtomicU64::new(0),
+            first_packet_ns: AtomicU64::new(0),
+            last_packet_ns: AtomicU64::new(0),
+        })
+    }
+}

@@ -1,0 +1,459 @@
+//! The graph file as written (serde, every field checked for unknown names) and its binding
+//! into a [`Graph`]: dimensions bound, tensors sized, stages ordered and checked, one check at
+//! a time, each error naming the file's line and column.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kplace_abi::{Dtype, MAX_RANK};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::*;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GraphFile {
+    name: String,
+    #[serde(default)]
+    dims: BTreeMap<String, u64>,
+    source: SourceFile,
+    tensors: Vec<Spanned<TensorFile>>,
+    stages: Vec<Spanned<StageFile>>,
+    sinks: Vec<Spanned<String>>,
+    #[serde(default)]
+    checks: BTreeMap<String, Spanned<CheckFile>>,
+    #[serde(default)]
+    workload: Option<String>,
+}
+
+/// A sink's tolerance as written: `{rtol, atol}`, each 0 when absent (`{}` is exact).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckFile {
+    #[serde(default)]
+    rtol: f64,
+    #[serde(default)]
+    atol: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceFile {
+    tensor: Spanned<String>,
+    packet_axis: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TensorFile {
+    name: String,
+    dtype: Spanned<String>,
+    shape: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StageFile {
+    name: String,
+    kernel: String,
+    inputs: Vec<Spanned<String>>,
+    outputs: Vec<Spanned<String>>,
+    #[serde(default)]
+    params: BTreeMap<String, Spanned<String>>,
+    split: Option<Spanned<SplitFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SplitFile {
+    axis: usize,
+    tile: u64,
+}
+
+fn at<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
+    Some((s.referenced.line(), s.referenced.column()))
+}
+
+/// Turns the file as written into a [`Graph`], one check at a time.
+pub(super) struct Binder<'a> {
+    pub(super) path: &'a Path,
+    pub(super) overrides: &'a Overrides,
+}
+
+impl Binder<'_> {
+    fn invalid(&self, at: Option<(u64, u64)>, message: impl Into<String>) -> GraphError {
+        GraphError::Invalid {
+            path: self.path.to_path_buf(),
+            at,
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn bind(&self, file: GraphFile) -> Result<Graph, GraphError> {
+        let dims = self.bind_dims(file.dims)?;
+        let mut tensors = Vec::with_capacity(file.tensors.len());
+        for t in &file.tensors {
+            if tensors.iter().any(|x: &TensorSpec| x.name == t.value.name) {
+                return Err(
+                    self.invalid(at(t), format!("tensor {} is declared twice", t.value.name))
+                );
+            }
+            tensors.push(self.bind_tensor(t, &dims)?);
+        }
+        let find = |name: &Spanned<String>, tensors: &[TensorSpec]| {
+            tensors
+                .iter()
+                .position(|t| t.name == name.value)
+                .map(TensorId)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+                    self.invalid(
+                        at(name),
+                        format!(
+                            "unknown tensor {} (declared: {})",
+                            name.value,
+                            known.join(", ")
+                        ),
+                    )
+                })
+        };
+
+        let source_tensor = find(&file.source.tensor, &tensors)?;
+        if file.source.packet_axis != 0 {
+            return Err(self.invalid(
+                at(&file.source.tensor),
+                format!(
+                    "source packet_axis must be 0: a packet fills one index of the outermost axis of {}, \
+                     contiguously (got {})",
+                    file.source.tensor.value, file.source.packet_axis
+                ),
+            ));
+        }
+        tensors[source_tensor.0].producer = Producer::Source;
+        let mut produced = vec![false; tensors.len()];
+        produced[source_tensor.0] = true;
+
+        let mut stages: Vec<StageSpec> = Vec::with_capacity(file.stages.len());
+        for (index, s) in file.stages.iter().enumerate() {
+            let spec = &s.value;
+            if stages.iter().any(|x| x.name == spec.name) {
+                return Err(self.invalid(at(s), format!("stage {} is declared twice", spec.name)));
+            }
+            let mut inputs = Vec::new();
+            for name in &spec.inputs {
+                let id = find(name, &tensors)?;
+                if !produced[id.0] {
+                    return Err(self.invalid(
+                        at(name),
+                        format!(
+                            "stage {} reads tensor {} before any earlier stage or the source writes it \
+                             (list stages so that producers come first)",
+                            spec.name, name.value
+                        ),
+                    ));
+                }
+                inputs.push(id);
+            }
+            let mut outputs = Vec::new();
+            for name in &spec.outputs {
+                let id = find(name, &tensors)?;
+                if produced[id.0] {
+                    return Err(self.invalid(
+                        at(name),
+                        format!(
+                            "tensor {} has a second writer: stage {}",
+                            name.value, spec.name
+                        ),
+                    ));
+                }
+                produced[id.0] = true;
+                tensors[id.0].producer = Producer::Stage(StageId(index));
+                outputs.push(id);
+            }
+            if inputs.is_empty() || outputs.is_empty() {
+                return Err(self.invalid(
+                    at(s),
+                    format!(
+                        "stage {} needs at least one input and one output",
+                        spec.name
+                    ),
+                ));
+            }
+            let split = match &spec.split {
+                None => None,
+                Some(split) => Some(self.bind_split(split, &spec.name, &tensors[inputs[0].0])?),
+            };
+            stages.push(StageSpec {
+                name: spec.name.clone(),
+                kernel: spec.kernel.clone(),
+                inputs,
+                outputs,
+                params: self.bind_params(&spec.name, &spec.params, &dims)?,
+                split,
+                line: s.referenced.line(),
+            });
+        }
+
+        if let Some((i, _)) = produced.iter().enumerate().find(|(_, p)| !**p) {
+            let decl = &file.tensors[i];
+            return Err(self.invalid(
+                at(decl),
+                format!("tensor {} is never written", tensors[i].name),
+            ));
+        }
+        for (stage, param, _) in &self.overrides.params {
+            if !stages.iter().any(|s| &s.name == stage) {
+                return Err(self.invalid(
+                    None,
+                    format!("--set {stage}.{param}: the graph has no stage {stage}"),
+                ));
+            }
+        }
+        let mut sinks = Vec::new();
+        for name in &file.sinks {
+            sinks.push(find(name, &tensors)?);
+        }
+        if sinks.is_empty() {
+            return Err(self.invalid(None, "the graph names no sinks"));
+        }
+        let source_dims = source_dims(&file.tensors, &file.source.tensor.value);
+        let tolerances = self.bind_checks(&file.checks, &sinks, &tensors)?;
+        Ok(Graph {
+            name: file.name,
+            path: self.path.to_path_buf(),
+            dims,
+            tensors,
+            stages,
+            source: SourceSpec {
+                tensor: source_tensor,
+                packet_axis: file.source.packet_axis,
+            },
+            source_dims,
+            sinks,
+            tolerances,
+            workload: file.workload,
+        })
+    }
+
+    /// Each sink's tolerance: the one `checks:` declares, or its type's default. A check on a
+    /// tensor that is not a sink, a negative or non-finite bound, or a bound on an integer
+    /// tensor (compared exactly) is an error.
+    fn bind_checks(
+        &self,
+        checks: &BTreeMap<String, Spanned<CheckFile>>,
+        sinks: &[TensorId],
+        tensors: &[TensorSpec],
+    ) -> Result<Vec<Tolerance>, GraphError> {
+        for (name, check) in checks {
+            if !sinks.iter().any(|&TensorId(t)| tensors[t].name == *name) {
+                return Err(self.invalid(
+                    at(check),
+                    format!("checks: {name} is not a sink; only sinks are compared"),
+                ));
+            }
+        }
+        let mut tolerances = Vec::with_capacity(sinks.len());
+        for &TensorId(t) in sinks {
+            let tensor = &tensors[t];
+            let Some(check) = checks.get(&tensor.name) else {
+                tolerances.push(Tolerance::default_for(tensor.dtype));
+                continue;
+            };
+            let CheckFile { rtol, atol } = check.value;
+            for (field, value) in [("rtol", rtol), ("atol", atol)] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(self.invalid(
+                        at(check),
+                        format!(
+                            "checks: {}.{field} is {value}; give a finite number >= 0",
+                            tensor.name
+                        ),
+                    ));
+                }
+            }
+            let float = matches!(tensor.dtype, Dtype::CF32 | Dtype::F32);
+            tolerances.push(match (float, rtol == 0.0 && atol == 0.0) {
+                (_, true) => Tolerance::Exact,
+                (true, false) => Tolerance::Close { rtol, atol },
+                (false, false) => {
+                    return Err(self.invalid(
+                        at(check),
+                        format!(
+                            "checks: {} is {}, compared exactly; a tolerance applies to f32 and cf32 sinks only",
+                            tensor.name,
+                            tensor.dtype.name().unwrap_or("?")
+                        ),
+                    ));
+                }
+            });
+        }
+        Ok(tolerances)
+    }
+
+    fn bind_dims(
+        &self,
+        mut dims: BTreeMap<String, u64>,
+    ) -> Result<BTreeMap<String, u64>, GraphError> {
+        for (name, value) in &self.overrides.dims {
+            match dims.get_mut(name) {
+                Some(slot) => *slot = *value,
+                None => {
+                    let known: Vec<&str> = dims.keys().map(String::as_str).collect();
+                    return Err(self.invalid(
+                        None,
+                        format!(
+                            "the graph has no dimension {name} to set (it has: {})",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some((name, _)) = dims.iter().find(|(_, v)| **v == 0) {
+            return Err(self.invalid(None, format!("dimension {name} is zero")));
+        }
+        Ok(dims)
+    }
+
+    fn bind_tensor(
+        &self,
+        t: &Spanned<TensorFile>,
+        dims: &BTreeMap<String, u64>,
+    ) -> Result<TensorSpec, GraphError> {
+        let spec = &t.value;
+        let dtype = Dtype::from_name(&spec.dtype.value).ok_or_else(|| {
+            let known: Vec<&str> = Dtype::ALL.iter().map(|(_, n)| *n).collect();
+            self.invalid(
+                at(&spec.dtype),
+                format!(
+                    "tensor {}: unknown dtype {} (known: {})",
+                    spec.name,
+                    spec.dtype.value,
+                    known.join(", ")
+                ),
+            )
+        })?;
+        if spec.shape.is_empty() || spec.shape.len() > MAX_RANK {
+            return Err(self.invalid(
+                at(t),
+                format!(
+                    "tensor {}: shape must have 1 to {MAX_RANK} dimensions",
+                    spec.name
+                ),
+            ));
+        }
+        let mut shape = Vec::with_capacity(spec.shape.len());
+        for d in &spec.shape {
+            let value = match d.value.parse::<u64>() {
+                Ok(v) => v,
+                Err(_) => *dims.get(&d.value).ok_or_else(|| {
+                    self.invalid(
+                        at(d),
+                        format!(
+                            "tensor {}: {} is neither a number nor a declared dimension",
+                            spec.name, d.value
+                        ),
+                    )
+                })?,
+            };
+            if value == 0 {
+                return Err(
+                    self.invalid(at(d), format!("tensor {}: a dimension is zero", spec.name))
+                );
+            }
+            shape.push(value);
+        }
+        let bytes = dtype
+            .bytes_for(&shape)
+            .ok_or_else(|| self.invalid(at(t), format!("tensor {}: size overflows", spec.name)))?;
+        Ok(TensorSpec {
+            name: spec.name.clone(),
+            dtype,
+            shape,
+            bytes,
+            producer: Producer::Source,
+        })
+    }
+
+    fn bind_split(
+        &self,
+        split: &Spanned<SplitFile>,
+        stage: &str,
+        input: &TensorSpec,
+    ) -> Result<Split, GraphError> {
+        let SplitFile { axis, tile } = split.value;
+        let Some(&extent) = input.shape.get(axis) else {
+            return Err(self.invalid(
+                at(split),
+                format!(
+                    "stage {stage}: split axis {axis} is out of range for {} of rank {}",
+                    input.name,
+                    input.shape.len()
+                ),
+            ));
+        };
+        if tile == 0 || extent % tile != 0 {
+            return Err(self.invalid(
+                at(split),
+                format!(
+                    "stage {stage}: tiles of {tile} must divide axis {axis} of {} ({extent}); \
+                     this shape does not match the graph",
+                    input.name
+                ),
+            ));
+        }
+        Ok(Split { axis, tile })
+    }
+
+    /// A parameter written `$SYMBOL` takes the dimension's value, so kernels that need sizes
+    /// their tensors do not carry (clustering's map size) get them from the one place they are
+    /// defined.
+    fn bind_params(
+        &self,
+        stage: &str,
+        params: &BTreeMap<String, Spanned<String>>,
+        dims: &BTreeMap<String, u64>,
+    ) -> Result<Vec<(String, String)>, GraphError> {
+        let mut bound = BTreeMap::new();
+        for (name, value) in params {
+            let text = match value.value.strip_prefix('$') {
+                Some(symbol) => dims
+                    .get(symbol)
+                    .ok_or_else(|| {
+                        self.invalid(
+                            at(value),
+                            format!(
+                                "stage {stage}: parameter {name} names unknown dimension {symbol}"
+                            ),
+                        )
+                    })?
+                    .to_string(),
+                None => value.value.clone(),
+            };
+            bound.insert(name.clone(), text);
+        }
+        for (s, name, value) in &self.overrides.params {
+            if s == stage {
+                bound.insert(name.clone(), value.clone());
+            }
+        }
+        Ok(bound.into_iter().collect())
+    }
+}
+
+/// The dimension each axis of the source tensor `source` names in the file (`None` for a
+/// number).
+fn source_dims(tensors: &[Spanned<TensorFile>], source: &str) -> Vec<Option<String>> {
+    tensors
+        .iter()
+        .find(|t| t.value.name == source)
+        .map(|t| {
+            t.value
+                .shape
+                .iter()
+                .map(|d| d.value.parse::<u64>().is_err().then(|| d.value.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}

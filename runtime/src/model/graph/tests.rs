@@ -1,0 +1,235 @@
+use super::*;
+
+const GOOD: &str = "name: g
+dims: {N: 64, M: 16}
+source: {tensor: iq, packet_axis: 0}
+tensors:
+  - {name: iq, dtype: ci16, shape: [M, N]}
+  - {name: map, dtype: cf32, shape: [N, M]}
+  - {name: out, dtype: detections, shape: [32]}
+stages:
+  - name: first
+    kernel: k.first
+    inputs: [iq]
+    outputs: [map]
+    split: {axis: 0, tile: 4}
+  - name: second
+    kernel: k.second
+    inputs: [map]
+    outputs: [out]
+    params: {rows: $N, alpha: 1.5e-3}
+sinks: [out]
+";
+
+fn parse(text: &str, overrides: &Overrides) -> Result<Graph, GraphError> {
+    Graph::parse(text, Path::new("graphs/test.yaml"), overrides)
+}
+
+fn error(text: &str) -> String {
+    parse(text, &Overrides::default()).unwrap_err().to_string()
+}
+
+#[test]
+fn binds_symbols_sizes_producers_and_params() {
+    let g = parse(GOOD, &Overrides::default()).unwrap();
+    assert_eq!(g.tensors[0].shape, [16, 64]);
+    assert_eq!(g.tensors[0].bytes, 16 * 64 * 4);
+    assert_eq!(g.tensors[2].bytes, 16 + 32 * 12);
+    assert_eq!(g.tensors[1].producer, Producer::Stage(StageId(0)));
+    assert_eq!(g.tensors[0].producer, Producer::Source);
+    assert_eq!(g.stages[0].split, Some(Split { axis: 0, tile: 4 }));
+    assert_eq!(
+        g.stages[1].params,
+        [
+            ("alpha".to_string(), "1.5e-3".to_string()),
+            ("rows".into(), "64".into())
+        ]
+    );
+    assert_eq!(g.predecessors(StageId(1)), [StageId(0)]);
+    assert_eq!(g.source.packets(&g), 16);
+    assert_eq!(g.source.packet_bytes(&g), 64 * 4);
+    assert_eq!(g.stages[1].line, 14);
+}
+
+#[test]
+fn overrides_replace_dims_and_params() {
+    let o = Overrides {
+        dims: vec![("N".into(), 128), ("M".into(), 32)],
+        params: vec![("second".into(), "alpha".into(), "2".into())],
+    };
+    let g = parse(GOOD, &o).unwrap();
+    assert_eq!(g.tensors[0].shape, [32, 128]);
+    assert_eq!(
+        g.stages[1].params[0],
+        ("alpha".to_string(), "2".to_string())
+    );
+    assert_eq!(
+        g.stages[1].params[1],
+        ("rows".to_string(), "128".to_string()),
+        "symbols bind after overrides"
+    );
+
+    let e = parse(
+        GOOD,
+        &Overrides {
+            dims: vec![("K".into(), 1)],
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("no dimension K") && e.to_string().contains("M, N"),
+        "{e}"
+    );
+    let e = parse(
+        GOOD,
+        &Overrides {
+            params: vec![("third".into(), "x".into(), "1".into())],
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("--set third.x") && e.to_string().contains("no stage third"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_cpi_the_tiles_do_not_divide_is_refused() {
+    let o = Overrides {
+        dims: vec![("M".into(), 18)],
+        ..Default::default()
+    };
+    let e = parse(GOOD, &o).unwrap_err().to_string();
+    assert!(
+        e.contains("graphs/test.yaml:13:")
+            && e.contains("tiles of 4 must divide")
+            && e.contains("(18)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_fields_are_named_with_line_and_column() {
+    let e = error(&GOOD.replace("    params: {", "    parms: {"));
+    assert!(
+        e.contains("graphs/test.yaml") && e.contains("line 18") && e.contains("parms"),
+        "{e}"
+    );
+    let e = error(&GOOD.replace("name: g\n", "name: g\ncolour: blue\n"));
+    assert!(e.contains("line 2") && e.contains("colour"), "{e}");
+}
+
+#[test]
+fn malformed_yaml_is_reported_with_its_place() {
+    let e = error("name: g\nstages: [\n");
+    assert!(e.contains("graphs/test.yaml") && e.contains("line"), "{e}");
+}
+
+#[test]
+fn structural_errors_name_their_place() {
+    let e = error(&GOOD.replace("inputs: [map]", "inputs: [mapp]"));
+    assert!(
+        e.contains("graphs/test.yaml:16:14") && e.contains("unknown tensor mapp"),
+        "{e}"
+    );
+    let e = error(&GOOD.replace("dtype: cf32", "dtype: c64"));
+    assert!(
+        e.contains("graphs/test.yaml:6:") && e.contains("unknown dtype c64") && e.contains("ci16"),
+        "{e}"
+    );
+    let e = error(&GOOD.replace("shape: [N, M]", "shape: [N, K]"));
+    assert!(
+        e.contains("K is neither a number nor a declared dimension"),
+        "{e}"
+    );
+    let e = error(&GOOD.replace("name: second", "name: first"));
+    assert!(e.contains("stage first is declared twice"), "{e}");
+    let e = error(&GOOD.replace("outputs: [out]", "outputs: [map]"));
+    assert!(
+        e.contains("tensor map has a second writer: stage second"),
+        "{e}"
+    );
+    let e = error(
+        &GOOD
+            .replace("sinks: [out]", "sinks: [iq]")
+            .replace("outputs: [out]", "outputs: [map2]"),
+    );
+    assert!(e.contains("unknown tensor map2"), "{e}");
+    let e = error(&GOOD.replace("split: {axis: 0, tile: 4}", "split: {axis: 2, tile: 4}"));
+    assert!(e.contains("split axis 2 is out of range"), "{e}");
+    let e = error(&GOOD.replace("packet_axis: 0", "packet_axis: 1"));
+    assert!(e.contains("packet_axis must be 0"), "{e}");
+    let e = error(&GOOD.replace("rows: $N", "rows: $Q"));
+    assert!(e.contains("unknown dimension Q"), "{e}");
+}
+
+#[test]
+fn stages_must_follow_their_producers() {
+    let swapped = "name: g
+dims: {N: 8}
+source: {tensor: a, packet_axis: 0}
+tensors:
+  - {name: a, dtype: f32, shape: [N]}
+  - {name: b, dtype: f32, shape: [N]}
+  - {name: c, dtype: f32, shape: [N]}
+stages:
+  - {name: late, kernel: k, inputs: [b], outputs: [c]}
+  - {name: early, kernel: k, inputs: [a], outputs: [b]}
+sinks: [c]
+";
+    let e = error(swapped);
+    assert!(e.contains("stage late reads tensor b before"), "{e}");
+    let unwritten = swapped
+        .replace(
+            "  - {name: late, kernel: k, inputs: [b], outputs: [c]}\n",
+            "",
+        )
+        .replace("sinks: [c]", "sinks: [b]");
+    let e = error(&unwritten);
+    assert!(e.contains("tensor c is never written"), "{e}");
+}
+
+#[test]
+fn a_frame_shape_binds_the_dimensions_the_source_names_innermost_first() {
+    let text = "name: g
+dims: {C: 8, S: 4}
+source: {tensor: x, packet_axis: 0}
+tensors:
+  - {name: x, dtype: f32, shape: [S, 2, C]}
+  - {name: y, dtype: f32, shape: [C]}
+stages:
+  - {name: s, kernel: k, inputs: [x], outputs: [y]}
+sinks: [y]
+";
+    let graph = parse(text, &Overrides::default()).unwrap();
+    assert_eq!(
+        graph.source_dims,
+        [Some("S".to_string()), None, Some("C".to_string())]
+    );
+    assert_eq!(
+        graph.bind_source_shape(&[64, 2, 12]).unwrap(),
+        [("S".to_string(), 12), ("C".to_string(), 64)]
+    );
+    let e = graph.bind_source_shape(&[64, 3, 12]).unwrap_err();
+    assert_eq!(e, "axis 1 of the source x is 2 in the graph file, not 3");
+    let e = graph.bind_source_shape(&[64, 12]).unwrap_err();
+    assert_eq!(
+        e,
+        "a frame shape of 2 dimensions for the source x, which has 3 ([S, 2, C])"
+    );
+    let square = parse(
+        &text.replace("[S, 2, C]", "[C, 2, C]"),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        square.bind_source_shape(&[5, 2, 6]).unwrap_err(),
+        "the frame shape gives dimension C both 6 and 5"
+    );
+    assert_eq!(
+        square.bind_source_shape(&[5, 2, 5]).unwrap(),
+        [("C".to_string(), 5)]
+    );
+}

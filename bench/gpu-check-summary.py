@@ -172,7 +172,7 @@ def summary(scratch, out):
     replay = lines(os.path.join(scratch, "results", "replay.jsonl"))
     for r in replay:
         rep = load(os.path.join(scratch, r["base"] + ".json"))
-        r["throughput_cpi_per_s"] = rep.get("throughput_cpi_per_s") if rep else None
+        r["throughput_cpi_per_s"] = rep.get("frames_per_s") if rep else None
         # What the process spent outside its measured frames: start-up (driver, context,
         # NVRTC, plans, pools) and the warm-up frames.
         wall = rep.get("wall_s") if rep else None
@@ -211,10 +211,10 @@ def summary(scratch, out):
             agg = rep.get("aggregate", rep)
             pipes = rep.get("pipelines", [rep])
             r.update(
-                processed_cpi_per_s=agg.get("throughput_cpi_per_s"),
+                processed_cpi_per_s=agg.get("frames_per_s"),
                 frames=agg.get("frames"), partial=agg.get("partial_frames"), dropped=agg.get("dropped_frames"),
-                post_cpi_p50_ms=rep.get("latency", {}).get("post_cpi", {}).get("p50_ms"),
-                post_cpi_p99_ms=agg.get("worst_post_cpi_p99_ms", rep.get("latency", {}).get("post_cpi", {}).get("p99_ms")),
+                post_cpi_p50_ms=rep.get("latency", {}).get("post_frame", {}).get("p50_ms"),
+                post_cpi_p99_ms=agg.get("worst_post_frame_p99_ms", rep.get("latency", {}).get("post_frame", {}).get("p99_ms")),
                 cores_used=agg.get("cores_used"),
                 verified=agg.get("all_passed", rep.get("verification", {}).get("passed")),
                 mps_clients=[(p.get("mps") or {}).get("is_client") for p in pipes if isinstance(p, dict)],
@@ -257,7 +257,7 @@ def summary(scratch, out):
         d = os.path.join(scratch, c["dir"])
         peer, ours, cmp = (load(os.path.join(d, f)) for f in ("result.json", "kplace.json", "compare.json"))
         c["cupy_cpi_per_s"] = peer.get("throughput_cpi_per_s") if peer else None
-        c["kplace_all_gpu_cpi_per_s"] = ours.get("throughput_cpi_per_s") if ours else None
+        c["kplace_all_gpu_cpi_per_s"] = ours.get("frames_per_s") if ours else None
         c["agree"] = cmp.get("agree") if cmp else None
         c["differences"] = cmp.get("differences") if cmp else None
         c["said"] = (text(os.path.join(scratch, "logs", "cupy-%s.txt" % c["cpi"])) or "").splitlines()[-3:]

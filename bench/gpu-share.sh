@@ -102,9 +102,9 @@ for r in rows:
         rep = json.load(open(r["report"]))
         pipes = rep.get("pipelines", [rep])
         agg = rep.get("aggregate", {})
-        r["aggregate_cpi_per_s"] = agg.get("throughput_cpi_per_s", rep.get("throughput_cpi_per_s"))
+        r["aggregate_cpi_per_s"] = agg.get("frames_per_s", rep.get("frames_per_s"))
         r["all_passed"] = agg.get("all_passed", rep.get("verification", {}).get("passed"))
-        r["worst_p99_ms"] = agg.get("worst_post_cpi_p99_ms", rep.get("latency", {}).get("post_cpi", {}).get("p99_ms"))
+        r["worst_p99_ms"] = agg.get("worst_post_frame_p99_ms", rep.get("latency", {}).get("post_frame", {}).get("p99_ms"))
         r["dropped"] = agg.get("dropped_frames", rep.get("dropped_frames"))
         r["mps_clients"] = [p.get("mps", {}).get("is_client") for p in pipes]
         r["gpu_util_mean_pct"] = [d.get("gpu_util_mean_pct") for p in pipes for d in p.get("gpu_telemetry", {}).get("devices", [])][:1]

@@ -51,8 +51,8 @@ PY
         python3 - "$out/run-$cpi-$rate.json" "$rate" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-l = r["latency"]["post_cpi"]
-print(f"| {r['cpi']} | paced | {sys.argv[2]} | {r['throughput_cpi_per_s']:.1f} | {r['input_gbit_per_s']:.2f} | "
+l = r["latency"]["post_frame"]
+print(f"| {r['frame_shape']} | paced | {sys.argv[2]} | {r['frames_per_s']:.1f} | {r['input_gbit_per_s']:.2f} | "
       f"{r['frames']} / {r['partial_frames']} / {r['dropped_frames']} | {l['p50_ms']:.2f} | {l['p999_ms']:.2f} | "
       f"{r['cores_used']:.2f} | {'yes' if r['verification']['passed'] else 'no'} |")
 PY

@@ -71,7 +71,7 @@ pub struct BisectArgs {
     /// near its answer before the full-length ones (at most --window-s).
     #[arg(long, default_value_t = 0.5)]
     initial_window_s: f64,
-    /// The budget post-CPI p99 must stay within: `deadline` (the CPI's physical duration, or
+    /// The budget post-frame p99 must stay within: `deadline` (the CPI's physical duration, or
     /// one CPI period at the offered rate R when that is longer), `1/R` (one CPI period at R,
     /// the strict rule), or a duration such as `6.4ms`.
     #[arg(long, value_name = "BUDGET", default_value = "deadline")]
@@ -167,7 +167,7 @@ pub struct BisectArgs {
     /// detections in kplace's detection format to {detections}, and exits. Placeholders are
     /// replaced (paths shell-quoted: leave them unquoted); kplace's sender, verifier and search
     /// judge it. If the command takes {times}, the SUT writes there `frame_id,done_ns`
-    /// (CLOCK_MONOTONIC) per finished frame, and its post-CPI latency is measured and gated
+    /// (CLOCK_MONOTONIC) per finished frame, and its post-frame latency is measured and gated
     /// like kplace's; otherwise latency is not judged.
     #[arg(long, value_name = "COMMAND")]
     sut_cmd: Option<String>,

@@ -3,7 +3,7 @@
 //! per-pipeline and aggregate reports.
 //!
 //! The run passes only if every pipeline passes. With `--report FILE` the JSON is
-//! `kplace-multi-run-report/1`: every pipeline's own `kplace-run-report/1` and an aggregate
+//! `kplace-multi-run-report/2`: every pipeline's own `kplace-run-report/2` and an aggregate
 //! (docs/report.md).
 
 use std::ffi::OsString;

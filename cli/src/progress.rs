@@ -62,7 +62,7 @@ impl ProgressOut {
             bar.set_position(progress.frames);
             bar.set_message(format!(
                 "{:.1} CPI/s, dropped {}, partial {}",
-                line.rate_cpi_per_s, line.dropped_frames, line.partial_frames
+                line.frames_per_s, line.dropped_frames, line.partial_frames
             ));
             if progress.last {
                 bar.finish_and_clear();

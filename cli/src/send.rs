@@ -1,4 +1,4 @@
-//! `kplace send`: a generated scene's chirps as UDP packets, open loop, paced or in a burst,
+//! `kplace send`: a workload's frames (or a recording's) as UDP packets, one per row, open loop, paced or in a burst,
 //! optionally with faults (see `kplace::net::sender`).
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -43,13 +43,19 @@ pub struct SendArgs {
     /// rate.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["targets", "high_snr", "scene_frames", "options", "shape", "sets"])]
     recording: Option<PathBuf>,
-    /// Frames (CPIs) per second, each frame's chirps spread evenly over its period.
-    #[arg(long, value_name = "CPI_PER_S", conflicts_with_all = ["chirp_interval_us", "burst"])]
+    /// Frames per second, each frame's packets spread evenly over its period.
+    #[arg(long, value_name = "FRAMES_PER_S", conflicts_with_all = ["packet_interval_us", "burst"])]
     rate: Option<f64>,
-    /// Microseconds between chirps [default: the physical chirp interval N / fs, 50 us for
-    /// N = 1024].
-    #[arg(long, value_name = "US", conflicts_with = "burst")]
-    chirp_interval_us: Option<f64>,
+    /// Microseconds between packets [default: the workload's real-time frame period over its
+    /// packets (the radar's chirp interval N / fs, 50 us for N = 1024), or one packet's
+    /// elements at a recording's sample rate].
+    #[arg(
+        long,
+        value_name = "US",
+        conflicts_with = "burst",
+        alias = "chirp-interval-us"
+    )]
+    packet_interval_us: Option<f64>,
     /// Send as fast as the socket takes packets.
     #[arg(long)]
     burst: bool,
@@ -67,18 +73,18 @@ pub struct SendArgs {
     /// Wire id of the first frame; later frames count up from it, wrapping.
     #[arg(long, value_name = "ID", default_value_t = 0)]
     first_frame_id: u32,
-    /// Do not send chirp CHIRP of the run's frame FRAME (0-based; repeatable).
-    #[arg(long = "drop", value_name = "FRAME:CHIRP", value_parser = parse_chirp)]
+    /// Do not send packet PACKET of the run's frame FRAME (0-based; repeatable).
+    #[arg(long = "drop", value_name = "FRAME:PACKET", value_parser = parse_packet)]
     drops: Vec<(u64, u32)>,
-    /// Send chirp CHIRP of frame FRAME twice (repeatable).
-    #[arg(long = "duplicate", value_name = "FRAME:CHIRP", value_parser = parse_chirp)]
+    /// Send packet PACKET of frame FRAME twice (repeatable).
+    #[arg(long = "duplicate", value_name = "FRAME:PACKET", value_parser = parse_packet)]
     duplicates: Vec<(u64, u32)>,
-    /// Send frame FRAME's chirps in reverse order (repeatable).
+    /// Send frame FRAME's packets in reverse order (repeatable).
     #[arg(long = "reorder", value_name = "FRAME")]
     reorders: Vec<u64>,
-    /// Send chirp CHIRP of frame FRAME malformed: KIND is wrong_size, wrong_samples,
-    /// chirp_out_of_range or wrong_channel (repeatable).
-    #[arg(long = "malformed", value_name = "FRAME:CHIRP:KIND", value_parser = parse_malformed)]
+    /// Send packet PACKET of frame FRAME malformed: KIND is wrong_size, wrong_elements,
+    /// packet_out_of_range or wrong_channel (repeatable).
+    #[arg(long = "malformed", value_name = "FRAME:PACKET:KIND", value_parser = parse_malformed)]
     malformed: Vec<(u64, u32, Malformed)>,
     /// Write each frame's send times (CLOCK_MONOTONIC ns) as CSV: frame_id,first_ns,last_ns.
     #[arg(long, value_name = "FILE")]
@@ -90,26 +96,28 @@ pub struct SendArgs {
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     nice: i32,
     /// Write what was sent and how well the schedule was kept as JSON (schema
-    /// `kplace-send-report/1`): frames, packets, max lag, longest oversleep, involuntary
+    /// `kplace-send-report/2`): frames, packets, max lag, longest oversleep, involuntary
     /// context switches.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
 }
 
-fn parse_chirp(text: &str) -> Result<(u64, u32), String> {
-    let (frame, chirp) = text
+fn parse_packet(text: &str) -> Result<(u64, u32), String> {
+    let (frame, packet) = text
         .split_once(':')
-        .ok_or("expected FRAME:CHIRP, e.g. 3:17")?;
+        .ok_or("expected FRAME:PACKET, e.g. 3:17")?;
     let frame = frame.parse().map_err(|e| format!("frame {frame:?}: {e}"))?;
-    let chirp = chirp.parse().map_err(|e| format!("chirp {chirp:?}: {e}"))?;
-    Ok((frame, chirp))
+    let packet = packet
+        .parse()
+        .map_err(|e| format!("packet {packet:?}: {e}"))?;
+    Ok((frame, packet))
 }
 
 fn parse_malformed(text: &str) -> Result<(u64, u32, Malformed), String> {
     let (at, kind) = text
         .rsplit_once(':')
-        .ok_or("expected FRAME:CHIRP:KIND, e.g. 3:17:wrong_size")?;
-    let (frame, chirp) = parse_chirp(at)?;
+        .ok_or("expected FRAME:PACKET:KIND, e.g. 3:17:wrong_size")?;
+    let (frame, packet) = parse_packet(at)?;
     let kind = Malformed::from_name(kind).ok_or_else(|| {
         let names: Vec<&str> = Malformed::ALL.iter().map(|m| m.name()).collect();
         format!(
@@ -117,7 +125,7 @@ fn parse_malformed(text: &str) -> Result<(u64, u32, Malformed), String> {
             names.join(", ")
         )
     })?;
-    Ok((frame, chirp, kind))
+    Ok((frame, packet, kind))
 }
 
 impl SendArgs {
@@ -137,38 +145,38 @@ impl SendArgs {
         }
         if let Some(rate) = self.rate {
             if !(rate.is_finite() && rate > 0.0) {
-                bail!("--rate must be a positive number of CPIs per second, got {rate}");
+                bail!("--rate must be a positive number of frames per second, got {rate}");
             }
-            return Ok(Pacing::CpiRate(rate));
+            return Ok(Pacing::FrameRate(rate));
         }
-        let seconds = match (self.chirp_interval_us, frames) {
+        let seconds = match (self.packet_interval_us, frames) {
             (Some(us), _) => us / 1e6,
             (None, Frames::Workload { prepared, shape }) => {
                 let Some(period) = prepared.workload().real_time_period() else {
                     bail!(
-                        "the workload of graph {} has no real-time rate: give --rate or --chirp-interval-us",
+                        "the workload of graph {} has no real-time rate: give --rate or --packet-interval-us",
                         self.graph.display()
                     );
                 };
-                period.as_secs_f64() / f64::from(shape.chirps)
+                period.as_secs_f64() / f64::from(shape.packets)
             }
             (None, Frames::Recorded { recording, shape }) => {
                 let Some(rate) = recording.sample_rate else {
                     bail!(
-                        "recording {} states no sample rate: give --rate or --chirp-interval-us",
+                        "recording {} states no sample rate: give --rate or --packet-interval-us",
                         recording.path.display()
                     );
                 };
-                f64::from(shape.samples) / rate
+                f64::from(shape.elements) / rate
             }
         };
         let interval = Duration::try_from_secs_f64(seconds).map_err(|_| {
             anyhow::anyhow!(
-                "--chirp-interval-us must be a non-negative number, got {}",
+                "--packet-interval-us must be a non-negative number, got {}",
                 seconds * 1e6
             )
         })?;
-        Ok(Pacing::ChirpInterval(interval))
+        Ok(Pacing::PacketInterval(interval))
     }
 
     fn frame_count(&self) -> anyhow::Result<FrameCount> {
@@ -189,9 +197,9 @@ impl SendArgs {
             reorder: self.reorders.iter().copied().collect(),
             ..Faults::default()
         };
-        for &(frame, chirp, kind) in &self.malformed {
-            if let Some(other) = faults.malformed.insert((frame, chirp), kind) {
-                bail!("--malformed names frame {frame} chirp {chirp} twice ({other} and {kind})");
+        for &(frame, packet, kind) in &self.malformed {
+            if let Some(other) = faults.malformed.insert((frame, packet), kind) {
+                bail!("--malformed names frame {frame} packet {packet} twice ({other} and {kind})");
             }
         }
         Ok(faults)
@@ -308,7 +316,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
                 "kplace send: recording {} ({} frames of {} packets) to {dest}, {pacing}, {frames}",
                 recording.path.display(),
                 recording.frames.len(),
-                shape.chirps
+                shape.packets
             );
             &recording.frames
         }

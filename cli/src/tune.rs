@@ -742,7 +742,7 @@ fn request_text(request: &Request, unit: &str) -> String {
         .rate
         .map_or_else(|| "the highest rate".into(), |r| format!("{r} {unit}"));
     match request.latency_budget {
-        Some(b) => format!("{rate} within a post-CPI latency of {b}"),
+        Some(b) => format!("{rate} within a post-frame latency of {b}"),
         None => rate,
     }
 }
@@ -777,7 +777,7 @@ fn prediction_table(
 ) -> String {
     let order = tune::rank(predicted, request);
     let mut out = format!(
-        "| placement | predicted {unit} | bound | post-CPI ms | cores | GPU share | Pareto |\n|---|---|---|---|---|---|---|\n",
+        "| placement | predicted {unit} | bound | post-frame ms | cores | GPU share | Pareto |\n|---|---|---|---|---|---|---|\n",
     );
     for i in order {
         let p = &predicted[i].prediction;

@@ -497,7 +497,7 @@ fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
 }
 
 /// A system under test that writes when it finished each frame (`{times}`) is judged on its
-/// post-CPI latency like kplace: here kplace's own receiver with `--done-times`.
+/// post-frame latency like kplace: here kplace's own receiver with `--done-times`.
 #[test]
 fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
     let kplace = env!("CARGO_BIN_EXE_kplace");
@@ -521,7 +521,7 @@ fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
         .unwrap_or_else(|| panic!("no trial was offered: {trials:?}"));
     assert!(passed(first), "50 CPI/s is easy: {first}");
     assert!(first["latency"]["p99_ms"].as_f64().is_some(), "{first}");
-    let p99 = first["measurement"]["post_cpi_p99"].clone();
+    let p99 = first["measurement"]["post_frame_p99"].clone();
     assert!(!p99.is_null(), "{first}");
     // The table shows the SUT's latency, not n/a.
     let row = stdout.lines().find(|l| l.starts_with("| sut |")).unwrap();

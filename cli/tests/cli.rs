@@ -164,7 +164,7 @@ fn run_verifies_and_writes_detections_that_verify_checks() {
         "{out}"
     );
     assert!(
-        out.contains("range_fft") && out.contains("post-CPI latency"),
+        out.contains("range_fft") && out.contains("post-frame latency"),
         "{out}"
     );
 
@@ -580,21 +580,21 @@ fn several_pipelines_run_and_verify_each_in_both_modes() {
             kplace::report::read_json(&text, "r.json").expect("the report reads strictly");
         assert_eq!(typed.pipelines.len(), 3);
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(json["schema"], "kplace-multi-run-report/1");
+        assert_eq!(json["schema"], "kplace-multi-run-report/2");
         assert_eq!(json["aggregate"]["mode"], mode);
         assert_eq!(json["aggregate"]["frames"], 36);
         assert_eq!(json["aggregate"]["all_passed"], true);
         let pipelines = json["pipelines"].as_array().unwrap();
         assert_eq!(pipelines.len(), 3);
         for p in pipelines {
-            assert_eq!(p["schema"], "kplace-run-report/1");
+            assert_eq!(p["schema"], "kplace-run-report/2");
             assert_eq!(p["verification"]["frames_passed"], 12);
         }
         let sum: f64 = pipelines
             .iter()
-            .map(|p| p["throughput_cpi_per_s"].as_f64().unwrap())
+            .map(|p| p["frames_per_s"].as_f64().unwrap())
             .sum();
-        let aggregate = json["aggregate"]["throughput_cpi_per_s"].as_f64().unwrap();
+        let aggregate = json["aggregate"]["frames_per_s"].as_f64().unwrap();
         assert!((sum - aggregate).abs() < 1e-6 * sum, "{sum} vs {aggregate}");
     }
     let e = input_error(&[
@@ -1117,7 +1117,7 @@ fn a_report_to_stdout_is_json_on_stdout() {
     assert!(out.status.success(), "{}", text(&out));
     let json: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("stdout is the report");
-    assert_eq!(json["schema"], "kplace-run-report/1");
+    assert_eq!(json["schema"], "kplace-run-report/2");
     assert_eq!(json["frames"], 3);
     let typed: kplace::report::run::RunReport =
         kplace::report::read_json(&String::from_utf8_lossy(&out.stdout), "stdout")
@@ -1129,7 +1129,7 @@ fn a_report_to_stdout_is_json_on_stdout() {
 }
 
 /// `--report-every` writes a progress line per interval and a last one, to stdout by default
-/// (the summary then goes to stderr), each a strict `kplace-progress/1` line, adding up to the
+/// (the summary then goes to stderr), each a strict `kplace-progress/2` line, adding up to the
 /// run's report; `-` for two outputs, or for several pipelines, is refused, as is a zero or
 /// unreadable interval.
 #[test]
@@ -1278,7 +1278,7 @@ fn a_trace_holds_every_launch_of_every_frame() {
 /// A host name is a valid receive address; a CPI whose chirps do not fit a UDP datagram is
 /// refused instead of listening for packets that can never come.
 #[test]
-fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
+fn udp_sources_take_names_and_refuse_packets_beyond_a_datagram() {
     let e = input_error(&[
         "run",
         "--cpi",
@@ -1290,7 +1290,7 @@ fn udp_sources_take_names_and_refuse_chirps_beyond_a_datagram() {
     ]);
     assert!(
         e.contains("more than a UDP datagram carries (65507)")
-            && e.contains("at most 16360 samples"),
+            && e.contains("at most 16360 elements per packet"),
         "{e}"
     );
     let out = kplace_testkit::output_within(

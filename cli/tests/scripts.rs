@@ -529,7 +529,7 @@ fn the_summary_judges_memcheck_and_mps_rows_as_documented() {
     // MPS on: a pipeline that is not a checked client is a problem (MPS falls back silently).
     let share = |second_is_client: bool| {
         let report = format!(
-            r#"{{"aggregate": {{"throughput_cpi_per_s": 300.0, "frames": 600, "partial_frames": 0,
+            r#"{{"aggregate": {{"frames_per_s": 300.0, "frames": 600, "partial_frames": 0,
                 "dropped_frames": 0, "all_passed": true, "cores_used": 0.4}},
                "pipelines": [{{"mps": {{"is_client": true}}}},
                              {{"mps": {{"is_client": {second_is_client}, "checked": "busy"}}}}]}}"#

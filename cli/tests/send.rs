@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kplace::net::sender::{self, Faults, FrameCount, Pacing, SendError, SendReport, SenderConfig};
-use kplace::net::wire::{self, ChirpHeader, HEADER_BYTES, Malformed, WireShape};
+use kplace::net::wire::{self, HEADER_BYTES, Malformed, PacketHeader, WireShape};
 
 const SHAPE: WireShape = WireShape::ci16(16, 8);
 
@@ -25,9 +25,9 @@ struct Packet {
 }
 
 impl Packet {
-    fn classify(&self, shape: WireShape) -> Result<ChirpHeader, Malformed> {
+    fn classify(&self, shape: WireShape) -> Result<PacketHeader, Malformed> {
         wire::classify(
-            ChirpHeader::read_from(&self.bytes),
+            PacketHeader::read_from(&self.bytes),
             self.bytes.len(),
             self.truncated,
             shape,
@@ -152,7 +152,7 @@ fn burst_sends_every_chirp_with_fresh_ids_and_the_prepared_bytes() {
         let (frame, chirp) = ((i / 8) as u32, (i % 8) as u32);
         // Fresh, consecutive ids, wrapping past u32::MAX, while the 3 prepared frames loop.
         assert_eq!(header.frame_id, config.first_frame_id.wrapping_add(frame));
-        assert_eq!(header.chirp_id, chirp);
+        assert_eq!(header.packet_id, chirp);
         assert_eq!(header.channel_id, 0);
         assert!(packet.bytes[16..HEADER_BYTES].iter().all(|&b| b == 0));
         assert_eq!(
@@ -191,8 +191,8 @@ fn faults_drop_duplicate_reorder_and_corrupt_exactly_the_chirps_named() {
         match packet.classify(SHAPE) {
             Ok(h) => {
                 let frame = &frames[(h.frame_id - 100) as usize % 2];
-                assert_eq!(packet.payload(), chirp_payload(frame, h.chirp_id, SHAPE));
-                good.entry(h.frame_id).or_default().push(h.chirp_id);
+                assert_eq!(packet.payload(), chirp_payload(frame, h.packet_id, SHAPE));
+                good.entry(h.frame_id).or_default().push(h.packet_id);
             }
             Err(kind) => bad.push(kind),
         }
@@ -214,7 +214,7 @@ fn paced_frames_are_spread_over_their_period_and_never_early() {
     let (socket, dest) = receiver();
     let frames = prepared(1, SHAPE);
     let rate = 400.0;
-    let config = config(dest, Pacing::CpiRate(rate), FrameCount::Frames(4));
+    let config = config(dest, Pacing::FrameRate(rate), FrameCount::Frames(4));
     let (report, packets) = exchange(&frames, &config, &socket, 32);
 
     assert_eq!(report.frames, 4);
@@ -222,7 +222,7 @@ fn paced_frames_are_spread_over_their_period_and_never_early() {
         .iter()
         .map(|p| {
             let h = p.classify(SHAPE).expect("well formed");
-            (h.frame_id, h.chirp_id)
+            (h.frame_id, h.packet_id)
         })
         .collect();
     let want: Vec<(u32, u32)> = (0..4).flat_map(|f| (0..8).map(move |k| (f, k))).collect();
@@ -248,7 +248,7 @@ fn chirp_interval_pacing_and_a_duration_give_a_deterministic_count() {
     // 8 chirps of 125 us: a 1 ms period, so frames start at 0, 1, 2 ms within 2.5 ms.
     let config = config(
         dest,
-        Pacing::ChirpInterval(Duration::from_micros(125)),
+        Pacing::PacketInterval(Duration::from_micros(125)),
         FrameCount::Duration(Duration::from_micros(2500)),
     );
     let (report, packets) = exchange(&frames, &config, &socket, 24);
@@ -256,7 +256,7 @@ fn chirp_interval_pacing_and_a_duration_give_a_deterministic_count() {
     assert_eq!(report.packets, 24);
     for (i, p) in packets.iter().enumerate() {
         let h = p.classify(SHAPE).expect("well formed");
-        assert_eq!((h.frame_id, h.chirp_id), ((i / 8) as u32, (i % 8) as u32));
+        assert_eq!((h.frame_id, h.packet_id), ((i / 8) as u32, (i % 8) as u32));
     }
     let last = report.frame_starts.last().expect("three frames");
     assert!(last.last_ns >= report.start_ns + 23 * 125_000);
@@ -275,7 +275,7 @@ fn the_stop_flag_ends_a_run_early() {
 
     // Set mid-run: a 10 CPI/s run of 1000 frames ends after the first packet arrives.
     let config = SenderConfig {
-        pacing: Pacing::CpiRate(10.0),
+        pacing: Pacing::FrameRate(10.0),
         frames: FrameCount::Frames(1000),
         ..config
     };
@@ -306,7 +306,7 @@ fn an_invalid_configuration_fails_before_sending() {
     config.faults.drop.insert((0, 8));
     assert!(matches!(
         sender::send(&prepared(1, SHAPE), &config, &stop),
-        Err(SendError::FaultOutOfRange { chirp: 8, .. })
+        Err(SendError::FaultOutOfRange { packet: 8, .. })
     ));
 }
 
@@ -350,7 +350,7 @@ fn cli_sends_a_scene_burst() {
     for (i, p) in packets.iter().enumerate() {
         let h = p.classify(shape).expect("well formed");
         let (frame, chirp) = ((i / 16) as u32, (i % 16) as u32);
-        assert_eq!((h.frame_id, h.chirp_id), (frame, chirp));
+        assert_eq!((h.frame_id, h.packet_id), (frame, chirp));
         assert_eq!(
             p.payload(),
             chirp_payload(&scene[frame as usize], chirp, shape)
@@ -382,7 +382,7 @@ fn cli_injects_faults_and_writes_send_times() {
         "--duplicate",
         "1:0",
         "--malformed",
-        "1:5:chirp_out_of_range",
+        "1:5:packet_out_of_range",
         "--times",
         times.to_str().expect("utf-8 path"),
     ]);
@@ -392,11 +392,11 @@ fn cli_injects_faults_and_writes_send_times() {
         .iter()
         .filter_map(|p| p.classify(shape).err())
         .collect();
-    assert_eq!(bad, [Malformed::ChirpOutOfRange]);
+    assert_eq!(bad, [Malformed::PacketOutOfRange]);
     let ids: Vec<(u32, u32)> = packets
         .iter()
         .filter_map(|p| p.classify(shape).ok())
-        .map(|h| (h.frame_id, h.chirp_id))
+        .map(|h| (h.frame_id, h.packet_id))
         .collect();
     assert_eq!(ids.len(), 31);
     assert!(!ids.contains(&(40, 3)));
@@ -445,13 +445,18 @@ fn cli_reports_its_schedule_and_priority() {
     receive(&socket, 48, shape);
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("a report")).unwrap();
-    assert_eq!(json["schema"], "kplace-send-report/1");
+    assert_eq!(json["schema"], "kplace-send-report/2");
     assert_eq!(
         (json["frames"].as_u64(), json["packets"].as_u64()),
         (Some(3), Some(48))
     );
     assert_eq!(json["nice"], 5, "{json}");
-    for key in ["max_lag_ms", "max_oversleep_ms", "elapsed_s", "cpi_per_s"] {
+    for key in [
+        "max_lag_ms",
+        "max_oversleep_ms",
+        "elapsed_s",
+        "frames_per_s",
+    ] {
         let v = json[key].as_f64().unwrap_or(-1.0);
         assert!(v >= 0.0 && v.is_finite(), "{key}: {json}");
     }
@@ -504,7 +509,7 @@ fn cli_refuses_bad_options() {
                 "--drop",
                 "0:16",
             ][..],
-            "chirps 0..16",
+            "packets 0..16",
         ),
     ] {
         let out = kplace(args);
@@ -532,20 +537,20 @@ fn a_pacing_tick_sends_everything_late_never_early() {
         .unwrap();
     let mut config = config(
         receiver.local_addr().unwrap(),
-        Pacing::CpiRate(200.0),
+        Pacing::FrameRate(200.0),
         FrameCount::Frames(3),
     );
     config.tick = Duration::from_micros(200);
     let frames = prepared(1, SHAPE);
     let report = sender::send(&frames, &config, &AtomicBool::new(false)).unwrap();
-    let chirps = SHAPE.chirps;
+    let chirps = SHAPE.packets;
     assert_eq!(report.packets, 3 * u64::from(chirps));
     let mut buf = vec![0u8; 1 << 16];
     let mut got = Vec::new();
     for _ in 0..3 * chirps {
         let n = receiver.recv(&mut buf).unwrap();
-        let header = kplace::net::wire::ChirpHeader::read_from(&buf[..n]).unwrap();
-        got.push((header.frame_id, header.chirp_id));
+        let header = kplace::net::wire::PacketHeader::read_from(&buf[..n]).unwrap();
+        got.push((header.frame_id, header.packet_id));
     }
     got.sort_unstable();
     let want: Vec<(u32, u32)> = (0..3)

@@ -126,7 +126,7 @@ fn send_and_run_as_two_processes_verify_every_frame() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("post-CPI latency") && out.stdout.contains("p99.9"));
+    assert!(out.stdout.contains("post-frame latency") && out.stdout.contains("p99.9"));
     assert!(
         out.stderr.contains("kplace run: ready: udp://127.0.0.1:"),
         "{}",
@@ -134,13 +134,13 @@ fn send_and_run_as_two_processes_verify_every_frame() {
     );
 
     let json = report(&report_path);
-    assert_eq!(json["schema"], "kplace-run-report/1");
+    assert_eq!(json["schema"], "kplace-run-report/2");
     assert_eq!(json["frames"], 24);
     assert_eq!(json["ingest"]["accepted"], 24 * 128);
     assert_eq!(json["ingest"]["packets"], 24 * 128);
     assert_eq!(json["interrupted"], serde_json::Value::Null);
     assert_eq!(json["verification"]["passed"], true);
-    assert!(json["latency"]["post_cpi"]["p50_ms"].as_f64().unwrap() > 0.0);
+    assert!(json["latency"]["post_frame"]["p50_ms"].as_f64().unwrap() > 0.0);
 }
 
 /// The progress lines of a run (`--report-every`), read strictly, that add up to its report:
@@ -196,7 +196,7 @@ fn a_lossy_stream_reports_partial_frames_and_fails_coverage() {
             "--duplicate",
             "2:3",
             "--malformed",
-            "6:0:wrong_samples",
+            "6:0:wrong_elements",
         ],
     );
     let out = r.guard.wait(LIMIT);
@@ -208,7 +208,7 @@ fn a_lossy_stream_reports_partial_frames_and_fails_coverage() {
         out.stdout
     );
     assert!(
-        out.stdout.contains("duplicates 1") && out.stdout.contains("wrong_samples 1"),
+        out.stdout.contains("duplicates 1") && out.stdout.contains("wrong_elements 1"),
         "{}",
         out.stdout
     );

@@ -355,7 +355,7 @@ fn every_placement_runs_and_checks_out_beside_its_prediction() {
         let frames = (p.prediction.rate * 0.4).clamp(40.0, 400.0) as u64;
         let (report, _) = calibrate::replay(&setup, &p.candidate, &p.label, frames, false)
             .expect("every placement runs and checks out");
-        let measured = report.throughput_cpi_per_s;
+        let measured = report.frames_per_s;
         assert!(measured > 0.0, "{}: {measured}", p.label);
         let error = p.prediction.rate / measured - 1.0;
         errors.push(error.abs());
@@ -366,7 +366,7 @@ fn every_placement_runs_and_checks_out_beside_its_prediction() {
             p.prediction.bottleneck.name(),
             p.prediction.latency_ms,
             measured,
-            report.latency.post_cpi.p50_ms,
+            report.latency.post_frame.p50_ms,
             error * 100.0
         );
     }

@@ -456,7 +456,7 @@ fn progress_reports_add_up_to_the_run() {
         (last.frames, last.partial_frames, last.dropped_frames),
         (report.frames, report.partial_frames, 1)
     );
-    assert_eq!(sum(|p| p.post_cpi.count), report.frames);
+    assert_eq!(sum(|p| p.post_frame.count), report.frames);
     for pair in reports.windows(2) {
         assert!(pair[0].elapsed <= pair[1].elapsed && pair[0].frames <= pair[1].frames);
         assert_eq!(pair[1].elapsed - pair[0].elapsed, pair[1].interval);
@@ -561,13 +561,13 @@ fn a_warm_up_is_processed_but_left_out_of_the_figures() {
     );
     assert_eq!(sink.frames.len(), 40);
     assert_eq!(report.measured_frames, 30);
-    assert_eq!(report.post_cpi.count, 30);
+    assert_eq!(report.post_frame.count, 30);
     assert_eq!(report.end_to_end.count, 30);
 }
 
 #[test]
 fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
-    use kplace::report::run::{RUN_SCHEMA, Verification};
+    use kplace::report::run::{Details, RUN_SCHEMA, Verification};
     use kplace::session::{self, RunFacts};
     let plan = plan(2, 3, "");
     let prepared = frames(4, 9);
@@ -587,11 +587,11 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
         frames_passed: 12,
         frames_failed: 0,
         frames_missing: 0,
-        false_alarms_per_frame: Some(0.0),
-        false_alarm_bound: Some(1.0),
         mismatches: Vec::new(),
         reasons: Vec::new(),
     };
+    let mut details = Details::new();
+    details.insert("clusters_per_frame".into(), 2.0.into());
     let facts = RunFacts {
         graph: plan.graph.name.clone(),
         placement: plan.placement.name.clone(),
@@ -599,7 +599,7 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
         frame_bytes: (ROWS * COLS * 4) as u64,
         source: "replay".into(),
         frames_expected: 12,
-        clusters: Some(24),
+        details: details.clone(),
         interrupted: None,
         mps: None,
     };
@@ -610,8 +610,14 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
         ("test", "t")
     );
     assert_eq!((report.frames, report.measured_frames), (12, 10));
-    assert_eq!(report.latency.post_cpi.count, 10, "warm-up frames left out");
-    assert_eq!(report.clusters_per_frame, Some(2.0));
+    assert_eq!(
+        report.latency.post_frame.count, 10,
+        "warm-up frames left out"
+    );
+    assert_eq!(
+        report.details, details,
+        "the workload's own figures, as it gave them"
+    );
     assert_eq!(report.verification, verification);
     assert!(report.ingest.is_none());
     let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();

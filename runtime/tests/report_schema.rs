@@ -56,3 +56,28 @@ fn every_property_is_required_and_no_other_allowed() {
     }
     assert_eq!(schema["additionalProperties"], false);
 }
+
+#[test]
+fn a_report_of_another_version_is_named_as_such() {
+    use kplace::report::read_json;
+    let old = read_json::<RunReport>(r#"{"schema": "kplace-run-report/1"}"#, "old.json")
+        .unwrap_err()
+        .to_string();
+    assert!(old.starts_with("old.json: "), "{old}");
+    assert!(
+        old.contains("\"kplace-run-report/1\" is another version"),
+        "{old}"
+    );
+    assert!(
+        old.contains("this kplace reads kplace-run-report/2"),
+        "{old}"
+    );
+    assert!(old.contains("produce the file again"), "{old}");
+    let other = read_json::<RunReport>(r#"{"schema": "kplace-send-report/2"}"#, "send.json")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        other,
+        "send.json: schema \"kplace-send-report/2\", expected kplace-run-report/2"
+    );
+}

@@ -23,9 +23,9 @@ fn the_aggregate_sums_rates_and_takes_the_worst_latency() {
     );
     assert_eq!(a.frames, 20);
     assert_eq!(a.dropped_frames, 2);
-    assert_eq!(a.throughput_cpi_per_s, 190.0);
-    assert_eq!(a.min_pipeline_cpi_per_s, Some(90.0));
-    assert_eq!(a.worst_post_cpi_p99_ms, Some(3.0));
+    assert_eq!(a.frames_per_s, 190.0);
+    assert_eq!(a.min_pipeline_frames_per_s, Some(90.0));
+    assert_eq!(a.worst_post_frame_p99_ms, Some(3.0));
     assert_eq!(a.cores_used, 2.0);
     assert!(a.all_passed);
     let text = a.to_string();

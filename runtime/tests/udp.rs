@@ -138,7 +138,7 @@ fn stream(frames: u64, pacing: Pacing, faults: Faults, slots: usize) -> Outcome 
 #[test]
 fn a_paced_stream_is_verified_frame_by_frame() {
     // 100 CPI/s: far below what even a debug build sustains.
-    let out = stream(30, Pacing::CpiRate(100.0), Faults::default(), 4);
+    let out = stream(30, Pacing::FrameRate(100.0), Faults::default(), 4);
     assert_eq!(out.check.complete, (0..30).collect::<Vec<_>>());
     assert!(out.check.partial.is_empty());
     let summary = out.check.verifier.summary();
@@ -151,7 +151,7 @@ fn a_paced_stream_is_verified_frame_by_frame() {
     );
     assert!(out.counters.in_place > 0, "in-order chirps land in place");
     assert_eq!(
-        out.report.post_cpi.count, 30,
+        out.report.post_frame.count, 30,
         "latency recorded for every frame"
     );
 }
@@ -164,12 +164,12 @@ fn loss_duplicates_reordering_and_malformed_packets_are_counted_exactly() {
         reorder: BTreeSet::from([4, 10]),
         malformed: BTreeMap::from([
             ((5, 17), Malformed::WrongSize),
-            ((6, 3), Malformed::WrongSamples),
-            ((8, 40), Malformed::ChirpOutOfRange),
+            ((6, 3), Malformed::WrongElements),
+            ((8, 40), Malformed::PacketOutOfRange),
             ((11, 2), Malformed::WrongChannel),
         ]),
     };
-    let out = stream(16, Pacing::CpiRate(100.0), faults, 4);
+    let out = stream(16, Pacing::FrameRate(100.0), faults, 4);
     // A dropped or malformed chirp leaves its frame partial; every other frame verifies.
     let partial = vec![3, 5, 6, 7, 8, 11, 12];
     assert_eq!(out.check.partial, partial);
@@ -217,7 +217,7 @@ fn ingest_only_assembles_every_frame() {
     let send_config = SenderConfig {
         dest: source.local_addr().unwrap(),
         shape: SHAPE,
-        pacing: Pacing::CpiRate(500.0),
+        pacing: Pacing::FrameRate(500.0),
         frames: FrameCount::Frames(50),
         first_frame_id: 7,
         faults: Faults::default(),
@@ -357,7 +357,7 @@ fn arbitrary_datagrams_are_counted_and_never_disturb_valid_frames() {
             let send_config = SenderConfig {
                 dest,
                 shape: SHAPE,
-                pacing: Pacing::CpiRate(200.0),
+                pacing: Pacing::FrameRate(200.0),
                 frames: FrameCount::Frames(3),
                 first_frame_id: 0,
                 faults: Faults::default(),
@@ -427,7 +427,7 @@ fn junk_never_keeps_a_receiver_alive() {
                 let send_config = SenderConfig {
                     dest,
                     shape: SHAPE,
-                    pacing: Pacing::CpiRate(200.0),
+                    pacing: Pacing::FrameRate(200.0),
                     frames: FrameCount::Frames(2),
                     first_frame_id: 0,
                     faults: Faults::default(),

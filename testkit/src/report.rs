@@ -3,11 +3,11 @@
 //! only, so a field added to the report fails to compile here, not silently in a test.
 
 use kplace::report::run::{
-    Latencies, LatencyEntry, OverheadEntry, RUN_SCHEMA, RunReport, Verification,
+    Details, Latencies, LatencyEntry, OverheadEntry, RUN_SCHEMA, RunReport, Verification,
 };
 use kplace::report::telemetry::Telemetry;
 
-/// A report of a replay run of `frames` frames at `rate` CPI/s with a post-CPI p99 of
+/// A report of a replay run of `frames` frames at `rate` frames/s with a post-frame p99 of
 /// `p99_ms` (p50 half of it, p99.9 and max twice), that verified, on the CPU: a well-formed
 /// starting point for the tests of the report's readers.
 pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
@@ -23,7 +23,7 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         schema: RUN_SCHEMA.to_string(),
         graph: "radar".into(),
         placement: "all-cpu".into(),
-        cpi: "1024x128".into(),
+        frame_shape: "1024x128".into(),
         source: "replay".into(),
         frames_expected: frames,
         frames,
@@ -31,7 +31,7 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         partial_frames: 0,
         dropped_frames: 0,
         wall_s: frames as f64 / rate,
-        throughput_cpi_per_s: rate,
+        frames_per_s: rate,
         input_gbit_per_s: 0.0,
         cores_used: 1.0,
         cpus_allowed: Some("0".into()),
@@ -39,12 +39,11 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         stages: Vec::new(),
         overhead: OverheadEntry::default(),
         latency: Latencies {
-            post_cpi: latency.clone(),
+            post_frame: latency.clone(),
             end_to_end: latency,
-            post_cpi_trend_ms_per_s: 0.0,
+            post_frame_trend_ms_per_s: 0.0,
         },
         ingest: None,
-        clusters_per_frame: Some(1.0),
         verification: Verification {
             passed: true,
             against: "the scene's truth".into(),
@@ -52,11 +51,10 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
             frames_passed: frames,
             frames_failed: 0,
             frames_missing: 0,
-            false_alarms_per_frame: Some(0.0),
-            false_alarm_bound: Some(1.0),
             mismatches: Vec::new(),
             reasons: Vec::new(),
         },
+        details: Details::new(),
         interrupted: None,
         output_errors: Vec::new(),
         gpu_telemetry: Telemetry::unavailable("no GPU stage"),

@@ -111,6 +111,6 @@ import json, sys
 peer, ours = (json.load(open(p)) for p in sys.argv[1:3])
 print("closed loop %s: %s %.1f CPI/s, kplace %s %.1f CPI/s" % (
     peer["cpi"], peer["array_module"], peer["throughput_cpi_per_s"], sys.argv[3],
-    ours["throughput_cpi_per_s"]))
+    ours["frames_per_s"]))
 PY
 [[ $compare -eq 0 ]] || { echo "cupy peer: detections differ from kplace's $placement (compare.json)" >&2; exit 1; }

@@ -111,7 +111,7 @@ fn main() -> anyhow::Result<()> {
             for (p, rates) in predicted.iter().zip(&mut measured) {
                 let frames = (p.prediction.rate * args.seconds).clamp(30.0, 20_000.0) as u64;
                 let (report, _) = calibrate::replay(&setup, &p.candidate, &p.label, frames, false)?;
-                rates.push(report.throughput_cpi_per_s);
+                rates.push(report.frames_per_s);
             }
         }
         for (p, rates) in predicted.iter().zip(&mut measured) {

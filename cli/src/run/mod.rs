@@ -117,7 +117,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) trace: Option<PathBuf>,
     /// Report the run's progress every DURATION (e.g. `1s`, `250ms`): one JSON line per
-    /// interval, and a last one at the end (schema `kplace-progress/1`, docs/report.md), to
+    /// interval, and a last one at the end (schema `kplace-progress/2`, docs/report.md), to
     /// --progress-out; and a progress bar on a terminal.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) report_every: Option<Duration>,
@@ -479,7 +479,7 @@ fn ingest_only(
     shape: WireShape,
 ) -> anyhow::Result<ExitCode> {
     let payload = shape.payload_bytes();
-    let mut buffers = FrameBuffers::new(4, u64::from(shape.chirps), payload)?;
+    let mut buffers = FrameBuffers::new(4, u64::from(shape.packets), payload)?;
     let cpu_before = kplace::report::metrics::process_cpu_time();
     source.receive(&mut buffers, payload)?;
     let cpu = kplace::report::metrics::process_cpu_time().saturating_sub(cpu_before);

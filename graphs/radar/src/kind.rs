@@ -22,8 +22,8 @@ use crate::graph::{self, FitError, check_pfa};
 use crate::run::{RunConfig, Setup};
 use crate::scene::{default_targets, high_snr_targets};
 use crate::{
-    Cpi, DetectionReader, Scene, SceneConfig, Target, Verifier, VerifyConfig, verdict_text,
-    verification,
+    Cpi, DetectionReader, Scene, SceneConfig, Target, Verifier, VerifyConfig, details,
+    verdict_text, verification,
 };
 
 /// The name graph files give the radar workload.
@@ -112,7 +112,9 @@ impl WorkloadKind for Radar {
         let scene = Scene::new(scene).map_err(kind_error)?;
         let mut verifier = Verifier::new(scene, VerifyConfig::for_cpi(cpi, pfa), request.frames)
             .with_template_period(period);
+        let mut clusters = 0;
         while let Some(report) = reader.next_frame().map_err(kind_error)? {
+            clusters += report.clusters.len() as u64;
             verifier.check(report.frame_id, &report.clusters);
         }
         let summary = verifier.summary();
@@ -122,7 +124,7 @@ impl WorkloadKind for Radar {
         Ok(Verdict {
             verification,
             text,
-            clusters: None,
+            details: details(&verifier, clusters),
         })
     }
 

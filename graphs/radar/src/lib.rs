@@ -39,5 +39,5 @@ pub use detections::{
 pub use graph::FitError;
 pub use reference::{CfarParams, Detection64};
 pub use scene::{Scene, SceneConfig, SceneError, Target, TruthBin};
-pub use sink::{RadarJudge, verdict_text, verification};
+pub use sink::{RadarJudge, details, verdict_text, verification};
 pub use verify::{FrameVerdict, Verifier, VerifyConfig, VerifySummary, verify_frame};

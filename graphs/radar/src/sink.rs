@@ -16,7 +16,7 @@ use std::io::Write;
 
 use kplace::abi::DetectionList;
 use kplace::executor::CompletedFrame;
-use kplace::report::run::Verification;
+use kplace::report::run::{Details, Verification};
 use kplace::workload::{Judge, JudgeError, Verdict};
 
 use crate::{Cluster, DetectionWriter, Verifier};
@@ -121,7 +121,7 @@ impl<W: Write + Send> Judge for RadarJudge<W> {
         Ok(Verdict {
             verification: verification(&verifier),
             text,
-            clusters: Some(clusters),
+            details: details(&verifier, clusters),
         })
     }
 }
@@ -167,11 +167,31 @@ pub fn verification(verifier: &Verifier) -> Verification {
         frames_passed: summary.frames_passed,
         frames_failed: summary.frames_failed,
         frames_missing: summary.frames_missing,
-        false_alarms_per_frame: Some(summary.mean_false_alarms()),
-        false_alarm_bound: Some(config.max_false_alarms_per_frame),
         mismatches: Vec::new(),
         reasons: summary.failure_reasons(config),
     }
+}
+
+/// The radar's own figures for the report's `details`: `clusters_per_frame` (of the
+/// `clusters` reported over the frames reported), `false_alarms_per_frame` and the
+/// `false_alarm_bound` a passing run stays within.
+pub fn details(verifier: &Verifier, clusters: u64) -> Details {
+    let summary = verifier.summary();
+    let frames = summary.frames_reported.max(1) as f64;
+    let mut details = Details::new();
+    details.insert(
+        "clusters_per_frame".into(),
+        (clusters as f64 / frames).into(),
+    );
+    details.insert(
+        "false_alarms_per_frame".into(),
+        summary.mean_false_alarms().into(),
+    );
+    details.insert(
+        "false_alarm_bound".into(),
+        verifier.config().max_false_alarms_per_frame.into(),
+    );
+    details
 }
 
 #[cfg(test)]
@@ -287,7 +307,7 @@ mod tests {
         assert!(err.0.contains("count exceeds its capacity"), "{err}");
         let verdict = Box::new(sink).finish().unwrap();
         let entry = verdict.verification.clone();
-        assert_eq!(verdict.clusters, Some(0));
+        assert_eq!(verdict.details["clusters_per_frame"], 0.0);
         assert!(
             verdict.text.starts_with("clusters 0.00/frame\n"),
             "{}",

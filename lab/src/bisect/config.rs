@@ -86,7 +86,7 @@ pub struct BisectConfig {
     pub repeat: u32,
     /// Warm-up per trial, seconds of stream (at least 10 frames).
     pub warmup_s: f64,
-    /// The budget post-CPI p99 must stay within.
+    /// The budget post-frame p99 must stay within.
     pub latency_budget: BudgetRule,
     /// Trials per search at most.
     pub max_trials: usize,

@@ -159,7 +159,7 @@ pub fn table(file: &SweepFile, rows: &[String], with_bounds: bool) -> String {
         String::new()
     };
     let mut text = format!(
-        "| system | frame | {first} goal, {unit} | other goals, {unit} | bounds (lower, upper) | latency budget | Gbit/s | post-CPI p50 ms | post-CPI p99.9 ms | cores used | trials, time, answer |{bounds_header}\n|---|---|---|---|---|---|---|---|---|---|---|{}\n",
+        "| system | frame | {first} goal, {unit} | other goals, {unit} | bounds (lower, upper) | latency budget | Gbit/s | post-frame p50 ms | post-frame p99.9 ms | cores used | trials, time, answer |{bounds_header}\n|---|---|---|---|---|---|---|---|---|---|---|{}\n",
         if with_bounds { "---|---|---|" } else { "" }
     );
     for row in rows {
@@ -285,7 +285,7 @@ pub(super) fn write_csv(
         "loss_ratio",
         "status",
         "processed_rate",
-        "post_cpi_p99_ms",
+        "post_frame_p99_ms",
         "frames_sent",
         "frames_completed",
         "partial",
@@ -329,7 +329,7 @@ pub(super) fn write_csv(
             format!("{:.3}", m.map_or(0.0, |m| m.processed_rate)),
             format!(
                 "{:.3}",
-                m.map_or(0.0, |m| m.post_cpi_p99.as_secs_f64() * 1e3)
+                m.map_or(0.0, |m| m.post_frame_p99.as_secs_f64() * 1e3)
             ),
             m.map_or(0, |m| m.frames_sent).to_string(),
             m.map_or(0, |m| m.frames_completed).to_string(),

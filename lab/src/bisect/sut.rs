@@ -1,6 +1,6 @@
 //! One trial of another receiver (`--sut-cmd`): the same sender, verifier and gates as
 //! kplace's own trials, judged on the detections it writes and, when it writes completion
-//! times, on its post-CPI latency.
+//! times, on its post-frame latency.
 
 use std::fs;
 use std::path::Path;
@@ -37,7 +37,7 @@ pub(super) fn sut_trial(
     let detections = dir.join(format!("trial-{index}.det"));
     let _ = fs::remove_file(&detections);
     // A SUT that takes {times} writes when it finished each frame; with the sender's times that
-    // gives its post-CPI latency, judged by the same gate as kplace's.
+    // gives its post-frame latency, judged by the same gate as kplace's.
     let timed = command.contains("{times}");
     let done_times = dir.join(format!("trial-{index}.done.csv"));
     let _ = fs::remove_file(&done_times);
@@ -157,8 +157,8 @@ pub(super) fn sut_trial(
         dropped_frames: 0,
         frames_failed_verification: verdict.frames_failed,
         processed_rate: rate * completed as f64 / frames as f64,
-        post_cpi_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
-        post_cpi_trend: latency.as_ref().map_or(0.0, |l| l.trend),
+        post_frame_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
+        post_frame_trend: latency.as_ref().map_or(0.0, |l| l.trend),
         window,
         frames_over_budget: 0,
     };
@@ -186,12 +186,12 @@ pub(super) fn sut_trial(
     let cores_used = cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9);
     let report = SutTrialReport {
         schema: SUT_TRIAL_SCHEMA.to_string(),
-        throughput_cpi_per_s: measurement.processed_rate,
+        frames_per_s: measurement.processed_rate,
         input_gbit_per_s: measurement.processed_rate * (shape.frame_bytes * 8) as f64 / 1e9,
         cores_used,
         latency: latency.as_ref().map(|l| SutTrialLatency {
-            post_cpi: LatencyEntry::from(&l.summary),
-            post_cpi_trend_ms_per_s: l.trend * 1e3,
+            post_frame: LatencyEntry::from(&l.summary),
+            post_frame_trend_ms_per_s: l.trend * 1e3,
         }),
     };
     // Beside the SUT's detections and log, as kplace's own trials leave their run report.
@@ -223,14 +223,14 @@ pub(super) fn sut_trial(
     })
 }
 
-/// A SUT's post-CPI latency over the measured frames (ids from `warmup` on).
+/// A SUT's post-frame latency over the measured frames (ids from `warmup` on).
 struct SutLatency {
     summary: kplace::report::metrics::LatencySummary,
     /// Seconds of latency gained per second of run.
     trend: f64,
 }
 
-/// Post-CPI latency from the sender's times (`frame_id,first_ns,last_ns`) and the SUT's
+/// Post-frame latency from the sender's times (`frame_id,first_ns,last_ns`) and the SUT's
 /// (`frame_id,done_ns`, CLOCK_MONOTONIC like the sender's; a header line is allowed): done
 /// minus last packet sent, for every measured frame the SUT finished.
 fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, String> {

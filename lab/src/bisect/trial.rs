@@ -249,7 +249,7 @@ impl TrialReport {
     }
 
     /// The report whose latency and rate a table row and the plot show: the run's own, or for
-    /// several pipelines the one with the worst post-CPI p99 (`None` if none ran).
+    /// several pipelines the one with the worst post-frame p99 (`None` if none ran).
     fn representative(&self) -> Option<&RunReport> {
         match self {
             TrialReport::One(report) => Some(report),
@@ -259,9 +259,9 @@ impl TrialReport {
                 .filter_map(PipelineEntry::report)
                 .max_by(|a, b| {
                     a.latency
-                        .post_cpi
+                        .post_frame
                         .p99_ms
-                        .total_cmp(&b.latency.post_cpi.p99_ms)
+                        .total_cmp(&b.latency.post_frame.p99_ms)
                 }),
         }
     }
@@ -272,7 +272,7 @@ fn figures(report: Option<&RunReport>) -> TrialFigures {
     let Some(report) = report else {
         return TrialFigures::default();
     };
-    let post = &report.latency.post_cpi;
+    let post = &report.latency.post_frame;
     TrialFigures {
         latency: Some(TrialLatency {
             p50_ms: post.p50_ms,
@@ -434,7 +434,7 @@ fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
     Ok(SenderEntry {
         max_lag_ms: report.max_lag_ms,
         max_stall_ms: report.max_oversleep_ms,
-        sent_cpi_per_s: Some(report.cpi_per_s),
+        sent_cpi_per_s: Some(report.frames_per_s),
         involuntary_switches: report.involuntary_switches,
     })
 }
@@ -500,12 +500,12 @@ fn measure(report: &RunReport, rate: f64, frames_sent: u64, budget: Duration) ->
         partial_frames: report.partial_frames,
         dropped_frames: report.dropped_frames,
         frames_failed_verification: report.verification.frames_failed,
-        processed_rate: report.throughput_cpi_per_s,
-        post_cpi_p99: Duration::from_secs_f64(latency.post_cpi.p99_ms.max(0.0) / 1e3),
-        post_cpi_trend: latency.post_cpi_trend_ms_per_s / 1e3,
+        processed_rate: report.frames_per_s,
+        post_frame_p99: Duration::from_secs_f64(latency.post_frame.p99_ms.max(0.0) / 1e3),
+        post_frame_trend: latency.post_frame_trend_ms_per_s / 1e3,
         window: Duration::from_secs_f64(report.wall_s.max(0.0)),
         frames_over_budget: latency
-            .post_cpi
+            .post_frame
             .histogram
             .as_deref()
             .map_or(0, |h| frames_over(h, budget).unwrap_or(frames_sent)),
@@ -536,8 +536,8 @@ fn nothing_measured(rate: f64, frames_sent: u64) -> TrialMeasurement {
         dropped_frames: 0,
         frames_failed_verification: 0,
         processed_rate: 0.0,
-        post_cpi_p99: Duration::ZERO,
-        post_cpi_trend: 0.0,
+        post_frame_p99: Duration::ZERO,
+        post_frame_trend: 0.0,
         window: Duration::ZERO,
         frames_over_budget: 0,
     }

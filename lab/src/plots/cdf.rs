@@ -1,4 +1,4 @@
-//! `cdf.svg`: the post-CPI latency distribution of each system and CPI at one common rate.
+//! `cdf.svg`: the post-frame latency distribution of each system and CPI at one common rate.
 //!
 //! Every search of a sweep starts at the same rate per CPI (`start_rate`), so the first
 //! judged (not invalid) trial there is measured under the same load for every system. Its
@@ -141,7 +141,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         ));
     }
     let page = Page {
-        title: "Post-CPI latency CDF at each CPI's start rate (first judged trial of each search)",
+        title: "Post-frame latency CDF at each CPI's start rate (first judged trial of each search)",
         notes: &notes,
         legend: &legend,
     };
@@ -157,9 +157,9 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             chart
                 .configure_mesh()
                 .x_desc(if x.log {
-                    "post-CPI latency, ms (log)"
+                    "post-frame latency, ms (log)"
                 } else {
-                    "post-CPI latency, ms"
+                    "post-frame latency, ms"
                 })
                 .y_desc("frames at or below")
                 .x_label_formatter(&xl)

@@ -1,4 +1,4 @@
-//! `latency.svg`: post-CPI p99 against offered rate, every trial of every search.
+//! `latency.svg`: post-frame p99 against offered rate, every trial of every search.
 //!
 //! Each trial is one marker, in its system and CPI's colour, never joined to the others (the
 //! search order says nothing about the system): low-loss for the search's first goal is a
@@ -143,7 +143,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
     let legend = legend(sweep, &budgets);
     let notes = sweep.notes();
     let page = Page {
-        title: "Post-CPI p99 latency against offered rate, every trial of every search",
+        title: "Post-frame p99 latency against offered rate, every trial of every search",
         notes: &notes,
         legend: &legend,
     };
@@ -164,9 +164,9 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                     format!("offered rate, {unit}")
                 })
                 .y_desc(if y.log {
-                    "post-CPI p99, ms (log)"
+                    "post-frame p99, ms (log)"
                 } else {
-                    "post-CPI p99, ms"
+                    "post-frame p99, ms"
                 })
                 .x_label_formatter(&xl)
                 .y_label_formatter(&yl),

@@ -5,7 +5,7 @@
 //! `<text>` elements for the viewer to render), every rate in the sweep's unit (CPI/s for the
 //! radar, frames/s for a recording):
 //!
-//! - `latency.svg` (`latency`): post-CPI p99 against offered rate, every trial a marker by
+//! - `latency.svg` (`latency`): post-frame p99 against offered rate, every trial a marker by
 //!   what the first goal counts of it (low-loss, high-loss, not offered), the latency budget
 //!   as a line;
 //! - `sustained.svg` (`sustained`): the first goal's answer per frame and system, median and
@@ -13,7 +13,7 @@
 //!   real-time rate;
 //! - `loads.svg` (`loads`): every load a search measured, classified for every goal, each
 //!   goal's answer ringed;
-//! - `cdf.svg` (`cdf`): the post-CPI latency distribution of each system at the common
+//! - `cdf.svg` (`cdf`): the post-frame latency distribution of each system at the common
 //!   start rate;
 //! - `stages.svg` (`stages`): per-stage time per frame at the sustained rate.
 //!

@@ -56,7 +56,7 @@ fn trial(rate: f64, status: TrialStatus, p99: Option<f64>, hist: Option<String>)
         },
         status,
         failures: if status == TrialStatus::Failed {
-            vec!["post-CPI p99 exceeds the budget".into()]
+            vec!["post-frame p99 exceeds the budget".into()]
         } else {
             Vec::new()
         },

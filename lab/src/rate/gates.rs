@@ -7,7 +7,7 @@
 //!   latency, trend), so a trial records all the reasons it failed, not just the first.
 //! - **Pass means all of:** every frame sent in the measured window was completed (and no more
 //!   were counted than were sent), no partial frames, no dropped frames, no frame failed
-//!   verification, processed rate >= `min_rate_ratio` x offered rate, post-CPI p99 <= the
+//!   verification, processed rate >= `min_rate_ratio` x offered rate, post-frame p99 <= the
 //!   latency budget at that rate ([`LatencyBudget::at`]), and latency growth over the window
 //!   (trend x window) <= `max_trend_growth` x the budget.
 //! - **Fails closed.** A NaN rate, trend or gate setting fails the gate it feeds; nothing
@@ -36,20 +36,20 @@ pub struct TrialMeasurement {
     pub frames_failed_verification: u64,
     /// Frames completed per second over the measured window, in CPI/s.
     pub processed_rate: f64,
-    /// The 99th percentile of post-CPI latency (completion - last packet) in the window.
-    pub post_cpi_p99: Duration,
-    /// The least-squares slope of post-CPI latency against time in the window: seconds of
+    /// The 99th percentile of post-frame latency (completion - last packet) in the window.
+    pub post_frame_p99: Duration,
+    /// The least-squares slope of post-frame latency against time in the window: seconds of
     /// latency per second of run. Positive when a backlog is building.
-    pub post_cpi_trend: f64,
+    pub post_frame_trend: f64,
     /// The length of the measured window.
     pub window: Duration,
-    /// Frames whose post-CPI latency exceeded the latency budget at the offered rate (from
+    /// Frames whose post-frame latency exceeded the latency budget at the offered rate (from
     /// the trial's latency histogram; 0 when the system reported none).
     #[serde(default)]
     pub frames_over_budget: u64,
 }
 
-/// The latency budget: what a trial's post-CPI p99 must not exceed, stated with the rule
+/// The latency budget: what a trial's post-frame p99 must not exceed, stated with the rule
 /// that gives it.
 ///
 /// The default, [`LatencyBudget::Deadline`], is the workload's own deadline: the CPI's
@@ -198,11 +198,11 @@ mod duration_ms {
 /// The thresholds a trial must meet.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Gates {
-    /// The budget post-CPI p99 latency must stay within.
+    /// The budget post-frame p99 latency must stay within.
     pub latency_budget: LatencyBudget,
     /// The least processed rate as a fraction of the offered rate (default 0.99).
     pub min_rate_ratio: f64,
-    /// How much post-CPI latency may grow over the measured window (trend x window), as a
+    /// How much post-frame latency may grow over the measured window (trend x window), as a
     /// fraction of the latency budget (default 0.5).
     pub max_trend_growth: f64,
 }
@@ -247,14 +247,14 @@ pub enum Failure {
         /// The least rate that passes, CPI/s.
         wanted: f64,
     },
-    /// Post-CPI p99 latency exceeded the budget.
+    /// Post-frame p99 latency exceeded the budget.
     LatencyOverBudget {
         /// The measured p99.
         p99: Duration,
         /// The budget at this rate.
         budget: Duration,
     },
-    /// Post-CPI latency grew over the window by more than allowed.
+    /// Post-frame latency grew over the window by more than allowed.
     RisingLatency {
         /// Latency growth over the window (trend x window), in seconds.
         growth: f64,
@@ -311,11 +311,14 @@ impl fmt::Display for Failure {
                 "processed {processed:.3} CPI/s, short of the {wanted:.3} CPI/s required"
             ),
             Self::LatencyOverBudget { p99, budget } => {
-                write!(f, "post-CPI p99 {p99:.3?} exceeds the {budget:.3?} budget")
+                write!(
+                    f,
+                    "post-frame p99 {p99:.3?} exceeds the {budget:.3?} budget"
+                )
             }
             Self::RisingLatency { growth, allowed } => write!(
                 f,
-                "post-CPI latency rose {:.3} ms over the window, more than the {:.3} ms allowed",
+                "post-frame latency rose {:.3} ms over the window, more than the {:.3} ms allowed",
                 growth * 1e3,
                 allowed * 1e3
             ),
@@ -410,14 +413,14 @@ pub fn judge(m: &TrialMeasurement, gates: &Gates) -> Verdict {
     }
 
     let budget = gates.latency_budget.at(m.offered_rate);
-    if m.post_cpi_p99 > budget {
+    if m.post_frame_p99 > budget {
         failures.push(Failure::LatencyOverBudget {
-            p99: m.post_cpi_p99,
+            p99: m.post_frame_p99,
             budget,
         });
     }
 
-    let growth = m.post_cpi_trend * m.window.as_secs_f64();
+    let growth = m.post_frame_trend * m.window.as_secs_f64();
     let allowed = gates.max_trend_growth * budget.as_secs_f64();
     let growth_within = growth <= allowed;
     if !growth_within {

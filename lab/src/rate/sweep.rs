@@ -82,7 +82,7 @@ pub struct SearchEntry {
     /// The real-time rate: one frame per frame period of the workload (the radar's CPI
     /// duration, a recording's samples over its sample rate).
     pub real_time_rate: f64,
-    /// The budget post-CPI p99 was gated on.
+    /// The budget post-frame p99 was gated on.
     pub latency_budget: LatencyBudget,
     /// The first rate tried.
     #[serde(default)]
@@ -193,7 +193,7 @@ pub struct TrialEntry {
     /// What the gates were given.
     #[serde(default)]
     pub measurement: Option<TrialMeasurement>,
-    /// Post-CPI latency of the pipeline the table shows (the worst, with several).
+    /// Post-frame latency of the pipeline the table shows (the worst, with several).
     #[serde(default)]
     pub latency: Option<TrialLatency>,
     /// Per-stage time of that pipeline.
@@ -210,7 +210,7 @@ pub struct TrialEntry {
     pub report: Option<String>,
 }
 
-/// A trial's post-CPI latency.
+/// A trial's post-frame latency.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrialLatency {
     /// Median, ms.
@@ -219,7 +219,7 @@ pub struct TrialLatency {
     pub p99_ms: f64,
     /// 99.9th percentile, ms.
     pub p999_ms: f64,
-    /// The histogram of every measured frame's post-CPI latency in nanoseconds, as a
+    /// The histogram of every measured frame's post-frame latency in nanoseconds, as a
     /// base64 HdrHistogram V2 (deflate) record, when the system reported one.
     #[serde(default)]
     pub histogram: Option<String>,
@@ -298,21 +298,21 @@ pub struct SutTrialReport {
     /// [`SUT_TRIAL_SCHEMA`].
     pub schema: String,
     /// Frames verified per second of the trial.
-    pub throughput_cpi_per_s: f64,
+    pub frames_per_s: f64,
     /// The same in input bits: 4 bytes of int16 I/Q per cell.
     pub input_gbit_per_s: f64,
     /// CPU time of the receiver and its reaped descendants over the trial's wall time.
     pub cores_used: f64,
-    /// Its post-CPI latency, when it wrote per-frame completion times (`{times}`).
+    /// Its post-frame latency, when it wrote per-frame completion times (`{times}`).
     pub latency: Option<SutTrialLatency>,
 }
 
-/// A `--sut-cmd` receiver's post-CPI latency: completion minus the sender's last packet.
+/// A `--sut-cmd` receiver's post-frame latency: completion minus the sender's last packet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SutTrialLatency {
     /// Its distribution.
-    pub post_cpi: kplace::report::run::LatencyEntry,
+    pub post_frame: kplace::report::run::LatencyEntry,
     /// Least-squares slope against completion time, ms per s.
-    pub post_cpi_trend_ms_per_s: f64,
+    pub post_frame_trend_ms_per_s: f64,
 }

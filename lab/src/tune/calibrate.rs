@@ -319,7 +319,7 @@ fn timed_run(
     profile_gpu: bool,
 ) -> Result<(RunReport, f64), CalibrateError> {
     let (probe, _) = replay(setup, candidate, name, 10, profile_gpu)?;
-    let frames = (probe.throughput_cpi_per_s * setup.seconds).clamp(30.0, 20_000.0) as u64;
+    let frames = (probe.frames_per_s * setup.seconds).clamp(30.0, 20_000.0) as u64;
     replay(setup, candidate, name, frames, profile_gpu)
 }
 
@@ -342,8 +342,8 @@ fn record(report: &RunReport, candidate: &Candidate, setup: &Setup<'_>) -> Calib
     CalibrationRun {
         placement: candidate.placement_yaml(setup.graph, "calibration", setup.gpu.unwrap_or(0), ""),
         frames: report.measured_frames,
-        rate: report.throughput_cpi_per_s,
-        post_cpi_p50_ms: report.latency.post_cpi.p50_ms,
+        rate: report.frames_per_s,
+        post_frame_p50_ms: report.latency.post_frame.p50_ms,
         cores_used: report.cores_used,
     }
 }
@@ -369,8 +369,8 @@ fn overheads(
             }
         })?;
     // On one slot the simulated cycle is the bare one plus both overheads.
-    let latency_ms = (report.latency.post_cpi.p50_ms - parts.latency_ms).max(0.0);
-    let rate = report.throughput_cpi_per_s.max(f64::MIN_POSITIVE);
+    let latency_ms = (report.latency.post_frame.p50_ms - parts.latency_ms).max(0.0);
+    let rate = report.frames_per_s.max(f64::MIN_POSITIVE);
     let cpu_ms_per_frame = report.cores_used / rate * 1e3;
     Ok(Overheads {
         latency_ms,

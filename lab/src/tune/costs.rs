@@ -98,7 +98,7 @@ pub struct GpuStageCosts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Overheads {
-    /// Added to every post-CPI latency (hand-offs, wake-ups, fences' callbacks), ms.
+    /// Added to every post-frame latency (hand-offs, wake-ups, fences' callbacks), ms.
     pub latency_ms: f64,
     /// Time a slot is held beyond its frame's fill and latency (returning it), ms.
     pub slot_ms: f64,
@@ -145,8 +145,8 @@ pub struct CalibrationRun {
     pub frames: u64,
     /// Frames per second.
     pub rate: f64,
-    /// Post-CPI latency, median, ms.
-    pub post_cpi_p50_ms: f64,
+    /// Post-frame latency, median, ms.
+    pub post_frame_p50_ms: f64,
     /// Cores busy.
     pub cores_used: f64,
 }

@@ -7,7 +7,7 @@
 //!    stored and reused until stale;
 //! 2. [`space`]: enumerate every placement the planner accepts, crossed with the executor's
 //!    knobs;
-//! 3. [`model`]: predict each one's sustained rate, post-CPI latency and resources, and keep
+//! 3. [`model`]: predict each one's sustained rate, post-frame latency and resources, and keep
 //!    the Pareto set;
 //! 4. prove ([`prove`]): run `bisect-rate` on the best few predictions; the winner is the
 //!    measured best that meets the request, written as a placement file whose comment says
@@ -40,13 +40,13 @@ use space::{Candidate, Enumeration, Where};
 pub struct Request {
     /// The input rate to sustain, frames per second; `None`: as high as possible.
     pub rate: Option<f64>,
-    /// The post-CPI latency a placement must stay within (at the rate asked, or at the
+    /// The post-frame latency a placement must stay within (at the rate asked, or at the
     /// placement's own); `None`: any.
     pub latency_budget: Option<LatencyBudget>,
 }
 
 impl Request {
-    /// Whether a placement sustaining `rate` with a post-CPI latency of `latency_ms` meets the
+    /// Whether a placement sustaining `rate` with a post-frame latency of `latency_ms` meets the
     /// request.
     pub fn met_by(&self, rate: f64, latency_ms: f64) -> bool {
         let at = self.rate.unwrap_or(rate);
@@ -193,7 +193,7 @@ pub fn placement_file(
     }
     let _ = writeln!(
         text,
-        "# Predicted: {:.1} {} ({} bound), post-CPI latency {:.3} ms, {:.2} cores, GPU share {:.0}%.",
+        "# Predicted: {:.1} {} ({} bound), post-frame latency {:.3} ms, {:.2} cores, GPU share {:.0}%.",
         p.rate,
         provenance.unit,
         p.bottleneck.name(),
@@ -229,7 +229,7 @@ pub struct Proven {
     pub measured: Option<f64>,
     /// How the search ended.
     pub outcome: String,
-    /// Post-CPI p99 at the sustained rate, ms, where measured.
+    /// Post-frame p99 at the sustained rate, ms, where measured.
     pub p99_ms: Option<f64>,
 }
 

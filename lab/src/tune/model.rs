@@ -1,5 +1,5 @@
 //! The cost model: from what a machine was measured to cost ([`Calibration`]), the sustained
-//! rate and the post-CPI latency a placement would reach, and which resource limits it.
+//! rate and the post-frame latency a placement would reach, and which resource limits it.
 //!
 //! Two halves. Each resource a frame passes through can serve at most so many frames per
 //! second, in closed form:
@@ -87,7 +87,7 @@ impl Resource {
 pub struct Prediction {
     /// Sustained rate, frames (CPIs) per second.
     pub rate: f64,
-    /// Post-CPI latency of an unloaded frame, ms.
+    /// Post-frame latency of an unloaded frame, ms.
     pub latency_ms: f64,
     /// The resource that limits the rate.
     pub bottleneck: Resource,

@@ -77,7 +77,7 @@ pub(super) struct SimPipeline {
 pub(super) struct SimOutcome {
     /// Frames per second completed.
     pub rate: f64,
-    /// Post-CPI latency, median and largest, ms.
+    /// Post-frame latency, median and largest, ms.
     pub latency_p50_ms: f64,
     pub latency_max_ms: f64,
     /// Frames dropped for want of a slot.

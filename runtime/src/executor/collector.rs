@@ -19,7 +19,7 @@ pub(super) struct Collected {
     pub(super) dropped: u64,
     pub(super) first_start: Duration,
     pub(super) last_delivery: Duration,
-    pub(super) post_cpi: Latency,
+    pub(super) post_frame: Latency,
     pub(super) end_to_end: Latency,
     pub(super) trend: Trend,
     /// The collector's spans, when traced: each frame's packets and delivery.
@@ -37,8 +37,8 @@ struct Ticker {
     partial: u64,
     dropped: u64,
     cpu: Duration,
-    /// Post-CPI latency of the interval's frames; its memory is allocated once.
-    post_cpi: Latency,
+    /// Post-frame latency of the interval's frames; its memory is allocated once.
+    post_frame: Latency,
 }
 
 impl Ticker {
@@ -53,7 +53,7 @@ impl Ticker {
             partial: 0,
             dropped: 0,
             cpu: process_cpu_time(),
-            post_cpi: Latency::new(),
+            post_frame: Latency::new(),
         }
     }
 
@@ -77,7 +77,7 @@ impl Ticker {
             interval_partial_frames: out.partial - self.partial,
             dropped_frames: dropped,
             interval_dropped_frames: dropped.saturating_sub(self.dropped),
-            post_cpi: self.post_cpi.quantiles(),
+            post_frame: self.post_frame.quantiles(),
             cpu: cpu.saturating_sub(self.cpu),
             slot_waits: shared.slot_waits.load(Ordering::Relaxed),
             gpus: Vec::new(),
@@ -85,7 +85,7 @@ impl Ticker {
         };
         (self.at, self.frames, self.partial, self.dropped, self.cpu) =
             (now, out.frames, out.partial, dropped, cpu);
-        self.post_cpi.reset();
+        self.post_frame.reset();
         // The next report is due an interval from now: a collector held up skips reports, it
         // does not catch up with a burst of them.
         self.due = now + self.every;
@@ -136,7 +136,7 @@ fn deliver(
         dropped: 0,
         first_start: Duration::MAX,
         last_delivery: Duration::ZERO,
-        post_cpi: Latency::new(),
+        post_frame: Latency::new(),
         end_to_end: Latency::new(),
         trend: Trend::default(),
         spans: SpanBuffer::new(shared.span_limit),
@@ -190,11 +190,11 @@ fn deliver(
                 let done = shared.now_ns();
                 let last = s.last_packet_ns.load(Ordering::Relaxed);
                 if let Some(t) = ticker.as_mut() {
-                    t.post_cpi.record(done.saturating_sub(last));
+                    t.post_frame.record(done.saturating_sub(last));
                 }
                 if sequence >= warmup {
                     let first = s.first_packet_ns.load(Ordering::Relaxed);
-                    out.post_cpi.record(done.saturating_sub(last));
+                    out.post_frame.record(done.saturating_sub(last));
                     out.trend
                         .record(done as f64 * 1e-9, done.saturating_sub(last) as f64 * 1e-9);
                     out.end_to_end.record(done.saturating_sub(first));

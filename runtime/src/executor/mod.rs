@@ -592,9 +592,9 @@ fn metrics(
                 )
             })
             .collect(),
-        post_cpi: outcome.post_cpi.summary(),
+        post_frame: outcome.post_frame.summary(),
         end_to_end: outcome.end_to_end.summary(),
-        post_cpi_trend: outcome.trend.slope(),
+        post_frame_trend: outcome.trend.slope(),
         slot_waits: shared.slot_waits.load(Ordering::Relaxed),
         partial_frames: outcome.partial,
         dropped_frames: outcome.dropped,

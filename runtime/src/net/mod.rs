@@ -1,4 +1,4 @@
-//! Frames in and out over the network: the chirp packet format ([`wire`]), the UDP receiver
+//! Frames in and out over the network: the packet format ([`wire`]), the UDP receiver
 //! that assembles frames from it ([`udp`]), the paced open-loop sender ([`sender`]), and the
 //! in-memory replay source that delivers prepared frames through the same ingest path
 //! ([`replay`]).

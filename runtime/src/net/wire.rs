@@ -1,17 +1,17 @@
 //! The packet format: one UDP datagram per slice of a frame's source tensor along its packet
 //! axis (for the radar, one chirp; docs/workload.md, "The wire format").
 //!
-//! A packet is a 64-byte little-endian header — `u32 frame_id`, `u32 chirp_id` (the slice's
-//! index), `u32 channel_id` (always 0), `u32 n_samples` (elements in the payload), then 48 zero
-//! bytes — followed by the payload, `n_samples` elements of the source tensor's type in the
+//! A packet is a 64-byte little-endian header — `u32 frame_id`, `u32 packet_id` (the slice's
+//! index), `u32 channel_id` (always 0), `u32 n_elements` (elements in the payload), then 48 zero
+//! bytes — followed by the payload, `n_elements` elements of the source tensor's type in the
 //! host's byte order (for the radar `(i16 I, i16 Q)`). The payload is exactly one row of the
 //! source tensor, so a receiver copies it into place unchanged.
 //!
 //! Guarantees:
-//! - [`ChirpHeader::read_from`] and [`classify`] accept any bytes and any length and never
-//!   panic: whatever arrives from the network is either a well-formed chirp of the configured
+//! - [`PacketHeader::read_from`] and [`classify`] accept any bytes and any length and never
+//!   panic: whatever arrives from the network is either a well-formed packet of the configured
 //!   [`WireShape`] or one [`Malformed`] class, never both.
-//! - [`classify`] checks in a fixed order (size, sample count, chirp range, channel), so every
+//! - [`classify`] checks in a fixed order (size, element count, packet range, channel), so every
 //!   bad packet is counted under exactly one name, the same on every receiver.
 //! - Nothing here allocates.
 
@@ -24,26 +24,26 @@ pub const MAX_DATAGRAM_BYTES: usize = 65_507;
 
 /// The meaningful fields of a packet header; the 48 bytes after them are zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChirpHeader {
-    /// The frame (CPI) this chirp belongs to; consecutive frames have consecutive ids,
+pub struct PacketHeader {
+    /// The frame this packet belongs to; consecutive frames have consecutive ids,
     /// wrapping at `u32::MAX`.
     pub frame_id: u32,
-    /// The chirp's index within its frame, `0..chirps`.
-    pub chirp_id: u32,
+    /// The packet's index within its frame, `0..packets`: the source tensor's row.
+    pub packet_id: u32,
     /// The receive channel; always 0 (one channel).
     pub channel_id: u32,
-    /// Complex samples in the payload.
-    pub n_samples: u32,
+    /// Elements in the payload.
+    pub n_elements: u32,
 }
 
-impl ChirpHeader {
+impl PacketHeader {
     /// Writes the header: the four fields little endian, then 48 zero bytes.
     pub fn write_to(&self, out: &mut [u8; HEADER_BYTES]) {
         let fields = [
             self.frame_id,
-            self.chirp_id,
+            self.packet_id,
             self.channel_id,
-            self.n_samples,
+            self.n_elements,
         ];
         for (chunk, field) in out.chunks_exact_mut(4).zip(fields) {
             chunk.copy_from_slice(&field.to_le_bytes());
@@ -53,18 +53,18 @@ impl ChirpHeader {
 
     /// Reads a header from the start of `bytes`: `None` if there are fewer than
     /// [`HEADER_BYTES`]. The 48 reserved bytes are not checked. Never panics.
-    pub fn read_from(bytes: &[u8]) -> Option<ChirpHeader> {
+    pub fn read_from(bytes: &[u8]) -> Option<PacketHeader> {
         let header = bytes.get(..HEADER_BYTES)?;
         let field = |i: usize| {
             let mut word = [0u8; 4];
             word.copy_from_slice(&header[4 * i..4 * i + 4]);
             u32::from_le_bytes(word)
         };
-        Some(ChirpHeader {
+        Some(PacketHeader {
             frame_id: field(0),
-            chirp_id: field(1),
+            packet_id: field(1),
             channel_id: field(2),
-            n_samples: field(3),
+            n_elements: field(3),
         })
     }
 }
@@ -73,21 +73,22 @@ impl ChirpHeader {
 /// and bytes per element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WireShape {
-    /// Elements per packet (for the radar: complex samples per chirp, N).
-    pub samples: u32,
-    /// Packets per frame (for the radar: chirps per CPI, M).
-    pub chirps: u32,
+    /// Elements per packet: one row of the source tensor (for the radar, a chirp's N samples).
+    pub elements: u32,
+    /// Packets per frame: the source tensor's outermost extent (for the radar, M chirps).
+    pub packets: u32,
     /// Bytes of one element: 4 for `ci16` and `f32`, 8 for `cf32`.
-    pub sample_bytes: u32,
+    pub element_bytes: u32,
 }
 
 impl WireShape {
-    /// The radar's wire: `samples` complex int16 samples per chirp, `chirps` chirps per frame.
-    pub const fn ci16(samples: u32, chirps: u32) -> WireShape {
+    /// A wire of `elements` complex int16 elements per packet, `packets` packets per frame
+    /// (the radar's: a chirp's samples per packet, a CPI's chirps per frame).
+    pub const fn ci16(elements: u32, packets: u32) -> WireShape {
         WireShape {
-            samples,
-            chirps,
-            sample_bytes: 4,
+            elements,
+            packets,
+            element_bytes: 4,
         }
     }
 
@@ -101,7 +102,7 @@ impl WireShape {
     /// the tensor's elements (`ci16`, `cf32` or `f32`). Errors name the tensor.
     pub fn for_tensor(tensor: &crate::model::graph::TensorSpec) -> Result<WireShape, String> {
         use kplace_abi::Dtype;
-        let sample_bytes: u32 = match tensor.dtype {
+        let element_bytes: u32 = match tensor.dtype {
             Dtype::CI16 | Dtype::F32 => 4,
             Dtype::CF32 => 8,
             other => {
@@ -122,39 +123,39 @@ impl WireShape {
             })
         };
         Ok(WireShape {
-            samples: fit(elements, "elements per packet")?,
-            chirps: fit(tensor.shape[0], "packets per frame")?,
-            sample_bytes,
+            elements: fit(elements, "elements per packet")?,
+            packets: fit(tensor.shape[0], "packets per frame")?,
+            element_bytes,
         })
     }
 
-    /// Payload bytes of one packet: `samples * sample_bytes`.
+    /// Payload bytes of one packet: `elements * element_bytes`.
     pub fn payload_bytes(&self) -> usize {
-        self.samples as usize * self.sample_bytes as usize
+        self.elements as usize * self.element_bytes as usize
     }
 
-    /// Bytes of one whole packet: header plus payload (4160 for 1024 ci16 samples).
+    /// Bytes of one whole packet: header plus payload (4160 for 1024 ci16 elements).
     pub fn packet_bytes(&self) -> usize {
         HEADER_BYTES + self.payload_bytes()
     }
 
-    /// Bytes of one frame's payloads, all packets: `samples * chirps * sample_bytes`.
+    /// Bytes of one frame's payloads, all packets: `elements * packets * element_bytes`.
     pub fn frame_bytes(&self) -> usize {
-        self.payload_bytes() * self.chirps as usize
+        self.payload_bytes() * self.packets as usize
     }
 }
 
-/// Why a received datagram is not a chirp of the configured shape. Every class is counted and
+/// Why a received datagram is not a packet of the configured shape. Every class is counted and
 /// the packet dropped; none corrupts a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Malformed {
-    /// The datagram is not exactly one header plus `samples` samples (or had no whole header,
+    /// The datagram is not exactly one header plus `elements` elements (or had no whole header,
     /// or was longer than the receive buffer).
     WrongSize,
-    /// The size is right but the header's `n_samples` is not the configured `samples`.
-    WrongSamples,
-    /// `chirp_id` is not below the configured `chirps`.
-    ChirpOutOfRange,
+    /// The size is right but the header's `n_elements` is not the configured `elements`.
+    WrongElements,
+    /// `packet_id` is not below the configured `packets`.
+    PacketOutOfRange,
     /// `channel_id` is not 0.
     WrongChannel,
 }
@@ -163,45 +164,50 @@ impl Malformed {
     /// Every class, in the order [`classify`] checks them.
     pub const ALL: [Malformed; 4] = [
         Malformed::WrongSize,
-        Malformed::WrongSamples,
-        Malformed::ChirpOutOfRange,
+        Malformed::WrongElements,
+        Malformed::PacketOutOfRange,
         Malformed::WrongChannel,
     ];
 
-    /// The class's name in counters and on the command line: `wrong_size`, `wrong_samples`,
-    /// `chirp_out_of_range`, `wrong_channel`.
+    /// The class's name in counters and on the command line: `wrong_size`, `wrong_elements`,
+    /// `packet_out_of_range`, `wrong_channel`.
     pub fn name(self) -> &'static str {
         match self {
             Malformed::WrongSize => "wrong_size",
-            Malformed::WrongSamples => "wrong_samples",
-            Malformed::ChirpOutOfRange => "chirp_out_of_range",
+            Malformed::WrongElements => "wrong_elements",
+            Malformed::PacketOutOfRange => "packet_out_of_range",
             Malformed::WrongChannel => "wrong_channel",
         }
     }
 
-    /// The class named `name` (as [`Malformed::name`] spells it), if any.
+    /// The class named `name` (as [`Malformed::name`] spells it, or by its name of report
+    /// version 1: `wrong_samples`, `chirp_out_of_range`), if any.
     pub fn from_name(name: &str) -> Option<Malformed> {
-        Malformed::ALL.into_iter().find(|m| m.name() == name)
+        match name {
+            "wrong_samples" => Some(Malformed::WrongElements),
+            "chirp_out_of_range" => Some(Malformed::PacketOutOfRange),
+            _ => Malformed::ALL.into_iter().find(|m| m.name() == name),
+        }
     }
 
-    /// Makes a well-formed packet of `shape` (`samples >= 1`) malformed in exactly this way, so
+    /// Makes a well-formed packet of `shape` (`elements >= 1`) malformed in exactly this way, so
     /// that [`classify`] reports this class and no other: returns the header to send and how many
-    /// bytes of the chirp's payload to send after it.
+    /// bytes of the packet's payload to send after it.
     ///
-    /// - `WrongSize`: the payload one sample short, header unchanged;
-    /// - `WrongSamples`: `n_samples` one more than the shape's;
-    /// - `ChirpOutOfRange`: `chirp_id` moved to `chirps + chirp_id` (saturating);
+    /// - `WrongSize`: the payload one element short, header unchanged;
+    /// - `WrongElements`: `n_elements` one more than the shape's;
+    /// - `PacketOutOfRange`: `packet_id` moved to `packets + packet_id` (saturating);
     /// - `WrongChannel`: `channel_id` 1.
-    pub fn corrupt(self, header: ChirpHeader, shape: WireShape) -> (ChirpHeader, usize) {
+    pub fn corrupt(self, header: PacketHeader, shape: WireShape) -> (PacketHeader, usize) {
         let mut header = header;
         let mut payload = shape.payload_bytes();
         match self {
             Malformed::WrongSize => {
-                payload = payload.saturating_sub(shape.sample_bytes.max(1) as usize)
+                payload = payload.saturating_sub(shape.element_bytes.max(1) as usize)
             }
-            Malformed::WrongSamples => header.n_samples = shape.samples.wrapping_add(1),
-            Malformed::ChirpOutOfRange => {
-                header.chirp_id = shape.chirps.saturating_add(header.chirp_id)
+            Malformed::WrongElements => header.n_elements = shape.elements.wrapping_add(1),
+            Malformed::PacketOutOfRange => {
+                header.packet_id = shape.packets.saturating_add(header.packet_id)
             }
             Malformed::WrongChannel => header.channel_id = 1,
         }
@@ -216,27 +222,27 @@ impl std::fmt::Display for Malformed {
 }
 
 /// Classifies a received datagram of `len` bytes whose header is `header` (as
-/// [`ChirpHeader::read_from`] read it; `None` when the datagram was shorter than a header).
+/// [`PacketHeader::read_from`] read it; `None` when the datagram was shorter than a header).
 /// `truncated` says the datagram was longer than the receive buffer, so `len` is not its size.
 ///
 /// Checks, in this order: the size (`len != shape.packet_bytes()`, `truncated` or no header:
-/// [`Malformed::WrongSize`]), `n_samples != shape.samples`, `chirp_id >= shape.chirps`,
+/// [`Malformed::WrongSize`]), `n_elements != shape.elements`, `packet_id >= shape.packets`,
 /// `channel_id != 0`. The first that fails names the class; a packet passing all four is
 /// returned as its header. Never panics.
 pub fn classify(
-    header: Option<ChirpHeader>,
+    header: Option<PacketHeader>,
     len: usize,
     truncated: bool,
     shape: WireShape,
-) -> Result<ChirpHeader, Malformed> {
+) -> Result<PacketHeader, Malformed> {
     let header = match header {
         Some(h) if !truncated && len == shape.packet_bytes() => h,
         _ => return Err(Malformed::WrongSize),
     };
-    if header.n_samples != shape.samples {
-        Err(Malformed::WrongSamples)
-    } else if header.chirp_id >= shape.chirps {
-        Err(Malformed::ChirpOutOfRange)
+    if header.n_elements != shape.elements {
+        Err(Malformed::WrongElements)
+    } else if header.packet_id >= shape.packets {
+        Err(Malformed::PacketOutOfRange)
     } else if header.channel_id != 0 {
         Err(Malformed::WrongChannel)
     } else {
@@ -249,7 +255,7 @@ pub fn classify(
 /// # Panics
 /// If `out.len() != HEADER_BYTES + payload.len()`: the caller sizes its buffer from the
 /// shape, so a mismatch is a bug, not a network condition.
-pub fn encode(header: &ChirpHeader, payload: &[u8], out: &mut [u8]) {
+pub fn encode(header: &PacketHeader, payload: &[u8], out: &mut [u8]) {
     assert_eq!(
         out.len(),
         HEADER_BYTES + payload.len(),
@@ -270,24 +276,24 @@ mod tests {
 
     const SHAPE: WireShape = WireShape::ci16(1024, 128);
 
-    fn good(chirp_id: u32) -> ChirpHeader {
-        ChirpHeader {
+    fn good(packet_id: u32) -> PacketHeader {
+        PacketHeader {
             frame_id: 7,
-            chirp_id,
+            packet_id,
             channel_id: 0,
-            n_samples: SHAPE.samples,
+            n_elements: SHAPE.elements,
         }
     }
 
-    fn packet(header: &ChirpHeader, payload_len: usize) -> Vec<u8> {
+    fn packet(header: &PacketHeader, payload_len: usize) -> Vec<u8> {
         let payload: Vec<u8> = (0..payload_len).map(|i| (i * 31 % 251) as u8).collect();
         let mut out = vec![0xAA; HEADER_BYTES + payload_len];
         encode(header, &payload, &mut out);
         out
     }
 
-    fn classify_bytes(bytes: &[u8], shape: WireShape) -> Result<ChirpHeader, Malformed> {
-        classify(ChirpHeader::read_from(bytes), bytes.len(), false, shape)
+    fn classify_bytes(bytes: &[u8], shape: WireShape) -> Result<PacketHeader, Malformed> {
+        classify(PacketHeader::read_from(bytes), bytes.len(), false, shape)
     }
 
     #[test]
@@ -302,26 +308,26 @@ mod tests {
 
     #[test]
     fn header_layout_is_little_endian_then_zeros() {
-        let h = ChirpHeader {
+        let h = PacketHeader {
             frame_id: 0x0403_0201,
-            chirp_id: 0x0807_0605,
+            packet_id: 0x0807_0605,
             channel_id: 0x0C0B_0A09,
-            n_samples: 0x100F_0E0D,
+            n_elements: 0x100F_0E0D,
         };
         let mut out = [0xFF; HEADER_BYTES];
         h.write_to(&mut out);
         let want: Vec<u8> = (1..=16).collect();
         assert_eq!(&out[..16], &want[..]);
         assert!(out[16..].iter().all(|&b| b == 0));
-        assert_eq!(ChirpHeader::read_from(&out), Some(h));
+        assert_eq!(PacketHeader::read_from(&out), Some(h));
     }
 
     #[test]
     fn read_from_needs_a_whole_header() {
         let bytes = [0u8; HEADER_BYTES];
-        assert_eq!(ChirpHeader::read_from(&bytes[..HEADER_BYTES - 1]), None);
-        assert_eq!(ChirpHeader::read_from(&[]), None);
-        assert!(ChirpHeader::read_from(&bytes).is_some());
+        assert_eq!(PacketHeader::read_from(&bytes[..HEADER_BYTES - 1]), None);
+        assert_eq!(PacketHeader::read_from(&[]), None);
+        assert!(PacketHeader::read_from(&bytes).is_some());
     }
 
     #[test]
@@ -342,7 +348,7 @@ mod tests {
     #[test]
     fn each_class_in_check_order() {
         let payload = SHAPE.payload_bytes();
-        let last = good(SHAPE.chirps - 1);
+        let last = good(SHAPE.packets - 1);
         assert_eq!(classify_bytes(&packet(&last, payload), SHAPE), Ok(last));
 
         // Size first: a short, a long, a truncated and a headerless datagram.
@@ -351,7 +357,7 @@ mod tests {
             assert_eq!(classify_bytes(&p, SHAPE), Err(Malformed::WrongSize));
         }
         let p = packet(&good(0), payload);
-        let read = ChirpHeader::read_from(&p);
+        let read = PacketHeader::read_from(&p);
         assert_eq!(
             classify(read, p.len(), true, SHAPE),
             Err(Malformed::WrongSize)
@@ -362,11 +368,11 @@ mod tests {
         );
 
         // Size wins over everything else being wrong too.
-        let all_bad = ChirpHeader {
+        let all_bad = PacketHeader {
             frame_id: 0,
-            chirp_id: SHAPE.chirps,
+            packet_id: SHAPE.packets,
             channel_id: 3,
-            n_samples: SHAPE.samples + 1,
+            n_elements: SHAPE.elements + 1,
         };
         assert_eq!(
             classify_bytes(&packet(&all_bad, payload + 4), SHAPE),
@@ -374,17 +380,17 @@ mod tests {
         );
         assert_eq!(
             classify_bytes(&packet(&all_bad, payload), SHAPE),
-            Err(Malformed::WrongSamples)
+            Err(Malformed::WrongElements)
         );
-        let h = ChirpHeader {
-            n_samples: SHAPE.samples,
+        let h = PacketHeader {
+            n_elements: SHAPE.elements,
             ..all_bad
         };
         assert_eq!(
             classify_bytes(&packet(&h, payload), SHAPE),
-            Err(Malformed::ChirpOutOfRange)
+            Err(Malformed::PacketOutOfRange)
         );
-        let h = ChirpHeader { chirp_id: 0, ..h };
+        let h = PacketHeader { packet_id: 0, ..h };
         assert_eq!(
             classify_bytes(&packet(&h, payload), SHAPE),
             Err(Malformed::WrongChannel)
@@ -398,8 +404,8 @@ mod tests {
             names,
             [
                 "wrong_size",
-                "wrong_samples",
-                "chirp_out_of_range",
+                "wrong_elements",
+                "packet_out_of_range",
                 "wrong_channel"
             ]
         );
@@ -411,22 +417,31 @@ mod tests {
             assert_eq!(Malformed::from_name(m.name()), Some(m));
         }
         assert_eq!(Malformed::from_name("wrong"), None);
+        // The names of report version 1 still select their class.
+        assert_eq!(
+            Malformed::from_name("wrong_samples"),
+            Some(Malformed::WrongElements)
+        );
+        assert_eq!(
+            Malformed::from_name("chirp_out_of_range"),
+            Some(Malformed::PacketOutOfRange)
+        );
     }
 
     /// A packet of `shape` made malformed in exactly the way `kind` names.
-    fn crafted(kind: Malformed, shape: WireShape, chirp: u32, frame_id: u32) -> Vec<u8> {
-        let good = ChirpHeader {
+    fn crafted(kind: Malformed, shape: WireShape, row: u32, frame_id: u32) -> Vec<u8> {
+        let good = PacketHeader {
             frame_id,
-            chirp_id: chirp,
+            packet_id: row,
             channel_id: 0,
-            n_samples: shape.samples,
+            n_elements: shape.elements,
         };
         let (h, payload) = kind.corrupt(good, shape);
         packet(&h, payload)
     }
 
     fn shapes() -> impl Strategy<Value = WireShape> {
-        (1u32..64, 1u32..300).prop_map(|(samples, chirps)| WireShape::ci16(samples, chirps))
+        (1u32..64, 1u32..300).prop_map(|(elements, packets)| WireShape::ci16(elements, packets))
     }
 
     proptest! {
@@ -438,14 +453,14 @@ mod tests {
             shape in shapes(),
         ) {
             for data in [&bytes[..], &bytes[..cut.index(bytes.len() + 1)]] {
-                let header = ChirpHeader::read_from(data);
+                let header = PacketHeader::read_from(data);
                 prop_assert_eq!(header.is_some(), data.len() >= HEADER_BYTES);
                 let verdict = classify(header, data.len(), truncated, shape);
                 if let Ok(h) = verdict {
                     prop_assert!(!truncated);
                     prop_assert_eq!(data.len(), shape.packet_bytes());
-                    prop_assert_eq!(h.n_samples, shape.samples);
-                    prop_assert!(h.chirp_id < shape.chirps);
+                    prop_assert_eq!(h.n_elements, shape.elements);
+                    prop_assert!(h.packet_id < shape.packets);
                     prop_assert_eq!(h.channel_id, 0);
                 }
             }
@@ -454,34 +469,34 @@ mod tests {
         #[test]
         fn header_round_trips(
             frame_id in any::<u32>(),
-            chirp_id in any::<u32>(),
+            packet_id in any::<u32>(),
             channel_id in any::<u32>(),
-            n_samples in any::<u32>(),
+            n_elements in any::<u32>(),
             extra in proptest::collection::vec(any::<u8>(), 0..16),
         ) {
-            let h = ChirpHeader { frame_id, chirp_id, channel_id, n_samples };
+            let h = PacketHeader { frame_id, packet_id, channel_id, n_elements };
             let mut bytes = vec![0u8; HEADER_BYTES + extra.len()];
             encode(&h, &extra, &mut bytes);
-            prop_assert_eq!(ChirpHeader::read_from(&bytes), Some(h));
+            prop_assert_eq!(PacketHeader::read_from(&bytes), Some(h));
         }
 
         #[test]
         fn crafted_packets_are_reported_under_their_own_name(
             shape in shapes(),
-            chirp in any::<prop::sample::Index>(),
+            row in any::<prop::sample::Index>(),
             frame_id in any::<u32>(),
         ) {
-            let chirp = chirp.index(shape.chirps as usize) as u32;
-            let good = ChirpHeader {
+            let row = row.index(shape.packets as usize) as u32;
+            let good = PacketHeader {
                 frame_id,
-                chirp_id: chirp,
+                packet_id: row,
                 channel_id: 0,
-                n_samples: shape.samples,
+                n_elements: shape.elements,
             };
             let p = packet(&good, shape.payload_bytes());
             prop_assert_eq!(classify_bytes(&p, shape), Ok(good));
             for kind in Malformed::ALL {
-                let p = crafted(kind, shape, chirp, frame_id);
+                let p = crafted(kind, shape, row, frame_id);
                 prop_assert_eq!(classify_bytes(&p, shape), Err(kind));
             }
         }

@@ -211,11 +211,11 @@ pub struct RunMetrics {
     /// Per stage, in graph order.
     pub stages: Vec<StageReport>,
     /// Completion minus the frame's last packet.
-    pub post_cpi: LatencySummary,
+    pub post_frame: LatencySummary,
     /// Completion minus the frame's first packet.
     pub end_to_end: LatencySummary,
-    /// Growth of post-CPI latency over the run, in seconds per second (0: steady).
-    pub post_cpi_trend: f64,
+    /// Growth of post-frame latency over the run, in seconds per second (0: steady).
+    pub post_frame_trend: f64,
     /// Times the source waited for a free slot (the pipeline was the bottleneck).
     pub slot_waits: u64,
     /// Frames that ended with packets missing and were not processed.
@@ -287,7 +287,7 @@ impl fmt::Display for RunMetrics {
             }
         }
         for (name, l) in [
-            ("post-CPI latency", &self.post_cpi),
+            ("post-frame latency", &self.post_frame),
             ("end-to-end latency", &self.end_to_end),
         ] {
             writeln!(
@@ -301,8 +301,8 @@ impl fmt::Display for RunMetrics {
         }
         writeln!(
             f,
-            "post-CPI latency trend {:+.3} ms per s of run",
-            self.post_cpi_trend * 1e3
+            "post-frame latency trend {:+.3} ms per s of run",
+            self.post_frame_trend * 1e3
         )?;
         writeln!(f, "{}", self.overhead)
     }

@@ -16,7 +16,7 @@
 //! [`read_json`] reads a versioned report strictly: the `schema` must be the type's own, an
 //! unknown field, a field of the wrong type and a missing field (a nullable one too: it must be
 //! present as `null`) are each an error naming the file and the field's path, e.g.
-//! `trial-3.json: pipelines[1].latency.post_cpi: missing field p99_ms`. A report that parses is
+//! `trial-3.json: pipelines[1].latency.post_frame: missing field p99_ms`. A report that parses is
 //! therefore exactly what the writer wrote; no reader falls back to zero.
 //!
 //! [`json_schema`] is the JSON Schema generated from the same types (committed as
@@ -65,7 +65,7 @@ pub enum ReadError {
         source: serde_json::Error,
     },
     /// The file is another kind of report, or another version.
-    #[error("{origin}: schema {found}, expected {expected}")]
+    #[error("{origin}: {}", schema_mismatch(found, expected))]
     Schema {
         /// The file read.
         origin: String,
@@ -84,6 +84,25 @@ pub enum ReadError {
         /// What is wrong with it.
         message: String,
     },
+}
+
+/// What a reader says of a file whose schema is not `expected`: another version of the same
+/// report is named as such, with what to do.
+fn schema_mismatch(found: &str, expected: &str) -> String {
+    let name = |schema: &str| {
+        schema
+            .trim_matches('"')
+            .split('/')
+            .next()
+            .map(str::to_owned)
+    };
+    match (name(found), name(expected)) {
+        (Some(a), Some(b)) if a == b && found.trim_matches('"') != expected => format!(
+            "schema {found} is another version of this report; this kplace reads {expected}: \
+             produce the file again with this kplace"
+        ),
+        _ => format!("schema {found}, expected {expected}"),
+    }
 }
 
 /// Reads a `T` from `text`, strictly (see the module docs); `origin` names the file in errors.

@@ -37,8 +37,8 @@ pub struct Progress {
     pub dropped_frames: u64,
     /// Of those, in the interval.
     pub interval_dropped_frames: u64,
-    /// Post-CPI latency of the frames processed in the interval (quantiles only).
-    pub post_cpi: LatencySummary,
+    /// Post-frame latency of the frames processed in the interval (quantiles only).
+    pub post_frame: LatencySummary,
     /// The process's CPU time over the interval.
     pub cpu: Duration,
     /// Times the source waited for a free slot, so far.
@@ -63,7 +63,7 @@ impl Progress {
 }
 
 /// The schema name and version of a progress line.
-pub const PROGRESS_SCHEMA: &str = "kplace-progress/1";
+pub const PROGRESS_SCHEMA: &str = "kplace-progress/2";
 
 /// One progress line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -82,7 +82,7 @@ pub struct ProgressLine {
     /// Frames processed in the interval.
     pub interval_frames: u64,
     /// Frames processed per second over the interval.
-    pub rate_cpi_per_s: f64,
+    pub frames_per_s: f64,
     /// Frames that ended with packets missing, so far.
     pub partial_frames: u64,
     /// Of those, in the interval.
@@ -91,12 +91,12 @@ pub struct ProgressLine {
     pub dropped_frames: u64,
     /// Of those, in the interval.
     pub interval_dropped_frames: u64,
-    /// Post-CPI latency of the interval's frames: median, ms; null when none was processed.
-    pub post_cpi_p50_ms: Option<f64>,
+    /// Post-frame latency of the interval's frames: median, ms; null when none was processed.
+    pub post_frame_p50_ms: Option<f64>,
     /// Its 99th percentile, ms; null when none was processed.
-    pub post_cpi_p99_ms: Option<f64>,
+    pub post_frame_p99_ms: Option<f64>,
     /// Its largest, ms; null when none was processed.
-    pub post_cpi_max_ms: Option<f64>,
+    pub post_frame_max_ms: Option<f64>,
     /// Cores the process used over the interval.
     pub cores_used: f64,
     /// Times the source waited for a free slot, so far.
@@ -115,7 +115,8 @@ impl super::Versioned for ProgressLine {
 impl ProgressLine {
     /// The line of `progress`, for pipeline `pipeline` of several (`None`: the only one).
     pub fn new(progress: &Progress, pipeline: Option<usize>) -> ProgressLine {
-        let latency = |d: Duration| (progress.post_cpi.count > 0).then_some(d.as_secs_f64() * 1e3);
+        let latency =
+            |d: Duration| (progress.post_frame.count > 0).then_some(d.as_secs_f64() * 1e3);
         ProgressLine {
             schema: PROGRESS_SCHEMA.to_string(),
             pipeline,
@@ -123,14 +124,14 @@ impl ProgressLine {
             interval_s: progress.interval.as_secs_f64(),
             frames: progress.frames,
             interval_frames: progress.interval_frames,
-            rate_cpi_per_s: progress.rate(),
+            frames_per_s: progress.rate(),
             partial_frames: progress.partial_frames,
             interval_partial_frames: progress.interval_partial_frames,
             dropped_frames: progress.dropped_frames,
             interval_dropped_frames: progress.interval_dropped_frames,
-            post_cpi_p50_ms: latency(progress.post_cpi.p50),
-            post_cpi_p99_ms: latency(progress.post_cpi.p99),
-            post_cpi_max_ms: latency(progress.post_cpi.max),
+            post_frame_p50_ms: latency(progress.post_frame.p50),
+            post_frame_p99_ms: latency(progress.post_frame.p99),
+            post_frame_max_ms: latency(progress.post_frame.max),
             cores_used: progress.cores_used(),
             slot_waits: progress.slot_waits,
             gpus: progress.gpus.clone(),

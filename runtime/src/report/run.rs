@@ -4,7 +4,9 @@
 //! (`bisect-rate`'s trials, the several-pipeline aggregate), through [`super::read_json`], so a
 //! field renamed on one side is an error on the other, never a silent zero.
 //!
-//! Units are in the field names: `_s` seconds, `_ms` milliseconds, `_bytes`, `_cpi_per_s`.
+//! Units are in the field names: `_s` seconds, `_ms` milliseconds, `_bytes`, `_per_s` (per
+//! second). A workload's own figures (the radar's clusters and false alarms) live in the
+//! report's `details`, named by the workload.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,10 +15,14 @@ use std::path::PathBuf;
 use crate::report::telemetry::Telemetry;
 
 /// The schema name and version every run report carries.
-pub const RUN_SCHEMA: &str = "kplace-run-report/1";
+pub const RUN_SCHEMA: &str = "kplace-run-report/2";
 
 /// The schema of a several-pipeline report.
-pub const MULTI_SCHEMA: &str = "kplace-multi-run-report/1";
+pub const MULTI_SCHEMA: &str = "kplace-multi-run-report/2";
+
+/// A workload's own figures in a report, by the names it gives them: an object the runtime
+/// carries and never reads.
+pub type Details = serde_json::Map<String, serde_json::Value>;
 
 /// One pipeline's run, as `kplace run --report FILE` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -28,9 +34,8 @@ pub struct RunReport {
     pub graph: String,
     /// The placement's name, from its file.
     pub placement: String,
-    /// The frame's shape: the radar's `SAMPLESxCHIRPS`, e.g. `1024x128`; for a recording, the
-    /// source's dimensions innermost first.
-    pub cpi: String,
+    /// The frame's shape: the source's dimensions innermost first, e.g. `1024x128`.
+    pub frame_shape: String,
     /// `replay` (the workload's frames in memory) or `udp://HOST:PORT`.
     pub source: String,
     /// Frames the run was told to expect (`--frames`).
@@ -39,14 +44,14 @@ pub struct RunReport {
     pub frames: u64,
     /// Of those, the frames after the warm-up: what the rate, latency and CPU figures cover.
     pub measured_frames: u64,
-    /// Frames that ended with chirps missing; not processed.
+    /// Frames that ended with packets missing; not processed.
     pub partial_frames: u64,
     /// Frames dropped whole because no frame slot was free.
     pub dropped_frames: u64,
     /// The measured window.
     pub wall_s: f64,
     /// `measured_frames / wall_s`.
-    pub throughput_cpi_per_s: f64,
+    pub frames_per_s: f64,
     /// int16 I/Q bytes of the measured frames over `wall_s`, in Gbit/s.
     pub input_gbit_per_s: f64,
     /// Process CPU time (user + system) in the window over `wall_s`.
@@ -63,11 +68,11 @@ pub struct RunReport {
     pub latency: Latencies,
     /// The UDP receiver's counters; null for replay.
     pub ingest: Option<IngestEntry>,
-    /// Clusters reported per processed frame, for a workload that reports clusters (the
-    /// radar); null otherwise.
-    pub clusters_per_frame: Option<f64>,
     /// The verifier's verdict.
     pub verification: Verification,
+    /// The workload's own figures, named by it (the radar's `clusters_per_frame`,
+    /// `false_alarms_per_frame`, `false_alarm_bound`); empty for a workload without any.
+    pub details: Details,
     /// `SIGINT`, `SIGTERM` or `SIGHUP` when a signal stopped the run; null otherwise.
     pub interrupted: Option<String>,
     /// NVML readings of the GPUs the plan uses.
@@ -160,11 +165,11 @@ impl From<&crate::report::overhead::Overhead> for OverheadEntry {
 #[serde(deny_unknown_fields)]
 pub struct Latencies {
     /// Completion minus the frame's last packet.
-    pub post_cpi: LatencyEntry,
+    pub post_frame: LatencyEntry,
     /// Completion minus the frame's first packet.
     pub end_to_end: LatencyEntry,
-    /// Least-squares slope of post-CPI latency against completion time, ms per s.
-    pub post_cpi_trend_ms_per_s: f64,
+    /// Least-squares slope of post-frame latency against completion time, ms per s.
+    pub post_frame_trend_ms_per_s: f64,
 }
 
 /// One latency's distribution.
@@ -214,7 +219,7 @@ pub struct IngestEntry {
     pub in_place: u64,
     /// Malformed packets by class, dropped.
     pub malformed: MalformedEntry,
-    /// Packets of a chirp already present.
+    /// Packets of a row already stored.
     pub duplicates: u64,
     /// Packets of a frame already ended or passed over.
     pub late: u64,
@@ -245,9 +250,9 @@ pub struct IngestEntry {
     pub dropped_packets: u64,
     /// Frames lost because no slot was free.
     pub dropped_frames: u64,
-    /// Frames ended with every chirp.
+    /// Frames ended with every packet.
     pub complete_frames: u64,
-    /// Frames ended without every chirp.
+    /// Frames ended without every packet.
     pub partial_frames: u64,
     /// The receive buffer the kernel granted.
     pub socket_receive_buffer_bytes: u64,
@@ -261,10 +266,10 @@ pub struct IngestEntry {
 pub struct MalformedEntry {
     /// Not exactly one header plus the configured samples.
     pub wrong_size: u64,
-    /// The header's `n_samples` is not the configured one.
-    pub wrong_samples: u64,
-    /// `chirp_id` is not below the configured chirps.
-    pub chirp_out_of_range: u64,
+    /// The header's `n_elements` is not the configured one.
+    pub wrong_elements: u64,
+    /// `packet_id` is not below the configured packets per frame.
+    pub packet_out_of_range: u64,
     /// `channel_id` is not 0.
     pub wrong_channel: u64,
 }
@@ -297,10 +302,6 @@ pub struct Verification {
     pub frames_failed: u64,
     /// Expected frames never reported.
     pub frames_missing: u64,
-    /// The radar's clusters matching no target, per frame report; null for other checks.
-    pub false_alarms_per_frame: Option<f64>,
-    /// The most false alarms per frame a passing radar run may have; null for other checks.
-    pub false_alarm_bound: Option<f64>,
     /// The first sink elements outside their tolerance (at most
     /// [`MAX_MISMATCHES`]), in the order found.
     pub mismatches: Vec<Mismatch>,
@@ -400,17 +401,17 @@ pub struct Aggregate {
     /// Dropped frames, summed.
     pub dropped_frames: u64,
     /// The pipelines' rates, summed.
-    pub throughput_cpi_per_s: f64,
+    pub frames_per_s: f64,
     /// Their input rates, summed.
     pub input_gbit_per_s: f64,
     /// The slowest pipeline's rate; null if none ran.
-    pub min_pipeline_cpi_per_s: Option<f64>,
+    pub min_pipeline_frames_per_s: Option<f64>,
     /// Cores used: summed over processes; for threads, the process's.
     pub cores_used: f64,
-    /// The worst post-CPI p99 over the pipelines; null if none ran.
-    pub worst_post_cpi_p99_ms: Option<f64>,
-    /// The worst post-CPI p99.9; null if none ran.
-    pub worst_post_cpi_p999_ms: Option<f64>,
+    /// The worst post-frame p99 over the pipelines; null if none ran.
+    pub worst_post_frame_p99_ms: Option<f64>,
+    /// The worst post-frame p99.9; null if none ran.
+    pub worst_post_frame_p999_ms: Option<f64>,
     /// Pipelines that verified.
     pub pipelines_passed: usize,
     /// Whether every pipeline verified.

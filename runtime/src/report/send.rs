@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The schema name and version of a sender's report.
-pub const SEND_SCHEMA: &str = "kplace-send-report/1";
+pub const SEND_SCHEMA: &str = "kplace-send-report/2";
 
 /// What one `kplace send` did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -23,7 +23,7 @@ pub struct SendFile {
     /// From the first packet to the last.
     pub elapsed_s: f64,
     /// Frames per second over `elapsed_s`.
-    pub cpi_per_s: f64,
+    pub frames_per_s: f64,
     /// How far the sender fell behind its schedule at worst.
     pub max_lag_ms: f64,
     /// The longest a sleep overran its deadline (the sender kept off the CPU).

@@ -30,8 +30,8 @@ use crate::plan::Plan;
 use crate::report::metrics::RunMetrics;
 use crate::report::ready::Readiness;
 use crate::report::run::{
-    ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, OverheadEntry, RUN_SCHEMA,
-    RunMps, RunReport, StageEntry, Verification,
+    Details, ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, OverheadEntry,
+    RUN_SCHEMA, RunMps, RunReport, StageEntry, Verification,
 };
 use crate::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 
@@ -148,7 +148,7 @@ pub fn listen(
     let name = index.map_or_else(String::new, |i| format!(" pipeline {i}:"));
     let granted = source.counters().recv_buffer;
     // Linux reports twice the usable size.
-    let frames_held = granted as f64 / 2.0 / shape.packet_bytes() as f64 / f64::from(shape.chirps);
+    let frames_held = granted as f64 / 2.0 / shape.packet_bytes() as f64 / f64::from(shape.packets);
     tracing::info!(
         "kplace run:{name} listening on udp://{} (socket receive buffer {} KiB, {frames_held:.1} frames)",
         source.local_addr().unwrap_or(addr),
@@ -184,8 +184,8 @@ pub struct RunFacts {
     pub source: String,
     /// Frames the run expected.
     pub frames_expected: u64,
-    /// Clusters the sink reported over the run, for a workload that reports clusters.
-    pub clusters: Option<u64>,
+    /// The workload's own figures (the report's `details`).
+    pub details: Details,
     /// The signal that stopped the run, if one did.
     pub interrupted: Option<String>,
     /// Whether the process is an MPS client; `None` without a CUDA context.
@@ -205,8 +205,8 @@ impl From<&IngestCounters> for IngestEntry {
             in_place: c.in_place,
             malformed: MalformedEntry {
                 wrong_size: c.malformed(Malformed::WrongSize),
-                wrong_samples: c.malformed(Malformed::WrongSamples),
-                chirp_out_of_range: c.malformed(Malformed::ChirpOutOfRange),
+                wrong_elements: c.malformed(Malformed::WrongElements),
+                packet_out_of_range: c.malformed(Malformed::PacketOutOfRange),
                 wrong_channel: c.malformed(Malformed::WrongChannel),
             },
             duplicates: c.duplicates,
@@ -253,7 +253,7 @@ pub fn report(
         schema: RUN_SCHEMA.to_string(),
         graph: facts.graph,
         placement: facts.placement,
-        cpi: facts.shape,
+        frame_shape: facts.shape,
         source: facts.source,
         frames_expected: facts.frames_expected,
         frames: metrics.frames,
@@ -261,7 +261,7 @@ pub fn report(
         partial_frames: metrics.partial_frames,
         dropped_frames: metrics.dropped_frames,
         wall_s: wall,
-        throughput_cpi_per_s: metrics.frames_per_second(),
+        frames_per_s: metrics.frames_per_second(),
         input_gbit_per_s: if wall > 0.0 {
             metrics.measured_frames as f64 * facts.frame_bytes as f64 * 8.0 / wall / 1e9
         } else {
@@ -285,15 +285,13 @@ pub fn report(
             .collect(),
         overhead: OverheadEntry::from(&metrics.overhead),
         latency: Latencies {
-            post_cpi: LatencyEntry::from(&metrics.post_cpi),
+            post_frame: LatencyEntry::from(&metrics.post_frame),
             end_to_end: LatencyEntry::from(&metrics.end_to_end),
-            post_cpi_trend_ms_per_s: metrics.post_cpi_trend * 1e3,
+            post_frame_trend_ms_per_s: metrics.post_frame_trend * 1e3,
         },
         ingest: ingest.map(IngestEntry::from),
-        clusters_per_frame: facts
-            .clusters
-            .map(|c| c as f64 / metrics.frames.max(1) as f64),
         verification,
+        details: facts.details,
         interrupted: facts.interrupted,
         output_errors: Vec::new(),
         gpu_telemetry: session

@@ -324,22 +324,22 @@ pub fn aggregate(reports: &[PipelineEntry], mode: PipelineMode) -> Aggregate {
         frames: ran.iter().map(|r| r.frames).sum(),
         partial_frames: ran.iter().map(|r| r.partial_frames).sum(),
         dropped_frames: ran.iter().map(|r| r.dropped_frames).sum(),
-        throughput_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).sum(),
+        frames_per_s: ran.iter().map(|r| r.frames_per_s).sum(),
         input_gbit_per_s: ran.iter().map(|r| r.input_gbit_per_s).sum(),
-        min_pipeline_cpi_per_s: ran.iter().map(|r| r.throughput_cpi_per_s).reduce(f64::min),
+        min_pipeline_frames_per_s: ran.iter().map(|r| r.frames_per_s).reduce(f64::min),
         cores_used: if mode == PipelineMode::Process {
             cores.sum()
         } else {
             // Threads of one process each report the whole process's CPU time.
             cores.fold(0.0, f64::max)
         },
-        worst_post_cpi_p99_ms: ran
+        worst_post_frame_p99_ms: ran
             .iter()
-            .map(|r| r.latency.post_cpi.p99_ms)
+            .map(|r| r.latency.post_frame.p99_ms)
             .reduce(f64::max),
-        worst_post_cpi_p999_ms: ran
+        worst_post_frame_p999_ms: ran
             .iter()
-            .map(|r| r.latency.post_cpi.p999_ms)
+            .map(|r| r.latency.post_frame.p999_ms)
             .reduce(f64::max),
         pipelines_passed: passed,
         all_passed: passed == reports.len(),
@@ -351,16 +351,16 @@ impl fmt::Display for Aggregate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} CPI/s ({:.2} Gbit/s), slowest pipeline {:.1} CPI/s; worst post-CPI p99 {:.3} ms; cores used {:.2}",
+            "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} CPI/s ({:.2} Gbit/s), slowest pipeline {:.1} CPI/s; worst post-frame p99 {:.3} ms; cores used {:.2}",
             self.pipelines,
             self.mode,
             self.frames,
             self.partial_frames,
             self.dropped_frames,
-            self.throughput_cpi_per_s,
+            self.frames_per_s,
             self.input_gbit_per_s,
-            self.min_pipeline_cpi_per_s.unwrap_or(0.0),
-            self.worst_post_cpi_p99_ms.unwrap_or(f64::NAN),
+            self.min_pipeline_frames_per_s.unwrap_or(0.0),
+            self.worst_post_frame_p99_ms.unwrap_or(f64::NAN),
             self.cores_used,
         )?;
         writeln!(

@@ -22,7 +22,7 @@ use super::{Judge, JudgeError, Verdict, Workload};
 use crate::executor::CompletedFrame;
 use crate::model::graph::{Graph, TensorSpec, Tolerance};
 use crate::plan::Plan;
-use crate::report::run::{MAX_MISMATCHES, Mismatch, Verification};
+use crate::report::run::{Details, MAX_MISMATCHES, Mismatch, Verification};
 
 /// A graph run on a recording, checked against a reference: the workload of every graph that
 /// names none.
@@ -349,13 +349,11 @@ impl Judge for ReferenceJudge {
                 frames_passed: self.passed,
                 frames_failed: self.failed,
                 frames_missing: missing,
-                false_alarms_per_frame: None,
-                false_alarm_bound: None,
                 mismatches: self.mismatches,
                 reasons,
             },
             text,
-            clusters: None,
+            details: Details::new(),
         })
     }
 }

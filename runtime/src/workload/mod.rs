@@ -30,7 +30,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use crate::executor::CompletedFrame;
-use crate::report::run::Verification;
+use crate::report::run::{Details, Verification};
 
 /// What feeds a graph's source and judges its frames. Shared by every pipeline of a run.
 pub trait Workload: Sync {
@@ -83,8 +83,8 @@ pub struct Verdict {
     pub verification: Verification,
     /// The verdict as `kplace run` prints it: lines ending in newlines.
     pub text: String,
-    /// Clusters reported over the run, for a workload that reports clusters.
-    pub clusters: Option<u64>,
+    /// The workload's own figures for the report's `details` (empty for none).
+    pub details: Details,
 }
 
 /// A judge's failure, with its own message (naming the frame where there is one).

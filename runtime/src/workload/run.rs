@@ -256,7 +256,7 @@ pub fn run_pipeline(
         frame_bytes: workload.frame_bytes(),
         source: source_name,
         frames_expected: config.frames,
-        clusters: verdict.clusters,
+        details: verdict.details,
         interrupted: interrupted.map(|s| interrupt::name(s).to_string()),
         mps,
     };

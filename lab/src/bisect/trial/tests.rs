@@ -115,14 +115,14 @@ fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
     assert!(why.contains("frames_done"), "{why}");
 
     let mut missing = good.clone();
-    missing["latency"]["post_cpi"]
+    missing["latency"]["post_frame"]
         .as_object_mut()
         .unwrap()
         .remove("histogram");
     fs::write(&path, missing.to_string()).unwrap();
     let why = TrialReport::read(&path).unwrap_err();
     assert!(
-        why.contains("latency.post_cpi: missing field histogram"),
+        why.contains("latency.post_frame: missing field histogram"),
         "a nullable field must be present: {why}"
     );
 
@@ -132,7 +132,7 @@ fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
     })
     .unwrap();
     let mut broken = multi.clone();
-    broken["pipelines"][0]["latency"]["post_cpi"]
+    broken["pipelines"][0]["latency"]["post_frame"]
         .as_object_mut()
         .unwrap()
         .remove("p99_ms");

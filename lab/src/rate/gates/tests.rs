@@ -12,8 +12,8 @@ fn clean() -> TrialMeasurement {
         dropped_frames: 0,
         frames_failed_verification: 0,
         processed_rate: 100.0,
-        post_cpi_p99: 4 * MS,
-        post_cpi_trend: 0.0,
+        post_frame_p99: 4 * MS,
+        post_frame_trend: 0.0,
         window: Duration::from_secs(10),
         frames_over_budget: 0,
     }
@@ -72,7 +72,7 @@ fn the_deadline_is_the_cpi_duration_or_the_period_when_longer() {
         frames_sent: 5000,
         frames_completed: 5000,
         processed_rate: 500.0,
-        post_cpi_p99: 5 * MS,
+        post_frame_p99: 5 * MS,
         ..clean()
     };
     assert!(judge(&fast, &defaults()).is_pass());
@@ -216,7 +216,7 @@ fn the_strict_budget_is_one_cpi_period_at_r() {
     // 10.5 ms fails at 100 CPI/s (period 10 ms) and passes at 50 CPI/s (period 20 ms).
     let p99 = Duration::from_micros(10_500);
     let at_100 = TrialMeasurement {
-        post_cpi_p99: p99,
+        post_frame_p99: p99,
         ..clean()
     };
     assert_eq!(
@@ -231,14 +231,14 @@ fn the_strict_budget_is_one_cpi_period_at_r() {
         frames_sent: 500,
         frames_completed: 500,
         processed_rate: 50.0,
-        post_cpi_p99: p99,
+        post_frame_p99: p99,
         ..clean()
     };
     assert!(judge(&at_50, &strict()).is_pass());
 
     // Exactly the budget passes.
     let at_bound = TrialMeasurement {
-        post_cpi_p99: 10 * MS,
+        post_frame_p99: 10 * MS,
         ..clean()
     };
     assert!(judge(&at_bound, &strict()).is_pass());
@@ -268,7 +268,7 @@ fn the_budget_of_a_rate_without_a_period_is_unbounded() {
 fn rising_latency_fails_beyond_half_the_budget_over_the_window() {
     // Budget 10 ms at 100 CPI/s, so growth over the 10 s window may be at most 5 ms.
     let rising = |trend: f64| TrialMeasurement {
-        post_cpi_trend: trend,
+        post_frame_trend: trend,
         ..clean()
     };
     assert!(judge(&rising(4e-4), &strict()).is_pass()); // 4 ms
@@ -292,7 +292,7 @@ fn nan_fails_closed() {
         [Failure::RateShort { .. }]
     ));
     let nan_trend = TrialMeasurement {
-        post_cpi_trend: f64::NAN,
+        post_frame_trend: f64::NAN,
         ..clean()
     };
     assert!(matches!(
@@ -319,8 +319,8 @@ fn every_failure_is_reported_in_gate_order() {
         dropped_frames: 95,
         frames_failed_verification: 1,
         processed_rate: 90.0,
-        post_cpi_p99: 50 * MS,
-        post_cpi_trend: 1e-2,
+        post_frame_p99: 50 * MS,
+        post_frame_trend: 1e-2,
         window: Duration::from_secs(10),
         frames_over_budget: 0,
     };
@@ -406,7 +406,7 @@ fn failures_read_as_one_short_sentence() {
             budget: 10 * MS
         }
         .to_string(),
-        "post-CPI p99 12.000ms exceeds the 10.000ms budget"
+        "post-frame p99 12.000ms exceeds the 10.000ms budget"
     );
 }
 
@@ -440,7 +440,7 @@ fn the_loss_ratio_counts_every_frame_lost_and_condemns_a_failed_trial() {
     // 5 never completed, 1 partial, 2 dropped, 1 rejected, 3 late: 12 of 1000.
     assert_eq!(loss_ratio(&lossy, &judge(&lossy, &gates)), 0.012);
     let falling_behind = TrialMeasurement {
-        post_cpi_trend: 1.0,
+        post_frame_trend: 1.0,
         ..clean()
     };
     assert_eq!(

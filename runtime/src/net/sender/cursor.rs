@@ -1,7 +1,7 @@
 //! The run's packets in send order, each with its deadline: frames in order, a frame's slots in
 //! order, the faults applied.
 
-use crate::net::wire::ChirpHeader;
+use crate::net::wire::PacketHeader;
 
 use super::{Clock, FrameCount, SenderConfig};
 
@@ -12,12 +12,12 @@ pub(super) struct Planned<'a> {
     pub(super) frame: u64,
     /// Its deadline after the start.
     pub(super) offset_ns: u64,
-    pub(super) header: ChirpHeader,
-    /// The payload to send (shorter than a chirp for a wrong-size packet).
+    pub(super) header: PacketHeader,
+    /// The payload to send (shorter than a row for a wrong-size packet).
     pub(super) payload: &'a [u8],
 }
 
-/// Walks the run's packets in send order: frames in order, slots in order, each slot's chirp
+/// Walks the run's packets in send order: frames in order, slots in order, each slot's packet
 /// (reversed for a reordered frame), dropped ones skipped, duplicates twice.
 pub(super) struct Cursor<'a> {
     pub(super) frames: &'a [Vec<u8>],
@@ -25,19 +25,19 @@ pub(super) struct Cursor<'a> {
     pub(super) clock: Clock,
     /// The frame of the next packet.
     pub(super) frame: u64,
-    /// Its slot within the frame; `chirps` once the frame's last slot was sent.
+    /// Its slot within the frame; `packets` once the frame's last slot was sent.
     pub(super) slot: u32,
-    /// The chirp in that slot (valid after `peek` returned a packet).
-    pub(super) chirp: u32,
-    /// The next packet is the second copy of a duplicated chirp.
+    /// The packet in that slot (valid after `peek` returned a packet).
+    pub(super) packet: u32,
+    /// The next packet is the second copy of a duplicated packet.
     pub(super) copy: bool,
     /// `frame` passed its start check and its flags below are set.
     pub(super) begun: bool,
     /// The run is over; stays over.
     pub(super) ended: bool,
-    /// A chirp-level fault names this frame (skip the lookups when not).
+    /// A packet-level fault names this frame (skip the lookups when not).
     pub(super) faulty: bool,
-    /// This frame is sent in reverse chirp order.
+    /// This frame is sent in reverse packet order.
     pub(super) reversed: bool,
 }
 
@@ -49,7 +49,7 @@ impl<'a> Cursor<'a> {
             clock,
             frame: 0,
             slot: 0,
-            chirp: 0,
+            packet: 0,
             copy: false,
             begun: false,
             ended: false,
@@ -58,8 +58,8 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub(super) fn chirps(&self) -> u32 {
-        self.config.shape.chirps
+    pub(super) fn packets(&self) -> u32 {
+        self.config.shape.packets
     }
 
     /// Whether the run ends before `self.frame`, `elapsed_ns` after its start.
@@ -78,19 +78,19 @@ impl<'a> Cursor<'a> {
 
     pub(super) fn first_slot_offset(&self) -> u64 {
         self.clock
-            .offset_ns(self.frame.saturating_mul(u64::from(self.chirps())))
+            .offset_ns(self.frame.saturating_mul(u64::from(self.packets())))
     }
 
     /// The next packet, without consuming it (`elapsed_ns` decides a burst's duration); `None`
     /// once the run is over. Repeated calls return the same packet.
     pub(super) fn peek(&mut self, elapsed_ns: u64) -> Option<Planned<'a>> {
-        let chirps = self.chirps();
+        let packets = self.packets();
         let faults = &self.config.faults;
         loop {
             if self.ended {
                 return None;
             }
-            if self.slot == chirps {
+            if self.slot == packets {
                 self.frame += 1;
                 self.slot = 0;
                 self.begun = false;
@@ -104,12 +104,12 @@ impl<'a> Cursor<'a> {
                 self.faulty = faults.touch(self.frame);
                 self.reversed = faults.reorder.contains(&self.frame);
             }
-            self.chirp = if self.reversed {
-                chirps - 1 - self.slot
+            self.packet = if self.reversed {
+                packets - 1 - self.slot
             } else {
                 self.slot
             };
-            if self.faulty && faults.drop.contains(&(self.frame, self.chirp)) {
+            if self.faulty && faults.drop.contains(&(self.frame, self.packet)) {
                 self.slot += 1;
                 continue;
             }
@@ -122,17 +122,17 @@ impl<'a> Cursor<'a> {
         let frames: &'a [Vec<u8>] = self.frames;
         let prepared = &frames[(self.frame % frames.len() as u64) as usize];
         let size = shape.payload_bytes();
-        let at = self.chirp as usize * size;
+        let at = self.packet as usize * size;
         let mut payload = &prepared[at..at + size];
-        let mut header = ChirpHeader {
+        let mut header = PacketHeader {
             // Wire ids wrap: the frame index modulo 2^32 is exactly what `as` keeps.
             frame_id: self.config.first_frame_id.wrapping_add(self.frame as u32),
-            chirp_id: self.chirp,
+            packet_id: self.packet,
             channel_id: 0,
-            n_samples: shape.samples,
+            n_elements: shape.elements,
         };
         if self.faulty
-            && let Some(kind) = self.config.faults.malformed.get(&(self.frame, self.chirp))
+            && let Some(kind) = self.config.faults.malformed.get(&(self.frame, self.packet))
         {
             let (bad, len) = kind.corrupt(header, shape);
             header = bad;
@@ -140,7 +140,7 @@ impl<'a> Cursor<'a> {
         }
         let slot = self
             .frame
-            .saturating_mul(u64::from(shape.chirps))
+            .saturating_mul(u64::from(shape.packets))
             .saturating_add(u64::from(self.slot));
         Planned {
             frame: self.frame,
@@ -153,7 +153,7 @@ impl<'a> Cursor<'a> {
     /// Consumes the packet `peek` returned.
     pub(super) fn advance(&mut self) {
         let faults = &self.config.faults;
-        if !self.copy && self.faulty && faults.duplicate.contains(&(self.frame, self.chirp)) {
+        if !self.copy && self.faulty && faults.duplicate.contains(&(self.frame, self.packet)) {
             self.copy = true;
         } else {
             self.copy = false;
@@ -164,7 +164,7 @@ impl<'a> Cursor<'a> {
     /// Frames all of whose packets were consumed, once `peek` has brought the cursor to the
     /// next packet.
     pub(super) fn frames_done(&self) -> u64 {
-        if self.slot == self.chirps() {
+        if self.slot == self.packets() {
             self.frame + 1
         } else {
             self.frame

@@ -1,7 +1,7 @@
-//! An open-loop, paced UDP sender of chirp packets (docs/architecture.md).
+//! An open-loop, paced UDP sender of frames as packets (docs/architecture.md).
 //!
-//! [`send`] turns prepared frames — each the bytes of one frame's chirp-major ci16 source
-//! tensor — into one [`wire`](crate::net::wire) packet per chirp and sends them to a destination on
+//! [`send`] turns prepared frames — each the bytes of one frame's row-major ci16 source
+//! tensor — into one [`wire`](crate::net::wire) packet per row and sends them to a destination on
 //! a schedule fixed in advance:
 //!
 //! - **Open loop.** The sender never waits for, or hears from, the receiver: the socket is
@@ -58,7 +58,7 @@ pub const SPIN_BEFORE: Duration = Duration::from_micros(200);
 pub const SEND_BUFFER_BYTES: usize = 8 << 20;
 
 /// The pacing tick unless a caller says otherwise, in microseconds: the sender sleeps between
-/// wake-ups, and packets leave up to about 50 us late (a chirp interval at 1024 samples).
+/// wake-ups, and packets leave up to about 50 us late (the radar's packet slot at 1024 samples).
 pub const DEFAULT_TICK_US: u64 = 50;
 
 pub use crate::net::wire::MAX_DATAGRAM_BYTES;
@@ -74,7 +74,7 @@ const MAX_RESERVED_FRAMES: u64 = 1 << 20;
 pub struct SenderConfig {
     /// The receiver's address.
     pub dest: SocketAddr,
-    /// The CPI: payload size of each packet and chirps per frame.
+    /// The frame's wire shape: elements per packet and packets per frame.
     pub shape: WireShape,
     /// When each packet is due.
     pub pacing: Pacing,
@@ -92,15 +92,15 @@ pub struct SenderConfig {
 }
 
 /// When each packet is due, relative to the start of the run. A frame's packets occupy `M`
-/// consecutive time slots (a dropped chirp leaves its slot empty; a duplicate shares its
+/// consecutive time slots (a dropped packet leaves its slot empty; a duplicate shares its
 /// original's slot).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pacing {
     /// Slot `k` of frame `f` is due at `(f * M + k) * interval`.
-    ChirpInterval(Duration),
+    PacketInterval(Duration),
     /// Frames per second: frame `f` starts at `f / rate` and its `M` slots are spread evenly
-    /// over its period (the same as `ChirpInterval(1 / (rate * M))`).
-    CpiRate(f64),
+    /// over its period (the same as `PacketInterval(1 / (rate * M))`).
+    FrameRate(f64),
     /// Every packet is due at once: as fast as the socket takes them.
     Burst,
 }
@@ -116,17 +116,17 @@ pub enum FrameCount {
 }
 
 /// Faults to inject, keyed by the frame's index in the run (0-based, not its wire id) and the
-/// chirp index. A dropped chirp is neither duplicated nor corrupted; a duplicated, corrupted
-/// chirp is sent corrupted twice.
+/// packet index. A dropped packet is neither duplicated nor corrupted; a duplicated, corrupted
+/// packet is sent corrupted twice.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
-    /// Chirps not sent.
+    /// Packets not sent.
     pub drop: BTreeSet<(u64, u32)>,
-    /// Chirps sent twice, back to back in their slot.
+    /// Packets sent twice, back to back in their slot.
     pub duplicate: BTreeSet<(u64, u32)>,
-    /// Frames whose chirps are sent in reverse order (chirp `M-1` in the first slot).
+    /// Frames whose packets are sent in reverse order (packet `M-1` in the first slot).
     pub reorder: BTreeSet<u64>,
-    /// Chirps sent malformed in the given way instead of correctly (see
+    /// Packets sent malformed in the given way instead of correctly (see
     /// [`Malformed::corrupt`]).
     pub malformed: BTreeMap<(u64, u32), Malformed>,
 }
@@ -140,12 +140,12 @@ impl Faults {
             && self.malformed.is_empty()
     }
 
-    /// True when a chirp-level fault names frame `frame`.
+    /// True when a packet-level fault names frame `frame`.
     fn touch(&self, frame: u64) -> bool {
-        let chirps = (frame, 0)..=(frame, u32::MAX);
-        self.drop.range(chirps.clone()).next().is_some()
-            || self.duplicate.range(chirps.clone()).next().is_some()
-            || self.malformed.range(chirps).next().is_some()
+        let packets = (frame, 0)..=(frame, u32::MAX);
+        self.drop.range(packets.clone()).next().is_some()
+            || self.duplicate.range(packets.clone()).next().is_some()
+            || self.malformed.range(packets).next().is_some()
     }
 }
 
@@ -194,7 +194,7 @@ pub struct SendReport {
 
 impl SendReport {
     /// Frames per second achieved.
-    pub fn cpi_per_s(&self) -> f64 {
+    pub fn frames_per_s(&self) -> f64 {
         self.frames as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
     }
 
@@ -208,14 +208,14 @@ impl SendReport {
     /// One line saying what was sent to `dest` and how well the schedule was kept.
     pub fn summary(&self, dest: std::net::SocketAddr) -> String {
         format!(
-            "sent {} frames, {} packets, {:.1} MB to {dest} in {:.3} s: {:.1} CPI/s, {:.3} Gbit/s, \
+            "sent {} frames, {} packets, {:.1} MB to {dest} in {:.3} s: {:.1} frames/s, {:.3} Gbit/s, \
              max lag {:.1} us, longest oversleep {:.1} us, {} involuntary switches, {} sendmmsg calls, \
              send buffer {} KiB{}",
             self.frames,
             self.packets,
             self.bytes as f64 / 1e6,
             self.elapsed.as_secs_f64(),
-            self.cpi_per_s(),
+            self.frames_per_s(),
             self.gbit_per_s(),
             self.max_lag.as_secs_f64() * 1e6,
             self.max_oversleep.as_secs_f64() * 1e6,
@@ -235,7 +235,7 @@ impl SendReport {
             packets: self.packets,
             bytes: self.bytes,
             elapsed_s: self.elapsed.as_secs_f64(),
-            cpi_per_s: self.cpi_per_s(),
+            frames_per_s: self.frames_per_s(),
             max_lag_ms: ms(self.max_lag),
             max_oversleep_ms: ms(self.max_oversleep),
             involuntary_switches: self.involuntary_switches,
@@ -258,8 +258,10 @@ impl SendReport {
 impl std::fmt::Display for Pacing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Pacing::ChirpInterval(d) => write!(f, "a chirp every {:.3} us", d.as_secs_f64() * 1e6),
-            Pacing::CpiRate(rate) => write!(f, "{rate} CPI/s"),
+            Pacing::PacketInterval(d) => {
+                write!(f, "a packet every {:.3} us", d.as_secs_f64() * 1e6)
+            }
+            Pacing::FrameRate(rate) => write!(f, "{rate} frames/s"),
             Pacing::Burst => f.write_str("burst"),
         }
     }
@@ -281,12 +283,12 @@ pub enum SendError {
     #[error("the sender needs at least one prepared frame")]
     NoFrames,
     /// The shape has a zero dimension.
-    #[error("invalid wire shape {samples}x{chirps}: both dimensions must be at least 1")]
+    #[error("invalid wire shape {elements}x{packets}: both dimensions must be at least 1")]
     Shape {
-        /// Samples per chirp.
-        samples: u32,
-        /// Chirps per frame.
-        chirps: u32,
+        /// Elements per packet.
+        elements: u32,
+        /// Packets per frame.
+        packets: u32,
     },
     /// A packet would not fit in one UDP datagram.
     #[error(
@@ -303,23 +305,23 @@ pub enum SendError {
         index: usize,
         /// Its length.
         len: usize,
-        /// `samples * chirps * 4`.
+        /// `elements * packets * element_bytes`.
         expected: usize,
     },
-    /// The CPI rate is not a positive finite number.
-    #[error("invalid CPI rate {0}: must be finite and greater than 0")]
+    /// The frame rate is not a positive finite number.
+    #[error("invalid frame rate {0}: must be finite and greater than 0")]
     Rate(f64),
-    /// A fault names a chirp the frames do not have.
-    #[error("{fault} fault on frame {frame} chirp {chirp}: frames have chirps 0..{chirps}")]
+    /// A fault names a packet the frames do not have.
+    #[error("{fault} fault on frame {frame} packet {packet}: frames have packets 0..{packets}")]
     FaultOutOfRange {
         /// Which kind of fault.
         fault: &'static str,
         /// The frame index.
         frame: u64,
-        /// The chirp index.
-        chirp: u32,
-        /// Chirps per frame.
-        chirps: u32,
+        /// The packet index.
+        packet: u32,
+        /// Packets per frame.
+        packets: u32,
     },
     /// The destination's port is 0.
     #[error("destination {0} has port 0")]
@@ -359,7 +361,7 @@ pub fn monotonic_ns() -> u64 {
         + u64::try_from(ts.tv_nsec()).unwrap_or(0)
 }
 
-/// Sends `frames` (each a prepared frame's chirp-major payload bytes) to `config.dest` on
+/// Sends `frames` (each a prepared frame's row-major payload bytes) to `config.dest` on
 /// `config`'s schedule until the run's frames are sent or `stop` is set (checked before every
 /// batch and at least every 10 ms while waiting).
 ///
@@ -380,7 +382,7 @@ pub fn send(
     let reserve = match (config.frames, clock) {
         (FrameCount::Frames(n), _) => n,
         (FrameCount::Duration(d), Clock::Interval { slot_ns }) => {
-            let period_ns = slot_ns * f64::from(config.shape.chirps);
+            let period_ns = slot_ns * f64::from(config.shape.packets);
             (d.as_nanos() as f64 / period_ns.max(1.0)) as u64 + 1
         }
         (FrameCount::Duration(_), Clock::Burst) => 1 << 16,
@@ -470,7 +472,7 @@ pub fn send(
         report.max_lag = Duration::ZERO;
     }
     // Bring the cursor to the next packet it would send, so that a frame whose remaining
-    // chirps were all dropped counts as sent.
+    // packets were all dropped counts as sent.
     let more = cursor.peek(end.saturating_sub(start)).is_some();
     report.stopped &= more;
     report.frames = cursor.frames_done();
@@ -500,7 +502,7 @@ impl Clock {
 
 impl SenderConfig {
     /// Checks everything [`send`] checks except the prepared frames: a nonzero shape whose
-    /// packets fit a UDP datagram, a destination port, a valid rate, and faults naming chirps
+    /// packets fit a UDP datagram, a destination port, a valid rate, and faults naming packets
     /// the frames have. Lets a caller refuse a bad configuration before preparing frames.
     pub fn check(&self) -> Result<(), SendError> {
         self.clock().map(drop)
@@ -509,10 +511,10 @@ impl SenderConfig {
     /// Checks the configuration; returns the schedule.
     fn clock(&self) -> Result<Clock, SendError> {
         let shape = self.shape;
-        if shape.samples == 0 || shape.chirps == 0 || shape.sample_bytes == 0 {
+        if shape.elements == 0 || shape.packets == 0 || shape.element_bytes == 0 {
             return Err(SendError::Shape {
-                samples: shape.samples,
-                chirps: shape.chirps,
+                elements: shape.elements,
+                packets: shape.packets,
             });
         }
         if shape.packet_bytes() > MAX_DATAGRAM_BYTES {
@@ -524,33 +526,33 @@ impl SenderConfig {
             return Err(SendError::DestPort(self.dest));
         }
         let faults = &self.faults;
-        let chirp_faults = faults
+        let packet_faults = faults
             .drop
             .iter()
             .map(|k| ("drop", *k))
             .chain(faults.duplicate.iter().map(|k| ("duplicate", *k)))
             .chain(faults.malformed.keys().map(|k| ("malformed", *k)));
-        for (fault, (frame, chirp)) in chirp_faults {
-            if chirp >= shape.chirps {
+        for (fault, (frame, packet)) in packet_faults {
+            if packet >= shape.packets {
                 return Err(SendError::FaultOutOfRange {
                     fault,
                     frame,
-                    chirp,
-                    chirps: shape.chirps,
+                    packet,
+                    packets: shape.packets,
                 });
             }
         }
         Ok(match self.pacing {
             Pacing::Burst => Clock::Burst,
-            Pacing::ChirpInterval(interval) => Clock::Interval {
+            Pacing::PacketInterval(interval) => Clock::Interval {
                 slot_ns: interval.as_nanos() as f64,
             },
-            Pacing::CpiRate(rate) => {
+            Pacing::FrameRate(rate) => {
                 if !(rate.is_finite() && rate > 0.0) {
                     return Err(SendError::Rate(rate));
                 }
                 Clock::Interval {
-                    slot_ns: 1e9 / rate / f64::from(shape.chirps),
+                    slot_ns: 1e9 / rate / f64::from(shape.packets),
                 }
             }
         })

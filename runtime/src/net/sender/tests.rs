@@ -2,10 +2,10 @@ use super::cursor::Planned;
 use super::pacing::TIMER_SLACK;
 use super::*;
 
-fn config(chirps: u32, frames: FrameCount, pacing: Pacing, faults: Faults) -> SenderConfig {
+fn config(packets: u32, frames: FrameCount, pacing: Pacing, faults: Faults) -> SenderConfig {
     SenderConfig {
         dest: "127.0.0.1:9".parse().expect("address"),
-        shape: WireShape::ci16(2, chirps),
+        shape: WireShape::ci16(2, packets),
         pacing,
         frames,
         first_frame_id: u32::MAX - 1,
@@ -26,8 +26,8 @@ fn walk<'a>(frames: &'a [Vec<u8>], config: &'a SenderConfig) -> (Vec<Planned<'a>
     (out, cursor.frames_done())
 }
 
-fn frames(count: u8, chirps: u32) -> Vec<Vec<u8>> {
-    (0..count).map(|f| vec![f; 8 * chirps as usize]).collect()
+fn frames(count: u8, packets: u32) -> Vec<Vec<u8>> {
+    (0..count).map(|f| vec![f; 8 * packets as usize]).collect()
 }
 
 #[test]
@@ -39,7 +39,7 @@ fn plain_run_wraps_ids_and_cycles_frames() {
     assert_eq!(packets.len(), 12);
     let ids: Vec<(u32, u32)> = packets
         .iter()
-        .map(|p| (p.header.frame_id, p.header.chirp_id))
+        .map(|p| (p.header.frame_id, p.header.packet_id))
         .collect();
     assert_eq!(
         ids[..4],
@@ -63,14 +63,14 @@ fn faults_shape_the_packet_sequence() {
     faults.reorder.insert(1);
     faults.malformed.insert((1, 0), Malformed::WrongSize);
     faults.duplicate.insert((1, 0));
-    // Every chirp of frame 2 dropped: the frame sends nothing but still counts.
+    // Every packet of frame 2 dropped: the frame sends nothing but still counts.
     for k in 0..3 {
         faults.drop.insert((2, k));
     }
     let c = config(
         3,
         FrameCount::Frames(4),
-        Pacing::ChirpInterval(Duration::from_nanos(10)),
+        Pacing::PacketInterval(Duration::from_nanos(10)),
         faults,
     );
     let prepared = frames(1, 3);
@@ -78,7 +78,7 @@ fn faults_shape_the_packet_sequence() {
     assert_eq!(done, 4);
     let seq: Vec<(u64, u32, u64, usize)> = packets
         .iter()
-        .map(|p| (p.frame, p.header.chirp_id, p.offset_ns, p.payload.len()))
+        .map(|p| (p.frame, p.header.packet_id, p.offset_ns, p.payload.len()))
         .collect();
     assert_eq!(
         seq,
@@ -102,7 +102,7 @@ fn paced_duration_counts_frames_starting_within_it() {
     let c = config(
         4,
         FrameCount::Duration(Duration::from_millis(5)),
-        Pacing::CpiRate(1000.0),
+        Pacing::FrameRate(1000.0),
         Faults::default(),
     );
     let prepared = frames(1, 4);
@@ -118,7 +118,7 @@ fn invalid_configurations_are_refused() {
     let mut c = config(
         3,
         FrameCount::Frames(1),
-        Pacing::CpiRate(0.0),
+        Pacing::FrameRate(0.0),
         Faults::default(),
     );
     assert!(matches!(validate(&f, &c), Err(SendError::Rate(_))));
@@ -133,19 +133,19 @@ fn invalid_configurations_are_refused() {
         validate(&f, &c),
         Err(SendError::FaultOutOfRange {
             fault: "duplicate",
-            chirp: 3,
+            packet: 3,
             ..
         })
     ));
     c.faults = Faults::default();
-    c.shape.samples = 20_000;
+    c.shape.elements = 20_000;
     assert!(matches!(
         validate(&f, &c),
         Err(SendError::PacketTooLarge { .. })
     ));
-    c.shape.samples = 0;
+    c.shape.elements = 0;
     assert!(matches!(validate(&f, &c), Err(SendError::Shape { .. })));
-    c.shape.samples = 2;
+    c.shape.elements = 2;
     c.dest.set_port(0);
     assert!(matches!(validate(&f, &c), Err(SendError::DestPort(_))));
 }
@@ -184,14 +184,14 @@ fn packets_reach_an_ipv4_or_ipv6_destination_whole() {
             let (len, _) = receiver.recv_from(&mut buf).expect("a packet");
             assert_eq!(len, HEADER_BYTES + 8, "{bind}");
             let header = crate::net::wire::classify(
-                crate::net::wire::ChirpHeader::read_from(&buf[..len]),
+                crate::net::wire::PacketHeader::read_from(&buf[..len]),
                 len,
                 false,
                 c.shape,
             )
             .expect("a well-formed packet");
             assert_eq!(
-                (header.frame_id, header.chirp_id),
+                (header.frame_id, header.packet_id),
                 (7 + n / 4, n % 4),
                 "{bind}"
             );
@@ -228,12 +228,12 @@ fn a_send_is_recorded_printed_and_timed() {
         stopped: false,
     };
     let file = report.file(-5);
-    assert_eq!((file.frames, file.nice, file.cpi_per_s), (2, -5, 100.0));
+    assert_eq!((file.frames, file.nice, file.frames_per_s), (2, -5, 100.0));
     assert_eq!((file.max_lag_ms, file.max_oversleep_ms), (1.5, 0.25));
     let line = report.summary("127.0.0.1:9000".parse().unwrap());
     assert!(
         line.starts_with(
-            "sent 2 frames, 256 packets, 1.0 MB to 127.0.0.1:9000 in 0.020 s: 100.0 CPI/s"
+            "sent 2 frames, 256 packets, 1.0 MB to 127.0.0.1:9000 in 0.020 s: 100.0 frames/s"
         ) && line.ends_with("4 sendmmsg calls, send buffer 8192 KiB"),
         "{line}"
     );
@@ -243,10 +243,10 @@ fn a_send_is_recorded_printed_and_timed() {
         String::from_utf8(csv).unwrap(),
         "frame_id,first_ns,last_ns\n7,100,200\n8,300,400\n"
     );
-    assert_eq!(Pacing::CpiRate(250.5).to_string(), "250.5 CPI/s");
+    assert_eq!(Pacing::FrameRate(250.5).to_string(), "250.5 frames/s");
     assert_eq!(
-        Pacing::ChirpInterval(Duration::from_micros(50)).to_string(),
-        "a chirp every 50.000 us"
+        Pacing::PacketInterval(Duration::from_micros(50)).to_string(),
+        "a packet every 50.000 us"
     );
     assert_eq!(FrameCount::Frames(9).to_string(), "9 frames");
     assert_eq!(

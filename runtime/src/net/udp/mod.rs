@@ -1,8 +1,8 @@
-//! The UDP chirp receiver: a [`Source`] that assembles frames from one-chirp packets, and
+//! The UDP packet receiver: a [`Source`] that assembles frames from packets of one row each, and
 //! survives whatever else arrives.
 //!
 //! Packets arrive in batches ([`socket`]: `recvmmsg`, with each sender's address). Each
-//! payload is received straight into the place predicted for it, so in-order chirps cost no
+//! payload is received straight into the place predicted for it, so in-order packets cost no
 //! copy (`receiver`). Every datagram is counted once, under exactly one name
 //! ([`IngestCounters`]): malformed by class ([`wire::classify`]), `foreign` (another source
 //! than the stream's), `unexpected` (outside the expected frame ids), `out_of_window` (too far
@@ -11,7 +11,7 @@
 //!
 //! What may build a frame (`stream`, `stash`):
 //! - **One source.** The stream locks to the first sender that opens a frame (or, with
-//!   [`UdpConfig::allow_from`], to an allowed one); chirps of two sources never share a frame.
+//!   [`UdpConfig::allow_from`], to an allowed one); packets of two sources never share a frame.
 //!   The lock is confirmed once that sender has stored a frame's worth of packets (at most
 //!   64); until then another sender proving a stream with as many packets in order takes it
 //!   over, so a few early packets never take the stream.
@@ -23,7 +23,7 @@
 //!
 //! Frames are opened without waiting for a slot: a frame that finds none is dropped whole
 //! (counted, with its packets), so a sender faster than the pipeline shows as drops, never as a
-//! wedge or unbounded memory. A frame is finished when its last chirp arrives, or as partial
+//! wedge or unbounded memory. A frame is finished when its last packet arrives, or as partial
 //! when no packet of it arrived for the frame timeout, or once the stream has opened two newer
 //! frames. Frames are delivered in the order they began, so a frame missing packets would
 //! hold back the slots of all after it: when a new frame finds no slot and an older one is
@@ -70,7 +70,7 @@ pub fn window(capacity: usize) -> u64 {
 pub struct UdpConfig {
     /// The address to bind.
     pub bind: SocketAddr,
-    /// The packets' shape: the configured CPI.
+    /// The packets' shape: the configured wire shape.
     pub shape: WireShape,
     /// Frames expected: wire ids `first_frame_id .. first_frame_id + frames`; the receiver
     /// stops once each is complete, partial, dropped or passed over. `None`: until idle or
@@ -131,7 +131,7 @@ pub struct IngestCounters {
     pub malformed: [u64; 4],
     /// Packets from a source other than the stream's (or not allowed).
     pub foreign: u64,
-    /// Packets of a chirp already present.
+    /// Packets of a row already stored.
     pub duplicates: u64,
     /// Packets of a frame already ended or passed over.
     pub late: u64,
@@ -143,9 +143,9 @@ pub struct IngestCounters {
     pub dropped_packets: u64,
     /// Frames dropped whole for want of a free slot.
     pub dropped_frames: u64,
-    /// Frames ended with every chirp.
+    /// Frames ended with every packet.
     pub complete_frames: u64,
-    /// Frames ended with chirps missing.
+    /// Frames ended with packets missing.
     pub partial_frames: u64,
     /// Frames the stream passed over with none of their packets stored.
     pub missed_frames: u64,
@@ -263,26 +263,26 @@ pub enum UdpError {
         /// The OS error.
         cause: io::Error,
     },
-    /// The graph's source buffer does not hold one chirp per packet of this shape.
+    /// The graph's source buffer does not hold one packet's payload per row of this shape.
     #[error(
-        "the graph's source takes {got} bytes per packet, but a {samples}-sample chirp has {want}"
+        "the graph's source takes {got} bytes per packet, but a {elements}-element packet has {want}"
     )]
     Shape {
         /// Bytes per packet place in the source tensor.
         got: usize,
-        /// Payload bytes of the configured chirp.
+        /// Payload bytes of the configured packet.
         want: usize,
-        /// Samples per chirp.
-        samples: u32,
+        /// Elements per packet.
+        elements: u32,
     },
-    /// One chirp does not fit in a UDP datagram.
+    /// One packet does not fit in a UDP datagram.
     #[error(
-        "a {samples}-sample chirp makes {bytes}-byte packets, more than a UDP datagram carries ({MAX_DATAGRAM_BYTES}); use at most {} samples per chirp",
+        "a {elements}-element packet makes {bytes}-byte packets, more than a UDP datagram carries ({MAX_DATAGRAM_BYTES}); use at most {} elements per packet",
         (MAX_DATAGRAM_BYTES - wire::HEADER_BYTES) / 4
     )]
     TooLarge {
-        /// Samples per chirp.
-        samples: u32,
+        /// Elements per packet.
+        elements: u32,
         /// Bytes per packet.
         bytes: usize,
     },
@@ -366,11 +366,11 @@ pub struct UdpSource {
 }
 
 impl UdpSource {
-    /// Checks that a chirp fits a datagram, binds the socket and sizes its receive buffer.
+    /// Checks that a packet fits a datagram, binds the socket and sizes its receive buffer.
     pub fn bind(config: UdpConfig) -> Result<Self, UdpError> {
         if config.shape.packet_bytes() > MAX_DATAGRAM_BYTES {
             return Err(UdpError::TooLarge {
-                samples: config.shape.samples,
+                elements: config.shape.elements,
                 bytes: config.shape.packet_bytes(),
             });
         }
@@ -427,7 +427,7 @@ impl UdpSource {
                 UdpError::Shape {
                     got: packet_place_bytes,
                     want: shape.payload_bytes(),
-                    samples: shape.samples,
+                    elements: shape.elements,
                 }
                 .to_string(),
             ));

@@ -1,7 +1,7 @@
 //! The receive loop: batches of datagrams judged, placed into frames, and frames ended.
 //!
 //! Each message's payload is received straight into the place predicted for it (the next
-//! absent chirp of the frame the last packet went to), so in-order chirps cost no copy; a
+//! absent packet of the frame the last packet went to), so in-order packets cost no copy; a
 //! mispredicted payload is copied once into its real place. A batch is handled in three
 //! passes so that no payload is overwritten before it is moved: judge every packet and find
 //! its target, move every mispredicted payload out to scratch, then copy into place and mark
@@ -17,9 +17,9 @@ use super::stash::{Held, Offer, Stash};
 use super::stream::{Admit, StreamState};
 use super::{Assembly, IngestCounters, UdpConfig};
 use crate::executor::{BeginError, PacketStatus, SourceError};
-use crate::net::wire::{self, ChirpHeader, HEADER_BYTES, Malformed};
+use crate::net::wire::{self, HEADER_BYTES, Malformed, PacketHeader};
 
-/// Frames assembled at once: a frame ends (as partial, if it still misses chirps) once the
+/// Frames assembled at once: a frame ends (as partial, if it still misses packets) once the
 /// stream has opened this many newer ones. Two allow packets of consecutive frames to
 /// interleave, while a lossy frame gives its slot back as soon as the stream has moved two
 /// frames on, whether or not those frames are still open.
@@ -94,7 +94,7 @@ impl<'c, F> Receiver<'c, F> {
     ) -> Self {
         let batch = config.batch.max(1);
         let payload = config.shape.payload_bytes();
-        let corroboration = u64::from(config.shape.chirps).clamp(2, MAX_CORROBORATION);
+        let corroboration = u64::from(config.shape.packets).clamp(2, MAX_CORROBORATION);
         Self {
             config,
             counters,
@@ -219,7 +219,7 @@ impl<'c, F> Receiver<'c, F> {
     }
 
     /// Packets the stream took as its own so far: stored, dropped with their frame for want
-    /// of a slot, late for a frame already ended, or duplicates of a stored chirp.
+    /// of a slot, late for a frame already ended, or duplicates of a stored packet.
     fn stream_packets(&self) -> u64 {
         let c = &self.counters;
         c.accepted + c.dropped_packets + c.late + c.duplicates
@@ -248,7 +248,7 @@ impl<'c, F> Receiver<'c, F> {
         else {
             return;
         };
-        let packets = u64::from(self.config.shape.chirps);
+        let packets = u64::from(self.config.shape.packets);
         let mut next = last + 1;
         let mut i = 0;
         while i < batch && next < packets {
@@ -303,7 +303,7 @@ impl<'c, F> Receiver<'c, F> {
         let m = self.messages[i];
         self.counters.packets += 1;
         self.counters.bytes += m.len as u64;
-        let header = ChirpHeader::read_from(&self.headers[i][..m.len.min(HEADER_BYTES)]);
+        let header = PacketHeader::read_from(&self.headers[i][..m.len.min(HEADER_BYTES)]);
         let header = match wire::classify(header, m.len, m.truncated, self.config.shape) {
             Ok(h) => h,
             Err(class) => {
@@ -313,10 +313,10 @@ impl<'c, F> Receiver<'c, F> {
         };
         let source = m.source.unwrap_or(UNKNOWN_SOURCE);
         let run_id = u64::from(header.frame_id.wrapping_sub(self.config.first_frame_id));
-        let chirp = header.chirp_id;
-        let index = u64::from(chirp);
+        let packet = header.packet_id;
+        let index = u64::from(packet);
         if !self.stream.is_stream_source(source) {
-            match self.stream.admit(source, run_id, chirp) {
+            match self.stream.admit(source, run_id, packet) {
                 Some(_) => {
                     self.counters.foreign += 1;
                     return;
@@ -344,7 +344,7 @@ impl<'c, F> Receiver<'c, F> {
             self.counters.unexpected += 1;
             return;
         }
-        let admit = match self.stream.admit(source, run_id, chirp) {
+        let admit = match self.stream.admit(source, run_id, packet) {
             Some(admit) => admit,
             None => {
                 // The stream jumped: the packet that proved it is counted as the run of
@@ -364,7 +364,7 @@ impl<'c, F> Receiver<'c, F> {
                     self.counters.late += 1;
                 }
             }
-            Admit::Open => self.open_or_hold(store, i, source, run_id, chirp, now),
+            Admit::Open => self.open_or_hold(store, i, source, run_id, packet, now),
         }
     }
 
@@ -446,11 +446,11 @@ impl<'c, F> Receiver<'c, F> {
 
     /// The end of [`Self::absorb`]: ends the frames that are done.
     fn end_done<A: Assembly<Frame = F>>(&mut self, store: &mut A) {
-        // Frames with every chirp end now, and frames of a stream that moved on; a frame the
+        // Frames with every packet end now, and frames of a stream that moved on; a frame the
         // stream has opened MAX_OPEN newer frames past is given up on. Frames are delivered
         // in the order they began, so a lossy frame kept open would hold back every slot
         // after it.
-        let packets = u64::from(self.config.shape.chirps);
+        let packets = u64::from(self.config.shape.packets);
         let head = self.stream.head();
         let mut k = 0;
         while k < self.open.len() {
@@ -526,7 +526,7 @@ impl<'c, F> Receiver<'c, F> {
     }
 
     /// A packet that may open its frame: held as the frame's first, or, with a held packet of
-    /// another chirp beside it, the frame opens and both are placed. Frames of one chirp open
+    /// another packet beside it, the frame opens and both are placed. Frames of one packet open
     /// at once.
     fn open_or_hold<A: Assembly<Frame = F>>(
         &mut self,
@@ -534,11 +534,11 @@ impl<'c, F> Receiver<'c, F> {
         i: usize,
         source: SocketAddr,
         run_id: u64,
-        chirp: u32,
+        packet: u32,
         now: Instant,
     ) {
-        if self.config.shape.chirps > 1 {
-            match self.stash.offer(source, run_id, chirp, i, now) {
+        if self.config.shape.packets > 1 {
+            match self.stash.offer(source, run_id, packet, i, now) {
                 Offer::Held { evicted, .. } => {
                     self.counters.stray += u64::from(evicted);
                     return;
@@ -574,19 +574,19 @@ impl<'c, F> Receiver<'c, F> {
                     doomed: false,
                 });
                 let k = self.open.len() - 1;
-                for &(entry, held_chirp, held) in &self.taken {
+                for &(entry, held_packet, held) in &self.taken {
                     match held {
                         Held::InBatch(j) => {
-                            self.landings[j].target = Some((k, u64::from(held_chirp)))
+                            self.landings[j].target = Some((k, u64::from(held_packet)))
                         }
                         Held::Copied => self.replays.push(Replay {
                             entry,
                             open: k,
-                            index: u64::from(held_chirp),
+                            index: u64::from(held_packet),
                         }),
                     }
                 }
-                self.landings[i].target = Some((k, u64::from(chirp)));
+                self.landings[i].target = Some((k, u64::from(packet)));
             }
             Err(_) => {
                 self.counters.dropped_frames += 1;

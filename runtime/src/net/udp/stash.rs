@@ -47,9 +47,9 @@ pub enum Offer {
         /// Whether an older packet was pushed out.
         evicted: bool,
     },
-    /// A packet of the same source, frame and chirp is already held.
+    /// A packet of the same source, frame and packet is already held.
     Duplicate,
-    /// A packet of another chirp of the same frame and source is held: the frame is confirmed.
+    /// A packet of another packet of the same frame and source is held: the frame is confirmed.
     Confirms,
 }
 
@@ -74,7 +74,7 @@ impl Stash {
         &mut self,
         source: SocketAddr,
         frame: u64,
-        chirp: u32,
+        packet: u32,
         message: usize,
         now: Instant,
     ) -> Offer {
@@ -84,7 +84,7 @@ impl Stash {
                 && s == source
                 && f == frame
             {
-                if c == chirp {
+                if c == packet {
                     return Offer::Duplicate;
                 }
                 confirms = true;
@@ -103,13 +103,13 @@ impl Stash {
             }
         };
         let e = &mut self.entries[index];
-        e.key = Some((source, frame, chirp));
+        e.key = Some((source, frame, packet));
         e.since = now;
         e.held = Held::InBatch(message);
         Offer::Held { index, evicted }
     }
 
-    /// Takes every packet held for `frame` of `source`: `(entry, chirp, where its payload is)`.
+    /// Takes every packet held for `frame` of `source`: `(entry, packet, where its payload is)`.
     /// The entries are free for new packets at once; a [`Held::Copied`] payload stays readable
     /// through [`Stash::payload`] until [`Stash::settle`] copies the next batch's packets in.
     pub fn take(&mut self, source: SocketAddr, frame: u64, out: &mut Vec<(usize, u32, Held)>) {

@@ -1,10 +1,10 @@
 //! Which well-formed packets may build frames: the source filter and lock, the frame window,
-//! and following a sender that restarts. Pure bookkeeping over `(source, frame, chirp)`: no
+//! and following a sender that restarts. Pure bookkeeping over `(source, frame, packet)`: no
 //! sockets, no buffers, no clock.
 //!
 //! Guarantees:
 //! - Only one source feeds the stream at a time (the *lock*): packets of every other source
-//!   are [`Admit::Foreign`], so chirps of two senders are never assembled into one frame.
+//!   are [`Admit::Foreign`], so packets of two senders are never assembled into one frame.
 //!   The first (allowed) sender to open a frame holds the lock *provisionally*; it is
 //!   *confirmed* once that sender has stored [`StreamState::corroboration`] packets (a frame's
 //!   worth, the evidence a restart needs). Until then another sender whose packets make such
@@ -109,13 +109,13 @@ pub enum Admit {
     Late,
 }
 
-/// A run of packets of one source, each of the same frame as the one before (another chirp:
-/// chirps may come reordered) or of the next, that may prove a stream the window refuses.
+/// A run of packets of one source, each of the same frame as the one before (another packet:
+/// packets may come reordered) or of the next, that may prove a stream the window refuses.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
     source: SocketAddr,
     frame: u64,
-    chirp: u32,
+    packet: u32,
     count: u64,
 }
 
@@ -212,21 +212,21 @@ impl StreamState {
     /// Judges a packet of `frame` from `source` whose frame is not open; `None` means the
     /// packet corroborated a jump or a new source, and the stream now follows it: the caller
     /// ends its open frames (they are the old stream's) and asks again.
-    pub fn admit(&mut self, source: SocketAddr, frame: u64, chirp: u32) -> Option<Admit> {
+    pub fn admit(&mut self, source: SocketAddr, frame: u64, packet: u32) -> Option<Admit> {
         if !self.is_stream_source(source) {
             self.count_foreign(source);
             // A provisional lock gives way to any allowed source with the evidence; a
             // confirmed one only to a source the user allowed by name.
             let may_take_over =
                 self.allowed(source) && (!self.allow.is_empty() || !self.confirmed());
-            if may_take_over && self.corroborates(source, frame, chirp) {
+            if may_take_over && self.corroborates(source, frame, packet) {
                 self.follow(source, frame);
                 return None;
             }
             return Some(Admit::Foreign);
         }
         if frame >= self.head.saturating_add(self.window) {
-            if self.corroborates(source, frame, chirp) {
+            if self.corroborates(source, frame, packet) {
                 self.follow(source, frame);
                 return None;
             }
@@ -262,20 +262,20 @@ impl StreamState {
     }
 
     /// Whether the packet extends the candidate run to the corroboration count.
-    fn corroborates(&mut self, source: SocketAddr, frame: u64, chirp: u32) -> bool {
+    fn corroborates(&mut self, source: SocketAddr, frame: u64, packet: u32) -> bool {
         let extends = self.candidate.is_some_and(|c| {
-            c.source == source && ((frame == c.frame && chirp != c.chirp) || frame == c.frame + 1)
+            c.source == source && ((frame == c.frame && packet != c.packet) || frame == c.frame + 1)
         });
         let count = match self.candidate {
             Some(c) if extends => c.count + 1,
             // A repeat of the last packet (a duplicate) neither extends nor breaks the run.
-            Some(c) if c.source == source && c.frame == frame && c.chirp == chirp => c.count,
+            Some(c) if c.source == source && c.frame == frame && c.packet == packet => c.count,
             _ => 1,
         };
         self.candidate = Some(Candidate {
             source,
             frame,
-            chirp,
+            packet,
             count,
         });
         count >= self.corroboration
@@ -389,8 +389,8 @@ mod tests {
             "a frame's worth of packets confirms the lock"
         );
         // Another sender never takes a confirmed lock without an allow list, however orderly.
-        for chirp in 0..100 {
-            assert_eq!(s.admit(addr(2), 1, chirp), Some(Admit::Foreign));
+        for packet in 0..100 {
+            assert_eq!(s.admit(addr(2), 1, packet), Some(Admit::Foreign));
         }
         assert_eq!((s.lock(), s.replaced), (Some(addr(1)), None));
         assert_eq!(s.foreign_sources, vec![(addr(2), 102 - 2)]);
@@ -404,8 +404,8 @@ mod tests {
         assert_eq!((s.head(), s.missed_frames), (6, 5));
         // The real sender starts at frame 0: foreign while the stray holds the lock, then
         // followed on the fourth packet in order.
-        for chirp in 0..3 {
-            assert_eq!(s.admit(addr(1), 0, chirp), Some(Admit::Foreign));
+        for packet in 0..3 {
+            assert_eq!(s.admit(addr(1), 0, packet), Some(Admit::Foreign));
         }
         assert_eq!(s.admit(addr(1), 0, 3), None);
         assert_eq!(
@@ -417,8 +417,8 @@ mod tests {
         assert_eq!((s.head(), s.missed_frames, s.restarts), (0, 0, 1));
         assert_eq!(s.admit(addr(1), 0, 4), Some(Admit::Open));
         // Confirmed now: the stray cannot take it back, however orderly.
-        for chirp in 0..10 {
-            assert_eq!(s.admit(addr(7), 1, chirp), Some(Admit::Foreign));
+        for packet in 0..10 {
+            assert_eq!(s.admit(addr(7), 1, packet), Some(Admit::Foreign));
         }
         assert_eq!(s.lock(), Some(addr(1)));
     }
@@ -428,8 +428,8 @@ mod tests {
         let mut s = StreamState::new(Vec::new(), 8, 4);
         s.opened(addr(1), 0, 2);
         // Interleaved: the stream's own packets reset the other's run each time.
-        for chirp in 0..20 {
-            assert_eq!(s.admit(addr(2), 0, chirp), Some(Admit::Foreign));
+        for packet in 0..20 {
+            assert_eq!(s.admit(addr(2), 0, packet), Some(Admit::Foreign));
             s.delivered();
         }
         assert_eq!((s.lock(), s.restarts), (Some(addr(1)), 0));
@@ -454,8 +454,8 @@ mod tests {
     fn a_jump_is_followed_once_corroborated_and_its_gap_counted() {
         let mut s = StreamState::new(Vec::new(), 8, 4);
         s.opened(addr(1), 0, 4);
-        for chirp in 0..3 {
-            assert_eq!(s.admit(addr(1), 500, chirp), Some(Admit::OutOfWindow));
+        for packet in 0..3 {
+            assert_eq!(s.admit(addr(1), 500, packet), Some(Admit::OutOfWindow));
         }
         assert_eq!(
             s.admit(addr(1), 500, 3),
@@ -491,15 +491,15 @@ mod tests {
         assert_eq!(s.admit(addr(9), 0, 0), Some(Admit::Open));
         s.opened(addr(9), 0, 4);
         let stranger: SocketAddr = "127.0.0.2:9".parse().unwrap();
-        for chirp in 0..10 {
+        for packet in 0..10 {
             assert_eq!(
-                s.admit(stranger, 1, chirp),
+                s.admit(stranger, 1, packet),
                 Some(Admit::Foreign),
                 "not allowed"
             );
         }
-        for chirp in 0..3 {
-            assert_eq!(s.admit(addr(10), 0, chirp), Some(Admit::Foreign));
+        for packet in 0..3 {
+            assert_eq!(s.admit(addr(10), 0, packet), Some(Admit::Foreign));
         }
         assert_eq!(s.admit(addr(10), 0, 3), None);
         assert_eq!(s.lock(), Some(addr(10)));

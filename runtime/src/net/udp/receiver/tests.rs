@@ -15,24 +15,24 @@ fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// A chirp's payload that names its sender, frame and chirp.
-fn payload(tag: u8, frame: u32, chirp: u32) -> [u8; PAYLOAD] {
+/// A packet's payload that names its sender, frame and packet.
+fn payload(tag: u8, frame: u32, packet: u32) -> [u8; PAYLOAD] {
     let mut p = [0u8; PAYLOAD];
     p[0] = tag;
     p[1..5].copy_from_slice(&frame.to_le_bytes());
-    p[5..9].copy_from_slice(&chirp.to_le_bytes());
+    p[5..9].copy_from_slice(&packet.to_le_bytes());
     p
 }
 
-fn packet(tag: u8, frame: u32, chirp: u32) -> Vec<u8> {
-    let header = ChirpHeader {
+fn packet(tag: u8, frame: u32, packet: u32) -> Vec<u8> {
+    let header = PacketHeader {
         frame_id: frame,
-        chirp_id: chirp,
+        packet_id: packet,
         channel_id: 0,
-        n_samples: SHAPE.samples,
+        n_elements: SHAPE.elements,
     };
     let mut out = vec![0; SHAPE.packet_bytes()];
-    wire::encode(&header, &payload(tag, frame, chirp), &mut out);
+    wire::encode(&header, &payload(tag, frame, packet), &mut out);
     out
 }
 
@@ -66,7 +66,7 @@ impl Datagrams for Script {
     }
 }
 
-/// Frames in plain memory; every ended frame is recorded with its present chirps. Slots
+/// Frames in plain memory; every ended frame is recorded with its present packets. Slots
 /// return in the order frames began, as the executor delivers them: a frame that ended
 /// keeps its slot until every frame begun before it has ended.
 struct Recorder {
@@ -79,9 +79,9 @@ struct Recorder {
 
 impl Recorder {
     fn new(capacity: usize) -> Self {
-        let chirps = SHAPE.chirps as usize;
+        let packets = SHAPE.packets as usize;
         Self {
-            slots: vec![(vec![0; chirps * PAYLOAD], vec![false; chirps]); capacity],
+            slots: vec![(vec![0; packets * PAYLOAD], vec![false; packets]); capacity],
             free: (0..capacity).rev().collect(),
             begun: VecDeque::new(),
             ended: Vec::new(),
@@ -125,14 +125,14 @@ impl Assembly for Recorder {
     }
     fn finish(&mut self, frame: (usize, u64)) -> bool {
         let (data, present) = &self.slots[frame.0];
-        let chirps: BTreeMap<u64, Vec<u8>> = present
+        let packets: BTreeMap<u64, Vec<u8>> = present
             .iter()
             .enumerate()
             .filter(|(_, p)| **p)
             .map(|(i, _)| (i as u64, data[i * PAYLOAD..(i + 1) * PAYLOAD].to_vec()))
             .collect();
-        let complete = chirps.len() == SHAPE.chirps as usize;
-        self.ended.push((frame.1, complete, chirps));
+        let complete = packets.len() == SHAPE.packets as usize;
+        self.ended.push((frame.1, complete, packets));
         if let Some(b) = self.begun.iter_mut().find(|b| b.0 == frame.0) {
             b.1 = true;
         }
@@ -189,7 +189,7 @@ fn receive_in(
 
 fn stream(tag: u8, source: SocketAddr, frames: std::ops::Range<u32>) -> Vec<(SocketAddr, Vec<u8>)> {
     frames
-        .flat_map(|f| (0..SHAPE.chirps).map(move |c| (source, packet(tag, f, c))))
+        .flat_map(|f| (0..SHAPE.packets).map(move |c| (source, packet(tag, f, c))))
         .collect()
 }
 
@@ -200,10 +200,10 @@ fn complete_ids(store: &Recorder) -> Vec<u64> {
 #[test]
 fn a_lost_packet_costs_only_its_own_frame() {
     // The case: with frames delivered in order, frame 3 kept open for its lost
-    // chirp held back the slots of every frame after it, and those were dropped. Any
-    // chirp may be the lost one, the batch any size, the store as small as two slots.
+    // packet held back the slots of every frame after it, and those were dropped. Any
+    // packet may be the lost one, the batch any size, the store as small as two slots.
     for slots in [2, 4, 16] {
-        for lost in 0..SHAPE.chirps {
+        for lost in 0..SHAPE.packets {
             for per_call in [1, 3, 5] {
                 let packets: Vec<_> = stream(1, addr(1), 0..20)
                     .into_iter()
@@ -211,7 +211,7 @@ fn a_lost_packet_costs_only_its_own_frame() {
                     .collect();
                 let (store, c) = receive_in(&config(Some(20), ""), packets, per_call, slots);
                 let want: Vec<u64> = (0..20).filter(|&f| f != 3).collect();
-                let case = format!("slots {slots}, lost chirp {lost}, batch {per_call}: {c:?}");
+                let case = format!("slots {slots}, lost packet {lost}, batch {per_call}: {c:?}");
                 assert_eq!(complete_ids(&store), want, "{case}");
                 assert_eq!(
                     (c.partial_frames, c.dropped_frames, c.dropped_packets),
@@ -264,7 +264,7 @@ fn a_second_sender_on_an_allowed_host_never_takes_a_live_stream() {
     assert_eq!((c.locked_source, c.restarts), (Some(addr(1)), 0));
     // A burst of fewer packets than a frame's worth, mid-stream, is foreign too.
     packets = stream(1, addr(1), 0..10);
-    let burst: Vec<_> = (0..SHAPE.chirps - 1)
+    let burst: Vec<_> = (0..SHAPE.packets - 1)
         .map(|c| (addr(2), packet(2, 5, c)))
         .collect();
     packets.splice(40..40, burst);
@@ -310,10 +310,10 @@ fn two_senders_at_once_never_splice_and_the_second_is_foreign() {
     let packets: Vec<_> = a.into_iter().zip(b).flat_map(|(x, y)| [x, y]).collect();
     let (store, c) = receive(&config(None, ""), packets, 5);
     assert_eq!(complete_ids(&store), (0..6).collect::<Vec<_>>());
-    for (_, _, chirps) in &store.ended {
+    for (_, _, packets) in &store.ended {
         assert!(
-            chirps.values().all(|p| p[0] == 1),
-            "only the first sender's chirps"
+            packets.values().all(|p| p[0] == 1),
+            "only the first sender's packets"
         );
     }
     // The second sender's first packet came before the lock: held, then a stray.
@@ -419,7 +419,7 @@ proptest! {
             .collect();
         let mut locked = Vec::new();
         for (k, &f) in ids.iter().enumerate() {
-            let mut order: Vec<u32> = (0..SHAPE.chirps).collect();
+            let mut order: Vec<u32> = (0..SHAPE.packets).collect();
             for (i, &j) in shuffles[k % shuffles.len()].iter().enumerate() {
                 order.swap(i, j);
             }
@@ -445,7 +445,7 @@ proptest! {
         // own address not among the restart's first packets (they would only delay it).
         let restart_at = |packets: &[(SocketAddr, Vec<u8>)]| {
             packets.iter().position(|(a, p)| {
-                *a == addr(LOCKED) && ChirpHeader::read_from(p).is_some_and(|h| (JUMP..2 * JUMP).contains(&h.frame_id))
+                *a == addr(LOCKED) && PacketHeader::read_from(p).is_some_and(|h| (JUMP..2 * JUMP).contains(&h.frame_id))
             })
         };
         let mut packets = locked.clone();
@@ -458,7 +458,7 @@ proptest! {
                 Extra::Foreign(f, c) => { foreign += 1; (addr(2), packet(2, f, c)) }
                 Extra::StrayNear(f, c) => { foreign += 1; (addr(3), packet(3, f, c)) }
                 Extra::StrayFar(f, c) => {
-                    if let Some(r) = restart_at(&packets) && at >= r.saturating_sub(1) && at <= r + 3 * SHAPE.chirps as usize {
+                    if let Some(r) = restart_at(&packets) && at >= r.saturating_sub(1) && at <= r + 3 * SHAPE.packets as usize {
                         continue;
                     }
                     (addr(LOCKED), packet(4, f + 2 * JUMP, c))
@@ -476,12 +476,12 @@ proptest! {
         prop_assert_eq!(c.locked_source, Some(addr(LOCKED)));
         let stored: u64 = store.ended.iter().map(|e| e.2.len() as u64).sum();
         prop_assert_eq!(stored, c.accepted);
-        for (frame, _, chirps) in &store.ended {
-            for (&chirp, bytes) in chirps {
+        for (frame, _, packets) in &store.ended {
+            for (&packet, bytes) in packets {
                 prop_assert_eq!(
                     bytes.as_slice(),
-                    &payload(1, *frame as u32, chirp as u32)[..],
-                    "frame {} chirp {}: only the locked sender's own chirp", frame, chirp
+                    &payload(1, *frame as u32, packet as u32)[..],
+                    "frame {} packet {}: only the locked sender's own packet", frame, packet
                 );
             }
         }

@@ -40,23 +40,23 @@ spectrogram() { # the spectrogram on a recording at each sample rate
     local dir=$out/spectrogram
     mkdir -p "$dir"
     for rate in 20e6 5e6; do
-        "$bin" record --graph graphs/spectrogram.yaml --frames 16 --sample-rate "$rate" \
+        "$bin" record --graph workloads/spectrogram/graph.yaml --frames 16 --sample-rate "$rate" \
             --out "$dir/tones-$rate.sigmf-data" >&2
-        sweep "spectrogram/$rate" --graph graphs/spectrogram.yaml \
-            --placements graphs/spectrogram/placements/cpu.yaml \
+        sweep "spectrogram/$rate" --graph workloads/spectrogram/graph.yaml \
+            --placements workloads/spectrogram/placements/cpu.yaml \
             --recording "$dir/tones-$rate.sigmf-data" \
-            --check reference:graphs/spectrogram/placements/cpu.yaml
+            --check reference:workloads/spectrogram/placements/cpu.yaml
     done
 }
 
 for layout in "${layouts[@]}"; do
     case $layout in
-        default) sweep default --placements placements/all-cpu.yaml --cpi "$cpis" --repeat 3 \
+        default) sweep default --placements workloads/radar/placements/all-cpu.yaml --cpi "$cpis" --repeat 3 \
             --bounds ;;
         two-core) sweep two-core --placements bench/placements/all-cpu-two-core.yaml \
             --cpi "$cpis" --repeat 3 --sender-cpus 0 --sut-cpus 0 --bounds ;;
         workers) sweep workers \
-            --placements placements/all-cpu.yaml,bench/placements/all-cpu-2w.yaml \
+            --placements workloads/radar/placements/all-cpu.yaml,bench/placements/all-cpu-2w.yaml \
             --cpi 1024x128 --repeat 3 ;;
         spectrogram) spectrogram ;;
         *) echo "bench/bisect-rate.sh: unknown layout $layout (default, two-core, workers, spectrogram)" >&2

@@ -54,7 +54,7 @@ search() { # NAME SYSTEM CPI ARGS...
     fi
     local args=()
     if [ "$system" = kplace ]; then
-        args=(--placements placements/all-cpu.yaml)
+        args=(--placements workloads/radar/placements/all-cpu.yaml)
     else
         args=(--sut-cmd "$(sut_cmd "$system")" --sut-name "$system")
     fi

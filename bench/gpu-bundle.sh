@@ -55,9 +55,9 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
         continue
     manifest, name = m["manifest_path"], m["target"]["name"]
-    if manifest.endswith("backends/gpu/Cargo.toml") and name != "hostsim":
+    if manifest.endswith("workloads/radar/kernels/gpu/Cargo.toml") and name != "hostsim":
         pkg = "kplace-gpu"
-    elif manifest.endswith("graphs/spectrogram/gpu/Cargo.toml") and name == "gpu":
+    elif manifest.endswith("workloads/spectrogram/gpu/Cargo.toml") and name == "gpu":
         pkg = "kplace-spectrogram"
     elif manifest.endswith("cli/Cargo.toml") and name in ("devices", "gpu_sharing", "hog"):
         pkg = "kplace"

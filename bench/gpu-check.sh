@@ -229,7 +229,7 @@ replay_run() {
     local base=replay/$p-$cpi-$scene
     [ "$scene" = high-snr ] && snr=(--high-snr)
     start=$(now)
-    bounded -k 5 40 "$GC_KPLACE" run --placement "placements/$p.yaml" --cpi "$cpi" "${snr[@]}" \
+    bounded -k 5 40 "$GC_KPLACE" run --placement "workloads/radar/placements/$p.yaml" --cpi "$cpi" "${snr[@]}" \
         --frames "$frames" --warmup-frames "$warmup" --scene-frames "$scene_frames" \
         --profile-gpu --detections "$GC_SCRATCH/$base.txt" --report "$GC_SCRATCH/$base.json" \
         > "$GC_SCRATCH/$base.log" 2>&1
@@ -272,17 +272,17 @@ step_replay() {
     spectrogram_run
 }
 
-# The spectrogram (graphs/spectrogram.yaml) on its CUDA library, replaying a synthesized
+# The spectrogram (workloads/spectrogram/graph.yaml) on its CUDA library, replaying a synthesized
 # recording, every frame's spectrum checked against the C library's (a run that fails the check
 # exits 1).
 spectrogram_run() {
     local base=replay/spectrogram-gpu-1024x128 rc start
     start=$SECONDS
-    bounded 30 "$GC_KPLACE" record --graph graphs/spectrogram.yaml --frames 8 \
+    bounded 30 "$GC_KPLACE" record --graph workloads/spectrogram/graph.yaml --frames 8 \
         --out "$GC_SCRATCH/replay/tones.sigmf-data" > "$GC_SCRATCH/$base.log" 2>&1
-    bounded -k 5 40 "$GC_KPLACE" run --graph graphs/spectrogram.yaml \
-        --placement graphs/spectrogram/placements/gpu.yaml --recording "$GC_SCRATCH/replay/tones.sigmf-data" \
-        --check reference:graphs/spectrogram/placements/cpu.yaml --frames 200 --warmup-frames 40 \
+    bounded -k 5 40 "$GC_KPLACE" run --graph workloads/spectrogram/graph.yaml \
+        --placement workloads/spectrogram/placements/gpu.yaml --recording "$GC_SCRATCH/replay/tones.sigmf-data" \
+        --check reference:workloads/spectrogram/placements/cpu.yaml --frames 200 --warmup-frames 40 \
         --profile-gpu --report "$GC_SCRATCH/$base.json" >> "$GC_SCRATCH/$base.log" 2>&1
     rc=$?
     jsonl "$GC_SCRATCH/results/replay.jsonl" "placement=$(str spectrogram-gpu)" "cpi=$(str 1024x128)" \
@@ -338,7 +338,7 @@ step_streams() {
         # the sender paces on one core.
         case $cpi in 1024x128) rate=400 ;; *) rate=30 ;; esac
         for p in all-gpu hybrid; do
-            rc=$(stream_case "streams/$p-$cpi" "$cpi" "$rate" 2 --placement "placements/$p.yaml")
+            rc=$(stream_case "streams/$p-$cpi" "$cpi" "$rate" 2 --placement "workloads/radar/placements/$p.yaml")
             jsonl "$GC_SCRATCH/results/streams.jsonl" "placement=$(str "$p")" "cpi=$(str "$cpi")" \
                 "rate=$rate" "rc=$rc" "base=$(str "streams/$p-$cpi")"
             log "stream $p $cpi at $rate CPI/s: rc $rc"
@@ -378,7 +378,7 @@ step_tune() {
 step_bisect() {
     mkdir -p "$GC_SCRATCH/bisect"
     bounded -s INT -k 10 180 "$GC_KPLACE" bisect-rate --cpi 1024x128 \
-        --placements placements/all-gpu.yaml,placements/all-cpu.yaml \
+        --placements workloads/radar/placements/all-gpu.yaml,workloads/radar/placements/all-cpu.yaml \
         --goals robust:0.01:0.5:3 --window-s 1 --initial-window-s 0.25 --max-trials 40 \
         --out "$GC_SCRATCH/bisect" > "$GC_SCRATCH/bisect/table.md" 2> "$GC_SCRATCH/logs/bisect.txt"
 }
@@ -388,7 +388,7 @@ step_bisect() {
 step_share() {
     mkdir -p "$GC_SCRATCH/share"
     local rc hog mpsdir
-    rc=$(stream_case share/alone 2048x256 150 2 --placement placements/all-gpu.yaml)
+    rc=$(stream_case share/alone 2048x256 150 2 --placement workloads/radar/placements/all-gpu.yaml)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="alone"' 'pipelines=1' "rc=$rc" 'base="share/alone"'
     # timeout itself, not the `bounded` function, in the background: `$!` must be the process
     # that relays the TERM to the hog (a subshell running the function would die alone and
@@ -397,7 +397,7 @@ step_share() {
         > "$GC_SCRATCH/share/hog.jsonl" 2>&1 &
     hog=$!
     sleep 2
-    rc=$(stream_case share/hog 2048x256 150 2 --placement placements/all-gpu.yaml)
+    rc=$(stream_case share/hog 2048x256 150 2 --placement workloads/radar/placements/all-gpu.yaml)
     kill -TERM "$hog" 2> /dev/null
     wait "$hog" 2> /dev/null
     if pgrep -f "hog gpu --size 4096" > /dev/null; then
@@ -406,7 +406,7 @@ step_share() {
     fi
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="beside the GPU hog"' 'pipelines=1' "rc=$rc" \
         'base="share/hog"' 'hog="share/hog.jsonl"' 'measurement=true'
-    rc=$(stream_case share/mps-off 2048x256 150 2 --placement placements/all-gpu.yaml \
+    rc=$(stream_case share/mps-off 2048x256 150 2 --placement workloads/radar/placements/all-gpu.yaml \
         --pipelines 2 --pipeline-mode process)
     jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS off"' 'pipelines=2' "rc=$rc" 'base="share/mps-off"'
     # The preflight put the driver's tools on PATH where it found them off it.
@@ -419,7 +419,7 @@ step_share() {
     mpsdir=$GC_SCRATCH/mps
     if bounded 15 "$GC_KPLACE" mps start --dir "$mpsdir" > "$GC_SCRATCH/share/mps.log" 2>&1; then
         export CUDA_MPS_PIPE_DIRECTORY="$mpsdir/pipe" CUDA_MPS_LOG_DIRECTORY="$mpsdir/log"
-        rc=$(stream_case share/mps-on 2048x256 150 2 --placement placements/all-gpu.yaml \
+        rc=$(stream_case share/mps-on 2048x256 150 2 --placement workloads/radar/placements/all-gpu.yaml \
             --pipelines 2 --pipeline-mode process)
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
         bounded 10 "$GC_KPLACE" mps stop --dir "$mpsdir" >> "$GC_SCRATCH/share/mps.log" 2>&1

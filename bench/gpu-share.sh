@@ -45,7 +45,7 @@ run_case() {
         sleep 2
     fi
     rm -f "$base.ready"
-    "$kplace" run --placement "placements/$placement.yaml" --cpi "$cpi" \
+    "$kplace" run --placement "workloads/radar/placements/$placement.yaml" --cpi "$cpi" \
         --source "udp://127.0.0.1:$port" --pipelines "$n" --pipeline-mode process \
         --frames "$frames" --warmup-frames $((rate / 2)) --idle-timeout-s 2 --start-timeout-s 60 \
         --ready-file "$base.ready" --report "$base.json" > "$base.log" 2>&1 &

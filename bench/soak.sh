@@ -13,7 +13,7 @@
 # placement's slots hold are counted.
 #
 # Environment: KPLACE (the binary, default target/release/kplace), SOAK_PORT (19500),
-# SOAK_PLACEMENT (placements/all-cpu.yaml), SOAK_SLOTS (frame slots; default the placement's
+# SOAK_PLACEMENT (workloads/radar/placements/all-cpu.yaml), SOAK_SLOTS (frame slots; default the placement's
 # own), SOAK_GROWTH_KIB (allowed growth, 1024).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,7 +19,7 @@ target/release/tune_model --cpi 1024x128,2048x256 --workers 1,2 --slots 1,2,4 --
     2> "$out/model.log" | tee "$out/model.md"
 echo "== kplace tune --max-rate at 1024x128 and 2048x256" >&2
 status=0
-target/release/kplace tune --graph graphs/radar.yaml --cpi 1024x128,2048x256 --max-rate \
+target/release/kplace tune --graph workloads/radar/graph.yaml --cpi 1024x128,2048x256 --max-rate \
     --recalibrate --calibrations "$out/calibrations" --out "$out" \
     > "$out/tune.md" 2> "$out/tune.log" || status=$?
 cat "$out/tune.md"

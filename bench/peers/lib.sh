@@ -14,7 +14,7 @@ kplace_binary() {
 
 # The radar graph whose scene the peers are sent and judged by, wherever a check runs from.
 # shellcheck disable=SC2034  # used by the scripts that source this file
-PEER_GRAPH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/graphs/radar.yaml"
+PEER_GRAPH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/workloads/radar/graph.yaml"
 
 # Prints a UDP port on 127.0.0.1 that nothing holds now, asking PYTHON.
 free_udp_port() { # PYTHON

@@ -12,12 +12,12 @@ pub use kplace::model::shape::FrameShape;
 #[derive(Debug, Args)]
 pub struct GraphArgs {
     /// The graph file.
-    #[arg(long, default_value = "graphs/radar.yaml")]
+    #[arg(long, default_value = "workloads/radar/graph.yaml")]
     pub graph: PathBuf,
     #[command(flatten)]
     pub shape: ShapeArgs,
     /// The placement file.
-    #[arg(long, default_value = "placements/all-cpu.yaml")]
+    #[arg(long, default_value = "workloads/radar/placements/all-cpu.yaml")]
     pub placement: PathBuf,
     /// Frame slots in flight (overrides the placement's runtime.slots).
     #[arg(long)]

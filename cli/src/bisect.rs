@@ -25,10 +25,14 @@ use super::run::ModeArg;
 #[derive(Debug, Args)]
 pub struct BisectArgs {
     /// The graph file.
-    #[arg(long, default_value = "graphs/radar.yaml")]
+    #[arg(long, default_value = "workloads/radar/graph.yaml")]
     graph: PathBuf,
     /// Placement files, or directories whose every .yaml file is a placement; comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "placements/all-cpu.yaml")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "workloads/radar/placements/all-cpu.yaml"
+    )]
     placements: Vec<PathBuf>,
     /// Frame shapes, innermost axis first, comma separated: a sweep at each (the radar's
     /// `--cpi`) [default: the graph file's shape, or the recording's].

@@ -336,7 +336,7 @@ mod tests {
             "--frames",
             "10",
             "--placement",
-            "placements/all-gpu.yaml",
+            "workloads/radar/placements/all-gpu.yaml",
         ]);
         assert_eq!(
             child_args(&argv),
@@ -347,7 +347,7 @@ mod tests {
                 "--frames",
                 "10",
                 "--placement",
-                "placements/all-gpu.yaml"
+                "workloads/radar/placements/all-gpu.yaml"
             ])
         );
     }

@@ -31,7 +31,7 @@ pub struct SendArgs {
     #[arg(long, value_name = "HOST:PORT")]
     dest: String,
     /// The graph whose workload generates the frames sent (its source tensor's frames).
-    #[arg(long, default_value = "graphs/radar.yaml")]
+    #[arg(long, default_value = "workloads/radar/graph.yaml")]
     graph: PathBuf,
     #[command(flatten)]
     shape: ShapeArgs,

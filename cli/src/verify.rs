@@ -24,7 +24,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     frames: u64,
     /// The graph whose workload generated the frames and judges the results.
-    #[arg(long, default_value = "graphs/radar.yaml")]
+    #[arg(long, default_value = "workloads/radar/graph.yaml")]
     graph: PathBuf,
     #[command(flatten)]
     shape: ShapeArgs,

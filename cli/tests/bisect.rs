@@ -85,7 +85,7 @@ fn a_short_search_answers_every_goal_with_rates_its_trials_decided() {
         "gpu.yaml",
         "name: gpu\nstages: {range_fft: gpu, doppler_fft: gpu, cfar: gpu, cluster: gpu}\n",
     );
-    let placements = format!("placements/all-cpu.yaml,{}", gpu.display());
+    let placements = format!("workloads/radar/placements/all-cpu.yaml,{}", gpu.display());
     let (code, stdout, json, out_dir) = bisect_status(&[
         "--cpi",
         "1024x128",
@@ -188,7 +188,7 @@ fn two_placements_searched_side_by_side_report_their_ratio() {
         "two-workers.yaml",
         "name: two-workers\nstages: {range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}\nruntime: {workers: 2}\n",
     );
-    let placements = format!("placements/all-cpu.yaml,{}", two.display());
+    let placements = format!("workloads/radar/placements/all-cpu.yaml,{}", two.display());
     let (stdout, json, _out_dir) = bisect(
         &[
             QUICK_SEARCH,
@@ -606,7 +606,7 @@ fn a_sweep_whose_every_placement_is_skipped_exits_1_saying_why() {
             "--cpi",
             "1024x128",
             "--placements",
-            "placements/all-gpu.yaml",
+            "workloads/radar/placements/all-gpu.yaml",
         ],
         std::time::Duration::from_secs(60),
     );
@@ -685,7 +685,7 @@ fn spectrogram_recording(dir: &std::path::Path) -> std::path::PathBuf {
             .args([
                 "record",
                 "--graph",
-                "graphs/spectrogram.yaml",
+                "workloads/spectrogram/graph.yaml",
                 "--cpi",
                 "256x32",
             ])
@@ -708,7 +708,7 @@ fn a_recording_search_gates_every_trial_on_its_check() {
     let dir = tempfile::tempdir().unwrap();
     let recording = spectrogram_recording(dir.path());
     let fault = kplace_testkit::build_c_library(
-        "graphs/spectrogram/kernels/spectrogram.c",
+        "workloads/spectrogram/kernels/spectrogram.c",
         "spectrogram_fault",
         &["SPECTROGRAM_FAULT_BIN=3"],
     );
@@ -721,14 +721,17 @@ fn a_recording_search_gates_every_trial_on_its_check() {
         ),
     )
     .unwrap();
-    let placements = format!("graphs/spectrogram/placements/cpu.yaml,{}", wrong.display());
+    let placements = format!(
+        "workloads/spectrogram/placements/cpu.yaml,{}",
+        wrong.display()
+    );
     let (_, stdout, json, _out) = bisect_status(&[
         "--graph",
-        "graphs/spectrogram.yaml",
+        "workloads/spectrogram/graph.yaml",
         "--recording",
         recording.to_str().unwrap(),
         "--check",
-        "reference:graphs/spectrogram/placements/cpu.yaml",
+        "reference:workloads/spectrogram/placements/cpu.yaml",
         "--cpi",
         "256x32",
         "--start-rate",
@@ -751,7 +754,7 @@ fn a_recording_search_gates_every_trial_on_its_check() {
     assert!(stdout.contains("| cpu | 256x32 |"), "{stdout}");
     assert_eq!(
         json["settings"]["check"],
-        "reference:graphs/spectrogram/placements/cpu.yaml"
+        "reference:workloads/spectrogram/placements/cpu.yaml"
     );
     // The right kernels' frames all match the reference in every trial that measured them,
     // whatever else (a loaded machine's latency) decided the trial; a passed trial is a rate.
@@ -832,13 +835,13 @@ fn a_recording_without_a_sample_rate_needs_a_start_rate() {
     std::fs::write(&meta, json.to_string()).unwrap();
     let (code, stderr) = bisect_refusing(&[
         "--graph",
-        "graphs/spectrogram.yaml",
+        "workloads/spectrogram/graph.yaml",
         "--cpi",
         "256x32",
         "--recording",
         recording.to_str().unwrap(),
         "--check",
-        "reference:graphs/spectrogram/placements/cpu.yaml",
+        "reference:workloads/spectrogram/placements/cpu.yaml",
     ]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
@@ -851,7 +854,7 @@ fn a_recording_without_a_sample_rate_needs_a_start_rate() {
 fn a_recording_search_needs_a_check_that_checks() {
     let (code, stderr) = bisect_refusing(&[
         "--graph",
-        "graphs/spectrogram.yaml",
+        "workloads/spectrogram/graph.yaml",
         "--recording",
         "x.sigmf-data",
         "--check",

@@ -68,12 +68,12 @@ fn plan_shows_kernels_libraries_edges_and_pools() {
 fn every_placement_plans_its_transfers_streams_and_fences() {
     let cases: [(&str, &[&str], &[&str]); 5] = [
         (
-            "placements/all-cpu.yaml",
+            "workloads/radar/placements/all-cpu.yaml",
             &["transfers  none"],
             &["H2D", "D2H", "streams"],
         ),
         (
-            "placements/all-gpu.yaml",
+            "workloads/radar/placements/all-gpu.yaml",
             &[
                 "H2D iq",
                 "512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on range_fft's stream before its launches, in 4 pieces of 128.0 KiB as their packets arrive",
@@ -94,7 +94,7 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
             ],
         ),
         (
-            "placements/hybrid.yaml",
+            "workloads/radar/placements/hybrid.yaml",
             &[
                 "H2D range_map",
                 "1.0 MiB  pinned(gpu:0) -> device(gpu:0)  on doppler_fft's stream before its launches\n",
@@ -104,7 +104,7 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
             &["H2D iq", "D2H power", "in 8 pieces"],
         ),
         (
-            "placements/gpu-fft.yaml",
+            "workloads/radar/placements/gpu-fft.yaml",
             &[
                 "H2D iq",
                 "D2H power",
@@ -114,7 +114,7 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
             &["H2D range_map", "D2H detections"],
         ),
         (
-            "placements/cfar-gpu.yaml",
+            "workloads/radar/placements/cfar-gpu.yaml",
             &[
                 "H2D power         512.0 KiB  pinned(gpu:0) -> device(gpu:0)  on cfar's stream before its launches\n",
                 "D2H detections    192.0 KiB  device(gpu:0) -> pinned(gpu:0)  on cfar's stream after its launches, before its event",
@@ -392,7 +392,7 @@ fn high_snr_and_custom_targets_pass() {
 fn a_cpi_the_graph_cannot_tile_is_refused() {
     let e = input_error(&["run", "--cpi", "1024x100", "--frames", "2"]);
     assert!(
-        e.contains("graphs/radar.yaml")
+        e.contains("workloads/radar/graph.yaml")
             && e.contains("tiles of 16 must divide")
             && e.contains("(100)"),
         "{e}"
@@ -402,7 +402,7 @@ fn a_cpi_the_graph_cannot_tile_is_refused() {
 #[test]
 fn a_cpi_that_does_not_match_a_fixed_shape_graph_is_refused() {
     let root = kplace_testkit::workspace();
-    let fixed = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+    let fixed = std::fs::read_to_string(root.join("workloads/radar/graph.yaml"))
         .unwrap()
         .replace("shape: [M, N]}", "shape: [128, 1024]}");
     let (_dir, path) = kplace_testkit::write_temp("fixed.yaml", &fixed);
@@ -425,7 +425,7 @@ fn a_cpi_that_does_not_match_a_fixed_shape_graph_is_refused() {
 #[test]
 fn malformed_graph_and_placement_files_name_line_and_column() {
     let root = kplace_testkit::workspace();
-    let graph = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+    let graph = std::fs::read_to_string(root.join("workloads/radar/graph.yaml"))
         .unwrap()
         .replace("split: {axis", "splitt: {axis");
     let (_g, gpath) = kplace_testkit::write_temp("radar.yaml", &graph);
@@ -790,9 +790,9 @@ fn an_empty_lib_dir_leaves_the_install_working() {
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .arg("plan")
             .arg("--graph")
-            .arg(ws.join("graphs/radar.yaml"))
+            .arg(ws.join("workloads/radar/graph.yaml"))
             .arg("--placement")
-            .arg(ws.join("placements/all-cpu.yaml"))
+            .arg(ws.join("workloads/radar/placements/all-cpu.yaml"))
             .env("KPLACE_LIB_DIR", "")
             // cargo's test environment puts its output directory on the loader's path, which
             // would find a bare name; an installed kplace has no such help.
@@ -1051,7 +1051,7 @@ fn outputs_that_only_a_file_can_take_refuse_a_dash() {
             &[
                 "record",
                 "--graph",
-                "graphs/spectrogram.yaml",
+                "workloads/spectrogram/graph.yaml",
                 "--out",
                 "-",
                 "--frames",
@@ -1109,9 +1109,9 @@ fn a_report_to_stdout_is_json_on_stdout() {
         Command::new(env!("CARGO_BIN_EXE_kplace"))
             .args(["run", "--frames", "3", "--report", "-"])
             .arg("--graph")
-            .arg(kplace_testkit::workspace().join("graphs/radar.yaml"))
+            .arg(kplace_testkit::workspace().join("workloads/radar/graph.yaml"))
             .arg("--placement")
-            .arg(kplace_testkit::workspace().join("placements/all-cpu.yaml"))
+            .arg(kplace_testkit::workspace().join("workloads/radar/placements/all-cpu.yaml"))
             .current_dir(dir.path()),
     );
     assert!(out.status.success(), "{}", text(&out));
@@ -1426,7 +1426,7 @@ fn workloads_are_listed_and_their_options_checked_by_name() {
     let e = input_error(&["run", "--frames", "1", "--pfa", "1e-6", "--opt", "pfa=1e-5"]);
     assert!(e.contains("workload option pfa is given twice"), "{e}");
     let root = kplace_testkit::workspace();
-    let sonar = std::fs::read_to_string(root.join("graphs/radar.yaml"))
+    let sonar = std::fs::read_to_string(root.join("workloads/radar/graph.yaml"))
         .unwrap()
         .replace("workload: fmcw-radar", "workload: sonar");
     let (_dir, path) = kplace_testkit::write_temp("sonar.yaml", &sonar);

@@ -40,7 +40,10 @@ fn gpu_pipelines_share_a_gpu_in_both_modes_and_each_verifies() {
         kplace_testkit::gpu::skip_or_fail(reason);
         return;
     }
-    for placement in ["placements/all-gpu.yaml", "placements/hybrid.yaml"] {
+    for placement in [
+        "workloads/radar/placements/all-gpu.yaml",
+        "workloads/radar/placements/hybrid.yaml",
+    ] {
         for mode in ["thread", "process"] {
             let dir = tempfile::tempdir().unwrap();
             let report = dir.path().join("r.json");
@@ -104,7 +107,7 @@ fn a_run_under_a_private_mps_daemon_is_in_its_client_list() {
         &[
             "run",
             "--placement",
-            "placements/all-gpu.yaml",
+            "workloads/radar/placements/all-gpu.yaml",
             "--frames",
             "20",
             "--report",

@@ -1,5 +1,5 @@
 //! Any graph run end to end through the generic workload: the spectrogram example
-//! (`graphs/spectrogram.yaml`, kernels in C) on a recording `kplace record` synthesizes,
+//! (`workloads/spectrogram/graph.yaml`, kernels in C) on a recording `kplace record` synthesizes,
 //! replayed and streamed over UDP, every frame checked against a reference placement or golden
 //! files; a deliberately wrong kernel caught with frame, tensor and index; and what a user can
 //! get wrong, refused with the file and the reason. Every process is guarded and every wait
@@ -13,9 +13,9 @@ use kplace::report::run::RunReport;
 use kplace_testkit::Guard;
 
 const LIMIT: Duration = Duration::from_secs(120);
-const GRAPH: &str = "graphs/spectrogram.yaml";
-const CPU: &str = "graphs/spectrogram/placements/cpu.yaml";
-const CPU2: &str = "graphs/spectrogram/placements/cpu-2.yaml";
+const GRAPH: &str = "workloads/spectrogram/graph.yaml";
+const CPU: &str = "workloads/spectrogram/placements/cpu.yaml";
+const CPU2: &str = "workloads/spectrogram/placements/cpu-2.yaml";
 
 /// Paced streams run one at a time on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -239,7 +239,7 @@ fn a_recording_streams_over_udp_checked_frame_by_frame() {
 fn a_wrong_kernel_is_caught_with_its_frame_tensor_and_index() {
     let (dir, rec) = record(3);
     let fault = kplace_testkit::build_c_library(
-        "graphs/spectrogram/kernels/spectrogram.c",
+        "workloads/spectrogram/kernels/spectrogram.c",
         "spectrogram_fault",
         &["SPECTROGRAM_FAULT_BIN=37"],
     );
@@ -322,7 +322,7 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
     };
     refused(
         &[],
-        "graphs/spectrogram.yaml names no workload: run it on a recording",
+        "workloads/spectrogram/graph.yaml names no workload: run it on a recording",
     );
     // The recording is 256x32: a shape bound otherwise on the command line is refused.
     refused(
@@ -331,7 +331,7 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
     );
     refused(
         &["--shape", "256x32x2", "--recording", rec],
-        "--shape 256x32x2: graph graphs/spectrogram.yaml: a frame shape of 3 dimensions for the source iq, which has 2 ([M, N])",
+        "--shape 256x32x2: graph workloads/spectrogram/graph.yaml: a frame shape of 3 dimensions for the source iq, which has 2 ([M, N])",
     );
     refused(
         &["--cpi", "256x32", "--set", "N=512", "--recording", rec],

@@ -310,7 +310,7 @@ fn an_invalid_configuration_fails_before_sending() {
     ));
 }
 
-/// `kplace ARGS` in the workspace, where the default graph (`graphs/radar.yaml`) is.
+/// `kplace ARGS` in the workspace, where the default graph (`workloads/radar/graph.yaml`) is.
 fn kplace(args: &[&str]) -> Output {
     kplace_testkit::output(
         Command::new(env!("CARGO_BIN_EXE_kplace"))

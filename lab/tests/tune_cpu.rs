@@ -25,14 +25,14 @@ fn each_cpu_placement_is_predicted_then_runs_and_verifies() {
     let cpi: Cpi = "512x64".parse().unwrap();
     let root = kplace_testkit::workspace();
     let files = GraphFiles {
-        graph: root.join("graphs/radar.yaml"),
-        placement: root.join("placements/all-cpu.yaml"),
+        graph: root.join("workloads/radar/graph.yaml"),
+        placement: root.join("workloads/radar/placements/all-cpu.yaml"),
         ..GraphFiles::default()
     };
     let run = RunConfig::replay_of(files, SceneConfig::new(cpi)).unwrap();
     let workload = RadarSetup::new(&run).unwrap();
     let graph = Graph::load(
-        &root.join("graphs/radar.yaml"),
+        &root.join("workloads/radar/graph.yaml"),
         &kplace_radar::graph::cpi_overrides(cpi, Vec::new()),
     )
     .unwrap();

@@ -7,7 +7,7 @@
 //! (the GPU's default tile is a quarter of the axis, `kplace::plan::tiles`), each tile's
 //! chirps go up in one copy, and nothing is allocated or synchronized per frame. What each
 //! launch enqueues on the device (kernels and cuFFT executions) is counted by the GPU
-//! library's own tests (`backends/gpu/tests/launches.rs`).
+//! library's own tests (`workloads/radar/kernels/gpu/tests/launches.rs`).
 
 #![allow(clippy::result_large_err)]
 
@@ -32,12 +32,13 @@ fn radar_graph() -> Graph {
         dims: vec![("N".into(), N as u64), ("M".into(), M as u64)],
         params: Vec::new(),
     };
-    Graph::load(&workspace().join("graphs/radar.yaml"), &overrides).expect("graphs/radar.yaml")
+    Graph::load(&workspace().join("workloads/radar/graph.yaml"), &overrides)
+        .expect("workloads/radar/graph.yaml")
 }
 
 /// A placement file of the repository, with the stand-in library for both device kinds.
 fn placement(name: &str, tile: Option<u64>) -> Placement {
-    let path = workspace().join(format!("placements/{name}.yaml"));
+    let path = workspace().join(format!("workloads/radar/placements/{name}.yaml"));
     let mut text = std::fs::read_to_string(&path).expect("placement file");
     if let Some(tile) = tile {
         text = text.replace(
@@ -265,10 +266,11 @@ fn the_plan_says_where_each_tile_came_from() {
     assert_eq!(plan.stages[0].tile_origin, Some(TileOrigin::Graph));
     assert_eq!(plan.stages[0].launches, 32);
     // A placement's tile, on either device.
-    let text = std::fs::read_to_string(workspace().join("placements/hybrid.yaml"))
+    let text = std::fs::read_to_string(workspace().join("workloads/radar/placements/hybrid.yaml"))
         .unwrap()
         .replace("range_fft: cpu", "range_fft: {device: cpu, tile: 64}");
-    let mut tiled = Placement::parse(&text, Path::new("placements/hybrid.yaml")).unwrap();
+    let mut tiled =
+        Placement::parse(&text, Path::new("workloads/radar/placements/hybrid.yaml")).unwrap();
     tiled.libraries = placement("hybrid", None).libraries;
     let plan = Plan::with_gpus(radar_graph(), tiled, &gpus, PlanMode::Run).unwrap();
     assert_eq!(plan.stages[0].tile_origin, Some(TileOrigin::Placement));
@@ -283,14 +285,14 @@ fn a_tile_that_does_not_fit_is_refused_naming_the_placement_line() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("placements/all-gpu.yaml:")
+        e.contains("workloads/radar/placements/all-gpu.yaml:")
             && e.contains(
                 "stage range_fft: tile 100 does not divide the 512 indices of axis 0 of iq"
             )
             && e.contains("tiles that do: 1, 2, 4, 8, 16, 32, 64, 128, 256, 512"),
         "{e}"
     );
-    let path = workspace().join("placements/all-gpu.yaml");
+    let path = workspace().join("workloads/radar/placements/all-gpu.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap()
         .replace("cfar: gpu", "cfar: {device: gpu, tile: 8}");

@@ -24,13 +24,15 @@ fn plan(cpi: Cpi, workers: usize, slots: usize) -> Plan {
         ],
         params: Vec::new(),
     };
-    let graph = Graph::load(&root.join("graphs/radar.yaml"), &overrides).unwrap();
-    let text = std::fs::read_to_string(root.join("placements/all-cpu.yaml")).unwrap();
+    let graph = Graph::load(&root.join("workloads/radar/graph.yaml"), &overrides).unwrap();
+    let text =
+        std::fs::read_to_string(root.join("workloads/radar/placements/all-cpu.yaml")).unwrap();
     let text = format!(
         "{text}\nlibraries: {{cpu: {}}}\n",
         kplace_testkit::cpu_library().display()
     );
-    let mut placement = Placement::parse(&text, Path::new("placements/all-cpu.yaml")).unwrap();
+    let mut placement =
+        Placement::parse(&text, Path::new("workloads/radar/placements/all-cpu.yaml")).unwrap();
     placement.runtime.workers = workers;
     placement.runtime.slots = slots;
     Plan::new(graph, placement).unwrap()

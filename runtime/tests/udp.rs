@@ -38,7 +38,7 @@ fn plan(slots: usize, workers: usize) -> Plan {
         ],
         params: Vec::new(),
     };
-    let graph = Graph::load(&root.join("graphs/radar.yaml"), &overrides).unwrap();
+    let graph = Graph::load(&root.join("workloads/radar/graph.yaml"), &overrides).unwrap();
     let text = format!(
         "name: t\nlibraries: {{cpu: {}}}\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\nruntime: {{slots: {slots}, workers: {workers}}}\n",
         kplace_testkit::cpu_library().display()

@@ -13,12 +13,12 @@ pub const FFT: &str = "spectrogram.fft";
 pub const POWER: &str = "spectrogram.power";
 pub const AVERAGE: &str = "spectrogram.average";
 
-/// `graphs/spectrogram`: the CPU crate's directory, the GPU crate's parent.
+/// `workloads/spectrogram`: the CPU crate's directory, the GPU crate's parent.
 pub fn spectrogram_dir() -> PathBuf {
-    workspace().join("graphs/spectrogram")
+    workspace().join("workloads/spectrogram")
 }
 
-/// `graphs/spectrogram/kernels`.
+/// `workloads/spectrogram/kernels`.
 pub fn kernels_dir() -> PathBuf {
     spectrogram_dir().join("kernels")
 }

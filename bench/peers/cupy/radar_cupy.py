@@ -8,7 +8,7 @@ scene frame i mod K, exactly as `kplace run --scene-frames K` replays them:
 1. int16 -> complex64, Hann window over N, range FFT (cuFFT through `cupy.fft`);
 2. corner turn, Hann window over M, Doppler FFT, power |X|^2 (float32);
 3. 2-D CA-CFAR (guard 2, training 8, Pfa 1e-6, wrapping on both axes) by kplace's exact rule
-   (backends/cpu/src/cfar.rs): q(p) = floor(p * 2^8) summed exactly over the 416 training
+   (workloads/radar/kernels/cpu/src/cfar.rs): q(p) = floor(p * 2^8) summed exactly over the 416 training
    cells (two 43-bit limbs in wrapping uint64 summed-area tables), rounded once to f64, one
    f64 multiply by alpha / K / 2^8, detect iff p > that;
 4. the detected cells' indices and powers come down to the host, where 8-connected wrapping

@@ -98,7 +98,7 @@ cat "$work/peer.log" >&2
 grep -q PASSED "$work/verify.txt"
 
 # kplace on the same frames, and the two compared cell by cell.
-(cd "$repo" && "$kplace" run --placement "placements/$placement.yaml" --cpi "$cpi" \
+(cd "$repo" && "$kplace" run --placement "workloads/radar/placements/$placement.yaml" --cpi "$cpi" \
     --frames "$frames" --warmup-frames "$warmup" --scene-frames "$scene_frames" \
     --detections "$work/kplace.txt" --report "$work/kplace.json") >"$work/kplace.log" 2>&1 \
     || { cat "$work/kplace.log" >&2; echo "cupy peer: kplace run ($placement) failed" >&2; exit 1; }

@@ -102,7 +102,7 @@ private:
     SourceCounters counters_;
 };
 
-/// kplace's CA-CFAR rule, exactly (backends/cpu/src/cfar.rs): q(p) = floor(p * 2^8) as an
+/// kplace's CA-CFAR rule, exactly (workloads/radar/kernels/cpu/src/cfar.rs): q(p) = floor(p * 2^8) as an
 /// integer, summed exactly over the K training cells of the wrapping window, then
 /// p > (double)S * scale with scale = alpha / K / 2^8. The sums are separable running box
 /// sums in 64-bit integers when the frame's largest q allows, else in 128-bit.

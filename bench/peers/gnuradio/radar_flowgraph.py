@@ -331,7 +331,7 @@ class Clusterer(gr.basic_block):
 
 
 class DetectionSink(gr.basic_block):
-    """Writes clusters in kplace's detection format (graphs/radar/src/detections.rs) and
+    """Writes clusters in kplace's detection format (workloads/radar/src/detections.rs) and
     sets `done` once `frames` frames are written."""
 
     def __init__(self, path, samples, chirps, frames, times_path=None):

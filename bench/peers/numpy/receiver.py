@@ -12,7 +12,7 @@ vectorised NumPy:
    training sums taken in float64 from wrapped cumulative sums;
 5. 8-connected clustering with wrap-around, reporting the strongest cell of each cluster.
 
-Detections go to OUT in kplace's detection format (graphs/radar/src/detections.rs). A frame
+Detections go to OUT in kplace's detection format (workloads/radar/src/detections.rs). A frame
 still missing chirps when no packet of it has arrived for --frame-timeout-s is abandoned and
 not written, so the verifier counts it missing. The receiver exits once FRAMES frames have
 been written or abandoned, or after --idle-timeout-s without packets (once the first has

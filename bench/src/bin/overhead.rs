@@ -45,10 +45,10 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Graph file.
-    #[arg(long, default_value = "graphs/radar.yaml")]
+    #[arg(long, default_value = "workloads/radar/graph.yaml")]
     graph: PathBuf,
     /// Placement file (its workers setting is replaced by 1).
-    #[arg(long, default_value = "placements/all-cpu.yaml")]
+    #[arg(long, default_value = "workloads/radar/placements/all-cpu.yaml")]
     placement: PathBuf,
     /// Pin the worker to this core (the source and collector then keep to the others), as a
     /// placement's `pin_cores: [CORE]` does; unpinned without it.

@@ -44,10 +44,10 @@ struct Args {
     #[arg(long, default_value_t = 1.5)]
     seconds: f64,
     /// Graph file.
-    #[arg(long, default_value = "graphs/radar.yaml")]
+    #[arg(long, default_value = "workloads/radar/graph.yaml")]
     graph: PathBuf,
     /// A placement the workload is prepared with (its stages are not used).
-    #[arg(long, default_value = "placements/all-cpu.yaml")]
+    #[arg(long, default_value = "workloads/radar/placements/all-cpu.yaml")]
     placement: PathBuf,
 }
 

@@ -236,7 +236,7 @@ mod tests {
     use kplace::model::graph::Overrides;
 
     fn radar() -> Graph {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../graphs/radar.yaml");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/radar/graph.yaml");
         Graph::load(&path, &Overrides::default()).unwrap()
     }
 

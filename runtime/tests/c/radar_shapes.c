@@ -2,7 +2,7 @@
  * Stand-ins for the radar kernels, written in plain C against kplace.h, for the runtime's
  * tests on the simulated GPU (kplace::cuda::sim). They take the radar graph's ports, shapes,
  * splits and parameters, and do simple, exactly checkable arithmetic instead of the signal
- * processing, so the real graph (graphs/radar.yaml) and the real placements run at full size
+ * processing, so the real graph (workloads/radar/graph.yaml) and the real placements run at full size
  * through the planner's transfers, the executor's streams and fences and the simulated GPU's
  * counters, without a GPU and in milliseconds per frame:
  *

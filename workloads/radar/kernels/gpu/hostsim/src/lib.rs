@@ -1,0 +1,123 @@
+//! Test support for `kplace-gpu`: its CUDA C kernels compiled as C++ and run on the host.
+//!
+//! The build script compiles every `workloads/radar/kernels/gpu/kernels/*.cu` with a shim header that
+//! defines `__global__`, `__device__`, `__shared__`, `blockIdx`, `threadIdx`, `blockDim`,
+//! `gridDim`, `__syncthreads`, `atomicAdd` and the few intrinsics the kernels use. [`launch`]
+//! then runs a kernel's grid as nested loops, with arguments passed as `cuLaunchKernel` takes
+//! them:
+//!
+//! - a kernel without barriers runs one simulated thread after another, a faithful schedule
+//!   for threads that share nothing but atomics;
+//! - a kernel whose source calls `__syncthreads` ([`has_barriers`]) runs block by block, each
+//!   thread of the block a fiber that yields at every barrier, so no thread passes a barrier
+//!   before all have reached it; `__shared__` arrays are shared by the block's fibers.
+//!
+//! Addresses are host addresses.
+//!
+//! This is what lets CI, which has no GPU, check every kernel's arithmetic and the library's
+//! whole launch sequence.
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::fmt;
+
+unsafe extern "C" {
+    fn kp_hostsim_launch(
+        name: *const c_char,
+        grid: *const c_uint,
+        block: *const c_uint,
+        params: *mut *mut c_void,
+        n_params: c_uint,
+    ) -> c_int;
+    fn kp_hostsim_kernel_count() -> c_uint;
+    fn kp_hostsim_kernel_name(i: c_uint) -> *const c_char;
+    fn kp_hostsim_kernel_has_barriers(i: c_uint) -> c_int;
+}
+
+/// Why a simulated launch did not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchError {
+    /// No kernel of that name in the sources.
+    UnknownKernel(String),
+    /// The kernel takes a different number of arguments.
+    WrongArgumentCount(String, usize),
+    /// The kernel reached `__syncthreads` though its source was not seen to call it (through
+    /// a helper function, say), so it ran on a schedule that ignores barriers.
+    StrayBarrier(String),
+    /// The fibers of a block with barriers could not be made.
+    NoFibers(String),
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownKernel(name) => write!(f, "host simulator: no kernel {name}"),
+            Self::WrongArgumentCount(name, n) => {
+                write!(f, "host simulator: {name} does not take {n} arguments")
+            }
+            Self::StrayBarrier(name) => write!(
+                f,
+                "host simulator: {name} called __syncthreads outside its own body; call it in \
+                 the kernel itself so the build script marks it to run with barriers"
+            ),
+            Self::NoFibers(name) => write!(
+                f,
+                "host simulator: could not make the fibers (stacks or contexts) for a block of \
+                 {name}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+/// The names of every kernel compiled in.
+pub fn kernels() -> Vec<&'static CStr> {
+    // SAFETY: plain queries of a static table; names are static NUL-terminated strings.
+    unsafe {
+        (0..kp_hostsim_kernel_count())
+            .map(|i| CStr::from_ptr(kp_hostsim_kernel_name(i)))
+            .collect()
+    }
+}
+
+/// Whether kernel `name` runs its blocks as fibers with barriers (`None` if unknown).
+pub fn has_barriers(name: &CStr) -> Option<bool> {
+    // SAFETY: plain queries of a static table.
+    unsafe {
+        (0..kp_hostsim_kernel_count())
+            .find(|&i| CStr::from_ptr(kp_hostsim_kernel_name(i)) == name)
+            .map(|i| kp_hostsim_kernel_has_barriers(i) != 0)
+    }
+}
+
+/// Runs kernel `name` over `grid` blocks of `block` threads, on this thread.
+///
+/// # Safety
+/// `params[i]` must point at a value of exactly the type of the kernel's parameter `i`, and
+/// every address among them must be valid for what the kernel reads and writes.
+pub unsafe fn launch(
+    name: &CStr,
+    grid: [u32; 3],
+    block: [u32; 3],
+    params: &mut [*mut c_void],
+) -> Result<(), LaunchError> {
+    let n = params.len();
+    // SAFETY: forwarded from the caller; the arrays hold three values each.
+    let status = unsafe {
+        kp_hostsim_launch(
+            name.as_ptr(),
+            grid.as_ptr(),
+            block.as_ptr(),
+            params.as_mut_ptr(),
+            n as c_uint,
+        )
+    };
+    let name = || name.to_string_lossy().into_owned();
+    match status {
+        0 => Ok(()),
+        1 => Err(LaunchError::UnknownKernel(name())),
+        2 => Err(LaunchError::WrongArgumentCount(name(), n)),
+        3 => Err(LaunchError::StrayBarrier(name())),
+        _ => Err(LaunchError::NoFibers(name())),
+    }
+}

@@ -15,21 +15,15 @@ const FILE_LIMIT: usize = 700;
 /// The most lines a function may have.
 const FUNCTION_LIMIT: usize = 150;
 
-/// Files over [`FILE_LIMIT`] for now.
-const LONG_FILES: &[&str] = &[
-    // Over the limits until issue 35 moves the tuning procedure into the lab and splits the
-    // sweep's search steps from its setup.
-    "cli/src/tune.rs",
-    "lab/src/bisect/mod.rs",
-];
+/// Files over [`FILE_LIMIT`] for now. None is: an entry belongs here only while a change that
+/// splits the file is under way (a comment beside it names the issue that does it), and it
+/// goes once the file is within the limit (this test says so).
+const LONG_FILES: &[&str] = &[];
 
-/// Functions over [`FUNCTION_LIMIT`] for now: (file, function).
-const LONG_FUNCTIONS: &[(&str, &str)] = &[
-    // Over the limits until issue 35 moves the tuning procedure into the lab and splits a
-    // foreign receiver's trial into its steps.
-    ("cli/src/tune.rs", "tune_cpi"),
-    ("lab/src/bisect/sut.rs", "sut_trial"),
-];
+/// Functions over [`FUNCTION_LIMIT`] for now: (file, function). None is: as for
+/// [`LONG_FILES`], an entry belongs here only while the change that splits the function into
+/// named steps is under way.
+const LONG_FUNCTIONS: &[(&str, &str)] = &[];
 
 /// Every function over `limit` lines in the non-test code of `text`.
 fn long_functions(text: &str, limit: usize) -> Vec<Function> {

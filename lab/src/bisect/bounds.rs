@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use std::path::Path;
 
+use super::systems::{System, plan_for};
 use super::trial::ready_ports;
-use super::{BisectConfig, BisectError, SearchShape, Stop, System, Trials, plan_for};
+use super::{BisectConfig, BisectError, SearchShape, Stop, Trials};
 use crate::bounds;
 
 /// The receiver alone and the kernels alone, in CPI/s.

@@ -5,10 +5,13 @@
 //! and is judged by the rate gates on what the system reported.
 //!
 //! This module runs the sweep and holds the context every trial shares. [`BisectConfig`] says
-//! what the sweep is asked to do (`config`, with what follows from it per CPI); [`trial`] runs
-//! one trial of kplace (`kplace run` on a placement), [`sut`] one of another receiver,
-//! [`bounds`] measures the bounds beside each search, [`probe`] the machine's steadiness,
-//! [`output`] the table rows, spreads and CSV files, and [`exit`] the sweep's exit status.
+//! what the sweep is asked to do (`config`, with what follows from it per CPI); `systems`
+//! sets up the systems searched and their names; `search` runs a group of searches side by
+//! side, one trial of each in turn; [`trial`] runs one trial of kplace (`kplace run` on a
+//! placement), [`sut`] one of another receiver, [`bounds`] measures the bounds beside each
+//! search, [`probe`] the machine's steadiness; `entries` is what the results file keeps of a
+//! search and a trial, [`output`] the table rows, spreads and CSV files, and [`exit`] the
+//! sweep's exit status.
 //!
 //! # Guarantees
 //! - A placement that cannot run here (a GPU placement without a GPU) is planned once and
@@ -22,10 +25,13 @@
 
 pub mod bounds;
 mod config;
+mod entries;
 pub mod exit;
 pub mod output;
 pub mod probe;
+mod search;
 pub mod sut;
+mod systems;
 pub mod trial;
 
 use std::fs;
@@ -33,27 +39,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use kplace::model::graph::{Graph, Overrides};
-use kplace::model::placement::Placement;
 use kplace::os::CpuSet;
-use kplace::plan::Plan;
-use serde_json::{Value, json};
 
-use crate::hog::Cotenant;
-use crate::rate::sweep::{
-    ProbeEntry, SearchEntry, SenderEntry, StageTime, SweepFile, TrialEntry, TrialLatency,
-    TrialStatus,
-};
-use crate::rate::{
-    Failure, Judgement, LatencyBudget, Probe, Search as Planner, Stage, SteadyLimits,
-    TrialMeasurement, TrialOutcome, TrialRequest, Verdict,
-};
-use bounds::{BracketedBounds, measure_bounds};
+use crate::rate::sweep::{SearchEntry, SenderEntry, StageTime, SweepFile, TrialLatency};
+use crate::rate::{Failure, Judgement, TrialMeasurement, TrialOutcome, TrialRequest, Verdict};
 pub use config::{BisectConfig, RecordingFeed, SearchShape, Systems};
-use output::{machine_facts, spreads, table_row, write_csv};
-use probe::run_probe;
+use entries::search_entry;
+use output::{machine_facts, spreads, table_row};
+use search::{Search, run_group};
+use systems::{System, plan_for, system_name};
 
 /// Why a sweep could not run, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -222,16 +217,7 @@ pub fn run(
             Some(MpsDaemon(dirs))
         }
     };
-    let systems: Vec<System> = match &config.systems {
-        Systems::Command { command, name } => vec![System::Command {
-            command: command.clone(),
-            name: name.clone(),
-        }],
-        Systems::Placements(paths) => placement_files(paths)?
-            .into_iter()
-            .map(System::Placement)
-            .collect(),
-    };
+    let systems = System::all(config)?;
     fs::create_dir_all(&config.out).map_err(|source| BisectError::Io {
         action: "create",
         path: config.out.clone(),
@@ -390,378 +376,6 @@ enum TrialError {
     Spawn(String),
 }
 
-/// One system searched: a kplace placement, or another receiver's command and its name.
-enum System {
-    Placement(PathBuf),
-    Command { command: String, name: String },
-}
-
-impl System {
-    /// The placement file, for kplace.
-    fn placement(&self) -> Option<&PathBuf> {
-        match self {
-            Self::Placement(path) => Some(path),
-            Self::Command { .. } => None,
-        }
-    }
-}
-
-/// The name of `system` in the table: the placement's file stem or the command's name, with
-/// the pipelines, co-tenant and MPS the sweep adds.
-fn system_name(config: &BisectConfig, system: &System) -> String {
-    let mut name = match system {
-        System::Placement(path) => placement_name(path),
-        System::Command { name, .. } => name.clone(),
-    };
-    if config.pipelines > 1 {
-        name = format!("{name} x{} {}", config.pipelines, config.pipeline_mode);
-    }
-    if let Some(spec) = &config.cotenant {
-        name += &format!(" +{}", spec.kind());
-    }
-    if config.mps.is_some() {
-        name += " mps";
-    }
-    name
-}
-
-/// One search: which system, under which name and label, at which frame shape, which repeat.
-struct Search<'a> {
-    system: &'a System,
-    name: &'a str,
-    label: String,
-    shape: &'a SearchShape,
-    repeat: u32,
-}
-
-/// One search as it runs: its planner, its trials and the probes beside them.
-struct Running<'a> {
-    search: &'a Search<'a>,
-    planner: Planner,
-    runs: Vec<TrialRun>,
-    probes: Vec<ProbeEntry>,
-    dir: PathBuf,
-    before: Option<bounds::Bounds>,
-    started: Instant,
-}
-
-/// What one step of a search did.
-enum Step {
-    /// It ran a trial.
-    Ran,
-    /// It needs no more trials: every goal is answered.
-    Answered,
-    /// The sweep was interrupted, or a trial could not be started.
-    Stopped,
-}
-
-impl<'a> Running<'a> {
-    /// Starts `s`: the bounds before it (with `--bounds`: the machine's speed drifts over
-    /// minutes, and a ratio means something only against bounds from the same minutes), its
-    /// planner and the directory of its trials.
-    fn start(ctx: &Trials<'_>, s: &'a Search<'a>) -> Result<Self, BisectError> {
-        let config = ctx.config;
-        let before = config
-            .bounds
-            .then(|| measure_bounds(ctx, s.system, s.shape))
-            .transpose()?;
-        let planner = Planner::new(config.search_config(s.shape, s.system.placement()))
-            .map_err(|e| BisectError::Search(e.to_string()))?;
-        Ok(Self {
-            search: s,
-            planner,
-            runs: Vec::new(),
-            probes: Vec::new(),
-            dir: config.out.join(format!(
-                "{}-{}-{}",
-                s.name.replace(' ', "-"),
-                config.shape_label(s.shape),
-                s.repeat
-            )),
-            before,
-            started: Instant::now(),
-        })
-    }
-
-    /// Keeps `probe`, judged against `baseline`.
-    fn keep_probe(&mut self, probe: Probe, baseline: Option<&Probe>) {
-        self.probes.push(ProbeEntry {
-            steadiness: probe.judge(baseline, &SteadyLimits::default()),
-            probe,
-        });
-    }
-
-    /// Runs the trial the planner asks for next and records what it measured; a failed
-    /// trial's machine is probed (evidence beside it, never a verdict).
-    fn step(&mut self, ctx: &Trials<'_>, baseline: &Probe, progress: &dyn Progress) -> Step {
-        let Some(request) = self.planner.next() else {
-            return Step::Answered;
-        };
-        if ctx.stop.interrupted() {
-            return Step::Stopped;
-        }
-        let (s, index, config) = (self.search, self.runs.len(), ctx.config);
-        progress.trial_started(&s.label, index, &request, config.unit());
-        let trial = match s.system {
-            System::Placement(placement) => {
-                trial::trial(ctx, placement, s.shape, &request, &self.dir, index)
-            }
-            System::Command { command, .. } => {
-                sut::sut_trial(ctx, command, s.shape, &request, &self.dir, index)
-            }
-        };
-        let run = match trial {
-            Ok(run) => run,
-            Err(TrialError::Spawn(why)) => {
-                tracing::warn!("bisect-rate: search stopped: {why}");
-                return Step::Stopped;
-            }
-        };
-        // A trial cut short by Ctrl-C measured nothing: it is not a failure.
-        if ctx.stop.interrupted() {
-            return Step::Stopped;
-        }
-        if run.judgement.failed() {
-            self.keep_probe(run_probe(format!("after trial {index}")), Some(baseline));
-        }
-        progress.trial_judged(&trial_line(config, s, index, &request, &run));
-        self.planner.record(request, run.outcome());
-        self.runs.push(TrialRun {
-            request: Some(request),
-            ..run
-        });
-        Step::Ran
-    }
-
-    /// The search's entry, its CSV written: what the planner established, the bounds after
-    /// it (unless interrupted), the co-tenant's report and every trial.
-    fn finish(
-        mut self,
-        ctx: &Trials<'_>,
-        cotenant: Option<Value>,
-        interrupted: bool,
-    ) -> Result<SearchEntry, BisectError> {
-        let (config, s, unit) = (ctx.config, self.search, ctx.config.unit());
-        if interrupted {
-            self.planner.interrupt();
-        }
-        let after = (self.before.is_some() && !interrupted)
-            .then(|| measure_bounds(ctx, s.system, s.shape))
-            .transpose()?;
-        let result = self.planner.result();
-        let answer = result.goals.first();
-        let sustained = answer.and_then(|g| g.lower);
-        let bounds = self.before.map(|before| BracketedBounds { before, after });
-        let mut entry = search_entry(config, s.system, s.name, s.shape, s.repeat);
-        entry.cotenant = cotenant;
-        entry.sustained_rate = sustained;
-        entry.aggregate_sustained_rate = sustained.map(|r| r * config.pipelines as f64);
-        entry.outcome = answer.map_or_else(String::new, |g| g.describe(unit));
-        entry.outcome_kind = answer.map_or("", |g| g.ending.kind()).to_string();
-        entry.probes = self.probes;
-        entry.bounds = bounds.as_ref().map(|b| b.to_json(sustained));
-        entry.trial_seconds = result.trial_seconds;
-        entry.wall_seconds = self.started.elapsed().as_secs_f64();
-        entry.sender_ceiling = result.sender_ceiling;
-        entry.loads = result.loads;
-        entry.goals = result.goals;
-        entry.trials = self
-            .runs
-            .iter()
-            .map(|t| trial_entry(t, config, &entry.latency_budget, &config.out))
-            .collect();
-        write_csv(
-            &config.out,
-            &s.name.replace(' ', "-"),
-            &config.shape_label(s.shape),
-            s.repeat,
-            &self.runs,
-            config,
-        )?;
-        Ok(entry)
-    }
-}
-
-/// The line a judged trial prints: the search, the trial, what was asked and measured, and
-/// the gates' verdict.
-fn trial_line(
-    config: &BisectConfig,
-    s: &Search<'_>,
-    index: usize,
-    request: &TrialRequest,
-    run: &TrialRun,
-) -> String {
-    let loss = run
-        .loss_ratio
-        .map_or_else(String::new, |l| format!(", {:.3}% lost", l * 100.0));
-    format!(
-        "{} {} trial {index}: {:.1} {} for {:.2} s ({} {}, {}){loss}: {}",
-        s.label,
-        config.shape_label(s.shape),
-        request.load,
-        config.unit(),
-        run.duration_s,
-        config.search_goals()[request.goal].name,
-        request.phase,
-        match request.stage {
-            Stage::Coarse => "short",
-            Stage::Final => "full",
-        },
-        run.judgement
-    )
-}
-
-/// A group of searches at one CPI, side by side: the bounds and probes before, the co-tenant
-/// around them, their trials alternating one by one until every search is answered, then the
-/// probes and bounds after; an entry per search, and whether the sweep was interrupted.
-fn run_group(
-    ctx: &Trials<'_>,
-    group: &[Search<'_>],
-    progress: &dyn Progress,
-) -> Result<(Vec<SearchEntry>, bool), BisectError> {
-    let config = ctx.config;
-    let mut running = group
-        .iter()
-        .map(|s| Running::start(ctx, s))
-        .collect::<Result<Vec<_>, _>>()?;
-    let baseline = run_probe("before");
-    for r in &mut running {
-        r.keep_probe(baseline.clone(), None);
-    }
-    let labels: Vec<String> = group.iter().map(|s| s.label.clone()).collect();
-    progress.searches_started(&labels, &config.shape_label(group[0].shape));
-    let hog = match &config.cotenant {
-        Some(spec) => Some(Cotenant::start(spec).map_err(|e| BisectError::Cotenant {
-            kind: spec.kind(),
-            why: e.to_string(),
-        })?),
-        None => None,
-    };
-    // One trial of each search still asking for one, in turn, until none asks.
-    let mut interrupted = false;
-    'trials: loop {
-        let mut ran = false;
-        for r in &mut running {
-            match r.step(ctx, &baseline, progress) {
-                Step::Ran => ran = true,
-                Step::Answered => {}
-                Step::Stopped => {
-                    interrupted = true;
-                    break 'trials;
-                }
-            }
-        }
-        if !ran {
-            break;
-        }
-    }
-    progress.searches_finished();
-    let cotenant = match hog {
-        Some(hog) => Some(match hog.stop() {
-            Ok(report) => serde_json::to_value(&report)?,
-            Err(e) => json!({"error": e.to_string()}),
-        }),
-        None => None,
-    };
-    if !interrupted {
-        let after = run_probe("after");
-        for r in &mut running {
-            r.keep_probe(after.clone(), Some(&baseline));
-        }
-    }
-    let entries = running
-        .into_iter()
-        .map(|r| r.finish(ctx, cotenant.clone(), interrupted))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((entries, interrupted))
-}
-
-/// An entry for `system` at `shape` with what is known before the search.
-fn search_entry(
-    config: &BisectConfig,
-    system: &System,
-    name: &str,
-    shape: &SearchShape,
-    repeat: u32,
-) -> SearchEntry {
-    SearchEntry {
-        system: name.to_string(),
-        placement: match system {
-            System::Placement(p) => Some(p.display().to_string()),
-            System::Command { .. } => None,
-        },
-        sut_cmd: match system {
-            System::Command { command, .. } => Some(command.clone()),
-            System::Placement(_) => None,
-        },
-        cpi: config.shape_label(shape),
-        repeat,
-        skipped: None,
-        unit: config.unit().to_string(),
-        real_time_rate: 1.0 / config.frame_period(shape).as_secs_f64(),
-        latency_budget: config.latency_budget(shape),
-        start_rate: config.search_config(shape, system.placement()).start_load,
-        pipelines: config.pipelines,
-        pipeline_mode: config.pipeline_mode.name().to_string(),
-        sustained_rate: None,
-        aggregate_sustained_rate: None,
-        outcome: String::new(),
-        outcome_kind: String::new(),
-        goals: Vec::new(),
-        loads: Vec::new(),
-        trial_seconds: 0.0,
-        wall_seconds: 0.0,
-        sender_ceiling: None,
-        probes: Vec::new(),
-        bounds: None,
-        cotenant: None,
-        trials: Vec::new(),
-    }
-}
-
-/// What the results file keeps of one trial.
-fn trial_entry(
-    t: &TrialRun,
-    config: &BisectConfig,
-    budget: &LatencyBudget,
-    out: &Path,
-) -> TrialEntry {
-    let figures = t.figures.clone().unwrap_or_default();
-    let goals = config.search_goals();
-    TrialEntry {
-        rate: t.rate,
-        phase: t.request.map_or_else(String::new, |r| r.phase.to_string()),
-        goal: t
-            .request
-            .and_then(|r| goals.get(r.goal))
-            .map_or_else(String::new, |g| g.name.clone()),
-        stage: t.request.map_or(Stage::Final, |r| r.stage),
-        duration_s: t.duration_s,
-        loss_ratio: t.loss_ratio,
-        status: match &t.judgement {
-            Judgement::Invalid(_) => TrialStatus::Invalid,
-            j if j.passed() => TrialStatus::Passed,
-            _ => TrialStatus::Failed,
-        },
-        failures: t
-            .judgement
-            .verdict()
-            .map(|v| v.failures.iter().map(Failure::to_string).collect())
-            .unwrap_or_default(),
-        invalid: t.judgement.invalid().map(str::to_string),
-        budget_ms: budget.at(t.rate).as_secs_f64() * 1e3,
-        measurement: t.measurement.clone(),
-        latency: figures.latency,
-        stages: figures.stages,
-        cores_used: figures.cores_used,
-        sender: t.sender.clone(),
-        report: t
-            .report_path
-            .as_ref()
-            .map(|p| p.strip_prefix(out).unwrap_or(p).display().to_string()),
-    }
-}
-
 /// What every trial needs from the sweep.
 struct Trials<'a> {
     /// The MPS daemon whose clients the receivers must be, with MPS on.
@@ -820,70 +434,6 @@ fn confined(program: impl AsRef<std::ffi::OsStr>, cpus: Option<&CpuSet>) -> Comm
         cpus.confine(&mut command);
     }
     command
-}
-
-fn placement_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BisectError> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found: Vec<PathBuf> = fs::read_dir(path)
-                .map_err(|source| BisectError::Io {
-                    action: "read",
-                    path: path.clone(),
-                    source,
-                })?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else if path.exists() {
-            files.push(path.clone());
-        } else {
-            return Err(BisectError::MissingPlacement(path.clone()));
-        }
-    }
-    if files.is_empty() {
-        return Err(BisectError::NoPlacements(
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        ));
-    }
-    Ok(files)
-}
-
-fn placement_name(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
-}
-
-/// The plan of `placement` at `shape`, or why there is none (the error with its causes).
-/// Planned once before a system's searches, so that a placement that cannot run (a GPU
-/// placement without a GPU) is reported as skipped with the planner's reason instead of
-/// failing every trial.
-fn plan_for(config: &BisectConfig, placement: &Path, shape: &SearchShape) -> Result<Plan, String> {
-    let overrides = Overrides {
-        dims: config.dims(shape)?,
-        params: Vec::new(),
-    };
-    let graph = Graph::load(&config.graph, &overrides).map_err(|e| with_causes(&e))?;
-    let placement = Placement::load(placement).map_err(|e| with_causes(&e))?;
-    Plan::new(graph, placement).map_err(|e| with_causes(&e))
-}
-
-/// An error and its causes, joined by `: `.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        text = format!("{text}: {e}");
-        cause = e.source();
-    }
-    text
 }
 
 fn failed(rate: f64, duration_s: f64, why: String) -> TrialRun {

@@ -3,18 +3,21 @@
 //! times, on its post-frame latency.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kplace::report::run::LatencyEntry;
 
 use crate::rate::sweep::TrialLatency;
-use crate::rate::sweep::{SUT_TRIAL_SCHEMA, SutTrialLatency, SutTrialReport};
+use crate::rate::sweep::{SUT_TRIAL_SCHEMA, SenderEntry, SutTrialLatency, SutTrialReport};
 use crate::rate::{Gates, LatencyBudget, TrialMeasurement, TrialRequest, judge, loss_ratio};
 
 use super::trial::{frames_over, judge_sender, send};
 use super::{SearchShape, TrialError, TrialFigures, TrialRun, Trials, failed};
+
+/// How long another receiver has to exit after the last packet.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One trial of another receiver, run by `command` with its placeholders replaced; judged by
 /// verifying the detections file it writes. Without timestamps from the receiver, latency is
@@ -27,200 +30,304 @@ pub(super) fn sut_trial(
     dir: &Path,
     index: usize,
 ) -> Result<TrialRun, TrialError> {
-    let config = ctx.config;
-    let rate = request.load;
     let (warmup, frames, duration_s) = ctx.begin_trial(dir, request)?;
+    let trial = SutTrial {
+        ctx,
+        shape,
+        request: *request,
+        warmup,
+        frames,
+        duration_s,
+        // A SUT that takes {times} writes when it finished each frame; with the sender's
+        // times that gives its post-frame latency, judged by the same gate as kplace's.
+        files: SutFiles::fresh(dir, index, command.contains("{times}")),
+    };
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
         .map_err(|e| TrialError::Spawn(format!("cannot pick a port: {e}")))?;
-    let detections = dir.join(format!("trial-{index}.det"));
-    let _ = fs::remove_file(&detections);
-    // A SUT that takes {times} writes when it finished each frame; with the sender's times that
-    // gives its post-frame latency, judged by the same gate as kplace's.
-    let timed = command.contains("{times}");
-    let done_times = dir.join(format!("trial-{index}.done.csv"));
-    let _ = fs::remove_file(&done_times);
-    // Paths go in shell-quoted, so that a results directory with spaces or quotes in its
-    // name reaches the command as one word.
-    let quoted = |path: &Path| {
-        let text = path.display().to_string();
-        shlex::try_quote(&text)
-            .map(|q| q.into_owned())
-            .map_err(|e| TrialError::Spawn(format!("cannot pass {text} to the shell: {e}")))
-    };
-    // The innermost two extents, by the radar's names for them (`{samples}`, `{chirps}`).
-    let extent = |axis: usize| {
-        shape
-            .shape
-            .extents()
-            .get(axis)
-            .map_or(String::new(), u64::to_string)
-    };
-    let text = command
-        .replace("{port}", &port.to_string())
-        .replace("{frames}", &frames.to_string())
-        .replace("{cpi}", &shape.to_string())
-        .replace("{shape}", &shape.to_string())
-        .replace("{samples}", &extent(0))
-        .replace("{chirps}", &extent(1))
-        .replace("{detections}", &quoted(&detections)?)
-        .replace("{times}", &quoted(&done_times)?);
-    let log = fs::File::create(dir.join(format!("trial-{index}.log")))
-        .map_err(|e| TrialError::Spawn(format!("cannot create a log in {}: {e}", dir.display())))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| TrialError::Spawn(e.to_string()))?;
-    let mut sut = ctx
-        .sut_command("sh")
-        .args(["-c", &text])
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| TrialError::Spawn(format!("cannot start the system under test: {e}")))?;
-    ctx.stop.add(sut.id());
-    let finish = |sut: &mut Child, outcome: TrialRun| {
+    let mut sut = trial.start(command, port)?;
+    match trial.drive(&mut sut, port)? {
+        Ok(exited) => Ok(trial.judged(exited)),
+        Err(why) => Ok(trial.abandoned(&mut sut, why)),
+    }
+}
+
+/// The files of one trial of another receiver, in the trial's directory.
+struct SutFiles {
+    /// The directory.
+    dir: PathBuf,
+    /// The detections it writes (`{detections}`).
+    detections: PathBuf,
+    /// When it finished each frame (`{times}`), if it takes them.
+    done_times: PathBuf,
+    /// When the sender sent each frame, when the receiver writes its own times.
+    sent_times: Option<PathBuf>,
+    /// The sender's report.
+    send_report: PathBuf,
+    /// Its stdout and stderr.
+    log: PathBuf,
+    /// What was measured of it, as kplace's own trials leave their run report.
+    report: PathBuf,
+}
+
+impl SutFiles {
+    /// Trial `index`'s files in `dir`, with what a trial before it wrote there removed;
+    /// `timed`: the receiver writes its completion times.
+    fn fresh(dir: &Path, index: usize, timed: bool) -> SutFiles {
+        let file = |suffix: &str| dir.join(format!("trial-{index}.{suffix}"));
+        let files = SutFiles {
+            dir: dir.to_path_buf(),
+            detections: file("det"),
+            done_times: file("done.csv"),
+            sent_times: timed.then(|| file("sent.csv")),
+            send_report: file("send.json"),
+            log: file("log"),
+            report: file("json"),
+        };
+        let _ = fs::remove_file(&files.detections);
+        let _ = fs::remove_file(&files.done_times);
+        files
+    }
+}
+
+/// One trial of another receiver: what it was asked, and where its files go.
+struct SutTrial<'a> {
+    ctx: &'a Trials<'a>,
+    shape: &'a SearchShape,
+    request: TrialRequest,
+    /// Warm-up frames, the first of `frames`.
+    warmup: u64,
+    /// Every frame sent.
+    frames: u64,
+    /// The measured window, s of stream.
+    duration_s: f64,
+    files: SutFiles,
+}
+
+/// What a receiver that ran the whole trial left to judge it by.
+struct Exited {
+    /// The sender's account of its schedule.
+    sender: SenderEntry,
+    /// The receiver's CPU time, its children's included.
+    cpu: Duration,
+    /// From the first packet sent to its exit.
+    ran: Duration,
+}
+
+impl SutTrial<'_> {
+    /// `command` with its placeholders replaced: paths shell-quoted, so that a results
+    /// directory with spaces or quotes in its name reaches the command as one word.
+    fn command_line(&self, command: &str, port: u16) -> Result<String, TrialError> {
+        let quoted = |path: &Path| {
+            let text = path.display().to_string();
+            shlex::try_quote(&text)
+                .map(|q| q.into_owned())
+                .map_err(|e| TrialError::Spawn(format!("cannot pass {text} to the shell: {e}")))
+        };
+        // The innermost two extents, by the radar's names for them (`{samples}`, `{chirps}`).
+        let extent = |axis: usize| {
+            self.shape
+                .shape
+                .extents()
+                .get(axis)
+                .map_or(String::new(), u64::to_string)
+        };
+        let shape = self.shape.to_string();
+        Ok(command
+            .replace("{port}", &port.to_string())
+            .replace("{frames}", &self.frames.to_string())
+            .replace("{cpi}", &shape)
+            .replace("{shape}", &shape)
+            .replace("{samples}", &extent(0))
+            .replace("{chirps}", &extent(1))
+            .replace("{detections}", &quoted(&self.files.detections)?)
+            .replace("{times}", &quoted(&self.files.done_times)?))
+    }
+
+    /// Starts `command` for `port` in a shell confined to the SUT's CPUs, its output in the
+    /// trial's log; the sweep's stop knows it from now on.
+    fn start(&self, command: &str, port: u16) -> Result<Child, TrialError> {
+        let text = self.command_line(command, port)?;
+        let log = fs::File::create(&self.files.log).map_err(|e| {
+            TrialError::Spawn(format!(
+                "cannot create a log in {}: {e}",
+                self.files.dir.display()
+            ))
+        })?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| TrialError::Spawn(e.to_string()))?;
+        let sut = self
+            .ctx
+            .sut_command("sh")
+            .args(["-c", &text])
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| TrialError::Spawn(format!("cannot start the system under test: {e}")))?;
+        self.ctx.stop.add(sut.id());
+        Ok(sut)
+    }
+
+    /// Once `sut` listens on `port`, sends it the trial's frames and waits for it to exit
+    /// ([`EXIT_TIMEOUT`]); reaped, it is no longer the stop's. `Ok(Err)`: why the trial
+    /// failed, `sut` still running.
+    fn drive(&self, sut: &mut Child, port: u16) -> Result<Result<Exited, String>, TrialError> {
+        if !wait_udp_listener(port, sut) {
+            return Ok(Err(format!(
+                "the system under test never listened on port {port}"
+            )));
+        }
+        let started = Instant::now();
+        let sender = match send(
+            self.ctx,
+            port,
+            self.shape,
+            self.request.load,
+            self.frames,
+            self.files.sent_times.as_deref(),
+            &self.files.send_report,
+        )? {
+            Ok(sender) => sender,
+            Err(why) => return Ok(Err(why)),
+        };
+        let deadline = Instant::now() + EXIT_TIMEOUT;
+        // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
+        let exited = loop {
+            match kplace::os::process::reap_with_usage(sut) {
+                Ok(Some(cpu)) => break Some(cpu),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break None,
+            }
+        };
+        let ran = started.elapsed();
+        let Some(cpu) = exited else {
+            return Ok(Err(format!(
+                "the system under test did not exit within {} s of the last packet",
+                EXIT_TIMEOUT.as_secs()
+            )));
+        };
+        self.ctx.stop.remove(sut.id());
+        Ok(Ok(Exited { sender, cpu, ran }))
+    }
+
+    /// Ends `sut`, which failed the trial for `why`.
+    fn abandoned(&self, sut: &mut Child, why: String) -> TrialRun {
         let _ = sut.kill();
         let _ = sut.wait();
-        ctx.stop.remove(sut.id());
-        Ok(outcome)
-    };
-    if !wait_udp_listener(port, &mut sut) {
-        return finish(
-            &mut sut,
-            failed(
-                rate,
-                duration_s,
-                format!("the system under test never listened on port {port}"),
-            ),
-        );
+        self.ctx.stop.remove(sut.id());
+        failed(self.request.load, self.duration_s, why)
     }
-    let started = std::time::Instant::now();
-    let send_times = timed.then(|| dir.join(format!("trial-{index}.sent.csv")));
-    let send_report = dir.join(format!("trial-{index}.send.json"));
-    let sender = match send(
-        ctx,
-        port,
-        shape,
-        rate,
-        frames,
-        send_times.as_deref(),
-        &send_report,
-    )? {
-        Ok(sender) => sender,
-        Err(why) => return finish(&mut sut, failed(rate, duration_s, why)),
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    // wait4, not try_wait: its rusage is the SUT's CPU time, its children's included.
-    let exited = loop {
-        match kplace::os::process::reap_with_usage(&sut) {
-            Ok(Some(cpu)) => break Some(cpu),
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            _ => break None,
+
+    /// The trial judged on what the receiver that `exited` wrote, its report written beside
+    /// its detections.
+    fn judged(&self, exited: Exited) -> TrialRun {
+        let (rate, duration_s) = (self.request.load, self.duration_s);
+        let (measurement, latency, gates) = match self.measured() {
+            Ok(measured) => measured,
+            Err(why) => return failed(rate, duration_s, why),
+        };
+        let verdict = judge(&measurement, &gates);
+        let loss = loss_ratio(&measurement, &verdict);
+        let cores_used = exited.cpu.as_secs_f64() / exited.ran.as_secs_f64().max(1e-9);
+        self.write_report(&measurement, latency.as_ref(), cores_used);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let figures = TrialFigures {
+            latency: latency.as_ref().map(|l| TrialLatency {
+                p50_ms: ms(l.summary.p50),
+                p99_ms: ms(l.summary.p99),
+                p999_ms: ms(l.summary.p999),
+                histogram: l.summary.histogram.clone(),
+            }),
+            stages: Vec::new(),
+            cores_used: Some(cores_used),
+        };
+        let max_lag_ms = self.ctx.config.max_sender_lag_ms;
+        let judgement = judge_sender(verdict, Some(&exited.sender), rate, max_lag_ms);
+        TrialRun {
+            rate,
+            request: Some(self.request),
+            loss_ratio: judgement.verdict().map(|_| loss),
+            judgement,
+            duration_s,
+            measurement: Some(measurement),
+            figures: Some(figures),
+            report_path: Some(self.files.report.clone()),
+            sender: Some(exited.sender),
         }
-    };
-    let ran = started.elapsed();
-    let Some(cpu) = exited else {
-        return finish(
-            &mut sut,
-            failed(
-                rate,
-                duration_s,
-                "the system under test did not exit within 30 s of the last packet".into(),
-            ),
-        );
-    };
-    ctx.stop.remove(sut.id());
-    let verdict = match config.workload_request(shape, frames, |kind, request| {
-        kind.judge_results(request, &detections)
-            .map_err(|e| e.to_string())
-    }) {
-        Ok(v) => v.verification,
-        Err(why) => return Ok(failed(rate, duration_s, why)),
-    };
-    let completed = frames.saturating_sub(verdict.frames_missing);
-    let latency = match &send_times {
-        Some(sent) => match sut_latency(sent, &done_times, warmup) {
-            Ok(latency) => Some(latency),
-            Err(why) => return Ok(failed(rate, duration_s, why)),
-        },
-        None => None,
-    };
-    let window = Duration::from_secs_f64(frames as f64 / rate);
-    let measurement = TrialMeasurement {
-        offered_rate: rate,
-        frames_sent: frames,
-        frames_completed: completed,
-        partial_frames: 0,
-        dropped_frames: 0,
-        frames_failed_verification: verdict.frames_failed,
-        processed_rate: rate * completed as f64 / frames as f64,
-        post_frame_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
-        post_frame_trend: latency.as_ref().map_or(0.0, |l| l.trend),
-        window,
-        frames_over_budget: 0,
-    };
-    // Without the SUT's completion times there is no latency to judge.
-    let gates = match latency {
-        Some(_) => config.gates(shape),
-        None => Gates {
-            latency_budget: LatencyBudget::Fixed {
-                bound: Duration::MAX,
-            },
-            ..config.gates(shape)
-        },
-    };
-    let budget = gates.latency_budget.at(rate);
-    let measurement = TrialMeasurement {
-        frames_over_budget: latency
-            .as_ref()
-            .and_then(|l| l.summary.histogram.as_deref())
-            .map_or(0, |h| frames_over(h, budget).unwrap_or(frames)),
-        ..measurement
-    };
-    let verdict = judge(&measurement, &gates);
-    let loss = loss_ratio(&measurement, &verdict);
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let cores_used = cpu.as_secs_f64() / ran.as_secs_f64().max(1e-9);
-    let report = SutTrialReport {
-        schema: SUT_TRIAL_SCHEMA.to_string(),
-        frames_per_s: measurement.processed_rate,
-        input_gbit_per_s: measurement.processed_rate * (shape.frame_bytes * 8) as f64 / 1e9,
-        cores_used,
-        latency: latency.as_ref().map(|l| SutTrialLatency {
-            post_frame: LatencyEntry::from(&l.summary),
-            post_frame_trend_ms_per_s: l.trend * 1e3,
-        }),
-    };
-    // Beside the SUT's detections and log, as kplace's own trials leave their run report.
-    let report_path = dir.join(format!("trial-{index}.json"));
-    if let Ok(text) = serde_json::to_string(&report) {
-        let _ = fs::write(&report_path, text);
     }
-    let figures = TrialFigures {
-        latency: latency.as_ref().map(|l| TrialLatency {
-            p50_ms: ms(l.summary.p50),
-            p99_ms: ms(l.summary.p99),
-            p999_ms: ms(l.summary.p999),
-            histogram: l.summary.histogram.clone(),
-        }),
-        stages: Vec::new(),
-        cores_used: Some(cores_used),
-    };
-    let judgement = judge_sender(verdict, Some(&sender), rate, config.max_sender_lag_ms);
-    Ok(TrialRun {
-        rate,
-        request: Some(*request),
-        loss_ratio: judgement.verdict().map(|_| loss),
-        judgement,
-        duration_s,
-        measurement: Some(measurement),
-        figures: Some(figures),
-        report_path: Some(report_path),
-        sender: Some(sender),
-    })
+
+    /// What the receiver's detections and times say of the trial, and the gates it is judged
+    /// by (without its completion times, no latency gate); `Err`: why they say nothing.
+    fn measured(&self) -> Result<(TrialMeasurement, Option<SutLatency>, Gates), String> {
+        let (config, shape) = (self.ctx.config, self.shape);
+        let (rate, frames) = (self.request.load, self.frames);
+        let verdict = config
+            .workload_request(shape, frames, |kind, request| {
+                kind.judge_results(request, &self.files.detections)
+                    .map_err(|e| e.to_string())
+            })?
+            .verification;
+        let completed = frames.saturating_sub(verdict.frames_missing);
+        let latency = match &self.files.sent_times {
+            Some(sent) => Some(sut_latency(sent, &self.files.done_times, self.warmup)?),
+            None => None,
+        };
+        let gates = match latency {
+            Some(_) => config.gates(shape),
+            None => Gates {
+                latency_budget: LatencyBudget::Fixed {
+                    bound: Duration::MAX,
+                },
+                ..config.gates(shape)
+            },
+        };
+        let budget = gates.latency_budget.at(rate);
+        let measurement = TrialMeasurement {
+            offered_rate: rate,
+            frames_sent: frames,
+            frames_completed: completed,
+            partial_frames: 0,
+            dropped_frames: 0,
+            frames_failed_verification: verdict.frames_failed,
+            processed_rate: rate * completed as f64 / frames as f64,
+            post_frame_p99: latency.as_ref().map_or(Duration::ZERO, |l| l.summary.p99),
+            post_frame_trend: latency.as_ref().map_or(0.0, |l| l.trend),
+            window: Duration::from_secs_f64(frames as f64 / rate),
+            frames_over_budget: latency
+                .as_ref()
+                .and_then(|l| l.summary.histogram.as_deref())
+                .map_or(0, |h| frames_over(h, budget).unwrap_or(frames)),
+        };
+        Ok((measurement, latency, gates))
+    }
+
+    /// Writes what was measured of the receiver beside its detections and log, as kplace's
+    /// own trials leave their run report (best effort: the results file has it too).
+    fn write_report(
+        &self,
+        measurement: &TrialMeasurement,
+        latency: Option<&SutLatency>,
+        cores_used: f64,
+    ) {
+        let report = SutTrialReport {
+            schema: SUT_TRIAL_SCHEMA.to_string(),
+            frames_per_s: measurement.processed_rate,
+            input_gbit_per_s: measurement.processed_rate * (self.shape.frame_bytes * 8) as f64
+                / 1e9,
+            cores_used,
+            latency: latency.map(|l| SutTrialLatency {
+                post_frame: LatencyEntry::from(&l.summary),
+                post_frame_trend_ms_per_s: l.trend * 1e3,
+            }),
+        };
+        if let Ok(text) = serde_json::to_string(&report) {
+            let _ = fs::write(&self.files.report, text);
+        }
+    }
 }
 
 /// A SUT's post-frame latency over the measured frames (ids from `warmup` on).

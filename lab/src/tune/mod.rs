@@ -14,11 +14,14 @@
 //!    what was predicted and measured ([`placement_file`]).
 //!
 //! This module holds what joins them: ranking predictions against a request, naming and
-//! writing candidates, and reading the sweep's measurements back.
+//! writing candidates, and reading the sweep's measurements back. [`procedure`] runs the four
+//! steps in order at every frame shape of a sweep: [`run`] is `kplace tune` but for its
+//! arguments and its printing.
 
 pub mod calibrate;
 mod costs;
 pub mod model;
+pub mod procedure;
 mod simulate;
 pub mod space;
 
@@ -29,11 +32,13 @@ use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
 use kplace::plan::layout::Layout;
 
-use crate::bisect::{self, BisectConfig, BisectError, Progress, Stop, Systems};
+use crate::bisect::{self, BisectConfig, BisectError, Stop, Systems};
 use crate::rate::LatencyBudget;
 use costs::Calibration;
 use model::{Feed, ModelError, Prediction};
 use space::{Candidate, Enumeration, Where};
+
+pub use procedure::{Progress, TuneError, TuneOptions, Tuned, Tuning, run};
 
 /// What the user asks of a placement.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -242,7 +247,7 @@ pub fn prove(
     config: &BisectConfig,
     exe: &Path,
     stop: &Stop,
-    progress: &dyn Progress,
+    progress: &dyn bisect::Progress,
     graph: &Graph,
     predicted: &[Predicted],
     chosen: &[usize],

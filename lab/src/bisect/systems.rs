@@ -1,0 +1,135 @@
+//! The systems a sweep searches, set up before its first trial: kplace placements (the files
+//! its placement paths name) or another receiver's command, each with its name in the table.
+//!
+//! Guarantees: a placement path that names nothing, or paths that name no placement file, are
+//! refused before anything runs; a placement is planned ([`plan_for`]) before its searches, so
+//! that one that cannot run here is skipped with the planner's reason, never failing trials.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use kplace::model::graph::{Graph, Overrides};
+use kplace::model::placement::Placement;
+use kplace::plan::Plan;
+
+use super::{BisectConfig, BisectError, SearchShape, Systems};
+
+/// One system searched: a kplace placement, or another receiver's command and its name.
+pub(super) enum System {
+    Placement(PathBuf),
+    Command { command: String, name: String },
+}
+
+impl System {
+    /// Every system `config` searches: its receiver command, or each placement file its
+    /// placement paths name (a directory's `.yaml` files, sorted).
+    pub(super) fn all(config: &BisectConfig) -> Result<Vec<System>, BisectError> {
+        Ok(match &config.systems {
+            Systems::Command { command, name } => vec![System::Command {
+                command: command.clone(),
+                name: name.clone(),
+            }],
+            Systems::Placements(paths) => placement_files(paths)?
+                .into_iter()
+                .map(System::Placement)
+                .collect(),
+        })
+    }
+
+    /// The placement file, for kplace.
+    pub(super) fn placement(&self) -> Option<&PathBuf> {
+        match self {
+            Self::Placement(path) => Some(path),
+            Self::Command { .. } => None,
+        }
+    }
+}
+
+/// The name of `system` in the table: the placement's file stem or the command's name, with
+/// the pipelines, co-tenant and MPS the sweep adds.
+pub(super) fn system_name(config: &BisectConfig, system: &System) -> String {
+    let mut name = match system {
+        System::Placement(path) => placement_name(path),
+        System::Command { name, .. } => name.clone(),
+    };
+    if config.pipelines > 1 {
+        name = format!("{name} x{} {}", config.pipelines, config.pipeline_mode);
+    }
+    if let Some(spec) = &config.cotenant {
+        name += &format!(" +{}", spec.kind());
+    }
+    if config.mps.is_some() {
+        name += " mps";
+    }
+    name
+}
+
+/// The placement files `paths` name: each file, and each directory's `.yaml` files, sorted.
+fn placement_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BisectError> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = fs::read_dir(path)
+                .map_err(|source| BisectError::Io {
+                    action: "read",
+                    path: path.clone(),
+                    source,
+                })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else if path.exists() {
+            files.push(path.clone());
+        } else {
+            return Err(BisectError::MissingPlacement(path.clone()));
+        }
+    }
+    if files.is_empty() {
+        return Err(BisectError::NoPlacements(
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    Ok(files)
+}
+
+/// A placement's name in the table: its file stem.
+fn placement_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The plan of `placement` at `shape`, or why there is none (the error with its causes).
+/// Planned once before a system's searches, so that a placement that cannot run (a GPU
+/// placement without a GPU) is reported as skipped with the planner's reason instead of
+/// failing every trial.
+pub(super) fn plan_for(
+    config: &BisectConfig,
+    placement: &Path,
+    shape: &SearchShape,
+) -> Result<Plan, String> {
+    let overrides = Overrides {
+        dims: config.dims(shape)?,
+        params: Vec::new(),
+    };
+    let graph = Graph::load(&config.graph, &overrides).map_err(|e| with_causes(&e))?;
+    let placement = Placement::load(placement).map_err(|e| with_causes(&e))?;
+    Plan::new(graph, placement).map_err(|e| with_causes(&e))
+}
+
+/// An error and its causes, joined by `: `.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text = format!("{text}: {e}");
+        cause = e.source();
+    }
+    text
+}

@@ -60,14 +60,14 @@ pub enum BisectError {
     #[error("--placements {}: no such file or directory", .0.display())]
     MissingPlacement(PathBuf),
     /// A file or directory could not be read, created or written.
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     Io {
         /// `read`, `create` or `write`.
         action: &'static str,
         /// The path.
         path: PathBuf,
-        /// The system's error.
-        source: std::io::Error,
+        /// The system's error, in the message (so not the error's source as well).
+        error: std::io::Error,
     },
     /// The MPS daemon could not be started.
     #[error("--mps on: {0}")]
@@ -92,12 +92,12 @@ pub enum BisectError {
         why: String,
     },
     /// A trials CSV file could not be written.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {error}", path.display())]
     Csv {
         /// The file.
         path: PathBuf,
-        /// The writer's error.
-        source: csv::Error,
+        /// The writer's error, in the message.
+        error: csv::Error,
     },
     /// The results could not be encoded.
     #[error("cannot encode the results: {0}")]
@@ -221,7 +221,7 @@ pub fn run(
     fs::create_dir_all(&config.out).map_err(|source| BisectError::Io {
         action: "create",
         path: config.out.clone(),
-        source,
+        error: source,
     })?;
     let ctx = Trials {
         exe,
@@ -306,7 +306,7 @@ pub fn run(
     fs::write(&json, text + "\n").map_err(|source| BisectError::Io {
         action: "write",
         path: json.clone(),
-        source,
+        error: source,
     })?;
     let plots = crate::plots::write_all(std::slice::from_ref(&file), &config.out)?;
     Ok(Sweep {

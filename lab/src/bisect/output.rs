@@ -268,11 +268,11 @@ pub(super) fn write_csv(
     let file = fs::File::create(&path).map_err(|source| BisectError::Io {
         action: "create",
         path: path.clone(),
-        source,
+        error: source,
     })?;
     let csv_error = |source| BisectError::Csv {
         path: path.clone(),
-        source,
+        error: source,
     };
     let mut csv = csv::Writer::from_writer(file);
     csv.write_record([
@@ -346,7 +346,7 @@ pub(super) fn write_csv(
     csv.flush().map_err(|source| BisectError::Io {
         action: "write",
         path: path.clone(),
-        source,
+        error: source,
     })
 }
 

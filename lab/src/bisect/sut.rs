@@ -47,9 +47,14 @@ pub(super) fn sut_trial(
         .map(|a| a.port())
         .map_err(|e| TrialError::Spawn(format!("cannot pick a port: {e}")))?;
     let mut sut = trial.start(command, port)?;
-    match trial.drive(&mut sut, port)? {
-        Ok(exited) => Ok(trial.judged(exited)),
-        Err(why) => Ok(trial.abandoned(&mut sut, why)),
+    match trial.drive(&mut sut, port) {
+        Ok(Ok(exited)) => Ok(trial.judged(exited)),
+        Ok(Err(why)) => Ok(trial.abandoned(&mut sut, why)),
+        Err(e) => {
+            // The trial cannot go on (the sender could not start): the receiver ends with it.
+            trial.end(&mut sut);
+            Err(e)
+        }
     }
 }
 
@@ -216,10 +221,15 @@ impl SutTrial<'_> {
 
     /// Ends `sut`, which failed the trial for `why`.
     fn abandoned(&self, sut: &mut Child, why: String) -> TrialRun {
+        self.end(sut);
+        failed(self.request.load, self.duration_s, why)
+    }
+
+    /// Kills and reaps `sut`; the sweep's stop forgets it.
+    fn end(&self, sut: &mut Child) {
         let _ = sut.kill();
         let _ = sut.wait();
         self.ctx.stop.remove(sut.id());
-        failed(self.request.load, self.duration_s, why)
     }
 
     /// The trial judged on what the receiver that `exited` wrote, its report written beside

@@ -73,7 +73,7 @@ fn placement_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BisectError> {
                 .map_err(|source| BisectError::Io {
                     action: "read",
                     path: path.clone(),
-                    source,
+                    error: source,
                 })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))

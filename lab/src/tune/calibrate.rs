@@ -51,7 +51,7 @@ impl LibraryBuild {
         let bytes = fs::read(path).map_err(|source| CalibrateError::Io {
             action: "read",
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
         Ok(LibraryBuild {
             path: path.to_path_buf(),
@@ -111,14 +111,14 @@ pub fn graph_identity(graph: &Graph) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
     /// A file could not be read or written.
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     Io {
         /// What was attempted.
         action: &'static str,
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why, in the message.
+        error: std::io::Error,
     },
     /// A stage's kernel is offered on no device.
     #[error("stage {0}: no library offers its kernel, so it cannot be calibrated")]
@@ -599,7 +599,7 @@ impl Store {
                 return Err(CalibrateError::Io {
                     action: "read",
                     path,
-                    source,
+                    error: source,
                 });
             }
         };
@@ -624,7 +624,7 @@ impl Store {
         let io = |action, source| CalibrateError::Io {
             action,
             path: path.clone(),
-            source,
+            error: source,
         };
         fs::create_dir_all(&self.dir).map_err(|e| io("create the directory of", e))?;
         let text = serde_json::to_string_pretty(calibration)

@@ -258,7 +258,7 @@ pub fn prove(
     std::fs::create_dir_all(dir).map_err(|source| BisectError::Io {
         action: "create",
         path: dir.to_path_buf(),
-        source,
+        error: source,
     })?;
     let mut paths = Vec::new();
     let mut all = config.clone();
@@ -269,7 +269,7 @@ pub fn prove(
         std::fs::write(&path, text).map_err(|source| BisectError::Io {
             action: "write",
             path: path.clone(),
-            source,
+            error: source,
         })?;
         all.start_rates
             .insert(path.clone(), p.prediction.rate.max(1.0));

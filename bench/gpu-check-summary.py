@@ -123,7 +123,7 @@ def bisect_rows(scratch):
     rows = []
     for se in res.get("searches", []):
         rows.append({
-            "system": se["system"], "cpi": se["cpi"], "skipped": se.get("skipped"),
+            "system": se["system"], "cpi": se["shape"], "skipped": se.get("skipped"),
             "sustained": se.get("sustained_rate"), "outcome": se.get("outcome"),
             "goals": {g["goal"]["name"]: {"lower": g.get("lower"), "upper": g.get("upper"),
                                           "ending": g["ending"]["kind"]} for g in se.get("goals", [])},

@@ -36,7 +36,7 @@ for spec in "${specs[@]}"; do
     python3 - "$out/ingest-$cpi.txt" "$cpi" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-m = re.search(r"ingest only: (\d+) complete frames in ([\d.]+) s: ([\d.]+) CPI/s, ([\d.]+) Gbit/s", text)
+m = re.search(r"ingest only: (\d+) complete frames in ([\d.]+) s: ([\d.]+) frames/s, ([\d.]+) Gbit/s", text)
 c = re.search(r"frames complete (\d+), partial (\d+), dropped (\d+)", text)
 print(f"| {sys.argv[2]} | ingest only, burst | burst | {m.group(3)} | {m.group(4)} | {c.group(1)} / {c.group(2)} / {c.group(3)} | | | | |")
 PY

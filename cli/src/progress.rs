@@ -61,7 +61,7 @@ impl ProgressOut {
             }
             bar.set_position(progress.frames);
             bar.set_message(format!(
-                "{:.1} CPI/s, dropped {}, partial {}",
+                "{:.1} frames/s, dropped {}, partial {}",
                 line.frames_per_s, line.dropped_frames, line.partial_frames
             ));
             if progress.last {

@@ -96,7 +96,7 @@ impl TuneArgs {
         if let Some(rate) = self.rate
             && !(rate.is_finite() && rate > 0.0)
         {
-            bail!("--rate must be a positive number of CPI/s, not {rate}");
+            bail!("--rate must be a positive number of frames per second, not {rate}");
         }
         if !(self.max_age_h.is_finite() && self.max_age_h >= 0.0) {
             bail!(

@@ -70,7 +70,7 @@ fn bisect_status(args: &[&str]) -> (Option<i32>, String, serde_json::Value, temp
         &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(json["schema"], "kplace-bisect-rate/3");
+    assert_eq!(json["schema"], "kplace-bisect-rate/4");
     (code, stdout, json, out_dir)
 }
 
@@ -120,7 +120,7 @@ fn a_short_search_answers_every_goal_with_rates_its_trials_decided() {
     assert_eq!(code, Some(3), "a rate found, one placement skipped");
     assert_eq!(
         result["latency_budget"],
-        serde_json::json!({"rule": "deadline", "cpi_duration_ms": 6.4})
+        serde_json::json!({"rule": "deadline", "frame_period_ms": 6.4})
     );
     assert!(
         stdout.contains("deadline (max of 6.4 ms and 1/R)"),
@@ -280,7 +280,7 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
         "{result}"
     );
     assert!(
-        result["bounds"]["ingest_only_cpi_per_s"]
+        result["bounds"]["ingest_only_per_s"]
             .as_f64()
             .expect("ingest-only bound")
             > 0.0
@@ -764,9 +764,9 @@ fn a_recording_search_gates_every_trial_on_its_check() {
     // first, as --shape takes it), its deadline its own frame period: 8192 samples at the
     // recording's 20 MHz.
     assert_eq!(right["unit"], "frames/s", "{right}");
-    assert_eq!(right["cpi"], "256x32", "{right}");
+    assert_eq!(right["shape"], "256x32", "{right}");
     assert_eq!(right["latency_budget"]["rule"], "deadline");
-    let deadline = right["latency_budget"]["cpi_duration_ms"].as_f64().unwrap();
+    let deadline = right["latency_budget"]["frame_period_ms"].as_f64().unwrap();
     assert!((deadline - 0.4096).abs() < 1e-9, "{right}");
     assert!(
         (right["real_time_rate"].as_f64().unwrap() - 2441.40625).abs() < 1e-6,

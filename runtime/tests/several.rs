@@ -31,7 +31,7 @@ fn the_aggregate_sums_rates_and_takes_the_worst_latency() {
     let text = a.to_string();
     assert!(
         text.contains("2 pipelines (process): 20 frames")
-            && text.contains("aggregate 190.0 CPI/s")
+            && text.contains("aggregate 190.0 frames/s")
             && text.ends_with("verification PASSED: 2/2 pipelines passed\n"),
         "{text}"
     );

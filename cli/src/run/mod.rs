@@ -489,7 +489,7 @@ fn ingest_only(
     let busy = counters.receiving.max(Duration::from_micros(1));
     let frames = counters.complete_frames;
     println!(
-        "ingest only: {frames} complete frames in {:.3} s: {:.1} CPI/s, {:.2} Gbit/s of packets",
+        "ingest only: {frames} complete frames in {:.3} s: {:.1} frames/s, {:.2} Gbit/s of packets",
         busy.as_secs_f64(),
         frames as f64 / busy.as_secs_f64(),
         counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9

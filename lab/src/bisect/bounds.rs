@@ -12,7 +12,7 @@ use super::trial::ready_ports;
 use super::{BisectConfig, BisectError, SearchShape, Stop, Trials};
 use crate::bounds;
 
-/// The receiver alone and the kernels alone, in CPI/s.
+/// The receiver alone and the kernels alone, in frames/s.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Bounds {
     pub(super) ingest_only: Option<f64>,
@@ -35,7 +35,7 @@ impl Bounds {
     }
 
     fn to_json(self) -> Value {
-        json!({"ingest_only_cpi_per_s": self.ingest_only, "kernel_only_cpi_per_s": self.kernel_only})
+        json!({"ingest_only_per_s": self.ingest_only, "kernel_only_per_s": self.kernel_only})
     }
 }
 
@@ -67,8 +67,8 @@ impl BracketedBounds {
     pub(super) fn to_json(self, sustained: Option<f64>) -> Value {
         let mean = self.mean();
         json!({
-            "ingest_only_cpi_per_s": mean.ingest_only,
-            "kernel_only_cpi_per_s": mean.kernel_only,
+            "ingest_only_per_s": mean.ingest_only,
+            "kernel_only_per_s": mean.kernel_only,
             "sustained_over_min_bound": mean.ratio(sustained),
             "before": self.before.to_json(),
             "after": self.after.map(Bounds::to_json),
@@ -76,7 +76,7 @@ impl BracketedBounds {
     }
 }
 
-/// The receiver alone at `shape`, fed by a local burst: its rate, CPI/s, and its CPU time per
+/// The receiver alone at `shape`, fed by a local burst: its rate, frames/s, and its CPU time per
 /// frame, ms (`None` where it could not be measured).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReceiverAlone {
@@ -169,7 +169,7 @@ fn ingest_only(
                 .unwrap_or_default();
             burst.ok().filter(|o| o.status.success()).and_then(|_| {
                 let rate = text
-                    .split(" CPI/s")
+                    .split(" frames/s")
                     .next()
                     .and_then(|t| t.rsplit(' ').next())
                     .and_then(|v| v.parse().ok())?;
@@ -245,8 +245,8 @@ pub(super) fn measure_bounds(
     };
     tracing::info!(
         "bisect-rate: bounds at {shape}: ingest only {}, kernels only {}",
-        ingest_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s")),
-        kernel_only.map_or("n/a".into(), |r| format!("{r:.1} CPI/s"))
+        ingest_only.map_or("n/a".into(), |r| format!("{r:.1} frames/s")),
+        kernel_only.map_or("n/a".into(), |r| format!("{r:.1} frames/s"))
     );
     Ok(Bounds {
         ingest_only,
@@ -281,8 +281,8 @@ mod tests {
         );
         let json = both.to_json(Some(500.0));
         assert_eq!(json["sustained_over_min_bound"], 0.5);
-        assert_eq!(json["before"]["kernel_only_cpi_per_s"], 800.0);
-        assert_eq!(json["after"]["ingest_only_cpi_per_s"], Value::Null);
+        assert_eq!(json["before"]["kernel_only_per_s"], 800.0);
+        assert_eq!(json["after"]["ingest_only_per_s"], Value::Null);
         let interrupted = BracketedBounds {
             before,
             after: None,

@@ -1,5 +1,5 @@
 //! What a sweep is asked to do ([`BisectConfig`]), and what follows from it for every search
-//! and trial: the search's settings, the gates and budget at a CPI, a trial's frames, the scene
+//! and trial: the search's settings, the gates and budget at a frame shape, a trial's frames, the scene
 //! sent, and the settings recorded beside the results.
 
 use std::path::PathBuf;
@@ -82,7 +82,7 @@ pub struct BisectConfig {
     pub start_rates: std::collections::BTreeMap<PathBuf, f64>,
     /// The search's goals, the first the answer (RFC 9971's search goals).
     pub goals: Vec<Goal>,
-    /// Searches per system and CPI.
+    /// Searches per system and frame shape.
     pub repeat: u32,
     /// Warm-up per trial, seconds of stream (at least 10 frames).
     pub warmup_s: f64,
@@ -159,7 +159,7 @@ impl BisectConfig {
             .unwrap_or_else(|| Duration::from_secs_f64(1.0 / self.start_rate.unwrap_or(1.0)))
     }
 
-    /// The unit of every rate: the workload's (`CPI/s` for the radar), `frames/s` for a
+    /// The unit of every rate: the workload's (`frames/s` for the radar), `frames/s` for a
     /// recording.
     pub fn unit(&self) -> &'static str {
         self.workload.as_ref().map_or("frames/s", |w| w.rate_unit())
@@ -178,7 +178,7 @@ impl BisectConfig {
     /// The latency budget of every trial at `shape`: with `deadline`, the workload's frame
     /// period (or one period at the offered rate when that is longer).
     pub fn latency_budget(&self, shape: &SearchShape) -> LatencyBudget {
-        self.latency_budget.at_cpi(self.frame_period(shape))
+        self.latency_budget.at_period(self.frame_period(shape))
     }
 
     /// Frames of a trial at `rate` whose measured window is `duration_s` s of stream:

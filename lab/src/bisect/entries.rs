@@ -28,7 +28,7 @@ pub(super) fn search_entry(
             System::Command { command, .. } => Some(command.clone()),
             System::Placement(_) => None,
         },
-        cpi: config.shape_label(shape),
+        shape: config.shape_label(shape),
         repeat,
         skipped: None,
         unit: config.unit().to_string(),

@@ -28,7 +28,7 @@ pub fn status(
     }
     let ran: Vec<&SearchEntry> = searches.iter().filter(|s| s.skipped.is_none()).collect();
     let skipped = searches.len() - ran.len();
-    let describe = |s: &SearchEntry| format!("{} at {} (repeat {})", s.system, s.cpi, s.repeat);
+    let describe = |s: &SearchEntry| format!("{} at {} (repeat {})", s.system, s.shape, s.repeat);
     if let Some(required) = require_rate {
         let below: Vec<String> = ran
             .iter()
@@ -42,7 +42,7 @@ pub fn status(
                 BELOW_REQUIRED,
                 Some(format!(
                     "below the required {required} {}: {}",
-                    ran.first().map_or("CPI/s", |s| s.unit.as_str()),
+                    ran.first().map_or("frames/s", |s| s.unit.as_str()),
                     below.join("; ")
                 )),
             );
@@ -90,9 +90,9 @@ mod tests {
     /// A search entry as the results file has it, with `outcome_kind` and a rate or none.
     fn entry(kind: &str, sustained: Option<f64>, skipped: bool) -> SearchEntry {
         let mut e: SearchEntry = serde_json::from_value(json!({
-            "system": "all-cpu", "cpi": "1024x128", "repeat": 0,
-            "unit": "CPI/s", "real_time_rate": 156.25,
-            "latency_budget": {"rule": "deadline", "cpi_duration_ms": 6.4},
+            "system": "all-cpu", "shape": "1024x128", "repeat": 0,
+            "unit": "frames/s", "real_time_rate": 156.25,
+            "latency_budget": {"rule": "deadline", "frame_period_ms": 6.4},
         }))
         .expect("the minimal entry parses");
         e.outcome_kind = kind.into();
@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(c, BELOW_REQUIRED);
         assert_eq!(
             why.unwrap(),
-            "below the required 600 CPI/s: all-cpu at 1024x128 (repeat 0) sustained 500.0 CPI/s"
+            "below the required 600 frames/s: all-cpu at 1024x128 (repeat 0) sustained 500.0 frames/s"
         );
         assert_eq!(status(&[measured], true, Some(600.0)).0, INTERRUPTED);
         let (_, why) = status(&[no_rate], false, None);

@@ -1,11 +1,11 @@
 //! The sweep behind `kplace bisect-rate`: the highest input rate each system sustains, found by
 //! real trials. For every system (a kplace placement, or another receiver's command), every
-//! CPI and every repeat, a search of [`crate::rate`] asks for trials at chosen rates; each trial
+//! frame shape and every repeat, a search of [`crate::rate`] asks for trials at chosen rates; each trial
 //! runs `kplace send` pacing a stream into the system under test (two processes, open loop)
 //! and is judged by the rate gates on what the system reported.
 //!
 //! This module runs the sweep and holds the context every trial shares. [`BisectConfig`] says
-//! what the sweep is asked to do (`config`, with what follows from it per CPI); `systems`
+//! what the sweep is asked to do (`config`, with what follows from it per frame shape); `systems`
 //! sets up the systems searched and their names; `search` runs a group of searches side by
 //! side, one trial of each in turn; [`trial`] runs one trial of kplace (`kplace run` on a
 //! placement), [`sut`] one of another receiver, [`bounds`] measures the bounds beside each
@@ -195,7 +195,7 @@ pub struct Sweep {
 }
 
 /// Runs the sweep of `config` with the `kplace` executable `exe` (which every trial starts as
-/// `kplace run` and `kplace send`), saying how it goes to `progress`: at every CPI, `repeat`
+/// `kplace run` and `kplace send`), saying how it goes to `progress`: at every frame shape, `repeat`
 /// times, every system searched side by side (their trials alternate, so that the machine's
 /// drift hits them alike), with the co-tenant and the MPS daemon around the trials. Writes the
 /// results file, one CSV file per search and the plots into `config.out`.
@@ -255,7 +255,7 @@ pub fn run(
             skipped_rows.push(format!(
                 "| {} | {} | skipped: {} | | | | | | | | |",
                 entry.system,
-                entry.cpi,
+                entry.shape,
                 entry.skipped.as_deref().unwrap_or_default()
             ));
         }

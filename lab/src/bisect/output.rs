@@ -10,7 +10,7 @@ use super::{BisectConfig, BisectError, SearchShape, TrialRun};
 use crate::rate::sweep::{Comparison, SearchEntry, Spread, SweepFile, TrialStatus};
 use crate::rate::{Failure, Judgement, Stage, relative_spread};
 
-/// Per system and CPI searched more than once: the spread of the sustained rates, and the
+/// Per system and frame shape searched more than once: the spread of the sustained rates, and the
 /// machine's own spread over the same searches (every steadiness probe's median, and every
 /// bound measured beside them, whichever spread more): when the
 /// rates spread no more than the machine did, the difference between searches is within the
@@ -20,10 +20,10 @@ pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
     for s in searches.iter().filter(|s| s.skipped.is_none()) {
         match groups
             .iter_mut()
-            .find(|(system, cpi, _)| *system == s.system && *cpi == s.cpi)
+            .find(|(system, cpi, _)| *system == s.system && *cpi == s.shape)
         {
             Some((_, _, members)) => members.push(s),
-            None => groups.push((&s.system, &s.cpi, vec![s])),
+            None => groups.push((&s.system, &s.shape, vec![s])),
         }
     }
     groups
@@ -47,8 +47,8 @@ pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
             let spread = relative_spread(&rates);
             let probe_spread = relative_spread(&probes);
             let bounds_spread = [
-                relative_spread(&bound("kernel_only_cpi_per_s")),
-                relative_spread(&bound("ingest_only_cpi_per_s")),
+                relative_spread(&bound("kernel_only_per_s")),
+                relative_spread(&bound("ingest_only_per_s")),
             ]
             .into_iter()
             .flatten()
@@ -59,7 +59,7 @@ pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
                 .reduce(f64::max);
             Spread {
                 system: system.to_string(),
-                cpi: cpi.to_string(),
+                shape: cpi.to_string(),
                 searches: members.len(),
                 measured: rates.len(),
                 min: rates.first().copied(),
@@ -82,7 +82,7 @@ pub fn spread_line(s: &Spread, unit: &str) -> String {
     format!(
         "spread {} {}: {} searches, {} measured, sustained {unit} min {}, median {}, max {}, (max - min) / median {}; machine's spread {} (probe {}, bounds {}){}",
         s.system,
-        s.cpi,
+        s.shape,
         s.searches,
         s.measured,
         rate(s.min),
@@ -115,7 +115,7 @@ pub fn comparisons(group: &[SearchEntry]) -> Vec<Comparison> {
             let goal = s.goals.first()?;
             let over = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
             Some(Comparison {
-                cpi: s.cpi.clone(),
+                shape: s.shape.clone(),
                 repeat: s.repeat,
                 goal: goal.goal.name.clone(),
                 system: s.system.clone(),
@@ -133,7 +133,7 @@ pub fn comparison_line(c: &Comparison) -> String {
     let num = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.3}"));
     format!(
         "ratio {} #{} ({} goal): {} / {} = {} (bounds allow {} to {})",
-        c.cpi,
+        c.shape,
         c.repeat,
         c.goal,
         c.system,
@@ -148,7 +148,7 @@ pub fn comparison_line(c: &Comparison) -> String {
 /// line per spread of repeated searches and per comparison of systems searched side by side.
 pub fn table(file: &SweepFile, rows: &[String], with_bounds: bool) -> String {
     let searched = file.searches.iter().find(|s| s.skipped.is_none());
-    let unit = searched.map_or("CPI/s", |s| s.unit.as_str());
+    let unit = searched.map_or("frames/s", |s| s.unit.as_str());
     let goals: Vec<&str> = searched
         .map(|s| s.goals.iter().map(|g| g.goal.name.as_str()).collect())
         .unwrap_or_default();
@@ -219,7 +219,7 @@ pub fn table_row(label: &str, shape: &SearchShape, s: &SearchEntry, with_bounds:
     });
     let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.2}"));
     let gbit = |rate: f64| format!("{:.2}", rate * (shape.frame_bytes * 8) as f64 / 1e9);
-    let shape = &s.cpi;
+    let shape = &s.shape;
     let mut row = match (s.sustained_rate, at_result) {
         (Some(rate), Some(t)) => format!(
             "| {label} | {shape} | {rate:.1} | {others} | {bracket} | {budget} | {} | {} | {} | {} | {trials}, {time}, {outcome} |",
@@ -247,14 +247,14 @@ pub fn table_row(label: &str, shape: &SearchShape, s: &SearchEntry, with_bounds:
             .map_or("n/a".to_string(), |r| format!("{r:.3}"));
         row += &format!(
             " {} | {} | {ratio} |",
-            show(mean("ingest_only_cpi_per_s")),
-            show(mean("kernel_only_cpi_per_s"))
+            show(mean("ingest_only_per_s")),
+            show(mean("kernel_only_per_s"))
         );
     }
     row
 }
 
-/// Writes one search's trials to `out/trials-NAME-FRAME-REPEAT.csv` (the frame: the CPI, or
+/// Writes one search's trials to `out/trials-NAME-FRAME-REPEAT.csv` (the frame: its shape, as
 /// a recording's shape), a row per trial.
 pub(super) fn write_csv(
     out: &Path,
@@ -385,12 +385,12 @@ mod tests {
             system: system.into(),
             placement: None,
             sut_cmd: None,
-            cpi: "1024x128".into(),
+            shape: "1024x128".into(),
             repeat: 0,
             skipped: None,
-            unit: "CPI/s".into(),
+            unit: "frames/s".into(),
             real_time_rate: 156.25,
-            latency_budget: LatencyBudget::OneCpiPeriod,
+            latency_budget: LatencyBudget::OneFramePeriod,
             start_rate: 156.25,
             pipelines: 1,
             pipeline_mode: "thread".into(),
@@ -456,10 +456,10 @@ mod tests {
         // Probe medians 300..450 around a median of 300: the machine spread 50%.
         assert!((s.machine_spread.unwrap() - 0.5).abs() < 1e-12);
         assert!(s.within_noise);
-        let line = spread_line(s, "CPI/s");
+        let line = spread_line(s, "frames/s");
         assert_eq!(
             line,
-            "spread all-cpu 1024x128: 4 searches, 3 measured, sustained CPI/s min 400.0, median 450.0, \
+            "spread all-cpu 1024x128: 4 searches, 3 measured, sustained frames/s min 400.0, median 450.0, \
              max 500.0, (max - min) / median 22.2%; machine's spread 50.0% (probe 50.0%, bounds n/a): \
              within the machine's noise"
         );
@@ -470,14 +470,14 @@ mod tests {
             search("all-cpu", Some(500.0), &[300.0, 302.0]),
         ];
         let s = &super::spreads(&steady)[0];
-        assert!(!s.within_noise && !spread_line(s, "CPI/s").contains("within"));
+        assert!(!s.within_noise && !spread_line(s, "frames/s").contains("within"));
 
         // The same steady probes, but the kernels alone ran 30% faster after a search than
         // before it (a spread of 300 / 1300): the machine moved more than the rates did.
         let mut moved = steady.clone();
         moved[0].bounds = Some(json!({
-            "before": {"kernel_only_cpi_per_s": 1000.0, "ingest_only_cpi_per_s": 900.0},
-            "after": {"kernel_only_cpi_per_s": 1300.0, "ingest_only_cpi_per_s": 905.0},
+            "before": {"kernel_only_per_s": 1000.0, "ingest_only_per_s": 900.0},
+            "after": {"kernel_only_per_s": 1300.0, "ingest_only_per_s": 905.0},
         }));
         let s = &super::spreads(&moved)[0];
         assert!(
@@ -485,6 +485,6 @@ mod tests {
             "{s:?}"
         );
         assert_eq!(s.machine_spread, s.bounds_spread);
-        assert!(s.within_noise, "{}", spread_line(s, "CPI/s"));
+        assert!(s.within_noise, "{}", spread_line(s, "frames/s"));
     }
 }

@@ -148,8 +148,8 @@ pub(super) fn trial(
     })
 }
 
-/// The frame timeout of a trial at `rate`, in ms: the receiver's usual 20 ms, or one CPI
-/// period when that is longer, so that a slow stream's own gaps between chirps never end a
+/// The frame timeout of a trial at `rate`, in ms: the receiver's usual 20 ms, or one frame
+/// period when that is longer, so that a slow stream's own gaps between packets never end a
 /// frame as partial.
 pub(super) fn frame_timeout_ms(rate: f64) -> u64 {
     let period_ms = (1e3 / rate).ceil();
@@ -167,7 +167,7 @@ pub(super) fn worst_sender(senders: &[SenderEntry]) -> Option<SenderEntry> {
         max_lag_ms: a.max_lag_ms.max(b.max_lag_ms),
         max_stall_ms: a.max_stall_ms.max(b.max_stall_ms),
         involuntary_switches: a.involuntary_switches.max(b.involuntary_switches),
-        sent_cpi_per_s: match (a.sent_cpi_per_s, b.sent_cpi_per_s) {
+        sent_per_s: match (a.sent_per_s, b.sent_per_s) {
             (Some(x), Some(y)) => Some(x.min(y)),
             (x, y) => x.or(y),
         },
@@ -192,7 +192,7 @@ pub(super) fn judge_sender(
     match sender {
         // A sender that cannot reach the rate at all bounds what this machine can measure.
         Some(SenderEntry {
-            sent_cpi_per_s: Some(achieved),
+            sent_per_s: Some(achieved),
             ..
         }) if *achieved < SENDER_LIMIT_RATIO * offered => Judgement::Invalid(
             Failure::SenderLimit {
@@ -434,7 +434,7 @@ fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
     Ok(SenderEntry {
         max_lag_ms: report.max_lag_ms,
         max_stall_ms: report.max_oversleep_ms,
-        sent_cpi_per_s: Some(report.frames_per_s),
+        sent_per_s: Some(report.frames_per_s),
         involuntary_switches: report.involuntary_switches,
     })
 }

@@ -1,6 +1,6 @@
-//! `cdf.svg`: the post-frame latency distribution of each system and CPI at one common rate.
+//! `cdf.svg`: the post-frame latency distribution of each system and frame shape at one common rate.
 //!
-//! Every search of a sweep starts at the same rate per CPI (`start_rate`), so the first
+//! Every search of a sweep starts at the same rate per frame shape (`start_rate`), so the first
 //! judged (not invalid) trial there is measured under the same load for every system. Its
 //! histogram (`TrialLatency::histogram`, HdrHistogram V2 deflate in base64) gives the curve;
 //! the repeats of a system are merged into one. A search whose trial has no histogram is left
@@ -41,7 +41,7 @@ fn start_histogram(search: &SearchEntry) -> Result<Option<Histogram<u64>>, PlotE
         .map_err(|message| PlotError::Histogram {
             at: format!(
                 "{} at {} (repeat {}), trial at {} {}",
-                search.system, search.cpi, search.repeat, trial.rate, search.unit
+                search.system, search.shape, search.repeat, trial.rate, search.unit
             ),
             message,
         })
@@ -62,7 +62,7 @@ pub fn steps(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     points
 }
 
-/// One curve: a system at a CPI.
+/// One curve: a system at a frame shape.
 struct Curve {
     label: String,
     colour: usize,
@@ -141,7 +141,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         ));
     }
     let page = Page {
-        title: "Post-frame latency CDF at each CPI's start rate (first judged trial of each search)",
+        title: "Post-frame latency CDF at each shape's start rate (first judged trial of each search)",
         notes: &notes,
         legend: &legend,
     };

@@ -1,6 +1,6 @@
 //! `latency.svg`: post-frame p99 against offered rate, every trial of every search.
 //!
-//! Each trial is one marker, in its system and CPI's colour, never joined to the others (the
+//! Each trial is one marker, in its system and frame shape's colour, never joined to the others (the
 //! search order says nothing about the system): low-loss for the search's first goal is a
 //! filled circle, high-loss a cross, not offered (the sender could not) a hollow circle; a
 //! trial without a latency sits on the top edge. Each
@@ -33,7 +33,7 @@ pub fn marker(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Ma
     }
 }
 
-/// The legend: a swatch per system and CPI (with its repeats), a dashed line per latency
+/// The legend: a swatch per system and frame shape (with its repeats), a dashed line per latency
 /// budget, and what the markers mean for the first goal.
 fn legend(
     sweep: &Sweep<'_>,

@@ -142,28 +142,28 @@ pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>, PlotEr
     Ok(paths)
 }
 
-/// The searches of a sweep grouped by system and CPI, in the order first searched.
+/// The searches of a sweep grouped by system and frame shape, in the order first searched.
 pub struct Sweep<'a> {
-    /// One group per system and CPI that was searched.
+    /// One group per system and frame shape that was searched.
     pub groups: Vec<Group<'a>>,
-    /// Entries of systems that were not searched at a CPI.
+    /// Entries of systems that were not searched at a frame shape.
     pub skipped: Vec<&'a SearchEntry>,
 }
 
-/// Every repeat of one system at one CPI.
+/// Every repeat of one system at one frame shape.
 pub struct Group<'a> {
     /// The system.
     pub system: &'a str,
-    /// The CPI.
-    pub cpi: &'a str,
+    /// The frame shape.
+    pub shape: &'a str,
     /// Its searches, in repeat order.
     pub searches: Vec<&'a SearchEntry>,
 }
 
 impl Group<'_> {
-    /// `system CPI`.
+    /// `system SHAPE`.
     pub fn label(&self) -> String {
-        format!("{} {}", self.system, self.cpi)
+        format!("{} {}", self.system, self.shape)
     }
 
     /// The budget its trials were gated on (the first repeat's).
@@ -183,12 +183,12 @@ impl<'a> Sweep<'a> {
             }
             match groups
                 .iter_mut()
-                .find(|g| g.system == entry.system && g.cpi == entry.cpi)
+                .find(|g| g.system == entry.system && g.shape == entry.shape)
             {
                 Some(g) => g.searches.push(entry),
                 None => groups.push(Group {
                     system: &entry.system,
-                    cpi: &entry.cpi,
+                    shape: &entry.shape,
                     searches: vec![entry],
                 }),
             }
@@ -199,22 +199,22 @@ impl<'a> Sweep<'a> {
         Self { groups, skipped }
     }
 
-    /// The unit of the sweep's rates: the first search's (`CPI/s` when nothing was searched).
+    /// The unit of the sweep's rates: the first search's (`frames/s` when nothing was searched).
     pub fn unit(&self) -> &'a str {
         self.groups
             .first()
-            .map_or("CPI/s", |g| g.searches[0].unit.as_str())
+            .map_or("frames/s", |g| g.searches[0].unit.as_str())
     }
 
-    /// The CPIs searched, in order.
-    pub fn cpis(&self) -> Vec<&'a str> {
-        let mut cpis: Vec<&str> = Vec::new();
+    /// The frame shapes searched, in order.
+    pub fn shapes(&self) -> Vec<&'a str> {
+        let mut shapes: Vec<&str> = Vec::new();
         for g in &self.groups {
-            if !cpis.contains(&g.cpi) {
-                cpis.push(g.cpi);
+            if !shapes.contains(&g.shape) {
+                shapes.push(g.shape);
             }
         }
-        cpis
+        shapes
     }
 
     /// The systems searched, in order.
@@ -228,15 +228,15 @@ impl<'a> Sweep<'a> {
         systems
     }
 
-    /// Each distinct budget and the CPIs gated on it, in order.
+    /// Each distinct budget and the frame shapes gated on it, in order.
     pub fn budgets(&self) -> Vec<(LatencyBudget, Vec<&'a str>)> {
         let mut budgets: Vec<(LatencyBudget, Vec<&str>)> = Vec::new();
         for g in &self.groups {
             for s in &g.searches {
                 match budgets.iter_mut().find(|(b, _)| *b == s.latency_budget) {
-                    Some((_, cpis)) if !cpis.contains(&g.cpi) => cpis.push(g.cpi),
+                    Some((_, cpis)) if !cpis.contains(&g.shape) => cpis.push(g.shape),
                     Some(_) => {}
-                    None => budgets.push((s.latency_budget, vec![g.cpi])),
+                    None => budgets.push((s.latency_budget, vec![g.shape])),
                 }
             }
         }
@@ -264,7 +264,7 @@ impl<'a> Sweep<'a> {
                     format!(
                         "{} at {} ({})",
                         s.system,
-                        s.cpi,
+                        s.shape,
                         s.skipped.as_deref().unwrap_or_default()
                     )
                 })

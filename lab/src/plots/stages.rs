@@ -1,6 +1,6 @@
 //! `stages.svg`: where each system spends a frame, stage by stage, at its sustained rate.
 //!
-//! One stacked bar per system and CPI, one segment per stage, from the last full-length trial at
+//! One stacked bar per system and frame shape, one segment per stage, from the last full-length trial at
 //! the sustained rate of the repeat whose rate is the median (the lower middle of an even
 //! count). A GPU stage counts its GPU stream time per frame where it was profiled, its host
 //! time otherwise. Segments are coloured per stage and device class (`cpu`, `gpu`). A system
@@ -109,7 +109,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             .to_string(),
     );
     let page = Page {
-        title: "Per-stage time per frame at the sustained rate (stacked, one bar per system and CPI)",
+        title: "Per-stage time per frame at the sustained rate (stacked, one bar per system and frame shape)",
         notes: &notes,
         legend: &legend,
     };
@@ -183,7 +183,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             let mut line_y = bottom + 8;
             for text in wrap(group.system, slot_px - 6.0, SMALL_FONT)
                 .into_iter()
-                .chain(wrap(group.cpi, slot_px - 6.0, SMALL_FONT))
+                .chain(wrap(group.shape, slot_px - 6.0, SMALL_FONT))
                 .take(4)
             {
                 area.draw(&Text::new(

@@ -61,24 +61,24 @@ impl Bar<'_> {
     }
 }
 
-/// Per CPI: the CPI, the first slot, the slot past its bars, and its real-time rate.
+/// Per frame shape: the shape, the first slot, the slot past its bars, and its real-time rate.
 type Span<'a> = (&'a str, f64, f64, f64);
 
-/// The bars, a slot each, grouped by CPI in the order the sweep searched them; each CPI's
+/// The bars, a slot each, grouped by frame shape in the order the sweep searched them; each shape's
 /// span of slots; and the slot past the last.
 fn bars<'a>(sweep: &'a Sweep<'a>, systems: &[&'a str]) -> (Vec<Bar<'a>>, Vec<Span<'a>>, f64) {
-    let cpis = sweep.cpis();
+    let shapes = sweep.shapes();
     let mut bars: Vec<Bar<'_>> = Vec::new();
     let mut spans: Vec<Span<'a>> = Vec::new();
     let mut slot = 0.5;
-    for cpi in &cpis {
+    for cpi in &shapes {
         let start = slot;
         let mut real_time = f64::NAN;
         for (si, system) in systems.iter().enumerate() {
             let Some(group) = sweep
                 .groups
                 .iter()
-                .find(|g| g.cpi == *cpi && g.system == *system)
+                .find(|g| g.shape == *cpi && g.system == *system)
             else {
                 continue;
             };
@@ -158,7 +158,7 @@ fn legend(sweep: &Sweep<'_>, systems: &[&str]) -> (Vec<LegendEntry>, String) {
     (legend, first)
 }
 
-/// Under each CPI's bars: its name and its real-time rate, and the real-time rate's dashed
+/// Under each shape's bars: its name and its real-time rate, and the real-time rate's dashed
 /// line across them.
 fn draw_spans(
     area: &Area<'_>,

@@ -85,13 +85,13 @@ fn search(system: &str, cpi: &str, repeat: u32, sustained: Option<f64>) -> Searc
         system: system.into(),
         placement: None,
         sut_cmd: None,
-        cpi: cpi.into(),
+        shape: cpi.into(),
         repeat,
         skipped: None,
         unit: "CPI/s".into(),
         real_time_rate: real_time,
         latency_budget: LatencyBudget::Deadline {
-            cpi_duration: Duration::from_micros(deadline_us),
+            frame_period: Duration::from_micros(deadline_us),
         },
         start_rate: start,
         pipelines: 1,
@@ -743,7 +743,7 @@ fn bad_results_files_are_refused_naming_the_file() {
     );
     let e = read(
         "typed.json",
-        "{\"schema\": \"kplace-bisect-rate/3\", \"machine\": {}, \"settings\": {},\n \"searches\": 3}",
+        "{\"schema\": \"kplace-bisect-rate/4\", \"machine\": {}, \"settings\": {},\n \"searches\": 3}",
     );
     assert!(
         e.contains("typed.json") && e.contains("line 2 column"),

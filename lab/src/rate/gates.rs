@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// What one trial at offered rate R measured, over its measured window (after warm-up).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrialMeasurement {
-    /// The rate asked of the sender, in CPI/s.
+    /// The rate asked of the sender, in frames/s.
     pub offered_rate: f64,
     /// Frames the sender sent in the measured window.
     pub frames_sent: u64,
@@ -34,7 +34,7 @@ pub struct TrialMeasurement {
     pub dropped_frames: u64,
     /// Frames whose output the verifier rejected.
     pub frames_failed_verification: u64,
-    /// Frames completed per second over the measured window, in CPI/s.
+    /// Frames completed per second over the measured window, in frames/s.
     pub processed_rate: f64,
     /// The 99th percentile of post-frame latency (completion - last packet) in the window.
     pub post_frame_p99: Duration,
@@ -52,22 +52,22 @@ pub struct TrialMeasurement {
 /// The latency budget: what a trial's post-frame p99 must not exceed, stated with the rule
 /// that gives it.
 ///
-/// The default, [`LatencyBudget::Deadline`], is the workload's own deadline: the CPI's
-/// physical duration (its chirps at the physical chirp interval), or one CPI period at the
+/// The default, [`LatencyBudget::Deadline`], is the workload's own deadline: its frame
+/// period in real time (the radar's CPI duration), or one frame period at the
 /// offered rate when that is longer, so that a slow stream is never held to a tighter bound
-/// than its own period. [`LatencyBudget::OneCpiPeriod`] (`1/R`) is the strict rule: a frame
+/// than its own period. [`LatencyBudget::OneFramePeriod`] (`1/R`) is the strict rule: a frame
 /// is processed before the next one has fully arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "rule", rename_all = "snake_case")]
 pub enum LatencyBudget {
-    /// `max(cpi_duration, 1/R)`.
+    /// `max(frame_period, 1/R)`.
     Deadline {
-        /// The CPI's physical duration.
-        #[serde(with = "duration_ms", rename = "cpi_duration_ms")]
-        cpi_duration: Duration,
+        /// The workload's frame period.
+        #[serde(with = "duration_ms", rename = "frame_period_ms")]
+        frame_period: Duration,
     },
-    /// One CPI period at the offered rate, 1/R.
-    OneCpiPeriod,
+    /// One frame period at the offered rate, 1/R.
+    OneFramePeriod,
     /// A fixed bound, whatever the rate.
     Fixed {
         /// The bound.
@@ -77,14 +77,14 @@ pub enum LatencyBudget {
 }
 
 impl LatencyBudget {
-    /// The budget at offered rate `rate` (CPI/s). A rate that is not positive and finite has
+    /// The budget at offered rate `rate` (frames/s). A rate that is not positive and finite has
     /// no period; its period is then [`Duration::MAX`] (such a trial fails the rate gate
     /// instead).
     pub fn at(self, rate: f64) -> Duration {
         let period = Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::MAX);
         match self {
-            Self::Deadline { cpi_duration } => cpi_duration.max(period),
-            Self::OneCpiPeriod => period,
+            Self::Deadline { frame_period } => frame_period.max(period),
+            Self::OneFramePeriod => period,
             Self::Fixed { bound } => bound,
         }
     }
@@ -100,34 +100,34 @@ impl fmt::Display for LatencyBudget {
             text.trim_end_matches('0').trim_end_matches('.').to_string()
         };
         match self {
-            Self::Deadline { cpi_duration } => {
-                write!(f, "deadline (max of {} ms and 1/R)", ms(cpi_duration))
+            Self::Deadline { frame_period } => {
+                write!(f, "deadline (max of {} ms and 1/R)", ms(frame_period))
             }
-            Self::OneCpiPeriod => f.write_str("1/R"),
+            Self::OneFramePeriod => f.write_str("1/R"),
             Self::Fixed { bound } => write!(f, "{} ms", ms(bound)),
         }
     }
 }
 
-/// The budget rule as given on the command line, before the CPI is known:
+/// The budget rule as given on the command line, before the frame shape is known:
 /// `deadline`, `1/R`, or a duration (`6.4ms`, `25 ms`, `0.1s`, `500us`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BudgetRule {
-    /// [`LatencyBudget::Deadline`] at each CPI.
+    /// [`LatencyBudget::Deadline`] at each frame shape.
     #[default]
     Deadline,
-    /// [`LatencyBudget::OneCpiPeriod`].
-    OneCpiPeriod,
+    /// [`LatencyBudget::OneFramePeriod`].
+    OneFramePeriod,
     /// [`LatencyBudget::Fixed`].
     Fixed(Duration),
 }
 
 impl BudgetRule {
-    /// The budget at a CPI whose physical duration is `cpi_duration`.
-    pub fn at_cpi(self, cpi_duration: Duration) -> LatencyBudget {
+    /// The budget at a frame shape whose physical duration is `frame_period`.
+    pub fn at_period(self, frame_period: Duration) -> LatencyBudget {
         match self {
-            Self::Deadline => LatencyBudget::Deadline { cpi_duration },
-            Self::OneCpiPeriod => LatencyBudget::OneCpiPeriod,
+            Self::Deadline => LatencyBudget::Deadline { frame_period },
+            Self::OneFramePeriod => LatencyBudget::OneFramePeriod,
             Self::Fixed(bound) => LatencyBudget::Fixed { bound },
         }
     }
@@ -137,7 +137,7 @@ impl fmt::Display for BudgetRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Deadline => f.write_str("deadline"),
-            Self::OneCpiPeriod => f.write_str("1/R"),
+            Self::OneFramePeriod => f.write_str("1/R"),
             Self::Fixed(bound) => write!(f, "{}ms", bound.as_secs_f64() * 1e3),
         }
     }
@@ -158,7 +158,7 @@ impl std::str::FromStr for BudgetRule {
         let t = text.trim();
         match t.to_ascii_lowercase().as_str() {
             "deadline" => return Ok(Self::Deadline),
-            "1/r" => return Ok(Self::OneCpiPeriod),
+            "1/r" => return Ok(Self::OneFramePeriod),
             _ => {}
         }
         let split = t
@@ -242,9 +242,9 @@ pub enum Failure {
     Verification(u64),
     /// The processed rate fell short of the required fraction of the offered rate.
     RateShort {
-        /// The processed rate, CPI/s.
+        /// The processed rate, frames/s.
         processed: f64,
-        /// The least rate that passes, CPI/s.
+        /// The least rate that passes, frames/s.
         wanted: f64,
     },
     /// Post-frame p99 latency exceeded the budget.
@@ -261,13 +261,13 @@ pub enum Failure {
         /// The allowed growth, in seconds.
         allowed: f64,
     },
-    /// The sender itself could not offer the rate: it sent at most `achieved` CPI/s. The
+    /// The sender itself could not offer the rate: it sent at most `achieved` frames/s. The
     /// rate cannot be measured on this machine, so it bounds the search like a failure, but
     /// names the load generator, not the system. Built by trial runners, never by [`judge`].
     SenderLimit {
-        /// The rate asked, CPI/s.
+        /// The rate asked, frames/s.
         offered: f64,
-        /// The rate the sender reached, CPI/s.
+        /// The rate the sender reached, frames/s.
         achieved: f64,
     },
     /// The trial could not be completed as measured: the system under test or the sender
@@ -308,7 +308,7 @@ impl fmt::Display for Failure {
             Self::Verification(n) => write!(f, "{} failed verification", frames(*n)),
             Self::RateShort { processed, wanted } => write!(
                 f,
-                "processed {processed:.3} CPI/s, short of the {wanted:.3} CPI/s required"
+                "processed {processed:.3} frames/s, short of the {wanted:.3} frames/s required"
             ),
             Self::LatencyOverBudget { p99, budget } => {
                 write!(
@@ -324,7 +324,7 @@ impl fmt::Display for Failure {
             ),
             Self::SenderLimit { offered, achieved } => write!(
                 f,
-                "the sender could not offer {offered:.3} CPI/s here (it reached {achieved:.3})"
+                "the sender could not offer {offered:.3} frames/s here (it reached {achieved:.3})"
             ),
             Self::SystemFailed(why) => write!(f, "the trial failed to run: {why}"),
             Self::Pipeline(index, failure) => write!(f, "pipeline {index}: {failure}"),

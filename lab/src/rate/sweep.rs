@@ -2,7 +2,7 @@
 //! (`kplace bisect-rate`) and its readers (`kplace plot`, scripts) agree on every field
 //! because they share these, and a renamed or missing field is a parse error, never a zero.
 //!
-//! One [`SweepFile`] holds one [`SearchEntry`] per system, CPI and repeat (a skipped system
+//! One [`SweepFile`] holds one [`SearchEntry`] per system, frame shape and repeat (a skipped system
 //! has one entry saying why), each with every trial the search ran ([`TrialEntry`]), the
 //! steadiness probes around it, and the budget it was gated on; [`Spread`]s summarize
 //! repeated searches.
@@ -15,7 +15,7 @@ use super::search::{GoalResult, LoadEntry, Stage};
 use super::steadiness::{Probe, Steadiness};
 
 /// The schema name and version of the results file.
-pub const SCHEMA: &str = "kplace-bisect-rate/3";
+pub const SCHEMA: &str = "kplace-bisect-rate/4";
 
 /// A whole results file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,9 +26,9 @@ pub struct SweepFile {
     pub machine: Value,
     /// The options every result depends on.
     pub settings: Value,
-    /// One entry per system, CPI and repeat, in the order searched.
+    /// One entry per system, frame shape and repeat, in the order searched.
     pub searches: Vec<SearchEntry>,
-    /// Per system and CPI searched more than once: the spread of the results.
+    /// Per system and frame shape searched more than once: the spread of the results.
     #[serde(default)]
     pub spreads: Vec<Spread>,
     /// Systems searched side by side, trial by trial: each one's answer over the first's.
@@ -40,8 +40,8 @@ pub struct SweepFile {
 /// alternating, so that the machine's drift hit both alike.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
-    /// The CPI, or the recording's frame shape.
-    pub cpi: String,
+    /// The frame shape, innermost axis first (the radar's `SAMPLESxCHIRPS`).
+    pub shape: String,
     /// Which repeat.
     pub repeat: u32,
     /// The goal compared (the first).
@@ -59,7 +59,7 @@ pub struct Comparison {
     pub ratio_high: Option<f64>,
 }
 
-/// One search (or one skipped system at one CPI).
+/// One search (or one skipped system at one frame shape).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchEntry {
     /// The system's name as the table shows it (`all-cpu`, `all-cpu x2 thread +cpu-hog`).
@@ -70,11 +70,11 @@ pub struct SearchEntry {
     /// The command searched, for another receiver.
     #[serde(default)]
     pub sut_cmd: Option<String>,
-    /// The CPI, `SAMPLESxCHIRPS`.
-    pub cpi: String,
+    /// The frame shape, innermost axis first (the radar's `SAMPLESxCHIRPS`).
+    pub shape: String,
     /// Which repeat of the search, from 0.
     pub repeat: u32,
-    /// Why the system was not searched at this CPI; when set, the fields below are empty.
+    /// Why the system was not searched at this frame shape; when set, the fields below are empty.
     #[serde(default)]
     pub skipped: Option<String>,
     /// The unit of every rate of this search: `CPI/s` for the radar, `frames/s` otherwise.
@@ -248,23 +248,23 @@ pub struct SenderEntry {
     pub max_stall_ms: f64,
     /// Involuntary context switches of the sender during the run.
     pub involuntary_switches: u64,
-    /// The rate the sender achieved, CPI/s (frames over the time it took).
+    /// The rate the sender achieved, frames/s (frames over the time it took).
     #[serde(default)]
-    pub sent_cpi_per_s: Option<f64>,
+    pub sent_per_s: Option<f64>,
 }
 
-/// The spread of repeated searches of one system at one CPI.
+/// The spread of repeated searches of one system at one frame shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// The system.
     pub system: String,
-    /// The CPI.
-    pub cpi: String,
+    /// The frame shape.
+    pub shape: String,
     /// Searches run.
     pub searches: usize,
     /// Of those, searches that found a rate.
     pub measured: usize,
-    /// The lowest, median and highest rate found, CPI/s.
+    /// The lowest, median and highest rate found, frames/s.
     pub min: Option<f64>,
     /// See `min`.
     pub median: Option<f64>,

@@ -256,7 +256,7 @@ impl fmt::Display for RunMetrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "frames {}  partial {}  dropped {}  wall {:.3} s  throughput {:.1} CPI/s  cores used {:.2}  slot waits {}",
+            "frames {}  partial {}  dropped {}  wall {:.3} s  throughput {:.1} frames/s  cores used {:.2}  slot waits {}",
             self.frames,
             self.partial_frames,
             self.dropped_frames,

@@ -351,7 +351,7 @@ impl fmt::Display for Aggregate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} CPI/s ({:.2} Gbit/s), slowest pipeline {:.1} CPI/s; worst post-frame p99 {:.3} ms; cores used {:.2}",
+            "== {} pipelines ({}): {} frames, partial {}, dropped {}; aggregate {:.1} frames/s ({:.2} Gbit/s), slowest pipeline {:.1} frames/s; worst post-frame p99 {:.3} ms; cores used {:.2}",
             self.pipelines,
             self.mode,
             self.frames,

@@ -23,7 +23,7 @@ fn ran(report: RunReport) -> PipelineEntry {
 
 #[test]
 fn every_pipeline_is_judged_and_failures_name_it() {
-    let gates = Gates::new(LatencyBudget::OneCpiPeriod);
+    let gates = Gates::new(LatencyBudget::OneFramePeriod);
     let one = TrialReport::One(Box::new(report(100, 100.0, 1.0)));
     let (_, verdict, _) = judge_pipelines(&one, 100.0, 100, &gates);
     assert!(verdict.passed, "{verdict}");
@@ -155,13 +155,13 @@ fn a_sender_that_fell_behind_makes_the_trial_invalid() {
         max_lag_ms: 0.4,
         max_stall_ms: 0.3,
         involuntary_switches: 2,
-        sent_cpi_per_s: Some(99.0),
+        sent_per_s: Some(99.0),
     };
     let late = SenderEntry {
         max_lag_ms: 7.5,
         max_stall_ms: 7.4,
         involuntary_switches: 9,
-        sent_cpi_per_s: Some(99.0),
+        sent_per_s: Some(99.0),
     };
     let failing = Verdict::from_failures(vec![Failure::DroppedFrames(3)]);
     assert_eq!(
@@ -202,10 +202,10 @@ fn a_sender_that_fell_behind_makes_the_trial_invalid() {
         judge_sender(Verdict::pass(), Some(&nan), 100.0, 5.0),
         Judgement::Invalid(_)
     ));
-    // A sender that reached only 80 of 100 CPI/s did not offer the rate, and says so: the
+    // A sender that reached only 80 of 100 frames/s did not offer the rate, and says so: the
     // search retries it, then takes it for the sender's limit here.
     let slow = SenderEntry {
-        sent_cpi_per_s: Some(80.0),
+        sent_per_s: Some(80.0),
         ..on_time.clone()
     };
     let Judgement::Invalid(why) = judge_sender(Verdict::pass(), Some(&slow), 100.0, 5.0) else {
@@ -213,7 +213,7 @@ fn a_sender_that_fell_behind_makes_the_trial_invalid() {
     };
     assert_eq!(
         why,
-        "the sender could not offer 100.000 CPI/s here (it reached 80.000)"
+        "the sender could not offer 100.000 frames/s here (it reached 80.000)"
     );
     let worst = worst_sender(&[on_time, late]).unwrap();
     assert_eq!((worst.max_lag_ms, worst.involuntary_switches), (7.5, 9));

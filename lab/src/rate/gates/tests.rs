@@ -21,12 +21,12 @@ fn clean() -> TrialMeasurement {
 
 /// The default gates at a CPI of 6.4 ms (1024x128): the deadline is 6.4 ms or 1/R.
 fn defaults() -> Gates {
-    Gates::new(BudgetRule::default().at_cpi(Duration::from_micros(6_400)))
+    Gates::new(BudgetRule::default().at_period(Duration::from_micros(6_400)))
 }
 
 /// The strict rule's gates, 1/R.
 fn strict() -> Gates {
-    Gates::new(LatencyBudget::OneCpiPeriod)
+    Gates::new(LatencyBudget::OneFramePeriod)
 }
 
 fn failures(m: &TrialMeasurement) -> Vec<Failure> {
@@ -47,7 +47,7 @@ fn defaults_are_the_contract() {
     assert_eq!(
         gates.latency_budget,
         LatencyBudget::Deadline {
-            cpi_duration: Duration::from_micros(6_400)
+            frame_period: Duration::from_micros(6_400)
         }
     );
     assert_eq!(gates.min_rate_ratio, 0.99);
@@ -89,8 +89,8 @@ fn the_deadline_is_the_cpi_duration_or_the_period_when_longer() {
 fn budget_rules_parse_and_print_as_given() {
     for (text, rule) in [
         ("deadline", BudgetRule::Deadline),
-        ("1/R", BudgetRule::OneCpiPeriod),
-        ("1/r", BudgetRule::OneCpiPeriod),
+        ("1/R", BudgetRule::OneFramePeriod),
+        ("1/r", BudgetRule::OneFramePeriod),
         ("6.4ms", BudgetRule::Fixed(Duration::from_micros(6_400))),
         ("25 ms", BudgetRule::Fixed(25 * MS)),
         ("500us", BudgetRule::Fixed(Duration::from_micros(500))),
@@ -109,14 +109,14 @@ fn budget_rules_parse_and_print_as_given() {
 fn budgets_serialize_with_their_rule() {
     let deadline = defaults().latency_budget;
     let text = serde_json::to_string(&deadline).unwrap();
-    assert_eq!(text, r#"{"rule":"deadline","cpi_duration_ms":6.4}"#);
+    assert_eq!(text, r#"{"rule":"deadline","frame_period_ms":6.4}"#);
     assert_eq!(
         serde_json::from_str::<LatencyBudget>(&text).unwrap(),
         deadline
     );
     assert_eq!(
-        serde_json::to_string(&LatencyBudget::OneCpiPeriod).unwrap(),
-        r#"{"rule":"one_cpi_period"}"#
+        serde_json::to_string(&LatencyBudget::OneFramePeriod).unwrap(),
+        r#"{"rule":"one_frame_period"}"#
     );
     assert_eq!(deadline.to_string(), "deadline (max of 6.4 ms and 1/R)");
     assert_eq!(LatencyBudget::Fixed { bound: 2 * MS }.to_string(), "2 ms");
@@ -208,9 +208,9 @@ fn a_short_rate_fails_and_the_ratio_is_inclusive() {
 }
 
 #[test]
-fn the_strict_budget_is_one_cpi_period_at_r() {
-    assert_eq!(LatencyBudget::OneCpiPeriod.at(100.0), 10 * MS);
-    assert_eq!(LatencyBudget::OneCpiPeriod.at(50.0), 20 * MS);
+fn the_strict_budget_is_one_frame_period_at_r() {
+    assert_eq!(LatencyBudget::OneFramePeriod.at(100.0), 10 * MS);
+    assert_eq!(LatencyBudget::OneFramePeriod.at(50.0), 20 * MS);
     assert_eq!(LatencyBudget::Fixed { bound: 3 * MS }.at(100.0), 3 * MS);
 
     // 10.5 ms fails at 100 CPI/s (period 10 ms) and passes at 50 CPI/s (period 20 ms).
@@ -259,9 +259,9 @@ fn a_fixed_latency_budget_applies_at_every_rate() {
 
 #[test]
 fn the_budget_of_a_rate_without_a_period_is_unbounded() {
-    assert_eq!(LatencyBudget::OneCpiPeriod.at(0.0), Duration::MAX);
-    assert_eq!(LatencyBudget::OneCpiPeriod.at(-1.0), Duration::MAX);
-    assert_eq!(LatencyBudget::OneCpiPeriod.at(f64::NAN), Duration::MAX);
+    assert_eq!(LatencyBudget::OneFramePeriod.at(0.0), Duration::MAX);
+    assert_eq!(LatencyBudget::OneFramePeriod.at(-1.0), Duration::MAX);
+    assert_eq!(LatencyBudget::OneFramePeriod.at(f64::NAN), Duration::MAX);
 }
 
 #[test]

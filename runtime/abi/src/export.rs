@@ -5,6 +5,9 @@
 //! buffer, and box the state. [`export_library!`](crate::export_library) emits the entry
 //! symbol. What this module guarantees to the runtime: no panic crosses the ABI (a caught panic
 //! becomes [`Status::INTERNAL`] with its message), and error text is always NUL-terminated.
+//! [`ports`] checks a kernel's port descriptors at `create` and its tensors at `launch`.
+
+pub mod ports;
 
 use std::ffi::{CStr, c_char, c_void};
 use std::fmt;

@@ -14,8 +14,8 @@ use kplace_abi::export::{Config, KernelError};
 use crate::cfar::{self, CfarParams, CfarWindow};
 use crate::fft::{self, PLANNER_PARAM, Planner};
 use crate::names::{CFAR, DOPPLER_FFT, KernelName};
-use crate::ports::{Ports, capacity_of, expect_dims};
 use crate::{ParamError, split};
+use kplace_abi::export::ports::{Ports, capacity_of, expect_dims};
 
 impl From<ParamError> for KernelError {
     /// A refused parameter, split or shape is the caller's error: `INVALID_ARGUMENT`.

@@ -8,7 +8,6 @@
 //! - [`cfar`]: CFAR parameters, defaults and validation; training cells, alpha for a pfa, the
 //!   threshold factor, the window's bounds.
 //! - [`window`]: the Hann window's f32 coefficients.
-//! - `ports` (feature `abi`): port checks on descriptors and launch tensors.
 //! - `config` (feature `abi`): each kernel's `create`-time checks on a `Config`, into typed
 //!   values.
 //!
@@ -22,12 +21,12 @@
 //! The rules (names, parameters, defaults, the CFAR arithmetic, the window) depend on nothing:
 //! they take numbers and text, so the runtime can read a default ([`cfar::DEFAULT_PFA`]) and a
 //! reference model could check them without linking any ABI types, and with default features
-//! this crate has no dependencies at all. Checking ports and reading a `Config` needs
-//! `kplace-abi`'s `TensorDesc`, `Tensor`, `Config` and `KernelError`, so those checks sit
-//! behind the `abi` feature, which both backends enable. They live here rather than in
-//! `kplace-abi`'s export helpers because they are the radar kernels' rules (dtype, rank,
-//! layout names, 32-bit cell counts, detection-list capacity), not the ABI's: `kplace-abi`
-//! stays the neutral mirror of `kplace.h` that any kernel library can use.
+//! this crate has no dependencies at all. Reading each radar kernel's `Config` into typed
+//! values (`config`) needs `kplace-abi`'s `Config` and `KernelError`, so it sits behind the
+//! `abi` feature, which both backends enable. The port checks any kernel library needs
+//! (dtype, rank, memory, bytes, alignment, 32-bit cell counts, a detection list's capacity)
+//! are not the radar's: they are `kplace_abi::export::ports`, beside the ABI's other export
+//! helpers.
 
 #![warn(missing_docs)]
 
@@ -40,8 +39,6 @@ pub mod window;
 
 #[cfg(feature = "abi")]
 pub mod config;
-#[cfg(feature = "abi")]
-pub mod ports;
 #[cfg(all(test, feature = "abi"))]
 mod test_ports;
 

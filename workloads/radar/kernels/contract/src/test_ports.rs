@@ -1,9 +1,9 @@
-//! Port descriptions shared by the tests of [`crate::ports`] and [`crate::config`]: the CPU
-//! library's ports, the GPU library's, and a tensor description of any shape.
+//! Port descriptions for the tests of [`crate::config`]: the CPU library's ports, the GPU
+//! library's, and a tensor description of any shape.
 
 use kplace_abi::{Dtype, MemorySpace, TensorDesc};
 
-use crate::ports::Ports;
+use kplace_abi::export::ports::Ports;
 
 /// The CPU library's ports: host memory, 4-byte aligned.
 pub const HOST: Ports = Ports {

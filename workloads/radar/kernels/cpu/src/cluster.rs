@@ -29,11 +29,11 @@
 use std::cmp::Ordering;
 use std::ffi::CStr;
 
+use kplace_abi::export::ports::{capacity_of, expect_dims};
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{Detection, DeviceKind, Dtype, MemorySpace, TensorDesc};
 use kplace_kernels::config::unsplit;
 use kplace_kernels::names::CLUSTER;
-use kplace_kernels::ports::{capacity_of, expect_dims};
 
 use crate::detections::{ListWriter, read_list};
 use crate::tensor::{PORTS, workspace};

@@ -1,14 +1,14 @@
 //! The host side of port checks, and checked access to the workspace a kernel is given.
 //!
-//! The port checks themselves are the contract's (`kplace_kernels::ports`): `create` validates
+//! The port checks themselves are the contract's (`kplace_abi::export::ports`): `create` validates
 //! each port's descriptor once and `launch` checks that the tensors it receives still match,
 //! before it touches their bytes, so a runtime bug becomes an error message rather than memory
 //! corruption. [`PORTS`] says what this library's kernels need: host memory, and data aligned
 //! for the 4-byte accesses every kernel makes.
 
 use kplace_abi::MemorySpace;
+use kplace_abi::export::ports::Ports;
 use kplace_abi::export::{KernelError, Launch};
-use kplace_kernels::ports::Ports;
 
 /// The alignment the ABI promises for tensor data and workspaces.
 pub(crate) const ABI_ALIGN: usize = 64;

@@ -1,13 +1,13 @@
 //! The device side of port checks.
 //!
-//! The checks themselves are the contract's (`kplace_kernels::ports`): `create` validates each
+//! The checks themselves are the contract's (`kplace_abi::export::ports`): `create` validates each
 //! port's descriptor once and `launch` checks that the tensors it receives still match
 //! ([`launch_address`]) before enqueueing work on their addresses, so a runtime bug becomes an
 //! error message rather than a device fault. [`PORTS`] says what this library's kernels need.
 
 use kplace_abi::export::KernelError;
+use kplace_abi::export::ports::Ports;
 use kplace_abi::{MemorySpace, Tensor, TensorDesc};
-use kplace_kernels::ports::Ports;
 
 /// What this library's kernels require of their ports: device memory; data aligned for the
 /// 8-byte (cf32) and 4-byte accesses every kernel makes (the ABI promises 64); and maps of at

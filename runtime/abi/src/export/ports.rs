@@ -1,14 +1,14 @@
-//! Port checks on the ABI's descriptors and tensors (feature `abi`).
+//! Port checks on the ABI's descriptors and tensors, for kernel libraries written in Rust.
 //!
 //! `create` validates each port's descriptor once ([`Ports::port`]); `launch` then checks that
 //! the tensor it receives still matches that descriptor ([`Ports::launch`]) before the kernel
 //! touches its bytes or enqueues work on its address, so a runtime bug becomes an error
 //! message rather than memory corruption or a device fault. A backend describes where its
 //! ports live and what its kernels need of them in one [`Ports`] value; everything else
-//! (the rules and the messages) is the same for every backend.
+//! (the rules and the messages) is the same for every backend and every workload.
 
-use kplace_abi::export::{Config, KernelError};
-use kplace_abi::{Dtype, MemorySpace, Tensor, TensorDesc};
+use super::{Config, KernelError};
+use crate::{Dtype, MemorySpace, Tensor, TensorDesc};
 
 /// What a backend's kernels require of their ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,7 +177,34 @@ pub fn capacity_of(desc: &TensorDesc, what: &str) -> Result<u32, KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_ports::{DEVICE, HOST, desc};
+
+    /// Host ports, 4-byte aligned.
+    const HOST: Ports = Ports {
+        memory: MemorySpace::HOST,
+        data_align: 4,
+        u32_cells: false,
+    };
+
+    /// Device ports, 8-byte aligned, cell counts within 32 bits.
+    const DEVICE: Ports = Ports {
+        memory: MemorySpace::DEVICE,
+        data_align: 8,
+        u32_cells: true,
+    };
+
+    /// A tensor of `dtype` with `dims` in `memory`.
+    fn desc(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
+        let mut shape = [0; 4];
+        shape[..dims.len()].copy_from_slice(dims);
+        TensorDesc {
+            dtype,
+            memory,
+            rank: dims.len() as u32,
+            reserved: 0,
+            shape,
+            bytes: dtype.bytes_for(dims).unwrap_or(0),
+        }
+    }
 
     fn message<T: std::fmt::Debug>(r: Result<T, KernelError>) -> String {
         r.expect_err("refused").message

@@ -195,6 +195,22 @@ pub struct TensorDesc {
 }
 
 impl TensorDesc {
+    /// A tensor of `dtype` with dimensions `dims` in `memory`, exactly as many bytes as they
+    /// need; `None` for more than [`MAX_RANK`] dimensions, or a size or dtype that
+    /// [`Dtype::bytes_for`] refuses.
+    pub fn new(dtype: Dtype, memory: MemorySpace, dims: &[u64]) -> Option<TensorDesc> {
+        let mut shape: Shape = [0; MAX_RANK];
+        shape.get_mut(..dims.len())?.copy_from_slice(dims);
+        Some(TensorDesc {
+            dtype,
+            memory,
+            rank: dims.len() as u32,
+            reserved: 0,
+            shape,
+            bytes: dtype.bytes_for(dims)?,
+        })
+    }
+
     /// The dimensions in use.
     pub fn dims(&self) -> &[u64] {
         &self.shape[..(self.rank as usize).min(MAX_RANK)]

@@ -285,3 +285,25 @@ fn detection_list_view_reads_and_checks() {
         DetectionListError::CountExceedsCapacity
     );
 }
+
+#[test]
+fn a_described_tensor_has_its_dimensions_and_exactly_its_bytes() {
+    use kplace_abi::{Dtype, MemorySpace, TensorDesc};
+    let d = TensorDesc::new(Dtype::CF32, MemorySpace::DEVICE, &[128, 1024]).unwrap();
+    assert_eq!(
+        (d.dims(), d.rank, d.bytes),
+        (&[128, 1024][..], 2, 128 * 1024 * 8)
+    );
+    assert_eq!(d.shape, [128, 1024, 0, 0]);
+    let list = TensorDesc::new(Dtype::DETECTIONS, MemorySpace::HOST, &[4]).unwrap();
+    assert_eq!(list.bytes, Dtype::DETECTIONS.bytes_for(&[4]).unwrap());
+    // More dimensions than the ABI carries, or a size past u64, describe nothing.
+    assert_eq!(
+        TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[1; 5]),
+        None
+    );
+    assert_eq!(
+        TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[u64::MAX, 2]),
+        None
+    );
+}

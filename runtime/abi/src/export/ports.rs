@@ -194,16 +194,7 @@ mod tests {
 
     /// A tensor of `dtype` with `dims` in `memory`.
     fn desc(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
-        let mut shape = [0; 4];
-        shape[..dims.len()].copy_from_slice(dims);
-        TensorDesc {
-            dtype,
-            memory,
-            rank: dims.len() as u32,
-            reserved: 0,
-            shape,
-            bytes: dtype.bytes_for(dims).unwrap_or(0),
-        }
+        TensorDesc::new(dtype, memory, dims).expect("a describable tensor")
     }
 
     fn message<T: std::fmt::Debug>(r: Result<T, KernelError>) -> String {

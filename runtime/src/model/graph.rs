@@ -303,7 +303,7 @@ impl Graph {
 /// Values given on the command line that replace the graph file's.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
-    /// `symbol = value`: replaces a dimension (the `--cpi NxM` flag sets `N` and `M`).
+    /// `symbol = value`: replaces a dimension (`--set DIM=VALUE`, and `--shape` for the source's dimensions).
     pub dims: Vec<(String, u64)>,
     /// `(stage, param, value)`: replaces or adds a stage parameter.
     pub params: Vec<(String, String, String)>,

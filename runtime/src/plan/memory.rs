@@ -583,7 +583,7 @@ mod tests {
             "pageable 300 B, pinned 400 B",
             "600 B is available (a test figure)",
             "map.mirror 400 B (2 x 200 B in pinned(gpu:0))",
-            "--cpi",
+            "--shape",
             "--slots",
         ] {
             assert!(text.contains(want), "{want:?} not in: {text}");

@@ -271,7 +271,7 @@ pub enum PlanError {
     },
     /// The pools need more memory of a kind than the machine has.
     #[error(
-        "the plan needs {} of {space} ({split}), but {} is available ({measured}); its largest pools: {largest}; use a smaller CPI (--cpi) or fewer slots (--slots)",
+        "the plan needs {} of {space} ({split}), but {} is available ({measured}); its largest pools: {largest}; use a smaller frame shape (--shape) or fewer slots (--slots)",
         human_bytes(*need),
         human_bytes(*available)
     )]
@@ -291,7 +291,7 @@ pub enum PlanError {
     },
     /// A pool's bytes, or a total, do not fit in 64 bits.
     #[error(
-        "{what} overflows 64 bits of bytes; use a smaller CPI (--cpi) or fewer slots (--slots)"
+        "{what} overflows 64 bits of bytes; use a smaller frame shape (--shape) or fewer slots (--slots)"
     )]
     MemoryOverflow {
         /// The pool or total.

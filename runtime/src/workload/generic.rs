@@ -63,7 +63,7 @@ impl Workload for RecordingWorkload {
         )
     }
 
-    /// The source's dimensions innermost first, as `--cpi` writes them: `1024x128` for
+    /// The source's dimensions innermost first, as `--shape` writes them: `1024x128` for
     /// `[128, 1024]` (elements per packet, then packets per frame).
     fn shape(&self) -> String {
         let dims: Vec<String> = self.source.shape.iter().rev().map(u64::to_string).collect();

@@ -291,7 +291,10 @@ fn dims_hint(graph: &Graph) -> String {
     if dims.is_empty() {
         String::new()
     } else {
-        format!(" (dims {}; --cpi sets N and M)", dims.join(" "))
+        format!(
+            " (dims {}; --shape or --set DIM=VALUE binds them)",
+            dims.join(" ")
+        )
     }
 }
 

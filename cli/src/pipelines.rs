@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kplace::interrupt;
+use kplace::report::output::{self, ReportOutput};
 use kplace::report::ready::Readiness;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry};
 use kplace::session::several::{ChildPipeline, PipelineMode, pipeline_addr, pipeline_path};
 use kplace::session::{self, several};
 
-use super::output::{self, ReportOutput};
 use super::progress::ProgressOut;
 use super::run::workload::{self, Prepared};
 use super::run::{

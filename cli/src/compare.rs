@@ -4,15 +4,12 @@
 //! rule), 1 when they do not (every difference counted, the first listed with its frame), 2
 //! when an input cannot be read (the file and line named).
 
-use std::fs::File;
-use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
-use kplace_radar::{Comparison, Difference, PowerRule, compare_detections};
-use serde_json::{Value, json};
+use kplace_radar::{PowerRule, compare_detection_files};
 
 /// Options of `kplace compare-detections`.
 #[derive(Debug, Args)]
@@ -53,138 +50,18 @@ pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
     } else {
         PowerRule::Relative(args.rel_tol)
     };
-    let (reference, reference_name) = open(&args.reference)?;
-    let (candidate, candidate_name) = open(&args.candidate)?;
-    let comparison = compare_detections(
-        reference,
-        &reference_name,
-        candidate,
-        &candidate_name,
-        rule,
-        args.frames,
-    )?;
+    let comparison = compare_detection_files(&args.reference, &args.candidate, rule, args.frames)?;
+    let reference = args.reference.display().to_string();
+    let candidate = args.candidate.display().to_string();
     if args.json {
-        let value = to_json(&comparison, &reference_name, &candidate_name);
+        let value = comparison.to_json(&reference, &candidate);
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_text(&comparison, &reference_name, &candidate_name);
+        print!("{}", comparison.text(&reference, &candidate));
     }
     Ok(if comparison.agrees() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
-}
-
-fn open(path: &Path) -> anyhow::Result<(BufReader<File>, String)> {
-    let file = File::open(path)
-        .with_context(|| format!("cannot open the detections file {}", path.display()))?;
-    Ok((BufReader::new(file), path.display().to_string()))
-}
-
-fn rule_text(rule: PowerRule) -> String {
-    match rule {
-        PowerRule::Exact => "identical f32 powers".into(),
-        PowerRule::Relative(t) => format!("powers within {t:e} relative"),
-    }
-}
-
-fn print_text(c: &Comparison, reference: &str, candidate: &str) {
-    println!("reference {reference}: {} frames", c.reference_frames);
-    println!("candidate {candidate}: {} frames", c.candidate_frames);
-    println!(
-        "CPI {}, bins exact, {}: {} frames compared, {} agree; {} cells on both sides, {} powers identical, {} within the rule, largest relative difference {:.3e}",
-        c.cpi,
-        rule_text(c.rule),
-        c.frames_compared,
-        c.frames_agreeing,
-        c.cells_matched,
-        c.powers_identical,
-        c.powers_agreeing,
-        c.max_relative
-    );
-    for d in &c.listed {
-        println!("  {d}");
-    }
-    if c.differences > c.listed.len() as u64 {
-        println!(
-            "  ... and {} more differences",
-            c.differences - c.listed.len() as u64
-        );
-    }
-    if c.agrees() {
-        println!("detections AGREE");
-    } else if c.differences == 0 {
-        println!("detections NOT COMPARED: neither file holds a frame the other has");
-    } else {
-        println!(
-            "detections DIFFER: {} differences ({} cells only in the reference, {} only in the candidate, {} powers outside the rule, {} frames only in the reference, {} only in the candidate)",
-            c.differences,
-            c.only_in[0],
-            c.only_in[1],
-            c.cells_matched - c.powers_agreeing,
-            c.missing_frames[0],
-            c.missing_frames[1]
-        );
-    }
-}
-
-fn difference_json(d: &Difference) -> Value {
-    match *d {
-        Difference::OnlyIn {
-            frame_id,
-            side,
-            cluster,
-        } => json!({
-            "kind": "only_in", "frame": frame_id, "side": side.name(),
-            "range_bin": cluster.range_bin, "doppler_bin": cluster.doppler_bin,
-            "power": cluster.power,
-        }),
-        Difference::Power {
-            frame_id,
-            range_bin,
-            doppler_bin,
-            reference,
-            candidate,
-            relative,
-        } => json!({
-            "kind": "power", "frame": frame_id, "range_bin": range_bin,
-            "doppler_bin": doppler_bin, "reference": reference, "candidate": candidate,
-            "relative": relative,
-        }),
-        Difference::MissingFrame {
-            frame_id,
-            present_in,
-        } => json!({"kind": "missing_frame", "frame": frame_id, "present_in": present_in.name()}),
-    }
-}
-
-fn to_json(c: &Comparison, reference: &str, candidate: &str) -> Value {
-    let (rule, rel_tol) = match c.rule {
-        PowerRule::Exact => ("exact", None),
-        PowerRule::Relative(t) => ("relative", Some(t)),
-    };
-    json!({
-        "schema": "kplace-compare/1",
-        "reference": reference,
-        "candidate": candidate,
-        "cpi": c.cpi.to_string(),
-        "rule": rule,
-        "rel_tol": rel_tol,
-        "agree": c.agrees(),
-        "reference_frames": c.reference_frames,
-        "candidate_frames": c.candidate_frames,
-        "frames_compared": c.frames_compared,
-        "frames_agreeing": c.frames_agreeing,
-        "cells_matched": c.cells_matched,
-        "powers_identical": c.powers_identical,
-        "powers_agreeing": c.powers_agreeing,
-        "max_relative": c.max_relative,
-        "only_in_reference": c.only_in[0],
-        "only_in_candidate": c.only_in[1],
-        "frames_only_in_reference": c.missing_frames[0],
-        "frames_only_in_candidate": c.missing_frames[1],
-        "differences": c.differences,
-        "listed": c.listed.iter().map(difference_json).collect::<Vec<_>>(),
     })
 }

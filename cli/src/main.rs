@@ -11,7 +11,6 @@ mod devices;
 mod hog;
 mod log;
 mod mps;
-mod output;
 mod pipelines;
 mod plan;
 mod plot_trace;

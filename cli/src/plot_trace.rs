@@ -28,7 +28,7 @@ pub struct PlotTraceArgs {
 /// Reads the trace, draws the window, prints the picture's path.
 pub fn main(args: PlotTraceArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &args.out {
-        crate::output::file_only(out, "--out")?;
+        kplace::report::output::file_only(out, "--out")?;
     }
     if !(args.span_ms.is_finite() && args.span_ms > 0.0) {
         bail!(

@@ -13,7 +13,7 @@ use kplace::executor::Progress;
 use kplace::report::progress::ProgressLine;
 use kplace::workload::run::ProgressReport;
 
-use super::output::OutputFile;
+use kplace::report::output::OutputFile;
 
 /// The progress output of a run, shared by its pipelines.
 pub(crate) struct ProgressOut {

@@ -56,7 +56,7 @@ pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if args.frames == 0 {
         anyhow::bail!("--frames must be at least 1");
     }
-    crate::output::file_only(&args.out, "--out")?;
+    kplace::report::output::file_only(&args.out, "--out")?;
     let overrides = Overrides {
         dims: args.shape.dims(&args.graph)?,
         params: args.shape.params(),

@@ -18,8 +18,8 @@ use kplace::workload::kind::{Prepared, Request};
 use kplace::workload::recording::Recording;
 
 use super::args::ShapeArgs;
-use super::output::OutputFile;
 use super::workloads::WorkloadArgs;
+use kplace::report::output::{self, OutputError, OutputFile};
 
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
@@ -299,10 +299,10 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let create = |path: &Option<PathBuf>,
                   option: &str,
                   what: &'static str|
-     -> anyhow::Result<Option<OutputFile>> {
+     -> Result<Option<OutputFile>, OutputError> {
         path.as_ref()
             .map(|path| {
-                crate::output::file_only(path, option)?;
+                output::file_only(path, option)?;
                 OutputFile::create(path, what)
             })
             .transpose()

@@ -24,9 +24,9 @@ use kplace::workload::sinks::SinkFormat;
 pub(crate) mod workload;
 
 use super::args::GraphArgs;
-use super::output::{self, OutputFile, ReportOutput};
 use super::progress::ProgressOut;
 use super::workloads::WorkloadArgs;
+use kplace::report::output::{self, OutputFile, ReportOutput};
 use workload::Prepared;
 
 /// Where frames come from.

@@ -11,6 +11,8 @@
 //!   it does.
 //! - [`progress`]: a run's progress as JSON lines (`kplace run --report-every DURATION`).
 //! - [`trace`]: a run's timeline as Chrome trace events (`kplace run --trace FILE.json`).
+//! - [`output`]: where a run's files go (a file, or standard output for `-`): each one whole
+//!   or absent, and a failed one costs only itself.
 //!
 //! # What reading guarantees
 //! [`read_json`] reads a versioned report strictly: the `schema` must be the type's own, an
@@ -24,6 +26,7 @@
 
 pub mod metrics;
 pub mod nvtx;
+pub mod output;
 pub mod overhead;
 pub mod progress;
 pub mod ready;

@@ -9,11 +9,13 @@
 //! for field.
 //!
 //! [`listen`] binds one pipeline's UDP receiver and tells the run's [`Readiness`] when it takes
-//! packets; [`several`] runs several pipelines at once and aggregates their reports.
+//! packets; [`several`] runs several pipelines at once and aggregates their reports, and
+//! [`children`] runs them as child `kplace run` processes, each with its own command line.
 //!
 //! Guarantees: the telemetry sampler is stopped whether the run succeeds or fails; a plan
 //! with no GPU stage opens no NVML handle.
 
+pub mod children;
 pub mod several;
 
 use std::sync::Arc;

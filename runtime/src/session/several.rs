@@ -3,7 +3,9 @@
 //! processes (one context each: how MPS shares a GPU), and their aggregate.
 //!
 //! What each pipeline runs is the caller's: [`in_threads`] calls a function per pipeline, and
-//! [`in_processes`] starts the commands it is given, each of which writes its own run report.
+//! [`in_processes`] starts the commands it is given, each of which writes its own run report
+//! (`super::children` builds those of `kplace run`). [`MultiRun`] makes the multi-run report
+//! of their entries.
 //!
 //! # Guarantees
 //! - [`in_threads`] returns one result per pipeline, in pipeline order; a pipeline that fails
@@ -14,7 +16,7 @@
 //!   ([`crate::interrupt`]) is passed on to every child still running. No wait is unbounded:
 //!   each child's readiness is awaited for at most the time given.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::io::{BufRead, BufReader, Read, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -25,7 +27,9 @@ use std::time::Duration;
 
 use crate::interrupt;
 use crate::report::ready::{announce, wait_ready};
-use crate::report::run::{Aggregate, PipelineEntry, PipelineFailure, RunReport};
+use crate::report::run::{
+    Aggregate, MULTI_SCHEMA, MultiRunReport, PipelineEntry, PipelineFailure, RunReport,
+};
 
 /// How several pipelines run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -310,6 +314,62 @@ fn read_report(path: &Path) -> Result<RunReport, String> {
 /// A pipeline that has no report, and why.
 pub fn failed(error: String) -> PipelineEntry {
     PipelineEntry::Failed(PipelineFailure { error })
+}
+
+/// Several pipelines' entries, in pipeline order, and why the run fails besides their
+/// verdicts: what [`MultiRun::finish`] makes the multi-run report of.
+#[derive(Debug)]
+pub struct MultiRun {
+    /// How the pipelines ran.
+    pub mode: PipelineMode,
+    /// Each pipeline's report, or why it has none.
+    pub pipelines: Vec<PipelineEntry>,
+    /// A line for each failure (`pipeline i: ...`): a pipeline that did not run, an output
+    /// that could not be written.
+    pub failures: Vec<String>,
+}
+
+/// A multi-run's report and what it says.
+#[derive(Debug)]
+pub struct MultiRunDone {
+    /// The report (`kplace-multi-run-report/2`).
+    pub report: MultiRunReport,
+    /// The aggregate as it prints ([`Aggregate`]'s two lines), then each failure, indented.
+    pub summary: String,
+    /// Whether every pipeline ran and passed and nothing failed.
+    pub passed: bool,
+}
+
+impl MultiRun {
+    /// No pipeline yet, run in `mode`.
+    pub fn new(mode: PipelineMode) -> MultiRun {
+        MultiRun {
+            mode,
+            pipelines: Vec::new(),
+            failures: Vec::new(),
+        }
+    }
+
+    /// The aggregate of the pipelines, the report (with the interrupt that stopped the run,
+    /// if one did) and its summary.
+    pub fn finish(self) -> MultiRunDone {
+        let aggregate = aggregate(&self.pipelines, self.mode);
+        let mut summary = aggregate.to_string();
+        for f in &self.failures {
+            let _ = writeln!(summary, "  {f}");
+        }
+        let passed = self.failures.is_empty() && aggregate.all_passed;
+        MultiRunDone {
+            report: MultiRunReport {
+                schema: MULTI_SCHEMA.to_string(),
+                aggregate,
+                pipelines: self.pipelines,
+                interrupted: interrupt::received().map(|s| interrupt::name(s).to_string()),
+            },
+            summary,
+            passed,
+        }
+    }
 }
 
 /// The aggregate of per-pipeline reports (a failure for a pipeline that did not run): summed

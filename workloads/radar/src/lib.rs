@@ -31,7 +31,10 @@ pub mod seen;
 pub mod sink;
 pub mod verify;
 
-pub use compare::{CompareError, Comparison, Difference, PowerRule, Side, compare_detections};
+pub use compare::{
+    CompareError, Comparison, Difference, PowerRule, Side, compare_detection_files,
+    compare_detections,
+};
 pub use cpi::Cpi;
 pub use detections::{
     Cluster, DetectionReader, DetectionWriter, FormatError, FrameDetections, read_detections,

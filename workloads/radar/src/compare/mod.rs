@@ -19,9 +19,15 @@
 //!   comparison, each naming its frame.
 //! - A malformed input is a [`CompareError`] naming the file and the line; CPIs that differ
 //!   are an error too, since the files then cannot describe the same frames.
+//!
+//! [`report`] says a [`Comparison`]: as text, and as `kplace-compare/1` JSON.
+
+pub mod report;
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 
 use crate::cpi::Cpi;
 use crate::detections::{Cluster, DetectionReader, FormatError, FrameDetections};
@@ -300,6 +306,14 @@ impl Comparison {
 /// Why two inputs could not be compared.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    /// An input file could not be opened.
+    #[error("cannot open the detections file {}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
     /// An input is not a valid detection file (names the file and line).
     #[error(transparent)]
     Format(#[from] FormatError),
@@ -349,6 +363,33 @@ impl<R: BufRead> Input<R> {
         self.done = frame.is_none();
         Ok(frame)
     }
+}
+
+/// Compares the detections files at `reference` and `candidate` (each named by its path) with
+/// [`compare_detections`].
+pub fn compare_detection_files(
+    reference: &Path,
+    candidate: &Path,
+    rule: PowerRule,
+    frame_limit: Option<u64>,
+) -> Result<Comparison, CompareError> {
+    let open = |path: &Path| {
+        File::open(path)
+            .map(BufReader::new)
+            .map_err(|source| CompareError::Open {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
+    let (a, b) = (open(reference)?, open(candidate)?);
+    compare_detections(
+        a,
+        &reference.display().to_string(),
+        b,
+        &candidate.display().to_string(),
+        rule,
+        frame_limit,
+    )
 }
 
 /// Compares the detections read from `reference` and `candidate` (named, in errors, by

@@ -16,20 +16,21 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use anyhow::Context;
 use tempfile::NamedTempFile;
 
 /// Whether `path` names standard output.
-pub(crate) fn is_stdout(path: &Path) -> bool {
+pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
 /// Fails, naming `option`, when `path` is `-`: an output that only a file can take (a trace,
 /// a picture, a recording, or beside a summary that standard output already carries) must
 /// never become a file named `-`.
-pub(crate) fn file_only(path: &Path, option: &str) -> anyhow::Result<()> {
+pub fn file_only(path: &Path, option: &str) -> Result<(), OutputError> {
     if is_stdout(path) {
-        anyhow::bail!("{option} -: this output goes to a file, not to standard output: name one");
+        return Err(OutputError::FileOnly {
+            option: option.to_string(),
+        });
     }
     Ok(())
 }
@@ -62,7 +63,7 @@ struct State {
 
 /// One output of a run (see the module docs): [`OutputFile::writer`] is what the run writes
 /// to, and [`OutputFile::commit`] completes it afterwards.
-pub(crate) struct OutputFile {
+pub struct OutputFile {
     path: PathBuf,
     what: &'static str,
     state: Arc<Mutex<State>>,
@@ -75,24 +76,28 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 impl OutputFile {
     /// Opens the `what` output at `path` (`-`: standard output), to appear under its name only
     /// when committed.
-    pub(crate) fn create(path: &Path, what: &'static str) -> anyhow::Result<OutputFile> {
+    pub fn create(path: &Path, what: &'static str) -> Result<OutputFile, OutputError> {
         Self::open(path, what, false)
     }
 
     /// Opens the `what` output at `path` to be written in place as the run goes (a log to
     /// watch); its failures are still kept and reported by [`OutputFile::commit`].
-    pub(crate) fn live(path: &Path, what: &'static str) -> anyhow::Result<OutputFile> {
+    pub fn live(path: &Path, what: &'static str) -> Result<OutputFile, OutputError> {
         Self::open(path, what, true)
     }
 
-    fn open(path: &Path, what: &'static str, live: bool) -> anyhow::Result<OutputFile> {
-        let cannot = || format!("cannot create the {what} file {}", path.display());
+    fn open(path: &Path, what: &'static str, live: bool) -> Result<OutputFile, OutputError> {
+        let cannot = |source| OutputError::Create {
+            what,
+            path: path.to_path_buf(),
+            source,
+        };
         let target = if is_stdout(path) {
             Target::Stdout(BufWriter::new(io::stdout()))
         } else if live || std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-            Target::Direct(BufWriter::new(File::create(path).with_context(cannot)?))
+            Target::Direct(BufWriter::new(File::create(path).map_err(cannot)?))
         } else {
-            let temp = kplace::os::files::create_beside(path).with_context(cannot)?;
+            let temp = crate::os::files::create_beside(path).map_err(cannot)?;
             Target::Temp(BufWriter::new(temp))
         };
         Ok(OutputFile {
@@ -107,16 +112,16 @@ impl OutputFile {
 
     /// What the run writes to. Its writes never fail: a failure is kept for
     /// [`OutputFile::commit`], and later writes are dropped.
-    pub(crate) fn writer(&self) -> Box<dyn Write + Send> {
+    pub fn writer(&self) -> Box<dyn Write + Send> {
         Box::new(SoftWriter(Arc::clone(&self.state)))
     }
 
     /// Flushes the output and, for a file, renames it into place. Fails, naming the output
     /// and its path, if any write failed or it cannot be completed; nothing is then left
     /// under its name (but what a live log or a device already took).
-    pub(crate) fn commit(self) -> Result<(), OutputError> {
+    pub fn commit(self) -> Result<(), OutputError> {
         let mut state = lock(&self.state);
-        let failed = |cause: io::Error| OutputError {
+        let failed = |cause: io::Error| OutputError::Write {
             what: self.what,
             path: self.path.clone(),
             cause,
@@ -140,13 +145,38 @@ impl OutputFile {
     }
 }
 
-/// An output that could not be completed.
+/// An output that could not be opened, written or completed.
 #[derive(Debug, thiserror::Error)]
-#[error("the {what} file {} could not be written: {cause}", path.display())]
-pub(crate) struct OutputError {
-    what: &'static str,
-    path: PathBuf,
-    cause: io::Error,
+pub enum OutputError {
+    /// The file (or its temporary file beside it) could not be created.
+    #[error("cannot create the {what} file {}", path.display())]
+    Create {
+        /// What the output is (`report`, `trace`, ...).
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// The system's error.
+        source: io::Error,
+    },
+    /// A write, the flush or the rename into place failed.
+    #[error("the {what} file {} could not be written: {cause}", path.display())]
+    Write {
+        /// What the output is.
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// The first error met.
+        cause: io::Error,
+    },
+    /// `-` was given for an output that only a file can take.
+    #[error("{option} -: this output goes to a file, not to standard output: name one")]
+    FileOnly {
+        /// The option that named it.
+        option: String,
+    },
+    /// A report could not be encoded as JSON.
+    #[error("cannot encode the report")]
+    Encode(#[source] serde_json::Error),
 }
 
 /// The run's side of an [`OutputFile`].
@@ -179,7 +209,7 @@ impl Write for SoftWriter {
 }
 
 /// Completes every output in `outputs`, returning the errors of those that failed.
-pub(crate) fn commit_all(outputs: Vec<OutputFile>) -> Vec<String> {
+pub fn commit_all(outputs: Vec<OutputFile>) -> Vec<String> {
     outputs
         .into_iter()
         .filter_map(|o| o.commit().err().map(|e| e.to_string()))
@@ -188,22 +218,20 @@ pub(crate) fn commit_all(outputs: Vec<OutputFile>) -> Vec<String> {
 
 /// A report destination, opened now and written when the run is over, atomically (see
 /// [`OutputFile`]); a run that fails before writing it leaves nothing behind.
-pub(crate) struct ReportOutput(OutputFile);
+pub struct ReportOutput(OutputFile);
 
 impl ReportOutput {
     /// Opens `path` (or standard output for `-`) so that a bad path fails now.
-    pub(crate) fn open(path: &Path) -> anyhow::Result<Self> {
+    pub fn open(path: &Path) -> Result<Self, OutputError> {
         Ok(Self(OutputFile::create(path, "report")?))
     }
 
     /// Writes the report as pretty JSON, and completes the file.
-    pub(crate) fn write(self, value: &impl serde::Serialize) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(value).context("cannot encode the report")? + "\n";
-        let mut writer = self.0.writer();
-        writer.write_all(text.as_bytes())?;
-        drop(writer);
-        self.0.commit()?;
-        Ok(())
+    pub fn write(self, value: &impl serde::Serialize) -> Result<(), OutputError> {
+        let text = serde_json::to_string_pretty(value).map_err(OutputError::Encode)? + "\n";
+        // The writer keeps a failure for the commit: this write cannot fail.
+        let _ = self.0.writer().write_all(text.as_bytes());
+        self.0.commit()
     }
 }
 

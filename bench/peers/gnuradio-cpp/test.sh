@@ -45,6 +45,6 @@ times="$(wc -l < "$work/times.csv")"
 "$KPLACE" verify --graph "$PEER_GRAPH" --detections "$work/detections.txt" --frames "$FRAMES" --cpi "$CPI" \
     | tee "$work/verify.txt"
 grep -q PASSED "$work/verify.txt"
-"$KPLACE" run -q --placement "$repo/placements/all-cpu.yaml" --cpi "$CPI" --frames "$FRAMES" \
+"$KPLACE" run -q --placement "$repo/workloads/radar/placements/all-cpu.yaml" --cpi "$CPI" --frames "$FRAMES" \
     --detections "$work/kplace.txt" >/dev/null
 "$KPLACE" compare-detections --frames "$FRAMES" "$work/kplace.txt" "$work/detections.txt"

@@ -110,7 +110,7 @@ impl Setup {
             let prepared_at = Instant::now();
             let frames = graph::prepare_frames(&scene, period)?;
             tracing::info!(
-                "kplace run: {period} distinct scene frames prepared in {:.2} s",
+                "radar: {period} distinct scene frames prepared in {:.2} s",
                 prepared_at.elapsed().as_secs_f64()
             );
             Some(Arc::from(frames))

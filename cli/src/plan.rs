@@ -22,13 +22,7 @@ pub struct PlanArgs {
 /// whose pools exceed this machine's memory is refused, as `kplace run` would refuse it.
 pub fn main(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let files = args.graph.files()?;
-    let probe = Graph::load(
-        &files.graph,
-        &Overrides {
-            dims: files.dims.clone(),
-            params: Vec::new(),
-        },
-    )?;
+    let probe = files.shaped_graph()?;
     // `slots: auto` is sized for the workload's real-time rate, where the graph decides it.
     let period = crate::workloads::registry()
         .for_graph(&probe, false)

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use kplace::model::files::GraphFiles;
-use kplace::model::graph::{Graph, Overrides};
 use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
 use kplace::net::wire::{Malformed, WireShape};
 use kplace::workload::kind::{Prepared, Request};
@@ -235,13 +234,7 @@ impl Frames {
             sets: args.shape.params(),
             ..GraphFiles::default()
         };
-        let graph = Graph::load(
-            &files.graph,
-            &Overrides {
-                dims: files.dims.clone(),
-                params: Vec::new(),
-            },
-        )?;
+        let graph = files.shaped_graph()?;
         let shape = WireShape::for_source(&graph).map_err(anyhow::Error::msg)?;
         let options = args.workload.options();
         let request = Request {

@@ -77,13 +77,13 @@ impl WorkloadArgs {
     }
 }
 
-/// Adds the options a sweep (`bisect-rate`, `tune`) gives `kind` unless told otherwise: the
-/// radar's 16 distinct scene frames, which every trial's sender and receiver then agree on
-/// and which bound the memory each holds.
+/// Adds the options a sweep (`bisect-rate`, `tune`) gives `kind` unless told otherwise
+/// ([`WorkloadKind::sweep_options`]).
 pub fn sweep_defaults(kind: &dyn WorkloadKind, options: &mut Vec<(String, String)>) {
-    if kind.name() == kplace_radar::kind::NAME && !options.iter().any(|(n, _)| n == "scene-frames")
-    {
-        options.push(("scene-frames".into(), "16".into()));
+    for &(name, value) in kind.sweep_options() {
+        if !options.iter().any(|(n, _)| n == name) {
+            options.push((name.into(), value.into()));
+        }
     }
 }
 

@@ -51,6 +51,18 @@ pub enum FilesError {
 }
 
 impl GraphFiles {
+    /// The graph with this run's dimension bindings and no parameter overrides: its shape,
+    /// which decides its workload and that workload's timing before anything is prepared.
+    pub fn shaped_graph(&self) -> Result<Graph, GraphError> {
+        Graph::load(
+            &self.graph,
+            &Overrides {
+                dims: self.dims.clone(),
+                params: Vec::new(),
+            },
+        )
+    }
+
     /// Loads the graph with `overrides` (then this run's parameter overrides), and the
     /// placement with its slots sized for the stream (at [`GraphFiles::stream_rate`], or one
     /// frame per `real_time_period`) and the executor overrides applied.

@@ -204,6 +204,13 @@ pub trait WorkloadKind: Send + Sync {
         ))
     }
 
+    /// Options a rate sweep (`bisect-rate`, `tune`) gives this kind unless told otherwise, so
+    /// that every trial's sender and receiver agree on them (the radar's distinct scene
+    /// frames, which also bound the memory each holds).
+    fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
     /// The real-time frame period of `graph` as bound (what sizes `slots: auto` when a plan is
     /// only printed), when the graph alone decides it.
     fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {
@@ -275,7 +282,8 @@ pub enum KindError {
 /// Every workload kind a program ships, by name.
 pub struct Registry {
     kinds: Vec<Arc<dyn WorkloadKind>>,
-    recording: Arc<RecordingKind>,
+    /// The built-in [`RecordingKind`].
+    recording: Arc<dyn WorkloadKind>,
 }
 
 impl Default for Registry {
@@ -308,23 +316,25 @@ impl Registry {
         self
     }
 
-    /// The kind registered as `name`.
+    /// The kind registered as `name`, the built-in recording kind included.
     pub fn get(&self, name: &str) -> Option<&dyn WorkloadKind> {
-        if name == self.recording.name() {
-            return Some(self.recording.as_ref());
-        }
-        self.kinds
-            .iter()
-            .find(|k| k.name() == name)
-            .map(|k| k.as_ref())
+        self.shared_ref(name).map(|k| k.as_ref())
     }
 
     /// The kind registered as `name`, shared (for a tool that keeps it beside its settings).
     pub fn shared(&self, name: &str) -> Option<Arc<dyn WorkloadKind>> {
-        if name == self.recording.name() {
-            return Some(self.recording.clone());
-        }
-        self.kinds.iter().find(|k| k.name() == name).cloned()
+        self.shared_ref(name).cloned()
+    }
+
+    /// A kind a program registered as `name` (a graph file names only those).
+    fn registered(&self, name: &str) -> Option<&Arc<dyn WorkloadKind>> {
+        self.kinds.iter().find(|k| k.name() == name)
+    }
+
+    /// [`Registry::registered`], or the built-in recording kind by its name.
+    fn shared_ref(&self, name: &str) -> Option<&Arc<dyn WorkloadKind>> {
+        self.registered(name)
+            .or_else(|| (name == self.recording.name()).then_some(&self.recording))
     }
 
     /// Every kind, the built-in recording kind last.
@@ -332,7 +342,7 @@ impl Registry {
         self.kinds
             .iter()
             .map(|k| k.as_ref())
-            .chain(std::iter::once(self.recording.as_ref() as &dyn WorkloadKind))
+            .chain(std::iter::once(self.recording.as_ref()))
     }
 
     /// Every name, the recording kind's last.
@@ -352,16 +362,15 @@ impl Registry {
         }
         let known = || self.kinds.iter().map(|k| k.name()).collect();
         match graph.workload.as_deref() {
-            Some(name) => self
-                .kinds
-                .iter()
-                .find(|k| k.name() == name)
-                .map(|k| k.as_ref())
-                .ok_or_else(|| KindError::Unknown {
-                    graph: graph.path.clone(),
-                    name: name.to_string(),
-                    known: known(),
-                }),
+            Some(name) => {
+                self.registered(name)
+                    .map(|k| k.as_ref())
+                    .ok_or_else(|| KindError::Unknown {
+                        graph: graph.path.clone(),
+                        name: name.to_string(),
+                        known: known(),
+                    })
+            }
             None => Err(KindError::Unnamed {
                 graph: graph.path.clone(),
                 known: known(),
@@ -373,13 +382,7 @@ impl Registry {
     /// with the request's options checked against it; [`WorkloadKind::prepare`] then prepares
     /// the workload.
     pub fn kind_for(&self, request: &Request<'_>) -> Result<&dyn WorkloadKind, KindError> {
-        let graph = Graph::load(
-            &request.files.graph,
-            &Overrides {
-                dims: request.files.dims.clone(),
-                params: Vec::new(),
-            },
-        )?;
+        let graph = request.files.shaped_graph()?;
         let kind = self.for_graph(&graph, request.recording.is_some())?;
         request.options.check(kind)?;
         Ok(kind)

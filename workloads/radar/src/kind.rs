@@ -13,7 +13,7 @@ use std::num::NonZeroU64;
 use std::path::Path;
 
 use kplace::model::files::GraphFiles;
-use kplace::model::graph::{Graph, Overrides};
+use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
 use kplace::workload::kind::{KindError, OptionSpec, Prepared, Request, WorkloadKind};
 use kplace::workload::{Verdict, Workload};
@@ -80,14 +80,12 @@ impl WorkloadKind for Radar {
         "CPI/s"
     }
 
+    fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
+        &[("scene-frames", "16")]
+    }
+
     fn judge_results(&self, request: &Request<'_>, path: &Path) -> Result<Verdict, KindError> {
-        let graph = Graph::load(
-            &request.files.graph,
-            &Overrides {
-                dims: request.files.dims.clone(),
-                params: Vec::new(),
-            },
-        )?;
+        let graph = request.files.shaped_graph()?;
         let cpi = cpi_of(&graph).map_err(kind_error)?;
         let (scene, asked, pfa) = scene_of(request, cpi)?;
         let pfa = match pfa {
@@ -135,13 +133,7 @@ impl WorkloadKind for Radar {
     }
 
     fn prepare(&self, request: &Request<'_>) -> Result<Box<dyn Prepared>, KindError> {
-        let graph = Graph::load(
-            &request.files.graph,
-            &Overrides {
-                dims: request.files.dims.clone(),
-                params: Vec::new(),
-            },
-        )?;
+        let graph = request.files.shaped_graph()?;
         let cpi = cpi_of(&graph).map_err(kind_error)?;
         let (scene, asked, pfa) = scene_of(request, cpi)?;
         let config = RunConfig {
@@ -276,6 +268,23 @@ mod tests {
         let registry = Registry::new().register(Radar);
         let kind = registry.kind_for(&request).map_err(|e| e.to_string())?;
         kind.prepare(&request).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_sweep_s_options_are_the_radar_s_own_and_the_registry_finds_every_kind() {
+        let mut options = kplace::workload::kind::WorkloadOptions::default();
+        for &(name, value) in Radar.sweep_options() {
+            options.push(name, value);
+        }
+        assert_eq!(options.get("scene-frames"), Some("16"));
+        options.check(&Radar).unwrap();
+        let registry = Registry::new().register(Radar);
+        assert_eq!(registry.get(NAME).map(|k| k.name()), Some(NAME));
+        assert_eq!(
+            registry.shared("recording").map(|k| k.name()),
+            Some("recording")
+        );
+        assert!(registry.get("nothing").is_none() && registry.shared("nothing").is_none());
     }
 
     #[test]

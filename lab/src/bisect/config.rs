@@ -245,10 +245,7 @@ impl BisectConfig {
             dims: self.dims(shape)?,
             ..GraphFiles::default()
         };
-        let mut options = WorkloadOptions::default();
-        for (name, value) in &self.workload_options {
-            options.push(name.as_str(), value.as_str());
-        }
+        let options = self.kind_options();
         let request = Request {
             files: &files,
             options: &options,
@@ -259,6 +256,15 @@ impl BisectConfig {
             replay: true,
         };
         with(kind.as_ref(), &request)
+    }
+
+    /// The workload options of the sweep, as its workload kind checks them.
+    pub(crate) fn kind_options(&self) -> WorkloadOptions {
+        let mut options = WorkloadOptions::default();
+        for (name, value) in &self.workload_options {
+            options.push(name.as_str(), value.as_str());
+        }
+        options
     }
 
     /// The seed and options of the graph's workload, as `kplace run` and `send` take them.

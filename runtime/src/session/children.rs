@@ -122,6 +122,7 @@ fn child(
         ("--detections", &options.detections),
         ("--done-times", &options.done_times),
         ("--trace", &options.trace),
+        ("--progress-out", &options.progress_out),
     ];
     for (flag, path) in files {
         if let Some(path) = path {
@@ -130,11 +131,6 @@ fn child(
     }
     if let Some(dir) = &options.write_sinks {
         command.arg("--write-sinks").arg(dir.join(format!("p{i}")));
-    }
-    if let Some(path) = &options.progress_out {
-        command
-            .arg("--progress-out")
-            .arg(pipeline_path(path, Some(i)));
     }
     Ok(ChildPipeline {
         command,

@@ -11,9 +11,7 @@ use std::path::Path;
 use kplace::cuda::driver::CudaProvider;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
-use kplace::workload::kind::{
-    self, RecordingKind, RecordingRequest, WorkloadKind, WorkloadOptions,
-};
+use kplace::workload::kind::{self, RecordingKind, RecordingRequest, WorkloadKind};
 
 use super::devices::Devices;
 use super::{TuneError, Tuner};
@@ -157,10 +155,7 @@ fn prepare_workload(
             })
         })
         .transpose()?;
-    let mut options = WorkloadOptions::default();
-    for (name, value) in &config.workload_options {
-        options.push(name.as_str(), value.as_str());
-    }
+    let options = config.kind_options();
     let request = kind::Request {
         files: &files,
         options: &options,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kplace::interrupt;
-use kplace::report::output::{self, ReportOutput};
+use kplace::report::output::ReportOutput;
 use kplace::report::ready::Readiness;
 use kplace::report::run::PipelineEntry;
 use kplace::session::children::{self, ChildOptions, run_children};
@@ -21,10 +21,7 @@ use kplace::session::several::{MultiRun, PipelineMode};
 use kplace::session::{self, several};
 
 use super::progress::ProgressOut;
-use super::run::workload::{self, Prepared};
-use super::run::{
-    RunArgs, SourceArg, exit_status, open_outputs, open_trace, report_failed_outputs, write_trace,
-};
+use super::run::{RunArgs, check_mps, exit_status};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
 /// modules and plans first: seconds, not minutes).
@@ -51,49 +48,51 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .progress_path()
         .map(|path| ProgressOut::open(path, args.frames))
         .transpose()?;
-    let prepared = Prepared::new(args)?;
-    let (outputs, mut files): (Vec<_>, Vec<_>) = (0..n)
-        .map(|i| open_outputs(args, &prepared, Some(i), progress.as_ref()))
-        .collect::<anyhow::Result<Vec<_>>>()?
+    let prepared = args.prepare()?;
+    let paths = args.output_paths();
+    let (outputs, files): (Vec<_>, Vec<_>) = (0..n)
+        .map(|i| {
+            paths.open(
+                &prepared,
+                Some(i),
+                progress.as_ref().map(|p| p.reporter(Some(i))),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .unzip();
-    let shape = workload::wire(args)?;
     let readiness = Readiness::new(n, args.ready_file.clone());
     // Bind every receiver first, in order, so each pipeline's port is known (and printed)
     // before any sender can start.
     let mut sources = Vec::with_capacity(n);
     for i in 0..n {
-        sources.push(match args.source {
-            SourceArg::Replay => None,
-            SourceArg::Udp(addr) => Some(session::listen(
-                args.udp_config(addr, shape)?,
+        sources.push(match args.source.udp() {
+            None => None,
+            Some(addr) => Some(session::listen(
+                args.udp_config(addr)?,
                 Some(i),
                 &readiness,
             )?),
         });
     }
-    let traces = (0..n)
-        .map(|i| open_trace(args, Some(i)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
     let inputs: Vec<_> = sources.into_iter().zip(outputs).collect();
     let outcomes = several::in_threads(inputs, |i, (udp, outputs)| {
-        prepared.run(udp, Some(i), outputs)
+        prepared.run(udp, Some(i), outputs, &check_mps)
     });
     let mut run = MultiRun::new(PipelineMode::Thread);
     let mut text = String::new();
-    for (i, (outcome, trace_out)) in outcomes.into_iter().zip(traces).enumerate() {
-        let mut failed = output::commit_all(std::mem::take(&mut files[i]));
+    for (i, (outcome, files)) in outcomes.into_iter().zip(files).enumerate() {
         match outcome {
             Ok(mut o) => {
                 let _ = write!(text, "== pipeline {i}\n{}", o.text);
-                failed.extend(write_trace(trace_out, o.trace.as_ref()).err());
-                report_failed_outputs(&failed);
+                let failed = files.finish(o.trace.as_ref());
                 run.failures
                     .extend(failed.iter().map(|f| format!("pipeline {i}: {f}")));
                 o.report.output_errors = failed;
                 run.pipelines.push(PipelineEntry::Ran(Box::new(o.report)));
             }
             Err(e) => {
+                files.finish(None);
                 let _ = writeln!(text, "== pipeline {i}\nfailed: {e}");
                 run.failures.push(format!("pipeline {i}: {e}"));
                 run.pipelines.push(several::failed(e));
@@ -101,10 +100,8 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     print!("{text}");
-    if let Some(p) = progress
-        && let Err(e) = p.commit()
-    {
-        report_failed_outputs(std::slice::from_ref(&e));
+    if let Some(Err(e)) = progress.map(ProgressOut::commit) {
+        tracing::error!("kplace run: {e}");
         run.failures.push(e);
     }
     finish(run, report_out)
@@ -118,10 +115,7 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let options = ChildOptions {
         argv: std::env::args_os().skip(1).collect(),
         pipelines: args.pipelines as usize,
-        udp: match args.source {
-            SourceArg::Replay => None,
-            SourceArg::Udp(addr) => Some(addr),
-        },
+        udp: args.source.udp(),
         detections: args.detections.clone(),
         done_times: args.done_times.clone(),
         trace: args.trace.clone(),

@@ -1,73 +1,33 @@
-//! `kplace run`: a graph on its workload's frames (the radar's generated scene, or a
-//! recording), replayed or received as a UDP stream, every frame checked (`workload` says
-//! which workload the options name).
+//! `kplace run`: a graph on its workload's frames (those the graph's workload generates, or
+//! a recording's), replayed or received as a UDP stream, every frame checked. The workload
+//! is found in the binary's registry ([`crate::workloads`]) and prepared by
+//! [`PreparedRun`]; this module turns options into that request and prints what it returns.
 
 use std::net::SocketAddr;
-use std::net::ToSocketAddrs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use kplace::interrupt;
-use kplace::net::udp::{AllowFrom, FrameBuffers, UdpConfig, UdpSource};
+use kplace::net::source::FrameSource;
+use kplace::net::udp::{AllowFrom, UdpConfig};
 use kplace::net::wire::WireShape;
+use kplace::report::output::{self, ReportOutput};
 use kplace::report::ready::Readiness;
 use kplace::report::run::RunMps;
-use kplace::session::{self, several::PipelineMode, several::pipeline_path};
+use kplace::session::{self, several::PipelineMode};
+use kplace::workload::kind::{RecordingRequest, Request};
+use kplace::workload::outputs::OutputPaths;
+use kplace::workload::recording::Recording;
 use kplace::workload::reference::CheckSpec;
-use kplace::workload::run::Outputs;
+use kplace::workload::run::{PipelineRun, PreparedRun};
 use kplace::workload::sinks::SinkFormat;
-
-pub(crate) mod workload;
 
 use super::args::GraphArgs;
 use super::progress::ProgressOut;
 use super::workloads::WorkloadArgs;
-use kplace::report::output::{self, OutputFile, ReportOutput};
-use workload::Prepared;
-
-/// Where frames come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SourceArg {
-    /// The scene, generated in memory and replayed as fast as the pipeline takes it.
-    Replay,
-    /// Chirp packets on a UDP socket (`udp://HOST:PORT`), sent by `kplace send` or a radio.
-    Udp(SocketAddr),
-}
-
-impl FromStr for SourceArg {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "replay" {
-            return Ok(SourceArg::Replay);
-        }
-        let addr = s
-            .strip_prefix("udp://")
-            .ok_or_else(|| format!("unknown source {s:?}: expected replay or udp://HOST:PORT"))?;
-        if let Ok(addr) = addr.parse() {
-            return Ok(SourceArg::Udp(addr));
-        }
-        // A host name: its first IPv4 address (what a sender to "localhost" reaches), else
-        // its first address.
-        let resolved: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .map_err(|e| {
-                format!("invalid address in {s:?}: {e} (expected udp://HOST:PORT, e.g. udp://127.0.0.1:9000)")
-            })?
-            .collect();
-        resolved
-            .iter()
-            .find(|a| a.is_ipv4())
-            .or(resolved.first())
-            .copied()
-            .map(SourceArg::Udp)
-            .ok_or_else(|| format!("{s:?}: the host name resolves to no address"))
-    }
-}
 
 /// Options of `kplace run`.
 #[derive(Debug, Args)]
@@ -131,7 +91,7 @@ pub struct RunArgs {
     pub(crate) profile_gpu: bool,
     /// Where frames come from: `replay` (the scene, in memory) or `udp://HOST:PORT`.
     #[arg(long, default_value = "replay")]
-    pub(crate) source: SourceArg,
+    pub(crate) source: FrameSource,
     /// UDP: the wire frame id of the first frame.
     #[arg(long, default_value_t = 0)]
     pub(crate) first_frame_id: u32,
@@ -221,7 +181,7 @@ impl RunArgs {
             let dir = path
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(std::path::Path::new("."));
+                .unwrap_or(Path::new("."));
             if !dir.is_dir() {
                 bail!(
                     "--ready-file {}: the directory {} does not exist: create it first",
@@ -252,17 +212,13 @@ impl RunArgs {
     }
 
     /// Where the progress lines go, with --report-every.
-    pub(crate) fn progress_path(&self) -> Option<&std::path::Path> {
+    pub(crate) fn progress_path(&self) -> Option<&Path> {
         self.report_every?;
-        Some(
-            self.progress_out
-                .as_deref()
-                .unwrap_or(std::path::Path::new("-")),
-        )
+        Some(self.progress_out.as_deref().unwrap_or(Path::new("-")))
     }
 
     /// Every output the options name.
-    fn outputs(&self) -> [Option<&std::path::Path>; 4] {
+    fn outputs(&self) -> [Option<&Path>; 4] {
         [
             self.report.as_deref(),
             self.detections.as_deref(),
@@ -278,19 +234,15 @@ impl RunArgs {
             .any(|p| p.is_some_and(output::is_stdout))
     }
 
-    /// The receiver these options describe, on `addr`, for packets of `shape`.
-    pub(crate) fn udp_config(
-        &self,
-        addr: SocketAddr,
-        shape: WireShape,
-    ) -> anyhow::Result<UdpConfig> {
+    /// The receiver these options describe, on `addr`.
+    pub(crate) fn udp_config(&self, addr: SocketAddr) -> anyhow::Result<UdpConfig> {
         let positive = |seconds: f64, option: &str| {
             Duration::try_from_secs_f64(seconds)
                 .ok()
                 .filter(|d| !d.is_zero())
                 .with_context(|| format!("{option} must be a positive number of seconds"))
         };
-        let mut config = UdpConfig::new(addr, shape);
+        let mut config = UdpConfig::new(addr, self.wire()?);
         config.frames = Some(self.frames);
         config.first_frame_id = self.first_frame_id;
         config.frame_timeout = Duration::from_millis(self.frame_timeout_ms);
@@ -302,35 +254,60 @@ impl RunArgs {
         config.allow_from = self.allow_from.iter().flatten().copied().collect();
         Ok(config)
     }
-}
 
-/// Opens pipeline `index`'s detections, sink and completion-times files; its progress reports
-/// go to `progress`, if given.
-pub(crate) fn open_outputs(
-    args: &RunArgs,
-    prepared: &Prepared,
-    index: Option<usize>,
-    progress: Option<&ProgressOut>,
-) -> anyhow::Result<(Outputs, Vec<OutputFile>)> {
-    let mut files = Vec::new();
-    let mut open = |path: &Option<PathBuf>, what| -> anyhow::Result<_> {
-        let Some(path) = path else { return Ok(None) };
-        let file = OutputFile::create(&pipeline_path(path, index), what)?;
-        let writer = file.writer();
-        files.push(file);
-        Ok(Some(writer))
-    };
-    let outputs = Outputs {
-        results: open(&args.detections, "detections")?,
-        sink_files: args
-            .write_sinks
-            .as_ref()
-            .map(|dir| prepared.sink_files(dir, index, args.sink_format))
-            .transpose()?,
-        done_times: open(&args.done_times, "completion times")?,
-        progress: progress.map(|p| p.reporter(index)),
-    };
-    Ok((outputs, files))
+    /// The wire of the stream these options receive: the graph's source as the run binds
+    /// it (the recording's metadata binding what the command line leaves open), one packet
+    /// per index of its packet axis.
+    fn wire(&self) -> anyhow::Result<WireShape> {
+        let mut files = self.graph.files()?;
+        if let Some(recording) = &self.recording {
+            files.dims = Recording::bind_described(&files, recording)?;
+        }
+        WireShape::for_source(&files.shaped_graph()?).map_err(anyhow::Error::msg)
+    }
+
+    /// Finds and prepares the workload these options name, once for all pipelines.
+    pub(crate) fn prepare(&self) -> anyhow::Result<PreparedRun> {
+        let files = self.graph.files()?;
+        let options = self.workload.options();
+        let recording = self.recording.as_ref().map(|path| RecordingRequest {
+            path: path.clone(),
+            check: self.check.clone(),
+        });
+        let request = Request {
+            files: &files,
+            options: &options,
+            recording: recording.as_ref(),
+            seed: self.workload.seed,
+            frames: self.frames,
+            pipelines: self.pipelines,
+            replay: self.source == FrameSource::Replay,
+        };
+        let run = PipelineRun {
+            frames: self.frames,
+            warmup_frames: self.warmup_frames,
+            profile_gpu: self.profile_gpu,
+            progress_every: self.report_every,
+            trace: self.trace.is_some(),
+        };
+        let registry = crate::workloads::registry();
+        Ok(PreparedRun::new(
+            &registry,
+            &request,
+            run,
+            self.detections.is_some(),
+        )?)
+    }
+
+    /// Where each pipeline writes, besides its report.
+    pub(crate) fn output_paths(&self) -> OutputPaths {
+        OutputPaths {
+            results: self.detections.clone(),
+            done_times: self.done_times.clone(),
+            trace: self.trace.clone(),
+            sinks: self.write_sinks.clone().map(|dir| (dir, self.sink_format)),
+        }
+    }
 }
 
 /// Prints a run's summary: to stdout, or to stderr when an output took stdout.
@@ -361,91 +338,39 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .progress_path()
         .map(|path| ProgressOut::open(path, args.frames))
         .transpose()?;
-    let shape = workload::wire(&args)?;
+    let readiness = Readiness::new(1, args.ready_file.clone());
     if args.ingest_only {
-        let SourceArg::Udp(addr) = args.source else {
+        let Some(addr) = args.source.udp() else {
             bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)");
         };
-        let readiness = Readiness::new(1, args.ready_file.clone());
-        let mut udp = session::listen(args.udp_config(addr, shape)?, None, &readiness)?;
-        return ingest_only(&mut udp, &args, shape);
+        let mut udp = session::listen(args.udp_config(addr)?, None, &readiness)?;
+        let measured = udp.receive_only()?;
+        print!("{measured}");
+        return Ok(exit_status(
+            measured.counters.complete_frames == args.frames,
+        ));
     }
-    let prepared = Prepared::new(&args)?;
-    let (outputs, files) = open_outputs(&args, &prepared, None, progress.as_ref())?;
-    let readiness = Readiness::new(1, args.ready_file.clone());
-    let udp = match args.source {
-        SourceArg::Replay => None,
-        SourceArg::Udp(addr) => Some(session::listen(
-            args.udp_config(addr, shape)?,
-            None,
-            &readiness,
-        )?),
+    let prepared = args.prepare()?;
+    let (outputs, files) =
+        args.output_paths()
+            .open(&prepared, None, progress.as_ref().map(|p| p.reporter(None)))?;
+    let udp = match args.source.udp() {
+        None => None,
+        Some(addr) => Some(session::listen(args.udp_config(addr)?, None, &readiness)?),
     };
-    let trace_out = open_trace(&args, None)?;
-    let mut outcome = prepared.run(udp, None, outputs)?;
+    let mut outcome = prepared.run(udp, None, outputs, &check_mps)?;
     print_summary(&args, &outcome.text);
     // Every other output is completed first, so that the report says which failed.
-    let mut failed = output::commit_all(files);
-    failed.extend(write_trace(trace_out, outcome.trace.as_ref()).err());
-    failed.extend(progress.and_then(|p| p.commit().err()));
-    report_failed_outputs(&failed);
+    let mut failed = files.finish(outcome.trace.as_ref());
+    if let Some(Err(e)) = progress.map(ProgressOut::commit) {
+        tracing::error!("kplace run: {e}");
+        failed.push(e);
+    }
     outcome.report.output_errors = failed.clone();
     if let Some(out) = report_out {
         out.write(&outcome.report)?;
     }
     Ok(exit_status(outcome.passed && failed.is_empty()))
-}
-
-/// Says on stderr which outputs could not be written: the run's exit status fails for them.
-pub(crate) fn report_failed_outputs(failed: &[String]) {
-    for f in failed {
-        tracing::error!("kplace run: {f}");
-    }
-}
-
-/// Opens pipeline `index`'s trace file (with `--trace`) before the run, so a bad path loses
-/// no run.
-pub(crate) fn open_trace(
-    args: &RunArgs,
-    index: Option<usize>,
-) -> anyhow::Result<Option<(PathBuf, OutputFile)>> {
-    let Some(path) = &args.trace else {
-        return Ok(None);
-    };
-    let path = pipeline_path(path, index);
-    let file = OutputFile::create(&path, "trace")?;
-    Ok(Some((path, file)))
-}
-
-/// Writes `trace` into the file [`open_trace`] opened, and completes it; the error says why
-/// it could not be.
-pub(crate) fn write_trace(
-    out: Option<(PathBuf, OutputFile)>,
-    trace: Option<&kplace::report::trace::Trace>,
-) -> Result<(), String> {
-    let Some((path, file)) = out else {
-        return Ok(());
-    };
-    if let Some(trace) = trace {
-        let mut writer = file.writer();
-        trace.write_chrome(&mut writer).map_err(|e| {
-            format!(
-                "the trace file {} could not be written: {e}",
-                path.display()
-            )
-        })?;
-        drop(writer);
-        tracing::info!(
-            "kplace run: trace of {} spans in {}{}",
-            trace.spans.len(),
-            path.display(),
-            match trace.dropped_spans {
-                0 => String::new(),
-                n => format!(" ({n} more spans past the limit not kept)"),
-            }
-        );
-    }
-    file.commit().map_err(|e| e.to_string())
 }
 
 /// Whether this process is an MPS client: what every pipeline's report records.
@@ -471,34 +396,4 @@ impl From<ModeArg> for PipelineMode {
             ModeArg::Process => PipelineMode::Process,
         }
     }
-}
-
-fn ingest_only(
-    source: &mut UdpSource,
-    args: &RunArgs,
-    shape: WireShape,
-) -> anyhow::Result<ExitCode> {
-    let payload = shape.payload_bytes();
-    let mut buffers = FrameBuffers::new(4, u64::from(shape.packets), payload)?;
-    let cpu_before = kplace::report::metrics::process_cpu_time();
-    source.receive(&mut buffers, payload)?;
-    let cpu = kplace::report::metrics::process_cpu_time().saturating_sub(cpu_before);
-    let counters = source.counters();
-    // From the first packet to the last: neither the wait for the sender nor the idle
-    // timeout counts.
-    let busy = counters.receiving.max(Duration::from_micros(1));
-    let frames = counters.complete_frames;
-    println!(
-        "ingest only: {frames} complete frames in {:.3} s: {:.1} frames/s, {:.2} Gbit/s of packets",
-        busy.as_secs_f64(),
-        frames as f64 / busy.as_secs_f64(),
-        counters.bytes as f64 * 8.0 / busy.as_secs_f64() / 1e9
-    );
-    // The receiver's CPU time per frame: what `kplace tune` charges a stream's source.
-    println!(
-        "receiver CPU: {:.4} ms per frame",
-        cpu.as_secs_f64() * 1e3 / frames.max(1) as f64
-    );
-    print!("{counters}");
-    Ok(exit_status(counters.complete_frames == args.frames))
 }

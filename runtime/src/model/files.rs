@@ -5,11 +5,105 @@
 //! option; `slots: auto` is sized for the stream's frame period before any override of the
 //! slot count replaces it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use super::graph::{Graph, GraphError, Overrides};
 use super::placement::{Placement, PlacementError};
+use super::shape::FrameShape;
+
+/// One binding the command line makes in a graph (`--set`): a dimension, `DIM=VALUE`, or a
+/// stage's parameter, `STAGE.PARAM=VALUE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Setting {
+    /// A dimension and its value.
+    Dim(String, u64),
+    /// A stage's parameter and its value.
+    Param(String, String, String),
+}
+
+impl FromStr for Setting {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Setting, String> {
+        const EXPECTED: &str = "expected DIM=VALUE or STAGE.PARAM=VALUE";
+        let (key, value) = text.split_once('=').ok_or(EXPECTED)?;
+        match key.split_once('.') {
+            Some((stage, param)) if !stage.is_empty() && !param.is_empty() => Ok(Setting::Param(
+                stage.to_string(),
+                param.to_string(),
+                value.to_string(),
+            )),
+            Some(_) => Err(EXPECTED.into()),
+            None if key.is_empty() => Err(EXPECTED.into()),
+            None => match value.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Setting::Dim(key.to_string(), n)),
+                _ => Err(format!(
+                    "dimension {key}: {value:?} is not a positive integer"
+                )),
+            },
+        }
+    }
+}
+
+/// The dimensions `shape` (read against the source of the graph at `graph`) and every
+/// `Setting::Dim` bind; a dimension given two values is refused.
+pub fn bind_dims(
+    graph: &Path,
+    shape: Option<&FrameShape>,
+    settings: &[Setting],
+) -> Result<Vec<(String, u64)>, FilesError> {
+    let set: Vec<(String, u64)> = settings
+        .iter()
+        .filter_map(|s| match s {
+            Setting::Dim(name, value) => Some((name.clone(), *value)),
+            Setting::Param(..) => None,
+        })
+        .collect();
+    let Some(shape) = shape else {
+        return Ok(set);
+    };
+    let probe = Graph::load(
+        graph,
+        &Overrides {
+            dims: set.clone(),
+            params: Vec::new(),
+        },
+    )?;
+    let option = |why: String| FilesError::Option {
+        option: "--shape",
+        why,
+    };
+    let mut dims = probe
+        .bind_source_shape(shape.extents())
+        .map_err(|e| option(format!("{shape}: graph {}: {e}", graph.display())))?;
+    for (name, value) in set {
+        match dims.iter().find(|(n, _)| *n == name) {
+            Some((_, bound)) if *bound != value => {
+                return Err(option(format!(
+                    "{shape} makes {name} {bound}, but --set {name}={value}: give one"
+                )));
+            }
+            Some(_) => {}
+            None => dims.push((name, value)),
+        }
+    }
+    Ok(dims)
+}
+
+/// The stage parameters among `settings`: (stage, parameter, value).
+pub fn params(settings: &[Setting]) -> Vec<(String, String, String)> {
+    settings
+        .iter()
+        .filter_map(|s| match s {
+            Setting::Param(stage, param, value) => {
+                Some((stage.clone(), param.clone(), value.clone()))
+            }
+            Setting::Dim(..) => None,
+        })
+        .collect()
+}
 
 /// The graph and placement files of a run, and what overrides them.
 #[derive(Clone, Debug, Default)]
@@ -107,5 +201,39 @@ impl GraphFiles {
             placement.runtime.workers = workers;
         }
         Ok((graph, placement))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse_to_dimensions_and_parameters() {
+        assert_eq!("N=4096".parse(), Ok(Setting::Dim("N".into(), 4096)));
+        assert_eq!(
+            "cfar.pfa=1e-6".parse(),
+            Ok(Setting::Param("cfar".into(), "pfa".into(), "1e-6".into()))
+        );
+        for bad in ["N", "=3", ".p=1", "s.=1"] {
+            let e = bad.parse::<Setting>().unwrap_err();
+            assert!(e.contains("expected DIM=VALUE"), "{bad}: {e}");
+        }
+        for bad in ["N=0", "N=-1", "N=x"] {
+            let e = bad.parse::<Setting>().unwrap_err();
+            assert!(e.contains("is not a positive integer"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn parameters_are_the_settings_of_stages() {
+        let settings: Vec<Setting> = ["N=8", "fir.taps=32", "M=2"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(
+            params(&settings),
+            vec![("fir".into(), "taps".into(), "32".into())]
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! Frames in and out over the network: the packet format ([`wire`]), the UDP receiver
 //! that assembles frames from it ([`udp`]), the paced open-loop sender ([`sender`]), and the
 //! in-memory replay source that delivers prepared frames through the same ingest path
-//! ([`replay`]).
+//! ([`replay`]), and how a user names one or the other ([`source`]).
 
 pub mod replay;
 pub mod sender;
+pub mod source;
 pub mod udp;
 pub mod wire;

@@ -21,6 +21,7 @@ pub mod compare;
 pub mod generic;
 pub mod kind;
 pub mod npy;
+pub mod outputs;
 pub mod recording;
 pub mod reference;
 pub mod run;

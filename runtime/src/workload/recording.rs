@@ -24,7 +24,8 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
-use crate::model::graph::{Graph, TensorSpec};
+use crate::model::files::GraphFiles;
+use crate::model::graph::{Graph, GraphError, TensorSpec};
 use crate::plan::human_bytes;
 
 /// The most bytes of frames a recording may hold: they are replayed from memory.
@@ -60,6 +61,9 @@ pub enum RecordingError {
         /// What does not agree.
         why: String,
     },
+    /// The graph the recording is read against cannot be loaded.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
 }
 
 /// SigMF's global object, with the fields kplace reads and writes.
@@ -188,6 +192,29 @@ impl Recording {
     pub fn described_shape(path: &Path) -> Result<Option<Vec<u64>>, RecordingError> {
         let (_, meta_path) = files(path);
         Ok(read_meta(&meta_path)?.and_then(|m| m.global.frame_shape))
+    }
+
+    /// `files`' dimension bindings, then those the frame shape described by the recording at
+    /// `path` binds of the rest: what the command line leaves to the graph file, the
+    /// recording's metadata decides. A described shape the graph's source cannot take binds
+    /// nothing (loading the recording then says why).
+    pub fn bind_described(
+        files: &GraphFiles,
+        path: &Path,
+    ) -> Result<Vec<(String, u64)>, RecordingError> {
+        let mut dims = files.dims.clone();
+        let Some(mut extents) = Recording::described_shape(path)? else {
+            return Ok(dims);
+        };
+        extents.reverse();
+        if let Ok(bound) = files.shaped_graph()?.bind_source_shape(&extents) {
+            for (name, value) in bound {
+                if !dims.iter().any(|(n, _)| *n == name) {
+                    dims.push((name, value));
+                }
+            }
+        }
+        Ok(dims)
     }
 
     /// The real-time frame period: a frame's samples at the recording's sample rate, if it

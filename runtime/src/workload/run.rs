@@ -12,7 +12,11 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Duration;
 
-use super::sinks::SinkFiles;
+use std::path::{Path, PathBuf};
+
+use super::kind::{KindError, Prepared, Registry, Request};
+use super::npy::NpyError;
+use super::sinks::{SinkFiles, SinkFormat};
 use super::{Judge, JudgeError, Workload};
 use crate::executor::{
     self, CompletedFrame, FrameSink, PartialFrame, Progress, RunOptions, SinkError, Source,
@@ -20,7 +24,7 @@ use crate::executor::{
 use crate::interrupt;
 use crate::net::replay::FrameReplay;
 use crate::net::udp::UdpSource;
-use crate::plan::Plan;
+use crate::plan::{Plan, PlanError};
 use crate::report::run::{RunMps, RunReport};
 use crate::report::trace::Trace;
 use crate::session::{self, RunFacts};
@@ -85,6 +89,100 @@ pub enum PipelineError {
     /// An output could not be completed.
     #[error("{0}")]
     Output(String),
+    /// The workload could not be found or prepared.
+    #[error(transparent)]
+    Kind(#[from] KindError),
+    /// The graph cannot run on the placement.
+    #[error(transparent)]
+    Plan(#[from] Box<PlanError>),
+    /// Results were asked of a workload that reads none from its frames.
+    #[error(
+        "--detections: workload {kind} writes no results of its own; write every sink tensor with --write-sinks DIR"
+    )]
+    NoResults {
+        /// The workload's kind.
+        kind: &'static str,
+    },
+    /// The sink files cannot be created.
+    #[error("--write-sinks {}: {source}", dir.display())]
+    SinkFiles {
+        /// Where they were to go.
+        dir: PathBuf,
+        /// Why not.
+        source: NpyError,
+    },
+}
+
+/// A run's workload, prepared once for all its pipelines, and how each of them runs.
+pub struct PreparedRun {
+    /// What every pipeline shares: frames, judge, graph and placement.
+    prepared: Box<dyn Prepared>,
+    /// How each pipeline runs.
+    run: PipelineRun,
+}
+
+impl PreparedRun {
+    /// Finds the workload `request` names in `registry` and prepares it for pipelines that
+    /// run as `run` says; `results`: the caller will write the workload's own results
+    /// ([`Outputs::results`]), refused for a kind that reads none.
+    pub fn new(
+        registry: &Registry,
+        request: &Request<'_>,
+        run: PipelineRun,
+        results: bool,
+    ) -> Result<PreparedRun, PipelineError> {
+        let kind = registry.kind_for(request)?;
+        if results && kind.results().is_none() {
+            return Err(PipelineError::NoResults { kind: kind.name() });
+        }
+        Ok(PreparedRun {
+            prepared: kind.prepare(request)?,
+            run,
+        })
+    }
+
+    /// How each pipeline runs.
+    pub fn pipeline_run(&self) -> &PipelineRun {
+        &self.run
+    }
+
+    /// The sink files of pipeline `index` in `dir` (`dir/p<i>` with several pipelines).
+    pub fn sink_files(
+        &self,
+        dir: &Path,
+        index: Option<usize>,
+        format: SinkFormat,
+    ) -> Result<SinkFiles, PipelineError> {
+        let (graph, _) = self.prepared.load()?;
+        let dir = match index {
+            Some(i) => dir.join(format!("p{i}")),
+            None => dir.to_path_buf(),
+        };
+        SinkFiles::create(&dir, &graph, format)
+            .map_err(|source| PipelineError::SinkFiles { dir, source })
+    }
+
+    /// Plans and runs pipeline `index` (or the only one) on `udp`, or on a replay
+    /// ([`run_pipeline`]).
+    pub fn run(
+        &self,
+        udp: Option<UdpSource>,
+        index: Option<usize>,
+        outputs: Outputs,
+        mps: &dyn Fn() -> RunMps,
+    ) -> Result<PipelineOutcome, PipelineError> {
+        let (graph, placement) = self.prepared.load()?;
+        let plan = Plan::new(graph, placement).map_err(Box::new)?;
+        run_pipeline(
+            &plan,
+            self.prepared.workload(),
+            &self.run,
+            udp,
+            index,
+            outputs,
+            mps,
+        )
+    }
 }
 
 /// The sink every workload's frames go through: the judge, then the sink files and the

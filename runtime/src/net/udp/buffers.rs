@@ -1,6 +1,9 @@
 //! Plain frame buffers to assemble into without processing: `kplace run --ingest-only`.
 
-use super::Assembly;
+use std::fmt;
+use std::time::Duration;
+
+use super::{Assembly, IngestCounters};
 use crate::executor::pool::{Block, Pool, PoolError};
 use crate::executor::{BeginError, PacketStatus};
 
@@ -89,5 +92,46 @@ impl Assembly for FrameBuffers {
     }
     fn stopping(&self) -> bool {
         crate::interrupt::requested()
+    }
+}
+
+/// What receiving without processing measured ([`super::UdpSource::receive_only`]).
+#[derive(Clone, Debug)]
+pub struct IngestOnly {
+    /// The process's CPU time while receiving.
+    pub cpu: Duration,
+    /// What the receiver counted.
+    pub counters: IngestCounters,
+}
+
+impl IngestOnly {
+    /// Complete frames per second, from the first packet to the last: neither the wait for
+    /// the sender nor the idle timeout counts.
+    pub fn frames_per_s(&self) -> f64 {
+        self.counters.complete_frames as f64 / self.busy().as_secs_f64()
+    }
+
+    fn busy(&self) -> Duration {
+        self.counters.receiving.max(Duration::from_micros(1))
+    }
+}
+
+impl fmt::Display for IngestOnly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let busy = self.busy().as_secs_f64();
+        let frames = self.counters.complete_frames;
+        writeln!(
+            f,
+            "ingest only: {frames} complete frames in {busy:.3} s: {:.1} frames/s, {:.2} Gbit/s of packets",
+            self.frames_per_s(),
+            self.counters.bytes as f64 * 8.0 / busy / 1e9
+        )?;
+        // The receiver's CPU time per frame: what `kplace tune` charges a stream's source.
+        writeln!(
+            f,
+            "receiver CPU: {:.4} ms per frame",
+            self.cpu.as_secs_f64() * 1e3 / frames.max(1) as f64
+        )?;
+        write!(f, "{}", self.counters)
     }
 }

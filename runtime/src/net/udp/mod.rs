@@ -46,7 +46,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-pub use buffers::{BufferFrame, FrameBuffers};
+pub use buffers::{BufferFrame, FrameBuffers, IngestOnly};
 pub use stream::AllowFrom;
 
 use crate::executor::{BeginError, Ingest, OpenFrame, PacketStatus, Source, SourceError};
@@ -413,6 +413,21 @@ impl UdpSource {
     /// What the receiver counted so far.
     pub fn counters(&self) -> &IngestCounters {
         &self.counters
+    }
+
+    /// Receives and assembles frames without processing them, into a ring of plain buffers,
+    /// until a stop condition: the receiver's own ceiling (`kplace run --ingest-only`).
+    pub fn receive_only(&mut self) -> Result<IngestOnly, SourceError> {
+        let shape = self.config.shape;
+        let payload = shape.payload_bytes();
+        let mut buffers = FrameBuffers::new(4, u64::from(shape.packets), payload)
+            .map_err(|e| SourceError(e.to_string()))?;
+        let cpu_before = crate::report::metrics::process_cpu_time();
+        self.receive(&mut buffers, payload)?;
+        Ok(IngestOnly {
+            cpu: crate::report::metrics::process_cpu_time().saturating_sub(cpu_before),
+            counters: self.counters.clone(),
+        })
     }
 
     /// Receives and assembles into `store` until a stop condition (see the module docs).

@@ -62,10 +62,11 @@ enum Command {
     BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.
     Verify(verify::VerifyArgs),
-    /// Compare two detections files of the same frames cell by cell: bins exact, powers within
-    /// a relative tolerance (exit 1 when they differ, every difference listed by frame).
-    #[command(name = "compare-detections")]
-    CompareDetections(compare::CompareArgs),
+    /// Compare two results files of the same frames as their workload does (the radar's
+    /// detections: cells exact, powers within a relative tolerance; exit 1 when they differ,
+    /// every difference listed by frame).
+    #[command(name = "compare-results", visible_alias = "compare-detections")]
+    CompareResults(compare::CompareArgs),
     /// List the workloads this binary runs (a graph file names one with `workload: NAME`) and
     /// the options each takes (`--opt NAME=VALUE`).
     Workloads,
@@ -99,7 +100,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Send(args) => send::main(args),
         Command::Record(args) => record::main(args),
         Command::Verify(args) => verify::main(args),
-        Command::CompareDetections(args) => compare::main(args),
+        Command::CompareResults(args) => compare::main(args),
         Command::BisectRate(args) => bisect::main(args),
         Command::Workloads => {
             print!("{}", workloads::list());

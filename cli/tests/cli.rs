@@ -289,6 +289,18 @@ fn compare_detections_lists_differences_by_frame() {
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(value["agree"], false);
     assert_eq!(value["frames_compared"], 0);
+    // The workload of the graph compares: `compare-results` is the command's name, and a
+    // graph whose workload writes no results file says so.
+    let out = kplace(&["compare-results", &empty, &empty]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let e = input_error(&[
+        "compare-results",
+        &empty,
+        &empty,
+        "--graph",
+        "workloads/spectrogram/graph.yaml",
+    ]);
+    assert!(e.contains("names no workload"), "{e}");
     // Nor does a verification of no frames pass.
     let e = input_error(&["verify", "--detections", &empty, "--frames", "0"]);
     assert!(e.contains("--frames must be at least 1"), "{e}");

@@ -12,7 +12,7 @@
 //! option its kind does not take, is refused with the names that would work; every option
 //! value is checked by its kind before anything frame-sized is allocated.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::generic::{PrepareError, RecordingSetup};
@@ -162,6 +162,30 @@ pub trait Prepared: Send + Sync {
     fn load(&self) -> Result<(Graph, Placement), KindError>;
 }
 
+/// Two results files of the same frames, and how closely they must agree.
+#[derive(Clone, Copy, Debug)]
+pub struct ResultsPair<'a> {
+    /// The reference (e.g. the all-cpu placement's results).
+    pub reference: &'a Path,
+    /// The results judged against it.
+    pub candidate: &'a Path,
+    /// Values agree within this relative tolerance; `None`: bit for bit.
+    pub rel_tol: Option<f64>,
+    /// Frames expected (ids `0..frames` on both sides), if known.
+    pub frames: Option<u64>,
+}
+
+/// What comparing two results files found.
+#[derive(Clone, Debug)]
+pub struct ResultsComparison {
+    /// Whether they agree.
+    pub agrees: bool,
+    /// The comparison as text: every difference counted, the first ones listed.
+    pub text: String,
+    /// The same as one JSON object, in the kind's own schema.
+    pub json: serde_json::Value,
+}
+
 /// A family of workloads, registered by name.
 pub trait WorkloadKind: Send + Sync {
     /// The name a graph file gives (`workload: NAME`).
@@ -198,6 +222,21 @@ pub trait WorkloadKind: Send + Sync {
         Err(KindError::Kind(
             format!(
                 "workload {} reads no results file of another receiver",
+                self.name()
+            )
+            .into(),
+        ))
+    }
+
+    /// Compares two results files of the same frames, each in the format
+    /// [`WorkloadKind::results`] names: how `kplace compare-results` says whether two
+    /// placements, or kplace and another receiver, agree. An input that cannot be read is an
+    /// error naming its file and line; a difference is part of the comparison.
+    fn compare_results(&self, pair: &ResultsPair<'_>) -> Result<ResultsComparison, KindError> {
+        let _ = pair;
+        Err(KindError::Kind(
+            format!(
+                "workload {} writes no results files to compare",
                 self.name()
             )
             .into(),

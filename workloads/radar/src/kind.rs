@@ -15,15 +15,17 @@ use std::path::Path;
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
-use kplace::workload::kind::{KindError, OptionSpec, Prepared, Request, WorkloadKind};
+use kplace::workload::kind::{
+    KindError, OptionSpec, Prepared, Request, ResultsComparison, ResultsPair, WorkloadKind,
+};
 use kplace::workload::{Verdict, Workload};
 
 use crate::graph::{self, FitError, check_pfa};
 use crate::run::{RunConfig, Setup};
 use crate::scene::{default_targets, high_snr_targets};
 use crate::{
-    Cpi, DetectionReader, Scene, SceneConfig, Target, Verifier, VerifyConfig, details,
-    verdict_text, verification,
+    Cpi, DetectionReader, PowerRule, Scene, SceneConfig, Target, Verifier, VerifyConfig,
+    compare_detection_files, details, verdict_text, verification,
 };
 
 /// The name graph files give the radar workload.
@@ -82,6 +84,22 @@ impl WorkloadKind for Radar {
 
     fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
         &[("scene-frames", "16")]
+    }
+
+    fn compare_results(&self, pair: &ResultsPair<'_>) -> Result<ResultsComparison, KindError> {
+        let rule = match pair.rel_tol {
+            None => PowerRule::Exact,
+            Some(tolerance) => PowerRule::Relative(tolerance),
+        };
+        let comparison = compare_detection_files(pair.reference, pair.candidate, rule, pair.frames)
+            .map_err(kind_error)?;
+        let reference = pair.reference.display().to_string();
+        let candidate = pair.candidate.display().to_string();
+        Ok(ResultsComparison {
+            agrees: comparison.agrees(),
+            text: comparison.text(&reference, &candidate),
+            json: comparison.to_json(&reference, &candidate),
+        })
     }
 
     fn judge_results(&self, request: &Request<'_>, path: &Path) -> Result<Verdict, KindError> {

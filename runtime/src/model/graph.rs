@@ -353,6 +353,7 @@ impl fmt::Display for TensorSpec {
 }
 
 mod bind;
+mod expr;
 
 #[cfg(test)]
 mod tests;

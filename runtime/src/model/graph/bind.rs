@@ -9,14 +9,16 @@ use kplace_abi::{Dtype, MAX_RANK};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
+use super::expr::{self, Expr};
 use super::*;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct GraphFile {
     name: String,
+    /// Each a number, or an expression of others ([`expr`]).
     #[serde(default)]
-    dims: BTreeMap<String, u64>,
+    dims: BTreeMap<String, Spanned<String>>,
     source: SourceFile,
     tensors: Vec<Spanned<TensorFile>>,
     stages: Vec<Spanned<StageFile>>,
@@ -291,27 +293,63 @@ impl Binder<'_> {
         Ok(tolerances)
     }
 
+    /// Every dimension's value: the file's numbers, with the overrides applied, then the
+    /// dimensions the file derives from them.
     fn bind_dims(
         &self,
-        mut dims: BTreeMap<String, u64>,
+        written: BTreeMap<String, Spanned<String>>,
     ) -> Result<BTreeMap<String, u64>, GraphError> {
-        for (name, value) in &self.overrides.dims {
-            match dims.get_mut(name) {
-                Some(slot) => *slot = *value,
-                None => {
-                    let known: Vec<&str> = dims.keys().map(String::as_str).collect();
-                    return Err(self.invalid(
-                        None,
-                        format!(
-                            "the graph has no dimension {name} to set (it has: {})",
-                            known.join(", ")
-                        ),
-                    ));
-                }
+        let mut given = BTreeMap::new();
+        let mut derived = BTreeMap::new();
+        for (name, value) in &written {
+            let text = value.value.trim();
+            if let Ok(n) = text.parse::<u64>() {
+                given.insert(name.clone(), n);
+                continue;
             }
+            let parsed = Expr::parse(text).map_err(|why| {
+                self.invalid(
+                    at(value),
+                    format!("dimension {name}: {text:?} is neither a number nor an expression of other dimensions: {why}"),
+                )
+            })?;
+            derived.insert(name.clone(), parsed);
         }
+        for (name, value) in &self.overrides.dims {
+            if let Some(slot) = given.get_mut(name) {
+                *slot = *value;
+                continue;
+            }
+            if let Some(written) = written.get(name).filter(|_| derived.contains_key(name)) {
+                return Err(self.invalid(
+                    at(written),
+                    format!(
+                        "dimension {name} is derived ({name}: {}): set the dimensions it is derived from",
+                        written.value.trim()
+                    ),
+                ));
+            }
+            let known: Vec<&str> = written.keys().map(String::as_str).collect();
+            return Err(self.invalid(
+                None,
+                format!(
+                    "the graph has no dimension {name} to set (it has: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        let dims = expr::derive(given, &derived).map_err(|(name, why)| {
+            let text = written.get(&name).map_or("", |v| v.value.trim());
+            self.invalid(
+                written.get(&name).and_then(at),
+                format!("dimension {name} ({text}): {why}"),
+            )
+        })?;
         if let Some((name, _)) = dims.iter().find(|(_, v)| **v == 0) {
-            return Err(self.invalid(None, format!("dimension {name} is zero")));
+            return Err(self.invalid(
+                written.get(name).and_then(at),
+                format!("dimension {name} is zero"),
+            ));
         }
         Ok(dims)
     }
@@ -345,17 +383,15 @@ impl Binder<'_> {
         }
         let mut shape = Vec::with_capacity(spec.shape.len());
         for d in &spec.shape {
-            let value = match d.value.parse::<u64>() {
-                Ok(v) => v,
-                Err(_) => *dims.get(&d.value).ok_or_else(|| {
-                    self.invalid(
-                        at(d),
-                        format!(
-                            "tensor {}: {} is neither a number nor a declared dimension",
-                            spec.name, d.value
-                        ),
-                    )
-                })?,
+            let text = d.value.trim();
+            let value = match (text.parse::<u64>(), dims.get(text)) {
+                (Ok(v), _) => v,
+                (_, Some(&v)) => v,
+                _ => Expr::parse(text)
+                    .and_then(|e| e.eval(dims))
+                    .map_err(|why| {
+                        self.invalid(at(d), format!("tensor {}: axis {text}: {why}", spec.name))
+                    })?,
             };
             if value == 0 {
                 return Err(
@@ -443,7 +479,7 @@ impl Binder<'_> {
 }
 
 /// The dimension each axis of the source tensor `source` names in the file (`None` for a
-/// number).
+/// number or an expression).
 fn source_dims(tensors: &[Spanned<TensorFile>], source: &str) -> Vec<Option<String>> {
     tensors
         .iter()
@@ -452,7 +488,13 @@ fn source_dims(tensors: &[Spanned<TensorFile>], source: &str) -> Vec<Option<Stri
             t.value
                 .shape
                 .iter()
-                .map(|d| d.value.parse::<u64>().is_err().then(|| d.value.clone()))
+                .map(|d| {
+                    let text = d.value.trim();
+                    let name = !text.is_empty()
+                        && text.parse::<u64>().is_err()
+                        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    name.then(|| text.to_string())
+                })
                 .collect()
         })
         .unwrap_or_default()

@@ -140,10 +140,7 @@ fn structural_errors_name_their_place() {
         "{e}"
     );
     let e = error(&GOOD.replace("shape: [N, M]", "shape: [N, K]"));
-    assert!(
-        e.contains("K is neither a number nor a declared dimension"),
-        "{e}"
-    );
+    assert!(e.contains("axis K: K is not a declared dimension"), "{e}");
     let e = error(&GOOD.replace("name: second", "name: first"));
     assert!(e.contains("stage first is declared twice"), "{e}");
     let e = error(&GOOD.replace("outputs: [out]", "outputs: [map]"));
@@ -232,4 +229,79 @@ sinks: [y]
         square.bind_source_shape(&[5, 2, 5]).unwrap(),
         [("C".to_string(), 5)]
     );
+}
+
+#[test]
+fn dimensions_derive_from_others_and_follow_their_overrides() {
+    let text = "name: g
+dims:
+  N: 64
+  D: 4
+  K: N/D
+  L: (N - 8)/D + 1
+source: {tensor: x, packet_axis: 0}
+tensors:
+  - {name: x, dtype: f32, shape: [M, N]}
+  - {name: y, dtype: f32, shape: [M, K]}
+  - {name: z, dtype: f32, shape: [N / 2 * M]}
+stages:
+  - {name: s, kernel: k, inputs: [x], outputs: [y]}
+  - {name: t, kernel: k, inputs: [y], outputs: [z], params: {taps: $L}}
+sinks: [z]
+"
+    .replace("dims:\n", "dims:\n  M: 2\n");
+    let graph = parse(&text, &Overrides::default()).unwrap();
+    assert_eq!(graph.dims["K"], 16);
+    assert_eq!(graph.dims["L"], 15);
+    assert_eq!(graph.tensors[1].shape, [2, 16]);
+    assert_eq!(graph.tensors[2].shape, [64]);
+    assert_eq!(
+        graph.stages[1].params,
+        [("taps".to_string(), "15".to_string())]
+    );
+    // A derived dimension follows the dimensions it reads.
+    let set = |dims: &[(&str, u64)]| Overrides {
+        dims: dims.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        params: Vec::new(),
+    };
+    let bigger = parse(&text, &set(&[("N", 128)])).unwrap();
+    assert_eq!((bigger.dims["K"], bigger.tensors[1].shape[1]), (32, 32));
+    // It cannot be set itself, and a value it cannot divide is refused at its line.
+    let e = parse(&text, &set(&[("K", 8)])).unwrap_err().to_string();
+    assert!(
+        e.contains("dimension K is derived (K: N/D): set the dimensions it is derived from"),
+        "{e}"
+    );
+    let e = parse(&text, &set(&[("N", 66)])).unwrap_err().to_string();
+    assert!(
+        e.contains("dimension K (N/D): 66 / 4 is not a whole number"),
+        "{e}"
+    );
+    assert!(e.contains(":6:"), "names K's line: {e}");
+    // A source axis written as an expression is fixed, not bound by a frame shape.
+    let fixed = parse(
+        &text.replace("shape: [M, N]}", "shape: [M, N/D]}"),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(fixed.source_dims, [Some("M".to_string()), None]);
+    assert_eq!(fixed.tensors[0].shape, [2, 16]);
+    // Cycles, unknown names and malformed expressions are named.
+    for (dims, want) in [
+        ("  K: L+1\n  L: K*2\n", "depends on itself through K, L"),
+        ("  K: Q/2\n", "Q is not a declared dimension"),
+        (
+            "  K: N/\n",
+            "is neither a number nor an expression of other dimensions",
+        ),
+        ("  K: N-N\n", "dimension K is zero"),
+    ] {
+        let broken = format!(
+            "name: g\ndims:\n  N: 8\n{dims}source: {{tensor: x, packet_axis: 0}}\ntensors:\n  - {{name: x, dtype: f32, shape: [N]}}\nstages: []\nsinks: [x]\n"
+        );
+        let e = parse(&broken, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{dims}: {e}");
+    }
 }

@@ -24,6 +24,7 @@ pub mod npy;
 pub mod recording;
 pub mod reference;
 pub mod run;
+pub mod send;
 pub mod sinks;
 
 use std::io::Write;

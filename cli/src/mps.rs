@@ -1,12 +1,11 @@
 //! `kplace mps`: start, stop and inspect a private NVIDIA MPS control daemon (see
 //! `kplace_lab::mps`).
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use kplace_lab::mps::{self, MpsDirs, MpsStatus};
+use kplace_lab::mps::{self, MpsDirs};
 
 /// Options of `kplace mps`.
 #[derive(Debug, Args)]
@@ -61,45 +60,6 @@ struct StatusArgs {
     json: bool,
 }
 
-fn describe(status: &MpsStatus) -> String {
-    let mut text = String::new();
-    let pipe = status.dirs.pipe.display();
-    if !status.running {
-        match &status.unavailable {
-            Some(why) => {
-                let _ = writeln!(text, "no MPS control daemon answers on {pipe} ({why})");
-            }
-            None => {
-                let _ = writeln!(text, "no MPS control daemon answers on {pipe}");
-            }
-        }
-        return text;
-    }
-    let _ = writeln!(text, "MPS control daemon answers on {pipe}");
-    let _ = writeln!(text, "logs in {}", status.dirs.log.display());
-    if let Some(p) = status.default_active_thread_percentage {
-        let _ = writeln!(text, "default active thread percentage {p}");
-    }
-    if status.servers.is_empty() {
-        let _ = writeln!(text, "no servers (one starts with the first client)");
-    }
-    for server in &status.servers {
-        let clients: Vec<String> = server.clients.iter().map(u32::to_string).collect();
-        let _ = writeln!(
-            text,
-            "server {}: clients {}",
-            server.pid,
-            if clients.is_empty() {
-                "none".to_string()
-            } else {
-                clients.join(", ")
-            }
-        );
-    }
-    let _ = writeln!(text, "clients must run with {}={pipe}", mps::PIPE_ENV);
-    text
-}
-
 /// Runs the action. `status` exits 0 whether or not a daemon answers, also when MPS cannot be
 /// used here (it says why). `start` and `stop` exit 2 when MPS cannot be used here (no control
 /// program, no driver), for bad settings, and when the daemon fails to start or
@@ -108,7 +68,7 @@ pub fn main(args: MpsArgs) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Start(a) => {
             let status = mps::start(&a.dir.dirs(), a.active_thread_percentage)?;
-            print!("started: {}", describe(&status));
+            print!("started: {status}");
         }
         Action::Stop(a) => {
             let dirs = a.dirs();
@@ -126,7 +86,7 @@ pub fn main(args: MpsArgs) -> anyhow::Result<ExitCode> {
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&status)?);
             } else {
-                print!("{}", describe(&status));
+                print!("{status}");
             }
         }
     }

@@ -6,19 +6,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use kplace::model::files::GraphFiles;
-use kplace::net::sender::{self, Faults, FrameCount, Pacing, SenderConfig};
-use kplace::net::wire::{Malformed, WireShape};
-use kplace::workload::kind::{Prepared, Request};
-use kplace::workload::recording::Recording;
+use kplace::net::sender::{self, Faults, FrameCount, MalformedAt, PacketAt, SenderConfig};
+use kplace::report::output::{self, OutputError, OutputFile};
+use kplace::workload::send::SendFrames;
 
 use super::args::ShapeArgs;
 use super::workloads::WorkloadArgs;
-use kplace::report::output::{self, OutputError, OutputFile};
 
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
@@ -73,18 +71,18 @@ pub struct SendArgs {
     #[arg(long, value_name = "ID", default_value_t = 0)]
     first_frame_id: u32,
     /// Do not send packet PACKET of the run's frame FRAME (0-based; repeatable).
-    #[arg(long = "drop", value_name = "FRAME:PACKET", value_parser = parse_packet)]
-    drops: Vec<(u64, u32)>,
+    #[arg(long = "drop", value_name = "FRAME:PACKET")]
+    drops: Vec<PacketAt>,
     /// Send packet PACKET of frame FRAME twice (repeatable).
-    #[arg(long = "duplicate", value_name = "FRAME:PACKET", value_parser = parse_packet)]
-    duplicates: Vec<(u64, u32)>,
+    #[arg(long = "duplicate", value_name = "FRAME:PACKET")]
+    duplicates: Vec<PacketAt>,
     /// Send frame FRAME's packets in reverse order (repeatable).
     #[arg(long = "reorder", value_name = "FRAME")]
     reorders: Vec<u64>,
     /// Send packet PACKET of frame FRAME malformed: KIND is wrong_size, wrong_elements,
     /// packet_out_of_range or wrong_channel (repeatable).
-    #[arg(long = "malformed", value_name = "FRAME:PACKET:KIND", value_parser = parse_malformed)]
-    malformed: Vec<(u64, u32, Malformed)>,
+    #[arg(long = "malformed", value_name = "FRAME:PACKET:KIND")]
+    malformed: Vec<MalformedAt>,
     /// Write each frame's send times (CLOCK_MONOTONIC ns) as CSV: frame_id,first_ns,last_ns.
     #[arg(long, value_name = "FILE")]
     times: Option<PathBuf>,
@@ -101,32 +99,6 @@ pub struct SendArgs {
     report: Option<PathBuf>,
 }
 
-fn parse_packet(text: &str) -> Result<(u64, u32), String> {
-    let (frame, packet) = text
-        .split_once(':')
-        .ok_or("expected FRAME:PACKET, e.g. 3:17")?;
-    let frame = frame.parse().map_err(|e| format!("frame {frame:?}: {e}"))?;
-    let packet = packet
-        .parse()
-        .map_err(|e| format!("packet {packet:?}: {e}"))?;
-    Ok((frame, packet))
-}
-
-fn parse_malformed(text: &str) -> Result<(u64, u32, Malformed), String> {
-    let (at, kind) = text
-        .rsplit_once(':')
-        .ok_or("expected FRAME:PACKET:KIND, e.g. 3:17:wrong_size")?;
-    let (frame, packet) = parse_packet(at)?;
-    let kind = Malformed::from_name(kind).ok_or_else(|| {
-        let names: Vec<&str> = Malformed::ALL.iter().map(|m| m.name()).collect();
-        format!(
-            "unknown kind {kind:?}: expected one of {}",
-            names.join(", ")
-        )
-    })?;
-    Ok((frame, packet, kind))
-}
-
 impl SendArgs {
     fn dest(&self) -> anyhow::Result<SocketAddr> {
         let mut addrs = self
@@ -136,46 +108,6 @@ impl SendArgs {
         addrs
             .next()
             .with_context(|| format!("--dest {:?}: the host has no address", self.dest))
-    }
-
-    fn pacing(&self, frames: &Frames) -> anyhow::Result<Pacing> {
-        if self.burst {
-            return Ok(Pacing::Burst);
-        }
-        if let Some(rate) = self.rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                bail!("--rate must be a positive number of frames per second, got {rate}");
-            }
-            return Ok(Pacing::FrameRate(rate));
-        }
-        let seconds = match (self.packet_interval_us, frames) {
-            (Some(us), _) => us / 1e6,
-            (None, Frames::Workload { prepared, shape }) => {
-                let Some(period) = prepared.workload().real_time_period() else {
-                    bail!(
-                        "the workload of graph {} has no real-time rate: give --rate or --packet-interval-us",
-                        self.graph.display()
-                    );
-                };
-                period.as_secs_f64() / f64::from(shape.packets)
-            }
-            (None, Frames::Recorded { recording, shape }) => {
-                let Some(rate) = recording.sample_rate else {
-                    bail!(
-                        "recording {} states no sample rate: give --rate or --packet-interval-us",
-                        recording.path.display()
-                    );
-                };
-                f64::from(shape.elements) / rate
-            }
-        };
-        let interval = Duration::try_from_secs_f64(seconds).map_err(|_| {
-            anyhow::anyhow!(
-                "--packet-interval-us must be a non-negative number, got {}",
-                seconds * 1e6
-            )
-        })?;
-        Ok(Pacing::PacketInterval(interval))
     }
 
     fn frame_count(&self) -> anyhow::Result<FrameCount> {
@@ -189,82 +121,23 @@ impl SendArgs {
         }
     }
 
-    fn faults(&self) -> anyhow::Result<Faults> {
-        let mut faults = Faults {
-            drop: self.drops.iter().copied().collect(),
-            duplicate: self.duplicates.iter().copied().collect(),
-            reorder: self.reorders.iter().copied().collect(),
-            ..Faults::default()
-        };
-        for &(frame, packet, kind) in &self.malformed {
-            if let Some(other) = faults.malformed.insert((frame, packet), kind) {
-                bail!("--malformed names frame {frame} packet {packet} twice ({other} and {kind})");
-            }
-        }
-        Ok(faults)
-    }
-}
-
-/// The frames to send, and their wire.
-enum Frames {
-    /// A recording's.
-    Recorded {
-        recording: Recording,
-        shape: WireShape,
-    },
-    /// The graph's workload's, prepared for a replay.
-    Workload {
-        prepared: Box<dyn Prepared>,
-        shape: WireShape,
-    },
-}
-
-impl Frames {
-    /// The recording these options name, or the frames of the graph's workload for a run of
+    /// The frames to send: the recording's, or those of the graph's workload for a run of
     /// `count` frames.
-    fn new(args: &SendArgs, count: FrameCount) -> anyhow::Result<Frames> {
-        if let Some(path) = &args.recording {
-            let (recording, tensor) = Recording::load_described(path)?;
-            let shape = WireShape::for_tensor(&tensor).map_err(anyhow::Error::msg)?;
-            return Ok(Frames::Recorded { recording, shape });
-        }
+    fn frames(&self, count: FrameCount) -> anyhow::Result<SendFrames> {
         let files = GraphFiles {
-            graph: args.graph.clone(),
-            dims: args.shape.dims(&args.graph)?,
-            sets: args.shape.params(),
+            graph: self.graph.clone(),
+            dims: self.shape.dims(&self.graph)?,
+            sets: self.shape.params(),
             ..GraphFiles::default()
         };
-        let graph = files.shaped_graph()?;
-        let shape = WireShape::for_source(&graph).map_err(anyhow::Error::msg)?;
-        let options = args.workload.options();
-        let request = Request {
-            files: &files,
-            options: &options,
-            recording: None,
-            seed: args.workload.seed,
-            frames: match count {
-                FrameCount::Frames(n) => n,
-                FrameCount::Duration(_) => u64::MAX,
-            },
-            pipelines: 0,
-            replay: true,
-        };
-        let prepared_at = Instant::now();
-        let prepared = crate::workloads::registry()
-            .kind_for(&request)?
-            .prepare(&request)?;
-        tracing::info!(
-            "kplace send: {} prepared in {:.2} s",
-            prepared.workload().describe(),
-            prepared_at.elapsed().as_secs_f64()
-        );
-        Ok(Frames::Workload { prepared, shape })
-    }
-
-    fn shape(&self) -> WireShape {
-        match self {
-            Frames::Recorded { shape, .. } | Frames::Workload { shape, .. } => *shape,
-        }
+        Ok(SendFrames::new(
+            &crate::workloads::registry(),
+            &files,
+            &self.workload.options(),
+            self.workload.seed,
+            self.recording.as_deref(),
+            count,
+        )?)
     }
 }
 
@@ -273,13 +146,17 @@ impl Frames {
 pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let dest = args.dest()?;
     let frames = args.frame_count()?;
-    let source = Frames::new(&args, frames)?;
-    let pacing = args.pacing(&source)?;
-    let faults = args.faults()?;
-    let shape = source.shape();
+    let source = args.frames(frames)?;
+    let pacing = source.pacing(args.burst, args.rate, args.packet_interval_us)?;
+    let faults = Faults::new(
+        &args.drops,
+        &args.duplicates,
+        &args.reorders,
+        &args.malformed,
+    )?;
     let config = SenderConfig {
         dest,
-        shape,
+        shape: source.shape(),
         pacing,
         frames,
         first_frame_id: args.first_frame_id,
@@ -303,30 +180,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let times = create(&args.times, "--times", "send times")?;
     let report_file = create(&args.report, "--report", "send report")?;
 
-    let prepared: &[Vec<u8>] = match &source {
-        Frames::Recorded { recording, .. } => {
-            tracing::info!(
-                "kplace send: recording {} ({} frames of {} packets) to {dest}, {pacing}, {frames}",
-                recording.path.display(),
-                recording.frames.len(),
-                shape.packets
-            );
-            &recording.frames
-        }
-        Frames::Workload { prepared, .. } => {
-            let workload = prepared.workload();
-            let Some(frames_prepared) = workload.frames() else {
-                bail!("the workload prepared no frames to send");
-            };
-            tracing::info!(
-                "kplace send: {} ({} distinct frames of {}) to {dest}, {pacing}, {frames}",
-                workload.describe(),
-                frames_prepared.len(),
-                workload.shape()
-            );
-            frames_prepared
-        }
-    };
+    tracing::info!("kplace send: {source} to {dest}, {pacing}, {frames}");
 
     // The first signal ends the run after its current batch; a second one at once.
     let stop = Arc::new(AtomicBool::new(false));
@@ -337,8 +191,8 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
 
     let nice = set_nice(args.nice);
     let cpu_before = kplace::report::metrics::process_cpu_time();
-    let report =
-        sender::send(prepared, &config, &stop).with_context(|| format!("kplace send to {dest}"))?;
+    let report = sender::send(source.frames(), &config, &stop)
+        .with_context(|| format!("kplace send to {dest}"))?;
     let cpu = kplace::report::metrics::process_cpu_time().saturating_sub(cpu_before);
     println!("{}", report.summary(dest));
     // The sender's CPU time per frame: what `kplace tune` charges a stream sent from this

@@ -213,6 +213,7 @@ pub struct MpsClient {
 pub use kplace::report::run::RunMps;
 
 mod client;
+mod status;
 pub use client::{check_run, client_status, client_status_with, effective_pipe_dir};
 
 /// A handle on the control program for one pipe directory.

@@ -13,7 +13,7 @@
 //!   [`WireShape`] or one [`Malformed`] class, never both.
 //! - [`classify`] checks in a fixed order (size, element count, packet range, channel), so every
 //!   bad packet is counted under exactly one name, the same on every receiver.
-//! - Nothing here allocates.
+//! - Nothing that writes, reads or classifies a packet allocates.
 
 /// Bytes in a packet header.
 pub const HEADER_BYTES: usize = 64;
@@ -221,6 +221,23 @@ impl std::fmt::Display for Malformed {
     }
 }
 
+impl std::str::FromStr for Malformed {
+    type Err = UnknownMalformed;
+
+    /// The class `text` names, as [`Malformed::from_name`] reads it (the command line's KIND).
+    fn from_str(text: &str) -> Result<Malformed, UnknownMalformed> {
+        Malformed::from_name(text).ok_or_else(|| UnknownMalformed(text.to_string()))
+    }
+}
+
+/// A name no [`Malformed`] class has; the message lists those that exist.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown kind {0:?}: expected one of {names}",
+    names = Malformed::ALL.map(Malformed::name).join(", ")
+)]
+pub struct UnknownMalformed(pub String);
+
 /// Classifies a received datagram of `len` bytes whose header is `header` (as
 /// [`PacketHeader::read_from`] read it; `None` when the datagram was shorter than a header).
 /// `truncated` says the datagram was longer than the receive buffer, so `len` is not its size.
@@ -417,6 +434,14 @@ mod tests {
             assert_eq!(Malformed::from_name(m.name()), Some(m));
         }
         assert_eq!(Malformed::from_name("wrong"), None);
+        for m in Malformed::ALL {
+            assert_eq!(m.name().parse(), Ok(m));
+        }
+        assert_eq!("wrong_samples".parse(), Ok(Malformed::WrongElements));
+        assert_eq!(
+            "bogus".parse::<Malformed>().unwrap_err().to_string(),
+            "unknown kind \"bogus\": expected one of wrong_size, wrong_elements, packet_out_of_range, wrong_channel"
+        );
         // The names of report version 1 still select their class.
         assert_eq!(
             Malformed::from_name("wrong_samples"),

@@ -26,9 +26,9 @@
 //!   same machine reads.
 //!
 //! The send loop is here; `cursor` walks the packets in send order with their faults,
-//! `pacing` waits for each deadline, and `batch` holds one `sendmmsg`'s buffers.
+//! `pacing` waits for each deadline, `batch` holds one `sendmmsg`'s buffers, and `faults`
+//! says which packets to get wrong (read from the command line's `FRAME:PACKET` forms).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -37,12 +37,14 @@ use std::time::Duration;
 
 mod batch;
 mod cursor;
+mod faults;
 mod pacing;
 
-use crate::net::wire::{HEADER_BYTES, Malformed, WireShape};
+use crate::net::wire::{HEADER_BYTES, WireShape};
 use crate::report::send::{SEND_SCHEMA, SendFile};
 use batch::Batch;
 use cursor::Cursor;
+pub use faults::{FaultParseError, Faults, MalformedAt, MalformedTwice, PacketAt};
 use pacing::{involuntary_switches, precise_sleeps, wait_until};
 
 /// Most packets handed to one `sendmmsg`.
@@ -113,40 +115,6 @@ pub enum FrameCount {
     /// Every frame that starts within this long: paced, every frame whose first slot is due
     /// before it (a deterministic count); in a burst, every frame begun before it has passed.
     Duration(Duration),
-}
-
-/// Faults to inject, keyed by the frame's index in the run (0-based, not its wire id) and the
-/// packet index. A dropped packet is neither duplicated nor corrupted; a duplicated, corrupted
-/// packet is sent corrupted twice.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Faults {
-    /// Packets not sent.
-    pub drop: BTreeSet<(u64, u32)>,
-    /// Packets sent twice, back to back in their slot.
-    pub duplicate: BTreeSet<(u64, u32)>,
-    /// Frames whose packets are sent in reverse order (packet `M-1` in the first slot).
-    pub reorder: BTreeSet<u64>,
-    /// Packets sent malformed in the given way instead of correctly (see
-    /// [`Malformed::corrupt`]).
-    pub malformed: BTreeMap<(u64, u32), Malformed>,
-}
-
-impl Faults {
-    /// True when no fault is configured.
-    pub fn is_empty(&self) -> bool {
-        self.drop.is_empty()
-            && self.duplicate.is_empty()
-            && self.reorder.is_empty()
-            && self.malformed.is_empty()
-    }
-
-    /// True when a packet-level fault names frame `frame`.
-    fn touch(&self, frame: u64) -> bool {
-        let packets = (frame, 0)..=(frame, u32::MAX);
-        self.drop.range(packets.clone()).next().is_some()
-            || self.duplicate.range(packets.clone()).next().is_some()
-            || self.malformed.range(packets).next().is_some()
-    }
 }
 
 /// When one frame's packets went out, as `CLOCK_MONOTONIC` nanoseconds ([`monotonic_ns`]).

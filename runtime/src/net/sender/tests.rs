@@ -1,6 +1,7 @@
 use super::cursor::Planned;
 use super::pacing::TIMER_SLACK;
 use super::*;
+use crate::net::wire::Malformed;
 
 fn config(packets: u32, frames: FrameCount, pacing: Pacing, faults: Faults) -> SenderConfig {
     SenderConfig {

@@ -25,7 +25,7 @@ mod workloads;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
 /// chosen per stage by a placement file.
@@ -123,7 +123,8 @@ fn main() -> ExitCode {
     // command written to a child (`kplace_lab::mps`) is written before the child starts.
     // Called first, before any thread exists.
     let _ = kplace::os::process::default_sigpipe();
-    let args = Cli::parse();
+    let argv = workloads::expand_flags(std::env::args_os().collect(), &Cli::command());
+    let args = Cli::parse_from(argv);
     log::init(args.verbose, args.quiet);
     match dispatch(args) {
         Ok(code) => code,

@@ -38,7 +38,7 @@ pub struct SendArgs {
     /// the frame's type and shape) instead of the workload's, cycling through them: one packet
     /// per index of the frame's first axis. Without --rate, paced at the recording's sample
     /// rate.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["targets", "high_snr", "scene_frames", "options", "shape", "sets"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["options", "shape", "sets"])]
     recording: Option<PathBuf>,
     /// Frames per second, each frame's packets spread evenly over its period.
     #[arg(long, value_name = "FRAMES_PER_S", conflicts_with_all = ["packet_interval_us", "burst"])]

@@ -33,6 +33,9 @@ pub struct OptionSpec {
     pub help: &'static str,
     /// Whether it may be given more than once.
     pub repeatable: bool,
+    /// Whether a program also takes it as a flag of its own, `--NAME VALUE` (`--NAME` for a
+    /// switch), where no option of the command has that name.
+    pub flag: bool,
 }
 
 /// Options given to a workload kind, in the order given.
@@ -493,12 +496,14 @@ mod tests {
                     value: "X",
                     help: "",
                     repeatable: true,
+                    flag: false,
                 },
                 OptionSpec {
                     name: "pfa",
                     value: "P",
                     help: "",
                     repeatable: false,
+                    flag: false,
                 },
             ]
         }

@@ -298,12 +298,14 @@ mod tests {
                     value: "N",
                     help: "",
                     repeatable: false,
+                    flag: false,
                 },
                 OptionSpec {
                     name: "period-us",
                     value: "US",
                     help: "",
                     repeatable: false,
+                    flag: false,
                 },
             ]
         }

@@ -40,24 +40,28 @@ const OPTIONS: &[OptionSpec] = &[
         value: "RANGE,VELOCITY,SNR",
         help: "a target in metres, metres per second and dB (default: docs/workload.md's three at 6 dB)",
         repeatable: true,
+        flag: true,
     },
     OptionSpec {
         name: "high-snr",
         value: "",
         help: "the default targets at 25 dB",
         repeatable: false,
+        flag: true,
     },
     OptionSpec {
         name: "scene-frames",
         value: "N",
         help: "distinct scene frames prepared; frame i shows scene frame i mod N (default: up to 64 within 256 MiB)",
         repeatable: false,
+        flag: true,
     },
     OptionSpec {
         name: "pfa",
         value: "P",
         help: "the CFAR false-alarm probability, instead of the graph's (also the verifier's bound)",
         repeatable: false,
+        flag: true,
     },
 ];
 

@@ -1421,8 +1421,10 @@ fn workloads_are_listed_and_their_options_checked_by_name() {
     let listed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         listed.starts_with("fmcw-radar: ")
-            && listed.contains("  --opt target=RANGE,VELOCITY,SNR (repeatable): ")
-            && listed.contains("  --opt pfa=P: ")
+            && listed.contains(
+                "  --opt target=RANGE,VELOCITY,SNR or --target RANGE,VELOCITY,SNR (repeatable): "
+            )
+            && listed.contains("  --opt pfa=P or --pfa P: ")
             && listed.contains("\nrecording: any graph on a recording"),
         "{listed}"
     );

@@ -1,6 +1,7 @@
-//! `kplace record`: a recording of a graph's source tensor, synthesized (tones in noise), for
-//! any graph whose source is `ci16`, `cf32` or `f32`: the input `kplace run --recording` and
-//! `kplace send --recording` take.
+//! `kplace record`: a recording of a graph's source tensor, synthesized (tones in noise; on a
+//! source with a channel axis, plane waves across the array), for any graph whose source is
+//! `ci16`, `cf32` or `f32`: the input `kplace run --recording` and `kplace send --recording`
+//! take (`kplace::workload::synthesis`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,7 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use kplace::model::graph::{Graph, Overrides};
-use kplace::workload::recording::{self, Synthesis};
+use kplace::workload::recording;
+use kplace::workload::synthesis::{self, Synthesis, Tone};
 
 use super::args::ShapeArgs;
 
@@ -23,18 +25,21 @@ pub struct RecordArgs {
     /// Frames to record: a replay or a sender cycles through them.
     #[arg(long, default_value_t = 16)]
     frames: u64,
-    /// A tone: FREQ:AMPLITUDE, the frequency in cycles per sample in [-0.5, 0.5), the
-    /// amplitude a fraction of full scale (repeatable) [default: 0.125:0.25 and -0.3:0.05].
-    #[arg(long = "tone", value_name = "FREQ:AMP", value_parser = parse_tone, allow_hyphen_values = true)]
-    tones: Vec<(f64, f64)>,
+    /// A tone: FREQ:AMPLITUDE[:ANGLE], the frequency in cycles per sample in [-0.5, 0.5), the
+    /// amplitude a fraction of full scale, and on a source with a channel axis the angle it
+    /// arrives from, degrees from broadside (a plane wave on a uniform linear array, elements
+    /// half a wavelength apart; default 0) (repeatable) [default: 0.125:0.25:20 and
+    /// -0.3:0.05:-40].
+    #[arg(long = "tone", value_name = "FREQ:AMP[:ANGLE]", value_parser = parse_tone, allow_hyphen_values = true)]
+    tones: Vec<Tone>,
     /// The noise's standard deviation per real component, a fraction of full scale.
     #[arg(long, default_value_t = 0.01)]
     noise: f64,
     /// The noise generator's seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Samples per second, written to the metadata: it sets the recording's real-time frame
-    /// rate (a frame's samples at this rate).
+    /// Samples per second per channel, written to the metadata: it sets the recording's
+    /// real-time frame rate (a frame's samples per channel at this rate).
     #[arg(long, default_value_t = 20e6)]
     sample_rate: f64,
     /// The data file (`NAME.sigmf-data`; `NAME.sigmf-meta` is written beside it).
@@ -42,13 +47,26 @@ pub struct RecordArgs {
     out: PathBuf,
 }
 
-fn parse_tone(text: &str) -> Result<(f64, f64), String> {
-    let (f, a) = text
-        .split_once(':')
-        .ok_or("expected FREQ:AMPLITUDE, e.g. 0.125:0.25")?;
-    let f = f.parse().map_err(|e| format!("frequency {f:?}: {e}"))?;
-    let a = a.parse().map_err(|e| format!("amplitude {a:?}: {e}"))?;
-    Ok((f, a))
+fn parse_tone(text: &str) -> Result<Tone, String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let number = |what: &str, value: &str| -> Result<f64, String> {
+        value.parse().map_err(|e| format!("{what} {value:?}: {e}"))
+    };
+    let (f, a, angle) = match parts[..] {
+        [f, a] => (f, a, None),
+        [f, a, angle] => (f, a, Some(angle)),
+        _ => {
+            return Err("expected FREQ:AMPLITUDE[:ANGLE], e.g. 0.125:0.25 or 0.125:0.25:30".into());
+        }
+    };
+    Ok(Tone {
+        frequency: number("frequency", f)?,
+        amplitude: number("amplitude", a)?,
+        angle_deg: angle
+            .map(|a| number("angle", a))
+            .transpose()?
+            .unwrap_or(0.0),
+    })
 }
 
 /// Synthesizes the recording and writes it with its metadata.
@@ -64,7 +82,16 @@ pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let graph = Graph::load(&args.graph, &overrides)?;
     let synthesis = Synthesis {
         tones: if args.tones.is_empty() {
-            vec![(0.125, 0.25), (-0.3, 0.05)]
+            vec![
+                Tone {
+                    angle_deg: 20.0,
+                    ..Tone::new(0.125, 0.25)
+                },
+                Tone {
+                    angle_deg: -40.0,
+                    ..Tone::new(-0.3, 0.05)
+                },
+            ]
         } else {
             args.tones.clone()
         },
@@ -73,21 +100,30 @@ pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
         sample_rate: args.sample_rate,
     };
     let tensor = graph.tensor(graph.source.tensor);
-    let frames = recording::synthesize(tensor, args.frames, &synthesis)
+    let frames = synthesis::synthesize(&graph, args.frames, &synthesis)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("kplace record: graph {}", args.graph.display()))?;
+    let channels = graph.source.channels(&graph);
     let tones: Vec<String> = synthesis
         .tones
         .iter()
-        .map(|(f, a)| format!("{f}:{a}"))
+        .map(|t| match channels {
+            1 => format!("{}:{}", t.frequency, t.amplitude),
+            _ => format!("{}:{}:{}", t.frequency, t.amplitude, t.angle_deg),
+        })
         .collect();
     let description = format!(
-        "kplace record: {} frames of {} {:?} for graph {}; tones {} (cycles/sample:amplitude), noise {}, seed {}",
+        "kplace record: {} frames of {} {:?} for graph {}; tones {} (cycles/sample:amplitude{}), noise {}, seed {}",
         args.frames,
         tensor.dtype.name().unwrap_or("?"),
         tensor.shape,
         graph.name,
         tones.join(" "),
+        if channels == 1 {
+            String::new()
+        } else {
+            format!(":degrees, on {channels} channels half a wavelength apart")
+        },
         synthesis.noise,
         synthesis.seed
     );

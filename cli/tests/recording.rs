@@ -470,3 +470,101 @@ fn a_graph_of_its_own_dimensions_runs_at_the_file_s_shape_or_the_recording_s() {
         assert_eq!(report.frame_shape, shape);
     }
 }
+
+/// A source with a channel axis (an array's channels, sampled at once) is recorded as plane
+/// waves with its channel count in the metadata, paced by the per-channel sample rate (one
+/// snapshot of every channel per packet: a packet each sample period, not each 64), and runs
+/// checked against its reference; a graph that does not state the axis refuses the recording.
+#[test]
+fn an_array_source_is_recorded_paced_and_run_per_channel() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let root = kplace_testkit::workspace();
+    let plain = std::fs::read_to_string(root.join(GRAPH))
+        .unwrap()
+        .replace("N: 1024", "C: 64")
+        .replace("M: 128", "S: 48")
+        .replace("[M, N]", "[S, C]")
+        .replace("[N]", "[C]");
+    let array = plain.replace("  packet_axis: 0", "  channel_axis: 1\n  packet_axis: 0");
+    assert_ne!(plain, array, "the source states its channel axis");
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    std::fs::write(path("array.yaml"), array).unwrap();
+    std::fs::write(path("plain.yaml"), plain).unwrap();
+    let rec = path("array.sigmf-data");
+    let recorded = run(&[
+        "record",
+        "--graph",
+        &path("array.yaml"),
+        "--frames",
+        "3",
+        "--sample-rate",
+        "1e6",
+        "--tone",
+        "0.1:0.3:25",
+        "--out",
+        &rec,
+    ]);
+    assert!(recorded.status.success(), "{}", recorded.stderr);
+    let meta = std::fs::read_to_string(path("array.sigmf-meta")).unwrap();
+    assert!(meta.contains("\"core:num_channels\": 64"), "{meta}");
+    assert!(meta.contains("0.1:0.3:25"), "{meta}");
+
+    // The sender's default pace: 64 channels at 1 MS/s each, one snapshot per packet.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = sink.local_addr().unwrap().to_string();
+    let sent = run(&[
+        "send",
+        "--dest",
+        &dest,
+        "--recording",
+        &rec,
+        "--frames",
+        "2",
+    ]);
+    assert!(sent.status.success(), "{}", sent.stderr);
+    assert!(
+        sent.stderr.contains("a packet every 1.000 us"),
+        "{}",
+        sent.stderr
+    );
+
+    let ended = run(&[
+        "run",
+        "--graph",
+        &path("array.yaml"),
+        "--placement",
+        CPU2,
+        "--recording",
+        &rec,
+        "--check",
+        &format!("reference:{CPU}"),
+        "--frames",
+        "6",
+        "--report",
+        &path("array.json"),
+    ]);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    let report = report(Path::new(&path("array.json")));
+    assert!(report.verification.passed, "{:?}", report.verification);
+    assert_eq!(report.verification.frames_passed, 6);
+
+    let e = run(&[
+        "run",
+        "--graph",
+        &path("plain.yaml"),
+        "--placement",
+        CPU,
+        "--recording",
+        &rec,
+        "--frames",
+        "1",
+    ]);
+    assert_eq!(e.status.code(), Some(2), "{}", e.stderr);
+    assert!(
+        e.stderr.contains("holds 64 channels (core:num_channels)")
+            && e.stderr.contains("channel_axis"),
+        "{}",
+        e.stderr
+    );
+}

@@ -150,6 +150,10 @@ pub struct SourceSpec {
     pub tensor: TensorId,
     /// One packet fills one index along this axis.
     pub packet_axis: usize,
+    /// The axis that indexes the stream's channels (an array's elements, sampled at once),
+    /// if the graph states one: a frame then lasts its samples per channel at the
+    /// per-channel sample rate, not all its elements one after another.
+    pub channel_axis: Option<usize>,
 }
 
 impl SourceSpec {
@@ -162,6 +166,19 @@ impl SourceSpec {
     pub fn packet_bytes(&self, graph: &Graph) -> u64 {
         let t = graph.tensor(self.tensor);
         t.bytes / t.shape[self.packet_axis]
+    }
+
+    /// Channels in a frame: the channel axis's extent, or 1 without one.
+    pub fn channels(&self, graph: &Graph) -> u64 {
+        self.channel_axis
+            .map_or(1, |axis| graph.tensor(self.tensor).shape[axis])
+    }
+
+    /// Samples of each channel in a frame: every element of the source tensor when it has
+    /// one channel. What a frame lasts is this many samples at the per-channel rate.
+    pub fn samples_per_channel(&self, graph: &Graph) -> u64 {
+        let elements: u64 = graph.tensor(self.tensor).shape.iter().product();
+        elements / self.channels(graph)
     }
 }
 

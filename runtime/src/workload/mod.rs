@@ -27,6 +27,7 @@ pub mod reference;
 pub mod run;
 pub mod send;
 pub mod sinks;
+pub mod synthesis;
 
 use std::io::Write;
 use std::sync::Arc;

@@ -5,23 +5,21 @@
 //! tensor's bytes, in the host's (little-endian) byte order: what a capture of the stream
 //! holds, and what `kplace send --recording` sends one packet per slice of the packet axis.
 //! Beside `NAME.sigmf-data` a `NAME.sigmf-meta` file (SigMF 1.0 JSON) says the element type
-//! (`core:datatype`: `ci16_le`, `cf32_le`, `rf32_le`), the sample rate, and in kplace's own
-//! field `kplace:frame_shape` the frame's shape; when it is present, it must agree with the
-//! graph. [`write()`] writes both; [`synthesize`] makes a recording of tones in noise for any
-//! graph whose source is `ci16`, `cf32` or `f32`.
+//! (`core:datatype`: `ci16_le`, `cf32_le`, `rf32_le`), the sample rate per channel, the
+//! channels sampled at once (`core:num_channels`, for a graph whose source states a channel
+//! axis), and in kplace's own field `kplace:frame_shape` the frame's shape; when it is
+//! present, it must agree with the graph. [`write()`] writes both;
+//! [`synthesize`](super::synthesis::synthesize) makes a recording to write.
 //!
 //! Guarantees: a recording is checked against the graph (element type, frame shape, a whole
 //! number of frames) before its frames are read, and one larger than
 //! [`RECORDING_BUDGET_BYTES`] is refused before anything is allocated.
 
-use std::f64::consts::TAU;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kplace_abi::Dtype;
-use rand::SeedableRng;
-use rand_distr::{Distribution, Normal};
 use serde::{Deserialize, Serialize};
 
 use crate::model::files::GraphFiles;
@@ -38,8 +36,12 @@ pub struct Recording {
     pub path: PathBuf,
     /// Its frames, each the source tensor's bytes.
     pub frames: Arc<[Vec<u8>]>,
-    /// Samples per second, from the metadata (`core:sample_rate`); `None` without one.
+    /// Samples per second per channel, from the metadata (`core:sample_rate`); `None`
+    /// without one.
     pub sample_rate: Option<f64>,
+    /// Channels sampled at once: the graph's channel axis's extent (`core:num_channels` in
+    /// the metadata), 1 for a single stream.
+    pub channels: u64,
 }
 
 /// Why a recording cannot be read or written.
@@ -97,6 +99,12 @@ struct Global {
         skip_serializing_if = "Option::is_none"
     )]
     frame_shape: Option<Vec<u64>>,
+    #[serde(
+        rename = "core:num_channels",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    num_channels: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -138,7 +146,12 @@ pub fn files(path: &Path) -> (PathBuf, PathBuf) {
 impl Recording {
     /// Loads the recording at `path` (see [`files`]) as frames of `graph`'s source tensor.
     pub fn load(path: &Path, graph: &Graph) -> Result<Recording, RecordingError> {
-        load(path, graph.tensor(graph.source.tensor), &dims_hint(graph))
+        let tensor = graph.tensor(graph.source.tensor);
+        let channels = graph
+            .source
+            .channel_axis
+            .map(|_| graph.source.channels(graph));
+        load(path, tensor, Channels::Graph(channels), &dims_hint(graph))
     }
 
     /// Loads the recording at `path` as its SigMF metadata describes it (`core:datatype` and
@@ -184,7 +197,7 @@ impl Recording {
             bytes,
             producer: crate::model::graph::Producer::Source,
         };
-        Ok((load(path, &tensor, "")?, tensor))
+        Ok((load(path, &tensor, Channels::Described, "")?, tensor))
     }
 
     /// The frame shape the recording's metadata states (`kplace:frame_shape`, outermost axis
@@ -217,10 +230,10 @@ impl Recording {
         Ok(dims)
     }
 
-    /// The real-time frame period: a frame's samples at the recording's sample rate, if it
-    /// states one.
+    /// The real-time frame period: a frame's samples per channel at the recording's sample
+    /// rate, if it states one.
     pub fn frame_period(&self, tensor: &TensorSpec) -> Option<std::time::Duration> {
-        let samples: u64 = tensor.shape.iter().product();
+        let samples = tensor.shape.iter().product::<u64>() / self.channels.max(1);
         self.sample_rate
             .map(|rate| std::time::Duration::from_secs_f64(samples as f64 / rate))
     }
@@ -242,16 +255,33 @@ fn read_meta(meta_path: &Path) -> Result<Option<Meta>, RecordingError> {
         })
 }
 
-/// Loads the recording at `path` as frames of `tensor`; `hint` ends a shape mismatch's
-/// message (the graph's dimensions).
-fn load(path: &Path, tensor: &TensorSpec, hint: &str) -> Result<Recording, RecordingError> {
+/// Where a recording's channel count comes from.
+#[derive(Clone, Copy)]
+enum Channels {
+    /// The graph's: its channel axis's extent, or `None` when it states no channel axis (a
+    /// recording of several channels is then refused: it would be paced as one stream).
+    Graph(Option<u64>),
+    /// The metadata's (`core:num_channels`, 1 without it).
+    Described,
+}
+
+/// Loads the recording at `path` as frames of `tensor` with `channels`; `hint` ends a shape
+/// mismatch's message (the graph's dimensions).
+fn load(
+    path: &Path,
+    tensor: &TensorSpec,
+    channels: Channels,
+    hint: &str,
+) -> Result<Recording, RecordingError> {
     let (data, meta_path) = files(path);
     let mismatch = |why: String| RecordingError::Mismatch {
         path: data.clone(),
         why,
     };
     let mut sample_rate = None;
+    let mut described_channels = None;
     if let Some(meta) = read_meta(&meta_path)? {
+        described_channels = meta.global.num_channels;
         let want = sigmf_datatype(tensor.dtype).unwrap_or("(none)");
         if meta.global.datatype != want {
             return Err(mismatch(format!(
@@ -273,6 +303,29 @@ fn load(path: &Path, tensor: &TensorSpec, hint: &str) -> Result<Recording, Recor
             .global
             .sample_rate
             .filter(|r| r.is_finite() && *r > 0.0);
+    }
+    let elements: u64 = tensor.shape.iter().product();
+    let channels = match (channels, described_channels) {
+        (Channels::Graph(Some(c)), Some(n)) if n != c => {
+            return Err(mismatch(format!(
+                "its metadata says {n} channels (core:num_channels), but the channel axis of the graph's source {} has {c}{hint}",
+                tensor.name
+            )));
+        }
+        (Channels::Graph(None), Some(n)) if n > 1 => {
+            return Err(mismatch(format!(
+                "it holds {n} channels (core:num_channels), but the graph's source {} states no channel axis: add `channel_axis: AXIS` to the graph's source, so that a frame lasts its samples per channel",
+                tensor.name
+            )));
+        }
+        (Channels::Graph(c), _) => c.unwrap_or(1),
+        (Channels::Described, n) => n.unwrap_or(1),
+    };
+    if channels == 0 || elements % channels != 0 {
+        return Err(mismatch(format!(
+            "{channels} channels (core:num_channels) do not divide a frame of {:?}",
+            tensor.shape
+        )));
     }
     let len = fs::metadata(&data)
         .map_err(|cause| RecordingError::Io {
@@ -310,6 +363,7 @@ fn load(path: &Path, tensor: &TensorSpec, hint: &str) -> Result<Recording, Recor
         path: data,
         frames: frames.into(),
         sample_rate,
+        channels,
     })
 }
 
@@ -323,118 +377,6 @@ fn dims_hint(graph: &Graph) -> String {
             dims.join(" ")
         )
     }
-}
-
-/// What a synthesized recording holds: tones in complex Gaussian noise, continuous from frame
-/// to frame.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Synthesis {
-    /// Tones as (frequency in cycles per sample, in [-0.5, 0.5); amplitude as a fraction of
-    /// full scale).
-    pub tones: Vec<(f64, f64)>,
-    /// The noise's standard deviation per real component, as a fraction of full scale.
-    pub noise: f64,
-    /// The noise generator's seed.
-    pub seed: u64,
-    /// Samples per second, written to the metadata.
-    pub sample_rate: f64,
-}
-
-impl Synthesis {
-    /// Checks the tones and noise: frequencies in [-0.5, 0.5), amplitudes and noise finite
-    /// and non-negative, their sum at most full scale (1) so that `ci16` never clips; a
-    /// positive sample rate.
-    pub fn check(&self) -> Result<(), String> {
-        for &(f, a) in &self.tones {
-            if !(-0.5..0.5).contains(&f) {
-                return Err(format!(
-                    "tone frequency {f} is outside [-0.5, 0.5) cycles per sample"
-                ));
-            }
-            if !(a.is_finite() && a >= 0.0) {
-                return Err(format!("tone amplitude {a} is not a number >= 0"));
-            }
-        }
-        if !(self.noise.is_finite() && self.noise >= 0.0) {
-            return Err(format!("noise {} is not a number >= 0", self.noise));
-        }
-        let peak: f64 = self.tones.iter().map(|t| t.1).sum::<f64>() + 4.0 * self.noise;
-        if peak > 1.0 {
-            return Err(format!(
-                "the tones' amplitudes plus four noise deviations reach {peak:.3} of full scale; keep them at most 1"
-            ));
-        }
-        if !(self.sample_rate.is_finite() && self.sample_rate > 0.0) {
-            return Err(format!("sample rate {} is not positive", self.sample_rate));
-        }
-        Ok(())
-    }
-}
-
-/// `frames` frames of `tensor` (`ci16`, `cf32` or `f32`; a real tensor takes the real part)
-/// holding `synthesis`: sample `n` of the stream (counted across frames, row-major) is
-/// `sum a * exp(2 pi i f n) + noise`, scaled to full scale (32767 for `ci16`, 1 for floats).
-pub fn synthesize(
-    tensor: &TensorSpec,
-    frames: u64,
-    synthesis: &Synthesis,
-) -> Result<Vec<Vec<u8>>, String> {
-    synthesis.check()?;
-    let (scale, width) = match tensor.dtype {
-        Dtype::CI16 => (32767.0, 4),
-        Dtype::CF32 => (1.0, 8),
-        Dtype::F32 => (1.0, 4),
-        other => {
-            return Err(format!(
-                "the source {} is {}: a synthesized recording is ci16, cf32 or f32",
-                tensor.name,
-                other.name().unwrap_or("?")
-            ));
-        }
-    };
-    frames
-        .checked_mul(tensor.bytes)
-        .filter(|&b| b <= RECORDING_BUDGET_BYTES)
-        .ok_or_else(|| {
-            format!(
-                "{frames} frames of {} each exceed the {} a recording may hold",
-                human_bytes(tensor.bytes),
-                human_bytes(RECORDING_BUDGET_BYTES)
-            )
-        })?;
-    let samples = tensor.bytes as usize / width;
-    let mut rng = rand_pcg::Pcg64::seed_from_u64(synthesis.seed);
-    let noise = Normal::new(0.0, synthesis.noise).map_err(|e| e.to_string())?;
-    let mut out = Vec::with_capacity(frames as usize);
-    let mut n: u64 = 0;
-    for _ in 0..frames {
-        let mut frame = Vec::with_capacity(tensor.bytes as usize);
-        for _ in 0..samples {
-            let (mut re, mut im) = (noise.sample(&mut rng), noise.sample(&mut rng));
-            for &(f, a) in &synthesis.tones {
-                // The phase is reduced before it is scaled, so a long stream keeps its precision.
-                let phase = TAU * (f * n as f64).rem_euclid(1.0);
-                re += a * phase.cos();
-                im += a * phase.sin();
-            }
-            match tensor.dtype {
-                Dtype::CI16 => {
-                    for v in [re, im] {
-                        let q = (v * scale).round().clamp(-32768.0, 32767.0) as i16;
-                        frame.extend_from_slice(&q.to_le_bytes());
-                    }
-                }
-                Dtype::CF32 => {
-                    frame.extend_from_slice(&(re as f32).to_le_bytes());
-                    frame.extend_from_slice(&(im as f32).to_le_bytes());
-                }
-                _ => frame.extend_from_slice(&(re as f32).to_le_bytes()),
-            }
-            n += 1;
-        }
-        out.push(frame);
-    }
-    Ok(out)
 }
 
 /// Writes `frames` of `graph`'s source tensor to `path` (see [`files`]) and its SigMF
@@ -465,6 +407,10 @@ pub fn write(
             description: Some(description.into()),
             recorder: Some(format!("kplace {}", env!("CARGO_PKG_VERSION"))),
             frame_shape: Some(tensor.shape.clone()),
+            num_channels: graph
+                .source
+                .channel_axis
+                .map(|_| graph.source.channels(graph)),
         },
         captures: vec![serde_json::json!({"core:sample_start": 0})],
         annotations: Vec::new(),
@@ -486,6 +432,7 @@ pub fn write(
 mod tests {
     use super::*;
     use crate::model::graph::Overrides;
+    use crate::workload::synthesis::{Synthesis, Tone, synthesize};
 
     fn graph(dtype: &str) -> Graph {
         let text = format!(
@@ -498,7 +445,7 @@ mod tests {
 
     fn tones() -> Synthesis {
         Synthesis {
-            tones: vec![(0.125, 0.5), (-0.25, 0.25)],
+            tones: vec![Tone::new(0.125, 0.5), Tone::new(-0.25, 0.25)],
             noise: 0.0,
             seed: 1,
             sample_rate: 1e6,
@@ -510,7 +457,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for dtype in ["ci16", "cf32", "f32"] {
             let g = graph(dtype);
-            let frames = synthesize(g.tensor(g.source.tensor), 3, &tones()).unwrap();
+            let frames = synthesize(&g, 3, &tones()).unwrap();
             let path = dir.path().join(format!("r-{dtype}.sigmf-data"));
             let (data, meta) = write(&path, &g, &frames, Some(1e6), "test").unwrap();
             assert!(data.is_file() && meta.is_file());
@@ -531,32 +478,10 @@ mod tests {
     }
 
     #[test]
-    fn tones_are_where_they_were_put_and_continue_across_frames() {
-        let g = graph("cf32");
-        let frames = synthesize(g.tensor(g.source.tensor), 2, &tones()).unwrap();
-        let sample = |k: usize| {
-            let frame = &frames[k / 32];
-            let at = (k % 32) * 8;
-            let f = |i| f32::from_le_bytes(frame[i..i + 4].try_into().unwrap()) as f64;
-            (f(at), f(at + 4))
-        };
-        for k in [0usize, 5, 31, 32, 47] {
-            let n = k as f64;
-            let want_re = 0.5 * (TAU * 0.125 * n).cos() + 0.25 * (TAU * -0.25 * n).cos();
-            let want_im = 0.5 * (TAU * 0.125 * n).sin() + 0.25 * (TAU * -0.25 * n).sin();
-            let (re, im) = sample(k);
-            assert!(
-                (re - want_re).abs() < 1e-6 && (im - want_im).abs() < 1e-6,
-                "{k}"
-            );
-        }
-    }
-
-    #[test]
     fn a_recording_that_disagrees_with_the_graph_is_named_and_refused() {
         let dir = tempfile::tempdir().unwrap();
         let g = graph("ci16");
-        let frames = synthesize(g.tensor(g.source.tensor), 2, &tones()).unwrap();
+        let frames = synthesize(&g, 2, &tones()).unwrap();
         let path = dir.path().join("r.sigmf-data");
         write(&path, &g, &frames, None, "test").unwrap();
         let e = Recording::load(&path, &graph("cf32"))
@@ -595,44 +520,45 @@ mod tests {
     }
 
     #[test]
-    fn a_synthesis_that_would_clip_or_alias_is_refused() {
-        let t = graph("ci16");
-        let t = t.tensor(t.source.tensor);
-        for (s, phrase) in [
-            (
-                Synthesis {
-                    tones: vec![(0.5, 0.1)],
-                    ..tones()
-                },
-                "outside [-0.5, 0.5)",
-            ),
-            (
-                Synthesis {
-                    tones: vec![(0.1, 0.9)],
-                    noise: 0.1,
-                    ..tones()
-                },
-                "full scale",
-            ),
-            (
-                Synthesis {
-                    noise: -1.0,
-                    ..tones()
-                },
-                "noise -1",
-            ),
-            (
-                Synthesis {
-                    sample_rate: 0.0,
-                    ..tones()
-                },
-                "sample rate 0",
-            ),
-        ] {
-            let e = synthesize(t, 1, &s).unwrap_err();
-            assert!(e.contains(phrase), "{e}");
-        }
-        let e = synthesize(t, u64::MAX, &tones()).unwrap_err();
-        assert!(e.contains("exceed"), "{e}");
+    fn an_array_recording_states_its_channels_and_lasts_its_samples_per_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let parse = |source: &str| {
+            let text = format!(
+                "name: g\ndims: {{N: 8, M: 4}}\nsource: {{tensor: x, packet_axis: 0{source}}}\n\
+                 tensors:\n  - {{name: x, dtype: cf32, shape: [M, N]}}\n\
+                 stages: []\nsinks: [x]\n"
+            );
+            Graph::parse(&text, Path::new("g.yaml"), &Overrides::default()).unwrap()
+        };
+        // 4 snapshots of 8 channels.
+        let array = parse(", channel_axis: 1");
+        let frames = synthesize(&array, 2, &tones()).unwrap();
+        let path = dir.path().join("array.sigmf-data");
+        let (_, meta) = write(&path, &array, &frames, Some(1e6), "test").unwrap();
+        let text = std::fs::read_to_string(meta).unwrap();
+        assert!(text.contains("\"core:num_channels\": 8"), "{text}");
+        let r = Recording::load(&path, &array).unwrap();
+        assert_eq!(r.channels, 8);
+        let four_samples = Some(std::time::Duration::from_micros(4));
+        assert_eq!(
+            r.frame_period(array.tensor(array.source.tensor)),
+            four_samples
+        );
+        let (described, tensor) = Recording::load_described(&path).unwrap();
+        assert_eq!(
+            (described.channels, described.frame_period(&tensor)),
+            (8, four_samples)
+        );
+        // A graph that states no channel axis would pace it 8 times too slowly: refused.
+        let e = Recording::load(&path, &parse("")).unwrap_err().to_string();
+        assert!(
+            e.contains("holds 8 channels (core:num_channels)") && e.contains("channel_axis"),
+            "{e}"
+        );
+        // Nor may the axis disagree with the metadata.
+        let e = Recording::load(&path, &parse(", channel_axis: 0"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("says 8 channels") && e.contains("has 4"), "{e}");
     }
 }

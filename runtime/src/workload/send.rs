@@ -145,8 +145,8 @@ impl SendFrames {
     }
 
     /// The real-time interval between packets: the workload's real-time frame period over its
-    /// packets (the radar's chirp interval), or one packet's elements at the recording's
-    /// sample rate.
+    /// packets (the radar's chirp interval), or one packet's elements per channel at the
+    /// recording's sample rate per channel.
     pub fn default_interval(&self) -> Result<Duration, SendFramesError> {
         packet_interval(self.default_seconds()?)
     }
@@ -188,7 +188,8 @@ impl SendFrames {
                 let Some(rate) = recording.sample_rate else {
                     return Err(SendFramesError::NoSampleRate(recording.path.clone()));
                 };
-                Ok(f64::from(self.shape.elements) / rate)
+                // A packet holds its elements' share of every channel sampled at once.
+                Ok(f64::from(self.shape.elements) / recording.channels.max(1) as f64 / rate)
             }
         }
     }

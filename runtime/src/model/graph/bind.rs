@@ -44,6 +44,8 @@ struct CheckFile {
 struct SourceFile {
     tensor: Spanned<String>,
     packet_axis: usize,
+    #[serde(default)]
+    channel_axis: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +133,18 @@ impl Binder<'_> {
                     file.source.tensor.value, file.source.packet_axis
                 ),
             ));
+        }
+        if let Some(axis) = file.source.channel_axis {
+            let rank = tensors[source_tensor.0].shape.len();
+            if axis >= rank {
+                return Err(self.invalid(
+                    at(&file.source.tensor),
+                    format!(
+                        "source channel_axis {axis} is out of range for {} of rank {rank}",
+                        file.source.tensor.value
+                    ),
+                ));
+            }
         }
         tensors[source_tensor.0].producer = Producer::Source;
         let mut produced = vec![false; tensors.len()];
@@ -230,6 +244,7 @@ impl Binder<'_> {
             source: SourceSpec {
                 tensor: source_tensor,
                 packet_axis: file.source.packet_axis,
+                channel_axis: file.source.channel_axis,
             },
             source_dims,
             sinks,

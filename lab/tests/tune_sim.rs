@@ -88,6 +88,7 @@ fn workload(graph: &Graph) -> RecordingWorkload {
         path: "frames in memory".into(),
         frames: frames.into(),
         sample_rate: None,
+        channels: 1,
     };
     let check = Check::Outputs {
         against: "x + 3, computed by the test".into(),

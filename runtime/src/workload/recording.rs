@@ -321,7 +321,7 @@ fn load(
         (Channels::Graph(c), _) => c.unwrap_or(1),
         (Channels::Described, n) => n.unwrap_or(1),
     };
-    if channels == 0 || elements % channels != 0 {
+    if channels == 0 || !elements.is_multiple_of(channels) {
         return Err(mismatch(format!(
             "{channels} channels (core:num_channels) do not divide a frame of {:?}",
             tensor.shape

@@ -24,7 +24,9 @@ use kplace_kernels::config::DopplerFftConfig;
 use kplace_kernels::names::DOPPLER_FFT;
 use kplace_kernels::window::hann_interleaved;
 
-use crate::fftw::{BatchedFft, Complex32, Rigor, as_f32_mut};
+use kplace_fftw::{BatchedFft, Complex32, as_f32_mut};
+
+use crate::rigor;
 use crate::tensor::{PORTS, workspace};
 
 /// Target workspace bytes per block of rows.
@@ -69,7 +71,7 @@ impl KernelImpl for DopplerFft {
             rows,
             chirps,
         } = DopplerFftConfig::from_config(config, &PORTS)?;
-        let rigor = Rigor::from(planner);
+        let rigor = rigor(planner);
         // Both sizes were checked to fit in memory, hence in usize.
         let (rows, chirps) = (rows as usize, chirps as usize);
 

@@ -13,7 +13,7 @@
 //!
 //! (N samples per chirp = range bins, M chirps per CPI = Doppler bins.) Each kernel's module
 //! states its parameters, its workspace and what it guarantees. The FFTs use FFTW, linked
-//! statically by the build script so the library needs no libfftw3 at run time.
+//! statically by `kplace-fftw` so the library needs no libfftw3 at run time.
 //!
 //! What every backend must agree on (kernel names, parameters and defaults, their validation
 //! and messages, the port checks, the CFAR window and threshold arithmetic, the Hann window)
@@ -33,7 +33,6 @@ pub mod cfar;
 pub mod cluster;
 mod detections;
 pub mod doppler_fft;
-pub mod fftw;
 pub mod range_fft;
 mod tensor;
 
@@ -41,5 +40,17 @@ pub use cfar::Cfar;
 pub use cluster::Cluster;
 pub use doppler_fft::DopplerFft;
 pub use range_fft::RangeFft;
+
+/// FFTW's planning rigor for the kernels' `planner` parameter (which the contract reads and
+/// validates; `estimate` by default, since it is deterministic: see [`kplace_fftw::Rigor`]).
+/// On this workload `measure` was not measurably faster.
+fn rigor(planner: kplace_kernels::fft::Planner) -> kplace_fftw::Rigor {
+    use kplace_kernels::fft::Planner;
+    match planner {
+        Planner::Estimate => kplace_fftw::Rigor::Estimate,
+        Planner::Measure => kplace_fftw::Rigor::Measure,
+        Planner::Patient => kplace_fftw::Rigor::Patient,
+    }
+}
 
 kplace_abi::export_library!(c"kplace-cpu", [RangeFft, DopplerFft, Cfar, Cluster]);

@@ -30,7 +30,9 @@ use kplace_kernels::config::RangeFftConfig;
 use kplace_kernels::names::RANGE_FFT;
 use kplace_kernels::window::hann_interleaved;
 
-use crate::fftw::{BatchedFft, Complex32, Rigor, as_f32_mut};
+use kplace_fftw::{BatchedFft, Complex32, as_f32_mut};
+
+use crate::rigor;
 use crate::tensor::{PORTS, workspace};
 
 /// Most workspace bytes one chunk of chirps may take: half a typical L2 cache...
@@ -101,7 +103,7 @@ impl KernelImpl for RangeFft {
             samples,
             tile,
         } = RangeFftConfig::from_config(config, &PORTS)?;
-        let rigor = Rigor::from(planner);
+        let rigor = rigor(planner);
         // Both sizes were checked to fit in memory, hence in usize; the tile divides chirps.
         let (chirps, samples) = (chirps as usize, samples as usize);
         let tile = tile.map(|tile| tile as usize);

@@ -1,4 +1,6 @@
-//! Batched, in-place, single-precision FFTW plans behind a safe type.
+//! Batched, in-place, single-precision FFTW plans behind a safe type, for kernel libraries
+//! written in Rust (the radar's CPU kernels, the block library). FFTW is linked statically
+//! (see `build.rs`), so a library built on this crate needs no libfftw3 at run time.
 //!
 //! Guarantees:
 //! - Plans are created and destroyed only while holding [`PLANNER`], a process-wide lock:
@@ -17,7 +19,6 @@ use std::sync::{Mutex, MutexGuard};
 
 use fftw_sys as sys;
 use kplace_abi::export::KernelError;
-use kplace_kernels::fft::Planner;
 
 /// A single-precision complex number as FFTW stores it: real part, then imaginary part.
 pub type Complex32 = sys::fftwf_complex;
@@ -33,14 +34,12 @@ fn planner() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// How hard FFTW searches for a fast plan: the kernels' `planner` parameter
-/// ([`Planner`], which the contract reads and validates).
+/// How hard FFTW searches for a fast plan.
 ///
 /// The default is `estimate` because it is deterministic: `measure` and `patient` choose
 /// algorithms by timing them, so two kernel states in one run (one per frame slot), or two
 /// runs, may pick different algorithms that round differently, and a run's output would then
-/// depend on which slot processed a frame. On this workload `measure` was not measurably
-/// faster.
+/// depend on which slot processed a frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Rigor {
     /// `FFTW_ESTIMATE`: a heuristic plan, made instantly, the same every time.
@@ -52,12 +51,23 @@ pub enum Rigor {
     Patient,
 }
 
-impl From<Planner> for Rigor {
-    fn from(planner: Planner) -> Self {
-        match planner {
-            Planner::Estimate => Rigor::Estimate,
-            Planner::Measure => Rigor::Measure,
-            Planner::Patient => Rigor::Patient,
+/// Which way a plan transforms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Direction {
+    /// Sign -1: `X[k] = sum_n x[n] exp(-2 pi i k n / N)`.
+    #[default]
+    Forward,
+    /// Sign +1, unnormalised: the forward transform's inverse times N.
+    Inverse,
+}
+
+impl Direction {
+    /// FFTW's sign of the exponent.
+    fn sign(self) -> i32 {
+        match self {
+            Direction::Forward => sys::FFTW_FORWARD,
+            // FFTW_BACKWARD is +1, bound as an unsigned constant.
+            Direction::Inverse => 1,
         }
     }
 }
@@ -72,8 +82,8 @@ impl Rigor {
     }
 }
 
-/// A forward (sign -1), unnormalised, in-place plan for `batch` transforms of `len` points,
-/// transform `i` starting at element `i * stride` of the buffer.
+/// An unnormalised, in-place plan for `batch` transforms of `len` points, transform `i`
+/// starting at element `i * stride` of the buffer.
 #[derive(Debug)]
 pub struct BatchedFft {
     plan: NonNull<sys::fftwf_plan_s>,
@@ -91,12 +101,23 @@ unsafe impl Send for BatchedFft {}
 unsafe impl Sync for BatchedFft {}
 
 impl BatchedFft {
-    /// Plans the transforms. Fails on sizes FFTW cannot take (zero, or beyond `c_int`) or
-    /// when FFTW returns no plan.
+    /// Plans forward transforms ([`BatchedFft::new`]).
     pub fn forward(
         len: usize,
         batch: usize,
         stride: usize,
+        rigor: Rigor,
+    ) -> Result<Self, KernelError> {
+        Self::new(len, batch, stride, Direction::Forward, rigor)
+    }
+
+    /// Plans the transforms. Fails on sizes FFTW cannot take (zero, or beyond `c_int`) or
+    /// when FFTW returns no plan.
+    pub fn new(
+        len: usize,
+        batch: usize,
+        stride: usize,
+        direction: Direction,
         rigor: Rigor,
     ) -> Result<Self, KernelError> {
         if len == 0 || batch == 0 || stride < len {
@@ -142,7 +163,7 @@ impl BatchedFft {
                 std::ptr::null(),
                 1,
                 dist,
-                sys::FFTW_FORWARD,
+                direction.sign(),
                 rigor.flags(),
             )
         };
@@ -219,4 +240,102 @@ pub fn as_f32_mut(data: &mut [Complex32]) -> &mut [f32] {
     // SAFETY: Complex32 (num_complex::Complex<f32>) is #[repr(C)] { re: f32, im: f32 }: two
     // f32 without padding, so n values are 2n f32 with the same alignment.
     unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<f32>(), data.len() * 2) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer of `len` elements starting on a 64-byte boundary, carved from a longer vector.
+    fn aligned(storage: &mut Vec<Complex32>, len: usize) -> &mut [Complex32] {
+        storage.resize(len + 8, Complex32::new(0.0, 0.0));
+        let skip = storage
+            .iter()
+            .position(|c| (c as *const Complex32 as usize).is_multiple_of(64))
+            .expect("a 64-byte boundary within 8 elements");
+        &mut storage[skip..skip + len]
+    }
+
+    /// Deterministic, irregular test data.
+    fn signal(len: usize) -> Vec<(f64, f64)> {
+        (0..len)
+            .map(|i| {
+                let x = i as f64;
+                (
+                    (0.37 * x).sin() + 0.1 * (x * x * 0.013).cos(),
+                    (1.7 * x).cos() - 0.2,
+                )
+            })
+            .collect()
+    }
+
+    /// The direct DFT in double precision, sign -1 (forward) or +1 (inverse, unnormalised).
+    fn dft(x: &[(f64, f64)], sign: f64) -> Vec<(f64, f64)> {
+        let n = x.len() as f64;
+        (0..x.len())
+            .map(|k| {
+                x.iter()
+                    .enumerate()
+                    .fold((0.0, 0.0), |(re, im), (j, &(a, b))| {
+                        let phase = sign * 2.0 * std::f64::consts::PI * (k * j) as f64 / n;
+                        let (s, c) = phase.sin_cos();
+                        (re + a * c - b * s, im + a * s + b * c)
+                    })
+            })
+            .collect()
+    }
+
+    fn check(direction: Direction, sign: f64) {
+        let (len, batch, stride) = (48, 3, 50);
+        let plan = BatchedFft::new(len, batch, stride, direction, Rigor::Estimate).unwrap();
+        let mut storage = Vec::new();
+        let data = aligned(&mut storage, plan.buffer_len());
+        let rows: Vec<Vec<(f64, f64)>> = (0..batch).map(|b| signal(len + b)).collect();
+        for (b, row) in rows.iter().enumerate() {
+            for (i, &(re, im)) in row.iter().take(len).enumerate() {
+                data[b * stride + i] = Complex32::new(re as f32, im as f32);
+            }
+        }
+        // The gap between rows is not part of any transform and must be left alone.
+        data[len] = Complex32::new(7.0, -7.0);
+        plan.execute(data).unwrap();
+        for (b, row) in rows.iter().enumerate() {
+            let want = dft(&row[..len], sign);
+            for (i, &(re, im)) in want.iter().enumerate() {
+                let got = data[b * stride + i];
+                assert!(
+                    (f64::from(got.re) - re).abs() < 1e-4 * len as f64
+                        && (f64::from(got.im) - im).abs() < 1e-4 * len as f64,
+                    "row {b} bin {i}: {got:?}, want ({re}, {im})"
+                );
+            }
+        }
+        assert_eq!(data[len], Complex32::new(7.0, -7.0));
+    }
+
+    #[test]
+    fn forward_transforms_match_the_direct_dft() {
+        check(Direction::Forward, -1.0);
+    }
+
+    #[test]
+    fn inverse_transforms_match_the_direct_dft_unnormalised() {
+        check(Direction::Inverse, 1.0);
+    }
+
+    #[test]
+    fn bad_layouts_and_buffers_are_refused() {
+        assert!(BatchedFft::forward(0, 1, 1, Rigor::Estimate).is_err());
+        assert!(BatchedFft::forward(8, 2, 4, Rigor::Estimate).is_err());
+        let plan = BatchedFft::forward(8, 2, 8, Rigor::Estimate).unwrap();
+        let mut storage = Vec::new();
+        let short = aligned(&mut storage, 15);
+        assert!(plan.execute(short).is_err());
+        let mut storage = Vec::new();
+        let data = aligned(&mut storage, 17);
+        assert!(
+            plan.execute(&mut data[1..]).is_err(),
+            "misaligned by 8 bytes"
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //! spellings of its options, and mean nothing to another workload, which refuses them by name.
 
 use clap::Args;
-use kplace::workload::kind::{Registry, WorkloadKind, WorkloadOptions};
+use kplace::workload::kind::{Registry, WorkloadOptions};
 use kplace_radar::kind::Radar;
 
 /// Every workload kind this binary runs: the radar receiver, and the built-in recording kind.
@@ -74,16 +74,6 @@ impl WorkloadArgs {
             options.push(name.as_str(), value.as_str());
         }
         options
-    }
-}
-
-/// Adds the options a sweep (`bisect-rate`, `tune`) gives `kind` unless told otherwise
-/// ([`WorkloadKind::sweep_options`]).
-pub fn sweep_defaults(kind: &dyn WorkloadKind, options: &mut Vec<(String, String)>) {
-    for &(name, value) in kind.sweep_options() {
-        if !options.iter().any(|(n, _)| n == name) {
-            options.push((name.into(), value.into()));
-        }
     }
 }
 

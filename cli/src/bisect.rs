@@ -1,23 +1,21 @@
 //! `kplace bisect-rate`: the highest input rate each placement sustains, found by real trials
 //! (`kplace send` paced into `kplace run`, two processes, open loop), each judged by the gates
-//! of `kplace_lab::rate`. The sweep itself is `kplace_lab::bisect`; this module parses its
-//! options, shows its progress on a terminal and prints its table.
+//! of `kplace_lab::rate`. The sweep itself is `kplace_lab::bisect`, which also checks its
+//! options and resolves its shapes and workload; this module parses them, shows the sweep's
+//! progress on a terminal and prints its table.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kplace::model::graph::{Graph, Overrides};
 use kplace::model::shape::FrameShape;
 use kplace::os::CpuSet;
-use kplace::workload::kind::{Registry, WorkloadKind};
-use kplace_lab::bisect::{self, BisectConfig, Progress, RecordingFeed, SearchShape, Stop, Systems};
+use kplace_lab::bisect::{self, BisectConfig, Progress, RecordingFeed, Stop, Systems};
 use kplace_lab::hog::CotenantSpec;
-use kplace_lab::rate::{BudgetRule, Goal, SearchConfig, TrialRequest};
+use kplace_lab::rate::{BudgetRule, GoalSpec, SearchConfig, TrialRequest};
 
 use super::run::ModeArg;
 
@@ -55,7 +53,7 @@ pub struct BisectArgs {
     /// is high-loss when more than LOSS of its frames are lost, partial, unverified or over
     /// the latency budget; a rate meets the goal when high-loss trials take at most EXCEED of
     /// TRIALS full-length trials' time (decided only once no further trial could change it).
-    #[arg(long, value_delimiter = ',', value_parser = parse_goal,
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(GoalSpec),
           default_value = "robust:0.01:0.5:5,strict:0:0:1")]
     goals: Vec<GoalSpec>,
     /// Every goal's relative width: a search ends when the lowest rate that fails a goal is
@@ -188,113 +186,13 @@ enum MpsMode {
 }
 
 impl BisectArgs {
-    /// Refuses options that cannot work together or have no meaning, naming the option.
-    fn check(&self) -> anyhow::Result<()> {
-        for (option, cpus) in [
-            ("--sender-cpus", &self.sender_cpus),
-            ("--sut-cpus", &self.sut_cpus),
-        ] {
-            if let Some(cpus) = cpus {
-                cpus.check_allowed()
-                    .map_err(|e| anyhow::anyhow!("{option} {cpus}: {e}"))?;
-            }
-        }
-        if let Some(check) = &self.check {
-            let parsed: kplace::workload::reference::CheckSpec =
-                check.parse().map_err(|e| anyhow::anyhow!("--check: {e}"))?;
-            if parsed == kplace::workload::reference::CheckSpec::Nothing {
-                bail!(
-                    "--check none gates nothing: a trial passes only on checked frames (reference:PLACEMENT or golden:DIR)"
-                );
-            }
-        }
-        if self.mps_threads.is_some() && self.mps == MpsMode::Off {
-            bail!("--mps-threads needs --mps on");
-        }
-        if self.sut_cmd.is_some() && self.pipelines > 1 {
-            bail!(
-                "--pipelines measures kplace's own pipelines; it cannot be combined with --sut-cmd"
-            );
-        }
-        if !(self.max_sender_lag_ms.is_finite() && self.max_sender_lag_ms > 0.0) {
-            bail!(
-                "--max-sender-lag-ms must be a positive number of ms, not {}",
-                self.max_sender_lag_ms
-            );
-        }
-        for (option, seconds) in [
-            ("--window-s", self.window_s),
-            ("--initial-window-s", self.initial_window_s),
-            ("--warmup-s", self.warmup_s),
-        ] {
-            if !(seconds.is_finite() && (0.0..=3600.0).contains(&seconds)) {
-                bail!("{option} must be 0 to 3600 seconds, not {seconds}");
-            }
-        }
-        if !(self.initial_window_s > 0.0 && self.initial_window_s <= self.window_s) {
-            bail!(
-                "--initial-window-s must be positive and at most --window-s ({}), not {}",
-                self.window_s,
-                self.initial_window_s
-            );
-        }
-        if let Some(rate) = self.start_rate
-            && !(rate.is_finite() && rate > 0.0)
-        {
-            bail!("--start-rate must be a positive rate, not {rate}");
-        }
-        if let Some(rate) = self.require_rate
-            && !(rate.is_finite() && rate > 0.0)
-        {
-            bail!("--require-rate must be a positive rate, not {rate}");
-        }
-        Ok(())
-    }
-
-    /// The sweep these options describe.
+    /// The sweep these options describe, checked ([`BisectConfig::check`]) and its shapes and
+    /// workload resolved ([`BisectConfig::resolve_workload`]).
     pub(crate) fn config(self) -> anyhow::Result<BisectConfig> {
-        self.check()?;
+        let mps = BisectConfig::mps_setting(self.mps == MpsMode::On, self.mps_threads)?;
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
-        let goals: Vec<Goal> = self
-            .goals
-            .iter()
-            .map(|g| g.goal(self.window_s, self.initial_window_s, self.width))
-            .collect();
-        let search = SearchConfig {
-            goals: goals.clone(),
-            ..SearchConfig::new(self.start_rate.unwrap_or(1.0), self.window_s)
-        };
-        search
-            .validate()
-            .map_err(|e| anyhow::anyhow!("--goals/--width/--window-s: {e}"))?;
-        let registry = crate::workloads::registry();
-        let (shapes, workload, recording) = match self.recording {
-            Some(path) => {
-                let shapes = recording_shapes(&self.graph, &self.shape, &path, self.start_rate)?;
-                let feed = RecordingFeed {
-                    path,
-                    check: self.check.unwrap_or_default(),
-                };
-                (shapes, None, Some(feed))
-            }
-            None => {
-                let (shapes, kind) = workload_shapes(&registry, &self.graph, &self.shape)?;
-                (shapes, Some(kind), None)
-            }
-        };
-        let mut workload_options = self.options;
-        if let Some(kind) = &workload {
-            crate::workloads::sweep_defaults(kind.as_ref(), &mut workload_options);
-            let mut checked = kplace::workload::kind::WorkloadOptions::default();
-            for (name, value) in &workload_options {
-                checked.push(name.as_str(), value.as_str());
-            }
-            checked.check(kind.as_ref())?;
-        } else if !workload_options.is_empty() {
-            bail!("--opt sets an option of the graph's workload; a sweep on a recording has none");
-        }
-        Ok(BisectConfig {
+        let mut config = BisectConfig {
             graph: self.graph,
             systems: match self.sut_cmd {
                 Some(command) => Systems::Command {
@@ -303,19 +201,26 @@ impl BisectArgs {
                 },
                 None => Systems::Placements(self.placements),
             },
-            shapes,
-            workload,
-            workload_options,
+            shapes: Vec::new(),
+            workload: None,
+            workload_options: self.options,
             start_rate: self.start_rate,
             start_rates: Default::default(),
-            goals,
+            goals: self
+                .goals
+                .iter()
+                .map(|g| g.goal(self.window_s, self.initial_window_s, self.width))
+                .collect(),
             repeat: self.repeat,
             warmup_s: self.warmup_s,
             latency_budget: self.latency_budget,
             max_trials: self.max_trials,
             out: self.out,
             seed: self.seed,
-            recording,
+            recording: self.recording.map(|path| RecordingFeed {
+                path,
+                check: self.check.unwrap_or_default(),
+            }),
             sender_tick_us: self.sender_tick_us,
             sender_nice: self.sender_nice,
             max_sender_lag_ms: self.max_sender_lag_ms,
@@ -328,8 +233,11 @@ impl BisectArgs {
             pipeline_mode: self.pipeline_mode.into(),
             cotenant,
             cotenant_intensity: self.cotenant_intensity,
-            mps: (self.mps == MpsMode::On).then_some(self.mps_threads),
-        })
+            mps,
+        };
+        config.check()?;
+        config.resolve_workload(&crate::workloads::registry(), &self.shape)?;
+        Ok(config)
     }
 }
 
@@ -376,183 +284,6 @@ impl Progress for Spinner {
             bar.finish_and_clear();
         }
     }
-}
-
-/// A search goal as `--goals` gives it: `NAME:LOSS:EXCEED:TRIALS`.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct GoalSpec {
-    name: String,
-    loss_ratio: f64,
-    exceed_ratio: f64,
-    trials: f64,
-}
-
-impl GoalSpec {
-    /// The goal with full-length trials of `window_s`, short ones of `initial_s`, and `width`.
-    fn goal(&self, window_s: f64, initial_s: f64, width: f64) -> Goal {
-        Goal {
-            name: self.name.clone(),
-            loss_ratio: self.loss_ratio,
-            exceed_ratio: self.exceed_ratio,
-            final_trial_s: window_s,
-            duration_sum_s: self.trials * window_s,
-            width,
-            initial_trial_s: initial_s,
-        }
-    }
-}
-
-/// Parses one `--goals` entry, naming the part that is wrong.
-fn parse_goal(text: &str) -> Result<GoalSpec, String> {
-    let parts: Vec<&str> = text.split(':').map(str::trim).collect();
-    let [name, loss, exceed, trials] = parts[..] else {
-        return Err(format!(
-            "{text:?}: expected NAME:LOSS:EXCEED:TRIALS, e.g. robust:0.01:0.5:5"
-        ));
-    };
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(format!(
-            "{text:?}: the name must be letters, digits, - or _"
-        ));
-    }
-    let number = |what: &str, value: &str, ok: fn(f64) -> bool, range: &str| {
-        value
-            .parse::<f64>()
-            .ok()
-            .filter(|&v| ok(v))
-            .ok_or_else(|| format!("{text:?}: {what} {value:?} must be {range}"))
-    };
-    Ok(GoalSpec {
-        name: name.to_string(),
-        loss_ratio: number(
-            "LOSS",
-            loss,
-            |v| (0.0..1.0).contains(&v),
-            "a fraction in [0, 1)",
-        )?,
-        exceed_ratio: number(
-            "EXCEED",
-            exceed,
-            |v| (0.0..1.0).contains(&v),
-            "a fraction in [0, 1)",
-        )?,
-        trials: number(
-            "TRIALS",
-            trials,
-            |v| (1.0..=100.0).contains(&v),
-            "1 to 100 trials",
-        )?,
-    })
-}
-
-/// The shapes a sweep of `graph`'s own workload runs at: each of `asked`, or the graph file's
-/// own; with the workload's real-time frame period at each, and its kind.
-fn workload_shapes(
-    registry: &Registry,
-    graph_path: &std::path::Path,
-    asked: &[FrameShape],
-) -> anyhow::Result<(Vec<SearchShape>, Arc<dyn WorkloadKind>)> {
-    let file = Graph::load(graph_path, &Overrides::default())
-        .with_context(|| format!("--graph {}", graph_path.display()))?;
-    let kind = registry
-        .for_graph(&file, false)
-        .map(|k| k.name())
-        .map_err(|e| {
-            anyhow::anyhow!("{e}; bisect-rate runs it with --recording FILE --check CHECK")
-        })?;
-    let kind = registry
-        .shared(kind)
-        .context("a kind the registry found is registered")?;
-    let shapes = at_shapes(&file, graph_path, asked)?
-        .into_iter()
-        .map(|graph| search_shape(&graph, kind.frame_period(&graph)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok((shapes, kind))
-}
-
-/// The shape a recording's sweep runs at (the graph bound by `asked`, else by the recording's
-/// metadata), with its real-time period from the recording's sample rate. One that states no
-/// sample rate needs `--start-rate`.
-fn recording_shapes(
-    graph_path: &std::path::Path,
-    asked: &[FrameShape],
-    path: &std::path::Path,
-    start_rate: Option<f64>,
-) -> anyhow::Result<Vec<SearchShape>> {
-    let file = Graph::load(graph_path, &Overrides::default())
-        .with_context(|| format!("--graph {}", graph_path.display()))?;
-    let graphs = match asked {
-        [] => {
-            let described = kplace::workload::recording::Recording::described_shape(path)?;
-            let dims = described
-                .and_then(|shape| FrameShape::of_tensor(&shape))
-                .and_then(|shape| file.bind_source_shape(shape.extents()).ok())
-                .unwrap_or_default();
-            vec![Graph::load(
-                graph_path,
-                &Overrides {
-                    dims,
-                    params: Vec::new(),
-                },
-            )?]
-        }
-        [_] => at_shapes(&file, graph_path, asked)?,
-        _ => bail!("--shape: a sweep on a recording runs at the recording's one shape"),
-    };
-    let mut shapes = Vec::new();
-    for graph in graphs {
-        let recording = kplace::workload::recording::Recording::load(path, &graph)
-            .with_context(|| format!("--recording {}", path.display()))?;
-        let frame_period = recording.frame_period(graph.tensor(graph.source.tensor));
-        if frame_period.is_none() && start_rate.is_none() {
-            bail!(
-                "--recording {}: it states no sample rate, so its real-time pace is unknown: give --start-rate (frames/s), or record it with one",
-                path.display()
-            );
-        }
-        shapes.push(search_shape(&graph, frame_period)?);
-    }
-    Ok(shapes)
-}
-
-/// `file` bound at each of `asked` (loaded again from `path`), or as it is.
-fn at_shapes(
-    file: &Graph,
-    path: &std::path::Path,
-    asked: &[FrameShape],
-) -> anyhow::Result<Vec<Graph>> {
-    if asked.is_empty() {
-        return Ok(vec![file.clone()]);
-    }
-    asked
-        .iter()
-        .map(|shape| {
-            let dims = file
-                .bind_source_shape(shape.extents())
-                .map_err(|e| anyhow::anyhow!("--shape {shape}: graph {}: {e}", path.display()))?;
-            Ok(Graph::load(
-                path,
-                &Overrides {
-                    dims,
-                    params: Vec::new(),
-                },
-            )?)
-        })
-        .collect()
-}
-
-/// What a sweep at `graph`'s source shape needs to know of it.
-fn search_shape(graph: &Graph, frame_period: Option<Duration>) -> anyhow::Result<SearchShape> {
-    let source = graph.tensor(graph.source.tensor);
-    Ok(SearchShape {
-        shape: FrameShape::of_tensor(&source.shape).context("a bound source has a shape")?,
-        frame_period,
-        frame_bytes: source.bytes,
-    })
 }
 
 /// Runs the sweep, prints the table; the exit status says what it found

@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 
 use clap::Args;
-use kplace::workload::kind::{Registry, WorkloadKind, WorkloadOptions};
+use kplace::workload::kind::{Registry, WorkloadOptions};
 use kplace_radar::kind::Radar;
 
 /// Every workload kind this binary runs: the radar receiver, and the built-in recording kind.
@@ -114,16 +114,6 @@ pub fn expand_flags(argv: Vec<OsString>, cli: &clap::Command) -> Vec<OsString> {
         out.push(format!("{name}={value}").into());
     }
     out
-}
-
-/// Adds the options a sweep (`bisect-rate`, `tune`) gives `kind` unless told otherwise
-/// ([`WorkloadKind::sweep_options`]).
-pub fn sweep_defaults(kind: &dyn WorkloadKind, options: &mut Vec<(String, String)>) {
-    for &(name, value) in kind.sweep_options() {
-        if !options.iter().any(|(n, _)| n == name) {
-            options.push((name.into(), value.into()));
-        }
-    }
 }
 
 /// `kplace workloads`: every workload this binary runs, and its options.

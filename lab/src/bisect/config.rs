@@ -61,7 +61,9 @@ impl std::fmt::Display for SearchShape {
 }
 
 /// What a sweep searches and how: every setting of `kplace bisect-rate`, checked by its
-/// caller (each is documented on that command's option of the same name).
+/// caller with [`BisectConfig::check`], its shapes and workload resolved with
+/// [`BisectConfig::resolve_workload`] (each is documented on that command's option of the same
+/// name).
 #[derive(Clone, Debug)]
 pub struct BisectConfig {
     /// The graph file.

@@ -5,7 +5,8 @@
 //! and is judged by the rate gates on what the system reported.
 //!
 //! This module runs the sweep and holds the context every trial shares. [`BisectConfig`] says
-//! what the sweep is asked to do (`config`, with what follows from it per frame shape); `systems`
+//! what the sweep is asked to do (`config`, with what follows from it per frame shape;
+//! `options` checks it and resolves its workload, [`shapes`] the frame shapes it runs at); `systems`
 //! sets up the systems searched and their names; `search` runs a group of searches side by
 //! side, one trial of each in turn; [`trial`] runs one trial of kplace (`kplace run` on a
 //! placement), [`sut`] one of another receiver, [`bounds`] measures the bounds beside each
@@ -27,9 +28,11 @@ pub mod bounds;
 mod config;
 mod entries;
 pub mod exit;
+mod options;
 pub mod output;
 pub mod probe;
 mod search;
+pub mod shapes;
 pub mod sut;
 mod systems;
 pub mod trial;
@@ -46,6 +49,7 @@ use crate::rate::sweep::{SearchEntry, SenderEntry, StageTime, SweepFile, TrialLa
 use crate::rate::{Failure, Judgement, TrialMeasurement, TrialOutcome, TrialRequest, Verdict};
 pub use config::{BisectConfig, RecordingFeed, SearchShape, Systems};
 use entries::search_entry;
+pub use options::{OptionError, sweep_defaults};
 use output::{machine_facts, spreads, table_row};
 use search::{Search, run_group};
 use systems::{System, plan_for, system_name};

@@ -29,7 +29,8 @@ pub use gates::{
     Verdict, judge, loss_ratio,
 };
 pub use search::{
-    Class, ConfigError, Ending, Goal, GoalResult, LoadEntry, Phase, Search, SearchConfig,
-    SearchError, SearchResult, Stage, TrialOutcome, TrialRecord, TrialRequest, classify, search,
+    Class, ConfigError, Ending, Goal, GoalResult, GoalSpec, GoalSpecError, LoadEntry, Phase,
+    Search, SearchConfig, SearchError, SearchResult, Stage, TrialOutcome, TrialRecord,
+    TrialRequest, classify, search,
 };
 pub use steadiness::{Probe, Steadiness, SteadyLimits, relative_spread};

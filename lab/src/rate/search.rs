@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 mod goal;
 mod result;
 
-pub use goal::{Class, Goal, Stage, Target, classify};
+pub use goal::{Class, Goal, GoalSpec, GoalSpecError, Stage, Target, classify};
 use goal::{FULL_LENGTH_SLACK, quantile_loss};
 pub use result::{Ending, GoalResult, LoadEntry, SearchResult};
 

@@ -1,6 +1,7 @@
 //! What a search goal asks, and how one load's trials are judged against it: RFC 9971's
-//! search goal ([`Goal`]), the stages a goal is searched in ([`Target`]), and the load
-//! classification ([`classify`]) and conditional throughput that every result rests on.
+//! search goal ([`Goal`]) and its `--goals` form ([`GoalSpec`]), the stages a goal is searched
+//! in ([`Target`]), and the load classification ([`classify`]) and conditional throughput that
+//! every result rests on.
 
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +120,110 @@ impl Goal {
     }
 }
 
+/// A search goal as `kplace bisect-rate --goals` gives it, `NAME:LOSS:EXCEED:TRIALS`: a trial
+/// is high-loss when more than LOSS of its frames are lost, and a load meets the goal when
+/// high-loss trials take at most EXCEED of TRIALS full-length trials' time. The trials'
+/// durations and the width are the sweep's, given to [`GoalSpec::goal`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct GoalSpec {
+    /// The goal's name (letters, digits, `-` or `_`).
+    pub name: String,
+    /// LOSS: the goal's loss ratio, in [0, 1).
+    pub loss_ratio: f64,
+    /// EXCEED: the goal's exceed ratio, in [0, 1).
+    pub exceed_ratio: f64,
+    /// TRIALS: the duration sum, in full-length trials (1 to 100).
+    pub trials: f64,
+}
+
+impl GoalSpec {
+    /// The goal with full-length trials of `window_s`, short ones of `initial_s`, and `width`.
+    pub fn goal(&self, window_s: f64, initial_s: f64, width: f64) -> Goal {
+        Goal {
+            name: self.name.clone(),
+            loss_ratio: self.loss_ratio,
+            exceed_ratio: self.exceed_ratio,
+            final_trial_s: window_s,
+            duration_sum_s: self.trials * window_s,
+            width,
+            initial_trial_s: initial_s,
+        }
+    }
+}
+
+/// Why a `--goals` entry is not a [`GoalSpec`]: each names the entry and the part that is
+/// wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GoalSpecError {
+    /// Not four parts separated by `:`.
+    #[error("{text:?}: expected NAME:LOSS:EXCEED:TRIALS, e.g. robust:0.01:0.5:5")]
+    Form {
+        /// The entry.
+        text: String,
+    },
+    /// The name is empty or has other characters.
+    #[error("{text:?}: the name must be letters, digits, - or _")]
+    Name {
+        /// The entry.
+        text: String,
+    },
+    /// A number that is not one, or out of its range.
+    #[error("{text:?}: {part} {value:?} must be {range}")]
+    Number {
+        /// The entry.
+        text: String,
+        /// The part: `LOSS`, `EXCEED` or `TRIALS`.
+        part: &'static str,
+        /// Its text.
+        value: String,
+        /// What it must be.
+        range: &'static str,
+    },
+}
+
+impl std::str::FromStr for GoalSpec {
+    type Err = GoalSpecError;
+
+    /// Parses `NAME:LOSS:EXCEED:TRIALS` (parts trimmed), naming the part that is wrong.
+    fn from_str(text: &str) -> Result<Self, GoalSpecError> {
+        let parts: Vec<&str> = text.split(':').map(str::trim).collect();
+        let [name, loss, exceed, trials] = parts[..] else {
+            return Err(GoalSpecError::Form { text: text.into() });
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(GoalSpecError::Name { text: text.into() });
+        }
+        let number = |part: &'static str, value: &str, ok: fn(f64) -> bool, range| {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|&v| ok(v))
+                .ok_or_else(|| GoalSpecError::Number {
+                    text: text.into(),
+                    part,
+                    value: value.into(),
+                    range,
+                })
+        };
+        let fraction = |v: f64| (0.0..1.0).contains(&v);
+        Ok(GoalSpec {
+            name: name.to_string(),
+            loss_ratio: number("LOSS", loss, fraction, "a fraction in [0, 1)")?,
+            exceed_ratio: number("EXCEED", exceed, fraction, "a fraction in [0, 1)")?,
+            trials: number(
+                "TRIALS",
+                trials,
+                |v| (1.0..=100.0).contains(&v),
+                "1 to 100 trials",
+            )?,
+        })
+    }
+}
+
 /// One stage of a goal's search: what [`classify`] judges a load against.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Target {
@@ -222,4 +327,89 @@ pub(super) fn quantile_loss(trials: &[(f64, f64)], goal: &Goal) -> f64 {
         }
     }
     0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GoalSpec, GoalSpecError};
+
+    #[test]
+    fn a_goal_entry_gives_the_goal_at_the_sweeps_durations() {
+        let spec: GoalSpec = " robust : 0.01 : 0.5 : 5 ".parse().unwrap();
+        assert_eq!(
+            spec,
+            GoalSpec {
+                name: "robust".into(),
+                loss_ratio: 0.01,
+                exceed_ratio: 0.5,
+                trials: 5.0,
+            }
+        );
+        let goal = spec.goal(2.0, 0.5, 0.02);
+        assert_eq!(goal.name, "robust");
+        assert_eq!((goal.loss_ratio, goal.exceed_ratio), (0.01, 0.5));
+        assert_eq!((goal.final_trial_s, goal.duration_sum_s), (2.0, 10.0));
+        assert_eq!((goal.initial_trial_s, goal.width), (0.5, 0.02));
+        assert_eq!(goal.validate(), Ok(()));
+        let strict: GoalSpec = "strict_2-b:0:0:1".parse().unwrap();
+        assert_eq!(strict.goal(1.0, 1.0, 0.1).duration_sum_s, 1.0);
+    }
+
+    #[test]
+    fn a_wrong_goal_entry_names_the_part_that_is_wrong() {
+        let refused = |text: &str| text.parse::<GoalSpec>().unwrap_err();
+        for text in ["robust:0.01:0.5", "robust:0.01:0.5:5:1", ""] {
+            assert_eq!(refused(text), GoalSpecError::Form { text: text.into() });
+        }
+        assert_eq!(
+            refused("robust:0.001:0.5").to_string(),
+            "\"robust:0.001:0.5\": expected NAME:LOSS:EXCEED:TRIALS, e.g. robust:0.01:0.5:5"
+        );
+        for (text, part, value, range) in [
+            ("robust:2:0.5:5", "LOSS", "2", "a fraction in [0, 1)"),
+            ("robust:x:0.5:5", "LOSS", "x", "a fraction in [0, 1)"),
+            ("robust:0.01:1:5", "EXCEED", "1", "a fraction in [0, 1)"),
+            (
+                "robust:0.01:-0.1:5",
+                "EXCEED",
+                "-0.1",
+                "a fraction in [0, 1)",
+            ),
+            ("robust:0.01:0.5:0.5", "TRIALS", "0.5", "1 to 100 trials"),
+            ("robust:0.01:0.5:101", "TRIALS", "101", "1 to 100 trials"),
+            ("robust:0.01:0.5:NaN", "TRIALS", "NaN", "1 to 100 trials"),
+        ] {
+            let error = refused(text);
+            assert_eq!(
+                error,
+                GoalSpecError::Number {
+                    text: text.into(),
+                    part,
+                    value: value.into(),
+                    range,
+                }
+            );
+            assert_eq!(
+                error.to_string(),
+                format!("{text:?}: {part} {value:?} must be {range}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_goal_name_is_letters_digits_dashes_or_underscores() {
+        for text in [
+            ":0.01:0.5:5",
+            "ro bust:0.01:0.5:5",
+            "rob.ust:0.01:0.5:5",
+            "é:0:0:1",
+        ] {
+            let error = text.parse::<GoalSpec>().unwrap_err();
+            assert_eq!(error, GoalSpecError::Name { text: text.into() });
+            assert_eq!(
+                error.to_string(),
+                format!("{text:?}: the name must be letters, digits, - or _")
+            );
+        }
+    }
 }

@@ -70,8 +70,18 @@ pub fn run_compiler(cmd: &mut Command, what: &str) {
 /// A loaded kernel library. The shared ones are kept in statics, so they are never unloaded and
 /// their tables live as long as the test binary.
 pub struct Loaded {
-    _lib: libloading::Library,
+    /// The library `dlopen` loaded, kept open while the table is used; `None` for a table
+    /// linked into the test binary ([`Loaded::linked`]).
+    _lib: Option<libloading::Library>,
     pub table: &'static Library,
+}
+
+impl Loaded {
+    /// The table of a kernel library linked into the test (a Rust kernel crate's `rlib`),
+    /// driven through the same function pointers as a loaded one.
+    pub fn linked(table: &'static Library) -> Loaded {
+        Loaded { _lib: None, table }
+    }
 }
 
 /// Loads the kernel library at `path` and reads its table.
@@ -85,7 +95,10 @@ pub fn load(path: &Path) -> Loaded {
     // SAFETY: the entry takes no arguments and returns a static table that lives while the
     // library is loaded, which is as long as the `Loaded` holding both.
     let table = unsafe { entry().as_ref() }.expect("kplace_library_entry returned null");
-    Loaded { _lib: lib, table }
+    Loaded {
+        _lib: Some(lib),
+        table,
+    }
 }
 
 /// Where cargo put package `package`'s cdylib, `file` (e.g. `libkplace_spectrogram.so`):
@@ -442,7 +455,8 @@ impl State {
         unsafe { f(self.ptr) }
     }
 
-    /// One launch, with `stream` as the launch's stream (null for the CPU library).
+    /// One launch, with `stream` as the launch's stream (null for the CPU library) and a
+    /// workspace of [`State::workspace_bytes`].
     pub fn launch(
         &self,
         input: Tensor,
@@ -450,11 +464,10 @@ impl State {
         tile: Tile,
         stream: *mut c_void,
     ) -> Result<(), Failure> {
-        assert_eq!(
-            self.workspace_bytes(),
-            0,
-            "the spectrogram kernels need no workspace"
-        );
+        // A fresh workspace of the size the state asks for, 64-byte aligned, as the runtime
+        // gives each launch; null when it asks for none.
+        let workspace_bytes = self.workspace_bytes();
+        let mut workspace = vec![Chunk([0xFF; 64]); (workspace_bytes as usize).div_ceil(64)];
         let inputs = [input];
         let outputs = [output];
         let args = LaunchArgs {
@@ -462,8 +475,12 @@ impl State {
             outputs: outputs.as_ptr(),
             n_inputs: 1,
             n_outputs: 1,
-            workspace: std::ptr::null_mut(),
-            workspace_bytes: 0,
+            workspace: if workspace_bytes == 0 {
+                std::ptr::null_mut()
+            } else {
+                workspace.as_mut_ptr().cast::<c_void>()
+            },
+            workspace_bytes,
             stream,
             tile,
         };

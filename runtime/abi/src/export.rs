@@ -11,6 +11,7 @@ pub mod ports;
 
 use std::ffi::{CStr, c_char, c_void};
 use std::fmt;
+use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::{
@@ -459,6 +460,37 @@ impl<'a> Launch<'a> {
     pub fn tile(&self) -> Tile {
         self.tile
     }
+
+    /// The workspace as `len` values of `T`, after checking its size and the ABI's 64-byte
+    /// alignment.
+    ///
+    /// # Safety
+    /// The workspace must be valid for reads and writes of `workspace_bytes` bytes and used by
+    /// no other launch while the slice lives (the ABI gives each concurrent launch its own),
+    /// and every bit pattern must be a valid `T` (plain old data: numbers and pairs of them).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn workspace_slice<T: Copy>(&self, len: usize) -> Result<&'a mut [T], KernelError> {
+        let bytes = len.saturating_mul(size_of::<T>());
+        let ptr = self.workspace;
+        if (self.workspace_bytes as u128) < bytes as u128 {
+            return Err(KernelError::invalid(format!(
+                "workspace of {} bytes is smaller than the {bytes} the kernel needs",
+                self.workspace_bytes
+            )));
+        }
+        if len == 0 {
+            return Ok(&mut []);
+        }
+        if ptr.is_null() || !(ptr as usize).is_multiple_of(crate::DATA_ALIGN) {
+            return Err(KernelError::invalid(format!(
+                "workspace at {ptr:p} is null or not {}-byte aligned",
+                crate::DATA_ALIGN
+            )));
+        }
+        // SAFETY: non-null, aligned beyond T's alignment, large enough, exclusive to this
+        // launch and any bit pattern a valid T, per the caller's contract.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<T>(), len) })
+    }
 }
 
 impl Tensor {
@@ -494,6 +526,47 @@ impl Tensor {
                 self.desc.bytes as usize / size_of::<T>(),
             )
         })
+    }
+
+    /// Values `range` of the tensor read as `T`s: the part one tile reads (see
+    /// [`Tensor::host_slice`]).
+    ///
+    /// # Safety
+    /// `data` must be valid for reads of `desc.bytes` bytes, and no launch may write the
+    /// range's bytes while the slice lives. Other parts may be written meanwhile (a streamed
+    /// stage's later rows still arriving).
+    pub unsafe fn host_range<T: Copy>(&self, range: Range<usize>) -> Result<&[T], KernelError> {
+        let (start, len) = self.check_range::<T>(&range)?;
+        // SAFETY: checked above; validity guaranteed by the caller.
+        Ok(unsafe { std::slice::from_raw_parts(self.data.cast::<T>().add(start), len) })
+    }
+
+    /// Values `range` of the tensor as mutable `T`s: the part of an output one tile writes.
+    ///
+    /// # Safety
+    /// `data` must be valid for writes of `desc.bytes` bytes, and nothing else may access the
+    /// range's bytes while the slice lives; other tiles may use other parts meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn host_range_mut<T: Copy>(
+        &self,
+        range: Range<usize>,
+    ) -> Result<&mut [T], KernelError> {
+        let (start, len) = self.check_range::<T>(&range)?;
+        // SAFETY: checked above; exclusivity of the range guaranteed by the caller.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.data.cast::<T>().add(start), len) })
+    }
+
+    /// Checks host memory, alignment and that `range` of `T`s lies within the tensor's bytes;
+    /// returns its start and length.
+    fn check_range<T>(&self, range: &Range<usize>) -> Result<(usize, usize), KernelError> {
+        self.check_host::<T>()?;
+        let capacity = self.desc.bytes as usize / size_of::<T>();
+        if range.start > range.end || range.end > capacity {
+            return Err(KernelError::invalid(format!(
+                "values {range:?} are outside the tensor's {capacity}"
+            )));
+        }
+        Ok((range.start, range.end - range.start))
     }
 
     fn check_host<T>(&self) -> Result<(), KernelError> {

@@ -24,6 +24,9 @@ pub const ENTRY_SYMBOL: &[u8] = b"kplace_library_entry\0";
 /// `KPLACE_MAX_RANK`: the most dimensions a tensor may have.
 pub const MAX_RANK: usize = 4;
 
+/// The alignment, in bytes, the runtime gives every tensor's data and every workspace.
+pub const DATA_ALIGN: usize = 64;
+
 /// `KPLACE_SPLIT_NONE`: the split axis of a stage that runs once over its whole input.
 pub const SPLIT_NONE: u32 = u32::MAX;
 

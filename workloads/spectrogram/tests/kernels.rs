@@ -116,6 +116,20 @@ fn table_lists_three_cpu_kernels() {
     }
 }
 
+#[test]
+fn the_kernels_need_no_workspace() {
+    let (m, n) = (4, 8);
+    for (name, input, output) in [
+        (FFT, desc(Dtype::CI16, &[m, n]), desc(Dtype::CF32, &[m, n])),
+        (POWER, desc(Dtype::CF32, &[m, n]), desc(Dtype::F32, &[m, n])),
+        (AVERAGE, desc(Dtype::F32, &[m, n]), desc(Dtype::F32, &[n])),
+    ] {
+        let state = create(good().kernel(name), &Stage::new(input, output))
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(state.workspace_bytes(), 0, "{name}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // spectrogram.fft
 // ---------------------------------------------------------------------------------------------

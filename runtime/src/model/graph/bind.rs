@@ -124,28 +124,7 @@ impl Binder<'_> {
         };
 
         let source_tensor = find(&file.source.tensor, &tensors)?;
-        if file.source.packet_axis != 0 {
-            return Err(self.invalid(
-                at(&file.source.tensor),
-                format!(
-                    "source packet_axis must be 0: a packet fills one index of the outermost axis of {}, \
-                     contiguously (got {})",
-                    file.source.tensor.value, file.source.packet_axis
-                ),
-            ));
-        }
-        if let Some(axis) = file.source.channel_axis {
-            let rank = tensors[source_tensor.0].shape.len();
-            if axis >= rank {
-                return Err(self.invalid(
-                    at(&file.source.tensor),
-                    format!(
-                        "source channel_axis {axis} is out of range for {} of rank {rank}",
-                        file.source.tensor.value
-                    ),
-                ));
-            }
-        }
+        self.check_source(&file.source, &tensors[source_tensor.0])?;
         tensors[source_tensor.0].producer = Producer::Source;
         let mut produced = vec![false; tensors.len()];
         produced[source_tensor.0] = true;
@@ -251,6 +230,34 @@ impl Binder<'_> {
             tolerances,
             workload: file.workload,
         })
+    }
+
+    /// Checks the source's axes against its tensor: packets along axis 0, and a channel axis
+    /// (if any) within the tensor's rank.
+    fn check_source(&self, source: &SourceFile, tensor: &TensorSpec) -> Result<(), GraphError> {
+        if source.packet_axis != 0 {
+            return Err(self.invalid(
+                at(&source.tensor),
+                format!(
+                    "source packet_axis must be 0: a packet fills one index of the outermost \
+                     axis of {}, contiguously (got {})",
+                    source.tensor.value, source.packet_axis
+                ),
+            ));
+        }
+        if let Some(axis) = source.channel_axis {
+            let rank = tensor.shape.len();
+            if axis >= rank {
+                return Err(self.invalid(
+                    at(&source.tensor),
+                    format!(
+                        "source channel_axis {axis} is out of range for {} of rank {rank}",
+                        source.tensor.value
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Each sink's tolerance: the one `checks:` declares, or its type's default. A check on a

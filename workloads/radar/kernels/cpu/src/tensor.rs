@@ -10,9 +10,6 @@ use kplace_abi::MemorySpace;
 use kplace_abi::export::ports::Ports;
 use kplace_abi::export::{KernelError, Launch};
 
-/// The alignment the ABI promises for tensor data and workspaces.
-pub(crate) const ABI_ALIGN: usize = 64;
-
 /// What this library's kernels require of their ports.
 pub(crate) const PORTS: Ports = Ports {
     memory: MemorySpace::HOST,
@@ -20,35 +17,16 @@ pub(crate) const PORTS: Ports = Ports {
     u32_cells: false,
 };
 
-/// The launch's workspace as `len` values of `T`.
+/// The launch's workspace as `len` values of `T` ([`Launch::workspace_slice`]).
 ///
 /// # Safety
-/// The workspace must be valid for reads and writes of `workspace_bytes` bytes and used by
-/// no other launch while the slice lives: the ABI gives each concurrent launch its own.
+/// As [`Launch::workspace_slice`]: the workspace is this launch's alone, and `T` is plain old
+/// data (every kernel here writes its workspace before reading it).
 #[allow(clippy::mut_from_ref)]
 pub(crate) unsafe fn workspace<'a, T: Copy>(
     launch: &Launch<'a>,
     len: usize,
 ) -> Result<&'a mut [T], KernelError> {
-    let bytes = len * size_of::<T>();
-    let ptr = launch.workspace();
-    if (launch.workspace_bytes() as u128) < bytes as u128 {
-        return Err(KernelError::invalid(format!(
-            "workspace of {} bytes is smaller than the {bytes} the kernel needs",
-            launch.workspace_bytes()
-        )));
-    }
-    if len == 0 {
-        return Ok(&mut []);
-    }
-    if ptr.is_null() || !(ptr as usize).is_multiple_of(ABI_ALIGN) {
-        return Err(KernelError::invalid(format!(
-            "workspace at {ptr:p} is null or not {ABI_ALIGN}-byte aligned"
-        )));
-    }
-    // SAFETY: non-null, aligned beyond T's alignment (T is a primitive or a pair of them),
-    // large enough, and exclusive to this launch per the caller's contract. The bytes come
-    // from the runtime through the ABI and every T used here is plain old data, for which
-    // any bit pattern is a valid value; kernels write before they read.
-    Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<T>(), len) })
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { launch.workspace_slice(len) }
 }

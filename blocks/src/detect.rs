@@ -1,0 +1,93 @@
+//! `blocks.power` and `blocks.magnitude`: complex values to their power or magnitude.
+//!
+//! - Input 0: `cf32`, any shape. Output 0: `f32`, the same dimensions.
+//! - `blocks.power`: `re² + im²`; `blocks.magnitude`: `sqrt(re² + im²)`; both computed in
+//!   double and rounded once.
+//! - No parameters. Split along axis 0 in tiles that divide it, or not split. No workspace.
+
+use std::ffi::CStr;
+use std::marker::PhantomData;
+
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{DeviceKind, Dtype, MemorySpace};
+
+use crate::layout::{Rows, named, tile_slices};
+
+/// What a detector computes of each complex value.
+pub trait Law: Send + Sync + 'static {
+    /// The block's name.
+    const NAME: &'static CStr;
+    /// The real value of `re + i im`, in double.
+    fn of(re: f64, im: f64) -> f64;
+}
+
+/// The square law: power.
+#[derive(Debug)]
+pub enum Square {}
+
+impl Law for Square {
+    const NAME: &'static CStr = c"blocks.power";
+    fn of(re: f64, im: f64) -> f64 {
+        re * re + im * im
+    }
+}
+
+/// The linear law: magnitude.
+#[derive(Debug)]
+pub enum Linear {}
+
+impl Law for Linear {
+    const NAME: &'static CStr = c"blocks.magnitude";
+    fn of(re: f64, im: f64) -> f64 {
+        (re * re + im * im).sqrt()
+    }
+}
+
+/// A detector's state: complex values in, `L::of` each out.
+#[derive(Debug)]
+pub struct Detect<L> {
+    ports: Rows,
+    law: PhantomData<L>,
+}
+
+/// `blocks.power`.
+pub type Power = Detect<Square>;
+/// `blocks.magnitude`.
+pub type Magnitude = Detect<Linear>;
+
+impl<L: Law> KernelImpl for Detect<L> {
+    const NAME: &'static CStr = L::NAME;
+    const DEVICE: DeviceKind = DeviceKind::CPU;
+    const MEMORY: MemorySpace = MemorySpace::HOST;
+    const N_INPUTS: u32 = 1;
+    const N_OUTPUTS: u32 = 1;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        (|| {
+            config.reject_unknown_params(&[])?;
+            Ok(Self {
+                ports: Rows::check(config, Dtype::CF32, Dtype::F32, false)?,
+                law: PhantomData,
+            })
+        })()
+        .map_err(|e| named(Self::NAME, e))
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        0
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        (|| {
+            let (input, output) = self.ports.tensors(launch)?;
+            let elements = self.ports.elements(launch.tile())?;
+            // SAFETY: as every tile: its input rows are complete, its output rows its own.
+            let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 1))? };
+            for (y, x) in y.iter_mut().zip(x.chunks_exact(2)) {
+                *y = L::of(f64::from(x[0]), f64::from(x[1])) as f32;
+            }
+            Ok(())
+        })()
+        .map_err(|e| named(Self::NAME, e))
+    }
+}

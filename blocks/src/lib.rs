@@ -1,0 +1,45 @@
+//! kplace's standard block library on the CPU: the building blocks a DSP graph is written
+//! with, so that a graph needs no kernel library of its own for the common steps.
+//!
+//! Built as a `cdylib` this crate is `libkplace_blocks.so` (library name `kplace-blocks`),
+//! loaded like any kernel library. Every block runs on the calling thread over host memory,
+//! takes one input and writes one output, of any rank the ABI allows:
+//!
+//! | block               | input            | output         | what                                  |
+//! |---------------------|------------------|----------------|---------------------------------------|
+//! | `blocks.convert`    | `ci16 [..]`      | `cf32 [..]`    | integers to floats, times `scale`     |
+//! | `blocks.window`     | `cf32 [.., N]`   | `cf32 [.., N]` | a window along the last axis          |
+//! | `blocks.fft`        | `cf32 [.., N]`   | `cf32 [.., N]` | FFT or inverse FFT of the last axis   |
+//! | `blocks.power`      | `cf32 [..]`      | `f32 [..]`     | `re² + im²`                           |
+//! | `blocks.magnitude`  | `cf32 [..]`      | `f32 [..]`     | `sqrt(re² + im²)`                     |
+//! | `blocks.mean`       | `f32 [M, ..]`    | `f32 [..]`     | mean over axis 0, times `scale`       |
+//!
+//! Each block's module states its parameters and its arithmetic. What they share
+//! (`layout`): ports are checked at create and again at launch; every block but the mean may
+//! be split along axis 0 in tiles that divide it, and a launch reads and writes only its
+//! tile's rows; mutable scratch lives in the runtime's workspace, so no launch allocates and
+//! tiles of one state may run at once; every value is computed in double precision and
+//! rounded once, except the FFT's (FFTW, single precision).
+//!
+//! Built as an `rlib`, the blocks are plain Rust types implementing
+//! [`kplace_abi::export::KernelImpl`].
+
+#![warn(missing_docs)]
+
+pub mod convert;
+pub mod detect;
+pub mod fft;
+mod layout;
+pub mod mean;
+pub mod window;
+
+pub use convert::Convert;
+pub use detect::{Magnitude, Power};
+pub use fft::Fft;
+pub use mean::Mean;
+pub use window::Window;
+
+kplace_abi::export_library!(
+    c"kplace-blocks",
+    [Convert, Window, Fft, Power, Magnitude, Mean]
+);

@@ -1,0 +1,397 @@
+//! The block library driven through its exported C table, as the runtime drives it: every
+//! block against an independent double-precision reference (rustfft for the FFT) on seeded
+//! random data, over every tiling, with the refusals a user can provoke named.
+
+use std::f64::consts::PI;
+use std::ptr::null_mut;
+use std::sync::OnceLock;
+
+use kplace_abi::{ABI_VERSION, DeviceKind, Dtype, MemorySpace, Status, Tile};
+use kplace_testkit::abi::*;
+use rustfft::FftPlanner;
+use rustfft::num_complex::Complex;
+
+const CONVERT: &str = "blocks.convert";
+const WINDOW: &str = "blocks.window";
+const FFT: &str = "blocks.fft";
+const POWER: &str = "blocks.power";
+const MAGNITUDE: &str = "blocks.magnitude";
+const MEAN: &str = "blocks.mean";
+
+/// The library's table, linked into this test and used through its function pointers.
+fn blocks() -> &'static Loaded {
+    static LIB: OnceLock<Loaded> = OnceLock::new();
+    LIB.get_or_init(|| {
+        // SAFETY: the entry returns a pointer to a static table.
+        Loaded::linked(unsafe { &*kplace_blocks::kplace_library_entry() })
+    })
+}
+
+/// Complex values of a cf32 buffer.
+fn complex(b: &Buffer) -> Vec<Complex<f64>> {
+    b.f32s()
+        .chunks_exact(2)
+        .map(|c| Complex::new(f64::from(c[0]), f64::from(c[1])))
+        .collect()
+}
+
+/// A cf32 buffer of `dims` with random parts in [-1, 1), and its values.
+fn random_complex(seed: u64, dims: &[u64]) -> (Buffer, Vec<Complex<f64>>) {
+    let len: u64 = dims.iter().product();
+    let parts = random_f32(&mut rng(seed), 2 * len as usize, -1.0, 1.0);
+    let b = Buffer::from_f32(dims, Dtype::CF32, &parts);
+    let values = complex(&b);
+    (b, values)
+}
+
+#[test]
+fn the_table_lists_six_cpu_blocks() {
+    let lib = blocks();
+    assert_eq!(lib.table.abi_version, ABI_VERSION);
+    assert_eq!(text(lib.table.name), "kplace-blocks");
+    let names: Vec<&str> = lib.kernels().iter().map(|k| text(k.name)).collect();
+    assert_eq!(names, [CONVERT, WINDOW, FFT, POWER, MAGNITUDE, MEAN]);
+    for k in lib.kernels() {
+        assert_eq!(k.device, DeviceKind::CPU, "{}", text(k.name));
+        assert_eq!(k.memory, MemorySpace::HOST, "{}", text(k.name));
+        assert_eq!((k.n_inputs, k.n_outputs), (1, 1), "{}", text(k.name));
+    }
+}
+
+#[test]
+fn convert_scales_every_integer_exactly() {
+    let (m, n) = (8u64, 24u64);
+    let iq = random_ci16(&mut rng(1), m as usize, n as usize);
+    let input = Buffer::from_i16(&[m, n], &iq);
+    for (scale, text) in [
+        (1.0, "1"),
+        (2f64.powi(-15), "3.0517578125e-5"),
+        (-0.5, "-0.5"),
+    ] {
+        let params = [("scale", text)];
+        for split in splits(m) {
+            let stage = Stage::new(desc(Dtype::CI16, &[m, n]), desc(Dtype::CF32, &[m, n]))
+                .params(&params)
+                .tiled(split);
+            let mut output = Buffer::new(Dtype::CF32, &[m, n]);
+            run(blocks(), CONVERT, &stage, &input, &mut output, null_mut());
+            let want: Vec<f32> = iq.iter().map(|&v| (f64::from(v) * scale) as f32).collect();
+            assert_eq!(output.f32s(), want, "scale {scale}, split {split:?}");
+        }
+    }
+}
+
+#[test]
+fn window_multiplies_each_row_by_its_formula() {
+    let dims = [3u64, 2, 16];
+    let (input, x) = random_complex(2, &dims);
+    let n = 16usize;
+    let formula = |name: &str, i: usize| {
+        let t = 2.0 * PI * i as f64 / n as f64;
+        match name {
+            "rect" => 1.0,
+            "hann" => 0.5 * (1.0 - t.cos()),
+            "hamming" => 0.54 - 0.46 * t.cos(),
+            _ => 0.42 - 0.5 * t.cos() + 0.08 * (2.0 * t).cos(),
+        }
+    };
+    for name in ["rect", "hann", "hamming", "blackman"] {
+        let params = [("window", name)];
+        for split in splits(dims[0]) {
+            let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::CF32, &dims))
+                .params(&params)
+                .tiled(split);
+            let mut output = Buffer::new(Dtype::CF32, &dims);
+            run(blocks(), WINDOW, &stage, &input, &mut output, null_mut());
+            let got = complex(&output);
+            for (i, (g, x)) in got.iter().zip(&x).enumerate() {
+                let want = x * formula(name, i % n);
+                assert!(
+                    (g - want).norm() <= 1e-7 * want.norm().max(1e-30),
+                    "{name} value {i}: {g} != {want}"
+                );
+            }
+        }
+    }
+    // The default is Hann: its first coefficient is 0.
+    let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::CF32, &dims));
+    let mut output = Buffer::new(Dtype::CF32, &dims);
+    run(blocks(), WINDOW, &stage, &input, &mut output, null_mut());
+    assert_eq!(&output.f32s()[..2], &[0.0, 0.0]);
+}
+
+/// Each row of `x` (rows of `n`) transformed by rustfft in double: forward or inverse, scaled.
+fn reference_fft(x: &[Complex<f64>], n: usize, inverse: bool, scale: f64) -> Vec<Complex<f64>> {
+    let mut planner = FftPlanner::<f64>::new();
+    let fft = if inverse {
+        planner.plan_fft_inverse(n)
+    } else {
+        planner.plan_fft_forward(n)
+    };
+    let mut y = x.to_vec();
+    fft.process(&mut y);
+    y.iter().map(|v| v * scale).collect()
+}
+
+/// The largest error of any value of each row of `n`, relative to that row's peak.
+fn worst_row_error(got: &[Complex<f64>], want: &[Complex<f64>], n: usize) -> f64 {
+    got.chunks(n)
+        .zip(want.chunks(n))
+        .map(|(g, w)| {
+            let peak = w.iter().map(|v| v.norm()).fold(0.0, f64::max);
+            g.iter()
+                .zip(w)
+                .map(|(g, w)| (g - w).norm() / peak)
+                .fold(0.0, f64::max)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn fft_matches_rustfft_forward_and_inverse_on_every_tiling() {
+    // Powers of two and not, ranks 1 to 3, rows in one block and in several with a tail.
+    let cases: &[&[u64]] = &[&[64], &[4, 48], &[6, 1000], &[8, 3, 256], &[2, 40, 512]];
+    for (seed, &dims) in cases.iter().enumerate() {
+        let n = *dims.last().unwrap() as usize;
+        let (input, x) = random_complex(10 + seed as u64, dims);
+        let scale_text = format!("{:e}", 1.0 / n as f64);
+        for (direction, scale) in [("forward", "1"), ("inverse", scale_text.as_str())] {
+            let params = [("direction", direction), ("scale", scale)];
+            let want = reference_fft(
+                &x,
+                n,
+                direction == "inverse",
+                scale.parse::<f32>().unwrap().into(),
+            );
+            let tilings = if dims.len() == 1 {
+                vec![None]
+            } else {
+                splits(dims[0])
+            };
+            for split in tilings {
+                let stage = Stage::new(desc(Dtype::CF32, dims), desc(Dtype::CF32, dims))
+                    .params(&params)
+                    .tiled(split);
+                let mut output = Buffer::new(Dtype::CF32, dims);
+                run(blocks(), FFT, &stage, &input, &mut output, null_mut());
+                let worst = worst_row_error(&complex(&output), &want, n);
+                assert!(
+                    worst < 1e-5,
+                    "{dims:?} {direction} split {split:?}: error {worst:e} of the row's peak"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn fft_then_its_scaled_inverse_is_the_identity() {
+    let dims = [4u64, 100];
+    let (input, x) = random_complex(20, &dims);
+    let mut spectrum = Buffer::new(Dtype::CF32, &dims);
+    let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::CF32, &dims));
+    run(blocks(), FFT, &stage, &input, &mut spectrum, null_mut());
+    let inverse = [("direction", "inverse"), ("scale", "0.01")];
+    let mut back = Buffer::new(Dtype::CF32, &dims);
+    run(
+        blocks(),
+        FFT,
+        &stage.clone().params(&inverse),
+        &spectrum,
+        &mut back,
+        null_mut(),
+    );
+    let worst = worst_row_error(&complex(&back), &x, 100);
+    assert!(worst < 1e-5, "round trip error {worst:e}");
+}
+
+#[test]
+fn power_and_magnitude_match_double_precision() {
+    let dims = [4u64, 3, 10];
+    let (input, x) = random_complex(30, &dims);
+    for (name, law) in [
+        (
+            POWER,
+            (|v: &Complex<f64>| v.norm_sqr()) as fn(&Complex<f64>) -> f64,
+        ),
+        (MAGNITUDE, |v: &Complex<f64>| v.norm()),
+    ] {
+        for split in splits(dims[0]) {
+            let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::F32, &dims)).tiled(split);
+            let mut output = Buffer::new(Dtype::F32, &dims);
+            run(blocks(), name, &stage, &input, &mut output, null_mut());
+            let want: Vec<f64> = x.iter().map(law).collect();
+            let err = max_rel_error(output.f32s(), &want);
+            assert!(err < 1e-7, "{name} split {split:?}: {err:e}");
+        }
+    }
+}
+
+#[test]
+fn mean_averages_axis_0_in_double_with_its_scale() {
+    let dims = [5u64, 3, 7];
+    let values = random_f32(&mut rng(40), 105, 0.0, 10.0);
+    let input = Buffer::from_f32(&dims, Dtype::F32, &values);
+    for (scale, text) in [(1.0, None), (2.5, Some("2.5"))] {
+        let params: Vec<(&str, &str)> = text.map(|t| ("scale", t)).into_iter().collect();
+        let stage = Stage::new(desc(Dtype::F32, &dims), desc(Dtype::F32, &[3, 7])).params(&params);
+        let mut output = Buffer::new(Dtype::F32, &[3, 7]);
+        run(blocks(), MEAN, &stage, &input, &mut output, null_mut());
+        let want: Vec<f64> = (0..21)
+            .map(|j| {
+                let sum: f64 = (0..5).map(|m| f64::from(values[m * 21 + j])).sum();
+                sum * scale / 5.0
+            })
+            .collect();
+        let err = max_rel_error(output.f32s(), &want);
+        assert!(err < 1e-7, "scale {scale}: {err:e}");
+    }
+}
+
+#[test]
+fn a_tile_writes_only_its_rows() {
+    let dims = [4u64, 32];
+    let (input, _) = random_complex(50, &dims);
+    let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::CF32, &dims)).split(0, 1);
+    for name in [WINDOW, FFT] {
+        let state = create(blocks().kernel(name), &stage).unwrap();
+        let mut output = Buffer::new(Dtype::CF32, &dims);
+        let tile = Tile { begin: 2, count: 1 };
+        state
+            .launch(
+                input.input(MemorySpace::HOST),
+                output.output(MemorySpace::HOST),
+                tile,
+                null_mut(),
+            )
+            .unwrap();
+        for (i, v) in output.f32s().iter().enumerate() {
+            let row = i / 64;
+            assert_eq!(v.is_nan(), row != 2, "{name}: value {i} of row {row}");
+        }
+    }
+}
+
+#[test]
+fn a_tile_past_axis_0_is_refused() {
+    let dims = [4u64, 8];
+    let (input, _) = random_complex(60, &dims);
+    let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::F32, &dims)).split(0, 2);
+    let state = create(blocks().kernel(POWER), &stage).unwrap();
+    let mut output = Buffer::new(Dtype::F32, &dims);
+    let (status, text) = state
+        .launch(
+            input.input(MemorySpace::HOST),
+            output.output(MemorySpace::HOST),
+            Tile { begin: 3, count: 2 },
+            null_mut(),
+        )
+        .unwrap_err();
+    assert_eq!(status, Status::INVALID_ARGUMENT);
+    assert_eq!(
+        text,
+        "blocks.power: tile [3, +2) is outside the 4 indices of axis 0"
+    );
+}
+
+#[test]
+fn what_a_block_cannot_take_is_refused_by_name() {
+    let lib = blocks();
+    let cf = |dims: &[u64]| desc(Dtype::CF32, dims);
+    let f = |dims: &[u64]| desc(Dtype::F32, dims);
+    let same = Stage::new(cf(&[4, 8]), cf(&[4, 8]));
+    assert_refuses(
+        lib,
+        FFT,
+        &Stage::new(f(&[4, 8]), cf(&[4, 8])),
+        "input 0 must be cf32",
+    );
+    assert_refuses(
+        lib,
+        FFT,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 4])),
+        "must have the input's dimensions [4, 8]",
+    );
+    assert_refuses(
+        lib,
+        FFT,
+        &same.clone().split(1, 2),
+        "cannot be split along axis 1",
+    );
+    assert_refuses(
+        lib,
+        WINDOW,
+        &same.clone().split(0, 3),
+        "split tile of 3 does not divide the 4",
+    );
+    assert_refuses(
+        lib,
+        FFT,
+        &Stage::new(cf(&[8]), cf(&[8])).split(0, 4),
+        "its one axis is the axis it works along",
+    );
+    assert_refuses(
+        lib,
+        FFT,
+        &same.clone().params(&[("direction", "backward")]),
+        "expected forward or inverse",
+    );
+    assert_refuses(
+        lib,
+        FFT,
+        &same.clone().params(&[("scale", "inf")]),
+        "scale must be a finite number",
+    );
+    assert_refuses(
+        lib,
+        FFT,
+        &same.clone().params(&[("planer", "measure")]),
+        "unknown parameter planer",
+    );
+    assert_refuses(
+        lib,
+        WINDOW,
+        &same.clone().params(&[("window", "kaiser")]),
+        "expected rect, hann, hamming or blackman",
+    );
+    assert_refuses(
+        lib,
+        CONVERT,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 8])),
+        "input 0 must be ci16",
+    );
+    assert_refuses(lib, POWER, &same, "output 0 must be f32");
+    assert_refuses(
+        lib,
+        MEAN,
+        &Stage::new(f(&[8]), f(&[1])),
+        "takes f32 [M, ..] to f32 [..]",
+    );
+    assert_refuses(
+        lib,
+        MEAN,
+        &Stage::new(f(&[4, 8]), f(&[4])),
+        "got f32 [4, 8] to f32 [4]",
+    );
+    assert_refuses(
+        lib,
+        MEAN,
+        &Stage::new(f(&[4, 8]), f(&[8])).split(0, 2),
+        "cannot be split",
+    );
+    assert_refuses(
+        lib,
+        POWER,
+        &Stage::new(cf(&[4, 0]), f(&[4, 0])),
+        "without empty dimensions",
+    );
+    let mut short = Stage::new(cf(&[4, 8]), f(&[4, 8]));
+    short.inputs[0] = short_by(short.inputs[0], 8);
+    assert_refuses(lib, POWER, &short, "needs 256 bytes");
+    assert_refuses(
+        lib,
+        POWER,
+        &Stage::new(cf(&[4, 8]), f(&[4, 8])).in_memory(MemorySpace::DEVICE),
+        "must be in host memory",
+    );
+}

@@ -1,15 +1,19 @@
-//! `blocks.convert`: complex integers to complex floats.
+//! `blocks.convert`: numbers of any type to single-precision floats.
 //!
-//! - Input 0: `ci16`, any shape. Output 0: `cf32`, the same dimensions.
+//! - Input 0: any numeric dtype (`ci8`, `ci16`, `cf16`, `cf32`, `cf64`, `i8`, `i16`, `i32`,
+//!   `f16`, `f32`, `f64`), any shape. Output 0: `cf32` or `f32`, the same dimensions: a complex
+//!   input converts to `cf32`; a real one to `f32`, or to `cf32` with imaginary parts 0.
 //! - `y = x * scale`, each part computed in double and rounded once (exact for the default
-//!   scale and any power of two). Parameter `scale`: a finite number, default 1 (for
-//!   full-scale 1.0, `3.0517578125e-5`, which is 2^-15).
+//!   scale, or any power of two, on integers up to 24 bits). Parameter `scale`: a finite
+//!   number, default 1 (for full scale 1.0 from `ci16`, `3.0517578125e-5`, which is 2^-15).
 //! - Split along axis 0 in tiles that divide it, or not split. No workspace.
 
 use std::ffi::CStr;
 
+use half::f16;
+use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace};
+use kplace_abi::{DeviceKind, Dtype, Element, MemorySpace, Scalar, Tensor};
 
 use crate::layout::{Rows, finite, named, tile_slices};
 
@@ -17,7 +21,38 @@ use crate::layout::{Rows, finite, named, tile_slices};
 #[derive(Debug)]
 pub struct Convert {
     ports: Rows,
+    from: Element,
+    /// Whether the output is complex (`cf32`).
+    complex: bool,
     scale: f64,
+}
+
+impl Convert {
+    /// Converts the tile's elements of `input`, values of type `T`, into `output`.
+    fn convert<T: Copy + Into<f64>>(
+        &self,
+        input: &Tensor,
+        output: &Tensor,
+        elements: std::ops::Range<usize>,
+    ) -> Result<(), KernelError> {
+        let parts = (self.from.parts(), if self.complex { 2 } else { 1 });
+        // SAFETY: the tile's rows of the input are complete and its rows of the output are
+        // this launch's alone (the runtime's rule for tiles).
+        let (x, y) = unsafe { tile_slices::<T, f32>(input, output, elements, parts)? };
+        let scaled = |v: T| (v.into() * self.scale) as f32;
+        if parts.0 == parts.1 {
+            for (y, &x) in y.iter_mut().zip(x) {
+                *y = scaled(x);
+            }
+        } else {
+            // Real to complex: the imaginary parts are 0.
+            for (y, &x) in y.chunks_exact_mut(2).zip(x) {
+                y[0] = scaled(x);
+                y[1] = 0.0;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl KernelImpl for Convert {
@@ -30,8 +65,31 @@ impl KernelImpl for Convert {
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
         (|| {
             config.reject_unknown_params(&["scale"])?;
+            let input = config
+                .inputs()
+                .first()
+                .ok_or_else(|| KernelError::invalid("input 0 is missing"))?;
+            let from = input.dtype.element().ok_or_else(|| {
+                KernelError::invalid(format!(
+                    "input 0 must be numbers (ci8, ci16, cf16, cf32, cf64, i8, i16, i32, f16, f32 \
+                     or f64), got {}",
+                    describe(input)
+                ))
+            })?;
+            let to = match config.outputs().first().map(|d| d.dtype) {
+                Some(Dtype::F32) if from.complex => {
+                    return Err(KernelError::invalid(format!(
+                        "output 0 must be cf32: input 0 is complex ({})",
+                        describe(input)
+                    )));
+                }
+                Some(Dtype::F32) => Dtype::F32,
+                _ => Dtype::CF32,
+            };
             Ok(Self {
-                ports: Rows::check(config, Dtype::CI16, Dtype::CF32, false)?,
+                ports: Rows::check(config, input.dtype, to, false)?,
+                from,
+                complex: to == Dtype::CF32,
                 scale: finite(config, "scale", 1.0)?,
             })
         })()
@@ -46,13 +104,14 @@ impl KernelImpl for Convert {
         (|| {
             let (input, output) = self.ports.tensors(launch)?;
             let elements = self.ports.elements(launch.tile())?;
-            // SAFETY: the tile's rows of the input are complete and its rows of the output are
-            // this launch's alone (the runtime's rule for tiles).
-            let (x, y) = unsafe { tile_slices::<i16, f32>(input, output, elements, (2, 2))? };
-            for (y, &x) in y.iter_mut().zip(x) {
-                *y = (f64::from(x) * self.scale) as f32;
+            match self.from.scalar {
+                Scalar::I8 => self.convert::<i8>(input, output, elements),
+                Scalar::I16 => self.convert::<i16>(input, output, elements),
+                Scalar::I32 => self.convert::<i32>(input, output, elements),
+                Scalar::F16 => self.convert::<f16>(input, output, elements),
+                Scalar::F32 => self.convert::<f32>(input, output, elements),
+                Scalar::F64 => self.convert::<f64>(input, output, elements),
             }
-            Ok(())
         })()
         .map_err(|e| named(Self::NAME, e))
     }

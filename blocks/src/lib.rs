@@ -7,7 +7,7 @@
 //!
 //! | block               | input            | output         | what                                  |
 //! |---------------------|------------------|----------------|---------------------------------------|
-//! | `blocks.convert`    | `ci16 [..]`      | `cf32 [..]`    | integers to floats, times `scale`     |
+//! | `blocks.convert`    | any number `[..]`| `cf32`, `f32`  | to single precision, times `scale`    |
 //! | `blocks.window`     | `cf32 [.., N]`   | `cf32 [.., N]` | a window along the last axis          |
 //! | `blocks.fft`        | `cf32 [.., N]`   | `cf32 [.., N]` | FFT or inverse FFT of the last axis   |
 //! | `blocks.power`      | `cf32 [..]`      | `f32 [..]`     | `re² + im²`                           |

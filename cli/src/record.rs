@@ -1,7 +1,7 @@
 //! `kplace record`: a recording of a graph's source tensor, synthesized (tones in noise; on a
 //! source with a channel axis, plane waves across the array), for any graph whose source is
-//! `ci16`, `cf32` or `f32`: the input `kplace run --recording` and `kplace send --recording`
-//! take (`kplace::workload::synthesis`).
+//! numeric and has a SigMF type: the input `kplace run --recording` and `kplace send
+//! --recording` take (`kplace::workload::synthesis`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

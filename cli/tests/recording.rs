@@ -243,6 +243,96 @@ fn the_spectrogram_written_with_blocks_matches_its_c_kernels() {
     );
 }
 
+/// An SDR's 8-bit samples end to end: a graph whose source is `ci8`, written with the block
+/// library, is recorded (SigMF `ci8`), replayed and run; its spectrum peaks at the tone.
+#[test]
+fn eight_bit_samples_are_recorded_run_and_their_tone_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("ci8.yaml");
+    std::fs::write(
+        &graph,
+        "name: ci8-spectrum\ndims: {N: 256, M: 32}\nsource: {tensor: iq, packet_axis: 0}\n\
+         tensors:\n  - {name: iq, dtype: ci8, shape: [M, N]}\n  - {name: x, dtype: cf32, shape: [M, N]}\n\
+         \x20 - {name: X, dtype: cf32, shape: [M, N]}\n  - {name: p, dtype: f32, shape: [M, N]}\n\
+         \x20 - {name: psd, dtype: f32, shape: [N]}\n\
+         stages:\n\
+         \x20 - {name: convert, kernel: blocks.convert, inputs: [iq], outputs: [x], params: {scale: 0.0078740157}}\n\
+         \x20 - {name: fft, kernel: blocks.fft, inputs: [x], outputs: [X]}\n\
+         \x20 - {name: power, kernel: blocks.power, inputs: [X], outputs: [p]}\n\
+         \x20 - {name: average, kernel: blocks.mean, inputs: [p], outputs: [psd]}\n\
+         sinks: [psd]\n",
+    )
+    .unwrap();
+    let placement = dir.path().join("cpu.yaml");
+    std::fs::write(
+        &placement,
+        "name: ci8-cpu\nlibraries: {cpu: libkplace_blocks.so}\n\
+         stages: {convert: cpu, fft: cpu, power: cpu, average: cpu}\nruntime: {slots: auto, workers: 1}\n",
+    )
+    .unwrap();
+    let rec = dir.path().join("ci8.sigmf-data");
+    let (graph, placement, rec_s) = (
+        graph.to_str().unwrap(),
+        placement.to_str().unwrap(),
+        rec.to_str().unwrap(),
+    );
+    let ended = run(&[
+        "record",
+        "--graph",
+        graph,
+        "--frames",
+        "3",
+        "--tone",
+        "0.125:0.5",
+        "--noise",
+        "0.02",
+        "--out",
+        rec_s,
+    ]);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    assert!(
+        ended
+            .stdout
+            .contains("recorded 3 frames of ci8 [32, 256] (48.0 KiB)"),
+        "{}",
+        ended.stdout
+    );
+    let meta = std::fs::read_to_string(rec.with_extension("sigmf-meta")).unwrap();
+    assert!(meta.contains("\"core:datatype\": \"ci8\""), "{meta}");
+    let sinks = dir.path().join("sinks");
+    let ended = run(&[
+        "run",
+        "--graph",
+        graph,
+        "--placement",
+        placement,
+        "--recording",
+        rec_s,
+        "--frames",
+        "3",
+        "--check",
+        "none",
+        "--write-sinks",
+        sinks.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    let psd = read_psd(&sinks.join("psd.npy"), 256);
+    assert_eq!(psd.len(), 3);
+    for frame in &psd {
+        let mut sorted = frame.clone();
+        sorted.sort_by(f32::total_cmp);
+        let median = sorted[128];
+        assert!(frame[32] > 1000.0 * median, "{frame:?}");
+        // Full scale is 127: a tone of amplitude 0.5 over 256 samples has power (0.5 * 256)^2.
+        let want = (0.5f32 * 256.0).powi(2);
+        assert!(
+            (frame[32] / want - 1.0).abs() < 0.05,
+            "{} vs {want}",
+            frame[32]
+        );
+    }
+}
+
 #[test]
 fn a_recording_streams_over_udp_checked_frame_by_frame() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -63,6 +63,16 @@ typedef enum kplace_dtype {
     KPLACE_DTYPE_CF32 = 1,       /* complex float32: 8 bytes */
     KPLACE_DTYPE_F32 = 2,        /* float32: 4 bytes */
     KPLACE_DTYPE_DETECTIONS = 3, /* a kplace_detection_list of shape [capacity] */
+    /* Added within version 1 (no layout changed; a library refuses any dtype it does not
+     * take at create). Little-endian throughout. */
+    KPLACE_DTYPE_I8 = 4,         /* int8: 1 byte */
+    KPLACE_DTYPE_I16 = 5,        /* int16: 2 bytes */
+    KPLACE_DTYPE_I32 = 6,        /* int32: 4 bytes */
+    KPLACE_DTYPE_F16 = 7,        /* IEEE binary16: 2 bytes */
+    KPLACE_DTYPE_F64 = 8,        /* float64: 8 bytes */
+    KPLACE_DTYPE_CI8 = 9,        /* complex int8: I then Q, 2 bytes */
+    KPLACE_DTYPE_CF16 = 10,      /* complex binary16: 4 bytes */
+    KPLACE_DTYPE_CF64 = 11,      /* complex float64: 16 bytes */
 } kplace_dtype;
 
 /* One detected cell of a range-Doppler map (also the record of a cluster's strongest cell). */

@@ -243,6 +243,16 @@ impl Buffer {
         b
     }
 
+    /// A tensor of `dtype` holding `bytes`, exactly its size (little-endian values).
+    pub fn from_bytes(dtype: Dtype, dims: &[u64], bytes: &[u8]) -> Buffer {
+        let mut b = Buffer::new(dtype, dims);
+        assert_eq!(bytes.len() as u64, b.desc.bytes, "{dtype:?} {dims:?}");
+        // SAFETY: the chunks hold at least `bytes` bytes; any bits are a u8.
+        unsafe { std::slice::from_raw_parts_mut(b.chunks.as_mut_ptr().cast::<u8>(), bytes.len()) }
+            .copy_from_slice(bytes);
+        b
+    }
+
     /// A ci16 tensor holding `values` (I then Q).
     pub fn from_i16(dims: &[u64], values: &[i16]) -> Buffer {
         let mut b = Buffer::new(Dtype::CI16, dims);

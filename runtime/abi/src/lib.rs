@@ -106,9 +106,69 @@ impl MemorySpace {
 }
 
 /// `kplace_dtype`: element types.
+///
+/// Version 1 of the ABI began with `ci16`, `cf32`, `f32` and `detections`; the integer, half,
+/// double and other complex types were added to it without changing any layout, so a library
+/// built before them still loads, and refuses them at create as it refuses any dtype it does
+/// not take.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dtype(pub u32);
+
+/// The real number type of an element, or of each part of a complex element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    /// Two's complement int8.
+    I8,
+    /// Two's complement int16, little-endian.
+    I16,
+    /// Two's complement int32, little-endian.
+    I32,
+    /// IEEE 754 binary16, little-endian.
+    F16,
+    /// IEEE 754 binary32, little-endian.
+    F32,
+    /// IEEE 754 binary64, little-endian.
+    F64,
+}
+
+impl Scalar {
+    /// Bytes of one value.
+    pub const fn bytes(self) -> u64 {
+        match self {
+            Scalar::I8 => 1,
+            Scalar::I16 | Scalar::F16 => 2,
+            Scalar::I32 | Scalar::F32 => 4,
+            Scalar::F64 => 8,
+        }
+    }
+
+    /// Whether it is a floating-point type (compared within a tolerance; integers are exact).
+    pub const fn is_float(self) -> bool {
+        matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
+    }
+}
+
+/// What one element of a numeric dtype is: a scalar, or a complex pair of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Element {
+    /// The number type of the element, or of each of its parts.
+    pub scalar: Scalar,
+    /// Real then imaginary part, interleaved.
+    pub complex: bool,
+}
+
+impl Element {
+    /// Bytes of one element.
+    pub const fn bytes(self) -> u64 {
+        self.scalar.bytes() * if self.complex { 2 } else { 1 }
+    }
+
+    /// Scalar values per element: 2 for complex, else 1.
+    pub const fn parts(self) -> usize {
+        if self.complex { 2 } else { 1 }
+    }
+}
 
 impl Dtype {
     /// `KPLACE_DTYPE_CI16`: complex int16, I then Q.
@@ -119,16 +179,40 @@ impl Dtype {
     pub const F32: Dtype = Dtype(2);
     /// `KPLACE_DTYPE_DETECTIONS`: a [`DetectionListHeader`] followed by `shape[0]` records.
     pub const DETECTIONS: Dtype = Dtype(3);
+    /// `KPLACE_DTYPE_I8`: int8.
+    pub const I8: Dtype = Dtype(4);
+    /// `KPLACE_DTYPE_I16`: int16.
+    pub const I16: Dtype = Dtype(5);
+    /// `KPLACE_DTYPE_I32`: int32.
+    pub const I32: Dtype = Dtype(6);
+    /// `KPLACE_DTYPE_F16`: IEEE binary16.
+    pub const F16: Dtype = Dtype(7);
+    /// `KPLACE_DTYPE_F64`: float64.
+    pub const F64: Dtype = Dtype(8);
+    /// `KPLACE_DTYPE_CI8`: complex int8, I then Q (the samples of many SDR front ends).
+    pub const CI8: Dtype = Dtype(9);
+    /// `KPLACE_DTYPE_CF16`: complex binary16.
+    pub const CF16: Dtype = Dtype(10);
+    /// `KPLACE_DTYPE_CF64`: complex float64.
+    pub const CF64: Dtype = Dtype(11);
 
     /// Every dtype with its graph-file name.
-    pub const ALL: [(Dtype, &'static str); 4] = [
+    pub const ALL: [(Dtype, &'static str); 12] = [
         (Dtype::CI16, "ci16"),
         (Dtype::CF32, "cf32"),
         (Dtype::F32, "f32"),
         (Dtype::DETECTIONS, "detections"),
+        (Dtype::I8, "i8"),
+        (Dtype::I16, "i16"),
+        (Dtype::I32, "i32"),
+        (Dtype::F16, "f16"),
+        (Dtype::F64, "f64"),
+        (Dtype::CI8, "ci8"),
+        (Dtype::CF16, "cf16"),
+        (Dtype::CF64, "cf64"),
     ];
 
-    /// The graph-file name (`ci16`, `cf32`, `f32`, `detections`), or `None` if unknown.
+    /// The graph-file name (`ci16`, `cf32`, `f32`, `i8`, ...), or `None` if unknown.
     pub fn name(self) -> Option<&'static str> {
         Self::ALL.iter().find(|(d, _)| *d == self).map(|(_, n)| *n)
     }
@@ -138,17 +222,35 @@ impl Dtype {
         Self::ALL.iter().find(|(_, n)| *n == name).map(|(d, _)| *d)
     }
 
+    /// What one element is, for a numeric dtype; `None` for a detection list or an unknown
+    /// dtype.
+    pub const fn element(self) -> Option<Element> {
+        let (scalar, complex) = match self {
+            Dtype::CI16 => (Scalar::I16, true),
+            Dtype::CF32 => (Scalar::F32, true),
+            Dtype::F32 => (Scalar::F32, false),
+            Dtype::I8 => (Scalar::I8, false),
+            Dtype::I16 => (Scalar::I16, false),
+            Dtype::I32 => (Scalar::I32, false),
+            Dtype::F16 => (Scalar::F16, false),
+            Dtype::F64 => (Scalar::F64, false),
+            Dtype::CI8 => (Scalar::I8, true),
+            Dtype::CF16 => (Scalar::F16, true),
+            Dtype::CF64 => (Scalar::F64, true),
+            _ => return None,
+        };
+        Some(Element { scalar, complex })
+    }
+
     /// Bytes a tensor of this dtype and shape occupies, or `None` for an unknown dtype or an
     /// overflowing size. A detection list's shape is `[capacity]`.
     pub fn bytes_for(self, shape: &[u64]) -> Option<u64> {
         let elements = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
         match self {
-            Dtype::CI16 | Dtype::F32 => elements.checked_mul(4),
-            Dtype::CF32 => elements.checked_mul(8),
             Dtype::DETECTIONS => elements
                 .checked_mul(size_of::<Detection>() as u64)?
                 .checked_add(size_of::<DetectionListHeader>() as u64),
-            _ => None,
+            _ => elements.checked_mul(self.element()?.bytes()),
         }
     }
 }

@@ -22,6 +22,10 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
             program += &format!("printf(\"{ty}.{f} %zu\\n\", offsetof({ty}, {f}));\n");
         }
     }
+    for (_, name) in Dtype::ALL {
+        let constant = format!("KPLACE_DTYPE_{}", name.to_uppercase());
+        program += &format!("printf(\"{constant} %u\\n\", (unsigned){constant});\n");
+    }
     program += "printf(\"KPLACE_ABI_VERSION %u\\n\", KPLACE_ABI_VERSION);\nreturn 0; }\n";
     std::fs::write(&src, program).expect("write layout.c");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -201,6 +205,12 @@ fn rust_layout() -> Vec<(String, u64)> {
         Library,
         [abi_version, n_kernels, name, kernels]
     );
+    for (dtype, name) in Dtype::ALL {
+        v.push((
+            format!("KPLACE_DTYPE_{}", name.to_uppercase()),
+            u64::from(dtype.0),
+        ));
+    }
     v.push(("KPLACE_ABI_VERSION".into(), ABI_VERSION as u64));
     v
 }
@@ -224,6 +234,18 @@ fn detection_list_sizes_follow_the_header() {
     assert_eq!(Dtype::CI16.bytes_for(&[128, 1024]), Some(128 * 1024 * 4));
     assert_eq!(Dtype::CF32.bytes_for(&[1024, 128]), Some(1024 * 128 * 8));
     assert_eq!(Dtype(99).bytes_for(&[1]), None);
+    for (dtype, bytes) in [
+        (Dtype::I8, 1),
+        (Dtype::I16, 2),
+        (Dtype::I32, 4),
+        (Dtype::F16, 2),
+        (Dtype::F64, 8),
+        (Dtype::CI8, 2),
+        (Dtype::CF16, 4),
+        (Dtype::CF64, 16),
+    ] {
+        assert_eq!(dtype.bytes_for(&[3, 5]), Some(15 * bytes), "{dtype:?}");
+    }
     assert_eq!(Dtype::F32.bytes_for(&[u64::MAX, 2]), None);
 }
 

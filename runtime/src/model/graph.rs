@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use kplace_abi::Dtype;
+use kplace_abi::{Dtype, Scalar};
 
 /// An index into [`Graph::tensors`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -73,10 +73,19 @@ impl Tolerance {
         atol: 0.0,
     };
 
-    /// The tolerance a tensor of `dtype` gets when the graph declares none.
+    /// The tolerance of a half-precision tensor whose graph declares none: two of binary16's
+    /// 2^-10 steps.
+    pub const DEFAULT_HALF: Tolerance = Tolerance::Close {
+        rtol: 2e-3,
+        atol: 0.0,
+    };
+
+    /// The tolerance a tensor of `dtype` gets when the graph declares none: floats within a
+    /// relative bound, everything else exactly.
     pub fn default_for(dtype: Dtype) -> Tolerance {
-        match dtype {
-            Dtype::CF32 | Dtype::F32 => Tolerance::DEFAULT_FLOAT,
+        match dtype.element().map(|e| e.scalar) {
+            Some(Scalar::F16) => Tolerance::DEFAULT_HALF,
+            Some(Scalar::F32 | Scalar::F64) => Tolerance::DEFAULT_FLOAT,
             _ => Tolerance::Exact,
         }
     }

@@ -99,17 +99,15 @@ impl WireShape {
     }
 
     /// The wire of a source `tensor`: one packet per index of its first axis, each the rest of
-    /// the tensor's elements (`ci16`, `cf32` or `f32`). Errors name the tensor.
+    /// the tensor's elements (any numeric dtype). Errors name the tensor.
     pub fn for_tensor(tensor: &crate::model::graph::TensorSpec) -> Result<WireShape, String> {
-        use kplace_abi::Dtype;
-        let element_bytes: u32 = match tensor.dtype {
-            Dtype::CI16 | Dtype::F32 => 4,
-            Dtype::CF32 => 8,
-            other => {
+        let element_bytes = match tensor.dtype.element() {
+            Some(element) => element.bytes() as u32,
+            None => {
                 return Err(format!(
-                    "source {} is {}; packets carry ci16, cf32 or f32 elements",
+                    "source {} is {}; packets carry numeric elements (ci8, ci16, cf32, f32, ...)",
                     tensor.name,
-                    other.name().unwrap_or("?")
+                    tensor.dtype.name().unwrap_or("?")
                 ));
             }
         };

@@ -1,13 +1,16 @@
 //! Element-by-element comparison of a sink tensor with its reference, within the tolerance the
 //! graph declares for it (`checks:` in the graph file; [`Tolerance`]).
 //!
-//! Guarantees: `f32` elements pass when `|got - want| <= atol + rtol * |want|`, `cf32` elements
-//! the same with moduli; NaN never passes; `ci16`, detection lists and exact tolerances compare
-//! bit for bit (a detection list its records up to its count, then its count and overflow);
+//! Guarantees: real floating-point elements (`f16`, `f32`, `f64`) pass when
+//! `|got - want| <= atol + rtol * |want|`, computed in double, complex ones (`cf16`, `cf32`,
+//! `cf64`) the same with moduli; NaN never passes; integer elements, detection lists and exact
+//! tolerances compare bit for bit (a detection list its records up to its count, then its count and overflow);
 //! every differing element is reported once, with its flat index; comparing buffers that
 //! agree allocates nothing.
 
 use kplace_abi::{DetectionList, Dtype};
+
+use super::scalars;
 
 use crate::model::graph::{TensorSpec, Tolerance};
 
@@ -21,8 +24,6 @@ pub fn compare(
     want: &[u8],
     found: &mut dyn FnMut(u64, String, String),
 ) -> u64 {
-    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-    let float = |b: &[u8], i: usize| f32::from_bits(word(b, i));
     // NaN compares false, so it never passes.
     let within = |diff: f64, w: f64, rtol: f64, atol: f64| diff <= atol + rtol * w.abs();
     let mut differ = 0;
@@ -49,48 +50,45 @@ pub fn compare(
                 );
             }
         }
-        (Dtype::F32, Tolerance::Close { rtol, atol }) => {
-            for i in (0..got.len()).step_by(4) {
-                let (g, w) = (float(got, i), float(want, i));
-                let diff = (f64::from(g) - f64::from(w)).abs();
-                if !within(diff, f64::from(w), rtol, atol) {
-                    differ += 1;
-                    found((i / 4) as u64, format!("{g:e}"), format!("{w:e}"));
+        (dtype, tolerance) => {
+            let Some(element) = dtype.element() else {
+                found(0, "an element of an unknown dtype".into(), "none".into());
+                return 1;
+            };
+            let (width, part) = (element.bytes() as usize, element.scalar.bytes() as usize);
+            // The element's parts as doubles, on the stack.
+            let parts = |b: &[u8]| {
+                let mut v = [0.0; 2];
+                for (k, value) in v.iter_mut().take(element.parts()).enumerate() {
+                    *value = scalars::decode(element.scalar, &b[k * part..(k + 1) * part]);
                 }
-            }
-        }
-        (Dtype::CF32, Tolerance::Close { rtol, atol }) => {
-            for i in (0..got.len()).step_by(8) {
-                let (gr, gi) = (float(got, i), float(got, i + 4));
-                let (wr, wi) = (float(want, i), float(want, i + 4));
-                let diff = f64::from(gr - wr).hypot(f64::from(gi - wi));
-                let w = f64::from(wr).hypot(f64::from(wi));
-                if !within(diff, w, rtol, atol) {
-                    differ += 1;
-                    found(
-                        (i / 8) as u64,
-                        format!("({gr:e}, {gi:e})"),
-                        format!("({wr:e}, {wi:e})"),
-                    );
+                v
+            };
+            let show = |b: &[u8]| {
+                let [re, im] = parts(b);
+                let s = |v| scalars::show(element.scalar, v);
+                if element.complex {
+                    format!("({}, {})", s(re), s(im))
+                } else {
+                    s(re)
                 }
-            }
-        }
-        // Bit for bit, element by element.
-        (dtype, _) => {
-            let width = if dtype == Dtype::CF32 { 8 } else { 4 };
-            for i in (0..got.len()).step_by(width) {
-                if got[i..i + width] != want[i..i + width] {
+            };
+            for (index, (g, w)) in got
+                .chunks_exact(width)
+                .zip(want.chunks_exact(width))
+                .enumerate()
+            {
+                let agrees = match tolerance {
+                    Tolerance::Close { rtol, atol } if element.scalar.is_float() => {
+                        let ([gr, gi], [wr, wi]) = (parts(g), parts(w));
+                        within((gr - wr).hypot(gi - wi), wr.hypot(wi), rtol, atol)
+                    }
+                    // Bit for bit.
+                    _ => g == w,
+                };
+                if !agrees {
                     differ += 1;
-                    let show = |b: &[u8]| match dtype {
-                        Dtype::CI16 => format!(
-                            "({}, {})",
-                            i16::from_le_bytes([b[i], b[i + 1]]),
-                            i16::from_le_bytes([b[i + 2], b[i + 3]])
-                        ),
-                        Dtype::CF32 => format!("({:e}, {:e})", float(b, i), float(b, i + 4)),
-                        _ => format!("{:e}", float(b, i)),
-                    };
-                    found((i / width) as u64, show(got), show(want));
+                    found(index as u64, show(g), show(w));
                 }
             }
         }
@@ -172,6 +170,49 @@ mod tests {
         got[8] ^= 1;
         let d = diffs(&t, Tolerance::Exact, &got, &want);
         assert_eq!(d, [(2, "(4, 6)".into(), "(5, 6)".into())]);
+    }
+
+    #[test]
+    fn every_numeric_dtype_compares_by_its_values() {
+        let close = Tolerance::Close {
+            rtol: 1e-3,
+            atol: 0.0,
+        };
+        // Integers: exact, shown as integers, complex ones as pairs.
+        let t = tensor(Dtype::I8, &[3]);
+        let d = diffs(&t, Tolerance::Exact, &[1, 0xFE, 3], &[1, 0xFF, 3]);
+        assert_eq!(d, [(1, "-2".into(), "-1".into())]);
+        let t = tensor(Dtype::CI8, &[2]);
+        let d = diffs(&t, Tolerance::Exact, &[1, 2, 3, 4], &[1, 2, 3, 5]);
+        assert_eq!(d, [(1, "(3, 4)".into(), "(3, 5)".into())]);
+        let t = tensor(Dtype::I32, &[1]);
+        let d = diffs(&t, Tolerance::Exact, &(-70000i32).to_le_bytes(), &[0; 4]);
+        assert_eq!(d, [(0, "-70000".into(), "0".into())]);
+        // Doubles: within the tolerance, in double.
+        let t = tensor(Dtype::F64, &[2]);
+        let f64s = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let want = f64s(&[1.0, 1e300]);
+        assert!(diffs(&t, close, &f64s(&[1.0009, 1.0005e300]), &want).is_empty());
+        let d = diffs(&t, close, &f64s(&[1.01, 1e300]), &want);
+        assert_eq!(d, [(0, "1.01e0".into(), "1e0".into())]);
+        let t = tensor(Dtype::CF64, &[1]);
+        let want = f64s(&[3.0, 4.0]);
+        assert!(diffs(&t, close, &f64s(&[3.002, 3.997]), &want).is_empty());
+        assert_eq!(diffs(&t, close, &f64s(&[3.0, 4.1]), &want).len(), 1);
+        // Halves: 1.0 is 0x3C00, 1.0009765625 (one step above) 0x3C01, -2.0 0xC000.
+        let halves = |v: &[u16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let t = tensor(Dtype::F16, &[2]);
+        let want = halves(&[0x3C00, 0xC000]);
+        let tol = Tolerance::Close {
+            rtol: 5e-4,
+            atol: 0.0,
+        };
+        let d = diffs(&t, tol, &halves(&[0x3C01, 0xC000]), &want);
+        assert_eq!(d, [(0, "1.0009766e0".into(), "1e0".into())]);
+        let t = tensor(Dtype::CF16, &[1]);
+        assert!(diffs(&t, tol, &halves(&[0x3C00, 0xC000]), &want).is_empty());
+        // NaN (0x7E00) never passes.
+        assert_eq!(diffs(&t, tol, &halves(&[0x7E00, 0xC000]), &want).len(), 1);
     }
 
     #[test]

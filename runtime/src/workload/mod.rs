@@ -25,6 +25,7 @@ pub mod outputs;
 pub mod recording;
 pub mod reference;
 pub mod run;
+pub mod scalars;
 pub mod send;
 pub mod sinks;
 pub mod synthesis;

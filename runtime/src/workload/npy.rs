@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use kplace_abi::Dtype;
+use kplace_abi::Scalar;
 
 use crate::model::graph::TensorSpec;
 use crate::os::files::create_beside;
@@ -47,18 +47,32 @@ pub enum NpyError {
     },
 }
 
-/// The `.npy` element type and the shape of one frame of `tensor`.
+/// The `.npy` element type and the shape of one frame of `tensor`: NumPy's own type where it
+/// has one (`<f4`, `<c8`, `|i1`, `<f2`, ...), a complex integer or half as its parts along a
+/// last axis of 2, and a detection list as its bytes.
 pub fn layout(tensor: &TensorSpec) -> (&'static str, Vec<u64>) {
-    match tensor.dtype {
-        Dtype::F32 => ("<f4", tensor.shape.clone()),
-        Dtype::CF32 => ("<c8", tensor.shape.clone()),
-        Dtype::CI16 => {
-            let mut shape = tensor.shape.clone();
-            shape.push(2);
-            ("<i2", shape)
+    let Some(element) = tensor.dtype.element() else {
+        return ("|u1", vec![tensor.bytes]);
+    };
+    let mut shape = tensor.shape.clone();
+    let descr = match (element.scalar, element.complex) {
+        (Scalar::F32, true) => "<c8",
+        (Scalar::F64, true) => "<c16",
+        (scalar, complex) => {
+            if complex {
+                shape.push(2);
+            }
+            match scalar {
+                Scalar::I8 => "|i1",
+                Scalar::I16 => "<i2",
+                Scalar::I32 => "<i4",
+                Scalar::F16 => "<f2",
+                Scalar::F32 => "<f4",
+                Scalar::F64 => "<f8",
+            }
         }
-        _ => ("|u1", vec![tensor.bytes]),
-    }
+    };
+    (descr, shape)
 }
 
 fn header(descr: &str, frames: u64, shape: &[u64]) -> Vec<u8> {
@@ -249,6 +263,8 @@ pub fn read(path: &Path, tensor: &TensorSpec) -> Result<Vec<Vec<u8>>, NpyError> 
 
 #[cfg(test)]
 mod tests {
+    use kplace_abi::Dtype;
+
     use super::*;
     use crate::model::graph::Producer;
 
@@ -293,6 +309,13 @@ mod tests {
             tensor(Dtype::CF32, &[4]),
             tensor(Dtype::CI16, &[2, 3]),
             tensor(Dtype::DETECTIONS, &[2]),
+            tensor(Dtype::I8, &[3]),
+            tensor(Dtype::CI8, &[2, 2]),
+            tensor(Dtype::I32, &[3]),
+            tensor(Dtype::F16, &[4]),
+            tensor(Dtype::CF16, &[1]),
+            tensor(Dtype::F64, &[2]),
+            tensor(Dtype::CF64, &[2]),
         ] {
             let path = dir.path().join("t.npy");
             let mut w = NpyWriter::create(&path, &t).unwrap();
@@ -310,6 +333,30 @@ mod tests {
             assert!(text.ends_with('\n'));
             assert_eq!(read(&path, &t).unwrap(), frames);
         }
+    }
+
+    #[test]
+    fn each_dtype_has_numpy_s_type_or_its_parts() {
+        let cases = [
+            (Dtype::F32, "<f4", vec![3]),
+            (Dtype::CF32, "<c8", vec![3]),
+            (Dtype::CF64, "<c16", vec![3]),
+            (Dtype::F64, "<f8", vec![3]),
+            (Dtype::F16, "<f2", vec![3]),
+            (Dtype::I8, "|i1", vec![3]),
+            (Dtype::I16, "<i2", vec![3]),
+            (Dtype::I32, "<i4", vec![3]),
+            (Dtype::CI8, "|i1", vec![3, 2]),
+            (Dtype::CI16, "<i2", vec![3, 2]),
+            (Dtype::CF16, "<f2", vec![3, 2]),
+        ];
+        for (dtype, descr, shape) in cases {
+            assert_eq!(layout(&tensor(dtype, &[3])), (descr, shape), "{dtype:?}");
+        }
+        assert_eq!(
+            layout(&tensor(Dtype::DETECTIONS, &[2])),
+            ("|u1", vec![16 + 2 * 12])
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! tensor's bytes, in the host's (little-endian) byte order: what a capture of the stream
 //! holds, and what `kplace send --recording` sends one packet per slice of the packet axis.
 //! Beside `NAME.sigmf-data` a `NAME.sigmf-meta` file (SigMF 1.0 JSON) says the element type
-//! (`core:datatype`: `ci16_le`, `cf32_le`, `rf32_le`), the sample rate per channel, the
+//! (`core:datatype`: `ci8`, `ci16_le`, `cf32_le`, `cf64_le`, `ri8`, `ri16_le`, `ri32_le`,
+//! `rf32_le`, `rf64_le`; SigMF has no half-precision type), the sample rate per channel, the
 //! channels sampled at once (`core:num_channels`, for a graph whose source states a channel
 //! axis), and in kplace's own field `kplace:frame_shape` the frame's shape; when it is
 //! present, it must agree with the graph. [`write()`] writes both;
@@ -116,14 +117,30 @@ struct Meta {
     annotations: Vec<serde_json::Value>,
 }
 
-/// The SigMF `core:datatype` of a tensor's elements, if it has one.
+/// The SigMF `core:datatype` of a tensor's elements, if it has one (SigMF has no
+/// half-precision type, so `f16` and `cf16` have none).
 pub fn sigmf_datatype(dtype: Dtype) -> Option<&'static str> {
     match dtype {
         Dtype::CI16 => Some("ci16_le"),
         Dtype::CF32 => Some("cf32_le"),
         Dtype::F32 => Some("rf32_le"),
+        Dtype::CI8 => Some("ci8"),
+        Dtype::I8 => Some("ri8"),
+        Dtype::I16 => Some("ri16_le"),
+        Dtype::I32 => Some("ri32_le"),
+        Dtype::F64 => Some("rf64_le"),
+        Dtype::CF64 => Some("cf64_le"),
         _ => None,
     }
+}
+
+/// Every SigMF `core:datatype` a recording may have, for messages.
+fn sigmf_datatypes() -> String {
+    Dtype::ALL
+        .iter()
+        .filter_map(|&(d, _)| sigmf_datatype(d))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The data and metadata files a recording's `path` names: `NAME.sigmf-meta` or
@@ -170,13 +187,15 @@ impl Recording {
             path: meta_path.clone(),
             why,
         };
-        let dtype = [Dtype::CI16, Dtype::CF32, Dtype::F32]
-            .into_iter()
+        let dtype = Dtype::ALL
+            .iter()
+            .map(|&(d, _)| d)
             .find(|&d| sigmf_datatype(d) == Some(meta.global.datatype.as_str()))
             .ok_or_else(|| {
                 described(format!(
-                    "core:datatype {} is not one kplace sends (ci16_le, cf32_le, rf32_le)",
-                    meta.global.datatype
+                    "core:datatype {} is not one kplace sends ({})",
+                    meta.global.datatype,
+                    sigmf_datatypes()
                 ))
             })?;
         let shape = meta
@@ -455,7 +474,10 @@ mod tests {
     #[test]
     fn a_recording_reads_back_as_written_with_its_rate() {
         let dir = tempfile::tempdir().unwrap();
-        for dtype in ["ci16", "cf32", "f32"] {
+        let sigmf = [
+            "ci8", "ci16", "cf32", "cf64", "i8", "i16", "i32", "f32", "f64",
+        ];
+        for dtype in sigmf {
             let g = graph(dtype);
             let frames = synthesize(&g, 3, &tones()).unwrap();
             let path = dir.path().join(format!("r-{dtype}.sigmf-data"));
@@ -473,6 +495,23 @@ mod tests {
             assert_eq!(
                 r.frame_period(g.tensor(g.source.tensor)),
                 Some(std::time::Duration::from_micros(32))
+            );
+        }
+    }
+
+    #[test]
+    fn a_half_precision_source_has_no_sigmf_type() {
+        let dir = tempfile::tempdir().unwrap();
+        for dtype in ["f16", "cf16"] {
+            let g = graph(dtype);
+            let frames = synthesize(&g, 1, &tones()).unwrap();
+            let path = dir.path().join("h.sigmf-data");
+            let e = write(&path, &g, &frames, Some(1e6), "test")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("is {dtype}, which SigMF has no type for")),
+                "{e}"
             );
         }
     }

@@ -1,5 +1,6 @@
 //! Synthesized recordings (`kplace record`): tones in complex Gaussian noise, continuous from
-//! frame to frame, for any graph whose source is `ci16`, `cf32` or `f32`; on a source with a
+//! frame to frame, for any graph whose source is numeric (integers at full scale, complex or
+//! real: a real source takes the real part); on a source with a
 //! channel axis, each tone is a plane wave arriving at the array from its own angle.
 //!
 //! The array is uniform and linear, its elements half a wavelength apart: channel `c` sees a
@@ -10,11 +11,11 @@
 
 use std::f64::consts::{PI, TAU};
 
-use kplace_abi::Dtype;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
 use super::recording::RECORDING_BUDGET_BYTES;
+use super::scalars;
 use crate::model::graph::Graph;
 use crate::plan::human_bytes;
 
@@ -127,10 +128,11 @@ impl Layout {
     }
 }
 
-/// `frames` frames of `graph`'s source tensor (`ci16`, `cf32` or `f32`; a real tensor takes
-/// the real part) holding `synthesis`: sample `n` of channel `c` (`n` counted across frames)
-/// is `sum a * exp(i (2 pi f n + pi c sin(theta))) + noise`, scaled to full scale (32767 for
-/// `ci16`, 1 for floats). Without a channel axis every element is the next sample of one
+/// `frames` frames of `graph`'s source tensor (any numeric dtype; a real tensor takes the real
+/// part) holding `synthesis`: sample `n` of channel `c` (`n` counted across frames) is
+/// `sum a * exp(i (2 pi f n + pi c sin(theta))) + noise`, scaled to full scale (the type's
+/// largest value for integers, rounded and clamped; 1 for floats:
+/// [`scalars::encode`](super::scalars::encode)). Without a channel axis every element is the next sample of one
 /// channel.
 pub fn synthesize(
     graph: &Graph,
@@ -139,17 +141,12 @@ pub fn synthesize(
 ) -> Result<Vec<Vec<u8>>, String> {
     synthesis.check()?;
     let tensor = graph.tensor(graph.source.tensor);
-    let (scale, width) = match tensor.dtype {
-        Dtype::CI16 => (32767.0, 4),
-        Dtype::CF32 => (1.0, 8),
-        Dtype::F32 => (1.0, 4),
-        other => {
-            return Err(format!(
-                "the source {} is {}: a synthesized recording is ci16, cf32 or f32",
-                tensor.name,
-                other.name().unwrap_or("?")
-            ));
-        }
+    let Some(element) = tensor.dtype.element() else {
+        return Err(format!(
+            "the source {} is {}: a synthesized recording holds numbers",
+            tensor.name,
+            tensor.dtype.name().unwrap_or("?")
+        ));
     };
     frames
         .checked_mul(tensor.bytes)
@@ -162,7 +159,7 @@ pub fn synthesize(
             )
         })?;
     let layout = Layout::of(graph);
-    let elements = tensor.bytes / width;
+    let elements = tensor.bytes / element.bytes();
     let per_frame = elements / layout.channels;
     let steering: Vec<f64> = synthesis
         .tones
@@ -185,18 +182,9 @@ pub fn synthesize(
                 re += tone.amplitude * phase.cos();
                 im += tone.amplitude * phase.sin();
             }
-            match tensor.dtype {
-                Dtype::CI16 => {
-                    for v in [re, im] {
-                        let q = (v * scale).round().clamp(-32768.0, 32767.0) as i16;
-                        frame.extend_from_slice(&q.to_le_bytes());
-                    }
-                }
-                Dtype::CF32 => {
-                    frame.extend_from_slice(&(re as f32).to_le_bytes());
-                    frame.extend_from_slice(&(im as f32).to_le_bytes());
-                }
-                _ => frame.extend_from_slice(&(re as f32).to_le_bytes()),
+            scalars::encode(element.scalar, re, &mut frame);
+            if element.complex {
+                scalars::encode(element.scalar, im, &mut frame);
             }
         }
         out.push(frame);
@@ -287,6 +275,39 @@ mod tests {
                 assert_near(got, want(frame * 8 + n, channel), "channel-major");
             }
         }
+    }
+
+    #[test]
+    fn every_numeric_source_holds_the_tones_at_its_full_scale() {
+        let one = Synthesis {
+            tones: vec![Tone::new(0.125, 0.5)],
+            ..tones()
+        };
+        for dtype in ["ci8", "ci16", "cf16", "cf64", "i8", "i32", "f16", "f64"] {
+            let g = graph(dtype, "");
+            let element = g.tensor(g.source.tensor).dtype.element().unwrap();
+            let frames = synthesize(&g, 2, &one).unwrap();
+            assert_eq!(frames[1].len() as u64, 32 * element.bytes(), "{dtype}");
+            let (width, part) = (element.bytes() as usize, element.scalar.bytes() as usize);
+            let scale = scalars::full_scale(element.scalar);
+            // One step of the type, or binary16's relative precision.
+            let step = (1.0 / scale).max(1e-3);
+            for n in 0..32 {
+                let phase = TAU * 0.125 * (32 + n) as f64;
+                let at = n as usize * width;
+                let re = scalars::decode(element.scalar, &frames[1][at..at + part]) / scale;
+                assert!((re - 0.5 * phase.cos()).abs() <= step, "{dtype} {n}: {re}");
+                if element.complex {
+                    let im = scalars::decode(element.scalar, &frames[1][at + part..at + width]);
+                    assert!(
+                        (im / scale - 0.5 * phase.sin()).abs() <= step,
+                        "{dtype} {n}"
+                    );
+                }
+            }
+        }
+        let e = synthesize(&graph("detections", ""), 1, &one).unwrap_err();
+        assert!(e.contains("holds numbers"), "{e}");
     }
 
     #[test]

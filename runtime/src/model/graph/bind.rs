@@ -296,7 +296,7 @@ impl Binder<'_> {
                     ));
                 }
             }
-            let float = matches!(tensor.dtype, Dtype::CF32 | Dtype::F32);
+            let float = tensor.dtype.element().is_some_and(|e| e.scalar.is_float());
             tolerances.push(match (float, rtol == 0.0 && atol == 0.0) {
                 (_, true) => Tolerance::Exact,
                 (true, false) => Tolerance::Close { rtol, atol },
@@ -304,7 +304,7 @@ impl Binder<'_> {
                     return Err(self.invalid(
                         at(check),
                         format!(
-                            "checks: {} is {}, compared exactly; a tolerance applies to f32 and cf32 sinks only",
+                            "checks: {} is {}, compared exactly; a tolerance applies to floating-point sinks only",
                             tensor.name,
                             tensor.dtype.name().unwrap_or("?")
                         ),

@@ -13,6 +13,7 @@
 //! | `blocks.power`      | `cf32 [..]`      | `f32 [..]`     | `re² + im²`                           |
 //! | `blocks.magnitude`  | `cf32 [..]`      | `f32 [..]`     | `sqrt(re² + im²)`                     |
 //! | `blocks.mean`       | `f32 [M, ..]`    | `f32 [..]`     | mean over axis 0, times `scale`       |
+//! | `blocks.beamform`   | `cf32 [.., C]`   | `cf32 [.., B]` | delay-and-sum beams at given angles   |
 //!
 //! Each block's module states its parameters and its arithmetic. What they share
 //! (`layout`): ports are checked at create and again at launch; every block but the mean may
@@ -26,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod beamform;
 pub mod convert;
 pub mod detect;
 pub mod fft;
@@ -33,6 +35,7 @@ mod layout;
 pub mod mean;
 pub mod window;
 
+pub use beamform::Beamform;
 pub use convert::Convert;
 pub use detect::{Magnitude, Power};
 pub use fft::Fft;
@@ -41,5 +44,5 @@ pub use window::Window;
 
 kplace_abi::export_library!(
     c"kplace-blocks",
-    [Convert, Window, Fft, Power, Magnitude, Mean]
+    [Convert, Window, Fft, Power, Magnitude, Mean, Beamform]
 );

@@ -17,6 +17,7 @@ const FFT: &str = "blocks.fft";
 const POWER: &str = "blocks.power";
 const MAGNITUDE: &str = "blocks.magnitude";
 const MEAN: &str = "blocks.mean";
+const BEAMFORM: &str = "blocks.beamform";
 
 /// The library's table, linked into this test and used through its function pointers.
 fn blocks() -> &'static Loaded {
@@ -45,12 +46,15 @@ fn random_complex(seed: u64, dims: &[u64]) -> (Buffer, Vec<Complex<f64>>) {
 }
 
 #[test]
-fn the_table_lists_six_cpu_blocks() {
+fn the_table_lists_seven_cpu_blocks() {
     let lib = blocks();
     assert_eq!(lib.table.abi_version, ABI_VERSION);
     assert_eq!(text(lib.table.name), "kplace-blocks");
     let names: Vec<&str> = lib.kernels().iter().map(|k| text(k.name)).collect();
-    assert_eq!(names, [CONVERT, WINDOW, FFT, POWER, MAGNITUDE, MEAN]);
+    assert_eq!(
+        names,
+        [CONVERT, WINDOW, FFT, POWER, MAGNITUDE, MEAN, BEAMFORM]
+    );
     for k in lib.kernels() {
         assert_eq!(k.device, DeviceKind::CPU, "{}", text(k.name));
         assert_eq!(k.memory, MemorySpace::HOST, "{}", text(k.name));
@@ -326,6 +330,66 @@ fn mean_averages_axis_0_in_double_with_its_scale() {
 }
 
 #[test]
+fn beamform_sums_the_channels_with_their_steering_weights() {
+    // Snapshots [4, 3] of 5 channels, to 3 beams of each of the 12 snapshots; the reference
+    // computes each weight itself.
+    let (dims, out) = ([4u64, 3, 5], [12u64, 3]);
+    let (input, x) = random_complex(70, &dims);
+    let angles = [-30.0f64, 0.0, 52.5];
+    let params = [("angles", "-30, 0,52.5"), ("spacing", "0.4")];
+    let want: Vec<Complex<f64>> = x
+        .chunks(5)
+        .flat_map(|snapshot| {
+            angles.iter().map(move |a| {
+                snapshot
+                    .iter()
+                    .enumerate()
+                    .map(|(c, v)| {
+                        let phase = -2.0 * PI * 0.4 * c as f64 * a.to_radians().sin();
+                        v * Complex::from_polar(1.0, phase)
+                    })
+                    .sum::<Complex<f64>>()
+                    / 5.0
+            })
+        })
+        .collect();
+    for split in splits(dims[0]) {
+        let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::CF32, &out))
+            .params(&params)
+            .tiled(split);
+        let mut output = Buffer::new(Dtype::CF32, &out);
+        run(blocks(), BEAMFORM, &stage, &input, &mut output, null_mut());
+        for (i, (g, w)) in complex(&output).iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).norm() <= 1e-6 * (1.0 + w.norm()),
+                "split {split:?} value {i}: {g} != {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_plane_wave_fills_its_own_beam_and_nulls_the_others() {
+    // 8 channels half a wavelength apart; a unit wave from -30 degrees (sin -0.5). Beams at
+    // sines -0.5, 0 and 0.25 differ from it by multiples of 2/8: the last two are nulls.
+    let n = 8;
+    let parts: Vec<f32> = (0..n)
+        .flat_map(|c| {
+            let phase = std::f64::consts::PI * c as f64 * (-0.5);
+            [phase.cos() as f32, phase.sin() as f32]
+        })
+        .collect();
+    let input = Buffer::from_f32(&[1, 8], Dtype::CF32, &parts);
+    let params = [("angles", "-30, 0, 14.477512185929923")];
+    let stage = Stage::new(desc(Dtype::CF32, &[1, 8]), desc(Dtype::CF32, &[1, 3])).params(&params);
+    let mut output = Buffer::new(Dtype::CF32, &[1, 3]);
+    run(blocks(), BEAMFORM, &stage, &input, &mut output, null_mut());
+    let beams: Vec<f64> = complex(&output).iter().map(|v| v.norm()).collect();
+    assert!((beams[0] - 1.0).abs() < 1e-6, "{beams:?}");
+    assert!(beams[1] < 1e-6 && beams[2] < 1e-6, "{beams:?}");
+}
+
+#[test]
 fn a_tile_writes_only_its_rows() {
     let dims = [4u64, 32];
     let (input, _) = random_complex(50, &dims);
@@ -455,6 +519,39 @@ fn what_a_block_cannot_take_is_refused_by_name() {
         POWER,
         &Stage::new(cf(&[4, 0]), f(&[4, 0])),
         "without empty dimensions",
+    );
+    let beams = [("angles", "10, 20")];
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 2])),
+        "parameter angles is missing",
+    );
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 3])).params(&beams),
+        "output 0 must be cf32 [.., 2]: one value per angle (2) for each of the input's 4 snapshots",
+    );
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 2])).params(&[("angles", "10, 95")]),
+        "\"95\" is not an angle in degrees within [-90, 90]",
+    );
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 2]))
+            .params(&beams)
+            .split(1, 4),
+        "only along axis 0",
+    );
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[8]), cf(&[2])).params(&beams).split(0, 4),
+        "its one axis is the channels",
     );
     let mut short = Stage::new(cf(&[4, 8]), f(&[4, 8]));
     short.inputs[0] = short_by(short.inputs[0], 8);

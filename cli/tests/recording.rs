@@ -18,6 +18,9 @@ const CPU: &str = "workloads/spectrogram/placements/cpu.yaml";
 const CPU2: &str = "workloads/spectrogram/placements/cpu-2.yaml";
 const BLOCKS_GRAPH: &str = "workloads/spectrogram/blocks/graph.yaml";
 const BLOCKS_CPU: &str = "workloads/spectrogram/blocks/cpu.yaml";
+const BEAMFORMER: &str = "workloads/beamformer/graph.yaml";
+const BEAMFORMER_CPU: &str = "workloads/beamformer/placements/cpu.yaml";
+const BEAMFORMER_CPU2: &str = "workloads/beamformer/placements/cpu-2.yaml";
 
 /// Paced streams run one at a time on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -331,6 +334,139 @@ fn eight_bit_samples_are_recorded_run_and_their_tone_found() {
             frame[32]
         );
     }
+}
+
+/// Plane waves from -30 and 14.4775 degrees (amplitudes 0.25 and 0.1) on the beamformer
+/// example's 8-channel array, `frames` frames at 250 kS/s per channel, in a fresh directory.
+fn record_plane_waves(frames: u64) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("array.sigmf-data");
+    let ended = run(&[
+        "record",
+        "--graph",
+        BEAMFORMER,
+        "--frames",
+        &frames.to_string(),
+        "--sample-rate",
+        "250e3",
+        "--tone",
+        "0.1:0.25:-30",
+        "--tone",
+        "-0.2:0.1:14.4775",
+        "--noise",
+        "0.01",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    (dir, path)
+}
+
+/// The beamformer example (`workloads/beamformer/`, the block library only): each plane wave's
+/// power is found in the beam pointing at it, the beam between them holds the noise alone, and
+/// two workers with a split stage agree with one.
+#[test]
+fn the_beamformer_example_finds_each_plane_wave_in_its_beam() {
+    let (dir, rec) = record_plane_waves(4);
+    let sinks = dir.path().join("sinks");
+    let ended = run(&[
+        "run",
+        "--graph",
+        BEAMFORMER,
+        "--placement",
+        BEAMFORMER_CPU2,
+        "--recording",
+        rec.to_str().unwrap(),
+        "--frames",
+        "4",
+        "--check",
+        &format!("reference:{BEAMFORMER_CPU}"),
+        "--write-sinks",
+        sinks.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended.stdout.contains("verification PASSED: 4/4 frames reported, 4 passed, against reference placement beamformer-cpu"),
+        "{}",
+        ended.stdout
+    );
+    let beams = read_psd(&sinks.join("beam_power.npy"), 3);
+    assert_eq!(beams.len(), 4);
+    for frame in beams {
+        // Power 0.25^2 and 0.1^2, plus the noise: 2 * 0.01^2 per channel, over 8 channels.
+        let noise = 2.0 * 0.01f32.powi(2) / 8.0;
+        assert!(
+            (frame[0] / (0.0625 + noise) - 1.0).abs() < 0.02,
+            "{frame:?}"
+        );
+        assert!((frame[2] / (0.01 + noise) - 1.0).abs() < 0.02, "{frame:?}");
+        assert!(frame[1] < 2.0 * noise, "{frame:?}");
+    }
+}
+
+/// The beamformer example streamed over UDP at its real per-channel rate (250 kS/s per
+/// channel, 64 snapshots a packet: a packet every 256 us) into two workers, every frame
+/// checked against one worker's.
+#[test]
+fn the_beamformer_example_streams_at_its_per_channel_rate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, rec) = record_plane_waves(4);
+    let rec = rec.to_str().unwrap();
+    let ready = dir.path().join("ready.json");
+    let report_path = dir.path().join("run.json");
+    let mut receiver = Guard::spawn(kplace().args([
+        "run",
+        "--graph",
+        BEAMFORMER,
+        "--placement",
+        BEAMFORMER_CPU2,
+        "--recording",
+        rec,
+        "--check",
+        &format!("reference:{BEAMFORMER_CPU}"),
+        "--frames",
+        "40",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--frame-timeout-ms",
+        "1000",
+        "--slots",
+        "16",
+        "--idle-timeout-s",
+        "3",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report_path.to_str().unwrap(),
+    ]));
+    let port = receiver.wait_ready(&ready, LIMIT)[0];
+    let sent = run(&[
+        "send",
+        "--dest",
+        &format!("127.0.0.1:{port}"),
+        "--recording",
+        rec,
+        "--frames",
+        "40",
+    ]);
+    assert!(sent.status.success(), "{}", sent.stderr);
+    assert!(
+        sent.stderr.contains("a packet every 256.000 us"),
+        "{}",
+        sent.stderr
+    );
+    assert!(
+        sent.stdout.contains("sent 40 frames, 640 packets"),
+        "{}",
+        sent.stdout
+    );
+    let ended = receiver.wait(LIMIT);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    let r = report(&report_path);
+    assert!(r.verification.passed, "{:?}", r.verification);
+    assert_eq!(r.verification.frames_passed, 40);
+    let ingest = r.ingest.unwrap();
+    assert_eq!((ingest.packets, ingest.complete_frames), (640, 40));
 }
 
 #[test]

@@ -132,7 +132,7 @@ impl Layout {
 /// part) holding `synthesis`: sample `n` of channel `c` (`n` counted across frames) is
 /// `sum a * exp(i (2 pi f n + pi c sin(theta))) + noise`, scaled to full scale (the type's
 /// largest value for integers, rounded and clamped; 1 for floats:
-/// [`scalars::encode`](super::scalars::encode)). Without a channel axis every element is the next sample of one
+/// [`scalars::encode`]). Without a channel axis every element is the next sample of one
 /// channel.
 pub fn synthesize(
     graph: &Graph,

@@ -8,9 +8,8 @@
 //!   `w[b, c] = exp(-2 pi i * spacing * c * sin(angle_b))`, computed in double and rounded once:
 //!   a plane wave from `angle_b` (degrees from broadside, channel c leading channel 0 by
 //!   `2 pi * spacing * c * sin(angle)`) adds up in phase in beam b with its own amplitude.
-//! - Parameters: `angles`, the B beam directions in degrees within [-90, 90], written as a
-//!   comma-separated list (`angles: "-30, 0, 14.5"`); `spacing`, the element spacing in
-//!   wavelengths, default 0.5.
+//! - Parameters: `angles`, the B beam directions in degrees within [-90, 90], a list
+//!   (`angles: [-30, 0, 14.5]`); `spacing`, the element spacing in wavelengths, default 0.5.
 //! - Split along axis 0 in tiles that divide it (rank 2 or more), or not split. No workspace.
 
 use std::ffi::CStr;
@@ -36,22 +35,22 @@ pub struct Beamform {
     weights: Vec<(f64, f64)>,
 }
 
-/// The `angles` parameter: degrees, each finite and within [-90, 90].
+/// The `angles` parameter: degrees, each within [-90, 90].
 fn angles(config: &Config<'_>) -> Result<Vec<f64>, KernelError> {
-    let text = config.param("angles").ok_or_else(|| {
+    let angles: Vec<f64> = config.parse_list("angles")?.ok_or_else(|| {
         KernelError::invalid("parameter angles is missing: the beams' directions in degrees")
     })?;
-    text.split(',')
-        .map(|item| {
-            let item = item.trim();
-            match item.parse::<f64>() {
-                Ok(a) if (-90.0..=90.0).contains(&a) => Ok(a),
-                _ => Err(KernelError::invalid(format!(
-                    "parameter angles: {item:?} is not an angle in degrees within [-90, 90]"
-                ))),
-            }
-        })
-        .collect()
+    if angles.is_empty() {
+        return Err(KernelError::invalid(
+            "parameter angles is empty: name at least one beam",
+        ));
+    }
+    match angles.iter().find(|a| !(-90.0..=90.0).contains(*a)) {
+        Some(a) => Err(KernelError::invalid(format!(
+            "parameter angles: {a} is not an angle in degrees within [-90, 90]"
+        ))),
+        None => Ok(angles),
+    }
 }
 
 impl KernelImpl for Beamform {

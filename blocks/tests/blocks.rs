@@ -537,7 +537,19 @@ fn what_a_block_cannot_take_is_refused_by_name() {
         lib,
         BEAMFORM,
         &Stage::new(cf(&[4, 8]), cf(&[4, 2])).params(&[("angles", "10, 95")]),
-        "\"95\" is not an angle in degrees within [-90, 90]",
+        "parameter angles: 95 is not an angle in degrees within [-90, 90]",
+    );
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 2])).params(&[("angles", "10, west")]),
+        "parameter angles: item 1, \"west\", cannot be parsed",
+    );
+    assert_refuses(
+        lib,
+        BEAMFORM,
+        &Stage::new(cf(&[4, 8]), cf(&[4, 0])).params(&[("angles", "")]),
+        "parameter angles is empty",
     );
     assert_refuses(
         lib,

@@ -351,6 +351,48 @@ impl<'a> Config<'a> {
             .transpose()
     }
 
+    /// Parameter `name` as a list of `T` (the graph writes `[a, b, c]`, the kernel receives
+    /// `a, b, c`); `None` when absent, an error naming it and the item when malformed. An
+    /// empty text is an empty list.
+    pub fn parse_list<T: std::str::FromStr>(
+        &self,
+        name: &str,
+    ) -> Result<Option<Vec<T>>, KernelError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.param(name)
+            .map(|text| parse_items(name, text))
+            .transpose()
+    }
+
+    /// Parameter `name` as a matrix of `T`, row by row (the graph writes `[[a, b], [c, d]]`,
+    /// the kernel receives `a, b; c, d`); every row must be as long as the first. `None` when
+    /// absent.
+    pub fn parse_matrix<T: std::str::FromStr>(
+        &self,
+        name: &str,
+    ) -> Result<Option<Vec<Vec<T>>>, KernelError>
+    where
+        T::Err: fmt::Display,
+    {
+        let Some(text) = self.param(name) else {
+            return Ok(None);
+        };
+        let rows: Vec<Vec<T>> = text
+            .split(';')
+            .map(|row| parse_items(name, row))
+            .collect::<Result<_, _>>()?;
+        if let Some(bad) = rows.iter().position(|r| r.len() != rows[0].len()) {
+            return Err(KernelError::invalid(format!(
+                "parameter {name}: row {bad} has {} items, row 0 has {}",
+                rows[bad].len(),
+                rows[0].len()
+            )));
+        }
+        Ok(Some(rows))
+    }
+
     /// Fails naming the first parameter not in `known`: a typo must not silently fall back to
     /// a default.
     pub fn reject_unknown_params(&self, known: &[&str]) -> Result<(), KernelError> {
@@ -396,6 +438,27 @@ impl<'a> Config<'a> {
         }
         Ok(*desc)
     }
+}
+
+/// The comma-separated items of parameter `name`'s `text`, each parsed as `T`.
+fn parse_items<T: std::str::FromStr>(name: &str, text: &str) -> Result<Vec<T>, KernelError>
+where
+    T::Err: fmt::Display,
+{
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .enumerate()
+        .map(|(i, item)| {
+            item.trim().parse::<T>().map_err(|e| {
+                KernelError::invalid(format!(
+                    "parameter {name}: item {i}, {:?}, cannot be parsed: {e}",
+                    item.trim()
+                ))
+            })
+        })
+        .collect()
 }
 
 /// A safe view of [`LaunchArgs`].

@@ -322,7 +322,12 @@ impl Graph {
                 path: path.to_path_buf(),
                 cause: Box::new(source),
             })?;
-        bind::Binder { path, overrides }.bind(file)
+        bind::Binder {
+            path,
+            source: text,
+            overrides,
+        }
+        .bind(file)
     }
 }
 
@@ -380,6 +385,7 @@ impl fmt::Display for TensorSpec {
 
 mod bind;
 mod expr;
+mod params;
 
 #[cfg(test)]
 mod tests;

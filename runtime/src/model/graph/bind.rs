@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::expr::{self, Expr};
+use super::params::{ParamFile, ParamText};
 use super::*;
 
 #[derive(Deserialize)]
@@ -64,7 +65,7 @@ struct StageFile {
     inputs: Vec<Spanned<String>>,
     outputs: Vec<Spanned<String>>,
     #[serde(default)]
-    params: BTreeMap<String, Spanned<String>>,
+    params: BTreeMap<String, Spanned<ParamFile>>,
     split: Option<Spanned<SplitFile>>,
 }
 
@@ -82,6 +83,8 @@ fn at<T>(s: &Spanned<T>) -> Option<(u64, u64)> {
 /// Turns the file as written into a [`Graph`], one check at a time.
 pub(super) struct Binder<'a> {
     pub(super) path: &'a Path,
+    /// The file's text, for the spelling of plain parameter values.
+    pub(super) source: &'a str,
     pub(super) overrides: &'a Overrides,
 }
 
@@ -470,25 +473,18 @@ impl Binder<'_> {
     fn bind_params(
         &self,
         stage: &str,
-        params: &BTreeMap<String, Spanned<String>>,
+        params: &BTreeMap<String, Spanned<ParamFile>>,
         dims: &BTreeMap<String, u64>,
     ) -> Result<Vec<(String, String)>, GraphError> {
+        let texts = ParamText {
+            source: self.source,
+            dims,
+        };
         let mut bound = BTreeMap::new();
         for (name, value) in params {
-            let text = match value.value.strip_prefix('$') {
-                Some(symbol) => dims
-                    .get(symbol)
-                    .ok_or_else(|| {
-                        self.invalid(
-                            at(value),
-                            format!(
-                                "stage {stage}: parameter {name} names unknown dimension {symbol}"
-                            ),
-                        )
-                    })?
-                    .to_string(),
-                None => value.value.clone(),
-            };
+            let text = texts
+                .text(name, value)
+                .map_err(|e| self.invalid(Some(e.at), format!("stage {stage}: {}", e.message)))?;
             bound.insert(name.clone(), text);
         }
         for (s, name, value) in &self.overrides.params {

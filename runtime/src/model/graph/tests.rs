@@ -305,3 +305,38 @@ sinks: [z]
         assert!(e.contains(want), "{dims}: {e}");
     }
 }
+
+#[test]
+fn list_and_matrix_parameters_reach_kernels_as_text() {
+    let text = GOOD.replace(
+        "params: {rows: $N, alpha: 1.5e-3}",
+        "params:\n      angles: [-30, 0, 14.4775]\n      taps: [[1.0e-3, 2], [$M, \"x y\"]]\n      \
+         flag: true\n      alpha: 0123",
+    );
+    let g = parse(&text, &Overrides::default()).unwrap();
+    assert_eq!(
+        g.stages[1].params,
+        [
+            ("alpha".to_string(), "0123".to_string()),
+            ("angles".into(), "-30, 0, 14.4775".into()),
+            ("flag".into(), "true".into()),
+            ("taps".into(), "1.0e-3, 2; 16, x y".into()),
+        ]
+    );
+    for (value, phrase) in [
+        ("[[[1]]]", "lists nest at most two deep"),
+        ("[[1, 2], 3]", "a matrix's rows are lists, each of them"),
+        ("[1, $K]", "parameter taps names unknown dimension K"),
+    ] {
+        let text = GOOD.replace(
+            "params: {rows: $N, alpha: 1.5e-3}",
+            &format!("params:\n      taps: {value}"),
+        );
+        let e = error(&text);
+        // The line of `taps:`, the column of the value at fault.
+        assert!(
+            e.contains("graphs/test.yaml:19:") && e.contains(phrase),
+            "{value}: {e}"
+        );
+    }
+}

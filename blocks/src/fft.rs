@@ -1,16 +1,19 @@
-//! `blocks.fft`: the FFT, or inverse FFT, of every row along the last axis.
+//! `blocks.fft`: the FFT, or inverse FFT, along one axis (the last by default).
 //!
-//! - Input 0: `cf32 [.., N]`. Output 0: `cf32`, the same dimensions.
+//! - Input 0: `cf32`, any shape; N is the extent of the transformed axis. Output 0: `cf32`, the
+//!   same dimensions.
 //! - `forward`: `X[k] = scale * sum_n x[n] exp(-2 pi i k n / N)`; `inverse`: the same with
 //!   `+2 pi i`, unnormalised unless `scale` says so (`scale: 1/N` for the true inverse). No
 //!   shift: negative frequencies are in the upper half.
-//! - Parameters: `direction` = `forward` (default) | `inverse`; `scale`, a finite number,
-//!   default 1; `planner` = `estimate` (default, deterministic) | `measure` | `patient`,
-//!   FFTW's planning rigor.
-//! - Split along axis 0 in tiles that divide it (a tensor of rank 2 or more), or not split.
-//! - Workspace: one block of rows (about 64 KiB). A launch copies a block of its rows into
-//!   the workspace, transforms it in place with one batched FFTW plan (single precision, N of
-//!   any size), and writes it out scaled; a second plan takes the launch's last, shorter block.
+//! - Parameters: `axis`, the axis transformed (default the last); `direction` = `forward`
+//!   (default) | `inverse`; `scale`, a finite number, default 1; `planner` = `estimate`
+//!   (default, deterministic) | `measure` | `patient`, FFTW's planning rigor.
+//! - Split along axis 0 in tiles that divide it, unless axis 0 is the axis transformed; or not
+//!   split.
+//! - Workspace: one block of transforms (about 64 KiB). A launch gathers a block of its
+//!   transforms into the workspace (a contiguous copy along the last axis, a strided one along
+//!   another), transforms it in place with one batched FFTW plan (single precision, N of any
+//!   size), and scatters it out scaled; a second plan takes the launch's last, shorter block.
 
 use std::ffi::CStr;
 use std::str::FromStr;
@@ -58,15 +61,20 @@ impl FromStr for Planner {
 pub struct Fft {
     ports: Rows,
     scale: f32,
-    /// Transforms a full block of rows.
+    /// The transformed axis's extent.
+    n: usize,
+    /// Elements between two successive values of one transform: the product of the extents
+    /// after the transformed axis (1 along the last).
+    inner: usize,
+    /// Transforms a full block of transforms.
     block: BatchedFft,
-    /// Transforms a launch's last `rows % block` rows, when there are any.
+    /// Transforms a launch's last `transforms % block`, when there are any.
     tail: Option<BatchedFft>,
 }
 
 impl Fft {
-    /// Rows per batched transform.
-    pub fn block_rows(&self) -> usize {
+    /// Transforms per batched plan.
+    pub fn block_transforms(&self) -> usize {
         self.block.batch()
     }
 }
@@ -80,7 +88,7 @@ impl KernelImpl for Fft {
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
         (|| {
-            config.reject_unknown_params(&["direction", "scale", "planner"])?;
+            config.reject_unknown_params(&["axis", "direction", "scale", "planner"])?;
             let Way(direction) = config
                 .parse_param("direction")?
                 .unwrap_or(Way(Direction::Forward));
@@ -88,21 +96,37 @@ impl KernelImpl for Fft {
                 .parse_param("planner")?
                 .unwrap_or(Planner(Rigor::Estimate));
             let scale = finite(config, "scale", 1.0)? as f32;
+            let rank = config.inputs().first().map_or(1, |d| d.dims().len().max(1));
+            let axis = config.parse_param::<usize>("axis")?.unwrap_or(rank - 1);
+            if axis >= rank {
+                return Err(KernelError::invalid(format!(
+                    "parameter axis is {axis}, but input 0 has {rank} axes"
+                )));
+            }
+            if axis == 0 && config.split().is_some() && rank > 1 {
+                return Err(KernelError::invalid(
+                    "cannot be split along axis 0: it is the axis transformed",
+                ));
+            }
             let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
-            let n = ports.last;
-            // Rows one launch transforms: its tile's, or the whole tensor's (a tensor of rank 1
-            // is one row, its axis 0 the last).
+            let dims = ports.input.dims();
+            let n = dims[axis] as usize;
+            let inner = dims[axis + 1..].iter().product::<u64>() as usize;
+            // Transforms one launch makes: its tile's, or the whole tensor's (a tensor of rank
+            // 1 is one, its axis 0 the one transformed).
             let tile = config.split().map_or(ports.rows, |(_, tile)| tile) as usize;
-            let rows = tile * ports.row_len / n;
-            let block_rows = (BLOCK_BYTES / (n * size_of::<Complex32>())).clamp(1, rows);
-            let block = BatchedFft::new(n, block_rows, n, direction, rigor)?;
-            let tail = match rows % block_rows {
+            let transforms = tile * ports.row_len / n;
+            let block_len = (BLOCK_BYTES / (n * size_of::<Complex32>())).clamp(1, transforms);
+            let block = BatchedFft::new(n, block_len, n, direction, rigor)?;
+            let tail = match transforms % block_len {
                 0 => None,
                 tail => Some(BatchedFft::new(n, tail, n, direction, rigor)?),
             };
             Ok(Self {
                 ports,
                 scale,
+                n,
+                inner,
                 block,
                 tail,
             })
@@ -123,30 +147,42 @@ impl KernelImpl for Fft {
             // SAFETY: the workspace is this launch's alone (the ABI's rule) and complex
             // floats are plain data; it is written before it is read.
             let ws: &mut [Complex32] = unsafe { launch.workspace_slice(self.block.buffer_len()) }?;
-            let block_floats = 2 * self.block.buffer_len();
-            for (x, y) in x.chunks(block_floats).zip(y.chunks_mut(block_floats)) {
-                let plan = if x.len() == block_floats {
+            // Transform t of the launch: column t % inner of group t / inner, each group N
+            // values along the axis, `inner` apart.
+            let (n, inner) = (self.n, self.inner);
+            let base = |t: usize| (t / inner) * n * inner + t % inner;
+            let total = x.len() / (2 * n);
+            let mut first = 0;
+            while first < total {
+                let count = (total - first).min(self.block.batch());
+                let plan = if count == self.block.batch() {
                     &self.block
                 } else {
                     self.tail
                         .as_ref()
-                        .filter(|tail| 2 * tail.buffer_len() == x.len())
+                        .filter(|tail| tail.batch() == count)
                         .ok_or_else(|| {
-                            KernelError::internal(format!(
-                                "a block of {} values has no plan",
-                                x.len() / 2
-                            ))
+                            KernelError::internal(format!("{count} transforms have no plan"))
                         })?
                 };
-                let ws = &mut ws[..x.len() / 2];
-                for (w, x) in ws.iter_mut().zip(x.chunks_exact(2)) {
-                    *w = Complex32::new(x[0], x[1]);
+                let ws = &mut ws[..count * n];
+                for (b, row) in ws.chunks_exact_mut(n).enumerate() {
+                    let base = base(first + b);
+                    for (k, w) in row.iter_mut().enumerate() {
+                        let e = 2 * (base + k * inner);
+                        *w = Complex32::new(x[e], x[e + 1]);
+                    }
                 }
                 plan.execute(ws)?;
-                for (y, w) in y.chunks_exact_mut(2).zip(ws.iter()) {
-                    y[0] = w.re * self.scale;
-                    y[1] = w.im * self.scale;
+                for (b, row) in ws.chunks_exact(n).enumerate() {
+                    let base = base(first + b);
+                    for (k, w) in row.iter().enumerate() {
+                        let e = 2 * (base + k * inner);
+                        y[e] = w.re * self.scale;
+                        y[e + 1] = w.im * self.scale;
+                    }
                 }
+                first += count;
             }
             Ok(())
         })()

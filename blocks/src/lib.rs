@@ -9,7 +9,7 @@
 //! |---------------------|------------------|----------------|---------------------------------------|
 //! | `blocks.convert`    | any number `[..]`| `cf32`, `f32`  | to single precision, times `scale`    |
 //! | `blocks.window`     | `cf32 [.., N]`   | `cf32 [.., N]` | a window along the last axis          |
-//! | `blocks.fft`        | `cf32 [.., N]`   | `cf32 [.., N]` | FFT or inverse FFT of the last axis   |
+//! | `blocks.fft`        | `cf32 [..]`      | `cf32 [..]`    | FFT or inverse FFT along one axis     |
 //! | `blocks.power`      | `cf32 [..]`      | `f32 [..]`     | `re² + im²`                           |
 //! | `blocks.magnitude`  | `cf32 [..]`      | `f32 [..]`     | `sqrt(re² + im²)`                     |
 //! | `blocks.mean`       | `f32 [M, ..]`    | `f32 [..]`     | mean over axis 0, times `scale`       |
@@ -17,8 +17,8 @@
 //!
 //! Each block's module states its parameters and its arithmetic. What they share
 //! (`layout`): ports are checked at create and again at launch; every block but the mean may
-//! be split along axis 0 in tiles that divide it, and a launch reads and writes only its
-//! tile's rows; mutable scratch lives in the runtime's workspace, so no launch allocates and
+//! be split along axis 0 in tiles that divide it (unless axis 0 is the axis it works along),
+//! and a launch reads and writes only its tile's rows; mutable scratch lives in the runtime's workspace, so no launch allocates and
 //! tiles of one state may run at once; every value is computed in double precision and
 //! rounded once, except the FFT's (FFTW, single precision).
 //!

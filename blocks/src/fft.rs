@@ -166,20 +166,33 @@ impl KernelImpl for Fft {
                         })?
                 };
                 let ws = &mut ws[..count * n];
-                for (b, row) in ws.chunks_exact_mut(n).enumerate() {
-                    let base = base(first + b);
-                    for (k, w) in row.iter_mut().enumerate() {
-                        let e = 2 * (base + k * inner);
-                        *w = Complex32::new(x[e], x[e + 1]);
+                if inner == 1 {
+                    // Along the last axis the transforms are contiguous: copy them whole.
+                    let span = 2 * first * n..2 * (first + count) * n;
+                    for (w, x) in ws.iter_mut().zip(x[span.clone()].chunks_exact(2)) {
+                        *w = Complex32::new(x[0], x[1]);
                     }
-                }
-                plan.execute(ws)?;
-                for (b, row) in ws.chunks_exact(n).enumerate() {
-                    let base = base(first + b);
-                    for (k, w) in row.iter().enumerate() {
-                        let e = 2 * (base + k * inner);
-                        y[e] = w.re * self.scale;
-                        y[e + 1] = w.im * self.scale;
+                    plan.execute(ws)?;
+                    for (y, w) in y[span].chunks_exact_mut(2).zip(ws.iter()) {
+                        y[0] = w.re * self.scale;
+                        y[1] = w.im * self.scale;
+                    }
+                } else {
+                    for (b, row) in ws.chunks_exact_mut(n).enumerate() {
+                        let base = base(first + b);
+                        for (k, w) in row.iter_mut().enumerate() {
+                            let e = 2 * (base + k * inner);
+                            *w = Complex32::new(x[e], x[e + 1]);
+                        }
+                    }
+                    plan.execute(ws)?;
+                    for (b, row) in ws.chunks_exact(n).enumerate() {
+                        let base = base(first + b);
+                        for (k, w) in row.iter().enumerate() {
+                            let e = 2 * (base + k * inner);
+                            y[e] = w.re * self.scale;
+                            y[e + 1] = w.im * self.scale;
+                        }
                     }
                 }
                 first += count;

@@ -18,7 +18,7 @@ use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
 
-use crate::layout::{PORTS, finite, named, port, tile_slices};
+use crate::layout::{PORTS, finite, port, tile_slices};
 
 /// The `blocks.beamform` state: the weights, beam-major.
 #[derive(Debug)]
@@ -59,67 +59,65 @@ impl KernelImpl for Beamform {
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        (|| {
-            config.reject_unknown_params(&["angles", "spacing"])?;
-            let angles = angles(config)?;
-            let spacing = finite(config, "spacing", 0.5)?;
-            let input = port(config.inputs(), 0, "input 0", Dtype::CF32)?;
-            let output = port(config.outputs(), 0, "output 0", Dtype::CF32)?;
-            let (dims, out) = (input.dims(), output.dims());
-            let (channels, beams) = (dims[dims.len() - 1] as usize, angles.len());
-            let leading = &dims[..dims.len() - 1];
-            let snapshots: u64 = leading.iter().product();
-            let out_snapshots: u64 = out[..out.len() - 1].iter().product();
-            if out[out.len() - 1] != beams as u64 || out_snapshots != snapshots {
-                let example: Vec<u64> = leading.iter().copied().chain([beams as u64]).collect();
+        config.reject_unknown_params(&["angles", "spacing"])?;
+        let angles = angles(config)?;
+        let spacing = finite(config, "spacing", 0.5)?;
+        let input = port(config.inputs(), 0, "input 0", Dtype::CF32)?;
+        let output = port(config.outputs(), 0, "output 0", Dtype::CF32)?;
+        let (dims, out) = (input.dims(), output.dims());
+        let (channels, beams) = (dims[dims.len() - 1] as usize, angles.len());
+        let leading = &dims[..dims.len() - 1];
+        let snapshots: u64 = leading.iter().product();
+        let out_snapshots: u64 = out[..out.len() - 1].iter().product();
+        if out[out.len() - 1] != beams as u64 || out_snapshots != snapshots {
+            let example: Vec<u64> = leading.iter().copied().chain([beams as u64]).collect();
+            return Err(KernelError::invalid(format!(
+                "output 0 must be cf32 [.., {beams}]: one value per angle ({beams}) for each \
+                 of the input's {snapshots} snapshots, e.g. {example:?}; got {}",
+                describe(&output)
+            )));
+        }
+        match config.split() {
+            None => {}
+            Some((0, _)) if dims.len() == 1 => {
                 return Err(KernelError::invalid(format!(
-                    "output 0 must be cf32 [.., {beams}]: one value per angle ({beams}) for each \
-                     of the input's {snapshots} snapshots, e.g. {example:?}; got {}",
-                    describe(&output)
+                    "cannot be split: its one axis is the channels ({})",
+                    describe(&input)
                 )));
             }
-            match config.split() {
-                None => {}
-                Some((0, _)) if dims.len() == 1 => {
-                    return Err(KernelError::invalid(format!(
-                        "cannot be split: its one axis is the channels ({})",
-                        describe(&input)
-                    )));
-                }
-                Some((0, tile)) if tile >= 1 && dims[0].is_multiple_of(tile) => {}
-                Some((axis, tile)) => {
-                    return Err(KernelError::invalid(format!(
-                        "split along axis {axis} in tiles of {tile}: only along axis 0, in \
-                         tiles that divide its {}",
-                        dims[0]
-                    )));
-                }
+            Some((0, tile)) if tile >= 1 && dims[0].is_multiple_of(tile) => {}
+            Some((axis, tile)) => {
+                return Err(KernelError::invalid(format!(
+                    "split along axis {axis} in tiles of {tile}: only along axis 0, in \
+                     tiles that divide its {}",
+                    dims[0]
+                )));
             }
-            let weights = angles
-                .iter()
-                .flat_map(|a| {
-                    let step = -std::f64::consts::TAU * spacing * a.to_radians().sin();
-                    (0..channels).map(move |c| {
-                        let (s, co) = (step * c as f64).sin_cos();
-                        (co / channels as f64, s / channels as f64)
-                    })
+        }
+        let weights = angles
+            .iter()
+            .flat_map(|a| {
+                let step = -std::f64::consts::TAU * spacing * a.to_radians().sin();
+                (0..channels).map(move |c| {
+                    let (s, co) = (step * c as f64).sin_cos();
+                    (co / channels as f64, s / channels as f64)
                 })
-                .collect();
-            let rows = if dims.len() == 1 { 1 } else { dims[0] };
-            Ok(Self {
-                input,
-                output,
-                rows,
-                // Sizes were checked to be addressable.
-                snapshots: (snapshots / rows) as usize,
-                channels,
-                beams,
-                weights,
             })
-        })()
-        .map_err(|e| named(Self::NAME, e))
+            .collect();
+        let rows = if dims.len() == 1 { 1 } else { dims[0] };
+        Ok(Self {
+            input,
+            output,
+            rows,
+            // Sizes were checked to be addressable.
+            snapshots: (snapshots / rows) as usize,
+            channels,
+            beams,
+            weights,
+        })
     }
 
     fn workspace_bytes(&self) -> u64 {
@@ -127,56 +125,53 @@ impl KernelImpl for Beamform {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        (|| {
-            let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
-            let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
-            let tile = launch.tile();
-            // A rank-1 input is one snapshot: its tile is the channels, taken whole.
-            let (begin, end) = if self.input.dims().len() == 1 {
-                (0, 1)
-            } else {
-                match tile.begin.checked_add(tile.count) {
-                    Some(end) if end <= self.rows => (tile.begin as usize, end as usize),
-                    _ => {
-                        return Err(KernelError::invalid(format!(
-                            "tile [{}, +{}) is outside the {} indices of axis 0",
-                            tile.begin, tile.count, self.rows
-                        )));
-                    }
-                }
-            };
-            let snapshots = begin * self.snapshots..end * self.snapshots;
-            // SAFETY: the tile's snapshots of the input are complete and its rows of the output
-            // this launch's alone (the runtime's rule for tiles). Each snapshot is C complex
-            // values in and B out: the element range is in snapshots, scaled per side.
-            let (x, y) = unsafe {
-                tile_slices::<f32, f32>(
-                    input,
-                    output,
-                    snapshots,
-                    (2 * self.channels, 2 * self.beams),
-                )?
-            };
-            for (x, y) in x
-                .chunks_exact(2 * self.channels)
-                .zip(y.chunks_exact_mut(2 * self.beams))
-            {
-                for (y, w) in y
-                    .chunks_exact_mut(2)
-                    .zip(self.weights.chunks_exact(self.channels))
-                {
-                    let (mut re, mut im) = (0.0, 0.0);
-                    for (x, &(wr, wi)) in x.chunks_exact(2).zip(w) {
-                        let (xr, xi) = (f64::from(x[0]), f64::from(x[1]));
-                        re += wr * xr - wi * xi;
-                        im += wr * xi + wi * xr;
-                    }
-                    y[0] = re as f32;
-                    y[1] = im as f32;
+        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
+        let tile = launch.tile();
+        // A rank-1 input is one snapshot: its tile is the channels, taken whole.
+        let (begin, end) = if self.input.dims().len() == 1 {
+            (0, 1)
+        } else {
+            match tile.begin.checked_add(tile.count) {
+                Some(end) if end <= self.rows => (tile.begin as usize, end as usize),
+                _ => {
+                    return Err(KernelError::invalid(format!(
+                        "tile [{}, +{}) is outside the {} indices of axis 0",
+                        tile.begin, tile.count, self.rows
+                    )));
                 }
             }
-            Ok(())
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        };
+        let snapshots = begin * self.snapshots..end * self.snapshots;
+        // SAFETY: the tile's snapshots of the input are complete and its rows of the output
+        // this launch's alone (the runtime's rule for tiles). Each snapshot is C complex
+        // values in and B out: the element range is in snapshots, scaled per side.
+        let (x, y) = unsafe {
+            tile_slices::<f32, f32>(
+                input,
+                output,
+                snapshots,
+                (2 * self.channels, 2 * self.beams),
+            )?
+        };
+        for (x, y) in x
+            .chunks_exact(2 * self.channels)
+            .zip(y.chunks_exact_mut(2 * self.beams))
+        {
+            for (y, w) in y
+                .chunks_exact_mut(2)
+                .zip(self.weights.chunks_exact(self.channels))
+            {
+                let (mut re, mut im) = (0.0, 0.0);
+                for (x, &(wr, wi)) in x.chunks_exact(2).zip(w) {
+                    let (xr, xi) = (f64::from(x[0]), f64::from(x[1]));
+                    re += wr * xr - wi * xi;
+                    im += wr * xi + wi * xr;
+                }
+                y[0] = re as f32;
+                y[1] = im as f32;
+            }
+        }
+        Ok(())
     }
 }

@@ -15,7 +15,7 @@ use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, Element, MemorySpace, Scalar, Tensor};
 
-use crate::layout::{Rows, finite, named, tile_slices};
+use crate::layout::{Rows, finite, tile_slices};
 
 /// The `blocks.convert` state.
 #[derive(Debug)]
@@ -61,39 +61,37 @@ impl KernelImpl for Convert {
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        (|| {
-            config.reject_unknown_params(&["scale"])?;
-            let input = config
-                .inputs()
-                .first()
-                .ok_or_else(|| KernelError::invalid("input 0 is missing"))?;
-            let from = input.dtype.element().ok_or_else(|| {
-                KernelError::invalid(format!(
-                    "input 0 must be numbers (ci8, ci16, cf16, cf32, cf64, i8, i16, i32, f16, f32 \
-                     or f64), got {}",
+        config.reject_unknown_params(&["scale"])?;
+        let input = config
+            .inputs()
+            .first()
+            .ok_or_else(|| KernelError::invalid("input 0 is missing"))?;
+        let from = input.dtype.element().ok_or_else(|| {
+            KernelError::invalid(format!(
+                "input 0 must be numbers (ci8, ci16, cf16, cf32, cf64, i8, i16, i32, f16, f32 \
+                 or f64), got {}",
+                describe(input)
+            ))
+        })?;
+        let to = match config.outputs().first().map(|d| d.dtype) {
+            Some(Dtype::F32) if from.complex => {
+                return Err(KernelError::invalid(format!(
+                    "output 0 must be cf32: input 0 is complex ({})",
                     describe(input)
-                ))
-            })?;
-            let to = match config.outputs().first().map(|d| d.dtype) {
-                Some(Dtype::F32) if from.complex => {
-                    return Err(KernelError::invalid(format!(
-                        "output 0 must be cf32: input 0 is complex ({})",
-                        describe(input)
-                    )));
-                }
-                Some(Dtype::F32) => Dtype::F32,
-                _ => Dtype::CF32,
-            };
-            Ok(Self {
-                ports: Rows::check(config, input.dtype, to, false)?,
-                from,
-                complex: to == Dtype::CF32,
-                scale: finite(config, "scale", 1.0)?,
-            })
-        })()
-        .map_err(|e| named(Self::NAME, e))
+                )));
+            }
+            Some(Dtype::F32) => Dtype::F32,
+            _ => Dtype::CF32,
+        };
+        Ok(Self {
+            ports: Rows::check(config, input.dtype, to, false)?,
+            from,
+            complex: to == Dtype::CF32,
+            scale: finite(config, "scale", 1.0)?,
+        })
     }
 
     fn workspace_bytes(&self) -> u64 {
@@ -101,18 +99,15 @@ impl KernelImpl for Convert {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        (|| {
-            let (input, output) = self.ports.tensors(launch)?;
-            let elements = self.ports.elements(launch.tile())?;
-            match self.from.scalar {
-                Scalar::I8 => self.convert::<i8>(input, output, elements),
-                Scalar::I16 => self.convert::<i16>(input, output, elements),
-                Scalar::I32 => self.convert::<i32>(input, output, elements),
-                Scalar::F16 => self.convert::<f16>(input, output, elements),
-                Scalar::F32 => self.convert::<f32>(input, output, elements),
-                Scalar::F64 => self.convert::<f64>(input, output, elements),
-            }
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        let (input, output) = self.ports.tensors(launch)?;
+        let elements = self.ports.elements(launch.tile())?;
+        match self.from.scalar {
+            Scalar::I8 => self.convert::<i8>(input, output, elements),
+            Scalar::I16 => self.convert::<i16>(input, output, elements),
+            Scalar::I32 => self.convert::<i32>(input, output, elements),
+            Scalar::F16 => self.convert::<f16>(input, output, elements),
+            Scalar::F32 => self.convert::<f32>(input, output, elements),
+            Scalar::F64 => self.convert::<f64>(input, output, elements),
+        }
     }
 }

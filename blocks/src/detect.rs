@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, MemorySpace};
 
-use crate::layout::{Rows, named, tile_slices};
+use crate::layout::{Rows, tile_slices};
 
 /// What a detector computes of each complex value.
 pub trait Law: Send + Sync + 'static {
@@ -61,16 +61,14 @@ impl<L: Law> KernelImpl for Detect<L> {
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        (|| {
-            config.reject_unknown_params(&[])?;
-            Ok(Self {
-                ports: Rows::check(config, Dtype::CF32, Dtype::F32, false)?,
-                law: PhantomData,
-            })
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        config.reject_unknown_params(&[])?;
+        Ok(Self {
+            ports: Rows::check(config, Dtype::CF32, Dtype::F32, false)?,
+            law: PhantomData,
+        })
     }
 
     fn workspace_bytes(&self) -> u64 {
@@ -78,16 +76,13 @@ impl<L: Law> KernelImpl for Detect<L> {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        (|| {
-            let (input, output) = self.ports.tensors(launch)?;
-            let elements = self.ports.elements(launch.tile())?;
-            // SAFETY: as every tile: its input rows are complete, its output rows its own.
-            let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 1))? };
-            for (y, x) in y.iter_mut().zip(x.chunks_exact(2)) {
-                *y = L::of(f64::from(x[0]), f64::from(x[1])) as f32;
-            }
-            Ok(())
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        let (input, output) = self.ports.tensors(launch)?;
+        let elements = self.ports.elements(launch.tile())?;
+        // SAFETY: as every tile: its input rows are complete, its output rows its own.
+        let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 1))? };
+        for (y, x) in y.iter_mut().zip(x.chunks_exact(2)) {
+            *y = L::of(f64::from(x[0]), f64::from(x[1])) as f32;
+        }
+        Ok(())
     }
 }

@@ -22,7 +22,7 @@ use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, MemorySpace};
 use kplace_fftw::{BatchedFft, Complex32, Direction, Rigor};
 
-use crate::layout::{Rows, finite, named, tile_slices};
+use crate::layout::{Rows, finite, tile_slices};
 
 /// Target workspace bytes per block of rows.
 const BLOCK_BYTES: usize = 64 * 1024;
@@ -85,53 +85,51 @@ impl KernelImpl for Fft {
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        (|| {
-            config.reject_unknown_params(&["axis", "direction", "scale", "planner"])?;
-            let Way(direction) = config
-                .parse_param("direction")?
-                .unwrap_or(Way(Direction::Forward));
-            let Planner(rigor) = config
-                .parse_param("planner")?
-                .unwrap_or(Planner(Rigor::Estimate));
-            let scale = finite(config, "scale", 1.0)? as f32;
-            let rank = config.inputs().first().map_or(1, |d| d.dims().len().max(1));
-            let axis = config.parse_param::<usize>("axis")?.unwrap_or(rank - 1);
-            if axis >= rank {
-                return Err(KernelError::invalid(format!(
-                    "parameter axis is {axis}, but input 0 has {rank} axes"
-                )));
-            }
-            if axis == 0 && config.split().is_some() && rank > 1 {
-                return Err(KernelError::invalid(
-                    "cannot be split along axis 0: it is the axis transformed",
-                ));
-            }
-            let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
-            let dims = ports.input.dims();
-            let n = dims[axis] as usize;
-            let inner = dims[axis + 1..].iter().product::<u64>() as usize;
-            // Transforms one launch makes: its tile's, or the whole tensor's (a tensor of rank
-            // 1 is one, its axis 0 the one transformed).
-            let tile = config.split().map_or(ports.rows, |(_, tile)| tile) as usize;
-            let transforms = tile * ports.row_len / n;
-            let block_len = (BLOCK_BYTES / (n * size_of::<Complex32>())).clamp(1, transforms);
-            let block = BatchedFft::new(n, block_len, n, direction, rigor)?;
-            let tail = match transforms % block_len {
-                0 => None,
-                tail => Some(BatchedFft::new(n, tail, n, direction, rigor)?),
-            };
-            Ok(Self {
-                ports,
-                scale,
-                n,
-                inner,
-                block,
-                tail,
-            })
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        config.reject_unknown_params(&["axis", "direction", "scale", "planner"])?;
+        let Way(direction) = config
+            .parse_param("direction")?
+            .unwrap_or(Way(Direction::Forward));
+        let Planner(rigor) = config
+            .parse_param("planner")?
+            .unwrap_or(Planner(Rigor::Estimate));
+        let scale = finite(config, "scale", 1.0)? as f32;
+        let rank = config.inputs().first().map_or(1, |d| d.dims().len().max(1));
+        let axis = config.parse_param::<usize>("axis")?.unwrap_or(rank - 1);
+        if axis >= rank {
+            return Err(KernelError::invalid(format!(
+                "parameter axis is {axis}, but input 0 has {rank} axes"
+            )));
+        }
+        if axis == 0 && config.split().is_some() && rank > 1 {
+            return Err(KernelError::invalid(
+                "cannot be split along axis 0: it is the axis transformed",
+            ));
+        }
+        let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
+        let dims = ports.input.dims();
+        let n = dims[axis] as usize;
+        let inner = dims[axis + 1..].iter().product::<u64>() as usize;
+        // Transforms one launch makes: its tile's, or the whole tensor's (a tensor of rank
+        // 1 is one, its axis 0 the one transformed).
+        let tile = config.split().map_or(ports.rows, |(_, tile)| tile) as usize;
+        let transforms = tile * ports.row_len / n;
+        let block_len = (BLOCK_BYTES / (n * size_of::<Complex32>())).clamp(1, transforms);
+        let block = BatchedFft::new(n, block_len, n, direction, rigor)?;
+        let tail = match transforms % block_len {
+            0 => None,
+            tail => Some(BatchedFft::new(n, tail, n, direction, rigor)?),
+        };
+        Ok(Self {
+            ports,
+            scale,
+            n,
+            inner,
+            block,
+            tail,
+        })
     }
 
     fn workspace_bytes(&self) -> u64 {
@@ -139,66 +137,63 @@ impl KernelImpl for Fft {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        (|| {
-            let (input, output) = self.ports.tensors(launch)?;
-            let elements = self.ports.elements(launch.tile())?;
-            // SAFETY: as every tile: its input rows are complete, its output rows its own.
-            let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 2))? };
-            // SAFETY: the workspace is this launch's alone (the ABI's rule) and complex
-            // floats are plain data; it is written before it is read.
-            let ws: &mut [Complex32] = unsafe { launch.workspace_slice(self.block.buffer_len()) }?;
-            // Transform t of the launch: column t % inner of group t / inner, each group N
-            // values along the axis, `inner` apart.
-            let (n, inner) = (self.n, self.inner);
-            let base = |t: usize| (t / inner) * n * inner + t % inner;
-            let total = x.len() / (2 * n);
-            let mut first = 0;
-            while first < total {
-                let count = (total - first).min(self.block.batch());
-                let plan = if count == self.block.batch() {
-                    &self.block
-                } else {
-                    self.tail
-                        .as_ref()
-                        .filter(|tail| tail.batch() == count)
-                        .ok_or_else(|| {
-                            KernelError::internal(format!("{count} transforms have no plan"))
-                        })?
-                };
-                let ws = &mut ws[..count * n];
-                if inner == 1 {
-                    // Along the last axis the transforms are contiguous: copy them whole.
-                    let span = 2 * first * n..2 * (first + count) * n;
-                    for (w, x) in ws.iter_mut().zip(x[span.clone()].chunks_exact(2)) {
-                        *w = Complex32::new(x[0], x[1]);
-                    }
-                    plan.execute(ws)?;
-                    for (y, w) in y[span].chunks_exact_mut(2).zip(ws.iter()) {
-                        y[0] = w.re * self.scale;
-                        y[1] = w.im * self.scale;
-                    }
-                } else {
-                    for (b, row) in ws.chunks_exact_mut(n).enumerate() {
-                        let base = base(first + b);
-                        for (k, w) in row.iter_mut().enumerate() {
-                            let e = 2 * (base + k * inner);
-                            *w = Complex32::new(x[e], x[e + 1]);
-                        }
-                    }
-                    plan.execute(ws)?;
-                    for (b, row) in ws.chunks_exact(n).enumerate() {
-                        let base = base(first + b);
-                        for (k, w) in row.iter().enumerate() {
-                            let e = 2 * (base + k * inner);
-                            y[e] = w.re * self.scale;
-                            y[e + 1] = w.im * self.scale;
-                        }
+        let (input, output) = self.ports.tensors(launch)?;
+        let elements = self.ports.elements(launch.tile())?;
+        // SAFETY: as every tile: its input rows are complete, its output rows its own.
+        let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 2))? };
+        // SAFETY: the workspace is this launch's alone (the ABI's rule) and complex
+        // floats are plain data; it is written before it is read.
+        let ws: &mut [Complex32] = unsafe { launch.workspace_slice(self.block.buffer_len()) }?;
+        // Transform t of the launch: column t % inner of group t / inner, each group N
+        // values along the axis, `inner` apart.
+        let (n, inner) = (self.n, self.inner);
+        let base = |t: usize| (t / inner) * n * inner + t % inner;
+        let total = x.len() / (2 * n);
+        let mut first = 0;
+        while first < total {
+            let count = (total - first).min(self.block.batch());
+            let plan = if count == self.block.batch() {
+                &self.block
+            } else {
+                self.tail
+                    .as_ref()
+                    .filter(|tail| tail.batch() == count)
+                    .ok_or_else(|| {
+                        KernelError::internal(format!("{count} transforms have no plan"))
+                    })?
+            };
+            let ws = &mut ws[..count * n];
+            if inner == 1 {
+                // Along the last axis the transforms are contiguous: copy them whole.
+                let span = 2 * first * n..2 * (first + count) * n;
+                for (w, x) in ws.iter_mut().zip(x[span.clone()].chunks_exact(2)) {
+                    *w = Complex32::new(x[0], x[1]);
+                }
+                plan.execute(ws)?;
+                for (y, w) in y[span].chunks_exact_mut(2).zip(ws.iter()) {
+                    y[0] = w.re * self.scale;
+                    y[1] = w.im * self.scale;
+                }
+            } else {
+                for (b, row) in ws.chunks_exact_mut(n).enumerate() {
+                    let base = base(first + b);
+                    for (k, w) in row.iter_mut().enumerate() {
+                        let e = 2 * (base + k * inner);
+                        *w = Complex32::new(x[e], x[e + 1]);
                     }
                 }
-                first += count;
+                plan.execute(ws)?;
+                for (b, row) in ws.chunks_exact(n).enumerate() {
+                    let base = base(first + b);
+                    for (k, w) in row.iter().enumerate() {
+                        let e = 2 * (base + k * inner);
+                        y[e] = w.re * self.scale;
+                        y[e + 1] = w.im * self.scale;
+                    }
+                }
             }
-            Ok(())
-        })()
-        .map_err(|e| named(Self::NAME, e))
+            first += count;
+        }
+        Ok(())
     }
 }

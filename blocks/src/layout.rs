@@ -6,7 +6,6 @@
 //! covers the same elements of both ports, so tiles write disjoint parts of the output and
 //! read only their own part of the input.
 
-use std::ffi::CStr;
 use std::ops::Range;
 
 use kplace_abi::export::ports::{Ports, describe};
@@ -19,14 +18,6 @@ pub(crate) const PORTS: Ports = Ports {
     data_align: align_of::<f32>(),
     u32_cells: false,
 };
-
-/// `error` with the block's name in front, as every message of this library starts.
-pub(crate) fn named(name: &CStr, error: KernelError) -> KernelError {
-    KernelError {
-        message: format!("{}: {}", name.to_string_lossy(), error.message),
-        ..error
-    }
-}
 
 /// Checks port `index` of `ports` (`what`): `dtype`, host memory, no empty dimension, enough
 /// bytes. Any rank the ABI allows.

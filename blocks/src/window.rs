@@ -14,7 +14,7 @@ use std::str::FromStr;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, MemorySpace};
 
-use crate::layout::{Rows, named, tile_slices};
+use crate::layout::{Rows, tile_slices};
 
 /// A window's shape.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,18 +73,16 @@ impl KernelImpl for Window {
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
     const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        (|| {
-            config.reject_unknown_params(&["window"])?;
-            let shape: Shape = config.parse_param("window")?.unwrap_or_default();
-            let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
-            Ok(Self {
-                coefficients: shape.coefficients(ports.last),
-                ports,
-            })
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        config.reject_unknown_params(&["window"])?;
+        let shape: Shape = config.parse_param("window")?.unwrap_or_default();
+        let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
+        Ok(Self {
+            coefficients: shape.coefficients(ports.last),
+            ports,
+        })
     }
 
     fn workspace_bytes(&self) -> u64 {
@@ -92,24 +90,21 @@ impl KernelImpl for Window {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        (|| {
-            let (input, output) = self.ports.tensors(launch)?;
-            let elements = self.ports.elements(launch.tile())?;
-            // SAFETY: as every tile: its input rows are complete, its output rows its own.
-            let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 2))? };
-            let row = 2 * self.ports.last;
-            for (y, x) in y.chunks_exact_mut(row).zip(x.chunks_exact(row)) {
-                for ((y, x), &w) in y
-                    .chunks_exact_mut(2)
-                    .zip(x.chunks_exact(2))
-                    .zip(&self.coefficients)
-                {
-                    y[0] = (f64::from(x[0]) * w) as f32;
-                    y[1] = (f64::from(x[1]) * w) as f32;
-                }
+        let (input, output) = self.ports.tensors(launch)?;
+        let elements = self.ports.elements(launch.tile())?;
+        // SAFETY: as every tile: its input rows are complete, its output rows its own.
+        let (x, y) = unsafe { tile_slices::<f32, f32>(input, output, elements, (2, 2))? };
+        let row = 2 * self.ports.last;
+        for (y, x) in y.chunks_exact_mut(row).zip(x.chunks_exact(row)) {
+            for ((y, x), &w) in y
+                .chunks_exact_mut(2)
+                .zip(x.chunks_exact(2))
+                .zip(&self.coefficients)
+            {
+                y[0] = (f64::from(x[0]) * w) as f32;
+                y[1] = (f64::from(x[1]) * w) as f32;
             }
-            Ok(())
-        })()
-        .map_err(|e| named(Self::NAME, e))
+        }
+        Ok(())
     }
 }

@@ -77,6 +77,9 @@ pub trait KernelImpl: Sized + Send + Sync + 'static {
     const N_INPUTS: u32;
     /// Outputs it writes.
     const N_OUTPUTS: u32;
+    /// Whether the exported functions start every error message with the kernel's name
+    /// (`blocks.fft: ...`), for kernels whose own messages do not say which kernel failed.
+    const NAMES_ITS_ERRORS: bool = false;
 
     /// Validates the configuration and builds a state.
     fn create(config: &Config<'_>) -> Result<Self, KernelError>;
@@ -160,16 +163,19 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs `body`, turning an error or a panic into a status plus text.
-unsafe fn guarded(
+unsafe fn guarded<K: KernelImpl>(
     error: *mut c_char,
     error_len: usize,
     body: impl FnOnce() -> Result<(), KernelError>,
 ) -> Status {
-    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+    let mut failure = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return Status::OK,
         Ok(Err(e)) => e,
         Err(payload) => KernelError::internal(panic_message(payload.as_ref())),
     };
+    if K::NAMES_ITS_ERRORS {
+        failure.message = format!("{}: {}", K::NAME.to_string_lossy(), failure.message);
+    }
     // SAFETY: forwarded from the caller's contract.
     unsafe { write_error(error, error_len, &failure.message) };
     failure.status
@@ -183,7 +189,7 @@ unsafe extern "C" fn create_shim<K: KernelImpl>(
 ) -> Status {
     // SAFETY: the runtime passes a valid config, state slot and error buffer (ABI contract).
     unsafe {
-        guarded(error, error_len, || {
+        guarded::<K>(error, error_len, || {
             if config.is_null() || state.is_null() {
                 return Err(KernelError::invalid(
                     "create called with a null config or state",
@@ -218,7 +224,7 @@ unsafe extern "C" fn launch_shim<K: KernelImpl>(
 ) -> Status {
     // SAFETY: the runtime passes a state from create_shim::<K>, valid args and error buffer.
     unsafe {
-        guarded(error, error_len, || {
+        guarded::<K>(error, error_len, || {
             if state.is_null() || args.is_null() {
                 return Err(KernelError::invalid(
                     "launch called with a null state or args",

@@ -451,24 +451,11 @@ pub fn write(
 mod tests {
     use super::*;
     use crate::model::graph::Overrides;
-    use crate::workload::synthesis::{Synthesis, Tone, synthesize};
+    use crate::workload::synthesis::synthesize;
+    use crate::workload::synthesis::tests::tones;
 
     fn graph(dtype: &str) -> Graph {
-        let text = format!(
-            "name: g\ndims: {{N: 8, M: 4}}\nsource: {{tensor: x, packet_axis: 0}}\n\
-             tensors:\n  - {{name: x, dtype: {dtype}, shape: [M, N]}}\n  - {{name: y, dtype: f32, shape: [M, N]}}\n\
-             stages:\n  - {{name: s, kernel: k, inputs: [x], outputs: [y]}}\nsinks: [y]\n"
-        );
-        Graph::parse(&text, Path::new("g.yaml"), &Overrides::default()).unwrap()
-    }
-
-    fn tones() -> Synthesis {
-        Synthesis {
-            tones: vec![Tone::new(0.125, 0.5), Tone::new(-0.25, 0.25)],
-            noise: 0.0,
-            seed: 1,
-            sample_rate: 1e6,
-        }
+        crate::workload::synthesis::tests::graph(dtype, "")
     }
 
     #[test]

@@ -193,13 +193,15 @@ pub fn synthesize(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use super::*;
     use crate::model::graph::Overrides;
 
-    fn graph(dtype: &str, source: &str) -> Graph {
+    /// A graph of one stage whose source `x` is `dtype [4, 8]`, `source` added to its source
+    /// line (`, channel_axis: 1`); the recording tests use it too.
+    pub(crate) fn graph(dtype: &str, source: &str) -> Graph {
         let text = format!(
             "name: g\ndims: {{N: 8, M: 4}}\nsource: {{tensor: x, packet_axis: 0{source}}}\n\
              tensors:\n  - {{name: x, dtype: {dtype}, shape: [M, N]}}\n  - {{name: y, dtype: f32, shape: [M, N]}}\n\
@@ -208,7 +210,8 @@ mod tests {
         Graph::parse(&text, Path::new("g.yaml"), &Overrides::default()).unwrap()
     }
 
-    fn tones() -> Synthesis {
+    /// Two noiseless tones at 1 MS/s.
+    pub(crate) fn tones() -> Synthesis {
         Synthesis {
             tones: vec![Tone::new(0.125, 0.5), Tone::new(-0.25, 0.25)],
             noise: 0.0,

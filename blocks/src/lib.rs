@@ -14,13 +14,16 @@
 //! | `blocks.magnitude`  | `cf32 [..]`      | `f32 [..]`     | `sqrt(re² + im²)`                     |
 //! | `blocks.mean`       | `f32 [M, ..]`    | `f32 [..]`     | mean over axis 0, times `scale`       |
 //! | `blocks.beamform`   | `cf32 [.., C]`   | `cf32 [.., B]` | delay-and-sum beams at given angles   |
+//! | `blocks.fir`        | `cf32`/`f32 [..]`| same dtype     | decimating FIR over the whole stream  |
 //!
 //! Each block's module states its parameters and its arithmetic. What they share
 //! (`layout`): ports are checked at create and again at launch; every block but the mean may
 //! be split along axis 0 in tiles that divide it (unless axis 0 is the axis it works along),
 //! and a launch reads and writes only its tile's rows; mutable scratch lives in the runtime's workspace, so no launch allocates and
 //! tiles of one state may run at once; every value is computed in double precision and
-//! rounded once, except the FFT's (FFTW, single precision).
+//! rounded once, except the FFT's (FFTW, single precision) and the FIR's (single precision,
+//! in a stated order). The FIR is stateful: it carries each lane's history from frame to frame
+//! in the carry the runtime keeps (ABI version 2), so its stage runs whole, one frame at a time.
 //!
 //! Built as an `rlib`, the blocks are plain Rust types implementing
 //! [`kplace_abi::export::KernelImpl`].
@@ -31,6 +34,7 @@ pub mod beamform;
 pub mod convert;
 pub mod detect;
 pub mod fft;
+pub mod fir;
 mod layout;
 pub mod mean;
 pub mod window;
@@ -39,10 +43,11 @@ pub use beamform::Beamform;
 pub use convert::Convert;
 pub use detect::{Magnitude, Power};
 pub use fft::Fft;
+pub use fir::Fir;
 pub use mean::Mean;
 pub use window::Window;
 
 kplace_abi::export_library!(
     c"kplace-blocks",
-    [Convert, Window, Fft, Power, Magnitude, Mean, Beamform]
+    [Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir]
 );

@@ -46,19 +46,30 @@ fn random_complex(seed: u64, dims: &[u64]) -> (Buffer, Vec<Complex<f64>>) {
 }
 
 #[test]
-fn the_table_lists_seven_cpu_blocks() {
+fn the_table_lists_eight_cpu_blocks() {
     let lib = blocks();
     assert_eq!(lib.table.abi_version, ABI_VERSION);
     assert_eq!(text(lib.table.name), "kplace-blocks");
     let names: Vec<&str> = lib.kernels().iter().map(|k| text(k.name)).collect();
     assert_eq!(
         names,
-        [CONVERT, WINDOW, FFT, POWER, MAGNITUDE, MEAN, BEAMFORM]
+        [
+            CONVERT,
+            WINDOW,
+            FFT,
+            POWER,
+            MAGNITUDE,
+            MEAN,
+            BEAMFORM,
+            "blocks.fir"
+        ]
     );
     for k in lib.kernels() {
         assert_eq!(k.device, DeviceKind::CPU, "{}", text(k.name));
         assert_eq!(k.memory, MemorySpace::HOST, "{}", text(k.name));
         assert_eq!((k.n_inputs, k.n_outputs), (1, 1), "{}", text(k.name));
+        let stateful = k.flags.contains(kplace_abi::KernelFlags::STATEFUL);
+        assert_eq!(stateful, text(k.name) == "blocks.fir", "{}", text(k.name));
     }
 }
 

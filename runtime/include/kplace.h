@@ -14,6 +14,9 @@
  *    whose size the kernel states once after create, and which the runtime owns.
  *  - launch may be called concurrently on one state for disjoint tiles of a split stage, so a
  *    kernel keeps every mutable scratch byte in the workspace, never in its state.
+ *  - A stateful kernel (version 2: KPLACE_KERNEL_STATEFUL) keeps what it carries from one frame
+ *    to the next in the carry the runtime gives each launch, never in its state: the runtime
+ *    runs such a stage's launches one frame at a time, in the order frames began.
  *  - A CPU kernel runs to completion on the calling thread. A CUDA kernel only enqueues work on
  *    the stream it is given and returns; it never synchronizes. CUDA kernels run in the
  *    device's primary context, which the runtime makes current before create and launch.
@@ -28,8 +31,12 @@
 extern "C" {
 #endif
 
-/* The ABI version this header describes. A library built against another version is refused. */
-#define KPLACE_ABI_VERSION 1u
+/* The ABI version this header describes. The runtime loads libraries built against any version
+ * from KPLACE_ABI_MIN_VERSION to this one, and refuses others. Version 2 appended fields to
+ * kplace_kernel (flags, carry_bytes) and kplace_launch_args (the carry and the frame's
+ * number); a version 1 table keeps the shorter kplace_kernel_v1 layout. */
+#define KPLACE_ABI_VERSION 2u
+#define KPLACE_ABI_MIN_VERSION 1u
 
 /* The symbol every kernel library exports: `const kplace_library *kplace_library_entry(void)`. */
 #define KPLACE_ENTRY_SYMBOL "kplace_library_entry"
@@ -142,6 +149,10 @@ typedef struct kplace_tile {
     uint64_t count;
 } kplace_tile;
 
+/* kplace_launch_args.carry_flags (version 2). */
+#define KPLACE_CARRY_FRESH 1u /* the carry is all zeros: the stream began, restarted, or a frame
+                                 was lost under KPLACE_KERNEL_RESET_ON_GAP */
+
 /* Everything one launch needs. */
 typedef struct kplace_launch_args {
     const kplace_tensor *inputs;
@@ -152,7 +163,23 @@ typedef struct kplace_launch_args {
     uint64_t workspace_bytes;
     void *stream;             /* a CUstream for CUDA kernels; NULL for CPU kernels */
     kplace_tile tile;         /* the whole axis when the stage is not split */
+    /* Version 2. A version 1 library reads only the fields above. */
+    void *carry;              /* a stateful kernel's carry_bytes bytes, 64-byte aligned, in the
+                                 kernel's memory, kept from the stage's previous frame; NULL
+                                 for a stateless kernel */
+    uint64_t carry_bytes;
+    uint64_t frame;           /* the frame's number as the source gave it */
+    uint64_t frames_missing;  /* frames lost since the carry's previous launch (0 after a reset) */
+    uint32_t carry_flags;     /* KPLACE_CARRY_* */
+    uint32_t reserved2;
 } kplace_launch_args;
+
+/* kplace_kernel.flags (version 2). */
+#define KPLACE_KERNEL_STATEFUL 1u     /* carries state across frames (see carry_bytes) */
+#define KPLACE_KERNEL_RESET_ON_GAP 2u /* after lost frames the runtime zeroes the carry and sets
+                                         KPLACE_CARRY_FRESH; without it the carry is kept and
+                                         frames_missing says how many frames to account for
+                                         (a FIR zero-fills them) */
 
 /* One kernel a library offers. */
 typedef struct kplace_kernel {
@@ -171,14 +198,35 @@ typedef struct kplace_kernel {
                             size_t error_len);
     /* Release a state from create. Never fails; NULL is a no-op. */
     void (*destroy)(void *state);
+    /* Version 2. */
+    uint32_t flags;            /* KPLACE_KERNEL_* */
+    uint32_t reserved;
+    /* Bytes a stateful kernel carries from frame to frame (NULL or 0: stateless). The runtime
+     * owns them, one carry per stage and pipeline, zeroed at the start of the stream. */
+    uint64_t (*carry_bytes)(const void *state);
 } kplace_kernel;
+
+/* A version 1 library's table entry: kplace_kernel up to destroy. */
+typedef struct kplace_kernel_v1 {
+    const char *name;
+    kplace_device_kind device;
+    kplace_memory_space memory;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    kplace_status (*create)(const kplace_kernel_config *config, void **state, char *error,
+                            size_t error_len);
+    uint64_t (*workspace_bytes)(const void *state);
+    kplace_status (*launch)(void *state, const kplace_launch_args *args, char *error,
+                            size_t error_len);
+    void (*destroy)(void *state);
+} kplace_kernel_v1;
 
 /* The table a library's entry symbol returns. abi_version must stay the first field. */
 typedef struct kplace_library {
     uint32_t abi_version; /* KPLACE_ABI_VERSION the library was built against */
     uint32_t n_kernels;
     const char *name;     /* the library's name, for messages and plans */
-    const kplace_kernel *kernels;
+    const kplace_kernel *kernels; /* kplace_kernel_v1 entries when abi_version is 1 */
 } kplace_library;
 
 typedef const kplace_library *(*kplace_library_entry_fn)(void);

@@ -2,7 +2,9 @@
 //!
 //! This module is the only place that crosses the C ABI of `kplace.h`. [`KernelLibrary::load`]
 //! refuses a path that is not a regular file (before the loader opens it: a FIFO would block),
-//! a library whose ABI version differs, whose entry symbol is missing, or whose table
+//! a library built for an ABI version this runtime does not load (it loads versions
+//! [`ABI_MIN_VERSION`] to [`ABI_VERSION`], reading a version 1 table with its shorter entries),
+//! whose entry symbol is missing, or whose table
 //! is malformed (null names, missing functions, a kernel named twice for one device kind), each with a message
 //! naming the file. A [`KernelState`] owns one `create`d state and destroys it on drop; it keeps
 //! its library loaded for as long as it lives.
@@ -12,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kplace_abi::{
-    ABI_VERSION, DeviceKind, ENTRY_SYMBOL, EntryFn, Kernel, KernelConfig, LaunchArgs, MemorySpace,
-    Param, SPLIT_NONE, Status, Tensor, TensorDesc, Tile,
+    ABI_MIN_VERSION, ABI_VERSION, CarryFlags, DeviceKind, ENTRY_SYMBOL, EntryFn, Kernel,
+    KernelConfig, KernelFlags, KernelV1, LaunchArgs, MemorySpace, Param, SPLIT_NONE, Status,
+    Tensor, TensorDesc, Tile,
 };
 
 /// Room for a kernel's error text; longer text is truncated by the kernel.
@@ -61,7 +64,7 @@ pub enum PluginError {
     },
     /// The library was built against another ABI version.
     #[error(
-        "kernel library {} was built for kplace ABI version {found}, but this kplace speaks version {ABI_VERSION}; rebuild it against this kplace.h",
+        "kernel library {} was built for kplace ABI version {found}, but this kplace loads versions {ABI_MIN_VERSION} to {ABI_VERSION}; rebuild it against this kplace.h",
         path.display()
     )]
     AbiVersion {
@@ -149,7 +152,16 @@ pub struct KernelInfo {
     pub n_inputs: u32,
     /// Outputs it writes.
     pub n_outputs: u32,
+    /// What it declares (stateless for a version 1 library).
+    pub flags: KernelFlags,
     functions: Functions,
+}
+
+impl KernelInfo {
+    /// Whether it carries state across frames.
+    pub fn is_stateful(&self) -> bool {
+        self.flags.contains(KernelFlags::STATEFUL)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -158,6 +170,7 @@ struct Functions {
     workspace_bytes: kplace_abi::WorkspaceBytesFn,
     launch: kplace_abi::LaunchFn,
     destroy: kplace_abi::DestroyFn,
+    carry_bytes: Option<kplace_abi::CarryBytesFn>,
 }
 
 /// A loaded, checked kernel library.
@@ -220,13 +233,14 @@ impl KernelLibrary {
         // SAFETY: abi_version is the first field in every ABI version, so it can be read
         // before the rest of the layout is trusted.
         let found = unsafe { *table.cast::<u32>() };
-        if found != ABI_VERSION {
+        if !(ABI_MIN_VERSION..=ABI_VERSION).contains(&found) {
             return Err(PluginError::AbiVersion {
                 path: path.to_path_buf(),
                 found,
             });
         }
-        // SAFETY: version 1 tables have this layout and live while the library is loaded.
+        // SAFETY: the library header has this layout in every version this runtime loads, and
+        // lives while the library is loaded.
         let table = unsafe { &*table };
         let name = read_str(table.name)
             .ok_or_else(|| bad("the library name is null or not UTF-8".into()))?;
@@ -236,60 +250,40 @@ impl KernelLibrary {
                 table.n_kernels
             )));
         }
-        let raw: &[Kernel] = if table.n_kernels == 0 {
-            &[]
+        let raw: Vec<Kernel> = if table.n_kernels == 0 {
+            Vec::new()
+        } else if found == 1 {
+            // SAFETY: non-null and n_kernels long, per the ABI; version 1 entries are
+            // `kplace_kernel_v1`s.
+            unsafe {
+                std::slice::from_raw_parts(
+                    table.kernels.cast::<KernelV1>(),
+                    table.n_kernels as usize,
+                )
+            }
+            .iter()
+            .map(|&k| Kernel::from(k))
+            .collect()
         } else {
             // SAFETY: non-null and n_kernels long, per the ABI.
-            unsafe { std::slice::from_raw_parts(table.kernels, table.n_kernels as usize) }
+            unsafe { std::slice::from_raw_parts(table.kernels, table.n_kernels as usize) }.to_vec()
         };
         let mut kernels: Vec<KernelInfo> = Vec::with_capacity(raw.len());
         for (i, k) in raw.iter().enumerate() {
-            let kernel_name = read_str(k.name)
-                .ok_or_else(|| bad(format!("kernel {i} has a null or non-UTF-8 name")))?;
-            let functions = match (k.create, k.workspace_bytes, k.launch, k.destroy) {
-                (Some(create), Some(workspace_bytes), Some(launch), Some(destroy)) => Functions {
-                    create,
-                    workspace_bytes,
-                    launch,
-                    destroy,
-                },
-                _ => {
-                    return Err(bad(format!(
-                        "kernel {kernel_name} lacks a create, workspace_bytes, launch or destroy function"
-                    )));
-                }
-            };
-            if k.device.name().is_none() {
-                return Err(bad(format!(
-                    "kernel {kernel_name} has unknown device kind {}",
-                    k.device.0
-                )));
-            }
-            if k.memory.name().is_none() {
-                return Err(bad(format!(
-                    "kernel {kernel_name} has unknown memory space {}",
-                    k.memory.0
-                )));
-            }
+            let info = read_entry(i, k).map_err(bad)?;
             // One kernel per name and device kind: a library may offer both a CPU and a CUDA
             // kernel of one logical name, never two of one kind.
             if kernels
                 .iter()
-                .any(|other| other.name == kernel_name && other.device == k.device)
+                .any(|other| other.name == info.name && other.device == info.device)
             {
                 return Err(bad(format!(
-                    "the table names {} kernel {kernel_name} twice",
-                    k.device.name().unwrap_or("?")
+                    "the table names {} kernel {} twice",
+                    info.device.name().unwrap_or("?"),
+                    info.name
                 )));
             }
-            kernels.push(KernelInfo {
-                name: kernel_name,
-                device: k.device,
-                memory: k.memory,
-                n_inputs: k.n_inputs,
-                n_outputs: k.n_outputs,
-                functions,
-            });
+            kernels.push(info);
         }
         Ok(Arc::new(KernelLibrary {
             path: path.to_path_buf(),
@@ -324,6 +318,59 @@ impl KernelLibrary {
                 index,
             })
     }
+}
+
+/// Reads table entry `i`, checking what the ABI requires of one entry; the error is the rule
+/// it breaks.
+fn read_entry(i: usize, k: &Kernel) -> Result<KernelInfo, String> {
+    let kernel_name =
+        read_str(k.name).ok_or_else(|| format!("kernel {i} has a null or non-UTF-8 name"))?;
+    let functions = match (k.create, k.workspace_bytes, k.launch, k.destroy) {
+        (Some(create), Some(workspace_bytes), Some(launch), Some(destroy)) => Functions {
+            create,
+            workspace_bytes,
+            launch,
+            destroy,
+            carry_bytes: k.carry_bytes,
+        },
+        _ => {
+            return Err(format!(
+                "kernel {kernel_name} lacks a create, workspace_bytes, launch or destroy function"
+            ));
+        }
+    };
+    if k.device.name().is_none() {
+        return Err(format!(
+            "kernel {kernel_name} has unknown device kind {}",
+            k.device.0
+        ));
+    }
+    if k.memory.name().is_none() {
+        return Err(format!(
+            "kernel {kernel_name} has unknown memory space {}",
+            k.memory.0
+        ));
+    }
+    if !KernelFlags::KNOWN.contains(k.flags) {
+        return Err(format!(
+            "kernel {kernel_name} has flags {:#x}, which this kplace does not know",
+            k.flags.0
+        ));
+    }
+    if k.flags.contains(KernelFlags::STATEFUL) && k.carry_bytes.is_none() {
+        return Err(format!(
+            "kernel {kernel_name} is stateful but has no carry_bytes function"
+        ));
+    }
+    Ok(KernelInfo {
+        name: kernel_name,
+        device: k.device,
+        memory: k.memory,
+        n_inputs: k.n_inputs,
+        n_outputs: k.n_outputs,
+        flags: k.flags,
+        functions,
+    })
 }
 
 fn read_str(ptr: *const c_char) -> Option<String> {
@@ -436,10 +483,16 @@ impl KernelHandle {
         }
         // SAFETY: a state fresh from create.
         let workspace_bytes = unsafe { (info.functions.workspace_bytes)(state) };
+        let carry_bytes = match info.functions.carry_bytes {
+            // SAFETY: as above.
+            Some(carry_bytes) if info.is_stateful() => unsafe { carry_bytes(state) },
+            _ => 0,
+        };
         Ok(KernelState {
             handle: self.clone(),
             state,
             workspace_bytes,
+            carry_bytes,
         })
     }
 }
@@ -464,6 +517,23 @@ pub struct KernelState {
     handle: KernelHandle,
     state: *mut c_void,
     workspace_bytes: u64,
+    carry_bytes: u64,
+}
+
+/// What a stateful launch receives besides its tensors: the stage's carry, and where the frame
+/// stands in the stream.
+#[derive(Clone, Copy, Debug)]
+pub struct CarryArgs {
+    /// The carry's address, in the kernel's memory.
+    pub carry: *mut c_void,
+    /// Its size: [`KernelState::carry_bytes`] at least.
+    pub bytes: u64,
+    /// The frame's number as the source gave it.
+    pub frame: u64,
+    /// Frames lost since the carry's previous launch.
+    pub frames_missing: u64,
+    /// Whether the carry was just zeroed.
+    pub fresh: bool,
 }
 
 // SAFETY: the ABI requires kernels to accept launches on one state from any thread, and
@@ -478,12 +548,18 @@ impl KernelState {
         self.workspace_bytes
     }
 
+    /// Bytes the kernel carries from frame to frame: 0 unless it is stateful.
+    pub fn carry_bytes(&self) -> u64 {
+        self.carry_bytes
+    }
+
     /// The kernel's table entry.
     pub fn info(&self) -> &KernelInfo {
         self.handle.info()
     }
 
-    /// Runs (CPU) or enqueues (CUDA) one tile. Allocates nothing unless the kernel fails.
+    /// Runs (CPU) or enqueues (CUDA) one tile of a stateless stage. Allocates nothing unless
+    /// the kernel fails.
     ///
     /// # Safety
     /// The tensors' data must be valid for their sizes in their memory spaces, the workspace
@@ -497,16 +573,32 @@ impl KernelState {
         stream: *mut c_void,
         tile: Tile,
     ) -> Result<(), LaunchError> {
-        let args = LaunchArgs {
-            inputs: inputs.as_ptr(),
-            outputs: outputs.as_ptr(),
-            n_inputs: inputs.len() as u32,
-            n_outputs: outputs.len() as u32,
-            workspace: workspace.0,
-            workspace_bytes: workspace.1,
-            stream,
-            tile,
-        };
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.launch_with(inputs, outputs, workspace, stream, tile, None) }
+    }
+
+    /// [`KernelState::launch`], given the stage's carry when it is stateful.
+    ///
+    /// # Safety
+    /// As for [`KernelState::launch`]; besides, the carry must be valid for `carry.bytes`
+    /// bytes in the kernel's memory, and no other launch may use it meanwhile.
+    pub unsafe fn launch_with(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        workspace: (*mut c_void, u64),
+        stream: *mut c_void,
+        tile: Tile,
+        carry: Option<&CarryArgs>,
+    ) -> Result<(), LaunchError> {
+        let mut args = LaunchArgs::new(inputs, outputs, workspace, stream, tile);
+        if let Some(c) = carry {
+            args.carry = c.carry;
+            args.carry_bytes = c.bytes;
+            args.frame = c.frame;
+            args.frames_missing = c.frames_missing;
+            args.carry_flags = if c.fresh { CarryFlags::FRESH.0 } else { 0 };
+        }
         let mut error = [0 as c_char; ERROR_BUFFER];
         // SAFETY: the state came from this kernel's create; pointers valid per the caller.
         let status = unsafe {

@@ -35,9 +35,14 @@ fn a_c_library_loads_and_its_kernel_runs() {
             ("test.column_sum", DeviceKind::CPU),
             ("test.magnitude2", DeviceKind::CUDA),
             ("test.column_sum", DeviceKind::CUDA),
+            ("test.leaky", DeviceKind::CPU),
+            ("test.leaky_reset", DeviceKind::CPU),
+            ("test.leaky", DeviceKind::CUDA),
         ],
         "one kernel name may be offered once per device kind"
     );
+    let stateful: Vec<bool> = lib.kernels().iter().map(|k| k.is_stateful()).collect();
+    assert_eq!(stateful, [false, false, false, false, true, true, true]);
     let cuda = lib.find("test.magnitude2", DeviceKind::CUDA).unwrap();
     assert_eq!(
         cuda.info().memory,
@@ -163,19 +168,75 @@ fn a_file_that_is_not_a_shared_library_is_refused() {
 
 #[test]
 fn a_library_built_for_another_abi_version_is_refused() {
-    let path = build_c_library("test_kernels.c", "wrong_abi", &["TEST_ABI_VERSION=2"]);
-    let err = KernelLibrary::load(&path).unwrap_err();
-    assert!(
-        matches!(err, PluginError::AbiVersion { found: 2, .. }),
-        "{err:?}"
+    for (version, name) in [(3, "wrong_abi"), (0, "abi_zero")] {
+        let define = format!("TEST_ABI_VERSION={version}");
+        let path = build_c_library("test_kernels.c", name, &[&define]);
+        let err = KernelLibrary::load(&path).unwrap_err();
+        assert!(
+            matches!(err, PluginError::AbiVersion { found, .. } if found == version),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("lib{name}.so"))
+                && text.contains(&format!("version {version}"))
+                && text.contains("versions 1 to 2"),
+            "{text}"
+        );
+    }
+}
+
+/// A library built against version 1 of the ABI, whose table entries are shorter, still
+/// loads: every kernel is found, stateless, and runs.
+#[test]
+fn a_version_1_library_loads_and_runs() {
+    let path = build_c_library("test_kernels.c", "abi_one", &["TEST_ABI_VERSION=1"]);
+    let lib = KernelLibrary::load(&path).unwrap();
+    let names: Vec<(&str, DeviceKind, bool)> = lib
+        .kernels()
+        .iter()
+        .map(|k| (k.name.as_str(), k.device, k.is_stateful()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("test.magnitude2", DeviceKind::CPU, false),
+            ("test.column_sum", DeviceKind::CPU, false),
+            ("test.magnitude2", DeviceKind::CUDA, false),
+            ("test.column_sum", DeviceKind::CUDA, false),
+        ]
     );
-    let text = err.to_string();
-    assert!(
-        text.contains("libwrong_abi.so")
-            && text.contains("version 2")
-            && text.contains("version 1"),
-        "{text}"
-    );
+    let kernel = lib.find("test.column_sum", DeviceKind::CPU).unwrap();
+    let inputs = [desc(Dtype::F32, &[2, 3])];
+    let outputs = [desc(Dtype::F32, &[3])];
+    let state = kernel
+        .create(&CreateConfig {
+            params: &[],
+            inputs: &inputs,
+            outputs: &outputs,
+            split: None,
+            device_ordinal: 0,
+        })
+        .unwrap();
+    assert_eq!(state.carry_bytes(), 0);
+    let mut input = [1.0f32, 2.0, 3.0, 10.0, 20.0, 30.0];
+    let mut output = [0.0f32; 3];
+    let tensor = |desc: TensorDesc, data: *mut f32| Tensor {
+        desc,
+        data: data.cast(),
+    };
+    // SAFETY: the buffers match their descriptors and outlive the call.
+    unsafe {
+        state.launch(
+            &[tensor(inputs[0], input.as_mut_ptr())],
+            &[tensor(outputs[0], output.as_mut_ptr())],
+            (std::ptr::null_mut(), 0),
+            std::ptr::null_mut(),
+            Tile { begin: 0, count: 2 },
+        )
+    }
+    .unwrap();
+    assert_eq!(output, [11.0, 22.0, 33.0]);
 }
 
 #[test]
@@ -188,6 +249,30 @@ fn a_library_without_the_entry_symbol_is_refused() {
         text.contains("libno_entry.so") && text.contains("kplace_library_entry"),
         "{text}"
     );
+}
+
+#[test]
+fn a_kernel_with_unknown_flags_or_a_stateful_kernel_without_its_carry_is_refused() {
+    for (define, name, phrase) in [
+        (
+            "UNKNOWN_FLAGS",
+            "unknown_flags",
+            "kernel other.kernel has flags 0x10, which this kplace does not know",
+        ),
+        (
+            "STATEFUL_NO_CARRY",
+            "no_carry",
+            "kernel other.kernel is stateful but has no carry_bytes function",
+        ),
+    ] {
+        let path = build_c_library("duplicate.c", name, &[define]);
+        let err = KernelLibrary::load(&path).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("lib{name}.so")) && text.contains(phrase),
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kplace_abi::{
-    Dtype, ENTRY_SYMBOL, EntryFn, Kernel, KernelConfig, LaunchArgs, Library, MAX_RANK, MemorySpace,
-    Param, SPLIT_NONE, Status, Tensor, TensorDesc, Tile,
+    CarryFlags, Dtype, ENTRY_SYMBOL, EntryFn, Kernel, KernelConfig, LaunchArgs, Library, MAX_RANK,
+    MemorySpace, Param, SPLIT_NONE, Status, Tensor, TensorDesc, Tile,
 };
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -465,6 +465,15 @@ impl State {
         unsafe { f(self.ptr) }
     }
 
+    /// The carry a stateful kernel asks for; 0 for a stateless one.
+    pub fn carry_bytes(&self) -> u64 {
+        match self.kernel.carry_bytes {
+            // SAFETY: ptr is a live state of this kernel.
+            Some(f) => unsafe { f(self.ptr) },
+            None => 0,
+        }
+    }
+
     /// One launch, with `stream` as the launch's stream (null for the CPU library) and a
     /// workspace of [`State::workspace_bytes`].
     pub fn launch(
@@ -474,31 +483,66 @@ impl State {
         tile: Tile,
         stream: *mut c_void,
     ) -> Result<(), Failure> {
+        self.launch_args(input, output, tile, stream, |_| {})
+    }
+
+    /// One launch of a stateful kernel over a whole frame numbered `frame`, with the carry
+    /// the caller keeps (as the runtime does), `frames_missing` lost before it.
+    pub fn launch_frame(
+        &self,
+        input: Tensor,
+        output: Tensor,
+        carry: &mut Carry,
+        frame: u64,
+        frames_missing: u64,
+    ) -> Result<(), Failure> {
+        let tile = Tile {
+            begin: 0,
+            count: input.desc.shape[0],
+        };
+        let fresh = std::mem::take(&mut carry.fresh);
+        self.launch_args(input, output, tile, std::ptr::null_mut(), |args| {
+            args.carry = carry.chunks.as_mut_ptr().cast();
+            args.carry_bytes = carry.bytes;
+            args.frame = frame;
+            args.frames_missing = frames_missing;
+            args.carry_flags = if fresh { CarryFlags::FRESH.0 } else { 0 };
+        })
+    }
+
+    fn launch_args(
+        &self,
+        input: Tensor,
+        output: Tensor,
+        tile: Tile,
+        stream: *mut c_void,
+        more: impl FnOnce(&mut LaunchArgs),
+    ) -> Result<(), Failure> {
         // A fresh workspace of the size the state asks for, 64-byte aligned, as the runtime
         // gives each launch; null when it asks for none.
         let workspace_bytes = self.workspace_bytes();
         let mut workspace = vec![Chunk([0xFF; 64]); (workspace_bytes as usize).div_ceil(64)];
         let inputs = [input];
         let outputs = [output];
-        let args = LaunchArgs {
-            inputs: inputs.as_ptr(),
-            outputs: outputs.as_ptr(),
-            n_inputs: 1,
-            n_outputs: 1,
-            workspace: if workspace_bytes == 0 {
-                std::ptr::null_mut()
-            } else {
-                workspace.as_mut_ptr().cast::<c_void>()
-            },
-            workspace_bytes,
+        let workspace = if workspace_bytes == 0 {
+            std::ptr::null_mut()
+        } else {
+            workspace.as_mut_ptr().cast::<c_void>()
+        };
+        let mut args = LaunchArgs::new(
+            &inputs,
+            &outputs,
+            (workspace, workspace_bytes),
             stream,
             tile,
-        };
+        );
+        more(&mut args);
         let mut error = [0u8; 1024];
         let launch = self.kernel.launch.expect("launch");
         // SAFETY: ptr is a live state; the tensors have the descriptors create checked and
         // point at buffers of that size, 64-byte aligned, alive through the call (and, under
-        // the fake driver, through the simulated kernel, which runs within the call).
+        // the fake driver, through the simulated kernel, which runs within the call); so do
+        // the workspace and any carry.
         let status = unsafe {
             launch(
                 self.ptr,
@@ -511,6 +555,25 @@ impl State {
             Ok(())
         } else {
             Err((status, message(&error)))
+        }
+    }
+}
+
+/// A stateful kernel's carry, kept between launches as the runtime keeps it: 64-byte
+/// aligned, zeroed at first.
+pub struct Carry {
+    chunks: Vec<Chunk>,
+    bytes: u64,
+    fresh: bool,
+}
+
+impl Carry {
+    /// A zeroed carry of `bytes`, which the next launch is told is fresh.
+    pub fn new(bytes: u64) -> Carry {
+        Carry {
+            chunks: vec![Chunk([0; 64]); (bytes as usize).div_ceil(64)],
+            bytes,
+            fresh: true,
         }
     }
 }

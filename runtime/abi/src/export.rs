@@ -7,16 +7,18 @@
 //! becomes [`Status::INTERNAL`] with its message), and error text is always NUL-terminated.
 //! [`ports`] checks a kernel's port descriptors at `create` and its tensors at `launch`.
 
+mod launch;
 pub mod ports;
+
+pub use launch::Launch;
 
 use std::ffi::{CStr, c_char, c_void};
 use std::fmt;
-use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::{
-    DeviceKind, Dtype, Kernel, KernelConfig, LaunchArgs, MemorySpace, SPLIT_NONE, Status, Tensor,
-    TensorDesc, Tile,
+    DeviceKind, Dtype, Kernel, KernelConfig, KernelFlags, LaunchArgs, MemorySpace, SPLIT_NONE,
+    Status, TensorDesc,
 };
 
 /// A kernel's failure: a status code and the text the runtime will show.
@@ -65,7 +67,8 @@ impl std::error::Error for KernelError {}
 /// A kernel implemented in Rust. One value is one state: per stage and frame slot.
 ///
 /// `launch` takes `&self` because the runtime may launch disjoint tiles of one state
-/// concurrently: all mutable scratch lives in the workspace.
+/// concurrently: all mutable scratch lives in the workspace, and what a stateful kernel keeps
+/// from one frame to the next lives in the carry ([`Launch::carry_slice`]).
 pub trait KernelImpl: Sized + Send + Sync + 'static {
     /// Logical name, e.g. `c"radar.range_fft"`.
     const NAME: &'static CStr;
@@ -80,12 +83,20 @@ pub trait KernelImpl: Sized + Send + Sync + 'static {
     /// Whether the exported functions start every error message with the kernel's name
     /// (`blocks.fft: ...`), for kernels whose own messages do not say which kernel failed.
     const NAMES_ITS_ERRORS: bool = false;
+    /// What the kernel declares: [`KernelFlags::STATEFUL`] (with [`KernelImpl::carry_bytes`])
+    /// for a kernel that carries state across frames, and what a lost frame does to it.
+    const FLAGS: KernelFlags = KernelFlags::NONE;
 
     /// Validates the configuration and builds a state.
     fn create(config: &Config<'_>) -> Result<Self, KernelError>;
 
     /// Workspace bytes one launch needs.
     fn workspace_bytes(&self) -> u64;
+
+    /// Bytes a stateful kernel carries from one frame to the next (0 for a stateless one).
+    fn carry_bytes(&self) -> u64 {
+        0
+    }
 
     /// Runs one tile.
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError>;
@@ -103,6 +114,9 @@ pub const fn kernel_entry<K: KernelImpl>() -> Kernel {
         workspace_bytes: Some(workspace_shim::<K>),
         launch: Some(launch_shim::<K>),
         destroy: Some(destroy_shim::<K>),
+        flags: K::FLAGS,
+        reserved: 0,
+        carry_bytes: Some(carry_shim::<K>),
     }
 }
 
@@ -216,6 +230,18 @@ unsafe extern "C" fn workspace_shim<K: KernelImpl>(state: *const c_void) -> u64 
     .unwrap_or(0)
 }
 
+unsafe extern "C" fn carry_shim<K: KernelImpl>(state: *const c_void) -> u64 {
+    if state.is_null() {
+        return 0;
+    }
+    // As for the workspace: a panic is caught, and the missing carry refused at launch.
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: a non-null state came from create_shim::<K> and is not yet destroyed.
+        unsafe { &*state.cast::<K>() }.carry_bytes()
+    }))
+    .unwrap_or(0)
+}
+
 unsafe extern "C" fn launch_shim<K: KernelImpl>(
     state: *mut c_void,
     args: *const LaunchArgs,
@@ -237,6 +263,13 @@ unsafe extern "C" fn launch_shim<K: KernelImpl>(
                     "workspace of {} bytes is smaller than the {} the kernel asked for",
                     launch.workspace_bytes(),
                     kernel.workspace_bytes()
+                )));
+            }
+            if launch.carry_bytes() < kernel.carry_bytes() {
+                return Err(KernelError::invalid(format!(
+                    "carry of {} bytes is smaller than the {} the kernel asked for",
+                    launch.carry_bytes(),
+                    kernel.carry_bytes()
                 )));
             }
             kernel.launch(&launch)
@@ -267,7 +300,7 @@ pub struct Config<'a> {
 
 /// # Safety
 /// `ptr` must be valid for `len` elements when `len > 0`.
-unsafe fn slice_from<'a, T>(ptr: *const T, len: u32) -> &'a [T] {
+pub(crate) unsafe fn slice_from<'a, T>(ptr: *const T, len: u32) -> &'a [T] {
     if len == 0 || ptr.is_null() {
         &[]
     } else {
@@ -465,189 +498,4 @@ where
             })
         })
         .collect()
-}
-
-/// A safe view of [`LaunchArgs`].
-#[derive(Debug)]
-pub struct Launch<'a> {
-    inputs: &'a [Tensor],
-    outputs: &'a [Tensor],
-    workspace: *mut c_void,
-    workspace_bytes: u64,
-    stream: *mut c_void,
-    tile: Tile,
-}
-
-impl<'a> Launch<'a> {
-    /// Reads raw launch arguments.
-    ///
-    /// # Safety
-    /// The arguments' pointers must be valid for their counts.
-    pub unsafe fn from_raw(raw: &'a LaunchArgs) -> Self {
-        Self {
-            // SAFETY: guaranteed by the caller.
-            inputs: unsafe { slice_from(raw.inputs, raw.n_inputs) },
-            // SAFETY: guaranteed by the caller.
-            outputs: unsafe { slice_from(raw.outputs, raw.n_outputs) },
-            workspace: raw.workspace,
-            workspace_bytes: raw.workspace_bytes,
-            stream: raw.stream,
-            tile: raw.tile,
-        }
-    }
-
-    /// Input `i`, or an error naming it.
-    pub fn input(&self, i: usize) -> Result<&'a Tensor, KernelError> {
-        self.inputs
-            .get(i)
-            .ok_or_else(|| KernelError::invalid(format!("input {i} is missing")))
-    }
-
-    /// Output `i`, or an error naming it.
-    pub fn output(&self, i: usize) -> Result<&'a Tensor, KernelError> {
-        self.outputs
-            .get(i)
-            .ok_or_else(|| KernelError::invalid(format!("output {i} is missing")))
-    }
-
-    /// The workspace's address.
-    pub fn workspace(&self) -> *mut c_void {
-        self.workspace
-    }
-
-    /// The workspace's size.
-    pub fn workspace_bytes(&self) -> u64 {
-        self.workspace_bytes
-    }
-
-    /// The CUDA stream, null for CPU kernels.
-    pub fn stream(&self) -> *mut c_void {
-        self.stream
-    }
-
-    /// The part of the split axis to process.
-    pub fn tile(&self) -> Tile {
-        self.tile
-    }
-
-    /// The workspace as `len` values of `T`, after checking its size and the ABI's 64-byte
-    /// alignment.
-    ///
-    /// # Safety
-    /// The workspace must be valid for reads and writes of `workspace_bytes` bytes and used by
-    /// no other launch while the slice lives (the ABI gives each concurrent launch its own),
-    /// and every bit pattern must be a valid `T` (plain old data: numbers and pairs of them).
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn workspace_slice<T: Copy>(&self, len: usize) -> Result<&'a mut [T], KernelError> {
-        let bytes = len.saturating_mul(size_of::<T>());
-        let ptr = self.workspace;
-        if (self.workspace_bytes as u128) < bytes as u128 {
-            return Err(KernelError::invalid(format!(
-                "workspace of {} bytes is smaller than the {bytes} the kernel needs",
-                self.workspace_bytes
-            )));
-        }
-        if len == 0 {
-            return Ok(&mut []);
-        }
-        if ptr.is_null() || !(ptr as usize).is_multiple_of(crate::DATA_ALIGN) {
-            return Err(KernelError::invalid(format!(
-                "workspace at {ptr:p} is null or not {}-byte aligned",
-                crate::DATA_ALIGN
-            )));
-        }
-        // SAFETY: non-null, aligned beyond T's alignment, large enough, exclusive to this
-        // launch and any bit pattern a valid T, per the caller's contract.
-        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<T>(), len) })
-    }
-}
-
-impl Tensor {
-    /// The tensor's bytes as a typed host slice, after checking that it is host memory whose
-    /// size and alignment fit `T`.
-    ///
-    /// # Safety
-    /// `data` must be valid for reads of `desc.bytes` bytes, and no launch may write them
-    /// while the slice lives.
-    pub unsafe fn host_slice<T: Copy>(&self) -> Result<&[T], KernelError> {
-        self.check_host::<T>()?;
-        // SAFETY: checked above; validity guaranteed by the caller.
-        Ok(unsafe {
-            std::slice::from_raw_parts(
-                self.data.cast::<T>(),
-                self.desc.bytes as usize / size_of::<T>(),
-            )
-        })
-    }
-
-    /// The tensor's bytes as a typed mutable host slice (see [`Tensor::host_slice`]).
-    ///
-    /// # Safety
-    /// `data` must be valid for writes of `desc.bytes` bytes, and nothing else may access
-    /// them while the slice lives (so not for split stages, whose tiles run concurrently).
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn host_slice_mut<T: Copy>(&self) -> Result<&mut [T], KernelError> {
-        self.check_host::<T>()?;
-        // SAFETY: checked above; exclusivity guaranteed by the caller.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(
-                self.data.cast::<T>(),
-                self.desc.bytes as usize / size_of::<T>(),
-            )
-        })
-    }
-
-    /// Values `range` of the tensor read as `T`s: the part one tile reads (see
-    /// [`Tensor::host_slice`]).
-    ///
-    /// # Safety
-    /// `data` must be valid for reads of `desc.bytes` bytes, and no launch may write the
-    /// range's bytes while the slice lives. Other parts may be written meanwhile (a streamed
-    /// stage's later rows still arriving).
-    pub unsafe fn host_range<T: Copy>(&self, range: Range<usize>) -> Result<&[T], KernelError> {
-        let (start, len) = self.check_range::<T>(&range)?;
-        // SAFETY: checked above; validity guaranteed by the caller.
-        Ok(unsafe { std::slice::from_raw_parts(self.data.cast::<T>().add(start), len) })
-    }
-
-    /// Values `range` of the tensor as mutable `T`s: the part of an output one tile writes.
-    ///
-    /// # Safety
-    /// `data` must be valid for writes of `desc.bytes` bytes, and nothing else may access the
-    /// range's bytes while the slice lives; other tiles may use other parts meanwhile.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn host_range_mut<T: Copy>(
-        &self,
-        range: Range<usize>,
-    ) -> Result<&mut [T], KernelError> {
-        let (start, len) = self.check_range::<T>(&range)?;
-        // SAFETY: checked above; exclusivity of the range guaranteed by the caller.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.data.cast::<T>().add(start), len) })
-    }
-
-    /// Checks host memory, alignment and that `range` of `T`s lies within the tensor's bytes;
-    /// returns its start and length.
-    fn check_range<T>(&self, range: &Range<usize>) -> Result<(usize, usize), KernelError> {
-        self.check_host::<T>()?;
-        let capacity = self.desc.bytes as usize / size_of::<T>();
-        if range.start > range.end || range.end > capacity {
-            return Err(KernelError::invalid(format!(
-                "values {range:?} are outside the tensor's {capacity}"
-            )));
-        }
-        Ok((range.start, range.end - range.start))
-    }
-
-    fn check_host<T>(&self) -> Result<(), KernelError> {
-        if self.desc.memory != MemorySpace::HOST {
-            return Err(KernelError::invalid("tensor is not in host memory"));
-        }
-        if self.data.is_null() && self.desc.bytes > 0 {
-            return Err(KernelError::invalid("tensor data is null"));
-        }
-        if !(self.data as usize).is_multiple_of(align_of::<T>()) {
-            return Err(KernelError::invalid("tensor data is misaligned"));
-        }
-        Ok(())
-    }
 }

@@ -11,12 +11,19 @@
 
 #![warn(missing_docs)]
 
+mod detections;
 pub mod export;
+
+pub use detections::{DetectionList, DetectionListError};
 
 use std::ffi::{c_char, c_void};
 
 /// `KPLACE_ABI_VERSION`: the ABI version this crate mirrors.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
+
+/// `KPLACE_ABI_MIN_VERSION`: the oldest ABI version the runtime still loads. A version 1 table
+/// holds [`KernelV1`] entries.
+pub const ABI_MIN_VERSION: u32 = 1;
 
 /// `KPLACE_ENTRY_SYMBOL`: the symbol every kernel library exports, NUL-terminated.
 pub const ENTRY_SYMBOL: &[u8] = b"kplace_library_entry\0";
@@ -398,6 +405,105 @@ pub struct LaunchArgs {
     pub stream: *mut c_void,
     /// The part of the split axis to process.
     pub tile: Tile,
+    /// Version 2: a stateful kernel's carry, `carry_bytes` bytes kept from the stage's
+    /// previous frame, 64-byte aligned; null for a stateless kernel.
+    pub carry: *mut c_void,
+    /// Size of the carry.
+    pub carry_bytes: u64,
+    /// The frame's number as the source gave it.
+    pub frame: u64,
+    /// Frames lost since the carry's previous launch (0 after a reset).
+    pub frames_missing: u64,
+    /// [`CarryFlags`] bits.
+    pub carry_flags: u32,
+    /// Zero.
+    pub reserved2: u32,
+}
+
+impl Default for LaunchArgs {
+    /// No tensors, no workspace, no stream, no carry: fields to fill in.
+    fn default() -> LaunchArgs {
+        LaunchArgs::new(
+            &[],
+            &[],
+            (std::ptr::null_mut(), 0),
+            std::ptr::null_mut(),
+            Tile::default(),
+        )
+    }
+}
+
+impl LaunchArgs {
+    /// Arguments for a stateless launch: no carry, frame 0.
+    pub fn new(
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        workspace: (*mut c_void, u64),
+        stream: *mut c_void,
+        tile: Tile,
+    ) -> LaunchArgs {
+        LaunchArgs {
+            inputs: inputs.as_ptr(),
+            outputs: outputs.as_ptr(),
+            n_inputs: inputs.len() as u32,
+            n_outputs: outputs.len() as u32,
+            workspace: workspace.0,
+            workspace_bytes: workspace.1,
+            stream,
+            tile,
+            carry: std::ptr::null_mut(),
+            carry_bytes: 0,
+            frame: 0,
+            frames_missing: 0,
+            carry_flags: 0,
+            reserved2: 0,
+        }
+    }
+}
+
+/// `KPLACE_CARRY_*`: what the runtime tells a stateful launch about its carry.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct CarryFlags(pub u32);
+
+impl CarryFlags {
+    /// `KPLACE_CARRY_FRESH`: the carry is all zeros (the stream began or restarted, or frames
+    /// were lost under [`KernelFlags::RESET_ON_GAP`]).
+    pub const FRESH: CarryFlags = CarryFlags(1);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: CarryFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// `KPLACE_KERNEL_*`: what a kernel declares about itself (version 2).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct KernelFlags(pub u32);
+
+impl KernelFlags {
+    /// No flag: a stateless kernel.
+    pub const NONE: KernelFlags = KernelFlags(0);
+    /// `KPLACE_KERNEL_STATEFUL`: carries state across frames, in a carry of
+    /// [`Kernel::carry_bytes`] bytes; its stage runs one frame at a time, in frame order.
+    pub const STATEFUL: KernelFlags = KernelFlags(1);
+    /// `KPLACE_KERNEL_RESET_ON_GAP`: after lost frames the runtime zeroes the carry and sets
+    /// [`CarryFlags::FRESH`]; without it the carry is kept and the launch is told how many
+    /// frames are missing.
+    pub const RESET_ON_GAP: KernelFlags = KernelFlags(2);
+    /// Every flag this version defines.
+    pub const KNOWN: KernelFlags = KernelFlags(3);
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: KernelFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets of flags.
+    pub const fn union(self, other: KernelFlags) -> KernelFlags {
+        KernelFlags(self.0 | other.0)
+    }
 }
 
 /// `create`: build a state for one stage and frame slot.
@@ -418,6 +524,8 @@ pub type LaunchFn = unsafe extern "C" fn(
 ) -> Status;
 /// `destroy`: release a state.
 pub type DestroyFn = unsafe extern "C" fn(state: *mut c_void);
+/// `carry_bytes`: bytes a stateful kernel carries from frame to frame (version 2).
+pub type CarryBytesFn = unsafe extern "C" fn(state: *const c_void) -> u64;
 
 /// `kplace_kernel`: one kernel in a library's table.
 #[repr(C)]
@@ -441,6 +549,56 @@ pub struct Kernel {
     pub launch: Option<LaunchFn>,
     /// Releases a state.
     pub destroy: Option<DestroyFn>,
+    /// Version 2: [`KernelFlags`] bits.
+    pub flags: KernelFlags,
+    /// Zero.
+    pub reserved: u32,
+    /// Version 2: the carry a stateful kernel needs; `None` (or 0 bytes) for a stateless one.
+    pub carry_bytes: Option<CarryBytesFn>,
+}
+
+/// `kplace_kernel_v1`: a version 1 library's table entry, [`Kernel`] up to `destroy`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelV1 {
+    /// Logical name.
+    pub name: *const c_char,
+    /// Where it runs.
+    pub device: DeviceKind,
+    /// Where its inputs and outputs live.
+    pub memory: MemorySpace,
+    /// Inputs it takes.
+    pub n_inputs: u32,
+    /// Outputs it writes.
+    pub n_outputs: u32,
+    /// Builds a state.
+    pub create: Option<CreateFn>,
+    /// States the workspace a launch needs.
+    pub workspace_bytes: Option<WorkspaceBytesFn>,
+    /// Runs or enqueues one tile.
+    pub launch: Option<LaunchFn>,
+    /// Releases a state.
+    pub destroy: Option<DestroyFn>,
+}
+
+impl From<KernelV1> for Kernel {
+    /// A version 1 entry read as a stateless version 2 one.
+    fn from(k: KernelV1) -> Kernel {
+        Kernel {
+            name: k.name,
+            device: k.device,
+            memory: k.memory,
+            n_inputs: k.n_inputs,
+            n_outputs: k.n_outputs,
+            create: k.create,
+            workspace_bytes: k.workspace_bytes,
+            launch: k.launch,
+            destroy: k.destroy,
+            flags: KernelFlags::NONE,
+            reserved: 0,
+            carry_bytes: None,
+        }
+    }
 }
 
 /// `kplace_library`: the table a library's entry symbol returns.
@@ -453,7 +611,7 @@ pub struct Library {
     pub n_kernels: u32,
     /// The library's name.
     pub name: *const c_char,
-    /// `n_kernels` kernels.
+    /// `n_kernels` kernels ([`KernelV1`] entries when `abi_version` is 1).
     pub kernels: *const Kernel,
 }
 
@@ -465,84 +623,5 @@ pub type EntryFn = unsafe extern "C" fn() -> *const Library;
 unsafe impl Sync for Library {}
 // SAFETY: as for Library: a kernel's descriptor and its strings are immutable while loaded.
 unsafe impl Sync for Kernel {}
-
-/// A read-only view of a detection list's bytes (header then records), checked for
-/// consistency, read without assuming alignment.
-#[derive(Clone, Copy, Debug)]
-pub struct DetectionList<'a> {
-    header: DetectionListHeader,
-    records: &'a [u8],
-}
-
-/// Why bytes are not a valid detection list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DetectionListError {
-    /// Fewer bytes than a header.
-    Truncated,
-    /// `count` exceeds `capacity`.
-    CountExceedsCapacity,
-    /// Fewer bytes than `capacity` records.
-    ShorterThanCapacity,
-}
-
-impl std::fmt::Display for DetectionListError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Truncated => "detection list is shorter than its header",
-            Self::CountExceedsCapacity => "detection list count exceeds its capacity",
-            Self::ShorterThanCapacity => "detection list is shorter than its capacity",
-        })
-    }
-}
-
-impl std::error::Error for DetectionListError {}
-
-impl<'a> DetectionList<'a> {
-    const HEADER: usize = size_of::<DetectionListHeader>();
-    const RECORD: usize = size_of::<Detection>();
-
-    /// Reads the list in `bytes`.
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, DetectionListError> {
-        let word = |i: usize| -> Result<u32, DetectionListError> {
-            let b = bytes
-                .get(i * 4..i * 4 + 4)
-                .ok_or(DetectionListError::Truncated)?;
-            Ok(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        let header = DetectionListHeader {
-            count: word(0)?,
-            capacity: word(1)?,
-            overflow: word(2)?,
-            reserved: word(3)?,
-        };
-        if header.count > header.capacity {
-            return Err(DetectionListError::CountExceedsCapacity);
-        }
-        let end = Self::HEADER + header.capacity as usize * Self::RECORD;
-        if bytes.len() < end {
-            return Err(DetectionListError::ShorterThanCapacity);
-        }
-        let valid = Self::HEADER..Self::HEADER + header.count as usize * Self::RECORD;
-        Ok(Self {
-            header,
-            records: &bytes[valid],
-        })
-    }
-
-    /// The list's header.
-    pub fn header(&self) -> DetectionListHeader {
-        self.header
-    }
-
-    /// The valid records, in the producer's order.
-    pub fn records(&self) -> impl ExactSizeIterator<Item = Detection> + 'a {
-        self.records.chunks_exact(Self::RECORD).map(|r| {
-            let w = |i: usize| [r[i], r[i + 1], r[i + 2], r[i + 3]];
-            Detection {
-                range_bin: u32::from_ne_bytes(w(0)),
-                doppler_bin: u32::from_ne_bytes(w(4)),
-                power: f32::from_ne_bytes(w(8)),
-            }
-        })
-    }
-}
+// SAFETY: as for Kernel.
+unsafe impl Sync for KernelV1 {}

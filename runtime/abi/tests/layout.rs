@@ -26,7 +26,16 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
         let constant = format!("KPLACE_DTYPE_{}", name.to_uppercase());
         program += &format!("printf(\"{constant} %u\\n\", (unsigned){constant});\n");
     }
-    program += "printf(\"KPLACE_ABI_VERSION %u\\n\", KPLACE_ABI_VERSION);\nreturn 0; }\n";
+    program += "printf(\"KPLACE_ABI_VERSION %u\\n\", KPLACE_ABI_VERSION);\n";
+    program += "printf(\"KPLACE_ABI_MIN_VERSION %u\\n\", KPLACE_ABI_MIN_VERSION);\n";
+    for flag in [
+        "KPLACE_KERNEL_STATEFUL",
+        "KPLACE_KERNEL_RESET_ON_GAP",
+        "KPLACE_CARRY_FRESH",
+    ] {
+        program += &format!("printf(\"{flag} %u\\n\", (unsigned){flag});\n");
+    }
+    program += "return 0; }\n";
     std::fs::write(&src, program).expect("write layout.c");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let status = Command::new(&cc)
@@ -94,10 +103,33 @@ const FIELDS: &[(&str, &[&str])] = &[
             "workspace_bytes",
             "stream",
             "tile",
+            "carry",
+            "carry_bytes",
+            "frame",
+            "frames_missing",
+            "carry_flags",
+            "reserved2",
         ],
     ),
     (
         "kplace_kernel",
+        &[
+            "name",
+            "device",
+            "memory",
+            "n_inputs",
+            "n_outputs",
+            "create",
+            "workspace_bytes",
+            "launch",
+            "destroy",
+            "flags",
+            "reserved",
+            "carry_bytes",
+        ],
+    ),
+    (
+        "kplace_kernel_v1",
         &[
             "name",
             "device",
@@ -180,13 +212,38 @@ fn rust_layout() -> Vec<(String, u64)> {
             workspace,
             workspace_bytes,
             stream,
-            tile
+            tile,
+            carry,
+            carry_bytes,
+            frame,
+            frames_missing,
+            carry_flags,
+            reserved2
         ]
     );
     layout!(
         v,
         "kplace_kernel",
         Kernel,
+        [
+            name,
+            device,
+            memory,
+            n_inputs,
+            n_outputs,
+            create,
+            workspace_bytes,
+            launch,
+            destroy,
+            flags,
+            reserved,
+            carry_bytes
+        ]
+    );
+    layout!(
+        v,
+        "kplace_kernel_v1",
+        KernelV1,
         [
             name,
             device,
@@ -212,6 +269,16 @@ fn rust_layout() -> Vec<(String, u64)> {
         ));
     }
     v.push(("KPLACE_ABI_VERSION".into(), ABI_VERSION as u64));
+    v.push(("KPLACE_ABI_MIN_VERSION".into(), ABI_MIN_VERSION as u64));
+    v.push((
+        "KPLACE_KERNEL_STATEFUL".into(),
+        u64::from(KernelFlags::STATEFUL.0),
+    ));
+    v.push((
+        "KPLACE_KERNEL_RESET_ON_GAP".into(),
+        u64::from(KernelFlags::RESET_ON_GAP.0),
+    ));
+    v.push(("KPLACE_CARRY_FRESH".into(), u64::from(CarryFlags::FRESH.0)));
     v
 }
 

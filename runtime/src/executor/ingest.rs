@@ -300,6 +300,9 @@ impl<'r> Ingest<'r> {
         let shared = self.shared;
         let slot = &shared.slots[frame.slot];
         if self.received[frame.slot] < shared.schedule.packets {
+            // No stage that waits for the whole frame will run, so no stateful one (they are
+            // never split, so never streamed): let later frames' take their turns.
+            shared.skip_stateful(frame.slot);
             if slot.abandon() {
                 shared.partial_done(frame.slot);
             }
@@ -307,7 +310,7 @@ impl<'r> Ingest<'r> {
         }
         for &stage in &shared.schedule.after_frame {
             if slot.satisfy(stage) {
-                shared.dispatch_stage(frame.slot, stage);
+                shared.stage_ready(frame.slot, stage);
             }
         }
         true

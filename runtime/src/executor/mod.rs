@@ -35,6 +35,7 @@ mod scratch;
 mod setup;
 mod slot;
 mod slot_error;
+mod turnstile;
 mod wait;
 mod worker;
 
@@ -48,9 +49,11 @@ use crossbeam::channel::{self, Receiver, Sender};
 use crate::cuda::{GpuError, LaunchFailure};
 use crate::executor::pool::{Pool, PoolError};
 use crate::model::graph::{StageId, TensorId};
-use crate::plan::Plan;
+use crate::plan::{Plan, PoolPurpose};
 use crate::plugin::LaunchError;
-use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
+use crate::report::metrics::{
+    Latency, RunMetrics, StageCounters, StageReport, Trend, process_cpu_time,
+};
 use crate::report::overhead::{CollectorTally, Overhead, WorkerTally};
 pub use crate::report::progress::Progress;
 use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
@@ -58,10 +61,11 @@ use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
 use collector::{Collected, collect};
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use schedule::Schedule;
-use scratch::{FrameSets, WorkerScratch};
+use scratch::{FrameSets, WorkerScratch, take};
 use setup::{Built, Channels};
 use slot::{Completion, Slot};
 pub use slot_error::SlotError;
+use turnstile::Stateful;
 use worker::{Queues, worker};
 
 /// Where frames come from: a generator, a file replay, or a packet receiver.
@@ -202,6 +206,8 @@ struct Shared<'p> {
     slots: Vec<Slot>,
     /// The buffers of the tensors that live only while a frame's stages run.
     sets: FrameSets,
+    /// Per stage: the gate and carry of a stateful stage, which runs one frame at a time.
+    stateful: Vec<Option<Stateful>>,
     /// Launches of stages whose inputs are complete: later stages of frames in flight.
     ready: Sender<Task>,
     /// Launches of streamed tiles, sent by the source as packets complete them.
@@ -241,6 +247,36 @@ impl Shared<'_> {
         self.start.elapsed().as_nanos() as u64
     }
 
+    /// `stage` of the frame in `slot` has every input: it runs now, or, for a stateful stage,
+    /// once the stage of every earlier frame has (its turnstile decides).
+    fn stage_ready(&self, slot: usize, stage: StageId) {
+        let Some(stateful) = &self.stateful[stage.0] else {
+            return self.dispatch_stage(slot, stage);
+        };
+        let s = &self.slots[slot];
+        let (sequence, frame) = (
+            s.sequence.load(Ordering::Relaxed),
+            s.frame_id.load(Ordering::Relaxed),
+        );
+        if let Some(admitted) = stateful.turnstile.ready(slot, sequence, frame) {
+            self.dispatch_stage(admitted, stage);
+        }
+    }
+
+    /// The frame in `slot` ended partial: its stateful stages will not run, and the next
+    /// frames' may.
+    fn skip_stateful(&self, slot: usize) {
+        let sequence = self.slots[slot].sequence.load(Ordering::Relaxed);
+        for (stage, stateful) in self.stateful.iter().enumerate() {
+            if let Some(admitted) = stateful
+                .as_ref()
+                .and_then(|s| s.turnstile.skip(slot, sequence))
+            {
+                self.dispatch_stage(admitted, StageId(stage));
+            }
+        }
+    }
+
     fn dispatch_stage(&self, slot: usize, stage: StageId) {
         let tasks = self.schedule.tasks[stage.0];
         self.slots[slot].add_launches(tasks);
@@ -271,8 +307,15 @@ impl Shared<'_> {
         if let Completion::StageDone = slot.finish_launch(stage) {
             for &next in &self.schedule.successors[stage.0] {
                 if slot.satisfy(next) {
-                    self.dispatch_stage(slot_index, next);
+                    self.stage_ready(slot_index, next);
                 }
+            }
+            // The frame's stage is over: the next frame's may take the carry.
+            if let Some(admitted) = self.stateful[stage.0]
+                .as_ref()
+                .and_then(|s| s.turnstile.done())
+            {
+                self.dispatch_stage(admitted, stage);
             }
             frame_done = slot.finish_stage();
         }
@@ -322,7 +365,7 @@ impl Shared<'_> {
         }
         for &next in &self.schedule.successors[stage.0] {
             if slot.is_gpu(next) && slot.satisfy(next) {
-                self.dispatch_stage(slot_index, next);
+                self.stage_ready(slot_index, next);
             }
         }
         Ok(())
@@ -344,7 +387,7 @@ impl Shared<'_> {
         }
         for &next in &self.schedule.successors[stage.0] {
             if !slot.is_gpu(next) && slot.satisfy(next) {
-                self.dispatch_stage(slot_index, next);
+                self.stage_ready(slot_index, next);
             }
         }
         let frame_done = slot.finish_stage();
@@ -413,9 +456,10 @@ pub fn run_with(
         sets,
         slots,
         scratches,
+        stateful,
     } = Built::new(plan, options)?;
     let channels = Channels::new(plan, &schedule, slots.len());
-    let shared = Shared::new(plan, schedule, slots, sets, &channels, options);
+    let shared = Shared::new(plan, schedule, slots, sets, stateful, &channels, options);
     shared.set_callbacks();
     let cpu_before = process_cpu_time();
     // With pinned workers, the source and the collector keep to the other cores, so that
@@ -584,8 +628,10 @@ fn metrics(
             .stages
             .iter()
             .zip(&shared.counters)
-            .map(|(p, c)| {
-                c.snapshot(
+            .zip(&shared.stateful)
+            .map(|((p, c), stateful)| StageReport {
+                carry: stateful.as_ref().map(|s| s.turnstile.counts()),
+                ..c.snapshot(
                     &plan.graph.stage(p.stage).name,
                     p.device.to_string(),
                     frames,

@@ -14,6 +14,8 @@ pub(super) struct Built {
     pub(super) sets: FrameSets,
     pub(super) slots: Vec<Slot>,
     pub(super) scratches: Vec<WorkerScratch>,
+    /// Per stage: the gate and carry of a stateful stage.
+    pub(super) stateful: Vec<Option<Stateful>>,
 }
 
 impl Built {
@@ -36,6 +38,18 @@ impl Built {
         let scratches = (0..plan.runtime.workers)
             .map(|_| WorkerScratch::new(plan, &mut pools))
             .collect::<Result<Vec<_>, _>>()?;
+        let stateful = plan
+            .stages
+            .iter()
+            .map(|p| {
+                p.carry
+                    .map(|carry| {
+                        let block = take(plan, &mut pools, PoolPurpose::Carry(p.stage))?;
+                        Ok::<_, SlotError>(Stateful::new(carry, block, slots.len()))
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         tracing::debug!(
             "{} frame slots built, {} workers, profile_gpu {}",
             slots.len(),
@@ -48,6 +62,7 @@ impl Built {
             sets,
             slots,
             scratches,
+            stateful,
         })
     }
 }
@@ -98,6 +113,7 @@ impl<'p> Shared<'p> {
         schedule: Schedule,
         slots: Vec<Slot>,
         sets: FrameSets,
+        stateful: Vec<Option<Stateful>>,
         channels: &Channels,
         options: &RunOptions,
     ) -> Shared<'p> {
@@ -113,6 +129,7 @@ impl<'p> Shared<'p> {
             schedule,
             slots,
             sets,
+            stateful,
             ready: channels.ready.0.clone(),
             streamed: channels.streamed.0.clone(),
             gpu: channels.gpu.0.clone(),

@@ -25,7 +25,7 @@ use crate::executor::pool::{Block, Pool};
 use crate::model::graph::{Producer, StageId, TensorId};
 use crate::model::placement::Device;
 use crate::plan::{Lifetime, Plan, PoolPurpose, tensor_desc};
-use crate::plugin::KernelState;
+use crate::plugin::{CarryArgs, KernelState};
 
 use super::RunError;
 use super::schedule::Schedule;
@@ -206,6 +206,7 @@ impl Slot {
         launch: u32,
         sets: &FrameSets,
         scratch: &mut WorkerScratch,
+        carry: Option<&CarryArgs>,
     ) -> Result<(), RunError> {
         let s = &self.stages[stage.0];
         let ws = scratch.workspace(stage.0).ok_or(SlotError::PoolMissing)?;
@@ -232,14 +233,16 @@ impl Slot {
         // SAFETY: the buffers and workspace come from pools sized by the plan; the schedule
         // runs a launch only once its inputs are complete, and runs concurrent launches of one
         // stage only on disjoint tiles; the frame's set is bound to this frame alone until its
-        // stages end; the workspace is this worker's, which runs one launch at a time.
+        // stages end; the workspace is this worker's, which runs one launch at a time; a
+        // carry is its stage's, which its turnstile admits one launch at a time.
         unsafe {
-            s.state.launch(
+            s.state.launch_with(
                 inputs,
                 outputs,
                 (ws.ptr.cast(), ws.bytes),
                 std::ptr::null_mut(),
                 Self::tile(s, launch),
+                carry,
             )
         }?;
         Ok(())

@@ -102,7 +102,14 @@ pub(super) fn worker(
                 .map_err(RunError::from)
                 .and_then(|()| shared.gpu_enqueued(slot, stage, &mut spans, Track::Worker(index)))
         } else {
-            let launched = shared.slots[slot].launch(stage, launch, &shared.sets, &mut scratch);
+            let carry = shared.stateful[stage.0].as_ref().map(Stateful::carry_args);
+            let launched = shared.slots[slot].launch(
+                stage,
+                launch,
+                &shared.sets,
+                &mut scratch,
+                carry.as_ref(),
+            );
             // Recorded before the launch is completed: completing it may hand the frame on.
             record(&mut spans, SpanKind::Launch);
             launched.map(|()| shared.complete(slot, stage))

@@ -10,15 +10,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kplace_abi::{MemorySpace, TensorDesc};
+use kplace_abi::{KernelFlags, MemorySpace, TensorDesc};
 
 use super::layout::Layout;
 use super::memory::{self, BufferSpace, Demand, MemoryAvailable, MemoryNeed, PlannedEdge};
-use super::{Plan, PlanError, PlanMode, PlannedStage, PoolPurpose, PoolSpec, tensor_desc};
+use super::{
+    Plan, PlanError, PlanMode, PlannedCarry, PlannedStage, PoolPurpose, PoolSpec, tensor_desc,
+};
 use crate::cuda::{Gpu, GpuError, GpuProvider};
 use crate::model::graph::{Graph, StageId, TensorId};
-use crate::model::placement::{Device, library_search_dirs};
-use crate::plugin::{CreateConfig, KernelHandle, KernelLibrary, KernelState, PluginError};
+use crate::model::placement::{Device, Placement, StagePlacement, library_search_dirs};
+use crate::plugin::{
+    CreateConfig, KernelHandle, KernelInfo, KernelLibrary, KernelState, PluginError,
+};
 
 /// The GPUs a layout's stages name, opened.
 #[derive(Debug)]
@@ -118,37 +122,14 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
                 offers: offered(&library),
             })?;
         let info = kernel.info();
-        if info.n_inputs as usize != stage.inputs.len()
-            || info.n_outputs as usize != stage.outputs.len()
-        {
-            return Err(PlanError::Ports {
-                stage: stage.name.clone(),
-                kernel: stage.kernel.clone(),
-                want_in: info.n_inputs,
-                want_out: info.n_outputs,
-                got_in: stage.inputs.len(),
-                got_out: stage.outputs.len(),
-            });
-        }
-        let memory_fits = match entry.device {
-            Device::Cpu => info.memory == MemorySpace::HOST,
-            Device::Gpu(_) => info.memory == MemorySpace::DEVICE,
-        };
-        if !memory_fits {
-            return Err(PlanError::Memory {
-                stage: stage.name.clone(),
-                kernel: stage.kernel.clone(),
-                device: entry.device,
-                memory: info.memory.name().unwrap_or("unknown"),
-            });
-        }
+        check_kernel(&graph, &placement, StageId(index), entry, info)?;
         let launches = graph.launches(StageId(index));
         let gpu = match entry.device {
             Device::Cpu => None,
             Device::Gpu(n) => opened.gpus.get(&n),
         };
         let usable = entry.device == Device::Cpu || gpu.is_some();
-        let workspace_bytes = if usable {
+        let probe = if usable {
             let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
                 .map_err(|e| match e {
                     CreateError::Kernel(cause) => plugin(cause),
@@ -157,10 +138,28 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
                         cause,
                     },
                 })?;
-            Some(probe.workspace_bytes())
+            Some(probe)
         } else {
             None
         };
+        let workspace_bytes = probe.as_ref().map(KernelState::workspace_bytes);
+        // A stateful kernel that carries nothing for this configuration runs as any other.
+        let carry = probe
+            .as_ref()
+            .filter(|probe| info.is_stateful() && probe.carry_bytes() > 0)
+            .map(|probe| PlannedCarry {
+                bytes: probe.carry_bytes(),
+                reset_on_gap: info.flags.contains(KernelFlags::RESET_ON_GAP),
+            });
+        if let Some(carry) = carry {
+            pools.push(PoolSpec {
+                name: format!("carry.{}", stage.name),
+                purpose: PoolPurpose::Carry(StageId(index)),
+                space: BufferSpace::Host,
+                block_bytes: carry.bytes,
+                blocks: 1,
+            });
+        }
         let workspace_space = match entry.device {
             Device::Cpu => BufferSpace::Host,
             Device::Gpu(n) => BufferSpace::Device(n),
@@ -190,6 +189,7 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
             launches,
             tile_origin: tile_origins[index],
             workspace_bytes,
+            carry,
             priority: entry.priority,
             gpu: gpu_work[index].take(),
         });
@@ -207,6 +207,63 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
         gpus: opened.gpus,
         gpu_unusable: opened.unusable,
     })
+}
+
+/// Checks that `info`, the kernel bound to stage `id`, fits the stage: its ports' counts, the
+/// memory its device uses, and, for a stateful kernel, a stage that is neither split nor on a
+/// GPU.
+fn check_kernel(
+    graph: &Graph,
+    placement: &Placement,
+    id: StageId,
+    entry: &StagePlacement,
+    info: &KernelInfo,
+) -> Result<(), PlanError> {
+    let stage = graph.stage(id);
+    if info.n_inputs as usize != stage.inputs.len()
+        || info.n_outputs as usize != stage.outputs.len()
+    {
+        return Err(PlanError::Ports {
+            stage: stage.name.clone(),
+            kernel: stage.kernel.clone(),
+            want_in: info.n_inputs,
+            want_out: info.n_outputs,
+            got_in: stage.inputs.len(),
+            got_out: stage.outputs.len(),
+        });
+    }
+    let memory_fits = match entry.device {
+        Device::Cpu => info.memory == MemorySpace::HOST,
+        Device::Gpu(_) => info.memory == MemorySpace::DEVICE,
+    };
+    if !memory_fits {
+        return Err(PlanError::Memory {
+            stage: stage.name.clone(),
+            kernel: stage.kernel.clone(),
+            device: entry.device,
+            memory: info.memory.name().unwrap_or("unknown"),
+        });
+    }
+    if info.is_stateful() {
+        if let Device::Gpu(_) = entry.device {
+            return Err(PlanError::StatefulOnGpu {
+                stage: stage.name.clone(),
+                kernel: stage.kernel.clone(),
+                device: entry.device,
+                placement: placement.path.clone(),
+                line: entry.line,
+            });
+        }
+        if stage.split.is_some() {
+            return Err(PlanError::StatefulSplit {
+                stage: stage.name.clone(),
+                kernel: stage.kernel.clone(),
+                graph: graph.path.clone(),
+                line: stage.line,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuses pools that need more memory than `available` has (see [`memory::check_fits`]).

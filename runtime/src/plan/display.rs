@@ -82,6 +82,19 @@ impl Plan {
                 None => "unknown (kernel not created)".into(),
             };
             writeln!(f, "  {:<12} {split}, workspace {workspace} per launch", "")?;
+            if let Some(carry) = p.carry {
+                writeln!(
+                    f,
+                    "  {:<12} stateful: one frame at a time, in frame order (carry {}; a lost frame {})",
+                    "",
+                    human_bytes(carry.bytes),
+                    if carry.reset_on_gap {
+                        "resets it"
+                    } else {
+                        "is passed to the kernel to fill"
+                    }
+                )?;
+            }
         }
         Ok(())
     }
@@ -235,6 +248,7 @@ impl Plan {
                     "  one per worker"
                 }
                 PoolPurpose::Workspace(_) => "  one per launch, per slot",
+                PoolPurpose::Carry(_) => "  kept from frame to frame",
                 _ => "",
             };
             writeln!(

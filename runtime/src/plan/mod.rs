@@ -97,10 +97,22 @@ pub struct PlannedStage {
     /// Workspace bytes each launch needs; `None` when the kernel could not be created to ask
     /// (a GPU stage described without a GPU).
     pub workspace_bytes: Option<u64>,
+    /// What a stateful stage carries from frame to frame; `None` for a stateless one (or a
+    /// GPU stage described without a GPU, whose kernel was not created to ask).
+    pub carry: Option<PlannedCarry>,
     /// Stream priority on a GPU.
     pub priority: i32,
     /// For a GPU stage: what it enqueues around its launches. `None` on the CPU.
     pub gpu: Option<GpuWork>,
+}
+
+/// A stateful stage's carry: one block per pipeline, kept from frame to frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedCarry {
+    /// Its size, as the kernel asked.
+    pub bytes: u64,
+    /// Whether lost frames zero it (else the kernel is told how many were lost).
+    pub reset_on_gap: bool,
 }
 
 /// What a pool's blocks hold.
@@ -116,6 +128,8 @@ pub enum PoolPurpose {
     /// worker has one; a GPU stage's launch enqueues work that runs later, so each launch of a
     /// frame has its own, per slot.
     Workspace(StageId),
+    /// The carry of this stateful stage: one block, kept for the run.
+    Carry(StageId),
 }
 
 /// A fixed-block pool the executor allocates at start.
@@ -234,6 +248,39 @@ pub enum PlanError {
         got_in: usize,
         /// Outputs the graph gives.
         got_out: usize,
+    },
+    /// A stateful kernel's stage is split into tiles: its launches would share one carry.
+    #[error(
+        "stage {stage} (graph {}:{line}): kernel {kernel} carries state from frame to frame, so its stage runs whole; remove its `split`",
+        graph.display()
+    )]
+    StatefulSplit {
+        /// The stage.
+        stage: String,
+        /// The kernel.
+        kernel: String,
+        /// The graph file.
+        graph: PathBuf,
+        /// The stage's line.
+        line: u64,
+    },
+    /// A stateful kernel's stage is placed on a GPU, where this runtime does not yet keep a
+    /// carry.
+    #[error(
+        "stage {stage} is placed on {device} (placement {}:{line}), but kernel {kernel} carries state from frame to frame, which kplace runs on the CPU only for now; place it on `cpu`",
+        placement.display()
+    )]
+    StatefulOnGpu {
+        /// The stage.
+        stage: String,
+        /// The kernel.
+        kernel: String,
+        /// The device asked for.
+        device: Device,
+        /// The placement file.
+        placement: PathBuf,
+        /// Line of the entry.
+        line: u64,
     },
     /// A stage is placed on a GPU that cannot be used here.
     #[error("stage {stage} is placed on {device} (placement {}:{line}), but no GPU is usable: {cause}; place it on `cpu`, or see `kplace devices`", placement.display())]

@@ -49,6 +49,7 @@ impl StageCounters {
             max_launch: Duration::from_nanos(self.max_ns.load(Ordering::Relaxed)),
             gpu_per_frame: (gpu_frames > 0)
                 .then(|| Duration::from_nanos(self.gpu_ns.load(Ordering::Relaxed) / gpu_frames)),
+            carry: None,
         }
     }
 }
@@ -174,6 +175,19 @@ pub struct LatencySummary {
     pub histogram: Option<String>,
 }
 
+/// What happened to a stage's carry over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CarryCounts {
+    /// Launches admitted.
+    pub launches: u64,
+    /// Frames lost between launches (by the frames' numbers).
+    pub frames_missing: u64,
+    /// Times the carry was zeroed after a loss (the kernel resets on a gap).
+    pub resets: u64,
+    /// Times the frame numbers went back, and the carry was zeroed: the stream restarted.
+    pub restarts: u64,
+}
+
 /// One stage's share of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StageReport {
@@ -192,6 +206,8 @@ pub struct StageReport {
     /// A GPU stage's time on its stream per frame (launches with their uploads, and
     /// downloads), when the run profiled it; `None` otherwise.
     pub gpu_per_frame: Option<Duration>,
+    /// What became of a stateful stage's carry; `None` for a stateless stage.
+    pub carry: Option<CarryCounts>,
 }
 
 /// The summary of a run.
@@ -284,6 +300,15 @@ impl fmt::Display for RunMetrics {
                 // A GPU stage's launch time is the host's enqueueing; the GPU's is profiled.
                 Some(gpu) => writeln!(f, "   GPU {} per frame", ms(gpu))?,
                 None => writeln!(f)?,
+            }
+        }
+        for s in &self.stages {
+            if let Some(c) = &s.carry {
+                writeln!(
+                    f,
+                    "{}: stateful, {} frames lost between its launches, {} resets of its carry, {} stream restarts",
+                    s.name, c.frames_missing, c.resets, c.restarts
+                )?;
             }
         }
         for (name, l) in [

@@ -103,6 +103,24 @@ pub struct StageEntry {
     pub max_launch_ms: f64,
     /// A GPU stage's time on its stream per frame, with `--profile-gpu`; null otherwise.
     pub gpu_ms_per_frame: Option<f64>,
+    /// What became of a stateful stage's carry; absent for a stateless stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carry: Option<CarryEntry>,
+}
+
+/// What became of a stateful stage's carry over a run: it runs one frame at a time, in frame
+/// order, and lost frames either zero its carry or are passed to its kernel to account for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CarryEntry {
+    /// Launches, one per frame processed.
+    pub launches: u64,
+    /// Frames lost between launches, by the frames' numbers (partial, dropped or never sent).
+    pub frames_missing: u64,
+    /// Times a loss zeroed the carry (kernels that reset on a gap).
+    pub resets: u64,
+    /// Times the frame numbers went back (the sender restarted) and the carry was zeroed.
+    pub restarts: u64,
 }
 
 /// The runtime's own time per frame, over the whole run (warm-up included), from

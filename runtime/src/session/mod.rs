@@ -32,8 +32,8 @@ use crate::plan::Plan;
 use crate::report::metrics::RunMetrics;
 use crate::report::ready::Readiness;
 use crate::report::run::{
-    Details, ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry, OverheadEntry,
-    RUN_SCHEMA, RunMps, RunReport, StageEntry, Verification,
+    CarryEntry, Details, ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry,
+    OverheadEntry, RUN_SCHEMA, RunMps, RunReport, StageEntry, Verification,
 };
 use crate::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 
@@ -283,6 +283,12 @@ pub fn report(
                 per_frame_ms: ms(s.per_frame),
                 max_launch_ms: ms(s.max_launch),
                 gpu_ms_per_frame: s.gpu_per_frame.map(ms),
+                carry: s.carry.map(|c| CarryEntry {
+                    launches: c.launches,
+                    frames_missing: c.frames_missing,
+                    resets: c.resets,
+                    restarts: c.restarts,
+                }),
             })
             .collect(),
         overhead: OverheadEntry::from(&metrics.overhead),

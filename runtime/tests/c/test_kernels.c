@@ -4,6 +4,14 @@
  *
  *   test.magnitude2   ci16 [M, N] -> f32 [M, N]   out = scale * (I^2 + Q^2); splits along axis 0
  *   test.column_sum   f32 [M, N]  -> f32 [N]      out[n] = sum over m of in[m, n]
+ *   test.leaky        f32 [...]   -> f64 [...]    y = a * y + x over the whole stream, in
+ *                                                 element order, a = 0.999 (ABI 2: stateful);
+ *                                                 a lost frame is zero-filled (y decays)
+ *   test.leaky_reset  as test.leaky, but a lost frame resets y to 0 (RESET_ON_GAP)
+ *
+ * The leaky integrators keep y, and the number of the frame they expect next, in their carry,
+ * and fail when the runtime's account of the stream (frame, frames_missing, fresh) disagrees
+ * with it. Built with TEST_ABI_VERSION=1, the library has a version 1 table of the first four.
  *
  * Both are offered twice: as CPU kernels, and as "CUDA" kernels over device memory for the
  * runtime's simulated GPU (kplace::cuda::sim), whose device memory is host memory and which
@@ -124,7 +132,75 @@ static kplace_status column_sum_launch(void *state, const kplace_launch_args *a,
 
 static void destroy(void *state) { free(state); }
 
+#if TEST_ABI_VERSION != 1
+/* What a leaky integrator carries from frame to frame. */
+typedef struct {
+    double y;
+    uint64_t next_frame; /* the frame it expects next, if no frame is lost */
+} leaky_carry_t;
+
+typedef struct {
+    uint64_t n;
+} leaky_t;
+
+static kplace_status leaky_create(const kplace_kernel_config *c, void **state, char *error,
+                                  size_t len) {
+    if (c->n_params != 0) return fail(error, len, "test.leaky takes no parameters");
+    if (c->split_axis != KPLACE_SPLIT_NONE) return fail(error, len, "test.leaky runs whole");
+    if (c->inputs[0].dtype != KPLACE_DTYPE_F32 || c->outputs[0].dtype != KPLACE_DTYPE_F64)
+        return fail(error, len, "test.leaky takes f32 and writes f64");
+    uint64_t n = c->inputs[0].bytes / 4;
+    if (c->outputs[0].bytes != n * 8) return fail(error, len, "output must match the input");
+    leaky_t *s = malloc(sizeof *s);
+    if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
+    s->n = n;
+    *state = s;
+    return KPLACE_OK;
+}
+
+static uint64_t leaky_carry_bytes(const void *state) {
+    (void)state;
+    return sizeof(leaky_carry_t);
+}
+
+static kplace_status leaky_launch(void *state, const kplace_launch_args *a, char *error,
+                                  size_t len) {
+    const leaky_t *s = state;
+    leaky_carry_t *carry = a->carry;
+    if (!carry || a->carry_bytes < sizeof *carry) return fail(error, len, "no carry");
+    const double alpha = 0.999;
+    if (a->carry_flags & KPLACE_CARRY_FRESH) {
+        if (carry->y != 0.0 || carry->next_frame != 0)
+            return fail(error, len, "a fresh carry is not zeroed");
+    } else if (a->frame != carry->next_frame + a->frames_missing) {
+        snprintf(error, len, "frame %llu arrived, %llu expected with %llu missing",
+                 (unsigned long long)a->frame, (unsigned long long)carry->next_frame,
+                 (unsigned long long)a->frames_missing);
+        return KPLACE_ERR_INVALID_ARGUMENT;
+    }
+    double y = carry->y;
+    for (uint64_t k = 0; k < a->frames_missing * s->n; k++) y = alpha * y; /* zero-filled */
+    const float *in = a->inputs[0].data;
+    double *out = a->outputs[0].data;
+    for (uint64_t i = 0; i < s->n; i++) {
+        y = alpha * y + (double)in[i];
+        out[i] = y;
+    }
+    carry->y = y;
+    carry->next_frame = a->frame + 1;
+    return KPLACE_OK;
+}
+#endif
+
+#ifndef TEST_ABI_VERSION
+#define TEST_ABI_VERSION KPLACE_ABI_VERSION
+#endif
+
+#if TEST_ABI_VERSION == 1
+static const kplace_kernel_v1 kernels[] = {
+#else
 static const kplace_kernel kernels[] = {
+#endif
     {"test.magnitude2", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, magnitude2_create,
      no_workspace, magnitude2_launch, destroy},
     {"test.column_sum", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, column_sum_create,
@@ -133,16 +209,24 @@ static const kplace_kernel kernels[] = {
      no_workspace, magnitude2_launch, destroy},
     {"test.column_sum", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, column_sum_create,
      no_workspace, column_sum_launch, destroy},
+#if TEST_ABI_VERSION != 1
+    {"test.leaky", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, leaky_create, no_workspace,
+     leaky_launch, destroy, KPLACE_KERNEL_STATEFUL, 0, leaky_carry_bytes},
+    {"test.leaky_reset", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, leaky_create, no_workspace,
+     leaky_launch, destroy, KPLACE_KERNEL_STATEFUL | KPLACE_KERNEL_RESET_ON_GAP, 0,
+     leaky_carry_bytes},
+    /* For the simulated GPU: a stateful kernel placed there is refused by the planner. */
+    {"test.leaky", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, leaky_create, no_workspace,
+     leaky_launch, destroy, KPLACE_KERNEL_STATEFUL, 0, leaky_carry_bytes},
+#endif
 };
 
-#ifndef TEST_ABI_VERSION
-#define TEST_ABI_VERSION KPLACE_ABI_VERSION
-#endif
 #ifndef TEST_KERNEL_COUNT
-#define TEST_KERNEL_COUNT 4
+#define TEST_KERNEL_COUNT (sizeof kernels / sizeof kernels[0])
 #endif
 
-static const kplace_library library = {TEST_ABI_VERSION, TEST_KERNEL_COUNT, "test-kernels", kernels};
+static const kplace_library library = {TEST_ABI_VERSION, TEST_KERNEL_COUNT, "test-kernels",
+                                       (const kplace_kernel *)kernels};
 
 #ifndef TEST_NO_ENTRY
 const kplace_library *kplace_library_entry(void) { return &library; }

@@ -132,6 +132,7 @@ impl<K: KernelImpl> Stage<K> {
                 begin: 0,
                 count: self.input.shape[0],
             },
+            ..Default::default()
         };
         // SAFETY: every pointer in `args` is valid for the launch.
         let launch = unsafe { Launch::from_raw(&args) };

@@ -139,6 +139,7 @@ impl Frame {
             workspace_bytes,
             stream: std::ptr::null_mut(),
             tile,
+            ..Default::default()
         };
         // SAFETY: every pointer in `args` points at the arrays above, alive for the call.
         f(&unsafe { Launch::from_raw(&args) })

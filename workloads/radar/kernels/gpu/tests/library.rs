@@ -129,6 +129,7 @@ fn a_kernel_through_the_c_abi_table() {
         workspace_bytes: ws.len as u64,
         stream: gpu.stream.cast(),
         tile: whole(rows),
+        ..Default::default()
     };
     // SAFETY: as above; every pointer in `args` is valid.
     let status = unsafe { (kernel.launch.unwrap())(state, &args, error.as_mut_ptr(), error.len()) };

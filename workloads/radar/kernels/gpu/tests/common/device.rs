@@ -142,6 +142,7 @@ pub fn enqueue<K: KernelImpl>(
         workspace_bytes: ws.len as u64,
         stream: stream.cast(),
         tile,
+        ..Default::default()
     };
     // SAFETY: every pointer in `args` is valid for the call; the buffers outlive the work
     // (the tests synchronize before dropping them).

@@ -214,6 +214,7 @@ pub fn launch_cpu<K: KernelImpl>(
         workspace_bytes: kernel.workspace_bytes(),
         stream: std::ptr::null_mut(),
         tile,
+        ..Default::default()
     };
     // SAFETY: every pointer in `args` is valid for the launch.
     let launch = unsafe { Launch::from_raw(&args) };

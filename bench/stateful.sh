@@ -4,19 +4,19 @@
 # frame at a time, in order) against the same FIR filtering every frame on its own
 # (`--set lowpass.stream=false`: nothing carried, frames run concurrently), on one worker and on
 # two, replayed as fast as the runtime takes frames, in alternating runs of one script. Every
-# run is checked: the stateful runs against NumPy's one continuous filter of the whole stream
-# (reference.py), the per-frame runs against the same graph on one worker. Reports each run's
-# throughput and, per round and worker count, the ratio stateful / per-frame. Compare ratios,
-# not rates: the machine is shared.
+# run is checked against NumPy (reference.py): the stateful runs against one continuous filter
+# of the whole stream, the per-frame runs against a filter of each frame on its own. Reports
+# each run's throughput and, per round and worker count, the ratio stateful / per-frame.
+# Compare ratios, not rates: the machine is shared.
 #
-#   bench/stateful.sh                     # R=64 (1024 filtered snapshots a frame), 400 frames
+#   bench/stateful.sh                     # R=64 (1024 filtered snapshots a frame), 2000 frames, 5 rounds
 #   KPLACE=target/debug/kplace FRAMES=200 ROUNDS=5 PYTHON=python3 bench/stateful.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${KPLACE:-target/release/kplace}
 python=${PYTHON:-python3}
-frames=${FRAMES:-400}
-rounds=${ROUNDS:-3}
+frames=${FRAMES:-2000}
+rounds=${ROUNDS:-5}
 packets=${PACKETS:-64}
 graph=workloads/beamformer/filtered/graph.yaml
 [ -x "$bin" ] || { echo "stateful.sh: $bin is missing: cargo build --release first" >&2; exit 2; }
@@ -28,18 +28,17 @@ trap 'rm -rf "$dir"' EXIT
     --out "$dir/array.sigmf-data" >/dev/null
 sed "s/^  R: 4 /  R: $packets /" "$graph" >"$dir/graph.yaml"
 "$python" workloads/beamformer/filtered/reference.py "$dir/graph.yaml" "$dir/array.sigmf-data" \
-    "$dir/numpy" >/dev/null
+    "$dir/stream" >/dev/null
+"$python" workloads/beamformer/filtered/reference.py --bursts "$dir/graph.yaml" \
+    "$dir/array.sigmf-data" "$dir/frames" >/dev/null
 
 # One run with `workers` workers: stateful ("stream") or not ("frames"); prints frames/s.
 one() {
     local mode=$1 workers=$2 out
     local args=(--graph "$graph" --set "R=$packets" --placement workloads/beamformer/filtered/cpu.yaml
-        --workers "$workers" --recording "$dir/array.sigmf-data" --frames "$frames")
-    if [ "$mode" = stream ]; then
-        args+=(--check "golden:$dir/numpy")
-    else
-        args+=(--set lowpass.stream=false --check reference:workloads/beamformer/filtered/cpu.yaml)
-    fi
+        --workers "$workers" --recording "$dir/array.sigmf-data" --frames "$frames"
+        --check "golden:$dir/$mode")
+    [ "$mode" = stream ] || args+=(--set lowpass.stream=false)
     out=$("$bin" run "${args[@]}" 2>&1)
     grep -q "verification PASSED: $frames/$frames frames reported, $frames passed" <<<"$out" \
         || { echo "stateful.sh: $mode on $workers workers failed its check:" >&2; echo "$out" >&2; exit 1; }

@@ -408,6 +408,7 @@ pub fn measure(setup: &Setup<'_>) -> Result<Calibration, CalibrateError> {
                 name: s.name.clone(),
                 cpu_ms: None,
                 gpu: None,
+                serial: false,
             })
             .collect(),
         source_ms: frame_write_ms(graph.tensor(graph.source.tensor).bytes as usize),
@@ -441,7 +442,10 @@ pub fn measure(setup: &Setup<'_>) -> Result<Calibration, CalibrateError> {
         for (i, (entry, place)) in report.stages.iter().zip(&candidate.devices).enumerate() {
             let costs = &mut calibration.stages[i];
             match place {
-                Where::Cpu => costs.cpu_ms = Some(entry.per_frame_ms),
+                Where::Cpu => {
+                    costs.cpu_ms = Some(entry.per_frame_ms);
+                    costs.serial = entry.carry.is_some();
+                }
                 Where::Gpu => {
                     let copies = copy_ms(&layout, StageId(i), calibration.bus);
                     let device_ms = entry.gpu_ms_per_frame.unwrap_or(0.0);

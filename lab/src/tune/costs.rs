@@ -82,6 +82,10 @@ pub struct StageCosts {
     pub cpu_ms: Option<f64>,
     /// Costs on the GPU; `None`: not offered or not calibrated.
     pub gpu: Option<GpuStageCosts>,
+    /// Whether its CPU kernel carries state from frame to frame, so that it runs one frame at
+    /// a time (absent in calibrations from before stateful stages: false).
+    #[serde(default)]
+    pub serial: bool,
 }
 
 /// A GPU stage's costs per frame.

@@ -11,6 +11,7 @@
 //! | the source thread | writing a frame (a replay), or receiving its packets (UDP) |
 //! | the collector | judging a frame |
 //! | the GPU | its stages' kernel time (kernels run one after another on a busy GPU) |
+//! | a stateful stage | its kernel time: it runs one frame at a time, whatever the workers |
 //! | each bus direction | the bytes crossing it over the measured copy rate |
 //!
 //! Those bounds ignore waiting: a frame that holds its slot while a worker is busy elsewhere,
@@ -64,6 +65,8 @@ pub enum Resource {
     Download,
     /// The frame slots.
     Slots,
+    /// A stateful stage, which runs one frame at a time whatever the workers.
+    Stateful,
 }
 
 impl Resource {
@@ -78,6 +81,7 @@ impl Resource {
             Resource::Upload => "upload",
             Resource::Download => "download",
             Resource::Slots => "slots",
+            Resource::Stateful => "stateful stage",
         }
     }
 }
@@ -149,6 +153,8 @@ struct StageCost {
     download_ms: f64,
     on_gpu: bool,
     launches: u64,
+    /// Runs one frame at a time (a stateful CPU stage).
+    serial: bool,
 }
 
 /// Predicts `candidate`, laid out as `layout`, from `calibration`, fed by `feed`, on a
@@ -202,6 +208,14 @@ pub fn predict(
     if any_gpu {
         limits.push((Resource::Gpu, per_s(gpu_ms)));
     }
+    // The slowest stateful stage, which no worker count speeds up.
+    let serial_ms = costs
+        .iter()
+        .filter(|c| c.serial)
+        .fold(0.0, |most: f64, c| most.max(c.work_ms));
+    if serial_ms > 0.0 {
+        limits.push((Resource::Stateful, per_s(serial_ms)));
+    }
     if upload_ms > 0.0 {
         limits.push((Resource::Upload, per_s(upload_ms)));
     }
@@ -229,8 +243,13 @@ pub fn predict(
     };
     limits.push((Resource::Slots, simulated.rate));
     let rate = simulated.rate.min(cores * per_s(host_ms));
+    // A stateful stage nearly always running limits the rate when the workers are not
+    // busier than it (with one worker, they are: then the workers are what limits).
+    let serial_share = simulated.rate * serial_ms / 1e3;
     let bottleneck = if rate < simulated.rate {
         Resource::Cores
+    } else if serial_share >= 0.9 && serial_share > simulated.busy.workers + 1e-9 {
+        Resource::Stateful
     } else {
         busiest(&simulated)
     };
@@ -341,6 +360,7 @@ fn sim_stages(graph: &Graph, costs: &[StageCost]) -> Vec<SimStage> {
                 kernel_ms_per_launch: if c.on_gpu { c.work_ms / launches } else { 0.0 },
                 upload_ms: c.upload_ms,
                 download_ms: c.download_ms,
+                serial: c.serial,
             }
         })
         .collect()
@@ -370,6 +390,7 @@ fn stage_costs(
                             stage: stage.name.clone(),
                             device: "CPU",
                         })?;
+                cost.serial = measured.is_some_and(|m| m.serial);
             }
             Where::Gpu => {
                 let gpu = measured.and_then(|m| m.gpu.as_ref()).ok_or_else(|| {
@@ -479,11 +500,13 @@ sinks: [y]
                     name: "first".into(),
                     cpu_ms: Some(2.0),
                     gpu: gpu_costs(0.2),
+                    serial: false,
                 },
                 StageCosts {
                     name: "second".into(),
                     cpu_ms: Some(1.0),
                     gpu: gpu_costs(0.1),
+                    serial: false,
                 },
             ],
             source_ms: 0.0,
@@ -526,6 +549,30 @@ sinks: [y]
             (one.cores - 1.0).abs() < 0.01,
             "one worker always busy: {one:?}"
         );
+    }
+
+    #[test]
+    fn a_stateful_stage_caps_the_rate_whatever_the_workers() {
+        let mut c = calibration(false, None);
+        // `second` (1 ms) carries state: it runs one frame at a time.
+        c.stages[1].serial = true;
+        let one = predict_on([Where::Cpu; 2], 1, &c).unwrap();
+        let two = predict_on([Where::Cpu; 2], 2, &c).unwrap();
+        let four = predict_on([Where::Cpu; 2], 4, &c).unwrap();
+        assert!((one.rate - 1000.0 / 3.0).abs() < 1.0, "{one:?}");
+        assert_eq!(one.bottleneck, Resource::Workers, "one worker is busier");
+        assert!((two.rate - 2000.0 / 3.0).abs() < 7.0, "{two:?}");
+        // Four workers could take 4000/3 frames/s of both stages, but the stateful stage, 1 ms
+        // a frame one frame at a time, allows 1000.
+        assert!(four.rate <= 1000.0 + 1.0 && four.rate > 950.0, "{four:?}");
+        assert_eq!(four.bottleneck, Resource::Stateful);
+        assert!(
+            four.limits.contains(&(Resource::Stateful, 1000.0)),
+            "{four:?}"
+        );
+        c.stages[1].serial = false;
+        let free = predict_on([Where::Cpu; 2], 4, &c).unwrap();
+        assert!(free.rate > 1300.0, "without state, four workers: {free:?}");
     }
 
     #[test]

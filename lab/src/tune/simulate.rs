@@ -9,16 +9,22 @@
 //! and appends its uploads and kernels to the stage's stream; after a GPU stage's last task
 //! come its downloads, its event and its host callback, and its GPU readers are released at
 //! once (their streams wait on the event), its CPU readers by the callback; the GPU runs one
-//! kernel at a time and one copy at a time each way, in the order asked; the collector hands
-//! frames on in the order they began, and a slot is reused once its frame is handed on.
+//! kernel at a time and one copy at a time each way, in the order asked; a stateful stage runs
+//! one frame at a time, in the order frames began (`serial`); the collector hands frames on in
+//! the order they began, and a slot is reused once its frame is handed on.
 //!
 //! What it does not follow: cores shared with other threads (the model bounds that in closed
 //! form), caches, and any time not measured by the calibration.
 //!
 //! Deterministic: the same inputs give the same outcome.
 
-use std::cmp::Ordering;
+mod events;
+mod serial;
+
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use events::{Ev, Timed};
+use serial::Gates;
 
 /// One stage as the simulation runs it.
 #[derive(Clone, Debug, Default)]
@@ -41,6 +47,8 @@ pub(super) struct SimStage {
     pub upload_ms: f64,
     /// GPU: download time per frame, ms.
     pub download_ms: f64,
+    /// Stateful: runs one frame at a time, in frame order (CPU, not split).
+    pub serial: bool,
 }
 
 /// How frames arrive.
@@ -98,53 +106,6 @@ pub(super) struct Busy {
     pub collector: f64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ev {
-    /// The source may begin its next frame (replay).
-    SourceFree,
-    /// Frame `f` starts arriving (paced).
-    Arrive(usize),
-    /// Tile `t` of streamed stage `s` of frame `f` has its packets.
-    TileReady(usize, usize, u32),
-    /// Frame `f`'s last packet.
-    Written(usize),
-    /// A worker finished a task of stage `s` of frame `f`.
-    TaskDone(usize, usize),
-    /// Engine `e` finished the current operation of the stream of stage `s` of frame `f`.
-    EngineDone(usize, usize, usize),
-    /// Frame `f` is complete (after the fixed latency).
-    Complete(usize),
-    /// The collector handed frame `f` on.
-    Collected(usize),
-    /// A slot is free again.
-    SlotFree,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Timed {
-    at: f64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Timed {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Timed {}
-impl PartialOrd for Timed {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Timed {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // A min-heap on time, then on order of scheduling.
-        other.at.total_cmp(&self.at).then(other.seq.cmp(&self.seq))
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 enum Op {
     Upload(f64),
@@ -194,6 +155,8 @@ struct Sim<'a> {
     ready_q: VecDeque<(usize, usize)>,
     streamed_q: VecDeque<(usize, usize)>,
     streams: HashMap<(usize, usize), StreamState>,
+    /// The stateful stages' turns.
+    gates: Gates,
     /// Each (frame, GPU stage)'s event.
     events: HashMap<(usize, usize), EventState>,
     /// Per engine (kernels, uploads, downloads): whether it runs an operation, and the
@@ -281,7 +244,23 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Stage `stage` of `frame` has its inputs: its tasks are queued, or, for a stateful
+    /// stage, those of the frame whose turn it is.
     fn dispatch(&mut self, frame: usize, stage: usize) {
+        if self.gates.is_serial(stage) {
+            let frames = &self.frames;
+            if let Some(now) = self
+                .gates
+                .ready(stage, frame, |f| frames.get(f).is_some_and(|x| x.dropped))
+            {
+                self.queue(now, stage);
+            }
+            return;
+        }
+        self.queue(frame, stage);
+    }
+
+    fn queue(&mut self, frame: usize, stage: usize) {
         let s = &self.p.stages[stage];
         let tasks = if s.on_gpu { 1 } else { s.launches };
         for _ in 0..tasks {
@@ -377,6 +356,13 @@ impl<'a> Sim<'a> {
         } else if last {
             for next in self.succs[stage].clone() {
                 self.satisfy(frame, next);
+            }
+            let frames = &self.frames;
+            if let Some(now) = self
+                .gates
+                .done(stage, |f| frames.get(f).is_some_and(|x| x.dropped))
+            {
+                self.queue(now, stage);
             }
             self.stage_done(frame);
         }
@@ -513,6 +499,14 @@ impl<'a> Sim<'a> {
                 }
                 if self.free_slots == 0 {
                     self.frames[f].dropped = true;
+                    let frames = &self.frames;
+                    for (stage, now) in self
+                        .gates
+                        .dropped(|f| frames.get(f).is_some_and(|x| x.dropped))
+                    {
+                        self.queue(now, stage);
+                    }
+                    self.assign();
                     self.collect();
                 } else {
                     self.begin(f);
@@ -607,6 +601,7 @@ pub(super) fn run(
         ready_q: VecDeque::new(),
         streamed_q: VecDeque::new(),
         streams: HashMap::new(),
+        gates: Gates::new(pipeline.stages.iter().map(|s| s.serial && !s.on_gpu)),
         events: HashMap::new(),
         engine_busy: [false; 3],
         engine_waiting: [Vec::new(), Vec::new(), Vec::new()],

@@ -438,6 +438,10 @@ pub struct RunOptions {
     pub progress_every: Option<Duration>,
     /// Record the run's timeline ([`crate::report::trace`]) into [`RunMetrics::trace`].
     pub trace: bool,
+    /// When the frames are a recording replayed (or sent) in cycles, its frames per cycle:
+    /// frame numbers that cross a multiple of it start the stream again, so a stateful stage
+    /// restarts there with a zeroed carry, as a reference computed over one cycle does.
+    pub cycle: Option<u64>,
 }
 
 /// [`run`], measuring only after `options.warmup_frames` frames.

@@ -45,7 +45,7 @@ impl Built {
                 p.carry
                     .map(|carry| {
                         let block = take(plan, &mut pools, PoolPurpose::Carry(p.stage))?;
-                        Ok::<_, SlotError>(Stateful::new(carry, block, slots.len()))
+                        Ok::<_, SlotError>(Stateful::new(carry, block, slots.len(), options.cycle))
                     })
                     .transpose()
             })

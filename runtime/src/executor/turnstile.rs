@@ -12,7 +12,8 @@
 //! It also says what each admitted launch is told ([`Admission`]): the frames lost since the
 //! carry's previous launch, counted by the source's frame numbers (a partial frame, one
 //! dropped for want of a slot, one that never arrived), and whether the carry was zeroed
-//! first: at the stream's first frame, when the numbers go back (the sender restarted), and
+//! first: at the stream's first frame, when the numbers go back (the sender restarted) or
+//! cross into a new cycle of a recording replayed in cycles (the stream starts again), and
 //! after a loss when the kernel asked for a reset. It counts each of them for the report.
 //!
 //! Guarantees: at most one launch of the stage is admitted at a time; frames are admitted in
@@ -70,14 +71,18 @@ struct Gate {
 /// The gate of one stateful stage.
 pub(crate) struct Turnstile {
     carry: PlannedCarry,
+    /// Frames per cycle of a recording replayed in cycles.
+    cycle: Option<u64>,
     gate: Mutex<Gate>,
 }
 
 impl Turnstile {
-    /// A gate for a run of `slots` slots, before its first frame.
-    pub(crate) fn new(carry: PlannedCarry, slots: usize) -> Turnstile {
+    /// A gate for a run of `slots` slots, before its first frame; with `cycle`, the stream
+    /// starts again at every multiple of it.
+    pub(crate) fn new(carry: PlannedCarry, slots: usize, cycle: Option<u64>) -> Turnstile {
         Turnstile {
             carry,
+            cycle: cycle.filter(|&n| n > 0),
             gate: Mutex::new(Gate {
                 next: 0,
                 running: false,
@@ -166,7 +171,7 @@ impl Turnstile {
                 fresh: true,
                 after_slot: None,
             },
-            Some(last) if frame <= last => {
+            Some(last) if frame <= last || self.cycle.is_some_and(|n| frame / n != last / n) => {
                 counts.restarts += 1;
                 Admission {
                     frame,
@@ -200,10 +205,16 @@ pub(crate) struct Stateful {
 }
 
 impl Stateful {
-    /// The stage's gate and `carry`, a host block of at least the carry's size.
-    pub(crate) fn new(carry: PlannedCarry, block: Block, slots: usize) -> Stateful {
+    /// The stage's gate and `carry`, a host block of at least the carry's size (see
+    /// [`Turnstile::new`]).
+    pub(crate) fn new(
+        carry: PlannedCarry,
+        block: Block,
+        slots: usize,
+        cycle: Option<u64>,
+    ) -> Stateful {
         Stateful {
-            turnstile: Turnstile::new(carry, slots),
+            turnstile: Turnstile::new(carry, slots, cycle),
             carry: block,
         }
     }
@@ -231,13 +242,45 @@ mod tests {
     use super::*;
 
     fn gate(reset_on_gap: bool, slots: usize) -> Turnstile {
+        cycled(reset_on_gap, slots, None)
+    }
+
+    fn cycled(reset_on_gap: bool, slots: usize, cycle: Option<u64>) -> Turnstile {
         Turnstile::new(
             PlannedCarry {
                 bytes: 64,
                 reset_on_gap,
             },
             slots,
+            cycle,
         )
+    }
+
+    #[test]
+    fn each_cycle_of_a_replayed_recording_starts_the_stream_again() {
+        let t = cycled(false, 1, Some(3));
+        let mut told = Vec::new();
+        for (sequence, frame) in [0u64, 1, 2, 3, 4, 7, 9].into_iter().enumerate() {
+            assert_eq!(t.ready(0, sequence as u64, frame), Some(0));
+            let a = t.admitted();
+            told.push((a.frame, a.fresh, a.frames_missing));
+            t.done();
+        }
+        assert_eq!(
+            told,
+            [
+                (0, true, 0),
+                (1, false, 0),
+                (2, false, 0),
+                (3, true, 0),
+                (4, false, 0),
+                (7, true, 0),
+                (9, true, 0),
+            ],
+            "fresh at 3, 6 (7 comes first, 5 and 6 lost) and 9"
+        );
+        let counts = t.counts();
+        assert_eq!((counts.restarts, counts.frames_missing), (3, 0));
     }
 
     #[test]

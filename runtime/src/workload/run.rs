@@ -282,6 +282,9 @@ pub fn run_pipeline(
         profile_gpu: config.profile_gpu,
         progress_every: config.progress_every.filter(|_| progress.is_some()),
         trace: config.trace,
+        // A replay and a sender cycle through the prepared frames: each cycle is the stream
+        // again from its start, as the reference's one pass over them is.
+        cycle: workload.frames().map(|frames| frames.len() as u64),
     };
     let run = match &mut progress {
         Some(write) => {

@@ -7,7 +7,11 @@ stream (the FIR's taps as the graph states them, rounded to float32 as kplace re
 keeps every D-th sample, steers the beams and averages their power per frame; writes the
 golden files `kplace run --check golden:DIR` reads: DIR/beams.npy and DIR/beam_power.npy.
 
-Usage: reference.py GRAPH RECORDING.sigmf-data OUT_DIR
+With --bursts, every frame is filtered on its own, from zeros, as the graph does with
+`--set lowpass.stream=false`. With --lost F,G,... those frames (0-based) are silence in the
+stream, as kplace's FIR fills a frame lost on the way.
+
+Usage: reference.py [--bursts] [--lost F,G,...] GRAPH RECORDING.sigmf-data OUT_DIR
 """
 
 import re
@@ -34,9 +38,16 @@ def number(text, name):
 
 
 def main():
-    if len(sys.argv) != 4:
+    args = sys.argv[1:]
+    bursts = args[:1] == ["--bursts"]
+    args = args[1:] if bursts else args
+    lost = []
+    if args[:1] == ["--lost"] and len(args) > 1:
+        lost = [int(f) for f in args[1].split(",")]
+        args = args[2:]
+    if len(args) != 3:
         sys.exit(__doc__)
-    graph, recording, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    graph, recording, out = Path(args[0]), Path(args[1]), Path(args[2])
     text = graph.read_text()
     channels, snapshots = int(number(text, "C")), int(number(text, "T")) * int(number(text, "R"))
     decimation = int(number(text, "decimation"))
@@ -46,10 +57,17 @@ def main():
 
     x = np.fromfile(recording, dtype="<c8").astype(np.complex128)
     frames = x.size // (snapshots * channels)
-    x = x[: frames * snapshots * channels].reshape(-1, channels)
-    # One continuous filter per channel: the stream's first samples see zeros before them.
-    filtered = np.stack(
-        [np.convolve(x[:, c], taps)[: x.shape[0]] for c in range(channels)], axis=1
+    x = x[: frames * snapshots * channels].reshape(frames, snapshots, channels)
+    x[lost] = 0
+    x = x.reshape(-1, channels)
+    # One continuous filter per channel (the stream's first samples see zeros before them),
+    # or one per frame.
+    pieces = np.split(x, frames) if bursts else [x]
+    filtered = np.concatenate(
+        [
+            np.stack([np.convolve(p[:, c], taps)[: p.shape[0]] for c in range(channels)], axis=1)
+            for p in pieces
+        ]
     )[::decimation]
     weights = np.exp(-2j * np.pi * spacing * np.outer(np.sin(angles), np.arange(channels)))
     beams = filtered @ weights.T / channels
@@ -59,7 +77,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "beams.npy", beams.astype("<c8"))
     np.save(out / "beam_power.npy", power.astype("<f4"))
-    print(f"reference.py: {frames} frames, {x.shape[0]} snapshots of {channels} channels, "
+    print(f"reference.py: {'each of ' if bursts else ''}{frames} frames, {x.shape[0]} snapshots of {channels} channels, "
           f"{len(taps)} taps, decimation {decimation}, beam power of the whole stream "
           + ", ".join(f"{p:.4g}" for p in power.mean(axis=0)))
 

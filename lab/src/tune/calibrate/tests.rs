@@ -25,6 +25,7 @@ fn calibration(key: CalibrationKey, measured_at_unix_s: u64) -> Calibration {
             name: "range_fft".into(),
             cpu_ms: Some(0.25),
             gpu: None,
+            serial: false,
         }],
         source_ms: 0.01,
         collector_ms: 0.002,

@@ -82,3 +82,48 @@ fn a_paced_stream_beyond_the_pipeline_drops_frames_and_one_within_keeps_up() {
     assert_eq!(slow.dropped, 0, "{slow:?}");
     assert!((slow.latency_p50_ms - 2.0).abs() < 1e-6, "{slow:?}");
 }
+
+/// A stateful stage runs one frame at a time: four workers give it no more than one, the
+/// stages around it still overlap, and frames dropped for want of a slot pass their turn.
+#[test]
+fn a_stateful_stage_runs_one_frame_at_a_time_and_dropped_frames_pass_their_turn() {
+    let first = SimStage {
+        after_frame: true,
+        ..cpu_stage(vec![], 1, 1.0, false)
+    };
+    let stateful = SimStage {
+        serial: true,
+        ..cpu_stage(vec![0], 1, 2.0, false)
+    };
+    let free = cpu_stage(vec![0], 1, 2.0, false);
+    let serial = run(
+        &pipeline(vec![first.clone(), stateful], 4, 8),
+        Arrivals::Replay,
+        400,
+        40,
+    );
+    assert!(
+        (serial.rate - 500.0).abs() < 5.0,
+        "one frame per 2 ms: {serial:?}"
+    );
+    let parallel = run(
+        &pipeline(vec![first, free], 4, 8),
+        Arrivals::Replay,
+        400,
+        40,
+    );
+    assert!(
+        parallel.rate > 1200.0,
+        "without state, the workers share it: {parallel:?}"
+    );
+
+    let stateful = SimStage {
+        serial: true,
+        after_frame: true,
+        ..cpu_stage(vec![], 1, 2.0, false)
+    };
+    let p = pipeline(vec![stateful], 4, 2);
+    let out = run(&p, Arrivals::Paced { period_ms: 1.5 }, 200, 20);
+    assert!(out.dropped > 0, "{out:?}");
+    assert!(out.rate > 400.0, "the frames that begin still run: {out:?}");
+}

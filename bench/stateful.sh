@@ -27,6 +27,7 @@ trap 'rm -rf "$dir"' EXIT
     --tone 0.02:0.25:-30 --tone -0.05:0.1:14.4775 --tone 0.3:0.5:0 --noise 0.01 \
     --out "$dir/array.sigmf-data" >/dev/null
 sed "s/^  R: 4 /  R: $packets /" "$graph" >"$dir/graph.yaml"
+cp workloads/beamformer/filtered/lowpass.npy "$dir/"
 "$python" workloads/beamformer/filtered/reference.py "$dir/graph.yaml" "$dir/array.sigmf-data" \
     "$dir/stream" >/dev/null
 "$python" workloads/beamformer/filtered/reference.py --bursts "$dir/graph.yaml" \

@@ -38,11 +38,15 @@ fn a_c_library_loads_and_its_kernel_runs() {
             ("test.leaky", DeviceKind::CPU),
             ("test.leaky_reset", DeviceKind::CPU),
             ("test.leaky", DeviceKind::CUDA),
+            ("test.leaky_reset", DeviceKind::CUDA),
         ],
         "one kernel name may be offered once per device kind"
     );
     let stateful: Vec<bool> = lib.kernels().iter().map(|k| k.is_stateful()).collect();
-    assert_eq!(stateful, [false, false, false, false, true, true, true]);
+    assert_eq!(
+        stateful,
+        [false, false, false, false, true, true, true, true]
+    );
     let cuda = lib.find("test.magnitude2", DeviceKind::CUDA).unwrap();
     assert_eq!(
         cuda.info().memory,

@@ -12,6 +12,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::path::Path;
+use std::time::Duration;
 
 use kplace::cuda::sim::SimProvider;
 use kplace::executor::{
@@ -48,8 +49,8 @@ sinks: [y]
     )
 }
 
-fn plan(kernel: &str, workers: usize, slots: usize) -> Result<Plan, PlanError> {
-    plan_with(&graph_text(kernel, ""), "cpu", workers, slots)
+fn plan(kernel: &str, device: &str, workers: usize, slots: usize) -> Result<Plan, PlanError> {
+    plan_with(&graph_text(kernel, ""), device, workers, slots)
 }
 
 fn plan_with(graph: &str, device: &str, workers: usize, slots: usize) -> Result<Plan, PlanError> {
@@ -63,9 +64,10 @@ fn plan_with(graph: &str, device: &str, workers: usize, slots: usize) -> Result<
         Path::new("p.yaml"),
     )
     .unwrap();
-    // A simulated GPU, so that a GPU placement is refused for being stateful, not for want
-    // of a GPU.
-    Plan::with_gpus(graph, placement, &SimProvider::new(1), PlanMode::Run)
+    // A simulated GPU slow enough (100 us before every operation) that a launch enqueued
+    // without waiting for the frame before would read a carry not yet written.
+    let gpus = SimProvider::with_delay(1, Duration::from_micros(100));
+    Plan::with_gpus(graph, placement, &gpus, PlanMode::Run)
 }
 
 /// One frame the source sends: its number, its samples, and whether a packet is missing.
@@ -204,12 +206,23 @@ fn reference(stream: &[Sent], reset_on_gap: bool) -> Vec<(u64, Option<Vec<f64>>)
 
 #[test]
 fn a_stateful_stage_sees_the_stream_in_order_for_any_workers_and_slots() {
+    sees_the_stream_in_order("cpu");
+}
+
+/// On a GPU (simulated) the carry is device memory, and each frame's stream waits for the
+/// stage's event in the frame before: the same stream, the same output.
+#[test]
+fn a_stateful_gpu_stage_sees_the_stream_in_order_for_any_workers_and_slots() {
+    sees_the_stream_in_order("gpu:0");
+}
+
+fn sees_the_stream_in_order(device: &str) {
     let sent = stream(7);
     for (kernel, reset_on_gap) in [("test.leaky", false), ("test.leaky_reset", true)] {
         let want = reference(&sent, reset_on_gap);
         for workers in [1, 2, 4] {
             for slots in [2, 4] {
-                let plan = plan(kernel, workers, slots).unwrap();
+                let plan = plan(kernel, device, workers, slots).unwrap();
                 let mut sink = Collect::default();
                 let mut source = Interleaved {
                     frames: sent.clone(),
@@ -241,20 +254,42 @@ fn a_stateful_stage_sees_the_stream_in_order_for_any_workers_and_slots() {
 }
 
 #[test]
-fn a_stateful_stage_is_not_split_and_stays_on_the_cpu() {
+fn a_stateful_stage_is_not_split() {
     let split = graph_text("test.leaky", ", split: {axis: 0, tile: 4}");
-    let e = plan_with(&split, "cpu", 1, 2).unwrap_err();
-    let text = e.to_string();
-    assert!(
-        matches!(e, PlanError::StatefulSplit { .. })
-            && text.contains("stage integrate (graph stateful.yaml:")
-            && text.contains("remove its `split`"),
-        "{text}"
+    for device in ["cpu", "gpu:0"] {
+        let e = plan_with(&split, device, 1, 2).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(e, PlanError::StatefulSplit { .. })
+                && text.contains("stage integrate (graph stateful.yaml:")
+                && text.contains("remove its `split`"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_stateful_stage_has_its_carry_where_its_kernel_runs() {
+    let cpu = plan("test.leaky", "cpu", 1, 2).unwrap();
+    let gpu = plan("test.leaky", "gpu:0", 1, 2).unwrap();
+    let pools = |p: &Plan| -> Vec<(String, String, u64)> {
+        p.pools
+            .iter()
+            .filter(|pool| pool.name.starts_with("carry."))
+            .map(|pool| (pool.name.clone(), pool.space.to_string(), pool.block_bytes))
+            .collect()
+    };
+    assert_eq!(pools(&cpu), [("carry.integrate".into(), "host".into(), 16)]);
+    assert_eq!(
+        pools(&gpu),
+        [
+            ("carry.integrate".into(), "device(gpu:0)".into(), 16),
+            ("carry.integrate.zeros".into(), "pinned(gpu:0)".into(), 16),
+        ]
     );
-    let e = plan_with(&graph_text("test.leaky", ""), "gpu", 1, 2).unwrap_err();
-    let text = e.to_string();
+    let shown = gpu.to_string();
     assert!(
-        text.contains("test.leaky") && text.contains("place it on `cpu`"),
-        "{text}"
+        shown.contains("stateful: one frame at a time, in frame order (carry 16 B;"),
+        "{shown}"
     );
 }

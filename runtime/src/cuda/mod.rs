@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use kplace_abi::{Tensor, Tile};
 
-use crate::plugin::{KernelState, LaunchError};
+use crate::plugin::{CarryArgs, KernelState, LaunchError};
 
 /// A stream: a CUstream on a real device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +245,8 @@ pub struct LaunchRequest {
     outputs: *const [Tensor],
     workspace: (*mut c_void, u64),
     tile: Tile,
+    /// A stateful kernel's carry, in device memory like its tensors.
+    carry: Option<CarryArgs>,
 }
 
 // SAFETY: a request is a set of addresses whose validity its maker guarantees (see `new`).
@@ -269,7 +271,17 @@ impl LaunchRequest {
             outputs,
             workspace,
             tile,
+            carry: None,
         }
+    }
+
+    /// The request with a stateful kernel's carry.
+    ///
+    /// # Safety
+    /// As for [`LaunchRequest::new`]: the carry stays valid until the launch has run, and no
+    /// other launch uses it meanwhile.
+    pub unsafe fn with_carry(self, carry: Option<CarryArgs>) -> LaunchRequest {
+        LaunchRequest { carry, ..self }
     }
 
     /// The tile launched.
@@ -293,12 +305,13 @@ impl LaunchRequest {
     pub unsafe fn run(&self, stream: *mut c_void) -> Result<(), LaunchError> {
         // SAFETY: per `new`'s contract.
         unsafe {
-            (*self.state).launch(
+            (*self.state).launch_with(
                 &*self.inputs,
                 &*self.outputs,
                 self.workspace,
                 stream,
                 self.tile,
+                self.carry.as_ref(),
             )
         }
     }

@@ -368,6 +368,14 @@ impl Shared<'_> {
                 self.stage_ready(slot_index, next);
             }
         }
+        // A stateful stage's work is on its stream, before its event: the next frame's may be
+        // enqueued now, its stream waiting on that event.
+        if let Some(admitted) = self.stateful[stage.0]
+            .as_ref()
+            .and_then(|s| s.turnstile.done())
+        {
+            self.dispatch_stage(admitted, stage);
+        }
         Ok(())
     }
 

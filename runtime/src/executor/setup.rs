@@ -5,6 +5,7 @@
 //! frame.
 
 use super::*;
+use crate::model::placement::Device;
 
 /// What a run allocates before it starts: the pools, and from them the sets of stage
 /// buffers, the frame slots and the workers' scratch memory.
@@ -45,7 +46,14 @@ impl Built {
                 p.carry
                     .map(|carry| {
                         let block = take(plan, &mut pools, PoolPurpose::Carry(p.stage))?;
-                        Ok::<_, SlotError>(Stateful::new(carry, block, slots.len(), options.cycle))
+                        let zeros = match p.device {
+                            Device::Cpu => None,
+                            Device::Gpu(_) => {
+                                Some(take(plan, &mut pools, PoolPurpose::CarryZeros(p.stage))?)
+                            }
+                        };
+                        let (slots, cycle) = (slots.len(), options.cycle);
+                        Ok::<_, SlotError>(Stateful::new(carry, block, zeros, slots, cycle))
                     })
                     .transpose()
             })

@@ -31,6 +31,7 @@ use super::RunError;
 use super::schedule::Schedule;
 use super::scratch::{FrameSets, UNBOUND, WorkerScratch, take};
 use super::slot_error::SlotError;
+use super::turnstile::GpuCarry;
 
 mod build;
 
@@ -184,6 +185,11 @@ impl Slot {
         self.stages[stage.0].gpu.is_some()
     }
 
+    /// The event GPU stage `stage` records after its work in this slot; `None` on the CPU.
+    pub(crate) fn gpu_event(&self, stage: StageId) -> Option<Event> {
+        self.stages[stage.0].gpu.as_ref().map(|g| g.event.raw())
+    }
+
     fn tile(s: &SlotStage, launch: u32) -> Tile {
         match s.split_axis_tile {
             Some(tile) => Tile {
@@ -250,8 +256,15 @@ impl Slot {
 
     /// Enqueues task `task` of GPU stage `stage` on its stream, without waiting for the GPU:
     /// one tile with its piece of the upload when the stage is fed tile by tile, else the
-    /// stream waits on its producers' events, the whole uploads, and every launch.
-    pub(crate) fn enqueue_gpu(&self, stage: StageId, task: u32) -> Result<(), LaunchFailure> {
+    /// stream waits on its producers' events, the whole uploads, and every launch. A stateful
+    /// stage's stream also waits for `carry`'s event (the stage's in the frame before), clears
+    /// the carry when it starts afresh, and gives the launch its carry.
+    pub(crate) fn enqueue_gpu(
+        &self,
+        stage: StageId,
+        task: u32,
+        carry: Option<(GpuCarry, Option<Event>)>,
+    ) -> Result<(), LaunchFailure> {
         let s = &self.stages[stage.0];
         let g = s
             .gpu
@@ -285,11 +298,25 @@ impl Slot {
         // SAFETY: every address comes from this slot's pools, sized by the plan; the pools
         // outlive every stream (drained before they are freed), and work of a frame whose
         // slot is reused is ordered before the next frame's on this stream (checked above);
-        // events and the stream belong to this slot.
+        // events and the stream belong to this slot, but for the carry's event, the stage's
+        // in the frame before, whose slot records it again only after this frame's turn.
         unsafe {
             if !g.per_tile {
                 for &event in &g.waits {
                     g.gpu.wait(g.stream.raw(), event)?;
+                }
+            }
+            if let Some((c, after)) = &carry {
+                if let Some(event) = after {
+                    g.gpu.wait(g.stream.raw(), *event)?;
+                }
+                if let Some(zeros) = c.zeros {
+                    g.gpu.copy_to_device(
+                        c.args.carry.cast(),
+                        zeros.ptr,
+                        c.args.bytes as usize,
+                        g.stream.raw(),
+                    )?;
                 }
             }
             for launch in launches {
@@ -323,7 +350,8 @@ impl Slot {
                     &s.outputs,
                     (ws.ptr.cast(), ws.bytes),
                     tile,
-                );
+                )
+                .with_carry(carry.map(|(c, _)| c.args));
                 g.gpu.enqueue_launch(g.stream.raw(), request)?;
                 if let Some((_, end)) = timing {
                     g.gpu.record(end.raw(), g.stream.raw())?;

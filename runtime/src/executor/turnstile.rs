@@ -201,38 +201,70 @@ impl Turnstile {
 /// A stateful stage's gate and its carry, for one run.
 pub(crate) struct Stateful {
     pub(crate) turnstile: Turnstile,
+    /// The carry, in the kernel's memory: host memory, or device memory for a GPU stage.
     carry: Block,
+    /// For a GPU stage: pinned zeros of the carry's size, copied over it to start afresh.
+    zeros: Option<Block>,
+}
+
+/// What a stateful GPU stage's enqueue adds to its stream before its launch.
+#[derive(Clone, Copy)]
+pub(crate) struct GpuCarry {
+    /// The launch's carry arguments.
+    pub(crate) args: CarryArgs,
+    /// Pinned zeros to copy over the carry first, when it starts afresh.
+    pub(crate) zeros: Option<Block>,
+    /// The slot whose frame ran the stage before: the stream first waits for that slot's
+    /// event of the stage, so the launches use the carry in turn, on the device too.
+    pub(crate) after_slot: Option<usize>,
 }
 
 impl Stateful {
-    /// The stage's gate and `carry`, a host block of at least the carry's size (see
-    /// [`Turnstile::new`]).
+    /// The stage's gate and `carry`, a block of at least the carry's size in its kernel's
+    /// memory, with `zeros` for a GPU stage (see [`Turnstile::new`] for `cycle`).
     pub(crate) fn new(
         carry: PlannedCarry,
         block: Block,
+        zeros: Option<Block>,
         slots: usize,
         cycle: Option<u64>,
     ) -> Stateful {
         Stateful {
             turnstile: Turnstile::new(carry, slots, cycle),
             carry: block,
+            zeros,
         }
     }
 
-    /// The arguments of the admitted launch, its carry zeroed first when it must be.
-    pub(crate) fn carry_args(&self) -> CarryArgs {
-        let admitted = self.turnstile.admitted();
-        if admitted.fresh {
-            // SAFETY: the block is the stage's carry, `bytes` long, and only the admitted
-            // launch, which has not started, uses it.
-            unsafe { std::ptr::write_bytes(self.carry.ptr, 0, self.carry.bytes as usize) };
-        }
+    fn args(&self, admitted: Admission) -> CarryArgs {
         CarryArgs {
             carry: self.carry.ptr.cast(),
             bytes: self.carry.bytes,
             frame: admitted.frame,
             frames_missing: admitted.frames_missing,
             fresh: admitted.fresh,
+        }
+    }
+
+    /// The arguments of the admitted CPU launch, its carry zeroed first when it must be.
+    pub(crate) fn carry_args(&self) -> CarryArgs {
+        let admitted = self.turnstile.admitted();
+        if admitted.fresh && self.zeros.is_none() {
+            // SAFETY: the block is the stage's carry in host memory, `bytes` long, and only
+            // the admitted launch, which has not started, uses it.
+            unsafe { std::ptr::write_bytes(self.carry.ptr, 0, self.carry.bytes as usize) };
+        }
+        self.args(admitted)
+    }
+
+    /// What the admitted GPU launch's enqueue needs: its arguments, the zeros to clear the
+    /// carry with when it starts afresh, and the slot to wait for.
+    pub(crate) fn gpu_carry(&self) -> GpuCarry {
+        let admitted = self.turnstile.admitted();
+        GpuCarry {
+            args: self.args(admitted),
+            zeros: self.zeros.filter(|_| admitted.fresh),
+            after_slot: admitted.after_slot,
         }
     }
 }

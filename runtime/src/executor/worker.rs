@@ -96,7 +96,15 @@ pub(super) fn worker(
         let range = shared.nvtx.as_ref().map(|n| n.range(stage.0));
         // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
         let result = if shared.slots[slot].is_gpu(stage) {
-            let enqueued = shared.slots[slot].enqueue_gpu(stage, launch);
+            // A stateful stage's stream first waits for the stage in the frame before.
+            let carry = shared.stateful[stage.0].as_ref().map(|s| {
+                let carry = s.gpu_carry();
+                let after = carry
+                    .after_slot
+                    .and_then(|before| shared.slots[before].gpu_event(stage));
+                (carry, after)
+            });
+            let enqueued = shared.slots[slot].enqueue_gpu(stage, launch, carry);
             record(&mut spans, SpanKind::Enqueue);
             enqueued
                 .map_err(RunError::from)

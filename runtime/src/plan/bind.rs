@@ -19,7 +19,7 @@ use super::{
 };
 use crate::cuda::{Gpu, GpuError, GpuProvider};
 use crate::model::graph::{Graph, StageId, TensorId};
-use crate::model::placement::{Device, Placement, StagePlacement, library_search_dirs};
+use crate::model::placement::{Device, StagePlacement, library_search_dirs};
 use crate::plugin::{
     CreateConfig, KernelHandle, KernelInfo, KernelLibrary, KernelState, PluginError,
 };
@@ -122,7 +122,7 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
                 offers: offered(&library),
             })?;
         let info = kernel.info();
-        check_kernel(&graph, &placement, StageId(index), entry, info)?;
+        check_kernel(&graph, StageId(index), entry, info)?;
         let launches = graph.launches(StageId(index));
         let gpu = match entry.device {
             Device::Cpu => None,
@@ -152,13 +152,12 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
                 reset_on_gap: info.flags.contains(KernelFlags::RESET_ON_GAP),
             });
         if let Some(carry) = carry {
-            pools.push(PoolSpec {
-                name: format!("carry.{}", stage.name),
-                purpose: PoolPurpose::Carry(StageId(index)),
-                space: BufferSpace::Host,
-                block_bytes: carry.bytes,
-                blocks: 1,
-            });
+            pools.extend(carry_pools(
+                &stage.name,
+                StageId(index),
+                entry.device,
+                carry.bytes,
+            ));
         }
         let workspace_space = match entry.device {
             Device::Cpu => BufferSpace::Host,
@@ -210,11 +209,9 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
 }
 
 /// Checks that `info`, the kernel bound to stage `id`, fits the stage: its ports' counts, the
-/// memory its device uses, and, for a stateful kernel, a stage that is neither split nor on a
-/// GPU.
+/// memory its device uses, and, for a stateful kernel, a stage that is not split.
 fn check_kernel(
     graph: &Graph,
-    placement: &Placement,
     id: StageId,
     entry: &StagePlacement,
     info: &KernelInfo,
@@ -244,26 +241,46 @@ fn check_kernel(
             memory: info.memory.name().unwrap_or("unknown"),
         });
     }
-    if info.is_stateful() {
-        if let Device::Gpu(_) = entry.device {
-            return Err(PlanError::StatefulOnGpu {
-                stage: stage.name.clone(),
-                kernel: stage.kernel.clone(),
-                device: entry.device,
-                placement: placement.path.clone(),
-                line: entry.line,
-            });
-        }
-        if stage.split.is_some() {
-            return Err(PlanError::StatefulSplit {
-                stage: stage.name.clone(),
-                kernel: stage.kernel.clone(),
-                graph: graph.path.clone(),
-                line: stage.line,
-            });
-        }
+    if info.is_stateful() && stage.split.is_some() {
+        return Err(PlanError::StatefulSplit {
+            stage: stage.name.clone(),
+            kernel: stage.kernel.clone(),
+            graph: graph.path.clone(),
+            line: stage.line,
+        });
     }
     Ok(())
+}
+
+/// The pools of a stateful stage's carry: one block in its kernel's memory and, on a GPU,
+/// one of pinned zeros to clear it with on the stage's stream.
+fn carry_pools(stage: &str, id: StageId, device: Device, bytes: u64) -> Vec<PoolSpec> {
+    let carry = |purpose, name: String, space| PoolSpec {
+        name,
+        purpose,
+        space,
+        block_bytes: bytes,
+        blocks: 1,
+    };
+    match device {
+        Device::Cpu => vec![carry(
+            PoolPurpose::Carry(id),
+            format!("carry.{stage}"),
+            BufferSpace::Host,
+        )],
+        Device::Gpu(n) => vec![
+            carry(
+                PoolPurpose::Carry(id),
+                format!("carry.{stage}"),
+                BufferSpace::Device(n),
+            ),
+            carry(
+                PoolPurpose::CarryZeros(id),
+                format!("carry.{stage}.zeros"),
+                BufferSpace::PinnedHost(n),
+            ),
+        ],
+    }
 }
 
 /// Refuses pools that need more memory than `available` has (see [`memory::check_fits`]).

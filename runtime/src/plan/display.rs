@@ -249,6 +249,7 @@ impl Plan {
                 }
                 PoolPurpose::Workspace(_) => "  one per launch, per slot",
                 PoolPurpose::Carry(_) => "  kept from frame to frame",
+                PoolPurpose::CarryZeros(_) => "  zeros to start the carry afresh",
                 _ => "",
             };
             writeln!(

@@ -128,8 +128,11 @@ pub enum PoolPurpose {
     /// worker has one; a GPU stage's launch enqueues work that runs later, so each launch of a
     /// frame has its own, per slot.
     Workspace(StageId),
-    /// The carry of this stateful stage: one block, kept for the run.
+    /// The carry of this stateful stage: one block, kept for the run, in its kernel's memory.
     Carry(StageId),
+    /// Zeros in pinned memory, copied over a stateful GPU stage's carry when it must start
+    /// afresh (device memory cannot be cleared from the host without waiting).
+    CarryZeros(StageId),
 }
 
 /// A fixed-block pool the executor allocates at start.
@@ -262,24 +265,6 @@ pub enum PlanError {
         /// The graph file.
         graph: PathBuf,
         /// The stage's line.
-        line: u64,
-    },
-    /// A stateful kernel's stage is placed on a GPU, where this runtime does not yet keep a
-    /// carry.
-    #[error(
-        "stage {stage} is placed on {device} (placement {}:{line}), but kernel {kernel} carries state from frame to frame, which kplace runs on the CPU only for now; place it on `cpu`",
-        placement.display()
-    )]
-    StatefulOnGpu {
-        /// The stage.
-        stage: String,
-        /// The kernel.
-        kernel: String,
-        /// The device asked for.
-        device: Device,
-        /// The placement file.
-        placement: PathBuf,
-        /// Line of the entry.
         line: u64,
     },
     /// A stage is placed on a GPU that cannot be used here.

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use kplace_abi::Scalar;
 
 use crate::model::graph::TensorSpec;
+use crate::model::npy::Header;
 use crate::os::files::create_beside;
 
 const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
@@ -175,64 +176,22 @@ pub fn read(path: &Path, tensor: &TensorSpec) -> Result<Vec<Vec<u8>>, NpyError> 
     };
     let mut file = File::open(path).map_err(io)?;
     let file_len = file.metadata().map_err(io)?.len();
-    let mut lead = [0u8; 10];
-    file.read_exact(&mut lead)
-        .map_err(|_| format("too short for an .npy header".into()))?;
-    if &lead[..6] != b"\x93NUMPY" {
-        return Err(format("not an .npy file (no \\x93NUMPY magic)".into()));
-    }
-    let (header_len, lead_len) = match lead[6] {
-        1 => (u64::from(u16::from_le_bytes([lead[8], lead[9]])), 10),
-        2 | 3 => {
-            let mut more = [0u8; 2];
-            file.read_exact(&mut more).map_err(io)?;
-            (
-                u64::from(u32::from_le_bytes([lead[8], lead[9], more[0], more[1]])),
-                12,
-            )
-        }
-        v => return Err(format(format!(".npy version {v} is not supported"))),
-    };
-    if header_len > 1 << 16 || lead_len + header_len > file_len {
-        return Err(format(format!(
-            "a header of {header_len} bytes does not fit the file"
-        )));
-    }
-    let mut dict = vec![0u8; header_len as usize];
-    file.read_exact(&mut dict).map_err(io)?;
-    let dict = String::from_utf8_lossy(&dict);
-    let field = |key: &str| -> Option<String> {
-        let at = dict.find(&format!("'{key}'"))? + key.len() + 2;
-        let rest = dict[at..].trim_start().strip_prefix(':')?.trim_start();
-        let end = match rest.chars().next()? {
-            '(' => rest.find(')')? + 1,
-            '\'' => rest[1..].find('\'')? + 2,
-            _ => rest.find([',', '}'])?,
-        };
-        Some(rest[..end].trim().to_string())
-    };
+    let header = Header::read(&mut file, file_len).map_err(format)?;
     let (descr, shape) = layout(tensor);
-    let found = field("descr").unwrap_or_default();
-    if found.trim_matches('\'') != descr {
+    let found = &header.descr;
+    if found != descr {
         return Err(format(format!(
-            "element type {found}, but tensor {} is {}, stored as '{descr}'",
+            "element type '{found}', but tensor {} is {}, stored as '{descr}'",
             tensor.name,
             tensor.dtype.name().unwrap_or("?")
         )));
     }
-    if field("fortran_order").as_deref() != Some("False") {
+    if header.fortran_order {
         return Err(format(
             "only C-ordered arrays are read (fortran_order is not False)".into(),
         ));
     }
-    let dims: Vec<u64> = field("shape")
-        .unwrap_or_default()
-        .trim_matches(['(', ')'])
-        .split(',')
-        .filter(|d| !d.trim().is_empty())
-        .map(|d| d.trim().parse::<u64>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| format("its shape is not a tuple of integers".into()))?;
+    let dims = header.shape;
     if dims.len() != shape.len() + 1 || dims[1..] != shape[..] {
         return Err(format(format!(
             "shape {dims:?}, but frames of tensor {} are {shape:?}, so the file must be [frames, {}]",
@@ -245,7 +204,7 @@ pub fn read(path: &Path, tensor: &TensorSpec) -> Result<Vec<Vec<u8>>, NpyError> 
         )));
     }
     let frames = dims[0];
-    let data = file_len - lead_len - header_len;
+    let data = header.data_bytes;
     if frames.checked_mul(tensor.bytes) != Some(data) {
         return Err(format(format!(
             "the header says {frames} frames of {} bytes, but {data} bytes follow it",

@@ -215,9 +215,13 @@ static const kplace_kernel kernels[] = {
     {"test.leaky_reset", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, leaky_create, no_workspace,
      leaky_launch, destroy, KPLACE_KERNEL_STATEFUL | KPLACE_KERNEL_RESET_ON_GAP, 0,
      leaky_carry_bytes},
-    /* For the simulated GPU: a stateful kernel placed there is refused by the planner. */
+    /* For the simulated GPU, whose device memory is host memory and which runs a launch when
+     * its stream reaches it: the carry is device memory, used in turn by each slot's stream. */
     {"test.leaky", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, leaky_create, no_workspace,
      leaky_launch, destroy, KPLACE_KERNEL_STATEFUL, 0, leaky_carry_bytes},
+    {"test.leaky_reset", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, leaky_create,
+     no_workspace, leaky_launch, destroy, KPLACE_KERNEL_STATEFUL | KPLACE_KERNEL_RESET_ON_GAP, 0,
+     leaky_carry_bytes},
 #endif
 };
 

@@ -3,7 +3,7 @@
 
 Reads a SigMF recording of the graph's source (complex float32, the C channels of each
 snapshot together), filters every channel with one continuous convolution over the whole
-stream (the FIR's taps as the graph states them, rounded to float32 as kplace reads them),
+stream (the FIR's taps from the .npy file the graph names, float32 as kplace reads them),
 keeps every D-th sample, steers the beams and averages their power per frame; writes the
 golden files `kplace run --check golden:DIR` reads: DIR/beams.npy and DIR/beam_power.npy.
 
@@ -51,7 +51,10 @@ def main():
     text = graph.read_text()
     channels, snapshots = int(number(text, "C")), int(number(text, "T")) * int(number(text, "R"))
     decimation = int(number(text, "decimation"))
-    taps = np.array(number_list(text, "taps"), dtype=np.float32).astype(np.float64)
+    taps_file = re.search(r"\btaps:\s*\{npy:\s*([^}\s]+)\s*\}", text)
+    if not taps_file:
+        sys.exit("reference.py: the graph's taps are not {npy: FILE}")
+    taps = np.load(graph.parent / taps_file.group(1)).astype(np.float32).astype(np.float64)
     angles = np.radians(number_list(text, "angles"))
     spacing = number(text, "spacing")
 

@@ -479,6 +479,7 @@ impl Binder<'_> {
         let texts = ParamText {
             source: self.source,
             dims,
+            dir: self.path.parent().unwrap_or(Path::new(".")),
         };
         let mut bound = BTreeMap::new();
         for (name, value) in params {

@@ -4,12 +4,17 @@
 //! (`pfa: 1.0e-6` as `1.0e-6`), `$DIM` as the dimension's value; a list as its items joined by
 //! `", "` (`angles: [-30, 0, 14.5]` as `-30, 0, 14.5`), and a list of lists (a matrix) as its
 //! rows joined by `"; "` (`[[1, 2], [3, 4]]` as `1, 2; 3, 4`), each item a scalar as above.
-//! Deeper nesting, or a matrix with a scalar for a row, is refused at its line.
+//! Deeper nesting, or a matrix with a scalar for a row, is refused at its line. A value written
+//! `{npy: FILE}` is the real array NumPy saved in FILE (relative to the graph file), as the
+//! list or matrix it would be written as, each value in the shortest text that reads back to
+//! it exactly: FIR taps or a weight matrix computed in NumPy, named rather than pasted.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+use std::path::Path;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 /// One parameter's value as written.
@@ -21,7 +26,12 @@ pub(super) enum ParamFile {
     Plain,
     /// A list of values.
     List(Vec<Spanned<ParamFile>>),
+    /// `{npy: FILE}`: the array in an `.npy` file.
+    Npy(String),
 }
+
+/// The most values a parameter read from an `.npy` file may hold.
+pub(super) const MAX_NPY_VALUES: usize = 1 << 20;
 
 impl<'de> Deserialize<'de> for ParamFile {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -29,7 +39,23 @@ impl<'de> Deserialize<'de> for ParamFile {
         impl<'de> Visitor<'de> for ValueVisitor {
             type Value = ParamFile;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a number, a string, or a list of them")
+                f.write_str("a number, a string, a list of them, or {npy: FILE}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamFile, A::Error> {
+                let mut file = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "npy" if file.is_none() => file = Some(map.next_value::<String>()?),
+                        "npy" => return Err(de::Error::custom("npy is given twice")),
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "unknown key {other}: a parameter's map is {{npy: FILE}}"
+                            )));
+                        }
+                    }
+                }
+                file.map(ParamFile::Npy)
+                    .ok_or_else(|| de::Error::custom("a parameter's map is {npy: FILE}"))
             }
             fn visit_str<E>(self, v: &str) -> Result<ParamFile, E> {
                 Ok(ParamFile::Text(v.to_string()))
@@ -76,6 +102,8 @@ pub(super) struct ParamError {
 pub(super) struct ParamText<'a> {
     pub(super) source: &'a str,
     pub(super) dims: &'a BTreeMap<String, u64>,
+    /// The graph file's directory, where `{npy: FILE}` is found.
+    pub(super) dir: &'a Path,
 }
 
 impl ParamText<'_> {
@@ -108,7 +136,50 @@ impl ParamText<'_> {
                     )),
                 }
             }
+            ParamFile::Npy(file) => self.npy(name, file, value),
             _ => self.scalar(name, value),
+        }
+    }
+
+    /// The text of the array in `.npy` file `file`: a scalar, a list or a matrix.
+    fn npy(
+        &self,
+        name: &str,
+        file: &str,
+        value: &Spanned<ParamFile>,
+    ) -> Result<String, ParamError> {
+        let path = self.dir.join(file);
+        let array = crate::model::npy::read_values(&path, MAX_NPY_VALUES).map_err(|why| {
+            self.error(
+                value,
+                format!("parameter {name}: {}: {why}", path.display()),
+            )
+        })?;
+        let text = |values: &[f64]| {
+            values
+                .iter()
+                .map(f64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match array.shape[..] {
+            [] | [_] => Ok(text(&array.values)),
+            [_, columns] if columns > 0 => Ok(array
+                .values
+                .chunks(columns as usize)
+                .map(text)
+                .collect::<Vec<_>>()
+                .join("; ")),
+            [_, _] => Ok(String::new()),
+            _ => Err(self.error(
+                value,
+                format!(
+                    "parameter {name}: {} holds an array of shape {:?}; a parameter is a \
+                     value, a list or a matrix",
+                    path.display(),
+                    array.shape
+                ),
+            )),
         }
     }
 
@@ -145,10 +216,11 @@ impl ParamText<'_> {
                     .map(|t| t.trim().to_string())
                     .ok_or_else(|| self.error(value, format!("parameter {name}: unreadable value")))
             }
-            ParamFile::List(_) => Err(self.error(
+            ParamFile::List(_) | ParamFile::Npy(_) => Err(self.error(
                 value,
                 format!(
-                    "parameter {name}: lists nest at most two deep (a list, or a matrix of rows)"
+                    "parameter {name}: lists nest at most two deep (a list, or a matrix of \
+                     rows), and an npy file is a whole value"
                 ),
             )),
         }

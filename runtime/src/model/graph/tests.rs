@@ -340,3 +340,68 @@ fn list_and_matrix_parameters_reach_kernels_as_text() {
         );
     }
 }
+
+/// An `.npy` file of little-endian float32 values of `shape`, as NumPy writes it.
+fn write_npy(path: &Path, shape: &str, values: &[f32]) {
+    let mut dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((dict.len() as u16).to_le_bytes());
+    bytes.extend(dict.as_bytes());
+    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_parameter_may_be_an_npy_file_beside_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let taps = [0.1f32, -0.25, 1e-7];
+    write_npy(&dir.path().join("taps.npy"), "(3,)", &taps);
+    write_npy(
+        &dir.path().join("weights.npy"),
+        "(2, 2)",
+        &[1.0, 2.0, 3.5, -4.0],
+    );
+    write_npy(&dir.path().join("cube.npy"), "(1, 1, 1)", &[1.0]);
+    let graph = dir.path().join("g.yaml");
+    let text = GOOD.replace(
+        "params: {rows: $N, alpha: 1.5e-3}",
+        "params: {taps: {npy: taps.npy}, weights: {npy: weights.npy}}",
+    );
+    let g = Graph::parse(&text, &graph, &Overrides::default()).unwrap();
+    let params = &g.stages[1].params;
+    assert_eq!(params[1], ("weights".into(), "1, 2; 3.5, -4".into()));
+    // Each value in the shortest text that reads back to it: the kernel's f32 is the file's.
+    let read: Vec<f32> = params[0]
+        .1
+        .split(", ")
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert_eq!(read, taps);
+    for (value, phrase) in [
+        ("{npy: missing.npy}", "missing.npy: No such file"),
+        (
+            "{npy: cube.npy}",
+            "cube.npy holds an array of shape [1, 1, 1]",
+        ),
+        ("{file: taps.npy}", "unknown key file"),
+        ("[{npy: taps.npy}]", "an npy file is a whole value"),
+    ] {
+        let text = GOOD.replace(
+            "params: {rows: $N, alpha: 1.5e-3}",
+            &format!("params:\n      taps: {value}"),
+        );
+        let e = Graph::parse(&text, &graph, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        // The file and the line of `taps:` (a syntax error says `line 19`).
+        assert!(
+            e.contains("g.yaml") && (e.contains(":19:") || e.contains("line 19")),
+            "{value}: {e}"
+        );
+        assert!(e.contains(phrase), "{value}: {e}");
+    }
+}

@@ -1,0 +1,270 @@
+//! Reading NumPy's `.npy` files: the header every reader checks first ([`Header::read`]), and
+//! small arrays of real numbers, which a graph may name as a parameter's value
+//! ([`read_values`]: FIR taps, a window, a weight matrix written by NumPy).
+//!
+//! Guarantees: nothing is allocated for more than the file holds, nor, for values, for more
+//! than the caller's limit; an array whose header and length disagree is refused; every error
+//! says what is wrong with the file.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// The parts of an `.npy` header a reader needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The element type as NumPy writes it: `<f4`, `|i1`, `<c8`, ...
+    pub descr: String,
+    /// Whether the array is stored column-major.
+    pub fortran_order: bool,
+    /// The array's dimensions.
+    pub shape: Vec<u64>,
+    /// Where the data starts.
+    pub data_offset: u64,
+    /// Bytes of data after the header.
+    pub data_bytes: u64,
+}
+
+impl Header {
+    /// Reads the header at the start of `file`, `file_len` bytes long, leaving the file at
+    /// the data. The error says what is wrong.
+    pub fn read(file: &mut File, file_len: u64) -> Result<Header, String> {
+        let mut lead = [0u8; 10];
+        file.read_exact(&mut lead)
+            .map_err(|_| "too short for an .npy header".to_string())?;
+        if &lead[..6] != b"\x93NUMPY" {
+            return Err("not an .npy file (no \\x93NUMPY magic)".into());
+        }
+        let (header_len, lead_len) = match lead[6] {
+            1 => (u64::from(u16::from_le_bytes([lead[8], lead[9]])), 10),
+            2 | 3 => {
+                let mut more = [0u8; 2];
+                file.read_exact(&mut more).map_err(|e| e.to_string())?;
+                (
+                    u64::from(u32::from_le_bytes([lead[8], lead[9], more[0], more[1]])),
+                    12,
+                )
+            }
+            v => return Err(format!(".npy version {v} is not supported")),
+        };
+        if header_len > 1 << 16 || lead_len + header_len > file_len {
+            return Err(format!(
+                "a header of {header_len} bytes does not fit the file"
+            ));
+        }
+        let mut dict = vec![0u8; header_len as usize];
+        file.read_exact(&mut dict).map_err(|e| e.to_string())?;
+        let dict = String::from_utf8_lossy(&dict);
+        let field = |key: &str| -> Option<String> {
+            let at = dict.find(&format!("'{key}'"))? + key.len() + 2;
+            let rest = dict[at..].trim_start().strip_prefix(':')?.trim_start();
+            let end = match rest.chars().next()? {
+                '(' => rest.find(')')? + 1,
+                '\'' => rest[1..].find('\'')? + 2,
+                _ => rest.find([',', '}'])?,
+            };
+            Some(rest[..end].trim().to_string())
+        };
+        let shape: Vec<u64> = field("shape")
+            .unwrap_or_default()
+            .trim_matches(['(', ')'])
+            .split(',')
+            .filter(|d| !d.trim().is_empty())
+            .map(|d| d.trim().parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| "its shape is not a tuple of integers".to_string())?;
+        Ok(Header {
+            descr: field("descr")
+                .unwrap_or_default()
+                .trim_matches('\'')
+                .to_string(),
+            fortran_order: field("fortran_order").as_deref() != Some("False"),
+            shape,
+            data_offset: lead_len + header_len,
+            data_bytes: file_len - lead_len - header_len,
+        })
+    }
+}
+
+/// An array of real numbers read from an `.npy` file, in row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Values {
+    /// Its dimensions.
+    pub shape: Vec<u64>,
+    /// Its values, each exactly as stored (every supported type converts to `f64` exactly).
+    pub values: Vec<f64>,
+}
+
+/// Reads `path`, a C-ordered `.npy` array of at most `limit` real numbers of any integer or
+/// floating type NumPy writes (little-endian or single-byte; `f2` to `f8`, `i1` to `i8`, `u1`
+/// to `u8`, `b1`). Complex arrays are refused: a kernel parameter is real.
+pub fn read_values(path: &Path, limit: usize) -> Result<Values, String> {
+    let mut file = File::open(path).map_err(|e| e.to_string())?;
+    let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+    let header = Header::read(&mut file, file_len)?;
+    if header.fortran_order {
+        return Err("only C-ordered arrays are read (fortran_order is not False)".into());
+    }
+    let Some((kind, size)) = element(&header.descr) else {
+        return Err(format!(
+            "element type '{}' is not a real number type (f2-f8, i1-i8, u1-u8, b1){}",
+            header.descr,
+            if header.descr.contains('c') {
+                ": a complex array must be given as its real and imaginary parts"
+            } else {
+                ""
+            }
+        ));
+    };
+    let count = header
+        .shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= limit as u64)
+        .ok_or_else(|| {
+            format!(
+                "shape {:?} holds more than the {limit} values a parameter may have",
+                header.shape
+            )
+        })? as usize;
+    if header.data_bytes != (count * size) as u64 {
+        return Err(format!(
+            "the header says {count} values of {size} bytes, but {} bytes follow it",
+            header.data_bytes
+        ));
+    }
+    let mut data = vec![0u8; count * size];
+    file.read_exact(&mut data).map_err(|e| e.to_string())?;
+    let values = data.chunks_exact(size).map(|b| decode(kind, b)).collect();
+    Ok(Values {
+        shape: header.shape,
+        values,
+    })
+}
+
+/// What NumPy's type string names: its kind (`f`, `i`, `u`, `b`) and size in bytes.
+fn element(descr: &str) -> Option<(char, usize)> {
+    let (order, rest) = descr.split_at_checked(1)?;
+    let mut chars = rest.chars();
+    let kind = chars.next()?;
+    let size: usize = chars.as_str().parse().ok()?;
+    let little = order == "<" || (order == "|" && size == 1);
+    let known = match kind {
+        'f' => matches!(size, 2 | 4 | 8),
+        'i' | 'u' => matches!(size, 1 | 2 | 4 | 8),
+        'b' => size == 1,
+        _ => false,
+    };
+    (little && known).then_some((kind, size))
+}
+
+/// One little-endian value of `kind` as `f64` (exact for every supported type but 64-bit
+/// integers beyond 2^53, which round).
+fn decode(kind: char, b: &[u8]) -> f64 {
+    let word = |n: usize| {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    };
+    let n = b.len();
+    match kind {
+        'f' => match n {
+            2 => half::f16::from_bits(word(2) as u16).to_f64(),
+            4 => f64::from(f32::from_bits(word(4) as u32)),
+            _ => f64::from_bits(word(8)),
+        },
+        'i' => {
+            let shift = 64 - 8 * n as u32;
+            ((word(n) << shift) as i64 >> shift) as f64
+        }
+        _ => word(n) as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `.npy` file of `descr` and `shape` around `data`, as NumPy writes version 1.0.
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> tempfile::NamedTempFile {
+        let mut dict =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + dict.len() + 1) % 64 != 0 {
+            dict.push(' ');
+        }
+        dict.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend((dict.len() as u16).to_le_bytes());
+        bytes.extend(dict.as_bytes());
+        bytes.extend(data);
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), bytes).unwrap();
+        file
+    }
+
+    #[test]
+    fn reads_every_real_type_exactly() {
+        let f32s: Vec<u8> = [0.1f32, -2.5, 1e-30]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let got = read_values(npy("<f4", "(3,)", &f32s).path(), 10).unwrap();
+        assert_eq!(got.shape, [3]);
+        assert_eq!(got.values, [f64::from(0.1f32), -2.5, f64::from(1e-30f32)]);
+        let i16s: Vec<u8> = [-3i16, 7, i16::MIN, 0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let got = read_values(npy("<i2", "(2, 2)", &i16s).path(), 10).unwrap();
+        assert_eq!(
+            (got.shape, got.values),
+            (vec![2, 2], vec![-3.0, 7.0, -32768.0, 0.0])
+        );
+        let got = read_values(npy("|u1", "(2,)", &[255, 1]).path(), 10).unwrap();
+        assert_eq!(got.values, [255.0, 1.0]);
+        let got = read_values(npy("|i1", "(2,)", &[255, 1]).path(), 10).unwrap();
+        assert_eq!(got.values, [-1.0, 1.0]);
+        let halves: Vec<u8> = [half::f16::from_f32(0.5)]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(
+            read_values(npy("<f2", "(1,)", &halves).path(), 1)
+                .unwrap()
+                .values,
+            [0.5]
+        );
+        let f64s: Vec<u8> = [1.0f64 / 3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(
+            read_values(npy("<f8", "()", &f64s).path(), 1)
+                .unwrap()
+                .values,
+            [1.0 / 3.0]
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_read_saying_why() {
+        let complex = read_values(npy("<c8", "(1,)", &[0; 8]).path(), 10).unwrap_err();
+        assert!(complex.contains("real and imaginary parts"), "{complex}");
+        let big_endian = read_values(npy(">f4", "(1,)", &[0; 4]).path(), 10).unwrap_err();
+        assert!(
+            big_endian.contains("'>f4' is not a real number type"),
+            "{big_endian}"
+        );
+        let short = read_values(npy("<f4", "(3,)", &[0; 8]).path(), 10).unwrap_err();
+        assert!(
+            short.contains("3 values of 4 bytes, but 8 bytes"),
+            "{short}"
+        );
+        let many = read_values(npy("<f4", "(1000, 1000)", &[]).path(), 1 << 16).unwrap_err();
+        assert!(many.contains("more than the 65536 values"), "{many}");
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), b"not numpy at all").unwrap();
+        let text = read_values(file.path(), 10).unwrap_err();
+        assert!(text.contains("not an .npy file"), "{text}");
+    }
+}

@@ -15,6 +15,7 @@
 //! | `blocks.mean`       | `f32 [M, ..]`    | `f32 [..]`     | mean over axis 0, times `scale`       |
 //! | `blocks.beamform`   | `cf32 [.., C]`   | `cf32 [.., B]` | delay-and-sum beams at given angles   |
 //! | `blocks.fir`        | `cf32`/`f32 [..]`| same dtype     | decimating FIR over the whole stream  |
+//! | `blocks.channelize` | `cf32 [..]`      | `cf32 [.., M]` | polyphase channelizer, M channels     |
 //!
 //! Each block's module states its parameters and its arithmetic. What they share
 //! (`layout`): ports are checked at create and again at launch; every block but the mean may
@@ -22,7 +23,8 @@
 //! and a launch reads and writes only its tile's rows; mutable scratch lives in the runtime's workspace, so no launch allocates and
 //! tiles of one state may run at once; every value is computed in double precision and
 //! rounded once, except the FFT's (FFTW, single precision) and the FIR's (single precision,
-//! in a stated order). The FIR is stateful: it carries each lane's history from frame to frame
+//! in a stated order) and the channelizer's (the same, then FFTW). The FIR and the
+//! channelizer are stateful: it carries each lane's history from frame to frame
 //! in the carry the runtime keeps (ABI version 2), so its stage runs whole, one frame at a time.
 //!
 //! Built as an `rlib`, the blocks are plain Rust types implementing
@@ -31,15 +33,18 @@
 #![warn(missing_docs)]
 
 pub mod beamform;
+pub mod channelize;
 pub mod convert;
 pub mod detect;
 pub mod fft;
 pub mod fir;
+mod history;
 mod layout;
 pub mod mean;
 pub mod window;
 
 pub use beamform::Beamform;
+pub use channelize::Channelize;
 pub use convert::Convert;
 pub use detect::{Magnitude, Power};
 pub use fft::Fft;
@@ -49,5 +54,7 @@ pub use window::Window;
 
 kplace_abi::export_library!(
     c"kplace-blocks",
-    [Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir]
+    [
+        Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir, Channelize
+    ]
 );

@@ -46,7 +46,7 @@ fn random_complex(seed: u64, dims: &[u64]) -> (Buffer, Vec<Complex<f64>>) {
 }
 
 #[test]
-fn the_table_lists_eight_cpu_blocks() {
+fn the_table_lists_nine_cpu_blocks() {
     let lib = blocks();
     assert_eq!(lib.table.abi_version, ABI_VERSION);
     assert_eq!(text(lib.table.name), "kplace-blocks");
@@ -61,7 +61,8 @@ fn the_table_lists_eight_cpu_blocks() {
             MAGNITUDE,
             MEAN,
             BEAMFORM,
-            "blocks.fir"
+            "blocks.fir",
+            "blocks.channelize"
         ]
     );
     for k in lib.kernels() {
@@ -69,7 +70,8 @@ fn the_table_lists_eight_cpu_blocks() {
         assert_eq!(k.memory, MemorySpace::HOST, "{}", text(k.name));
         assert_eq!((k.n_inputs, k.n_outputs), (1, 1), "{}", text(k.name));
         let stateful = k.flags.contains(kplace_abi::KernelFlags::STATEFUL);
-        assert_eq!(stateful, text(k.name) == "blocks.fir", "{}", text(k.name));
+        let stream = ["blocks.fir", "blocks.channelize"].contains(&text(k.name));
+        assert_eq!(stateful, stream, "{}", text(k.name));
     }
 }
 

@@ -21,6 +21,7 @@ const BLOCKS_CPU: &str = "workloads/spectrogram/blocks/cpu.yaml";
 const BEAMFORMER: &str = "workloads/beamformer/graph.yaml";
 const BEAMFORMER_CPU: &str = "workloads/beamformer/placements/cpu.yaml";
 const BEAMFORMER_CPU2: &str = "workloads/beamformer/placements/cpu-2.yaml";
+const CHANNELIZER: &str = "workloads/channelizer/graph.yaml";
 
 /// Paced streams run one at a time on a two-core machine.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -401,6 +402,73 @@ fn the_beamformer_example_finds_each_plane_wave_in_its_beam() {
         );
         assert!((frame[2] / (0.01 + noise) - 1.0).abs() < 0.02, "{frame:?}");
         assert!(frame[1] < 2.0 * noise, "{frame:?}");
+    }
+}
+
+/// The channelizer example (`workloads/channelizer/`: the block library, a stateful polyphase
+/// channelizer, its prototype read from an `.npy` file): a tone at 3/16 cycles per sample fills
+/// channel 3, one at -5/16 channel 11, the other channels hold only the noise, and two workers
+/// agree with one.
+#[test]
+fn the_channelizer_example_puts_each_tone_in_its_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("sdr.sigmf-data");
+    let rec = rec.to_str().unwrap();
+    let recorded = run(&[
+        "record",
+        "--graph",
+        CHANNELIZER,
+        "--frames",
+        "6",
+        "--sample-rate",
+        "1e6",
+        "--tone",
+        "0.1875:0.5",
+        "--tone",
+        "-0.3125:0.25",
+        "--noise",
+        "0.001",
+        "--out",
+        rec,
+    ]);
+    assert!(recorded.status.success(), "{}", recorded.stderr);
+    let sinks = dir.path().join("sinks");
+    let ended = run(&[
+        "run",
+        "--graph",
+        CHANNELIZER,
+        "--placement",
+        "workloads/channelizer/placements/cpu-2.yaml",
+        "--recording",
+        rec,
+        "--frames",
+        "6",
+        "--check",
+        "reference:workloads/channelizer/placements/cpu.yaml",
+        "--write-sinks",
+        sinks.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended
+            .stdout
+            .contains("verification PASSED: 6/6 frames reported, 6 passed")
+            && ended.stdout.contains("channelize: stateful, 0 frames lost"),
+        "{}",
+        ended.stdout
+    );
+    let frames = read_psd(&sinks.join("channel_power.npy"), 16);
+    // From the second frame on, the prototype's 128 taps hold samples of the stream only.
+    for frame in &frames[1..] {
+        assert!((frame[3] / 0.25 - 1.0).abs() < 0.01, "{frame:?}");
+        assert!((frame[11] / 0.0625 - 1.0).abs() < 0.01, "{frame:?}");
+        let others = frame
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| ![3, 11].contains(k));
+        for (k, &p) in others {
+            assert!(p < 1e-5, "channel {k} holds {p}: {frame:?}");
+        }
     }
 }
 

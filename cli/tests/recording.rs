@@ -472,6 +472,138 @@ fn the_channelizer_example_puts_each_tone_in_its_channel() {
     }
 }
 
+/// `kplace run --control FILE`: a gain changed by editing a file while the channelizer
+/// streams at its real rate. The report says from which frame it applied; every frame before
+/// it is the unchanged run's, every frame from the one after it is four times the unchanged
+/// run's power, exactly (the scale doubles, and powers of two scale floats exactly); the frame
+/// at the boundary mixes the two through the channelizer's carried history.
+#[test]
+fn a_control_file_changes_a_gain_while_the_stream_goes_on() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("sdr.sigmf-data");
+    let rec = rec.to_str().unwrap();
+    let frames = "400";
+    let recorded = run(&[
+        "record",
+        "--graph",
+        CHANNELIZER,
+        "--frames",
+        frames,
+        "--sample-rate",
+        "1e6",
+        "--tone",
+        "0.1875:0.5",
+        "--noise",
+        "0.001",
+        "--out",
+        rec,
+    ]);
+    assert!(recorded.status.success(), "{}", recorded.stderr);
+    let cpu = "workloads/channelizer/placements/cpu.yaml";
+    let unchanged = dir.path().join("unchanged");
+    let replayed = run(&[
+        "run",
+        "--graph",
+        CHANNELIZER,
+        "--placement",
+        cpu,
+        "--recording",
+        rec,
+        "--frames",
+        frames,
+        "--check",
+        "none",
+        "--write-sinks",
+        unchanged.to_str().unwrap(),
+    ]);
+    assert!(replayed.status.success(), "{}", replayed.stderr);
+    let control = dir.path().join("control.txt");
+    let (ready, report_path) = (dir.path().join("ready.json"), dir.path().join("run.json"));
+    let sinks = dir.path().join("sinks");
+    let mut receiver = Guard::spawn(kplace().args([
+        "run",
+        "--graph",
+        CHANNELIZER,
+        "--placement",
+        cpu,
+        "--recording",
+        rec,
+        "--frames",
+        frames,
+        "--check",
+        "none",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--slots",
+        "16",
+        "--frame-timeout-ms",
+        "1000",
+        "--idle-timeout-s",
+        "3",
+        "--control",
+        control.to_str().unwrap(),
+        "--write-sinks",
+        sinks.to_str().unwrap(),
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report_path.to_str().unwrap(),
+    ]));
+    let port = receiver.wait_ready(&ready, LIMIT)[0];
+    // 400 frames of 4096 samples at 1 MS/s: 1.6 s of stream; the gain changes 0.3 s in.
+    let sender = Guard::spawn(kplace().args([
+        "send",
+        "--dest",
+        &format!("127.0.0.1:{port}"),
+        "--recording",
+        rec,
+        "--frames",
+        frames,
+    ]));
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(
+        &control,
+        "# twice the gain\nconvert.scale = 6.103515625e-5\n",
+    )
+    .unwrap();
+    let sent = sender.wait(LIMIT);
+    assert!(sent.status.success(), "{}", sent.stderr);
+    let ended = receiver.wait(LIMIT);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    let r = report(&report_path);
+    assert_eq!(r.changes.len(), 1, "{:?}", r.changes);
+    let change = &r.changes[0];
+    assert_eq!(change.refused, None);
+    assert_eq!(
+        change.origin,
+        format!("control file {}, line 2", control.display())
+    );
+    let from = change.from_frame.expect("frames began after the change") as usize;
+    assert!(
+        ended.stdout.contains(&format!(
+            "stage convert took scale=6.103515625e-5 from frame {from} on"
+        )),
+        "{}",
+        ended.stdout
+    );
+    let before = read_psd(&unchanged.join("channel_power.npy"), 16);
+    let after = read_psd(&sinks.join("channel_power.npy"), 16);
+    assert_eq!(after.len(), 400, "every frame arrived");
+    assert!(
+        from > 0 && from < 399,
+        "the change landed mid-stream: frame {from}"
+    );
+    for (k, (a, b)) in after.iter().zip(&before).enumerate() {
+        if k < from {
+            assert_eq!(a, b, "frame {k}, before the change");
+        } else if k > from {
+            let four: Vec<f32> = b.iter().map(|v| 4.0 * v).collect();
+            assert_eq!(a, &four, "frame {k}, after the change");
+        }
+    }
+}
+
 /// The beamformer example streamed over UDP at its real per-channel rate (250 kS/s per
 /// channel, 64 snapshots a packet: a packet every 256 us) into two workers, every frame
 /// checked against one worker's.

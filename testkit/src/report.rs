@@ -57,6 +57,7 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         details: Details::new(),
         interrupted: None,
         output_errors: Vec::new(),
+        changes: Vec::new(),
         gpu_telemetry: Telemetry::unavailable("no GPU stage"),
         mps: None,
     }

@@ -85,6 +85,13 @@ pub struct RunArgs {
     /// to stderr) [default: -].
     #[arg(long, value_name = "FILE", requires = "report_every")]
     pub(crate) progress_out: Option<PathBuf>,
+    /// Change parameters while the run goes on: FILE holds lines `STAGE.PARAM=VALUE` (as
+    /// --set), read at the start and again whenever it changes; each changed value applies
+    /// from the next frame to begin, on CPU stages, and is in the report (docs/graphs.md,
+    /// "Changing parameters while a run goes on"). A --check still compares with the graph's
+    /// own values.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) control: Option<PathBuf>,
     /// Time each GPU stage on its stream with CUDA timing events (kernels with their uploads,
     /// and downloads) and report it per frame; fences use timing-free events otherwise.
     #[arg(long)]
@@ -289,6 +296,7 @@ impl RunArgs {
             profile_gpu: self.profile_gpu,
             progress_every: self.report_every,
             trace: self.trace.is_some(),
+            control: self.control.clone(),
         };
         let registry = crate::workloads::registry();
         Ok(PreparedRun::new(

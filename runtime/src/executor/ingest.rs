@@ -213,6 +213,8 @@ impl<'r> Ingest<'r> {
         let s = &self.shared.slots[slot];
         s.frame_id.store(frame_id, Ordering::Relaxed);
         s.sequence.store(self.begun, Ordering::Relaxed);
+        // Parameters changed while the run goes on take effect here, between frames.
+        self.shared.swap_changed(slot, self.begun);
         // No packet yet: a frame that ends without one has no packet times.
         s.first_packet_ns.store(0, Ordering::Relaxed);
         s.last_packet_ns.store(0, Ordering::Relaxed);

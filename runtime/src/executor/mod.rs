@@ -28,7 +28,9 @@
 //! the run's.
 
 mod collector;
+mod control;
 mod ingest;
+mod outcome;
 pub mod pool;
 mod schedule;
 mod scratch;
@@ -51,15 +53,16 @@ use crate::executor::pool::{Pool, PoolError};
 use crate::model::graph::{StageId, TensorId};
 use crate::plan::{Plan, PoolPurpose};
 use crate::plugin::LaunchError;
-use crate::report::metrics::{
-    Latency, RunMetrics, StageCounters, StageReport, Trend, process_cpu_time,
-};
+use crate::report::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
 use crate::report::overhead::{CollectorTally, Overhead, WorkerTally};
 pub use crate::report::progress::Progress;
-use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Trace, Track};
+use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Track};
 
 use collector::{Collected, collect};
+use control::Control;
+pub use control::ParamUpdate;
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
+use outcome::metrics;
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch, take};
 use setup::{Built, Channels};
@@ -208,6 +211,8 @@ struct Shared<'p> {
     sets: FrameSets,
     /// Per stage: the gate and carry of a stateful stage, which runs one frame at a time.
     stateful: Vec<Option<Stateful>>,
+    /// Parameter changes waiting for their frames, and the record of every change.
+    control: Control,
     /// Launches of stages whose inputs are complete: later stages of frames in flight.
     ready: Sender<Task>,
     /// Launches of streamed tiles, sent by the source as packets complete them.
@@ -431,8 +436,8 @@ pub fn run(
     run_with(plan, source, sink, &RunOptions::default())
 }
 
-/// How a run measures itself.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// How a run measures itself, and what else it takes while it goes on.
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Frames (in the order they began) processed but left out of the rate, latency and CPU
     /// figures: caches, page faults and a sender settling in are not what a sustained run is.
@@ -450,6 +455,9 @@ pub struct RunOptions {
     /// frame numbers that cross a multiple of it start the stream again, so a stateful stage
     /// restarts there with a zeroed carry, as a reference computed over one cycle does.
     pub cycle: Option<u64>,
+    /// Parameter changes to apply while the run goes on, each from the next frame to begin
+    /// (the private `control` module); the run records every change, applied or refused.
+    pub control: Option<Receiver<ParamUpdate>>,
 }
 
 /// [`run`], measuring only after `options.warmup_frames` frames.
@@ -551,10 +559,15 @@ fn run_threads(
             (ingest.spans, ingest.tally)
         });
 
+        let control = options
+            .control
+            .as_ref()
+            .map(|updates| scope.spawn(move || shared.control(updates)));
         let collected = collect(shared, &event_rx, free_tx, sink, options);
 
         shared.stopping.store(true, Ordering::Release);
         let source_joined = source_thread.join();
+        let control_panicked = control.is_some_and(|c| c.join().is_err());
         for _ in 0..workers.len() {
             send_task(&shared.ready, Task::Stop);
         }
@@ -564,6 +577,7 @@ fn run_threads(
             (Err(e), _) => Err(e),
             (Ok(_), Err(_)) => Err(RunError::Panic("source")),
             (Ok(_), Ok(_)) if worker_panicked => Err(RunError::Panic("worker")),
+            (Ok(_), Ok(_)) if control_panicked => Err(RunError::Panic("control")),
             (Ok(c), Ok((source_spans, source_tally))) => {
                 let mut spans = Vec::with_capacity(joined.len() + 1);
                 let mut workers_total = WorkerTally::default();
@@ -598,66 +612,6 @@ fn drain_streams(shared: &Shared<'_>) -> Result<(), GpuError> {
         }
     }
     drained
-}
-
-/// The run's measurements: the collector's, each stage's counters, the overheads, and the
-/// merged timeline when traced.
-fn metrics(
-    shared: &Shared<'_>,
-    mut outcome: Collected,
-    mut spans: Vec<SpanBuffer>,
-    overhead: Overhead,
-    cpu_before: Duration,
-    options: &RunOptions,
-) -> RunMetrics {
-    let plan = shared.plan;
-    let trace = options.trace.then(|| {
-        spans.push(std::mem::take(&mut outcome.spans));
-        spans.push(std::mem::take(
-            &mut *shared
-                .driver_spans
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        ));
-        let stages = plan
-            .stages
-            .iter()
-            .map(|p| plan.graph.stage(p.stage).name.clone())
-            .collect();
-        Trace::merge(spans, stages)
-    });
-
-    let window_start = outcome.window_start.unwrap_or(outcome.first_start);
-    let wall = outcome.last_delivery.saturating_sub(window_start);
-    let frames = outcome.frames;
-    RunMetrics {
-        trace,
-        frames,
-        measured_frames: outcome.measured,
-        wall,
-        cpu: process_cpu_time().saturating_sub(outcome.cpu_at_window_start.unwrap_or(cpu_before)),
-        stages: plan
-            .stages
-            .iter()
-            .zip(&shared.counters)
-            .zip(&shared.stateful)
-            .map(|((p, c), stateful)| StageReport {
-                carry: stateful.as_ref().map(|s| s.turnstile.counts()),
-                ..c.snapshot(
-                    &plan.graph.stage(p.stage).name,
-                    p.device.to_string(),
-                    frames,
-                )
-            })
-            .collect(),
-        post_frame: outcome.post_frame.summary(),
-        end_to_end: outcome.end_to_end.summary(),
-        post_frame_trend: outcome.trend.slope(),
-        slot_waits: shared.slot_waits.load(Ordering::Relaxed),
-        partial_frames: outcome.partial,
-        dropped_frames: outcome.dropped,
-        overhead,
-    }
 }
 
 /// The cores this process may use that no worker is pinned to, when workers are pinned and

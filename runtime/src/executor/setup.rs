@@ -138,6 +138,7 @@ impl<'p> Shared<'p> {
             slots,
             sets,
             stateful,
+            control: Control::default(),
             ready: channels.ready.0.clone(),
             streamed: channels.streamed.0.clone(),
             gpu: channels.gpu.0.clone(),

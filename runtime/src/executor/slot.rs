@@ -13,6 +13,7 @@
 //!
 //! [`Lifetime::Slot`]: crate::plan::Lifetime::Slot
 
+use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -67,7 +68,8 @@ pub(crate) struct Slot {
 }
 
 struct SlotStage {
-    state: KernelState,
+    /// Replaced only while nothing of the slot runs or is queued ([`Slot::replace_state`]).
+    state: UnsafeCell<KernelState>,
     /// The launch's tensors; those in `from_set` are placeholders, filled in per launch.
     inputs: Vec<Tensor>,
     outputs: Vec<Tensor>,
@@ -147,7 +149,25 @@ pub(crate) enum Completion {
     StageDone,
 }
 
+impl SlotStage {
+    fn state(&self) -> &KernelState {
+        // SAFETY: the state is replaced only while nothing of the slot runs or is queued
+        // (`Slot::replace_state`'s contract), so no borrow from here is alive then.
+        unsafe { &*self.state.get() }
+    }
+}
+
 impl Slot {
+    /// Replaces `stage`'s kernel state with `state` (new parameters), returning the old one.
+    ///
+    /// # Safety
+    /// Nothing of the slot runs or is queued: the slot has just been taken for a new frame,
+    /// and `stage` runs on the CPU (a GPU stream may still hold launches of a partial frame).
+    pub(crate) unsafe fn replace_state(&self, stage: StageId, state: KernelState) -> KernelState {
+        // SAFETY: per the contract, no reference to the state is alive.
+        unsafe { std::mem::replace(&mut *self.stages[stage.0].state.get(), state) }
+    }
+
     /// Rearms the counters for a new frame. Only called while no launch of the slot runs.
     pub(crate) fn reset(&self, schedule: &Schedule) {
         for (w, &initial) in self.waiting.iter().zip(&schedule.initial_waiting) {
@@ -242,7 +262,7 @@ impl Slot {
         // stages end; the workspace is this worker's, which runs one launch at a time; a
         // carry is its stage's, which its turnstile admits one launch at a time.
         unsafe {
-            s.state.launch_with(
+            s.state().launch_with(
                 inputs,
                 outputs,
                 (ws.ptr.cast(), ws.bytes),
@@ -345,7 +365,7 @@ impl Slot {
                 let ws = s.workspaces[launch as usize];
                 let tile = Self::tile(s, launch);
                 let request = LaunchRequest::new(
-                    &s.state,
+                    s.state(),
                     &s.inputs,
                     &s.outputs,
                     (ws.ptr.cast(), ws.bytes),

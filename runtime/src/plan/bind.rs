@@ -129,19 +129,22 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
             Device::Gpu(n) => opened.gpus.get(&n),
         };
         let usable = entry.device == Device::Cpu || gpu.is_some();
-        let probe = if usable {
-            let probe = create_state(&graph, &edges, StageId(index), &kernel, entry.device, gpu)
-                .map_err(|e| match e {
-                    CreateError::Kernel(cause) => plugin(cause),
-                    CreateError::Device(cause) => PlanError::Device {
-                        stage: stage.name.clone(),
-                        cause,
-                    },
-                })?;
-            Some(probe)
-        } else {
-            None
-        };
+        let probe =
+            if usable {
+                let params = &stage.params;
+                let on = (entry.device, gpu);
+                let probe = create_state(&graph, &edges, StageId(index), &kernel, on, params)
+                    .map_err(|e| match e {
+                        CreateError::Kernel(cause) => plugin(cause),
+                        CreateError::Device(cause) => PlanError::Device {
+                            stage: stage.name.clone(),
+                            cause,
+                        },
+                    })?;
+                Some(probe)
+            } else {
+                None
+            };
         let workspace_bytes = probe.as_ref().map(KernelState::workspace_bytes);
         // A stateful kernel that carries nothing for this configuration runs as any other.
         let carry = probe
@@ -360,14 +363,15 @@ pub enum CreateError {
     Device(#[from] GpuError),
 }
 
-/// Creates stage `id`'s kernel state for `device`, with its GPU's context current first.
+/// Creates stage `id`'s kernel state for `device` with `params` (the stage's own, or new
+/// values while a run goes on), with its GPU's context current first.
 pub(super) fn create_state(
     graph: &Graph,
     edges: &[PlannedEdge],
     id: StageId,
     kernel: &KernelHandle,
-    device: Device,
-    gpu: Option<&Arc<dyn Gpu>>,
+    (device, gpu): (Device, Option<&Arc<dyn Gpu>>),
+    params: &[(String, String)],
 ) -> Result<KernelState, CreateError> {
     let stage = graph.stage(id);
     let descs = |ids: &[TensorId]| -> Vec<TensorDesc> {
@@ -382,7 +386,7 @@ pub(super) fn create_state(
         gpu.bind_thread()?;
     }
     Ok(kernel.create(&CreateConfig {
-        params: &stage.params,
+        params,
         inputs: &inputs,
         outputs: &outputs,
         split: stage.split.map(|s| (s.axis, s.tile)),

@@ -409,15 +409,19 @@ impl Plan {
     /// Creates the kernel state of stage `id` (one per frame slot), with the stage's GPU
     /// context current on the calling thread.
     pub fn create_state(&self, id: StageId) -> Result<KernelState, bind::CreateError> {
+        self.create_state_with(id, &self.graph.stage(id).params)
+    }
+
+    /// [`Plan::create_state`] with `params` instead of the stage's own (new values asked for
+    /// while a run goes on).
+    pub fn create_state_with(
+        &self,
+        id: StageId,
+        params: &[(String, String)],
+    ) -> Result<KernelState, bind::CreateError> {
         let planned = &self.stages[id.0];
-        bind::create_state(
-            &self.graph,
-            &self.edges,
-            id,
-            &planned.kernel,
-            planned.device,
-            self.gpu_of(id),
-        )
+        let on = (planned.device, self.gpu_of(id));
+        bind::create_state(&self.graph, &self.edges, id, &planned.kernel, on, params)
     }
 
     /// Every transfer of a frame, in graph order of tensors.

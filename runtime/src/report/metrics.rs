@@ -188,6 +188,23 @@ pub struct CarryCounts {
     pub restarts: u64,
 }
 
+/// Parameters changed while a run went on, and what became of the change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamChange {
+    /// The stage.
+    pub stage: String,
+    /// The new values, by name.
+    pub params: Vec<(String, String)>,
+    /// Where the change came from (`control file c.txt, line 2`).
+    pub origin: String,
+    /// The first frame (by the order frames began) it applied to; `None` when refused, or
+    /// when no frame began after it.
+    pub from_sequence: Option<u64>,
+    /// Why it was refused: the kernel refused the values, or they need more memory than the
+    /// stage was planned with.
+    pub refused: Option<String>,
+}
+
 /// One stage's share of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StageReport {
@@ -240,6 +257,8 @@ pub struct RunMetrics {
     pub dropped_frames: u64,
     /// Where the runtime's threads spent their time besides the kernels, over the whole run.
     pub overhead: super::overhead::Overhead,
+    /// Parameter changes asked for while the run went on, in the order asked.
+    pub changes: Vec<ParamChange>,
 }
 
 impl RunMetrics {
@@ -300,6 +319,26 @@ impl fmt::Display for RunMetrics {
                 // A GPU stage's launch time is the host's enqueueing; the GPU's is profiled.
                 Some(gpu) => writeln!(f, "   GPU {} per frame", ms(gpu))?,
                 None => writeln!(f)?,
+            }
+        }
+        for c in &self.changes {
+            let values: Vec<String> = c.params.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            match (&c.refused, c.from_sequence) {
+                (Some(why), _) => writeln!(f, "{}: refused: {why}", c.origin)?,
+                (None, Some(from)) => writeln!(
+                    f,
+                    "{}: stage {} took {} from frame {from} on",
+                    c.origin,
+                    c.stage,
+                    values.join(", ")
+                )?,
+                (None, None) => writeln!(
+                    f,
+                    "{}: stage {} would take {}, but no frame began after it",
+                    c.origin,
+                    c.stage,
+                    values.join(", ")
+                )?,
             }
         }
         for s in &self.stages {

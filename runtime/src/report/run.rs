@@ -8,9 +8,11 @@
 //! second). A workload's own figures (the radar's clusters and false alarms) live in the
 //! report's `details`, named by the workload.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 
 use crate::report::telemetry::Telemetry;
 
@@ -83,6 +85,27 @@ pub struct RunReport {
     /// each with its path and why: the run went on without them, and failed for them.
     #[serde(default)]
     pub output_errors: Vec<String>,
+    /// Parameters changed while the run went on (`kplace run --control`), applied or refused,
+    /// in the order asked; absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ChangeEntry>,
+}
+
+/// A change of parameters asked for while the run went on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeEntry {
+    /// The stage.
+    pub stage: String,
+    /// The new values, by name.
+    pub params: BTreeMap<String, String>,
+    /// Where it came from (`control file c.txt, line 2`).
+    pub origin: String,
+    /// The first frame it applied to, counted in the order frames began from 0; null when
+    /// refused, or when no frame began after it.
+    pub from_frame: Option<u64>,
+    /// Why it was refused; null when applied.
+    pub refused: Option<String>,
 }
 
 /// One stage's share of a run.

@@ -10,12 +10,14 @@
 //!
 //! [`listen`] binds one pipeline's UDP receiver and tells the run's [`Readiness`] when it takes
 //! packets; [`several`] runs several pipelines at once and aggregates their reports, and
-//! [`children`] runs them as child `kplace run` processes, each with its own command line.
+//! [`children`] runs them as child `kplace run` processes, each with its own command line;
+//! [`control`] watches the control file whose edits change parameters while a run goes on.
 //!
 //! Guarantees: the telemetry sampler is stopped whether the run succeeds or fails; a plan
 //! with no GPU stage opens no NVML handle.
 
 pub mod children;
+pub mod control;
 pub mod several;
 
 use std::sync::Arc;
@@ -32,8 +34,8 @@ use crate::plan::Plan;
 use crate::report::metrics::RunMetrics;
 use crate::report::ready::Readiness;
 use crate::report::run::{
-    CarryEntry, Details, ForeignSource, IngestEntry, Latencies, LatencyEntry, MalformedEntry,
-    OverheadEntry, RUN_SCHEMA, RunMps, RunReport, StageEntry, Verification,
+    CarryEntry, ChangeEntry, Details, ForeignSource, IngestEntry, Latencies, LatencyEntry,
+    MalformedEntry, OverheadEntry, RUN_SCHEMA, RunMps, RunReport, StageEntry, Verification,
 };
 use crate::report::telemetry::{DEFAULT_INTERVAL, Sampler, Telemetry};
 
@@ -302,6 +304,17 @@ pub fn report(
         details: facts.details,
         interrupted: facts.interrupted,
         output_errors: Vec::new(),
+        changes: metrics
+            .changes
+            .iter()
+            .map(|c| ChangeEntry {
+                stage: c.stage.clone(),
+                params: c.params.iter().cloned().collect(),
+                origin: c.origin.clone(),
+                from_frame: c.from_sequence,
+                refused: c.refused.clone(),
+            })
+            .collect(),
         gpu_telemetry: session
             .telemetry
             .clone()

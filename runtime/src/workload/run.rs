@@ -42,6 +42,36 @@ pub struct PipelineRun {
     pub progress_every: Option<Duration>,
     /// Record the run's timeline ([`PipelineOutcome::trace`]).
     pub trace: bool,
+    /// A control file whose edits change parameters while the run goes on
+    /// ([`session::control`]).
+    pub control: Option<std::path::PathBuf>,
+}
+
+/// The executor's options for a run of `config` on `workload` (reporting progress or not),
+/// and the watcher of its control file, if it has one, to keep until the run returns.
+fn run_options(
+    config: &PipelineRun,
+    workload: &dyn Workload,
+    reports_progress: bool,
+) -> (RunOptions, Option<session::control::Watcher>) {
+    let (watcher, updates) = match &config.control {
+        Some(path) => {
+            let (watcher, updates) = session::control::Watcher::start(path);
+            (Some(watcher), Some(updates))
+        }
+        None => (None, None),
+    };
+    let options = RunOptions {
+        warmup_frames: config.warmup_frames,
+        profile_gpu: config.profile_gpu,
+        progress_every: config.progress_every.filter(|_| reports_progress),
+        trace: config.trace,
+        // A replay and a sender cycle through the prepared frames: each cycle is the stream
+        // again from its start, as the reference's one pass over them is.
+        cycle: workload.frames().map(|frames| frames.len() as u64),
+        control: updates,
+    };
+    (options, watcher)
 }
 
 /// Takes each of a pipeline's progress reports; an error stops the run.
@@ -277,15 +307,8 @@ pub fn run_pipeline(
         (None, Some(replay)) => replay,
         (None, None) => return Err(PipelineError::NoFrames),
     };
-    let options = RunOptions {
-        warmup_frames: config.warmup_frames,
-        profile_gpu: config.profile_gpu,
-        progress_every: config.progress_every.filter(|_| progress.is_some()),
-        trace: config.trace,
-        // A replay and a sender cycle through the prepared frames: each cycle is the stream
-        // again from its start, as the reference's one pass over them is.
-        cycle: workload.frames().map(|frames| frames.len() as u64),
-    };
+    // Watched until the run returns (dropping the watcher joins its thread).
+    let (options, watcher) = run_options(config, workload, progress.is_some());
     let run = match &mut progress {
         Some(write) => {
             let mut report = |p: &Progress| {
@@ -299,6 +322,7 @@ pub fn run_pipeline(
         }
         None => session::run(plan, source, &mut sink, &options)?,
     };
+    drop(watcher);
     let JudgedSink {
         judge,
         sink_files,

@@ -3,6 +3,8 @@
 //! timing events. Everything is owned as soon as it is made, so an error anywhere releases
 //! whatever was made before it.
 
+use std::cell::UnsafeCell;
+
 use super::*;
 use crate::model::graph::StageSpec;
 use crate::plan::{GpuWork, PlannedStage};
@@ -235,7 +237,7 @@ impl Slot {
                     .collect::<Result<Vec<_>, _>>()
             };
             stages.push(SlotStage {
-                state,
+                state: UnsafeCell::new(state),
                 inputs: tensors(&spec.inputs)?,
                 outputs: tensors(&spec.outputs)?,
                 from_set,

@@ -1,0 +1,73 @@
+//! What a run measured, gathered once its threads have ended: the collector's figures, each
+//! stage's counters (and its carry's, for a stateful stage), the overheads, the parameter
+//! changes and, when traced, the merged timeline: the [`RunMetrics`] a run returns.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::collector::Collected;
+use super::{RunOptions, Shared};
+use crate::report::metrics::{RunMetrics, StageReport, process_cpu_time};
+use crate::report::overhead::Overhead;
+use crate::report::trace::{SpanBuffer, Trace};
+
+/// The run's measurements: the collector's, each stage's counters, the overheads, and the
+/// merged timeline when traced.
+pub(super) fn metrics(
+    shared: &Shared<'_>,
+    mut outcome: Collected,
+    mut spans: Vec<SpanBuffer>,
+    overhead: Overhead,
+    cpu_before: Duration,
+    options: &RunOptions,
+) -> RunMetrics {
+    let plan = shared.plan;
+    let trace = options.trace.then(|| {
+        spans.push(std::mem::take(&mut outcome.spans));
+        spans.push(std::mem::take(
+            &mut *shared
+                .driver_spans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        ));
+        let stages = plan
+            .stages
+            .iter()
+            .map(|p| plan.graph.stage(p.stage).name.clone())
+            .collect();
+        Trace::merge(spans, stages)
+    });
+
+    let window_start = outcome.window_start.unwrap_or(outcome.first_start);
+    let wall = outcome.last_delivery.saturating_sub(window_start);
+    let frames = outcome.frames;
+    RunMetrics {
+        trace,
+        frames,
+        measured_frames: outcome.measured,
+        wall,
+        cpu: process_cpu_time().saturating_sub(outcome.cpu_at_window_start.unwrap_or(cpu_before)),
+        stages: plan
+            .stages
+            .iter()
+            .zip(&shared.counters)
+            .zip(&shared.stateful)
+            .map(|((p, c), stateful)| StageReport {
+                carry: stateful.as_ref().map(|s| s.turnstile.counts()),
+                ..c.snapshot(
+                    &plan.graph.stage(p.stage).name,
+                    p.device.to_string(),
+                    frames,
+                )
+            })
+            .collect(),
+        post_frame: outcome.post_frame.summary(),
+        end_to_end: outcome.end_to_end.summary(),
+        post_frame_trend: outcome.trend.slope(),
+        slot_waits: shared.slot_waits.load(Ordering::Relaxed),
+        partial_frames: outcome.partial,
+        dropped_frames: outcome.dropped,
+        overhead,
+        changes: shared.control.records(),
+    }
+}

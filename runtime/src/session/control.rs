@@ -1,0 +1,210 @@
+//! The control file of `kplace run --control FILE`: parameters a user changes while a run goes
+//! on, by editing a file.
+//!
+//! The file holds lines `STAGE.PARAM=VALUE`, as `--set` takes them; blank lines and lines
+//! starting with `#` are ignored. A [`Watcher`] reads it when the run starts and again each
+//! time its modification time or length changes (it looks every [`POLL`]); every line whose
+//! value differs from what the file said before becomes a [`ParamUpdate`] for the executor,
+//! which applies it from the next frame to begin (`crate::executor`'s control). A line that is
+//! not `STAGE.PARAM=VALUE` is reported with its line number and the rest of the file still
+//! applies. A missing or unreadable file is reported once, and read again once it changes.
+//!
+//! Guarantees: the file is read at most once per [`POLL`], at most [`MAX_BYTES`] of it; the
+//! watcher's thread ends, joined, when the [`Watcher`] is dropped.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use crossbeam::channel::{Receiver, Sender};
+
+use crate::executor::ParamUpdate;
+
+/// How often the file's metadata is looked at.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// The most of the file that is read.
+pub const MAX_BYTES: u64 = 1 << 20;
+
+/// Watches a control file until dropped.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Starts watching `path`; the updates come on the returned receiver, for
+    /// [`crate::executor::RunOptions::control`].
+    pub fn start(path: &Path) -> (Watcher, Receiver<ParamUpdate>) {
+        let (tx, rx) = crossbeam::channel::unbounded();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (path, halt) = (path.to_path_buf(), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || watch(&path, &tx, &halt));
+        let watcher = Watcher {
+            stop,
+            thread: Some(thread),
+        };
+        (watcher, rx)
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The watcher's loop: reads the file whenever it changes, sends what changed in it.
+fn watch(path: &Path, updates: &Sender<ParamUpdate>, stop: &AtomicBool) {
+    let mut seen: Option<(Option<SystemTime>, u64)> = None;
+    let mut values: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut reported_missing = false;
+    while !stop.load(Ordering::Acquire) {
+        let stamp = std::fs::metadata(path).map(|m| (m.modified().ok(), m.len()));
+        match stamp {
+            Err(e) => {
+                if !reported_missing {
+                    tracing::warn!("control file {}: {e}; waiting for it", path.display());
+                    reported_missing = true;
+                }
+                seen = None;
+            }
+            Ok(stamp) if seen != Some(stamp) => {
+                seen = Some(stamp);
+                reported_missing = false;
+                match read(path) {
+                    Ok(text) => {
+                        for update in changes(path, &text, &mut values) {
+                            if updates.send(update).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!("control file {}: {e}", path.display()),
+                }
+            }
+            Ok(_) => {}
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn read(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_BYTES)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The updates `text` asks for against the values the file gave before (`values`, updated),
+/// one per stage, in the order of the file's lines; bad lines are reported and skipped.
+pub fn changes(
+    path: &Path,
+    text: &str,
+    values: &mut BTreeMap<(String, String), String>,
+) -> Vec<ParamUpdate> {
+    let mut updates: Vec<ParamUpdate> = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let origin = format!("control file {}, line {}", path.display(), number + 1);
+        let parsed = line.split_once('=').and_then(|(key, value)| {
+            let (stage, param) = key.trim().split_once('.')?;
+            let ok = !stage.is_empty() && !param.is_empty();
+            ok.then(|| {
+                (
+                    stage.to_string(),
+                    param.to_string(),
+                    value.trim().to_string(),
+                )
+            })
+        });
+        let Some((stage, param, value)) = parsed else {
+            tracing::warn!("{origin}: {line:?} is not STAGE.PARAM=VALUE; the line is skipped");
+            continue;
+        };
+        let key = (stage.clone(), param.clone());
+        if values.get(&key) == Some(&value) {
+            continue;
+        }
+        values.insert(key, value.clone());
+        match updates.iter_mut().find(|u| u.stage == stage) {
+            Some(update) => update.params.push((param, value)),
+            None => updates.push(ParamUpdate {
+                stage,
+                params: vec![(param, value)],
+                origin,
+            }),
+        }
+    }
+    updates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_changed_value_becomes_an_update_once() {
+        let path = Path::new("c.txt");
+        let mut values = BTreeMap::new();
+        let first = changes(
+            path,
+            "# gains\nconvert.scale=0.5\n\nwindow.window = hamming\nnonsense\nconvert.x=1\n",
+            &mut values,
+        );
+        assert_eq!(
+            first,
+            [
+                ParamUpdate {
+                    stage: "convert".into(),
+                    params: vec![("scale".into(), "0.5".into()), ("x".into(), "1".into())],
+                    origin: "control file c.txt, line 2".into(),
+                },
+                ParamUpdate {
+                    stage: "window".into(),
+                    params: vec![("window".into(), "hamming".into())],
+                    origin: "control file c.txt, line 4".into(),
+                },
+            ]
+        );
+        let again = changes(path, "convert.scale=0.5\nwindow.window=hann\n", &mut values);
+        assert_eq!(again.len(), 1, "only what changed: {again:?}");
+        assert_eq!(
+            again[0].params,
+            [("window".to_string(), "hann".to_string())]
+        );
+        assert!(changes(path, ".x=1\nstage.=2\n=3\n", &mut values).is_empty());
+    }
+
+    #[test]
+    fn a_watcher_sends_what_the_file_changes_to_and_stops_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control.txt");
+        let (watcher, updates) = Watcher::start(&path);
+        std::thread::sleep(POLL * 2);
+        assert!(updates.try_recv().is_err(), "no file, no update");
+        std::fs::write(&path, "fir.gain=2\n").unwrap();
+        let update = updates.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(update.params, [("gain".to_string(), "2".to_string())]);
+        // A change of length is seen whatever the clock's resolution.
+        std::fs::write(&path, "fir.gain=2.5\n").unwrap();
+        let update = updates.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(update.params, [("gain".to_string(), "2.5".to_string())]);
+        drop(watcher);
+        assert!(
+            updates.recv_timeout(Duration::from_secs(10)).is_err(),
+            "the watcher's sender is gone once it is dropped"
+        );
+    }
+}

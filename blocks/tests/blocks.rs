@@ -75,6 +75,43 @@ fn the_table_lists_nine_cpu_blocks() {
     }
 }
 
+/// Eight dimensions, the ABI's most: an element-wise block and the mean take them whole.
+#[test]
+fn eight_dimensions_pass_through_power_and_mean() {
+    let dims = [3u64, 2, 2, 2, 2, 2, 2, 5];
+    let (input, values) = random_complex(8, &dims);
+    let mut power = Buffer::new(Dtype::F32, &dims);
+    run(
+        blocks(),
+        POWER,
+        &Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::F32, &dims)),
+        &input,
+        &mut power,
+        null_mut(),
+    );
+    let want: Vec<f32> = values.iter().map(|c| c.norm_sqr() as f32).collect();
+    assert!(max_rel_error(power.f32s(), &want) < 1e-6);
+    let mut mean = Buffer::new(Dtype::F32, &dims[1..]);
+    run(
+        blocks(),
+        MEAN,
+        &Stage::new(desc(Dtype::F32, &dims), desc(Dtype::F32, &dims[1..])),
+        &power,
+        &mut mean,
+        null_mut(),
+    );
+    let row = power.f32s().len() / 3;
+    let want: Vec<f64> = (0..row)
+        .map(|i| {
+            (0..3)
+                .map(|m| f64::from(power.f32s()[m * row + i]))
+                .sum::<f64>()
+                / 3.0
+        })
+        .collect();
+    assert!(max_rel_error(mean.f32s(), &want) < 1e-6);
+}
+
 #[test]
 fn convert_scales_every_integer_exactly() {
     let (m, n) = (8u64, 24u64);

@@ -34,15 +34,18 @@ extern "C" {
 /* The ABI version this header describes. The runtime loads libraries built against any version
  * from KPLACE_ABI_MIN_VERSION to this one, and refuses others. Version 2 appended fields to
  * kplace_kernel (flags, carry_bytes) and kplace_launch_args (the carry and the frame's
- * number); a version 1 table keeps the shorter kplace_kernel_v1 layout. */
+ * number), and raised KPLACE_MAX_RANK from 4 to 8; a version 1 library keeps the shorter
+ * kplace_kernel_v1, kplace_tensor_desc_v1 and kplace_tensor_v1 layouts, and the runtime gives
+ * it tensors in them. */
 #define KPLACE_ABI_VERSION 2u
 #define KPLACE_ABI_MIN_VERSION 1u
 
 /* The symbol every kernel library exports: `const kplace_library *kplace_library_entry(void)`. */
 #define KPLACE_ENTRY_SYMBOL "kplace_library_entry"
 
-/* Most dimensions a tensor may have. */
-#define KPLACE_MAX_RANK 4u
+/* Most dimensions a tensor may have (4 in version 1: see kplace_tensor_desc_v1). */
+#define KPLACE_MAX_RANK 8u
+#define KPLACE_MAX_RANK_V1 4u
 
 /* Status codes returned by create and launch. Anything but KPLACE_OK carries error text. */
 typedef int32_t kplace_status;
@@ -119,6 +122,22 @@ typedef struct kplace_tensor {
     kplace_tensor_desc desc;
     void *data; /* host or device address, per desc.memory; aligned to 64 bytes */
 } kplace_tensor;
+
+/* What a version 1 library sees instead: the same fields, at most 4 dimensions. The runtime
+ * refuses a tensor of more dimensions for a version 1 kernel. */
+typedef struct kplace_tensor_desc_v1 {
+    kplace_dtype dtype;
+    kplace_memory_space memory;
+    uint32_t rank;
+    uint32_t reserved;
+    uint64_t shape[KPLACE_MAX_RANK_V1];
+    uint64_t bytes;
+} kplace_tensor_desc_v1;
+
+typedef struct kplace_tensor_v1 {
+    kplace_tensor_desc_v1 desc;
+    void *data;
+} kplace_tensor_v1;
 
 /* One parameter from the graph file, as text (`pfa: 1e-6` arrives as "pfa", "1e-6"). */
 typedef struct kplace_param {

@@ -19,6 +19,8 @@ use kplace_abi::{
     Tensor, TensorDesc, Tile,
 };
 
+mod v1;
+
 /// Room for a kernel's error text; longer text is truncated by the kernel.
 const ERROR_BUFFER: usize = 1024;
 
@@ -154,6 +156,9 @@ pub struct KernelInfo {
     pub n_outputs: u32,
     /// What it declares (stateless for a version 1 library).
     pub flags: KernelFlags,
+    /// The ABI version of its library: a version 1 kernel gets tensors of at most 4 dimensions,
+    /// in version 1's layout.
+    pub abi_version: u32,
     functions: Functions,
 }
 
@@ -270,7 +275,10 @@ impl KernelLibrary {
         };
         let mut kernels: Vec<KernelInfo> = Vec::with_capacity(raw.len());
         for (i, k) in raw.iter().enumerate() {
-            let info = read_entry(i, k).map_err(bad)?;
+            let info = KernelInfo {
+                abi_version: found,
+                ..read_entry(i, k).map_err(bad)?
+            };
             // One kernel per name and device kind: a library may offer both a CPU and a CUDA
             // kernel of one logical name, never two of one kind.
             if kernels
@@ -369,6 +377,7 @@ fn read_entry(i: usize, k: &Kernel) -> Result<KernelInfo, String> {
         n_inputs: k.n_inputs,
         n_outputs: k.n_outputs,
         flags: k.flags,
+        abi_version: ABI_VERSION,
         functions,
     })
 }
@@ -454,10 +463,19 @@ impl KernelHandle {
             Some((axis, tile)) => (axis as u32, tile),
             None => (SPLIT_NONE, 0),
         };
+        // A version 1 kernel reads its descriptors in version 1's layout.
+        let descs_v1 = (info.abi_version == 1)
+            .then(|| v1::Descs::of(config.inputs, config.outputs))
+            .transpose()
+            .map_err(|why| create_error(Status::INVALID_ARGUMENT, why))?;
+        let (inputs, outputs) = match &descs_v1 {
+            Some(descs) => descs.pointers(),
+            None => (config.inputs.as_ptr(), config.outputs.as_ptr()),
+        };
         let raw = KernelConfig {
             params: params.as_ptr(),
-            inputs: config.inputs.as_ptr(),
-            outputs: config.outputs.as_ptr(),
+            inputs,
+            outputs,
             n_params: params.len() as u32,
             n_inputs: config.inputs.len() as u32,
             n_outputs: config.outputs.len() as u32,
@@ -592,6 +610,18 @@ impl KernelState {
         carry: Option<&CarryArgs>,
     ) -> Result<(), LaunchError> {
         let mut args = LaunchArgs::new(inputs, outputs, workspace, stream, tile);
+        // A version 1 kernel reads its tensors in version 1's layout, copied here (no
+        // allocation).
+        let mut tensors_v1 = v1::Tensors::EMPTY;
+        if self.info().abi_version == 1 {
+            tensors_v1
+                .fill(inputs, outputs, &mut args)
+                .map_err(|message| LaunchError {
+                    kernel: self.info().name.clone(),
+                    status: Status::INVALID_ARGUMENT,
+                    message,
+                })?;
+        }
         if let Some(c) = carry {
             args.carry = c.carry;
             args.carry_bytes = c.bytes;

@@ -6,7 +6,7 @@ use kplace::plugin::{CreateConfig, KernelLibrary, PluginError};
 use kplace_testkit::build_c_library;
 
 fn desc(dtype: Dtype, shape: &[u64]) -> TensorDesc {
-    let mut s = [0u64; 4];
+    let mut s = [0u64; kplace::abi::MAX_RANK];
     s[..shape.len()].copy_from_slice(shape);
     TensorDesc {
         dtype,
@@ -241,6 +241,22 @@ fn a_version_1_library_loads_and_runs() {
     }
     .unwrap();
     assert_eq!(output, [11.0, 22.0, 33.0]);
+    // Version 1 carries at most 4 dimensions: a deeper tensor is refused before create.
+    let deep = [desc(Dtype::F32, &[1, 1, 1, 2, 3])];
+    let e = kernel
+        .create(&CreateConfig {
+            params: &[],
+            inputs: &deep,
+            outputs: &outputs,
+            split: None,
+            device_ordinal: 0,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("input 0 has 5 dimensions") && e.contains("ABI version 1"),
+        "{e}"
+    );
 }
 
 #[test]

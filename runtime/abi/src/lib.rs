@@ -29,7 +29,10 @@ pub const ABI_MIN_VERSION: u32 = 1;
 pub const ENTRY_SYMBOL: &[u8] = b"kplace_library_entry\0";
 
 /// `KPLACE_MAX_RANK`: the most dimensions a tensor may have.
-pub const MAX_RANK: usize = 4;
+pub const MAX_RANK: usize = 8;
+
+/// `KPLACE_MAX_RANK_V1`: the most a version 1 library's tensors have ([`TensorDescV1`]).
+pub const MAX_RANK_V1: usize = 4;
 
 /// The alignment, in bytes, the runtime gives every tensor's data and every workspace.
 pub const DATA_ALIGN: usize = 64;
@@ -337,6 +340,63 @@ pub struct Tensor {
     pub desc: TensorDesc,
     /// Host or device address per `desc.memory`, 64-byte aligned.
     pub data: *mut c_void,
+}
+
+/// `kplace_tensor_desc_v1`: [`TensorDesc`] as a version 1 library lays it out, with at most
+/// [`MAX_RANK_V1`] dimensions.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorDescV1 {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Where the bytes live.
+    pub memory: MemorySpace,
+    /// Number of dimensions in use.
+    pub rank: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Row-major dimensions, zero past `rank`.
+    pub shape: [u64; MAX_RANK_V1],
+    /// Total size in bytes.
+    pub bytes: u64,
+}
+
+/// `kplace_tensor_v1`: [`Tensor`] for a version 1 library.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorV1 {
+    /// Shape, type and place.
+    pub desc: TensorDescV1,
+    /// As [`Tensor::data`].
+    pub data: *mut c_void,
+}
+
+impl TensorDesc {
+    /// The descriptor as a version 1 library reads it; `None` past [`MAX_RANK_V1`]
+    /// dimensions.
+    pub fn to_v1(&self) -> Option<TensorDescV1> {
+        let dims = self.dims();
+        let mut shape = [0; MAX_RANK_V1];
+        shape.get_mut(..dims.len())?.copy_from_slice(dims);
+        Some(TensorDescV1 {
+            dtype: self.dtype,
+            memory: self.memory,
+            rank: self.rank,
+            reserved: 0,
+            shape,
+            bytes: self.bytes,
+        })
+    }
+}
+
+impl Tensor {
+    /// The tensor as a version 1 library reads it; `None` past [`MAX_RANK_V1`] dimensions.
+    pub fn to_v1(&self) -> Option<TensorV1> {
+        Some(TensorV1 {
+            desc: self.desc.to_v1()?,
+            data: self.data,
+        })
+    }
 }
 
 /// `kplace_param`: one graph-file parameter as NUL-terminated text.

@@ -28,6 +28,8 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
     }
     program += "printf(\"KPLACE_ABI_VERSION %u\\n\", KPLACE_ABI_VERSION);\n";
     program += "printf(\"KPLACE_ABI_MIN_VERSION %u\\n\", KPLACE_ABI_MIN_VERSION);\n";
+    program += "printf(\"KPLACE_MAX_RANK %u\\n\", KPLACE_MAX_RANK);\n";
+    program += "printf(\"KPLACE_MAX_RANK_V1 %u\\n\", KPLACE_MAX_RANK_V1);\n";
     for flag in [
         "KPLACE_KERNEL_STATEFUL",
         "KPLACE_KERNEL_RESET_ON_GAP",
@@ -76,6 +78,11 @@ const FIELDS: &[(&str, &[&str])] = &[
         &["dtype", "memory", "rank", "shape", "bytes"],
     ),
     ("kplace_tensor", &["desc", "data"]),
+    (
+        "kplace_tensor_desc_v1",
+        &["dtype", "memory", "rank", "shape", "bytes"],
+    ),
+    ("kplace_tensor_v1", &["desc", "data"]),
     ("kplace_param", &["name", "value"]),
     (
         "kplace_kernel_config",
@@ -182,6 +189,13 @@ fn rust_layout() -> Vec<(String, u64)> {
         [dtype, memory, rank, shape, bytes]
     );
     layout!(v, "kplace_tensor", Tensor, [desc, data]);
+    layout!(
+        v,
+        "kplace_tensor_desc_v1",
+        TensorDescV1,
+        [dtype, memory, rank, shape, bytes]
+    );
+    layout!(v, "kplace_tensor_v1", TensorV1, [desc, data]);
     layout!(v, "kplace_param", Param, [name, value]);
     layout!(
         v,
@@ -270,6 +284,8 @@ fn rust_layout() -> Vec<(String, u64)> {
     }
     v.push(("KPLACE_ABI_VERSION".into(), ABI_VERSION as u64));
     v.push(("KPLACE_ABI_MIN_VERSION".into(), ABI_MIN_VERSION as u64));
+    v.push(("KPLACE_MAX_RANK".into(), MAX_RANK as u64));
+    v.push(("KPLACE_MAX_RANK_V1".into(), MAX_RANK_V1 as u64));
     v.push((
         "KPLACE_KERNEL_STATEFUL".into(),
         u64::from(KernelFlags::STATEFUL.0),
@@ -383,12 +399,20 @@ fn a_described_tensor_has_its_dimensions_and_exactly_its_bytes() {
         (d.dims(), d.rank, d.bytes),
         (&[128, 1024][..], 2, 128 * 1024 * 8)
     );
-    assert_eq!(d.shape, [128, 1024, 0, 0]);
+    assert_eq!(d.shape, [128, 1024, 0, 0, 0, 0, 0, 0]);
+    let v1 = d.to_v1().unwrap();
+    assert_eq!(
+        (v1.shape, v1.rank, v1.bytes),
+        ([128, 1024, 0, 0], 2, d.bytes)
+    );
+    let deep = TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[2; 8]).unwrap();
+    assert_eq!((deep.dims(), deep.bytes), (&[2u64; 8][..], 4 * 256));
+    assert_eq!(deep.to_v1(), None, "version 1 carries at most 4 dimensions");
     let list = TensorDesc::new(Dtype::DETECTIONS, MemorySpace::HOST, &[4]).unwrap();
     assert_eq!(list.bytes, Dtype::DETECTIONS.bytes_for(&[4]).unwrap());
     // More dimensions than the ABI carries, or a size past u64, describe nothing.
     assert_eq!(
-        TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[1; 5]),
+        TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[1; 9]),
         None
     );
     assert_eq!(

@@ -204,7 +204,10 @@ impl Recording {
             .clone()
             .filter(|s| !s.is_empty() && s.len() <= kplace_abi::MAX_RANK && !s.contains(&0))
             .ok_or_else(|| {
-                described("it has no kplace:frame_shape of 1 to 4 non-zero dimensions".into())
+                described(format!(
+                    "it has no kplace:frame_shape of 1 to {} non-zero dimensions",
+                    kplace_abi::MAX_RANK
+                ))
             })?;
         let bytes = dtype
             .bytes_for(&shape)

@@ -26,6 +26,25 @@
 
 #include "kplace.h"
 
+#ifndef TEST_ABI_VERSION
+#define TEST_ABI_VERSION KPLACE_ABI_VERSION
+#endif
+
+/* Built with TEST_ABI_VERSION=1, the library reads its tensors in version 1's layout (at most 4
+ * dimensions, kplace_tensor_desc_v1 and kplace_tensor_v1), as one compiled against the version 1
+ * header does; the runtime must hand it them so. */
+#if TEST_ABI_VERSION == 1
+typedef kplace_tensor_desc_v1 desc_t;
+typedef kplace_tensor_v1 tensor_t;
+#else
+typedef kplace_tensor_desc desc_t;
+typedef kplace_tensor tensor_t;
+#endif
+#define IN_DESC(c, i) (((const desc_t *)(c)->inputs)[i])
+#define OUT_DESC(c, i) (((const desc_t *)(c)->outputs)[i])
+#define IN(a, i) (((const tensor_t *)(a)->inputs)[i])
+#define OUT(a, i) (((const tensor_t *)(a)->outputs)[i])
+
 typedef struct {
     uint64_t rows, cols;
     float scale;
@@ -57,18 +76,18 @@ static kplace_status magnitude2_create(const kplace_kernel_config *c, void **sta
             return KPLACE_ERR_INVALID_ARGUMENT;
         }
     }
-    if (c->n_inputs != 1 || c->inputs[0].dtype != KPLACE_DTYPE_CI16 || c->inputs[0].rank != 2)
+    if (c->n_inputs != 1 || IN_DESC(c, 0).dtype != KPLACE_DTYPE_CI16 || IN_DESC(c, 0).rank != 2)
         return fail(error, len, "input 0 must be ci16 [rows, cols]");
-    if (c->n_outputs != 1 || c->outputs[0].dtype != KPLACE_DTYPE_F32 ||
-        c->outputs[0].shape[0] != c->inputs[0].shape[0] ||
-        c->outputs[0].shape[1] != c->inputs[0].shape[1])
+    if (c->n_outputs != 1 || OUT_DESC(c, 0).dtype != KPLACE_DTYPE_F32 ||
+        OUT_DESC(c, 0).shape[0] != IN_DESC(c, 0).shape[0] ||
+        OUT_DESC(c, 0).shape[1] != IN_DESC(c, 0).shape[1])
         return fail(error, len, "output 0 must be f32 of the input's shape");
     if (c->split_axis != KPLACE_SPLIT_NONE && c->split_axis != 0)
         return fail(error, len, "only axis 0 can be split");
     state_t *s = malloc(sizeof *s);
     if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
-    s->rows = c->inputs[0].shape[0];
-    s->cols = c->inputs[0].shape[1];
+    s->rows = IN_DESC(c, 0).shape[0];
+    s->cols = IN_DESC(c, 0).shape[1];
     s->scale = scale;
     s->has_marker = has_marker;
     s->marker = (int16_t)marker;
@@ -85,8 +104,8 @@ static kplace_status magnitude2_launch(void *state, const kplace_launch_args *a,
                                        size_t len) {
     const state_t *s = state;
     if (a->tile.begin + a->tile.count > s->rows) return fail(error, len, "tile out of range");
-    const int16_t *in = a->inputs[0].data;
-    float *out = a->outputs[0].data;
+    const int16_t *in = IN(a, 0).data;
+    float *out = OUT(a, 0).data;
     if (s->has_marker && a->tile.begin == 0 && in[0] == s->marker)
         return fail(error, len, "marker frame seen");
     for (uint64_t r = a->tile.begin; r < a->tile.begin + a->tile.count; r++)
@@ -100,15 +119,15 @@ static kplace_status magnitude2_launch(void *state, const kplace_launch_args *a,
 static kplace_status column_sum_create(const kplace_kernel_config *c, void **state, char *error,
                                        size_t len) {
     if (c->n_params != 0) return fail(error, len, "test.column_sum takes no parameters");
-    if (c->inputs[0].dtype != KPLACE_DTYPE_F32 || c->inputs[0].rank != 2)
+    if (IN_DESC(c, 0).dtype != KPLACE_DTYPE_F32 || IN_DESC(c, 0).rank != 2)
         return fail(error, len, "input 0 must be f32 [rows, cols]");
-    if (c->outputs[0].dtype != KPLACE_DTYPE_F32 || c->outputs[0].rank != 1 ||
-        c->outputs[0].shape[0] != c->inputs[0].shape[1])
+    if (OUT_DESC(c, 0).dtype != KPLACE_DTYPE_F32 || OUT_DESC(c, 0).rank != 1 ||
+        OUT_DESC(c, 0).shape[0] != IN_DESC(c, 0).shape[1])
         return fail(error, len, "output 0 must be f32 [cols]");
     state_t *s = malloc(sizeof *s);
     if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
-    s->rows = c->inputs[0].shape[0];
-    s->cols = c->inputs[0].shape[1];
+    s->rows = IN_DESC(c, 0).shape[0];
+    s->cols = IN_DESC(c, 0).shape[1];
     s->scale = 1.0f;
     s->has_marker = 0;
     *state = s;
@@ -120,8 +139,8 @@ static kplace_status column_sum_launch(void *state, const kplace_launch_args *a,
     (void)error;
     (void)len;
     const state_t *s = state;
-    const float *in = a->inputs[0].data;
-    float *out = a->outputs[0].data;
+    const float *in = IN(a, 0).data;
+    float *out = OUT(a, 0).data;
     for (uint64_t c = 0; c < s->cols; c++) {
         double sum = 0.0; /* rows in order: the result is deterministic */
         for (uint64_t r = 0; r < s->rows; r++) sum += in[r * s->cols + c];
@@ -147,10 +166,10 @@ static kplace_status leaky_create(const kplace_kernel_config *c, void **state, c
                                   size_t len) {
     if (c->n_params != 0) return fail(error, len, "test.leaky takes no parameters");
     if (c->split_axis != KPLACE_SPLIT_NONE) return fail(error, len, "test.leaky runs whole");
-    if (c->inputs[0].dtype != KPLACE_DTYPE_F32 || c->outputs[0].dtype != KPLACE_DTYPE_F64)
+    if (IN_DESC(c, 0).dtype != KPLACE_DTYPE_F32 || OUT_DESC(c, 0).dtype != KPLACE_DTYPE_F64)
         return fail(error, len, "test.leaky takes f32 and writes f64");
-    uint64_t n = c->inputs[0].bytes / 4;
-    if (c->outputs[0].bytes != n * 8) return fail(error, len, "output must match the input");
+    uint64_t n = IN_DESC(c, 0).bytes / 4;
+    if (OUT_DESC(c, 0).bytes != n * 8) return fail(error, len, "output must match the input");
     leaky_t *s = malloc(sizeof *s);
     if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
     s->n = n;
@@ -180,8 +199,8 @@ static kplace_status leaky_launch(void *state, const kplace_launch_args *a, char
     }
     double y = carry->y;
     for (uint64_t k = 0; k < a->frames_missing * s->n; k++) y = alpha * y; /* zero-filled */
-    const float *in = a->inputs[0].data;
-    double *out = a->outputs[0].data;
+    const float *in = IN(a, 0).data;
+    double *out = OUT(a, 0).data;
     for (uint64_t i = 0; i < s->n; i++) {
         y = alpha * y + (double)in[i];
         out[i] = y;
@@ -190,10 +209,6 @@ static kplace_status leaky_launch(void *state, const kplace_launch_args *a, char
     carry->next_frame = a->frame + 1;
     return KPLACE_OK;
 }
-#endif
-
-#ifndef TEST_ABI_VERSION
-#define TEST_ABI_VERSION KPLACE_ABI_VERSION
 #endif
 
 #if TEST_ABI_VERSION == 1

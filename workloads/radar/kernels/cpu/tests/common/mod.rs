@@ -72,7 +72,7 @@ impl Drop for Buf {
 
 /// A host tensor descriptor.
 pub fn desc(dtype: Dtype, dims: &[u64]) -> TensorDesc {
-    let mut shape = [0; 4];
+    let mut shape = [0; kplace_abi::MAX_RANK];
     shape[..dims.len()].copy_from_slice(dims);
     TensorDesc {
         dtype,

@@ -92,7 +92,7 @@ impl Drop for Buf {
 
 /// A tensor descriptor in `memory`.
 pub fn desc_in(memory: MemorySpace, dtype: Dtype, dims: &[u64]) -> TensorDesc {
-    let mut shape = [0; 4];
+    let mut shape = [0; kplace_abi::MAX_RANK];
     shape[..dims.len()].copy_from_slice(dims);
     TensorDesc {
         dtype,

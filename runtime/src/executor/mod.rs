@@ -9,19 +9,24 @@
 //!   flight, then newer tiles; the worker that finishes a stage's last launch makes
 //!   its successors ready, so no central scheduler sits between stages;
 //! - the calling thread is the **collector**: it hands every frame to the sink, processed or
-//!   partial, in the order frames began, records latency, and returns slots to the source.
+//!   partial, in the order frames began, records latency, and returns slots to the source;
+//! - with [`RunOptions::control`], a **control** thread prepares parameter changes, which the
+//!   source swaps in between frames.
 //!
 //! Where each part is: `setup` builds what a run allocates before its threads start, `worker`
 //! and `collector` are those threads' loops, `ingest` the source's side, `slot` and `scratch`
-//! the memory of frames in flight; [`run_with`] here ties them together.
+//! the memory of frames in flight, `turnstile` the order of a stateful stage's frames and its
+//! carry, `control` the changes of parameters, `outcome` the metrics gathered at the end;
+//! [`run_with`] here ties them together.
 //!
 //! Guarantees: at most `slots` frames are in flight, each with its own kernel states and its
 //! own buffers for the source, the sinks and whatever a GPU touches; tensors that live only
 //! while a frame's stages run, and CPU stages' workspaces, are shared (the private `scratch`
 //! module), so a frame waiting in a slot holds only its source buffer; nothing is allocated per
 //! frame or per launch (tasks are small values in bounded queues sized so that sends never
-//! block); a launch runs only once every tensor it reads is complete; a slot is reused only
-//! once no launch of its frame runs. A kernel failure, a sink error or a source error stops the
+//! block); a launch runs only once every tensor it reads is complete; a stateful stage runs
+//! one frame at a time, in the order frames began; a slot is reused only once no launch of its
+//! frame runs. A kernel failure, a sink error or a source error stops the
 //! run and is returned; the source sees the stop at its next frame. With
 //! [`RunOptions::progress_every`], the collector tells the sink what the run has done
 //! ([`Progress`]) at that interval and once at the end, so that the intervals' counts add up to

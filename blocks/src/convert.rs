@@ -1,7 +1,7 @@
 //! `blocks.convert`: numbers of any type to single-precision floats.
 //!
 //! - Input 0: any numeric dtype (`ci8`, `ci16`, `cf16`, `cf32`, `cf64`, `i8`, `i16`, `i32`,
-//!   `f16`, `f32`, `f64`), any shape. Output 0: `cf32` or `f32`, the same dimensions: a complex
+//!   `f16`, `bf16`, `f32`, `f64`), any shape. Output 0: `cf32` or `f32`, the same dimensions: a complex
 //!   input converts to `cf32`; a real one to `f32`, or to `cf32` with imaginary parts 0.
 //! - `y = x * scale`, each part computed in double and rounded once (exact for the default
 //!   scale, or any power of two, on integers up to 24 bits). Parameter `scale`: a finite
@@ -10,7 +10,7 @@
 
 use std::ffi::CStr;
 
-use half::f16;
+use half::{bf16, f16};
 use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, Element, MemorySpace, Scalar, Tensor};
@@ -71,7 +71,7 @@ impl KernelImpl for Convert {
             .ok_or_else(|| KernelError::invalid("input 0 is missing"))?;
         let from = input.dtype.element().ok_or_else(|| {
             KernelError::invalid(format!(
-                "input 0 must be numbers (ci8, ci16, cf16, cf32, cf64, i8, i16, i32, f16, f32 \
+                "input 0 must be numbers (ci8, ci16, cf16, cf32, cf64, i8, i16, i32, f16, bf16, f32 \
                  or f64), got {}",
                 describe(input)
             ))
@@ -106,6 +106,7 @@ impl KernelImpl for Convert {
             Scalar::I16 => self.convert::<i16>(input, output, elements),
             Scalar::I32 => self.convert::<i32>(input, output, elements),
             Scalar::F16 => self.convert::<f16>(input, output, elements),
+            Scalar::BF16 => self.convert::<bf16>(input, output, elements),
             Scalar::F32 => self.convert::<f32>(input, output, elements),
             Scalar::F64 => self.convert::<f64>(input, output, elements),
         }

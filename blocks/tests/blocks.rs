@@ -146,6 +146,7 @@ fn convert_takes_every_numeric_dtype_to_single_precision() {
             Dtype::I16 | Dtype::CI16 => (v as i16).to_le_bytes().to_vec(),
             Dtype::I32 => (v as i32).to_le_bytes().to_vec(),
             Dtype::F16 | Dtype::CF16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
+            Dtype::BF16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
             Dtype::F32 | Dtype::CF32 => (v as f32).to_le_bytes().to_vec(),
             _ => v.to_le_bytes().to_vec(),
         }
@@ -155,6 +156,7 @@ fn convert_takes_every_numeric_dtype_to_single_precision() {
         (Dtype::I16, &ints),
         (Dtype::I32, &ints),
         (Dtype::F16, &values),
+        (Dtype::BF16, &values),
         (Dtype::F32, &values),
         (Dtype::F64, &values),
         (Dtype::CI8, &ints),

@@ -83,6 +83,7 @@ typedef enum kplace_dtype {
     KPLACE_DTYPE_CI8 = 9,        /* complex int8: I then Q, 2 bytes */
     KPLACE_DTYPE_CF16 = 10,      /* complex binary16: 4 bytes */
     KPLACE_DTYPE_CF64 = 11,      /* complex float64: 16 bytes */
+    KPLACE_DTYPE_BF16 = 12,      /* bfloat16 (the upper half of a float32): 2 bytes */
 } kplace_dtype;
 
 /* One detected cell of a range-Doppler map (also the record of a cluster's strongest cell). */

@@ -136,6 +136,8 @@ pub enum Scalar {
     I32,
     /// IEEE 754 binary16, little-endian.
     F16,
+    /// bfloat16 (the upper 16 bits of a binary32), little-endian.
+    BF16,
     /// IEEE 754 binary32, little-endian.
     F32,
     /// IEEE 754 binary64, little-endian.
@@ -147,7 +149,7 @@ impl Scalar {
     pub const fn bytes(self) -> u64 {
         match self {
             Scalar::I8 => 1,
-            Scalar::I16 | Scalar::F16 => 2,
+            Scalar::I16 | Scalar::F16 | Scalar::BF16 => 2,
             Scalar::I32 | Scalar::F32 => 4,
             Scalar::F64 => 8,
         }
@@ -155,7 +157,7 @@ impl Scalar {
 
     /// Whether it is a floating-point type (compared within a tolerance; integers are exact).
     pub const fn is_float(self) -> bool {
-        matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
+        matches!(self, Scalar::F16 | Scalar::BF16 | Scalar::F32 | Scalar::F64)
     }
 }
 
@@ -205,9 +207,11 @@ impl Dtype {
     pub const CF16: Dtype = Dtype(10);
     /// `KPLACE_DTYPE_CF64`: complex float64.
     pub const CF64: Dtype = Dtype(11);
+    /// `KPLACE_DTYPE_BF16`: bfloat16.
+    pub const BF16: Dtype = Dtype(12);
 
     /// Every dtype with its graph-file name.
-    pub const ALL: [(Dtype, &'static str); 12] = [
+    pub const ALL: [(Dtype, &'static str); 13] = [
         (Dtype::CI16, "ci16"),
         (Dtype::CF32, "cf32"),
         (Dtype::F32, "f32"),
@@ -220,6 +224,7 @@ impl Dtype {
         (Dtype::CI8, "ci8"),
         (Dtype::CF16, "cf16"),
         (Dtype::CF64, "cf64"),
+        (Dtype::BF16, "bf16"),
     ];
 
     /// The graph-file name (`ci16`, `cf32`, `f32`, `i8`, ...), or `None` if unknown.
@@ -247,6 +252,7 @@ impl Dtype {
             Dtype::CI8 => (Scalar::I8, true),
             Dtype::CF16 => (Scalar::F16, true),
             Dtype::CF64 => (Scalar::F64, true),
+            Dtype::BF16 => (Scalar::BF16, false),
             _ => return None,
         };
         Some(Element { scalar, complex })

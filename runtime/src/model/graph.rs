@@ -80,11 +80,18 @@ impl Tolerance {
         atol: 0.0,
     };
 
+    /// The tolerance of a bfloat16 tensor whose graph declares none: two of its 2^-7 steps.
+    pub const DEFAULT_BFLOAT: Tolerance = Tolerance::Close {
+        rtol: 1.6e-2,
+        atol: 0.0,
+    };
+
     /// The tolerance a tensor of `dtype` gets when the graph declares none: floats within a
     /// relative bound, everything else exactly.
     pub fn default_for(dtype: Dtype) -> Tolerance {
         match dtype.element().map(|e| e.scalar) {
             Some(Scalar::F16) => Tolerance::DEFAULT_HALF,
+            Some(Scalar::BF16) => Tolerance::DEFAULT_BFLOAT,
             Some(Scalar::F32 | Scalar::F64) => Tolerance::DEFAULT_FLOAT,
             _ => Tolerance::Exact,
         }

@@ -68,6 +68,8 @@ pub fn layout(tensor: &TensorSpec) -> (&'static str, Vec<u64>) {
                 Scalar::I16 => "<i2",
                 Scalar::I32 => "<i4",
                 Scalar::F16 => "<f2",
+                // NumPy has no bfloat16: the values' bits, as ml_dtypes.bfloat16 views them.
+                Scalar::BF16 => "<u2",
                 Scalar::F32 => "<f4",
                 Scalar::F64 => "<f8",
             }
@@ -308,6 +310,7 @@ mod tests {
             (Dtype::CI8, "|i1", vec![3, 2]),
             (Dtype::CI16, "<i2", vec![3, 2]),
             (Dtype::CF16, "<f2", vec![3, 2]),
+            (Dtype::BF16, "<u2", vec![3]),
         ];
         for (dtype, descr, shape) in cases {
             assert_eq!(layout(&tensor(dtype, &[3])), (descr, shape), "{dtype:?}");

@@ -118,7 +118,7 @@ struct Meta {
 }
 
 /// The SigMF `core:datatype` of a tensor's elements, if it has one (SigMF has no
-/// half-precision type, so `f16` and `cf16` have none).
+/// half-precision type, so `f16`, `cf16` and `bf16` have none).
 pub fn sigmf_datatype(dtype: Dtype) -> Option<&'static str> {
     match dtype {
         Dtype::CI16 => Some("ci16_le"),
@@ -492,7 +492,7 @@ mod tests {
     #[test]
     fn a_half_precision_source_has_no_sigmf_type() {
         let dir = tempfile::tempdir().unwrap();
-        for dtype in ["f16", "cf16"] {
+        for dtype in ["f16", "cf16", "bf16"] {
             let g = graph(dtype);
             let frames = synthesize(&g, 1, &tones()).unwrap();
             let path = dir.path().join("h.sigmf-data");

@@ -21,6 +21,7 @@ pub fn decode(scalar: Scalar, bytes: &[u8]) -> f64 {
             f64::from(i32::from_le_bytes([a[0], a[1], a[2], a[3]]))
         }
         Scalar::F16 => f64::from(half::f16::from_le_bytes([bytes[0], bytes[1]])),
+        Scalar::BF16 => f64::from(half::bf16::from_le_bytes([bytes[0], bytes[1]])),
         Scalar::F32 => {
             let a = array(4);
             f64::from(f32::from_le_bytes([a[0], a[1], a[2], a[3]]))
@@ -36,7 +37,7 @@ pub fn full_scale(scalar: Scalar) -> f64 {
         Scalar::I8 => f64::from(i8::MAX),
         Scalar::I16 => f64::from(i16::MAX),
         Scalar::I32 => f64::from(i32::MAX),
-        Scalar::F16 | Scalar::F32 | Scalar::F64 => 1.0,
+        Scalar::F16 | Scalar::BF16 | Scalar::F32 | Scalar::F64 => 1.0,
     }
 }
 
@@ -55,6 +56,7 @@ pub fn encode(scalar: Scalar, value: f64, out: &mut Vec<u8>) {
             out.extend_from_slice(&(int(min, max) as i32).to_le_bytes());
         }
         Scalar::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+        Scalar::BF16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
         Scalar::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
         Scalar::F64 => out.extend_from_slice(&v.to_le_bytes()),
     }
@@ -66,6 +68,7 @@ pub fn show(scalar: Scalar, value: f64) -> String {
     match scalar {
         Scalar::I8 | Scalar::I16 | Scalar::I32 => format!("{value}"),
         Scalar::F16 => format!("{:e}", half::f16::from_f64(value)),
+        Scalar::BF16 => format!("{:e}", half::bf16::from_f64(value)),
         Scalar::F32 => format!("{:e}", value as f32),
         Scalar::F64 => format!("{value:e}"),
     }
@@ -75,11 +78,12 @@ pub fn show(scalar: Scalar, value: f64) -> String {
 mod tests {
     use super::*;
 
-    const ALL: [Scalar; 6] = [
+    const ALL: [Scalar; 7] = [
         Scalar::I8,
         Scalar::I16,
         Scalar::I32,
         Scalar::F16,
+        Scalar::BF16,
         Scalar::F32,
         Scalar::F64,
     ];
@@ -116,6 +120,9 @@ mod tests {
         assert_eq!(decode(Scalar::F16, &0x3C00u16.to_le_bytes()), 1.0);
         assert_eq!(decode(Scalar::F16, &0xC000u16.to_le_bytes()), -2.0);
         assert_eq!(decode(Scalar::F16, &0x7BFFu16.to_le_bytes()), 65504.0);
+        // bfloat16 is the upper half of a float32: 0x3F80 is 1.0, 0xC040 is -3.0.
+        assert_eq!(decode(Scalar::BF16, &0x3F80u16.to_le_bytes()), 1.0);
+        assert_eq!(decode(Scalar::BF16, &0xC040u16.to_le_bytes()), -3.0);
         let mut b = Vec::new();
         encode(Scalar::F16, 0.333_333, &mut b);
         assert_eq!(u16::from_le_bytes([b[0], b[1]]), 0x3555);

@@ -61,6 +61,7 @@ static inline const char *dtype_name(kplace_dtype dtype) {
     case KPLACE_DTYPE_CI8: return "ci8";
     case KPLACE_DTYPE_CF16: return "cf16";
     case KPLACE_DTYPE_CF64: return "cf64";
+    case KPLACE_DTYPE_BF16: return "bf16";
     }
     return "an unknown dtype";
 }

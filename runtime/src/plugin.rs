@@ -611,10 +611,11 @@ impl KernelState {
     ) -> Result<(), LaunchError> {
         let mut args = LaunchArgs::new(inputs, outputs, workspace, stream, tile);
         // A version 1 kernel reads its tensors in version 1's layout, copied here (no
-        // allocation).
-        let mut tensors_v1 = v1::Tensors::EMPTY;
+        // allocation); a version 2 kernel's launch neither builds nor fills the copies.
+        let mut tensors_v1 = None;
         if self.info().abi_version == 1 {
             tensors_v1
+                .insert(v1::Tensors::EMPTY)
                 .fill(inputs, outputs, &mut args)
                 .map_err(|message| LaunchError {
                     kernel: self.info().name.clone(),

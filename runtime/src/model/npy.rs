@@ -181,24 +181,30 @@ fn decode(kind: char, b: &[u8]) -> f64 {
     }
 }
 
+/// The bytes of an `.npy` file of `descr` and `shape` (a Python tuple, `(3,)`) around `data`,
+/// as NumPy writes version 1.0: for tests that need a file NumPy could have written.
+#[cfg(test)]
+pub(crate) fn file_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((dict.len() as u16).to_le_bytes());
+    bytes.extend(dict.as_bytes());
+    bytes.extend(data);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// An `.npy` file of `descr` and `shape` around `data`, as NumPy writes version 1.0.
+    /// An `.npy` file of `descr` and `shape` around `data`.
     fn npy(descr: &str, shape: &str, data: &[u8]) -> tempfile::NamedTempFile {
-        let mut dict =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + dict.len() + 1) % 64 != 0 {
-            dict.push(' ');
-        }
-        dict.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend((dict.len() as u16).to_le_bytes());
-        bytes.extend(dict.as_bytes());
-        bytes.extend(data);
         let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), bytes).unwrap();
+        std::fs::write(file.path(), file_bytes(descr, shape, data)).unwrap();
         file
     }
 

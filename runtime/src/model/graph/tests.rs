@@ -343,16 +343,8 @@ fn list_and_matrix_parameters_reach_kernels_as_text() {
 
 /// An `.npy` file of little-endian float32 values of `shape`, as NumPy writes it.
 fn write_npy(path: &Path, shape: &str, values: &[f32]) {
-    let mut dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + dict.len() + 1) % 64 != 0 {
-        dict.push(' ');
-    }
-    dict.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((dict.len() as u16).to_le_bytes());
-    bytes.extend(dict.as_bytes());
-    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(path, bytes).unwrap();
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, crate::model::npy::file_bytes("<f4", shape, &data)).unwrap();
 }
 
 #[test]

@@ -1,15 +1,20 @@
-//! `blocks.beamform`: a narrowband delay-and-sum beamformer for a uniform linear array.
+//! `blocks.beamform` and `blocks.combine`: narrowband beamformers, a weighted sum of an array's
+//! channels per beam.
 //!
 //! - Input 0: `cf32 [.., C]`, the last axis the array's C channels (a snapshot per index of
 //!   the other axes). Output 0: `cf32 [.., B]`, one value per beam for each snapshot, in the
 //!   same order: its leading dimensions hold as many snapshots as the input's (the same
 //!   dimensions, or e.g. `[R * T, B]` from `[R, T, C]`).
-//! - `y[.., b] = (1 / C) * sum over c of w[b, c] * x[.., c]` with
-//!   `w[b, c] = exp(-2 pi i * spacing * c * sin(angle_b))`, computed in double and rounded once:
-//!   a plane wave from `angle_b` (degrees from broadside, channel c leading channel 0 by
+//! - Both compute `y[.., b] = sum over c of w[b, c] * x[.., c]` in double precision, rounded
+//!   once. `blocks.beamform` steers a uniform linear array: `w[b, c] = (1 / C) *
+//!   exp(-2 pi i * spacing * c * sin(angle_b))`, computed in double at create, so a plane wave
+//!   from `angle_b` (degrees from broadside, channel c leading channel 0 by
 //!   `2 pi * spacing * c * sin(angle)`) adds up in phase in beam b with its own amplitude.
-//! - Parameters: `angles`, the B beam directions in degrees within [-90, 90], a list
+//!   Parameters: `angles`, the B beam directions in degrees within [-90, 90], a list
 //!   (`angles: [-30, 0, 14.5]`); `spacing`, the element spacing in wavelengths, default 0.5.
+//! - `blocks.combine` takes the weights as its input 1, `cf32 [B, C]` (a constant tensor read
+//!   from an `.npy` file: tapered, adaptive or any other weights, computed offline), read at
+//!   each launch. No parameters.
 //! - Split along axis 0 in tiles that divide it (rank 2 or more), or not split. No workspace.
 
 use std::ffi::CStr;
@@ -20,9 +25,9 @@ use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
 
 use crate::layout::{PORTS, finite, port, tile_slices};
 
-/// The `blocks.beamform` state: the weights, beam-major.
+/// What both beamformers check at create: the ports, the beams and the split.
 #[derive(Debug)]
-pub struct Beamform {
+struct Beams {
     input: TensorDesc,
     output: TensorDesc,
     /// The extent of axis 0.
@@ -31,8 +36,21 @@ pub struct Beamform {
     snapshots: usize,
     channels: usize,
     beams: usize,
+}
+
+/// The `blocks.beamform` state: the ports, and the weights, beam-major.
+#[derive(Debug)]
+pub struct Beamform {
+    beams: Beams,
     /// `w[b, c]` as (re, im), row b holding the channels.
     weights: Vec<(f64, f64)>,
+}
+
+/// The `blocks.combine` state: the ports, and the weights' descriptor (input 1).
+#[derive(Debug)]
+pub struct Combine {
+    beams: Beams,
+    weights: TensorDesc,
 }
 
 /// The `angles` parameter: degrees, each within [-90, 90].
@@ -53,30 +71,21 @@ fn angles(config: &Config<'_>) -> Result<Vec<f64>, KernelError> {
     }
 }
 
-impl KernelImpl for Beamform {
-    const NAME: &'static CStr = c"blocks.beamform";
-    const DEVICE: DeviceKind = DeviceKind::CPU;
-    const MEMORY: MemorySpace = MemorySpace::HOST;
-    const N_INPUTS: u32 = 1;
-    const N_OUTPUTS: u32 = 1;
-    const NAMES_ITS_ERRORS: bool = true;
-
-    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["angles", "spacing"])?;
-        let angles = angles(config)?;
-        let spacing = finite(config, "spacing", 0.5)?;
+impl Beams {
+    /// Checks input 0, output 0 (`beams` per snapshot) and the split.
+    fn check(config: &Config<'_>, beams: usize, per_beam: &str) -> Result<Beams, KernelError> {
         let input = port(config.inputs(), 0, "input 0", Dtype::CF32)?;
         let output = port(config.outputs(), 0, "output 0", Dtype::CF32)?;
         let (dims, out) = (input.dims(), output.dims());
-        let (channels, beams) = (dims[dims.len() - 1] as usize, angles.len());
+        let channels = dims[dims.len() - 1] as usize;
         let leading = &dims[..dims.len() - 1];
         let snapshots: u64 = leading.iter().product();
         let out_snapshots: u64 = out[..out.len() - 1].iter().product();
         if out[out.len() - 1] != beams as u64 || out_snapshots != snapshots {
             let example: Vec<u64> = leading.iter().copied().chain([beams as u64]).collect();
             return Err(KernelError::invalid(format!(
-                "output 0 must be cf32 [.., {beams}]: one value per angle ({beams}) for each \
-                 of the input's {snapshots} snapshots, e.g. {example:?}; got {}",
+                "output 0 must be cf32 [.., {beams}]: one value per {per_beam} ({beams}) for \
+                 each of the input's {snapshots} snapshots, e.g. {example:?}; got {}",
                 describe(&output)
             )));
         }
@@ -97,18 +106,8 @@ impl KernelImpl for Beamform {
                 )));
             }
         }
-        let weights = angles
-            .iter()
-            .flat_map(|a| {
-                let step = -std::f64::consts::TAU * spacing * a.to_radians().sin();
-                (0..channels).map(move |c| {
-                    let (s, co) = (step * c as f64).sin_cos();
-                    (co / channels as f64, s / channels as f64)
-                })
-            })
-            .collect();
         let rows = if dims.len() == 1 { 1 } else { dims[0] };
-        Ok(Self {
+        Ok(Beams {
             input,
             output,
             rows,
@@ -116,15 +115,15 @@ impl KernelImpl for Beamform {
             snapshots: (snapshots / rows) as usize,
             channels,
             beams,
-            weights,
         })
     }
 
-    fn workspace_bytes(&self) -> u64 {
-        0
-    }
-
-    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+    /// Writes the launch's tile of beams, weight `w(b, c)` for beam b and channel c.
+    fn launch(
+        &self,
+        launch: &Launch<'_>,
+        w: impl Fn(usize, usize) -> (f64, f64),
+    ) -> Result<(), KernelError> {
         let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
         let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
         let tile = launch.tile();
@@ -158,13 +157,10 @@ impl KernelImpl for Beamform {
             .chunks_exact(2 * self.channels)
             .zip(y.chunks_exact_mut(2 * self.beams))
         {
-            for (y, w) in y
-                .chunks_exact_mut(2)
-                .zip(self.weights.chunks_exact(self.channels))
-            {
+            for (b, y) in y.chunks_exact_mut(2).enumerate() {
                 let (mut re, mut im) = (0.0, 0.0);
-                for (x, &(wr, wi)) in x.chunks_exact(2).zip(w) {
-                    let (xr, xi) = (f64::from(x[0]), f64::from(x[1]));
+                for (c, x) in x.chunks_exact(2).enumerate() {
+                    let ((wr, wi), xr, xi) = (w(b, c), f64::from(x[0]), f64::from(x[1]));
                     re += wr * xr - wi * xi;
                     im += wr * xi + wi * xr;
                 }
@@ -173,5 +169,92 @@ impl KernelImpl for Beamform {
             }
         }
         Ok(())
+    }
+}
+
+impl KernelImpl for Beamform {
+    const NAME: &'static CStr = c"blocks.beamform";
+    const DEVICE: DeviceKind = DeviceKind::CPU;
+    const MEMORY: MemorySpace = MemorySpace::HOST;
+    const N_INPUTS: u32 = 1;
+    const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&["angles", "spacing"])?;
+        let angles = angles(config)?;
+        let spacing = finite(config, "spacing", 0.5)?;
+        let beams = Beams::check(config, angles.len(), "angle")?;
+        let channels = beams.channels;
+        let weights = angles
+            .iter()
+            .flat_map(|a| {
+                let step = -std::f64::consts::TAU * spacing * a.to_radians().sin();
+                (0..channels).map(move |c| {
+                    let (s, co) = (step * c as f64).sin_cos();
+                    (co / channels as f64, s / channels as f64)
+                })
+            })
+            .collect();
+        Ok(Self { beams, weights })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        0
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        let channels = self.beams.channels;
+        self.beams
+            .launch(launch, |b, c| self.weights[b * channels + c])
+    }
+}
+
+impl KernelImpl for Combine {
+    const NAME: &'static CStr = c"blocks.combine";
+    const DEVICE: DeviceKind = DeviceKind::CPU;
+    const MEMORY: MemorySpace = MemorySpace::HOST;
+    const N_INPUTS: u32 = 2;
+    const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&[])?;
+        let weights = port(config.inputs(), 1, "input 1", Dtype::CF32)?;
+        let input = port(config.inputs(), 0, "input 0", Dtype::CF32)?;
+        let channels = input.dims()[input.dims().len() - 1];
+        let [beams, c] = weights.dims()[..] else {
+            return Err(KernelError::invalid(format!(
+                "input 1 must be the weights, cf32 [B, {channels}] (beams, channels); got {}",
+                describe(&weights)
+            )));
+        };
+        if c != channels {
+            return Err(KernelError::invalid(format!(
+                "input 1 must be the weights, cf32 [B, {channels}]: one per channel of input \
+                 0 ({}); got {}",
+                describe(&input),
+                describe(&weights)
+            )));
+        }
+        let beams = Beams::check(config, beams as usize, "row of the weights")?;
+        Ok(Self { beams, weights })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        0
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        let weights = PORTS.launch(launch.input(1), "input 1", &self.weights)?;
+        let len = 2 * self.beams.beams * self.beams.channels;
+        // SAFETY: the weights were checked against their descriptor, `len` floats; no launch
+        // writes an input.
+        let w = unsafe { weights.host_range::<f32>(0..len)? };
+        let channels = self.beams.channels;
+        self.beams.launch(launch, |b, c| {
+            let k = 2 * (b * channels + c);
+            (f64::from(w[k]), f64::from(w[k + 1]))
+        })
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Built as a `cdylib` this crate is `libkplace_blocks.so` (library name `kplace-blocks`),
 //! loaded like any kernel library. Every block runs on the calling thread over host memory,
-//! takes one input and writes one output, of any rank the ABI allows:
+//! takes one input (the combiner two: its weights) and writes one output, of any rank the ABI
+//! allows:
 //!
 //! | block               | input            | output         | what                                  |
 //! |---------------------|------------------|----------------|---------------------------------------|
@@ -14,6 +15,7 @@
 //! | `blocks.magnitude`  | `cf32 [..]`      | `f32 [..]`     | `sqrt(re² + im²)`                     |
 //! | `blocks.mean`       | `f32 [M, ..]`    | `f32 [..]`     | mean over axis 0, times `scale`       |
 //! | `blocks.beamform`   | `cf32 [.., C]`   | `cf32 [.., B]` | delay-and-sum beams at given angles   |
+//! | `blocks.combine`    | `cf32 [.., C]`, `cf32 [B, C]` | `cf32 [.., B]` | beams with given weights |
 //! | `blocks.fir`        | `cf32`/`f32 [..]`| same dtype     | decimating FIR over the whole stream  |
 //! | `blocks.channelize` | `cf32 [..]`      | `cf32 [.., M]` | polyphase channelizer, M channels     |
 //!
@@ -43,7 +45,7 @@ mod layout;
 pub mod mean;
 pub mod window;
 
-pub use beamform::Beamform;
+pub use beamform::{Beamform, Combine};
 pub use channelize::Channelize;
 pub use convert::Convert;
 pub use detect::{Magnitude, Power};
@@ -55,6 +57,6 @@ pub use window::Window;
 kplace_abi::export_library!(
     c"kplace-blocks",
     [
-        Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir, Channelize
+        Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir, Channelize, Combine
     ]
 );

@@ -6,7 +6,7 @@ use std::f64::consts::PI;
 use std::ptr::null_mut;
 use std::sync::OnceLock;
 
-use kplace_abi::{ABI_VERSION, DeviceKind, Dtype, MemorySpace, Status, Tile};
+use kplace_abi::{ABI_VERSION, DeviceKind, Dtype, MemorySpace, Status, TensorDesc, Tile};
 use kplace_testkit::abi::*;
 use rustfft::FftPlanner;
 use rustfft::num_complex::Complex;
@@ -18,6 +18,7 @@ const POWER: &str = "blocks.power";
 const MAGNITUDE: &str = "blocks.magnitude";
 const MEAN: &str = "blocks.mean";
 const BEAMFORM: &str = "blocks.beamform";
+const COMBINE: &str = "blocks.combine";
 
 /// The library's table, linked into this test and used through its function pointers.
 fn blocks() -> &'static Loaded {
@@ -46,7 +47,7 @@ fn random_complex(seed: u64, dims: &[u64]) -> (Buffer, Vec<Complex<f64>>) {
 }
 
 #[test]
-fn the_table_lists_nine_cpu_blocks() {
+fn the_table_lists_ten_cpu_blocks() {
     let lib = blocks();
     assert_eq!(lib.table.abi_version, ABI_VERSION);
     assert_eq!(text(lib.table.name), "kplace-blocks");
@@ -62,13 +63,16 @@ fn the_table_lists_nine_cpu_blocks() {
             MEAN,
             BEAMFORM,
             "blocks.fir",
-            "blocks.channelize"
+            "blocks.channelize",
+            COMBINE
         ]
     );
     for k in lib.kernels() {
         assert_eq!(k.device, DeviceKind::CPU, "{}", text(k.name));
         assert_eq!(k.memory, MemorySpace::HOST, "{}", text(k.name));
-        assert_eq!((k.n_inputs, k.n_outputs), (1, 1), "{}", text(k.name));
+        // The combiner's second input is its weights.
+        let inputs = if text(k.name) == COMBINE { 2 } else { 1 };
+        assert_eq!((k.n_inputs, k.n_outputs), (inputs, 1), "{}", text(k.name));
         let stateful = k.flags.contains(kplace_abi::KernelFlags::STATEFUL);
         let stream = ["blocks.fir", "blocks.channelize"].contains(&text(k.name));
         assert_eq!(stateful, stream, "{}", text(k.name));
@@ -471,6 +475,84 @@ fn beamform_sums_the_channels_with_their_steering_weights() {
     }
 }
 
+/// Runs `blocks.combine` over `x` with `weights`, tile by tile.
+fn combine(x: &Buffer, weights: &Buffer, out: &[u64], tile: Option<u64>) -> Buffer {
+    let stage = Stage {
+        inputs: vec![x.desc, weights.desc],
+        ..Stage::new(x.desc, desc(Dtype::CF32, out))
+    }
+    .tiled(tile);
+    let state = create(blocks().kernel(COMBINE), &stage).unwrap();
+    let mut output = Buffer::new(Dtype::CF32, out);
+    let rows = x.desc.shape[0];
+    let tile = tile.unwrap_or(rows);
+    for i in 0..rows / tile {
+        let host = MemorySpace::HOST;
+        state
+            .launch_ports(
+                &[x.input(host), weights.input(host)],
+                &[output.output(host)],
+                Tile {
+                    begin: i * tile,
+                    count: tile,
+                },
+                null_mut(),
+            )
+            .unwrap();
+    }
+    output
+}
+
+#[test]
+fn combine_sums_the_channels_with_the_weights_it_is_given() {
+    // Snapshots [4, 3] of 5 channels, to 2 beams with random weights; the reference multiplies
+    // in double precision.
+    let (input, x) = random_complex(71, &[4, 3, 5]);
+    let (weights, w) = random_complex(72, &[2, 5]);
+    let want: Vec<Complex<f64>> = x
+        .chunks(5)
+        .flat_map(|snapshot| {
+            w.chunks(5)
+                .map(move |row| row.iter().zip(snapshot).map(|(w, x)| w * x).sum())
+        })
+        .collect();
+    for split in splits(4) {
+        let output = combine(&input, &weights, &[12, 2], split);
+        for (i, (g, w)) in complex(&output).iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).norm() <= 1e-6 * (1.0 + w.norm()),
+                "split {split:?} value {i}: {g} != {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn combine_given_the_steering_weights_is_the_beamformer() {
+    let (dims, out) = ([8u64, 6], [8u64, 3]);
+    let (input, _) = random_complex(73, &dims);
+    let angles = [-30.0f64, 0.0, 14.4775];
+    let parts: Vec<f32> = angles
+        .iter()
+        .flat_map(|a| {
+            (0..6).flat_map(move |c| {
+                let phase = -PI * c as f64 * a.to_radians().sin();
+                [(phase.cos() / 6.0) as f32, (phase.sin() / 6.0) as f32]
+            })
+        })
+        .collect();
+    let weights = Buffer::from_f32(&[3, 6], Dtype::CF32, &parts);
+    let combined = combine(&input, &weights, &out, Some(2));
+    let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::CF32, &out))
+        .params(&[("angles", "-30, 0, 14.4775")]);
+    let mut beams = Buffer::new(Dtype::CF32, &out);
+    run(blocks(), BEAMFORM, &stage, &input, &mut beams, null_mut());
+    // The weights differ only by their rounding to single precision.
+    for (g, w) in complex(&combined).iter().zip(&complex(&beams)) {
+        assert!((g - w).norm() <= 1e-6, "{g} != {w}");
+    }
+}
+
 #[test]
 fn a_plane_wave_fills_its_own_beam_and_nulls_the_others() {
     // 8 channels half a wavelength apart; a unit wave from -30 degrees (sin -0.5). Beams at
@@ -543,6 +625,27 @@ fn what_a_block_cannot_take_is_refused_by_name() {
     let lib = blocks();
     let cf = |dims: &[u64]| desc(Dtype::CF32, dims);
     let f = |dims: &[u64]| desc(Dtype::F32, dims);
+    let weighed = |weights: TensorDesc, out: &[u64]| Stage {
+        inputs: vec![cf(&[4, 8]), weights],
+        ..Stage::new(cf(&[4, 8]), cf(out))
+    };
+    for (stage, phrase) in [
+        (
+            weighed(cf(&[3, 7]), &[4, 3]),
+            "input 1 must be the weights, cf32 [B, 8]: one per channel",
+        ),
+        (
+            weighed(cf(&[24]), &[4, 3]),
+            "input 1 must be the weights, cf32 [B, 8] (beams, channels)",
+        ),
+        (weighed(f(&[3, 8]), &[4, 3]), "input 1 must be cf32"),
+        (
+            weighed(cf(&[3, 8]), &[4, 2]),
+            "one value per row of the weights (3)",
+        ),
+    ] {
+        assert_refuses(lib, COMBINE, &stage, phrase);
+    }
     let same = Stage::new(cf(&[4, 8]), cf(&[4, 8]));
     assert_refuses(
         lib,

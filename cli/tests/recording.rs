@@ -21,6 +21,7 @@ const BLOCKS_CPU: &str = "workloads/spectrogram/blocks/cpu.yaml";
 const BEAMFORMER: &str = "workloads/beamformer/graph.yaml";
 const BEAMFORMER_CPU: &str = "workloads/beamformer/placements/cpu.yaml";
 const BEAMFORMER_CPU2: &str = "workloads/beamformer/placements/cpu-2.yaml";
+const WEIGHTED: &str = "workloads/beamformer/weighted/graph.yaml";
 const CHANNELIZER: &str = "workloads/channelizer/graph.yaml";
 
 /// Paced streams run one at a time on a two-core machine.
@@ -403,6 +404,124 @@ fn the_beamformer_example_finds_each_plane_wave_in_its_beam() {
         assert!((frame[2] / (0.01 + noise) - 1.0).abs() < 0.02, "{frame:?}");
         assert!(frame[1] < 2.0 * noise, "{frame:?}");
     }
+}
+
+/// The weighted beamformer example (`workloads/beamformer/weighted/`: its weights a constant
+/// tensor from `weights.npy`, tapered): each look direction keeps its wave's power, on two
+/// workers checked against one.
+#[test]
+fn the_weighted_beamformer_example_keeps_each_waves_power_in_its_beam() {
+    let (dir, rec) = record_plane_waves(4);
+    let sinks = dir.path().join("sinks");
+    let ended = run(&[
+        "run",
+        "--graph",
+        WEIGHTED,
+        "--placement",
+        BEAMFORMER_CPU2,
+        "--recording",
+        rec.to_str().unwrap(),
+        "--frames",
+        "4",
+        "--check",
+        &format!("reference:{BEAMFORMER_CPU}"),
+        "--write-sinks",
+        sinks.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended.stdout.contains("4/4 frames reported, 4 passed"),
+        "{}",
+        ended.stdout
+    );
+    for frame in read_psd(&sinks.join("beam_power.npy"), 3) {
+        // Unit gain where each beam looks; the other wave 37.8 dB down, the noise negligible.
+        assert!((frame[0] / 0.0625 - 1.0).abs() < 0.02, "{frame:?}");
+        assert!((frame[2] / 0.01 - 1.0).abs() < 0.02, "{frame:?}");
+    }
+}
+
+/// `blocks.combine` given the steering weights `blocks.beamform` computes (written by this test
+/// as NumPy would, beside a copy of the weighted graph) gives the beamformer's output: the
+/// constant reaches every frame's launches, checked against golden files of the other graph.
+#[test]
+fn steering_weights_as_a_constant_tensor_give_the_beamformers_output() {
+    let (dir, rec) = record_plane_waves(4);
+    let golden = dir.path().join("golden");
+    let rec = rec.to_str().unwrap();
+    let wrote = run(&[
+        "run",
+        "--graph",
+        BEAMFORMER,
+        "--placement",
+        BEAMFORMER_CPU,
+        "--recording",
+        rec,
+        "--frames",
+        "4",
+        "--write-sinks",
+        golden.to_str().unwrap(),
+    ]);
+    assert!(wrote.status.success(), "{}", wrote.stderr);
+    let graph = dir.path().join("graph.yaml");
+    let text = std::fs::read_to_string(kplace_testkit::workspace().join(WEIGHTED)).unwrap();
+    std::fs::write(&graph, text).unwrap();
+    let weights: Vec<u8> = [-30.0f64, 0.0, 14.4775]
+        .iter()
+        .flat_map(|a| {
+            (0..8).flat_map(move |c| {
+                let phase = -std::f64::consts::PI * f64::from(c) * a.to_radians().sin();
+                [(phase.cos() / 8.0) as f32, (phase.sin() / 8.0) as f32]
+            })
+        })
+        .flat_map(f32::to_le_bytes)
+        .collect();
+    let npy = kplace_testkit::npy::bytes("<c8", "(3, 8)", &weights);
+    std::fs::write(dir.path().join("weights.npy"), npy).unwrap();
+    let ended = run(&[
+        "run",
+        "--graph",
+        graph.to_str().unwrap(),
+        "--placement",
+        BEAMFORMER_CPU2,
+        "--recording",
+        rec,
+        "--frames",
+        "4",
+        "--check",
+        &format!("golden:{}", golden.display()),
+    ]);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended
+            .stdout
+            .contains("verification PASSED: 4/4 frames reported, 4 passed"),
+        "{}",
+        ended.stdout
+    );
+    // A weights file of another shape is refused naming the file, the tensor and the line.
+    std::fs::write(
+        dir.path().join("weights.npy"),
+        kplace_testkit::npy::bytes("<c8", "(24,)", &weights),
+    )
+    .unwrap();
+    let refused = run(&[
+        "plan",
+        "--graph",
+        graph.to_str().unwrap(),
+        "--placement",
+        BEAMFORMER_CPU,
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        refused.stderr.contains("graph.yaml:19:")
+            && refused.stderr.contains("tensor weights (cf32 [3, 8])")
+            && refused
+                .stderr
+                .contains("weights.npy: shape [24], but the tensor is stored as [3, 8]"),
+        "{}",
+        refused.stderr
+    );
 }
 
 /// The channelizer example (`workloads/channelizer/`: the block library, a stateful polyphase

@@ -35,6 +35,8 @@ fn a_c_library_loads_and_its_kernel_runs() {
             ("test.column_sum", DeviceKind::CPU),
             ("test.magnitude2", DeviceKind::CUDA),
             ("test.column_sum", DeviceKind::CUDA),
+            ("test.weigh", DeviceKind::CPU),
+            ("test.weigh", DeviceKind::CUDA),
             ("test.leaky", DeviceKind::CPU),
             ("test.leaky_reset", DeviceKind::CPU),
             ("test.leaky", DeviceKind::CUDA),
@@ -45,7 +47,9 @@ fn a_c_library_loads_and_its_kernel_runs() {
     let stateful: Vec<bool> = lib.kernels().iter().map(|k| k.is_stateful()).collect();
     assert_eq!(
         stateful,
-        [false, false, false, false, true, true, true, true]
+        [
+            false, false, false, false, false, false, true, true, true, true
+        ]
     );
     let cuda = lib.find("test.magnitude2", DeviceKind::CUDA).unwrap();
     assert_eq!(

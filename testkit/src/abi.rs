@@ -483,7 +483,18 @@ impl State {
         tile: Tile,
         stream: *mut c_void,
     ) -> Result<(), Failure> {
-        self.launch_args(input, output, tile, stream, |_| {})
+        self.launch_args(&[input], &[output], tile, stream, |_| {})
+    }
+
+    /// One launch of a kernel with several inputs or outputs, as [`State::launch`].
+    pub fn launch_ports(
+        &self,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
+        tile: Tile,
+        stream: *mut c_void,
+    ) -> Result<(), Failure> {
+        self.launch_args(inputs, outputs, tile, stream, |_| {})
     }
 
     /// One launch of a stateful kernel over a whole frame numbered `frame`, with the carry
@@ -501,7 +512,7 @@ impl State {
             count: input.desc.shape[0],
         };
         let fresh = std::mem::take(&mut carry.fresh);
-        self.launch_args(input, output, tile, std::ptr::null_mut(), |args| {
+        self.launch_args(&[input], &[output], tile, std::ptr::null_mut(), |args| {
             args.carry = carry.chunks.as_mut_ptr().cast();
             args.carry_bytes = carry.bytes;
             args.frame = frame;
@@ -512,8 +523,8 @@ impl State {
 
     fn launch_args(
         &self,
-        input: Tensor,
-        output: Tensor,
+        inputs: &[Tensor],
+        outputs: &[Tensor],
         tile: Tile,
         stream: *mut c_void,
         more: impl FnOnce(&mut LaunchArgs),
@@ -522,20 +533,12 @@ impl State {
         // gives each launch; null when it asks for none.
         let workspace_bytes = self.workspace_bytes();
         let mut workspace = vec![Chunk([0xFF; 64]); (workspace_bytes as usize).div_ceil(64)];
-        let inputs = [input];
-        let outputs = [output];
         let workspace = if workspace_bytes == 0 {
             std::ptr::null_mut()
         } else {
             workspace.as_mut_ptr().cast::<c_void>()
         };
-        let mut args = LaunchArgs::new(
-            &inputs,
-            &outputs,
-            (workspace, workspace_bytes),
-            stream,
-            tile,
-        );
+        let mut args = LaunchArgs::new(inputs, outputs, (workspace, workspace_bytes), stream, tile);
         more(&mut args);
         let mut error = [0u8; 1024];
         let launch = self.kernel.launch.expect("launch");

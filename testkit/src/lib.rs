@@ -9,6 +9,7 @@
 //! - [`abi`] and [`spectrogram`]: a kernel library driven through the ABI as the runtime does.
 //! - [`gpu`]: the GPU tests' one skip-or-fail rule (`KPLACE_REQUIRE_GPU`).
 //! - [`report`]: well-formed run reports for the readers' tests.
+//! - [`npy`]: `.npy` files as NumPy writes them.
 //! - [`source`]: the workspace's sources read as modules, for the layering and size checks
 //!   (`tests/layers.rs`, `tests/sizes.rs`).
 //!
@@ -17,6 +18,7 @@
 pub mod abi;
 pub mod clib;
 pub mod gpu;
+pub mod npy;
 pub mod process;
 pub mod report;
 pub mod source;

@@ -30,8 +30,8 @@
 //! Pure: no device is touched; the same inputs give the same prediction on every machine.
 
 use kplace::model::graph::{Graph, StageId};
-use kplace::plan::Direction;
 use kplace::plan::layout::Layout;
+use kplace::plan::{Direction, Lifetime};
 
 use super::costs::Calibration;
 use super::simulate::{self, Arrivals, SimOutcome, SimPipeline, SimStage};
@@ -406,7 +406,8 @@ fn stage_costs(
         }
         costs.push(cost);
     }
-    for edge in &layout.edges {
+    // A constant's upload is made once, before the run: it costs no frame anything.
+    for edge in layout.edges.iter().filter(|e| e.lifetime != Lifetime::Run) {
         let Some(mirror) = edge.mirror else { continue };
         let transfer = mirror.transfer;
         let bus = calibration.bus.ok_or_else(|| ModelError::NoBus {

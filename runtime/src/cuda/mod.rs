@@ -229,7 +229,8 @@ pub trait Gpu: Send + Sync + fmt::Debug {
     fn check(&self) -> Result<(), GpuError>;
 
     /// Blocks until `stream` has executed everything enqueued on it. Never on the hot path:
-    /// only at the end of a run, before its buffers are freed.
+    /// only before a run's first frame (the constants' upload) and at its end, before its
+    /// buffers are freed.
     ///
     /// # Safety
     /// `stream` came from this device.

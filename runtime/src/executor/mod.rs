@@ -33,6 +33,7 @@
 //! the run's.
 
 mod collector;
+mod constants;
 mod control;
 mod ingest;
 mod outcome;

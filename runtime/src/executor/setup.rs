@@ -4,6 +4,7 @@
 //! and the state the threads share. Every allocation of a run happens here, before its first
 //! frame.
 
+use super::constants::Constants;
 use super::*;
 use crate::model::placement::Device;
 
@@ -33,8 +34,9 @@ impl Built {
             crate::plan::human_bytes(plan.pool_bytes())
         );
         let sets = FrameSets::new(plan, &mut pools)?;
+        let constants = Constants::new(plan, &mut pools)?;
         let slots = (0..plan.runtime.slots)
-            .map(|_| Slot::new(plan, &mut pools, &schedule, options.profile_gpu))
+            .map(|_| Slot::new(plan, &mut pools, &constants, &schedule, options.profile_gpu))
             .collect::<Result<Vec<_>, _>>()?;
         let scratches = (0..plan.runtime.workers)
             .map(|_| WorkerScratch::new(plan, &mut pools))

@@ -48,6 +48,35 @@ pub struct Graph {
     /// The workload that feeds and judges this graph (`fmcw-radar`), if it names one; a
     /// graph that names none runs on a recording, checked against a reference.
     pub workload: Option<String>,
+    /// The constant tensors' contents, in tensor order ([`Producer::Constant`]).
+    pub constants: Vec<Constant>,
+}
+
+/// The most bytes a constant tensor may hold: it is read whole when the graph is loaded, and
+/// held for the run in host memory (and in each GPU's memory that reads it).
+pub const MAX_CONSTANT_BYTES: u64 = 256 << 20;
+
+/// A tensor whose contents are the same in every frame, read from an `.npy` file when the graph
+/// is loaded (beam weights, a filter's taps as a tensor): stages read it like any input, and no
+/// stage writes it.
+#[derive(Clone, PartialEq)]
+pub struct Constant {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// Its bytes, the tensor's size, shared by every copy of the graph.
+    pub data: std::sync::Arc<[u8]>,
+}
+
+impl fmt::Debug for Constant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Constant")
+            .field("tensor", &self.tensor)
+            .field("path", &self.path)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
 }
 
 /// How a sink tensor's elements are compared with a reference's (the graph's `checks:`).
@@ -129,6 +158,8 @@ pub enum Producer {
     Source,
     /// A stage.
     Stage(StageId),
+    /// Nobody: its contents are the graph's, the same in every frame ([`Graph::constant`]).
+    Constant,
 }
 
 /// One stage: a kernel applied to tensors.
@@ -288,6 +319,11 @@ impl Graph {
             .map(TensorId)
     }
 
+    /// The contents of tensor `id` when it is a constant.
+    pub fn constant(&self, id: TensorId) -> Option<&Constant> {
+        self.constants.iter().find(|c| c.tensor == id)
+    }
+
     /// Stages that read tensor `id`.
     pub fn consumers(&self, id: TensorId) -> impl Iterator<Item = StageId> + '_ {
         self.stages
@@ -305,7 +341,7 @@ impl Graph {
             .iter()
             .filter_map(|&t| match self.tensor(t).producer {
                 Producer::Stage(s) => Some(s),
-                Producer::Source => None,
+                Producer::Source | Producer::Constant => None,
             })
             .collect();
         preds.sort();

@@ -1,6 +1,8 @@
-//! Reading NumPy's `.npy` files: the header every reader checks first ([`Header::read`]), and
+//! Reading NumPy's `.npy` files: the header every reader checks first ([`Header::read`]),
 //! small arrays of real numbers, which a graph may name as a parameter's value
-//! ([`read_values`]: FIR taps, a window, a weight matrix written by NumPy).
+//! ([`read_values`]: FIR taps, a window written by NumPy), and arrays of a tensor's element
+//! type and shape, which a graph may name as a constant tensor ([`read_array`]: beam
+//! weights). [`layout`] says how each element type is stored.
 //!
 //! Guarantees: nothing is allocated for more than the file holds, nor, for values, for more
 //! than the caller's limit; an array whose header and length disagree is refused; every error
@@ -9,6 +11,8 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
+
+use kplace_abi::{Dtype, Scalar};
 
 /// The parts of an `.npy` header a reader needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +88,73 @@ impl Header {
             data_bytes: file_len - lead_len - header_len,
         })
     }
+}
+
+/// The `.npy` element type and shape that hold a tensor of `dtype` and `shape` (`bytes` long):
+/// NumPy's own type where it has one (`<f4`, `<c8`, `|i1`, `<f2`, ...), a complex integer or
+/// half as its parts along a last axis of 2, bfloat16 as its bits (`<u2`), and a detection list
+/// as its bytes (`|u1`, one axis of `bytes`).
+pub fn layout(dtype: Dtype, shape: &[u64], bytes: u64) -> (&'static str, Vec<u64>) {
+    let Some(element) = dtype.element() else {
+        return ("|u1", vec![bytes]);
+    };
+    let mut shape = shape.to_vec();
+    let descr = match (element.scalar, element.complex) {
+        (Scalar::F32, true) => "<c8",
+        (Scalar::F64, true) => "<c16",
+        (scalar, complex) => {
+            if complex {
+                shape.push(2);
+            }
+            match scalar {
+                Scalar::I8 => "|i1",
+                Scalar::I16 => "<i2",
+                Scalar::I32 => "<i4",
+                Scalar::F16 => "<f2",
+                // NumPy has no bfloat16: the values' bits, as ml_dtypes.bfloat16 views them.
+                Scalar::BF16 => "<u2",
+                Scalar::F32 => "<f4",
+                Scalar::F64 => "<f8",
+            }
+        }
+    };
+    (descr, shape)
+}
+
+/// Reads `path`, a C-ordered `.npy` array stored as [`layout`] says for a tensor of `dtype`
+/// and `shape`, into the tensor's `bytes`. The file's element type and shape must be exactly
+/// those (NumPy's `astype` and `reshape` make them); its length is checked before anything is
+/// allocated, so a file cannot make the reader hold more than `bytes`.
+pub fn read_array(path: &Path, dtype: Dtype, shape: &[u64], bytes: u64) -> Result<Vec<u8>, String> {
+    let mut file = File::open(path).map_err(|e| e.to_string())?;
+    let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+    let header = Header::read(&mut file, file_len)?;
+    let (descr, want) = layout(dtype, shape, bytes);
+    let name = dtype.name().unwrap_or("?");
+    if header.descr != descr {
+        return Err(format!(
+            "element type '{}', but a {name} tensor is stored as '{descr}'",
+            header.descr
+        ));
+    }
+    if header.fortran_order {
+        return Err("only C-ordered arrays are read (fortran_order is not False)".into());
+    }
+    if header.shape != want {
+        return Err(format!(
+            "shape {:?}, but the tensor is stored as {want:?}",
+            header.shape
+        ));
+    }
+    if header.data_bytes != bytes {
+        return Err(format!(
+            "the header says {bytes} bytes of data, but {} bytes follow it",
+            header.data_bytes
+        ));
+    }
+    let mut data = vec![0u8; bytes as usize];
+    file.read_exact(&mut data).map_err(|e| e.to_string())?;
+    Ok(data)
 }
 
 /// An array of real numbers read from an `.npy` file, in row-major order.
@@ -181,22 +252,6 @@ fn decode(kind: char, b: &[u8]) -> f64 {
     }
 }
 
-/// The bytes of an `.npy` file of `descr` and `shape` (a Python tuple, `(3,)`) around `data`,
-/// as NumPy writes version 1.0: for tests that need a file NumPy could have written.
-#[cfg(test)]
-pub(crate) fn file_bytes(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + dict.len() + 1) % 64 != 0 {
-        dict.push(' ');
-    }
-    dict.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend((dict.len() as u16).to_le_bytes());
-    bytes.extend(dict.as_bytes());
-    bytes.extend(data);
-    bytes
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,7 +259,7 @@ mod tests {
     /// An `.npy` file of `descr` and `shape` around `data`.
     fn npy(descr: &str, shape: &str, data: &[u8]) -> tempfile::NamedTempFile {
         let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), file_bytes(descr, shape, data)).unwrap();
+        std::fs::write(file.path(), kplace_testkit::npy::bytes(descr, shape, data)).unwrap();
         file
     }
 

@@ -107,6 +107,10 @@ impl Plan {
             let from = match t.producer {
                 Producer::Source => "source".to_string(),
                 Producer::Stage(s) => self.stage_name(s).to_string(),
+                Producer::Constant => match g.constant(e.tensor) {
+                    Some(c) => format!("constant {}", c.path.display()),
+                    None => "constant".to_string(),
+                },
             };
             let mut to: Vec<String> = g
                 .consumers(e.tensor)
@@ -133,12 +137,27 @@ impl Plan {
     }
 
     fn fmt_transfers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for edge in self.edges.iter().filter(|e| e.lifetime == Lifetime::Run) {
+            if let Some(m) = edge.mirror {
+                writeln!(
+                    f,
+                    "\nconstant {} ({}) uploaded once, {} -> {}, before the first frame",
+                    self.graph.tensor(edge.tensor).name,
+                    human_bytes(m.transfer.bytes),
+                    edge.space,
+                    m.space
+                )?;
+            }
+        }
         let mut transfers = self.transfers().peekable();
         if transfers.peek().is_none() {
-            return writeln!(
-                f,
-                "\ntransfers  none: every stage runs on the CPU, every buffer is in host memory"
-            );
+            return match self.edges.iter().all(|e| e.mirror.is_none()) {
+                true => writeln!(
+                    f,
+                    "\ntransfers  none: every stage runs on the CPU, every buffer is in host memory"
+                ),
+                false => writeln!(f, "\ntransfers  none per frame"),
+            };
         }
         writeln!(f, "\ntransfers (per frame)")?;
         for (edge, t) in transfers {
@@ -198,6 +217,7 @@ impl Plan {
                 let writer = match self.graph.tensor(t).producer {
                     Producer::Stage(s) => self.stage_name(s),
                     Producer::Source => "source",
+                    Producer::Constant => "constant",
                 };
                 writeln!(
                     f,
@@ -249,6 +269,11 @@ impl Plan {
                 }
                 PoolPurpose::Workspace(_) => "  one per launch, per slot",
                 PoolPurpose::Carry(_) => "  kept from frame to frame",
+                PoolPurpose::Tensor(t) | PoolPurpose::Mirror(t)
+                    if self.edges[t.0].lifetime == Lifetime::Run =>
+                {
+                    "  constant: filled before the first frame"
+                }
                 PoolPurpose::CarryZeros(_) => "  zeros to start the carry afresh",
                 _ => "",
             };

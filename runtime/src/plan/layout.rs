@@ -6,7 +6,7 @@
 //! device, loads no library and creates no kernel, so it gives the same answer on every
 //! machine; opening the GPUs and binding the kernels is the next step ([`super::bind`]).
 
-use super::memory::{self, GpuWork, PlannedEdge};
+use super::memory::{self, GpuWork, Lifetime, PlannedEdge};
 use super::tiles::{self, TileOrigin};
 use super::{PlanError, PoolPurpose, PoolSpec};
 use crate::model::graph::Graph;
@@ -104,10 +104,15 @@ fn placed_entries<'p>(
         .collect::<Result<Vec<_>, _>>()
 }
 
-/// One pool per tensor where its writer writes it, and one per mirror, `slots` blocks each.
+/// One pool per tensor where its writer writes it, and one per mirror, `slots` blocks each
+/// (one for a constant, which every slot reads).
 fn tensor_pools(graph: &Graph, edges: &[PlannedEdge], slots: usize) -> Vec<PoolSpec> {
     let mut pools = Vec::new();
     for (edge, t) in edges.iter().zip(&graph.tensors) {
+        let slots = match edge.lifetime {
+            Lifetime::Run => 1,
+            Lifetime::Slot | Lifetime::Stages => slots,
+        };
         pools.push(PoolSpec {
             name: t.name.clone(),
             purpose: PoolPurpose::Tensor(edge.tensor),

@@ -21,6 +21,10 @@
 //! buffer and one worker reuses the same warm buffers frame after frame. Everything else lives
 //! as long as the frame's slot ([`Lifetime::Slot`]).
 //!
+//! A constant tensor ([`Producer::Constant`]) has one buffer for the run ([`Lifetime::Run`]),
+//! filled from the graph before the first frame: in host memory, pinned when GPU stages read
+//! it, with a device mirror on their GPU uploaded once, not per frame.
+//!
 //! Pinned buffers are never write-combined: the receiver reads packet headers in place and
 //! CPU stages read downloads, and write-combined memory is very slow to read.
 //!
@@ -140,6 +144,9 @@ pub enum Lifetime {
     /// binds a set of them to a frame at its first launch and takes it back once the frame's
     /// stages have ended, most recently returned first.
     Stages,
+    /// For the whole run: a constant tensor, filled before the first frame and never written
+    /// again. One buffer (and mirror) per pipeline, read by every frame.
+    Run,
 }
 
 /// A tensor bound to memory.
@@ -200,6 +207,10 @@ pub fn lay_out(
         let writer = match tensor.producer {
             Producer::Source => None,
             Producer::Stage(s) => Some(s),
+            Producer::Constant => {
+                edges.push(constant_edge(graph, id, devices)?);
+                continue;
+            }
         };
         let writer_device = writer.map_or(Device::Cpu, device_of);
         let readers: Vec<StageId> = graph.consumers(id).collect();
@@ -324,6 +335,51 @@ pub fn lay_out(
         }
     }
     Ok((edges, work))
+}
+
+/// The edge of constant tensor `id`: host memory, pinned with a device mirror when stages on a
+/// GPU read it (all on one GPU), uploaded once before the run by the first of them.
+fn constant_edge(
+    graph: &Graph,
+    id: TensorId,
+    devices: &[Device],
+) -> Result<PlannedEdge, PlanError> {
+    let mut gpu_readers = graph.consumers(id).filter_map(|s| match devices[s.0] {
+        Device::Gpu(n) => Some((s, n)),
+        Device::Cpu => None,
+    });
+    let Some((first, n)) = gpu_readers.next() else {
+        return Ok(PlannedEdge {
+            tensor: id,
+            space: BufferSpace::Host,
+            mirror: None,
+            lifetime: Lifetime::Run,
+        });
+    };
+    if let Some((other, m)) = gpu_readers.find(|&(_, m)| m != n) {
+        return Err(PlanError::Unsupported {
+            tensor: graph.tensor(id).name.clone(),
+            why: format!(
+                "the constant is read on gpu:{n} by {} and on gpu:{m} by {}; a constant is uploaded to one GPU",
+                graph.stage(first).name,
+                graph.stage(other).name
+            ),
+        });
+    }
+    Ok(PlannedEdge {
+        tensor: id,
+        space: BufferSpace::PinnedHost(n),
+        mirror: Some(Mirror {
+            space: BufferSpace::Device(n),
+            transfer: Transfer {
+                direction: Direction::HostToDevice,
+                stage: first,
+                pieces: 1,
+                bytes: graph.tensor(id).bytes,
+            },
+        }),
+        lifetime: Lifetime::Run,
+    })
 }
 
 /// Memory a buffer set takes: `blocks` blocks of `block_bytes` in `space`, under `name`.

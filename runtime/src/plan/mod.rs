@@ -424,10 +424,12 @@ impl Plan {
         bind::create_state(&self.graph, &self.edges, id, &planned.kernel, on, params)
     }
 
-    /// Every transfer of a frame, in graph order of tensors.
+    /// Every transfer of a frame, in graph order of tensors (not a constant's upload, made
+    /// once before the run).
     pub fn transfers(&self) -> impl Iterator<Item = (&PlannedEdge, Transfer)> + '_ {
         self.edges
             .iter()
+            .filter(|e| e.lifetime != Lifetime::Run)
             .filter_map(|e| e.mirror.map(|m| (e, m.transfer)))
     }
 

@@ -16,10 +16,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use kplace_abi::Scalar;
-
 use crate::model::graph::TensorSpec;
-use crate::model::npy::Header;
+use crate::model::npy::{self, Header};
 use crate::os::files::create_beside;
 
 const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
@@ -48,34 +46,9 @@ pub enum NpyError {
     },
 }
 
-/// The `.npy` element type and the shape of one frame of `tensor`: NumPy's own type where it
-/// has one (`<f4`, `<c8`, `|i1`, `<f2`, ...), a complex integer or half as its parts along a
-/// last axis of 2, and a detection list as its bytes.
+/// The `.npy` element type and the shape of one frame of `tensor` ([`npy::layout`]).
 pub fn layout(tensor: &TensorSpec) -> (&'static str, Vec<u64>) {
-    let Some(element) = tensor.dtype.element() else {
-        return ("|u1", vec![tensor.bytes]);
-    };
-    let mut shape = tensor.shape.clone();
-    let descr = match (element.scalar, element.complex) {
-        (Scalar::F32, true) => "<c8",
-        (Scalar::F64, true) => "<c16",
-        (scalar, complex) => {
-            if complex {
-                shape.push(2);
-            }
-            match scalar {
-                Scalar::I8 => "|i1",
-                Scalar::I16 => "<i2",
-                Scalar::I32 => "<i4",
-                Scalar::F16 => "<f2",
-                // NumPy has no bfloat16: the values' bits, as ml_dtypes.bfloat16 views them.
-                Scalar::BF16 => "<u2",
-                Scalar::F32 => "<f4",
-                Scalar::F64 => "<f8",
-            }
-        }
-    };
-    (descr, shape)
+    npy::layout(tensor.dtype, &tensor.shape, tensor.bytes)
 }
 
 fn header(descr: &str, frames: u64, shape: &[u64]) -> Vec<u8> {

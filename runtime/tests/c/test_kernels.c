@@ -4,6 +4,9 @@
  *
  *   test.magnitude2   ci16 [M, N] -> f32 [M, N]   out = scale * (I^2 + Q^2); splits along axis 0
  *   test.column_sum   f32 [M, N]  -> f32 [N]      out[n] = sum over m of in[m, n]
+ *   test.weigh        f32 [M, N], f32 [N] -> f32 [M, N]
+ *                                                 out[m, n] = in[m, n] * w[n]; w is meant to be
+ *                                                 a constant tensor; splits along axis 0
  *   test.leaky        f32 [...]   -> f64 [...]    y = a * y + x over the whole stream, in
  *                                                 element order, a = 0.999 (ABI 2: stateful);
  *                                                 a lost frame is zero-filled (y decays)
@@ -149,6 +152,39 @@ static kplace_status column_sum_launch(void *state, const kplace_launch_args *a,
     return KPLACE_OK;
 }
 
+#if TEST_ABI_VERSION != 1
+static kplace_status weigh_create(const kplace_kernel_config *c, void **state, char *error,
+                                  size_t len) {
+    if (c->n_params != 0) return fail(error, len, "test.weigh takes no parameters");
+    if (IN_DESC(c, 0).dtype != KPLACE_DTYPE_F32 || IN_DESC(c, 0).rank != 2)
+        return fail(error, len, "input 0 must be f32 [rows, cols]");
+    if (IN_DESC(c, 1).dtype != KPLACE_DTYPE_F32 || IN_DESC(c, 1).rank != 1 ||
+        IN_DESC(c, 1).shape[0] != IN_DESC(c, 0).shape[1])
+        return fail(error, len, "input 1 must be f32 [cols]");
+    if (OUT_DESC(c, 0).bytes != IN_DESC(c, 0).bytes)
+        return fail(error, len, "output 0 must be input 0's shape");
+    state_t *s = malloc(sizeof *s);
+    if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
+    s->rows = IN_DESC(c, 0).shape[0];
+    s->cols = IN_DESC(c, 0).shape[1];
+    s->scale = 1.0f;
+    s->has_marker = 0;
+    *state = s;
+    return KPLACE_OK;
+}
+
+static kplace_status weigh_launch(void *state, const kplace_launch_args *a, char *error,
+                                  size_t len) {
+    const state_t *s = state;
+    if (a->tile.begin + a->tile.count > s->rows) return fail(error, len, "tile out of range");
+    const float *in = IN(a, 0).data, *w = IN(a, 1).data;
+    float *out = OUT(a, 0).data;
+    for (uint64_t r = a->tile.begin; r < a->tile.begin + a->tile.count; r++)
+        for (uint64_t c = 0; c < s->cols; c++) out[r * s->cols + c] = in[r * s->cols + c] * w[c];
+    return KPLACE_OK;
+}
+#endif
+
 static void destroy(void *state) { free(state); }
 
 #if TEST_ABI_VERSION != 1
@@ -225,6 +261,10 @@ static const kplace_kernel kernels[] = {
     {"test.column_sum", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 1, 1, column_sum_create,
      no_workspace, column_sum_launch, destroy},
 #if TEST_ABI_VERSION != 1
+    {"test.weigh", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 2, 1, weigh_create, no_workspace,
+     weigh_launch, destroy},
+    {"test.weigh", KPLACE_DEVICE_CUDA, KPLACE_MEMORY_DEVICE, 2, 1, weigh_create, no_workspace,
+     weigh_launch, destroy},
     {"test.leaky", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, leaky_create, no_workspace,
      leaky_launch, destroy, KPLACE_KERNEL_STATEFUL, 0, leaky_carry_bytes},
     {"test.leaky_reset", KPLACE_DEVICE_CPU, KPLACE_MEMORY_HOST, 1, 1, leaky_create, no_workspace,

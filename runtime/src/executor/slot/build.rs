@@ -6,6 +6,7 @@
 use std::cell::UnsafeCell;
 
 use super::*;
+use crate::executor::constants::Constants;
 use crate::model::graph::StageSpec;
 use crate::plan::{GpuWork, PlannedStage};
 
@@ -17,23 +18,31 @@ struct Blocks {
 }
 
 impl Blocks {
-    /// Takes every home that lives as long as the slot, and every mirror, from `pools`.
-    fn take(plan: &Plan, pools: &mut [Pool]) -> Result<Blocks, SlotError> {
+    /// Takes every home that lives as long as the slot, and every mirror, from `pools`; a
+    /// constant's are the run's, from `constants`.
+    fn take(plan: &Plan, pools: &mut [Pool], constants: &Constants) -> Result<Blocks, SlotError> {
         let buffers = plan
             .edges
             .iter()
             .map(|e| match e.lifetime {
                 Lifetime::Slot => take(plan, pools, PoolPurpose::Tensor(e.tensor)).map(Some),
                 Lifetime::Stages => Ok(None),
+                Lifetime::Run => constants
+                    .home(e.tensor)
+                    .ok_or(SlotError::PoolMissing)
+                    .map(Some),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mirrors = plan
             .edges
             .iter()
-            .map(|e| {
-                e.mirror
-                    .map(|_| take(plan, pools, PoolPurpose::Mirror(e.tensor)))
-                    .transpose()
+            .map(|e| match (e.mirror, e.lifetime) {
+                (None, _) => Ok(None),
+                (Some(_), Lifetime::Run) => constants
+                    .mirror(e.tensor)
+                    .ok_or(SlotError::PoolMissing)
+                    .map(Some),
+                (Some(_), _) => take(plan, pools, PoolPurpose::Mirror(e.tensor)).map(Some),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Blocks { buffers, mirrors })
@@ -135,7 +144,7 @@ impl GpuStage<'_> {
             .iter()
             .map(|&t| match plan.graph.tensor(t).producer {
                 Producer::Stage(p) => raw_fences[p.0].ok_or(SlotError::PoolMissing),
-                Producer::Source => Err(SlotError::PoolMissing),
+                Producer::Source | Producer::Constant => Err(SlotError::PoolMissing),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let pairs = if profile {
@@ -178,11 +187,12 @@ impl Slot {
     pub(crate) fn new(
         plan: &Plan,
         pools: &mut [Pool],
+        constants: &Constants,
         schedule: &Schedule,
         profile: bool,
     ) -> Result<Slot, SlotError> {
         let graph = &plan.graph;
-        let blocks = Blocks::take(plan, pools)?;
+        let blocks = Blocks::take(plan, pools, constants)?;
         // Streams and events first: a stage's waits name its producers' events. Each is owned,
         // so an error anywhere below releases whatever was made.
         let mut fences = fences(plan)?;

@@ -55,6 +55,9 @@ struct TensorFile {
     name: String,
     dtype: Spanned<String>,
     shape: Vec<Spanned<String>>,
+    /// A constant tensor's contents: an `.npy` file, relative to the graph file.
+    #[serde(default)]
+    npy: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -126,10 +129,14 @@ impl Binder<'_> {
                 })
         };
 
+        let constants = self.bind_constants(&file.tensors, &mut tensors)?;
         let source_tensor = find(&file.source.tensor, &tensors)?;
         self.check_source(&file.source, &tensors[source_tensor.0])?;
         tensors[source_tensor.0].producer = Producer::Source;
-        let mut produced = vec![false; tensors.len()];
+        let mut produced: Vec<bool> = tensors
+            .iter()
+            .map(|t| t.producer == Producer::Constant)
+            .collect();
         produced[source_tensor.0] = true;
 
         let mut stages: Vec<StageSpec> = Vec::with_capacity(file.stages.len());
@@ -157,12 +164,13 @@ impl Binder<'_> {
             for name in &spec.outputs {
                 let id = find(name, &tensors)?;
                 if produced[id.0] {
+                    let why = match tensors[id.0].producer {
+                        Producer::Constant => "is a constant (its npy file's contents)",
+                        _ => "has a second writer:",
+                    };
                     return Err(self.invalid(
                         at(name),
-                        format!(
-                            "tensor {} has a second writer: stage {}",
-                            name.value, spec.name
-                        ),
+                        format!("tensor {} {why} stage {} writes it", name.value, spec.name),
                     ));
                 }
                 produced[id.0] = true;
@@ -208,10 +216,11 @@ impl Binder<'_> {
                 ));
             }
         }
-        let mut sinks = Vec::new();
-        for name in &file.sinks {
-            sinks.push(find(name, &tensors)?);
-        }
+        let sinks = file
+            .sinks
+            .iter()
+            .map(|name| self.bind_sink(find(name, &tensors)?, name, &tensors))
+            .collect::<Result<Vec<_>, _>>()?;
         if sinks.is_empty() {
             return Err(self.invalid(None, "the graph names no sinks"));
         }
@@ -232,12 +241,94 @@ impl Binder<'_> {
             sinks,
             tolerances,
             workload: file.workload,
+            constants,
         })
+    }
+
+    /// Sink `id` (written `name`), which must be a frame's result, not a constant.
+    fn bind_sink(
+        &self,
+        id: TensorId,
+        name: &Spanned<String>,
+        tensors: &[TensorSpec],
+    ) -> Result<TensorId, GraphError> {
+        match tensors[id.0].producer {
+            Producer::Constant => Err(self.invalid(
+                at(name),
+                format!(
+                    "sink {} is a constant: a sink is a frame's result",
+                    name.value
+                ),
+            )),
+            _ => Ok(id),
+        }
+    }
+
+    /// Reads every constant tensor's `.npy` file (relative to the graph file), each checked
+    /// against its tensor's element type and shape and bounded by [`MAX_CONSTANT_BYTES`]
+    /// before it is read, and marks those tensors [`Producer::Constant`].
+    fn bind_constants(
+        &self,
+        files: &[Spanned<TensorFile>],
+        tensors: &mut [TensorSpec],
+    ) -> Result<Vec<Constant>, GraphError> {
+        let mut constants = Vec::new();
+        for (index, (file, tensor)) in files.iter().zip(tensors.iter_mut()).enumerate() {
+            let Some(npy) = &file.value.npy else { continue };
+            let name = &tensor.name;
+            if tensor.dtype.element().is_none() {
+                return Err(self.invalid(
+                    at(npy),
+                    format!("tensor {name}: a constant tensor has a numeric element type"),
+                ));
+            }
+            if tensor.bytes > MAX_CONSTANT_BYTES {
+                return Err(self.invalid(
+                    at(npy),
+                    format!(
+                        "tensor {name}: a constant holds at most {} MiB; this one is {} bytes",
+                        MAX_CONSTANT_BYTES >> 20,
+                        tensor.bytes
+                    ),
+                ));
+            }
+            let dir = self.path.parent().unwrap_or(Path::new(""));
+            let path = dir.join(&npy.value);
+            let data =
+                crate::model::npy::read_array(&path, tensor.dtype, &tensor.shape, tensor.bytes)
+                    .map_err(|why| {
+                        self.invalid(
+                            at(npy),
+                            format!(
+                                "tensor {name} ({} {:?}): {}: {why}",
+                                tensor.dtype.name().unwrap_or("?"),
+                                tensor.shape,
+                                path.display()
+                            ),
+                        )
+                    })?;
+            tensor.producer = Producer::Constant;
+            constants.push(Constant {
+                tensor: TensorId(index),
+                path,
+                data: data.into(),
+            });
+        }
+        Ok(constants)
     }
 
     /// Checks the source's axes against its tensor: packets along axis 0, and a channel axis
     /// (if any) within the tensor's rank.
     fn check_source(&self, source: &SourceFile, tensor: &TensorSpec) -> Result<(), GraphError> {
+        if tensor.producer == Producer::Constant {
+            return Err(self.invalid(
+                at(&source.tensor),
+                format!(
+                    "source tensor {} is a constant: packets fill the source",
+                    tensor.name
+                ),
+            ));
+        }
         if source.packet_axis != 0 {
             return Err(self.invalid(
                 at(&source.tensor),
@@ -444,6 +535,16 @@ impl Binder<'_> {
         input: &TensorSpec,
     ) -> Result<Split, GraphError> {
         let SplitFile { axis, tile } = split.value;
+        if input.producer == Producer::Constant {
+            return Err(self.invalid(
+                at(split),
+                format!(
+                    "stage {stage}: tiles are along its first input, and {} is a constant; \
+                     list the frame's tensor first",
+                    input.name
+                ),
+            ));
+        }
         let Some(&extent) = input.shape.get(axis) else {
             return Err(self.invalid(
                 at(split),

@@ -344,7 +344,7 @@ fn list_and_matrix_parameters_reach_kernels_as_text() {
 /// An `.npy` file of little-endian float32 values of `shape`, as NumPy writes it.
 fn write_npy(path: &Path, shape: &str, values: &[f32]) {
     let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(path, crate::model::npy::file_bytes("<f4", shape, &data)).unwrap();
+    std::fs::write(path, kplace_testkit::npy::bytes("<f4", shape, &data)).unwrap();
 }
 
 #[test]
@@ -395,5 +395,126 @@ fn a_parameter_may_be_an_npy_file_beside_the_graph() {
             "{value}: {e}"
         );
         assert!(e.contains(phrase), "{value}: {e}");
+    }
+}
+
+/// A graph whose stage `scale` reads the frame and a constant `w` of `[N]` from `w.npy`.
+const CONSTANT: &str = "name: c
+dims: {N: 4, M: 2}
+source: {tensor: x, packet_axis: 0}
+tensors:
+  - {name: x, dtype: f32, shape: [M, N]}
+  - {name: w, dtype: cf32, shape: [N], npy: w.npy}
+  - {name: y, dtype: f32, shape: [M, N]}
+stages:
+  - {name: scale, kernel: k.scale, inputs: [x, w], outputs: [y]}
+sinks: [y]
+";
+
+#[test]
+fn a_constant_tensor_is_read_from_its_npy_file_and_checked_against_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    let values: Vec<u8> = (0..8)
+        .flat_map(|i| (i as f32 - 2.5).to_le_bytes())
+        .collect();
+    let write = |descr: &str, shape: &str, data: &[u8]| {
+        let bytes = kplace_testkit::npy::bytes(descr, shape, data);
+        std::fs::write(dir.path().join("w.npy"), bytes).unwrap();
+    };
+    write("<c8", "(4,)", &values);
+    let g = Graph::parse(CONSTANT, &path, &Overrides::default()).unwrap();
+    let w = TensorId(1);
+    assert_eq!(g.tensor(w).producer, Producer::Constant);
+    let constant = g.constant(w).expect("w is a constant");
+    assert_eq!(
+        (constant.path.clone(), &constant.data[..]),
+        (dir.path().join("w.npy"), &values[..])
+    );
+    assert_eq!(g.predecessors(StageId(0)), []);
+    assert!(g.constant(TensorId(0)).is_none());
+
+    // The file must be the tensor's type and shape, exactly; each refusal names the file, the
+    // tensor and the line of its `npy:`.
+    let refused = |descr: &str, shape: &str, data: &[u8], phrase: &str| {
+        write(descr, shape, data);
+        let e = Graph::parse(CONSTANT, &path, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.yaml:6:") && e.contains("w.npy"), "{e}");
+        assert!(
+            e.contains("tensor w (cf32 [4])") && e.contains(phrase),
+            "{e}"
+        );
+    };
+    refused(
+        "<f4",
+        "(8,)",
+        &values,
+        "element type '<f4', but a cf32 tensor is stored as '<c8'",
+    );
+    refused(
+        "<c8",
+        "(2, 2)",
+        &values,
+        "shape [2, 2], but the tensor is stored as [4]",
+    );
+    refused(
+        "<c8",
+        "(4,)",
+        &values[..24],
+        "32 bytes of data, but 24 bytes follow it",
+    );
+    std::fs::remove_file(dir.path().join("w.npy")).unwrap();
+    let e = Graph::parse(CONSTANT, &path, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("w.npy: No such file"), "{e}");
+}
+
+#[test]
+fn a_constant_is_only_read_and_bounded_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    let data: Vec<u8> = (0..32).collect();
+    std::fs::write(
+        dir.path().join("w.npy"),
+        kplace_testkit::npy::bytes("<c8", "(4,)", &data),
+    )
+    .unwrap();
+    for (from, to, phrase) in [
+        (
+            "outputs: [y]}",
+            "outputs: [w]}",
+            "tensor w is a constant (its npy file's contents) stage scale writes it",
+        ),
+        ("sinks: [y]", "sinks: [w]", "sink w is a constant"),
+        ("tensor: x,", "tensor: w,", "source tensor w is a constant"),
+        (
+            "outputs: [y]}",
+            "outputs: [y], split: {axis: 0, tile: 1}}",
+            "tiles are along its first input",
+        ),
+        (
+            "shape: [N], npy",
+            "shape: [N, 16777216], npy",
+            "a constant holds at most 256 MiB; this one is 536870912 bytes",
+        ),
+        (
+            "dtype: cf32, shape: [N], npy",
+            "dtype: detections, shape: [N], npy",
+            "a constant tensor has a numeric element type",
+        ),
+    ] {
+        let text = CONSTANT.replace(from, to);
+        let text = if phrase.contains("tiles") {
+            text.replace("inputs: [x, w]", "inputs: [w, x]")
+        } else {
+            text
+        };
+        let e = Graph::parse(&text, &path, &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(phrase) && e.contains("c.yaml:"), "{to}: {e}");
     }
 }

@@ -4,18 +4,20 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kplace::model::files::{self, GraphFiles, Setting};
+use kplace::model::locate;
 pub use kplace::model::shape::FrameShape;
 
 /// Which graph, on which placement, with which overrides.
 #[derive(Debug, Args)]
 pub struct GraphArgs {
-    /// The graph file.
-    #[arg(long, default_value = "workloads/radar/graph.yaml")]
+    /// The graph: a file, or the name of one kplace ships (`radar`, `spectrogram`,
+    /// `beamformer`, ...).
+    #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
     pub graph: PathBuf,
     #[command(flatten)]
     pub shape: ShapeArgs,
-    /// The placement file.
-    #[arg(long, default_value = "workloads/radar/placements/all-cpu.yaml")]
+    /// The placement: a file, or the name of one in the graph's `placements/` (`all-cpu`).
+    #[arg(long, default_value = "all-cpu", value_name = "FILE|NAME")]
     pub placement: PathBuf,
     /// Frame slots in flight (overrides the placement's runtime.slots).
     #[arg(long)]
@@ -33,10 +35,11 @@ impl GraphArgs {
     /// The files and overrides these options name (the shape bound to the graph's
     /// dimensions).
     pub fn files(&self) -> anyhow::Result<GraphFiles> {
+        let graph = graph_file(&self.graph)?;
         Ok(GraphFiles {
-            graph: self.graph.clone(),
-            placement: self.placement.clone(),
-            dims: self.shape.dims(&self.graph)?,
+            placement: placement_file(&self.placement, &graph)?,
+            dims: self.shape.dims(&graph)?,
+            graph,
             sets: self.shape.params(),
             slots: self.slots,
             stream_rate: self.stream_rate,
@@ -68,4 +71,15 @@ impl ShapeArgs {
     pub fn params(&self) -> Vec<(String, String, String)> {
         files::params(&self.sets)
     }
+}
+
+/// The graph file `written` names: a path, or the name of a graph kplace ships, found beside
+/// its executable ([`locate`]).
+pub fn graph_file(written: &Path) -> anyhow::Result<PathBuf> {
+    Ok(locate::graph(written)?)
+}
+
+/// The placement file `written` names: a path, or a name in `graph`'s `placements/`.
+pub fn placement_file(written: &Path, graph: &Path) -> anyhow::Result<PathBuf> {
+    Ok(locate::placement(written, graph)?)
 }

@@ -22,15 +22,12 @@ use super::run::ModeArg;
 /// Options of `kplace bisect-rate`.
 #[derive(Debug, Args)]
 pub struct BisectArgs {
-    /// The graph file.
-    #[arg(long, default_value = "workloads/radar/graph.yaml")]
+    /// The graph: a file, or the name of one kplace ships.
+    #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
     graph: PathBuf,
-    /// Placement files, or directories whose every .yaml file is a placement; comma separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "workloads/radar/placements/all-cpu.yaml"
-    )]
+    /// Placement files, directories whose every .yaml file is a placement, or names in the
+    /// graph's `placements/`; comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "all-cpu")]
     placements: Vec<PathBuf>,
     /// Frame shapes, innermost axis first, comma separated: a sweep at each (the radar's
     /// `--cpi`) [default: the graph file's shape, or the recording's].
@@ -192,14 +189,24 @@ impl BisectArgs {
         let mps = BisectConfig::mps_setting(self.mps == MpsMode::On, self.mps_threads)?;
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
+        let graph = super::args::graph_file(&self.graph)?;
+        // A placement name is one in the graph's placements/; paths and directories stay.
+        let placements = self
+            .placements
+            .iter()
+            .map(|p| match p.exists() {
+                true => Ok(p.clone()),
+                false => super::args::placement_file(p, &graph),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let mut config = BisectConfig {
-            graph: self.graph,
+            graph,
             systems: match self.sut_cmd {
                 Some(command) => Systems::Command {
                     command,
                     name: self.sut_name,
                 },
-                None => Systems::Placements(self.placements),
+                None => Systems::Placements(placements),
             },
             shapes: Vec::new(),
             workload: None,

@@ -22,8 +22,8 @@ pub struct CompareArgs {
     /// The results file to judge against it (e.g. a GPU placement's, on the same frames).
     #[arg(value_name = "CANDIDATE")]
     candidate: PathBuf,
-    /// The graph whose workload wrote both files, and compares them.
-    #[arg(long, default_value = "workloads/radar/graph.yaml")]
+    /// The graph whose workload wrote both files, and compares them: a file or a name.
+    #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
     graph: PathBuf,
     /// Values agree when `|a - b| <= REL_TOL * max(|a|, |b|)`.
     #[arg(long, default_value_t = 1e-5, conflicts_with = "exact")]
@@ -50,8 +50,9 @@ pub fn main(args: CompareArgs) -> anyhow::Result<ExitCode> {
             args.rel_tol
         );
     }
-    let graph = Graph::load(&args.graph, &Overrides::default())
-        .with_context(|| format!("--graph {}", args.graph.display()))?;
+    let path = super::args::graph_file(&args.graph)?;
+    let graph = Graph::load(&path, &Overrides::default())
+        .with_context(|| format!("--graph {}", path.display()))?;
     let registry = crate::workloads::registry();
     let comparison = registry
         .for_graph(&graph, false)?

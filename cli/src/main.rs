@@ -19,6 +19,7 @@ mod progress;
 mod record;
 mod run;
 mod send;
+mod shell;
 mod tune;
 mod verify;
 mod workloads;
@@ -30,7 +31,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 /// kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
 /// chosen per stage by a placement file.
 #[derive(Debug, Parser)]
-#[command(name = "kplace", version, about, long_about = None)]
+#[command(name = "kplace", version, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -88,6 +89,10 @@ enum Command {
     /// request (--rate, or the highest rate) as a placement file.
     #[command(mut_arg("placements", |a| a.hide(true)))]
     Tune(Box<tune::TuneArgs>),
+    /// Print a shell's completion script for kplace (bash, zsh, fish, ...).
+    Completions(shell::CompletionsArgs),
+    /// Write the man pages, kplace(1) and one per subcommand, into a directory.
+    Man(shell::ManArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -112,6 +117,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plot(args) => plots::main(args),
         Command::PlotTrace(args) => plot_trace::main(args),
         Command::Tune(args) => tune::main(*args),
+        Command::Completions(args) => shell::completions(args),
+        Command::Man(args) => shell::man(args),
     }
 }
 

@@ -17,8 +17,8 @@ use super::args::ShapeArgs;
 /// Options of `kplace record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// The graph whose source tensor the recording's frames fill.
-    #[arg(long)]
+    /// The graph whose source tensor the recording's frames fill: a file or a name.
+    #[arg(long, value_name = "FILE|NAME")]
     graph: PathBuf,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -70,7 +70,8 @@ fn parse_tone(text: &str) -> Result<Tone, String> {
 }
 
 /// Synthesizes the recording and writes it with its metadata.
-pub fn main(args: RecordArgs) -> anyhow::Result<ExitCode> {
+pub fn main(mut args: RecordArgs) -> anyhow::Result<ExitCode> {
+    args.graph = super::args::graph_file(&args.graph)?;
     if args.frames == 0 {
         anyhow::bail!("--frames must be at least 1");
     }

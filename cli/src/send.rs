@@ -27,8 +27,9 @@ pub struct SendArgs {
     /// Where to send: HOST:PORT (e.g. 127.0.0.1:9000).
     #[arg(long, value_name = "HOST:PORT")]
     dest: String,
-    /// The graph whose workload generates the frames sent (its source tensor's frames).
-    #[arg(long, default_value = "workloads/radar/graph.yaml")]
+    /// The graph whose workload generates the frames sent (its source tensor's frames): a
+    /// file or a name.
+    #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
     graph: PathBuf,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -124,9 +125,10 @@ impl SendArgs {
     /// The frames to send: the recording's, or those of the graph's workload for a run of
     /// `count` frames.
     fn frames(&self, count: FrameCount) -> anyhow::Result<SendFrames> {
+        let graph = super::args::graph_file(&self.graph)?;
         let files = GraphFiles {
-            graph: self.graph.clone(),
-            dims: self.shape.dims(&self.graph)?,
+            dims: self.shape.dims(&graph)?,
+            graph,
             sets: self.shape.params(),
             ..GraphFiles::default()
         };

@@ -23,8 +23,8 @@ pub struct VerifyArgs {
     /// (a report of an id outside 0..FRAMES, or of one id twice, is an input error at its line).
     #[arg(long)]
     frames: u64,
-    /// The graph whose workload generated the frames and judges the results.
-    #[arg(long, default_value = "workloads/radar/graph.yaml")]
+    /// The graph whose workload generated the frames and judges the results: a file or a name.
+    #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
     graph: PathBuf,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -39,9 +39,10 @@ pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if args.frames == 0 {
         bail!("--frames must be at least 1: a verification of no frames would pass vacuously");
     }
+    let graph = super::args::graph_file(&args.graph)?;
     let files = GraphFiles {
-        graph: args.graph.clone(),
-        dims: args.shape.dims(&args.graph)?,
+        dims: args.shape.dims(&graph)?,
+        graph,
         sets: args.shape.params(),
         ..GraphFiles::default()
     };

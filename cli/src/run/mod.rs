@@ -42,9 +42,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) recording: Option<PathBuf>,
     /// With --recording, what every frame's sinks are checked against, within the graph's
-    /// tolerances: `reference:PLACEMENT` (the same graph on that placement, run first on the
-    /// recording's frames), `golden:DIR` (DIR/<sink>.npy, as --write-sinks writes them) or
-    /// `none`.
+    /// tolerances: `reference:PLACEMENT` (the same graph on that placement, a file or a name
+    /// in the graph's `placements/`, run first on the recording's frames), `golden:DIR`
+    /// (DIR/<sink>.npy, as --write-sinks writes them) or `none`.
     #[arg(
         long,
         value_name = "CHECK",

@@ -1,10 +1,12 @@
 //! What the user writes: the graph of stages ([`graph`]) and where each stage runs
 //! ([`placement`]), parsed and checked with errors that name the file, line and field, and
-//! the two loaded together with a run's overrides ([`files`]); and the `.npy` reading that
-//! parameter files and golden files share ([`npy`]).
+//! the two loaded together with a run's overrides ([`files`]); the `.npy` reading that
+//! parameter files, constant tensors and golden files share ([`npy`]); and where the files
+//! kplace ships are found by name, wherever it runs from ([`locate`]).
 
 pub mod files;
 pub mod graph;
+pub mod locate;
 pub mod npy;
 pub mod placement;
 pub mod shape;

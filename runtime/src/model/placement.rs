@@ -391,9 +391,10 @@ impl Placement {
 pub const LIB_DIR_ENV: &str = "KPLACE_LIB_DIR";
 
 /// Directories searched for kplace's libraries (the default ones, and a placement's library
-/// named by a bare file name not found beside the placement): `$KPLACE_LIB_DIR` (when set and not empty),
-/// the running executable's directory, and its parent (test and example binaries live one level
-/// below the libraries).
+/// named by a bare file name not found beside the placement): `$KPLACE_LIB_DIR` (when set and
+/// not empty: an explicit choice wins), the installed `lib/kplace` beside the executable's
+/// `bin/` ([`super::locate`]), the running executable's directory, and its parent (test and
+/// example binaries live one level below the libraries).
 pub fn library_search_dirs() -> Vec<PathBuf> {
     search_dirs(
         std::env::var_os(LIB_DIR_ENV),
@@ -412,6 +413,9 @@ fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<P
     if let Some(exe) = exe
         && let Some(dir) = exe.parent()
     {
+        if let Some(installed) = super::locate::installed_lib_dir(exe) {
+            dirs.push(installed);
+        }
         dirs.push(dir.to_path_buf());
         if let Some(parent) = dir.parent() {
             dirs.push(parent.to_path_buf());

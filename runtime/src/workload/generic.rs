@@ -162,7 +162,11 @@ impl RecordingSetup {
                 against: format!("golden files {}", dir.display()),
                 outputs: golden_outputs(dir, &graph, recording.frames.len())?,
             },
-            CheckSpec::Reference(path) => {
+            CheckSpec::Reference(written) => {
+                // A name is one of the graph's placements (`reference:cpu`); a name found
+                // nowhere is left to the placement's loader to refuse.
+                let path = &crate::model::locate::placement(written, &files.graph)
+                    .unwrap_or_else(|_| written.clone());
                 let reference = crate::model::files::GraphFiles {
                     placement: path.clone(),
                     slots: None,

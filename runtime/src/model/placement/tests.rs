@@ -4,6 +4,7 @@ use super::*;
 fn an_empty_lib_dir_is_unset() {
     let exe = Path::new("/opt/kplace/bin/kplace");
     let install = [
+        PathBuf::from("/opt/kplace/lib/kplace"),
         PathBuf::from("/opt/kplace/bin"),
         PathBuf::from("/opt/kplace"),
     ];

@@ -1,0 +1,251 @@
+//! Where kplace finds the graphs, placements and kernel libraries it ships, wherever it runs
+//! from: relative to its own executable, in either of the two layouts it is run from.
+//!
+//! - **Installed** (`scripts/install.sh PREFIX`): `PREFIX/bin/kplace`, the kernel libraries in
+//!   `PREFIX/lib/kplace/`, the workloads' graphs and placements in
+//!   `PREFIX/share/kplace/workloads/`.
+//! - **Built** (`cargo build`): `target/<profile>/kplace` with the libraries beside it, in a
+//!   workspace whose `workloads/` is two levels above.
+//!
+//! A `--graph` or `--placement` that names an existing file is that file. Otherwise a bare
+//! name is looked up: graph `radar` is `workloads/radar/graph.yaml` under the current
+//! directory or a data directory ([`data_dirs`]), placement `all-cpu` is
+//! `placements/all-cpu.yaml` beside the graph, or else the one workload placement of that name
+//! under the data directories (so the radar's `all-cpu`, the default, serves a graph of the
+//! user's own beside no placements). A name found nowhere is an error naming every place
+//! looked; one that several workloads have, an error naming them.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming a directory to search first for graphs and placements by name
+/// (a directory holding `workloads/`).
+pub const DATA_DIR_ENV: &str = "KPLACE_DATA_DIR";
+
+/// Why a graph or placement named on the command line was not found.
+#[derive(Debug, thiserror::Error)]
+pub enum NotFound {
+    /// No file and no file of that name.
+    #[error("{what} {name}: no such file, and not found by name in: {}", searched_list(.searched))]
+    Nowhere {
+        /// `graph` or `placement`.
+        what: &'static str,
+        /// The name as written.
+        name: String,
+        /// Every path tried, in order.
+        searched: Vec<PathBuf>,
+    },
+    /// Several workloads have a placement of that name, and none is beside the graph.
+    #[error("placement {name}: not beside the graph, and several workloads have one: {}; give its path", searched_list(.candidates))]
+    Ambiguous {
+        /// The name as written.
+        name: String,
+        /// The placements of that name.
+        candidates: Vec<PathBuf>,
+    },
+}
+
+fn searched_list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The directories that may hold `workloads/`: the current one (as the relative path ``, so
+/// what is found there reads as it would be typed), `$KPLACE_DATA_DIR` (when set and not
+/// empty), the installed `share/kplace` beside the executable's `bin/`, and the workspace a
+/// built executable sits in (`target/<profile>/../..`), each only when it has `workloads/`.
+pub fn data_dirs() -> Vec<PathBuf> {
+    dirs_for(
+        std::env::var_os(DATA_DIR_ENV),
+        std::env::current_exe().ok().as_deref(),
+    )
+}
+
+fn dirs_for(data_dir: Option<OsString>, exe: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::new()];
+    if let Some(dir) = data_dir.filter(|d| !d.is_empty()) {
+        dirs.push(PathBuf::from(dir));
+    }
+    if let Some(prefix) = exe.and_then(Path::parent).and_then(Path::parent) {
+        dirs.push(prefix.join("share").join("kplace"));
+        if let Some(workspace) = prefix.parent() {
+            dirs.push(workspace.to_path_buf());
+        }
+    }
+    dirs.retain(|d| d.join("workloads").is_dir());
+    // The current directory may be the workspace too: each directory once, first spelling.
+    let mut seen = Vec::new();
+    dirs.retain(|d| {
+        let canonical = d.join("workloads").canonicalize().ok();
+        let new = !seen.contains(&canonical);
+        seen.push(canonical);
+        new
+    });
+    dirs
+}
+
+/// The kernel library directory of an installed executable: `PREFIX/lib/kplace` for
+/// `PREFIX/bin/kplace`.
+pub fn installed_lib_dir(exe: &Path) -> Option<PathBuf> {
+    Some(exe.parent()?.parent()?.join("lib").join("kplace"))
+}
+
+/// Whether `written` is a name to look up rather than a path: one component, no extension.
+fn is_name(written: &Path) -> bool {
+    written.components().count() == 1 && written.extension().is_none()
+}
+
+/// The graph file `written` names: the file itself, or graph `NAME` under a data directory.
+pub fn graph(written: &Path) -> Result<PathBuf, NotFound> {
+    graph_in(written, &data_dirs())
+}
+
+fn graph_in(written: &Path, dirs: &[PathBuf]) -> Result<PathBuf, NotFound> {
+    if written.is_file() || !is_name(written) {
+        return Ok(written.to_path_buf());
+    }
+    let searched: Vec<PathBuf> = std::iter::once(written.to_path_buf())
+        .chain(
+            dirs.iter()
+                .map(|d| d.join("workloads").join(written).join("graph.yaml")),
+        )
+        .collect();
+    match searched.iter().skip(1).find(|p| p.is_file()) {
+        Some(found) => Ok(found.clone()),
+        None => Err(NotFound::Nowhere {
+            what: "graph",
+            name: written.display().to_string(),
+            searched,
+        }),
+    }
+}
+
+/// The placement file `written` names: the file itself, `placements/NAME.yaml` beside the
+/// graph file `graph`, or the one workload placement of that name under the data directories.
+pub fn placement(written: &Path, graph: &Path) -> Result<PathBuf, NotFound> {
+    placement_in(written, graph, &data_dirs())
+}
+
+fn placement_in(written: &Path, graph: &Path, dirs: &[PathBuf]) -> Result<PathBuf, NotFound> {
+    if written.is_file() || !is_name(written) {
+        return Ok(written.to_path_buf());
+    }
+    let mut file = written.as_os_str().to_owned();
+    file.push(".yaml");
+    let beside = graph
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join("placements")
+        .join(&file);
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    let mut candidates: Vec<PathBuf> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d.join("workloads")).ok())
+        .flatten()
+        .filter_map(|entry| Some(entry.ok()?.path().join("placements").join(&file)))
+        .filter(|p| p.is_file())
+        .collect();
+    candidates.sort();
+    match candidates.len() {
+        1 => Ok(candidates.remove(0)),
+        0 => Err(NotFound::Nowhere {
+            what: "placement",
+            name: written.display().to_string(),
+            searched: std::iter::once(written.to_path_buf())
+                .chain([beside])
+                .chain(
+                    dirs.iter()
+                        .map(|d| d.join("workloads/*/placements").join(&file)),
+                )
+                .collect(),
+        }),
+        _ => Err(NotFound::Ambiguous {
+            name: written.display().to_string(),
+            candidates,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prefix laid out as the installer lays it out, with one graph and one placement.
+    fn installed() -> (tempfile::TempDir, PathBuf) {
+        let prefix = tempfile::tempdir().unwrap();
+        let radar = prefix.path().join("share/kplace/workloads/radar");
+        std::fs::create_dir_all(radar.join("placements")).unwrap();
+        std::fs::write(radar.join("graph.yaml"), "").unwrap();
+        std::fs::write(radar.join("placements/all-cpu.yaml"), "").unwrap();
+        std::fs::create_dir_all(prefix.path().join("bin")).unwrap();
+        let exe = prefix.path().join("bin/kplace");
+        (prefix, exe)
+    }
+
+    #[test]
+    fn names_resolve_in_the_installed_share_and_paths_stay_paths() {
+        let (prefix, exe) = installed();
+        let dirs = dirs_for(None, Some(&exe));
+        let share = prefix.path().join("share/kplace");
+        // The tests run in the package's directory, which has no workloads/.
+        assert_eq!(dirs.last(), Some(&share));
+        let graph = graph_in(Path::new("radar"), &dirs).unwrap();
+        assert_eq!(
+            graph,
+            prefix
+                .path()
+                .join("share/kplace/workloads/radar/graph.yaml")
+        );
+        let all_cpu = prefix
+            .path()
+            .join("share/kplace/workloads/radar/placements/all-cpu.yaml");
+        assert_eq!(
+            placement_in(Path::new("all-cpu"), &graph, &dirs).unwrap(),
+            all_cpu
+        );
+        // A graph of the user's own, beside no placements, gets the one workload's of that name.
+        let own = prefix.path().join("mine/graph.yaml");
+        assert_eq!(
+            placement_in(Path::new("all-cpu"), &own, &dirs).unwrap(),
+            all_cpu
+        );
+        // A path, existing or not, is the user's: never replaced by a name's lookup.
+        for path in ["graphs/radar.yaml", "radar.yaml", "./radar"] {
+            assert_eq!(graph_in(Path::new(path), &dirs).unwrap(), Path::new(path));
+        }
+        assert_eq!(
+            installed_lib_dir(&exe).unwrap(),
+            prefix.path().join("lib/kplace")
+        );
+    }
+
+    #[test]
+    fn a_name_found_nowhere_names_every_place_looked() {
+        let (prefix, exe) = installed();
+        let dirs = dirs_for(Some("".into()), Some(&exe));
+        let e = graph_in(Path::new("sonar"), &dirs).unwrap_err().to_string();
+        let want = prefix
+            .path()
+            .join("share/kplace/workloads/sonar/graph.yaml");
+        assert!(
+            e.starts_with("graph sonar: no such file, and not found by name in: sonar, ")
+                && e.contains(&want.display().to_string()),
+            "{e}"
+        );
+        let graph = prefix
+            .path()
+            .join("share/kplace/workloads/radar/graph.yaml");
+        let e = placement(Path::new("all-gpu"), &graph)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("placements/all-gpu.yaml"), "{e}");
+        // A data directory without workloads/ is not one.
+        let empty = tempfile::tempdir().unwrap();
+        assert!(!dirs_for(Some(empty.path().into()), None).contains(&empty.path().to_path_buf()));
+    }
+}

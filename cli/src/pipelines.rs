@@ -20,7 +20,7 @@ use kplace::session::children::{self, ChildOptions, run_children};
 use kplace::session::several::{MultiRun, PipelineMode};
 use kplace::session::{self, several};
 
-use super::progress::ProgressOut;
+use super::progress::Live;
 use super::run::{RunArgs, check_mps, exit_status};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
@@ -44,20 +44,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
-    let progress = args
-        .progress_path()
-        .map(|path| ProgressOut::open(path, args.frames))
-        .transpose()?;
     let prepared = args.prepare()?;
+    let live = Live::open(
+        args.progress_path(),
+        args.frames,
+        args.metrics,
+        &prepared,
+        n,
+    )?;
     let paths = args.output_paths();
     let (outputs, files): (Vec<_>, Vec<_>) = (0..n)
-        .map(|i| {
-            paths.open(
-                &prepared,
-                Some(i),
-                progress.as_ref().map(|p| p.reporter(Some(i))),
-            )
-        })
+        .map(|i| paths.open(&prepared, Some(i), live.reporter(Some(i))))
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .unzip();
@@ -100,7 +97,7 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     print!("{text}");
-    if let Some(Err(e)) = progress.map(ProgressOut::commit) {
+    if let Err(e) = live.commit() {
         tracing::error!("kplace run: {e}");
         run.failures.push(e);
     }
@@ -110,6 +107,12 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
 /// N pipelines as child `kplace run` processes ([`kplace::session::children`]): each gets
 /// this command line but for the per-child options.
 fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(addr) = args.metrics {
+        bail!(
+            "--metrics {addr} serves one process's pipelines: with --pipeline-mode process each \
+             pipeline is a process of its own; use the default mode (threads) for one endpoint"
+        );
+    }
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
     let options = ChildOptions {

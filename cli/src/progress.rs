@@ -3,6 +3,10 @@
 //! in place as the run goes so it can be watched, or stdout for `-`), and a bar per pipeline
 //! on a terminal (none when stderr is not one). A progress file that cannot be written stops
 //! nothing: the run goes on, and says so at its end ([`ProgressOut::commit`]).
+//!
+//! `kplace run --metrics ADDR`: the same progress posted to a metrics board that an HTTP
+//! endpoint serves as OpenMetrics text ([`Live`]), every `--report-every` or every
+//! [`METRICS_EVERY`] without it.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,7 +17,70 @@ use kplace::executor::Progress;
 use kplace::report::progress::ProgressLine;
 use kplace::workload::run::ProgressReport;
 
+use kplace::net::metrics::MetricsServer;
+use kplace::report::openmetrics::Board;
 use kplace::report::output::OutputFile;
+use kplace::workload::run::PreparedRun;
+
+/// How often a run with `--metrics` and no `--report-every` posts its progress to the board.
+pub(crate) const METRICS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What a run reports as it goes: progress lines (`--report-every`), metrics (`--metrics`),
+/// either or both.
+pub(crate) struct Live {
+    lines: Option<ProgressOut>,
+    board: Option<(Arc<Board>, MetricsServer)>,
+}
+
+impl Live {
+    /// Opens the progress output `lines` (for a run of `frames` frames per pipeline) and
+    /// starts the metrics endpoint at `metrics`, for `pipelines` pipelines of `prepared`.
+    pub(crate) fn open(
+        lines: Option<&Path>,
+        frames: u64,
+        metrics: Option<std::net::SocketAddr>,
+        prepared: &PreparedRun,
+        pipelines: usize,
+    ) -> anyhow::Result<Live> {
+        let lines = lines
+            .map(|path| ProgressOut::open(path, frames))
+            .transpose()?;
+        let board = match metrics {
+            None => None,
+            Some(addr) => {
+                let board = Arc::new(Board::new(pipelines, prepared.stage_names()?));
+                let server = MetricsServer::start(addr, Arc::clone(&board))?;
+                Some((board, server))
+            }
+        };
+        Ok(Live { lines, board })
+    }
+
+    /// What pipeline `pipeline` (`None`: the only one) does with each report.
+    pub(crate) fn reporter(&self, pipeline: Option<usize>) -> Option<ProgressReport> {
+        let mut line = self.lines.as_ref().map(|l| l.reporter(pipeline));
+        let board = self.board.as_ref().map(|(b, _)| Arc::clone(b));
+        if line.is_none() && board.is_none() {
+            return None;
+        }
+        Some(Box::new(move |progress: &Progress| {
+            if let Some(board) = &board {
+                board.post(pipeline.unwrap_or(0), progress);
+            }
+            match &mut line {
+                Some(line) => line(progress),
+                None => Ok(()),
+            }
+        }))
+    }
+
+    /// Stops the endpoint and flushes the progress output; the error says why it could not
+    /// be written.
+    pub(crate) fn commit(self) -> Result<(), String> {
+        drop(self.board);
+        self.lines.map_or(Ok(()), ProgressOut::commit)
+    }
+}
 
 /// The progress output of a run, shared by its pipelines.
 pub(crate) struct ProgressOut {

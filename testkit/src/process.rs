@@ -207,6 +207,11 @@ impl Guard {
         }
     }
 
+    /// What the child has written to stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
     /// Whether the child is still running.
     pub fn running(&mut self) -> bool {
         self.child

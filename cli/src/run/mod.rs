@@ -26,7 +26,7 @@ use kplace::workload::run::{PipelineRun, PreparedRun};
 use kplace::workload::sinks::SinkFormat;
 
 use super::args::GraphArgs;
-use super::progress::ProgressOut;
+use super::progress::Live;
 use super::workloads::WorkloadArgs;
 
 /// Options of `kplace run`.
@@ -85,6 +85,13 @@ pub struct RunArgs {
     /// to stderr) [default: -].
     #[arg(long, value_name = "FILE", requires = "report_every")]
     pub(crate) progress_out: Option<PathBuf>,
+    /// Serve the run's metrics (frames, losses, per-stage time, a post-frame latency
+    /// histogram, GPU utilisation and memory) as OpenMetrics text at http://ADDR/metrics, for
+    /// a monitoring system to scrape while the run goes on (docs/report.md), updated every
+    /// --report-every, or every 500 ms without it. Port 0 takes a free port, which the log
+    /// says.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) metrics: Option<std::net::SocketAddr>,
     /// Change parameters while the run goes on: FILE holds lines `STAGE.PARAM=VALUE` (as
     /// --set), read at the start and again whenever it changes; each changed value applies
     /// from the next frame to begin, on CPU stages, and is in the report (docs/graphs.md,
@@ -294,7 +301,9 @@ impl RunArgs {
             frames: self.frames,
             warmup_frames: self.warmup_frames,
             profile_gpu: self.profile_gpu,
-            progress_every: self.report_every,
+            progress_every: self
+                .report_every
+                .or(self.metrics.map(|_| super::progress::METRICS_EVERY)),
             trace: self.trace.is_some(),
             control: self.control.clone(),
         };
@@ -342,10 +351,6 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
     interrupt::install().context("cannot install the SIGINT, SIGTERM and SIGHUP handler")?;
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
-    let progress = args
-        .progress_path()
-        .map(|path| ProgressOut::open(path, args.frames))
-        .transpose()?;
     let readiness = Readiness::new(1, args.ready_file.clone());
     if args.ingest_only {
         let Some(addr) = args.source.udp() else {
@@ -359,9 +364,16 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let prepared = args.prepare()?;
-    let (outputs, files) =
-        args.output_paths()
-            .open(&prepared, None, progress.as_ref().map(|p| p.reporter(None)))?;
+    let live = Live::open(
+        args.progress_path(),
+        args.frames,
+        args.metrics,
+        &prepared,
+        1,
+    )?;
+    let (outputs, files) = args
+        .output_paths()
+        .open(&prepared, None, live.reporter(None))?;
     let udp = match args.source.udp() {
         None => None,
         Some(addr) => Some(session::listen(args.udp_config(addr)?, None, &readiness)?),
@@ -370,7 +382,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     print_summary(&args, &outcome.text);
     // Every other output is completed first, so that the report says which failed.
     let mut failed = files.finish(outcome.trace.as_ref());
-    if let Some(Err(e)) = progress.map(ProgressOut::commit) {
+    if let Err(e) = live.commit() {
         tracing::error!("kplace run: {e}");
         failed.push(e);
     }

@@ -39,6 +39,8 @@ struct Ticker {
     cpu: Duration,
     /// Post-frame latency of the interval's frames; its memory is allocated once.
     post_frame: Latency,
+    /// Post-frame latency of every frame so far, in fixed buckets.
+    buckets: crate::report::progress::LatencyBuckets,
 }
 
 impl Ticker {
@@ -54,6 +56,7 @@ impl Ticker {
             dropped: 0,
             cpu: process_cpu_time(),
             post_frame: Latency::new(),
+            buckets: Default::default(),
         }
     }
 
@@ -81,6 +84,8 @@ impl Ticker {
             cpu: cpu.saturating_sub(self.cpu),
             slot_waits: shared.slot_waits.load(Ordering::Relaxed),
             gpus: Vec::new(),
+            stages: shared.counters.iter().map(StageCounters::totals).collect(),
+            post_frame_buckets: self.buckets,
             last,
         };
         (self.at, self.frames, self.partial, self.dropped, self.cpu) =
@@ -191,6 +196,7 @@ fn deliver(
                 let last = s.last_packet_ns.load(Ordering::Relaxed);
                 if let Some(t) = ticker.as_mut() {
                     t.post_frame.record(done.saturating_sub(last));
+                    t.buckets.record(done.saturating_sub(last));
                 }
                 if sequence >= warmup {
                     let first = s.first_packet_ns.load(Ordering::Relaxed);

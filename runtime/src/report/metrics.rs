@@ -10,6 +10,15 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+/// One stage's launches and the time they took, so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageTotals {
+    /// Launches ended.
+    pub launches: u64,
+    /// Their time, summed (for a GPU stage, the time to enqueue).
+    pub busy: Duration,
+}
+
 /// Per-stage launch counters shared by the workers.
 #[derive(Debug, Default)]
 pub struct StageCounters {
@@ -33,6 +42,14 @@ impl StageCounters {
     pub fn record_gpu(&self, ns: u64) {
         self.gpu_frames.fetch_add(1, Ordering::Relaxed);
         self.gpu_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Launches ended and their time, so far.
+    pub fn totals(&self) -> StageTotals {
+        StageTotals {
+            launches: self.launches.load(Ordering::Relaxed),
+            busy: Duration::from_nanos(self.total_ns.load(Ordering::Relaxed)),
+        }
     }
 
     /// A snapshot for reports.

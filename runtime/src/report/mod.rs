@@ -10,6 +10,8 @@
 //! - [`ready`]: the ready file (`kplace run --ready-file FILE`): where a run takes packets, once
 //!   it does.
 //! - [`progress`]: a run's progress as JSON lines (`kplace run --report-every DURATION`).
+//! - [`openmetrics`]: the same progress as metrics a monitoring system scrapes (`kplace run
+//!   --metrics ADDR`).
 //! - [`trace`]: a run's timeline as Chrome trace events (`kplace run --trace FILE.json`).
 //! - [`output`]: where a run's files go (a file, or standard output for `-`): each one whole
 //!   or absent, and a failed one costs only itself.
@@ -26,6 +28,7 @@
 
 pub mod metrics;
 pub mod nvtx;
+pub mod openmetrics;
 pub mod output;
 pub mod overhead;
 pub mod progress;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::metrics::LatencySummary;
+use super::metrics::{LatencySummary, StageTotals};
 use super::telemetry::GpuNow;
 
 /// What a run has done: the counts so far, and those of the interval since the previous
@@ -46,8 +46,51 @@ pub struct Progress {
     /// The run's GPUs as the telemetry sampler last read them; empty for a plan without a
     /// GPU stage, without NVML, and from the executor alone (a session fills it in).
     pub gpus: Vec<GpuNow>,
+    /// Each stage's launches and the time they took, so far, in graph order.
+    pub stages: Vec<StageTotals>,
+    /// Post-frame latency of every frame processed so far, warm-up included, in buckets.
+    pub post_frame_buckets: LatencyBuckets,
     /// Whether this is the run's last report.
     pub last: bool,
+}
+
+/// The upper bounds of [`LatencyBuckets`], seconds: 100 us to 10 s, 1-2.5-5 per decade.
+pub const LATENCY_BOUNDS_S: [f64; 16] = [
+    1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Latencies counted in fixed buckets, as a monitoring system's histogram wants them: no
+/// allocation, a few words of memory whatever the run's length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencyBuckets {
+    /// Per bound of [`LATENCY_BOUNDS_S`]: latencies at most that bound and above the one
+    /// before (not cumulative).
+    pub counts: [u64; LATENCY_BOUNDS_S.len()],
+    /// Every latency counted, those above the last bound included.
+    pub count: u64,
+    /// Their sum.
+    pub sum: Duration,
+}
+
+impl LatencyBuckets {
+    /// Counts one latency of `ns` nanoseconds.
+    pub fn record(&mut self, ns: u64) {
+        let s = ns as f64 * 1e-9;
+        if let Some(i) = LATENCY_BOUNDS_S.iter().position(|&b| s <= b) {
+            self.counts[i] += 1;
+        }
+        self.count += 1;
+        self.sum += Duration::from_nanos(ns);
+    }
+
+    /// The cumulative counts at each bound, as OpenMetrics' `le` buckets are.
+    pub fn cumulative(&self) -> [u64; LATENCY_BOUNDS_S.len()] {
+        let mut total = 0;
+        self.counts.map(|c| {
+            total += c;
+            total
+        })
+    }
 }
 
 impl Progress {

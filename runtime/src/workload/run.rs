@@ -176,6 +176,12 @@ impl PreparedRun {
         &self.run
     }
 
+    /// The names of the graph's stages, in graph order.
+    pub fn stage_names(&self) -> Result<Vec<String>, PipelineError> {
+        let (graph, _) = self.prepared.load()?;
+        Ok(graph.stages.iter().map(|s| s.name.clone()).collect())
+    }
+
     /// The sink files of pipeline `index` in `dir` (`dir/p<i>` with several pipelines).
     pub fn sink_files(
         &self,

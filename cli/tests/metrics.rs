@@ -1,0 +1,168 @@
+//! `kplace run --metrics ADDR`: the OpenMetrics endpoint scraped while a paced UDP stream runs,
+//! its counts growing with the stream and agreeing with the run's own report at the end;
+//! what it refuses. Every process is guarded and every wait has a limit.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use kplace_testkit::Guard;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn kplace() -> std::process::Command {
+    let mut c = std::process::Command::new(kplace_testkit::kplace_bin!());
+    c.current_dir(kplace_testkit::workspace());
+    c
+}
+
+/// One HTTP GET of `path` on `port`: the status line and the body; `None` when the endpoint
+/// is gone (the run ended).
+fn try_get(port: u16, path: &str) -> Option<(String, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    ))
+}
+
+fn get(port: u16, path: &str) -> (String, String) {
+    try_get(port, path).expect("the endpoint answers")
+}
+
+/// The value of the sample line `name` in OpenMetrics `text`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn the_metrics_endpoint_is_scraped_while_a_stream_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let report = dir.path().join("run.json");
+    let mut receiver = Guard::spawn(kplace().args([
+        "run",
+        "--frames",
+        "300",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--report-every",
+        "100ms",
+        "--progress-out",
+        dir.path().join("progress.jsonl").to_str().unwrap(),
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--idle-timeout-s",
+        "5",
+    ]));
+    let udp = receiver.wait_ready(&ready, LIMIT)[0];
+    receiver.wait_stderr("/metrics", LIMIT);
+    let log = receiver.stderr_so_far();
+    let port: u16 = log
+        .split("metrics at http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no metrics address in: {log}"));
+    // Before any frame: an endpoint with nothing made up.
+    let (status, before) = get(port, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    assert!(before.ends_with("# EOF\n"), "{before}");
+    let (status, _) = get(port, "/");
+    assert!(status.contains("404"), "{status}");
+
+    // 300 frames at 100 frames per second: three seconds of stream, scraped as it goes.
+    let sender = Guard::spawn(kplace().args([
+        "send",
+        "--dest",
+        &format!("127.0.0.1:{udp}"),
+        "--frames",
+        "300",
+        "--rate",
+        "100",
+    ]));
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    while start.elapsed() < LIMIT && receiver.running() {
+        let Some((_, text)) = try_get(port, "/metrics") else {
+            break;
+        };
+        if let Some(frames) = sample(&text, "kplace_frames_total{pipeline=\"0\"}") {
+            seen.push(frames);
+            let count = sample(
+                &text,
+                "kplace_post_frame_latency_seconds_count{pipeline=\"0\"}",
+            );
+            let inf = sample(
+                &text,
+                "kplace_post_frame_latency_seconds_bucket{le=\"+Inf\",pipeline=\"0\"}",
+            );
+            assert_eq!(count, Some(frames), "one latency per frame:\n{text}");
+            assert_eq!(inf, Some(frames), "{text}");
+            let launches = sample(
+                &text,
+                "kplace_stage_launches_total{pipeline=\"0\",stage=\"cfar\"}",
+            );
+            assert_eq!(launches, Some(frames), "one CFAR launch per frame:\n{text}");
+            if frames >= 100.0 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0] <= w[1]) && seen.iter().any(|&f| f > 0.0 && f < 300.0),
+        "the counts grew while the stream ran: {seen:?}"
+    );
+    let sent = sender.wait(LIMIT);
+    assert!(sent.status.success(), "{}", sent.stderr);
+    let ended = receiver.wait(LIMIT);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended.stdout.contains("verification PASSED: 300/300"),
+        "{}",
+        ended.stdout
+    );
+    // The endpoint went with the run.
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "still listening after the run"
+    );
+}
+
+#[test]
+fn metrics_need_an_address_and_one_process() {
+    for (args, phrase) in [
+        (
+            vec!["run", "--metrics", "localhost"],
+            "invalid socket address",
+        ),
+        (
+            vec![
+                "run",
+                "--pipelines",
+                "2",
+                "--pipeline-mode",
+                "process",
+                "--metrics",
+                "127.0.0.1:0",
+            ],
+            "with --pipeline-mode process each pipeline is a process of its own",
+        ),
+    ] {
+        let ended = Guard::spawn(kplace().args(&args)).wait(LIMIT);
+        assert!(!ended.status.success(), "{args:?}");
+        assert!(ended.stderr.contains(phrase), "{args:?}: {}", ended.stderr);
+    }
+}

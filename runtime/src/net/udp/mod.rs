@@ -227,6 +227,13 @@ impl std::fmt::Display for IngestCounters {
             self.restarts,
             self.recv_buffer / 1024
         )?;
+        if self.packets == 0 {
+            writeln!(
+                f,
+                "ingest: no packet arrived: nothing was sent to this receiver, or nothing \
+                 reached it (check the sender's --dest, and any firewall between them)"
+            )?;
+        }
         if let Some(lock) = self.locked_source {
             write!(f, "ingest: stream from {lock}")?;
             if self.lock_confirmed {
@@ -468,6 +475,20 @@ impl Source for UdpSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receiver_that_got_nothing_says_so() {
+        let text = IngestCounters::default().to_string();
+        assert!(
+            text.contains("ingest: no packet arrived: nothing was sent to this receiver"),
+            "{text}"
+        );
+        let some = IngestCounters {
+            packets: 1,
+            ..Default::default()
+        };
+        assert!(!some.to_string().contains("no packet arrived"));
+    }
 
     #[test]
     fn counters_print_every_class_and_the_sources() {

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/ready.sh
 . scripts/ready.sh
-scripts/setup.sh
+# The CPU demo needs no NVRTC: the GPU library builds without it and loads CUDA at run time.
+scripts/setup.sh --cpu
 cargo build --release --workspace
 bin=target/release/kplace
 port=${KPLACE_PORT:-9000}

@@ -8,6 +8,9 @@
 # Usage: scripts/setup.sh            prints, as its last line, the directory of libnvrtc.so.13
 #        scripts/setup.sh --python   prints, as its last line, the python of the project's
 #                                    environment (for the peers' requirements, .ci/run)
+#        scripts/setup.sh --cpu      installs only what building and running on the CPU
+#                                    needs (no Python environment, no NVRTC download: the
+#                                    CPU demo's)
 #
 # Nothing is pip-installed into the system Python: packages go into the project's own virtual
 # environment, $KPLACE_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/kplace/venv), created with
@@ -19,7 +22,8 @@ mode=nvrtc
 case "${1:-}" in
     "") ;;
     --python) mode=python ;;
-    *) echo "usage: scripts/setup.sh [--python]" >&2; exit 2 ;;
+    --cpu) mode=cpu ;;
+    *) echo "usage: scripts/setup.sh [--python|--cpu]" >&2; exit 2 ;;
 esac
 
 venv="${KPLACE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kplace/venv}"
@@ -73,6 +77,9 @@ sys.exit(1)
 PY
 }
 
+if [ "$mode" = cpu ]; then
+    exit 0
+fi
 if [ "$mode" = python ]; then
     ensure_venv
     echo "$venv/bin/python"

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::cuda::{Gpu, GpuError, GpuProvider};
 use crate::model::graph::{Graph, StageId, TensorId};
-use crate::model::placement::{Device, StagePlacement, library_search_dirs};
+use crate::model::placement::{Device, Placement, StagePlacement, library_search_dirs};
 use crate::plugin::{
     CreateConfig, KernelHandle, KernelInfo, KernelLibrary, KernelState, PluginError,
 };
@@ -70,6 +70,32 @@ pub fn open_gpus(
         }
     }
     Ok(OpenGpus { gpus, unusable })
+}
+
+/// Refuses `placement` when a stage of it is on a GPU that cannot be opened, naming the first
+/// such stage: what [`open_gpus`] would say when planning, said before a run prepares
+/// anything (scene frames, a recording, a socket).
+pub fn check_gpus(placement: &Placement, provider: &dyn GpuProvider) -> Result<(), PlanError> {
+    let mut entries: Vec<(&String, &StagePlacement)> = placement.stages.iter().collect();
+    entries.sort_by_key(|(_, e)| e.line);
+    let mut opened = Vec::new();
+    for (stage, entry) in entries {
+        let Device::Gpu(n) = entry.device else {
+            continue;
+        };
+        if opened.contains(&n) {
+            continue;
+        }
+        provider.open(n).map_err(|cause| PlanError::NoGpu {
+            stage: stage.clone(),
+            device: entry.device,
+            placement: placement.path.clone(),
+            line: entry.line,
+            cause,
+        })?;
+        opened.push(n);
+    }
+    Ok(())
 }
 
 /// Binds every stage of `layout` to its kernel on the opened devices, and sizes the

@@ -165,6 +165,12 @@ impl PreparedRun {
         if results && kind.results().is_none() {
             return Err(PipelineError::NoResults { kind: kind.name() });
         }
+        // A GPU the placement needs and this machine lacks is said before anything is
+        // prepared; a placement that does not load is left for planning to refuse in full.
+        if let Ok(placement) = crate::model::placement::Placement::load(&request.files.placement) {
+            let provider = crate::cuda::driver::CudaProvider::global();
+            crate::plan::bind::check_gpus(&placement, provider).map_err(Box::new)?;
+        }
         Ok(PreparedRun {
             prepared: kind.prepare(request)?,
             run,

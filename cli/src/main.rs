@@ -37,61 +37,81 @@ pub struct Cli {
     command: Command,
     /// Say more on stderr: -v adds debug events, -vv trace events (RUST_LOG, when set,
     /// replaces the level).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 1000)]
     verbose: u8,
     /// Say less on stderr: -q shows only warnings and errors, -qq only errors.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 1001)]
     quiet: u8,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the plan for a graph on a placement: kernels, libraries, buffers, pools.
+    /// Print the plan for a graph on a placement.
+    ///
+    /// Kernels, libraries, buffers, transfers, pools.
     Plan(plan::PlanArgs),
-    /// Run a graph and check every frame: the radar on a generated scene, or any graph on a
-    /// recording against a reference.
+    /// Run a graph and check every frame.
+    ///
+    /// The radar on a generated scene, or any graph on a recording against a reference;
+    /// replayed from memory or received over UDP.
     Run(run::RunArgs),
-    /// Send a generated scene's chirps, or a recording's frames, as UDP packets: open loop,
-    /// paced or in a burst.
+    /// Send a scene's or a recording's frames as UDP packets.
+    ///
+    /// Open loop, paced at a rate or the recording's own, or in a burst.
     Send(send::SendArgs),
-    /// Synthesize a recording of a graph's source tensor (tones in noise), with SigMF metadata.
+    /// Synthesize a recording of a graph's input.
+    ///
+    /// Tones (plane waves on an array) in noise, with SigMF metadata.
     Record(record::RecordArgs),
-    /// Find the highest input rate each placement sustains: paced trials counting every frame
-    /// lost, unverified or late, searched after RFC 9971 (MLRsearch) for a robust and a strict
-    /// goal, several placements side by side (exit 1 when a search has no answer).
+    /// Find the highest input rate each placement sustains.
+    ///
+    /// Paced trials counting every frame lost, unverified or late, searched after RFC 9971
+    /// (MLRsearch) for a robust and a strict goal, several placements side by side (exit 1
+    /// when a search has no answer).
     #[command(name = "bisect-rate")]
     BisectRate(bisect::BisectArgs),
     /// Verify a detections file against a generated scene's truth.
     Verify(verify::VerifyArgs),
-    /// Compare two results files of the same frames as their workload does (the radar's
-    /// detections: cells exact, powers within a relative tolerance; exit 1 when they differ,
-    /// every difference listed by frame).
+    /// Compare two results files of the same frames.
+    ///
+    /// As their workload does (the radar's detections: cells exact, powers within a relative
+    /// tolerance); exit 1 when they differ, every difference listed by frame.
     #[command(name = "compare-results", visible_alias = "compare-detections")]
     CompareResults(compare::CompareArgs),
-    /// List the workloads this binary runs (a graph file names one with `workload: NAME`) and
-    /// the options each takes (`--opt NAME=VALUE`).
+    /// List the workloads this binary runs and their options.
+    ///
+    /// A graph file names one with `workload: NAME`; each takes options `--opt NAME=VALUE`.
     Workloads,
-    /// Show the CUDA driver, its devices and the CUDA libraries found (exit 0 without them).
+    /// Show the CUDA driver, its devices and the CUDA libraries found.
+    ///
+    /// Exits 0 without them.
     Devices(devices::DevicesArgs),
-    /// A co-tenant that loads the GPU (cuBLAS SGEMM) or the CPUs and prints its rate as JSON.
+    /// Load the GPU or the CPUs, as a co-tenant.
+    ///
+    /// cuBLAS SGEMM on a GPU, or busy threads on the CPUs; prints its rate as JSON.
     Hog(hog::HogArgs),
     /// Start, stop or inspect a private NVIDIA MPS control daemon.
     Mps(mps::MpsArgs),
-    /// Plot one or more bisect-rate results files: latency against rate, sustained rates,
-    /// latency CDFs at the common start rate, per-stage time, every load classified (five
-    /// SVGs).
+    /// Plot bisect-rate results.
+    ///
+    /// Latency against rate, sustained rates, latency CDFs at the common start rate,
+    /// per-stage time, every load classified (five SVGs).
     Plot(plots::PlotArgs),
-    /// Draw a window of a run's timeline (`kplace run --trace`) as an SVG, a lane per thread.
+    /// Draw a window of a run's timeline as an SVG.
+    ///
+    /// From `kplace run --trace`, a lane per thread.
     #[command(name = "plot-trace")]
     PlotTrace(plot_trace::PlotTraceArgs),
-    /// Choose a placement: calibrate this machine, predict every placement the libraries
-    /// allow, prove the best few with bisect-rate, and write the measured best that meets the
-    /// request (--rate, or the highest rate) as a placement file.
+    /// Choose a placement for this machine.
+    ///
+    /// Calibrates this machine, predicts every placement the libraries allow, proves the
+    /// best few with bisect-rate, and writes the measured best that meets the request
+    /// (--rate, or the highest rate) as a placement file.
     #[command(mut_arg("placements", |a| a.hide(true)))]
     Tune(Box<tune::TuneArgs>),
-    /// Print a shell's completion script for kplace (bash, zsh, fish, ...).
+    /// Print a shell's completion script (bash, zsh, fish, ...).
     Completions(shell::CompletionsArgs),
-    /// Write the man pages, kplace(1) and one per subcommand, into a directory.
+    /// Write the man pages into a directory.
     Man(shell::ManArgs),
 }
 

@@ -81,10 +81,15 @@ impl CudaGpu {
         let label = format!("gpu:{ordinal}");
         // cudarc panics on the first driver call without libcuda, so this comes first.
         if let Some(reason) = libcuda_missing() {
+            // Every place searched makes a long line: said with -v; `kplace devices` lists
+            // them too.
+            tracing::debug!("{label}: {reason}");
             return Err(GpuError::new(
                 label,
                 "open",
-                format!("no CUDA driver found ({reason})"),
+                "no CUDA driver found (no libcuda where kplace looks: `kplace devices` lists \
+                 the places, -v says them here)"
+                    .to_string(),
             ));
         }
         match catch_unwind(|| Self::open_loaded(ordinal, &label)) {

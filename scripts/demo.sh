@@ -20,7 +20,7 @@ $bin plan
 # The receiver stops by itself: after its frames, or 2 s after the last packet, or if no
 # packet comes within 30 s of its being ready; it ends on Ctrl-C too, with its report.
 $bin run --source "udp://127.0.0.1:$port" --cpi 1024x128 --frames "$frames" \
-    --start-timeout-s 30 --ready-file "$ready" --report target/demo-report.json "$@" &
+    --start-timeout 30s --ready-file "$ready" --report target/demo-report.json "$@" &
 receiver=$!
 trap 'kill "$receiver" 2>/dev/null || true' EXIT
 # Send only once the receiver is ready: plan, pools and socket made (its ready file exists).

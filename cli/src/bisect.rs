@@ -60,16 +60,16 @@ pub struct BisectArgs {
     /// Searches per placement and CPI, to show the spread.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
-    /// Warm-up per trial, seconds of stream (at least 10 frames).
-    #[arg(long, default_value_t = 0.5)]
-    warmup_s: f64,
-    /// A full-length trial's measured window, seconds of stream (at least 30 frames).
-    #[arg(long, default_value_t = 2.0)]
-    window_s: f64,
-    /// The short trials' window, seconds (at least 30 frames), that bring each goal's search
-    /// near its answer before the full-length ones (at most --window-s).
-    #[arg(long, default_value_t = 0.5)]
-    initial_window_s: f64,
+    /// Warm-up per trial, of stream (at least 10 frames).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = crate::duration::or_s, alias = "warmup-s")]
+    warmup: Duration,
+    /// A full-length trial's measured window, of stream (at least 30 frames).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::duration::or_s, alias = "window-s")]
+    window: Duration,
+    /// The short trials' window (at least 30 frames), that brings each goal's search near
+    /// its answer before the full-length ones (at most --window).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = crate::duration::or_s, alias = "initial-window-s")]
+    initial_window: Duration,
     /// The budget post-frame p99 must stay within: `deadline` (the CPI's physical duration, or
     /// one CPI period at the offered rate R when that is longer), `1/R` (one CPI period at R,
     /// the strict rule), or a duration such as `6.4ms`.
@@ -97,11 +97,11 @@ pub struct BisectArgs {
     /// `reference:PLACEMENT` or `golden:DIR`.
     #[arg(long, value_name = "CHECK", requires = "recording")]
     check: Option<String>,
-    /// The sender's pacing tick in microseconds: it sleeps between wake-ups and sends what is
-    /// due, leaving the cores to the system under test at the cost of chirps up to about a
-    /// tick late; 0 spins to each chirp's deadline (exact, but takes a core).
-    #[arg(long, value_name = "US", default_value_t = kplace::net::sender::DEFAULT_TICK_US)]
-    sender_tick_us: u64,
+    /// The sender's pacing tick: it sleeps between wake-ups and sends what is due, leaving the
+    /// cores to the system under test at the cost of packets up to about a tick late; `0s`
+    /// spins to each packet's deadline (exact, but takes a core).
+    #[arg(long, value_name = "DURATION", default_value = "50us", value_parser = crate::duration::or_us, alias = "sender-tick-us")]
+    sender_tick: Duration,
     /// The sender's nice value: below 0 it is scheduled promptly when it wakes, so that a
     /// system under test that saturates the cores it shares with the sender makes it late
     /// less often, at the cost of preempting the system under test at every tick (needs
@@ -109,11 +109,11 @@ pub struct BisectArgs {
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     sender_nice: i32,
-    /// A trial whose sender fell further behind its schedule than this many ms, or was kept off
-    /// the CPU longer, or reached less than 95% of the rate, did not offer the rate: it says
+    /// A trial whose sender fell further behind its schedule than this, or was kept off the
+    /// CPU longer, or reached less than 95% of the rate, did not offer the rate: it says
     /// nothing of the system and is retried.
-    #[arg(long, value_name = "MS", default_value_t = 10.0)]
-    max_sender_lag_ms: f64,
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = crate::duration::or_ms, alias = "max-sender-lag-ms")]
+    max_sender_lag: Duration,
     /// Trials in a row at one rate the sender may fail to offer before that rate is taken for
     /// the sender's limit here (the answer is then "at least" the rate below it).
     #[arg(long, value_name = "N", default_value_t = SearchConfig::DEFAULT_UNOFFERED_RETRIES)]
@@ -216,10 +216,16 @@ impl BisectArgs {
             goals: self
                 .goals
                 .iter()
-                .map(|g| g.goal(self.window_s, self.initial_window_s, self.width))
+                .map(|g| {
+                    g.goal(
+                        self.window.as_secs_f64(),
+                        self.initial_window.as_secs_f64(),
+                        self.width,
+                    )
+                })
                 .collect(),
             repeat: self.repeat,
-            warmup_s: self.warmup_s,
+            warmup_s: self.warmup.as_secs_f64(),
             latency_budget: self.latency_budget,
             max_trials: self.max_trials,
             out: self.out,
@@ -228,9 +234,9 @@ impl BisectArgs {
                 path,
                 check: self.check.unwrap_or_default(),
             }),
-            sender_tick_us: self.sender_tick_us,
+            sender_tick_us: self.sender_tick.as_micros() as u64,
             sender_nice: self.sender_nice,
-            max_sender_lag_ms: self.max_sender_lag_ms,
+            max_sender_lag_ms: self.max_sender_lag.as_secs_f64() * 1e3,
             unoffered_retries: self.unoffered_retries,
             require_rate: self.require_rate,
             sender_cpus: self.sender_cpus,

@@ -29,12 +29,13 @@ enum Hog {
 /// Options every hog takes.
 #[derive(Debug, Args)]
 struct Common {
-    /// Stop after this many seconds [default: run until SIGINT/SIGTERM or the parent dies].
-    #[arg(long, value_name = "S")]
-    seconds: Option<f64>,
-    /// Seconds between two report lines.
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
-    report_every_s: f64,
+    /// Stop after this long, e.g. `30s` (a bare number is seconds) [default: run until
+    /// SIGINT/SIGTERM or the parent dies].
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::or_s, alias = "seconds")]
+    duration: Option<Duration>,
+    /// The time between two report lines.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = crate::duration::or_s, alias = "report-every-s")]
+    report_every: Duration,
     /// The pid the parent had when it started this hog: the hog stops if its parent is no
     /// longer that process (set by `Cotenant::start`).
     #[arg(long, value_name = "PID", hide = true)]
@@ -52,9 +53,9 @@ struct GpuArgs {
     /// Fraction of each period spent running GEMMs, in [0, 1].
     #[arg(long, value_name = "FRACTION", default_value_t = 1.0)]
     duty: f64,
-    /// The duty cycle's period in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
-    period_ms: u64,
+    /// The duty cycle's period.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = crate::duration::or_ms, alias = "period-ms")]
+    period: Duration,
     #[command(flatten)]
     common: Common,
 }
@@ -82,7 +83,7 @@ fn print_line(line: &HogLine) {
     let _ = out.flush();
 }
 
-/// Runs the hog until `--seconds`, a signal or the parent's death; prints the summary line.
+/// Runs the hog until `--duration`, a signal or the parent's death; prints the summary line.
 /// Errors (exit 2) for invalid settings, and for the GPU hog without a usable driver, device or
 /// cuBLAS.
 pub fn main(args: HogArgs) -> anyhow::Result<ExitCode> {
@@ -93,9 +94,9 @@ pub fn main(args: HogArgs) -> anyhow::Result<ExitCode> {
                 gpu: a.gpu,
                 size: a.size,
                 duty: a.duty,
-                period: Duration::from_millis(a.period_ms),
-                seconds: a.common.seconds,
-                report_every_s: a.common.report_every_s,
+                period: a.period,
+                seconds: a.common.duration.map(|d| d.as_secs_f64()),
+                report_every_s: a.common.report_every.as_secs_f64(),
             };
             gpu::run(&config, &stop, &mut print_line).context("kplace hog gpu")?
         }
@@ -111,8 +112,8 @@ pub fn main(args: HogArgs) -> anyhow::Result<ExitCode> {
                     .buffer_mib
                     .checked_mul(1 << 20)
                     .context("--buffer-mib too large")?,
-                seconds: a.common.seconds,
-                report_every_s: a.common.report_every_s,
+                seconds: a.common.duration.map(|d| d.as_secs_f64()),
+                report_every_s: a.common.report_every.as_secs_f64(),
             };
             cpu::run(&config, &stop, &mut print_line).context("kplace hog cpu")?
         }

@@ -8,6 +8,7 @@ mod args;
 mod bisect;
 mod compare;
 mod devices;
+mod duration;
 mod hog;
 mod log;
 mod mps;

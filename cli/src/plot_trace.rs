@@ -17,12 +17,13 @@ pub struct PlotTraceArgs {
     /// Where the picture goes [default: the trace's name with .svg].
     #[arg(long, value_name = "FILE.svg")]
     out: Option<PathBuf>,
-    /// The window's start, ms on the run's clock [default: the first span].
-    #[arg(long, value_name = "MS")]
-    from_ms: Option<f64>,
-    /// The window's length, ms.
-    #[arg(long, value_name = "MS", default_value_t = 20.0)]
-    span_ms: f64,
+    /// The window's start on the run's clock, e.g. `120ms` (a bare number is ms) [default: the
+    /// first span].
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::or_ms, alias = "from-ms")]
+    from: Option<std::time::Duration>,
+    /// The window's length, e.g. `16ms` (a bare number is ms).
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = crate::duration::or_ms, alias = "span-ms")]
+    span: std::time::Duration,
 }
 
 /// Reads the trace, draws the window, prints the picture's path.
@@ -30,16 +31,8 @@ pub fn main(args: PlotTraceArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = &args.out {
         kplace::report::output::file_only(out, "--out")?;
     }
-    if !(args.span_ms.is_finite() && args.span_ms > 0.0) {
-        bail!(
-            "--span-ms must be a positive number of ms, not {}",
-            args.span_ms
-        );
-    }
-    if let Some(from) = args.from_ms
-        && !(from.is_finite() && from >= 0.0)
-    {
-        bail!("--from-ms must be a number of ms from 0, not {from}");
+    if args.span.is_zero() {
+        bail!("--span must be longer than zero");
     }
     let text = kplace::os::files::read_to_string_bounded(
         &args.trace,
@@ -47,11 +40,12 @@ pub fn main(args: PlotTraceArgs) -> anyhow::Result<ExitCode> {
     )
     .with_context(|| format!("cannot read {}", args.trace.display()))?;
     let trace = Trace::read_chrome(&text, &args.trace.display().to_string())?;
-    let from_ns = match args.from_ms {
-        Some(ms) => (ms * 1e6) as u64,
+    let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let from_ns = match args.from {
+        Some(from) => nanos(from),
         None => trace.spans.iter().map(|s| s.start_ns).min().unwrap_or(0),
     };
-    let to_ns = from_ns.saturating_add((args.span_ms * 1e6) as u64);
+    let to_ns = from_ns.saturating_add(nanos(args.span));
     let out = args.out.unwrap_or_else(|| args.trace.with_extension("svg"));
     kplace_lab::plots::timeline::write(&out, &trace, from_ns, to_ns)?;
     println!("{}", out.display());

@@ -42,32 +42,34 @@ pub struct SendArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["options", "shape", "sets"])]
     recording: Option<PathBuf>,
     /// Frames per second, each frame's packets spread evenly over its period.
-    #[arg(long, value_name = "FRAMES_PER_S", conflicts_with_all = ["packet_interval_us", "burst"])]
+    #[arg(long, value_name = "FRAMES_PER_S", conflicts_with_all = ["packet_interval", "burst"])]
     rate: Option<f64>,
-    /// Microseconds between packets [default: the workload's real-time frame period over its
+    /// Time between packets, e.g. `50us` [default: the workload's real-time frame period over its
     /// packets (the radar's chirp interval N / fs, 50 us for N = 1024), or one packet's
     /// elements at a recording's sample rate].
     #[arg(
         long,
-        value_name = "US",
+        value_name = "DURATION",
         conflicts_with = "burst",
-        alias = "chirp-interval-us"
+        value_parser = crate::duration::or_us,
+        aliases = ["packet-interval-us", "chirp-interval-us"]
     )]
-    packet_interval_us: Option<f64>,
+    packet_interval: Option<Duration>,
     /// Send as fast as the socket takes packets.
     #[arg(long)]
     burst: bool,
-    /// Wake at most every this many microseconds and send what is due: packets leave up to
-    /// about this late (never early) and the sender sleeps instead of taking a core; 0 spins
-    /// to each packet's deadline (exact, but takes a core).
-    #[arg(long, value_name = "US", default_value_t = sender::DEFAULT_TICK_US, conflicts_with = "burst")]
-    pacing_tick_us: u64,
+    /// Wake at most this often and send what is due: packets leave up to about this late
+    /// (never early) and the sender sleeps instead of taking a core; `0s` spins to each
+    /// packet's deadline (exact, but takes a core) [default: 50us].
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::or_us, alias = "pacing-tick-us", conflicts_with = "burst")]
+    pacing_tick: Option<Duration>,
     /// Frames to send [default: 100].
     #[arg(long, value_name = "N", conflicts_with = "duration")]
     frames: Option<u64>,
-    /// Send every frame that starts within this many seconds, instead of a frame count.
-    #[arg(long, value_name = "SECONDS")]
-    duration: Option<f64>,
+    /// Send every frame that starts within this long (e.g. `10s`; a bare number is seconds),
+    /// instead of a frame count.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::or_s)]
+    duration: Option<Duration>,
     /// Wire id of the first frame; later frames count up from it, wrapping.
     #[arg(long, value_name = "ID", default_value_t = 0)]
     first_frame_id: u32,
@@ -113,11 +115,7 @@ impl SendArgs {
 
     fn frame_count(&self) -> anyhow::Result<FrameCount> {
         match (self.frames, self.duration) {
-            (_, Some(seconds)) => Duration::try_from_secs_f64(seconds)
-                .map(FrameCount::Duration)
-                .map_err(|_| {
-                    anyhow::anyhow!("--duration must be a non-negative number, got {seconds}")
-                }),
+            (_, Some(duration)) => Ok(FrameCount::Duration(duration)),
             (frames, None) => Ok(FrameCount::Frames(frames.unwrap_or(DEFAULT_FRAMES))),
         }
     }
@@ -149,7 +147,8 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
     let dest = args.dest()?;
     let frames = args.frame_count()?;
     let source = args.frames(frames)?;
-    let pacing = source.pacing(args.burst, args.rate, args.packet_interval_us)?;
+    let interval_us = args.packet_interval.map(|d| d.as_secs_f64() * 1e6);
+    let pacing = source.pacing(args.burst, args.rate, interval_us)?;
     let faults = Faults::new(
         &args.drops,
         &args.duplicates,
@@ -163,7 +162,9 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         frames,
         first_frame_id: args.first_frame_id,
         faults,
-        tick: Duration::from_micros(args.pacing_tick_us),
+        tick: args
+            .pacing_tick
+            .unwrap_or(Duration::from_micros(sender::DEFAULT_TICK_US)),
     };
     config.check().context("kplace send")?;
     // Fail on an unwritable times or report file before the run, not after it. Standard

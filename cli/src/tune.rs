@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -56,16 +57,17 @@ pub struct TuneArgs {
     /// Measure the calibration again even when a stored one is fresh.
     #[arg(long)]
     recalibrate: bool,
-    /// A stored calibration older than this many hours is measured again.
-    #[arg(long, value_name = "HOURS", default_value_t = 168.0)]
-    max_age_h: f64,
+    /// A stored calibration older than this is measured again (e.g. `7days`; a bare number is
+    /// hours).
+    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = crate::duration::or_h, alias = "max-age-h")]
+    max_age: Duration,
     /// Where calibrations are stored (default: $KPLACE_CALIBRATIONS, else
     /// ~/.cache/kplace/calibrations).
     #[arg(long, value_name = "DIR")]
     calibrations: Option<PathBuf>,
-    /// About how long each calibration run lasts, seconds.
-    #[arg(long, value_name = "S", default_value_t = 1.5)]
-    calibrate_s: f64,
+    /// About how long each calibration run lasts.
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = crate::duration::or_s, alias = "calibrate-s")]
+    calibrate: Duration,
     /// Where the winning placement is written (default: OUT/tune-<CPI>/tuned.yaml; with several
     /// CPIs, each CPI's goes beside its other results).
     #[arg(long, value_name = "FILE")]
@@ -98,16 +100,11 @@ impl TuneArgs {
         {
             bail!("--rate must be a positive number of frames per second, not {rate}");
         }
-        if !(self.max_age_h.is_finite() && self.max_age_h >= 0.0) {
+        let (least, most) = (Duration::from_millis(50), Duration::from_secs(600));
+        if !(least..=most).contains(&self.calibrate) {
             bail!(
-                "--max-age-h must be a number of hours, not {}",
-                self.max_age_h
-            );
-        }
-        if !(self.calibrate_s.is_finite() && (0.05..=600.0).contains(&self.calibrate_s)) {
-            bail!(
-                "--calibrate-s must be 0.05..600 seconds, not {}",
-                self.calibrate_s
+                "--calibrate must be 50ms to 600s, not {}",
+                humantime::format_duration(self.calibrate)
             );
         }
         for (option, values) in [("--workers", &self.workers), ("--slots", &self.slots)] {
@@ -133,9 +130,9 @@ impl TuneArgs {
             gpu_library: self.gpu_library.clone(),
             prove: self.prove,
             recalibrate: self.recalibrate,
-            max_age_s: (self.max_age_h * 3600.0) as u64,
+            max_age_s: self.max_age.as_secs(),
             store: Store::new(self.calibrations.clone().unwrap_or_else(Store::default_dir)),
-            calibrate_s: self.calibrate_s,
+            calibrate_s: self.calibrate.as_secs_f64(),
             winner: self.write.clone(),
             command: std::env::args()
                 .map(|a| shlex::try_quote(&a).map_or(a.clone(), |q| q.into_owned()))

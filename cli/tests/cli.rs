@@ -980,7 +980,7 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
         ),
         (
             &["run", "--frame-timeout-ms", "0"][..],
-            "--frame-timeout-ms must be at least 1",
+            "--frame-timeout must be at least 1ms",
         ),
         (
             &[
@@ -990,7 +990,17 @@ fn runs_that_could_only_pass_vacuously_are_refused() {
                 "--source",
                 "udp://127.0.0.1:0",
             ][..],
-            "--start-timeout-s must be a positive",
+            "--start-timeout must be longer than zero",
+        ),
+        (
+            &[
+                "run",
+                "--idle-timeout",
+                "0s",
+                "--source",
+                "udp://127.0.0.1:0",
+            ][..],
+            "--idle-timeout must be longer than zero",
         ),
         (
             &["run", "--report", "-", "--detections", "-"][..],
@@ -1278,8 +1288,14 @@ fn a_trace_holds_every_launch_of_every_frame() {
     std::fs::write(&not_a_trace, "{\"traceEvents\": 1}").unwrap();
     let e = input_error(&["plot-trace", not_a_trace.to_str().unwrap()]);
     assert!(e.contains("no.json: not a kplace trace"), "{e}");
+    // The old spelling still takes its bare number of ms.
     let e = input_error(&["plot-trace", path.to_str().unwrap(), "--span-ms", "0"]);
-    assert!(e.contains("--span-ms must be a positive"), "{e}");
+    assert!(e.contains("--span must be longer than zero"), "{e}");
+    let e = input_error(&["plot-trace", path.to_str().unwrap(), "--span", "soon"]);
+    assert!(
+        e.contains("--span <DURATION>") && e.contains("e.g. 250ms"),
+        "{e}"
+    );
     // An endless input is read up to the bound, never whole.
     let e = input_error(&["plot-trace", "/dev/zero"]);
     assert!(e.contains("/dev/zero holds more than 1024 MiB"), "{e}");

@@ -276,15 +276,26 @@ fn gpu_hog_without_a_driver_exits_2_and_says_so() {
 
 #[test]
 fn gpu_hog_rejects_bad_settings_with_exit_2() {
-    for arg in [
-        "--duty=1.5",
-        "--size=0",
-        "--seconds=-1",
-        "--report-every-s=0",
+    for (arg, phrase) in [
+        ("--duty=1.5", "invalid hog setting"),
+        ("--size=0", "invalid hog setting"),
+        (
+            "--report-every-s=0",
+            "--report-every must be longer than zero",
+        ),
+        // A duration is refused as it is parsed, naming the option (the old spelling's too).
+        (
+            "--seconds=-1",
+            "invalid value '-1' for '--duration <DURATION>'",
+        ),
+        (
+            "--duration=soon",
+            "invalid value 'soon' for '--duration <DURATION>'",
+        ),
     ] {
         let out = kplace(&["hog", "gpu", arg]);
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains("invalid hog setting"), "{}", text(&out));
+        assert!(text(&out).contains(phrase), "{arg}: {}", text(&out));
     }
 }
 

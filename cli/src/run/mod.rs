@@ -79,7 +79,7 @@ pub struct RunArgs {
     /// Report the run's progress every DURATION (e.g. `1s`, `250ms`): one JSON line per
     /// interval, and a last one at the end (schema `kplace-progress/2`, docs/report.md), to
     /// --progress-out; and a progress bar on a terminal.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive)]
     pub(crate) report_every: Option<Duration>,
     /// Where --report-every writes its lines: a file, or `-` for stdout (the summary then goes
     /// to stderr) [default: -].
@@ -110,15 +110,15 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub(crate) first_frame_id: u32,
     /// UDP: a frame that receives no packet for this long ends as partial.
-    #[arg(long, default_value_t = 20)]
-    frame_timeout_ms: u64,
+    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = crate::duration::or_ms, alias = "frame-timeout-ms")]
+    frame_timeout: Duration,
     /// UDP: stop when no packet arrives for this long.
-    #[arg(long, default_value_t = 2.0)]
-    idle_timeout_s: f64,
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::duration::or_s, alias = "idle-timeout-s")]
+    idle_timeout: Duration,
     /// UDP: stop when no packet at all arrives this long after the receiver is ready (default:
     /// the idle timeout). A receiver nobody sends to ends; give a slow-starting sender more.
-    #[arg(long)]
-    start_timeout_s: Option<f64>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::or_s, alias = "start-timeout-s")]
+    start_timeout: Option<Duration>,
     /// UDP: receive and assemble frames without processing them (the receiver's ceiling).
     #[arg(long)]
     pub(crate) ingest_only: bool,
@@ -158,14 +158,6 @@ pub struct RunArgs {
     pub(crate) pipeline_mode: ModeArg,
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (e.g. 1s, 250ms)"))?;
-    if d.is_zero() {
-        return Err("must be longer than zero".into());
-    }
-    Ok(d)
-}
-
 fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
     AllowFrom::parse(text)
 }
@@ -183,8 +175,8 @@ impl RunArgs {
                 self.frames
             );
         }
-        if self.frame_timeout_ms == 0 {
-            bail!("--frame-timeout-ms must be at least 1: with 0 every frame would end partial");
+        if self.frame_timeout < Duration::from_millis(1) {
+            bail!("--frame-timeout must be at least 1ms: shorter, every frame would end partial");
         }
         if let Some(path) = &self.trace {
             output::file_only(path, "--trace")?;
@@ -250,20 +242,19 @@ impl RunArgs {
 
     /// The receiver these options describe, on `addr`.
     pub(crate) fn udp_config(&self, addr: SocketAddr) -> anyhow::Result<UdpConfig> {
-        let positive = |seconds: f64, option: &str| {
-            Duration::try_from_secs_f64(seconds)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .with_context(|| format!("{option} must be a positive number of seconds"))
+        let positive = |d: Duration, option: &str| {
+            (!d.is_zero())
+                .then_some(d)
+                .with_context(|| format!("{option} must be longer than zero"))
         };
         let mut config = UdpConfig::new(addr, self.wire()?);
         config.frames = Some(self.frames);
         config.first_frame_id = self.first_frame_id;
-        config.frame_timeout = Duration::from_millis(self.frame_timeout_ms);
-        config.idle_timeout = positive(self.idle_timeout_s, "--idle-timeout-s")?;
+        config.frame_timeout = self.frame_timeout;
+        config.idle_timeout = positive(self.idle_timeout, "--idle-timeout")?;
         config.start_timeout = self
-            .start_timeout_s
-            .map(|s| positive(s, "--start-timeout-s"))
+            .start_timeout
+            .map(|d| positive(d, "--start-timeout"))
             .transpose()?;
         config.allow_from = self.allow_from.iter().flatten().copied().collect();
         Ok(config)

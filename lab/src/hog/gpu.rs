@@ -94,12 +94,12 @@ impl GpuHogConfig {
         }
         let run = self
             .seconds
-            .map(|s| duration_of("--seconds", s))
+            .map(|s| duration_of("--duration", s))
             .transpose()?;
-        let every = duration_of("--report-every-s", self.report_every_s)?;
+        let every = duration_of("--report-every", self.report_every_s)?;
         if every.is_zero() {
             return Err(HogError::Invalid(
-                "--report-every-s must be positive".into(),
+                "--report-every must be longer than zero".into(),
             ));
         }
         Ok((run, every))

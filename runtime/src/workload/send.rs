@@ -58,13 +58,13 @@ pub enum SendFramesError {
     NoFrames,
     /// No pace was given, and the workload has no real-time rate.
     #[error(
-        "the workload of graph {} has no real-time rate: give --rate or --packet-interval-us",
+        "the workload of graph {} has no real-time rate: give --rate or --packet-interval",
         .0.display()
     )]
     NoRealTimeRate(PathBuf),
     /// No pace was given, and the recording states no sample rate.
     #[error(
-        "recording {} states no sample rate: give --rate or --packet-interval-us",
+        "recording {} states no sample rate: give --rate or --packet-interval",
         .0.display()
     )]
     NoSampleRate(PathBuf),
@@ -72,7 +72,7 @@ pub enum SendFramesError {
     #[error("--rate must be a positive number of frames per second, got {0}")]
     Rate(f64),
     /// A packet interval, in microseconds, that is no duration.
-    #[error("--packet-interval-us must be a non-negative number, got {0}")]
+    #[error("--packet-interval must be a duration from 0 (e.g. 50us), got {0} us")]
     PacketInterval(f64),
 }
 
@@ -391,7 +391,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "the workload of graph {} has no real-time rate: give --rate or --packet-interval-us",
+                "the workload of graph {} has no real-time rate: give --rate or --packet-interval",
                 dir.path().join("g.yaml").display()
             )
         );
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             format!(
-                "recording {} states no sample rate: give --rate or --packet-interval-us",
+                "recording {} states no sample rate: give --rate or --packet-interval",
                 untimed.display()
             )
         );

@@ -50,7 +50,7 @@ for run in cpu cpu-2 lossy; do
     rm -f "$work/ready.json"
     "$kplace" run --graph "$graph" --placement "$here/$placement.yaml" \
         --recording "$work/array.sigmf-data" --frames "$frames" --check "golden:$work/$golden" \
-        --source udp://127.0.0.1:0 --slots 16 --frame-timeout-ms 1000 --idle-timeout-s 5 \
+        --source udp://127.0.0.1:0 --slots 16 --frame-timeout 1000ms --idle-timeout 5s \
         --ready-file "$work/ready.json" --report "$out/run-$run.json" \
         >"$work/run.txt" 2>&1 &
     receiver_pid=$!

@@ -152,7 +152,19 @@ fn main() -> ExitCode {
     // Called first, before any thread exists.
     let _ = kplace::os::process::default_sigpipe();
     let argv = workloads::expand_flags(std::env::args_os().collect(), &Cli::command());
-    let args = Cli::parse_from(argv);
+    let args = match Cli::try_parse_from(argv) {
+        Ok(args) => args,
+        // A command line clap refuses is said as every other error is: `kplace: error: ...`.
+        Err(e)
+            if e.use_stderr()
+                && e.kind() != clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            eprint!("kplace: {e}");
+            return ExitCode::from(2);
+        }
+        // --help, --version, and the help a bare `kplace` prints.
+        Err(e) => e.exit(),
+    };
     log::init(args.verbose, args.quiet);
     match dispatch(args) {
         Ok(code) => code,

@@ -460,6 +460,18 @@ fn malformed_graph_and_placement_files_name_line_and_column() {
     let (_q, qpath) = kplace_testkit::write_temp("q.yaml", "name: q\nstages: [cpu\n");
     let e = input_error(&["plan", "--placement", qpath.to_str().unwrap()]);
     assert!(e.contains("q.yaml") && e.contains("line"), "{e}");
+    // One `error:`, and the snippet labelled with the file, not the parser's `<input>`.
+    assert_eq!(e.matches("error").count(), 1, "{e}");
+    assert!(
+        e.contains(&format!("--> {}:2:", qpath.display())) && !e.contains("<input>"),
+        "{e}"
+    );
+    // The command line's own refusals say it the same way.
+    let e = input_error(&["run", "--frames", "x"]);
+    assert!(
+        e.starts_with("kplace: error: invalid value 'x' for '--frames <FRAMES>'"),
+        "{e}"
+    );
 
     let e = input_error(&["plan", "--graph", "graphs/nonexistent.yaml"]);
     assert!(

@@ -363,7 +363,7 @@ impl Graph {
         let file: bind::GraphFile =
             serde_saphyr::from_str(text).map_err(|source| GraphError::Syntax {
                 path: path.to_path_buf(),
-                cause: Box::new(source),
+                cause: super::yaml::syntax_error(&source, path),
             })?;
         bind::Binder {
             path,
@@ -399,8 +399,8 @@ pub enum GraphError {
     Syntax {
         /// The file.
         path: PathBuf,
-        /// The parser's error, with line, column and a snippet.
-        cause: Box<serde_saphyr::Error>,
+        /// The parser's error, with line, column and a snippet naming the file.
+        cause: String,
     },
     /// The file parses but describes an invalid graph.
     #[error("graph {}{}: {message}", path.display(), at.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]

@@ -2,7 +2,8 @@
 //! ([`placement`]), parsed and checked with errors that name the file, line and field, and
 //! the two loaded together with a run's overrides ([`files`]); the `.npy` reading that
 //! parameter files, constant tensors and golden files share ([`npy`]); and where the files
-//! kplace ships are found by name, wherever it runs from ([`locate`]).
+//! kplace ships are found by name, wherever it runs from ([`locate`]); YAML syntax errors said
+//! with their file ([`yaml`]).
 
 pub mod files;
 pub mod graph;
@@ -10,3 +11,4 @@ pub mod locate;
 pub mod npy;
 pub mod placement;
 pub mod shape;
+pub mod yaml;

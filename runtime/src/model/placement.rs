@@ -210,8 +210,8 @@ pub enum PlacementError {
     Syntax {
         /// The file.
         path: PathBuf,
-        /// The parser's error, with line, column and a snippet.
-        cause: Box<serde_saphyr::Error>,
+        /// The parser's error, with line, column and a snippet naming the file.
+        cause: String,
     },
     /// A value is out of range.
     #[error("placement {}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -240,7 +240,7 @@ impl Placement {
         let file: PlacementFile =
             serde_saphyr::from_str(text).map_err(|source| PlacementError::Syntax {
                 path: path.to_path_buf(),
-                cause: Box::new(source),
+                cause: super::yaml::syntax_error(&source, path),
             })?;
         let invalid = |line, message: String| PlacementError::Invalid {
             path: path.to_path_buf(),

@@ -383,7 +383,7 @@ mod tests {
         );
         assert_eq!(
             pacing(false, None, Some(-5.0)),
-            Err("--packet-interval-us must be a non-negative number, got -5".into())
+            Err("--packet-interval must be a duration from 0 (e.g. 50us), got -5 us".into())
         );
 
         let timeless = workload(dir.path(), &[]).unwrap();

@@ -442,11 +442,21 @@ proptest! {
             }
         }
         // Extras go anywhere after the first two packets, but strays of the stream's
-        // own address not among the restart's first packets (they would only delay it).
-        let restart_at = |packets: &[(SocketAddr, Vec<u8>)]| {
-            packets.iter().position(|(a, p)| {
-                *a == addr(LOCKED) && PacketHeader::read_from(p).is_some_and(|h| (JUMP..2 * JUMP).contains(&h.frame_id))
-            })
+        // own address not among the restart's first packets (they would only delay it): not
+        // from just before its first packet to the packet that completes its corroboration
+        // (a frame's worth of the restarted stream's packets, however many extras lie
+        // between them), nor within three frames' worth of positions of its start.
+        let restarted = |(a, p): &(SocketAddr, Vec<u8>)| {
+            *a == addr(LOCKED) && PacketHeader::read_from(p).is_some_and(|h| (JUMP..2 * JUMP).contains(&h.frame_id))
+        };
+        let restart_at = |packets: &[(SocketAddr, Vec<u8>)]| packets.iter().position(restarted);
+        let corroborated_at = |packets: &[(SocketAddr, Vec<u8>)]| {
+            packets
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| restarted(p))
+                .nth(SHAPE.packets as usize - 1)
+                .map_or(packets.len(), |(i, _)| i)
         };
         let mut packets = locked.clone();
         let mut foreign = 0u64;
@@ -458,7 +468,10 @@ proptest! {
                 Extra::Foreign(f, c) => { foreign += 1; (addr(2), packet(2, f, c)) }
                 Extra::StrayNear(f, c) => { foreign += 1; (addr(3), packet(3, f, c)) }
                 Extra::StrayFar(f, c) => {
-                    if let Some(r) = restart_at(&packets) && at >= r.saturating_sub(1) && at <= r + 3 * SHAPE.packets as usize {
+                    if let Some(r) = restart_at(&packets)
+                        && at >= r.saturating_sub(1)
+                        && at <= corroborated_at(&packets).max(r + 3 * SHAPE.packets as usize)
+                    {
                         continue;
                     }
                     (addr(LOCKED), packet(4, f + 2 * JUMP, c))

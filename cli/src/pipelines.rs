@@ -20,7 +20,6 @@ use kplace::session::children::{self, ChildOptions, run_children};
 use kplace::session::several::{MultiRun, PipelineMode};
 use kplace::session::{self, several};
 
-use super::progress::Live;
 use super::run::{RunArgs, check_mps, exit_status};
 
 /// How long a child pipeline may take to become ready (a GPU pipeline creates its context,
@@ -45,13 +44,7 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
     let prepared = args.prepare()?;
-    let live = Live::open(
-        args.progress_path(),
-        args.frames,
-        args.metrics,
-        &prepared,
-        n,
-    )?;
+    let live = args.live(&prepared, n)?;
     let paths = args.output_paths();
     let (outputs, files): (Vec<_>, Vec<_>) = (0..n)
         .map(|i| paths.open(&prepared, Some(i), live.reporter(Some(i))))

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kplace::cuda::sim::SimProvider;
-use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
+use kplace::executor;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
@@ -100,27 +100,6 @@ fn expected(frame: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-#[derive(Default)]
-struct Collect {
-    frames: Vec<(u64, Vec<f32>)>,
-}
-
-impl FrameSink for Collect {
-    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        let sums = frame
-            .sink(0)
-            .chunks_exact(4)
-            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        self.frames.push((frame.frame_id, sums));
-        Ok(())
-    }
-
-    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        panic!("frame {} ended partial on a replay", frame.frame_id)
-    }
-}
-
 #[test]
 fn every_frame_reads_the_constant_on_the_cpu_and_on_the_gpu() {
     let prepared = test_frames(ROWS, COLS, 5, 7);
@@ -158,11 +137,16 @@ fn every_frame_reads_the_constant_on_the_cpu_and_on_the_gpu() {
                 "{case}: {shown}"
             );
 
-            let mut sink = Collect::default();
+            let mut sink = kplace_testkit::SumsSink::default();
             let mut source = FrameReplay::new(prepared.clone(), FRAMES);
             let report = executor::run(&plan, &mut source, &mut sink)
                 .unwrap_or_else(|e| panic!("{case}: {e}"));
             assert_eq!(report.frames, FRAMES, "{case}");
+            assert_eq!(
+                sink.partial,
+                Vec::<u64>::new(),
+                "no frame of a replay ends partial: {case}"
+            );
             for (id, sums) in &sink.frames {
                 assert_eq!(sums, &want[*id as usize % 5], "frame {id}: {case}");
             }

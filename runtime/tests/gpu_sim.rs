@@ -290,28 +290,8 @@ fn expected_sums(frame: &[u8]) -> Vec<f32> {
     kplace_testkit::expected_column_sums(frame, ROWS, COLS)
 }
 
-#[derive(Default)]
-struct Collect {
-    frames: Vec<(u64, Vec<f32>)>,
-    partial: Vec<u64>,
-}
-
-impl FrameSink for Collect {
-    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        let sums = frame
-            .sink(0)
-            .chunks_exact(4)
-            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        self.frames.push((frame.frame_id, sums));
-        Ok(())
-    }
-
-    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        self.partial.push(frame.frame_id);
-        Ok(())
-    }
-}
+/// Every frame's column sums, and the partial frames' ids.
+type Collect = kplace_testkit::SumsSink;
 
 #[test]
 fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {

@@ -92,3 +92,36 @@ pub fn expected_column_sums(frame: &[u8], rows: usize, cols: usize) -> Vec<f32> 
         })
         .collect()
 }
+
+/// A sink that keeps each completed frame's first sink as f32 values (the C test graphs'
+/// column sums), with its frame id, and the ids of frames that ended partial.
+#[derive(Debug, Default)]
+pub struct SumsSink {
+    /// `(frame id, sums)` of every completed frame, in delivery order.
+    pub frames: Vec<(u64, Vec<f32>)>,
+    /// The ids of the frames that ended partial.
+    pub partial: Vec<u64>,
+}
+
+impl kplace::executor::FrameSink for SumsSink {
+    fn frame(
+        &mut self,
+        frame: &kplace::executor::CompletedFrame<'_>,
+    ) -> Result<(), kplace::executor::SinkError> {
+        let sums = frame
+            .sink(0)
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        self.frames.push((frame.frame_id, sums));
+        Ok(())
+    }
+
+    fn partial(
+        &mut self,
+        frame: &kplace::executor::PartialFrame,
+    ) -> Result<(), kplace::executor::SinkError> {
+        self.partial.push(frame.frame_id);
+        Ok(())
+    }
+}

@@ -25,7 +25,7 @@ pub mod source;
 pub mod spectrogram;
 pub mod workspace;
 
-pub use clib::{build_c_library, expected_column_sums, test_frames};
+pub use clib::{SumsSink, build_c_library, expected_column_sums, test_frames};
 pub use process::{Ended, Guard, KillOnDrop, PROCESS_LIMIT, output, output_within};
 pub use report::run_report;
 pub use workspace::{carried, cpu_library, kplace_bin_or, workspace, write_temp};

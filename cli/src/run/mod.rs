@@ -217,6 +217,13 @@ impl RunArgs {
         Ok(())
     }
 
+    /// What `pipelines` pipelines of `prepared` report as they go: progress lines
+    /// (--report-every) and metrics (--metrics).
+    pub(crate) fn live(&self, prepared: &PreparedRun, pipelines: usize) -> anyhow::Result<Live> {
+        let lines = self.progress_path();
+        Live::open(lines, self.frames, self.metrics, prepared, pipelines)
+    }
+
     /// Where the progress lines go, with --report-every.
     pub(crate) fn progress_path(&self) -> Option<&Path> {
         self.report_every?;
@@ -355,13 +362,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let prepared = args.prepare()?;
-    let live = Live::open(
-        args.progress_path(),
-        args.frames,
-        args.metrics,
-        &prepared,
-        1,
-    )?;
+    let live = args.live(&prepared, 1)?;
     let (outputs, files) = args
         .output_paths()
         .open(&prepared, None, live.reporter(None))?;

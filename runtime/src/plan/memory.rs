@@ -132,6 +132,22 @@ pub struct Mirror {
     pub transfer: Transfer,
 }
 
+impl Mirror {
+    /// A mirror in GPU `n`'s memory, filled from pinned host memory by `pieces` copies of
+    /// `bytes` in all on `stage`'s stream.
+    fn upload(n: u32, stage: StageId, pieces: u64, bytes: u64) -> Mirror {
+        Mirror {
+            space: BufferSpace::Device(n),
+            transfer: Transfer {
+                direction: Direction::HostToDevice,
+                stage,
+                pieces,
+                bytes,
+            },
+        }
+    }
+}
+
 /// How long a tensor's buffers hold one frame's data, which decides who owns them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lifetime {
@@ -256,15 +272,7 @@ pub fn lay_out(
                     PlannedEdge {
                         tensor: id,
                         space: BufferSpace::PinnedHost(n),
-                        mirror: Some(Mirror {
-                            space: BufferSpace::Device(n),
-                            transfer: Transfer {
-                                direction: Direction::HostToDevice,
-                                stage: reader,
-                                pieces,
-                                bytes: tensor.bytes,
-                            },
-                        }),
+                        mirror: Some(Mirror::upload(n, reader, pieces, tensor.bytes)),
                         lifetime: Lifetime::Slot,
                     }
                 }
@@ -369,15 +377,7 @@ fn constant_edge(
     Ok(PlannedEdge {
         tensor: id,
         space: BufferSpace::PinnedHost(n),
-        mirror: Some(Mirror {
-            space: BufferSpace::Device(n),
-            transfer: Transfer {
-                direction: Direction::HostToDevice,
-                stage: first,
-                pieces: 1,
-                bytes: graph.tensor(id).bytes,
-            },
-        }),
+        mirror: Some(Mirror::upload(n, first, 1, graph.tensor(id).bytes)),
         lifetime: Lifetime::Run,
     })
 }

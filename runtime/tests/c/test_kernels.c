@@ -119,6 +119,18 @@ static kplace_status magnitude2_launch(void *state, const kplace_launch_args *a,
     return KPLACE_OK;
 }
 
+/* The state of a kernel over input 0's [rows, cols], scale 1 and no marker. */
+static kplace_status matrix_state(const desc_t *in, void **state) {
+    state_t *s = malloc(sizeof *s);
+    if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
+    s->rows = in->shape[0];
+    s->cols = in->shape[1];
+    s->scale = 1.0f;
+    s->has_marker = 0;
+    *state = s;
+    return KPLACE_OK;
+}
+
 static kplace_status column_sum_create(const kplace_kernel_config *c, void **state, char *error,
                                        size_t len) {
     if (c->n_params != 0) return fail(error, len, "test.column_sum takes no parameters");
@@ -127,14 +139,7 @@ static kplace_status column_sum_create(const kplace_kernel_config *c, void **sta
     if (OUT_DESC(c, 0).dtype != KPLACE_DTYPE_F32 || OUT_DESC(c, 0).rank != 1 ||
         OUT_DESC(c, 0).shape[0] != IN_DESC(c, 0).shape[1])
         return fail(error, len, "output 0 must be f32 [cols]");
-    state_t *s = malloc(sizeof *s);
-    if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
-    s->rows = IN_DESC(c, 0).shape[0];
-    s->cols = IN_DESC(c, 0).shape[1];
-    s->scale = 1.0f;
-    s->has_marker = 0;
-    *state = s;
-    return KPLACE_OK;
+    return matrix_state(&IN_DESC(c, 0), state);
 }
 
 static kplace_status column_sum_launch(void *state, const kplace_launch_args *a, char *error,
@@ -163,14 +168,7 @@ static kplace_status weigh_create(const kplace_kernel_config *c, void **state, c
         return fail(error, len, "input 1 must be f32 [cols]");
     if (OUT_DESC(c, 0).bytes != IN_DESC(c, 0).bytes)
         return fail(error, len, "output 0 must be input 0's shape");
-    state_t *s = malloc(sizeof *s);
-    if (!s) return KPLACE_ERR_OUT_OF_MEMORY;
-    s->rows = IN_DESC(c, 0).shape[0];
-    s->cols = IN_DESC(c, 0).shape[1];
-    s->scale = 1.0f;
-    s->has_marker = 0;
-    *state = s;
-    return KPLACE_OK;
+    return matrix_state(&IN_DESC(c, 0), state);
 }
 
 static kplace_status weigh_launch(void *state, const kplace_launch_args *a, char *error,

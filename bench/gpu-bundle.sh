@@ -40,7 +40,8 @@ mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/tests"
 cargo build "${cargo_profile[@]}" --workspace >&2
 cp "$built/kplace" "$built/copy_rate" "$bundle/bin/"
 cp "$built/libkplace_cpu.so" "$built/libkplace_gpu.so" "$built/libkplace_spectrogram.so" \
-    "$built/libkplace_spectrogram_gpu.so" "$bundle/lib/"
+    "$built/libkplace_spectrogram_gpu.so" "$built/libkplace_blocks.so" \
+    "$built/libkplace_blocks_gpu.so" "$bundle/lib/"
 # Test executables: the GPU library's tests (kernels against rustfft and the CPU library on a
 # real device; `gpu` is the one compute-sanitizer checks), the spectrogram's CUDA library on
 # a device (bit for bit against its C library), the runtime's real-GPU round trip, GPU hog,

@@ -12,8 +12,10 @@
 #                     missing;
 #   2. tests     120  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
 #   3. replay    120  closed-loop replay of every placement at 1024x128 and 4096x512, default
-#                     and high-SNR scenes, then all-cpu and all-gpu at 8192x1024, and the
-#                     spectrogram on its CUDA library; each GPU placement's detections compared
+#                     and high-SNR scenes, then all-cpu and all-gpu at 8192x1024, the
+#                     spectrogram on its CUDA library, and the filtered beamformer and the
+#                     spectrogram on the block library's CUDA variant against the CPU blocks;
+#                     each GPU placement's detections compared
 #                     with all-cpu's (bins exact, power within 1e-5 relative; cfar-gpu exact);
 #   4. streams    35  paced UDP streams of all-gpu and hybrid, every frame verified;
 #   5. copies     15  pinned copy rates against the PCIe link's nominal rate;
@@ -270,6 +272,7 @@ step_replay() {
         replay_run "$p" 8192x1024 default 12 4 4
     done
     spectrogram_run
+    blocks_run
 }
 
 # The spectrogram (workloads/spectrogram/graph.yaml) on its CUDA library, replaying a synthesized
@@ -289,6 +292,42 @@ spectrogram_run() {
         "scene=$(str recording)" "frames=200" "warmup=40" "scene_frames=8" "rc=$rc" \
         "seconds=$((SECONDS - start))" "base=$(str "$base")" "compare_rc=null" "rule=null"
     log "replay spectrogram-gpu 1024x128: rc $rc (checked against the C library) in $((SECONDS - start))s"
+}
+
+# The block library's CUDA variant (libkplace_blocks_gpu.so), each graph replaying a
+# synthesized recording with every frame checked against the CPU blocks' placement: the
+# filtered beamformer (the stateful FIR, beamformer, power and mean: equal bit for bit) and the
+# spectrogram written with blocks (conversion, window, cuFFT, power, mean).
+blocks_run() {
+    local graph placement reference recording name rc start
+    for name in beamformer-filtered spectrogram-blocks; do
+        start=$SECONDS
+        case $name in
+            beamformer-filtered)
+                graph=workloads/beamformer/filtered/graph.yaml
+                placement=workloads/beamformer/filtered/gpu.yaml
+                reference=workloads/beamformer/filtered/cpu.yaml
+                recording="$GC_SCRATCH/replay/array.sigmf-data"
+                bounded 30 "$GC_KPLACE" record --graph "$graph" --frames 8 --sample-rate 250e3 \
+                    --tone 0.02:0.25:-30 --tone -0.05:0.1:14.4775 --noise 0.01 \
+                    --out "$recording" > "$GC_SCRATCH/replay/blocks-$name.log" 2>&1 ;;
+            *)
+                graph=workloads/spectrogram/blocks/graph.yaml
+                placement=workloads/spectrogram/blocks/gpu.yaml
+                reference=workloads/spectrogram/blocks/cpu.yaml
+                recording="$GC_SCRATCH/replay/tones.sigmf-data" ;;
+        esac
+        bounded -k 5 40 "$GC_KPLACE" run --graph "$graph" --placement "$placement" \
+            --recording "$recording" --check "reference:$reference" --frames 400 \
+            --warmup-frames 40 --report "$GC_SCRATCH/replay/blocks-$name.json" \
+            >> "$GC_SCRATCH/replay/blocks-$name.log" 2>&1
+        rc=$?
+        jsonl "$GC_SCRATCH/results/replay.jsonl" "placement=$(str "$name-gpu")" "cpi=$(str recording)" \
+            "scene=$(str recording)" "frames=400" "warmup=40" "scene_frames=8" "rc=$rc" \
+            "seconds=$((SECONDS - start))" "base=$(str "replay/blocks-$name")" "compare_rc=null" \
+            "rule=null"
+        log "replay $name-gpu: rc $rc (checked against the CPU blocks) in $((SECONDS - start))s"
+    done
 }
 
 # Starts `kplace run` on UDP port 0 with ARGS..., waits for its ready file, and sets

@@ -34,7 +34,7 @@ else
 fi
 [ -x "$build/kplace" ] || { echo "install.sh: no kplace in $build: build it first" >&2; exit 1; }
 
-libs=(libkplace_cpu.so libkplace_gpu.so libkplace_blocks.so libkplace_spectrogram.so
+libs=(libkplace_cpu.so libkplace_gpu.so libkplace_blocks.so libkplace_blocks_gpu.so libkplace_spectrogram.so
       libkplace_spectrogram_gpu.so)
 mkdir -p "$prefix/bin" "$prefix/lib/kplace" "$prefix/share/kplace"
 install -m 755 "$build/kplace" "$prefix/bin/kplace"

@@ -19,24 +19,12 @@
 
 use std::ffi::CStr;
 
-use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_blocks_contract::beams::Beams;
+use kplace_blocks_contract::names;
 
-use crate::layout::{PORTS, finite, port, tile_slices};
-
-/// What both beamformers check at create: the ports, the beams and the split.
-#[derive(Debug)]
-struct Beams {
-    input: TensorDesc,
-    output: TensorDesc,
-    /// The extent of axis 0.
-    rows: u64,
-    /// Snapshots per index of axis 0.
-    snapshots: usize,
-    channels: usize,
-    beams: usize,
-}
+use crate::layout::{PORTS, tile_slices};
 
 /// The `blocks.beamform` state: the ports, and the weights, beam-major.
 #[derive(Debug)]
@@ -53,72 +41,17 @@ pub struct Combine {
     weights: TensorDesc,
 }
 
-/// The `angles` parameter: degrees, each within [-90, 90].
-fn angles(config: &Config<'_>) -> Result<Vec<f64>, KernelError> {
-    let angles: Vec<f64> = config.parse_list("angles")?.ok_or_else(|| {
-        KernelError::invalid("parameter angles is missing: the beams' directions in degrees")
-    })?;
-    if angles.is_empty() {
-        return Err(KernelError::invalid(
-            "parameter angles is empty: name at least one beam",
-        ));
-    }
-    match angles.iter().find(|a| !(-90.0..=90.0).contains(*a)) {
-        Some(a) => Err(KernelError::invalid(format!(
-            "parameter angles: {a} is not an angle in degrees within [-90, 90]"
-        ))),
-        None => Ok(angles),
-    }
+/// The CPU launch both beamformers share.
+trait HostBeams {
+    /// Writes the launch's tile of beams, weight `w(b, c)` for beam b and channel c.
+    fn launch(
+        &self,
+        launch: &Launch<'_>,
+        w: impl Fn(usize, usize) -> (f64, f64),
+    ) -> Result<(), KernelError>;
 }
 
-impl Beams {
-    /// Checks input 0, output 0 (`beams` per snapshot) and the split.
-    fn check(config: &Config<'_>, beams: usize, per_beam: &str) -> Result<Beams, KernelError> {
-        let input = port(config.inputs(), 0, "input 0", Dtype::CF32)?;
-        let output = port(config.outputs(), 0, "output 0", Dtype::CF32)?;
-        let (dims, out) = (input.dims(), output.dims());
-        let channels = dims[dims.len() - 1] as usize;
-        let leading = &dims[..dims.len() - 1];
-        let snapshots: u64 = leading.iter().product();
-        let out_snapshots: u64 = out[..out.len() - 1].iter().product();
-        if out[out.len() - 1] != beams as u64 || out_snapshots != snapshots {
-            let example: Vec<u64> = leading.iter().copied().chain([beams as u64]).collect();
-            return Err(KernelError::invalid(format!(
-                "output 0 must be cf32 [.., {beams}]: one value per {per_beam} ({beams}) for \
-                 each of the input's {snapshots} snapshots, e.g. {example:?}; got {}",
-                describe(&output)
-            )));
-        }
-        match config.split() {
-            None => {}
-            Some((0, _)) if dims.len() == 1 => {
-                return Err(KernelError::invalid(format!(
-                    "cannot be split: its one axis is the channels ({})",
-                    describe(&input)
-                )));
-            }
-            Some((0, tile)) if tile >= 1 && dims[0].is_multiple_of(tile) => {}
-            Some((axis, tile)) => {
-                return Err(KernelError::invalid(format!(
-                    "split along axis {axis} in tiles of {tile}: only along axis 0, in \
-                     tiles that divide its {}",
-                    dims[0]
-                )));
-            }
-        }
-        let rows = if dims.len() == 1 { 1 } else { dims[0] };
-        Ok(Beams {
-            input,
-            output,
-            rows,
-            // Sizes were checked to be addressable.
-            snapshots: (snapshots / rows) as usize,
-            channels,
-            beams,
-        })
-    }
-
-    /// Writes the launch's tile of beams, weight `w(b, c)` for beam b and channel c.
+impl HostBeams for Beams {
     fn launch(
         &self,
         launch: &Launch<'_>,
@@ -126,22 +59,7 @@ impl Beams {
     ) -> Result<(), KernelError> {
         let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
         let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
-        let tile = launch.tile();
-        // A rank-1 input is one snapshot: its tile is the channels, taken whole.
-        let (begin, end) = if self.input.dims().len() == 1 {
-            (0, 1)
-        } else {
-            match tile.begin.checked_add(tile.count) {
-                Some(end) if end <= self.rows => (tile.begin as usize, end as usize),
-                _ => {
-                    return Err(KernelError::invalid(format!(
-                        "tile [{}, +{}) is outside the {} indices of axis 0",
-                        tile.begin, tile.count, self.rows
-                    )));
-                }
-            }
-        };
-        let snapshots = begin * self.snapshots..end * self.snapshots;
+        let snapshots = self.tile_snapshots(launch.tile())?;
         // SAFETY: the tile's snapshots of the input are complete and its rows of the output
         // this launch's alone (the runtime's rule for tiles). Each snapshot is C complex
         // values in and B out: the element range is in snapshots, scaled per side.
@@ -173,7 +91,7 @@ impl Beams {
 }
 
 impl KernelImpl for Beamform {
-    const NAME: &'static CStr = c"blocks.beamform";
+    const NAME: &'static CStr = names::BEAMFORM;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -181,21 +99,7 @@ impl KernelImpl for Beamform {
     const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["angles", "spacing"])?;
-        let angles = angles(config)?;
-        let spacing = finite(config, "spacing", 0.5)?;
-        let beams = Beams::check(config, angles.len(), "angle")?;
-        let channels = beams.channels;
-        let weights = angles
-            .iter()
-            .flat_map(|a| {
-                let step = -std::f64::consts::TAU * spacing * a.to_radians().sin();
-                (0..channels).map(move |c| {
-                    let (s, co) = (step * c as f64).sin_cos();
-                    (co / channels as f64, s / channels as f64)
-                })
-            })
-            .collect();
+        let (beams, weights) = Beams::steered(config, &PORTS)?;
         Ok(Self { beams, weights })
     }
 
@@ -211,7 +115,7 @@ impl KernelImpl for Beamform {
 }
 
 impl KernelImpl for Combine {
-    const NAME: &'static CStr = c"blocks.combine";
+    const NAME: &'static CStr = names::COMBINE;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 2;
@@ -219,25 +123,7 @@ impl KernelImpl for Combine {
     const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&[])?;
-        let weights = port(config.inputs(), 1, "input 1", Dtype::CF32)?;
-        let input = port(config.inputs(), 0, "input 0", Dtype::CF32)?;
-        let channels = input.dims()[input.dims().len() - 1];
-        let [beams, c] = weights.dims()[..] else {
-            return Err(KernelError::invalid(format!(
-                "input 1 must be the weights, cf32 [B, {channels}] (beams, channels); got {}",
-                describe(&weights)
-            )));
-        };
-        if c != channels {
-            return Err(KernelError::invalid(format!(
-                "input 1 must be the weights, cf32 [B, {channels}]: one per channel of input \
-                 0 ({}); got {}",
-                describe(&input),
-                describe(&weights)
-            )));
-        }
-        let beams = Beams::check(config, beams as usize, "row of the weights")?;
+        let (beams, weights) = Beams::weighted(config, &PORTS)?;
         Ok(Self { beams, weights })
     }
 

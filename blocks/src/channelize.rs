@@ -20,9 +20,12 @@ use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, KernelFlags, MemorySpace};
+use kplace_blocks_contract::names;
 use kplace_fftw::{BatchedFft, Complex32, Direction, Rigor};
 
-use crate::history::{History, Stream, taps};
+use kplace_blocks_contract::stream::{History, Stream, taps};
+
+use crate::history::HostHistory;
 use crate::layout::PORTS;
 
 /// The `blocks.channelize` state: the prototype's polyphase branches and the channels' FFT.
@@ -37,7 +40,7 @@ pub struct Channelize {
 }
 
 impl KernelImpl for Channelize {
-    const NAME: &'static CStr = c"blocks.channelize";
+    const NAME: &'static CStr = names::CHANNELIZE;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -47,7 +50,7 @@ impl KernelImpl for Channelize {
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
         config.reject_unknown_params(&["channels", "taps", "axis"])?;
-        let stream = Stream::check(config, &[Dtype::CF32])?;
+        let stream = Stream::check(config, &PORTS, &[Dtype::CF32])?;
         let channels: usize = config
             .parse_param("channels")?
             .ok_or_else(|| KernelError::invalid("parameter channels is required"))?;

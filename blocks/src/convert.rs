@@ -11,21 +11,16 @@
 use std::ffi::CStr;
 
 use half::{bf16, f16};
-use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, Element, MemorySpace, Scalar, Tensor};
+use kplace_abi::{DeviceKind, MemorySpace, Scalar, Tensor};
+use kplace_blocks_contract::convert::ConvertPorts;
+use kplace_blocks_contract::names;
 
-use crate::layout::{Rows, finite, tile_slices};
+use crate::layout::{PORTS, tile_slices};
 
 /// The `blocks.convert` state.
 #[derive(Debug)]
-pub struct Convert {
-    ports: Rows,
-    from: Element,
-    /// Whether the output is complex (`cf32`).
-    complex: bool,
-    scale: f64,
-}
+pub struct Convert(ConvertPorts);
 
 impl Convert {
     /// Converts the tile's elements of `input`, values of type `T`, into `output`.
@@ -35,11 +30,11 @@ impl Convert {
         output: &Tensor,
         elements: std::ops::Range<usize>,
     ) -> Result<(), KernelError> {
-        let parts = (self.from.parts(), if self.complex { 2 } else { 1 });
+        let parts = (self.0.from.parts(), if self.0.complex { 2 } else { 1 });
         // SAFETY: the tile's rows of the input are complete and its rows of the output are
         // this launch's alone (the runtime's rule for tiles).
         let (x, y) = unsafe { tile_slices::<T, f32>(input, output, elements, parts)? };
-        let scaled = |v: T| (v.into() * self.scale) as f32;
+        let scaled = |v: T| (v.into() * self.0.scale) as f32;
         if parts.0 == parts.1 {
             for (y, &x) in y.iter_mut().zip(x) {
                 *y = scaled(x);
@@ -56,7 +51,7 @@ impl Convert {
 }
 
 impl KernelImpl for Convert {
-    const NAME: &'static CStr = c"blocks.convert";
+    const NAME: &'static CStr = names::CONVERT;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -64,34 +59,7 @@ impl KernelImpl for Convert {
     const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["scale"])?;
-        let input = config
-            .inputs()
-            .first()
-            .ok_or_else(|| KernelError::invalid("input 0 is missing"))?;
-        let from = input.dtype.element().ok_or_else(|| {
-            KernelError::invalid(format!(
-                "input 0 must be numbers (ci8, ci16, cf16, cf32, cf64, i8, i16, i32, f16, bf16, f32 \
-                 or f64), got {}",
-                describe(input)
-            ))
-        })?;
-        let to = match config.outputs().first().map(|d| d.dtype) {
-            Some(Dtype::F32) if from.complex => {
-                return Err(KernelError::invalid(format!(
-                    "output 0 must be cf32: input 0 is complex ({})",
-                    describe(input)
-                )));
-            }
-            Some(Dtype::F32) => Dtype::F32,
-            _ => Dtype::CF32,
-        };
-        Ok(Self {
-            ports: Rows::check(config, input.dtype, to, false)?,
-            from,
-            complex: to == Dtype::CF32,
-            scale: finite(config, "scale", 1.0)?,
-        })
+        ConvertPorts::check(config, &PORTS).map(Self)
     }
 
     fn workspace_bytes(&self) -> u64 {
@@ -99,9 +67,9 @@ impl KernelImpl for Convert {
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let (input, output) = self.ports.tensors(launch)?;
-        let elements = self.ports.elements(launch.tile())?;
-        match self.from.scalar {
+        let (input, output) = self.0.rows.tensors(launch)?;
+        let elements = self.0.rows.elements(launch.tile())?;
+        match self.0.from.scalar {
             Scalar::I8 => self.convert::<i8>(input, output, elements),
             Scalar::I16 => self.convert::<i16>(input, output, elements),
             Scalar::I32 => self.convert::<i32>(input, output, elements),

@@ -10,8 +10,11 @@ use std::marker::PhantomData;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, MemorySpace};
+use kplace_blocks_contract::names;
 
-use crate::layout::{Rows, tile_slices};
+use kplace_blocks_contract::ports::Rows;
+
+use crate::layout::{PORTS, tile_slices};
 
 /// What a detector computes of each complex value.
 pub trait Law: Send + Sync + 'static {
@@ -26,7 +29,7 @@ pub trait Law: Send + Sync + 'static {
 pub enum Square {}
 
 impl Law for Square {
-    const NAME: &'static CStr = c"blocks.power";
+    const NAME: &'static CStr = names::POWER;
     fn of(re: f64, im: f64) -> f64 {
         re * re + im * im
     }
@@ -37,7 +40,7 @@ impl Law for Square {
 pub enum Linear {}
 
 impl Law for Linear {
-    const NAME: &'static CStr = c"blocks.magnitude";
+    const NAME: &'static CStr = names::MAGNITUDE;
     fn of(re: f64, im: f64) -> f64 {
         (re * re + im * im).sqrt()
     }
@@ -66,7 +69,7 @@ impl<L: Law> KernelImpl for Detect<L> {
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
         config.reject_unknown_params(&[])?;
         Ok(Self {
-            ports: Rows::check(config, Dtype::CF32, Dtype::F32, false)?,
+            ports: Rows::check(config, &PORTS, Dtype::CF32, Dtype::F32, false)?,
             law: PhantomData,
         })
     }

@@ -16,45 +16,19 @@
 //!   size), and scatters it out scaled; a second plan takes the launch's last, shorter block.
 
 use std::ffi::CStr;
-use std::str::FromStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace};
+use kplace_abi::{DeviceKind, MemorySpace};
+use kplace_blocks_contract::names;
 use kplace_fftw::{BatchedFft, Complex32, Direction, Rigor};
 
-use crate::layout::{Rows, finite, tile_slices};
+use kplace_blocks_contract::fft::{self, FftPorts, Planner};
+use kplace_blocks_contract::ports::Rows;
+
+use crate::layout::{PORTS, tile_slices};
 
 /// Target workspace bytes per block of rows.
 const BLOCK_BYTES: usize = 64 * 1024;
-
-/// The `direction` parameter.
-struct Way(Direction);
-
-impl FromStr for Way {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "forward" => Ok(Way(Direction::Forward)),
-            "inverse" => Ok(Way(Direction::Inverse)),
-            _ => Err("expected forward or inverse".into()),
-        }
-    }
-}
-
-/// The `planner` parameter.
-struct Planner(Rigor);
-
-impl FromStr for Planner {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "estimate" => Ok(Planner(Rigor::Estimate)),
-            "measure" => Ok(Planner(Rigor::Measure)),
-            "patient" => Ok(Planner(Rigor::Patient)),
-            _ => Err("expected estimate, measure or patient".into()),
-        }
-    }
-}
 
 /// The `blocks.fft` state: plans for one row length and tile.
 #[derive(Debug)]
@@ -80,7 +54,7 @@ impl Fft {
 }
 
 impl KernelImpl for Fft {
-    const NAME: &'static CStr = c"blocks.fft";
+    const NAME: &'static CStr = names::FFT;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -88,34 +62,24 @@ impl KernelImpl for Fft {
     const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["axis", "direction", "scale", "planner"])?;
-        let Way(direction) = config
-            .parse_param("direction")?
-            .unwrap_or(Way(Direction::Forward));
-        let Planner(rigor) = config
-            .parse_param("planner")?
-            .unwrap_or(Planner(Rigor::Estimate));
-        let scale = finite(config, "scale", 1.0)? as f32;
-        let rank = config.inputs().first().map_or(1, |d| d.dims().len().max(1));
-        let axis = config.parse_param::<usize>("axis")?.unwrap_or(rank - 1);
-        if axis >= rank {
-            return Err(KernelError::invalid(format!(
-                "parameter axis is {axis}, but input 0 has {rank} axes"
-            )));
-        }
-        if axis == 0 && config.split().is_some() && rank > 1 {
-            return Err(KernelError::invalid(
-                "cannot be split along axis 0: it is the axis transformed",
-            ));
-        }
-        let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
-        let dims = ports.input.dims();
-        let n = dims[axis] as usize;
-        let inner = dims[axis + 1..].iter().product::<u64>() as usize;
-        // Transforms one launch makes: its tile's, or the whole tensor's (a tensor of rank
-        // 1 is one, its axis 0 the one transformed).
-        let tile = config.split().map_or(ports.rows, |(_, tile)| tile) as usize;
-        let transforms = tile * ports.row_len / n;
+        let FftPorts {
+            rows: ports,
+            direction,
+            planner,
+            scale,
+            n,
+            inner,
+            transforms,
+        } = FftPorts::check(config, &PORTS)?;
+        let direction = match direction {
+            fft::Direction::Forward => Direction::Forward,
+            fft::Direction::Inverse => Direction::Inverse,
+        };
+        let rigor = match planner {
+            Planner::Estimate => Rigor::Estimate,
+            Planner::Measure => Rigor::Measure,
+            Planner::Patient => Rigor::Patient,
+        };
         let block_len = (BLOCK_BYTES / (n * size_of::<Complex32>())).clamp(1, transforms);
         let block = BatchedFft::new(n, block_len, n, direction, rigor)?;
         let tail = match transforms % block_len {

@@ -24,23 +24,21 @@
 use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, KernelFlags, MemorySpace};
+use kplace_abi::{DeviceKind, KernelFlags, MemorySpace};
+use kplace_blocks_contract::names;
 
-pub use crate::history::MAX_TAPS;
-use crate::history::{History, Stream, taps};
+use kplace_blocks_contract::stream::FirSpec;
+pub use kplace_blocks_contract::stream::MAX_TAPS;
+
+use crate::history::HostHistory;
 use crate::layout::PORTS;
 
 /// The `blocks.fir` state.
 #[derive(Debug)]
-pub struct Fir {
-    stream: Stream,
-    taps: Vec<f32>,
-    decimation: usize,
-    history: History,
-}
+pub struct Fir(FirSpec);
 
 impl KernelImpl for Fir {
-    const NAME: &'static CStr = c"blocks.fir";
+    const NAME: &'static CStr = names::FIR;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -49,64 +47,43 @@ impl KernelImpl for Fir {
     const FLAGS: KernelFlags = KernelFlags::STATEFUL;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["taps", "decimation", "axis", "stream"])?;
-        let stream = Stream::check(config, &[Dtype::CF32, Dtype::F32])?;
-        let taps = taps(config)?;
-        let samples = stream.samples;
-        let decimation: usize = config.parse_param("decimation")?.unwrap_or(1);
-        if decimation == 0 || !samples.is_multiple_of(decimation) {
-            return Err(KernelError::invalid(format!(
-                "parameter decimation {decimation} must divide the {samples} samples of a frame"
-            )));
-        }
-        let steps = samples / decimation;
-        stream.expect_output(steps, &format!("{steps} of each of {} lanes", stream.lanes))?;
-        Ok(Fir {
-            history: History {
-                steps: taps.len() - 1,
-                step: stream.step(),
-                frame: samples,
-                carried: config.parse_param("stream")?.unwrap_or(true),
-            },
-            stream,
-            taps,
-            decimation,
-        })
+        FirSpec::check(config, &PORTS).map(Self)
     }
 
     fn workspace_bytes(&self) -> u64 {
-        (self.history.extended_len() * size_of::<f32>()) as u64
+        self.0.workspace_bytes()
     }
 
     fn carry_bytes(&self) -> u64 {
-        self.history.carry_bytes()
+        self.0.history.carry_bytes()
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let input = PORTS.launch(launch.input(0), "input 0", &self.stream.input)?;
-        let output = PORTS.launch(launch.output(0), "output 0", &self.stream.output)?;
-        let step = self.stream.step();
+        let fir = &self.0;
+        let input = PORTS.launch(launch.input(0), "input 0", &fir.stream.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &fir.stream.output)?;
+        let step = fir.stream.step();
         // SAFETY: the runtime runs a stateful stage one frame at a time, over the whole
         // frame, so the input is complete, the output, workspace and carry this launch's own.
         let (y, (extended, carry)) = unsafe {
             let x = input.host_slice::<f32>()?;
             (
                 output.host_slice_mut::<f32>()?,
-                self.history.extend(launch, x)?,
+                fir.history.extend(launch, x)?,
             )
         };
-        let k_last = self.taps.len() - 1;
+        let k_last = fir.taps.len() - 1;
         for (m, out) in y.chunks_exact_mut(step).enumerate() {
-            let newest = k_last + m * self.decimation;
+            let newest = k_last + m * fir.decimation;
             out.fill(0.0);
-            for (k, &h) in self.taps.iter().enumerate() {
+            for (k, &h) in fir.taps.iter().enumerate() {
                 let at = (newest - k) * step;
                 for (o, &v) in out.iter_mut().zip(&extended[at..at + step]) {
                     *o += h * v;
                 }
             }
         }
-        self.history.keep(carry, extended);
+        fir.history.keep(carry, extended);
         Ok(())
     }
 }

@@ -19,15 +19,18 @@
 //! | `blocks.fir`        | `cf32`/`f32 [..]`| same dtype     | decimating FIR over the whole stream  |
 //! | `blocks.channelize` | `cf32 [..]`      | `cf32 [.., M]` | polyphase channelizer, M channels     |
 //!
-//! Each block's module states its parameters and its arithmetic. What they share
-//! (`layout`): ports are checked at create and again at launch; every block but the mean may
-//! be split along axis 0 in tiles that divide it (unless axis 0 is the axis it works along),
-//! and a launch reads and writes only its tile's rows; mutable scratch lives in the runtime's workspace, so no launch allocates and
-//! tiles of one state may run at once; every value is computed in double precision and
-//! rounded once, except the FFT's (FFTW, single precision) and the FIR's (single precision,
-//! in a stated order) and the channelizer's (the same, then FFTW). The FIR and the
-//! channelizer are stateful: it carries each lane's history from frame to frame
-//! in the carry the runtime keeps (ABI version 2), so its stage runs whole, one frame at a time.
+//! Each block's module states its parameters and its arithmetic. What the blocks share with
+//! each other and with their CUDA variant (`libkplace_blocks_gpu.so`, crate
+//! `kplace-blocks-gpu`) is crate `kplace_blocks_contract`: names, parameters and their
+//! checks, port layouts. Ports are checked at create and again at launch; every block but the
+//! mean may be split along axis 0 in tiles that divide it (unless axis 0 is the axis it works
+//! along), and a launch reads and writes only its tile's rows; mutable scratch lives in the
+//! runtime's workspace, so no launch allocates and tiles of one state may run at once; every
+//! value is computed in double precision and rounded once, except the FFT's (FFTW, single
+//! precision) and the FIR's (single precision, in a stated order) and the channelizer's (the
+//! same, then FFTW). The FIR and the channelizer are stateful: each carries every lane's
+//! history from frame to frame in the carry the runtime keeps (ABI version 2), so its stage
+//! runs whole, one frame at a time.
 //!
 //! Built as an `rlib`, the blocks are plain Rust types implementing
 //! [`kplace_abi::export::KernelImpl`].

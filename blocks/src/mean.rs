@@ -9,27 +9,19 @@
 
 use std::ffi::CStr;
 
-use kplace_abi::export::ports::describe;
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace};
+use kplace_blocks_contract::mean::MeanPorts;
+use kplace_blocks_contract::names;
 
-use crate::layout::{PORTS, finite, port};
+use crate::layout::PORTS;
 
 /// The `blocks.mean` state.
 #[derive(Debug)]
-pub struct Mean {
-    input: TensorDesc,
-    output: TensorDesc,
-    /// M.
-    rows: usize,
-    /// Values per index of axis 0: the output's size.
-    row_len: usize,
-    /// `scale / M`.
-    factor: f64,
-}
+pub struct Mean(MeanPorts);
 
 impl KernelImpl for Mean {
-    const NAME: &'static CStr = c"blocks.mean";
+    const NAME: &'static CStr = names::MEAN;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -37,61 +29,36 @@ impl KernelImpl for Mean {
     const NAMES_ITS_ERRORS: bool = true;
 
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&["scale"])?;
-        let scale = finite(config, "scale", 1.0)?;
-        let input = port(config.inputs(), 0, "input 0", Dtype::F32)?;
-        let output = port(config.outputs(), 0, "output 0", Dtype::F32)?;
-        let dims = input.dims();
-        if dims.len() < 2 || output.dims() != &dims[1..] {
-            return Err(KernelError::invalid(format!(
-                "takes f32 [M, ..] to f32 [..] (the input's dimensions after the first), \
-                 got {} to {}",
-                describe(&input),
-                describe(&output)
-            )));
-        }
-        if let Some((axis, tile)) = config.split() {
-            return Err(KernelError::invalid(format!(
-                "cannot be split (asked for tiles of {tile} along axis {axis}): every \
-                 output value reads every index of axis 0"
-            )));
-        }
-        let rows = dims[0] as usize;
-        Ok(Self {
-            input,
-            output,
-            rows,
-            row_len: output.dims().iter().product::<u64>() as usize,
-            factor: scale / rows as f64,
-        })
+        MeanPorts::check(config, &PORTS).map(Self)
     }
 
     fn workspace_bytes(&self) -> u64 {
-        (self.row_len * size_of::<f64>()) as u64
+        (self.0.row_len * size_of::<f64>()) as u64
     }
 
     fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let input = PORTS.launch(launch.input(0), "input 0", &self.input)?;
-        let output = PORTS.launch(launch.output(0), "output 0", &self.output)?;
+        let ports = &self.0;
+        let input = PORTS.launch(launch.input(0), "input 0", &ports.input)?;
+        let output = PORTS.launch(launch.output(0), "output 0", &ports.output)?;
         // SAFETY: an unsplit stage reads its whole input, complete, and writes its whole
         // output alone. The input is rows * row_len values, the output row_len.
         let (x, y) = unsafe {
             (
-                input.host_range::<f32>(0..self.rows * self.row_len)?,
-                output.host_range_mut::<f32>(0..self.row_len)?,
+                input.host_range::<f32>(0..ports.rows * ports.row_len)?,
+                output.host_range_mut::<f32>(0..ports.row_len)?,
             )
         };
         // SAFETY: the workspace is this launch's alone; doubles are plain data, and every
         // one is written before it is read.
-        let sums: &mut [f64] = unsafe { launch.workspace_slice(self.row_len) }?;
+        let sums: &mut [f64] = unsafe { launch.workspace_slice(ports.row_len) }?;
         sums.fill(0.0);
-        for row in x.chunks_exact(self.row_len) {
+        for row in x.chunks_exact(ports.row_len) {
             for (s, &v) in sums.iter_mut().zip(row) {
                 *s += f64::from(v);
             }
         }
         for (y, s) in y.iter_mut().zip(sums.iter()) {
-            *y = (s * self.factor) as f32;
+            *y = (s * ports.factor) as f32;
         }
         Ok(())
     }

@@ -8,57 +8,15 @@
 //! - Parameter `window`: the window's name. Split along axis 0 in tiles that divide it (a
 //!   tensor of rank 2 or more), or not split. No workspace.
 
-use std::ffi::CStr;
-use std::str::FromStr;
-
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{DeviceKind, Dtype, MemorySpace};
+use kplace_blocks_contract::names;
+use std::ffi::CStr;
 
-use crate::layout::{Rows, tile_slices};
+use kplace_blocks_contract::ports::Rows;
+use kplace_blocks_contract::window::Shape;
 
-/// A window's shape.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Shape {
-    /// Rectangular: every coefficient 1.
-    Rect,
-    /// Hann.
-    #[default]
-    Hann,
-    /// Hamming.
-    Hamming,
-    /// Blackman.
-    Blackman,
-}
-
-impl FromStr for Shape {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "rect" => Ok(Shape::Rect),
-            "hann" => Ok(Shape::Hann),
-            "hamming" => Ok(Shape::Hamming),
-            "blackman" => Ok(Shape::Blackman),
-            _ => Err("expected rect, hann, hamming or blackman".into()),
-        }
-    }
-}
-
-impl Shape {
-    /// The periodic window of length `n`, in double.
-    pub fn coefficients(self, n: usize) -> Vec<f64> {
-        (0..n)
-            .map(|i| {
-                let t = 2.0 * std::f64::consts::PI * i as f64 / n as f64;
-                match self {
-                    Shape::Rect => 1.0,
-                    Shape::Hann => 0.5 - 0.5 * t.cos(),
-                    Shape::Hamming => 0.54 - 0.46 * t.cos(),
-                    Shape::Blackman => 0.42 - 0.5 * t.cos() + 0.08 * (2.0 * t).cos(),
-                }
-            })
-            .collect()
-    }
-}
+use crate::layout::{PORTS, tile_slices};
 
 /// The `blocks.window` state: the window over the last axis.
 #[derive(Debug)]
@@ -68,7 +26,7 @@ pub struct Window {
 }
 
 impl KernelImpl for Window {
-    const NAME: &'static CStr = c"blocks.window";
+    const NAME: &'static CStr = names::WINDOW;
     const DEVICE: DeviceKind = DeviceKind::CPU;
     const MEMORY: MemorySpace = MemorySpace::HOST;
     const N_INPUTS: u32 = 1;
@@ -78,7 +36,7 @@ impl KernelImpl for Window {
     fn create(config: &Config<'_>) -> Result<Self, KernelError> {
         config.reject_unknown_params(&["window"])?;
         let shape: Shape = config.parse_param("window")?.unwrap_or_default();
-        let ports = Rows::check(config, Dtype::CF32, Dtype::CF32, true)?;
+        let ports = Rows::check(config, &PORTS, Dtype::CF32, Dtype::CF32, true)?;
         Ok(Self {
             coefficients: shape.coefficients(ports.last),
             ports,

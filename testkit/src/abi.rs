@@ -9,19 +9,23 @@
 //! tensors; create / launch / destroy; refusals; and seeded random inputs and comparisons.
 //! Every random input comes from a seeded PCG, so the tests are deterministic.
 
-use std::ffi::{CStr, CString, c_char, c_void};
+use std::ffi::{CStr, c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kplace_abi::{
-    CarryFlags, Dtype, ENTRY_SYMBOL, EntryFn, Kernel, KernelConfig, LaunchArgs, Library, MAX_RANK,
-    MemorySpace, Param, SPLIT_NONE, Status, Tensor, TensorDesc, Tile,
+    CarryFlags, Dtype, ENTRY_SYMBOL, EntryFn, Kernel, LaunchArgs, Library, MAX_RANK, MemorySpace,
+    Status, Tensor, TensorDesc, Tile,
 };
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
 pub use crate::workspace::{carried, workspace as repo};
 use crate::workspace::{profile_dir, scratch_dir, workspace};
+
+mod stage;
+
+pub use stage::Stage;
 
 // ---------------------------------------------------------------------------------------------
 // Where things are
@@ -323,59 +327,6 @@ pub struct State {
 // thread (launch only reads it), which is the only use the tests make of a shared state.
 unsafe impl Sync for State {}
 
-/// The stage's configuration in the tests' terms.
-#[derive(Clone)]
-pub struct Stage<'a> {
-    pub params: &'a [(&'a str, &'a str)],
-    pub inputs: Vec<TensorDesc>,
-    pub outputs: Vec<TensorDesc>,
-    pub split: Option<(u32, u64)>,
-    pub device: u32,
-}
-
-impl<'a> Stage<'a> {
-    pub fn new(input: TensorDesc, output: TensorDesc) -> Stage<'a> {
-        Stage {
-            params: &[],
-            inputs: vec![input],
-            outputs: vec![output],
-            split: None,
-            device: 0,
-        }
-    }
-
-    pub fn params(mut self, params: &'a [(&'a str, &'a str)]) -> Self {
-        self.params = params;
-        self
-    }
-
-    pub fn split(mut self, axis: u32, tile: u64) -> Self {
-        self.split = Some((axis, tile));
-        self
-    }
-
-    pub fn device(mut self, ordinal: u32) -> Self {
-        self.device = ordinal;
-        self
-    }
-
-    /// The stage split along axis 0 into tiles of `tile` rows, or not split when `None`.
-    pub fn tiled(self, tile: Option<u64>) -> Self {
-        match tile {
-            Some(t) => self.split(0, t),
-            None => self,
-        }
-    }
-
-    /// The same stage with every port in `memory`.
-    pub fn in_memory(mut self, memory: MemorySpace) -> Self {
-        for d in self.inputs.iter_mut().chain(self.outputs.iter_mut()) {
-            d.memory = memory;
-        }
-        self
-    }
-}
-
 /// Reads the kernel's message from a zero-filled error buffer.
 pub fn message(buf: &[u8]) -> String {
     CStr::from_bytes_until_nul(buf)
@@ -391,55 +342,22 @@ pub fn create_raw(
     stage: &Stage<'_>,
     error_len: usize,
 ) -> (Status, *mut c_void, Vec<u8>) {
-    let names: Vec<CString> = stage
-        .params
-        .iter()
-        .map(|(n, _)| CString::new(*n).unwrap())
-        .collect();
-    let values: Vec<CString> = stage
-        .params
-        .iter()
-        .map(|(_, v)| CString::new(*v).unwrap())
-        .collect();
-    let params: Vec<Param> = names
-        .iter()
-        .zip(&values)
-        .map(|(n, v)| Param {
-            name: n.as_ptr(),
-            value: v.as_ptr(),
-        })
-        .collect();
-    let (split_axis, tile) = stage.split.unwrap_or((SPLIT_NONE, 0));
-    let config = KernelConfig {
-        params: if params.is_empty() {
-            std::ptr::null()
-        } else {
-            params.as_ptr()
-        },
-        inputs: stage.inputs.as_ptr(),
-        outputs: stage.outputs.as_ptr(),
-        n_params: params.len() as u32,
-        n_inputs: stage.inputs.len() as u32,
-        n_outputs: stage.outputs.len() as u32,
-        split_axis,
-        tile,
-        device_ordinal: stage.device,
-        reserved: 0,
-    };
-    let mut state = std::ptr::null_mut();
-    let mut error = vec![0u8; error_len];
-    let create = kernel.create.expect("create");
-    // SAFETY: config and everything it points to live through the call; `error` has
-    // `error_len` bytes.
-    let status = unsafe {
-        create(
-            &config,
-            &mut state,
-            error.as_mut_ptr().cast::<c_char>(),
-            error_len,
-        )
-    };
-    (status, state, error)
+    stage.with_raw(|config| {
+        let mut state = std::ptr::null_mut();
+        let mut error = vec![0u8; error_len];
+        let create = kernel.create.expect("create");
+        // SAFETY: config and everything it points to live through the call; `error` has
+        // `error_len` bytes.
+        let status = unsafe {
+            create(
+                config,
+                &mut state,
+                error.as_mut_ptr().cast::<c_char>(),
+                error_len,
+            )
+        };
+        (status, state, error)
+    })
 }
 
 /// create as the runtime calls it (a zero-filled 1024-byte error buffer).

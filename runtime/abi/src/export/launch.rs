@@ -80,6 +80,12 @@ impl<'a> Launch<'a> {
         self.tile
     }
 
+    /// The carry's address: host memory for a CPU kernel, device memory for a GPU kernel's
+    /// (null for a stateless kernel).
+    pub fn carry(&self) -> *mut c_void {
+        self.carry
+    }
+
     /// The carry's size (0 for a stateless kernel).
     pub fn carry_bytes(&self) -> u64 {
         self.carry_bytes

@@ -50,12 +50,12 @@ use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
 use kplace_kernels::config::CfarConfig;
 use kplace_kernels::names::CFAR;
 
-use crate::driver::Device;
-use crate::module::{self, Functions};
 use crate::ports::{PORTS, launch_address};
-use crate::queue::{CudaQueue, Grid, Queue, arg};
 use crate::source::Function;
-use crate::workspace::Layout;
+use kplace_cudakit::driver::Device;
+use kplace_cudakit::program::{self, Functions};
+use kplace_cudakit::queue::{CudaQueue, Grid, Queue, arg};
+use kplace_cudakit::workspace::Layout;
 
 /// Cells per compaction chunk: detections are counted, and written, per chunk.
 pub const CHUNK: u32 = 256;
@@ -184,7 +184,7 @@ impl CfarPlan {
     /// concurrent launch may use the same workspace or list.
     pub unsafe fn enqueue(
         &self,
-        queue: &impl Queue,
+        queue: &impl Queue<Function>,
         power: u64,
         list: u64,
         workspace: u64,
@@ -270,7 +270,7 @@ impl CfarPlan {
 #[derive(Debug)]
 pub struct Cfar {
     plan: CfarPlan,
-    functions: &'static Functions,
+    functions: &'static Functions<Function>,
     /// Holds the primary context the functions live in.
     _device: Arc<Device>,
 }
@@ -293,7 +293,7 @@ impl KernelImpl for Cfar {
         let plan = CfarPlan::from_config(config)?;
         let device = Device::open(config.device_ordinal())?;
         let _bound = device.bind()?;
-        let functions = module::functions(&device)?;
+        let functions = program::functions(&device)?;
         Ok(Self {
             plan,
             functions,
@@ -329,11 +329,11 @@ impl KernelImpl for Cfar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::Source;
+    use crate::source::CFAR_CU;
 
     #[test]
     fn the_scan_block_is_the_size_the_source_declares() {
-        let text = Source::Cfar.text().to_str().expect("UTF-8");
+        let text = CFAR_CU.text().to_str().expect("UTF-8");
         let define = format!("#define KP_SCAN_THREADS {SCAN_THREADS}\n");
         assert!(text.contains(&define), "kernels/cfar.cu lacks {define:?}");
     }

@@ -26,14 +26,14 @@ use kplace_kernels::config::DopplerFftConfig;
 use kplace_kernels::names::DOPPLER_FFT;
 use kplace_kernels::window::hann;
 
-use crate::cufft::Fft;
-use crate::driver::{Device, DeviceBuffer};
-use crate::fft_shape::{FftLayout, FftShape};
-use crate::module::{self, Functions};
 use crate::ports::{PORTS, launch_address};
-use crate::queue::{CudaQueue, Grid, Queue, arg};
 use crate::source::Function;
-use crate::workspace::Layout;
+use kplace_cudakit::cufft::Fft;
+use kplace_cudakit::driver::{Device, DeviceBuffer};
+use kplace_cudakit::fft_shape::{FftDirection, FftLayout, FftShape};
+use kplace_cudakit::program::{self, Functions};
+use kplace_cudakit::queue::{CudaQueue, Grid, Queue, arg};
+use kplace_cudakit::workspace::Layout;
 
 /// Threads per block of the element-wise kernels.
 const THREADS: u32 = 256;
@@ -85,6 +85,7 @@ impl DopplerFftPlan {
     /// The batch of FFTs: M points, one per range bin.
     pub fn fft_shape(&self) -> FftShape {
         FftShape {
+            direction: FftDirection::Forward,
             len: self.chirps as usize,
             batch: self.rows as usize,
             layout: FftLayout::InPlace,
@@ -118,7 +119,7 @@ impl DopplerFftPlan {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn enqueue(
         &self,
-        queue: &impl Queue,
+        queue: &impl Queue<Function>,
         map: u64,
         power: u64,
         window: u64,
@@ -156,7 +157,7 @@ impl DopplerFftPlan {
 #[derive(Debug)]
 pub struct DopplerFft {
     plan: DopplerFftPlan,
-    functions: &'static Functions,
+    functions: &'static Functions<Function>,
     window: DeviceBuffer,
     fft: Fft,
     /// Dropped last: holds the primary context the buffers and plan live in.
@@ -181,7 +182,7 @@ impl KernelImpl for DopplerFft {
         let plan = DopplerFftPlan::from_config(config)?;
         let device = Device::open(config.device_ordinal())?;
         let _bound = device.bind()?;
-        let functions = module::functions(&device)?;
+        let functions = program::functions(&device)?;
         let window = DeviceBuffer::upload(&device, &hann(plan.chirps as usize))?;
         let fft = Fft::new(&device, plan.fft_shape())?;
         Ok(Self {

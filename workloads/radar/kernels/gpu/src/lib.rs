@@ -39,25 +39,22 @@
 //!
 //! # How the library uses CUDA
 //!
-//! - **Driver, raw handles.** cudarc's `result`/`sys` layers only: the runtime passes raw
-//!   `CUstream`s and device addresses, and makes the device's primary context current before
-//!   `create` and `launch`. The library retains that primary context while any of its states
-//!   lives ([`driver`]) and binds it itself for teardown, which may run on any thread.
-//! - **Found, probed, never panicking.** libcuda, libcufft and libnvrtc are loaded at run
-//!   time, found where the machine keeps them by `kplace_cuda_libs` (the runtime's search:
-//!   `KPLACE_CUDA_LIB_DIR`, the loader's path, `/usr/local/nvidia/lib64`,
-//!   `/usr/local/cuda/lib64`, the `nvidia` Python packages); each is probed before first use,
-//!   so a missing library is a [`KernelError`] naming it and every place looked at
-//!   (cudarc would panic). Panics that slip through anyway are caught at the C ABI by
-//!   `kplace_abi::export_library!`.
+//! Through `kplace_cudakit`, which every Rust GPU library shares (its docs say how):
+//! cudarc's `result`/`sys` layers with the runtime's raw streams and device addresses; the
+//! device's primary context retained while any state lives and bound for teardown; libcuda,
+//! libcufft and libnvrtc found where the machine keeps them and probed before first use, so a
+//! missing one is a [`KernelError`](kplace_abi::export::KernelError) naming every place
+//! looked at; panics that slip through are caught at the C ABI by
+//! `kplace_abi::export_library!`.
+//!
 //! - **NVRTC at first create.** The CUDA C in `kernels/*.cu` ([`source`]) is compiled for the
-//!   device's compute capability with `--fmad=false` ([`nvrtc`]) and loaded once per device
-//!   and process ([`module`]): later states, one per stage and frame slot, reuse the handles.
+//!   device's compute capability with `--fmad=false` and loaded once per device and process:
+//!   later states, one per stage and frame slot, reuse the handles.
 //! - **Launch only enqueues.** `launch` enqueues kernels and `cufftExecC2C` on the given
 //!   stream and returns: it never synchronizes and never allocates (workspace layouts are
 //!   fixed-size arrays; messages are formatted only on errors). cuFFT's work area is part of
-//!   the runtime's workspace ([`workspace`]); each state owns its own plan, made at create
-//!   time with its data layout ([`cufft`]).
+//!   the runtime's workspace; each state owns its own plan, made at create time with its data
+//!   layout.
 //! - **Errors with context.** Every failure names the call and the CUDA error, e.g.
 //!   `cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (kp_cfar_detect)`.
 //!
@@ -65,33 +62,26 @@
 //!
 //! Each kernel's launch sequence (grids, arguments, workspace carving, tiles) is a plan
 //! ([`range_fft::RangeFftPlan`], [`doppler_fft::DopplerFftPlan`], [`cfar::CfarPlan`]) that
-//! enqueues on a [`queue::Queue`]. The library's queue is a CUDA stream; the tests' queue runs
-//! the same `.cu` files compiled as C++ on the host (crate `kplace-gpu-hostsim`), with rustfft
-//! in place of cuFFT (with cuFFT's strided layouts). So on a machine without a GPU the tests
-//! still check the arithmetic of every kernel and the whole launch sequence against the CPU
-//! library and an f64 model, and NVRTC (which needs no GPU) compiles every source. A queue
-//! that only counts checks what a frame enqueues, and that enqueueing allocates nothing
-//! (`tests/hot_path.rs`). Tests that need a device say `skipped` and why when there is none.
+//! enqueues on a `kplace_cudakit::queue::Queue`. The library's queue is a CUDA stream; the
+//! tests' queue runs the same `.cu` files compiled as C++ on the host (crate
+//! `kplace-cuda-hostsim`), with rustfft in place of cuFFT (with cuFFT's strided layouts). So on
+//! a machine without a GPU the tests still check the arithmetic of every kernel and the whole
+//! launch sequence against the CPU library and an f64 model, and NVRTC (which needs no GPU)
+//! compiles every source. A queue that only counts checks what a frame enqueues, and that
+//! enqueueing allocates nothing (`tests/hot_path.rs`). Tests that need a device say `skipped`
+//! and why when there is none.
 
 #![warn(missing_docs)]
 
-mod availability;
 pub mod cfar;
-pub mod cufft;
 pub mod doppler_fft;
-pub mod driver;
-pub mod fft_shape;
-mod module;
-pub mod nvrtc;
 mod ports;
-pub mod queue;
 pub mod range_fft;
 pub mod source;
-pub mod workspace;
 
-pub use availability::probe;
 pub use cfar::Cfar;
 pub use doppler_fft::DopplerFft;
+pub use kplace_cudakit::probe;
 pub use range_fft::RangeFft;
 
 kplace_abi::export_library!(c"kplace-gpu", [RangeFft, DopplerFft, Cfar]);

@@ -20,7 +20,7 @@
 //! batch's first column, so bin `k` of chirp `m` lands at element `k * M + m` and no corner
 //! turn is needed. A launch writes only its tile's columns (cuFFT writes only the elements
 //! its output layout names), so tiles of one state may be enqueued concurrently (each has its
-//! own workspace; the cuFFT plan is shared under a lock, see [`crate::cufft`]).
+//! own workspace; the cuFFT plan is shared under a lock, see `kplace_cudakit::cufft`).
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -31,14 +31,14 @@ use kplace_kernels::config::RangeFftConfig;
 use kplace_kernels::names::RANGE_FFT;
 use kplace_kernels::window::hann;
 
-use crate::cufft::Fft;
-use crate::driver::{Device, DeviceBuffer};
-use crate::fft_shape::{FftLayout, FftShape, FftStrides};
-use crate::module::{self, Functions};
 use crate::ports::{PORTS, launch_address};
-use crate::queue::{CudaQueue, Grid, Queue, arg};
 use crate::source::Function;
-use crate::workspace::Layout;
+use kplace_cudakit::cufft::Fft;
+use kplace_cudakit::driver::{Device, DeviceBuffer};
+use kplace_cudakit::fft_shape::{FftDirection, FftLayout, FftShape, FftStrides};
+use kplace_cudakit::program::{self, Functions};
+use kplace_cudakit::queue::{CudaQueue, Grid, Queue, arg};
+use kplace_cudakit::workspace::Layout;
 
 /// Threads per block of the element-wise kernels.
 const THREADS: u32 = 256;
@@ -105,6 +105,7 @@ impl RangeFftPlan {
     /// at element `k * M + b` from the batch's first column).
     pub fn fft_shape(&self) -> FftShape {
         FftShape {
+            direction: FftDirection::Forward,
             len: self.samples as usize,
             batch: self.batch as usize,
             layout: FftLayout::OutOfPlace {
@@ -162,7 +163,7 @@ impl RangeFftPlan {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn enqueue(
         &self,
-        queue: &impl Queue,
+        queue: &impl Queue<Function>,
         iq: u64,
         out: u64,
         window: u64,
@@ -207,7 +208,7 @@ impl RangeFftPlan {
 #[derive(Debug)]
 pub struct RangeFft {
     plan: RangeFftPlan,
-    functions: &'static Functions,
+    functions: &'static Functions<Function>,
     window: DeviceBuffer,
     fft: Fft,
     /// Dropped last: holds the primary context the buffers and plan live in.
@@ -232,7 +233,7 @@ impl KernelImpl for RangeFft {
         let plan = RangeFftPlan::from_config(config)?;
         let device = Device::open(config.device_ordinal())?;
         let _bound = device.bind()?;
-        let functions = module::functions(&device)?;
+        let functions = program::functions(&device)?;
         let window = DeviceBuffer::upload(&device, &hann(plan.samples as usize))?;
         let fft = Fft::new(&device, plan.fft_shape())?;
         Ok(Self {

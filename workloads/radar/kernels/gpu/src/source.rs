@@ -1,61 +1,22 @@
 //! The CUDA C sources and the kernels they define.
 //!
-//! Each file in `workloads/radar/kernels/gpu/kernels/` is embedded here and compiled on its own by NVRTC into
-//! one module per device (see [`crate::module`]). The same files are compiled as C++ by the
+//! Each file in `kernels/` is embedded here and compiled on its own by NVRTC into one module
+//! per device (`kplace_cudakit::program`). The same files are compiled as C++ by the
 //! host simulator in tests, which is why they stay plain CUDA C: no includes, and of CUDA's
 //! extensions only what the simulator's shim provides (the thread indices, a few rounding
 //! intrinsics, `atomicAdd` on `unsigned int`, `__shared__` arrays and `__syncthreads`).
 
 use std::ffi::CStr;
 
-/// One CUDA C source file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// `kernels/fft.cu`: windowing and power around the cuFFT transforms.
-    Fft,
-    /// `kernels/cfar.cu`: exact CA-CFAR sums, the detection rule and compaction.
-    Cfar,
-}
+use kplace_cudakit::source::Source;
 
-impl Source {
-    /// Every source, in module order.
-    pub const ALL: [Source; 2] = [Source::Fft, Source::Cfar];
-
-    /// The file's name, as NVRTC reports it in diagnostics.
-    pub fn file_name(self) -> &'static CStr {
-        match self {
-            Source::Fft => c"fft.cu",
-            Source::Cfar => c"cfar.cu",
-        }
-    }
-
-    /// The file's text, NUL-terminated for NVRTC.
-    pub fn text(self) -> &'static CStr {
-        match self {
-            Source::Fft => FFT_CU,
-            Source::Cfar => CFAR_CU,
-        }
-    }
-
-    /// Position in [`Source::ALL`].
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// `kernels/fft.cu` with a terminating NUL.
-const FFT_CU: &CStr =
-    match CStr::from_bytes_with_nul(concat!(include_str!("../kernels/fft.cu"), "\0").as_bytes()) {
-        Ok(text) => text,
-        Err(_) => panic!("kernels/fft.cu contains a NUL byte"),
-    };
-
-/// `kernels/cfar.cu` with a terminating NUL.
-const CFAR_CU: &CStr =
-    match CStr::from_bytes_with_nul(concat!(include_str!("../kernels/cfar.cu"), "\0").as_bytes()) {
-        Ok(text) => text,
-        Err(_) => panic!("kernels/cfar.cu contains a NUL byte"),
-    };
+/// `kernels/fft.cu`: windowing and power around the cuFFT transforms.
+pub const FFT_CU: Source = Source::new(c"fft.cu", concat!(include_str!("../kernels/fft.cu"), "\0"));
+/// `kernels/cfar.cu`: exact CA-CFAR sums, the detection rule and compaction.
+pub const CFAR_CU: Source = Source::new(
+    c"cfar.cu",
+    concat!(include_str!("../kernels/cfar.cu"), "\0"),
+);
 
 /// One `extern "C" __global__` function of a source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -78,9 +39,9 @@ pub enum Function {
     CfarScatter,
 }
 
-impl Function {
-    /// Every function, in handle order.
-    pub const ALL: [Function; 7] = [
+impl kplace_cudakit::source::Function for Function {
+    const SOURCES: &'static [Source] = &[FFT_CU, CFAR_CU];
+    const ALL: &'static [Function] = &[
         Function::RangeWindow,
         Function::DopplerWindow,
         Function::Power,
@@ -90,8 +51,7 @@ impl Function {
         Function::CfarScatter,
     ];
 
-    /// The symbol's name in its source.
-    pub fn name(self) -> &'static CStr {
+    fn name(self) -> &'static CStr {
         match self {
             Function::RangeWindow => c"kp_range_window",
             Function::DopplerWindow => c"kp_doppler_window",
@@ -103,16 +63,14 @@ impl Function {
         }
     }
 
-    /// The source that defines it.
-    pub fn source(self) -> Source {
+    fn source(self) -> usize {
         match self {
-            Function::RangeWindow | Function::DopplerWindow | Function::Power => Source::Fft,
-            _ => Source::Cfar,
+            Function::RangeWindow | Function::DopplerWindow | Function::Power => 0,
+            _ => 1,
         }
     }
 
-    /// Position in [`Function::ALL`].
-    pub(crate) fn index(self) -> usize {
+    fn index(self) -> usize {
         self as usize
     }
 }
@@ -123,19 +81,6 @@ mod tests {
 
     #[test]
     fn every_function_is_defined_in_its_source() {
-        for (i, f) in Function::ALL.iter().enumerate() {
-            assert_eq!(f.index(), i);
-            let name = f.name().to_str().expect("ASCII");
-            let text = f.source().text().to_str().expect("UTF-8");
-            let definition = format!("extern \"C\" __global__ void {name}(");
-            assert!(text.contains(&definition), "{name} not in {:?}", f.source());
-        }
-        for (i, s) in Source::ALL.iter().enumerate() {
-            assert_eq!(s.index(), i);
-            let text = s.text().to_str().expect("UTF-8");
-            let defined = text.matches("extern \"C\" __global__ void ").count();
-            let listed = Function::ALL.iter().filter(|f| f.source() == *s).count();
-            assert_eq!(defined, listed, "{s:?}: kernels missing from Function");
-        }
+        kplace_cudakit::source::check_listing::<Function>().unwrap();
     }
 }

@@ -14,16 +14,15 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-
 use common::*;
 use kplace_abi::export::KernelImpl;
 use kplace_abi::{Detection, DetectionListHeader, Dtype, Tile};
+use kplace_cuda_hostsim::HostQueue;
+use kplace_cudakit::fft_shape::{FftDirection, FftLayout, FftShape, FftStrides};
+use kplace_cudakit::queue::{Grid, Queue, arg};
 use kplace_gpu::cfar::CfarPlan;
 use kplace_gpu::cfar::{CHUNK, SCAN_THREADS};
 use kplace_gpu::doppler_fft::DopplerFftPlan;
-use kplace_gpu::fft_shape::{FftLayout, FftShape, FftStrides};
-use kplace_gpu::queue::{Grid, Queue, arg};
 use kplace_gpu::range_fft::RangeFftPlan;
 use kplace_gpu::source::Function;
 use kplace_kernels::window::hann;
@@ -36,23 +35,8 @@ use rustfft::num_complex::Complex64;
 
 #[test]
 fn the_simulator_runs_exactly_the_library_s_kernels() {
-    let simulated: BTreeSet<String> = kplace_gpu_hostsim::kernels()
-        .iter()
-        .map(|n| n.to_string_lossy().into_owned())
-        .collect();
-    let library: BTreeSet<String> = Function::ALL
-        .iter()
-        .map(|f| f.name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(simulated, library);
     // Only the scan has barriers: the others run thread after thread.
-    for function in Function::ALL {
-        assert_eq!(
-            kplace_gpu_hostsim::has_barriers(function.name()),
-            Some(function == Function::CfarScan),
-            "{function:?}"
-        );
-    }
+    kplace_cuda_hostsim::check_library::<Function>("kp_", |f| f == Function::CfarScan).unwrap();
 }
 
 fn random_iq(len: usize, seed: u64) -> Vec<[i16; 2]> {
@@ -115,6 +99,7 @@ fn the_host_fft_follows_cuffts_strided_layout() {
         FftStrides { stride: 4, dist: 1 },
     );
     let shape = FftShape {
+        direction: FftDirection::Forward,
         len,
         batch,
         layout: FftLayout::OutOfPlace {
@@ -128,7 +113,8 @@ fn the_host_fft_follows_cuffts_strided_layout() {
     let mut output = Buf::new(24 * 8);
     output.slice_mut::<[f32; 2]>().fill([9.0, 9.0]);
     // SAFETY: both buffers hold their layouts' spans and do not overlap.
-    unsafe { HostQueue::new().fft(shape, input.addr(), output.addr(), 0) }.unwrap();
+    unsafe { Queue::<Function>::fft(&HostQueue::new(), shape, input.addr(), output.addr(), 0) }
+        .unwrap();
     let (x, y) = (input.slice::<[f32; 2]>(), output.slice::<[f32; 2]>());
     for (at, value) in y.iter().enumerate() {
         let (b, k) = (at % 4, at / 4);

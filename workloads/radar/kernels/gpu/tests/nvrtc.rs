@@ -5,8 +5,8 @@
 //! `KPLACE_REQUIRE_NVRTC=1` (CI sets it where the NVRTC wheel is installed) or
 //! `KPLACE_REQUIRE_GPU=1`, when they fail.
 
-use kplace_gpu::nvrtc::{self, Arch, Target};
-use kplace_gpu::source::{Function, Source};
+use kplace_cudakit::nvrtc::{self, Arch, Target};
+use kplace_gpu::source::Function;
 
 const SM_90: Arch = Arch { major: 9, minor: 0 };
 
@@ -28,30 +28,9 @@ fn every_source_compiles_for_sm_90_with_the_library_s_options() {
     }
     let (major, minor) = nvrtc::version().expect("version");
     println!("NVRTC {major}.{minor}");
-    for source in Source::ALL {
-        let name = source.file_name().to_string_lossy();
-        let compiled = nvrtc::compile(source, Target::Native(SM_90))
-            .unwrap_or_else(|e| panic!("{name}: {}", e.message));
-        let ptx = compiled.ptx.to_string_lossy();
-        assert!(ptx.contains(".target sm_90"), "{name}: PTX for sm_90");
-        for function in Function::ALL.iter().filter(|f| f.source() == source) {
-            let entry = format!(".entry {}(", function.name().to_string_lossy());
-            assert!(ptx.contains(&entry), "{name}: {entry} missing from the PTX");
-        }
-        // No fused multiply-add anywhere: every product and sum is rounded on its own, as on
-        // the CPU (integer multiply-adds, mad.lo, are exact and fine).
-        for fused in ["fma.rn.f32", "fma.rn.f64", "fma.rn.ftz"] {
-            assert!(!ptx.contains(fused), "{name}: the PTX contains {fused}");
-        }
-        let cubin = compiled.cubin.expect("native code for sm_90");
-        assert_eq!(&cubin[..4], b"\x7fELF", "{name}: the CUBIN is an ELF image");
-
-        // The PTX-only form the library uses for devices newer than this NVRTC.
-        let ptx_only = nvrtc::compile(source, Target::Ptx(SM_90))
-            .unwrap_or_else(|e| panic!("{name} as PTX: {}", e.message));
-        assert!(ptx_only.cubin.is_none());
-        assert!(ptx_only.ptx.to_string_lossy().contains(".target sm_90"));
-    }
+    nvrtc::check_program::<Function>(Target::Native(SM_90)).unwrap();
+    // The PTX-only form the library uses for devices newer than this NVRTC.
+    nvrtc::check_program::<Function>(Target::Ptx(SM_90)).unwrap();
 }
 
 #[test]

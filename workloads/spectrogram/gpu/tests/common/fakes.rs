@@ -3,7 +3,7 @@
 //! `dlopen("libnvrtc.so.13")` resolve to them (glibc matches an already loaded object by its
 //! soname).
 //!
-//! The fake driver includes `workloads/radar/kernels/gpu/hostsim/src/hostsim.cpp`, the host simulator the
+//! The fake driver includes `runtime/cudakit/hostsim/src/hostsim.cpp`, the host simulator the
 //! radar GPU library's tests use, unchanged: its launcher, and its shim that compiles CUDA C as
 //! host C++. Its own build script compiles only `workloads/radar/kernels/gpu/kernels/*.cu`, and its kernel
 //! list is asserted to be exactly the radar library's, so rather than add the spectrogram's
@@ -47,12 +47,12 @@ pub struct Fakes {
 
 /// The directory of the simulator's sources.
 fn hostsim_src() -> PathBuf {
-    repo().join("workloads/radar/kernels/gpu/hostsim/src")
+    repo().join("runtime/cudakit/hostsim/src")
 }
 
 /// Writes the simulator's `kernels.inc` (the CUDA sources to include) and `table.inc` (one
 /// `KP_HOSTSIM_KERNEL(name, barriers)` per kernel) for `kernels/*.cu` into `dir`, by
-/// workloads/radar/kernels/gpu/hostsim/build.rs's rule: every `extern "C" __global__ void NAME(` is a kernel,
+/// runtime/cudakit/hostsim/build.rs's rule: every `extern "C" __global__ void NAME(` is a kernel,
 /// and one whose text up to the next kernel calls `__syncthreads(` runs its blocks as fibers.
 fn write_kernel_tables(dir: &Path) {
     const MARKER: &str = "extern \"C\" __global__ void ";
@@ -87,7 +87,7 @@ fn build_cuda(dir: &Path) -> PathBuf {
     let out = dir.join("libcuda.so.1");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let mut cmd = Command::new(cxx);
-    // The simulator's own flags (workloads/radar/kernels/gpu/hostsim/build.rs): IEEE arithmetic operation by
+    // The simulator's own flags (runtime/cudakit/hostsim/build.rs): IEEE arithmetic operation by
     // operation, as the kernels get from NVRTC with --fmad=false.
     cmd.args([
         "-shared",

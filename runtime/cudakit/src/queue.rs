@@ -1,10 +1,10 @@
 //! Where a kernel's launch sequence goes: a CUDA stream, or the host simulator in tests.
 //!
-//! Each kernel's plan ([`crate::range_fft::RangeFftPlan`] and the others) computes its grids,
-//! its workspace layout and its kernel arguments once, in code that knows nothing of CUDA, and
-//! hands every step to a [`Queue`]. The library's queue, [`CudaQueue`], enqueues on the
-//! runtime's stream; the tests' queue runs the same CUDA C, compiled as C++, on the host, with
-//! rustfft standing in for cuFFT. So the launch geometry, the tile offsets and the workspace
+//! Each kernel's plan computes its grids, its workspace layout and its kernel arguments once,
+//! in code that knows nothing of CUDA, and hands every step to a [`Queue`]. A library's
+//! queue, [`CudaQueue`], enqueues on the runtime's stream; the tests' queue
+//! (`kplace-cuda-hostsim`) runs the same CUDA C, compiled as C++, on the host, with rustfft
+//! standing in for cuFFT. So the launch geometry, the tile offsets and the workspace
 //! carving that run on a GPU are exactly the ones tested without one.
 
 use std::ffi::c_void;
@@ -16,7 +16,7 @@ use kplace_abi::export::KernelError;
 use crate::cufft::Fft;
 use crate::driver::Check;
 use crate::fft_shape::FftShape;
-use crate::module::Functions;
+use crate::program::Functions;
 use crate::source::Function;
 
 /// Most blocks along grid axis x (CUDA's limit).
@@ -68,11 +68,11 @@ pub fn arg<T>(value: &T) -> *mut c_void {
     (value as *const T).cast_mut().cast()
 }
 
-/// A sequence of work in stream order.
+/// A sequence of work in stream order, launching the functions `F` names.
 ///
 /// Addresses are device addresses (`CUdeviceptr`) for the CUDA queue and host addresses for
 /// the host simulator.
-pub trait Queue {
+pub trait Queue<F: Function> {
     /// Enqueues `function` over `grid`; `params[i]` points at the value of argument `i`,
     /// whose type must be exactly the CUDA C parameter's (`u32`, `u64`, `f64`, or a `u64`
     /// address for a pointer).
@@ -82,7 +82,7 @@ pub trait Queue {
     /// be valid for what the function reads and writes until the work completes.
     unsafe fn launch(
         &self,
-        function: Function,
+        function: F,
         grid: Grid,
         params: &mut [*mut c_void],
     ) -> Result<(), KernelError>;
@@ -103,18 +103,21 @@ pub trait Queue {
     ) -> Result<(), KernelError>;
 }
 
-/// The library's queue: a raw CUstream from the runtime, the device's loaded functions and,
-/// for the FFT stages, the state's cuFFT plan.
-pub(crate) struct CudaQueue<'a> {
-    pub(crate) stream: CUstream,
-    pub(crate) functions: &'static Functions,
-    pub(crate) fft: Option<&'a Fft>,
+/// A library's queue: a raw CUstream from the runtime, the device's loaded functions and,
+/// for a kernel that transforms, the state's cuFFT plan.
+pub struct CudaQueue<'a, F: 'static> {
+    /// The launch's stream.
+    pub stream: CUstream,
+    /// The library's functions on the stream's device.
+    pub functions: &'static Functions<F>,
+    /// The state's cuFFT plan, if its kernel transforms.
+    pub fft: Option<&'a Fft>,
 }
 
-impl Queue for CudaQueue<'_> {
+impl<F: Function> Queue<F> for CudaQueue<'_, F> {
     unsafe fn launch(
         &self,
-        function: Function,
+        function: F,
         grid: Grid,
         params: &mut [*mut c_void],
     ) -> Result<(), KernelError> {

@@ -1,4 +1,5 @@
-//! Compiles `workloads/radar/kernels/gpu/kernels/*.cu` as C++ for the host, with the shim in `src/shim.h`.
+//! Compiles the CUDA C of the repository's Rust GPU libraries ([`KERNEL_DIRS`]: every `*.cu`
+//! there) as C++ for the host, with the shim in `src/shim.h`.
 //!
 //! The kernel names are read from the sources (every `extern "C" __global__ void NAME(`), and
 //! a table of them is generated, so a kernel added to a `.cu` file is launchable here with no
@@ -12,20 +13,31 @@ use std::path::PathBuf;
 
 const MARKER: &str = "extern \"C\" __global__ void ";
 
+/// The directories of CUDA C, from this crate's: the radar's GPU library and the block
+/// library's. Kernel names must be unique across them (each library prefixes its own).
+const KERNEL_DIRS: [&str; 2] = [
+    "../../../workloads/radar/kernels/gpu/kernels",
+    "../../../blocks/gpu/kernels",
+];
+
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let kernels_dir = manifest.join("../kernels");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets it"));
-    println!("cargo:rerun-if-changed={}", kernels_dir.display());
     println!("cargo:rerun-if-changed=src/shim.h");
     println!("cargo:rerun-if-changed=src/hostsim.cpp");
 
-    let mut sources: Vec<PathBuf> = fs::read_dir(&kernels_dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", kernels_dir.display()))
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
-        .collect();
-    sources.sort();
+    let mut sources: Vec<PathBuf> = Vec::new();
+    for dir in KERNEL_DIRS {
+        let dir = manifest.join(dir);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let mut found: Vec<PathBuf> = fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+            .collect();
+        found.sort();
+        sources.extend(found);
+    }
 
     let mut includes = String::new();
     let mut table = String::new();
@@ -61,5 +73,5 @@ fn main() {
         .flag("-fno-fast-math")
         .flag("-fno-strict-aliasing")
         .warnings(true)
-        .compile("kplace_gpu_hostsim");
+        .compile("kplace_cuda_hostsim");
 }

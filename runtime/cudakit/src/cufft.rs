@@ -19,10 +19,15 @@ use cudarc::driver::sys::CUstream;
 use kplace_abi::export::KernelError;
 
 use crate::driver::Device;
-use crate::fft_shape::{FftShape, FftStrides};
+use crate::fft_shape::{FftDirection, FftShape, FftStrides};
 
-/// `CUFFT_FORWARD` (cufft.h): the sign of the exponent of a forward transform.
-const CUFFT_FORWARD: c_int = -1;
+/// `CUFFT_FORWARD` and `CUFFT_INVERSE` (cufft.h): the sign of the exponent.
+fn cufft_direction(direction: FftDirection) -> c_int {
+    match direction {
+        FftDirection::Forward => -1,
+        FftDirection::Inverse => 1,
+    }
+}
 
 fn cufft_error(call: &str, e: CufftError) -> KernelError {
     KernelError::backend(format!("{call} failed: {:?}", e.0))
@@ -44,7 +49,7 @@ pub fn probe() -> Result<(), KernelError> {
     }
 }
 
-/// A batched, forward C2C plan for one [`FftShape`], without a work area of its own.
+/// A batched C2C plan for one [`FftShape`], without a work area of its own.
 #[derive(Debug)]
 pub struct Fft {
     device: Arc<Device>,
@@ -71,7 +76,7 @@ fn strides64(strides: FftStrides) -> Option<(c_longlong, c_longlong)> {
 
 impl Fft {
     /// Plans `shape` on `device` (whose context the caller has bound).
-    pub(crate) fn new(device: &Arc<Device>, shape: FftShape) -> Result<Self, KernelError> {
+    pub fn new(device: &Arc<Device>, shape: FftShape) -> Result<Self, KernelError> {
         probe()?;
         let too_large = || {
             KernelError::invalid(format!(
@@ -127,7 +132,7 @@ impl Fft {
     }
 
     /// Bytes of work area an execution needs.
-    pub(crate) fn work_bytes(&self) -> u64 {
+    pub fn work_bytes(&self) -> u64 {
         self.work_bytes
     }
 
@@ -138,7 +143,7 @@ impl Fft {
     /// `input` and `output` must hold what the shape's layouts span (not overlapping, out of
     /// place) and `work` [`work_bytes`](Self::work_bytes) bytes, all in the plan's context,
     /// until the transform completes; `stream` must belong to it.
-    pub(crate) unsafe fn exec(
+    pub unsafe fn exec(
         &self,
         shape: FftShape,
         stream: CUstream,
@@ -171,7 +176,7 @@ impl Fft {
                 self.handle,
                 input as *mut sys::cufftComplex,
                 output as *mut sys::cufftComplex,
-                CUFFT_FORWARD,
+                cufft_direction(shape.direction),
             )
             .map_err(|e| cufft_error("cufftExecC2C", e))
         }

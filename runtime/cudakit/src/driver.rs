@@ -77,7 +77,7 @@ unsafe impl Sync for Device {}
 
 impl Device {
     /// Opens device `ordinal` and retains its primary context.
-    pub(crate) fn open(ordinal: u32) -> Result<Arc<Self>, KernelError> {
+    pub fn open(ordinal: u32) -> Result<Arc<Self>, KernelError> {
         probe()?;
         let index = i32::try_from(ordinal)
             .map_err(|_| KernelError::invalid(format!("device ordinal {ordinal} is too large")))?;
@@ -99,17 +99,17 @@ impl Device {
     }
 
     /// The device's ordinal.
-    pub(crate) fn ordinal(&self) -> u32 {
+    pub fn ordinal(&self) -> u32 {
         self.ordinal
     }
 
     /// The primary context's handle (the cache key of loaded modules).
-    pub(crate) fn context(&self) -> CUcontext {
+    pub fn context(&self) -> CUcontext {
         self.context
     }
 
     /// The device's compute capability.
-    pub(crate) fn arch(&self) -> Result<Arch, KernelError> {
+    pub fn arch(&self) -> Result<Arch, KernelError> {
         let attribute = |a| {
             // SAFETY: a device handle from cuDeviceGet.
             unsafe { result::device::get_attribute(self.device, a) }
@@ -125,7 +125,7 @@ impl Device {
     /// Makes the primary context current on this thread until the guard drops. The runtime
     /// already does so around create and launch; pushing it again is harmless, and it makes
     /// teardown (which the runtime may run on any thread) safe.
-    pub(crate) fn bind(&self) -> Result<Bound, KernelError> {
+    pub fn bind(&self) -> Result<Bound, KernelError> {
         // SAFETY: a context retained by this Device, hence alive.
         unsafe { sys::cuCtxPushCurrent_v2(self.context) }
             .result()
@@ -172,7 +172,7 @@ unsafe impl Sync for DeviceBuffer {}
 
 impl DeviceBuffer {
     /// Copies `data` into new device memory. Synchronous: create time only.
-    pub(crate) fn upload<T: Copy>(device: &Arc<Device>, data: &[T]) -> Result<Self, KernelError> {
+    pub fn upload<T: Copy>(device: &Arc<Device>, data: &[T]) -> Result<Self, KernelError> {
         let _bound = device.bind()?;
         let bytes = std::mem::size_of_val(data).max(1);
         // SAFETY: a current context; `bytes` > 0.
@@ -193,7 +193,7 @@ impl DeviceBuffer {
     }
 
     /// The device address.
-    pub(crate) fn address(&self) -> u64 {
+    pub fn address(&self) -> u64 {
         self.ptr
     }
 }

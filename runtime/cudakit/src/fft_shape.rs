@@ -1,4 +1,4 @@
-//! The shape of a batch of FFTs: how many transforms of how many points, and where their
+//! The shape of a batch of FFTs: which way, how many transforms of how many points, and where their
 //! values lie (in place and contiguous, or out of place with strides). Plain data, shared by
 //! the kernels' plans that describe their transforms, the cuFFT plans that run them on a GPU
 //! ([`crate::cufft`]), and the queues that enqueue them ([`crate::queue`]). A shape says
@@ -57,10 +57,22 @@ pub enum FftLayout {
     },
 }
 
-/// A batch of forward, unnormalised complex-to-complex FFTs: `batch` transforms of `len`
-/// points each, laid out as `layout` says.
+/// The sign of a transform's exponent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FftDirection {
+    /// `X[k] = sum_n x[n] exp(-2 pi i k n / N)`.
+    #[default]
+    Forward,
+    /// `exp(+2 pi i k n / N)`, unnormalised.
+    Inverse,
+}
+
+/// A batch of unnormalised complex-to-complex FFTs: `batch` transforms of `len` points each,
+/// laid out as `layout` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FftShape {
+    /// Forward or inverse.
+    pub direction: FftDirection,
     /// Points per transform.
     pub len: usize,
     /// Transforms per batch.

@@ -2,7 +2,7 @@
 //!
 //! The library ships CUDA C, not binaries, so one build serves every GPU generation and needs
 //! no CUDA toolkit where it is built. At the first `create` on a device the sources are
-//! compiled for that device's compute capability with [`options`]; [`crate::module`] then
+//! compiled for that device's compute capability with [`options`]; [`crate::program`] then
 //! loads the result once per device and process.
 //!
 //! When this NVRTC knows the device's architecture the target is `sm_XY` and the module is
@@ -16,7 +16,7 @@ use cudarc::nvrtc::result::{self, NvrtcError};
 use cudarc::nvrtc::sys;
 use kplace_abi::export::KernelError;
 
-use crate::source::Source;
+use crate::source::{Function, Source};
 
 /// A compute capability, e.g. 9.0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -239,4 +239,42 @@ unsafe fn get_cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, KernelError> 
         return Err(KernelError::backend("NVRTC produced an empty CUBIN"));
     }
     Ok(cubin)
+}
+
+/// Compiles every source of library `F` for `target` and checks what a library promises of
+/// its compiled code: every function an entry of its source's PTX, no fused multiply-add
+/// (each product and sum rounded on its own, as on the CPU; integer `mad.lo` is exact and
+/// allowed), and for a native target a CUBIN (an ELF image). What each library's NVRTC test
+/// asserts; the error names the source and what is wrong.
+pub fn check_program<F: Function>(target: Target) -> Result<(), String> {
+    for (s, &source) in F::SOURCES.iter().enumerate() {
+        let name = source.file_name().to_string_lossy();
+        let compiled = compile(source, target).map_err(|e| format!("{name}: {}", e.message))?;
+        let ptx = compiled.ptx.to_string_lossy();
+        let arch = match target {
+            Target::Native(arch) | Target::Ptx(arch) => arch.number(),
+        };
+        if !ptx.contains(&format!(".target sm_{arch}")) {
+            return Err(format!("{name}: the PTX is not for sm_{arch}"));
+        }
+        for function in F::ALL.iter().filter(|f| f.source() == s) {
+            let entry = format!(".entry {}(", function.name().to_string_lossy());
+            if !ptx.contains(&entry) {
+                return Err(format!("{name}: {entry} missing from the PTX"));
+            }
+        }
+        if let Some(fused) = ["fma.rn.f32", "fma.rn.f64", "fma.rn.ftz"]
+            .into_iter()
+            .find(|fused| ptx.contains(fused))
+        {
+            return Err(format!("{name}: the PTX contains {fused}"));
+        }
+        match (target, compiled.cubin) {
+            (Target::Native(_), Some(cubin)) if cubin.starts_with(b"\x7fELF") => {}
+            (Target::Native(_), _) => return Err(format!("{name}: no ELF CUBIN")),
+            (Target::Ptx(_), None) => {}
+            (Target::Ptx(_), Some(_)) => return Err(format!("{name}: a CUBIN for PTX only")),
+        }
+    }
+    Ok(())
 }

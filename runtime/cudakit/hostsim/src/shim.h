@@ -1,4 +1,4 @@
-// Just enough of CUDA C for the kernels in workloads/radar/kernels/gpu/kernels to compile as host C++.
+// Just enough of CUDA C for the Rust GPU libraries' kernels (build.rs) to compile as host C++.
 //
 // A kernel runs as loops over its grid (see hostsim.cpp): blockIdx, threadIdx, blockDim and
 // gridDim are thread-local variables the launcher sets before each simulated thread. A kernel
@@ -12,8 +12,8 @@
 //
 // The intrinsics are the plain IEEE operations they denote: compiled with -ffp-contract=off on
 // x86-64 (SSE2), each is one correctly rounded operation.
-#ifndef KPLACE_GPU_HOSTSIM_SHIM_H
-#define KPLACE_GPU_HOSTSIM_SHIM_H
+#ifndef KPLACE_CUDA_HOSTSIM_SHIM_H
+#define KPLACE_CUDA_HOSTSIM_SHIM_H
 
 #include <cstring>
 
@@ -44,6 +44,9 @@ static inline unsigned int atomicAdd(unsigned int *address, unsigned int value) 
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dsqrt_rn(double a) { return __builtin_sqrt(a); }
 static inline int __clzll(long long x) { return __builtin_clzll((unsigned long long)x); }
 static inline double __longlong_as_double(long long x) {
     double d;

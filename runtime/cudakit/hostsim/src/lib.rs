@@ -1,6 +1,9 @@
-//! Test support for `kplace-gpu`: its CUDA C kernels compiled as C++ and run on the host.
+//! Test support for the Rust GPU kernel libraries: their CUDA C kernels compiled as C++ and
+//! run on the host.
 //!
-//! The build script compiles every `workloads/radar/kernels/gpu/kernels/*.cu` with a shim header that
+//! The build script compiles every `*.cu` of the radar's GPU library
+//! (`workloads/radar/kernels/gpu/kernels/`) and of the block library's
+//! (`blocks/gpu/kernels/`) with a shim header that
 //! defines `__global__`, `__device__`, `__shared__`, `blockIdx`, `threadIdx`, `blockDim`,
 //! `gridDim`, `__syncthreads`, `atomicAdd` and the few intrinsics the kernels use. [`launch`]
 //! then runs a kernel's grid as nested loops, with arguments passed as `cuLaunchKernel` takes
@@ -12,11 +15,17 @@
 //!   thread of the block a fiber that yields at every barrier, so no thread passes a barrier
 //!   before all have reached it; `__shared__` arrays are shared by the block's fibers.
 //!
-//! Addresses are host addresses.
+//! Addresses are host addresses. [`HostQueue`] is the [`kplace_cudakit::queue::Queue`] that
+//! runs a kernel plan's launch sequence here, with rustfft standing in for cuFFT.
 //!
-//! This is what lets CI, which has no GPU, check every kernel's arithmetic and the library's
+//! This is what lets CI, which has no GPU, check every kernel's arithmetic and each library's
 //! whole launch sequence.
 
+mod queue;
+
+pub use queue::HostQueue;
+
+use std::collections::BTreeSet;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::fmt;
 
@@ -87,6 +96,40 @@ pub fn has_barriers(name: &CStr) -> Option<bool> {
         (0..kp_hostsim_kernel_count())
             .find(|&i| CStr::from_ptr(kp_hostsim_kernel_name(i)) == name)
             .map(|i| kp_hostsim_kernel_has_barriers(i) != 0)
+    }
+}
+
+/// Checks that the kernels compiled in whose names start with `prefix` (a library's own prefix)
+/// are exactly library `F`'s functions, and that each runs its blocks with barriers exactly
+/// when `barriers` says it calls `__syncthreads`: what each library's tests assert.
+pub fn check_library<F: kplace_cudakit::source::Function>(
+    prefix: &str,
+    barriers: impl Fn(F) -> bool,
+) -> Result<(), String> {
+    let simulated: BTreeSet<String> = kernels()
+        .iter()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    let library: BTreeSet<String> = F::ALL
+        .iter()
+        .map(|f| f.name().to_string_lossy().into_owned())
+        .collect();
+    if simulated != library {
+        return Err(format!(
+            "the simulator compiled {simulated:?}, the library lists {library:?}"
+        ));
+    }
+    match F::ALL
+        .iter()
+        .find(|&&f| has_barriers(f.name()) != Some(barriers(f)))
+    {
+        Some(f) => Err(format!(
+            "{:?}: the simulator runs it {} barriers",
+            f.name(),
+            if barriers(*f) { "without" } else { "with" }
+        )),
+        None => Ok(()),
     }
 }
 

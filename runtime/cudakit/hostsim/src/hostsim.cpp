@@ -1,4 +1,4 @@
-// The kernels of workloads/radar/kernels/gpu/kernels, compiled for the host, and a launcher that runs a
+// The kernels of the Rust GPU libraries (build.rs lists their directories), compiled for the host, and a launcher that runs a
 // kernel's grid as loops, taking arguments the way cuLaunchKernel does (an array of pointers
 // to the argument values).
 //

@@ -1,0 +1,137 @@
+//! `blocks.power` and `blocks.magnitude` on CUDA: `re² + im²` and its square root, in double,
+//! rounded once (the CPU library's arithmetic). Split along axis 0 as on the CPU; no
+//! workspace; one enqueue per launch.
+
+use std::ffi::CStr;
+use std::marker::PhantomData;
+
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{DeviceKind, Dtype, MemorySpace, Tile};
+use kplace_blocks_contract::names;
+use kplace_blocks_contract::ports::Rows;
+use kplace_cudakit::queue::{Queue, arg};
+
+use crate::gpu::{Gpu, PORTS, grid};
+use crate::source::Function;
+
+/// What a detector computes of each complex value.
+pub trait Law: Send + Sync + 'static {
+    /// The block's name.
+    const NAME: &'static CStr;
+    /// Its kernel.
+    const FUNCTION: Function;
+}
+
+/// The square law: power.
+#[derive(Debug)]
+pub enum Square {}
+
+impl Law for Square {
+    const NAME: &'static CStr = names::POWER;
+    const FUNCTION: Function = Function::Power;
+}
+
+/// The linear law: magnitude.
+#[derive(Debug)]
+pub enum Linear {}
+
+impl Law for Linear {
+    const NAME: &'static CStr = names::MAGNITUDE;
+    const FUNCTION: Function = Function::Magnitude;
+}
+
+/// A detector's launch, independent of CUDA.
+#[derive(Clone, Copy, Debug)]
+pub struct DetectPlan<L> {
+    rows: Rows,
+    law: PhantomData<L>,
+}
+
+impl<L: Law> DetectPlan<L> {
+    /// Validates a configuration as `create` does.
+    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&[])?;
+        Ok(Self {
+            rows: Rows::check(config, &PORTS, Dtype::CF32, Dtype::F32, false)?,
+            law: PhantomData,
+        })
+    }
+
+    /// The ports accepted.
+    pub fn rows(&self) -> &Rows {
+        &self.rows
+    }
+
+    /// Enqueues `tile` of the input at `x` into the output at `y`.
+    ///
+    /// # Safety
+    /// `x` and `y` must address the input and output, valid for the queue until the work
+    /// completes, and no concurrent launch may write the tile's part of the output.
+    pub unsafe fn enqueue(
+        &self,
+        queue: &impl Queue<Function>,
+        x: u64,
+        y: u64,
+        tile: Tile,
+    ) -> Result<(), KernelError> {
+        let elements = self.rows.elements(tile)?;
+        let (x, y) = (x + 8 * elements.start as u64, y + 4 * elements.start as u64);
+        let count = elements.len() as u64;
+        // SAFETY: the arguments of `(const kb_cf32 *, float *, kb_u64)`; the tile's part of
+        // both tensors, as the caller promises.
+        unsafe {
+            queue.launch(
+                L::FUNCTION,
+                grid(count)?,
+                &mut [arg(&x), arg(&y), arg(&count)],
+            )
+        }
+    }
+}
+
+/// A detector's state on the device.
+#[derive(Debug)]
+pub struct Detect<L> {
+    plan: DetectPlan<L>,
+    gpu: Gpu,
+}
+
+/// `blocks.power` on CUDA.
+pub type Power = Detect<Square>;
+/// `blocks.magnitude` on CUDA.
+pub type Magnitude = Detect<Linear>;
+
+impl<L: Law> KernelImpl for Detect<L> {
+    const NAME: &'static CStr = L::NAME;
+    const DEVICE: DeviceKind = DeviceKind::CUDA;
+    const MEMORY: MemorySpace = MemorySpace::DEVICE;
+    const N_INPUTS: u32 = 1;
+    const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        let plan = DetectPlan::from_config(config)?;
+        Ok(Self {
+            plan,
+            gpu: Gpu::open(config)?,
+        })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        0
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        let (x, y) = self.plan.rows.tensors(launch)?;
+        // SAFETY: the tensors were checked against the descriptors create accepted; the
+        // runtime's rule for tiles gives this launch its part of the output.
+        unsafe {
+            self.plan.enqueue(
+                &self.gpu.queue(launch, None),
+                x.data as u64,
+                y.data as u64,
+                launch.tile(),
+            )
+        }
+    }
+}

@@ -58,11 +58,13 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     for i in 0..n {
         sources.push(match args.source.udp() {
             None => None,
-            Some(addr) => Some(session::listen(
-                args.udp_config(addr)?,
-                Some(i),
-                &readiness,
-            )?),
+            Some(addr) => {
+                let mut udp = session::listen(args.udp_config(addr)?, Some(i), &readiness)?;
+                if let Some((every, tell)) = live.ingest(Some(i)) {
+                    udp.on_counters(every, tell);
+                }
+                Some(udp)
+            }
         });
     }
     let inputs: Vec<_> = sources.into_iter().zip(outputs).collect();

@@ -6,11 +6,12 @@
 //!
 //! `kplace run --metrics ADDR`: the same progress posted to a metrics board that an HTTP
 //! endpoint serves as OpenMetrics text ([`Live`]), every `--report-every` or every
-//! [`METRICS_EVERY`] without it.
+//! [`METRICS_EVERY`] without it, and the UDP receiver's counters every [`METRICS_EVERY`].
 
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use kplace::executor::Progress;
@@ -18,12 +19,13 @@ use kplace::report::progress::ProgressLine;
 use kplace::workload::run::ProgressReport;
 
 use kplace::net::metrics::MetricsServer;
+use kplace::net::udp::{IngestCounters, OnCounters};
 use kplace::report::openmetrics::Board;
 use kplace::report::output::OutputFile;
 use kplace::workload::run::PreparedRun;
 
 /// How often a run with `--metrics` and no `--report-every` posts its progress to the board.
-pub(crate) const METRICS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+pub(crate) const METRICS_EVERY: Duration = Duration::from_millis(500);
 
 /// What a run reports as it goes: progress lines (`--report-every`), metrics (`--metrics`),
 /// either or both.
@@ -72,6 +74,17 @@ impl Live {
                 None => Ok(()),
             }
         }))
+    }
+
+    /// What pipeline `pipeline`'s UDP receiver (`None`: the only one) tells the metrics board,
+    /// and how often: its counters every [`METRICS_EVERY`]; `None` without `--metrics`.
+    pub(crate) fn ingest(&self, pipeline: Option<usize>) -> Option<(Duration, OnCounters)> {
+        let board = Arc::clone(&self.board.as_ref()?.0);
+        let index = pipeline.unwrap_or(0);
+        Some((
+            METRICS_EVERY,
+            Box::new(move |counters: &IngestCounters| board.post_ingest(index, counters.totals())),
+        ))
     }
 
     /// Stops the endpoint and flushes the progress output; the error says why it could not

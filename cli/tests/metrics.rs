@@ -1,5 +1,6 @@
 //! `kplace run --metrics ADDR`: the OpenMetrics endpoint scraped while a paced UDP stream runs,
-//! its counts growing with the stream and agreeing with the run's own report at the end;
+//! its counts (the pipeline's and the receiver's) growing with the stream and agreeing with
+//! the run's own report at the end;
 //! what it refuses. Every process is guarded and every wait has a limit.
 
 use std::io::{Read, Write};
@@ -94,6 +95,7 @@ fn the_metrics_endpoint_is_scraped_while_a_stream_runs() {
     ]));
     let start = Instant::now();
     let mut seen = Vec::new();
+    let mut ingest = Vec::new();
     while start.elapsed() < LIMIT && receiver.running() {
         let Some((_, text)) = try_get(port, "/metrics") else {
             break;
@@ -115,6 +117,22 @@ fn the_metrics_endpoint_is_scraped_while_a_stream_runs() {
                 "kplace_stage_launches_total{pipeline=\"0\",stage=\"cfar\"}",
             );
             assert_eq!(launches, Some(frames), "one CFAR launch per frame:\n{text}");
+            // The receiver's counters: every datagram read under at most one class so far
+            // (a packet held to corroborate a restart is classed later).
+            let packets = sample(&text, "kplace_ingest_packets_total{pipeline=\"0\"}");
+            let classified: f64 = text
+                .lines()
+                .filter(|l| l.starts_with("kplace_ingest_classified_packets_total{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            let accepted = sample(
+                &text,
+                "kplace_ingest_classified_packets_total{pipeline=\"0\",class=\"accepted\"}",
+            );
+            if let (Some(packets), Some(accepted)) = (packets, accepted) {
+                ingest.push(packets);
+                assert!(accepted <= classified && classified <= packets, "{text}");
+            }
             if frames >= 100.0 {
                 break;
             }
@@ -124,6 +142,10 @@ fn the_metrics_endpoint_is_scraped_while_a_stream_runs() {
     assert!(
         seen.windows(2).all(|w| w[0] <= w[1]) && seen.iter().any(|&f| f > 0.0 && f < 300.0),
         "the counts grew while the stream ran: {seen:?}"
+    );
+    assert!(
+        ingest.windows(2).all(|w| w[0] <= w[1]) && ingest.iter().any(|&p| p > 0.0),
+        "the receiver's counts were posted and grew: {ingest:?}"
     );
     let sent = sender.wait(LIMIT);
     assert!(sent.status.success(), "{}", sent.stderr);

@@ -368,7 +368,13 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .open(&prepared, None, live.reporter(None))?;
     let udp = match args.source.udp() {
         None => None,
-        Some(addr) => Some(session::listen(args.udp_config(addr)?, None, &readiness)?),
+        Some(addr) => {
+            let mut udp = session::listen(args.udp_config(addr)?, None, &readiness)?;
+            if let Some((every, tell)) = live.ingest(None) {
+                udp.on_counters(every, tell);
+            }
+            Some(udp)
+        }
     };
     let mut outcome = prepared.run(udp, None, outputs, &check_mps)?;
     print_summary(&args, &outcome.text);

@@ -2,9 +2,11 @@
 //! scrape (`kplace run --metrics ADDR`).
 //!
 //! A [`Board`] holds each pipeline's latest [`Progress`], which the run posts at every progress
-//! interval; [`Board::render`] writes them as OpenMetrics text with `prometheus-client`'s
-//! encoder. What a scrape sees is therefore at most one progress interval old, and the board
-//! holds a fixed amount per pipeline (a few words per stage and GPU), however long the run.
+//! interval, and its receiver's latest [`IngestTotals`], which a UDP receiver posts as often
+//! between batches; [`Board::render`] writes them as OpenMetrics text with
+//! `prometheus-client`'s encoder. What a scrape sees is therefore at most one interval old,
+//! and the board holds a fixed amount per pipeline (a few words per stage, GPU and packet
+//! class), however long the run.
 //! Every metric is listed in docs/report.md.
 
 use std::sync::Mutex;
@@ -18,11 +20,29 @@ use prometheus_client::registry::Registry;
 
 use super::progress::{LATENCY_BOUNDS_S, Progress};
 
-/// The latest progress of each of a run's pipelines, and the names of their stages.
+/// A receiver's counters as the metrics show them: what arrived, how each datagram was
+/// classed, and what became of the frames.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngestTotals {
+    /// Datagrams received.
+    pub packets: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Datagrams per class, every datagram in exactly one, in a fixed order of names.
+    pub classes: Vec<(&'static str, u64)>,
+    /// Frames per outcome (complete, partial, dropped, missed), in a fixed order of names.
+    pub frames: Vec<(&'static str, u64)>,
+    /// Times the stream was followed to a new position or source.
+    pub restarts: u64,
+}
+
+/// The latest progress of each of a run's pipelines and of its receiver, and the names of
+/// their stages.
 #[derive(Debug)]
 pub struct Board {
     stages: Vec<String>,
     latest: Mutex<Vec<Option<Progress>>>,
+    ingest: Mutex<Vec<Option<IngestTotals>>>,
 }
 
 impl Board {
@@ -31,6 +51,16 @@ impl Board {
         Board {
             stages,
             latest: Mutex::new(vec![None; pipelines]),
+            ingest: Mutex::new(vec![None; pipelines]),
+        }
+    }
+
+    /// Posts pipeline `pipeline`'s receiver's latest counters (an index past the board's is
+    /// ignored).
+    pub fn post_ingest(&self, pipeline: usize, totals: IngestTotals) {
+        let mut ingest = self.ingest.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(place) = ingest.get_mut(pipeline) {
+            *place = Some(totals);
         }
     }
 
@@ -49,10 +79,16 @@ impl Board {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        let ingest = self
+            .ingest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Snapshot {
             stages: self.stages.clone(),
             latest,
+            ingest,
         }));
         let mut text = String::new();
         // Writing to a String cannot fail, and every value is a number the encoder takes.
@@ -66,9 +102,20 @@ impl Board {
 struct Snapshot {
     stages: Vec<String>,
     latest: Vec<Option<Progress>>,
+    ingest: Vec<Option<IngestTotals>>,
 }
 
 type Labels = Vec<(&'static str, String)>;
+
+/// A receiver's child value: its extra label, if any, and its count.
+type ReceiverValue = (Option<(&'static str, &'static str)>, u64);
+
+/// A family of receiver counters: name, help, and each child of one receiver's totals.
+type ReceiverFamily = (
+    &'static str,
+    &'static str,
+    fn(&IngestTotals) -> Vec<ReceiverValue>,
+);
 
 /// A value: a count, written as an integer, or a measurement.
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +186,66 @@ impl Snapshot {
             }
         }
         out
+    }
+
+    /// Each receiver's totals: `value` gives each child's extra label and value.
+    fn per_receiver(
+        &self,
+        value: impl Fn(&IngestTotals) -> Vec<ReceiverValue>,
+    ) -> Vec<(Labels, Num)> {
+        let mut out = Vec::new();
+        for (i, totals) in self.ingest.iter().enumerate() {
+            let Some(totals) = totals else { continue };
+            for (label, n) in value(totals) {
+                let mut labels: Labels = vec![("pipeline", i.to_string())];
+                labels.extend(label.map(|(k, v)| (k, v.to_string())));
+                out.push((labels, Num::Count(n)));
+            }
+        }
+        out
+    }
+
+    fn ingest(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let families: [ReceiverFamily; 5] = [
+            (
+                "kplace_ingest_packets",
+                "Datagrams the receiver read",
+                |t| vec![(None, t.packets)],
+            ),
+            ("kplace_ingest_bytes", "Bytes the receiver read", |t| {
+                vec![(None, t.bytes)]
+            }),
+            (
+                "kplace_ingest_classified_packets",
+                "Datagrams by what the receiver made of them",
+                |t| {
+                    t.classes
+                        .iter()
+                        .map(|&(class, n)| (Some(("class", class)), n))
+                        .collect()
+                },
+            ),
+            (
+                "kplace_ingest_frames",
+                "Frames the receiver ended, by outcome",
+                |t| {
+                    t.frames
+                        .iter()
+                        .map(|&(outcome, n)| (Some(("outcome", outcome)), n))
+                        .collect()
+                },
+            ),
+            (
+                "kplace_ingest_restarts",
+                "Times the stream was followed to a new position or source",
+                |t| vec![(None, t.restarts)],
+            ),
+        ];
+        for (name, help, value) in families {
+            let values = self.per_receiver(value);
+            Self::family(e, (name, help, MetricType::Counter), values)?;
+        }
+        Ok(())
     }
 
     fn histograms(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -247,7 +354,7 @@ impl Collector for Snapshot {
             memory,
             self.per_gpu(|g| Some(Num::Count(g.memory_used_bytes?))),
         )?;
-        Ok(())
+        self.ingest(e)
     }
 }
 
@@ -324,6 +431,30 @@ mod tests {
             "kplace_stage_launches_total{pipeline=\"0\",stage=\"power\"} 0",
             "kplace_stage_busy_seconds_total{pipeline=\"0\",stage=\"fft\"} 0.25",
             "kplace_gpu_utilization_ratio{pipeline=\"0\",gpu=\"0\"} 0.4",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+        // The receiver's counters appear once it posts them.
+        assert!(!text.contains("kplace_ingest_packets_total{"), "{text}");
+        board.post_ingest(
+            0,
+            IngestTotals {
+                packets: 70,
+                bytes: 7000,
+                classes: vec![("accepted", 64), ("late", 6)],
+                frames: vec![("complete", 3), ("partial", 1)],
+                restarts: 1,
+            },
+        );
+        let text = board.render();
+        for line in [
+            "# TYPE kplace_ingest_packets counter",
+            "kplace_ingest_packets_total{pipeline=\"0\"} 70",
+            "kplace_ingest_bytes_total{pipeline=\"0\"} 7000",
+            "kplace_ingest_classified_packets_total{pipeline=\"0\",class=\"accepted\"} 64",
+            "kplace_ingest_classified_packets_total{pipeline=\"0\",class=\"late\"} 6",
+            "kplace_ingest_frames_total{pipeline=\"0\",outcome=\"partial\"} 1",
+            "kplace_ingest_restarts_total{pipeline=\"0\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
         }

@@ -51,6 +51,7 @@ pub use stream::AllowFrom;
 
 use crate::executor::{BeginError, Ingest, OpenFrame, PacketStatus, Source, SourceError};
 use crate::net::wire::{self, MAX_DATAGRAM_BYTES, Malformed, WireShape};
+use crate::report::openmetrics::IngestTotals;
 use receiver::Receiver;
 use socket::SocketDatagrams;
 
@@ -191,6 +192,40 @@ impl IngestCounters {
             + self.duplicates
             + self.stray
             + self.dropped_packets
+    }
+}
+
+impl IngestCounters {
+    /// The counters as the metrics show them (`kplace run --metrics`): every datagram under
+    /// exactly one class, every frame under one outcome.
+    pub fn totals(&self) -> IngestTotals {
+        let mut classes = vec![("accepted", self.accepted)];
+        classes.extend(
+            Malformed::ALL
+                .iter()
+                .map(|&class| (class.name(), self.malformed(class))),
+        );
+        classes.extend([
+            ("foreign", self.foreign),
+            ("unexpected", self.unexpected),
+            ("out_of_window", self.out_of_window),
+            ("late", self.late),
+            ("duplicate", self.duplicates),
+            ("stray", self.stray),
+            ("dropped", self.dropped_packets),
+        ]);
+        IngestTotals {
+            packets: self.packets,
+            bytes: self.bytes,
+            classes,
+            frames: vec![
+                ("complete", self.complete_frames),
+                ("partial", self.partial_frames),
+                ("dropped", self.dropped_frames),
+                ("missed", self.missed_frames),
+            ],
+            restarts: self.restarts,
+        }
     }
 }
 
@@ -363,6 +398,9 @@ pub type OnReady = Box<dyn FnOnce(SocketAddr) + Send>;
 /// Called once when the stream first locks to a source, with that source.
 pub type OnLock = Box<dyn FnOnce(SocketAddr) + Send>;
 
+/// Told the receiver's counters as it goes ([`UdpSource::on_counters`]).
+pub type OnCounters = Box<dyn FnMut(&IngestCounters) + Send>;
+
 /// The UDP receiver.
 pub struct UdpSource {
     socket: UdpSocket,
@@ -370,6 +408,7 @@ pub struct UdpSource {
     counters: IngestCounters,
     on_ready: Option<OnReady>,
     on_lock: Option<OnLock>,
+    on_counters: Option<(Duration, OnCounters)>,
 }
 
 impl UdpSource {
@@ -398,6 +437,7 @@ impl UdpSource {
             },
             on_ready: None,
             on_lock: None,
+            on_counters: None,
         })
     }
 
@@ -410,6 +450,13 @@ impl UdpSource {
     /// Calls `lock` with the source once the stream first locks to one.
     pub fn on_lock(&mut self, lock: OnLock) {
         self.on_lock = Some(lock);
+    }
+
+    /// Tells `tell` the counters at most every `every` while receiving (judged after each
+    /// batch and each empty poll of the socket, 5 ms apart at the most), and once when
+    /// receiving ends: for live metrics.
+    pub fn on_counters(&mut self, every: Duration, tell: OnCounters) {
+        self.on_counters = Some((every, tell));
     }
 
     /// The address bound (with the port the OS chose for port 0).
@@ -461,7 +508,10 @@ impl UdpSource {
         let capacity = store.capacity();
         let mut receiver = Receiver::new(&self.config, &mut self.counters, capacity);
         receiver.on_lock = self.on_lock.take();
-        receiver.run(&mut datagrams, store)
+        receiver.on_counters = self.on_counters.take();
+        let result = receiver.run(&mut datagrams, store);
+        self.on_counters = receiver.on_counters.take();
+        result
     }
 }
 

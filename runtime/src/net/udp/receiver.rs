@@ -83,6 +83,10 @@ pub(super) struct Receiver<'c, F> {
     replays: Vec<Replay>,
     /// Told once, when the stream first locks.
     pub(super) on_lock: Option<super::OnLock>,
+    /// Told the counters every so often, and at the end.
+    pub(super) on_counters: Option<(std::time::Duration, super::OnCounters)>,
+    /// When to tell them next.
+    next_tell: Option<Instant>,
 }
 
 impl<'c, F> Receiver<'c, F> {
@@ -117,6 +121,8 @@ impl<'c, F> Receiver<'c, F> {
             taken: Vec::with_capacity(super::stash::STASH_CAPACITY),
             replays: Vec::with_capacity(super::stash::STASH_CAPACITY),
             on_lock: None,
+            on_counters: None,
+            next_tell: None,
         }
     }
 
@@ -175,6 +181,7 @@ impl<'c, F> Receiver<'c, F> {
                         if now.duration_since(last_packet) >= timeout {
                             break Ok(());
                         }
+                        self.tell(now, false);
                         continue;
                     }
                     io::ErrorKind::Interrupted => continue,
@@ -197,6 +204,7 @@ impl<'c, F> Receiver<'c, F> {
             if n < batch {
                 self.expire(store, now);
             }
+            self.tell(now, false);
         };
         // Whatever is still open ends now, partial unless complete; held packets are strays.
         for open in std::mem::take(&mut self.open) {
@@ -204,7 +212,21 @@ impl<'c, F> Receiver<'c, F> {
         }
         self.counters.stray += self.stash.clear();
         self.publish();
+        self.tell(Instant::now(), true);
         result
+    }
+
+    /// Tells [`Receiver::on_counters`] the counters if its interval has passed, or `last`.
+    fn tell(&mut self, now: Instant, last: bool) {
+        let Some((every, mut tell)) = self.on_counters.take() else {
+            return;
+        };
+        if last || self.next_tell.is_none_or(|at| now >= at) {
+            self.next_tell = Some(now + every);
+            self.publish();
+            tell(self.counters);
+        }
+        self.on_counters = Some((every, tell));
     }
 
     /// Copies the stream's own counts into the counters.

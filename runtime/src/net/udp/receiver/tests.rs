@@ -512,3 +512,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_counters_are_told_as_they_grow_and_whole_at_the_end() {
+    let config = config(Some(4), "");
+    let mut packets = stream(1, addr(9000), 0..4);
+    // One junk datagram among them: told under a malformed class.
+    packets.insert(3, (addr(9000), vec![0u8; 7]));
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::<IngestCounters>::new()));
+    let mut counters = IngestCounters::default();
+    let mut store = Recorder::new(4);
+    let mut script = Script {
+        queue: packets.into(),
+        per_call: 3,
+    };
+    let mut receiver = Receiver::new(&config, &mut counters, store.capacity());
+    let sink = std::sync::Arc::clone(&told);
+    receiver.on_counters = Some((
+        Duration::ZERO,
+        Box::new(move |c: &IngestCounters| sink.lock().unwrap().push(c.clone())),
+    ));
+    receiver.run(&mut script, &mut store).unwrap();
+    drop(receiver);
+    let told = told.lock().unwrap();
+    assert!(
+        told.len() >= 2,
+        "told once per batch and at the end: {}",
+        told.len()
+    );
+    assert!(told.windows(2).all(|w| w[0].packets <= w[1].packets));
+    // The last telling is the receiver's final count, every datagram classed once.
+    assert_eq!(told.last(), Some(&counters));
+    let totals = counters.totals();
+    let classed: u64 = totals.classes.iter().map(|(_, n)| n).sum();
+    assert_eq!(classed, totals.packets);
+    assert_eq!(totals.packets, u64::from(4 * SHAPE.packets) + 1);
+    assert!(totals.classes.contains(&("wrong_size", 1)), "{totals:?}");
+    assert!(totals.frames.contains(&("complete", 4)), "{totals:?}");
+}

@@ -11,11 +11,11 @@ use kplace_lab::plots;
 /// Options of `kplace plot`.
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    /// Results files of `kplace bisect-rate` (schema kplace-bisect-rate/2); their searches are
-    /// plotted together, in the order given.
+    /// Results files of `kplace bisect-rate` (schema kplace-bisect-rate/4; versions 2 and 3 are
+    /// read as it); their searches are plotted together, in the order given.
     #[arg(value_name = "RESULT.json", required = true)]
     results: Vec<PathBuf>,
-    /// Where to write latency.svg, sustained.svg, cdf.svg and stages.svg (created if
+    /// Where to write latency.svg, sustained.svg, cdf.svg, stages.svg and loads.svg (created if
     /// needed); default: the first results file's directory.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,

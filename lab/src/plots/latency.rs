@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use crate::rate::sweep::{SearchEntry, TrialEntry};
+use crate::rate::sweep::{SearchEntry, TrialEntry, TrialStatus};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
@@ -23,9 +23,17 @@ use super::{PlotError, REFERENCE, Sweep, colour};
 const DASHES: [(u32, u32); 3] = [(8, 5), (3, 4), (14, 4)];
 
 /// How a trial of `search` is drawn: by its loss ratio against the search's first goal's,
-/// and whether it has a latency to place it by.
+/// and whether it has a latency to place it by; by its status when the search has no goals
+/// (results of version 2).
 pub fn marker(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Marker {
-    let goal_loss = search.goals.first().map_or(0.0, |g| g.goal.loss_ratio);
+    let Some(goal) = search.goals.first() else {
+        return match trial.status {
+            TrialStatus::Passed => Marker::Filled,
+            TrialStatus::Failed => Marker::Cross,
+            TrialStatus::Invalid => Marker::Hollow,
+        };
+    };
+    let goal_loss = goal.goal.loss_ratio;
     match trial.loss_ratio {
         None => Marker::Hollow,
         Some(loss) if loss <= goal_loss && has_latency => Marker::Filled,

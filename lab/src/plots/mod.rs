@@ -23,7 +23,8 @@
 //! Guarantees: each plot's title says what it shows and its notes the budget rule the trials
 //! were gated on; nothing is invented: a search without a rate, a trial without a histogram
 //! or stage times is shown as missing, with the reason, never as a zero; legends sit in their
-//! own panel beside the data.
+//! own panel beside the data. Results files of versions 2 and 3 are read as the current
+//! version (`upgrade`).
 
 mod axis;
 mod cdf;
@@ -36,6 +37,7 @@ mod sustained;
 #[cfg(test)]
 mod tests;
 pub mod timeline;
+mod upgrade;
 
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::rate::Stage;
-use crate::rate::sweep::{SearchEntry, StageTime, TrialEntry};
+use crate::rate::sweep::{SearchEntry, StageTime, TrialEntry, TrialStatus};
 use plotters::prelude::*;
 use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, VPos};
@@ -56,7 +56,9 @@ fn chosen<'a>(group: &Group<'a>) -> Chosen<'a> {
         .trials
         .iter()
         .rev()
-        .find(|t| t.stage == Stage::Final && t.loss_ratio.is_some() && same_rate(t.rate, rate))
+        .find(|t| {
+            t.stage == Stage::Final && t.status != TrialStatus::Invalid && same_rate(t.rate, rate)
+        })
         .ok_or("no full-length trial at the rate")?;
     if trial.stages.is_empty() {
         return Err("no stage times");

@@ -778,3 +778,39 @@ fn a_one_over_r_budget_never_stretches_the_latency_axis() {
     assert!(top <= 200.0, "latency axis up to {top} ms");
     assert!(top >= 25.6, "the budget is in view: {top} ms");
 }
+
+#[test]
+fn results_of_versions_2_and_3_read_as_the_current_version() {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
+    // Version 2: rates named per CPI, no goals.
+    let v2 = super::read_results(&results.join("spectrogram/bisect-rate.json")).unwrap();
+    assert_eq!(v2.schema, SCHEMA);
+    let cpu = &v2.searches[0];
+    assert_eq!(
+        (cpu.system.as_str(), cpu.shape.as_str()),
+        ("cpu", "1024x128")
+    );
+    assert_eq!(cpu.unit, "CPI/s");
+    assert!((cpu.sustained_rate.unwrap() - 461.508).abs() < 0.01);
+    assert!((cpu.real_time_rate - 156.25).abs() < 1e-9);
+    assert!(cpu.goals.is_empty() && !cpu.trials.is_empty());
+    assert!(
+        cpu.trials
+            .iter()
+            .all(|t| t.stage == Stage::Final && t.loss_ratio.is_none())
+    );
+    assert!(v2.searches[2].skipped.is_some());
+    // Version 3: the frame shape was `cpi`, the deadline's period `cpi_duration_ms`.
+    let v3 = super::read_results(&results.join("bisect-rate/default/bisect-rate.json")).unwrap();
+    let first = &v3.searches[0];
+    assert_eq!(first.shape, "1024x128");
+    assert_eq!(
+        first.latency_budget,
+        LatencyBudget::Deadline {
+            frame_period: Duration::from_micros(6_400)
+        }
+    );
+    assert_eq!(first.goals.len(), 2);
+    let measured = first.trials[0].measurement.as_ref().unwrap();
+    assert!(measured.post_frame_p99 > Duration::ZERO);
+}

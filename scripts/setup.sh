@@ -2,7 +2,8 @@
 # Installs what kplace needs on a Debian or Ubuntu machine that has Rust (cargo) already:
 # the FFTW development package, whose static libfftw3f.a the CPU kernel library links, a C and
 # C++ compiler (tests build C kernel libraries and run the CUDA C kernels on the host), the
-# shell linter shellcheck (a test checks every script with it), and NVRTC from PyPI
+# shell linter shellcheck (a test checks every script with it), the DejaVu fonts (the plot
+# tests measure rendered text), and NVRTC from PyPI
 # (nvidia-cuda-nvrtc 13.0), which compiles the GPU library's CUDA C to PTX without a GPU.
 #
 # Usage: scripts/setup.sh            prints, as its last line, the directory of libnvrtc.so.13
@@ -44,6 +45,8 @@ command -v cc >/dev/null || need+=(gcc)
 command -v c++ >/dev/null || need+=(g++)
 command -v python3 >/dev/null || need+=(python3 python3-venv)
 command -v shellcheck >/dev/null || need+=(shellcheck)
+# A font for the plot tests, which render every plot to PNG and measure its text as drawn.
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust from rustup.rs" >&2; exit 1; }
 

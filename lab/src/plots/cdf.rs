@@ -4,8 +4,9 @@
 //! judged (not invalid) trial there is measured under the same load for every system. Its
 //! histogram (`TrialLatency::histogram`, HdrHistogram V2 deflate in base64) gives the curve;
 //! the repeats of a system are merged into one. A search whose trial has no histogram is left
-//! out and named in the notes; nothing is estimated from quantiles. The budget at each start
-//! rate is a dashed vertical line.
+//! out and named in the notes; nothing is estimated from quantiles. Each curve is in its
+//! system and frame shape's colour and carries its marker (see [`super::style`]) where it
+//! crosses the median, p90 and p99. The budget at each start rate is a dashed vertical line.
 
 use std::path::Path;
 
@@ -16,7 +17,16 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
 use super::frame::{AXIS_FONT, LegendEntry, Page, Swatch, draw_page, font, house_style};
-use super::{PlotError, REFERENCE, Sweep, colour, same_rate};
+use super::style::{Fill, REFERENCE, draw_marker, series_style};
+use super::{PlotError, Sweep, same_rate};
+
+/// The fractions where a curve carries its marker: the median, p90 and p99.
+pub const MARKED: [f64; 3] = [0.5, 0.9, 0.99];
+
+/// Where the step line `points` first reaches fraction `q`: the latency, ms.
+pub fn crossing(points: &[(f64, f64)], q: f64) -> Option<f64> {
+    points.iter().find(|p| p.1 >= q - 1e-12).map(|p| p.0)
+}
 
 /// Decodes a base64 HdrHistogram V2 (deflate) record.
 pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
@@ -65,7 +75,7 @@ pub fn steps(h: &Histogram<u64>) -> Vec<(f64, f64)> {
 /// One curve: a system at a frame shape.
 struct Curve {
     label: String,
-    colour: usize,
+    series: usize,
     points: Vec<(f64, f64)>,
 }
 
@@ -104,7 +114,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         };
         curves.push(Curve {
             label: format!("{} at {} {unit}{runs}", g.label(), fmt_num(rate)),
-            colour: i,
+            series: i,
             points: steps(&h),
         });
         let budget = g.budget().at(rate).as_secs_f64() * 1e3;
@@ -128,8 +138,13 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
 
     let mut legend: Vec<LegendEntry> = curves
         .iter()
-        .map(|c| LegendEntry::new(Swatch::Fill(colour(c.colour)), c.label.clone()))
+        .map(|c| LegendEntry::new(Swatch::Line(series_style(c.series)), c.label.clone()))
         .collect();
+    if !curves.is_empty() {
+        legend.push(LegendEntry::heading(
+            "markers on each curve: its median, p90 and p99",
+        ));
+    }
     for (_, text) in &budgets {
         legend.push(LegendEntry::new(Swatch::Dashed(REFERENCE), text.clone()));
     }
@@ -140,11 +155,11 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             missing.join(", ")
         ));
     }
-    let page = Page {
-        title: "Post-frame latency CDF at each shape's start rate (first judged trial of each search)",
-        notes: &notes,
-        legend: &legend,
-    };
+    let page = Page::new(
+        "Post-frame latency CDF at each shape's start rate (first judged trial of each search)",
+        &notes,
+        &legend,
+    );
     draw_page(path, &page, |area| {
         let mut chart = ChartBuilder::on(area)
             .margin(15)
@@ -170,12 +185,19 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             let line = vec![(x.pos(*budget), y.bottom()), (x.pos(*budget), y.top())];
             chart.draw_series(DashedLineSeries::new(line, 8, 5, REFERENCE.stroke_width(2)))?;
         }
+        let base = area.get_base_pixel();
         for c in &curves {
+            let style = series_style(c.series);
             let line = c.points.iter().map(|&(ms, q)| (x.pos(ms), y.pos(q)));
-            chart.draw_series(LineSeries::new(line, colour(c.colour).stroke_width(2)))?;
+            chart.draw_series(LineSeries::new(line, style.colour.stroke_width(2)))?;
+            for q in MARKED {
+                if let Some(ms) = crossing(&c.points, q) {
+                    let at = chart.backend_coord(&(x.pos(ms), y.pos(q)));
+                    draw_marker(area, style, Fill::Solid, (at.0 - base.0, at.1 - base.1))?;
+                }
+            }
         }
         if curves.is_empty() {
-            let base = area.get_base_pixel();
             let centre =
                 chart.backend_coord(&((x.bottom() + x.top()) / 2.0, (y.bottom() + y.top()) / 2.0));
             area.draw(&Text::new(

@@ -2,9 +2,10 @@
 //! chart on the left, and the legend in its own panel on the right, so that a legend never
 //! covers data.
 //!
-//! Text is laid out with the same width estimate the tests check (0.6 x font size per
-//! character, font size as the SVG states it): wrapped lines stay inside their panel, and
-//! legend rows never overlap.
+//! Text is laid out with a width estimate (0.6 x font size per character, font size as the
+//! SVG states it): wrapped lines stay inside their panel, and legend rows never overlap; the
+//! tests check both by that estimate and as rendered with real fonts. A legend key shows its
+//! series as the chart draws it ([`Swatch`]): a marker, a bar with its white marker, a line.
 
 use std::path::Path;
 
@@ -14,14 +15,16 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{DrawError, PlotError};
+use super::DrawError;
+use super::PlotError;
+use super::style::{Fill, SeriesStyle, Shape, draw_marker, draw_shape};
 
 /// Page width, pixels.
 pub const WIDTH: u32 = 1000;
 /// Height of the chart and legend panels, pixels.
-const BODY_HEIGHT: u32 = 560;
+pub const BODY_HEIGHT: u32 = 560;
 /// Width of the legend panel, pixels.
-const LEGEND_WIDTH: u32 = 290;
+pub const LEGEND_WIDTH: u32 = 290;
 
 /// Font sizes as plotters takes them (the SVG states `size / 1.24`).
 pub const TITLE_FONT: f64 = 20.0;
@@ -40,6 +43,27 @@ pub type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 /// The width in pixels a line of `text` takes at plotters font size `font`, as estimated.
 pub fn text_width(text: &str, font: f64) -> f64 {
     0.6 * font / 1.24 * text.chars().count() as f64
+}
+
+/// `text` as it fits in `room` pixels at `font`: whole, else its first words ending in `...`
+/// (never a word cut short, which could read as another number), else `...` alone.
+pub fn fit_words(text: &str, room: f64, font: f64) -> String {
+    if text_width(text, font) <= room {
+        return text.to_string();
+    }
+    let mut kept = String::new();
+    for word in text.split_whitespace() {
+        let longer = if kept.is_empty() {
+            word.to_string()
+        } else {
+            format!("{kept} {word}")
+        };
+        if text_width(&format!("{longer}..."), font) > room {
+            break;
+        }
+        kept = longer;
+    }
+    format!("{kept}...")
 }
 
 /// `text` broken at spaces (or inside words longer than a line) into lines of at most
@@ -84,42 +108,35 @@ pub fn font(size: f64, colour: RGBColor, h: HPos, v: VPos) -> TextStyle<'static>
 /// The key of a legend entry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Swatch {
-    /// A filled square: a series, a bar, a stage.
-    Fill(RGBColor),
+    /// A filled square: a fill that carries no marker (a kind of span).
+    Block(RGBColor),
+    /// A bar's series: a filled square carrying the series' marker in white, as its bars do.
+    Bar(SeriesStyle),
+    /// A line's series: a short line through the series' marker, as its curve has.
+    Line(SeriesStyle),
+    /// A marker: a point series (filled), or what a marker's fill says (in black).
+    Marker(SeriesStyle, Fill),
     /// A line (dashed): a reference line.
     Dashed(RGBColor),
-    /// A trial marker.
-    Marker(Marker, RGBColor),
 }
 
-/// How a trial is drawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Marker {
-    /// Filled circle: passed.
-    Filled,
-    /// Cross: failed.
-    Cross,
-    /// Hollow circle: invalid.
-    Hollow,
-}
+/// The style of the keys that explain a marker's fill, whatever the series.
+pub const KEY_STYLE: SeriesStyle = SeriesStyle {
+    colour: BLACK,
+    shape: Shape::Circle,
+};
 
-/// Marker radius / half-size, pixels.
-pub const MARKER_SIZE: i32 = 4;
-
-/// Draws `marker` at pixel `at` on `area`.
-pub fn draw_marker(
+/// Draws the white marker that a bar of `style` carries at pixel `at`.
+pub fn draw_bar_glyph(
     area: &Area<'_>,
-    marker: Marker,
+    style: SeriesStyle,
     at: (i32, i32),
-    colour: RGBColor,
 ) -> Result<(), DrawError> {
-    match marker {
-        Marker::Filled => area.draw(&Circle::new(at, MARKER_SIZE, colour.filled()))?,
-        Marker::Cross => area.draw(&Cross::new(at, MARKER_SIZE, colour.stroke_width(2)))?,
-        Marker::Hollow => area.draw(&Circle::new(at, MARKER_SIZE, colour.stroke_width(2)))?,
-    }
-    Ok(())
+    draw_shape(area, (style.shape, WHITE), Fill::Solid, at, BAR_GLYPH_SIZE)
 }
+
+/// The half-size of the marker a bar carries, pixels.
+pub const BAR_GLYPH_SIZE: i32 = 4;
 
 /// One legend entry: its key and its words.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,10 +173,25 @@ pub struct Page<'a> {
     pub notes: &'a [String],
     /// The legend, in order.
     pub legend: &'a [LegendEntry],
+    /// The page's width, pixels ([`WIDTH`] unless a plot needs more).
+    pub width: u32,
+    /// The height of the chart and legend panels, pixels.
+    pub body_height: u32,
 }
 
-/// Writes the page to `path` as an SVG: title block, legend panel, and the chart that
-/// `chart` draws into the area left.
+impl<'a> Page<'a> {
+    /// A page of the usual size.
+    pub fn new(title: &'a str, notes: &'a [String], legend: &'a [LegendEntry]) -> Self {
+        Self {
+            title,
+            notes,
+            legend,
+            width: WIDTH,
+            body_height: BODY_HEIGHT,
+        }
+    }
+}
+
 /// The mesh every plot draws: light grey grid lines, and the fonts of its axis descriptions
 /// and tick labels.
 pub fn house_style<'m, 'a, 'b, X, Y, DB>(
@@ -176,12 +208,14 @@ where
         .label_style(("sans-serif", SMALL_FONT))
 }
 
+/// Writes the page to `path` as an SVG: title block, legend panel, and the chart that
+/// `chart` draws into the area left.
 pub fn draw_page(
     path: &Path,
     page: &Page<'_>,
     chart: impl FnOnce(&Area<'_>) -> Result<(), DrawError>,
 ) -> Result<(), PlotError> {
-    let width = f64::from(WIDTH) - 20.0;
+    let width = f64::from(page.width) - 20.0;
     let title_lines = wrap(page.title, width, TITLE_FONT);
     let note_lines: Vec<String> = page
         .notes
@@ -189,7 +223,8 @@ pub fn draw_page(
         .flat_map(|n| wrap(n, width, NOTE_FONT))
         .collect();
     let title_height = 12 + 24 * title_lines.len() as u32 + 17 * note_lines.len() as u32 + 8;
-    let root = SVGBackend::new(path, (WIDTH, title_height + BODY_HEIGHT)).into_drawing_area();
+    let root =
+        SVGBackend::new(path, (page.width, title_height + page.body_height)).into_drawing_area();
     let draw = || -> Result<(), DrawError> {
         root.fill(&WHITE)?;
         let (head, body) = root.split_vertically(title_height);
@@ -210,7 +245,7 @@ pub fn draw_page(
             ))?;
             y += 17;
         }
-        let (plot, legend) = body.split_horizontally(WIDTH - LEGEND_WIDTH);
+        let (plot, legend) = body.split_horizontally(page.width - LEGEND_WIDTH);
         chart(&plot)?;
         draw_legend(&legend, page.legend)?;
         root.present()?;
@@ -255,21 +290,8 @@ fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), DrawError
     for (swatch, lines) in rows {
         let mid = y + 7;
         let key = x0 + 8;
-        match swatch {
-            Some(Swatch::Fill(c)) => area.draw(&Rectangle::new(
-                [(key, mid - 6), (key + 18, mid + 6)],
-                c.filled(),
-            ))?,
-            Some(Swatch::Dashed(c)) => {
-                for dx in [0, 8, 16] {
-                    area.draw(&PathElement::new(
-                        vec![(key + dx, mid), (key + dx + 5, mid)],
-                        c.stroke_width(2),
-                    ))?;
-                }
-            }
-            Some(Swatch::Marker(m, c)) => draw_marker(area, m, (key + 9, mid), c)?,
-            None => {}
+        if let Some(swatch) = swatch {
+            draw_swatch(area, swatch, (key, mid))?;
         }
         let x = if swatch.is_some() { text_x } else { key };
         for line in lines {
@@ -285,9 +307,59 @@ fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), DrawError
     Ok(())
 }
 
+/// Draws a legend key 20 px wide whose left middle is `(key, mid)`.
+fn draw_swatch(area: &Area<'_>, swatch: Swatch, (key, mid): (i32, i32)) -> Result<(), DrawError> {
+    match swatch {
+        Swatch::Block(c) => {
+            area.draw(&Rectangle::new(
+                [(key, mid - 6), (key + 20, mid + 6)],
+                c.filled(),
+            ))?;
+        }
+        Swatch::Bar(style) => {
+            area.draw(&Rectangle::new(
+                [(key, mid - 7), (key + 20, mid + 7)],
+                style.colour.filled(),
+            ))?;
+            draw_bar_glyph(area, style, (key + 10, mid))?;
+        }
+        Swatch::Line(style) => {
+            area.draw(&PathElement::new(
+                vec![(key - 2, mid), (key + 22, mid)],
+                style.colour.stroke_width(2),
+            ))?;
+            draw_marker(area, style, Fill::Solid, (key + 10, mid))?;
+        }
+        Swatch::Marker(style, fill) => draw_marker(area, style, fill, (key + 10, mid))?,
+        Swatch::Dashed(c) => {
+            for dx in [0, 8, 16] {
+                area.draw(&PathElement::new(
+                    vec![(key + dx, mid), (key + dx + 5, mid)],
+                    c.stroke_width(2),
+                ))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_too_long_loses_whole_words() {
+        assert_eq!(
+            fit_words("0.685 ms at 1134 CPI/s", 500.0, BAR_FONT),
+            "0.685 ms at 1134 CPI/s"
+        );
+        let room = text_width("0.685 ms at...", BAR_FONT) + 1.0;
+        assert_eq!(
+            fit_words("0.685 ms at 1134 CPI/s", room, BAR_FONT),
+            "0.685 ms at..."
+        );
+        assert_eq!(fit_words("0.685 ms", 5.0, BAR_FONT), "...");
+    }
 
     #[test]
     fn wrapping_keeps_every_line_within_the_width() {

@@ -1,11 +1,16 @@
 //! `latency.svg`: post-frame p99 against offered rate, every trial of every search.
 //!
-//! Each trial is one marker, in its system and frame shape's colour, never joined to the others (the
-//! search order says nothing about the system): low-loss for the search's first goal is a
-//! filled circle, high-loss a cross, not offered (the sender could not) a hollow circle; a
-//! trial without a latency sits on the top edge. Each
-//! distinct latency budget is a dashed grey line evaluated over the whole rate axis. Axes are
-//! logarithmic where their values span more than 20x.
+//! Each trial is one marker in its system and frame shape's colour and shape (see
+//! [`super::style`]), never joined to the others (the search order says nothing about the
+//! system). Its fill says how it went: low-loss for the search's first goal is filled,
+//! high-loss outlined, not offered (the sender could not) outlined and struck through; a
+//! search without goals (results of version 2) is marked by its trials' status (passed,
+//! failed, invalid) the same way. A trial without a latency sits on the top edge. With several
+//! series, each series' markers sit a pixel or two sideways of the others' (by at most
+//! [`MAX_OFFSET`] pixels, as the legend says), so that trials of different series at the same
+//! point stay visible. Each distinct latency budget is a dashed grey line evaluated over the
+//! whole rate axis. Axes are logarithmic where their values span more than 20x. The legend
+//! lists the series, the budgets and only the fills that occur.
 
 use std::path::Path;
 
@@ -14,35 +19,74 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
-use super::frame::{
-    AXIS_FONT, LegendEntry, Marker, Page, Swatch, draw_marker, draw_page, font, house_style,
-};
-use super::{PlotError, REFERENCE, Sweep, colour};
+use super::frame::{AXIS_FONT, KEY_STYLE, LegendEntry, Page, Swatch, draw_page, font, house_style};
+use super::style::{Fill, REFERENCE, draw_marker, series_style};
+use super::{PlotError, Sweep};
 
 /// Dash patterns (dash, gap) of successive budget lines.
 const DASHES: [(u32, u32); 3] = [(8, 5), (3, 4), (14, 4)];
 
-/// How a trial of `search` is drawn: by its loss ratio against the search's first goal's,
-/// and whether it has a latency to place it by; by its status when the search has no goals
-/// (results of version 2).
-pub fn marker(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Marker {
+/// The farthest a series' markers sit sideways of their true place, pixels.
+pub const MAX_OFFSET: f64 = 6.0;
+
+/// How far sideways the markers of series `i` of `n` sit, pixels: evenly spread over
+/// `[-MAX_OFFSET, MAX_OFFSET]`, at most 2 px apart.
+pub fn offset(i: usize, n: usize) -> i32 {
+    if n < 2 {
+        return 0;
+    }
+    let step = (2.0 * MAX_OFFSET / (n - 1) as f64).min(2.0);
+    ((i as f64 - (n - 1) as f64 / 2.0) * step).round() as i32
+}
+
+/// How a trial of `search` is filled: by its loss ratio against the search's first goal's,
+/// and whether it has a latency to place it by; by its status when the search has no goals.
+pub fn fill(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Fill {
     let Some(goal) = search.goals.first() else {
         return match trial.status {
-            TrialStatus::Passed => Marker::Filled,
-            TrialStatus::Failed => Marker::Cross,
-            TrialStatus::Invalid => Marker::Hollow,
+            TrialStatus::Passed => Fill::Solid,
+            TrialStatus::Failed => Fill::Hollow,
+            TrialStatus::Invalid => Fill::Struck,
         };
     };
-    let goal_loss = goal.goal.loss_ratio;
     match trial.loss_ratio {
-        None => Marker::Hollow,
-        Some(loss) if loss <= goal_loss && has_latency => Marker::Filled,
-        Some(_) => Marker::Cross,
+        None => Fill::Struck,
+        Some(loss) if loss <= goal.goal.loss_ratio && has_latency => Fill::Solid,
+        Some(_) => Fill::Hollow,
     }
 }
 
-/// The legend: a swatch per system and frame shape (with its repeats), a dashed line per latency
-/// budget, and what the markers mean for the first goal.
+/// The fill of every trial and its place: series, search, trial, p99 when measured.
+fn fills<'a>(sweep: &'a Sweep<'a>) -> impl Iterator<Item = Placed<'a>> + 'a {
+    sweep.groups.iter().enumerate().flat_map(|(i, g)| {
+        g.searches.iter().flat_map(move |s| {
+            s.trials.iter().map(move |t| {
+                let p99 = t
+                    .latency
+                    .as_ref()
+                    .map(|l| l.p99_ms)
+                    .filter(|v| v.is_finite());
+                Placed {
+                    series: i,
+                    trial: t,
+                    p99,
+                    fill: fill(s, t, p99.is_some()),
+                }
+            })
+        })
+    })
+}
+
+/// A trial as drawn.
+struct Placed<'a> {
+    series: usize,
+    trial: &'a TrialEntry,
+    p99: Option<f64>,
+    fill: Fill,
+}
+
+/// The legend: a marker per system and frame shape (with its repeats), a dashed line per
+/// latency budget, what each fill that occurs means, and the sideways offset.
 fn legend(
     sweep: &Sweep<'_>,
     budgets: &[(crate::rate::LatencyBudget, Vec<&str>)],
@@ -58,7 +102,7 @@ fn legend(
             } else {
                 g.label()
             };
-            LegendEntry::new(Swatch::Fill(colour(i)), text)
+            LegendEntry::new(Swatch::Marker(series_style(i), Fill::Solid), text)
         })
         .collect();
     for (b, cpis) in budgets {
@@ -76,30 +120,46 @@ fn legend(
         .groups
         .first()
         .and_then(|g| g.searches[0].goals.first())
-        .map_or_else(
-            || "the first goal".to_string(),
-            |g| {
-                format!(
-                    "the {} goal (at most {}% of frames lost)",
-                    g.goal.name,
-                    fmt_num(g.goal.loss_ratio * 100.0)
-                )
-            },
-        );
-    legend.extend([
-        LegendEntry::new(
-            Swatch::Marker(Marker::Filled, BLACK),
-            format!("low-loss for {goal}"),
-        ),
-        LegendEntry::new(
-            Swatch::Marker(Marker::Cross, BLACK),
-            "high-loss (on the top edge: no latency measured)",
-        ),
-        LegendEntry::new(
-            Swatch::Marker(Marker::Hollow, BLACK),
-            "not offered: the sender could not (says nothing about the system)",
-        ),
-    ]);
+        .map(|g| {
+            format!(
+                "the {} goal (at most {}% of frames lost)",
+                g.goal.name,
+                fmt_num(g.goal.loss_ratio * 100.0)
+            )
+        });
+    let drawn: Vec<Fill> = fills(sweep)
+        .filter(|p| p.trial.rate.is_finite())
+        .map(|p| p.fill)
+        .collect();
+    let meaning = |fill: Fill| match (fill, &goal) {
+        (Fill::Solid, Some(goal)) => format!("low-loss for {goal}"),
+        (Fill::Solid, None) => "passed".to_string(),
+        (Fill::Hollow, Some(_)) => "high-loss (on the top edge: no latency measured)".to_string(),
+        (Fill::Hollow, None) => "failed (on the top edge: no latency measured)".to_string(),
+        (Fill::Struck, Some(_)) => {
+            "not offered: the sender could not (says nothing about the system)".to_string()
+        }
+        (Fill::Struck, None) => "invalid (retried: says nothing about the system)".to_string(),
+    };
+    for fill in [Fill::Solid, Fill::Hollow, Fill::Struck] {
+        if drawn.contains(&fill) {
+            legend.push(LegendEntry::new(
+                Swatch::Marker(KEY_STYLE, fill),
+                meaning(fill),
+            ));
+        }
+    }
+    let series = sweep.groups.len();
+    let reach = (0..series)
+        .map(|i| offset(i, series).abs())
+        .max()
+        .unwrap_or(0);
+    if reach > 0 && !drawn.is_empty() {
+        legend.push(LegendEntry::heading(format!(
+            "each series' markers sit up to {reach} px sideways of their rate, so that equal \
+             trials of different series stay visible"
+        )));
+    }
     legend
 }
 
@@ -150,11 +210,11 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
 
     let legend = legend(sweep, &budgets);
     let notes = sweep.notes();
-    let page = Page {
-        title: "Post-frame p99 latency against offered rate, every trial of every search",
-        notes: &notes,
-        legend: &legend,
-    };
+    let page = Page::new(
+        "Post-frame p99 latency against offered rate, every trial of every search",
+        &notes,
+        &legend,
+    );
     draw_page(path, &page, |area| {
         let mut chart = ChartBuilder::on(area)
             .margin(15)
@@ -199,19 +259,16 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
 
         let base = area.get_base_pixel();
         let mut any = false;
-        for (i, s, t) in trials() {
-            if !t.rate.is_finite() {
+        let series = sweep.groups.len();
+        for p in fills(sweep) {
+            if !p.trial.rate.is_finite() {
                 continue;
             }
             any = true;
-            let p99 = t
-                .latency
-                .as_ref()
-                .map(|l| l.p99_ms)
-                .filter(|v| v.is_finite());
-            let at = chart.backend_coord(&(x.pos(t.rate), p99.map_or(y.top(), |v| y.pos(v))));
-            let at = (at.0 - base.0, at.1 - base.1);
-            draw_marker(area, marker(s, t, p99.is_some()), at, colour(i))?;
+            let y_at = p.p99.map_or(y.top(), |v| y.pos(v));
+            let at = chart.backend_coord(&(x.pos(p.trial.rate), y_at));
+            let at = (at.0 - base.0 + offset(p.series, series), at.1 - base.1);
+            draw_marker(area, series_style(p.series), p.fill, at)?;
         }
         if !any {
             let centre =

@@ -2,10 +2,12 @@
 //! evidence behind every answer.
 //!
 //! One row per search and goal (`all-cpu 1024x128 #0 robust`), rates along the x axis (log
-//! where they span more than 20x): a load the goal's trials decided meets it is a filled
-//! circle, one they decided fails it a cross, one still undecided a hollow circle; the goal's
-//! answer (its relevant lower bound) is ringed, and the row's label ends with how the goal's
-//! search ended. Rows follow the search order, goals in their order within a search.
+//! where they span more than 20x), every marker in the colour and shape of its system and
+//! frame shape (see [`super::style`]), which also leads the row's label: a load the goal's
+//! trials decided meets it is filled, one they decided fails it outlined, one still undecided
+//! outlined and struck through; the goal's answer (its relevant lower bound) is ringed, and
+//! the row's label ends with how the goal's search ended. Rows follow the search order, goals
+//! in their order within a search. The legend explains only the fills that occur.
 
 use std::path::Path;
 
@@ -14,28 +16,58 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, Labels, fmt_num};
 use super::frame::{
-    AXIS_FONT, LegendEntry, MARKER_SIZE, Marker, Page, SMALL_FONT, Swatch, draw_marker, draw_page,
-    font, house_style,
+    AXIS_FONT, KEY_STYLE, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
 };
-use super::{PlotError, REFERENCE, Sweep, colour, same_rate};
+use super::style::{Fill, MARKER_SIZE, REFERENCE, draw_marker, series_style};
+use super::{PlotError, Sweep, same_rate};
 use crate::rate::Class;
 
-/// One row: a search's goal, its colour, its label, and the loads it classified.
+/// One row: a search's goal, its series, its label, and the loads it classified.
 struct Row {
-    colour: usize,
+    series: usize,
     label: String,
     /// `(load, class)` of every load measured.
     points: Vec<(f64, Class)>,
     answer: Option<f64>,
 }
 
-/// How a load of `class` is drawn.
-fn marker(class: Class) -> Marker {
+/// How a load of `class` is filled.
+fn fill(class: Class) -> Fill {
     match class {
-        Class::Lower => Marker::Filled,
-        Class::Upper => Marker::Cross,
-        Class::Undecided => Marker::Hollow,
+        Class::Lower => Fill::Solid,
+        Class::Upper => Fill::Hollow,
+        Class::Undecided => Fill::Struck,
     }
+}
+
+/// The legend: what each fill that occurs means, and the ring where an answer is ringed.
+fn legend(rows: &[Row]) -> Vec<LegendEntry> {
+    let drawn = |class: Class| rows.iter().any(|r| r.points.iter().any(|p| p.1 == class));
+    let mut legend = Vec::new();
+    for (class, meaning) in [
+        (
+            Class::Lower,
+            "meets the goal (its trials decided it, whatever more would show)",
+        ),
+        (Class::Upper, "fails the goal (decided likewise)"),
+        (
+            Class::Undecided,
+            "undecided: not enough full-length trials either way",
+        ),
+    ] {
+        if drawn(class) {
+            legend.push(LegendEntry::new(
+                Swatch::Marker(KEY_STYLE, fill(class)),
+                meaning,
+            ));
+        }
+    }
+    if rows.iter().any(|r| r.answer.is_some()) {
+        legend.push(LegendEntry::heading(
+            "ringed: the goal's answer, the highest load meeting it below every load failing it",
+        ));
+    }
+    legend
 }
 
 /// Writes the plot to `path`.
@@ -50,7 +82,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             };
             for (k, goal) in s.goals.iter().enumerate() {
                 rows.push(Row {
-                    colour: i,
+                    series: i,
                     label: format!(
                         "{}{repeat} {}: {}",
                         g.label(),
@@ -92,29 +124,13 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         minor: Vec::new(),
         labels: Labels::Number,
     };
-    let legend = [
-        LegendEntry::new(
-            Swatch::Marker(Marker::Filled, BLACK),
-            "meets the goal (its trials decided it, whatever more would show)",
-        ),
-        LegendEntry::new(
-            Swatch::Marker(Marker::Cross, BLACK),
-            "fails the goal (decided likewise)",
-        ),
-        LegendEntry::new(
-            Swatch::Marker(Marker::Hollow, BLACK),
-            "undecided: not enough full-length trials either way",
-        ),
-        LegendEntry::heading(
-            "ringed: the goal's answer, the highest load meeting it below every load failing it",
-        ),
-    ];
+    let legend = legend(&rows);
     let notes = sweep.notes();
-    let page = Page {
-        title: "Every load measured, classified for each goal (one row per search and goal)",
-        notes: &notes,
-        legend: &legend,
-    };
+    let page = Page::new(
+        "Every load measured, classified for each goal (one row per search and goal)",
+        &notes,
+        &legend,
+    );
     // Rows read top-down: row 0 at the top.
     let row_y = |k: usize| n - k as f64 - 0.5;
     draw_page(path, &page, |area| {
@@ -144,15 +160,17 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         let left = chart.backend_coord(&(x.bottom(), 0.0)).0 - base.0;
         for (k, row) in rows.iter().enumerate() {
             let yv = row_y(k);
-            let c = colour(row.colour);
+            let style = series_style(row.series);
+            let label_y = px(x.lo, yv + 0.32).1;
+            draw_marker(area, style, Fill::Solid, (left + 4 + MARKER_SIZE, label_y))?;
             area.draw(&Text::new(
                 row.label.clone(),
-                (left + 4, px(x.lo, yv + 0.32).1),
-                font(SMALL_FONT, c, HPos::Left, VPos::Center),
+                (left + 10 + 2 * MARKER_SIZE, label_y),
+                font(SMALL_FONT, BLACK, HPos::Left, VPos::Center),
             ))?;
             for &(load, class) in &row.points {
                 let at = px(load, yv - 0.12);
-                draw_marker(area, marker(class), at, c)?;
+                draw_marker(area, style, fill(class), at)?;
                 if row.answer.is_some_and(|a| same_rate(a, load)) {
                     area.draw(&Circle::new(at, MARKER_SIZE + 4, BLACK.stroke_width(2)))?;
                 }

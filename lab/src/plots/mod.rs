@@ -5,9 +5,9 @@
 //! `<text>` elements for the viewer to render), every rate in the sweep's unit (CPI/s for the
 //! radar, frames/s for a recording):
 //!
-//! - `latency.svg` (`latency`): post-frame p99 against offered rate, every trial a marker by
-//!   what the first goal counts of it (low-loss, high-loss, not offered), the latency budget
-//!   as a line;
+//! - `latency.svg` (`latency`): post-frame p99 against offered rate, every trial a marker
+//!   filled by what the first goal counts of it (low-loss, high-loss, not offered), the
+//!   latency budget as a line;
 //! - `sustained.svg` (`sustained`): the first goal's answer per frame and system, median and
 //!   range over repeats, every other goal's answer marked on the bar, against the workload's
 //!   real-time rate;
@@ -20,11 +20,14 @@
 //! [`timeline`] draws a window of one run's timeline (`kplace run --trace`), for
 //! `kplace plot-trace`.
 //!
-//! Guarantees: each plot's title says what it shows and its notes the budget rule the trials
-//! were gated on; nothing is invented: a search without a rate, a trial without a histogram
-//! or stage times is shown as missing, with the reason, never as a zero; legends sit in their
-//! own panel beside the data. Results files of versions 2 and 3 are read as the current
-//! version (`upgrade`).
+//! Guarantees, so that a plot never misleads: each plot's title says what it shows and its
+//! notes the budget rule the trials were gated on, every reason in one short line
+//! ([`short_reason`]: no library search or other machine detail); nothing is invented: a
+//! search without a rate has no bar but the words `no rate: ...` at the axis, a trial without
+//! a histogram or stage times is shown as missing, with the reason, never as a zero; every
+//! series has its own colour (colour-blind safe) and marker shape ([`style`]); legends sit in
+//! their own panel beside the data and list only what is drawn. Results files of versions 2
+//! and 3 are read as the current version (`upgrade`).
 
 mod axis;
 mod cdf;
@@ -33,6 +36,7 @@ mod latency;
 mod loads;
 mod read;
 mod stages;
+pub mod style;
 mod sustained;
 #[cfg(test)]
 mod tests;
@@ -43,7 +47,6 @@ use std::path::{Path, PathBuf};
 
 use crate::rate::LatencyBudget;
 use crate::rate::sweep::{SearchEntry, SweepFile};
-use plotters::style::RGBColor;
 
 pub use read::read_results;
 
@@ -94,28 +97,6 @@ impl<E: std::error::Error + Send + Sync> From<plotters::drawing::DrawingAreaErro
     fn from(e: plotters::drawing::DrawingAreaErrorKind<E>) -> Self {
         DrawError(e.to_string())
     }
-}
-
-/// Series colours, in order (Tableau 10 without its grey, which reference lines use);
-/// series beyond the palette reuse it.
-pub const PALETTE: [RGBColor; 9] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(188, 189, 34),
-    RGBColor(23, 190, 207),
-];
-
-/// The colour of reference lines (budget, real time).
-pub const REFERENCE: RGBColor = RGBColor(90, 90, 90);
-
-/// The `i`th series colour.
-pub fn colour(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
 }
 
 /// The file names [`write_all`] writes, in order.
@@ -267,7 +248,7 @@ impl<'a> Sweep<'a> {
                         "{} at {} ({})",
                         s.system,
                         s.shape,
-                        s.skipped.as_deref().unwrap_or_default()
+                        short_reason(s.skipped.as_deref().unwrap_or_default())
                     )
                 })
                 .collect();
@@ -275,6 +256,47 @@ impl<'a> Sweep<'a> {
         }
         notes
     }
+}
+
+/// The most characters of a reason a plot writes: a line of a note, not a report.
+pub const REASON_CHARS: usize = 96;
+
+/// `reason` cut to what a plot's note has room for: its first line and first clause (up to a
+/// `;`), without parenthesised details (a library search, a file's place), at most
+/// [`REASON_CHARS`] characters, ending in `...` where cut. The whole reason stays in the
+/// results file and the table.
+pub fn short_reason(reason: &str) -> String {
+    let mut depth = 0usize;
+    let mut kept = String::new();
+    for c in reason.lines().next().unwrap_or_default().chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ';' if depth == 0 => break,
+            _ if depth == 0 => kept.push(c),
+            _ => {}
+        }
+    }
+    let kept = kept
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" ,", ",");
+    let kept = kept.trim_end_matches([',', ':', ' ']);
+    if kept.chars().count() <= REASON_CHARS {
+        return kept.to_string();
+    }
+    let mut cut = String::new();
+    for word in kept.split(' ') {
+        if cut.chars().count() + word.chars().count() + 1 > REASON_CHARS - 3 {
+            break;
+        }
+        if !cut.is_empty() {
+            cut.push(' ');
+        }
+        cut.push_str(word);
+    }
+    format!("{}...", cut.trim_end_matches([',', ':']))
 }
 
 /// Whether two rates are the same rate (written and read back as JSON numbers).

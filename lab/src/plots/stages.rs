@@ -3,8 +3,10 @@
 //! One stacked bar per system and frame shape, one segment per stage, from the last full-length trial at
 //! the sustained rate of the repeat whose rate is the median (the lower middle of an even
 //! count). A GPU stage counts its GPU stream time per frame where it was profiled, its host
-//! time otherwise. Segments are coloured per stage and device class (`cpu`, `gpu`). A system
-//! without a rate or without stage times is an outlined empty bar saying so.
+//! time otherwise. Segments are coloured per stage and device class (`cpu`, `gpu`), each
+//! carrying its stage's marker in white where it is tall enough (see [`super::style`]). A
+//! system without a rate or without stage times has no bar: its slot says why (`no rate: ...`),
+//! written up from the axis, so that nothing there reads as a value.
 
 use std::path::Path;
 
@@ -16,10 +18,11 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, Labels, fmt_num};
 use super::frame::{
-    AXIS_FONT, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
-    text_width, wrap,
+    AXIS_FONT, BAR_FONT, BAR_GLYPH_SIZE, LegendEntry, Page, SMALL_FONT, Swatch, draw_bar_glyph,
+    draw_page, fit_words, font, house_style, text_width, wrap,
 };
-use super::{Group, PlotError, REFERENCE, Sweep, colour, same_rate};
+use super::style::{REFERENCE, series_style};
+use super::{Group, PlotError, Sweep, same_rate};
 
 /// `cpu` or `gpu`: the class of a stage's device (`cpu`, `gpu0`, ...).
 pub fn device_class(device: &str) -> &'static str {
@@ -50,7 +53,7 @@ fn chosen<'a>(group: &Group<'a>) -> Chosen<'a> {
         .collect();
     found.sort_by(|a, b| a.1.total_cmp(&b.1));
     let Some(&(search, rate)) = found.get(found.len().saturating_sub(1) / 2) else {
-        return Err("no rate found");
+        return Err("no rate: no search found one");
     };
     let trial = search
         .trials
@@ -59,9 +62,9 @@ fn chosen<'a>(group: &Group<'a>) -> Chosen<'a> {
         .find(|t| {
             t.stage == Stage::Final && t.status != TrialStatus::Invalid && same_rate(t.rate, rate)
         })
-        .ok_or("no full-length trial at the rate")?;
+        .ok_or("no stage times: no full-length trial at the rate")?;
     if trial.stages.is_empty() {
-        return Err("no stage times");
+        return Err("no stage times: the system reported none");
     }
     Ok((search, trial))
 }
@@ -101,7 +104,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         .iter()
         .enumerate()
         .map(|(i, (name, class))| {
-            LegendEntry::new(Swatch::Fill(colour(i)), format!("{name} ({class})"))
+            LegendEntry::new(Swatch::Bar(series_style(i)), format!("{name} ({class})"))
         })
         .collect();
     let mut notes = sweep.notes();
@@ -110,11 +113,11 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
          stages: GPU stream time per frame where profiled"
             .to_string(),
     );
-    let page = Page {
-        title: "Per-stage time per frame at the sustained rate (stacked, one bar per system and frame shape)",
-        notes: &notes,
-        legend: &legend,
-    };
+    let page = Page::new(
+        "Per-stage time per frame at the sustained rate (stacked, one bar per system and frame shape)",
+        &notes,
+        &legend,
+    );
     draw_page(path, &page, |area| {
         let mut chart = ChartBuilder::on(area)
             .margin(15)
@@ -149,10 +152,12 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                             .position(|(n, c)| *n == s.name && *c == device_class(&s.device))
                             .unwrap_or(0);
                         let ms = stage_ms(s);
-                        area.draw(&Rectangle::new(
-                            [px(left, sum + ms), px(right, sum)],
-                            colour(k).filled(),
-                        ))?;
+                        let style = series_style(k);
+                        let (top, foot) = (px(left, sum + ms), px(right, sum));
+                        area.draw(&Rectangle::new([top, foot], style.colour.filled()))?;
+                        if foot.1 - top.1 >= 2 * BAR_GLYPH_SIZE + 4 {
+                            draw_bar_glyph(area, style, (px(mid, 0.0).0, (top.1 + foot.1) / 2))?;
+                        }
                         sum += ms;
                     }
                     let rate = search.sustained_rate.unwrap_or(trial.rate);
@@ -161,26 +166,23 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                         px(mid, sum),
                     )
                 }
-                Err(why) => {
-                    let h = y.lo + (y.hi - y.lo) * 0.1;
-                    area.draw(&Rectangle::new(
-                        [px(left, h), px(right, y.lo)],
-                        REFERENCE.stroke_width(2),
-                    ))?;
-                    (why.to_string(), px(mid, h))
-                }
+                // No bar: the words alone, written up from the axis.
+                Err(why) => (why.to_string(), (px(mid, y.lo).0, bottom + 2)),
             };
+            // Without room for the rate, the time alone.
             let room = f64::from(label_at.1 - top - 6);
-            let label = if text_width(&label, BAR_FONT) > room {
-                let keep = (room / (0.6 * BAR_FONT / 1.24)).floor().max(1.0) as usize;
-                label.chars().take(keep).collect()
-            } else {
-                label
+            let label = match label.split_once(" at ") {
+                Some((time, _)) if chosen.is_ok() && text_width(&label, BAR_FONT) > room => {
+                    fit_words(time, room, BAR_FONT)
+                }
+                _ => fit_words(&label, room, BAR_FONT),
             };
+            let colour = if chosen.is_ok() { BLACK } else { REFERENCE };
             area.draw(&Text::new(
                 label,
                 (label_at.0, label_at.1 - 5),
-                font(BAR_FONT, BLACK, HPos::Left, VPos::Center).transform(FontTransform::Rotate270),
+                font(BAR_FONT, colour, HPos::Left, VPos::Center)
+                    .transform(FontTransform::Rotate270),
             ))?;
             let mut line_y = bottom + 8;
             for text in wrap(group.system, slot_px - 6.0, SMALL_FONT)

@@ -4,10 +4,12 @@
 //! A bar's height is the median over repeats of the first goal's answer; a black error bar
 //! spans the lowest to the highest when more than one repeat found a rate; the label above
 //! says the median and, when some repeats found none, how many did. Every further goal's
-//! answer (median over repeats) is a short black tick across the bar. A system whose searches
-//! found no rate at all is an empty (outlined) bar labelled with how its searches ended,
-//! never a bar of zero height. The workload's real-time rate is a dashed line across its
-//! group.
+//! answer (median over repeats) is a short black tick across the bar. Each bar carries its
+//! system's marker in white at its foot (colour and marker tell the systems apart, see
+//! [`super::style`]). A system whose searches found no rate at all has no bar: its slot says
+//! `no rate: ` and how its searches ended, written up from the axis beside the system's hollow
+//! marker, so that nothing there reads as a value. The workload's real-time rate is a dashed
+//! line across its group.
 
 use std::path::Path;
 
@@ -17,10 +19,11 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
 use super::frame::{
-    AXIS_FONT, Area, BAR_FONT, LegendEntry, Page, SMALL_FONT, Swatch, draw_page, font, house_style,
-    text_width, wrap,
+    AXIS_FONT, Area, BAR_FONT, BAR_GLYPH_SIZE, LegendEntry, Page, SMALL_FONT, Swatch,
+    draw_bar_glyph, draw_page, fit_words, font, house_style, text_width, wrap,
 };
-use super::{DrawError, Group, PlotError, REFERENCE, Sweep, colour, median};
+use super::style::{Fill, MARKER_SIZE, REFERENCE, draw_marker, series_style};
+use super::{DrawError, Group, PlotError, Sweep, median};
 
 /// What one bar shows.
 struct Bar<'a> {
@@ -36,21 +39,20 @@ struct Bar<'a> {
 }
 
 impl Bar<'_> {
-    /// The label above the bar.
+    /// The label above the bar, or of the empty slot: `no rate: ` and how the searches ended.
     fn label(&self) -> String {
         let Some(m) = median(&self.rates) else {
             let mut kinds: Vec<&str> = Vec::new();
             for s in &self.group.searches {
-                let kind = if s.outcome_kind.is_empty() {
-                    "no rate"
-                } else {
-                    s.outcome_kind.as_str()
-                };
-                if !kinds.contains(&kind) {
+                let kind = s.outcome_kind.as_str();
+                if !kind.is_empty() && !kinds.contains(&kind) {
                     kinds.push(kind);
                 }
             }
-            return kinds.join(", ").replace('_', " ");
+            if kinds.is_empty() {
+                return "no rate".to_string();
+            }
+            return format!("no rate: {}", kinds.join(", ").replace('_', " "));
         };
         let n = self.group.searches.len();
         if self.rates.len() < n {
@@ -122,18 +124,26 @@ fn bars<'a>(sweep: &'a Sweep<'a>, systems: &[&'a str]) -> (Vec<Bar<'a>>, Vec<Spa
     (bars, spans, slot)
 }
 
-/// The legend: a swatch per system, the real-time line, and what bars and ticks show; and the
-/// first goal's name.
-fn legend(sweep: &Sweep<'_>, systems: &[&str]) -> (Vec<LegendEntry>, String) {
+/// The legend: a swatch per system, the real-time line, and what bars, ticks and empty slots
+/// show (each only where the plot has one); and the first goal's name, if the searches had
+/// goals.
+fn legend(
+    sweep: &Sweep<'_>,
+    systems: &[&str],
+    bars: &[Bar<'_>],
+    spans: &[Span<'_>],
+) -> (Vec<LegendEntry>, Option<String>) {
     let mut legend: Vec<LegendEntry> = systems
         .iter()
         .enumerate()
-        .map(|(i, s)| LegendEntry::new(Swatch::Fill(colour(i)), *s))
+        .map(|(i, s)| LegendEntry::new(Swatch::Bar(series_style(i)), *s))
         .collect();
-    legend.push(LegendEntry::new(
-        Swatch::Dashed(REFERENCE),
-        "real-time rate: one frame per frame period of the workload",
-    ));
+    if spans.iter().any(|s| s.3.is_finite()) {
+        legend.push(LegendEntry::new(
+            Swatch::Dashed(REFERENCE),
+            "real-time rate: one frame per frame period of the workload",
+        ));
+    }
     let goals: Vec<String> = sweep
         .groups
         .first()
@@ -145,11 +155,27 @@ fn legend(sweep: &Sweep<'_>, systems: &[&str]) -> (Vec<LegendEntry>, String) {
                 .collect()
         })
         .unwrap_or_default();
-    let first = goals.first().map_or("first", String::as_str).to_string();
-    legend.push(LegendEntry::heading(format!(
-        "bar: the {first} goal's answer, median over repeats; error bar: lowest to highest; outlined: no rate found"
-    )));
-    if goals.len() > 1 {
+    let first = goals.first().cloned();
+    let answer = first.as_ref().map_or_else(
+        || "the sustained rate".to_string(),
+        |g| format!("the {g} goal's answer"),
+    );
+    if bars.iter().any(|b| !b.rates.is_empty()) {
+        let range = if bars.iter().any(|b| b.rates.len() > 1) {
+            "; error bar: lowest to highest"
+        } else {
+            ""
+        };
+        legend.push(LegendEntry::heading(format!(
+            "bar: {answer}, median over repeats{range}"
+        )));
+    }
+    if bars.iter().any(|b| b.rates.is_empty()) {
+        legend.push(LegendEntry::heading(
+            "no rate: none of the system's searches found one (how they ended follows); no bar",
+        ));
+    }
+    if bars.iter().any(|b| !b.others.is_empty()) {
         legend.push(LegendEntry::heading(format!(
             "black tick: the {} goal's answer (median), labelled",
             goals[1..].join(", ")
@@ -158,14 +184,18 @@ fn legend(sweep: &Sweep<'_>, systems: &[&str]) -> (Vec<LegendEntry>, String) {
     (legend, first)
 }
 
+/// A pixel box: left, right, top, bottom.
+type PixelBox = (i32, i32, i32, i32);
+
 /// Under each shape's bars: its name and its real-time rate, and the real-time rate's dashed
-/// line across them.
+/// line across them, broken where it would cross a bar's label (`labels`).
 fn draw_spans(
     area: &Area<'_>,
     px: &dyn Fn(f64, f64) -> (i32, i32),
     spans: &[Span<'_>],
     (bottom, y_lo): (i32, f64),
     unit: &str,
+    labels: &[PixelBox],
 ) -> Result<(), DrawError> {
     for (cpi, start, end, real_time) in spans {
         if real_time.is_finite() {
@@ -173,10 +203,15 @@ fn draw_spans(
             let mut x = from.0;
             while x < to.0 {
                 let dash = (x + 8).min(to.0);
-                area.draw(&PathElement::new(
-                    vec![(x, from.1), (dash, from.1)],
-                    REFERENCE.stroke_width(2),
-                ))?;
+                let crosses = labels
+                    .iter()
+                    .any(|b| x < b.1 && dash > b.0 && from.1 >= b.2 && from.1 <= b.3);
+                if !crosses {
+                    area.draw(&PathElement::new(
+                        vec![(x, from.1), (dash, from.1)],
+                        REFERENCE.stroke_width(2),
+                    ))?;
+                }
                 x += 13;
             }
         }
@@ -200,6 +235,106 @@ fn draw_spans(
             ))?;
         }
     }
+    Ok(())
+}
+
+/// Where a bar's labels go, in pixels: the top of the chart and the pixel of a value.
+struct Frame<'p> {
+    top: i32,
+    px: &'p dyn Fn(f64, f64) -> (i32, i32),
+    y_lo: f64,
+}
+
+/// Draws one bar (or its system's hollow marker on the axis when it has no rate), its range
+/// and its goals' ticks; returns where its label starts.
+fn draw_bar(area: &Area<'_>, b: &Bar<'_>, frame: &Frame<'_>) -> Result<(i32, i32), DrawError> {
+    let px = frame.px;
+    let style = series_style(b.system);
+    let (left, right, mid) = (b.slot + 0.12, b.slot + 0.88, b.slot + 0.5);
+    let foot = px(mid, frame.y_lo);
+    let label_at = match median(&b.rates) {
+        Some(m) => {
+            let top = px(left, m);
+            area.draw(&Rectangle::new(
+                [top, px(right, frame.y_lo)],
+                style.colour.filled(),
+            ))?;
+            if foot.1 - top.1 >= 2 * BAR_GLYPH_SIZE + 6 {
+                draw_bar_glyph(area, style, (foot.0, foot.1 - BAR_GLYPH_SIZE - 4))?;
+            }
+            let lo = b.rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = b.rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if b.rates.len() > 1 {
+                let (l, r) = (mid - 0.15, mid + 0.15);
+                for seg in [
+                    [(mid, lo), (mid, hi)],
+                    [(l, lo), (r, lo)],
+                    [(l, hi), (r, hi)],
+                ] {
+                    area.draw(&PathElement::new(
+                        vec![px(seg[0].0, seg[0].1), px(seg[1].0, seg[1].1)],
+                        BLACK.stroke_width(2),
+                    ))?;
+                }
+            }
+            px(mid, hi.max(m))
+        }
+        None => {
+            // No bar: the system's hollow marker on the axis, the words above it.
+            let at = (foot.0, foot.1 - MARKER_SIZE - 3);
+            draw_marker(area, style, Fill::Hollow, at)?;
+            (foot.0, at.1 - MARKER_SIZE - 2)
+        }
+    };
+    for (_, answer) in &b.others {
+        area.draw(&PathElement::new(
+            vec![px(left, *answer), px(right, *answer)],
+            BLACK.stroke_width(3),
+        ))?;
+    }
+    Ok(label_at)
+}
+
+/// A bar's label, cut to the room between `label_at` and the chart's top: it reads upwards.
+fn fitted_label(b: &Bar<'_>, frame: &Frame<'_>, label_at: (i32, i32)) -> String {
+    fit_words(&b.label(), f64::from(label_at.1 - frame.top - 6), BAR_FONT)
+}
+
+/// Where a bar's label is written, with a few pixels to spare.
+fn label_box(b: &Bar<'_>, frame: &Frame<'_>, label_at: (i32, i32)) -> PixelBox {
+    let length = text_width(&fitted_label(b, frame, label_at), BAR_FONT).ceil() as i32;
+    let half = (BAR_FONT / 1.24 * 0.6).ceil() as i32 + 2;
+    let foot = label_at.1 - 5;
+    (
+        label_at.0 - half,
+        label_at.0 + half,
+        foot - length - 2,
+        foot + 2,
+    )
+}
+
+/// Writes a bar's words, over every bar: its goals' answers beside their ticks, and its label
+/// (the median, or `no rate: ...`) upwards from `label_at`.
+fn draw_bar_words(
+    area: &Area<'_>,
+    b: &Bar<'_>,
+    frame: &Frame<'_>,
+    label_at: (i32, i32),
+) -> Result<(), DrawError> {
+    for (name, answer) in &b.others {
+        area.draw(&Text::new(
+            format!("{name} {}", fmt_num(*answer)),
+            (frame.px)(b.slot + 0.9, *answer),
+            font(BAR_FONT, BLACK, HPos::Left, VPos::Center),
+        ))?;
+    }
+    let label = fitted_label(b, frame, label_at);
+    let colour = if b.rates.is_empty() { REFERENCE } else { BLACK };
+    area.draw(&Text::new(
+        label,
+        (label_at.0, label_at.1 - 5),
+        font(BAR_FONT, colour, HPos::Left, VPos::Center).transform(FontTransform::Rotate270),
+    ))?;
     Ok(())
 }
 
@@ -227,16 +362,13 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
         labels: super::axis::Labels::Number,
     };
 
-    let (legend, first) = legend(sweep, &systems);
+    let (legend, first) = legend(sweep, &systems, &bars, &spans);
     let notes = sweep.notes();
+    let goal = first.map_or_else(String::new, |g| format!(", the {g} goal"));
     let title = format!(
-        "Sustained rate per frame and system ({unit} per pipeline, the {first} goal, median over repeats)"
+        "Sustained rate per frame and system ({unit} per pipeline{goal}, median over repeats)"
     );
-    let page = Page {
-        title: &title,
-        notes: &notes,
-        legend: &legend,
-    };
+    let page = Page::new(&title, &notes, &legend);
     draw_page(path, &page, |area| {
         let mut chart = ChartBuilder::on(area)
             .margin(15)
@@ -258,69 +390,24 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             (a - base.0, b - base.1)
         };
         let bottom = px(0.0, y.lo).1;
-        let top = px(0.0, y.hi).1;
-
+        let frame = Frame {
+            top: px(0.0, y.hi).1,
+            px: &px,
+            y_lo: y.lo,
+        };
+        let mut labels = Vec::new();
         for b in &bars {
-            let c = colour(b.system);
-            let (left, right, mid) = (b.slot + 0.12, b.slot + 0.88, b.slot + 0.5);
-            let label_at = match median(&b.rates) {
-                Some(m) => {
-                    area.draw(&Rectangle::new([px(left, m), px(right, y.lo)], c.filled()))?;
-                    let lo = b.rates.iter().copied().fold(f64::INFINITY, f64::min);
-                    let hi = b.rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    if b.rates.len() > 1 {
-                        let (l, r) = (mid - 0.15, mid + 0.15);
-                        for seg in [
-                            [(mid, lo), (mid, hi)],
-                            [(l, lo), (r, lo)],
-                            [(l, hi), (r, hi)],
-                        ] {
-                            area.draw(&PathElement::new(
-                                vec![px(seg[0].0, seg[0].1), px(seg[1].0, seg[1].1)],
-                                BLACK.stroke_width(2),
-                            ))?;
-                        }
-                    }
-                    px(mid, hi.max(m))
-                }
-                None => {
-                    // An empty bar: an outline a tenth of the axis high.
-                    let h = y.lo + (y.hi - y.lo) * 0.1;
-                    area.draw(&Rectangle::new(
-                        [px(left, h), px(right, y.lo)],
-                        c.stroke_width(2),
-                    ))?;
-                    px(mid, h)
-                }
-            };
-            for (name, answer) in &b.others {
-                area.draw(&PathElement::new(
-                    vec![px(left, *answer), px(right, *answer)],
-                    BLACK.stroke_width(3),
-                ))?;
-                area.draw(&Text::new(
-                    format!("{name} {}", fmt_num(*answer)),
-                    px(right + 0.02, *answer),
-                    font(BAR_FONT, BLACK, HPos::Left, VPos::Center),
-                ))?;
-            }
-            let label = b.label();
-            // Vertical, reading upwards from just above the bar; kept below the top edge.
-            let room = f64::from(label_at.1 - top - 6);
-            let label = if text_width(&label, BAR_FONT) > room {
-                let keep = (room / (0.6 * BAR_FONT / 1.24)).floor().max(1.0) as usize;
-                label.chars().take(keep).collect()
-            } else {
-                label
-            };
-            area.draw(&Text::new(
-                label,
-                (label_at.0, label_at.1 - 5),
-                font(BAR_FONT, BLACK, HPos::Left, VPos::Center).transform(FontTransform::Rotate270),
-            ))?;
+            labels.push(draw_bar(area, b, &frame)?);
         }
-
-        draw_spans(area, &px, &spans, (bottom, y.lo), unit)?;
+        let label_boxes: Vec<PixelBox> = bars
+            .iter()
+            .zip(&labels)
+            .map(|(b, at)| label_box(b, &frame, *at))
+            .collect();
+        draw_spans(area, &px, &spans, (bottom, y.lo), unit, &label_boxes)?;
+        for (b, label_at) in bars.iter().zip(labels) {
+            draw_bar_words(area, b, &frame, label_at)?;
+        }
         if bars.is_empty() {
             area.draw(&Text::new(
                 "no searches",

@@ -2,17 +2,21 @@
 //! per thread, what `chrome://tracing` or Perfetto would show, as a picture that needs no
 //! viewer.
 //!
-//! Launches and GPU enqueues are bars coloured by stage (a GPU enqueue hatched lighter), fences
-//! dark grey, each frame's packets pale blue on the source lane, slot waits pale red; GPU
-//! callbacks and deliveries are ticks. Every span that overlaps the window is drawn, clipped to
-//! it; the title says the window and how many spans it holds.
+//! Launches and GPU enqueues are bars coloured by stage (a GPU enqueue lighter), fences and
+//! downloads dark grey, each frame's packets light grey on the source lane, slot waits pale
+//! red; GPU callbacks and deliveries are ticks. Every span that overlaps the window is drawn,
+//! clipped to it; the time axis spans exactly the window; the title says the window and how
+//! many spans it holds. The legend, in its own panel beside the lanes, lists only the stages
+//! and kinds of span drawn in the window: a CPU run's picture names no GPU span.
 
 use std::path::Path;
 
 use kplace::report::trace::{Span, SpanKind, Trace, Track};
 use plotters::prelude::*;
 
-use super::{PlotError, colour};
+use super::PlotError;
+use super::frame::{LegendEntry, Page, SMALL_FONT, Swatch, draw_page};
+use super::style::colour;
 
 /// The picture's width, px.
 const WIDTH: u32 = 1400;
@@ -28,18 +32,81 @@ fn fill(kind: SpanKind, stage: Option<u32>) -> RGBColor {
             RGBColor(r / 2 + 127, g / 2 + 127, b / 2 + 127)
         }
         SpanKind::Fence | SpanKind::Download => RGBColor(70, 70, 70),
-        SpanKind::Packets => RGBColor(170, 200, 235),
+        SpanKind::Packets => RGBColor(200, 200, 200),
         SpanKind::SlotWait => RGBColor(240, 170, 170),
         SpanKind::Callback | SpanKind::Deliver => RGBColor(20, 20, 20),
     }
 }
 
+/// The legend of the spans `shown`: a key per stage with a launch among them, then one per
+/// other kind of span among them (kinds that share a colour share a key), in a fixed order.
+pub fn legend(shown: &[&Span], stages: &[String]) -> Vec<LegendEntry> {
+    let has = |kind: SpanKind| shown.iter().any(|s| s.kind == kind);
+    let mut legend: Vec<LegendEntry> = stages
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            shown.iter().any(|s| {
+                matches!(s.kind, SpanKind::Launch | SpanKind::GpuLaunch)
+                    && s.stage == Some(*i as u32)
+            })
+        })
+        .map(|(i, stage)| LegendEntry::new(Swatch::Block(colour(i)), stage.clone()))
+        .collect();
+    let either = |a: (SpanKind, &str), b: (SpanKind, &str)| match (has(a.0), has(b.0)) {
+        (true, true) => Some(format!("{} or {}", a.1, b.1)),
+        (true, false) => Some(a.1.to_string()),
+        (false, true) => Some(b.1.to_string()),
+        (false, false) => None,
+    };
+    // A GPU enqueue's key in the lighter colour of the first stage enqueued.
+    let enqueued = shown
+        .iter()
+        .find(|s| s.kind == SpanKind::Enqueue)
+        .and_then(|s| s.stage);
+    let keys = [
+        (
+            has(SpanKind::Enqueue).then(|| "GPU enqueue (its stage's colour, lighter)".to_string()),
+            SpanKind::Enqueue,
+        ),
+        (
+            either(
+                (SpanKind::Fence, "GPU fence"),
+                (SpanKind::Download, "GPU download"),
+            ),
+            SpanKind::Fence,
+        ),
+        (
+            has(SpanKind::Packets).then(|| "a frame's packets arriving".to_string()),
+            SpanKind::Packets,
+        ),
+        (
+            has(SpanKind::SlotWait).then(|| "the source waiting for a slot".to_string()),
+            SpanKind::SlotWait,
+        ),
+        (
+            either(
+                (SpanKind::Callback, "GPU done (tick)"),
+                (SpanKind::Deliver, "frame delivered (tick)"),
+            ),
+            SpanKind::Deliver,
+        ),
+    ];
+    for (text, kind) in keys {
+        if let Some(text) = text {
+            let stage = if kind == SpanKind::Enqueue {
+                enqueued
+            } else {
+                None
+            };
+            legend.push(LegendEntry::new(Swatch::Block(fill(kind, stage)), text));
+        }
+    }
+    legend
+}
+
 /// Writes the spans of `trace` between `from_ns` and `to_ns` (the run's clock) to `path`.
 pub fn write(path: &Path, trace: &Trace, from_ns: u64, to_ns: u64) -> Result<(), PlotError> {
-    let draw_error = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    };
     let mut lanes: Vec<Track> = trace.spans.iter().map(|s| s.track).collect();
     lanes.sort();
     lanes.dedup();
@@ -48,103 +115,75 @@ pub fn write(path: &Path, trace: &Trace, from_ns: u64, to_ns: u64) -> Result<(),
         .iter()
         .filter(|s| s.end_ns >= from_ns && s.start_ns <= to_ns)
         .collect();
-    // Tall enough for the legend's rows too.
-    let rows = (lanes.len() as u32).max((trace.stages.len() as u32 + 5).div_ceil(2));
-    let height = 120 + LANE * rows.max(1);
-    let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw_error(&e))?;
+    let legend = legend(&shown, &trace.stages);
+    // Tall enough for the lanes and for the legend's rows.
+    let body_height = (70 + LANE * lanes.len().max(1) as u32).max(30 + 21 * legend.len() as u32);
     let ms = |ns: u64| (ns.saturating_sub(from_ns)) as f64 / 1e6;
     let span_ms = ms(to_ns).max(1e-3);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "kplace run timeline: {:.3} ms to {:.3} ms of the run, {} spans",
-                from_ns as f64 / 1e6,
-                to_ns as f64 / 1e6,
-                shown.len()
-            ),
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(120)
-        // Room on the right for the legend, past the window's end.
-        .build_cartesian_2d(0.0..span_ms * 1.2, 0.0..lanes.len().max(1) as f64)
-        .map_err(|e| draw_error(&e))?;
+    let title = format!(
+        "kplace run timeline: {:.3} ms to {:.3} ms of the run, {} spans",
+        from_ns as f64 / 1e6,
+        to_ns as f64 / 1e6,
+        shown.len()
+    );
+    let page = Page {
+        width: WIDTH,
+        body_height,
+        ..Page::new(&title, &[], &legend)
+    };
     let lane_names: Vec<String> = lanes.iter().map(|t| t.name(&trace.stages)).collect();
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(lanes.len().max(1) * 2 + 1)
-        .y_label_formatter(&|y| {
-            // A label at each lane's middle.
-            let i = (y - 0.5).round();
-            if (y - 0.5 - i).abs() < 1e-6 && i >= 0.0 {
-                lane_names
-                    .get(lanes.len().saturating_sub(1 + i as usize))
-                    .cloned()
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .x_desc("ms from the window's start")
-        .draw()
-        .map_err(|e| draw_error(&e))?;
     // The first lane at the top.
     let lane_of = |t: Track| {
         let i = lanes.iter().position(|l| *l == t).unwrap_or(0);
         (lanes.len() - 1 - i) as f64
     };
-    let bars = shown.iter().map(|s| {
-        let lane = lane_of(s.track);
-        let (x0, x1) = (ms(s.start_ns.max(from_ns)), ms(s.end_ns.min(to_ns)));
-        let (y0, y1) = match s.kind {
-            // Ticks for instants; the packets under the launches they feed.
-            SpanKind::Callback | SpanKind::Deliver => (lane + 0.1, lane + 0.9),
-            SpanKind::Packets => (lane + 0.1, lane + 0.45),
-            _ => (lane + 0.2, lane + 0.8),
-        };
-        // An instant is drawn as a tick about 2 px wide.
-        let x1 = if x1 <= x0 { x0 + span_ms / 600.0 } else { x1 };
-        Rectangle::new([(x0, y0), (x1, y1)], fill(s.kind, s.stage).filled())
-    });
-    chart.draw_series(bars).map_err(|e| draw_error(&e))?;
-    // The legend: a swatch per stage, then the other kinds of span.
-    let mut keys: Vec<(String, RGBColor)> = trace
-        .stages
-        .iter()
-        .enumerate()
-        .map(|(i, stage)| (stage.clone(), colour(i)))
-        .collect();
-    keys.extend([
-        (
-            "GPU enqueue (lighter)".to_string(),
-            fill(SpanKind::Enqueue, None),
-        ),
-        ("GPU fence".into(), fill(SpanKind::Fence, None)),
-        ("a frame's packets".into(), fill(SpanKind::Packets, None)),
-        ("wait for a slot".into(), fill(SpanKind::SlotWait, None)),
-        (
-            "GPU or frame done (tick)".into(),
-            fill(SpanKind::Deliver, None),
-        ),
-    ]);
-    for (label, c) in keys {
+    draw_page(path, &page, |area| {
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(110)
+            .build_cartesian_2d(0.0..span_ms, 0.0..lanes.len().max(1) as f64)?;
         chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
-            .map_err(|e| draw_error(&e))?
-            .label(label)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| draw_error(&e))?;
-    root.present().map_err(|e| draw_error(&e))
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(lanes.len().max(1) * 2 + 1)
+            .y_label_formatter(&|y| {
+                // A label at each lane's middle.
+                let i = (y - 0.5).round();
+                if (y - 0.5 - i).abs() < 1e-6 && i >= 0.0 {
+                    lane_names
+                        .get(lanes.len().saturating_sub(1 + i as usize))
+                        .cloned()
+                        .unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("ms from the window's start")
+            .axis_desc_style(("sans-serif", SMALL_FONT))
+            .label_style(("sans-serif", SMALL_FONT))
+            .draw()?;
+        let bars = shown.iter().map(|s| {
+            let lane = lane_of(s.track);
+            let (x0, x1) = (ms(s.start_ns.max(from_ns)), ms(s.end_ns.min(to_ns)));
+            let (y0, y1) = match s.kind {
+                // Ticks for instants; the packets under the launches they feed.
+                SpanKind::Callback | SpanKind::Deliver => (lane + 0.1, lane + 0.9),
+                SpanKind::Packets => (lane + 0.1, lane + 0.45),
+                _ => (lane + 0.2, lane + 0.8),
+            };
+            // An instant is drawn as a tick about 2 px wide, inside the window.
+            let tick = span_ms / 600.0;
+            let (x0, x1) = if x1 <= x0 {
+                ((x0 - tick).max(0.0), (x0 + tick).min(span_ms))
+            } else {
+                (x0, x1)
+            };
+            Rectangle::new([(x0, y0), (x1, y1)], fill(s.kind, s.stage).filled())
+        });
+        chart.draw_series(bars)?;
+        Ok(())
+    })
 }
 
 #[cfg(test)]

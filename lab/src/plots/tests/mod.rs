@@ -1,5 +1,9 @@
 //! The plots of a sweep built in code, parsed back as SVG: every series, marker, bar and
-//! curve must match the data, and no two labels may overlap.
+//! curve must match the data, and no two labels may overlap (by the layout's width estimate
+//! here; `render` measures them as rendered, with real fonts).
+
+mod inputs;
+mod render;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -15,7 +19,34 @@ use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use plotters::style::RGBColor;
 
 use super::frame::WIDTH;
-use super::{FILES, PALETTE, REFERENCE, write_all};
+use super::style::{REFERENCE, series_style};
+use super::{FILES, write_all};
+
+/// The colour of series `i`, as the SVG writes it.
+fn series_hex(i: usize) -> String {
+    hex(series_style(i).colour)
+}
+
+/// Markers of colour `c` in the data area: (filled, outlined but not struck, struck).
+fn markers(els: &[El], c: &str) -> (usize, usize, usize) {
+    let data: Vec<&El> = els.iter().filter(|e| in_data(e)).collect();
+    let filled = data
+        .iter()
+        .filter(|e| (e.tag == "circle" || e.tag == "polygon") && e.attr("fill") == c)
+        .count();
+    let outlines = data
+        .iter()
+        .filter(|e| {
+            (e.tag == "circle" && e.attr("fill") == "none" && e.attr("stroke") == c)
+                || (e.tag == "polyline" && e.attr("stroke") == c && e.points().len() >= 4)
+        })
+        .count();
+    let strikes = data
+        .iter()
+        .filter(|e| e.tag == "polyline" && e.attr("stroke") == c && e.points().len() == 2)
+        .count();
+    (filled, outlines - strikes, strikes)
+}
 
 /// The x where the legend panel starts: data is drawn left of it.
 const LEGEND_X: f64 = 710.0;
@@ -405,29 +436,14 @@ fn latency_has_one_marker_per_trial_by_status_and_the_budget_line() {
     // 2: all-cpu 2048x256 (2), 3: gpu-fft 2048x256 (3).
     let expected = [(3 * 3, 3 * 2, 3), (2 * 2, 2, 0), (0, 1, 1), (2, 1, 0)];
     for (i, (passed, failed, invalid)) in expected.into_iter().enumerate() {
-        let c = hex(PALETTE[i]);
-        let filled = els
-            .iter()
-            .filter(|e| e.tag == "circle" && e.attr("fill") == c)
-            .count();
-        let hollow = els
-            .iter()
-            .filter(|e| e.tag == "circle" && e.attr("fill") == "none" && e.attr("stroke") == c)
-            .count();
-        let cross_lines = els
-            .iter()
-            .filter(|e| e.tag == "line" && e.attr("stroke") == c)
-            .count();
-        assert_eq!(
-            (filled, cross_lines / 2, hollow),
-            (passed, failed, invalid),
-            "series {i}"
-        );
-        // Never joined in search order.
-        assert!(
-            !els.iter()
-                .any(|e| e.tag == "polyline" && e.attr("stroke") == c)
-        );
+        let c = series_hex(i);
+        assert_eq!(markers(els, &c), (passed, failed, invalid), "series {i}");
+        // Never joined in search order: no line of the series' colour longer than a marker.
+        let joined = els.iter().any(|e| {
+            let (left, right) = span(&e.points().iter().map(|p| p.0).collect::<Vec<_>>());
+            e.tag == "polyline" && e.attr("stroke") == c && in_data(e) && right - left > 20.0
+        });
+        assert!(!joined, "series {i} is joined");
     }
     for system in [
         "all-cpu 1024x128 (3 repeats)",
@@ -464,11 +480,11 @@ fn sustained_bars_follow_the_medians_with_ranges_and_real_time_lines() {
     let els = &all[1];
     let bar = |system: usize| -> Vec<f64> {
         els.iter()
-            .filter(|e| e.tag == "rect" && e.attr("fill") == hex(PALETTE[system]) && in_data(e))
+            .filter(|e| e.tag == "rect" && e.attr("fill") == series_hex(system) && in_data(e))
             .map(|e| e.num("height"))
             .collect()
     };
-    // all-cpu: 1024x128 median 420, 2048x256 none (an outline); gpu-fft: 3100 and 900.
+    // all-cpu: 1024x128 median 420, 2048x256 none (no bar); gpu-fft: 3100 and 900.
     let cpu = bar(0);
     let gpu = bar(1);
     assert_eq!(cpu.len(), 1, "{cpu:?}");
@@ -476,14 +492,14 @@ fn sustained_bars_follow_the_medians_with_ranges_and_real_time_lines() {
     let h = |rate: f64| gpu[0] * rate / 3100.0;
     assert!((cpu[0] - h(420.0)).abs() < 1.5, "{cpu:?} {gpu:?}");
     assert!((gpu[1] - h(900.0)).abs() < 1.5, "{gpu:?}");
-    let outlined = els
-        .iter()
-        .filter(|e| {
-            e.tag == "rect" && e.attr("fill") == "none" && e.attr("stroke") == hex(PALETTE[0])
-        })
-        .count();
-    assert_eq!(outlined, 1);
-    assert!(has_text(els, "min load"));
+    assert!(
+        !els.iter()
+            .any(|e| e.tag == "rect" && e.attr("fill") == "none" && in_data(e)),
+        "no outlined bar stands for a missing rate"
+    );
+    // Instead, words at the axis in its slot, beside all-cpu's hollow marker.
+    assert!(has_text(els, "no rate: min load"));
+    assert_eq!(markers(els, &series_hex(0)).1, 1, "the hollow marker");
     assert!(has_text(els, "420") && has_text(els, "3100") && has_text(els, "900"));
     // The strict goal's answer, median 0.9 x 420, a labelled tick across all-cpu's bar.
     assert!(has_text(els, "strict 378"), "the strict goal's tick");
@@ -538,7 +554,7 @@ fn cdf_curves_one_per_system_end_at_one() {
     for i in [0, 1, 3] {
         let curves: Vec<&El> = els
             .iter()
-            .filter(|e| e.tag == "polyline" && e.attr("stroke") == hex(PALETTE[i]))
+            .filter(|e| e.tag == "polyline" && e.attr("stroke") == series_hex(i) && in_data(e))
             .collect();
         assert_eq!(curves.len(), 1, "series {i}");
         let points = curves[0].points();
@@ -559,8 +575,10 @@ fn cdf_curves_one_per_system_end_at_one() {
     }
     assert!(
         !els.iter()
-            .any(|e| e.tag == "polyline" && e.attr("stroke") == hex(PALETTE[2]))
+            .any(|e| e.tag == "polyline" && e.attr("stroke") == series_hex(2))
     );
+    // Each curve carries its marker at p50, p90 and p99.
+    assert_eq!(markers(els, &series_hex(1)).0, 3);
     assert!(has_text(els, "all-cpu 1024x128 at 100 CPI/s (3 runs)"));
     assert!(has_text(els, "gpu-fft 2048x256 at 20 CPI/s"));
     assert!(has_text(
@@ -579,7 +597,7 @@ fn stages_stack_one_segment_per_stage() {
     // Keys in order: range_fft, doppler_fft, cfar (cpu), then range_fft, doppler_fft (gpu).
     let segments = |k: usize| -> Vec<f64> {
         els.iter()
-            .filter(|e| e.tag == "rect" && e.attr("fill") == hex(PALETTE[k]) && in_data(e))
+            .filter(|e| e.tag == "rect" && e.attr("fill") == series_hex(k) && in_data(e))
             .map(|e| e.num("height"))
             .collect()
     };
@@ -603,7 +621,12 @@ fn stages_stack_one_segment_per_stage() {
         has_text(els, "3 ms at 420 CPI/s"),
         "the median repeat's trial"
     );
-    assert!(has_text(els, "no rate found"));
+    assert!(has_text(els, "no rate: no search found one"));
+    assert!(
+        !els.iter()
+            .any(|e| e.tag == "rect" && e.attr("fill") == "none" && in_data(e)),
+        "no outlined bar stands for a missing rate"
+    );
     assert!(has_text(els, "gated on the latency budget"));
 }
 
@@ -651,21 +674,14 @@ fn loads_rows_classify_every_load_and_ring_each_answer() {
     // Each answer ringed: six rings, black, around the markers.
     let rings = els
         .iter()
-        .filter(|e| e.tag == "circle" && e.attr("stroke") == "#000000" && e.attr("r") == "8")
+        .filter(|e| e.tag == "circle" && e.attr("stroke") == "#000000" && e.attr("r") == "9")
         .count();
     assert_eq!(rings, 6);
-    // Every load of every row drawn, in the row's colour: all-cpu's loads are 100, 200, the
-    // answer, 600, 800 and 0.9 and 1.02 times the answer: 7 per search and goal.
-    let c = hex(PALETTE[0]);
-    let circles = els
-        .iter()
-        .filter(|e| e.tag == "circle" && (e.attr("fill") == c || e.attr("stroke") == c))
-        .count();
-    let cross_lines = els
-        .iter()
-        .filter(|e| e.tag == "line" && e.attr("stroke") == c)
-        .count();
-    assert_eq!(circles + cross_lines / 2, 3 * 2 * 7);
+    // Every load of every row drawn, in the row's colour and shape: all-cpu's loads are 100,
+    // 200, the answer, 600, 800 and 0.9 and 1.02 times the answer: 7 per search and goal,
+    // besides the marker that leads each of the six rows' labels.
+    let (filled, outlined, struck) = markers(els, &series_hex(0));
+    assert_eq!(filled + outlined + struck, 3 * 2 * 7 + 6);
     assert!(has_text(els, "offered rate, CPI/s"));
 }
 
@@ -715,49 +731,6 @@ fn an_empty_sweep_still_draws_five_plots_saying_so() {
     }
 }
 
-#[test]
-fn bad_results_files_are_refused_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let read = |name: &str, text: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        format!("{:#}", super::read_results(&path).unwrap_err())
-    };
-    let e = read(
-        "broken.json",
-        "{\"schema\": \"kplace-bisect-rate/2\",\n  \"searches\": [",
-    );
-    assert!(e.contains("broken.json") && e.contains("line 2"), "{e}");
-    let e = read(
-        "old.json",
-        r#"{"schema": "kplace-bisect-rate/1", "results": []}"#,
-    );
-    assert!(
-        e.contains("old.json") && e.contains("kplace-bisect-rate/1"),
-        "{e}"
-    );
-    let e = read("other.json", r#"{"frames": 3}"#);
-    assert!(
-        e.contains("other.json") && e.contains("no \"schema\""),
-        "{e}"
-    );
-    let e = read(
-        "typed.json",
-        "{\"schema\": \"kplace-bisect-rate/4\", \"machine\": {}, \"settings\": {},\n \"searches\": 3}",
-    );
-    assert!(
-        e.contains("typed.json") && e.contains("line 2 column"),
-        "{e}"
-    );
-    let missing = dir.path().join("missing.json");
-    let e = format!("{:#}", super::read_results(&missing).unwrap_err());
-    assert!(e.contains("missing.json"), "{e}");
-    // A good file reads back as written.
-    let path = dir.path().join("good.json");
-    std::fs::write(&path, serde_json::to_string(&sweep()).unwrap()).unwrap();
-    assert_eq!(super::read_results(&path).unwrap(), sweep());
-}
-
 /// A budget that follows 1/R is unbounded at rate 0, where a linear rate axis starts: the
 /// latency axis must still be set by the trials and the budget near them.
 #[test]
@@ -777,40 +750,4 @@ fn a_one_over_r_budget_never_stretches_the_latency_axis() {
     // lowest rate tried; the axis stays within a small factor of it.
     assert!(top <= 200.0, "latency axis up to {top} ms");
     assert!(top >= 25.6, "the budget is in view: {top} ms");
-}
-
-#[test]
-fn results_of_versions_2_and_3_read_as_the_current_version() {
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
-    // Version 2: rates named per CPI, no goals.
-    let v2 = super::read_results(&results.join("spectrogram/bisect-rate.json")).unwrap();
-    assert_eq!(v2.schema, SCHEMA);
-    let cpu = &v2.searches[0];
-    assert_eq!(
-        (cpu.system.as_str(), cpu.shape.as_str()),
-        ("cpu", "1024x128")
-    );
-    assert_eq!(cpu.unit, "CPI/s");
-    assert!((cpu.sustained_rate.unwrap() - 461.508).abs() < 0.01);
-    assert!((cpu.real_time_rate - 156.25).abs() < 1e-9);
-    assert!(cpu.goals.is_empty() && !cpu.trials.is_empty());
-    assert!(
-        cpu.trials
-            .iter()
-            .all(|t| t.stage == Stage::Final && t.loss_ratio.is_none())
-    );
-    assert!(v2.searches[2].skipped.is_some());
-    // Version 3: the frame shape was `cpi`, the deadline's period `cpi_duration_ms`.
-    let v3 = super::read_results(&results.join("bisect-rate/default/bisect-rate.json")).unwrap();
-    let first = &v3.searches[0];
-    assert_eq!(first.shape, "1024x128");
-    assert_eq!(
-        first.latency_budget,
-        LatencyBudget::Deadline {
-            frame_period: Duration::from_micros(6_400)
-        }
-    );
-    assert_eq!(first.goals.len(), 2);
-    let measured = first.trials[0].measurement.as_ref().unwrap();
-    assert!(measured.post_frame_p99 > Duration::ZERO);
 }

@@ -255,9 +255,16 @@ impl BisectArgs {
 }
 
 /// A search's progress on the terminal: a spinner naming the trial running, and a line per
-/// trial judged.
+/// trial judged. The spinner is cleared when the searches finish, and when the sweep ends
+/// without finishing them (a signal between trials, an error): dropping it clears it.
 #[derive(Default)]
 pub(crate) struct Spinner(std::sync::Mutex<Option<ProgressBar>>);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.searches_finished();
+    }
+}
 
 impl Spinner {
     fn with(&self, f: impl FnOnce(&ProgressBar)) {

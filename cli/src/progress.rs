@@ -121,15 +121,13 @@ impl ProgressOut {
     }
 
     /// What pipeline `pipeline` (`None`: the only one) does with each report: its line, and
-    /// its bar.
+    /// its bar. The bar appears at the first report (so nothing the run logs while it starts
+    /// lands on a drawn bar) and is cleared at the last, or when the run drops the reporter
+    /// without one (an error, a signal): no stale bar is left on the terminal.
     pub(crate) fn reporter(&self, pipeline: Option<usize>) -> ProgressReport {
         let out = Arc::clone(&self.out);
-        let bar = self.bars.add(ProgressBar::new(self.frames));
-        bar.set_style(
-            ProgressStyle::with_template("{prefix}{bar:30} {pos}/{len} frames, {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.set_prefix(pipeline.map_or_else(String::new, |i| format!("pipeline {i} ")));
+        let (bars, frames) = (self.bars.clone(), self.frames);
+        let mut bar: Option<Bar> = None;
         Box::new(move |progress: &Progress| {
             let line = ProgressLine::new(progress, pipeline);
             let mut text = serde_json::to_string(&line).map_err(std::io::Error::other)?;
@@ -139,15 +137,39 @@ impl ProgressOut {
                 out.write_all(text.as_bytes())?;
                 out.flush()?;
             }
-            bar.set_position(progress.frames);
-            bar.set_message(format!(
+            let bar = bar.get_or_insert_with(|| Bar::new(&bars, frames, pipeline));
+            bar.0.set_position(progress.frames);
+            bar.0.set_message(format!(
                 "{:.1} frames/s, dropped {}, partial {}",
                 line.frames_per_s, line.dropped_frames, line.partial_frames
             ));
             if progress.last {
-                bar.finish_and_clear();
+                bar.0.finish_and_clear();
             }
             Ok(())
         })
+    }
+}
+
+/// A pipeline's bar, cleared from the terminal when dropped unless it already was.
+struct Bar(ProgressBar);
+
+impl Bar {
+    fn new(bars: &MultiProgress, frames: u64, pipeline: Option<usize>) -> Bar {
+        let bar = bars.add(ProgressBar::new(frames));
+        bar.set_style(
+            ProgressStyle::with_template("{prefix}{bar:30} {pos}/{len} frames, {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(pipeline.map_or_else(String::new, |i| format!("pipeline {i} ")));
+        Bar(bar)
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if !self.0.is_finished() {
+            self.0.finish_and_clear();
+        }
     }
 }

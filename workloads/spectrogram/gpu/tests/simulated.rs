@@ -1,5 +1,5 @@
 //! The GPU library run whole on the host: its C host side against a fake CUDA driver whose
-//! launches run `kernels/spectrogram.cu` in workloads/radar/kernels/gpu/hostsim's simulator, and a fake NVRTC
+//! launches run `kernels/spectrogram.cu` in runtime/cudakit/hostsim's simulator, and a fake NVRTC
 //! (see `common/fakes.rs` and `support/`). No GPU and no CUDA library is needed.
 //!
 //! - Every kernel, for several N and M and every tiling, against the CPU library

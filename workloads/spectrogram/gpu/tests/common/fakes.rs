@@ -4,10 +4,9 @@
 //! soname).
 //!
 //! The fake driver includes `runtime/cudakit/hostsim/src/hostsim.cpp`, the host simulator the
-//! radar GPU library's tests use, unchanged: its launcher, and its shim that compiles CUDA C as
-//! host C++. Its own build script compiles only `workloads/radar/kernels/gpu/kernels/*.cu`, and its kernel
-//! list is asserted to be exactly the radar library's, so rather than add the spectrogram's
-//! kernels to that crate, this builds the simulator again here, with `kernels.inc` and
+//! Rust GPU libraries' tests use, unchanged: its launcher, and its shim that compiles CUDA C as
+//! host C++. Its own build script compiles only the Rust libraries' CUDA C (which the C library
+//! does not link against), so this builds the simulator again here, with `kernels.inc` and
 //! `table.inc` generated for `kernels/spectrogram.cu` by the same rule as its build script.
 
 use std::ffi::{CString, c_char, c_int, c_long};

@@ -13,7 +13,7 @@ use kplace_blocks_contract::names;
 use kplace_cudakit::driver::DeviceBuffer;
 use kplace_cudakit::queue::{Queue, arg};
 
-use crate::gpu::{Gpu, address, grid};
+use crate::gpu::{Gpu, PORTS, address, grid};
 use crate::source::Function;
 
 /// A beamformer's launch, independent of CUDA: the ports, and which weights.
@@ -26,7 +26,7 @@ pub struct BeamsPlan {
 impl BeamsPlan {
     /// `blocks.beamform`'s plan and its steering weights, `(re, im)` in double, beam-major.
     pub fn steered(config: &Config<'_>) -> Result<(Self, Vec<f64>), KernelError> {
-        let (beams, weights) = Beams::steered(config, &crate::gpu::PORTS)?;
+        let (beams, weights) = Beams::steered(config, &PORTS)?;
         let weights = weights.into_iter().flat_map(|(re, im)| [re, im]).collect();
         let function = Function::Beamform;
         Ok((Self { beams, function }, weights))
@@ -34,7 +34,7 @@ impl BeamsPlan {
 
     /// `blocks.combine`'s plan and its weights' descriptor (input 1).
     pub fn weighted(config: &Config<'_>) -> Result<(Self, TensorDesc), KernelError> {
-        let (beams, weights) = Beams::weighted(config, &crate::gpu::PORTS)?;
+        let (beams, weights) = Beams::weighted(config, &PORTS)?;
         let function = Function::Combine;
         Ok((Self { beams, function }, weights))
     }

@@ -74,7 +74,7 @@ pub fn arg<T>(value: &T) -> *mut c_void {
 /// the host simulator.
 pub trait Queue<F: Function> {
     /// Enqueues `function` over `grid`; `params[i]` points at the value of argument `i`,
-    /// whose type must be exactly the CUDA C parameter's (`u32`, `u64`, `f64`, or a `u64`
+    /// whose type must be exactly the CUDA C parameter's (`u32`, `u64`, `f32`, `f64`, or a `u64`
     /// address for a pointer).
     ///
     /// # Safety

@@ -11,12 +11,13 @@ pub use kplace::model::shape::FrameShape;
 #[derive(Debug, Args)]
 pub struct GraphArgs {
     /// The graph: a file, or the name of one kplace ships (`radar`, `spectrogram`,
-    /// `beamformer`, ...).
+    /// `beamformer`, `beamformer/filtered`, ...).
     #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
     pub graph: PathBuf,
     #[command(flatten)]
     pub shape: ShapeArgs,
-    /// The placement: a file, or the name of one in the graph's `placements/` (`all-cpu`).
+    /// The placement: a file, or the name of one beside the graph, in its `placements/` or its
+    /// own folder (`all-cpu`).
     #[arg(long, default_value = "all-cpu", value_name = "FILE|NAME")]
     pub placement: PathBuf,
     /// Frame slots in flight (overrides the placement's runtime.slots).

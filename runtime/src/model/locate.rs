@@ -7,11 +7,12 @@
 //! - **Built** (`cargo build`): `target/<profile>/kplace` with the libraries beside it, in a
 //!   workspace whose `workloads/` is two levels above.
 //!
-//! A `--graph` or `--placement` that names an existing file is that file. Otherwise a bare
-//! name is looked up: graph `radar` is `workloads/radar/graph.yaml` under the current
-//! directory or a data directory ([`data_dirs`]), placement `all-cpu` is
-//! `placements/all-cpu.yaml` beside the graph, or else the one workload placement of that name
-//! under the data directories (so the radar's `all-cpu`, the default, serves a graph of the
+//! A `--graph` or `--placement` that names an existing file is that file. Otherwise a name is
+//! looked up: graph `radar` is `workloads/radar/graph.yaml` under the current directory or a
+//! data directory ([`data_dirs`]), and graph `beamformer/filtered` is
+//! `workloads/beamformer/filtered/graph.yaml`; placement `all-cpu` is `placements/all-cpu.yaml`
+//! or `all-cpu.yaml` beside the graph, or else the one workload placement of that name under
+//! the data directories (so the radar's `all-cpu`, the default, serves a graph of the
 //! user's own beside no placements). A name found nowhere is an error naming every place
 //! looked; one that several workloads have, an error naming them.
 
@@ -93,9 +94,20 @@ pub fn installed_lib_dir(exe: &Path) -> Option<PathBuf> {
     Some(exe.parent()?.parent()?.join("lib").join("kplace"))
 }
 
-/// Whether `written` is a name to look up rather than a path: one component, no extension.
+/// Whether `written` is a placement's name to look up rather than a path: one component, no
+/// extension.
 fn is_name(written: &Path) -> bool {
     written.components().count() == 1 && written.extension().is_none()
+}
+
+/// Whether `written` is a graph's name to look up rather than a path: a relative path of
+/// plain components (`radar`, `beamformer/filtered`) without an extension.
+fn is_graph_name(written: &Path) -> bool {
+    written.extension().is_none()
+        && written.components().count() > 0
+        && written
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// The graph file `written` names: the file itself, or graph `NAME` under a data directory.
@@ -104,7 +116,7 @@ pub fn graph(written: &Path) -> Result<PathBuf, NotFound> {
 }
 
 fn graph_in(written: &Path, dirs: &[PathBuf]) -> Result<PathBuf, NotFound> {
-    if written.is_file() || !is_name(written) {
+    if written.is_file() || !is_graph_name(written) {
         return Ok(written.to_path_buf());
     }
     let searched: Vec<PathBuf> = std::iter::once(written.to_path_buf())
@@ -123,8 +135,9 @@ fn graph_in(written: &Path, dirs: &[PathBuf]) -> Result<PathBuf, NotFound> {
     }
 }
 
-/// The placement file `written` names: the file itself, `placements/NAME.yaml` beside the
-/// graph file `graph`, or the one workload placement of that name under the data directories.
+/// The placement file `written` names: the file itself, `placements/NAME.yaml` or `NAME.yaml`
+/// beside the graph file `graph`, or the one workload placement of that name under the data
+/// directories.
 pub fn placement(written: &Path, graph: &Path) -> Result<PathBuf, NotFound> {
     placement_in(written, graph, &data_dirs())
 }
@@ -135,13 +148,14 @@ fn placement_in(written: &Path, graph: &Path, dirs: &[PathBuf]) -> Result<PathBu
     }
     let mut file = written.as_os_str().to_owned();
     file.push(".yaml");
-    let beside = graph
-        .parent()
-        .unwrap_or(Path::new(""))
-        .join("placements")
-        .join(&file);
-    if beside.is_file() {
-        return Ok(beside);
+    let graph_dir = graph.parent().unwrap_or(Path::new(""));
+    let beside = [
+        graph_dir.join("placements").join(&file),
+        graph_dir.join(&file),
+    ];
+    // The graph itself is never its own placement (a placement named `graph`).
+    if let Some(found) = beside.iter().find(|p| p.is_file() && *p != graph) {
+        return Ok(found.clone());
     }
     let mut candidates: Vec<PathBuf> = dirs
         .iter()
@@ -157,7 +171,7 @@ fn placement_in(written: &Path, graph: &Path, dirs: &[PathBuf]) -> Result<PathBu
             what: "placement",
             name: written.display().to_string(),
             searched: std::iter::once(written.to_path_buf())
-                .chain([beside])
+                .chain(beside)
                 .chain(
                     dirs.iter()
                         .map(|d| d.join("workloads/*/placements").join(&file)),
@@ -214,8 +228,22 @@ mod tests {
             placement_in(Path::new("all-cpu"), &own, &dirs).unwrap(),
             all_cpu
         );
+        // A graph beside its placements (no placements/ folder), named by its path under
+        // workloads/.
+        let filtered = prefix
+            .path()
+            .join("share/kplace/workloads/beamformer/filtered");
+        std::fs::create_dir_all(&filtered).unwrap();
+        std::fs::write(filtered.join("graph.yaml"), "").unwrap();
+        std::fs::write(filtered.join("gpu.yaml"), "").unwrap();
+        let graph = graph_in(Path::new("beamformer/filtered"), &dirs).unwrap();
+        assert_eq!(graph, filtered.join("graph.yaml"));
+        assert_eq!(
+            placement_in(Path::new("gpu"), &graph, &dirs).unwrap(),
+            filtered.join("gpu.yaml")
+        );
         // A path, existing or not, is the user's: never replaced by a name's lookup.
-        for path in ["graphs/radar.yaml", "radar.yaml", "./radar"] {
+        for path in ["graphs/radar.yaml", "radar.yaml", "./radar", "/abs/radar"] {
             assert_eq!(graph_in(Path::new(path), &dirs).unwrap(), Path::new(path));
         }
         assert_eq!(

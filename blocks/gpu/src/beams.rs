@@ -11,9 +11,9 @@ use kplace_abi::{DeviceKind, MemorySpace, TensorDesc, Tile};
 use kplace_blocks_contract::beams::Beams;
 use kplace_blocks_contract::names;
 use kplace_cudakit::driver::DeviceBuffer;
-use kplace_cudakit::queue::{Queue, arg};
+use kplace_cudakit::queue::{CudaQueue, Queue, arg};
 
-use crate::gpu::{Gpu, PORTS, address, grid};
+use crate::gpu::{Gpu, PORTS, Plain, PlainPlan, address, grid};
 use crate::source::Function;
 
 /// A beamformer's launch, independent of CUDA: the ports, and which weights.
@@ -129,43 +129,34 @@ impl KernelImpl for Beamform {
     }
 }
 
-/// `blocks.combine` on CUDA: the plan and its weights' descriptor.
-#[derive(Debug)]
-pub struct Combine {
-    plan: BeamsPlan,
+/// `blocks.combine`'s plan: the beams' and the weights' descriptor (input 1).
+#[derive(Clone, Debug)]
+pub struct CombinePlan {
+    beams: BeamsPlan,
     weights: TensorDesc,
-    gpu: Gpu,
 }
 
-impl KernelImpl for Combine {
+/// `blocks.combine` on CUDA.
+pub type Combine = Plain<CombinePlan>;
+
+impl PlainPlan for CombinePlan {
     const NAME: &'static CStr = names::COMBINE;
-    const DEVICE: DeviceKind = DeviceKind::CUDA;
-    const MEMORY: MemorySpace = MemorySpace::DEVICE;
     const N_INPUTS: u32 = 2;
-    const N_OUTPUTS: u32 = 1;
-    const NAMES_ITS_ERRORS: bool = true;
 
-    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        let (plan, weights) = BeamsPlan::weighted(config)?;
-        Ok(Self {
-            plan,
-            weights,
-            gpu: Gpu::open(config)?,
-        })
+    fn plan(config: &Config<'_>) -> Result<Self, KernelError> {
+        let (beams, weights) = BeamsPlan::weighted(config)?;
+        Ok(Self { beams, weights })
     }
 
-    fn workspace_bytes(&self) -> u64 {
-        0
-    }
-
-    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let (x, y) = self.plan.ports(launch)?;
+    fn enqueue_launch(
+        &self,
+        queue: &CudaQueue<'_, Function>,
+        launch: &Launch<'_>,
+    ) -> Result<(), KernelError> {
+        let (x, y) = self.beams.ports(launch)?;
         let w = address(launch.input(1), "input 1", &self.weights)?;
         // SAFETY: every port was checked; no launch writes an input; the tile's output is
         // this launch's.
-        unsafe {
-            self.plan
-                .enqueue(&self.gpu.queue(launch, None), x, y, w, launch.tile())
-        }
+        unsafe { self.beams.enqueue(queue, x, y, w, launch.tile()) }
     }
 }

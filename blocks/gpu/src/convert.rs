@@ -4,13 +4,13 @@
 
 use std::ffi::CStr;
 
-use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, MemorySpace, Scalar, Tile};
+use kplace_abi::export::{Config, KernelError, Launch};
+use kplace_abi::{Scalar, Tile};
 use kplace_blocks_contract::convert::ConvertPorts;
 use kplace_blocks_contract::names;
-use kplace_cudakit::queue::{Queue, arg};
+use kplace_cudakit::queue::{CudaQueue, Queue, arg};
 
-use crate::gpu::{Gpu, PORTS, grid};
+use crate::gpu::{PORTS, Plain, PlainPlan, grid};
 use crate::source::Function;
 
 /// The conversion's launch, independent of CUDA.
@@ -21,21 +21,6 @@ pub struct ConvertPlan {
 }
 
 impl ConvertPlan {
-    /// Validates a configuration as `create` does.
-    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        let ports = ConvertPorts::check(config, &PORTS)?;
-        let function = match ports.from.scalar {
-            Scalar::I8 => Function::ConvertI8,
-            Scalar::I16 => Function::ConvertI16,
-            Scalar::I32 => Function::ConvertI32,
-            Scalar::F16 => Function::ConvertF16,
-            Scalar::BF16 => Function::ConvertBf16,
-            Scalar::F32 => Function::ConvertF32,
-            Scalar::F64 => Function::ConvertF64,
-        };
-        Ok(Self { ports, function })
-    }
-
     /// Enqueues `tile` of the input at `x` into the output at `y`.
     ///
     /// # Safety
@@ -69,43 +54,33 @@ impl ConvertPlan {
 }
 
 /// `blocks.convert` on CUDA.
-#[derive(Debug)]
-pub struct Convert {
-    plan: ConvertPlan,
-    gpu: Gpu,
-}
+pub type Convert = Plain<ConvertPlan>;
 
-impl KernelImpl for Convert {
+impl PlainPlan for ConvertPlan {
     const NAME: &'static CStr = names::CONVERT;
-    const DEVICE: DeviceKind = DeviceKind::CUDA;
-    const MEMORY: MemorySpace = MemorySpace::DEVICE;
-    const N_INPUTS: u32 = 1;
-    const N_OUTPUTS: u32 = 1;
-    const NAMES_ITS_ERRORS: bool = true;
 
-    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        let plan = ConvertPlan::from_config(config)?;
-        Ok(Self {
-            plan,
-            gpu: Gpu::open(config)?,
-        })
+    fn plan(config: &Config<'_>) -> Result<Self, KernelError> {
+        let ports = ConvertPorts::check(config, &PORTS)?;
+        let function = match ports.from.scalar {
+            Scalar::I8 => Function::ConvertI8,
+            Scalar::I16 => Function::ConvertI16,
+            Scalar::I32 => Function::ConvertI32,
+            Scalar::F16 => Function::ConvertF16,
+            Scalar::BF16 => Function::ConvertBf16,
+            Scalar::F32 => Function::ConvertF32,
+            Scalar::F64 => Function::ConvertF64,
+        };
+        Ok(Self { ports, function })
     }
 
-    fn workspace_bytes(&self) -> u64 {
-        0
-    }
-
-    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let (x, y) = self.plan.ports.rows.tensors(launch)?;
+    fn enqueue_launch(
+        &self,
+        queue: &CudaQueue<'_, Function>,
+        launch: &Launch<'_>,
+    ) -> Result<(), KernelError> {
+        let (x, y) = self.ports.rows.tensors(launch)?;
         // SAFETY: the tensors were checked against the descriptors create accepted; the
         // tile's output is this launch's.
-        unsafe {
-            self.plan.enqueue(
-                &self.gpu.queue(launch, None),
-                x.data as u64,
-                y.data as u64,
-                launch.tile(),
-            )
-        }
+        unsafe { self.enqueue(queue, x.data as u64, y.data as u64, launch.tile()) }
     }
 }

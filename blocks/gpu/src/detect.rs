@@ -5,13 +5,13 @@
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
-use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, Dtype, MemorySpace, Tile};
+use kplace_abi::export::{Config, KernelError, Launch};
+use kplace_abi::{Dtype, Tile};
 use kplace_blocks_contract::names;
 use kplace_blocks_contract::ports::Rows;
-use kplace_cudakit::queue::{Queue, arg};
+use kplace_cudakit::queue::{CudaQueue, Queue, arg};
 
-use crate::gpu::{Gpu, PORTS, grid};
+use crate::gpu::{PORTS, Plain, PlainPlan, grid};
 use crate::source::Function;
 
 /// What a detector computes of each complex value.
@@ -48,15 +48,6 @@ pub struct DetectPlan<L> {
 }
 
 impl<L: Law> DetectPlan<L> {
-    /// Validates a configuration as `create` does.
-    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        config.reject_unknown_params(&[])?;
-        Ok(Self {
-            rows: Rows::check(config, &PORTS, Dtype::CF32, Dtype::F32, false)?,
-            law: PhantomData,
-        })
-    }
-
     /// The ports accepted.
     pub fn rows(&self) -> &Rows {
         &self.rows
@@ -89,49 +80,30 @@ impl<L: Law> DetectPlan<L> {
     }
 }
 
-/// A detector's state on the device.
-#[derive(Debug)]
-pub struct Detect<L> {
-    plan: DetectPlan<L>,
-    gpu: Gpu,
-}
-
 /// `blocks.power` on CUDA.
-pub type Power = Detect<Square>;
+pub type Power = Plain<DetectPlan<Square>>;
 /// `blocks.magnitude` on CUDA.
-pub type Magnitude = Detect<Linear>;
+pub type Magnitude = Plain<DetectPlan<Linear>>;
 
-impl<L: Law> KernelImpl for Detect<L> {
+impl<L: Law> PlainPlan for DetectPlan<L> {
     const NAME: &'static CStr = L::NAME;
-    const DEVICE: DeviceKind = DeviceKind::CUDA;
-    const MEMORY: MemorySpace = MemorySpace::DEVICE;
-    const N_INPUTS: u32 = 1;
-    const N_OUTPUTS: u32 = 1;
-    const NAMES_ITS_ERRORS: bool = true;
 
-    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        let plan = DetectPlan::from_config(config)?;
+    fn plan(config: &Config<'_>) -> Result<Self, KernelError> {
+        config.reject_unknown_params(&[])?;
         Ok(Self {
-            plan,
-            gpu: Gpu::open(config)?,
+            rows: Rows::check(config, &PORTS, Dtype::CF32, Dtype::F32, false)?,
+            law: PhantomData,
         })
     }
 
-    fn workspace_bytes(&self) -> u64 {
-        0
-    }
-
-    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let (x, y) = self.plan.rows.tensors(launch)?;
+    fn enqueue_launch(
+        &self,
+        queue: &CudaQueue<'_, Function>,
+        launch: &Launch<'_>,
+    ) -> Result<(), KernelError> {
+        let (x, y) = self.rows.tensors(launch)?;
         // SAFETY: the tensors were checked against the descriptors create accepted; the
         // runtime's rule for tiles gives this launch its part of the output.
-        unsafe {
-            self.plan.enqueue(
-                &self.gpu.queue(launch, None),
-                x.data as u64,
-                y.data as u64,
-                launch.tile(),
-            )
-        }
+        unsafe { self.enqueue(queue, x.data as u64, y.data as u64, launch.tile()) }
     }
 }

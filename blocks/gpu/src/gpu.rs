@@ -1,11 +1,13 @@
 //! What every CUDA block holds and checks: device memory ports, the device and the library's
-//! functions there, and the launch geometry.
+//! functions there, the launch geometry, and the state of a block that is only its plan
+//! ([`Plain`]).
 
+use std::ffi::CStr;
 use std::sync::Arc;
 
 use kplace_abi::export::ports::Ports;
-use kplace_abi::export::{Config, KernelError, Launch};
-use kplace_abi::{MemorySpace, Tensor, TensorDesc};
+use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
+use kplace_abi::{DeviceKind, MemorySpace, Tensor, TensorDesc};
 use kplace_cudakit::cufft::Fft;
 use kplace_cudakit::driver::Device;
 use kplace_cudakit::program::{self, Functions};
@@ -65,5 +67,57 @@ impl Gpu {
             functions: self.functions,
             fft,
         }
+    }
+}
+
+/// A CUDA block whose state is its plan and its device: nothing uploaded at create, no
+/// workspace. [`Plain`] is its kernel.
+pub trait PlainPlan: Sized + Send + Sync + 'static {
+    /// The block's name.
+    const NAME: &'static CStr;
+    /// Its inputs (it writes one output).
+    const N_INPUTS: u32 = 1;
+
+    /// Validates a configuration as `create` does.
+    fn plan(config: &Config<'_>) -> Result<Self, KernelError>;
+
+    /// Checks the launch's ports against what `plan` accepted and enqueues its work on `queue`.
+    fn enqueue_launch(
+        &self,
+        queue: &CudaQueue<'_, Function>,
+        launch: &Launch<'_>,
+    ) -> Result<(), KernelError>;
+}
+
+/// The state of a [`PlainPlan`] block on its device.
+#[derive(Debug)]
+pub struct Plain<P> {
+    plan: P,
+    gpu: Gpu,
+}
+
+impl<P: PlainPlan> KernelImpl for Plain<P> {
+    const NAME: &'static CStr = P::NAME;
+    const DEVICE: DeviceKind = DeviceKind::CUDA;
+    const MEMORY: MemorySpace = MemorySpace::DEVICE;
+    const N_INPUTS: u32 = P::N_INPUTS;
+    const N_OUTPUTS: u32 = 1;
+    const NAMES_ITS_ERRORS: bool = true;
+
+    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
+        let plan = P::plan(config)?;
+        Ok(Self {
+            plan,
+            gpu: Gpu::open(config)?,
+        })
+    }
+
+    fn workspace_bytes(&self) -> u64 {
+        0
+    }
+
+    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
+        self.plan
+            .enqueue_launch(&self.gpu.queue(launch, None), launch)
     }
 }

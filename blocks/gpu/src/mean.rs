@@ -4,13 +4,12 @@
 
 use std::ffi::CStr;
 
-use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{DeviceKind, MemorySpace};
+use kplace_abi::export::{Config, KernelError, Launch};
 use kplace_blocks_contract::mean::MeanPorts;
 use kplace_blocks_contract::names;
-use kplace_cudakit::queue::{Queue, arg};
+use kplace_cudakit::queue::{CudaQueue, Queue, arg};
 
-use crate::gpu::{Gpu, PORTS, address, grid};
+use crate::gpu::{PORTS, Plain, PlainPlan, address, grid};
 use crate::source::Function;
 
 /// The mean's launch, independent of CUDA.
@@ -20,13 +19,6 @@ pub struct MeanPlan {
 }
 
 impl MeanPlan {
-    /// Validates a configuration as `create` does.
-    pub fn from_config(config: &Config<'_>) -> Result<Self, KernelError> {
-        Ok(Self {
-            ports: MeanPorts::check(config, &PORTS)?,
-        })
-    }
-
     /// Enqueues the mean of the input at `x` into the output at `y`.
     ///
     /// # Safety
@@ -52,38 +44,26 @@ impl MeanPlan {
 }
 
 /// `blocks.mean` on CUDA.
-#[derive(Debug)]
-pub struct Mean {
-    plan: MeanPlan,
-    gpu: Gpu,
-}
+pub type Mean = Plain<MeanPlan>;
 
-impl KernelImpl for Mean {
+impl PlainPlan for MeanPlan {
     const NAME: &'static CStr = names::MEAN;
-    const DEVICE: DeviceKind = DeviceKind::CUDA;
-    const MEMORY: MemorySpace = MemorySpace::DEVICE;
-    const N_INPUTS: u32 = 1;
-    const N_OUTPUTS: u32 = 1;
-    const NAMES_ITS_ERRORS: bool = true;
 
-    fn create(config: &Config<'_>) -> Result<Self, KernelError> {
-        let plan = MeanPlan::from_config(config)?;
+    fn plan(config: &Config<'_>) -> Result<Self, KernelError> {
         Ok(Self {
-            plan,
-            gpu: Gpu::open(config)?,
+            ports: MeanPorts::check(config, &PORTS)?,
         })
     }
 
-    fn workspace_bytes(&self) -> u64 {
-        0
-    }
-
-    fn launch(&self, launch: &Launch<'_>) -> Result<(), KernelError> {
-        let ports = &self.plan.ports;
-        let x = address(launch.input(0), "input 0", &ports.input)?;
-        let y = address(launch.output(0), "output 0", &ports.output)?;
+    fn enqueue_launch(
+        &self,
+        queue: &CudaQueue<'_, Function>,
+        launch: &Launch<'_>,
+    ) -> Result<(), KernelError> {
+        let x = address(launch.input(0), "input 0", &self.ports.input)?;
+        let y = address(launch.output(0), "output 0", &self.ports.output)?;
         // SAFETY: both checked against the descriptors create accepted; an unsplit stage
         // writes its whole output alone.
-        unsafe { self.plan.enqueue(&self.gpu.queue(launch, None), x, y) }
+        unsafe { self.enqueue(queue, x, y) }
     }
 }

@@ -13,6 +13,7 @@ use kplace_blocks_gpu::beams::BeamsPlan;
 use kplace_blocks_gpu::convert::ConvertPlan;
 use kplace_blocks_gpu::detect::{DetectPlan, Linear, Square};
 use kplace_blocks_gpu::fft::FftPlan;
+use kplace_blocks_gpu::gpu::PlainPlan;
 use kplace_blocks_gpu::mean::MeanPlan;
 use kplace_blocks_gpu::source::Function;
 use kplace_blocks_gpu::window::WindowPlan;
@@ -56,10 +57,10 @@ fn power_and_magnitude_equal_the_cpu_library_for_every_tiling() {
                     // SAFETY: host buffers of the stage's sizes stand in for device memory.
                     unsafe {
                         if law == "power" {
-                            let p = plan(&stage, DetectPlan::<Square>::from_config).unwrap();
+                            let p = plan(&stage, DetectPlan::<Square>::plan).unwrap();
                             p.enqueue(&queue, at(&x), at(&got), tile)
                         } else {
-                            let p = plan(&stage, DetectPlan::<Linear>::from_config).unwrap();
+                            let p = plan(&stage, DetectPlan::<Linear>::plan).unwrap();
                             p.enqueue(&queue, at(&x), at(&got), tile)
                         }
                     }
@@ -149,7 +150,7 @@ fn conversion_of_every_input_type_equals_the_cpu_library() {
                         .tiled(split);
                     let mut want = Buffer::new(to, &dims);
                     cpu(&CPU_CONVERT, &stage, &[&x], &mut want);
-                    let p = plan(&stage, ConvertPlan::from_config).unwrap();
+                    let p = plan(&stage, ConvertPlan::plan).unwrap();
                     let got = Buffer::new(to, &dims);
                     for tile in tiles(&stage) {
                         // SAFETY: host buffers of the stage's sizes stand in for device memory.
@@ -219,7 +220,7 @@ fn the_mean_equals_the_cpu_library() {
             Stage::new(desc(Dtype::F32, &dims), desc(Dtype::F32, &dims[1..])).params(&params);
         let mut want = Buffer::new(Dtype::F32, &dims[1..]);
         cpu(&CPU_MEAN, &stage, &[&x], &mut want);
-        let p = plan(&stage, MeanPlan::from_config).unwrap();
+        let p = plan(&stage, MeanPlan::plan).unwrap();
         let got = Buffer::new(Dtype::F32, &dims[1..]);
         // SAFETY: host buffers of the stage's sizes stand in for device memory.
         unsafe { p.enqueue(&queue, at(&x), at(&got)) }.unwrap();
@@ -269,7 +270,7 @@ fn both_beamformers_equal_the_cpu_library_for_every_tiling() {
 #[test]
 fn the_cuda_blocks_refuse_what_the_cpu_blocks_refuse_in_the_same_words() {
     let refuse = |stage: &Stage<'_>, phrase: &str| {
-        let message = plan(stage, MeanPlan::from_config).unwrap_err().message;
+        let message = plan(stage, MeanPlan::plan).unwrap_err().message;
         assert!(message.contains(phrase), "{message}");
     };
     let mean = Stage::new(desc(Dtype::F32, &[4, 3]), desc(Dtype::F32, &[3]));
@@ -287,7 +288,7 @@ fn the_cuda_blocks_refuse_what_the_cpu_blocks_refuse_in_the_same_words() {
     );
     // Host memory is refused: the CUDA blocks read and write device memory.
     let message = Stage::new(desc(Dtype::CF32, &[2, 4]), desc(Dtype::F32, &[2, 4]))
-        .with_config(DetectPlan::<Square>::from_config)
+        .with_config(DetectPlan::<Square>::plan)
         .unwrap_err()
         .message;
     assert!(message.contains("device"), "{message}");

@@ -48,11 +48,6 @@ pub struct DetectPlan<L> {
 }
 
 impl<L: Law> DetectPlan<L> {
-    /// The ports accepted.
-    pub fn rows(&self) -> &Rows {
-        &self.rows
-    }
-
     /// Enqueues `tile` of the input at `x` into the output at `y`.
     ///
     /// # Safety

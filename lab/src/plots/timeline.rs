@@ -186,21 +186,32 @@ pub fn write(path: &Path, trace: &Trace, from_ns: u64, to_ns: u64) -> Result<(),
     })
 }
 
+/// A span of frame 0, for the tests that draw made-up traces.
+#[cfg(test)]
+pub(crate) fn span(
+    kind: SpanKind,
+    track: Track,
+    stage: Option<u32>,
+    start_ns: u64,
+    end_ns: u64,
+) -> Span {
+    Span {
+        kind,
+        track,
+        frame: 0,
+        stage,
+        launch: None,
+        start_ns,
+        end_ns,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_span_in_the_window_is_drawn_on_its_lane() {
-        let span = |kind, track, stage, start_ns: u64, end_ns: u64| Span {
-            kind,
-            track,
-            frame: 0,
-            stage,
-            launch: None,
-            start_ns,
-            end_ns,
-        };
         let trace = Trace {
             spans: vec![
                 span(SpanKind::Packets, Track::Source, None, 0, 900_000),

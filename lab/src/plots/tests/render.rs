@@ -20,10 +20,10 @@ use resvg::{tiny_skia, usvg};
 use super::{El, TextBox, answered, hex, histogram, parse, search, stage, sweep, text_box, trial};
 use crate::plots::frame::LEGEND_WIDTH;
 use crate::plots::style::{PALETTE, Shape};
-use crate::plots::timeline;
+use crate::plots::timeline::{self, span};
 use crate::plots::{Sweep, read_results, write_all};
 use crate::rate::sweep::{SweepFile, TrialStatus};
-use kplace::report::trace::{Span, SpanKind, Trace, Track};
+use kplace::report::trace::{SpanKind, Trace, Track};
 
 /// The system's fonts, loaded once, with a sans-serif family that exists.
 fn fonts() -> Arc<usvg::fontdb::Database> {
@@ -376,15 +376,6 @@ fn twelve_series_each_have_their_own_colour_and_marker() {
 
 /// A trace of two frames on a worker and the collector, and the GPU's spans when `gpu`.
 fn trace(gpu: bool) -> Trace {
-    let span = |kind, track, stage, start_ns: u64, end_ns: u64| Span {
-        kind,
-        track,
-        frame: 0,
-        stage,
-        launch: None,
-        start_ns,
-        end_ns,
-    };
     let mut spans = vec![
         span(SpanKind::Packets, Track::Source, None, 0, 4_000_000),
         span(

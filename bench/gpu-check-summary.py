@@ -249,6 +249,17 @@ def summary(scratch, out):
     if "tune" in steps and steps["tune"]["rc"] not in (None, 0):
         problems.append("tune: rc %d" % steps["tune"]["rc"])
     s["share"] = stream_rows("share")
+    s["adapt"] = stream_rows("adapt")
+    for r in s["adapt"]:
+        rep = load(os.path.join(scratch, r["base"] + ".json")) if "base" in r else None
+        a = (rep or {}).get("adaptation") or {}
+        r["placements"], r["frames_per_placement"] = a.get("placements"), a.get("frames")
+        r["switches"] = [(round(w["at_s"], 3), w["from"], w["to"], w["reason"]) for w in a.get("switches", [])]
+        r["spilled_frames"] = a.get("spilled_frames")
+    s["admit"] = {"rows": lines(os.path.join(scratch, "results", "admit.jsonl")),
+                  "account": (text(os.path.join(scratch, "admit", "admit.txt")) or "").splitlines()}
+    if "admit" in steps and steps["admit"]["rc"] not in (None, 0):
+        notes.append("admit: rc %s (1: the proof did not hold; logs/admit.txt)" % steps["admit"]["rc"])
     cupy = lines(os.path.join(scratch, "results", "cupy.jsonl"))
     for c in cupy:
         if c.get("skipped"):
@@ -290,7 +301,7 @@ def summary(scratch, out):
     write(out, "summary.json", json.dumps(s, indent=1))
     write(out, "table.md", table(s))
 
-STEPS = ["preflight", "tests", "replay", "streams", "copies", "tune", "share", "cupy", "memcheck", "bisect"]
+STEPS = ["preflight", "tests", "replay", "streams", "copies", "tune", "share", "adapt", "admit", "cupy", "memcheck", "bisect"]
 
 def write(out, name, body):
     with open(os.path.join(out, name), "w") as f:
@@ -363,7 +374,8 @@ def table(s):
                 ", ".join("%s %s" % (k, f(v["host_ms"], "%.3f")) for k, v in r["stages"].items()),
                 ", ".join("%s %s" % (k, f(v["gpu_ms"], "%.3f")) for k, v in r["stages"].items() if v["gpu_ms"] is not None),
                 vs))
-    for key, title in (("streams", "UDP streams"), ("share", "sharing (2048x256, all-gpu)")):
+    for key, title in (("streams", "UDP streams"), ("share", "sharing (2048x256, all-gpu)"),
+                       ("adapt", "kplace run --adapt beside the GPU hog")):
         if s.get(key):
             md += ["", "%s:" % title, "",
                    "| case | CPI | offered CPI/s | processed CPI/s | frames / partial / dropped | post-CPI p50 / p99 ms | cores | verified | MPS clients | hog TFLOP/s |",
@@ -386,6 +398,12 @@ def table(s):
                "| direction | best GB/s | at bytes | fraction of nominal |", "|---|---|---|---|"]
         for d, c in cp["best"].items():
             md.append("| %s | %s | %d | %s |" % (d, f(c["gb_per_s"], "%.2f"), c["bytes"], f(c.get("fraction_of_nominal"), "%.2f")))
+    for r in s.get("adapt") or []:
+        if r.get("placements"):
+            md += ["", "adapted: placements %s, frames %s, spilled %s, switches (s, from, to, why) %s" % (
+                r["placements"], r["frames_per_placement"], r["spilled_frames"], r["switches"])]
+    if (s.get("admit") or {}).get("account"):
+        md += ["", "kplace admit:", ""] + ["    " + l for l in s["admit"]["account"]]
     if s.get("tune"):
         md += ["", "kplace tune at 1024x128 (predictions, not proven):", ""] + [l for l in s["tune"] if l.startswith("|") or l.startswith("kplace tune")]
     if s.get("cupy"):

@@ -4,7 +4,7 @@
 #
 #   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], timeout 600 s)
 #
-# Ten steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
+# Twelve steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
 #   1. preflight  60  driver and devices (`kplace devices --json`, timed cold and warm: the
 #                     first CUDA context a process pays), each CUDA library and its version,
 #                     nvidia-smi (PCIe link, persistence mode), rmem_max, the driver's tools;
@@ -23,10 +23,17 @@
 #   7. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
 #                     may cost frames), two pipelines with MPS off and on ("skipped: no MPS
 #                     control" without nvidia-cuda-mps-control);
-#   8. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
-#   9. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
+#   8. adapt      30  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
+#                     to all-cpu-pinned, the GPU hog for 4 s of its 10 (a measurement: the
+#                     switches, frames per placement, every frame verified or not), its trace
+#                     drawn with `plot-trace --switches`;
+#   9. admit     100  `kplace admit`: how many all-gpu pipelines at 2048x256 and 150 CPI/s fit,
+#                     proven with bisect-rate (N pipelines and N + 1) under MPS when MPS
+#                     control is there, else as processes (a measurement);
+#  10. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
+#  11. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
 #                     off by its limit is inconclusive, a refusal of the device skipped;
-#  10. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
+#  12. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
 #                     side for the robust goal (1 s trials): each one's rate, the ratio, or
 #                     the stated reason none exists (a measurement).
 #
@@ -57,7 +64,7 @@ summarizer=$PWD/bench/gpu-check-summary.py
 # shellcheck source-path=SCRIPTDIR/..
 . scripts/ready.sh
 
-STEPS=(preflight tests replay streams copies tune share cupy memcheck bisect)
+STEPS=(preflight tests replay streams copies tune share adapt admit cupy memcheck bisect)
 # Seconds to end a step past its budget (timeout's -k), and after it to end what it left
 # running (1 s), stop an MPS daemon it left (10 s) and publish (20 s), with 4 s to spare.
 KILL_GRACE=5
@@ -76,6 +83,8 @@ budget_of() {
         copies) echo 15 ;;
         tune) echo 25 ;;
         share) echo 45 ;;
+        adapt) echo 30 ;;
+        admit) echo 100 ;;
         cupy) echo 60 ;;
         memcheck) echo 45 ;;
         bisect) echo 200 ;;
@@ -91,6 +100,8 @@ title_of() {
         copies) echo "pinned copy rates against the PCIe link" ;;
         tune) echo "kplace tune's calibration and predictions, CPU and GPU" ;;
         share) echo "sharing: alone, beside the GPU hog, MPS off and on" ;;
+        adapt) echo "kplace run --adapt: all-gpu with all-cpu-pinned to move to, the GPU hog mid-stream" ;;
+        admit) echo "kplace admit: all-gpu at 2048x256, proven with MPS" ;;
         cupy) echo "the CuPy peer beside kplace's all-gpu" ;;
         memcheck) echo "compute-sanitizer memcheck of GPU kernel tests" ;;
         bisect) echo "bisect-rate: all-gpu and all-cpu side by side at 1024x128" ;;
@@ -467,6 +478,48 @@ step_share() {
         jsonl "$GC_SCRATCH/results/share.jsonl" 'case="MPS on"' 'pipelines=2' 'rc=null' \
             'error="kplace mps start failed (share/mps.log)"'
     fi
+}
+
+# Re-placement under a co-tenant: all-gpu preferred, all-cpu-pinned to move to, judged against
+# a 2 ms budget; the GPU hog arrives 3 s into a 10 s stream at 400 CPI/s and stays 4 s. A
+# measurement: the report's adaptation (switches, frames per placement) and the picture.
+step_adapt() {
+    mkdir -p "$GC_SCRATCH/adapt"
+    local rc hog
+    (
+        sleep 3
+        exec timeout --foreground 6 "$GC_KPLACE" hog gpu --size 4096 --duty 1.0 --seconds 4
+    ) > "$GC_SCRATCH/adapt/hog.jsonl" 2>&1 &
+    hog=$!
+    rc=$(stream_case adapt/run 1024x128 400 10 --placement workloads/radar/placements/all-gpu.yaml \
+        --adapt workloads/radar/placements/all-cpu-pinned.yaml --budget 2ms --adapt-hold 1s \
+        --trace "$GC_SCRATCH/adapt/trace.json")
+    kill -TERM "$hog" 2> /dev/null
+    wait "$hog" 2> /dev/null
+    pkill -KILL -f "hog gpu --size 4096 --duty 1.0 --seconds 4" 2> /dev/null
+    bounded 20 "$GC_KPLACE" plot-trace "$GC_SCRATCH/adapt/trace.json" --switches --budget 2ms \
+        --out "$GC_SCRATCH/adapt/switches.svg" >> "$GC_SCRATCH/adapt/run.log" 2>&1
+    rm -f "$GC_SCRATCH/adapt/trace.json"
+    jsonl "$GC_SCRATCH/results/adapt.jsonl" 'case="all-gpu, adapting to all-cpu-pinned, GPU hog mid-stream"' \
+        'pipelines=1' "rc=$rc" 'base="adapt/run"' 'cpi="1024x128"' 'rate=400' 'hog="adapt/hog.jsonl"' \
+        'measurement=true'
+}
+
+# Admission: all-gpu at 2048x256, 150 CPI/s each, the answer proven by two short searches (N
+# and N + 1 pipelines) as MPS clients when MPS control is there.
+step_admit() {
+    mkdir -p "$GC_SCRATCH/admit"
+    local mps=(--pipeline-mode process) rc
+    if command -v nvidia-cuda-mps-control > /dev/null; then
+        mps+=(--mps on)
+    fi
+    bounded -s INT -k 10 90 "$GC_KPLACE" admit --placement workloads/radar/placements/all-gpu.yaml \
+        --cpi 2048x256 --rate 150 --prove "${mps[@]}" --calibrate 500ms \
+        --calibrations "$GC_SCRATCH/admit/calibrations" --goals robust:0.01:0.5:2 --window 1s \
+        --initial-window 250ms --max-trials 16 --out "$GC_SCRATCH/admit" \
+        > "$GC_SCRATCH/admit/admit.txt" 2> "$GC_SCRATCH/logs/admit.txt"
+    rc=$?
+    jsonl "$GC_SCRATCH/results/admit.jsonl" "rc=$rc" "mps=$(str "${mps[*]}")" 'measurement=true'
 }
 
 # The CuPy peer. Its probe (import, device count) is here, not in the preflight: a CuPy import

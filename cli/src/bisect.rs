@@ -73,7 +73,12 @@ pub struct BisectArgs {
     /// The budget post-frame p99 must stay within: `deadline` (the CPI's physical duration, or
     /// one CPI period at the offered rate R when that is longer), `1/R` (one CPI period at R,
     /// the strict rule), or a duration such as `6.4ms`.
-    #[arg(long, value_name = "BUDGET", default_value = "deadline")]
+    #[arg(
+        long,
+        value_name = "BUDGET",
+        default_value = "deadline",
+        alias = "budget"
+    )]
     latency_budget: BudgetRule,
     /// Trials per search at most.
     #[arg(long, default_value_t = SearchConfig::DEFAULT_MAX_TRIALS)]
@@ -143,6 +148,12 @@ pub struct BisectArgs {
     /// `process` (one process per pipeline).
     #[arg(long, value_enum, default_value = "thread")]
     pipeline_mode: ModeArg,
+    /// Also search a system that switches between the placements given while the stream runs
+    /// (`kplace run --adapt`, the first placement preferred, the others in the order given),
+    /// judged against each trial's latency budget; its trials alternate with the fixed
+    /// placements' (docs/adapt.md).
+    #[arg(long)]
+    adapt: bool,
     /// A co-tenant beside every search: `none`, `gpu-hog` (an SGEMM loop on GPU 0, in its own
     /// process), `cpu-hog` (spinning threads) or `membw-hog` (threads streaming memory);
     /// started before each search, stopped after it, and its own report (intensity, achieved
@@ -183,6 +194,31 @@ enum MpsMode {
 }
 
 impl BisectArgs {
+    /// The options of a sweep of `graph` (at `shape`, with the workload's `options`), every
+    /// other option at its default: what `kplace admit` takes, for a check that names no
+    /// sweep.
+    pub(crate) fn defaults(
+        graph: &std::path::Path,
+        shape: Option<&FrameShape>,
+        options: &[(String, String)],
+    ) -> anyhow::Result<BisectArgs> {
+        use clap::FromArgMatches;
+        let mut argv = vec![
+            "kplace".to_string(),
+            "--graph".into(),
+            graph.display().to_string(),
+        ];
+        if let Some(shape) = shape {
+            argv.extend(["--shape".into(), shape.to_string()]);
+        }
+        for (name, value) in options {
+            argv.extend(["--opt".into(), format!("{name}={value}")]);
+        }
+        let matches =
+            BisectArgs::augment_args(clap::Command::new("kplace")).try_get_matches_from(argv)?;
+        Ok(BisectArgs::from_arg_matches(&matches)?)
+    }
+
     /// The sweep these options describe, checked ([`BisectConfig::check`]) and its shapes and
     /// workload resolved ([`BisectConfig::resolve_workload`]).
     pub(crate) fn config(self) -> anyhow::Result<BisectConfig> {
@@ -244,6 +280,7 @@ impl BisectArgs {
             bounds: self.bounds,
             pipelines: self.pipelines,
             pipeline_mode: self.pipeline_mode.into(),
+            adapt: self.adapt,
             cotenant,
             cotenant_intensity: self.cotenant_intensity,
             mps,

@@ -4,6 +4,7 @@
 //! libraries return: the data path in `kplace` (the runtime), the measuring tools in
 //! `kplace_lab`, the workloads registered in [`workloads`].
 
+mod admit;
 mod args;
 mod bisect;
 mod compare;
@@ -110,6 +111,11 @@ enum Command {
     /// (--rate, or the highest rate) as a placement file.
     #[command(mut_arg("placements", |a| a.hide(true)))]
     Tune(Box<tune::TuneArgs>),
+    /// How many pipelines of a placement, each at a rate, fit on this machine: from the
+    /// calibration and the cost model, naming the resource that runs out first, and with
+    /// --prove measured by bisect-rate (N pipelines sustain the rate, N + 1 do not).
+    #[command(mut_arg("placements", |a| a.hide(true)), mut_arg("pipelines", |a| a.hide(true)))]
+    Admit(Box<admit::AdmitArgs>),
     /// Print a shell's completion script (bash, zsh, fish, ...).
     Completions(shell::CompletionsArgs),
     /// Write the man pages into a directory.
@@ -138,6 +144,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plot(args) => plots::main(args),
         Command::PlotTrace(args) => plot_trace::main(args),
         Command::Tune(args) => tune::main(*args),
+        Command::Admit(args) => admit::main(*args),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),
     }

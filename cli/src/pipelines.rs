@@ -33,6 +33,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.ingest_only {
         bail!("--ingest-only measures one receiver: drop --pipelines");
     }
+    super::admit::check_run(&args)?;
     match args.pipeline_mode.into() {
         PipelineMode::Thread => threads(&args),
         PipelineMode::Process => processes(&args),

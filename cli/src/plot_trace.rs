@@ -24,6 +24,14 @@ pub struct PlotTraceArgs {
     /// The window's length, e.g. `16ms` (a bare number is ms).
     #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = crate::duration::or_ms, alias = "span-ms")]
     span: std::time::Duration,
+    /// For a run that adapts (`kplace run --adapt --trace`): draw the whole run instead, each
+    /// frame's post-frame latency by the placement that ran it, and every switch
+    /// (docs/adapt.md).
+    #[arg(long)]
+    switches: bool,
+    /// With --switches: draw this latency budget too, e.g. `5ms`.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive, requires = "switches")]
+    budget: Option<std::time::Duration>,
 }
 
 /// Reads the trace, draws the window, prints the picture's path.
@@ -40,6 +48,13 @@ pub fn main(args: PlotTraceArgs) -> anyhow::Result<ExitCode> {
     )
     .with_context(|| format!("cannot read {}", args.trace.display()))?;
     let trace = Trace::read_chrome(&text, &args.trace.display().to_string())?;
+    if args.switches {
+        let out = args.out.unwrap_or_else(|| args.trace.with_extension("svg"));
+        let budget_ms = args.budget.map(|b| b.as_secs_f64() * 1e3);
+        kplace_lab::plots::switches::write(&out, &trace, budget_ms)?;
+        println!("{}", out.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let from_ns = match args.from {
         Some(from) => nanos(from),

@@ -38,36 +38,13 @@ pub struct TuneArgs {
     /// default tile.
     #[arg(long, value_delimiter = ',', value_name = "TILES")]
     gpu_tiles: Vec<u64>,
-    /// The GPU weighed.
-    #[arg(long, default_value_t = 0)]
-    gpu: u32,
-    /// Weigh the CPU only, even where a GPU is usable.
-    #[arg(long)]
-    cpu_only: bool,
-    /// The CPU kernel library (default: kplace's own).
-    #[arg(long, value_name = "PATH")]
-    cpu_library: Option<PathBuf>,
-    /// The GPU kernel library (default: kplace's own).
-    #[arg(long, value_name = "PATH")]
-    gpu_library: Option<PathBuf>,
     /// Prove the best N predictions with bisect-rate (0: predict only, and write the best
     /// prediction).
     #[arg(long, value_name = "N", default_value_t = 3)]
     prove: usize,
-    /// Measure the calibration again even when a stored one is fresh.
-    #[arg(long)]
-    recalibrate: bool,
-    /// A stored calibration older than this is measured again (e.g. `7days`; a bare number is
-    /// hours).
-    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = crate::duration::or_h, alias = "max-age-h")]
-    max_age: Duration,
-    /// Where calibrations are stored (default: $KPLACE_CALIBRATIONS, else
-    /// ~/.cache/kplace/calibrations).
-    #[arg(long, value_name = "DIR")]
-    calibrations: Option<PathBuf>,
-    /// About how long each calibration run lasts.
-    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = crate::duration::or_s, alias = "calibrate-s")]
-    calibrate: Duration,
+    /// The devices weighed and the calibration predicted from.
+    #[command(flatten)]
+    machine: MachineArgs,
     /// Where the winning placement is written (default: OUT/tune-<CPI>/tuned.yaml; with several
     /// CPIs, each CPI's goes beside its other results).
     #[arg(long, value_name = "FILE")]
@@ -100,13 +77,7 @@ impl TuneArgs {
         {
             bail!("--rate must be a positive number of frames per second, not {rate}");
         }
-        let (least, most) = (Duration::from_millis(50), Duration::from_secs(600));
-        if !(least..=most).contains(&self.calibrate) {
-            bail!(
-                "--calibrate must be 50ms to 600s, not {}",
-                humantime::format_duration(self.calibrate)
-            );
-        }
+        self.machine.check()?;
         for (option, values) in [("--workers", &self.workers), ("--slots", &self.slots)] {
             if values.is_empty() || values.iter().any(|&v| v == 0 || v > 64) {
                 bail!("{option} takes counts from 1 to 64, not {values:?}");
@@ -117,23 +88,94 @@ impl TuneArgs {
 
     /// The tuning these options ask for, besides its proving searches'.
     fn options(&self) -> TuneOptions {
+        let knobs = Knobs {
+            workers: self.workers.clone(),
+            slots: self.slots.clone(),
+            gpu_tiles: self.gpu_tiles.clone(),
+            gpu: self.machine.gpu,
+        };
         TuneOptions {
             rate: self.rate,
-            knobs: Knobs {
-                workers: self.workers.clone(),
-                slots: self.slots.clone(),
-                gpu_tiles: self.gpu_tiles.clone(),
-                gpu: self.gpu,
-            },
+            prove: self.prove,
+            winner: self.write.clone(),
+            ..self.machine.options(knobs)
+        }
+    }
+}
+
+/// The devices a tuning or an admission weighs, and the calibration it predicts from.
+#[derive(Debug, Args)]
+pub struct MachineArgs {
+    /// The GPU weighed.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) gpu: u32,
+    /// Weigh the CPU only, even where a GPU is usable.
+    #[arg(long)]
+    cpu_only: bool,
+    /// The CPU kernel library (default: kplace's own).
+    #[arg(long, value_name = "PATH")]
+    cpu_library: Option<PathBuf>,
+    /// The GPU kernel library (default: kplace's own).
+    #[arg(long, value_name = "PATH")]
+    gpu_library: Option<PathBuf>,
+    /// Measure the calibration again even when a stored one is fresh.
+    #[arg(long)]
+    recalibrate: bool,
+    /// A stored calibration older than this is measured again (e.g. `7days`; a bare number is
+    /// hours).
+    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = crate::duration::or_h, alias = "max-age-h")]
+    max_age: Duration,
+    /// Where calibrations are stored (default: $KPLACE_CALIBRATIONS, else
+    /// ~/.cache/kplace/calibrations).
+    #[arg(long, value_name = "DIR")]
+    calibrations: Option<PathBuf>,
+    /// About how long each calibration run lasts.
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = crate::duration::or_s, alias = "calibrate-s")]
+    calibrate: Duration,
+}
+
+impl MachineArgs {
+    /// The defaults, for a check that measures nothing.
+    pub(crate) fn for_check() -> MachineArgs {
+        MachineArgs {
+            gpu: 0,
+            cpu_only: false,
+            cpu_library: None,
+            gpu_library: None,
+            recalibrate: false,
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            calibrations: None,
+            calibrate: Duration::from_millis(1500),
+        }
+    }
+
+    /// Refuses a calibration length that has no meaning.
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        let (least, most) = (Duration::from_millis(50), Duration::from_secs(600));
+        if !(least..=most).contains(&self.calibrate) {
+            bail!(
+                "--calibrate must be 50ms to 600s, not {}",
+                humantime::format_duration(self.calibrate)
+            );
+        }
+        Ok(())
+    }
+
+    /// The options of a tuning over `knobs` on these devices, predicting only and writing
+    /// its winner beside its results.
+    pub(crate) fn options(&self, knobs: Knobs) -> TuneOptions {
+        TuneOptions {
+            rate: None,
+            knobs,
             cpu_only: self.cpu_only,
             cpu_library: self.cpu_library.clone(),
             gpu_library: self.gpu_library.clone(),
-            prove: self.prove,
+            prove: 0,
             recalibrate: self.recalibrate,
             max_age_s: self.max_age.as_secs(),
             store: Store::new(self.calibrations.clone().unwrap_or_else(Store::default_dir)),
             calibrate_s: self.calibrate.as_secs_f64(),
-            winner: self.write.clone(),
+            winner: None,
             command: std::env::args()
                 .map(|a| shlex::try_quote(&a).map_or(a.clone(), |q| q.into_owned()))
                 .collect::<Vec<_>>()

@@ -38,6 +38,11 @@ pub fn parse_option(text: &str) -> Result<(String, String), String> {
 }
 
 impl WorkloadArgs {
+    /// The options given as NAME=VALUE pairs, in the order given.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.options
+    }
+
     /// The options given, in the order given.
     pub fn options(&self) -> WorkloadOptions {
         let mut options = WorkloadOptions::default();

@@ -1166,7 +1166,7 @@ fn a_report_to_stdout_is_json_on_stdout() {
 }
 
 /// `--report-every` writes a progress line per interval and a last one, to stdout by default
-/// (the summary then goes to stderr), each a strict `kplace-progress/2` line, adding up to the
+/// (the summary then goes to stderr), each a strict `kplace-progress/3` line, adding up to the
 /// run's report; `-` for two outputs, or for several pipelines, is refused, as is a zero or
 /// unreadable interval.
 #[test]

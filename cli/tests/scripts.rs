@@ -171,11 +171,11 @@ fn gpu_check_stops_in_the_preflight_without_a_gpu_saying_why() {
     let run = gpu_check(&dir, &out);
     let said = said(&run);
     assert_eq!(run.status.code(), Some(1), "{said}");
-    assert!(said.contains("== step 1/10: preflight"), "{said}");
+    assert!(said.contains("== step 1/12: preflight"), "{said}");
     assert!(said.contains("(budget 60 s)"), "{said}");
     assert!(said.contains("stopped after the preflight"), "{said}");
     assert!(
-        !said.contains("== step 2/10"),
+        !said.contains("== step 2/12"),
         "it went past the preflight:\n{said}"
     );
 
@@ -338,7 +338,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
             .env("FAKE_LEFTOVERS", &leftovers)
             // After the preflight about 100 s are left: tests and replay (120 s each, 160 with
             // the time to end them and clean up) no longer fit, share (45 s, 85 in all) does;
-            // streams, copies, tune, cupy, memcheck and bisect are not chosen.
+            // streams, copies, tune, adapt, admit, cupy, memcheck and bisect are not chosen.
             .env("KPLACE_GPU_CHECK_LIMIT_S", "120")
             .env("KPLACE_GPU_CHECK_STEPS", "tests,replay,share")
             .current_dir(kplace_testkit::workspace()),
@@ -354,7 +354,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
             .find(|s| s["step"] == name)
             .unwrap_or_else(|| panic!("no row for step {name}: {summary:#}"))
     };
-    assert_eq!(steps.len(), 10, "every step has its row: {summary:#}");
+    assert_eq!(steps.len(), 12, "every step has its row: {summary:#}");
 
     // The slow preflight passed within its budget and judged the machine usable.
     let pre = step("preflight");
@@ -376,7 +376,9 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
             "{name}: {why:?}"
         );
     }
-    for name in ["streams", "copies", "tune", "cupy", "memcheck"] {
+    for name in [
+        "streams", "copies", "tune", "adapt", "admit", "cupy", "memcheck",
+    ] {
         assert_eq!(
             step(name)["skipped"],
             "not selected (KPLACE_GPU_CHECK_STEPS)",

@@ -20,6 +20,7 @@ pub mod cuda;
 pub mod plan;
 pub mod plugin;
 // Frames moving.
+pub mod adapt;
 pub mod executor;
 pub mod net;
 // What a run measured.

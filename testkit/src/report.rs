@@ -58,6 +58,7 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         interrupted: None,
         output_errors: Vec::new(),
         changes: Vec::new(),
+        adaptation: None,
         gpu_telemetry: Telemetry::unavailable("no GPU stage"),
         mps: None,
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use kplace::adapt::Rule;
 use kplace::interrupt;
 use kplace::net::source::FrameSource;
 use kplace::net::udp::{AllowFrom, UdpConfig};
@@ -22,7 +23,7 @@ use kplace::workload::kind::{RecordingRequest, Request};
 use kplace::workload::outputs::OutputPaths;
 use kplace::workload::recording::Recording;
 use kplace::workload::reference::CheckSpec;
-use kplace::workload::run::{PipelineRun, PreparedRun};
+use kplace::workload::run::{Adapt, PipelineRun, PreparedRun};
 use kplace::workload::sinks::SinkFormat;
 
 use super::args::GraphArgs;
@@ -77,7 +78,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) trace: Option<PathBuf>,
     /// Report the run's progress every DURATION (e.g. `1s`, `250ms`): one JSON line per
-    /// interval, and a last one at the end (schema `kplace-progress/2`, docs/report.md), to
+    /// interval, and a last one at the end (schema `kplace-progress/3`, docs/report.md), to
     /// --progress-out; and a progress bar on a terminal.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive)]
     pub(crate) report_every: Option<Duration>,
@@ -99,6 +100,24 @@ pub struct RunArgs {
     /// own values.
     #[arg(long, value_name = "FILE")]
     pub(crate) control: Option<PathBuf>,
+    /// Another placement to move the stream to while it runs, when the placement running stops
+    /// keeping up (repeatable; a file or a name, as --placement): --placement is preferred,
+    /// then each --adapt in the order given. Every placement is planned before the first
+    /// frame; switches happen at frame boundaries, are judged against --budget, and are in the
+    /// report, the progress lines, the trace and the metrics (docs/adapt.md).
+    #[arg(long, value_name = "FILE|NAME", requires = "budget")]
+    pub(crate) adapt: Vec<PathBuf>,
+    /// With --adapt: the post-frame latency budget the switching rule judges frames against
+    /// (e.g. `5ms`).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive, requires = "adapt")]
+    pub(crate) budget: Option<Duration>,
+    /// With --adapt: frames per judgement of the switching rule.
+    #[arg(long, value_name = "FRAMES", default_value_t = 16, requires = "adapt", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) adapt_window: u32,
+    /// With --adapt: how long a placement must keep up before the rule tries the preferred one
+    /// again, at first (doubled after each try that fails, up to 16 times).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::duration::positive, requires = "adapt")]
+    pub(crate) adapt_hold: Duration,
     /// Time each GPU stage on its stream with CUDA timing events (kernels with their uploads,
     /// and downloads) and report it per frame; fences use timing-free events otherwise.
     #[arg(long)]
@@ -156,6 +175,10 @@ pub struct RunArgs {
     /// streams and pools), `process` as child processes (one context each).
     #[arg(long, value_enum, default_value = "thread")]
     pub(crate) pipeline_mode: ModeArg,
+    /// With several pipelines: run them even where this machine's stored calibration and the
+    /// cost model say they do not fit (`kplace admit`).
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
@@ -207,6 +230,29 @@ impl RunArgs {
                 "only one of --report, --detections, --done-times and --progress-out (with \
                  --report-every, - by default) can be - (stdout)"
             );
+        }
+        if !self.adapt.is_empty() {
+            let refuse = |option: &str, why: &str| -> anyhow::Result<()> {
+                bail!("--adapt with {option}: {why}")
+            };
+            if self.graph.workers.is_some() {
+                refuse(
+                    "--workers",
+                    "it would give every placement the same workers; set them in each placement file",
+                )?;
+            }
+            if self.control.is_some() {
+                refuse(
+                    "--control",
+                    "parameters cannot change while the run switches placements",
+                )?;
+            }
+            if self.pipelines > 1 {
+                refuse("--pipelines", "one pipeline adapts at a time for now")?;
+            }
+            if self.ingest_only {
+                refuse("--ingest-only", "nothing is processed to adapt")?;
+            }
         }
         if self.pipelines > 1 && outputs.iter().any(|p| p.is_some_and(output::is_stdout)) {
             bail!(
@@ -304,6 +350,7 @@ impl RunArgs {
                 .or(self.metrics.map(|_| super::progress::METRICS_EVERY)),
             trace: self.trace.is_some(),
             control: self.control.clone(),
+            adapt: self.adaptation()?,
         };
         let registry = crate::workloads::registry();
         Ok(PreparedRun::new(
@@ -312,6 +359,27 @@ impl RunArgs {
             run,
             self.detections.is_some(),
         )?)
+    }
+
+    /// The placements --adapt names and the rule that switches between them.
+    fn adaptation(&self) -> anyhow::Result<Option<Adapt>> {
+        let Some(budget) = self.budget.filter(|_| !self.adapt.is_empty()) else {
+            return Ok(None);
+        };
+        let graph = super::args::graph_file(&self.graph.graph)?;
+        let alternatives = self
+            .adapt
+            .iter()
+            .map(|p| super::args::placement_file(p, &graph))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let rule = Rule {
+            window: self.adapt_window,
+            hold: self.adapt_hold,
+            max_hold: self.adapt_hold * 16,
+            ..Rule::for_budget(budget)
+        };
+        rule.check().map_err(anyhow::Error::msg)?;
+        Ok(Some(Adapt { alternatives, rule }))
     }
 
     /// Where each pipeline writes, besides its report.

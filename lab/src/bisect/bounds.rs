@@ -241,7 +241,7 @@ pub(super) fn measure_bounds(
             let probe = rate(8).map_err(|e| fail(e.to_string()))?;
             Some(rate((probe as u64).clamp(8, 5000)).map_err(|e| fail(e.to_string()))?)
         }
-        System::Command { .. } => None,
+        System::Adaptive(_) | System::Command { .. } => None,
     };
     tracing::info!(
         "bisect-rate: bounds at {shape}: ingest only {}, kernels only {}",

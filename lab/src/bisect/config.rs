@@ -120,6 +120,10 @@ pub struct BisectConfig {
     pub pipelines: u64,
     /// How the pipelines run.
     pub pipeline_mode: PipelineMode,
+    /// Also search kplace switching between the placements while the stream runs, in the
+    /// order given (the first preferred): `kplace run --adapt`, judged against each trial's
+    /// latency budget.
+    pub adapt: bool,
     /// The co-tenant beside every search.
     pub cotenant: Option<CotenantSpec>,
     /// The co-tenant's intensity as given, for the record.
@@ -300,6 +304,7 @@ impl BisectConfig {
             "workload_options": self.workload_options.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>(),
             "check": self.recording.as_ref().map(|r| r.check.clone()),
             "pipelines": self.pipelines,
+            "adapt": self.adapt,
             "pipeline_mode": self.pipeline_mode.name(),
             "cotenant": self.cotenant.as_ref().map_or("none", CotenantSpec::kind),
             "cotenant_intensity": self.cotenant_intensity,

@@ -22,11 +22,18 @@ pub(super) fn search_entry(
         system: name.to_string(),
         placement: match system {
             System::Placement(p) => Some(p.display().to_string()),
+            System::Adaptive(paths) => Some(
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" > "),
+            ),
             System::Command { .. } => None,
         },
         sut_cmd: match system {
             System::Command { command, .. } => Some(command.clone()),
-            System::Placement(_) => None,
+            System::Placement(_) | System::Adaptive(_) => None,
         },
         shape: config.shape_label(shape),
         repeat,

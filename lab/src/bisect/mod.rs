@@ -241,8 +241,10 @@ pub fn run(
         let (mut skipped, mut skipped_rows) = (Vec::new(), Vec::new());
         for system in &systems {
             let name = system_name(config, system);
-            if let System::Placement(placement) = system
-                && let Err(reason) = plan_for(config, placement, shape)
+            if let Some(reason) = system
+                .placements()
+                .iter()
+                .find_map(|placement| plan_for(config, placement, shape).err())
             {
                 tracing::warn!("bisect-rate: {name} at {shape}: skipped: {reason}");
                 let mut entry = search_entry(config, system, &name, shape, 0);

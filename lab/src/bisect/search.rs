@@ -103,8 +103,9 @@ impl<'a> Running<'a> {
         let (s, index, config) = (self.search, self.runs.len(), ctx.config);
         progress.trial_started(&s.label, index, &request, config.unit());
         let trial = match s.system {
-            System::Placement(placement) => {
-                trial::trial(ctx, placement, s.shape, &request, &self.dir, index)
+            System::Placement(_) | System::Adaptive(_) => {
+                let placements = s.system.placements();
+                trial::trial(ctx, placements, s.shape, &request, &self.dir, index)
             }
             System::Command { command, .. } => {
                 sut::sut_trial(ctx, command, s.shape, &request, &self.dir, index)

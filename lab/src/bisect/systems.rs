@@ -14,9 +14,11 @@ use kplace::plan::Plan;
 
 use super::{BisectConfig, BisectError, SearchShape, Systems};
 
-/// One system searched: a kplace placement, or another receiver's command and its name.
+/// One system searched: a kplace placement, kplace switching between placements while the
+/// stream runs (the first preferred), or another receiver's command and its name.
 pub(super) enum System {
     Placement(PathBuf),
+    Adaptive(Vec<PathBuf>),
     Command { command: String, name: String },
 }
 
@@ -29,18 +31,34 @@ impl System {
                 command: command.clone(),
                 name: name.clone(),
             }],
-            Systems::Placements(paths) => placement_files(paths)?
-                .into_iter()
-                .map(System::Placement)
-                .collect(),
+            Systems::Placements(paths) => {
+                let files = placement_files(paths)?;
+                let adaptive =
+                    (config.adapt && files.len() > 1).then(|| System::Adaptive(files.clone()));
+                files
+                    .into_iter()
+                    .map(System::Placement)
+                    .chain(adaptive)
+                    .collect()
+            }
         })
     }
 
-    /// The placement file, for kplace.
+    /// The placement file, for kplace (the preferred one, for a system that adapts).
     pub(super) fn placement(&self) -> Option<&PathBuf> {
         match self {
             Self::Placement(path) => Some(path),
+            Self::Adaptive(paths) => paths.first(),
             Self::Command { .. } => None,
+        }
+    }
+
+    /// Every placement file the system runs.
+    pub(super) fn placements(&self) -> &[PathBuf] {
+        match self {
+            Self::Placement(path) => std::slice::from_ref(path),
+            Self::Adaptive(paths) => paths,
+            Self::Command { .. } => &[],
         }
     }
 }
@@ -50,6 +68,10 @@ impl System {
 pub(super) fn system_name(config: &BisectConfig, system: &System) -> String {
     let mut name = match system {
         System::Placement(path) => placement_name(path),
+        System::Adaptive(paths) => {
+            let names: Vec<String> = paths.iter().map(|p| placement_name(p)).collect();
+            format!("adapt {}", names.join(">"))
+        }
         System::Command { name, .. } => name.clone(),
     };
     if config.pipelines > 1 {

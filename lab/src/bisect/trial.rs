@@ -1,9 +1,10 @@
 //! One trial of kplace itself: `kplace send` at the trial's rate into `kplace run` on the
 //! placement, judged on the run's JSON report (every pipeline's, with several).
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -21,10 +22,12 @@ use crate::rate::{
 
 use super::{SearchShape, TrialError, TrialFigures, TrialRun, Trials, failed};
 
-/// One trial of kplace: `kplace send` at `rate` into `kplace run` on `placement`.
+/// One trial of kplace: `kplace send` at `rate` into `kplace run` on the first of
+/// `placements`, switching to the others as it needs (`--adapt`, judged against the trial's
+/// latency budget) when there are several.
 pub(super) fn trial(
     ctx: &Trials<'_>,
-    placement: &Path,
+    placements: &[PathBuf],
     shape: &SearchShape,
     request: &TrialRequest,
     dir: &Path,
@@ -37,12 +40,21 @@ pub(super) fn trial(
     let ready_path = dir.join(format!("trial-{index}.ready"));
     let _ = fs::remove_file(&report_path);
     let _ = fs::remove_file(&ready_path);
+    let (placement, others) = placements
+        .split_first()
+        .ok_or_else(|| TrialError::Spawn("no placement to run".into()))?;
+    let budget = config.latency_budget(shape).at(rate);
+    let adapt = others
+        .iter()
+        .flat_map(|p| [OsStr::new("--adapt"), p.as_os_str()]);
     let mut receiver = ctx
         .receiver_command()
         .arg("--graph")
         .arg(&config.graph)
         .arg("--placement")
         .arg(placement)
+        .args(adapt)
+        .args((!others.is_empty()).then(|| format!("--budget={}us", budget.as_micros().max(1))))
         .args(["--shape", &shape.shape.to_string()])
         .args(config.receiver_source_args())
         .args([

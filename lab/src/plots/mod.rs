@@ -38,6 +38,7 @@ mod read;
 mod stages;
 pub mod style;
 mod sustained;
+pub mod switches;
 #[cfg(test)]
 mod tests;
 pub mod timeline;

@@ -34,7 +34,7 @@ fn fill(kind: SpanKind, stage: Option<u32>) -> RGBColor {
         SpanKind::Fence | SpanKind::Download => RGBColor(70, 70, 70),
         SpanKind::Packets => RGBColor(200, 200, 200),
         SpanKind::SlotWait => RGBColor(240, 170, 170),
-        SpanKind::Callback | SpanKind::Deliver => RGBColor(20, 20, 20),
+        SpanKind::Callback | SpanKind::Deliver | SpanKind::Switch => RGBColor(20, 20, 20),
     }
 }
 
@@ -201,6 +201,7 @@ pub(crate) fn span(
         frame: 0,
         stage,
         launch: None,
+        lane: None,
         start_ns,
         end_ns,
     }
@@ -241,6 +242,7 @@ mod tests {
             ],
             stages: vec!["range_fft".into(), "cfar".into()],
             dropped_spans: 0,
+            placements: Vec::new(),
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.svg");

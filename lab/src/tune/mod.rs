@@ -18,6 +18,7 @@
 //! steps in order at every frame shape of a sweep: [`run`] is `kplace tune` but for its
 //! arguments and its printing.
 
+pub mod admit;
 pub mod calibrate;
 mod costs;
 pub mod model;
@@ -38,7 +39,9 @@ use costs::Calibration;
 use model::{Feed, ModelError, Prediction};
 use space::{Candidate, Enumeration, Where};
 
-pub use procedure::{Progress, TuneError, TuneOptions, Tuned, Tuning, run};
+pub use procedure::{
+    AdmitRequest, Admitted, Progress, Proof, TuneError, TuneOptions, Tuned, Tuning, admit, run,
+};
 
 /// What the user asks of a placement.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -194,6 +194,20 @@ impl SimGpu {
         })
     }
 
+    /// A co-tenant arrives (`factor` > 1) or leaves (1) while the device runs: from the next
+    /// kernel on, every kernel takes `factor` times its modeled time (on top of
+    /// [`SimTiming::slowdown`]). No effect on an untimed device.
+    pub fn set_cotenant(&self, factor: f64) {
+        if let Some((_, engines)) = &self.timing {
+            let factor = if factor.is_finite() && factor > 0.0 {
+                factor
+            } else {
+                1.0
+            };
+            engines.cotenant.store(factor.to_bits(), Ordering::Relaxed);
+        }
+    }
+
     /// From now on, refuses to create a stream, an event or an allocation while `limit` of
     /// them are alive: the error paths of whatever builds many of them can then be tested.
     pub fn limit_handles(&self, limit: usize) {

@@ -81,7 +81,7 @@ impl Shared<'_> {
             .iter()
             .map(|s| s.params.clone())
             .collect();
-        while !self.stopping.load(Ordering::Acquire) {
+        while !self.common.stopping.load(Ordering::Acquire) {
             let update = match updates.recv_timeout(Duration::from_millis(20)) {
                 Ok(update) => update,
                 Err(RecvTimeoutError::Timeout) => continue,

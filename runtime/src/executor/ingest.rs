@@ -8,7 +8,10 @@
 //! place can be written only while the packet is absent, so a duplicate never overwrites bytes
 //! a launch may be reading; each streamed tile is launched exactly once, when its last packet
 //! arrives; a frame finished with packets missing completes as *partial*: no further stage
-//! starts, and its slot returns once the launches already running end.
+//! starts, and its slot returns once the launches already running end. In a run that adapts,
+//! a frame opens in the lane the switching rule chose last and stays there; an open-loop
+//! source's frame that finds that lane's slots full opens in another lane rather than being
+//! dropped.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,14 +24,7 @@ use crate::report::trace::{Span, SpanBuffer, SpanKind, Track};
 
 /// The source thread's handle for writing frames into slots.
 pub struct Ingest<'r> {
-    shared: &'r Shared<'r>,
-    free: Receiver<usize>,
-    /// Per slot: which packets are present.
-    present: Vec<Vec<bool>>,
-    /// Per slot: packets present.
-    received: Vec<u64>,
-    /// Per slot, per streamed stage, per tile: packets present.
-    tile_counts: Vec<Vec<Vec<u32>>>,
+    lanes: Vec<IngestLane<'r>>,
     pub(super) begun: u64,
     /// The source thread's spans, when the run is traced.
     pub(super) spans: SpanBuffer,
@@ -37,10 +33,43 @@ pub struct Ingest<'r> {
     pub(super) tally: SourceTally,
 }
 
+/// The source's side of one lane: its free slots, and which packets each slot holds.
+struct IngestLane<'r> {
+    shared: &'r Shared<'r>,
+    free: Receiver<usize>,
+    /// Per slot: which packets are present.
+    present: Vec<Vec<bool>>,
+    /// Per slot: packets present.
+    received: Vec<u64>,
+    /// Per slot, per streamed stage, per tile: packets present.
+    tile_counts: Vec<Vec<Vec<u32>>>,
+}
+
+impl<'r> IngestLane<'r> {
+    fn new(shared: &'r Shared<'r>, free: Receiver<usize>) -> Self {
+        let s = &shared.schedule;
+        let slots = shared.slots.len();
+        IngestLane {
+            shared,
+            free,
+            present: vec![vec![false; s.packets as usize]; slots],
+            received: vec![0; slots],
+            tile_counts: vec![
+                s.streamed
+                    .iter()
+                    .map(|&(_, tile)| vec![0; (s.packets / tile) as usize])
+                    .collect();
+                slots
+            ],
+        }
+    }
+}
+
 /// A frame open in a slot: the token for writing its packets and ending it. Not `Clone`: the
 /// frame has one writer and is ended once.
 #[derive(Debug, PartialEq, Eq)]
 pub struct OpenFrame {
+    lane: usize,
     slot: usize,
     frame_id: u64,
 }
@@ -73,46 +102,54 @@ pub enum BeginError {
 }
 
 impl<'r> Ingest<'r> {
-    pub(super) fn new(shared: &'r Shared<'r>, free: Receiver<usize>) -> Self {
-        let s = &shared.schedule;
-        let slots = shared.slots.len();
+    /// The source's handle on `lanes`, each with its free slots.
+    pub(super) fn new(lanes: &'r [Shared<'r>], free: Vec<Receiver<usize>>) -> Self {
         Ingest {
-            shared,
-            free,
-            present: vec![vec![false; s.packets as usize]; slots],
-            received: vec![0; slots],
-            tile_counts: vec![
-                s.streamed
-                    .iter()
-                    .map(|&(_, tile)| vec![0; (s.packets / tile) as usize])
-                    .collect();
-                slots
-            ],
+            lanes: lanes
+                .iter()
+                .zip(free)
+                .map(|(s, f)| IngestLane::new(s, f))
+                .collect(),
             begun: 0,
-            spans: SpanBuffer::new(shared.span_limit),
+            spans: SpanBuffer::new(lanes[0].span_limit),
             tally: SourceTally::default(),
         }
     }
 
+    /// The lane new frames begin in.
+    fn active(&self) -> usize {
+        let common = self.lanes[0].shared.common;
+        common
+            .active
+            .load(Ordering::Acquire)
+            .min(self.lanes.len() - 1)
+    }
+
+    /// Any lane's state: the run's clock, stop and losses are every lane's.
+    fn shared(&self) -> &'r Shared<'r> {
+        self.lanes[0].shared
+    }
+
     /// Packets per frame.
     pub fn packets_per_frame(&self) -> u64 {
-        self.shared.schedule.packets
+        self.shared().schedule.packets
     }
 
     /// Bytes of one packet's payload.
     pub fn packet_bytes(&self) -> usize {
-        self.shared.schedule.packet_bytes as usize
+        self.shared().schedule.packet_bytes as usize
     }
 
-    /// Frame slots of the run: frames in flight at most.
+    /// Frame slots of the run: frames in flight at most (of the placement new frames begin
+    /// on, when the run adapts).
     pub fn slots(&self) -> usize {
-        self.shared.slots.len()
+        self.lanes[self.active()].shared.slots.len()
     }
 
     /// Whether the run is stopping, or an interrupt asked intake to stop
     /// ([`crate::interrupt`]); a source should return soon.
     pub fn stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::Acquire) || crate::interrupt::requested()
+        self.shared().common.stopping.load(Ordering::Acquire) || crate::interrupt::requested()
     }
 
     /// Waits for a free slot and opens frame `frame_id` in it; `None` when the run is
@@ -121,10 +158,11 @@ impl<'r> Ingest<'r> {
         if self.stopping() {
             return None;
         }
-        let slot = match self.free.try_recv() {
+        let lane = self.active();
+        let slot = match self.lanes[lane].free.try_recv() {
             Ok(slot) => slot,
             Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) => self.wait_for_slot(frame_id, |free, spin| {
+            Err(TryRecvError::Empty) => self.wait_for_slot(lane, frame_id, |free, spin| {
                 // A slot freed while the source spins costs the collector no wake-up.
                 super::wait::spin_recv(spin, free).unwrap_or_else(|| free.recv().ok())
             })?,
@@ -133,7 +171,7 @@ impl<'r> Ingest<'r> {
         if self.stopping() {
             return None;
         }
-        Some(self.open(slot, frame_id))
+        Some(self.open(lane, slot, frame_id))
     }
 
     /// Opens frame `frame_id` in a free slot without waiting. For open-loop sources (packet
@@ -142,10 +180,10 @@ impl<'r> Ingest<'r> {
         if self.stopping() {
             return Err(BeginError::Stopping);
         }
-        match self.free.try_recv() {
-            Ok(slot) => Ok(self.open(slot, frame_id)),
+        match self.try_slot() {
+            Ok((lane, slot)) => Ok(self.open(lane, slot, frame_id)),
             Err(TryRecvError::Empty) => {
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                self.shared().common.dropped.fetch_add(1, Ordering::Relaxed);
                 Err(BeginError::NoFreeSlot)
             }
             Err(TryRecvError::Disconnected) => Err(BeginError::Stopping),
@@ -164,14 +202,15 @@ impl<'r> Ingest<'r> {
         if self.stopping() {
             return Err(BeginError::Stopping);
         }
-        let slot = match self.free.try_recv() {
-            Ok(slot) => slot,
+        let lane = self.active();
+        let (lane, slot) = match self.try_slot() {
+            Ok(free) => free,
             Err(TryRecvError::Disconnected) => return Err(BeginError::Stopping),
             Err(TryRecvError::Empty) => {
-                match self.wait_for_slot(frame_id, |free, _| free.recv_timeout(wait)) {
-                    Ok(slot) => slot,
+                match self.wait_for_slot(lane, frame_id, |free, _| free.recv_timeout(wait)) {
+                    Ok(slot) => (lane, slot),
                     Err(RecvTimeoutError::Timeout) => {
-                        self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                        self.shared().common.dropped.fetch_add(1, Ordering::Relaxed);
                         return Err(BeginError::NoFreeSlot);
                     }
                     Err(RecvTimeoutError::Disconnected) => return Err(BeginError::Stopping),
@@ -181,22 +220,50 @@ impl<'r> Ingest<'r> {
         if self.stopping() {
             return Err(BeginError::Stopping);
         }
-        Ok(self.open(slot, frame_id))
+        Ok(self.open(lane, slot, frame_id))
     }
 
-    /// Waits for a slot with `receive` (given the free slots and the run's spin time), counted
-    /// as backpressure: a wait, its time, and a span on the source's track when tracing.
+    /// A free slot of the active lane, or, when the run adapts and that lane has none, of
+    /// another (the later ones first): an open-loop source's frame then runs on another
+    /// placement rather than being dropped. Each such frame is counted as a slot miss, which
+    /// the switching rule reads as pressure.
+    fn try_slot(&mut self) -> Result<(usize, usize), TryRecvError> {
+        let active = self.active();
+        let empty = match self.lanes[active].free.try_recv() {
+            Ok(slot) => return Ok((active, slot)),
+            Err(e) => e,
+        };
+        if empty == TryRecvError::Disconnected || self.lanes.len() == 1 {
+            return Err(empty);
+        }
+        let common = self.shared().common;
+        common.slot_misses.fetch_add(1, Ordering::Relaxed);
+        let others = (active + 1..self.lanes.len()).chain((0..active).rev());
+        for lane in others {
+            if let Ok(slot) = self.lanes[lane].free.try_recv() {
+                common.spilled.fetch_add(1, Ordering::Relaxed);
+                return Ok((lane, slot));
+            }
+        }
+        Err(TryRecvError::Empty)
+    }
+
+    /// Waits for a slot of `lane` with `receive` (given the free slots and the run's spin
+    /// time), counted as backpressure: a wait, its time, and a span on the source's track when
+    /// tracing.
     fn wait_for_slot<T>(
         &mut self,
+        lane: usize,
         frame_id: u64,
         receive: impl FnOnce(&Receiver<usize>, Duration) -> T,
     ) -> T {
-        self.shared.slot_waits.fetch_add(1, Ordering::Relaxed);
-        let waited_from = self.shared.now_ns();
-        let got = receive(&self.free, self.shared.spin);
-        let now = self.shared.now_ns();
+        let shared = self.lanes[lane].shared;
+        shared.common.slot_waits.fetch_add(1, Ordering::Relaxed);
+        let waited_from = shared.now_ns();
+        let got = receive(&self.lanes[lane].free, shared.spin);
+        let now = shared.now_ns();
         self.tally.slot_waited += Duration::from_nanos(now.saturating_sub(waited_from));
-        if self.shared.trace {
+        if shared.trace {
             let span = Span::new(
                 SpanKind::SlotWait,
                 Track::Source,
@@ -209,27 +276,33 @@ impl<'r> Ingest<'r> {
         got
     }
 
-    fn open(&mut self, slot: usize, frame_id: u64) -> OpenFrame {
-        let s = &self.shared.slots[slot];
+    fn open(&mut self, lane: usize, slot: usize, frame_id: u64) -> OpenFrame {
+        let l = &mut self.lanes[lane];
+        let s = &l.shared.slots[slot];
         s.frame_id.store(frame_id, Ordering::Relaxed);
         s.sequence.store(self.begun, Ordering::Relaxed);
         // Parameters changed while the run goes on take effect here, between frames.
-        self.shared.swap_changed(slot, self.begun);
+        l.shared.swap_changed(slot, self.begun);
         // No packet yet: a frame that ends without one has no packet times.
         s.first_packet_ns.store(0, Ordering::Relaxed);
         s.last_packet_ns.store(0, Ordering::Relaxed);
         self.begun += 1;
-        self.present[slot].fill(false);
-        self.received[slot] = 0;
-        for counts in &mut self.tile_counts[slot] {
+        l.shared.common.begun.store(self.begun, Ordering::Release);
+        l.present[slot].fill(false);
+        l.received[slot] = 0;
+        for counts in &mut l.tile_counts[slot] {
             counts.fill(0);
         }
-        OpenFrame { slot, frame_id }
+        OpenFrame {
+            lane,
+            slot,
+            frame_id,
+        }
     }
 
     /// Whether packet `index` of `frame` is present.
     pub fn is_present(&self, frame: &OpenFrame, index: u64) -> bool {
-        self.present[frame.slot]
+        self.lanes[frame.lane].present[frame.slot]
             .get(index as usize)
             .copied()
             .unwrap_or(false)
@@ -240,12 +313,14 @@ impl<'r> Ingest<'r> {
     /// is outside the frame or already present. The place holds [`Ingest::packet_bytes`]
     /// bytes and may be written until [`Ingest::packet_done`] or the frame's end.
     pub fn packet_place(&self, frame: &OpenFrame, index: u64) -> Option<*mut u8> {
-        if *self.present[frame.slot].get(index as usize)? {
+        let lane = &self.lanes[frame.lane];
+        if *lane.present[frame.slot].get(index as usize)? {
             return None;
         }
-        let bytes = self.shared.schedule.packet_bytes as usize;
+        let shared = lane.shared;
+        let bytes = shared.schedule.packet_bytes as usize;
         // The source tensor lives as long as its slot, so the slot has its buffer.
-        let block = self.shared.slots[frame.slot].buffer(self.shared.plan.graph.source.tensor.0)?;
+        let block = shared.slots[frame.slot].buffer(shared.plan.graph.source.tensor.0)?;
         // SAFETY: index < packets, so the offset is inside the source buffer.
         Some(unsafe { block.ptr.add(index as usize * bytes) })
     }
@@ -263,24 +338,25 @@ impl<'r> Ingest<'r> {
     /// Marks packet `index` of `frame` as written, launching every streamed tile it completes.
     pub fn packet_done(&mut self, frame: &OpenFrame, index: u64) -> PacketStatus {
         let slot_index = frame.slot;
-        let Some(present) = self.present[slot_index].get_mut(index as usize) else {
+        let lane = &mut self.lanes[frame.lane];
+        let Some(present) = lane.present[slot_index].get_mut(index as usize) else {
             return PacketStatus::OutOfRange;
         };
         if *present {
             return PacketStatus::Duplicate;
         }
         *present = true;
-        let shared = self.shared;
+        let shared = lane.shared;
         let now = shared.now_ns();
         let slot = &shared.slots[slot_index];
-        if self.received[slot_index] == 0 {
+        if lane.received[slot_index] == 0 {
             slot.first_packet_ns.store(now, Ordering::Relaxed);
         }
         slot.last_packet_ns.store(now, Ordering::Relaxed);
-        self.received[slot_index] += 1;
+        lane.received[slot_index] += 1;
         for (k, &(stage, tile)) in shared.schedule.streamed.iter().enumerate() {
             let t = (index / tile) as usize;
-            let count = &mut self.tile_counts[slot_index][k][t];
+            let count = &mut lane.tile_counts[slot_index][k][t];
             *count += 1;
             if u64::from(*count) == tile {
                 slot.add_launches(1);
@@ -292,16 +368,17 @@ impl<'r> Ingest<'r> {
 
     /// Packets of `frame` present so far.
     pub fn received(&self, frame: &OpenFrame) -> u64 {
-        self.received[frame.slot]
+        self.lanes[frame.lane].received[frame.slot]
     }
 
     /// Ends `frame`. With every packet present, the stages that need the whole frame may start;
     /// otherwise the frame completes as partial (see the module docs). Returns whether the
     /// frame was complete.
     pub fn finish(&mut self, frame: OpenFrame) -> bool {
-        let shared = self.shared;
+        let lane = &self.lanes[frame.lane];
+        let shared = lane.shared;
         let slot = &shared.slots[frame.slot];
-        if self.received[frame.slot] < shared.schedule.packets {
+        if lane.received[frame.slot] < shared.schedule.packets {
             // No stage that waits for the whole frame will run, so no stateful one (they are
             // never split, so never streamed): let later frames' take their turns.
             shared.skip_stateful(frame.slot);

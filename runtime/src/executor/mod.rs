@@ -13,8 +13,13 @@
 //! - with [`RunOptions::control`], a **control** thread prepares parameter changes, which the
 //!   source swaps in between frames.
 //!
-//! Where each part is: `setup` builds what a run allocates before its threads start, `worker`
-//! and `collector` are those threads' loops, `ingest` the source's side, `slot` and `scratch`
+//! A run has a *lane* per placement it may run frames on: its plan, slots, stage buffers,
+//! carries, task queues and workers. [`run_with`] has one; [`run_adaptive`] one per placement
+//! of a graph, and the collector's switching rule ([`crate::adapt`]) chooses the lane each new
+//! frame opens in, while the one source and the one collector serve them all.
+//!
+//! Where each part is: `setup` builds what a run allocates before its threads start, `threads`
+//! starts and joins them, `worker` and `collector` are their loops, `ingest` the source's side, `slot` and `scratch`
 //! the memory of frames in flight, `turnstile` the order of a stateful stage's frames and its
 //! carry, `control` the changes of parameters, `outcome` the metrics gathered at the end;
 //! [`run_with`] here ties them together.
@@ -43,13 +48,14 @@ mod scratch;
 mod setup;
 mod slot;
 mod slot_error;
+mod threads;
 mod turnstile;
 mod wait;
 mod worker;
 
 use std::ffi::c_void;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, Sender};
@@ -72,6 +78,7 @@ use outcome::metrics;
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch, take};
 use setup::{Built, Channels};
+use threads::{Threads, drain_streams, spare_cores};
 use slot::{Completion, Slot};
 pub use slot_error::SlotError;
 use turnstile::Stateful;
@@ -173,6 +180,9 @@ pub enum RunError {
     /// A worker or the source thread panicked.
     #[error("a {0} thread panicked")]
     Panic(&'static str),
+    /// Placements that cannot be switched between while the stream runs.
+    #[error("these placements cannot be switched between while the stream runs: {0}")]
+    NotAdaptable(String),
 }
 
 #[derive(Clone, Copy)]
@@ -181,10 +191,11 @@ enum Task {
     Stop,
 }
 
+/// What the collector hears: frames ended (by lane and slot), the source's end, failures.
 enum Event {
-    FrameDone(usize),
+    FrameDone(usize, usize),
     /// A frame ended with packets missing, and its last running launch has finished.
-    FramePartial(usize),
+    FramePartial(usize, usize),
     /// The source returned, having begun this many frames and dropped this many for want of a
     /// free slot.
     SourceEnded(Result<(), SourceError>, u64, u64),
@@ -208,7 +219,46 @@ struct CallbackContext {
     stage: StageId,
 }
 
-/// State shared by every thread of a run.
+/// What every lane of a run shares: its clock, its stop, its losses, each stage's counters,
+/// and which lane new frames begin in. A run has a lane per placement it may run frames on
+/// (one, unless it adapts: [`run_adaptive`]).
+struct Common {
+    start: Instant,
+    stopping: AtomicBool,
+    /// Per stage, over every lane.
+    counters: Vec<StageCounters>,
+    slot_waits: AtomicU64,
+    /// Frames the source dropped for want of a free slot, so far.
+    dropped: AtomicU64,
+    /// Frames begun so far.
+    begun: AtomicU64,
+    /// Frames an open-loop source found no free slot for in the active lane, when the run
+    /// adapts (run in another lane, or dropped).
+    slot_misses: AtomicU64,
+    /// Of those, frames run in another lane.
+    spilled: AtomicU64,
+    /// The lane the source opens its next frame in.
+    active: AtomicUsize,
+}
+
+impl Common {
+    fn new(stages: usize) -> Common {
+        Common {
+            start: Instant::now(),
+            stopping: AtomicBool::new(false),
+            counters: (0..stages).map(|_| StageCounters::default()).collect(),
+            slot_waits: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            begun: AtomicU64::new(0),
+            slot_misses: AtomicU64::new(0),
+            spilled: AtomicU64::new(0),
+            active: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// State shared by every thread of a lane: one placement's plan, with its slots, sets, carries
+/// and task queues.
 struct Shared<'p> {
     plan: &'p Plan,
     schedule: Schedule,
@@ -227,12 +277,10 @@ struct Shared<'p> {
     /// GPU never waits for a worker busy with CPU stages to hand it work.
     gpu: Sender<Task>,
     events: Sender<Event>,
-    stopping: AtomicBool,
-    counters: Vec<StageCounters>,
-    start: Instant,
-    slot_waits: AtomicU64,
-    /// Frames the source dropped for want of a free slot, so far.
-    dropped: AtomicU64,
+    /// What every lane of the run shares.
+    common: &'p Common,
+    /// This lane's place among the run's lanes.
+    lane: usize,
     /// Whether the run records its timeline ([`RunOptions::trace`]).
     trace: bool,
     /// The spans each thread may keep.
@@ -255,7 +303,7 @@ unsafe impl Sync for CallbackContext {}
 
 impl Shared<'_> {
     fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        self.common.start.elapsed().as_nanos() as u64
     }
 
     /// `stage` of the frame in `slot` has every input: it runs now, or, for a stateful stage,
@@ -422,13 +470,13 @@ impl Shared<'_> {
     /// buffers is free for the next frame.
     fn frame_done(&self, slot: usize) {
         self.slots[slot].release_set(&self.sets);
-        let _ = self.events.send(Event::FrameDone(slot));
+        let _ = self.events.send(Event::FrameDone(self.lane, slot));
     }
 
     /// Hands a partial frame whose launches have all ended to the collector, likewise.
     fn partial_done(&self, slot: usize) {
         self.slots[slot].release_set(&self.sets);
-        let _ = self.events.send(Event::FramePartial(slot));
+        let _ = self.events.send(Event::FramePartial(self.lane, slot));
     }
 }
 
@@ -473,161 +521,114 @@ pub fn run_with(
     sink: &mut dyn FrameSink,
     options: &RunOptions,
 ) -> Result<RunMetrics, RunError> {
-    plan.runnable()
-        .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
-    // The pools own every block the slots, sets and scratches use: they live to the end.
-    let Built {
-        schedule,
-        pools: _pools,
-        sets,
-        slots,
-        scratches,
-        stateful,
-    } = Built::new(plan, options)?;
-    let channels = Channels::new(plan, &schedule, slots.len());
-    let shared = Shared::new(plan, schedule, slots, sets, stateful, &channels, options);
-    shared.set_callbacks();
-    let cpu_before = process_cpu_time();
-    // With pinned workers, the source and the collector keep to the other cores, so that
-    // waking one never preempts a worker mid-frame on its own core.
-    let spare_cores = spare_cores(plan);
-    let _collector_cores = spare_cores
-        .as_ref()
-        .and_then(|cores| crate::os::confine_current_thread(cores).ok());
-    let outcome = run_threads(
-        &shared,
-        scratches,
-        channels,
-        spare_cores.as_ref(),
-        source,
-        sink,
-        options,
-    );
-    // Every GPU callback must have run before `shared` goes; after a failure, streams may
-    // still hold work. This is the only place the executor waits for a GPU.
-    let drained = drain_streams(&shared);
-    let (outcome, spans, overhead) = outcome?;
-    drained?;
-    Ok(metrics(
-        &shared, outcome, spans, overhead, cpu_before, options,
-    ))
+    run_lanes(&[plan], None, source, sink, options)
 }
 
-/// The run itself: the workers and the source on threads of their own, the collector on this
-/// one until every frame is delivered or the run fails; then every thread is stopped and
-/// joined. Returns what the collector gathered, every thread's spans and the overheads.
-fn run_threads(
-    shared: &Shared<'_>,
-    mut scratches: Vec<WorkerScratch>,
-    channels: Channels,
-    spare_cores: Option<&crate::os::CpuSet>,
+/// [`run_with`] over several placements of one graph (`plans`, in order of preference),
+/// moving the stream between them at frame boundaries as `rule` decides ([`crate::adapt`]).
+/// Every plan is built before the first frame: its slots, pools, kernel states, streams and
+/// workers. A frame runs wholly on the plan it began on, and every frame reaches `sink` once,
+/// in the order frames began. The metrics say what each plan ran and every switch.
+///
+/// Refused ([`RunError::NotAdaptable`]) for plans of different graphs, stateful stages (their
+/// carry would have to move between plans) and parameter changes ([`RunOptions::control`]).
+pub fn run_adaptive(
+    plans: &[Plan],
+    rule: crate::adapt::Rule,
     source: &mut dyn Source,
     sink: &mut dyn FrameSink,
     options: &RunOptions,
-) -> Result<(Collected, Vec<SpanBuffer>, Overhead), RunError> {
-    let plan = shared.plan;
-    let Channels {
-        ready: (_, ready_rx),
-        streamed: (_, streamed_rx),
-        gpu: (_, gpu_rx),
-        events: (_, event_rx),
-        free: (free_tx, free_rx),
-    } = channels;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = scratches
-            .drain(..)
-            .enumerate()
-            .map(|(w, scratch)| {
-                let queues = Queues {
-                    gpu: gpu_rx.clone(),
-                    ready: ready_rx.clone(),
-                    streamed: streamed_rx.clone(),
-                };
-                let core = plan.runtime.pin_cores.get(w).copied();
-                scope.spawn(move || worker(shared, queues, scratch, core, w as u32))
-            })
-            .collect();
-        let source_thread = scope.spawn(move || {
-            let _cores =
-                spare_cores.and_then(|cores| crate::os::confine_current_thread(cores).ok());
-            wait::prepare_thread();
-            let mut ingest = Ingest::new(shared, free_rx);
-            let started = Instant::now();
-            let result = source.run(&mut ingest);
-            ingest.tally.busy = started.elapsed().saturating_sub(ingest.tally.slot_waited);
-            // Counted once, where progress reports read it too.
-            ingest.tally.slot_waits = shared.slot_waits.load(Ordering::Relaxed);
-            let _ = shared.events.send(Event::SourceEnded(
-                result,
-                ingest.begun,
-                shared.dropped.load(Ordering::Relaxed),
-            ));
-            (ingest.spans, ingest.tally)
-        });
-
-        let control = options
-            .control
-            .as_ref()
-            .map(|updates| scope.spawn(move || shared.control(updates)));
-        let collected = collect(shared, &event_rx, free_tx, sink, options);
-
-        shared.stopping.store(true, Ordering::Release);
-        let source_joined = source_thread.join();
-        let control_panicked = control.is_some_and(|c| c.join().is_err());
-        for _ in 0..workers.len() {
-            send_task(&shared.ready, Task::Stop);
-        }
-        let joined: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
-        let worker_panicked = joined.iter().any(Result::is_err);
-        match (collected, source_joined) {
-            (Err(e), _) => Err(e),
-            (Ok(_), Err(_)) => Err(RunError::Panic("source")),
-            (Ok(_), Ok(_)) if worker_panicked => Err(RunError::Panic("worker")),
-            (Ok(_), Ok(_)) if control_panicked => Err(RunError::Panic("control")),
-            (Ok(c), Ok((source_spans, source_tally))) => {
-                let mut spans = Vec::with_capacity(joined.len() + 1);
-                let mut workers_total = WorkerTally::default();
-                for (worker_spans, tally) in joined.into_iter().flatten() {
-                    spans.push(worker_spans);
-                    workers_total.add(&tally);
-                }
-                spans.push(source_spans);
-                let (stage_sets, stage_sets_peak) = shared.sets.usage();
-                let overhead = Overhead {
-                    frames: c.frames,
-                    workers: plan.runtime.workers as u32,
-                    workers_total,
-                    source: source_tally,
-                    collector: c.tally,
-                    stage_sets: stage_sets as u32,
-                    stage_sets_peak: stage_sets_peak as u32,
-                };
-                Ok((c, spans, overhead))
-            }
-        }
-    })
+) -> Result<RunMetrics, RunError> {
+    setup::adaptable(plans, &rule, options).map_err(RunError::NotAdaptable)?;
+    let plans: Vec<&Plan> = plans.iter().collect();
+    run_lanes(&plans, Some(rule), source, sink, options)
 }
 
-/// Waits for every stream of every slot to drain, whatever fails (a faulted device fails them
-/// all); the first failure is kept.
-fn drain_streams(shared: &Shared<'_>) -> Result<(), GpuError> {
-    let mut drained = Ok(());
-    for result in shared.slots.iter().flat_map(Slot::drain) {
-        if drained.is_ok() {
-            drained = result;
-        }
+/// Runs one lane per plan (the first active), switching by `rule` when there is one.
+fn run_lanes(
+    plans: &[&Plan],
+    rule: Option<crate::adapt::Rule>,
+    source: &mut dyn Source,
+    sink: &mut dyn FrameSink,
+    options: &RunOptions,
+) -> Result<RunMetrics, RunError> {
+    for plan in plans {
+        plan.runnable()
+            .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
     }
-    drained
-}
-
-/// The cores this process may use that no worker is pinned to, when workers are pinned and
-/// some are left; `None` otherwise.
-fn spare_cores(plan: &Plan) -> Option<crate::os::CpuSet> {
-    let pinned = &plan.runtime.pin_cores;
-    if pinned.is_empty() {
-        return None;
+    let built = plans
+        .iter()
+        .map(|plan| Built::new(plan, options))
+        .collect::<Result<Vec<_>, _>>()?;
+    let common = Common::new(plans[0].stages.len());
+    let workers: usize = plans.iter().map(|p| p.runtime.workers).sum();
+    // Every thread's share of the spans: the workers, the source, the collector and each
+    // lane's driver callbacks.
+    let span_limit = if options.trace {
+        MAX_SPANS / (workers + 2 + plans.len())
+    } else {
+        0
+    };
+    // The pools own every block the slots, sets and scratches use: declared first, they are
+    // dropped last.
+    let mut pools = Vec::with_capacity(plans.len());
+    let mut lanes = Vec::with_capacity(plans.len());
+    let mut channels = Vec::with_capacity(plans.len());
+    let mut scratches = Vec::with_capacity(plans.len());
+    let events_bound: usize = built
+        .iter()
+        .zip(plans)
+        .map(|(b, plan)| Channels::events_bound(plan, &b.schedule, b.slots.len()))
+        .sum();
+    let (events, event_rx) = channel::bounded::<Event>(events_bound + 1);
+    wait::prepare_to_block(&event_rx, 1);
+    for (lane, (plan, built)) in plans.iter().zip(built).enumerate() {
+        let Built {
+            schedule,
+            pools: lane_pools,
+            sets,
+            slots,
+            scratches: lane_scratches,
+            stateful,
+        } = built;
+        let lane_channels = Channels::new(plan, &schedule, slots.len());
+        let parts = (schedule, slots, sets, stateful);
+        let wiring = (&lane_channels, &events, &common, lane, span_limit);
+        lanes.push(Shared::new(plan, parts, wiring, options));
+        channels.push(lane_channels);
+        scratches.push(lane_scratches);
+        pools.push(lane_pools);
     }
-    crate::os::CpuSet::allowed().ok()?.without(pinned)
+    drop(events);
+    // The lanes stay where they are from here on: callbacks point at them.
+    for lane in &lanes {
+        lane.set_callbacks();
+    }
+    let cpu_before = process_cpu_time();
+    // With pinned workers, the source and the collector keep to the other cores, so that
+    // waking one never preempts a worker mid-frame on its own core.
+    let spare_cores = spare_cores(plans);
+    let _collector_cores = spare_cores
+        .as_ref()
+        .and_then(|cores| crate::os::confine_current_thread(cores).ok());
+    let judged = rule.as_ref().map(|r| (r.budget, r.window));
+    let threads = Threads {
+        lanes: &lanes,
+        spare_cores: spare_cores.as_ref(),
+        rule,
+    };
+    let outcome = threads.run(scratches, channels, event_rx, source, sink, options);
+    // Every GPU callback must have run before the lanes go; after a failure, streams may
+    // still hold work. This is the only place the executor waits for a GPU.
+    let drained = drain_streams(&lanes);
+    let (outcome, spans, overhead) = outcome?;
+    drained?;
+    let mut metrics = metrics(&lanes, outcome, spans, overhead, cpu_before, options);
+    if let (Some(adaptation), Some((budget, window))) = (&mut metrics.adaptation, judged) {
+        adaptation.budget_ms = budget.as_secs_f64() * 1e3;
+        adaptation.window = window;
+    }
+    Ok(metrics)
 }
 
 /// A GPU stage's completion callback, run by the driver once the stage's stream reaches it.
@@ -644,7 +645,7 @@ unsafe extern "C" fn gpu_stage_done(data: *mut c_void) {
         shared.gpu_finished(context.slot, context.stage);
     }));
     if finished.is_err() {
-        shared.stopping.store(true, Ordering::Release);
+        shared.common.stopping.store(true, Ordering::Release);
         let _ = shared
             .events
             .send(Event::Failed(RunError::Panic("GPU callback")));

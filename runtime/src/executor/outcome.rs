@@ -7,35 +7,53 @@ use std::time::Duration;
 
 use super::collector::Collected;
 use super::{RunOptions, Shared};
+use crate::adapt::Adaptation;
+use crate::model::graph::StageId;
 use crate::report::metrics::{RunMetrics, StageReport, process_cpu_time};
 use crate::report::overhead::Overhead;
 use crate::report::trace::{SpanBuffer, Trace};
 
-/// The run's measurements: the collector's, each stage's counters, the overheads, and the
-/// merged timeline when traced.
+/// The run's measurements: the collector's, each stage's counters, the overheads, what each
+/// lane ran when the run adapts, and the merged timeline when traced.
 pub(super) fn metrics(
-    shared: &Shared<'_>,
+    lanes: &[Shared<'_>],
     mut outcome: Collected,
     mut spans: Vec<SpanBuffer>,
     overhead: Overhead,
     cpu_before: Duration,
     options: &RunOptions,
 ) -> RunMetrics {
+    let shared = &lanes[0];
     let plan = shared.plan;
+    let placements: Vec<String> = lanes
+        .iter()
+        .map(|l| l.plan.placement.name.clone())
+        .collect();
     let trace = options.trace.then(|| {
         spans.push(std::mem::take(&mut outcome.spans));
-        spans.push(std::mem::take(
-            &mut *shared
-                .driver_spans
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        ));
+        for lane in lanes {
+            spans.push(std::mem::take(
+                &mut *lane.driver_spans.lock().unwrap_or_else(|e| e.into_inner()),
+            ));
+        }
         let stages = plan
             .stages
             .iter()
             .map(|p| plan.graph.stage(p.stage).name.clone())
             .collect();
-        Trace::merge(spans, stages)
+        let mut trace = Trace::merge(spans, stages);
+        if lanes.len() > 1 {
+            trace.placements = placements.clone();
+        }
+        trace
+    });
+    let adaptation = (lanes.len() > 1).then(|| Adaptation {
+        placements,
+        frames: std::mem::take(&mut outcome.lane_frames),
+        budget_ms: 0.0,
+        window: 0,
+        spilled_frames: shared.common.spilled.load(Ordering::Relaxed),
+        switches: std::mem::take(&mut outcome.switches),
     });
 
     let window_start = outcome.window_start.unwrap_or(outcome.first_start);
@@ -50,13 +68,13 @@ pub(super) fn metrics(
         stages: plan
             .stages
             .iter()
-            .zip(&shared.counters)
+            .zip(&shared.common.counters)
             .zip(&shared.stateful)
             .map(|((p, c), stateful)| StageReport {
                 carry: stateful.as_ref().map(|s| s.turnstile.counts()),
                 ..c.snapshot(
                     &plan.graph.stage(p.stage).name,
-                    p.device.to_string(),
+                    devices(lanes, p.stage),
                     frames,
                 )
             })
@@ -64,10 +82,23 @@ pub(super) fn metrics(
         post_frame: outcome.post_frame.summary(),
         end_to_end: outcome.end_to_end.summary(),
         post_frame_trend: outcome.trend.slope(),
-        slot_waits: shared.slot_waits.load(Ordering::Relaxed),
+        slot_waits: shared.common.slot_waits.load(Ordering::Relaxed),
         partial_frames: outcome.partial,
         dropped_frames: outcome.dropped,
         overhead,
         changes: shared.control.records(),
+        adaptation,
     }
+}
+
+/// Where `stage` ran: its device, or each lane's in turn (`gpu0/cpu`) where lanes differ.
+fn devices(lanes: &[Shared<'_>], stage: StageId) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for lane in lanes {
+        let device = lane.plan.stages[stage.0].device.to_string();
+        if !names.contains(&device) {
+            names.push(device);
+        }
+    }
+    names.join("/")
 }

@@ -77,63 +77,67 @@ impl Built {
     }
 }
 
-/// The run's channels, each bounded by all it can ever hold, so no send blocks: the three
-/// task queues, the collector's events, and the free slots.
+/// A lane's channels, each bounded by all it can ever hold, so no send blocks: the three task
+/// queues and the free slots. The collector's events are the run's, one channel for every
+/// lane ([`Channels::events_bound`]).
 pub(super) struct Channels {
     pub(super) ready: (Sender<Task>, Receiver<Task>),
     pub(super) streamed: (Sender<Task>, Receiver<Task>),
     pub(super) gpu: (Sender<Task>, Receiver<Task>),
-    pub(super) events: (Sender<Event>, Receiver<Event>),
     pub(super) free: (Sender<usize>, Receiver<usize>),
 }
 
 impl Channels {
-    /// The channels of a run of `slots` slots, every slot free.
+    /// The channels of a lane of `slots` slots, every slot free.
     pub(super) fn new(plan: &Plan, schedule: &Schedule, slots: usize) -> Channels {
-        let max_tasks = slots * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>()
-            + plan.runtime.workers;
+        let max_tasks = Self::max_tasks(plan, schedule, slots);
         let channels = Channels {
             ready: channel::bounded::<Task>(max_tasks),
             streamed: channel::bounded::<Task>(max_tasks),
             gpu: channel::bounded::<Task>(max_tasks),
-            // Every slot sends at most one FrameDone per frame, plus the source's end and
-            // failures.
-            events: channel::bounded::<Event>(slots + max_tasks + 1),
             free: channel::bounded::<usize>(slots),
         };
         // crossbeam's one-time allocations for waiting on each channel, now rather than when a
         // thread first has to wait (wait.rs): every worker may wait on each task queue, the
-        // source on a free slot and the collector (this thread) on the events.
+        // source on a free slot.
         for queue in [&channels.ready.1, &channels.streamed.1, &channels.gpu.1] {
             wait::prepare_to_block(queue, plan.runtime.workers);
         }
         wait::prepare_to_block(&channels.free.1, 1);
-        wait::prepare_to_block(&channels.events.1, 1);
         for i in 0..slots {
             let _ = channels.free.0.send(i);
         }
         channels
     }
+
+    /// The most tasks a lane's queue can hold: every launch of every slot, and a stop per
+    /// worker.
+    fn max_tasks(plan: &Plan, schedule: &Schedule, slots: usize) -> usize {
+        slots * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>() + plan.runtime.workers
+    }
+
+    /// The most events a lane sends the collector at once: a frame's end per slot, and a
+    /// failure per task.
+    pub(super) fn events_bound(plan: &Plan, schedule: &Schedule, slots: usize) -> usize {
+        slots + Self::max_tasks(plan, schedule, slots)
+    }
 }
 
+/// A lane's own state: its schedule, slots, stage buffers and carries.
+pub(super) type LaneParts = (Schedule, Vec<Slot>, FrameSets, Vec<Option<Stateful>>);
+
+/// How a lane is wired into its run: its channels, the run's events, what every lane shares,
+/// its index, and each thread's share of the spans.
+pub(super) type LaneWiring<'a, 'p> = (&'a Channels, &'a Sender<Event>, &'p Common, usize, usize);
+
 impl<'p> Shared<'p> {
-    /// The state the run's threads share, sending on `channels`.
+    /// The state a lane's threads share.
     pub(super) fn new(
         plan: &'p Plan,
-        schedule: Schedule,
-        slots: Vec<Slot>,
-        sets: FrameSets,
-        stateful: Vec<Option<Stateful>>,
-        channels: &Channels,
+        (schedule, slots, sets, stateful): LaneParts,
+        (channels, events, common, lane, span_limit): LaneWiring<'_, 'p>,
         options: &RunOptions,
     ) -> Shared<'p> {
-        // Every thread's share of the spans: the workers, the source, the collector and the
-        // driver.
-        let span_limit = if options.trace {
-            MAX_SPANS / (plan.runtime.workers + 3)
-        } else {
-            0
-        };
         Shared {
             plan,
             schedule,
@@ -144,16 +148,9 @@ impl<'p> Shared<'p> {
             ready: channels.ready.0.clone(),
             streamed: channels.streamed.0.clone(),
             gpu: channels.gpu.0.clone(),
-            events: channels.events.0.clone(),
-            stopping: AtomicBool::new(false),
-            counters: plan
-                .stages
-                .iter()
-                .map(|_| StageCounters::default())
-                .collect(),
-            start: Instant::now(),
-            slot_waits: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
+            events: events.clone(),
+            common,
+            lane,
             trace: options.trace,
             span_limit,
             driver_spans: std::sync::Mutex::new(SpanBuffer::new(span_limit)),
@@ -184,4 +181,48 @@ impl<'p> Shared<'p> {
             .collect();
         let _ = self.callbacks.set(contexts);
     }
+}
+
+/// Why `plans` cannot be switched between under `rule` with `options`, if they cannot: they
+/// must be placements of one graph, without stateful stages (a carry would have to move
+/// between plans) or parameter changes.
+pub(super) fn adaptable(
+    plans: &[Plan],
+    rule: &crate::adapt::Rule,
+    options: &RunOptions,
+) -> Result<(), String> {
+    let Some(first) = plans.first() else {
+        return Err("no placement given".into());
+    };
+    rule.check()?;
+    if options.control.is_some() {
+        return Err(
+            "parameters cannot change while the run switches placements: drop the control file"
+                .into(),
+        );
+    }
+    for plan in plans {
+        if plan.graph.name != first.graph.name
+            || plan.graph.stages.len() != first.graph.stages.len()
+        {
+            return Err(format!(
+                "placement {} is of graph {}, placement {} of graph {}",
+                first.placement.name, first.graph.name, plan.placement.name, plan.graph.name
+            ));
+        }
+        let (a, b) = (Schedule::new(plan), Schedule::new(first));
+        if (a.packets, a.packet_bytes) != (b.packets, b.packet_bytes) {
+            return Err(format!(
+                "placements {} and {} bind the source to different packets per frame",
+                first.placement.name, plan.placement.name
+            ));
+        }
+        if let Some(p) = plan.stages.iter().find(|p| p.carry.is_some()) {
+            return Err(format!(
+                "stage {} is stateful: its carry cannot move between placements yet",
+                plan.graph.stage(p.stage).name
+            ));
+        }
+    }
+    Ok(())
 }

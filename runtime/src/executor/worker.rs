@@ -76,7 +76,7 @@ pub(super) fn worker(
         else {
             break;
         };
-        if shared.stopping.load(Ordering::Acquire) {
+        if shared.common.stopping.load(Ordering::Acquire) {
             continue;
         }
         let stage = StageId(stage as usize);
@@ -124,12 +124,12 @@ pub(super) fn worker(
         };
         drop(range);
         let ended = shared.now_ns();
-        shared.counters[stage.0].record(ended.saturating_sub(started));
+        shared.common.counters[stage.0].record(ended.saturating_sub(started));
         tally.tasks += 1;
         tally.launch += Duration::from_nanos(launched.saturating_sub(started));
         tally.bookkeeping += Duration::from_nanos(ended.saturating_sub(launched));
         if let Err(e) = result {
-            shared.stopping.store(true, Ordering::Release);
+            shared.common.stopping.store(true, Ordering::Release);
             let _ = shared.events.send(Event::Failed(e));
         }
     }

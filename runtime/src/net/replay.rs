@@ -1,10 +1,12 @@
 //! Frame sources that need no network: replay of frames prepared in memory.
 //!
 //! [`FrameReplay`] delivers prepared frames packet by packet, in packet order, through the same
-//! [`Ingest`] seam a packet receiver uses, as fast as slots free up. It measures the pipeline
-//! alone: the source costs one copy per packet, as a receiver writing payloads into place does.
+//! [`Ingest`] seam a packet receiver uses, as fast as slots free up, or one frame per period
+//! ([`FrameReplay::paced`]). It measures the pipeline alone: the source costs one copy per
+//! packet, as a receiver writing payloads into place does.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::executor::{Ingest, PacketStatus, Source, SourceError};
 
@@ -15,6 +17,7 @@ use crate::executor::{Ingest, PacketStatus, Source, SourceError};
 pub struct FrameReplay {
     frames: Arc<[Vec<u8>]>,
     count: u64,
+    period: Option<Duration>,
 }
 
 impl FrameReplay {
@@ -23,6 +26,17 @@ impl FrameReplay {
         Self {
             frames: frames.into(),
             count,
+            period: None,
+        }
+    }
+
+    /// The replay, beginning frame `i` no earlier than `i * period` after it starts: a stream
+    /// at a steady rate, as a paced sender's. A frame that finds no free slot waits for one
+    /// (the replay is never lossy), and the frames after it keep the schedule.
+    pub fn paced(self, period: Duration) -> Self {
+        Self {
+            period: Some(period),
+            ..self
         }
     }
 
@@ -46,7 +60,12 @@ impl Source for FrameReplay {
                 self.frames[bad].len()
             )));
         }
+        let start = Instant::now();
         for id in 0..self.count {
+            if let Some(period) = self.period {
+                let due = start + period.saturating_mul(id.min(u64::from(u32::MAX)) as u32);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            }
             let frame = &self.frames[(id % self.frames.len() as u64) as usize];
             let Some(open) = ingest.begin_frame(id) else {
                 return Ok(());

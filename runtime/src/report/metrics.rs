@@ -276,6 +276,8 @@ pub struct RunMetrics {
     pub overhead: super::overhead::Overhead,
     /// Parameter changes asked for while the run went on, in the order asked.
     pub changes: Vec<ParamChange>,
+    /// In a run that adapts: its placements, what each ran, and every switch.
+    pub adaptation: Option<crate::adapt::Adaptation>,
 }
 
 impl RunMetrics {

@@ -205,6 +205,36 @@ impl Snapshot {
         out
     }
 
+    /// A run that adapts: its switches so far, and the placement new frames begin on (a
+    /// gauge of 1 labelled with its name).
+    fn adaptation(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let adapting = || self.pipelines().filter(|(_, p)| p.placement.is_some());
+        let switches = adapting()
+            .map(|(i, p)| (vec![("pipeline", i)], Num::Count(p.switches)))
+            .collect();
+        let help = "Switches between placements while the stream runs";
+        Self::family(
+            e,
+            ("kplace_adapt_switches", help, MetricType::Counter),
+            switches,
+        )?;
+        let running = adapting()
+            .filter_map(|(i, p)| {
+                let placement = p.placement.clone()?;
+                Some((
+                    vec![("pipeline", i), ("placement", placement)],
+                    Num::Count(1),
+                ))
+            })
+            .collect();
+        let help = "The placement new frames begin on (1), in a run that adapts";
+        Self::family(
+            e,
+            ("kplace_adapt_placement", help, MetricType::Gauge),
+            running,
+        )
+    }
+
     fn ingest(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let families: [ReceiverFamily; 5] = [
             (
@@ -314,6 +344,7 @@ impl Collector for Snapshot {
         );
         Self::family(e, cores, self.per_pipeline(|p| Num::Real(p.cores_used())))?;
         self.histograms(e)?;
+        self.adaptation(e)?;
         let launches = (
             "kplace_stage_launches",
             "Launches of each stage ended",
@@ -397,6 +428,8 @@ mod tests {
                 StageTotals::default(),
             ],
             post_frame_buckets: buckets,
+            placement: None,
+            switches: 0,
             last: false,
         }
     }
@@ -462,5 +495,30 @@ mod tests {
         assert!(!text.contains("pipeline=\"1\""), "{text}");
         assert!(!text.contains("kplace_gpu_memory_used_bytes{"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn a_run_that_adapts_shows_its_switches_and_the_placement_it_runs() {
+        let board = Board::new(2, vec!["fft".into()]);
+        board.post(0, &progress(5));
+        let adapting = Progress {
+            placement: Some("all-cpu".into()),
+            switches: 3,
+            ..progress(4)
+        };
+        board.post(1, &adapting);
+        let text = board.render();
+        for line in [
+            "# TYPE kplace_adapt_switches counter",
+            "kplace_adapt_switches_total{pipeline=\"1\"} 3",
+            "kplace_adapt_placement{pipeline=\"1\",placement=\"all-cpu\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+        // A pipeline that does not adapt has neither.
+        assert!(
+            !text.contains("kplace_adapt_switches_total{pipeline=\"0\"}"),
+            "{text}"
+        );
     }
 }

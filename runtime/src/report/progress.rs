@@ -50,6 +50,10 @@ pub struct Progress {
     pub stages: Vec<StageTotals>,
     /// Post-frame latency of every frame processed so far, warm-up included, in buckets.
     pub post_frame_buckets: LatencyBuckets,
+    /// In a run that adapts: the placement new frames begin on.
+    pub placement: Option<String>,
+    /// In a run that adapts: switches between placements so far.
+    pub switches: u64,
     /// Whether this is the run's last report.
     pub last: bool,
 }
@@ -106,7 +110,7 @@ impl Progress {
 }
 
 /// The schema name and version of a progress line.
-pub const PROGRESS_SCHEMA: &str = "kplace-progress/2";
+pub const PROGRESS_SCHEMA: &str = "kplace-progress/3";
 
 /// One progress line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -147,6 +151,11 @@ pub struct ProgressLine {
     /// Each GPU the run uses as NVML last read it (utilisation, memory in use); empty for a
     /// run without a GPU stage or without NVML.
     pub gpus: Vec<GpuNow>,
+    /// In a run that adapts (`kplace run --adapt`): the placement new frames begin on; null
+    /// otherwise.
+    pub placement: Option<String>,
+    /// In a run that adapts: switches between placements so far (0 otherwise).
+    pub switches: u64,
     /// Whether this is the run's last line.
     pub last: bool,
 }
@@ -178,6 +187,8 @@ impl ProgressLine {
             cores_used: progress.cores_used(),
             slot_waits: progress.slot_waits,
             gpus: progress.gpus.clone(),
+            placement: progress.placement.clone(),
+            switches: progress.switches,
             last: progress.last,
         }
     }

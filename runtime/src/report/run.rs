@@ -89,6 +89,10 @@ pub struct RunReport {
     /// in the order asked; absent when none was.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ChangeEntry>,
+    /// A run that adapts (`kplace run --adapt`): its placements in order of preference, the
+    /// frames each ran, and every switch with its evidence; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptation: Option<crate::adapt::Adaptation>,
 }
 
 /// A change of parameters asked for while the run went on.

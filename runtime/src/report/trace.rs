@@ -54,10 +54,12 @@ pub enum SpanKind {
     GpuLaunch,
     /// A GPU stage's downloads as its stream ran them (profiling only).
     Download,
+    /// A run that adapts moved new frames to another placement (its lane), after this frame.
+    Switch,
 }
 
 impl SpanKind {
-    const ALL: [SpanKind; 9] = [
+    const ALL: [SpanKind; 10] = [
         SpanKind::Packets,
         SpanKind::Launch,
         SpanKind::Enqueue,
@@ -67,6 +69,7 @@ impl SpanKind {
         SpanKind::Deliver,
         SpanKind::GpuLaunch,
         SpanKind::Download,
+        SpanKind::Switch,
     ];
 
     fn category(self) -> &'static str {
@@ -80,6 +83,7 @@ impl SpanKind {
             SpanKind::Deliver => "deliver",
             SpanKind::GpuLaunch => "gpu_launch",
             SpanKind::Download => "download",
+            SpanKind::Switch => "switch",
         }
     }
 }
@@ -160,6 +164,9 @@ pub struct Span {
     pub stage: Option<u32>,
     /// The launch (tile) of the stage, for launches and enqueues.
     pub launch: Option<u32>,
+    /// In a run that adapts: the placement (by index) a delivered frame ran on, or a switch
+    /// moved to.
+    pub lane: Option<u32>,
     /// Start, ns on the run's clock.
     pub start_ns: u64,
     /// End, ns on the run's clock (the start for an instant).
@@ -176,8 +183,17 @@ impl Span {
             frame,
             stage: None,
             launch: None,
+            lane: None,
             start_ns,
             end_ns,
+        }
+    }
+
+    /// The span, of placement `lane` in a run that adapts.
+    pub fn on_lane(self, lane: u32) -> Span {
+        Span {
+            lane: Some(lane),
+            ..self
         }
     }
 
@@ -226,6 +242,8 @@ pub struct Trace {
     pub spans: Vec<Span>,
     /// Stage names, by stage index.
     pub stages: Vec<String>,
+    /// In a run that adapts: its placements' names, by lane.
+    pub placements: Vec<String>,
     /// Spans past [`MAX_SPANS`], counted only.
     pub dropped_spans: u64,
 }
@@ -272,6 +290,9 @@ impl Trace {
             let stage = span
                 .stage
                 .map(|s| self.stages.get(s as usize).map_or("?", String::as_str));
+            let placement = span
+                .lane
+                .map(|l| self.placements.get(l as usize).map_or("?", String::as_str));
             let name = match (span.kind, stage) {
                 (SpanKind::Launch, Some(stage)) => stage.to_string(),
                 (SpanKind::Enqueue, Some(stage)) => format!("{stage} enqueue"),
@@ -282,9 +303,13 @@ impl Trace {
                 (SpanKind::Packets, _) => format!("frame {} packets", span.frame),
                 (SpanKind::Deliver, _) => format!("frame {} done", span.frame),
                 (SpanKind::SlotWait, _) => "wait for a slot".into(),
+                (SpanKind::Switch, _) => format!("switch to {}", placement.unwrap_or("?")),
                 (kind, None) => kind.category().into(),
             };
-            let instant = matches!(span.kind, SpanKind::Callback | SpanKind::Deliver);
+            let instant = matches!(
+                span.kind,
+                SpanKind::Callback | SpanKind::Deliver | SpanKind::Switch
+            );
             events.push(ChromeEvent {
                 name,
                 cat: span.kind.category(),
@@ -299,6 +324,7 @@ impl Trace {
                     frame: Some(span.frame),
                     stage: stage.map(str::to_string),
                     launch: span.launch,
+                    placement: placement.map(str::to_string),
                 },
             });
         }
@@ -373,6 +399,13 @@ impl Trace {
                     trace.stages.len() - 1
                 }) as u32
             });
+            let lane = e.args.placement.map(|name| {
+                let at = trace.placements.iter().position(|p| *p == name);
+                at.unwrap_or_else(|| {
+                    trace.placements.push(name);
+                    trace.placements.len() - 1
+                }) as u32
+            });
             let start_ns = (e.ts * 1e3).round() as u64;
             trace.spans.push(Span {
                 kind,
@@ -380,6 +413,7 @@ impl Trace {
                 frame: e.args.frame.ok_or_else(|| bad("no args.frame".into()))?,
                 stage,
                 launch: e.args.launch,
+                lane,
                 start_ns,
                 end_ns: start_ns + (e.dur.unwrap_or(0.0) * 1e3).round() as u64,
             });
@@ -412,6 +446,7 @@ struct ChromeArgsIn {
     frame: Option<u64>,
     stage: Option<String>,
     launch: Option<u32>,
+    placement: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -450,6 +485,8 @@ struct ChromeArgs {
     stage: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     launch: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placement: Option<String>,
 }
 
 #[cfg(test)]
@@ -465,6 +502,7 @@ mod tests {
             frame: 7,
             stage: Some(0),
             launch: Some(1),
+            lane: None,
             start_ns: start,
             end_ns: start + 1500,
         };

@@ -55,15 +55,34 @@ pub fn run(
     sink: &mut dyn FrameSink,
     options: &RunOptions,
 ) -> Result<Session, RunError> {
-    let ordinals: Vec<u32> = plan.gpus.keys().copied().collect();
+    run_plans(std::slice::from_ref(plan), None, source, sink, options)
+}
+
+/// [`run`] on the first of `plans`, or, with `rule`, on all of them, switching as the rule
+/// decides (`executor::run_adaptive`); the telemetry samples every GPU any of them uses.
+pub fn run_plans(
+    plans: &[Plan],
+    rule: Option<crate::adapt::Rule>,
+    source: &mut dyn Source,
+    sink: &mut dyn FrameSink,
+    options: &RunOptions,
+) -> Result<Session, RunError> {
+    let mut ordinals: Vec<u32> = plans.iter().flat_map(|p| p.gpus.keys().copied()).collect();
+    ordinals.sort_unstable();
+    ordinals.dedup();
     let sampler = (!ordinals.is_empty()).then(|| Sampler::start(&ordinals, DEFAULT_INTERVAL));
+    let execute = |sink: &mut dyn FrameSink| match (rule, plans) {
+        (Some(rule), _) => executor::run_adaptive(plans, rule, source, sink, options),
+        (None, [plan, ..]) => executor::run_with(plan, source, sink, options),
+        (None, []) => Err(RunError::NotAdaptable("no placement given".into())),
+    };
     let result = match &sampler {
         // Progress reports say what the sampler last read of the GPUs.
         Some(sampler) if options.progress_every.is_some() => {
             let mut with_gpus = WithGpus { sink, sampler };
-            executor::run_with(plan, source, &mut with_gpus, options)
+            execute(&mut with_gpus)
         }
-        _ => executor::run_with(plan, source, sink, options),
+        _ => execute(sink),
     };
     let telemetry = sampler.map(Sampler::stop);
     Ok(Session {
@@ -320,5 +339,6 @@ pub fn report(
             .clone()
             .unwrap_or_else(|| Telemetry::unavailable("no GPU stage")),
         mps: facts.mps,
+        adaptation: metrics.adaptation.clone(),
     }
 }

@@ -163,6 +163,10 @@ pub trait Prepared: Send + Sync {
     /// The graph and placement one pipeline plans, bound as the workload was prepared
     /// (its dimensions, its parameters, slots sized for its real-time rate).
     fn load(&self) -> Result<(Graph, Placement), KindError>;
+
+    /// [`Prepared::load`] with the placement at `placement` instead of the run's: another
+    /// placement a run that adapts may switch to, bound the same way.
+    fn load_as(&self, placement: &Path) -> Result<(Graph, Placement), KindError>;
 }
 
 /// Two results files of the same frames, and how closely they must agree.
@@ -473,6 +477,12 @@ impl Prepared for RecordingSetup {
 
     fn load(&self) -> Result<(Graph, Placement), KindError> {
         Ok(RecordingSetup::load(self)?)
+    }
+
+    fn load_as(&self, placement: &Path) -> Result<(Graph, Placement), KindError> {
+        let mut files = self.files.clone();
+        files.placement = placement.to_path_buf();
+        Ok(files.load_with(self.overrides.clone(), self.period)?)
     }
 }
 

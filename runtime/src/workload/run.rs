@@ -45,6 +45,18 @@ pub struct PipelineRun {
     /// A control file whose edits change parameters while the run goes on
     /// ([`session::control`]).
     pub control: Option<std::path::PathBuf>,
+    /// Other placements to switch to while the stream runs, and when ([`crate::adapt`]).
+    pub adapt: Option<Adapt>,
+}
+
+/// How a run adapts: the placements it may switch to, after the run's own, in order of
+/// preference, and the rule that decides when.
+#[derive(Clone, Debug)]
+pub struct Adapt {
+    /// The other placements' files.
+    pub alternatives: Vec<PathBuf>,
+    /// When to switch.
+    pub rule: crate::adapt::Rule,
 }
 
 /// The executor's options for a run of `config` on `workload` (reporting progress or not),
@@ -214,9 +226,13 @@ impl PreparedRun {
         mps: &dyn Fn() -> RunMps,
     ) -> Result<PipelineOutcome, PipelineError> {
         let (graph, placement) = self.prepared.load()?;
-        let plan = Plan::new(graph, placement).map_err(Box::new)?;
-        run_pipeline(
-            &plan,
+        let mut plans = vec![Plan::new(graph, placement).map_err(Box::new)?];
+        for path in self.run.adapt.iter().flat_map(|a| &a.alternatives) {
+            let (graph, placement) = self.prepared.load_as(path)?;
+            plans.push(Plan::new(graph, placement).map_err(Box::new)?);
+        }
+        run_plans(
+            &plans,
             self.prepared.workload(),
             &self.run,
             udp,
@@ -270,11 +286,28 @@ pub fn run_pipeline(
     plan: &Plan,
     workload: &dyn Workload,
     config: &PipelineRun,
+    udp: Option<UdpSource>,
+    index: Option<usize>,
+    outputs: Outputs,
+    mps: &dyn Fn() -> RunMps,
+) -> Result<PipelineOutcome, PipelineError> {
+    let plans = std::slice::from_ref(plan);
+    run_plans(plans, workload, config, udp, index, outputs, mps)
+}
+
+/// [`run_pipeline`] on `plans`: the first alone, or all of them switched between as
+/// [`PipelineRun::adapt`] says.
+fn run_plans(
+    plans: &[Plan],
+    workload: &dyn Workload,
+    config: &PipelineRun,
     mut udp: Option<UdpSource>,
     index: Option<usize>,
     outputs: Outputs,
     mps: &dyn Fn() -> RunMps,
 ) -> Result<PipelineOutcome, PipelineError> {
+    let plan = &plans[0];
+    let rule = config.adapt.as_ref().map(|a| a.rule.clone());
     let mut replay = match (&udp, workload.frames()) {
         (None, Some(frames)) => Some(FrameReplay::new(
             std::sync::Arc::clone(frames),
@@ -294,7 +327,7 @@ pub fn run_pipeline(
     tracing::info!(
         "kplace run:{name} graph {} on placement {}, {} frames of {} from {}",
         plan.graph.name,
-        plan.placement.name,
+        placements_label(plans),
         config.frames,
         workload.shape(),
         if udp.is_none() {
@@ -330,9 +363,9 @@ pub fn run_pipeline(
                 sink: &mut sink,
                 report: &mut report,
             };
-            session::run(plan, source, &mut with_progress, &options)?
+            session::run_plans(plans, rule, source, &mut with_progress, &options)?
         }
-        None => session::run(plan, source, &mut sink, &options)?,
+        None => session::run_plans(plans, rule, source, &mut sink, &options)?,
     };
     drop(watcher);
     let JudgedSink {
@@ -354,6 +387,9 @@ pub fn run_pipeline(
     let metrics = &run.metrics;
     let mut text = String::new();
     let _ = write!(text, "{metrics}");
+    if let Some(adaptation) = &metrics.adaptation {
+        let _ = write!(text, "{adaptation}");
+    }
     if let Some(telemetry) = &run.telemetry {
         let _ = write!(text, "{telemetry}");
     }
@@ -406,4 +442,14 @@ pub fn run_pipeline(
         passed,
         trace: run.metrics.trace,
     })
+}
+
+/// The placement a run names: the first, and the others a run that adapts may switch to.
+fn placements_label(plans: &[Plan]) -> String {
+    let names: Vec<&str> = plans.iter().map(|p| p.placement.name.as_str()).collect();
+    match names.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [first, others @ ..] => format!("{first} (adapting to {})", others.join(", ")),
+    }
 }

@@ -280,6 +280,9 @@ mod tests {
         fn load(&self) -> Result<(Graph, Placement), KindError> {
             Err(KindError::Kind("not loaded".into()))
         }
+        fn load_as(&self, _: &std::path::Path) -> Result<(Graph, Placement), KindError> {
+            self.load()
+        }
     }
 
     /// The kind `fake`: its `frames` option is how many it prepares, `period-us` its period.

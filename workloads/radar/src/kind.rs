@@ -251,6 +251,14 @@ impl Prepared for PreparedRadar {
     fn load(&self) -> Result<(Graph, Placement), KindError> {
         graph::load_files(&self.files, self.setup.cpi(), self.setup.pfa_set()).map_err(kind_error)
     }
+
+    fn load_as(&self, placement: &std::path::Path) -> Result<(Graph, Placement), KindError> {
+        let files = GraphFiles {
+            placement: placement.to_path_buf(),
+            ..self.files.clone()
+        };
+        graph::load_files(&files, self.setup.cpi(), self.setup.pfa_set()).map_err(kind_error)
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ fn config(graph: PathBuf) -> BisectConfig {
         pipeline_mode: PipelineMode::Thread,
         cotenant: None,
         cotenant_intensity: None,
+        adapt: false,
         mps: None,
     }
 }

@@ -437,6 +437,7 @@ fn trace(gpu: bool) -> Trace {
         spans,
         stages: vec!["range_fft".into(), "doppler_fft".into(), "cfar".into()],
         dropped_spans: 0,
+        ..Trace::default()
     }
 }
 
@@ -491,5 +492,52 @@ fn every_committed_plot_renders_legibly() {
         if !name.starts_with("trace") {
             assert_series_distinct(&picture, None);
         }
+    }
+}
+
+#[test]
+fn the_picture_of_a_run_that_adapts_renders_legibly() {
+    use kplace::report::trace::{Span, SpanKind, Track};
+    let at = |kind, frame, ns: u64| Span::new(kind, Track::Source, frame, ns, ns);
+    let mut spans = Vec::new();
+    // 3 s at 250 frames per second; a co-tenant slows placement 0 from 1 s, the run moves to
+    // placement 1, probes placement 0 at 2 s, and stays there.
+    let lane_at = |t: u64| u32::from((1_020_000_000..2_000_000_000).contains(&t));
+    for frame in 0..750u64 {
+        let t = frame * 4_000_000;
+        let lane = lane_at(t);
+        let latency = match (lane, (1_000_000_000..2_000_000_000).contains(&t)) {
+            (0, true) => 9_000_000 + (t - 1_000_000_000) / 2,
+            (0, false) => 2_000_000,
+            _ => 1_500_000,
+        };
+        spans.push(Span::new(
+            SpanKind::Packets,
+            Track::Source,
+            frame,
+            t,
+            t + 500_000,
+        ));
+        spans.push(at(SpanKind::Deliver, frame, t + 500_000 + latency).on_lane(lane));
+    }
+    spans.push(at(SpanKind::Switch, 255, 1_021_000_000).on_lane(1));
+    spans.push(at(SpanKind::Switch, 500, 2_001_000_000).on_lane(0));
+    let trace = Trace {
+        spans,
+        placements: vec!["all-gpu".into(), "all-cpu-pinned".into()],
+        ..Trace::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switches.svg");
+    super::super::switches::write(&path, &trace, Some(5.0)).unwrap();
+    let picture = render(&path, "switches");
+    assert_texts_apart(&picture);
+    let words: Vec<&str> = picture.texts.iter().map(|(t, _)| t.as_str()).collect();
+    for word in [
+        "\u{2192} all-cpu-pinned",
+        "\u{2192} all-gpu",
+        "the latency budget",
+    ] {
+        assert!(words.iter().any(|w| w.contains(word)), "{word}: {words:?}");
     }
 }

@@ -21,6 +21,7 @@
 //!   (the sweep's [`Stop`]).
 
 mod account;
+mod admit;
 mod calibration;
 mod devices;
 mod prepare;
@@ -39,6 +40,7 @@ use crate::tune::model::{self, Feed};
 use crate::tune::space::Knobs;
 use crate::tune::{Predicted, Provenance, Request, placement_file, predict_all, prove, rank};
 use account::Account;
+pub use admit::{AdmitRequest, Admitted, CONTEXT_RESERVE, Proof, admit};
 use devices::Devices;
 use prepare::Prepared;
 
@@ -176,6 +178,9 @@ pub enum TuneError {
     /// The model predicted no placement at a shape.
     #[error("no placement could be predicted at {0}")]
     Unpredictable(SearchShape),
+    /// `kplace admit` cannot answer for its placement.
+    #[error("kplace admit: {0}")]
+    Admit(String),
     /// The calibration could not be encoded.
     #[error(transparent)]
     Json(#[from] serde_json::Error),

@@ -129,7 +129,9 @@ pub(super) fn run_stream(
                 let engine = timing.as_ref().map(|(timing, engines)| {
                     // SAFETY: the enqueuer keeps the request's targets valid until it has run.
                     let kernel = unsafe { request.kernel_name() };
-                    let time = timing.kernel_time(kernel, request.tile().count);
+                    let time = timing
+                        .kernel_time(kernel, request.tile().count)
+                        .mul_f64(engines.cotenant());
                     let held = engines.compute.hold();
                     clock += time;
                     (held, Instant::now() + time)

@@ -71,6 +71,19 @@ pub(super) struct Engines {
     pub(super) compute: Engine,
     pub(super) upload: Engine,
     pub(super) download: Engine,
+    /// A co-tenant that arrived while the device runs ([`SimGpu::set_cotenant`]): every
+    /// kernel takes this many times longer again, as f64 bits; 0 when there is none.
+    pub(super) cotenant: AtomicU64,
+}
+
+impl Engines {
+    /// The factor a co-tenant that arrived while the device runs adds to every kernel.
+    pub(super) fn cotenant(&self) -> f64 {
+        match self.cotenant.load(Ordering::Relaxed) {
+            0 => 1.0,
+            bits => f64::from_bits(bits),
+        }
+    }
 }
 
 /// One engine: a ticket lock, so that streams are served in the order they reached it (a

@@ -1,0 +1,258 @@
+//! `kplace run --adapt`: the radar moving between a one-worker placement and one with two
+//! pinned workers while the stream runs. A budget no frame can meet makes the switch certain,
+//! so the report, the progress lines, the trace and its picture are checked with every frame
+//! verified; a CPU hog arriving mid-stream checks that whatever the switching does under a
+//! real co-tenant, nothing is lost and every switch carries the evidence its rule demands;
+//! and what cannot adapt is refused, naming why. Every process is guarded and every wait has
+//! a limit; no test asserts a time.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kplace::adapt::{Adaptation, Reason};
+use kplace::report::run::RunReport;
+use kplace_testkit::Guard;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn kplace() -> Command {
+    let mut c = Command::new(kplace_testkit::kplace_bin!());
+    c.current_dir(kplace_testkit::workspace());
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    kplace_testkit::output_within(kplace().args(args), LIMIT, None)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn report(path: &Path) -> RunReport {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Every switch follows from its evidence as the rule says, switches alternate between
+/// neighbouring placements, and the frames per placement add up to the run's.
+fn assert_consistent(a: &Adaptation, frames: u64, budget_ms: f64) {
+    assert_eq!(a.placements, ["all-cpu", "all-cpu-pinned"]);
+    assert_eq!(a.frames.iter().sum::<u64>(), frames, "{a}");
+    assert_eq!(a.budget_ms, budget_ms);
+    let mut on = 0;
+    for s in &a.switches {
+        let e = &s.evidence;
+        assert_eq!(s.from, on, "{a}");
+        assert_eq!(e.frames, a.window, "{a}");
+        let pressure = f64::from(e.over_budget) > 0.25 * f64::from(e.frames)
+            || e.occupancy >= 0.75
+            || e.slot_misses > 0;
+        match s.reason {
+            Reason::Pressure => assert!(pressure && s.to == s.from + 1, "{a}"),
+            Reason::Relief => assert!(!pressure && s.to + 1 == s.from, "{a}"),
+        }
+        on = s.to;
+    }
+}
+
+#[test]
+fn a_budget_no_frame_meets_moves_the_stream_on_with_every_frame_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report_path, trace, progress) = (
+        dir.path().join("run.json"),
+        dir.path().join("trace.json"),
+        dir.path().join("progress.jsonl"),
+    );
+    let out = run(&[
+        "run",
+        "--frames",
+        "300",
+        "--adapt",
+        "all-cpu-pinned",
+        "--budget",
+        "1us",
+        "--adapt-window",
+        "8",
+        "--report",
+        report_path.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--report-every",
+        "50ms",
+        "--progress-out",
+        progress.to_str().unwrap(),
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("verification PASSED: 300/300"), "{log}");
+    assert!(
+        log.contains("on placement all-cpu (adapting to all-cpu-pinned)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("switching from all-cpu to all-cpu-pinned"),
+        "{log}"
+    );
+    let r = report(&report_path);
+    let a = r.adaptation.expect("the report says how the run adapted");
+    assert_consistent(&a, 300, 0.001);
+    // Every window is over the budget: one switch, after the first, and the last placement
+    // keeps the rest of the stream.
+    assert_eq!(a.switches.len(), 1, "{a}");
+    let s = &a.switches[0];
+    assert_eq!((s.from, s.to, s.reason), (0, 1, Reason::Pressure));
+    assert_eq!(s.evidence.over_budget, 8);
+    assert!(a.frames[1] >= 300 - 8 - 64, "{a}");
+    assert_eq!(r.stages[0].device, "cpu");
+
+    // The progress lines name the placement running and count the switches.
+    let lines = std::fs::read_to_string(&progress).unwrap();
+    let last: serde_json::Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+    assert_eq!(last["schema"], "kplace-progress/3");
+    assert_eq!(last["placement"], "all-cpu-pinned", "{lines}");
+    assert_eq!(last["switches"], 1, "{lines}");
+
+    // The trace marks the switch and names the placement of every frame; its picture draws
+    // them.
+    let json = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        json.contains("\"switch to all-cpu-pinned\""),
+        "no switch mark"
+    );
+    let picture = dir.path().join("switches.svg");
+    let out = run(&[
+        "plot-trace",
+        trace.to_str().unwrap(),
+        "--switches",
+        "--budget",
+        "1us",
+        "--out",
+        picture.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let svg = std::fs::read_to_string(&picture).unwrap();
+    for word in ["a frame run on all-cpu-pinned", "1 switches"] {
+        assert!(svg.contains(word), "{word} not in the picture");
+    }
+}
+
+#[test]
+fn a_cpu_hog_mid_stream_loses_nothing_and_every_switch_has_its_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ready, report_path) = (dir.path().join("ready.json"), dir.path().join("run.json"));
+    let frames = 600;
+    let mut receiver = Guard::spawn(kplace().args([
+        "run",
+        "--frames",
+        &frames.to_string(),
+        "--source",
+        "udp://127.0.0.1:0",
+        "--adapt",
+        "all-cpu-pinned",
+        "--budget",
+        "5ms",
+        "--adapt-hold",
+        "500ms",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report_path.to_str().unwrap(),
+        "--idle-timeout",
+        "5s",
+    ]));
+    let port = receiver.wait_ready(&ready, LIMIT)[0];
+    // 600 frames at 200 per second: 3 s of stream; two spinning threads for 1 s of it.
+    let sender = Guard::spawn(kplace().args([
+        "send",
+        "--dest",
+        &format!("127.0.0.1:{port}"),
+        "--frames",
+        &frames.to_string(),
+        "--rate",
+        "200",
+    ]));
+    std::thread::sleep(Duration::from_millis(1000));
+    let hog = Guard::spawn(kplace().args(["hog", "cpu", "--threads", "2", "--duration", "1s"]));
+    let hog = hog.wait(LIMIT);
+    assert!(hog.status.success(), "{}", hog.stderr);
+    let sent = sender.wait(LIMIT);
+    assert!(sent.status.success(), "{}", sent.stderr);
+    let ended = receiver.wait(LIMIT);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    let r = report(&report_path);
+    assert_eq!(
+        (r.frames, r.partial_frames, r.dropped_frames),
+        (frames, 0, 0)
+    );
+    assert!(r.verification.passed, "{:?}", r.verification);
+    let a = r.adaptation.expect("the report says how the run adapted");
+    assert_consistent(&a, frames, 5.0);
+}
+
+#[test]
+fn what_cannot_adapt_is_refused_naming_why() {
+    let refused = |args: &[&str], why: &str| {
+        let out = run(args);
+        let log = text(&out);
+        assert!(!out.status.success(), "{args:?} ran:\n{log}");
+        assert!(log.contains(why), "{args:?}: {why} not in:\n{log}");
+    };
+    refused(&["run", "--adapt", "all-cpu-pinned"], "--budget <DURATION>");
+    refused(
+        &[
+            "run",
+            "--adapt",
+            "all-cpu-pinned",
+            "--budget",
+            "5ms",
+            "--workers",
+            "2",
+        ],
+        "--adapt with --workers",
+    );
+    refused(
+        &["run", "--adapt", "no-such-placement", "--budget", "5ms"],
+        "no-such-placement",
+    );
+    refused(
+        &["run", "--adapt", "all-cpu-pinned", "--budget", "0ms"],
+        "longer than zero",
+    );
+    // The filtered beamformer's FIR carries state from frame to frame.
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("array.sigmf-data");
+    let out = run(&[
+        "record",
+        "--graph",
+        "beamformer/filtered",
+        "--frames",
+        "4",
+        "--out",
+        recording.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    refused(
+        &[
+            "run",
+            "--graph",
+            "beamformer/filtered",
+            "--placement",
+            "cpu",
+            "--adapt",
+            "cpu-2",
+            "--budget",
+            "5ms",
+            "--recording",
+            recording.to_str().unwrap(),
+            "--frames",
+            "4",
+        ],
+        "is stateful",
+    );
+}

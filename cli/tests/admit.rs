@@ -1,0 +1,193 @@
+//! `kplace admit`: how many pipelines of a placement at a rate fit, from a calibration of this
+//! machine (measured here, into a scratch store) and the cost model; and `kplace run
+//! --pipelines N` refusing a count the stored calibration says cannot fit, unless forced.
+//! Counts depend on this machine's speed, so the tests check what follows from the account
+//! itself, never a count or a time.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn kplace(store: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(kplace_testkit::kplace_bin!());
+    c.current_dir(kplace_testkit::workspace())
+        .env("KPLACE_CALIBRATIONS", store)
+        .args(args);
+    kplace_testkit::output_within(&mut c, LIMIT, None)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The count on the account's line `<K> pipelines fit`, and each resource's count.
+fn counts(account: &str) -> (u64, Vec<(String, u64)>) {
+    let answer = account
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" run out first")?
+                .split(" pipelines fit")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no answer in:\n{account}"));
+    let each = account
+        .lines()
+        .filter_map(|l| {
+            let (resource, rest) = l.trim().split_once(": ")?;
+            let n = rest.split(" pipelines (").next()?.trim().parse().ok()?;
+            Some((resource.to_string(), n))
+        })
+        .collect();
+    (answer, each)
+}
+
+#[test]
+fn admit_answers_with_the_resource_that_runs_out_and_run_refuses_past_it() {
+    let store = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = kplace(
+        store.path(),
+        &[
+            "admit",
+            "--placement",
+            "all-cpu",
+            "--rate",
+            "100",
+            "--calibrate",
+            "300ms",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+    );
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    let account = std::fs::read_to_string(out_dir.path().join("admit-1024x128/admit.txt")).unwrap();
+    assert!(
+        account.contains("admit all-cpu at 1024x128, 100.0 frames/s each"),
+        "{account}"
+    );
+    let (answer, each) = counts(&account);
+    // The answer is the fewest any resource holds; a CPU placement shares only the cores.
+    assert_eq!(
+        each.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(),
+        ["cores"],
+        "{account}"
+    );
+    assert_eq!(answer, each[0].1, "{account}");
+    assert!(
+        out_dir
+            .path()
+            .join("admit-1024x128/calibration.json")
+            .is_file()
+    );
+
+    // A rate no pipeline sustains alone admits none, and says why.
+    let out = kplace(
+        store.path(),
+        &[
+            "admit",
+            "--placement",
+            "all-cpu",
+            "--rate",
+            "1e9",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+    );
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("0 pipelines fit: one pipeline alone is predicted to sustain"),
+        "{log}"
+    );
+
+    // With the calibration stored, a run of more pipelines than fit is refused before it
+    // starts, naming the resource; forced, it runs (up to the 64 a run may have).
+    if answer >= 64 {
+        return;
+    }
+    let too_many = (answer + 1).to_string();
+    let run = |force: bool| {
+        let mut args = vec![
+            "run",
+            "--pipelines",
+            &too_many,
+            "--stream-rate",
+            "100",
+            "--frames",
+            "10",
+        ];
+        if force {
+            args.push("--force");
+        }
+        kplace(store.path(), &args)
+    };
+    let out = run(false);
+    let log = text(&out);
+    assert!(!out.status.success(), "{log}");
+    assert!(
+        log.contains(&format!("--pipelines {too_many}: at 100.0 frames/s each")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("{answer} fit by cores")) && log.contains("--force"),
+        "{log}"
+    );
+    let out = run(true);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("forced"), "{log}");
+}
+
+#[test]
+fn a_run_without_a_stored_calibration_is_not_checked_and_says_so() {
+    let store = tempfile::tempdir().unwrap();
+    let out = kplace(store.path(), &["run", "--pipelines", "2", "--frames", "10"]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("not checked against the cost model"), "{log}");
+    assert!(
+        log.contains("no fresh calibration of this machine is stored"),
+        "{log}"
+    );
+}
+
+#[test]
+fn admit_refuses_what_it_cannot_answer_naming_it() {
+    let store = tempfile::tempdir().unwrap();
+    for (args, why) in [
+        (
+            vec!["admit", "--placement", "all-cpu", "--rate", "0"],
+            "--rate must be a positive",
+        ),
+        (
+            vec!["admit", "--placement", "no-such", "--rate", "10"],
+            "no-such",
+        ),
+        (
+            vec![
+                "admit",
+                "--placement",
+                "all-cpu",
+                "--rate",
+                "10",
+                "--shape",
+                "1024x128,512x64",
+            ],
+            "one frame shape",
+        ),
+    ] {
+        let out = kplace(store.path(), &args);
+        let log = text(&out);
+        assert!(!out.status.success(), "{args:?}: {log}");
+        assert!(log.contains(why), "{args:?}: {why} not in {log}");
+    }
+}

@@ -53,20 +53,13 @@ fn counts(account: &str) -> (u64, Vec<(String, u64)>) {
 fn admit_answers_with_the_resource_that_runs_out_and_run_refuses_past_it() {
     let store = tempfile::tempdir().unwrap();
     let out_dir = tempfile::tempdir().unwrap();
-    let out = kplace(
-        store.path(),
-        &[
-            "admit",
-            "--placement",
-            "all-cpu",
-            "--rate",
-            "100",
-            "--calibrate",
-            "300ms",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ],
-    );
+    let out_path = out_dir.path().to_str().unwrap();
+    let admit = |rate: &str| {
+        let args = ["admit", "--placement", "all-cpu", "--rate", rate];
+        let more = ["--calibrate", "300ms", "--out", out_path];
+        kplace(store.path(), &[&args[..], &more[..]].concat())
+    };
+    let out = admit("100");
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     let account = std::fs::read_to_string(out_dir.path().join("admit-1024x128/admit.txt")).unwrap();
@@ -90,18 +83,7 @@ fn admit_answers_with_the_resource_that_runs_out_and_run_refuses_past_it() {
     );
 
     // A rate no pipeline sustains alone admits none, and says why.
-    let out = kplace(
-        store.path(),
-        &[
-            "admit",
-            "--placement",
-            "all-cpu",
-            "--rate",
-            "1e9",
-            "--out",
-            out_dir.path().to_str().unwrap(),
-        ],
-    );
+    let out = admit("1e9");
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     assert!(
@@ -150,7 +132,10 @@ fn admit_answers_with_the_resource_that_runs_out_and_run_refuses_past_it() {
 #[test]
 fn a_run_without_a_stored_calibration_is_not_checked_and_says_so() {
     let store = tempfile::tempdir().unwrap();
-    let out = kplace(store.path(), &["run", "--pipelines", "2", "--frames", "10"]);
+    let out = kplace(
+        store.path(),
+        &["-v", "run", "--pipelines", "2", "--frames", "10"],
+    );
     let log = text(&out);
     assert!(out.status.success(), "{log}");
     assert!(log.contains("not checked against the cost model"), "{log}");

@@ -135,13 +135,14 @@ impl FrameSink for Checked {
     }
 }
 
-/// A rule scaled to the test: windows of 8 frames (32 ms), holds from 250 ms to 1 s.
+/// A rule scaled to the test: late past 10 ms (the GPU alone delivers in about 2 ms, a loaded
+/// host adds a few), windows of 8 frames (32 ms), holds from 250 ms to 1 s.
 fn rule() -> Rule {
     Rule {
         window: 8,
         hold: Duration::from_millis(250),
         max_hold: Duration::from_secs(1),
-        ..Rule::for_budget(Duration::from_millis(5))
+        ..Rule::for_budget(Duration::from_millis(20))
     }
 }
 
@@ -216,8 +217,9 @@ fn a_gpu_cotenant_moves_the_stream_to_the_cpu_and_its_leaving_brings_it_back() {
         .find(|s| s.reason == Reason::Pressure && s.at_s >= arrives.as_secs_f64())
         .unwrap_or_else(|| panic!("no move to the CPU under the co-tenant:\n{text}"));
     assert_eq!((pressure.from, pressure.to), (0, 1), "{text}");
+    let e = &pressure.evidence;
     assert!(
-        pressure.evidence.over_budget > 2 || pressure.evidence.occupancy >= 0.75,
+        e.late > e.late_allowed || e.occupancy >= 0.75 || e.slot_misses > 0,
         "the evidence shows the pressure:\n{text}"
     );
     assert!(adaptation.frames[1] > 0, "{text}");

@@ -111,6 +111,10 @@ pub struct RunArgs {
     /// (e.g. `5ms`).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive, requires = "adapt")]
     pub(crate) budget: Option<Duration>,
+    /// With --adapt: the share of --budget past which a frame counts as late for the switching
+    /// rule, in (0, 1]: below 1, it moves before frames break the budget itself.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.5, requires = "adapt")]
+    pub(crate) adapt_trigger: f64,
     /// With --adapt: frames per judgement of the switching rule.
     #[arg(long, value_name = "FRAMES", default_value_t = 16, requires = "adapt", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) adapt_window: u32,
@@ -373,6 +377,7 @@ impl RunArgs {
             .map(|p| super::args::placement_file(p, &graph))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let rule = Rule {
+            trigger: self.adapt_trigger,
             window: self.adapt_window,
             hold: self.adapt_hold,
             max_hold: self.adapt_hold * 16,

@@ -70,7 +70,7 @@ pub(super) fn system_name(config: &BisectConfig, system: &System) -> String {
         System::Placement(path) => placement_name(path),
         System::Adaptive(paths) => {
             let names: Vec<String> = paths.iter().map(|p| placement_name(p)).collect();
-            format!("adapt {}", names.join(">"))
+            format!("adapt {}", names.join(" then "))
         }
         System::Command { name, .. } => name.clone(),
     };

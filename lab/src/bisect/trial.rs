@@ -55,6 +55,8 @@ pub(super) fn trial(
         .arg(placement)
         .args(adapt)
         .args((!others.is_empty()).then(|| format!("--budget={}us", budget.as_micros().max(1))))
+        // A trial measures: the cost model's admission check must not stand in its way.
+        .args((config.pipelines > 1).then_some("--force"))
         .args(["--shape", &shape.shape.to_string()])
         .args(config.receiver_source_args())
         .args([

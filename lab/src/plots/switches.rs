@@ -11,7 +11,10 @@ use plotters::prelude::*;
 
 use super::PlotError;
 use super::frame::{LegendEntry, Page, SMALL_FONT, Swatch, draw_page, house_style};
-use super::style::{REFERENCE, colour};
+use super::style::{Fill, REFERENCE, draw_shape, series_style};
+
+/// The half-size of a frame's marker, pixels: small, as a run has thousands.
+const FRAME_MARKER: i32 = 2;
 
 /// One delivered frame: when (s on the run's clock), its post-frame latency (ms), and the
 /// placement that ran it.
@@ -80,7 +83,7 @@ pub fn write(path: &Path, trace: &Trace, budget_ms: Option<f64>) -> Result<(), P
         .filter(|&l| frames.iter().any(|f| f.lane == l))
         .map(|l| {
             let text = format!("a frame run on {}", name(l));
-            LegendEntry::new(Swatch::Block(colour(l as usize)), text)
+            LegendEntry::new(Swatch::Marker(series_style(l as usize), Fill::Solid), text)
         })
         .collect();
     if !switches.is_empty() {
@@ -113,28 +116,64 @@ pub fn write(path: &Path, trace: &Trace, budget_ms: Option<f64>) -> Result<(), P
             .x_desc("s of the run (frame delivered)")
             .y_desc("post-frame latency, ms")
             .draw()?;
-        chart.draw_series(
-            frames
-                .iter()
-                .map(|f| Circle::new((f.at_s, f.latency_ms), 2, colour(f.lane as usize).filled())),
-        )?;
+        // Each frame a small marker of its placement's series: its colour and its shape.
+        let base = area.get_base_pixel();
+        for f in &frames {
+            let style = series_style(f.lane as usize);
+            let at = chart.backend_coord(&(f.at_s, f.latency_ms));
+            let at = (at.0 - base.0, at.1 - base.1);
+            draw_shape(
+                area,
+                (style.shape, style.colour),
+                Fill::Solid,
+                at,
+                FRAME_MARKER,
+            )?;
+        }
         if let Some(budget) = budget_ms {
             let line = DashedLineSeries::new([(0.0, budget), (end_s, budget)], 6, 4, RED.into());
             chart.draw_series(line)?;
         }
-        for &(at, lane) in &switches {
+        let rows = label_rows(&switches, &name, end_s);
+        for (&(at, lane), row) in switches.iter().zip(rows) {
             let line =
                 DashedLineSeries::new([(at, 0.0), (at, top_ms)], 5, 4, REFERENCE.stroke_width(1));
             chart.draw_series(line)?;
             let label = Text::new(
                 format!("\u{2192} {}", name(lane)),
-                (at, top_ms * 0.97),
+                (at, top_ms * (0.97 - 0.05 * row as f64)),
                 ("sans-serif", SMALL_FONT).into_font().color(&REFERENCE),
             );
             chart.draw_series(std::iter::once(label))?;
         }
         Ok(())
     })
+}
+
+/// The row of each switch's label, from the top: the first whose last label ends before this
+/// one starts, so that labels of switches close in time stack instead of overlapping. Widths
+/// are estimated generously (0.65 of the font size per character, on a plot narrower than the
+/// page's).
+fn label_rows<'n>(
+    switches: &[SwitchMark],
+    name: &impl Fn(u32) -> &'n str,
+    end_s: f64,
+) -> Vec<usize> {
+    const PLOT_PX: f64 = 600.0;
+    let s_per_px = end_s / PLOT_PX;
+    let mut ends: Vec<f64> = Vec::new();
+    switches
+        .iter()
+        .map(|&(at, lane)| {
+            let width = (name(lane).chars().count() + 2) as f64 * 0.65 * SMALL_FONT * s_per_px;
+            let row = ends.iter().position(|&end| end < at).unwrap_or(ends.len());
+            if row == ends.len() {
+                ends.push(0.0);
+            }
+            ends[row] = at + width;
+            row
+        })
+        .collect()
 }
 
 #[cfg(test)]

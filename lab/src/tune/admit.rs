@@ -38,8 +38,7 @@ pub struct Capacity {
     /// Cores the pipelines may use.
     pub cores: f64,
     /// The share of the cores, the GPU's time and each bus direction the pipelines may keep
-    /// busy, in (0, 1]: the rest absorbs the waits of threads and kernels that share them,
-    /// which a latency budget of a few frames cannot.
+    /// busy, in (0, 1]: below 1, headroom for other work on the machine.
     pub utilization: f64,
     /// The GPU's memory, bytes, when the placement has GPU stages and the GPU says.
     pub device_memory: Option<u64>,

@@ -24,6 +24,8 @@ pub struct Adaptation {
     pub frames: Vec<u64>,
     /// The latency budget the rule judged against, ms.
     pub budget_ms: f64,
+    /// Past this a frame counted as late for the rule, ms (a share of the budget).
+    pub trigger_ms: f64,
     /// Frames per judgement.
     pub window: u32,
     /// Frames that found no free slot on the running placement and ran on another one
@@ -50,9 +52,10 @@ impl std::fmt::Display for Adaptation {
             .collect();
         writeln!(
             f,
-            "adapted: {} switches against a {:.3} ms budget; frames per placement: {}; {} spilled to another placement for want of a slot",
+            "adapted: {} switches against a {:.3} ms budget (late past {:.3} ms); frames per placement: {}; {} spilled to another placement for want of a slot",
             self.switches.len(),
             self.budget_ms,
+            self.trigger_ms,
             ran.join(", "),
             self.spilled_frames
         )?;
@@ -60,12 +63,12 @@ impl std::fmt::Display for Adaptation {
             let e = &s.evidence;
             writeln!(
                 f,
-                "  {:8.3} s  {} -> {} ({}): {}/{} frames over budget, worst {:.3} ms, slots {:.0}% used, {} without a slot, after {:.2} s (hold {:.2} s)",
+                "  {:8.3} s  {} -> {} ({}): {}/{} frames late, worst {:.3} ms, slots {:.0}% used, {} without a slot, after {:.2} s (hold {:.2} s)",
                 s.at_s,
                 self.name(s.from),
                 self.name(s.to),
                 s.reason.name(),
-                e.over_budget,
+                e.late,
                 e.frames,
                 e.worst_ms,
                 e.occupancy * 100.0,

@@ -6,17 +6,21 @@
 //! a higher cost. [`Switcher`] judges the frames of the running placement in windows of
 //! [`Rule::window`] frames:
 //!
-//! - **Pressure** is a window with more than [`Rule::over_share`] of its frames over the
-//!   latency budget, or slots on average at least [`Rule::occupancy`] full, or a frame that
-//!   found no free slot (the executor then runs it on another placement, or drops it). Under pressure the rule moves one placement on, if there is one.
+//! - **Pressure** is a window with more than [`Rule::over_share`] of its frames *late*: past
+//!   [`Rule::trigger`] of the latency budget (half, by default, so that the rule moves before
+//!   the budget itself is broken), or slots on average at least [`Rule::occupancy`] full, or a frame that
+//!   found no free slot (the executor then runs it on another placement, or drops it). Under
+//!   pressure the rule moves one placement on, if there is one. Late frames and slot misses
+//!   decide as soon as there are too many for a window, without waiting for its end.
 //! - **Relief.** A window without pressure, on a placement the rule moved to at least
 //!   [`Rule::hold`] ago (the current hold), moves one placement back: a *probe* of the cheaper
 //!   one. Nothing on the cheaper placement can be measured while it does not run, so trying it
 //!   is the only evidence that the pressure is gone.
-//! - **Hysteresis.** A probe that meets pressure before it has run [`Rule::hold`] doubles the
-//!   hold (up to [`Rule::max_hold`]) before the next one; one that lasts resets it. So
-//!   switches come at most once a window, probes at most once a hold, and a pressure that
-//!   stays costs one window of late frames per hold, ever more rarely.
+//! - **Hysteresis.** A probe's first window may hold no late frame: the first one ends the
+//!   probe. A probe that meets pressure before it has run [`Rule::hold`] doubles the hold (up
+//!   to [`Rule::max_hold`]) before the next one; one that lasts resets it. So probes come at
+//!   most once a hold, and a pressure that stays costs about one late frame per probe, ever
+//!   more rarely.
 //!
 //! Frames of the placement left behind (those in flight when it switched) finish there and
 //! are not judged: each window holds only frames that began on the placement it judges.
@@ -31,9 +35,12 @@ pub struct Rule {
     /// Post-frame latency (completion minus the frame's last packet) a frame should stay
     /// within.
     pub budget: Duration,
+    /// The share of the budget past which a frame counts as late for the rule, in (0, 1]:
+    /// below 1, the rule moves before frames break the budget itself.
+    pub trigger: f64,
     /// Frames each judgement covers.
     pub window: u32,
-    /// Share of a window's frames over the budget that is pressure.
+    /// Share of a window's frames that may be late; more is pressure.
     pub over_share: f64,
     /// Mean share of the slots in use over a window that is pressure: the pipeline is
     /// falling behind before any frame is late.
@@ -50,6 +57,7 @@ impl Rule {
     pub fn for_budget(budget: Duration) -> Rule {
         Rule {
             budget,
+            trigger: 0.5,
             window: 16,
             over_share: 0.25,
             occupancy: 0.75,
@@ -62,6 +70,12 @@ impl Rule {
     pub fn check(&self) -> Result<(), String> {
         if self.budget.is_zero() {
             return Err("the latency budget must be longer than zero".into());
+        }
+        if !(self.trigger > 0.0 && self.trigger <= 1.0) {
+            return Err(format!(
+                "the trigger (the share of the budget past which a frame is late) must be in (0, 1], not {}",
+                self.trigger
+            ));
         }
         if self.window == 0 {
             return Err("the window must hold at least one frame".into());
@@ -94,7 +108,7 @@ pub struct Observation {
     pub placement: usize,
     /// Its post-frame latency.
     pub post_frame: Duration,
-    /// Frames in flight when it was delivered, itself included.
+    /// Frames of its placement in flight when it was delivered, itself included.
     pub in_flight: u64,
     /// Slots of the placement it began on.
     pub slots: u64,
@@ -139,8 +153,11 @@ impl Reason {
 pub struct Evidence {
     /// Frames judged.
     pub frames: u32,
-    /// Of those, frames over the budget.
-    pub over_budget: u32,
+    /// Of those, frames later than the trigger ([`Rule::trigger`] of the budget).
+    pub late: u32,
+    /// The late frames the window could hold without pressure: its share of a whole window,
+    /// or 0 in a probe's first window.
+    pub late_allowed: u32,
     /// The highest post-frame latency among them, ms.
     pub worst_ms: f64,
     /// The mean share of the slots in use.
@@ -191,6 +208,8 @@ pub struct Switcher {
     since: Duration,
     /// Whether the active placement is a probe that has not yet lasted a base hold.
     probing: bool,
+    /// Whether the window being judged is a probe's first, which may hold no late frame.
+    strict: bool,
     hold: Duration,
     window: Window,
 }
@@ -205,6 +224,7 @@ impl Switcher {
             active: 0,
             since: Duration::ZERO,
             probing: false,
+            strict: false,
             hold,
             window: Window::default(),
         }
@@ -227,21 +247,32 @@ impl Switcher {
             return None;
         }
         let w = &mut self.window;
-        w.misses_at_start.get_or_insert(frame.slot_misses);
+        let misses_at_start = *w.misses_at_start.get_or_insert(frame.slot_misses);
         w.frames += 1;
-        if frame.post_frame > self.rule.budget {
+        if frame.post_frame > self.rule.budget.mul_f64(self.rule.trigger) {
             w.over += 1;
         }
         w.worst = w.worst.max(frame.post_frame);
         w.occupancy_sum += frame.in_flight as f64 / frame.slots.max(1) as f64;
-        if w.frames < self.rule.window {
+        // Late frames past what a window may hold, or a frame without a slot, decide at once;
+        // a probe's first window may hold none. Occupancy is a mean, judged at the window's end.
+        let late_limit = if self.strict {
+            0
+        } else {
+            (self.rule.over_share * f64::from(self.rule.window)).floor() as u32
+        };
+        let early = w.over > late_limit || frame.slot_misses > misses_at_start;
+        if !early && w.frames < self.rule.window {
             return None;
         }
         let window = std::mem::take(&mut self.window);
+        self.strict = false;
+        let late_allowed = late_limit;
         let ran = frame.at.saturating_sub(self.since);
         let evidence = Evidence {
             frames: window.frames,
-            over_budget: window.over,
+            late: window.over,
+            late_allowed,
             worst_ms: window.worst.as_secs_f64() * 1e3,
             occupancy: window.occupancy_sum / f64::from(window.frames),
             slot_misses: frame
@@ -250,10 +281,7 @@ impl Switcher {
             ran_s: ran.as_secs_f64(),
             hold_s: self.hold.as_secs_f64(),
         };
-        let pressure = f64::from(evidence.over_budget)
-            > self.rule.over_share * f64::from(evidence.frames)
-            || evidence.occupancy >= self.rule.occupancy
-            || evidence.slot_misses > 0;
+        let pressure = early || evidence.occupancy >= self.rule.occupancy;
         let to = if pressure {
             if self.probing {
                 // The probe failed: wait longer before the next.
@@ -278,6 +306,7 @@ impl Switcher {
         self.active = to;
         self.since = frame.at;
         self.probing = reason == Reason::Relief;
+        self.strict = self.probing;
         Some(switch)
     }
 }

@@ -315,14 +315,14 @@ impl Collector<'_, '_> {
         };
         let shared = &self.lanes[lane];
         let common = shared.common;
-        let delivered = self.out.frames + self.out.partial;
+        // The lane's own frames only: those of a lane left behind are not this one's load.
+        let delivered = self.out.lane_frames[lane];
         let observation = crate::adapt::rule::Observation {
             at: common.start.elapsed(),
             placement: lane,
             post_frame,
             // This frame is still counted as in flight: it is being handed on.
-            in_flight: common
-                .begun
+            in_flight: common.begun[lane]
                 .load(Ordering::Acquire)
                 .saturating_sub(delivered - 1),
             slots: shared.slots.len() as u64,
@@ -335,11 +335,11 @@ impl Collector<'_, '_> {
         let name = |i: usize| self.lanes[i].plan.placement.name.as_str();
         let e = &switch.evidence;
         tracing::info!(
-            "kplace run: switching from {} to {} after frame {frame_id} ({}: {}/{} frames over the budget, worst {:.3} ms, slots {:.0}% used, {} without a slot)",
+            "kplace run: switching from {} to {} after frame {frame_id} ({}: {}/{} frames late, worst {:.3} ms, slots {:.0}% used, {} without a slot)",
             name(switch.from),
             name(switch.to),
             switch.reason.name(),
-            e.over_budget,
+            e.late,
             e.frames,
             e.worst_ms,
             e.occupancy * 100.0,

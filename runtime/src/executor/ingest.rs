@@ -287,7 +287,7 @@ impl<'r> Ingest<'r> {
         s.first_packet_ns.store(0, Ordering::Relaxed);
         s.last_packet_ns.store(0, Ordering::Relaxed);
         self.begun += 1;
-        l.shared.common.begun.store(self.begun, Ordering::Release);
+        l.shared.common.begun[lane].fetch_add(1, Ordering::Release);
         l.present[slot].fill(false);
         l.received[slot] = 0;
         for counts in &mut l.tile_counts[slot] {

@@ -78,9 +78,9 @@ use outcome::metrics;
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch, take};
 use setup::{Built, Channels};
-use threads::{Threads, drain_streams, spare_cores};
 use slot::{Completion, Slot};
 pub use slot_error::SlotError;
+use threads::{Threads, drain_streams, spare_cores};
 use turnstile::Stateful;
 use worker::{Queues, worker};
 
@@ -230,8 +230,8 @@ struct Common {
     slot_waits: AtomicU64,
     /// Frames the source dropped for want of a free slot, so far.
     dropped: AtomicU64,
-    /// Frames begun so far.
-    begun: AtomicU64,
+    /// Per lane: frames begun in it so far.
+    begun: Vec<AtomicU64>,
     /// Frames an open-loop source found no free slot for in the active lane, when the run
     /// adapts (run in another lane, or dropped).
     slot_misses: AtomicU64,
@@ -242,14 +242,14 @@ struct Common {
 }
 
 impl Common {
-    fn new(stages: usize) -> Common {
+    fn new(stages: usize, lanes: usize) -> Common {
         Common {
             start: Instant::now(),
             stopping: AtomicBool::new(false),
             counters: (0..stages).map(|_| StageCounters::default()).collect(),
             slot_waits: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
-            begun: AtomicU64::new(0),
+            begun: (0..lanes).map(|_| AtomicU64::new(0)).collect(),
             slot_misses: AtomicU64::new(0),
             spilled: AtomicU64::new(0),
             active: AtomicUsize::new(0),
@@ -560,7 +560,7 @@ fn run_lanes(
         .iter()
         .map(|plan| Built::new(plan, options))
         .collect::<Result<Vec<_>, _>>()?;
-    let common = Common::new(plans[0].stages.len());
+    let common = Common::new(plans[0].stages.len(), plans.len());
     let workers: usize = plans.iter().map(|p| p.runtime.workers).sum();
     // Every thread's share of the spans: the workers, the source, the collector and each
     // lane's driver callbacks.
@@ -611,7 +611,7 @@ fn run_lanes(
     let _collector_cores = spare_cores
         .as_ref()
         .and_then(|cores| crate::os::confine_current_thread(cores).ok());
-    let judged = rule.as_ref().map(|r| (r.budget, r.window));
+    let judged = rule.as_ref().map(|r| (r.budget, r.trigger, r.window));
     let threads = Threads {
         lanes: &lanes,
         spare_cores: spare_cores.as_ref(),
@@ -624,8 +624,9 @@ fn run_lanes(
     let (outcome, spans, overhead) = outcome?;
     drained?;
     let mut metrics = metrics(&lanes, outcome, spans, overhead, cpu_before, options);
-    if let (Some(adaptation), Some((budget, window))) = (&mut metrics.adaptation, judged) {
+    if let (Some(adaptation), Some((budget, trigger, window))) = (&mut metrics.adaptation, judged) {
         adaptation.budget_ms = budget.as_secs_f64() * 1e3;
+        adaptation.trigger_ms = adaptation.budget_ms * trigger;
         adaptation.window = window;
     }
     Ok(metrics)

@@ -51,6 +51,7 @@ pub(super) fn metrics(
         placements,
         frames: std::mem::take(&mut outcome.lane_frames),
         budget_ms: 0.0,
+        trigger_ms: 0.0,
         window: 0,
         spilled_frames: shared.common.spilled.load(Ordering::Relaxed),
         switches: std::mem::take(&mut outcome.switches),

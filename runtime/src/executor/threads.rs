@@ -151,4 +151,3 @@ pub(super) fn spare_cores(plans: &[&Plan]) -> Option<crate::os::CpuSet> {
     }
     crate::os::CpuSet::allowed().ok()?.without(&pinned)
 }
-

@@ -18,8 +18,8 @@ use kplace::plan::layout::Layout;
 use kplace::plan::{BufferSpace, Plan, PlanMode};
 
 use super::{
-    AtShape, Calibrations, Devices, Prepared, Progress, TuneError, TuneOptions, Tuner,
-    account::Account, write,
+    AtShape, Calibrations, Prepared, Progress, TuneError, TuneOptions, Tuner, account::Account,
+    write,
 };
 use crate::bisect::{self, BisectConfig, SearchShape, Stop, Systems};
 use crate::tune::Request;
@@ -87,14 +87,7 @@ pub fn admit(
     stop: &Stop,
     progress: &dyn Progress,
 ) -> Result<Admitted, TuneError> {
-    let tuner = Tuner {
-        options,
-        config,
-        exe,
-        stop,
-        progress,
-        devices: Devices::find(options)?,
-    };
+    let tuner = Tuner::new(options, config, exe, stop, progress)?;
     let shape = config
         .shapes
         .first()

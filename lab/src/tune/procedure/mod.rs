@@ -199,14 +199,7 @@ pub fn run(
     if options.winner.is_some() && config.shapes.len() > 1 {
         return Err(TuneError::OneWinnerFile);
     }
-    let tuner = Tuner {
-        options,
-        config,
-        exe,
-        stop,
-        progress,
-        devices: Devices::find(options)?,
-    };
+    let tuner = Tuner::new(options, config, exe, stop, progress)?;
     let mut shapes = Vec::new();
     for shape in &config.shapes {
         shapes.push(tuner.tune(shape)?);
@@ -228,6 +221,26 @@ struct Tuner<'a> {
     stop: &'a Stop,
     progress: &'a dyn Progress,
     devices: Devices,
+}
+
+impl<'a> Tuner<'a> {
+    /// A tuner of `config` with `options`, its devices found.
+    fn new(
+        options: &'a TuneOptions,
+        config: &'a BisectConfig,
+        exe: &'a Path,
+        stop: &'a Stop,
+        progress: &'a dyn Progress,
+    ) -> Result<Tuner<'a>, TuneError> {
+        Ok(Tuner {
+            options,
+            config,
+            exe,
+            stop,
+            progress,
+            devices: Devices::find(options)?,
+        })
+    }
 }
 
 /// The calibrations a shape's predictions come from.

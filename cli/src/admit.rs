@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use kplace_lab::bisect::{Stop, Systems};
-use kplace_lab::tune::space::Knobs;
 use kplace_lab::tune::{self, AdmitRequest};
 
 use super::bisect::{BisectArgs, Spinner};
@@ -59,12 +58,7 @@ pub fn main(args: AdmitArgs) -> anyhow::Result<ExitCode> {
     args.machine.check()?;
     let stop = Stop::on_signal().context("cannot install the signal handler")?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
-    let options = args.machine.options(Knobs {
-        workers: vec![1],
-        slots: vec![4],
-        gpu_tiles: Vec::new(),
-        gpu: args.machine.gpu,
-    });
+    let options = args.machine.admit_options();
     let mut config = args.search.config()?;
     if config.shapes.len() != 1 {
         bail!("kplace admit answers at one frame shape: give one --shape");
@@ -123,13 +117,8 @@ pub(crate) fn check_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
             Some(rate) => rate,
             None => 1.0 / config.frame_period(&shape).as_secs_f64(),
         };
-        let machine = MachineArgs::for_check();
-        let options = machine.options(Knobs {
-            workers: vec![1],
-            slots: vec![4],
-            gpu_tiles: Vec::new(),
-            gpu: 0,
-        });
+        let machine: MachineArgs = super::args::with_defaults([])?;
+        let options = machine.admit_options();
         let request = AdmitRequest {
             placement: super::args::placement_file(&args.graph.placement, &graph)?,
             rate,

@@ -84,3 +84,14 @@ pub fn graph_file(written: &Path) -> anyhow::Result<PathBuf> {
 pub fn placement_file(written: &Path, graph: &Path) -> anyhow::Result<PathBuf> {
     Ok(locate::placement(written, graph)?)
 }
+
+/// The options `A` parses from `argv` (after the program's name), every other option at its
+/// default: for a command that runs another's machinery without its command line, with the
+/// defaults that command line would have.
+pub fn with_defaults<A: Args + clap::FromArgMatches>(
+    argv: impl IntoIterator<Item = String>,
+) -> anyhow::Result<A> {
+    let argv = std::iter::once("kplace".to_string()).chain(argv);
+    let matches = A::augment_args(clap::Command::new("kplace")).try_get_matches_from(argv)?;
+    Ok(A::from_arg_matches(&matches)?)
+}

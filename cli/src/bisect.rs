@@ -202,21 +202,14 @@ impl BisectArgs {
         shape: Option<&FrameShape>,
         options: &[(String, String)],
     ) -> anyhow::Result<BisectArgs> {
-        use clap::FromArgMatches;
-        let mut argv = vec![
-            "kplace".to_string(),
-            "--graph".into(),
-            graph.display().to_string(),
-        ];
+        let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
         if let Some(shape) = shape {
             argv.extend(["--shape".into(), shape.to_string()]);
         }
         for (name, value) in options {
             argv.extend(["--opt".into(), format!("{name}={value}")]);
         }
-        let matches =
-            BisectArgs::augment_args(clap::Command::new("kplace")).try_get_matches_from(argv)?;
-        Ok(BisectArgs::from_arg_matches(&matches)?)
+        super::args::with_defaults(argv)
     }
 
     /// The sweep these options describe, checked ([`BisectConfig::check`]) and its shapes and

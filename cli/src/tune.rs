@@ -108,7 +108,7 @@ impl TuneArgs {
 pub struct MachineArgs {
     /// The GPU weighed.
     #[arg(long, default_value_t = 0)]
-    pub(crate) gpu: u32,
+    gpu: u32,
     /// Weigh the CPU only, even where a GPU is usable.
     #[arg(long)]
     cpu_only: bool,
@@ -135,20 +135,6 @@ pub struct MachineArgs {
 }
 
 impl MachineArgs {
-    /// The defaults, for a check that measures nothing.
-    pub(crate) fn for_check() -> MachineArgs {
-        MachineArgs {
-            gpu: 0,
-            cpu_only: false,
-            cpu_library: None,
-            gpu_library: None,
-            recalibrate: false,
-            max_age: Duration::from_secs(7 * 24 * 3600),
-            calibrations: None,
-            calibrate: Duration::from_millis(1500),
-        }
-    }
-
     /// Refuses a calibration length that has no meaning.
     pub(crate) fn check(&self) -> anyhow::Result<()> {
         let (least, most) = (Duration::from_millis(50), Duration::from_secs(600));
@@ -159,6 +145,17 @@ impl MachineArgs {
             );
         }
         Ok(())
+    }
+
+    /// The options of an admission on these devices: one placement, so the knobs are what
+    /// it names.
+    pub(crate) fn admit_options(&self) -> TuneOptions {
+        self.options(Knobs {
+            workers: vec![1],
+            slots: vec![4],
+            gpu_tiles: Vec::new(),
+            gpu: self.gpu,
+        })
     }
 
     /// The options of a tuning over `knobs` on these devices, predicting only and writing

@@ -611,11 +611,10 @@ fn run_lanes(
     let _collector_cores = spare_cores
         .as_ref()
         .and_then(|cores| crate::os::confine_current_thread(cores).ok());
-    let judged = rule.as_ref().map(|r| (r.budget, r.trigger, r.window));
     let threads = Threads {
         lanes: &lanes,
         spare_cores: spare_cores.as_ref(),
-        rule,
+        rule: rule.as_ref(),
     };
     let outcome = threads.run(scratches, channels, event_rx, source, sink, options);
     // Every GPU callback must have run before the lanes go; after a failure, streams may
@@ -623,13 +622,8 @@ fn run_lanes(
     let drained = drain_streams(&lanes);
     let (outcome, spans, overhead) = outcome?;
     drained?;
-    let mut metrics = metrics(&lanes, outcome, spans, overhead, cpu_before, options);
-    if let (Some(adaptation), Some((budget, trigger, window))) = (&mut metrics.adaptation, judged) {
-        adaptation.budget_ms = budget.as_secs_f64() * 1e3;
-        adaptation.trigger_ms = adaptation.budget_ms * trigger;
-        adaptation.window = window;
-    }
-    Ok(metrics)
+    let measured = (outcome, spans, overhead, cpu_before);
+    Ok(metrics(&lanes, measured, rule.as_ref(), options))
 }
 
 /// A GPU stage's completion callback, run by the driver once the stage's stream reaches it.

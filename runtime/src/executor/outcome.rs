@@ -7,20 +7,22 @@ use std::time::Duration;
 
 use super::collector::Collected;
 use super::{RunOptions, Shared};
-use crate::adapt::Adaptation;
+use crate::adapt::{Adaptation, Rule};
 use crate::model::graph::StageId;
 use crate::report::metrics::{RunMetrics, StageReport, process_cpu_time};
 use crate::report::overhead::Overhead;
 use crate::report::trace::{SpanBuffer, Trace};
 
+/// What the run's threads gathered: the collector's figures, every thread's spans, the
+/// overheads, and the process's CPU time before the run.
+pub(super) type Measured = (Collected, Vec<SpanBuffer>, Overhead, Duration);
+
 /// The run's measurements: the collector's, each stage's counters, the overheads, what each
 /// lane ran when the run adapts, and the merged timeline when traced.
 pub(super) fn metrics(
     lanes: &[Shared<'_>],
-    mut outcome: Collected,
-    mut spans: Vec<SpanBuffer>,
-    overhead: Overhead,
-    cpu_before: Duration,
+    (mut outcome, mut spans, overhead, cpu_before): Measured,
+    rule: Option<&Rule>,
     options: &RunOptions,
 ) -> RunMetrics {
     let shared = &lanes[0];
@@ -42,17 +44,17 @@ pub(super) fn metrics(
             .map(|p| plan.graph.stage(p.stage).name.clone())
             .collect();
         let mut trace = Trace::merge(spans, stages);
-        if lanes.len() > 1 {
+        if rule.is_some() {
             trace.placements = placements.clone();
         }
         trace
     });
-    let adaptation = (lanes.len() > 1).then(|| Adaptation {
+    let adaptation = rule.map(|rule| Adaptation {
         placements,
         frames: std::mem::take(&mut outcome.lane_frames),
-        budget_ms: 0.0,
-        trigger_ms: 0.0,
-        window: 0,
+        budget_ms: rule.budget.as_secs_f64() * 1e3,
+        trigger_ms: rule.budget.as_secs_f64() * 1e3 * rule.trigger,
+        window: rule.window,
         spilled_frames: shared.common.spilled.load(Ordering::Relaxed),
         switches: std::mem::take(&mut outcome.switches),
     });

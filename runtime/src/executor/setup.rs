@@ -201,6 +201,11 @@ pub(super) fn adaptable(
                 .into(),
         );
     }
+    let packets = |plan: &Plan| {
+        let schedule = Schedule::new(plan);
+        (schedule.packets, schedule.packet_bytes)
+    };
+    let first_packets = packets(first);
     for plan in plans {
         if plan.graph.name != first.graph.name
             || plan.graph.stages.len() != first.graph.stages.len()
@@ -210,8 +215,7 @@ pub(super) fn adaptable(
                 first.placement.name, first.graph.name, plan.placement.name, plan.graph.name
             ));
         }
-        let (a, b) = (Schedule::new(plan), Schedule::new(first));
-        if (a.packets, a.packet_bytes) != (b.packets, b.packet_bytes) {
+        if packets(plan) != first_packets {
             return Err(format!(
                 "placements {} and {} bind the source to different packets per frame",
                 first.placement.name, plan.placement.name

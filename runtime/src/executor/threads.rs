@@ -9,7 +9,7 @@ use super::*;
 pub(super) struct Threads<'a, 'p> {
     pub(super) lanes: &'a [Shared<'p>],
     pub(super) spare_cores: Option<&'a crate::os::CpuSet>,
-    pub(super) rule: Option<crate::adapt::Rule>,
+    pub(super) rule: Option<&'a crate::adapt::Rule>,
 }
 
 impl Threads<'_, '_> {
@@ -75,7 +75,7 @@ impl Threads<'_, '_> {
                 .control
                 .as_ref()
                 .map(|updates| scope.spawn(move || lanes[0].control(updates)));
-            let switcher = rule.map(|rule| crate::adapt::Switcher::new(rule, lanes.len()));
+            let switcher = rule.map(|rule| crate::adapt::Switcher::new(rule.clone(), lanes.len()));
             let collected = collect(lanes, &event_rx, frees, sink, options, switcher);
 
             common.stopping.store(true, Ordering::Release);

@@ -19,7 +19,7 @@ use kplace::plan::{BufferSpace, Plan, PlanMode};
 
 use super::{
     AtShape, Calibrations, Prepared, Progress, TuneError, TuneOptions, Tuner, account::Account,
-    write,
+    create_dir, write,
 };
 use crate::bisect::{self, BisectConfig, SearchShape, Stop, Systems};
 use crate::tune::Request;
@@ -93,11 +93,7 @@ pub fn admit(
         .first()
         .ok_or_else(|| TuneError::Admit("no frame shape to admit at".into()))?;
     let dir = config.out.join(format!("admit-{shape}"));
-    std::fs::create_dir_all(&dir).map_err(|source| TuneError::Io {
-        action: "create",
-        path: dir.clone(),
-        source,
-    })?;
+    create_dir(&dir)?;
     let mut at = AtShape {
         tuner: &tuner,
         shape,

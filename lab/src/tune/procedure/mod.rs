@@ -289,11 +289,7 @@ impl<'t> Tuner<'t> {
     /// co-tenant, also says how the choice differs from the one alone.
     fn tune(&'t self, shape: &'t SearchShape) -> Result<Tuned, TuneError> {
         let dir = self.config.out.join(format!("tune-{shape}"));
-        std::fs::create_dir_all(&dir).map_err(|source| TuneError::Io {
-            action: "create",
-            path: dir.clone(),
-            source,
-        })?;
+        create_dir(&dir)?;
         let mut at = AtShape {
             tuner: self,
             shape,
@@ -546,6 +542,15 @@ impl AtShape<'_> {
             &(serde_json::to_string_pretty(calibration)? + "\n"),
         )
     }
+}
+
+/// Creates `dir` and its parents.
+fn create_dir(dir: &Path) -> Result<(), TuneError> {
+    std::fs::create_dir_all(dir).map_err(|source| TuneError::Io {
+        action: "create",
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Writes `text` to `path`.

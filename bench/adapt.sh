@@ -2,10 +2,13 @@
 # A co-tenant arriving mid-stream, against fixed placements and a run that adapts
 # (`kplace run --adapt`, docs/adapt.md), interleaved: each round streams RATE CPI/s for SECONDS
 # into each system in turn, with `kplace hog cpu` (two spinning threads) from AT to AT + FOR
-# seconds, every frame verified. Prints a table (frames lost, p99, switches) and keeps each
-# run's report in OUT; the last round's adaptive trace is drawn with `plot-trace --switches`.
+# seconds, every frame verified. Prints a table (frames lost, p99, switches, a stateful
+# stage's carry moves) and keeps each run's report in OUT; the last round's adaptive trace is
+# drawn with `plot-trace --switches`. The radar by default; another graph with RUN_ARGS (the
+# receivers' extra arguments, e.g. "--graph G --recording R --check golden:DIR") and
+# SEND_ARGS (the sender's, e.g. "--recording R").
 #   bench/adapt.sh [OUT] (environment: KPLACE, RATE, SECONDS_RUN, AT, FOR, ROUNDS, BUDGET,
-#   PREFERRED, FALLBACK)
+#   PREFERRED, FALLBACK, RUN_ARGS, SEND_ARGS)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/ready.sh
@@ -20,6 +23,8 @@ rounds=${ROUNDS:-2}
 budget=${BUDGET:-5ms}
 preferred=${PREFERRED:-all-cpu}
 fallback=${FALLBACK:-all-cpu-pinned}
+read -ra run_args <<< "${RUN_ARGS:-}"
+read -ra send_args <<< "${SEND_ARGS:-}"
 [ -x "$kplace" ] || { echo "adapt: no kplace at $kplace (cargo build --release)" >&2; exit 2; }
 mkdir -p "$out"
 frames=$((rate * seconds))
@@ -30,12 +35,12 @@ run_one() {
     shift
     rm -f "$out/$name.ready" "$out/$name.json"
     "$kplace" run --source udp://127.0.0.1:0 --frames "$frames" --ready-file "$out/$name.ready" \
-        --report "$out/$name.json" --idle-timeout 5s "$@" > "$out/$name.log" 2>&1 &
+        --report "$out/$name.json" --idle-timeout 5s "${run_args[@]}" "$@" > "$out/$name.log" 2>&1 &
     receiver=$!
     wait_ready "$out/$name.ready" "$receiver" 2>> "$out/$name.log" || { wait "$receiver"; return 1; }
     port=$(python3 -c 'import json, sys
 print(json.load(open(sys.argv[1]))["sources"][0].rsplit(":", 1)[1])' "$out/$name.ready")
-    "$kplace" send --dest "127.0.0.1:$port" --frames "$frames" --rate "$rate" \
+    "$kplace" send --dest "127.0.0.1:$port" --frames "$frames" --rate "$rate" "${send_args[@]}" \
         > "$out/$name.send.log" 2>&1 &
     sender=$!
     (sleep "$at"; exec "$kplace" hog cpu --threads 2 --duration "${for_s}s") \
@@ -48,8 +53,9 @@ print(json.load(open(sys.argv[1]))["sources"][0].rsplit(":", 1)[1])' "$out/$name
 }
 
 for round in $(seq 1 "$rounds"); do
-    run_one "r$round-$preferred" --placement "$preferred"
-    run_one "r$round-$fallback" --placement "$fallback"
+    # Placements given as files are named by their file's stem.
+    run_one "r$round-$(basename "$preferred" .yaml)" --placement "$preferred"
+    run_one "r$round-$(basename "$fallback" .yaml)" --placement "$fallback"
     trace=()
     [ "$round" = "$rounds" ] && trace=(--trace "$out/adapt.trace.json")
     run_one "r$round-adapt" --placement "$preferred" --adapt "$fallback" --budget "$budget" \
@@ -62,16 +68,18 @@ done
 python3 - "$out" "$rate" "$frames" "$budget" <<'EOF'
 import json, os, sys
 out, rate, frames, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-print("| run | frames processed | lost (never reported) | verified | post-frame p99 ms | p99.9 ms | cores | frames per placement | switches |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| run | frames processed | lost (never reported) | verified | post-frame p99 ms | p99.9 ms | cores | frames per placement | switches | carry moves |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for name in sorted(f[:-5] for f in os.listdir(out) if f.endswith(".json") and f.startswith("r")):
     r = json.load(open(os.path.join(out, name + ".json")))
     lat = r["latency"]["post_frame"]
     a = r.get("adaptation") or {}
-    print("| %s | %d | %d | %s | %.3f | %.3f | %.2f | %s | %s |" % (
+    moves = [s["carry"].get("moves", 0) for s in r["stages"] if s.get("carry")]
+    print("| %s | %d | %d | %s | %.3f | %.3f | %.2f | %s | %s | %s |" % (
         name, r["frames"], frames - r["frames"], "yes" if r["verification"]["passed"] else "no",
         lat["p99_ms"], lat["p999_ms"], r["cores_used"],
         ", ".join("%s %d" % (p, n) for p, n in zip(a.get("placements", []), a.get("frames", []))),
-        "; ".join("%.2f s %s" % (s["at_s"], s["reason"]) for s in a.get("switches", []))))
-print("\n%s CPI/s for %d frames, hog cpu (2 threads) mid-stream, budget %s" % (rate, frames, budget))
+        "; ".join("%.2f s %s" % (s["at_s"], s["reason"]) for s in a.get("switches", [])),
+        ", ".join(map(str, moves)) or "-"))
+print("\n%s frames/s for %d frames, hog cpu (2 threads) mid-stream, budget %s" % (rate, frames, budget))
 EOF

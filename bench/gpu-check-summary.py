@@ -256,6 +256,9 @@ def summary(scratch, out):
         r["placements"], r["frames_per_placement"] = a.get("placements"), a.get("frames")
         r["switches"] = [(round(w["at_s"], 3), w["from"], w["to"], w["reason"]) for w in a.get("switches", [])]
         r["spilled_frames"] = a.get("spilled_frames")
+        r["carry_moves"] = [st["carry"].get("moves") for st in (rep or {}).get("stages", []) if st.get("carry")]
+        if r.get("carry") and rep is not None and not any(r["carry_moves"]):
+            problems.append("%s: the carry never moved (switches %s)" % (r["case"], r["switches"]))
     s["admit"] = {"rows": lines(os.path.join(scratch, "results", "admit.jsonl")),
                   "account": (text(os.path.join(scratch, "admit", "admit.txt")) or "").splitlines()}
     if "admit" in steps and steps["admit"]["rc"] not in (None, 0):
@@ -400,8 +403,9 @@ def table(s):
             md.append("| %s | %s | %d | %s |" % (d, f(c["gb_per_s"], "%.2f"), c["bytes"], f(c.get("fraction_of_nominal"), "%.2f")))
     for r in s.get("adapt") or []:
         if r.get("placements"):
-            md += ["", "adapted: placements %s, frames %s, spilled %s, switches (s, from, to, why) %s" % (
-                r["placements"], r["frames_per_placement"], r["spilled_frames"], r["switches"])]
+            md += ["", "adapted: placements %s, frames %s, spilled %s, switches (s, from, to, why) %s%s" % (
+                r["placements"], r["frames_per_placement"], r["spilled_frames"], r["switches"],
+                ", carry moves %s" % r["carry_moves"] if r.get("carry_moves") else "")]
     if (s.get("admit") or {}).get("account"):
         md += ["", "kplace admit:", ""] + ["    " + l for l in s["admit"]["account"]]
     if s.get("tune"):

@@ -23,10 +23,12 @@
 #   7. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
 #                     may cost frames), two pipelines with MPS off and on ("skipped: no MPS
 #                     control" without nvidia-cuda-mps-control);
-#   8. adapt      30  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
+#   8. adapt      40  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
 #                     to all-cpu-pinned, the GPU hog for 4 s of its 10 (a measurement: the
 #                     switches, frames per placement, every frame verified or not), its trace
-#                     drawn with `plot-trace --switches`;
+#                     drawn with `plot-trace --switches`; then the filtered beamformer moving
+#                     from the GPU blocks to the CPU's and back, its FIR's carry with it, every
+#                     frame checked against the CPU run;
 #   9. admit     100  `kplace admit`: how many all-gpu pipelines at 2048x256 and 150 CPI/s fit,
 #                     proven with bisect-rate (N pipelines and N + 1) under MPS when MPS
 #                     control is there, else as processes (a measurement);
@@ -83,7 +85,7 @@ budget_of() {
         copies) echo 15 ;;
         tune) echo 25 ;;
         share) echo 45 ;;
-        adapt) echo 30 ;;
+        adapt) echo 40 ;;
         admit) echo 100 ;;
         cupy) echo 60 ;;
         memcheck) echo 45 ;;
@@ -503,6 +505,31 @@ step_adapt() {
     jsonl "$GC_SCRATCH/results/adapt.jsonl" 'case="all-gpu, adapting to all-cpu-pinned, GPU hog mid-stream"' \
         'pipelines=1' "rc=$rc" 'base="adapt/run"' 'cpi="1024x128"' 'rate=400' 'hog="adapt/hog.jsonl"' \
         'measurement=true'
+    adapt_stateful
+}
+
+# The filtered beamformer's FIR history moving with the stream between device memory (the
+# block library's CUDA variant) and host memory (its CPU blocks), both ways: a budget no frame
+# meets moves each run on once, and every frame is checked against the one-worker CPU run.
+# A gate, not a measurement: a wrong carry changes the frame after the switch.
+adapt_stateful() {
+    local dir=workloads/beamformer/filtered pair from to rc
+    bounded 30 "$GC_KPLACE" record --graph "$dir/graph.yaml" --frames 400 --sample-rate 250e3 \
+        --tone 0.02:0.25:-30 --tone -0.05:0.1:14.4775 --noise 0.01 \
+        --out "$GC_SCRATCH/adapt/array.sigmf-data" > "$GC_SCRATCH/adapt/fir.log" 2>&1
+    for pair in gpu:cpu-2 cpu:gpu; do
+        from=${pair%%:*} to=${pair#*:}
+        bounded -k 5 30 "$GC_KPLACE" run --graph "$dir/graph.yaml" --placement "$dir/$from.yaml" \
+            --adapt "$dir/$to.yaml" --budget 1us --adapt-window 8 \
+            --recording "$GC_SCRATCH/adapt/array.sigmf-data" --frames 400 \
+            --check "reference:$dir/cpu.yaml" --report "$GC_SCRATCH/adapt/fir-$from-$to.json" \
+            >> "$GC_SCRATCH/adapt/fir.log" 2>&1
+        rc=$?
+        jsonl "$GC_SCRATCH/results/adapt.jsonl" \
+            "case=$(str "filtered beamformer, $from adapting to $to: the FIR's carry moves")" \
+            'pipelines=1' "rc=$rc" "base=$(str "adapt/fir-$from-$to")" 'cpi="4x64x8"' 'carry=true'
+        log "adapt filtered beamformer $from -> $to: rc $rc"
+    done
 }
 
 # Admission: all-gpu at 2048x256, 150 CPI/s each, the answer proven by two short searches (N

@@ -3,8 +3,9 @@
 //! so the report, the progress lines, the trace and its picture are checked with every frame
 //! verified; a CPU hog arriving mid-stream checks that whatever the switching does under a
 //! real co-tenant, nothing is lost and every switch carries the evidence its rule demands;
-//! and what cannot adapt is refused, naming why. Every process is guarded and every wait has
-//! a limit; no test asserts a time.
+//! the filtered beamformer's FIR history moves with the stream; and what cannot adapt is
+//! refused, naming why. Every process is guarded and every wait has a limit; no test asserts
+//! a time.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -228,35 +229,64 @@ fn what_cannot_adapt_is_refused_naming_why() {
         &["run", "--adapt", "all-cpu-pinned", "--budget", "0ms"],
         "longer than zero",
     );
-    // The filtered beamformer's FIR carries state from frame to frame.
+}
+
+/// The filtered beamformer's FIR carries each channel's history from frame to frame: the
+/// switch moves it with the stream, and every frame equals the one-worker placement's run of
+/// the whole recording.
+#[test]
+fn a_stateful_stage_carries_its_history_across_the_switch() {
     let dir = tempfile::tempdir().unwrap();
-    let recording = dir.path().join("array.sigmf-data");
+    let (recording, report_path) = (
+        dir.path().join("array.sigmf-data"),
+        dir.path().join("run.json"),
+    );
     let out = run(&[
         "record",
         "--graph",
         "beamformer/filtered",
         "--frames",
-        "4",
+        "200",
+        "--tone",
+        "0.02:0.25:-30",
+        "--noise",
+        "0.01",
         "--out",
         recording.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out));
-    refused(
-        &[
-            "run",
-            "--graph",
-            "beamformer/filtered",
-            "--placement",
-            "cpu",
-            "--adapt",
-            "cpu-2",
-            "--budget",
-            "5ms",
-            "--recording",
-            recording.to_str().unwrap(),
-            "--frames",
-            "4",
-        ],
-        "is stateful",
+    let out = run(&[
+        "run",
+        "--graph",
+        "beamformer/filtered",
+        "--placement",
+        "cpu",
+        "--adapt",
+        "cpu-2",
+        "--budget",
+        "1us",
+        "--adapt-window",
+        "8",
+        "--recording",
+        recording.to_str().unwrap(),
+        "--frames",
+        "200",
+        "--check",
+        "reference:cpu",
+        "--report",
+        report_path.to_str().unwrap(),
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("verification PASSED: 200/200"), "{log}");
+    assert!(
+        log.contains("lowpass: stateful, 0 frames lost between its launches")
+            && log.contains("its carry moved to another placement once"),
+        "{log}"
     );
+    let r = report(&report_path);
+    let a = r.adaptation.expect("adapted");
+    assert_eq!(a.switches.len(), 1, "{a}");
+    let carry = r.stages[0].carry.as_ref().expect("the FIR is stateful");
+    assert_eq!((carry.launches, carry.moves, carry.resets), (200, 1, 0));
 }

@@ -2,8 +2,9 @@
 //! timing model: a paced stream on a GPU placement, a co-tenant that slows the GPU's kernels
 //! three times mid-stream, and a CPU placement to move to. Every frame is checked, in order,
 //! exactly once, whichever placement ran it; the run moves to the CPU under the co-tenant and
-//! back once it leaves. Times are the simulation's and the CPU kernel's sleeps, with wide
-//! margins: nothing here asserts a measured time.
+//! back once it leaves; a stateful stage's carry moves with the stream. Times are the
+//! simulation's and the CPU kernel's sleeps, with wide margins: nothing here asserts a
+//! measured time.
 
 #![allow(clippy::result_large_err)]
 
@@ -21,6 +22,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
 use kplace::plan::{Plan, PlanMode};
+use kplace::report::metrics::RunMetrics;
 
 const ROWS: usize = 16;
 const COLS: usize = 8;
@@ -169,6 +171,30 @@ fn cotenant(
     })
 }
 
+/// When the co-tenant arrives and leaves, from the run's start.
+const ARRIVES: Duration = Duration::from_millis(500);
+const LEAVES: Duration = Duration::from_millis(1500);
+
+/// Runs `plans` adaptively under [`rule`], traced, with the co-tenant on the GPU from
+/// [`ARRIVES`] to [`LEAVES`].
+fn traced_beside_cotenant(
+    gpus: &SimProvider,
+    plans: &[Plan],
+    source: &mut FrameReplay,
+    sink: &mut dyn FrameSink,
+) -> Result<RunMetrics, RunError> {
+    let done = Arc::new(AtomicBool::new(false));
+    let hog = cotenant(gpus, ARRIVES, LEAVES, Arc::clone(&done));
+    let options = RunOptions {
+        trace: true,
+        ..RunOptions::default()
+    };
+    let run = executor::run_adaptive(plans, rule(), source, sink, &options);
+    done.store(true, Ordering::Relaxed);
+    hog.join().unwrap();
+    run
+}
+
 #[test]
 fn a_gpu_cotenant_moves_the_stream_to_the_cpu_and_its_leaving_brings_it_back() {
     let gpus = SimProvider::with_timing(1, timing());
@@ -180,18 +206,9 @@ fn a_gpu_cotenant_moves_the_stream_to_the_cpu_and_its_leaving_brings_it_back() {
         frames: prepared,
         next: 0,
     };
-    let done = Arc::new(AtomicBool::new(false));
-    let arrives = Duration::from_millis(500);
-    let leaves = Duration::from_millis(1500);
-    let hog = cotenant(&gpus, arrives, leaves, Arc::clone(&done));
-    let options = RunOptions {
-        trace: true,
-        ..RunOptions::default()
-    };
-    let run = executor::run_adaptive(&plans, rule(), &mut source, &mut sink, &options);
-    done.store(true, Ordering::Relaxed);
-    hog.join().unwrap();
-    let metrics = run.expect("every frame is checked and delivered");
+    let (arrives, leaves) = (ARRIVES, LEAVES);
+    let metrics = traced_beside_cotenant(&gpus, &plans, &mut source, &mut sink)
+        .expect("every frame is checked and delivered");
     assert_eq!(sink.next, count, "every frame, once, in order");
     assert_eq!(
         (
@@ -274,35 +291,159 @@ fn placements_that_cannot_be_switched_between_are_refused_naming_why() {
         ..rule()
     };
     assert!(refused(&plans(&gpus), zero).contains("budget"));
-    // A leaky integrator carries state from frame to frame.
-    let stateful_graph = "name: stateful
-dims: {R: 8, C: 4}
-source: {tensor: iq, packet_axis: 0}
+    // The same stateful kernel from two libraries whose carries differ: it cannot move.
+    let padded = kplace_testkit::build_c_library(
+        "test_kernels.c",
+        "test_kernels_padded",
+        &["LEAKY_CARRY_PAD"],
+    );
+    let plans = [integrator_plan("w1", "cpu", 1, &gpus), {
+        let text = format!(
+            "name: padded\nlibraries: {{cpu: {}}}\nstages: {{work: cpu}}\nruntime: {{workers: 2}}\n",
+            padded.display()
+        );
+        let placement = Placement::parse(&text, Path::new("placements/padded.yaml")).unwrap();
+        Plan::with_gpus(integrator_graph(), placement, &gpus, PlanMode::Run).unwrap()
+    }];
+    let why = refused(&plans, rule());
+    assert!(
+        why.contains("stage work's kernels differ in what they carry")
+            && why.contains("placement w1 carries 16 B")
+            && why.contains("placement padded carries 32 B"),
+        "{why}"
+    );
+}
+
+/// A graph of one stateful stage: `test.leaky` integrates the stream, `y = 0.999 y + x`.
+fn integrator_graph() -> Graph {
+    let text = format!(
+        "name: integrate
+dims: {{R: {ROWS}, C: {COLS}}}
+source: {{tensor: x, packet_axis: 0}}
 tensors:
-  - {name: iq, dtype: ci16, shape: [R, C]}
-  - {name: mag, dtype: f32, shape: [R, C]}
-  - {name: y, dtype: f64, shape: [R, C]}
+  - {{name: x, dtype: f32, shape: [R, C]}}
+  - {{name: y, dtype: f64, shape: [R, C]}}
 stages:
-  - {name: magnitude, kernel: test.magnitude2, inputs: [iq], outputs: [mag], params: {scale: 0.25}}
-  - {name: work, kernel: test.leaky, inputs: [mag], outputs: [y]}
+  - {{name: work, kernel: test.leaky, inputs: [x], outputs: [y]}}
 sinks: [y]
-";
+"
+    );
+    Graph::parse(
+        &text,
+        Path::new("graphs/integrate.yaml"),
+        &Overrides::default(),
+    )
+    .unwrap()
+}
+
+fn integrator_plan(name: &str, device: &str, workers: usize, gpus: &SimProvider) -> Plan {
     let lib = kplace_testkit::build_c_library("test_kernels.c", "test_kernels", &[]);
-    let stateful: Vec<Plan> = [1, 2]
-        .into_iter()
-        .map(|workers| {
-            let graph =
-                Graph::parse(stateful_graph, Path::new("s.yaml"), &Overrides::default()).unwrap();
-            let text = format!(
-                "name: w{workers}\nlibraries: {{cpu: {}}}\nstages: {{magnitude: cpu, work: cpu}}\nruntime: {{workers: {workers}}}\n",
-                lib.display()
-            );
-            let placement = Placement::parse(&text, Path::new("w.yaml")).unwrap();
-            Plan::with_gpus(graph, placement, &gpus, PlanMode::Run).unwrap()
+    let text = format!(
+        "name: {name}\nlibraries: {{cpu: {lib}, gpu: {lib}}}\nstages: {{work: {device}}}\nruntime: {{workers: {workers}, slots: 4}}\n",
+        lib = lib.display()
+    );
+    let placement = Placement::parse(&text, Path::new(&format!("placements/{name}.yaml"))).unwrap();
+    Plan::with_gpus(integrator_graph(), placement, gpus, PlanMode::Run).unwrap()
+}
+
+/// Checks every frame against one integration of the whole stream, in order, once each.
+struct Integrated {
+    /// Per frame, what the integrator must output.
+    want: Vec<Vec<f64>>,
+    next: u64,
+}
+
+impl FrameSink for Integrated {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        let id = frame.frame_id;
+        if frame.sequence != self.next || id != self.next {
+            return Err(SinkError(format!("frame {id} where {} was due", self.next)));
+        }
+        let y: Vec<f64> = frame
+            .sink(0)
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        if y != self.want[id as usize] {
+            return Err(SinkError(format!(
+                "frame {id} differs from one integration of the stream"
+            )));
+        }
+        self.next += 1;
+        Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        Err(SinkError(format!("frame {} ended partial", frame.frame_id)))
+    }
+}
+
+/// The stateful stage moves with the stream: from the GPU (its carry in device memory) to the
+/// CPU under the co-tenant and back once it leaves, every frame equal to one integration of
+/// the whole stream (the kernel itself fails a launch whose carry is not the frame before's).
+#[test]
+fn a_stateful_stage_carries_its_state_across_every_switch() {
+    let timing = SimTiming {
+        kernels: vec![KernelTime {
+            kernel: "test.leaky".into(),
+            fixed: Duration::from_millis(GPU_MS),
+            per_index: Duration::ZERO,
+        }],
+        ..SimTiming::default()
+    };
+    let gpus = SimProvider::with_timing(1, timing);
+    let plans = [
+        integrator_plan("gpu", "gpu", 1, &gpus),
+        integrator_plan("cpu", "cpu", 2, &gpus),
+    ];
+    let count = 750u64;
+    let prepared: Arc<[Vec<u8>]> = frames(7).into();
+    let mut y = 0.0f64;
+    let want = (0..count as usize)
+        .map(|i| {
+            let x = &prepared[i % prepared.len()];
+            x.chunks_exact(4)
+                .map(|b| {
+                    y = 0.999 * y + f64::from(f32::from_le_bytes(b.try_into().unwrap()));
+                    y
+                })
+                .collect()
         })
         .collect();
-    let why = refused(&stateful, rule());
-    assert!(why.contains("stage work is stateful"), "{why}");
+    let mut source = FrameReplay::new(Arc::clone(&prepared), count).paced(PERIOD);
+    let mut sink = Integrated { want, next: 0 };
+    let metrics = traced_beside_cotenant(&gpus, &plans, &mut source, &mut sink)
+        .expect("every frame equals one integration of the stream");
+    assert_eq!(sink.next, count);
+    let adaptation = metrics.adaptation.expect("adapted");
+    let text = format!("{adaptation}");
+    assert!(
+        adaptation.switches.len() >= 2 && adaptation.frames.iter().all(|&n| n > 0),
+        "to the CPU and back:\n{text}"
+    );
+    // The carry moved each time the next frame ran in another placement than the one before.
+    let trace = metrics.trace.expect("traced");
+    let mut lanes: Vec<(u64, u32)> = trace
+        .spans
+        .iter()
+        .filter(|s| s.kind == kplace::report::trace::SpanKind::Deliver)
+        .map(|s| (s.frame, s.lane.expect("a lane")))
+        .collect();
+    lanes.sort_unstable();
+    assert_eq!(lanes.len() as u64, count);
+    let changes = lanes.windows(2).filter(|w| w[0].1 != w[1].1).count() as u64;
+    let carry = metrics.stages[0].carry.expect("stateful");
+    assert!(changes >= 2, "{text}");
+    assert_eq!(
+        (
+            carry.moves,
+            carry.launches,
+            carry.frames_missing,
+            carry.restarts
+        ),
+        (changes, count, 0, 0),
+        "{text}"
+    );
 }
 
 #[test]

@@ -285,6 +285,7 @@ fn a_stateful_stage_has_its_carry_where_its_kernel_runs() {
         [
             ("carry.integrate".into(), "device(gpu:0)".into(), 16),
             ("carry.integrate.zeros".into(), "pinned(gpu:0)".into(), 16),
+            ("carry.integrate.staging".into(), "pinned(gpu:0)".into(), 16),
         ]
     );
     let shown = gpu.to_string();

@@ -19,10 +19,10 @@
 //! frame opens in, while the one source and the one collector serve them all.
 //!
 //! Where each part is: `setup` builds what a run allocates before its threads start, `threads`
-//! starts and joins them, `worker` and `collector` are their loops, `ingest` the source's side, `slot` and `scratch`
-//! the memory of frames in flight, `turnstile` the order of a stateful stage's frames and its
-//! carry, `control` the changes of parameters, `outcome` the metrics gathered at the end;
-//! [`run_with`] here ties them together.
+//! starts and joins them, `worker` and `collector` are their loops, `ingest` the source's side,
+//! `slot` and `scratch` the memory of frames in flight, `turnstile` the order of a stateful
+//! stage's frames and `carry` its carry in each lane, `control` the changes of parameters,
+//! `outcome` the metrics gathered at the end; [`run_with`] here ties them together.
 //!
 //! Guarantees: at most `slots` frames are in flight, each with its own kernel states and its
 //! own buffers for the source, the sinks and whatever a GPU touches; tensors that live only
@@ -37,6 +37,7 @@
 //! ([`Progress`]) at that interval and once at the end, so that the intervals' counts add up to
 //! the run's.
 
+mod carry;
 mod collector;
 mod constants;
 mod control;
@@ -70,6 +71,7 @@ use crate::report::overhead::{CollectorTally, Overhead, WorkerTally};
 pub use crate::report::progress::Progress;
 use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Track};
 
+use carry::LaneCarry;
 use collector::{Collected, collect};
 use control::Control;
 pub use control::ParamUpdate;
@@ -77,11 +79,11 @@ pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
 use outcome::metrics;
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch, take};
-use setup::{Built, Channels};
+use setup::{Built, Channels, Peers};
 use slot::{Completion, Slot};
 pub use slot_error::SlotError;
 use threads::{Threads, drain_streams, spare_cores};
-use turnstile::Stateful;
+use turnstile::{At, Turnstile};
 use worker::{Queues, worker};
 
 /// Where frames come from: a generator, a file replay, or a packet receiver.
@@ -239,10 +241,13 @@ struct Common {
     spilled: AtomicU64,
     /// The lane the source opens its next frame in.
     active: AtomicUsize,
+    /// Per stage: the gate of a stateful stage, which runs one frame at a time, whatever
+    /// lane runs it.
+    gates: Vec<Option<Turnstile>>,
 }
 
 impl Common {
-    fn new(stages: usize, lanes: usize) -> Common {
+    fn new(stages: usize, lanes: usize, gates: Vec<Option<Turnstile>>) -> Common {
         Common {
             start: Instant::now(),
             stopping: AtomicBool::new(false),
@@ -253,6 +258,7 @@ impl Common {
             slot_misses: AtomicU64::new(0),
             spilled: AtomicU64::new(0),
             active: AtomicUsize::new(0),
+            gates,
         }
     }
 }
@@ -265,8 +271,8 @@ struct Shared<'p> {
     slots: Vec<Slot>,
     /// The buffers of the tensors that live only while a frame's stages run.
     sets: FrameSets,
-    /// Per stage: the gate and carry of a stateful stage, which runs one frame at a time.
-    stateful: Vec<Option<Stateful>>,
+    /// Per stage: a stateful stage's carry in this lane.
+    carries: Vec<Option<LaneCarry>>,
     /// Parameter changes waiting for their frames, and the record of every change.
     control: Control,
     /// Launches of stages whose inputs are complete: later stages of frames in flight.
@@ -291,6 +297,8 @@ struct Shared<'p> {
     nvtx: Option<crate::report::nvtx::Nvtx>,
     /// Per slot, per stage: the context a GPU stage's completion callback receives.
     callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
+    /// Every lane of the run: a stateful stage's gate may hand a frame of another lane on.
+    peers: OnceLock<Peers>,
     /// How long an idle thread spins before it parks (the placement's `runtime.spin_us`).
     spin: Duration,
 }
@@ -301,7 +309,7 @@ unsafe impl Send for CallbackContext {}
 // SAFETY: as for Send: callbacks only read the context.
 unsafe impl Sync for CallbackContext {}
 
-impl Shared<'_> {
+impl<'p> Shared<'p> {
     fn now_ns(&self) -> u64 {
         self.common.start.elapsed().as_nanos() as u64
     }
@@ -309,7 +317,7 @@ impl Shared<'_> {
     /// `stage` of the frame in `slot` has every input: it runs now, or, for a stateful stage,
     /// once the stage of every earlier frame has (its turnstile decides).
     fn stage_ready(&self, slot: usize, stage: StageId) {
-        let Some(stateful) = &self.stateful[stage.0] else {
+        let Some(gate) = &self.common.gates[stage.0] else {
             return self.dispatch_stage(slot, stage);
         };
         let s = &self.slots[slot];
@@ -317,8 +325,8 @@ impl Shared<'_> {
             s.sequence.load(Ordering::Relaxed),
             s.frame_id.load(Ordering::Relaxed),
         );
-        if let Some(admitted) = stateful.turnstile.ready(slot, sequence, frame) {
-            self.dispatch_stage(admitted, stage);
+        if let Some(admitted) = gate.ready(self.at(slot), sequence, frame) {
+            self.dispatch_at(admitted, stage);
         }
     }
 
@@ -326,14 +334,30 @@ impl Shared<'_> {
     /// frames' may.
     fn skip_stateful(&self, slot: usize) {
         let sequence = self.slots[slot].sequence.load(Ordering::Relaxed);
-        for (stage, stateful) in self.stateful.iter().enumerate() {
-            if let Some(admitted) = stateful
-                .as_ref()
-                .and_then(|s| s.turnstile.skip(slot, sequence))
-            {
-                self.dispatch_stage(admitted, StageId(stage));
+        for (stage, gate) in self.common.gates.iter().enumerate() {
+            if let Some(admitted) = gate.as_ref().and_then(|g| g.skip(self.at(slot), sequence)) {
+                self.dispatch_at(admitted, StageId(stage));
             }
         }
+    }
+
+    /// Runs the stateful `stage` of the frame its gate admitted, in whichever lane it is.
+    fn dispatch_at(&self, at: At, stage: StageId) {
+        self.peer(at.lane).dispatch_stage(at.slot, stage);
+    }
+
+    /// The admitted launch of stateful `stage` in this lane: its carry here, what the gate
+    /// told it, and the carry of the lane it moves from, if it moves.
+    fn admitted_carry(
+        &self,
+        stage: StageId,
+    ) -> Option<(&LaneCarry, turnstile::Admission, Option<&LaneCarry>)> {
+        let carry = self.carries[stage.0].as_ref()?;
+        let admitted = self.common.gates[stage.0].as_ref()?.admitted();
+        let from = admitted
+            .from_lane
+            .and_then(|lane| self.peer(lane).carries[stage.0].as_ref());
+        Some((carry, admitted, from))
     }
 
     fn dispatch_stage(&self, slot: usize, stage: StageId) {
@@ -370,11 +394,11 @@ impl Shared<'_> {
                 }
             }
             // The frame's stage is over: the next frame's may take the carry.
-            if let Some(admitted) = self.stateful[stage.0]
+            if let Some(admitted) = self.common.gates[stage.0]
                 .as_ref()
-                .and_then(|s| s.turnstile.done())
+                .and_then(|g| g.done(false))
             {
-                self.dispatch_stage(admitted, stage);
+                self.dispatch_at(admitted, stage);
             }
             frame_done = slot.finish_stage();
         }
@@ -428,12 +452,13 @@ impl Shared<'_> {
             }
         }
         // A stateful stage's work is on its stream, before its event: the next frame's may be
-        // enqueued now, its stream waiting on that event.
-        if let Some(admitted) = self.stateful[stage.0]
+        // enqueued now in this lane, its stream waiting on that event; in another, once it
+        // has executed.
+        if let Some(admitted) = self.common.gates[stage.0]
             .as_ref()
-            .and_then(|s| s.turnstile.done())
+            .and_then(|g| g.done(true))
         {
-            self.dispatch_stage(admitted, stage);
+            self.dispatch_at(admitted, stage);
         }
         Ok(())
     }
@@ -443,6 +468,13 @@ impl Shared<'_> {
     /// pending count was kept until now, so the slot cannot be reused under the GPU's feet.
     fn gpu_finished(&self, slot_index: usize, stage: StageId) {
         let slot = &self.slots[slot_index];
+        // A stateful stage's carry is complete here: another lane's frame may take it.
+        if let Some(gate) = &self.common.gates[stage.0] {
+            let sequence = slot.sequence.load(Ordering::Relaxed);
+            if let Some(admitted) = gate.executed(self.lane, sequence) {
+                self.dispatch_at(admitted, stage);
+            }
+        }
         if self.trace {
             let (frame, now) = (slot.frame_id.load(Ordering::Relaxed), self.now_ns());
             slot.gpu_callback_at(stage, now);
@@ -530,8 +562,10 @@ pub fn run_with(
 /// workers. A frame runs wholly on the plan it began on, and every frame reaches `sink` once,
 /// in the order frames began. The metrics say what each plan ran and every switch.
 ///
-/// Refused ([`RunError::NotAdaptable`]) for plans of different graphs, stateful stages (their
-/// carry would have to move between plans) and parameter changes ([`RunOptions::control`]).
+/// A stateful stage's carry moves with the stream: the first frame a plan runs after another
+/// takes the carry the frame before left, wherever that ran. Refused
+/// ([`RunError::NotAdaptable`]) for plans of different graphs, of stateful stages whose carries
+/// differ, and with parameter changes ([`RunOptions::control`]).
 pub fn run_adaptive(
     plans: &[Plan],
     rule: crate::adapt::Rule,
@@ -556,11 +590,18 @@ fn run_lanes(
         plan.runnable()
             .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
     }
+    let several = plans.len() > 1;
     let built = plans
         .iter()
-        .map(|plan| Built::new(plan, options))
+        .map(|plan| Built::new(plan, options, several))
         .collect::<Result<Vec<_>, _>>()?;
-    let common = Common::new(plans[0].stages.len(), plans.len());
+    let slots: Vec<usize> = built.iter().map(|b| b.slots.len()).collect();
+    let gates = plans[0]
+        .stages
+        .iter()
+        .map(|p| p.carry.map(|c| Turnstile::new(c, &slots, options.cycle)))
+        .collect();
+    let common = Common::new(plans[0].stages.len(), plans.len(), gates);
     let workers: usize = plans.iter().map(|p| p.runtime.workers).sum();
     // Every thread's share of the spans: the workers, the source, the collector and each
     // lane's driver callbacks.
@@ -589,10 +630,10 @@ fn run_lanes(
             sets,
             slots,
             scratches: lane_scratches,
-            stateful,
+            carries,
         } = built;
         let lane_channels = Channels::new(plan, &schedule, slots.len());
-        let parts = (schedule, slots, sets, stateful);
+        let parts = (schedule, slots, sets, carries);
         let wiring = (&lane_channels, &events, &common, lane, span_limit);
         lanes.push(Shared::new(plan, parts, wiring, options));
         channels.push(lane_channels);
@@ -600,9 +641,9 @@ fn run_lanes(
         pools.push(lane_pools);
     }
     drop(events);
-    // The lanes stay where they are from here on: callbacks point at them.
+    // The lanes stay where they are from here on: callbacks and gates point at them.
     for lane in &lanes {
-        lane.set_callbacks();
+        lane.link(&lanes);
     }
     let cpu_before = process_cpu_time();
     // With pinned workers, the source and the collector keep to the other cores, so that

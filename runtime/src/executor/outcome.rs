@@ -72,9 +72,9 @@ pub(super) fn metrics(
             .stages
             .iter()
             .zip(&shared.common.counters)
-            .zip(&shared.stateful)
-            .map(|((p, c), stateful)| StageReport {
-                carry: stateful.as_ref().map(|s| s.turnstile.counts()),
+            .zip(&shared.common.gates)
+            .map(|((p, c), gate)| StageReport {
+                carry: gate.as_ref().map(|g| g.counts()),
                 ..c.snapshot(
                     &plan.graph.stage(p.stage).name,
                     devices(lanes, p.stage),

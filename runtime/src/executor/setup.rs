@@ -4,6 +4,7 @@
 //! and the state the threads share. Every allocation of a run happens here, before its first
 //! frame.
 
+use super::carry::GpuBlocks;
 use super::constants::Constants;
 use super::*;
 use crate::model::placement::Device;
@@ -16,12 +17,14 @@ pub(super) struct Built {
     pub(super) sets: FrameSets,
     pub(super) slots: Vec<Slot>,
     pub(super) scratches: Vec<WorkerScratch>,
-    /// Per stage: the gate and carry of a stateful stage.
-    pub(super) stateful: Vec<Option<Stateful>>,
+    /// Per stage: a stateful stage's carry.
+    pub(super) carries: Vec<Option<LaneCarry>>,
 }
 
 impl Built {
-    pub(super) fn new(plan: &Plan, options: &RunOptions) -> Result<Built, RunError> {
+    /// What a lane running `plan` allocates; `several` when the run has other lanes, which
+    /// a stateful GPU stage's carry may move to.
+    pub(super) fn new(plan: &Plan, options: &RunOptions, several: bool) -> Result<Built, RunError> {
         let schedule = Schedule::new(plan);
         let mut pools = plan
             .pools
@@ -41,21 +44,32 @@ impl Built {
         let scratches = (0..plan.runtime.workers)
             .map(|_| WorkerScratch::new(plan, &mut pools))
             .collect::<Result<Vec<_>, _>>()?;
-        let stateful = plan
+        let carries = plan
             .stages
             .iter()
             .map(|p| {
                 p.carry
                     .map(|carry| {
                         let block = take(plan, &mut pools, PoolPurpose::Carry(p.stage))?;
-                        let zeros = match p.device {
-                            Device::Cpu => None,
+                        Ok::<_, SlotError>(match p.device {
+                            Device::Cpu => LaneCarry::on_host(block, carry.bytes),
                             Device::Gpu(_) => {
-                                Some(take(plan, &mut pools, PoolPurpose::CarryZeros(p.stage))?)
+                                let gpu = GpuBlocks {
+                                    zeros: take(
+                                        plan,
+                                        &mut pools,
+                                        PoolPurpose::CarryZeros(p.stage),
+                                    )?,
+                                    staging: take(
+                                        plan,
+                                        &mut pools,
+                                        PoolPurpose::CarryStaging(p.stage),
+                                    )?,
+                                    keep: several,
+                                };
+                                LaneCarry::on_device(block, carry.bytes, gpu)
                             }
-                        };
-                        let (slots, cycle) = (slots.len(), options.cycle);
-                        Ok::<_, SlotError>(Stateful::new(carry, block, zeros, slots, cycle))
+                        })
                     })
                     .transpose()
             })
@@ -72,7 +86,7 @@ impl Built {
             sets,
             slots,
             scratches,
-            stateful,
+            carries,
         })
     }
 }
@@ -124,7 +138,7 @@ impl Channels {
 }
 
 /// A lane's own state: its schedule, slots, stage buffers and carries.
-pub(super) type LaneParts = (Schedule, Vec<Slot>, FrameSets, Vec<Option<Stateful>>);
+pub(super) type LaneParts = (Schedule, Vec<Slot>, FrameSets, Vec<Option<LaneCarry>>);
 
 /// How a lane is wired into its run: its channels, the run's events, what every lane shares,
 /// its index, and each thread's share of the spans.
@@ -134,7 +148,7 @@ impl<'p> Shared<'p> {
     /// The state a lane's threads share.
     pub(super) fn new(
         plan: &'p Plan,
-        (schedule, slots, sets, stateful): LaneParts,
+        (schedule, slots, sets, carries): LaneParts,
         (channels, events, common, lane, span_limit): LaneWiring<'_, 'p>,
         options: &RunOptions,
     ) -> Shared<'p> {
@@ -143,7 +157,7 @@ impl<'p> Shared<'p> {
             schedule,
             slots,
             sets,
-            stateful,
+            carries,
             control: Control::default(),
             ready: channels.ready.0.clone(),
             streamed: channels.streamed.0.clone(),
@@ -161,13 +175,39 @@ impl<'p> Shared<'p> {
                 None
             },
             callbacks: OnceLock::new(),
+            peers: OnceLock::new(),
             spin: plan.runtime.spin,
         }
     }
 
-    /// Gives every slot's stages the context their GPU completion callbacks receive: a
-    /// pointer to this `Shared`, which must not move from here on.
-    pub(super) fn set_callbacks(&self) {
+    /// Lane `lane` of the run.
+    pub(super) fn peer(&self, lane: usize) -> &Shared<'p> {
+        let peers = self
+            .peers
+            .get()
+            .expect("the lanes are linked before workers start");
+        assert!(lane < peers.len, "lane {lane} of {}", peers.len);
+        // SAFETY: `peers` points at the run's lanes, in place and alive while any thread or
+        // callback of the run runs (`Peers`); `lane` is one of them.
+        unsafe { &*peers.first.cast::<Shared<'p>>().add(lane) }
+    }
+
+    /// Where the frame in `slot` of this lane is, for a gate.
+    pub(super) fn at(&self, slot: usize) -> At {
+        At {
+            lane: self.lane,
+            slot,
+        }
+    }
+
+    /// Links this lane to the run's `lanes` (itself among them), which must not move from
+    /// here on: every slot's stages get the context their GPU completion callbacks receive
+    /// (a pointer to this `Shared`), and its gates reach the other lanes.
+    pub(super) fn link(&self, lanes: &[Shared<'p>]) {
+        let _ = self.peers.set(Peers {
+            first: lanes.as_ptr().cast(),
+            len: lanes.len(),
+        });
         let contexts = (0..self.slots.len())
             .map(|slot| {
                 (0..self.plan.stages.len())
@@ -183,9 +223,22 @@ impl<'p> Shared<'p> {
     }
 }
 
+/// Where a run's lanes are: set once they are in place, and dereferenced only while its
+/// threads and callbacks run, before the lanes are dropped.
+pub(super) struct Peers {
+    first: *const Shared<'static>,
+    len: usize,
+}
+
+// SAFETY: the pointer is to the run's lanes, which outlive every thread and callback that
+// reads it; it is only read.
+unsafe impl Send for Peers {}
+// SAFETY: as for Send.
+unsafe impl Sync for Peers {}
+
 /// Why `plans` cannot be switched between under `rule` with `options`, if they cannot: they
-/// must be placements of one graph, without stateful stages (a carry would have to move
-/// between plans) or parameter changes.
+/// must be placements of one graph, binding the source alike, whose stateful stages carry the
+/// same (so that the carry can move between them), without parameter changes.
 pub(super) fn adaptable(
     plans: &[Plan],
     rule: &crate::adapt::Rule,
@@ -207,9 +260,10 @@ pub(super) fn adaptable(
     };
     let first_packets = packets(first);
     for plan in plans {
-        if plan.graph.name != first.graph.name
-            || plan.graph.stages.len() != first.graph.stages.len()
-        {
+        let same_stages = plan.graph.stages.len() == first.graph.stages.len()
+            && (plan.graph.stages.iter().zip(&first.graph.stages))
+                .all(|(a, b)| (&a.name, &a.kernel) == (&b.name, &b.kernel));
+        if plan.graph.name != first.graph.name || !same_stages {
             return Err(format!(
                 "placement {} is of graph {}, placement {} of graph {}",
                 first.placement.name, first.graph.name, plan.placement.name, plan.graph.name
@@ -221,11 +275,30 @@ pub(super) fn adaptable(
                 first.placement.name, plan.placement.name
             ));
         }
-        if let Some(p) = plan.stages.iter().find(|p| p.carry.is_some()) {
-            return Err(format!(
-                "stage {} is stateful: its carry cannot move between placements yet",
-                plan.graph.stage(p.stage).name
-            ));
+        for (p, q) in first.stages.iter().zip(&plan.stages) {
+            if p.carry != q.carry {
+                let carry = |plan: &Plan, c: Option<crate::plan::PlannedCarry>| match c {
+                    None => format!("placement {} carries nothing", plan.placement.name),
+                    Some(c) => format!(
+                        "placement {} carries {} B{}",
+                        plan.placement.name,
+                        c.bytes,
+                        if c.reset_on_gap {
+                            ", reset on a loss"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                return Err(format!(
+                    "stage {}'s kernels differ in what they carry from frame to frame ({}, {}): \
+                     its carry cannot move between them; place it with one library in every \
+                     placement, or make both libraries' kernels carry the same",
+                    plan.graph.stage(p.stage).name,
+                    carry(first, p.carry),
+                    carry(plan, q.carry)
+                ));
+            }
         }
     }
     Ok(())

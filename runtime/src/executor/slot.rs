@@ -29,10 +29,10 @@ use crate::plan::{Lifetime, Plan, PoolPurpose, tensor_desc};
 use crate::plugin::{CarryArgs, KernelState};
 
 use super::RunError;
+use super::carry::GpuCarry;
 use super::schedule::Schedule;
 use super::scratch::{FrameSets, UNBOUND, WorkerScratch, take};
 use super::slot_error::SlotError;
-use super::turnstile::GpuCarry;
 
 mod build;
 
@@ -277,8 +277,9 @@ impl Slot {
     /// Enqueues task `task` of GPU stage `stage` on its stream, without waiting for the GPU:
     /// one tile with its piece of the upload when the stage is fed tile by tile, else the
     /// stream waits on its producers' events, the whole uploads, and every launch. A stateful
-    /// stage's stream also waits for `carry`'s event (the stage's in the frame before), clears
-    /// the carry when it starts afresh, and gives the launch its carry.
+    /// stage's stream also waits for `carry`'s event (the stage's in the frame before), copies
+    /// over the carry what it must start from (zeros, or the carry another lane left), gives
+    /// the launch its carry, and keeps a copy in host memory when another lane may take it.
     pub(crate) fn enqueue_gpu(
         &self,
         stage: StageId,
@@ -330,10 +331,10 @@ impl Slot {
                 if let Some(event) = after {
                     g.gpu.wait(g.stream.raw(), *event)?;
                 }
-                if let Some(zeros) = c.zeros {
+                if let Some(upload) = c.upload {
                     g.gpu.copy_to_device(
                         c.args.carry.cast(),
-                        zeros.ptr,
+                        upload.ptr,
                         c.args.bytes as usize,
                         g.stream.raw(),
                     )?;
@@ -376,6 +377,23 @@ impl Slot {
                 if let Some((_, end)) = timing {
                     g.gpu.record(end.raw(), g.stream.raw())?;
                 }
+            }
+            // Where another lane takes the carry from, once this has executed.
+            if let Some((
+                GpuCarry {
+                    keep: Some(keep),
+                    args,
+                    ..
+                },
+                _,
+            )) = &carry
+            {
+                g.gpu.copy_to_host(
+                    keep.ptr,
+                    args.carry.cast(),
+                    args.bytes as usize,
+                    g.stream.raw(),
+                )?;
             }
         }
         Ok(())

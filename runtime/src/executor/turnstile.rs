@@ -1,5 +1,5 @@
 //! Stateful stages: one frame at a time, in the order frames began, each seeing the carry the
-//! frame before it left.
+//! frame before it left, whichever placement ran it.
 //!
 //! A stateful kernel keeps what it carries from frame to frame (a filter's history, an
 //! oscillator's phase) in one carry per stage, which the runtime owns. Its launches must
@@ -8,6 +8,14 @@
 //! in the order frames began only once the stage of frame `s - 1` has ended, or will never run
 //! because that frame ended partial ([`Turnstile::skip`]). Other stages of other frames go on
 //! around it: only this stage serializes.
+//!
+//! A run that switches placements ([`super::run_adaptive`]) has one turnstile per stage for
+//! all its lanes: frames are placed by lane and slot ([`At`]). Each lane keeps its own carry
+//! (in its kernel's memory, `super::carry`); when the frame admitted runs in another lane
+//! than the one before, the carry moves ([`Admission::from_lane`]). A GPU lane's launch lets
+//! the next frame of its own lane in once it is enqueued (that frame's stream waits on its
+//! event), but another lane's only once it has executed ([`Turnstile::executed`]), so the
+//! carry it left is complete in host memory before anyone reads it.
 //!
 //! It also says what each admitted launch is told ([`Admission`]): the frames lost since the
 //! carry's previous launch, counted by the source's frame numbers (a partial frame, one
@@ -18,15 +26,21 @@
 //!
 //! Guarantees: at most one launch of the stage is admitted at a time; frames are admitted in
 //! increasing sequence, each at most once; a frame whose stage is ready is admitted as soon as
-//! every earlier frame's stage has ended or been skipped. Each call takes one short lock and
+//! every earlier frame's stage has ended or been skipped (and, in another lane than a GPU
+//! launch before it, once that launch has executed). Each call takes one short lock and
 //! allocates nothing.
 
 use std::sync::Mutex;
 
-use super::pool::Block;
 use crate::plan::PlannedCarry;
-use crate::plugin::CarryArgs;
 use crate::report::metrics::CarryCounts;
+
+/// Where a frame runs: its lane and its slot there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct At {
+    pub(crate) lane: usize,
+    pub(crate) slot: usize,
+}
 
 /// What the frame in a slot is doing at this stage's gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,27 +62,34 @@ pub(crate) struct Admission {
     pub(crate) frames_missing: u64,
     /// Whether the carry must be zeroed before the launch.
     pub(crate) fresh: bool,
-    /// The slot of the frame admitted before, if any: on a GPU, the launch's stream waits
-    /// for that frame's stage to have run.
+    /// The slot of the frame admitted before, if it ran in the same lane: on a GPU, the
+    /// launch's stream waits for that frame's stage to have run.
     pub(crate) after_slot: Option<usize>,
+    /// The lane that ran the frame admitted before, if it is another and the carry is kept:
+    /// the carry moves from that lane's memory before the launch.
+    pub(crate) from_lane: Option<usize>,
 }
 
 struct Gate {
     /// The sequence whose turn it is.
     next: u64,
-    /// Whether a launch is admitted and has not ended.
+    /// Whether a launch is admitted and has not ended (or been enqueued).
     running: bool,
-    /// Per slot.
-    places: Vec<Place>,
-    /// The number and slot of the frame last admitted.
+    /// Per lane, per slot.
+    places: Vec<Vec<Place>>,
+    /// The number of the frame last admitted, and where it ran.
     last_frame: Option<u64>,
-    last_slot: Option<usize>,
+    last_at: Option<At>,
+    /// A GPU launch enqueued and not yet executed: its lane and sequence.
+    on_device: Option<(usize, u64)>,
+    /// The sequence of the launch admitted last.
+    current_sequence: u64,
     /// What the launch admitted last is told.
     current: Admission,
     counts: CarryCounts,
 }
 
-/// The gate of one stateful stage.
+/// The gate of one stateful stage, for every lane of a run.
 pub(crate) struct Turnstile {
     carry: PlannedCarry,
     /// Frames per cycle of a recording replayed in cycles.
@@ -77,18 +98,20 @@ pub(crate) struct Turnstile {
 }
 
 impl Turnstile {
-    /// A gate for a run of `slots` slots, before its first frame; with `cycle`, the stream
-    /// starts again at every multiple of it.
-    pub(crate) fn new(carry: PlannedCarry, slots: usize, cycle: Option<u64>) -> Turnstile {
+    /// A gate for a run whose lanes have `slots` slots each, before its first frame; with
+    /// `cycle`, the stream starts again at every multiple of it.
+    pub(crate) fn new(carry: PlannedCarry, slots: &[usize], cycle: Option<u64>) -> Turnstile {
         Turnstile {
             carry,
             cycle: cycle.filter(|&n| n > 0),
             gate: Mutex::new(Gate {
                 next: 0,
                 running: false,
-                places: vec![Place::Away; slots],
+                places: slots.iter().map(|&n| vec![Place::Away; n]).collect(),
                 last_frame: None,
-                last_slot: None,
+                last_at: None,
+                on_device: None,
+                current_sequence: 0,
                 current: Admission::default(),
                 counts: CarryCounts::default(),
             }),
@@ -99,31 +122,48 @@ impl Turnstile {
         self.gate.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The stage of frame `sequence`, numbered `frame` by the source, in `slot`, has its
-    /// inputs. Returns the slot whose stage runs now, if any (this one, when it is its turn).
-    pub(crate) fn ready(&self, slot: usize, sequence: u64, frame: u64) -> Option<usize> {
+    /// The stage of frame `sequence`, numbered `frame` by the source, at `at`, has its
+    /// inputs. Returns where the stage runs now, if anywhere (here, when it is its turn).
+    pub(crate) fn ready(&self, at: At, sequence: u64, frame: u64) -> Option<At> {
         let mut gate = self.gate();
-        gate.places[slot] = Place::Ready { sequence, frame };
+        gate.places[at.lane][at.slot] = Place::Ready { sequence, frame };
         self.admit_next(&mut gate)
     }
 
-    /// Frame `sequence` in `slot` ended partial: its stage will not run. Returns the slot whose
-    /// stage runs now, if any.
-    pub(crate) fn skip(&self, slot: usize, sequence: u64) -> Option<usize> {
+    /// Frame `sequence` at `at` ended partial: its stage will not run. Returns where the
+    /// stage runs now, if anywhere.
+    pub(crate) fn skip(&self, at: At, sequence: u64) -> Option<At> {
         let mut gate = self.gate();
-        gate.places[slot] = Place::Skipped { sequence };
+        gate.places[at.lane][at.slot] = Place::Skipped { sequence };
         self.admit_next(&mut gate)
     }
 
-    /// The admitted launch ended. Returns the slot whose stage runs next, if any.
-    pub(crate) fn done(&self) -> Option<usize> {
+    /// The admitted launch ended or, `on_device`, was enqueued on a GPU stream, where it has
+    /// yet to execute ([`executed`](Self::executed)). Returns where the stage runs next, if
+    /// anywhere.
+    pub(crate) fn done(&self, on_device: bool) -> Option<At> {
         let mut gate = self.gate();
         gate.running = false;
         gate.next += 1;
+        if on_device && let Some(at) = gate.last_at {
+            gate.on_device = Some((at.lane, gate.current_sequence));
+        }
         self.admit_next(&mut gate)
     }
 
-    /// What the admitted launch is told; zeroing the carry, when it must, is the caller's.
+    /// The GPU launch of frame `sequence` in `lane` has executed. Returns where the stage
+    /// runs next, if anywhere (a frame of another lane waits for this).
+    pub(crate) fn executed(&self, lane: usize, sequence: u64) -> Option<At> {
+        let mut gate = self.gate();
+        if gate.on_device != Some((lane, sequence)) {
+            return None;
+        }
+        gate.on_device = None;
+        self.admit_next(&mut gate)
+    }
+
+    /// What the admitted launch is told; zeroing or moving the carry, when it must, is the
+    /// caller's.
     pub(crate) fn admitted(&self) -> Admission {
         self.gate().current
     }
@@ -134,51 +174,63 @@ impl Turnstile {
     }
 
     /// Passes skipped frames whose turn it is, then admits the frame whose turn it is if its
-    /// stage is ready and nothing runs, deciding what its launch is told.
-    fn admit_next(&self, gate: &mut Gate) -> Option<usize> {
+    /// stage is ready, nothing runs and, in another lane than a GPU launch still on its
+    /// device, that launch has executed; decides what its launch is told.
+    fn admit_next(&self, gate: &mut Gate) -> Option<At> {
         if gate.running {
             return None;
         }
         loop {
             let next = gate.next;
-            let found = gate.places.iter().position(|p| match *p {
-                Place::Ready { sequence, .. } | Place::Skipped { sequence } => sequence == next,
-                Place::Away => false,
+            let found = gate.places.iter().enumerate().find_map(|(lane, places)| {
+                let slot = places.iter().position(|p| match *p {
+                    Place::Ready { sequence, .. } | Place::Skipped { sequence } => sequence == next,
+                    Place::Away => false,
+                })?;
+                Some(At { lane, slot })
             })?;
-            let place = std::mem::replace(&mut gate.places[found], Place::Away);
+            let place = gate.places[found.lane][found.slot];
             match place {
                 Place::Ready { frame, .. } => {
+                    if gate.on_device.is_some_and(|(lane, _)| lane != found.lane) {
+                        return None;
+                    }
+                    gate.places[found.lane][found.slot] = Place::Away;
                     gate.running = true;
-                    gate.current = Admission {
-                        after_slot: gate.last_slot.replace(found),
-                        ..self.admission(gate, frame)
-                    };
+                    gate.current_sequence = next;
+                    let before = gate.last_at.replace(found);
+                    let mut admission = self.admission(gate, frame);
+                    admission.after_slot = before.filter(|b| b.lane == found.lane).map(|b| b.slot);
+                    admission.from_lane = before
+                        .filter(|b| b.lane != found.lane && !admission.fresh)
+                        .map(|b| b.lane);
+                    gate.counts.moves += u64::from(admission.from_lane.is_some());
+                    gate.current = admission;
                     return Some(found);
                 }
-                _ => gate.next += 1,
+                _ => {
+                    gate.places[found.lane][found.slot] = Place::Away;
+                    gate.next += 1;
+                }
             }
         }
     }
 
-    /// What the launch of frame `frame` is told, given the frame admitted before it; counts it.
+    /// What the launch of frame `frame` is told of its loss and zeroing, given the frame
+    /// admitted before it; counts it.
     fn admission(&self, gate: &mut Gate, frame: u64) -> Admission {
         let counts = &mut gate.counts;
         counts.launches += 1;
+        let fresh = |frame| Admission {
+            frame,
+            fresh: true,
+            ..Admission::default()
+        };
         let admission = match gate.last_frame {
-            None => Admission {
-                frame,
-                frames_missing: 0,
-                fresh: true,
-                after_slot: None,
-            },
+            None => fresh(frame),
             Some(last) if frame <= last || self.cycle.is_some_and(|n| frame / n != last / n) => {
                 counts.restarts += 1;
-                Admission {
-                    frame,
-                    frames_missing: 0,
-                    fresh: true,
-                    after_slot: None,
-                }
+                fresh(frame)
             }
             Some(last) => {
                 let missing = frame - last - 1;
@@ -189,7 +241,7 @@ impl Turnstile {
                     frame,
                     frames_missing: if reset { 0 } else { missing },
                     fresh: reset,
-                    after_slot: None,
+                    ..Admission::default()
                 }
             }
         };
@@ -198,86 +250,15 @@ impl Turnstile {
     }
 }
 
-/// A stateful stage's gate and its carry, for one run.
-pub(crate) struct Stateful {
-    pub(crate) turnstile: Turnstile,
-    /// The carry, in the kernel's memory: host memory, or device memory for a GPU stage.
-    carry: Block,
-    /// For a GPU stage: pinned zeros of the carry's size, copied over it to start afresh.
-    zeros: Option<Block>,
-}
-
-/// What a stateful GPU stage's enqueue adds to its stream before its launch.
-#[derive(Clone, Copy)]
-pub(crate) struct GpuCarry {
-    /// The launch's carry arguments.
-    pub(crate) args: CarryArgs,
-    /// Pinned zeros to copy over the carry first, when it starts afresh.
-    pub(crate) zeros: Option<Block>,
-    /// The slot whose frame ran the stage before: the stream first waits for that slot's
-    /// event of the stage, so the launches use the carry in turn, on the device too.
-    pub(crate) after_slot: Option<usize>,
-}
-
-impl Stateful {
-    /// The stage's gate and `carry`, a block of at least the carry's size in its kernel's
-    /// memory, with `zeros` for a GPU stage (see [`Turnstile::new`] for `cycle`).
-    pub(crate) fn new(
-        carry: PlannedCarry,
-        block: Block,
-        zeros: Option<Block>,
-        slots: usize,
-        cycle: Option<u64>,
-    ) -> Stateful {
-        Stateful {
-            turnstile: Turnstile::new(carry, slots, cycle),
-            carry: block,
-            zeros,
-        }
-    }
-
-    fn args(&self, admitted: Admission) -> CarryArgs {
-        CarryArgs {
-            carry: self.carry.ptr.cast(),
-            bytes: self.carry.bytes,
-            frame: admitted.frame,
-            frames_missing: admitted.frames_missing,
-            fresh: admitted.fresh,
-        }
-    }
-
-    /// The arguments of the admitted CPU launch, its carry zeroed first when it must be.
-    pub(crate) fn carry_args(&self) -> CarryArgs {
-        let admitted = self.turnstile.admitted();
-        if admitted.fresh && self.zeros.is_none() {
-            // SAFETY: the block is the stage's carry in host memory, `bytes` long, and only
-            // the admitted launch, which has not started, uses it.
-            unsafe { std::ptr::write_bytes(self.carry.ptr, 0, self.carry.bytes as usize) };
-        }
-        self.args(admitted)
-    }
-
-    /// What the admitted GPU launch's enqueue needs: its arguments, the zeros to clear the
-    /// carry with when it starts afresh, and the slot to wait for.
-    pub(crate) fn gpu_carry(&self) -> GpuCarry {
-        let admitted = self.turnstile.admitted();
-        GpuCarry {
-            args: self.args(admitted),
-            zeros: self.zeros.filter(|_| admitted.fresh),
-            after_slot: admitted.after_slot,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn gate(reset_on_gap: bool, slots: usize) -> Turnstile {
-        cycled(reset_on_gap, slots, None)
+        cycled(reset_on_gap, &[slots], None)
     }
 
-    fn cycled(reset_on_gap: bool, slots: usize, cycle: Option<u64>) -> Turnstile {
+    fn cycled(reset_on_gap: bool, slots: &[usize], cycle: Option<u64>) -> Turnstile {
         Turnstile::new(
             PlannedCarry {
                 bytes: 64,
@@ -288,15 +269,20 @@ mod tests {
         )
     }
 
+    /// Slot `slot` of the only lane.
+    fn at(slot: usize) -> At {
+        At { lane: 0, slot }
+    }
+
     #[test]
     fn each_cycle_of_a_replayed_recording_starts_the_stream_again() {
-        let t = cycled(false, 1, Some(3));
+        let t = cycled(false, &[1], Some(3));
         let mut told = Vec::new();
         for (sequence, frame) in [0u64, 1, 2, 3, 4, 7, 9].into_iter().enumerate() {
-            assert_eq!(t.ready(0, sequence as u64, frame), Some(0));
+            assert_eq!(t.ready(at(0), sequence as u64, frame), Some(at(0)));
             let a = t.admitted();
             told.push((a.frame, a.fresh, a.frames_missing));
-            t.done();
+            t.done(false);
         }
         assert_eq!(
             told,
@@ -318,38 +304,40 @@ mod tests {
     #[test]
     fn admits_in_the_order_frames_began_one_at_a_time() {
         let t = gate(false, 3);
-        assert_eq!(t.ready(2, 2, 2), None, "frame 2 waits for 0 and 1");
-        assert_eq!(t.ready(1, 1, 1), None);
-        assert_eq!(t.ready(0, 0, 0), Some(0), "frame 0's turn");
+        assert_eq!(t.ready(at(2), 2, 2), None, "frame 2 waits for 0 and 1");
+        assert_eq!(t.ready(at(1), 1, 1), None);
+        assert_eq!(t.ready(at(0), 0, 0), Some(at(0)), "frame 0's turn");
         let told = |frame, fresh, after_slot| Admission {
             frame,
             frames_missing: 0,
             fresh,
             after_slot,
+            from_lane: None,
         };
         assert_eq!(t.admitted(), told(0, true, None));
-        assert_eq!(t.done(), Some(1));
+        assert_eq!(t.done(false), Some(at(1)));
         assert_eq!(
             t.admitted(),
             told(1, false, Some(0)),
             "after slot 0's frame"
         );
-        assert_eq!(t.ready(0, 3, 3), None, "one launch at a time");
-        assert_eq!(t.done(), Some(2));
-        assert_eq!(t.done(), Some(0));
+        assert_eq!(t.ready(at(0), 3, 3), None, "one launch at a time");
+        assert_eq!(t.done(false), Some(at(2)));
+        assert_eq!(t.done(false), Some(at(0)));
         assert_eq!(t.admitted().frame, 3);
-        assert_eq!(t.done(), None, "nothing else is ready");
+        assert_eq!(t.done(false), None, "nothing else is ready");
         assert_eq!(t.counts().launches, 4);
+        assert_eq!(t.counts().moves, 0, "one lane: the carry never moves");
     }
 
     #[test]
     fn a_partial_frame_is_passed_and_its_loss_counted_or_reset() {
         for reset_on_gap in [false, true] {
             let t = gate(reset_on_gap, 2);
-            assert_eq!(t.ready(0, 0, 10), Some(0));
-            assert_eq!(t.ready(0, 2, 12), None, "frame 1 has not ended yet");
-            assert_eq!(t.done(), None);
-            assert_eq!(t.skip(1, 1), Some(0), "the partial frame is passed");
+            assert_eq!(t.ready(at(0), 0, 10), Some(at(0)));
+            assert_eq!(t.ready(at(0), 2, 12), None, "frame 1 has not ended yet");
+            assert_eq!(t.done(false), None);
+            assert_eq!(t.skip(at(1), 1), Some(at(0)), "the partial frame is passed");
             let told = t.admitted();
             assert_eq!(told.frame, 12);
             if reset_on_gap {
@@ -366,12 +354,12 @@ mod tests {
     #[test]
     fn frames_never_begun_count_as_lost_and_numbers_going_back_restart() {
         let t = gate(false, 1);
-        assert_eq!(t.ready(0, 0, 5), Some(0));
-        assert_eq!(t.done(), None);
-        assert_eq!(t.ready(0, 1, 9), Some(0), "6, 7 and 8 never began");
+        assert_eq!(t.ready(at(0), 0, 5), Some(at(0)));
+        assert_eq!(t.done(false), None);
+        assert_eq!(t.ready(at(0), 1, 9), Some(at(0)), "6, 7 and 8 never began");
         assert_eq!(t.admitted().frames_missing, 3);
-        assert_eq!(t.done(), None);
-        assert_eq!(t.ready(0, 2, 0), Some(0));
+        assert_eq!(t.done(false), None);
+        assert_eq!(t.ready(at(0), 2, 0), Some(at(0)));
         assert_eq!(
             t.admitted(),
             Admission {
@@ -379,6 +367,7 @@ mod tests {
                 frames_missing: 0,
                 fresh: true,
                 after_slot: Some(0),
+                from_lane: None,
             },
             "the sender restarted"
         );
@@ -389,8 +378,68 @@ mod tests {
         );
     }
 
-    /// Frames end in a scrambled order, some partial, launches end late: every complete frame
-    /// is admitted once, in sequence order, never two at a time.
+    /// Frames move between two lanes: the carry moves with them, from the lane that ran the
+    /// frame before, unless it starts afresh.
+    #[test]
+    fn the_carry_moves_with_frames_between_lanes() {
+        let t = cycled(false, &[2, 2], None);
+        let lane = |lane, slot| At { lane, slot };
+        assert_eq!(t.ready(lane(0, 0), 0, 0), Some(lane(0, 0)));
+        assert_eq!(
+            t.admitted().from_lane,
+            None,
+            "the first frame starts afresh"
+        );
+        assert_eq!(t.done(false), None);
+        assert_eq!(t.ready(lane(1, 0), 1, 1), Some(lane(1, 0)));
+        let told = t.admitted();
+        assert_eq!((told.from_lane, told.after_slot), (Some(0), None));
+        assert_eq!(t.done(false), None);
+        assert_eq!(t.ready(lane(1, 1), 2, 2), Some(lane(1, 1)));
+        let told = t.admitted();
+        assert_eq!((told.from_lane, told.after_slot), (None, Some(0)));
+        assert_eq!(t.done(false), None);
+        // Back to lane 0 after a restart: nothing to move, the carry is zeroed.
+        assert_eq!(t.ready(lane(0, 1), 3, 0), Some(lane(0, 1)));
+        let told = t.admitted();
+        assert_eq!((told.from_lane, told.fresh), (None, true));
+        assert_eq!(t.counts().moves, 1);
+    }
+
+    /// A GPU launch lets its own lane's next frame in once enqueued, another lane's only once
+    /// it has executed.
+    #[test]
+    fn another_lane_waits_for_a_gpu_launch_to_execute() {
+        let t = cycled(false, &[2, 2], None);
+        let lane = |lane, slot| At { lane, slot };
+        assert_eq!(t.ready(lane(0, 0), 0, 0), Some(lane(0, 0)));
+        assert_eq!(t.ready(lane(0, 1), 1, 1), None);
+        assert_eq!(t.done(true), Some(lane(0, 1)), "its own lane at once");
+        assert_eq!(t.done(true), None);
+        assert_eq!(
+            t.ready(lane(1, 0), 2, 2),
+            None,
+            "frame 1 is still on the GPU"
+        );
+        assert_eq!(t.executed(0, 0), None, "frame 0's end is not frame 1's");
+        assert_eq!(t.executed(1, 1), None, "nor is another lane's");
+        assert_eq!(t.executed(0, 1), Some(lane(1, 0)));
+        assert_eq!(t.admitted().from_lane, Some(0));
+        assert_eq!(t.done(false), None);
+        assert_eq!(t.executed(0, 1), None, "an end is heard once");
+        assert_eq!(
+            t.ready(lane(0, 0), 3, 3),
+            Some(lane(0, 0)),
+            "a CPU lane's end"
+        );
+        assert_eq!(t.admitted().from_lane, Some(1));
+        assert_eq!(t.counts().moves, 2);
+    }
+
+    /// Frames end in a scrambled order, some partial, in random lanes, launches end late
+    /// (some on a GPU lane, executing later still): every complete frame is admitted once, in
+    /// sequence order, never two at a time, never in another lane before a GPU launch before
+    /// it has executed, and told where its carry comes from.
     #[test]
     fn scrambled_arrivals_are_admitted_in_sequence() {
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
@@ -402,41 +451,66 @@ mod tests {
         };
         for _ in 0..200 {
             let slots = 1 + random(4) as usize;
-            let t = gate(false, slots);
+            let lanes = 1 + random(3) as usize;
+            let gpu: Vec<bool> = (0..lanes).map(|_| random(2) == 0).collect();
+            let t = cycled(false, &vec![slots; lanes], None);
             let frames = 40u64;
             let partial: Vec<bool> = (0..frames).map(|_| random(4) == 0).collect();
+            let lane_of: Vec<usize> = (0..frames).map(|_| random(lanes as u64) as usize).collect();
             // Frames take slots in turn, and a slot is free again once its frame and every
             // earlier one have settled (delivered in order): admitted and ended, or skipped.
             let mut settled = vec![false; frames as usize];
             let mut arrived = 0u64;
             let mut admitted = Vec::new();
             let mut running: Option<u64> = None;
+            let mut on_device: Option<u64> = None;
             let mut pending: Vec<u64> = Vec::new();
-            while settled.iter().any(|s| !s) {
+            let mut last_lane: Option<usize> = None;
+            while settled.iter().any(|s| !s) || on_device.is_some() {
                 let delivered = settled.iter().take_while(|s| **s).count() as u64;
                 while arrived < frames && arrived < delivered + slots as u64 {
                     pending.push(arrived);
                     arrived += 1;
                 }
-                let pick = random(pending.len() as u64 + 1) as usize;
+                let pick = random(pending.len() as u64 + 2) as usize;
+                let at = |s: u64| At {
+                    lane: lane_of[s as usize],
+                    slot: (s % slots as u64) as usize,
+                };
                 let got = if pick == pending.len() {
                     let Some(s) = running.take() else { continue };
                     settled[s as usize] = true;
-                    t.done()
+                    let lane = lane_of[s as usize];
+                    if gpu[lane] {
+                        on_device = Some(s);
+                    }
+                    t.done(gpu[lane])
+                } else if pick > pending.len() {
+                    let Some(s) = on_device.take() else { continue };
+                    t.executed(lane_of[s as usize], s)
                 } else {
                     let s = pending.swap_remove(pick);
-                    let slot = (s % slots as u64) as usize;
                     if partial[s as usize] {
                         settled[s as usize] = true;
-                        t.skip(slot, s)
+                        t.skip(at(s), s)
                     } else {
-                        t.ready(slot, s, s)
+                        t.ready(at(s), s, s)
                     }
                 };
-                if let Some(slot) = got {
+                if let Some(place) = got {
                     assert!(running.is_none(), "two launches admitted at once");
-                    let frame = t.admitted().frame;
-                    assert_eq!(frame % slots as u64, slot as u64, "the frame's own slot");
+                    let told = t.admitted();
+                    let frame = told.frame;
+                    assert_eq!(place, at(frame), "the frame's own lane and slot");
+                    if let Some(s) = on_device {
+                        assert_eq!(
+                            lane_of[s as usize], place.lane,
+                            "admitted in another lane while a GPU launch is on its device"
+                        );
+                    }
+                    let moved = last_lane.filter(|&l| l != place.lane && !told.fresh);
+                    assert_eq!(told.from_lane, moved);
+                    last_lane = Some(place.lane);
                     running = Some(frame);
                     admitted.push(frame);
                 }

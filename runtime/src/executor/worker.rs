@@ -96,9 +96,10 @@ pub(super) fn worker(
         let range = shared.nvtx.as_ref().map(|n| n.range(stage.0));
         // A CPU launch runs here; a GPU task only enqueues, and its time is the host's cost.
         let result = if shared.slots[slot].is_gpu(stage) {
-            // A stateful stage's stream first waits for the stage in the frame before.
-            let carry = shared.stateful[stage.0].as_ref().map(|s| {
-                let carry = s.gpu_carry();
+            // A stateful stage's stream first waits for the stage in the frame before, when
+            // this lane ran it.
+            let carry = shared.admitted_carry(stage).map(|(carry, admitted, from)| {
+                let carry = carry.gpu_carry(admitted, from);
                 let after = carry
                     .after_slot
                     .and_then(|before| shared.slots[before].gpu_event(stage));
@@ -110,7 +111,9 @@ pub(super) fn worker(
                 .map_err(RunError::from)
                 .and_then(|()| shared.gpu_enqueued(slot, stage, &mut spans, Track::Worker(index)))
         } else {
-            let carry = shared.stateful[stage.0].as_ref().map(Stateful::carry_args);
+            let carry = shared
+                .admitted_carry(stage)
+                .map(|(carry, admitted, from)| carry.cpu_args(admitted, from));
             let launched = shared.slots[slot].launch(
                 stage,
                 launch,

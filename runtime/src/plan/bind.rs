@@ -282,7 +282,8 @@ fn check_kernel(
 }
 
 /// The pools of a stateful stage's carry: one block in its kernel's memory and, on a GPU,
-/// one of pinned zeros to clear it with on the stage's stream.
+/// one of pinned zeros to clear it with on the stage's stream and one of pinned memory it
+/// passes through when a run moves it between placements.
 fn carry_pools(stage: &str, id: StageId, device: Device, bytes: u64) -> Vec<PoolSpec> {
     let carry = |purpose, name: String, space| PoolSpec {
         name,
@@ -306,6 +307,11 @@ fn carry_pools(stage: &str, id: StageId, device: Device, bytes: u64) -> Vec<Pool
             carry(
                 PoolPurpose::CarryZeros(id),
                 format!("carry.{stage}.zeros"),
+                BufferSpace::PinnedHost(n),
+            ),
+            carry(
+                PoolPurpose::CarryStaging(id),
+                format!("carry.{stage}.staging"),
                 BufferSpace::PinnedHost(n),
             ),
         ],

@@ -275,6 +275,7 @@ impl Plan {
                     "  constant: filled before the first frame"
                 }
                 PoolPurpose::CarryZeros(_) => "  zeros to start the carry afresh",
+                PoolPurpose::CarryStaging(_) => "  the carry on its way between placements",
                 _ => "",
             };
             writeln!(

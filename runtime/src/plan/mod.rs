@@ -133,6 +133,9 @@ pub enum PoolPurpose {
     /// Zeros in pinned memory, copied over a stateful GPU stage's carry when it must start
     /// afresh (device memory cannot be cleared from the host without waiting).
     CarryZeros(StageId),
+    /// Pinned memory a stateful GPU stage's carry passes through when a run that switches
+    /// placements moves it to or from another placement.
+    CarryStaging(StageId),
 }
 
 /// A fixed-block pool the executor allocates at start.

@@ -203,6 +203,8 @@ pub struct CarryCounts {
     pub resets: u64,
     /// Times the frame numbers went back, and the carry was zeroed: the stream restarted.
     pub restarts: u64,
+    /// Times the carry moved to another placement with the stream (a run that switches).
+    pub moves: u64,
 }
 
 /// Parameters changed while a run went on, and what became of the change.
@@ -362,11 +364,17 @@ impl fmt::Display for RunMetrics {
         }
         for s in &self.stages {
             if let Some(c) = &s.carry {
-                writeln!(
+                write!(
                     f,
                     "{}: stateful, {} frames lost between its launches, {} resets of its carry, {} stream restarts",
                     s.name, c.frames_missing, c.resets, c.restarts
                 )?;
+                match c.moves {
+                    0 => {}
+                    1 => write!(f, ", its carry moved to another placement once")?,
+                    n => write!(f, ", its carry moved to another placement {n} times")?,
+                }
+                writeln!(f)?;
             }
         }
         for (name, l) in [

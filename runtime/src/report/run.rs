@@ -148,6 +148,9 @@ pub struct CarryEntry {
     pub resets: u64,
     /// Times the frame numbers went back (the sender restarted) and the carry was zeroed.
     pub restarts: u64,
+    /// Times the carry moved to another placement with the stream (`run --adapt`).
+    #[serde(default)]
+    pub moves: u64,
 }
 
 /// The runtime's own time per frame, over the whole run (warm-up included), from

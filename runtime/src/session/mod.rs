@@ -309,6 +309,7 @@ pub fn report(
                     frames_missing: c.frames_missing,
                     resets: c.resets,
                     restarts: c.restarts,
+                    moves: c.moves,
                 }),
             })
             .collect(),

@@ -14,7 +14,8 @@
  *
  * The leaky integrators keep y, and the number of the frame they expect next, in their carry,
  * and fail when the runtime's account of the stream (frame, frames_missing, fresh) disagrees
- * with it. Built with TEST_ABI_VERSION=1, the library has a version 1 table of the first four.
+ * with it. Built with TEST_ABI_VERSION=1, the library has a version 1 table of the first four;
+ * with LEAKY_CARRY_PAD, the integrators' carry is 32 bytes instead of 16.
  *
  * Both are offered twice: as CPU kernels, and as "CUDA" kernels over device memory for the
  * runtime's simulated GPU (kplace::cuda::sim), whose device memory is host memory and which
@@ -190,6 +191,9 @@ static void destroy(void *state) { free(state); }
 typedef struct {
     double y;
     uint64_t next_frame; /* the frame it expects next, if no frame is lost */
+#ifdef LEAKY_CARRY_PAD
+    uint64_t pad[2]; /* another library's layout of the same kernel: its carry cannot move */
+#endif
 } leaky_carry_t;
 
 typedef struct {

@@ -290,3 +290,75 @@ fn a_stateful_stage_carries_its_history_across_the_switch() {
     let carry = r.stages[0].carry.as_ref().expect("the FIR is stateful");
     assert_eq!((carry.launches, carry.moves, carry.resets), (200, 1, 0));
 }
+
+/// A placement's `alternatives:` list is what `--budget` alone adapts between; without a
+/// budget the placement runs as written, saying how to adapt; a budget with nothing to adapt
+/// to, or an alternative that does not exist, is refused.
+#[test]
+fn a_placement_listing_alternatives_adapts_given_a_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (placement, report_path) = (dir.path().join("adaptive.yaml"), dir.path().join("r.json"));
+    let written = |alternatives: &str| {
+        let text = format!(
+            "name: adaptive\nstages: {{range_fft: cpu, doppler_fft: cpu, cfar: cpu, cluster: cpu}}\nalternatives: {alternatives}\n"
+        );
+        std::fs::write(&placement, text).unwrap();
+    };
+    written("[all-cpu-pinned]");
+    let placement = placement.to_str().unwrap();
+    let out = run(&[
+        "run",
+        "--frames",
+        "100",
+        "--placement",
+        placement,
+        "--budget",
+        "1us",
+        "--adapt-window",
+        "8",
+        "--report",
+        report_path.to_str().unwrap(),
+    ]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("verification PASSED: 100/100"), "{log}");
+    let a = report(&report_path).adaptation.expect("adapted");
+    assert_eq!(a.placements, ["adaptive", "all-cpu-pinned"]);
+    assert_eq!(a.switches.len(), 1, "{a}");
+
+    let out = run(&["plan", "--placement", placement]);
+    assert!(
+        text(&out).contains("adapts to  all-cpu-pinned (kplace run --budget"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&["run", "--frames", "20", "--placement", placement]);
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("lists alternatives; give --budget to move the stream between them")
+            && !log.contains("adapting to"),
+        "{log}"
+    );
+
+    let refused = |args: &[&str], why: &str| {
+        let out = run(args);
+        let log = text(&out);
+        assert!(!out.status.success(), "{args:?} ran:\n{log}");
+        assert!(log.contains(why), "{args:?}: {why} not in:\n{log}");
+    };
+    refused(
+        &["run", "--placement", "all-cpu", "--budget", "5ms"],
+        "--budget judges a run that adapts: give --adapt PLACEMENT, or list alternatives:",
+    );
+    written("[no-such-placement]");
+    refused(
+        &["run", "--placement", placement, "--budget", "5ms"],
+        "no-such-placement",
+    );
+    written("[adaptive.yaml]");
+    refused(
+        &["run", "--placement", placement, "--budget", "5ms"],
+        "alternatives: adaptive.yaml is this placement itself",
+    );
+}

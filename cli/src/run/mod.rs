@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::adapt::Rule;
 use kplace::interrupt;
+use kplace::model::placement::{MAX_ALTERNATIVES, Placement};
 use kplace::net::source::FrameSource;
 use kplace::net::udp::{AllowFrom, UdpConfig};
 use kplace::net::wire::WireShape;
@@ -101,26 +102,28 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) control: Option<PathBuf>,
     /// Another placement to move the stream to while it runs, when the placement running stops
-    /// keeping up (repeatable; a file or a name, as --placement): --placement is preferred,
-    /// then each --adapt in the order given. Every placement is planned before the first
-    /// frame; switches happen at frame boundaries, are judged against --budget, and are in the
-    /// report, the progress lines, the trace and the metrics (docs/adapt.md).
+    /// keeping up (repeatable; a file or a name, as --placement; instead of the `alternatives:`
+    /// the placement lists): --placement is preferred, then each --adapt in the order given.
+    /// Every placement is planned before the first frame; switches happen at frame boundaries,
+    /// are judged against --budget, and are in the report, the progress lines, the trace and
+    /// the metrics (docs/adapt.md).
     #[arg(long, value_name = "FILE|NAME", requires = "budget")]
     pub(crate) adapt: Vec<PathBuf>,
-    /// With --adapt: the post-frame latency budget the switching rule judges frames against
-    /// (e.g. `5ms`).
-    #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive, requires = "adapt")]
+    /// The post-frame latency budget (e.g. `5ms`) the switching rule judges frames against:
+    /// the run adapts, between --placement and each --adapt, or else the `alternatives:` the
+    /// placement lists.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::positive)]
     pub(crate) budget: Option<Duration>,
-    /// With --adapt: the share of --budget past which a frame counts as late for the switching
+    /// With --budget: the share of it past which a frame counts as late for the switching
     /// rule, in (0, 1]: below 1, it moves before frames break the budget itself.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.5, requires = "adapt")]
+    #[arg(long, value_name = "SHARE", default_value_t = 0.5, requires = "budget")]
     pub(crate) adapt_trigger: f64,
-    /// With --adapt: frames per judgement of the switching rule.
-    #[arg(long, value_name = "FRAMES", default_value_t = 16, requires = "adapt", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// With --budget: frames per judgement of the switching rule.
+    #[arg(long, value_name = "FRAMES", default_value_t = 16, requires = "budget", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) adapt_window: u32,
-    /// With --adapt: how long a placement must keep up before the rule tries the preferred one
-    /// again, at first (doubled after each try that fails, up to 16 times).
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::duration::positive, requires = "adapt")]
+    /// With --budget: how long a placement must keep up before the rule tries the preferred
+    /// one again, at first (doubled after each try that fails, up to 16 times).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::duration::positive, requires = "budget")]
     pub(crate) adapt_hold: Duration,
     /// Time each GPU stage on its stream with CUDA timing events (kernels with their uploads,
     /// and downloads) and report it per frame; fences use timing-free events otherwise.
@@ -235,10 +238,16 @@ impl RunArgs {
                  --report-every, - by default) can be - (stdout)"
             );
         }
-        if !self.adapt.is_empty() {
+        if self.budget.is_some() {
             let refuse = |option: &str, why: &str| -> anyhow::Result<()> {
                 bail!("--adapt with {option}: {why}")
             };
+            if self.adapt.len() > MAX_ALTERNATIVES {
+                refuse(
+                    &format!("{} placements", self.adapt.len()),
+                    &format!("at most {MAX_ALTERNATIVES}, each planned for the whole run"),
+                )?;
+            }
             if self.graph.workers.is_some() {
                 refuse(
                     "--workers",
@@ -365,14 +374,34 @@ impl RunArgs {
         )?)
     }
 
-    /// The placements --adapt names and the rule that switches between them.
+    /// The placements to move the stream between (--adapt's, else the `alternatives:` the
+    /// placement lists) and the rule that switches between them; none without --budget.
     fn adaptation(&self) -> anyhow::Result<Option<Adapt>> {
-        let Some(budget) = self.budget.filter(|_| !self.adapt.is_empty()) else {
+        let graph = super::args::graph_file(&self.graph.graph)?;
+        let written = if self.adapt.is_empty() {
+            let preferred = super::args::placement_file(&self.graph.placement, &graph)?;
+            let listed = Placement::load(&preferred)?.alternatives;
+            match (self.budget, listed.is_empty()) {
+                (None, false) => tracing::info!(
+                    "kplace run: placement {} lists alternatives; give --budget to move the \
+                     stream between them",
+                    preferred.display()
+                ),
+                (Some(_), true) => bail!(
+                    "--budget judges a run that adapts: give --adapt PLACEMENT, or list \
+                     alternatives: in placement {}",
+                    preferred.display()
+                ),
+                _ => {}
+            }
+            listed
+        } else {
+            self.adapt.clone()
+        };
+        let Some(budget) = self.budget else {
             return Ok(None);
         };
-        let graph = super::args::graph_file(&self.graph.graph)?;
-        let alternatives = self
-            .adapt
+        let alternatives = written
             .iter()
             .map(|p| super::args::placement_file(p, &graph))
             .collect::<anyhow::Result<Vec<_>>>()?;

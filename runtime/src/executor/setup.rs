@@ -248,6 +248,13 @@ pub(super) fn adaptable(
         return Err("no placement given".into());
     };
     rule.check()?;
+    let most = crate::model::placement::MAX_ALTERNATIVES + 1;
+    if plans.len() > most {
+        return Err(format!(
+            "{} placements: at most {most}, each planned for the whole run",
+            plans.len()
+        ));
+    }
     if options.control.is_some() {
         return Err(
             "parameters cannot change while the run switches placements: drop the control file"

@@ -96,7 +96,7 @@ pub fn installed_lib_dir(exe: &Path) -> Option<PathBuf> {
 
 /// Whether `written` is a placement's name to look up rather than a path: one component, no
 /// extension.
-fn is_name(written: &Path) -> bool {
+pub(crate) fn is_name(written: &Path) -> bool {
     written.components().count() == 1 && written.extension().is_none()
 }
 

@@ -76,7 +76,15 @@ pub struct Placement {
     pub stages: BTreeMap<String, StagePlacement>,
     /// Executor settings.
     pub runtime: RuntimeSettings,
+    /// Placements to move the stream to when this one stops keeping up, in order of
+    /// preference after it (`kplace run --budget`, docs/adapt.md): a name as written, to look
+    /// up as `--placement` does, or a path made relative to this file's directory.
+    pub alternatives: Vec<PathBuf>,
 }
+
+/// The most alternatives a placement may list (`alternatives:`, or `kplace run --adapt`):
+/// each is planned whole (slots, pools, workers) for the whole run.
+pub const MAX_ALTERNATIVES: usize = 7;
 
 /// Where one stage runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -351,7 +359,13 @@ impl Placement {
                 ),
             ));
         }
+        let alternatives = match file.alternatives {
+            None => Vec::new(),
+            Some(list) => alternatives(base, path, &file.name, list.value)
+                .map_err(|e| invalid(Some(list.referenced.line()), e))?,
+        };
         Ok(Placement {
+            alternatives,
             name: file.name,
             description: file.description,
             path: path.to_path_buf(),
@@ -385,6 +399,48 @@ impl Placement {
             .as_deref()
             .or_else(|| self.libraries.get(kind).map(PathBuf::as_path))
     }
+}
+
+/// The alternatives the placement named `own` in file `path` lists, checked: at most
+/// [`MAX_ALTERNATIVES`], each once, none empty or the placement itself (by name or by file); a
+/// path made relative to `base`, the file's directory.
+fn alternatives(
+    base: &Path,
+    path: &Path,
+    own: &str,
+    written: Vec<String>,
+) -> Result<Vec<PathBuf>, String> {
+    let stem = path.file_stem().and_then(|s| s.to_str());
+    if written.len() > MAX_ALTERNATIVES {
+        return Err(format!(
+            "alternatives lists {} placements; at most {MAX_ALTERNATIVES} (each is planned for \
+             the whole run)",
+            written.len()
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    written
+        .into_iter()
+        .map(|w| {
+            if w.trim().is_empty() {
+                return Err("alternatives: an entry is empty".to_string());
+            }
+            if w == own || Some(w.as_str()) == stem || base.join(&w) == path {
+                return Err(format!(
+                    "alternatives: {w} is this placement itself; list the others"
+                ));
+            }
+            if !seen.insert(w.clone()) {
+                return Err(format!("alternatives: {w} is listed twice"));
+            }
+            let path = PathBuf::from(&w);
+            Ok(if super::locate::is_name(&path) {
+                path
+            } else {
+                base.join(path)
+            })
+        })
+        .collect()
 }
 
 /// Environment variable naming a directory to search first for kplace's libraries.
@@ -452,6 +508,8 @@ struct PlacementFile {
     libraries: BTreeMap<String, Spanned<String>>,
     stages: BTreeMap<String, Spanned<StageEntry>>,
     runtime: Option<RuntimeFile>,
+    #[serde(default)]
+    alternatives: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]

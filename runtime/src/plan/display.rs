@@ -17,6 +17,16 @@ impl fmt::Display for Plan {
             self.placement.name,
             self.placement.path.display()
         )?;
+        if !self.placement.alternatives.is_empty() {
+            let listed: Vec<String> = (self.placement.alternatives.iter())
+                .map(|a| a.display().to_string())
+                .collect();
+            writeln!(
+                f,
+                "adapts to  {} (kplace run --budget moves the stream there)",
+                listed.join(", ")
+            )?;
+        }
         let dims: Vec<String> = g.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
         writeln!(f, "dims       {}", dims.join(" "))?;
         if let Some(cause) = &self.gpu_unusable {

@@ -197,3 +197,49 @@ fn errors_name_file_line_and_field() {
         .to_string();
     assert!(e.contains("pin_cores"), "{e}");
 }
+
+#[test]
+fn alternatives_are_names_or_paths_beside_the_file_each_once_and_bounded() {
+    let p = parse(
+        "name: t\nstages: {a: cpu}\nalternatives: [all-cpu-pinned, ../other/x.yaml, y.yaml]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        p.alternatives,
+        [
+            PathBuf::from("all-cpu-pinned"),
+            PathBuf::from("placements/../other/x.yaml"),
+            PathBuf::from("placements/y.yaml"),
+        ],
+        "a name is looked up later, as --placement does; a path is the file's neighbour"
+    );
+    assert!(
+        parse("name: t\nstages: {a: cpu}\n")
+            .unwrap()
+            .alternatives
+            .is_empty()
+    );
+    let refused = |list: &str, why: &str| {
+        let e = parse(&format!(
+            "name: t\nstages: {{a: cpu}}\nalternatives: {list}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("placements/test.yaml:3") && e.contains(why),
+            "{list}: {e}"
+        );
+    };
+    refused("[a, a]", "alternatives: a is listed twice");
+    refused("[b, t]", "alternatives: t is this placement itself");
+    refused("[test]", "alternatives: test is this placement itself");
+    refused(
+        "[test.yaml]",
+        "alternatives: test.yaml is this placement itself",
+    );
+    refused("[\"\"]", "alternatives: an entry is empty");
+    refused(
+        "[a, b, c, d, e, f, g, h]",
+        "alternatives lists 8 placements; at most 7",
+    );
+}

@@ -35,6 +35,14 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// Runs `args`, which must fail saying `why`.
+fn assert_refused(args: &[&str], why: &str) {
+    let out = run(args);
+    let log = text(&out);
+    assert!(!out.status.success(), "{args:?} ran:\n{log}");
+    assert!(log.contains(why), "{args:?}: {why} not in:\n{log}");
+}
+
 fn report(path: &Path) -> RunReport {
     let text = std::fs::read_to_string(path).unwrap();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
@@ -202,14 +210,8 @@ fn a_cpu_hog_mid_stream_loses_nothing_and_every_switch_has_its_evidence() {
 
 #[test]
 fn what_cannot_adapt_is_refused_naming_why() {
-    let refused = |args: &[&str], why: &str| {
-        let out = run(args);
-        let log = text(&out);
-        assert!(!out.status.success(), "{args:?} ran:\n{log}");
-        assert!(log.contains(why), "{args:?}: {why} not in:\n{log}");
-    };
-    refused(&["run", "--adapt", "all-cpu-pinned"], "--budget <DURATION>");
-    refused(
+    assert_refused(&["run", "--adapt", "all-cpu-pinned"], "--budget <DURATION>");
+    assert_refused(
         &[
             "run",
             "--adapt",
@@ -221,11 +223,11 @@ fn what_cannot_adapt_is_refused_naming_why() {
         ],
         "--adapt with --workers",
     );
-    refused(
+    assert_refused(
         &["run", "--adapt", "no-such-placement", "--budget", "5ms"],
         "no-such-placement",
     );
-    refused(
+    assert_refused(
         &["run", "--adapt", "all-cpu-pinned", "--budget", "0ms"],
         "longer than zero",
     );
@@ -341,23 +343,17 @@ fn a_placement_listing_alternatives_adapts_given_a_budget() {
         "{log}"
     );
 
-    let refused = |args: &[&str], why: &str| {
-        let out = run(args);
-        let log = text(&out);
-        assert!(!out.status.success(), "{args:?} ran:\n{log}");
-        assert!(log.contains(why), "{args:?}: {why} not in:\n{log}");
-    };
-    refused(
+    assert_refused(
         &["run", "--placement", "all-cpu", "--budget", "5ms"],
         "--budget judges a run that adapts: give --adapt PLACEMENT, or list alternatives:",
     );
     written("[no-such-placement]");
-    refused(
+    assert_refused(
         &["run", "--placement", placement, "--budget", "5ms"],
         "no-such-placement",
     );
     written("[adaptive.yaml]");
-    refused(
+    assert_refused(
         &["run", "--placement", placement, "--budget", "5ms"],
         "alternatives: adaptive.yaml is this placement itself",
     );

@@ -150,7 +150,7 @@ fn a_budget_no_frame_meets_moves_the_stream_on_with_every_frame_verified() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
     let svg = std::fs::read_to_string(&picture).unwrap();
-    for word in ["a frame run on all-cpu-pinned", "1 switches"] {
+    for word in ["a frame run on all-cpu-pinned", "1 switch"] {
         assert!(svg.contains(word), "{word} not in the picture");
     }
 }

@@ -101,9 +101,10 @@ pub fn write(path: &Path, trace: &Trace, budget_ms: Option<f64>) -> Result<(), P
         .max(1e-3)
         * 1.1;
     let title = format!(
-        "kplace run --adapt: post-frame latency of {} frames by the placement that ran them, {} switches",
+        "kplace run --adapt: post-frame latency of {} frames by the placement that ran them, {} switch{}",
         frames.len(),
-        switches.len()
+        switches.len(),
+        if switches.len() == 1 { "" } else { "es" }
     );
     let page = Page::new(&title, &[], &legend);
     draw_page(path, &page, |area| {

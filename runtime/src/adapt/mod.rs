@@ -52,8 +52,9 @@ impl std::fmt::Display for Adaptation {
             .collect();
         writeln!(
             f,
-            "adapted: {} switches against a {:.3} ms budget (late past {:.3} ms); frames per placement: {}; {} spilled to another placement for want of a slot",
+            "adapted: {} switch{} against a {:.3} ms budget (late past {:.3} ms); frames per placement: {}; {} spilled to another placement for want of a slot",
             self.switches.len(),
+            if self.switches.len() == 1 { "" } else { "es" },
             self.budget_ms,
             self.trigger_ms,
             ran.join(", "),

@@ -80,8 +80,11 @@ struct Gate {
     /// The number of the frame last admitted, and where it ran.
     last_frame: Option<u64>,
     last_at: Option<At>,
-    /// A GPU launch enqueued and not yet executed: its lane and sequence.
+    /// The GPU launch enqueued last, while no later launch has ended: its lane and sequence.
     on_device: Option<(usize, u64)>,
+    /// Per lane: the latest sequence whose GPU launch has executed. It may be heard before
+    /// the launch's enqueue is ([`Turnstile::done`]).
+    executed: Vec<Option<u64>>,
     /// The sequence of the launch admitted last.
     current_sequence: u64,
     /// What the launch admitted last is told.
@@ -111,6 +114,7 @@ impl Turnstile {
                 last_frame: None,
                 last_at: None,
                 on_device: None,
+                executed: vec![None; slots.len()],
                 current_sequence: 0,
                 current: Admission::default(),
                 counts: CarryCounts::default(),
@@ -145,20 +149,20 @@ impl Turnstile {
         let mut gate = self.gate();
         gate.running = false;
         gate.next += 1;
-        if on_device && let Some(at) = gate.last_at {
-            gate.on_device = Some((at.lane, gate.current_sequence));
-        }
+        gate.on_device = gate
+            .last_at
+            .filter(|_| on_device)
+            .map(|at| (at.lane, gate.current_sequence));
         self.admit_next(&mut gate)
     }
 
-    /// The GPU launch of frame `sequence` in `lane` has executed. Returns where the stage
-    /// runs next, if anywhere (a frame of another lane waits for this).
+    /// The GPU launch of frame `sequence` in `lane` has executed, and so has every earlier one
+    /// of the lane (each waited for the one before). Returns where the stage runs next, if
+    /// anywhere (a frame of another lane waits for this).
     pub(crate) fn executed(&self, lane: usize, sequence: u64) -> Option<At> {
         let mut gate = self.gate();
-        if gate.on_device != Some((lane, sequence)) {
-            return None;
-        }
-        gate.on_device = None;
+        let latest = &mut gate.executed[lane];
+        *latest = Some(latest.map_or(sequence, |s| s.max(sequence)));
         self.admit_next(&mut gate)
     }
 
@@ -192,7 +196,10 @@ impl Turnstile {
             let place = gate.places[found.lane][found.slot];
             match place {
                 Place::Ready { frame, .. } => {
-                    if gate.on_device.is_some_and(|(lane, _)| lane != found.lane) {
+                    let pending = |(lane, sequence): (usize, u64)| {
+                        lane != found.lane && gate.executed[lane].is_none_or(|e| e < sequence)
+                    };
+                    if gate.on_device.is_some_and(pending) {
                         return None;
                     }
                     gate.places[found.lane][found.slot] = Place::Away;
@@ -426,7 +433,6 @@ mod tests {
         assert_eq!(t.executed(0, 1), Some(lane(1, 0)));
         assert_eq!(t.admitted().from_lane, Some(0));
         assert_eq!(t.done(false), None);
-        assert_eq!(t.executed(0, 1), None, "an end is heard once");
         assert_eq!(
             t.ready(lane(0, 0), 3, 3),
             Some(lane(0, 0)),
@@ -436,10 +442,24 @@ mod tests {
         assert_eq!(t.counts().moves, 2);
     }
 
+    /// The driver may run a launch's completion before the worker that enqueued it says so:
+    /// the execution still counts.
+    #[test]
+    fn an_execution_heard_before_the_enqueue_ends_counts() {
+        let t = cycled(false, &[1, 1], None);
+        let lane = |lane, slot| At { lane, slot };
+        assert_eq!(t.ready(lane(0, 0), 0, 0), Some(lane(0, 0)));
+        assert_eq!(t.ready(lane(1, 0), 1, 1), None);
+        assert_eq!(t.executed(0, 0), None, "frame 0 has not been enqueued yet");
+        assert_eq!(t.done(true), Some(lane(1, 0)), "it has executed already");
+        assert_eq!(t.admitted().from_lane, Some(0));
+    }
+
     /// Frames end in a scrambled order, some partial, in random lanes, launches end late
-    /// (some on a GPU lane, executing later still): every complete frame is admitted once, in
-    /// sequence order, never two at a time, never in another lane before a GPU launch before
-    /// it has executed, and told where its carry comes from.
+    /// (some on a GPU lane, whose executions are heard late, or before their enqueue ends):
+    /// every complete frame is admitted once, in sequence order, never two at a time, never in
+    /// another lane before the GPU launch before it has executed, and told where its carry
+    /// comes from.
     #[test]
     fn scrambled_arrivals_are_admitted_in_sequence() {
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
@@ -449,7 +469,7 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        for _ in 0..200 {
+        for _ in 0..300 {
             let slots = 1 + random(4) as usize;
             let lanes = 1 + random(3) as usize;
             let gpu: Vec<bool> = (0..lanes).map(|_| random(2) == 0).collect();
@@ -461,12 +481,14 @@ mod tests {
             // earlier one have settled (delivered in order): admitted and ended, or skipped.
             let mut settled = vec![false; frames as usize];
             let mut arrived = 0u64;
-            let mut admitted = Vec::new();
+            let mut admitted: Vec<u64> = Vec::new();
             let mut running: Option<u64> = None;
-            let mut on_device: Option<u64> = None;
+            // GPU launches admitted whose execution has not been heard, and per lane the
+            // latest heard.
+            let mut unheard: Vec<u64> = Vec::new();
+            let mut heard: Vec<Option<u64>> = vec![None; lanes];
             let mut pending: Vec<u64> = Vec::new();
-            let mut last_lane: Option<usize> = None;
-            while settled.iter().any(|s| !s) || on_device.is_some() {
+            while settled.iter().any(|s| !s) || !unheard.is_empty() {
                 let delivered = settled.iter().take_while(|s| **s).count() as u64;
                 while arrived < frames && arrived < delivered + slots as u64 {
                     pending.push(arrived);
@@ -480,14 +502,15 @@ mod tests {
                 let got = if pick == pending.len() {
                     let Some(s) = running.take() else { continue };
                     settled[s as usize] = true;
-                    let lane = lane_of[s as usize];
-                    if gpu[lane] {
-                        on_device = Some(s);
-                    }
-                    t.done(gpu[lane])
+                    t.done(gpu[lane_of[s as usize]])
                 } else if pick > pending.len() {
-                    let Some(s) = on_device.take() else { continue };
-                    t.executed(lane_of[s as usize], s)
+                    if unheard.is_empty() {
+                        continue;
+                    }
+                    let s = unheard.swap_remove(random(unheard.len() as u64) as usize);
+                    let lane = lane_of[s as usize];
+                    heard[lane] = heard[lane].max(Some(s));
+                    t.executed(lane, s)
                 } else {
                     let s = pending.swap_remove(pick);
                     if partial[s as usize] {
@@ -502,15 +525,20 @@ mod tests {
                     let told = t.admitted();
                     let frame = told.frame;
                     assert_eq!(place, at(frame), "the frame's own lane and slot");
-                    if let Some(s) = on_device {
-                        assert_eq!(
-                            lane_of[s as usize], place.lane,
-                            "admitted in another lane while a GPU launch is on its device"
+                    let before = admitted.last().map(|&p| (p, lane_of[p as usize]));
+                    if let Some((p, lane)) = before.filter(|&(_, l)| gpu[l] && l != place.lane) {
+                        assert!(
+                            heard[lane] >= Some(p),
+                            "admitted in another lane before the GPU launch before it executed"
                         );
                     }
-                    let moved = last_lane.filter(|&l| l != place.lane && !told.fresh);
+                    let moved = before
+                        .map(|(_, l)| l)
+                        .filter(|&l| l != place.lane && !told.fresh);
                     assert_eq!(told.from_lane, moved);
-                    last_lane = Some(place.lane);
+                    if gpu[place.lane] {
+                        unheard.push(frame);
+                    }
                     running = Some(frame);
                     admitted.push(frame);
                 }

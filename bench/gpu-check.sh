@@ -527,7 +527,7 @@ adapt_stateful() {
         rc=$?
         jsonl "$GC_SCRATCH/results/adapt.jsonl" \
             "case=$(str "filtered beamformer, $from adapting to $to: the FIR's carry moves")" \
-            'pipelines=1' "rc=$rc" "base=$(str "adapt/fir-$from-$to")" 'cpi="4x64x8"' 'carry=true'
+            'pipelines=1' "rc=$rc" "base=$(str "adapt/fir-$from-$to")" 'cpi="4x64x8"' 'rate=null' 'carry=true'
         log "adapt filtered beamformer $from -> $to: rc $rc"
     done
 }

@@ -35,6 +35,26 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// `kplace run` of 100 frames with `extra` against a budget no frame meets (windows of 8),
+/// which must succeed, reporting to `report`; returns what it printed.
+fn run_forced(extra: &[&str], report: &Path) -> String {
+    let mut args = vec![
+        "run",
+        "--frames",
+        "100",
+        "--budget",
+        "1us",
+        "--adapt-window",
+        "8",
+    ];
+    args.extend_from_slice(extra);
+    args.extend(["--report", report.to_str().unwrap()]);
+    let out = run(&args);
+    let log = text(&out);
+    assert!(out.status.success(), "{args:?}: {log}");
+    log
+}
+
 /// Runs `args`, which must fail saying `why`.
 fn assert_refused(args: &[&str], why: &str) {
     let out = run(args);
@@ -308,21 +328,7 @@ fn a_placement_listing_alternatives_adapts_given_a_budget() {
     };
     written("[all-cpu-pinned]");
     let placement = placement.to_str().unwrap();
-    let out = run(&[
-        "run",
-        "--frames",
-        "100",
-        "--placement",
-        placement,
-        "--budget",
-        "1us",
-        "--adapt-window",
-        "8",
-        "--report",
-        report_path.to_str().unwrap(),
-    ]);
-    let log = text(&out);
-    assert!(out.status.success(), "{log}");
+    let log = run_forced(&["--placement", placement], &report_path);
     assert!(log.contains("verification PASSED: 100/100"), "{log}");
     let a = report(&report_path).adaptation.expect("adapted");
     assert_eq!(a.placements, ["adaptive", "all-cpu-pinned"]);
@@ -357,4 +363,37 @@ fn a_placement_listing_alternatives_adapts_given_a_budget() {
         &["run", "--placement", placement, "--budget", "5ms"],
         "alternatives: adaptive.yaml is this placement itself",
     );
+}
+
+/// With several pipelines, in threads or in processes, each adapts on its own: every frame of
+/// each verified, each report with its own switches.
+#[test]
+fn several_pipelines_each_adapt_on_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in ["thread", "process"] {
+        let report_path = dir.path().join(format!("{mode}.json"));
+        let args = [
+            "--pipelines",
+            "2",
+            "--pipeline-mode",
+            mode,
+            "--adapt",
+            "all-cpu-pinned",
+        ];
+        let log = run_forced(&args, &report_path);
+        assert!(
+            log.contains("verification PASSED: 2/2 pipelines passed"),
+            "{log}"
+        );
+        let json = std::fs::read_to_string(&report_path).unwrap();
+        let multi: kplace::report::run::MultiRunReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(multi.pipelines.len(), 2);
+        for entry in &multi.pipelines {
+            let r = entry.report().expect("the pipeline ran");
+            assert_eq!((r.frames, r.dropped_frames), (100, 0), "{mode}");
+            let a = r.adaptation.as_ref().expect("each pipeline adapts");
+            assert_consistent(a, 100, 0.001);
+            assert_eq!(a.switches.len(), 1, "{mode}: {a}");
+        }
+    }
 }

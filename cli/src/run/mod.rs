@@ -260,9 +260,6 @@ impl RunArgs {
                     "parameters cannot change while the run switches placements",
                 )?;
             }
-            if self.pipelines > 1 {
-                refuse("--pipelines", "one pipeline adapts at a time for now")?;
-            }
             if self.ingest_only {
                 refuse("--ingest-only", "nothing is processed to adapt")?;
             }

@@ -149,9 +149,10 @@ pub struct BisectArgs {
     #[arg(long, value_enum, default_value = "thread")]
     pipeline_mode: ModeArg,
     /// Also search a system that switches between the placements given while the stream runs
-    /// (`kplace run --adapt`, the first placement preferred, the others in the order given),
-    /// judged against each trial's latency budget; its trials alternate with the fixed
-    /// placements' (docs/adapt.md).
+    /// (`kplace run --adapt`, the first placement preferred, the others in the order given;
+    /// one placement given: it, then the `alternatives:` its file lists), judged against each
+    /// trial's latency budget; its trials alternate with the fixed placements'
+    /// (docs/adapt.md).
     #[arg(long)]
     adapt: bool,
     /// A co-tenant beside every search: `none`, `gpu-hog` (an SGEMM loop on GPU 0, in its own

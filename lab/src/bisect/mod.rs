@@ -87,6 +87,9 @@ pub enum BisectError {
     /// The search's settings are invalid.
     #[error("invalid search: {0}")]
     Search(String),
+    /// A placement file could not be read, or lists an alternative that cannot be found.
+    #[error("{0}")]
+    Placement(String),
     /// A bound could not be measured.
     #[error("bounds at {shape}: {why}")]
     Bounds {

@@ -1,6 +1,9 @@
 //! The systems a sweep searches, set up before its first trial: kplace placements (the files
 //! its placement paths name) or another receiver's command, each with its name in the table.
 //!
+//! With `--adapt`, one system more switches between the placements given, or between the one
+//! given and the `alternatives:` its file lists.
+//!
 //! Guarantees: a placement path that names nothing, or paths that name no placement file, are
 //! refused before anything runs; a placement is planned ([`plan_for`]) before its searches, so
 //! that one that cannot run here is skipped with the planner's reason, never failing trials.
@@ -33,8 +36,10 @@ impl System {
             }],
             Systems::Placements(paths) => {
                 let files = placement_files(paths)?;
-                let adaptive =
-                    (config.adapt && files.len() > 1).then(|| System::Adaptive(files.clone()));
+                let adaptive = match config.adapt {
+                    true => adaptive_order(&files, &config.graph)?.map(System::Adaptive),
+                    false => None,
+                };
                 files
                     .into_iter()
                     .map(System::Placement)
@@ -120,6 +125,26 @@ fn placement_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, BisectError> {
     Ok(files)
 }
 
+/// The placements a system that adapts switches between, the first preferred: `files`, when
+/// there are several, else the one file and the `alternatives:` it lists (found as
+/// `--placement` finds a name, beside `graph`); `None` when that makes one placement.
+fn adaptive_order(files: &[PathBuf], graph: &Path) -> Result<Option<Vec<PathBuf>>, BisectError> {
+    let [only] = files else {
+        return Ok((files.len() > 1).then(|| files.to_vec()));
+    };
+    let listed = Placement::load(only)
+        .map_err(|e| BisectError::Placement(e.to_string()))?
+        .alternatives;
+    let mut order = vec![only.clone()];
+    for written in &listed {
+        let found = kplace::model::locate::placement(written, graph).map_err(|e| {
+            BisectError::Placement(format!("{}: alternatives: {e}", only.display()))
+        })?;
+        order.push(found);
+    }
+    Ok((order.len() > 1).then_some(order))
+}
+
 /// A placement's name in the table: its file stem.
 fn placement_name(path: &Path) -> String {
     path.file_stem()
@@ -154,4 +179,45 @@ fn with_causes(error: &dyn std::error::Error) -> String {
         cause = e.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Several placements adapt between themselves; one adapts between itself and the
+    /// alternatives its file lists, found by name beside the graph or by path beside the file.
+    #[test]
+    fn a_system_that_adapts_takes_the_placements_given_or_the_ones_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph = dir.path().join("graph.yaml");
+        std::fs::write(&graph, "").unwrap();
+        let placements = dir.path().join("placements");
+        std::fs::create_dir(&placements).unwrap();
+        let write = |name: &str, text: &str| {
+            let path = placements.join(name);
+            std::fs::write(&path, format!("name: {name}\nstages: {{a: cpu}}\n{text}")).unwrap();
+            path
+        };
+        let (one, two) = (write("one.yaml", ""), write("two.yaml", ""));
+        let listing = write("listing.yaml", "alternatives: [two, one.yaml]\n");
+        assert_eq!(
+            adaptive_order(&[one.clone(), two.clone()], &graph).unwrap(),
+            Some(vec![one.clone(), two.clone()])
+        );
+        assert_eq!(
+            adaptive_order(std::slice::from_ref(&one), &graph).unwrap(),
+            None
+        );
+        assert_eq!(
+            adaptive_order(std::slice::from_ref(&listing), &graph).unwrap(),
+            Some(vec![listing.clone(), two, one])
+        );
+        let missing = write("missing.yaml", "alternatives: [nowhere]\n");
+        let e = adaptive_order(&[missing], &graph).unwrap_err().to_string();
+        assert!(
+            e.contains("missing.yaml: alternatives:") && e.contains("nowhere"),
+            "{e}"
+        );
+    }
 }

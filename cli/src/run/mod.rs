@@ -374,34 +374,26 @@ impl RunArgs {
     /// The placements to move the stream between (--adapt's, else the `alternatives:` the
     /// placement lists) and the rule that switches between them; none without --budget.
     fn adaptation(&self) -> anyhow::Result<Option<Adapt>> {
-        let graph = super::args::graph_file(&self.graph.graph)?;
-        let written = if self.adapt.is_empty() {
-            let preferred = super::args::placement_file(&self.graph.placement, &graph)?;
-            let listed = Placement::load(&preferred)?.alternatives;
-            match (self.budget, listed.is_empty()) {
-                (None, false) => tracing::info!(
-                    "kplace run: placement {} lists alternatives; give --budget to move the \
-                     stream between them",
-                    preferred.display()
-                ),
-                (Some(_), true) => bail!(
-                    "--budget judges a run that adapts: give --adapt PLACEMENT, or list \
-                     alternatives: in placement {}",
-                    preferred.display()
-                ),
-                _ => {}
-            }
-            listed
-        } else {
-            self.adapt.clone()
-        };
         let Some(budget) = self.budget else {
             return Ok(None);
         };
-        let alternatives = written
-            .iter()
-            .map(|p| super::args::placement_file(p, &graph))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let graph = super::args::graph_file(&self.graph.graph)?;
+        let alternatives = if self.adapt.is_empty() {
+            let preferred = super::args::placement_file(&self.graph.placement, &graph)?;
+            let listed = Placement::load(&preferred)?.alternative_files(&graph)?;
+            if listed.is_empty() {
+                bail!(
+                    "--budget judges a run that adapts: give --adapt PLACEMENT, or list \
+                     alternatives: in placement {}",
+                    preferred.display()
+                );
+            }
+            listed
+        } else {
+            (self.adapt.iter())
+                .map(|p| super::args::placement_file(p, &graph))
+                .collect::<anyhow::Result<Vec<_>>>()?
+        };
         let rule = Rule {
             trigger: self.adapt_trigger,
             window: self.adapt_window,

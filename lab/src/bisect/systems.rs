@@ -134,14 +134,9 @@ fn adaptive_order(files: &[PathBuf], graph: &Path) -> Result<Option<Vec<PathBuf>
     };
     let listed = Placement::load(only)
         .map_err(|e| BisectError::Placement(e.to_string()))?
-        .alternatives;
-    let mut order = vec![only.clone()];
-    for written in &listed {
-        let found = kplace::model::locate::placement(written, graph).map_err(|e| {
-            BisectError::Placement(format!("{}: alternatives: {e}", only.display()))
-        })?;
-        order.push(found);
-    }
+        .alternative_files(graph)
+        .map_err(|e| BisectError::Placement(format!("{}: alternatives: {e}", only.display())))?;
+    let order: Vec<PathBuf> = std::iter::once(only.clone()).chain(listed).collect();
     Ok((order.len() > 1).then_some(order))
 }
 

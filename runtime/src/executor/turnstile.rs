@@ -97,6 +97,8 @@ pub(crate) struct Turnstile {
     carry: PlannedCarry,
     /// Frames per cycle of a recording replayed in cycles.
     cycle: Option<u64>,
+    /// Whether the run has other lanes, whose frames may wait for a GPU launch to execute.
+    several: bool,
     gate: Mutex<Gate>,
 }
 
@@ -107,6 +109,7 @@ impl Turnstile {
         Turnstile {
             carry,
             cycle: cycle.filter(|&n| n > 0),
+            several: slots.len() > 1,
             gate: Mutex::new(Gate {
                 next: 0,
                 running: false,
@@ -160,6 +163,10 @@ impl Turnstile {
     /// of the lane (each waited for the one before). Returns where the stage runs next, if
     /// anywhere (a frame of another lane waits for this).
     pub(crate) fn executed(&self, lane: usize, sequence: u64) -> Option<At> {
+        // With one lane nothing waits for this: no lock on every frame's callback.
+        if !self.several {
+            return None;
+        }
         let mut gate = self.gate();
         let latest = &mut gate.executed[lane];
         *latest = Some(latest.map_or(sequence, |s| s.max(sequence)));

@@ -387,6 +387,14 @@ impl Placement {
         })
     }
 
+    /// The files of [`alternatives`](Self::alternatives), in order: a name found as
+    /// `--placement` finds one, beside the graph file `graph`; a path as it is.
+    pub fn alternative_files(&self, graph: &Path) -> Result<Vec<PathBuf>, super::locate::NotFound> {
+        (self.alternatives.iter())
+            .map(|written| super::locate::placement(written, graph))
+            .collect()
+    }
+
     /// The library file to load for `stage`: its own, else its device kind's, else `None`
     /// (the planner then uses the default library for the kind).
     pub fn library_for<'a>(&'a self, stage: &'a StagePlacement) -> Option<&'a Path> {

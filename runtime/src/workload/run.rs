@@ -226,6 +226,14 @@ impl PreparedRun {
         mps: &dyn Fn() -> RunMps,
     ) -> Result<PipelineOutcome, PipelineError> {
         let (graph, placement) = self.prepared.load()?;
+        if self.run.adapt.is_none() && !placement.alternatives.is_empty() && index.unwrap_or(0) == 0
+        {
+            tracing::info!(
+                "kplace run: placement {} lists alternatives; give --budget to move the stream \
+                 between them",
+                placement.path.display()
+            );
+        }
         let mut plans = vec![Plan::new(graph, placement).map_err(Box::new)?];
         for path in self.run.adapt.iter().flat_map(|a| &a.alternatives) {
             let (graph, placement) = self.prepared.load_as(path)?;

@@ -216,6 +216,7 @@ impl BisectArgs {
     /// The sweep these options describe, checked ([`BisectConfig::check`]) and its shapes and
     /// workload resolved ([`BisectConfig::resolve_workload`]).
     pub(crate) fn config(self) -> anyhow::Result<BisectConfig> {
+        kplace::report::output::file_only(&self.out, "--out")?;
         let mps = BisectConfig::mps_setting(self.mps == MpsMode::On, self.mps_threads)?;
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;

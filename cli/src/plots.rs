@@ -23,6 +23,9 @@ pub struct PlotArgs {
 
 /// Reads every file, writes the plots, prints their paths.
 pub fn main(args: PlotArgs) -> Result<ExitCode> {
+    if let Some(dir) = &args.out {
+        kplace::report::output::file_only(dir, "--out")?;
+    }
     let files = args
         .results
         .iter()

@@ -35,8 +35,7 @@ pub struct ManArgs {
 pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
     let mut command = crate::Cli::command();
     command.build();
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
+    kplace::os::write::create_dir_all(&args.dir).context("kplace man")?;
     let mut pages = vec![("kplace".to_string(), command.clone())];
     for sub in command
         .get_subcommands()
@@ -56,7 +55,8 @@ pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
         clap_mangen::Man::new(page)
             .render(&mut text)
             .with_context(|| format!("rendering {name}(1)"))?;
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        kplace::os::write::write_whole(&path, kplace::os::write::Kind::File, &text)
+            .context("kplace man")?;
     }
     println!("man pages written to {}", args.dir.display());
     Ok(ExitCode::SUCCESS)

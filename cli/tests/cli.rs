@@ -927,6 +927,12 @@ fn a_cpi_beyond_memory_is_refused_before_allocating() {
 /// names what failed), and exits 1; and no output is left truncated under its name.
 #[test]
 fn an_output_that_cannot_be_written_costs_only_itself() {
+    // Never on a machine whose /dev/full is missing or not the device: the run would write a
+    // regular file there.
+    if let Err(why) = kplace_testkit::devices::dev_full() {
+        eprintln!("skipped: {why}");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
     let trace = dir.path().join("t.json");
@@ -969,6 +975,10 @@ fn an_output_that_cannot_be_written_costs_only_itself() {
     );
     assert_eq!(value["verification"]["passed"], true);
     assert!(trace.exists(), "the other outputs are complete");
+    assert!(
+        kplace_testkit::devices::is_char_device(std::path::Path::new("/dev/full")),
+        "/dev/full is still the device"
+    );
     let names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -64,11 +64,13 @@ fn child_pipelines_report_and_a_child_that_never_gets_ready_is_named() {
                 command: writes,
                 report: report.clone(),
                 ready: None,
+                outputs: Vec::new(),
             },
             ChildPipeline {
                 command: silent,
                 report: dir.path().join("none.json"),
                 ready: None,
+                outputs: Vec::new(),
             },
         ],
         None,
@@ -84,6 +86,7 @@ fn child_pipelines_report_and_a_child_that_never_gets_ready_is_named() {
         command: Command::new("true"),
         report: dir.path().join("x.json"),
         ready: Some(dir.path().join("x.ready")),
+        outputs: Vec::new(),
     };
     let e = in_processes(vec![never], None, Duration::from_secs(30)).unwrap_err();
     assert!(
@@ -91,4 +94,42 @@ fn child_pipelines_report_and_a_child_that_never_gets_ready_is_named() {
             .starts_with("pipeline 0 did not start: it exited"),
         "{e}"
     );
+}
+
+/// The case: a process-mode child killed with SIGKILL left its `.NAME.PID.XXXXXX.tmp`
+/// files beside its outputs. Once it is reaped, the parent removes them (its own only: another
+/// process's temporary file beside the same output stays).
+#[test]
+fn a_killed_childs_temporary_files_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let sinks = dir.path().join("p0");
+    std::fs::create_dir(&sinks).unwrap();
+    let detections = dir.path().join("det.p0.txt");
+    let others = dir.path().join(".det.p0.txt.1.abcdef.tmp");
+    std::fs::write(&others, "another process's").unwrap();
+    let mut killed = Command::new("sh");
+    killed.arg("-c").arg(format!(
+        "touch {dir}/.det.p0.txt.$$.abcdef.tmp {sinks}/.beams.npy.$$.qwerty.tmp; kill -9 $$",
+        dir = dir.path().display(),
+        sinks = sinks.display()
+    ));
+    let outcomes = in_processes(
+        vec![ChildPipeline {
+            command: killed,
+            report: dir.path().join("r.json"),
+            ready: None,
+            outputs: vec![detections, sinks.clone()],
+        }],
+        None,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert!(!outcomes[0].status.success());
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .chain(std::fs::read_dir(&sinks).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".det.p0.txt.1.abcdef.tmp", "p0"], "{left:?}");
 }

@@ -7,6 +7,7 @@
 //! - [`process`]: child processes with a limit on every wait, killed when a test ends.
 //! - [`clib`]: the runtime's C test kernels, built now, and their frames and results.
 //! - [`abi`] and [`spectrogram`]: a kernel library driven through the ABI as the runtime does.
+//! - [`devices`]: `/dev/full` where it is one, and device nodes made for a test.
 //! - [`gpu`]: the GPU tests' one skip-or-fail rule (`KPLACE_REQUIRE_GPU`).
 //! - [`report`]: well-formed run reports for the readers' tests.
 //! - [`npy`]: `.npy` files as NumPy writes them.
@@ -17,6 +18,7 @@
 
 pub mod abi;
 pub mod clib;
+pub mod devices;
 pub mod gpu;
 pub mod npy;
 pub mod process;

@@ -213,18 +213,13 @@ impl RunArgs {
         }
         if let Some(path) = &self.ready_file {
             // Written only once the receiver takes packets: a sender waiting for it would wait
-            // in vain, so a directory that is not there fails now.
-            let dir = path
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            if !dir.is_dir() {
-                bail!(
-                    "--ready-file {}: the directory {} does not exist: create it first",
-                    path.display(),
-                    dir.display()
-                );
-            }
+            // in vain, so a name it cannot be written to fails now.
+            output::file_only(path, "--ready-file")?;
+            kplace::report::ready::check(path)
+                .with_context(|| format!("--ready-file {}", path.display()))?;
+        }
+        if let Some(dir) = &self.write_sinks {
+            output::file_only(dir, "--write-sinks")?;
         }
         let outputs = self.outputs();
         if outputs

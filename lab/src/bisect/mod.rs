@@ -73,6 +73,9 @@ pub enum BisectError {
         /// The system's error, in the message (so not the error's source as well).
         error: std::io::Error,
     },
+    /// A file could not be written where it was asked for (see [`kplace::os::write`]).
+    #[error(transparent)]
+    Place(#[from] kplace::os::write::WriteError),
     /// The MPS daemon could not be started.
     #[error("--mps on: {0}")]
     Mps(#[from] crate::mps::MpsError),
@@ -225,11 +228,7 @@ pub fn run(
         }
     };
     let systems = System::all(config)?;
-    fs::create_dir_all(&config.out).map_err(|source| BisectError::Io {
-        action: "create",
-        path: config.out.clone(),
-        error: source,
-    })?;
+    kplace::os::write::create_dir_all(&config.out)?;
     let ctx = Trials {
         exe,
         config,
@@ -312,11 +311,11 @@ pub fn run(
     };
     let json = config.out.join("bisect-rate.json");
     let text = serde_json::to_string_pretty(&file)?;
-    fs::write(&json, text + "\n").map_err(|source| BisectError::Io {
-        action: "write",
-        path: json.clone(),
-        error: source,
-    })?;
+    kplace::os::write::write_whole(
+        &json,
+        kplace::os::write::Kind::File,
+        (text + "\n").as_bytes(),
+    )?;
     let plots = crate::plots::write_all(std::slice::from_ref(&file), &config.out)?;
     Ok(Sweep {
         file,

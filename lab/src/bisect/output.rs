@@ -265,11 +265,7 @@ pub(super) fn write_csv(
     config: &BisectConfig,
 ) -> Result<(), BisectError> {
     let path = out.join(format!("trials-{name}-{frame}-{repeat}.csv"));
-    let file = fs::File::create(&path).map_err(|source| BisectError::Io {
-        action: "create",
-        path: path.clone(),
-        error: source,
-    })?;
+    let file = kplace::os::write::WholeFile::create(&path, kplace::os::write::Kind::File)?;
     let csv_error = |source| BisectError::Csv {
         path: path.clone(),
         error: source,
@@ -343,11 +339,12 @@ pub(super) fn write_csv(
         ])
         .map_err(csv_error)?;
     }
-    csv.flush().map_err(|source| BisectError::Io {
+    let file = csv.into_inner().map_err(|e| BisectError::Io {
         action: "write",
         path: path.clone(),
-        error: source,
-    })
+        error: e.into_error(),
+    })?;
+    Ok(file.commit()?)
 }
 
 /// The CPU's model name, from `/proc/cpuinfo`.

@@ -209,7 +209,8 @@ where
 }
 
 /// Writes the page to `path` as an SVG: title block, legend panel, and the chart that
-/// `chart` draws into the area left.
+/// `chart` draws into the area left. The picture is drawn in memory and written whole
+/// ([`kplace::os::write`]): never half a picture, never onto anything but a regular file.
 pub fn draw_page(
     path: &Path,
     page: &Page<'_>,
@@ -223,8 +224,9 @@ pub fn draw_page(
         .flat_map(|n| wrap(n, width, NOTE_FONT))
         .collect();
     let title_height = 12 + 24 * title_lines.len() as u32 + 17 * note_lines.len() as u32 + 8;
-    let root =
-        SVGBackend::new(path, (page.width, title_height + page.body_height)).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (page.width, title_height + page.body_height))
+        .into_drawing_area();
     let draw = || -> Result<(), DrawError> {
         root.fill(&WHITE)?;
         let (head, body) = root.split_vertically(title_height);
@@ -251,10 +253,14 @@ pub fn draw_page(
         root.present()?;
         Ok(())
     };
-    draw().map_err(|DrawError(message)| PlotError::Draw {
+    let drawn = draw();
+    drop(root);
+    drawn.map_err(|DrawError(message)| PlotError::Draw {
         path: path.to_path_buf(),
         message,
-    })
+    })?;
+    kplace::os::write::write_whole(path, kplace::os::write::Kind::File, svg.as_bytes())?;
+    Ok(())
 }
 
 /// Draws the legend rows top-down in a box filling the panel's width.

@@ -55,14 +55,11 @@ pub use read::read_results;
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
     /// The output directory could not be created.
-    #[error("creating the plot directory {}: {source}", path.display())]
-    Directory {
-        /// The directory.
-        path: PathBuf,
-        /// The system's reason.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("creating the plot directory: {0}")]
+    Directory(kplace::os::write::WriteError),
+    /// A plot could not be written where it was asked for.
+    #[error(transparent)]
+    Place(#[from] kplace::os::write::WriteError),
     /// The SVG backend failed.
     #[error("writing plot {}: {message}", path.display())]
     Draw {
@@ -112,10 +109,7 @@ pub const FILES: [&str; 5] = [
 /// Writes the five plots of `files`' searches (merged, in order) into `out` (created if
 /// needed) and returns their paths.
 pub fn write_all(files: &[SweepFile], out: &Path) -> Result<Vec<PathBuf>, PlotError> {
-    std::fs::create_dir_all(out).map_err(|source| PlotError::Directory {
-        path: out.to_path_buf(),
-        source,
-    })?;
+    kplace::os::write::create_dir_all(out).map_err(PlotError::Directory)?;
     let sweep = Sweep::new(files);
     let paths: Vec<PathBuf> = FILES.iter().map(|f| out.join(f)).collect();
     latency::write(&paths[0], &sweep)?;

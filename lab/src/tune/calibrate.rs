@@ -110,6 +110,9 @@ pub fn graph_identity(graph: &Graph) -> String {
 /// Why a calibration failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
+    /// A file could not be written where it was asked for (see [`kplace::os::write`]).
+    #[error(transparent)]
+    Place(#[from] kplace::os::write::WriteError),
     /// A file could not be read or written.
     #[error("cannot {action} {}: {error}", path.display())]
     Io {
@@ -630,12 +633,14 @@ impl Store {
             path: path.clone(),
             error: source,
         };
-        fs::create_dir_all(&self.dir).map_err(|e| io("create the directory of", e))?;
+        kplace::os::write::create_dir_all(&self.dir)?;
         let text = serde_json::to_string_pretty(calibration)
             .map_err(|e| io("write", std::io::Error::other(e)))?;
-        let partial = path.with_extension("json.partial");
-        fs::write(&partial, text + "\n").map_err(|e| io("write", e))?;
-        fs::rename(&partial, &path).map_err(|e| io("write", e))?;
+        kplace::os::write::write_whole(
+            &path,
+            kplace::os::write::Kind::File,
+            (text + "\n").as_bytes(),
+        )?;
         Ok(path)
     }
 }

@@ -258,22 +258,14 @@ pub fn prove(
     gpu: u32,
     dir: &Path,
 ) -> Result<Vec<Proven>, BisectError> {
-    std::fs::create_dir_all(dir).map_err(|source| BisectError::Io {
-        action: "create",
-        path: dir.to_path_buf(),
-        error: source,
-    })?;
+    kplace::os::write::create_dir_all(dir)?;
     let mut paths = Vec::new();
     let mut all = config.clone();
     for &index in chosen {
         let p = &predicted[index];
         let path = dir.join(format!("{}.yaml", p.label));
         let text = p.candidate.placement_yaml(graph, &p.label, gpu, libraries);
-        std::fs::write(&path, text).map_err(|source| BisectError::Io {
-            action: "write",
-            path: path.clone(),
-            error: source,
-        })?;
+        kplace::os::write::write_whole(&path, kplace::os::write::Kind::File, text.as_bytes())?;
         all.start_rates
             .insert(path.clone(), p.prediction.rate.max(1.0));
         paths.push(path);

@@ -1,29 +1,10 @@
 //! Files a user names. Reading one whole, with a bound: `/dev/zero`, a FIFO or a file still
 //! growing never fills memory. At most `limit` bytes are read; a file that holds more is an
-//! error that names it and the limit, and nothing past the limit is kept. Writing one whole
-//! or not at all: [`create_beside`] makes the temporary file to write it in, which is then
-//! renamed onto its name (`NamedTempFile::persist`) once complete.
+//! error that names it and the limit, and nothing past the limit is kept. Writing one is
+//! [`super::write`]'s.
 
 use std::io::{self, Read};
 use std::path::Path;
-
-/// A temporary file in `path`'s directory (`.NAME.XXXXXX.tmp`), to be renamed onto `path` once
-/// complete, so that `path` is never seen half-written. Its mode is what `File::create` would
-/// give (readable by others unless the umask says not), not a temporary file's 0600.
-pub fn create_beside(path: &Path) -> io::Result<tempfile::NamedTempFile> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
-    tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-        .tempfile_in(dir)
-}
 
 /// Reads `path` as UTF-8 text of at most `limit` bytes; more is an error of kind
 /// `InvalidData` naming the file and the limit (as is text that is not UTF-8).

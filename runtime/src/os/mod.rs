@@ -2,7 +2,8 @@
 //!
 //! - [`affinity`]: CPU sets, thread pinning and confining a child to cores.
 //! - [`files`]: reading a file a user names whole, with a bound (`/dev/zero` never fills
-//!   memory), and writing one whole or not at all.
+//!   memory).
+//! - [`write`]: writing one whole or not at all, never onto anything but a regular file.
 //! - [`process`]: signals to children, dying with the parent, a reaped child's CPU time, the
 //!   calling thread's nice value, SIGPIPE's disposition.
 //!
@@ -16,6 +17,7 @@
 pub mod affinity;
 pub mod files;
 pub mod process;
+pub mod write;
 
 pub use affinity::{
     AffinityGuard, CpuSet, CpuSetError, confine_current_thread, pin_current_thread,

@@ -2,11 +2,13 @@
 //! run starts, so a path that cannot be written fails at once and loses no run.
 //!
 //! Guarantees, for every output a run writes ([`OutputFile`]):
-//! - **Whole or absent.** A file is written under a temporary name beside its own and renamed
-//!   into place once complete ([`OutputFile::commit`]), so a run that fails, a full disk or a
-//!   vanished directory never leaves a truncated file under the name asked for. An existing
-//!   FIFO or device (`/dev/stdout`, a pipe to `kplace verify`) is written directly, as is a
-//!   progress log that is there to be watched ([`OutputFile::live`]).
+//! - **Whole or absent.** A file is written as a [`WholeFile`]: under a temporary name beside
+//!   its own, renamed into place once complete ([`OutputFile::commit`]), so a run that fails, a
+//!   full disk or a vanished directory never leaves a truncated file under the name asked for,
+//!   and nothing but a regular file is ever replaced. An existing FIFO or character device
+//!   (`/dev/stdout`, a pipe to `kplace verify`) is written directly, as is a progress log that
+//!   is there to be watched ([`OutputFile::live`]); a directory, socket or block device is
+//!   refused when the output is opened.
 //! - **A failed output costs only itself.** A write that fails is kept, not returned: the run
 //!   goes on, that output's later writes are dropped, and its commit reports the error, so the
 //!   run's report still says everything else it measured.
@@ -16,7 +18,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tempfile::NamedTempFile;
+use crate::os::write::{self, Kind, WholeFile, WriteError};
 
 /// Whether `path` names standard output.
 pub fn is_stdout(path: &Path) -> bool {
@@ -37,10 +39,10 @@ pub fn file_only(path: &Path, option: &str) -> Result<(), OutputError> {
 
 /// Where an output's bytes go.
 enum Target {
-    /// A temporary file beside the output's path, renamed onto it when complete.
-    Temp(BufWriter<NamedTempFile>),
-    /// The path itself: a FIFO, a device, or a live log.
-    Direct(BufWriter<File>),
+    /// A file written whole: a temporary file renamed onto the path, or a FIFO or device.
+    Whole(BufWriter<WholeFile>),
+    /// A live log, written in place as the run goes.
+    Live(BufWriter<File>),
     /// Standard output.
     Stdout(BufWriter<io::Stdout>),
 }
@@ -48,8 +50,8 @@ enum Target {
 impl Target {
     fn writer(&mut self) -> &mut dyn Write {
         match self {
-            Target::Temp(w) => w,
-            Target::Direct(w) => w,
+            Target::Whole(w) => w,
+            Target::Live(w) => w,
             Target::Stdout(w) => w,
         }
     }
@@ -87,18 +89,21 @@ impl OutputFile {
     }
 
     fn open(path: &Path, what: &'static str, live: bool) -> Result<OutputFile, OutputError> {
-        let cannot = |source| OutputError::Create {
+        let cannot = |cause| OutputError::Create {
             what,
             path: path.to_path_buf(),
-            source,
+            cause,
         };
         let target = if is_stdout(path) {
             Target::Stdout(BufWriter::new(io::stdout()))
-        } else if live || std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-            Target::Direct(BufWriter::new(File::create(path).map_err(cannot)?))
+        } else if live {
+            Target::Live(BufWriter::new(
+                write::open_in_place(path, Kind::Stream).map_err(cannot)?,
+            ))
         } else {
-            let temp = crate::os::files::create_beside(path).map_err(cannot)?;
-            Target::Temp(BufWriter::new(temp))
+            Target::Whole(BufWriter::new(
+                WholeFile::create(path, Kind::Stream).map_err(cannot)?,
+            ))
         };
         Ok(OutputFile {
             path: path.to_path_buf(),
@@ -133,13 +138,14 @@ impl OutputFile {
         }
         match state.target.take() {
             None => Ok(()),
-            Some(Target::Temp(w)) => {
-                let temp = w.into_inner().map_err(|e| failed(e.into_error()))?;
-                temp.as_file().sync_all().map_err(failed)?;
-                temp.persist(&self.path).map_err(|e| failed(e.error))?;
-                Ok(())
+            Some(Target::Whole(w)) => {
+                let file = w.into_inner().map_err(|e| failed(e.into_error()))?;
+                file.commit().map_err(|cause| OutputError::Commit {
+                    what: self.what,
+                    cause,
+                })
             }
-            Some(Target::Direct(mut w)) => w.flush().map_err(failed),
+            Some(Target::Live(mut w)) => w.flush().map_err(failed),
             Some(Target::Stdout(mut w)) => w.flush().map_err(failed),
         }
     }
@@ -149,14 +155,22 @@ impl OutputFile {
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// The file (or its temporary file beside it) could not be created.
-    #[error("cannot create the {what} file {}", path.display())]
+    #[error("cannot create the {what} file {}: {cause}", path.display())]
     Create {
         /// What the output is (`report`, `trace`, ...).
         what: &'static str,
         /// Its path.
         path: PathBuf,
-        /// The system's error.
-        source: io::Error,
+        /// Why.
+        cause: WriteError,
+    },
+    /// The file was written but could not be put in place.
+    #[error("the {what} file could not be completed: {cause}")]
+    Commit {
+        /// What the output is.
+        what: &'static str,
+        /// Why.
+        cause: WriteError,
     },
     /// A write, the flush or the rename into place failed.
     #[error("the {what} file {} could not be written: {cause}", path.display())]
@@ -266,17 +280,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.txt");
         std::fs::write(&path, "the previous run's\n").unwrap();
-        let full = OutputFile::create(Path::new("/dev/full"), "full").unwrap();
-        let mut w = full.writer();
-        for _ in 0..10_000 {
-            w.write_all(b"0123456789abcdef").unwrap();
+        // A full disk, where /dev/full is the device that is one (never created here).
+        match kplace_testkit::devices::dev_full() {
+            Ok(dev_full) => {
+                let full = OutputFile::create(dev_full, "full").unwrap();
+                let mut w = full.writer();
+                for _ in 0..10_000 {
+                    w.write_all(b"0123456789abcdef").unwrap();
+                }
+                w.flush().unwrap();
+                let err = full.commit().unwrap_err().to_string();
+                assert!(
+                    err.starts_with("the full file /dev/full could not be written: No space left"),
+                    "{err}"
+                );
+                assert!(kplace_testkit::devices::is_char_device(dev_full));
+            }
+            Err(why) => eprintln!("skipped the full disk: {why}"),
         }
-        w.flush().unwrap();
-        let err = full.commit().unwrap_err().to_string();
-        assert!(
-            err.starts_with("the full file /dev/full could not be written: No space left"),
-            "{err}"
-        );
         // A directory removed under a file: the rename fails, the old file is kept.
         let gone = dir.path().join("gone");
         std::fs::create_dir(&gone).unwrap();
@@ -289,6 +310,37 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "the previous run's\n"
         );
+    }
+
+    /// The case: a run's output named as a device node must write into it, never
+    /// rename a file onto it; a directory is refused when the output is opened.
+    #[test]
+    fn a_device_is_written_in_place_and_a_directory_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        match kplace_testkit::devices::null_device_in(dir.path(), "null") {
+            Ok(device) => {
+                let out = OutputFile::create(&device, "report").unwrap();
+                out.writer().write_all(b"{}\n").unwrap();
+                out.commit().unwrap();
+                assert!(kplace_testkit::devices::is_char_device(&device));
+                let live = OutputFile::live(&device, "progress").unwrap();
+                live.writer().write_all(b"{}\n").unwrap();
+                live.commit().unwrap();
+                assert!(kplace_testkit::devices::is_char_device(&device));
+                assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+            }
+            Err(why) => eprintln!("skipped the device: {why}"),
+        }
+        let e = OutputFile::create(dir.path(), "report")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is a directory, not a regular file"), "{e}");
+        let e = OutputFile::live(dir.path(), "progress")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is a directory, not a regular file"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //!
 //! # Guarantees
 //! - [`ReadyFile::write`] is atomic (a temporary file beside the target, renamed over it): a
-//!   reader sees no file or the whole of it, never a part.
+//!   reader sees no file or the whole of it, never a part; it never replaces anything but a
+//!   regular file ([`crate::os::write`]). A run checks its ready file before any work
+//!   ([`check`]), and a ready file that cannot be written when the run is ready ends the run,
+//!   since a sender waiting for it would wait forever.
 //! - [`ReadyFile::read`] is strict, like every report ([`super::read_json`]): a file that exists
 //!   but is not a ready file of this version, or names a source that is not `udp://ADDR:PORT`,
 //!   is an error naming the file and the field, never "not ready yet".
@@ -15,7 +18,7 @@
 //! - [`wait_ready`], the other side, never waits longer than it is told, and says why when the
 //!   child ended first or wrote a file it cannot read.
 
-use std::io::{self, Write as _};
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -24,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::os::write::{self, Kind, WriteError};
 
 /// The schema of a ready file.
 pub const READY_SCHEMA: &str = "kplace-ready/1";
@@ -81,12 +86,10 @@ impl ReadyFile {
     }
 
     /// Writes it to `path` atomically.
-    pub fn write(&self, path: &Path) -> io::Result<()> {
-        let mut tmp = crate::os::files::create_beside(path)?;
-        let text = serde_json::to_string(self).map_err(io::Error::other)?;
-        writeln!(tmp, "{text}")?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        Ok(())
+    pub fn write(&self, path: &Path) -> Result<(), WriteError> {
+        // Plain strings and a number: it encodes.
+        let text = serde_json::to_string(self).unwrap_or_default() + "\n";
+        write::write_whole(path, Kind::File, text.as_bytes())
     }
 
     /// Reads `path`: `Ok(None)` while it does not exist, the sources once it does.
@@ -135,33 +138,47 @@ impl Readiness {
         })
     }
 
-    /// Pipeline `index` listens on `addr`; the last to arrive announces.
-    pub fn ready(&self, index: usize, addr: SocketAddr) {
+    /// Pipeline `index` listens on `addr`; the last to arrive announces. Fails when the ready
+    /// file cannot be written: the pipeline then ends, since no sender would start.
+    pub fn ready(&self, index: usize, addr: SocketAddr) -> Result<(), ReadyWriteError> {
         let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(place) = sources.get_mut(index) {
             *place = Some(addr);
         }
         if sources.iter().all(Option::is_some) {
             let all: Vec<SocketAddr> = sources.iter().flatten().copied().collect();
-            announce(&all, self.file.as_deref());
+            announce(&all, self.file.as_deref())?;
         }
+        Ok(())
     }
 }
 
+/// A ready file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the ready file: {0}")]
+pub struct ReadyWriteError(pub WriteError);
+
+impl From<WriteError> for ReadyWriteError {
+    fn from(e: WriteError) -> Self {
+        ReadyWriteError(e)
+    }
+}
+
+/// Checks, before any work, that `path` can become a ready file: a regular file or nothing, in
+/// a directory that exists ([`write::check`]).
+pub fn check(path: &Path) -> Result<(), ReadyWriteError> {
+    Ok(write::check(path, Kind::File)?)
+}
+
 /// Says on stderr (`kplace run: ready: udp://...`, one event) and in the ready file `file`, if
-/// given, that `sources` take packets; a file that cannot be written is a warning, since the
-/// run itself goes on.
-pub fn announce(sources: &[SocketAddr], file: Option<&Path>) {
+/// given, that `sources` take packets.
+pub fn announce(sources: &[SocketAddr], file: Option<&Path>) -> Result<(), ReadyWriteError> {
     let list: Vec<String> = sources.iter().map(|a| format!("udp://{a}")).collect();
     tracing::info!("kplace run: ready: {}", list.join(" "));
-    if let Some(path) = file
-        && let Err(e) = ReadyFile::new(sources).write(path)
-    {
-        tracing::warn!(
-            "kplace run: warning: cannot write the ready file {}: {e}",
-            path.display()
-        );
+    if let Some(path) = file {
+        ReadyFile::new(sources).write(path)?;
     }
+    Ok(())
 }
 
 /// Waits until `child` writes its ready file `path`, for at most `timeout`; `Err` says why not
@@ -199,9 +216,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ready.json");
         let r = Readiness::new(2, Some(path.clone()));
-        r.ready(1, "127.0.0.1:9001".parse().unwrap());
+        r.ready(1, "127.0.0.1:9001".parse().unwrap()).unwrap();
         assert!(!path.exists(), "not before the last pipeline");
-        r.ready(0, "127.0.0.1:9000".parse().unwrap());
+        r.ready(0, "127.0.0.1:9000".parse().unwrap()).unwrap();
         assert_eq!(
             ReadyFile::read(&path).unwrap().unwrap(),
             vec![
@@ -209,6 +226,32 @@ mod tests {
                 "127.0.0.1:9001".parse().unwrap()
             ]
         );
+    }
+
+    /// The case: `--ready-file /dev/full` renamed a file onto the device. A ready file
+    /// is a file: a device, a FIFO or a directory is refused before any work, and left as it is.
+    #[test]
+    fn a_ready_file_is_never_written_onto_a_device_or_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr: SocketAddr = "127.0.0.1:9000".parse().unwrap();
+        match kplace_testkit::devices::null_device_in(dir.path(), "full") {
+            Ok(device) => {
+                let e = check(&device).unwrap_err().to_string();
+                assert!(
+                    e.contains("is a character device, not a regular file"),
+                    "{e}"
+                );
+                let r = Readiness::new(1, Some(device.clone()));
+                assert!(r.ready(0, addr).is_err());
+                assert!(kplace_testkit::devices::is_char_device(&device));
+            }
+            Err(why) => eprintln!("skipped the device: {why}"),
+        }
+        let e = check(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        let e = check(&dir.path().join("no/such/dir/ready.json")).unwrap_err();
+        assert!(e.to_string().contains("no/such/dir"), "{e}");
+        assert!(check(&dir.path().join("ready.json")).is_ok());
     }
 
     #[test]

@@ -124,18 +124,24 @@ fn child(
         ("--trace", &options.trace),
         ("--progress-out", &options.progress_out),
     ];
+    let mut outputs = Vec::new();
     for (flag, path) in files {
         if let Some(path) = path {
-            command.arg(flag).arg(pipeline_path(path, Some(i)));
+            let path = pipeline_path(path, Some(i));
+            command.arg(flag).arg(&path);
+            outputs.push(path);
         }
     }
     if let Some(dir) = &options.write_sinks {
-        command.arg("--write-sinks").arg(dir.join(format!("p{i}")));
+        let dir = dir.join(format!("p{i}"));
+        command.arg("--write-sinks").arg(&dir);
+        outputs.push(dir);
     }
     Ok(ChildPipeline {
         command,
         report,
         ready,
+        outputs,
     })
 }
 

@@ -144,6 +144,9 @@ pub struct ChildPipeline {
     pub report: PathBuf,
     /// Where it writes its ready file; `None` for a pipeline that needs no sender.
     pub ready: Option<PathBuf>,
+    /// Its other output files and directories: where its temporary files are looked for and
+    /// removed once it has ended, should it have been killed before it could.
+    pub outputs: Vec<PathBuf>,
 }
 
 /// What one child pipeline did.
@@ -181,17 +184,52 @@ pub enum ChildError {
     /// A child could not be waited for.
     #[error("waiting for a pipeline: {0}")]
     Wait(std::io::Error),
+    /// The pipelines were ready, but the ready file could not be written.
+    #[error(transparent)]
+    Ready(#[from] crate::report::ready::ReadyWriteError),
+}
+
+/// A child pipeline and the outputs whose temporary files it may leave.
+struct Running {
+    child: Child,
+    outputs: Vec<PathBuf>,
+    /// Whether it was reaped, and what it left removed.
+    reaped: bool,
+}
+
+impl Running {
+    /// Removes the temporary files the child, now reaped, left beside (or in) its outputs: a
+    /// child killed with SIGKILL cannot remove its own.
+    fn reaped(&mut self) {
+        self.reaped = true;
+        let pid = self.child.id();
+        for path in &self.outputs {
+            if path.is_dir() {
+                crate::os::write::remove_temporaries(path, None, pid);
+            } else if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+                let dir = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                crate::os::write::remove_temporaries(dir, Some(&name.to_string_lossy()), pid);
+            }
+        }
+    }
 }
 
 /// Child processes that are killed and reaped if they outlive this guard (an error, a panic).
-struct Children(Vec<Child>);
+struct Children(Vec<Running>);
 
 impl Drop for Children {
     fn drop(&mut self) {
-        for child in &mut self.0 {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
-                let _ = child.wait();
+        for running in &mut self.0 {
+            if matches!(running.child.try_wait(), Ok(None)) {
+                let _ = running.child.kill();
+                let _ = running.child.wait();
+            }
+            if !running.reaped {
+                running.reaped();
             }
         }
     }
@@ -214,6 +252,7 @@ pub fn in_processes(
             mut command,
             report,
             ready,
+            outputs,
         } = pipeline;
         crate::os::process::die_with_parent(&mut command);
         let mut child = command
@@ -223,18 +262,22 @@ pub fn in_processes(
             .spawn()
             .map_err(|source| ChildError::Spawn { index, source })?;
         relays.push(relay(index, child.stdout.take(), child.stderr.take()));
-        children.0.push(child);
+        children.0.push(Running {
+            child,
+            outputs,
+            reaped: false,
+        });
         files.push((report, ready));
     }
     if files.iter().any(|(_, ready)| ready.is_some()) {
         let mut sources = Vec::new();
-        for (index, (child, (_, ready))) in children.0.iter_mut().zip(&files).enumerate() {
+        for (index, (running, (_, ready))) in children.0.iter_mut().zip(&files).enumerate() {
             let Some(ready) = ready else { continue };
-            let mut addrs = wait_ready(child, ready, ready_timeout)
+            let mut addrs = wait_ready(&mut running.child, ready, ready_timeout)
                 .map_err(|why| ChildError::NotReady { index, why })?;
             sources.append(&mut addrs);
         }
-        announce(&sources, ready_file);
+        announce(&sources, ready_file)?;
     }
     let statuses = wait_all(&mut children.0)?;
     Ok(statuses
@@ -277,22 +320,25 @@ fn relay(
 
 /// Waits for every child, passing an interrupt of this process on to those still running;
 /// returns each one's pid and status.
-fn wait_all(children: &mut [Child]) -> Result<Vec<(u32, ExitStatus)>, ChildError> {
+fn wait_all(children: &mut [Running]) -> Result<Vec<(u32, ExitStatus)>, ChildError> {
     let mut statuses: Vec<Option<ExitStatus>> = vec![None; children.len()];
     let mut forwarded = false;
     while statuses.iter().any(Option::is_none) {
         if let (Some(signal), false) = (interrupt::received(), forwarded) {
             forwarded = true;
-            for (child, status) in children.iter().zip(&statuses) {
+            for (running, status) in children.iter().zip(&statuses) {
                 if status.is_none() {
                     // Not yet reaped, so its pid is still its own.
-                    let _ = crate::os::process::send_signal(child.id(), signal);
+                    let _ = crate::os::process::send_signal(running.child.id(), signal);
                 }
             }
         }
-        for (child, status) in children.iter_mut().zip(statuses.iter_mut()) {
+        for (running, status) in children.iter_mut().zip(statuses.iter_mut()) {
             if status.is_none() {
-                *status = child.try_wait().map_err(ChildError::Wait)?;
+                *status = running.child.try_wait().map_err(ChildError::Wait)?;
+                if status.is_some() {
+                    running.reaped();
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -300,7 +346,7 @@ fn wait_all(children: &mut [Child]) -> Result<Vec<(u32, ExitStatus)>, ChildError
     Ok(children
         .iter()
         .zip(statuses)
-        .map(|(c, s)| (c.id(), s.unwrap_or_default()))
+        .map(|(c, s)| (c.child.id(), s.unwrap_or_default()))
         .collect())
 }
 

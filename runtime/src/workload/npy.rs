@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::model::graph::TensorSpec;
 use crate::model::npy::{self, Header};
-use crate::os::files::create_beside;
+use crate::os::write::{Kind, WholeFile, WriteError};
 
 const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
 /// Bytes of the header, magic included: room for a frame count of 20 digits, and a multiple of
@@ -36,6 +36,9 @@ pub enum NpyError {
         /// Why.
         cause: io::Error,
     },
+    /// The file cannot be put where it was asked for (see [`crate::os::write`]).
+    #[error(transparent)]
+    Place(#[from] WriteError),
     /// The file is not an `.npy` file of the tensor's frames.
     #[error("{}: {why}", path.display())]
     Format {
@@ -74,7 +77,7 @@ fn header(descr: &str, frames: u64, shape: &[u64]) -> Vec<u8> {
 /// name beside it, renamed onto it by [`NpyWriter::finish`], so the file is whole or absent.
 pub struct NpyWriter {
     path: PathBuf,
-    out: BufWriter<tempfile::NamedTempFile>,
+    out: BufWriter<WholeFile>,
     descr: &'static str,
     shape: Vec<u64>,
     frame_bytes: usize,
@@ -89,7 +92,7 @@ impl NpyWriter {
             cause,
         };
         let (descr, shape) = layout(tensor);
-        let mut out = BufWriter::new(create_beside(path).map_err(io)?);
+        let mut out = BufWriter::new(WholeFile::create(path, Kind::File)?);
         out.write_all(&header(descr, 0, &shape)).map_err(io)?;
         Ok(NpyWriter {
             path: path.to_path_buf(),
@@ -128,13 +131,13 @@ impl NpyWriter {
             path: path.clone(),
             cause,
         };
-        let mut temp = self.out.into_inner().map_err(|e| io(e.into_error()))?;
-        let file = temp.as_file_mut();
+        let mut whole = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        let file = whole.as_file_mut();
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header(self.descr, self.frames, &self.shape))
             .map_err(io)?;
         file.flush().map_err(io)?;
-        temp.persist(&path).map_err(|e| io(e.error))?;
+        whole.commit()?;
         Ok(self.frames)
     }
 }

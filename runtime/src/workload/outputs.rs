@@ -100,24 +100,27 @@ fn write_trace(
     file: OutputFile,
     trace: Option<&Trace>,
 ) -> Result<(), String> {
-    if let Some(trace) = trace {
-        let mut writer = file.writer();
-        trace.write_chrome(&mut writer).map_err(|e| {
-            format!(
-                "the trace file {} could not be written: {e}",
-                path.display()
-            )
-        })?;
-        drop(writer);
-        tracing::info!(
-            "kplace run: trace of {} spans in {}{}",
-            trace.spans.len(),
-            path.display(),
-            match trace.dropped_spans {
-                0 => String::new(),
-                n => format!(" ({n} more spans past the limit not kept)"),
-            }
-        );
-    }
-    file.commit().map_err(|e| e.to_string())
+    let Some(trace) = trace else {
+        return file.commit().map_err(|e| e.to_string());
+    };
+    let mut writer = file.writer();
+    trace.write_chrome(&mut writer).map_err(|e| {
+        format!(
+            "the trace file {} could not be written: {e}",
+            path.display()
+        )
+    })?;
+    drop(writer);
+    file.commit().map_err(|e| e.to_string())?;
+    // Said once the file is complete, never of a trace that could not be written.
+    tracing::info!(
+        "kplace run: trace of {} spans in {}{}",
+        trace.spans.len(),
+        path.display(),
+        match trace.dropped_spans {
+            0 => String::new(),
+            n => format!(" ({n} more spans past the limit not kept)"),
+        }
+    );
+    Ok(())
 }

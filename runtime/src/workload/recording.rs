@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::files::GraphFiles;
 use crate::model::graph::{Graph, GraphError, TensorSpec};
+use crate::os::write::{Kind, write_whole};
 use crate::plan::human_bytes;
 
 /// The most bytes of frames a recording may hold: they are replayed from memory.
@@ -56,6 +57,9 @@ pub enum RecordingError {
         /// Why.
         cause: std::io::Error,
     },
+    /// A file of the recording cannot be put where it was asked for.
+    #[error(transparent)]
+    Place(#[from] crate::os::write::WriteError),
     /// The recording does not hold frames of the graph's source tensor.
     #[error("recording {}: {why}", path.display())]
     Mismatch {
@@ -437,16 +441,12 @@ pub fn write(
         captures: vec![serde_json::json!({"core:sample_start": 0})],
         annotations: Vec::new(),
     };
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |cause| RecordingError::Io { path, cause }
-    };
-    fs::write(&data, frames.concat()).map_err(io(&data))?;
+    write_whole(&data, Kind::File, &frames.concat())?;
     let text = serde_json::to_string_pretty(&meta).map_err(|e| RecordingError::Mismatch {
         path: meta_path.clone(),
         why: e.to_string(),
     })?;
-    fs::write(&meta_path, text + "\n").map_err(io(&meta_path))?;
+    write_whole(&meta_path, Kind::File, (text + "\n").as_bytes())?;
     Ok((data, meta_path))
 }
 

@@ -3,14 +3,15 @@
 //!
 //! Guarantees: every file is created before the run starts, so an unwritable directory loses
 //! no run; each is written under a temporary name beside it and renamed into place when the
-//! run completes it, so a file under its name is whole; a write error stops the run with the
-//! frame and file named.
+//! run completes it, so a file under its name is whole, and nothing but a regular file is
+//! replaced ([`crate::os::write`]); a write error stops the run with the frame and file named.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::npy::{NpyError, NpyWriter};
 use crate::model::graph::Graph;
+use crate::os::write::{self, Kind, WholeFile};
 
 /// How sink files are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +38,7 @@ impl std::str::FromStr for SinkFormat {
 
 enum Writer {
     Npy(NpyWriter),
-    Raw(PathBuf, BufWriter<tempfile::NamedTempFile>),
+    Raw(PathBuf, BufWriter<WholeFile>),
 }
 
 /// Writes every sink tensor of a graph, frame after frame, into a directory.
@@ -48,10 +49,7 @@ pub struct SinkFiles {
 impl SinkFiles {
     /// Creates `dir` (and its parents) and one file per sink of `graph` in it.
     pub fn create(dir: &Path, graph: &Graph, format: SinkFormat) -> Result<SinkFiles, NpyError> {
-        std::fs::create_dir_all(dir).map_err(|cause| NpyError::Io {
-            path: dir.to_path_buf(),
-            cause,
-        })?;
+        write::create_dir_all(dir)?;
         let mut writers = Vec::with_capacity(graph.sinks.len());
         for &t in &graph.sinks {
             let tensor = graph.tensor(t);
@@ -62,11 +60,7 @@ impl SinkFiles {
                 )?),
                 SinkFormat::Raw => {
                     let path = dir.join(format!("{}.raw", tensor.name));
-                    let file =
-                        crate::os::files::create_beside(&path).map_err(|cause| NpyError::Io {
-                            path: path.clone(),
-                            cause,
-                        })?;
+                    let file = WholeFile::create(&path, Kind::File)?;
                     Writer::Raw(path, BufWriter::new(file))
                 }
             });
@@ -107,8 +101,7 @@ impl SinkFiles {
                         path: path.clone(),
                         cause,
                     };
-                    let temp = w.into_inner().map_err(|e| io(e.into_error()))?;
-                    temp.persist(&path).map_err(|e| io(e.error))?;
+                    w.into_inner().map_err(|e| io(e.into_error()))?.commit()?;
                 }
             }
         }

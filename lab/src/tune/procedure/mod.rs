@@ -118,6 +118,9 @@ pub enum TuneError {
         "--write names one file; with several --shape, each shape's placement is written beside its results"
     )]
     OneWinnerFile,
+    /// The winner's file cannot be named so (`-`).
+    #[error(transparent)]
+    Winner(kplace::report::output::OutputError),
     /// A file or directory could not be created or written.
     #[error("cannot {action} {}", path.display())]
     Io {
@@ -129,6 +132,9 @@ pub enum TuneError {
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written where it was asked for (see [`kplace::os::write`]).
+    #[error(transparent)]
+    Place(#[from] kplace::os::write::WriteError),
     /// kplace's own kernel library was not found.
     #[error(transparent)]
     Library(Box<PlanError>),
@@ -198,6 +204,12 @@ pub fn run(
 ) -> Result<Tuning, TuneError> {
     if options.winner.is_some() && config.shapes.len() > 1 {
         return Err(TuneError::OneWinnerFile);
+    }
+    // The winner is written last, after minutes of calibrations and proofs: a name it could
+    // never be written to fails now.
+    if let Some(path) = &options.winner {
+        kplace::report::output::file_only(path, "--write").map_err(TuneError::Winner)?;
+        kplace::os::write::check(path, kplace::os::write::Kind::File)?;
     }
     let tuner = Tuner::new(options, config, exe, stop, progress)?;
     let mut shapes = Vec::new();
@@ -546,18 +558,14 @@ impl AtShape<'_> {
 
 /// Creates `dir` and its parents.
 fn create_dir(dir: &Path) -> Result<(), TuneError> {
-    std::fs::create_dir_all(dir).map_err(|source| TuneError::Io {
-        action: "create",
-        path: dir.to_path_buf(),
-        source,
-    })
+    Ok(kplace::os::write::create_dir_all(dir)?)
 }
 
-/// Writes `text` to `path`.
+/// Writes `text` as the whole of the file `path` (see [`kplace::os::write`]).
 fn write(path: &Path, text: &str) -> Result<(), TuneError> {
-    std::fs::write(path, text).map_err(|source| TuneError::Io {
-        action: "write",
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(kplace::os::write::write_whole(
+        path,
+        kplace::os::write::Kind::File,
+        text.as_bytes(),
+    )?)
 }

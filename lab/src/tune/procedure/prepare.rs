@@ -58,15 +58,13 @@ impl<'a> Prepared<'a> {
             .first()
             .ok_or_else(|| no_placement(config, &probe_space))?;
         let seed = dir.join("workload-placement.yaml");
-        std::fs::write(
+        kplace::os::write::write_whole(
             &seed,
-            first.placement_yaml(&probe, "tune-workload", knobs.gpu, libraries),
-        )
-        .map_err(|source| TuneError::Io {
-            action: "write",
-            path: seed.clone(),
-            source,
-        })?;
+            kplace::os::write::Kind::File,
+            first
+                .placement_yaml(&probe, "tune-workload", knobs.gpu, libraries)
+                .as_bytes(),
+        )?;
         let workload = prepare_workload(config, shape, &seed)?;
         let (graph, _) = workload.load()?;
         let space = space::enumerate(&graph, offers, knobs);

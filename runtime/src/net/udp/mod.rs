@@ -392,8 +392,10 @@ impl Assembly for Ingest<'_> {
 }
 
 /// Called once the receiver starts receiving, with the address it listens on: the moment a
-/// sender may start without losing a packet.
-pub type OnReady = Box<dyn FnOnce(SocketAddr) + Send>;
+/// sender may start without losing a packet. An error it returns ends the receiver (a ready file that cannot be written: no sender would
+/// ever start).
+pub type OnReady =
+    Box<dyn FnOnce(SocketAddr) -> Result<(), crate::report::ready::ReadyWriteError> + Send>;
 
 /// Called once when the stream first locks to a source, with that source.
 pub type OnLock = Box<dyn FnOnce(SocketAddr) + Send>;
@@ -502,7 +504,8 @@ impl UdpSource {
             ));
         }
         if let Some(ready) = self.on_ready.take() {
-            ready(self.socket.local_addr().unwrap_or(self.config.bind));
+            ready(self.socket.local_addr().unwrap_or(self.config.bind))
+                .map_err(|e| SourceError(e.to_string()))?;
         }
         let mut datagrams = SocketDatagrams::new(&self.socket, self.config.batch.max(1));
         let capacity = store.capacity();

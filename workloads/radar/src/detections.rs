@@ -28,7 +28,8 @@
 //! - **Frame line**: `frame <frame_id> <count>`: frame id a `u64`, count the number of cluster
 //!   lines that follow (at most `N * M`; 0 for a frame with no detections). Every frame
 //!   processed should appear, even with count 0: a frame id that never appears is a missing
-//!   frame. A frame id may appear only once. Frames may come in any order.
+//!   frame. A frame id may appear only once. Frames may come in any order, as long as none
+//!   comes 65,536 ([`WINDOW`]) or more frames after a newer one.
 //! - **Cluster line**: `<range_bin> <doppler_bin> <power>`: `u32`, `u32` and `f32`, with
 //!   `range_bin < N`, `doppler_bin < M` and power finite and `>= 0`. Exactly `count` cluster
 //!   lines follow each frame line.
@@ -42,8 +43,9 @@
 //!   outside the CPI or with a non-finite or negative power before writing any of its frame.
 //! - [`DetectionReader`] returns the frames one at a time, in file order, each complete and
 //!   valid, or a [`FormatError`] naming the source, the 1-based line and what is wrong. It
-//!   holds one line (at most [`MAX_LINE_BYTES`]) and one frame at a time, plus one entry per
-//!   frame id seen; with a frame limit an endless input ends in an error within `limit` frames.
+//!   holds one line (at most [`MAX_LINE_BYTES`]) and one frame at a time, plus the frame ids
+//!   seen in constant memory ([`crate::seen`]); with a frame limit an endless input ends in an
+//!   error within `limit` frames.
 //! - [`read_detections`] reads a whole file that way and returns every frame (or the first
 //!   error).
 
@@ -51,7 +53,7 @@ use std::io::{self, BufRead, Read, Write};
 
 use crate::cpi::{Cpi, CpiParseError};
 use crate::reference::Detection64;
-use crate::seen::{Insert, SeenFrames};
+use crate::seen::{Insert, SeenFrames, WINDOW};
 
 const MAGIC: &str = "kplace-detections";
 const VERSION: &str = "v1";
@@ -276,18 +278,16 @@ pub enum FormatErrorKind {
         /// The line of its first appearance, if still remembered (see [`crate::seen`]).
         first_line: Option<usize>,
     },
-    /// Too many frames were reported ahead of one still missing: a run's detections come in
-    /// frame order, or nearly.
+    /// A frame came [`WINDOW`] or more frames after a newer one: it can no longer be told
+    /// from a duplicate. A run's detections come in frame order, or nearly.
     #[error(
-        "frame {frame_id}: {ahead} frames were already reported ahead of frame {missing}, which is still missing; a receiver's detections come in frame order"
+        "frame {frame_id} comes after frame {newest}, {WINDOW} or more frames out of order: too late to tell from a duplicate; a receiver's detections come in frame order"
     )]
-    TooFarAhead {
+    TooLate {
         /// The frame.
         frame_id: u64,
-        /// The first frame missing.
-        missing: u64,
-        /// Frames reported beyond it.
-        ahead: usize,
+        /// The newest frame before it.
+        newest: u64,
     },
 }
 
@@ -326,9 +326,8 @@ struct OpenFrame {
 ///
 /// [`new`](Self::new) reads the header; each [`next_frame`](Self::next_frame) returns the next
 /// frame, complete and valid, or `None` at the end of the input. What it keeps between frames
-/// is the set of frame ids seen (to refuse a duplicate), in a few words for frames in order
-/// and an entry per frame reported ahead of a missing one, at most
-/// [`AHEAD_MAX`](crate::seen::AHEAD_MAX) (see [`crate::seen`]); with
+/// is the set of frame ids seen (to refuse a duplicate), in constant memory: a frame
+/// [`WINDOW`] or more frames older than the newest is refused (see [`crate::seen`]); with
 /// [`with_frame_limit`](Self::with_frame_limit) an endless input of valid lines ends in an
 /// error (a duplicate or an id out of range) after at most `limit` frames.
 #[derive(Debug)]
@@ -441,12 +440,8 @@ impl<R: BufRead> DetectionReader<R> {
                                 first_line,
                             }));
                         }
-                        Insert::TooFarAhead => {
-                            return Err(err(FormatErrorKind::TooFarAhead {
-                                frame_id,
-                                missing: self.seen.first_missing(u64::MAX, 1)[0],
-                                ahead: self.seen.ahead(),
-                            }));
+                        Insert::TooLate { newest } => {
+                            return Err(err(FormatErrorKind::TooLate { frame_id, newest }));
                         }
                     }
                     let frame = FrameDetections {

@@ -139,7 +139,8 @@ impl WorkloadKind for Radar {
         }
         let summary = verifier.summary();
         let mut verification = verification(&verifier);
-        verification.frames_failed += summary.duplicate_reports + summary.unexpected_reports;
+        verification.frames_failed +=
+            summary.duplicate_reports + summary.unexpected_reports + summary.late_reports;
         let (_, text) = verdict_text(&verifier, request.frames);
         Ok(Verdict {
             verification,

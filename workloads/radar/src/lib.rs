@@ -9,7 +9,7 @@
 //! - [`reference`](mod@reference) computes the detections a correct receiver reports, in plain f64 code;
 //! - [`detections`] reads and writes the text format in which any receiver reports clusters;
 //! - [`verify`] checks reported clusters against the scene's truth, frame by frame;
-//! - [`seen`] keeps the frame ids reported so far in bounded memory, for both;
+//! - [`seen`] keeps the frame ids reported so far in constant memory, for both;
 //! - [`compare`] compares two receivers' detections of the same frames, cell by cell;
 //! - [`sink`] judges the runtime's completed frames with the verifier and writes their
 //!   detections: the workload's one meeting point with the runtime's executor;
@@ -43,4 +43,4 @@ pub use graph::FitError;
 pub use reference::{CfarParams, Detection64};
 pub use scene::{Scene, SceneConfig, SceneError, Target, TruthBin};
 pub use sink::{RadarJudge, details, verdict_text, verification};
-pub use verify::{FrameVerdict, Verifier, VerifyConfig, VerifySummary, verify_frame};
+pub use verify::{FrameVerdict, LateReport, Verifier, VerifyConfig, VerifySummary, verify_frame};

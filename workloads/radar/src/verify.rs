@@ -6,6 +6,11 @@
 //! average over the run. A run passes when, in addition, every expected frame was reported
 //! exactly once.
 //!
+//! Coverage is kept in constant memory ([`crate::seen`]): duplicates and missing frames are
+//! counted exactly for any run length and loss pattern, as long as no report comes [`WINDOW`]
+//! or more frames after a newer one; such a report is counted as late, and fails the run, since
+//! it can no longer be told from a duplicate.
+//!
 //! Guarantees:
 //! - Matching is deterministic: greedy over candidate pairs in increasing distance (the larger
 //!   of the two axis distances), ties broken by target index then cluster index.
@@ -19,7 +24,7 @@ use std::sync::Arc;
 use crate::cpi::Cpi;
 use crate::detections::Cluster;
 use crate::scene::{Scene, TruthBin};
-use crate::seen::{Insert, SeenFrames};
+use crate::seen::{Insert, SeenFrames, WINDOW};
 
 /// How many frame ids (missing, duplicated, unexpected) and failed verdicts a summary keeps.
 const FIRST_FEW: usize = 8;
@@ -137,12 +142,21 @@ pub fn verify_frame(
     }
 }
 
+/// A report that came too late to check (see [`VerifySummary::late_reports`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LateReport {
+    /// The frame reported.
+    pub frame_id: u64,
+    /// The newest frame reported before it.
+    pub newest: u64,
+}
+
 /// The state of a verification run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct VerifySummary {
     /// Frames the run should report: ids `0..frames_expected`.
     pub frames_expected: u64,
-    /// Frame reports checked, duplicates and unexpected ids included.
+    /// Frame reports checked, duplicates, unexpected ids and late reports included.
     pub frames_reported: u64,
     /// Reports that matched every target.
     pub frames_passed: u64,
@@ -160,6 +174,11 @@ pub struct VerifySummary {
     pub unexpected_reports: u64,
     /// The first few such ids, in report order.
     pub unexpected_frames: Vec<u64>,
+    /// Reports of a frame [`WINDOW`] or more frames older than the newest reported before
+    /// it: too late to tell from a duplicate, so none of them covers its frame.
+    pub late_reports: u64,
+    /// The first few, in report order.
+    pub late_frames: Vec<LateReport>,
     /// Clusters matching no target, over all reports.
     pub false_alarms: u64,
     /// The first few failed verdicts, in report order.
@@ -206,6 +225,25 @@ impl VerifySummary {
                 self.unexpected_reports,
                 self.frames_expected,
                 list(&self.unexpected_frames)
+            ));
+        }
+        if self.late_reports > 0 {
+            let first = self
+                .late_frames
+                .iter()
+                .map(|l| {
+                    format!(
+                        "frame {}, {} frames after frame {}",
+                        l.frame_id,
+                        l.newest - l.frame_id,
+                        l.newest
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            reasons.push(format!(
+                "{} reports came {WINDOW} or more frames after a newer frame, too late to tell from a duplicate (first: {first})",
+                self.late_reports
             ));
         }
         if self.frames_failed > 0 {
@@ -309,27 +347,28 @@ impl Verifier {
     /// Checks one frame report and returns its verdict.
     ///
     /// Every report gets a verdict against its truth. Coverage is tracked beside it: a frame
-    /// reported again counts as a duplicate, and an id `>= frames_expected` as unexpected, and
-    /// either fails the run. So does a report further ahead of the first missing frame than
-    /// [`crate::seen::AHEAD_MAX`] others (counted as unexpected): coverage is kept in bounded
-    /// memory.
+    /// reported again counts as a duplicate, an id `>= frames_expected` as unexpected, and a
+    /// report [`WINDOW`] or more frames older than the newest one as late, and each fails
+    /// the run (coverage is kept in constant memory: see [`crate::seen`]).
     pub fn check(&mut self, frame_id: u64, clusters: &[Cluster]) -> &FrameVerdict {
         let s = &mut self.summary;
         s.frames_reported += 1;
-        let insert = if frame_id < s.frames_expected {
-            self.seen.insert(frame_id, 0)
+        if frame_id >= s.frames_expected {
+            s.unexpected_reports += 1;
+            push_few(&mut s.unexpected_frames, frame_id);
         } else {
-            Insert::TooFarAhead
-        };
-        match insert {
-            Insert::New => {}
-            Insert::Again(_) => {
-                s.duplicate_reports += 1;
-                push_few(&mut s.duplicate_frames, frame_id);
-            }
-            Insert::TooFarAhead => {
-                s.unexpected_reports += 1;
-                push_few(&mut s.unexpected_frames, frame_id);
+            match self.seen.insert(frame_id, 0) {
+                Insert::New => {}
+                Insert::Again(_) => {
+                    s.duplicate_reports += 1;
+                    push_few(&mut s.duplicate_frames, frame_id);
+                }
+                Insert::TooLate { newest } => {
+                    s.late_reports += 1;
+                    if s.late_frames.len() < FIRST_FEW {
+                        s.late_frames.push(LateReport { frame_id, newest });
+                    }
+                }
             }
         }
 
@@ -358,6 +397,7 @@ impl Verifier {
     /// The run so far, with missing frames counted as of now.
     pub fn summary(&self) -> VerifySummary {
         let mut summary = self.summary.clone();
+        // Only ids below it are inserted, so the set's window never passes it.
         let expected = summary.frames_expected;
         summary.frames_missing = expected - self.seen.count_below(expected);
         summary.missing_frames = self.seen.first_missing(expected, FIRST_FEW);
@@ -568,6 +608,70 @@ mod tests {
         assert!(reasons[0].contains("1 of 4 frames were never reported (first: 2)"));
         assert!(reasons[1].contains("repeated a frame"));
         assert!(reasons[2].contains("outside 0..4 (first: 7)"));
+    }
+
+    /// The case: a long run with one lost frame. After 65,536 frames past the gap,
+    /// every report was counted as unexpected, and as missing.
+    #[test]
+    fn a_long_run_with_one_lost_frame_misses_that_frame_only() {
+        let scene = scene();
+        let config = VerifyConfig::for_cpi(cpi(), 1e-6);
+        let mut verifier = Verifier::new(scene.clone(), config.clone(), 70_000);
+        for f in (0..70_000).filter(|&f| f != 5) {
+            assert!(verifier.check(f, &ideal(&scene.truth(f), cpi())).passed());
+        }
+        let s = verifier.summary();
+        assert_eq!((s.frames_reported, s.frames_passed), (69_999, 69_999));
+        assert_eq!((s.frames_missing, s.missing_frames.clone()), (1, vec![5]));
+        assert_eq!((s.unexpected_reports, s.duplicate_reports), (0, 0));
+        assert_eq!(s.late_reports, 0);
+        assert_eq!(
+            s.failure_reasons(&config),
+            vec!["1 of 70000 frames were never reported (first: 5)".to_string()]
+        );
+    }
+
+    /// A report more than the window behind the newest cannot be told from a duplicate: it is
+    /// counted late, and fails the run saying how late; within the window it is just out of
+    /// order.
+    #[test]
+    fn a_report_a_window_behind_the_newest_is_late() {
+        let scene = scene();
+        let config = VerifyConfig::for_cpi(cpi(), 1e-6);
+        let frames = WINDOW + 10;
+        let mut verifier = Verifier::new(scene.clone(), config.clone(), frames);
+        let report = |v: &mut Verifier, f: u64| {
+            v.check(f, &ideal(&scene.truth(f), cpi()));
+        };
+        for f in (0..frames).filter(|&f| f != 5 && f != 9) {
+            report(&mut verifier, f);
+            if f == WINDOW + 8 {
+                // Frame 9 is within the window of frame WINDOW + 8: out of order, counted.
+                report(&mut verifier, 9);
+            }
+        }
+        report(&mut verifier, 5);
+        let s = verifier.summary();
+        assert_eq!((s.frames_missing, s.missing_frames.clone()), (1, vec![5]));
+        assert_eq!(s.late_reports, 1);
+        assert_eq!(
+            s.late_frames,
+            vec![LateReport {
+                frame_id: 5,
+                newest: frames - 1
+            }]
+        );
+        assert_eq!((s.unexpected_reports, s.duplicate_reports), (0, 0));
+        let reasons = s.failure_reasons(&config);
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        assert_eq!(
+            reasons[1],
+            format!(
+                "1 reports came 65536 or more frames after a newer frame, too late to tell from a duplicate (first: frame 5, {} frames after frame {})",
+                frames - 6,
+                frames - 1
+            )
+        );
     }
 
     #[test]

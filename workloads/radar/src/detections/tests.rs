@@ -386,23 +386,42 @@ fn endless(id: fn(u64) -> u64) -> DetectionReader<io::BufReader<Endless>> {
 fn an_endless_input_in_order_is_read_in_constant_memory() {
     // The case: `verify --frames 4e9` held about 42 bytes per frame read.
     let mut reader = endless(|line| line - 1).with_frame_limit(4_000_000_000);
+    let heap = reader.seen.heap_bytes();
     for expected in 0..200_000 {
         assert_eq!(reader.next_frame().unwrap().unwrap().frame_id, expected);
     }
-    assert_eq!(reader.seen.ahead(), 0);
-    // Out of order: an entry per frame ahead of the one missing, bounded.
+    assert_eq!(reader.seen.heap_bytes(), heap);
+    // A frame that never comes (frame 0, lost) costs nothing either, however many follow it:
+    // it held an entry per frame after it, and refused the 65,537th.
     let mut gap = endless(|line| line).with_frame_limit(4_000_000_000);
-    for expected in 1..=crate::seen::AHEAD_MAX as u64 {
+    for expected in 1..=200_000 {
         assert_eq!(gap.next_frame().unwrap().unwrap().frame_id, expected);
     }
-    let err = gap.next_frame().unwrap_err();
+    assert_eq!(gap.seen.heap_bytes(), heap);
+    assert_eq!(gap.seen.count_below(200_001), 200_000);
+    assert_eq!(gap.seen.first_missing(200_001, 8), vec![0]);
+}
+
+#[test]
+fn a_frame_more_than_a_window_behind_the_newest_is_refused() {
+    use crate::seen::WINDOW;
+    // Frame 0 after frames 1..WINDOW: within the window, read.
+    let mut within = endless(|line| if line == WINDOW { 0 } else { line });
+    for _ in 1..WINDOW {
+        within.next_frame().unwrap().unwrap();
+    }
+    assert_eq!(within.next_frame().unwrap().unwrap().frame_id, 0);
+    // After frames 1..=WINDOW: too late to tell from a duplicate, refused naming both.
+    let mut late = endless(|line| if line == WINDOW + 1 { 0 } else { line });
+    for _ in 1..=WINDOW {
+        late.next_frame().unwrap().unwrap();
+    }
+    let err = late.next_frame().unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
-            "endless:{}: frame {}: {} frames were already reported ahead of frame 0, which is still missing; a receiver's detections come in frame order",
-            crate::seen::AHEAD_MAX + 2,
-            crate::seen::AHEAD_MAX + 1,
-            crate::seen::AHEAD_MAX
+            "endless:{}: frame 0 comes after frame {WINDOW}, {WINDOW} or more frames out of order: too late to tell from a duplicate; a receiver's detections come in frame order",
+            WINDOW + 2
         )
     );
 }

@@ -290,6 +290,120 @@ fn a_lost_packet_costs_only_its_own_frame() {
     );
 }
 
+/// The reproduction, at a size CI affords: one lost packet (frame 5) in a run of more
+/// than 65,536 frames. The verifier kept the frames reported ahead of the first missing one,
+/// at most 65,536, and refused every later report as outside the run (and missing): 4459
+/// missing, 4458 "outside 0..70000".
+///
+/// A loaded machine also drops frames (no slot free) at a rate no test can fix, so the sender
+/// is stopped once the receiver has processed a window's worth past frame 5 and a margin,
+/// however long that takes; the frames after it are never sent. The verdict must then miss
+/// exactly the frames ingest did not complete, frame 5 among them, and count no report twice,
+/// late or out of range.
+#[test]
+fn one_lost_frame_in_a_run_longer_than_the_window_is_one_missing_frame() {
+    use kplace_radar::seen::WINDOW;
+    // More than the sender gets through before it is stopped (over four minutes' worth).
+    const FRAMES: u64 = 1_000_000;
+    const ENOUGH: u64 = WINDOW + 5 + 2_000;
+    // The receiver took 30 s to process ENOUGH frames on a two-core machine at a load of 8, and
+    // 14 s on a quiet one: a limit, not a timing.
+    const ENOUGH_WITHIN: Duration = Duration::from_secs(300);
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (report_path, progress) = (temp_file(&dir, "r.json"), temp_file(&dir, "p.jsonl"));
+    let frames = FRAMES.to_string();
+    let scene = ["--cpi", "64x32", "--target", "10,0,20", "--frames", &frames];
+    let r = start_receiver(
+        &[
+            &scene[..],
+            &[
+                "--report",
+                report_path.to_str().unwrap(),
+                "--report-every",
+                "100ms",
+                "--progress-out",
+                progress.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    let mut sender = Guard::spawn(
+        kplace()
+            .args(["send", "--dest", &format!("127.0.0.1:{}", r.ports[0])])
+            .args(scene)
+            .args(["--rate", "4000", "--drop", "5:0"]),
+    );
+    let start = std::time::Instant::now();
+    let processed = || {
+        let text = std::fs::read_to_string(&progress).unwrap_or_default();
+        // The last whole line: the file may end mid-line while it is written.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
+            .lines()
+            .next_back()
+            .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .and_then(|l| l["frames"].as_u64())
+            .unwrap_or(0)
+    };
+    while processed() < ENOUGH && sender.running() {
+        assert!(
+            start.elapsed() < ENOUGH_WITHIN,
+            "{} frames processed after {ENOUGH_WITHIN:?}",
+            processed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sender.kill();
+    let out = r.guard.wait(LIMIT);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "coverage fails: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let report = report(&report_path);
+    let (ingest, verification) = (&report["ingest"], &report["verification"]);
+    let count = |v: &serde_json::Value| v.as_u64().expect("a count");
+    let complete = count(&ingest["complete_frames"]);
+    assert!(
+        complete > WINDOW + 5,
+        "more than a window of frames after frame 5: {}",
+        out.stdout
+    );
+    assert!(
+        count(&ingest["partial_frames"]) >= 1,
+        "frame 5 ends partial: {ingest}"
+    );
+    assert_eq!(
+        count(&verification["frames_reported"]),
+        complete,
+        "{report}"
+    );
+    assert_eq!(
+        count(&verification["frames_missing"]),
+        FRAMES - complete,
+        "the verdict misses exactly the frames ingest did not complete: {}",
+        out.stdout
+    );
+    let reasons = verification["reasons"].as_array().expect("reasons");
+    assert_eq!(reasons.len(), 1, "missing frames only: {}", out.stdout);
+    let reason = reasons[0].as_str().unwrap_or_default();
+    let first = reason
+        .strip_prefix(&format!(
+            "{} of {FRAMES} frames were never reported (first: ",
+            FRAMES - complete
+        ))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{reason}"));
+    // Eight are listed: frame 5 is among them even if frames 0 to 4 were lost too.
+    assert!(first.split(", ").any(|id| id == "5"), "{reason}");
+    for never in ["outside 0..", "repeated a frame", "too late"] {
+        assert!(!out.stdout.contains(never), "{never}: {}", out.stdout);
+    }
+}
+
 /// The reproduction: two packets from another local socket before the sender locked
 /// the stream to that socket, and not one frame was received. Now the real sender's first
 /// frame's worth of packets takes the unconfirmed lock over; only the frame that proved it is

@@ -91,6 +91,7 @@ fn workload(graph: &Graph) -> RecordingWorkload {
         channels: 1,
     };
     let check = Check::Outputs {
+        replay: None,
         against: "x + 3, computed by the test".into(),
         outputs: outputs.into(),
     };

@@ -587,6 +587,8 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
         frames_passed: 12,
         frames_failed: 0,
         frames_missing: 0,
+        lost_frames: Vec::new(),
+        frames_rejudged: 0,
         mismatches: Vec::new(),
         reasons: Vec::new(),
     };

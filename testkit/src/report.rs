@@ -51,6 +51,8 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
             frames_passed: frames,
             frames_failed: 0,
             frames_missing: 0,
+            lost_frames: Vec::new(),
+            frames_rejudged: 0,
             mismatches: Vec::new(),
             reasons: Vec::new(),
         },

@@ -18,6 +18,8 @@ pub struct FrameReplay {
     frames: Arc<[Vec<u8>]>,
     count: u64,
     period: Option<Duration>,
+    /// The ids delivered, when not `0..count`: a stream that lost the others.
+    ids: Option<Vec<u64>>,
 }
 
 impl FrameReplay {
@@ -27,6 +29,18 @@ impl FrameReplay {
             frames: frames.into(),
             count,
             period: None,
+            ids: None,
+        }
+    }
+
+    /// A replay of the frames numbered `ids` only (in increasing order), frame `i` carrying
+    /// prepared frame `i % frames.len()`: the stream a run saw when it lost the others, as a
+    /// stateful stage then fills them.
+    pub fn of_ids(frames: impl Into<Arc<[Vec<u8>]>>, ids: Vec<u64>) -> Self {
+        Self {
+            count: ids.len() as u64,
+            ids: Some(ids),
+            ..Self::new(frames, 0)
         }
     }
 
@@ -61,9 +75,10 @@ impl Source for FrameReplay {
             )));
         }
         let start = Instant::now();
-        for id in 0..self.count {
+        for n in 0..self.count {
+            let id = self.ids.as_ref().map_or(n, |ids| ids[n as usize]);
             if let Some(period) = self.period {
-                let due = start + period.saturating_mul(id.min(u64::from(u32::MAX)) as u32);
+                let due = start + period.saturating_mul(n.min(u64::from(u32::MAX)) as u32);
                 std::thread::sleep(due.saturating_duration_since(Instant::now()));
             }
             let frame = &self.frames[(id % self.frames.len() as u64) as usize];

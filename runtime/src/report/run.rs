@@ -350,11 +350,24 @@ pub struct Verification {
     pub frames_failed: u64,
     /// Expected frames never reported.
     pub frames_missing: u64,
+    /// The first few frames the run was seen to lose (partial, or never begun before a later
+    /// one), in order; absent when it lost none or its verifier does not list them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_frames: Vec<u64>,
+    /// Frames of a graph with a stateful stage that differed from the reference after a loss
+    /// and were judged again against the graph replayed with the same frames lost (counted
+    /// in `frames_passed` or `frames_failed` as that judged them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frames_rejudged: u64,
     /// The first sink elements outside their tolerance (at most
     /// [`MAX_MISMATCHES`]), in the order found.
     pub mismatches: Vec<Mismatch>,
     /// Why the run failed, in sentences; empty when it passed.
     pub reasons: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Mismatches a report lists at most; the rest are counted in the reasons.

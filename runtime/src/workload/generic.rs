@@ -15,9 +15,12 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::after_loss::{Kept, Losses, NotRejudged};
 use super::compare::compare;
 use super::recording::Recording;
-use super::reference::{Check, CheckSpec, ReferenceError, golden_outputs, reference_outputs};
+use super::reference::{
+    Check, CheckSpec, ReferenceError, Replay, golden_outputs, reference_outputs,
+};
 use super::{Judge, JudgeError, Verdict, Workload};
 use crate::executor::CompletedFrame;
 use crate::model::graph::{Graph, TensorSpec, Tolerance};
@@ -87,16 +90,20 @@ impl Workload for RecordingWorkload {
         frames_expected: u64,
         _results: Option<Box<dyn Write + Send>>,
     ) -> Result<Box<dyn Judge>, JudgeError> {
+        let period = self.recording.frames.len() as u64;
         Ok(Box::new(ReferenceJudge {
             sinks: self.sinks.clone(),
             check: self.check.clone(),
-            period: self.recording.frames.len() as u64,
+            frames: Arc::clone(&self.recording.frames),
+            period,
             frames_expected,
             reported: 0,
             passed: 0,
             failed: 0,
             elements_differing: 0,
             mismatches: Vec::with_capacity(MAX_MISMATCHES),
+            losses: Losses::new(period),
+            rejudged: Rejudged::default(),
         }))
     }
 }
@@ -161,6 +168,16 @@ impl RecordingSetup {
             CheckSpec::Golden(dir) => Check::Outputs {
                 against: format!("golden files {}", dir.display()),
                 outputs: golden_outputs(dir, &graph, recording.frames.len())?,
+                // Golden files hold the stream without a loss: the frames a loss changed are
+                // judged against the run's own placement replayed with it.
+                replay: files.load_with(overrides.clone(), period).ok().and_then(
+                    |(graph, placement)| {
+                        let name = format!("placement {}", placement.name);
+                        Plan::new(graph, placement)
+                            .ok()
+                            .and_then(|plan| Replay::of_stateful(name, plan))
+                    },
+                ),
             },
             CheckSpec::Reference(written) => {
                 // A name is one of the graph's placements (`reference:cpu`); a name found
@@ -190,6 +207,7 @@ impl RecordingSetup {
                 Check::Outputs {
                     against: format!("reference placement {name}"),
                     outputs,
+                    replay: Replay::of_stateful(format!("reference placement {name}"), plan),
                 }
             }
         };
@@ -239,10 +257,13 @@ fn dims_from_recording(
         .collect())
 }
 
-/// Compares each completed frame with its reference.
+/// Compares each completed frame with its reference; with a stateful stage, judges the frames
+/// that differ after a loss again, against the stream replayed with that loss
+/// ([`super::after_loss`]).
 struct ReferenceJudge {
     sinks: Vec<(TensorSpec, Tolerance)>,
     check: Check,
+    frames: Arc<[Vec<u8>]>,
     period: u64,
     frames_expected: u64,
     reported: u64,
@@ -250,28 +271,37 @@ struct ReferenceJudge {
     failed: u64,
     elements_differing: u64,
     mismatches: Vec<Mismatch>,
+    losses: Losses,
+    rejudged: Rejudged,
 }
 
-impl Judge for ReferenceJudge {
-    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), JudgeError> {
-        self.reported += 1;
-        let Check::Outputs { outputs, .. } = &self.check else {
-            self.passed += 1;
-            return Ok(());
-        };
-        let want = &outputs[(frame.frame_id % self.period) as usize];
+/// What judging frames again after a loss found.
+#[derive(Default)]
+struct Rejudged {
+    /// Frames judged again (passed or failed), and those that passed.
+    frames: u64,
+    passed: u64,
+    /// Frames that could not be judged again, and the first reason.
+    not: u64,
+    why_not: Option<NotRejudged>,
+}
+
+impl ReferenceJudge {
+    /// Compares `got` (a frame's sinks) with `want`, counting the elements that differ and
+    /// listing the first in the mismatches when `record`.
+    fn differ(&mut self, frame: u64, got: &[&[u8]], want: &[Vec<u8>], record: bool) -> u64 {
         let mut differ = 0;
         for (i, (tensor, tolerance)) in self.sinks.iter().enumerate() {
             let mismatches = &mut self.mismatches;
             differ += compare(
                 tensor,
                 *tolerance,
-                frame.sink(i),
+                got[i],
                 &want[i],
                 &mut |at, got, want| {
-                    if mismatches.len() < MAX_MISMATCHES {
+                    if record && mismatches.len() < MAX_MISMATCHES {
                         mismatches.push(Mismatch {
-                            frame: frame.frame_id,
+                            frame,
                             tensor: tensor.name.clone(),
                             index: at,
                             got,
@@ -281,18 +311,95 @@ impl Judge for ReferenceJudge {
                 },
             );
         }
+        differ
+    }
+
+    /// Counts a frame judged, whose sinks differ from its reference's in `differ` elements.
+    fn count(&mut self, differ: u64) {
         self.elements_differing += differ;
         if differ == 0 {
             self.passed += 1;
         } else {
             self.failed += 1;
         }
+    }
+
+    /// Judges a kept frame against the replay's sinks for it, or fails it saying why not.
+    fn rejudge(&mut self, kept: Kept, want: Result<Vec<Vec<u8>>, NotRejudged>) {
+        let got: Vec<&[u8]> = kept.sinks.iter().map(Vec::as_slice).collect();
+        match want {
+            Ok(want) => {
+                let differ = self.differ(kept.frame, &got, &want, true);
+                self.rejudged.frames += 1;
+                self.rejudged.passed += u64::from(differ == 0);
+                self.count(differ);
+            }
+            Err(why) => {
+                // Judged as it was: against the reference without the loss.
+                let outputs = match &self.check {
+                    Check::Outputs { outputs, .. } => Arc::clone(outputs),
+                    Check::Nothing => return,
+                };
+                let want = &outputs[(kept.frame % self.period) as usize];
+                let differ = self.differ(kept.frame, &got, want, true);
+                self.rejudged.not += 1;
+                self.rejudged.why_not.get_or_insert(why);
+                self.count(differ);
+            }
+        }
+    }
+}
+
+impl Judge for ReferenceJudge {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), JudgeError> {
+        self.reported += 1;
+        self.losses.arrived(frame.frame_id, true);
+        let (outputs, replays) = match &self.check {
+            Check::Nothing => {
+                self.passed += 1;
+                return Ok(());
+            }
+            Check::Outputs {
+                outputs, replay, ..
+            } => (Arc::clone(outputs), replay.is_some()),
+        };
+        let want = &outputs[(frame.frame_id % self.period) as usize];
+        let got: Vec<&[u8]> = (0..self.sinks.len()).map(|i| frame.sink(i)).collect();
+        // A frame that differs after a loss is kept to be judged against the stream with
+        // that loss; its mismatches here are not the run's.
+        let defer = replays && self.losses.after_loss();
+        let differ = self.differ(frame.frame_id, &got, want, !defer);
+        if differ > 0 && defer {
+            let sinks = got.iter().map(|s| s.to_vec()).collect();
+            if self.losses.defer(frame.frame_id, sinks) {
+                return Ok(());
+            }
+            // Past the budget: judged as it is, its mismatches listed.
+            self.differ(frame.frame_id, &got, want, true);
+        }
+        self.count(differ);
         Ok(())
     }
 
-    fn partial(&mut self, _frame_id: u64) {}
+    fn partial(&mut self, frame_id: u64) {
+        self.losses.arrived(frame_id, false);
+    }
 
-    fn finish(self: Box<Self>) -> Result<Verdict, JudgeError> {
+    fn finish(mut self: Box<Self>) -> Result<Verdict, JudgeError> {
+        let losses = std::mem::replace(&mut self.losses, Losses::new(self.period));
+        let (lost, first_lost) = {
+            let (n, first) = losses.lost();
+            (n, first.to_vec())
+        };
+        let unkept = losses.unkept();
+        let replay = match &self.check {
+            Check::Outputs { replay, .. } => replay.clone(),
+            Check::Nothing => None,
+        };
+        if let Some(replay) = &replay {
+            let frames = Arc::clone(&self.frames);
+            losses.recheck(replay, &frames, &mut |kept, want| self.rejudge(kept, want));
+        }
         let missing = self.frames_expected.saturating_sub(self.reported);
         let against = match &self.check {
             Check::Nothing => "nothing".to_string(),
@@ -319,6 +426,24 @@ impl Judge for ReferenceJudge {
                     .unwrap_or_default()
             ));
         }
+        if unkept > 0 {
+            reasons.push(format!(
+                "{unkept} frames differed after a loss beyond the {} kept to judge again: judged against {against} as they were",
+                crate::plan::human_bytes(super::after_loss::RECHECK_BUDGET_BYTES)
+            ));
+        }
+        if let Some(why) = &self.rejudged.why_not {
+            reasons.push(format!(
+                "{} frames after a loss could not be judged against the stream with that loss ({}): judged against {against} as they were",
+                self.rejudged.not,
+                match why {
+                    NotRejudged::Budget => "too many to keep".to_string(),
+                    NotRejudged::Disordered =>
+                        "their frames began out of order, which the stream restarts on".to_string(),
+                    NotRejudged::Replay(why) => format!("the replay failed: {why}"),
+                }
+            ));
+        }
         let passed = reasons.is_empty();
         let mut text = String::new();
         let tolerances: Vec<String> = self
@@ -335,6 +460,26 @@ impl Judge for ReferenceJudge {
             self.passed,
             tolerances.join("; ")
         );
+        if lost > 0 {
+            let list: Vec<String> = first_lost.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                text,
+                "  frames lost: {lost} (first: {}{}){}",
+                list.join(", "),
+                if lost as usize > list.len() {
+                    ", ..."
+                } else {
+                    ""
+                },
+                match &replay {
+                    Some(replay) => format!(
+                        "; a stateful stage filled each as its rule says, and the {} frames after them that differ from {against} were judged against {} replayed with the same frames lost: {} passed",
+                        self.rejudged.frames, replay.name, self.rejudged.passed
+                    ),
+                    None => String::new(),
+                }
+            );
+        }
         for m in &self.mismatches {
             let _ = writeln!(
                 text,
@@ -353,6 +498,8 @@ impl Judge for ReferenceJudge {
                 frames_passed: self.passed,
                 frames_failed: self.failed,
                 frames_missing: missing,
+                lost_frames: first_lost,
+                frames_rejudged: self.rejudged.frames,
                 mismatches: self.mismatches,
                 reasons,
             },

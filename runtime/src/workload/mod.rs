@@ -17,6 +17,7 @@
 //! through [`Judge::frame`] and a partial one through [`Judge::partial`], in the order they
 //! began; a run passes only when every expected frame was reported and passed.
 
+pub mod after_loss;
 pub mod compare;
 pub mod generic;
 pub mod kind;

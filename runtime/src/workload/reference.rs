@@ -4,6 +4,11 @@
 //! --write-sinks` writes them ([`golden_outputs`]); and what the command line calls each
 //! ([`CheckSpec`]).
 //!
+//! A stream that loses frames is not the stream the reference computed: a stateful stage fills
+//! what it lost (docs/graphs.md), so the frames after a loss differ from the reference's. Such
+//! frames are judged again against a [`Replay`]: the graph replayed, on a placement, with the
+//! run's own losses ([`replay_outputs`]).
+//!
 //! Guarantees: the reference's outputs are bounded by [`REFERENCE_BUDGET_BYTES`] before they
 //! are computed or read; golden files are checked against the graph's sinks (type, shape,
 //! frame count) before they are used.
@@ -97,6 +102,83 @@ impl FrameSink for Collect<'_> {
     }
 }
 
+/// Keeps the sinks of the frames numbered `wanted` (increasing), in order.
+struct KeepSome<'a> {
+    sinks: usize,
+    wanted: &'a [u64],
+    out: &'a mut Vec<Vec<Vec<u8>>>,
+}
+
+impl FrameSink for KeepSome<'_> {
+    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
+        if self.wanted.get(self.out.len()) == Some(&frame.frame_id) {
+            self.out
+                .push((0..self.sinks).map(|i| frame.sink(i).to_vec()).collect());
+        }
+        Ok(())
+    }
+
+    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
+        Err(SinkError(format!(
+            "frame {} of a replay ended partial",
+            frame.frame_id
+        )))
+    }
+}
+
+/// A placement a stream is replayed on with a run's losses, to judge the frames that follow a
+/// loss in a graph with a stateful stage.
+#[derive(Clone)]
+pub struct Replay {
+    /// Named in the verdict: `reference placement all-cpu`, `placement cpu`.
+    pub name: String,
+    /// The graph on that placement.
+    pub plan: Arc<Plan>,
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replay").field("name", &self.name).finish()
+    }
+}
+
+impl Replay {
+    /// A replay on `plan`, named `name`, where its graph has a stateful stage (without one, a
+    /// loss changes no other frame and there is nothing to replay).
+    pub fn of_stateful(name: String, plan: Plan) -> Option<Replay> {
+        plan.stages
+            .iter()
+            .any(|s| s.carry.is_some())
+            .then(|| Replay {
+                name,
+                plan: Arc::new(plan),
+            })
+    }
+}
+
+/// Runs the replay's plan on the frames numbered `ids` (increasing) of the stream cycling
+/// through `frames`, the others lost, and returns the sinks of the frames numbered `wanted`
+/// (increasing, each in `ids`), in order.
+pub fn replay_outputs(
+    replay: &Replay,
+    frames: &Arc<[Vec<u8>]>,
+    ids: Vec<u64>,
+    wanted: &[u64],
+) -> Result<Vec<Vec<Vec<u8>>>, ReferenceError> {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut keep = KeepSome {
+        sinks: replay.plan.graph.sinks.len(),
+        wanted,
+        out: &mut out,
+    };
+    let mut source = FrameReplay::of_ids(Arc::clone(frames), ids);
+    executor::run(&replay.plan, &mut source, &mut keep).map_err(|source| ReferenceError::Run {
+        placement: replay.plan.placement.name.clone(),
+        source,
+    })?;
+    Ok(out)
+}
+
 /// Runs `plan` (the graph on the reference placement) on each of `frames` once and returns
 /// every frame's sinks.
 pub fn reference_outputs(plan: &Plan, frames: &Arc<[Vec<u8>]>) -> Result<Outputs, ReferenceError> {
@@ -147,6 +229,8 @@ pub enum Check {
         against: String,
         /// `[frame][sink]`.
         outputs: Outputs,
+        /// Where the frames after a loss are judged, for a graph with a stateful stage.
+        replay: Option<Replay>,
     },
 }
 

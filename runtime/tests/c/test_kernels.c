@@ -15,7 +15,8 @@
  * The leaky integrators keep y, and the number of the frame they expect next, in their carry,
  * and fail when the runtime's account of the stream (frame, frames_missing, fresh) disagrees
  * with it. Built with TEST_ABI_VERSION=1, the library has a version 1 table of the first four;
- * with LEAKY_CARRY_PAD, the integrators' carry is 32 bytes instead of 16.
+ * with LEAKY_CARRY_PAD, the integrators' carry is 32 bytes instead of 16; with
+ * LEAKY_FORGETS_LOSSES, they break their own rule: a lost frame leaves y as it was.
  *
  * Both are offered twice: as CPU kernels, and as "CUDA" kernels over device memory for the
  * runtime's simulated GPU (kplace::cuda::sim), whose device memory is host memory and which
@@ -236,7 +237,9 @@ static kplace_status leaky_launch(void *state, const kplace_launch_args *a, char
         return KPLACE_ERR_INVALID_ARGUMENT;
     }
     double y = carry->y;
+#ifndef LEAKY_FORGETS_LOSSES
     for (uint64_t k = 0; k < a->frames_missing * s->n; k++) y = alpha * y; /* zero-filled */
+#endif
     const float *in = IN(a, 0).data;
     double *out = OUT(a, 0).data;
     for (uint64_t i = 0; i < s->n; i++) {

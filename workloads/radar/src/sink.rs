@@ -167,6 +167,8 @@ pub fn verification(verifier: &Verifier) -> Verification {
         frames_passed: summary.frames_passed,
         frames_failed: summary.frames_failed,
         frames_missing: summary.frames_missing,
+        lost_frames: summary.missing_frames.clone(),
+        frames_rejudged: 0,
         mismatches: Vec::new(),
         reasons: summary.failure_reasons(config),
     }

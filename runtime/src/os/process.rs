@@ -1,5 +1,6 @@
 //! Processes: signals to children, dying with the parent, a reaped child's CPU time, the
-//! calling thread's nice value, and SIGPIPE's disposition.
+//! calling thread's nice value, SIGPIPE's disposition, and a child's output drained with a
+//! bound ([`drain_tail`]).
 //!
 //! # Guarantees
 //! - [`terminate`] and [`send_signal`] are for a pid the caller names as its own unreaped child,
@@ -9,7 +10,7 @@
 //!   [`parent_pid`]).
 //! - Nothing here panics or allocates between fork and exec.
 
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -128,6 +129,48 @@ pub fn default_sigpipe() -> io::Result<()> {
     Ok(())
 }
 
+/// Reads `pipe` (a child's stderr) to its end, so that the child never blocks on a full pipe,
+/// keeping only its last `keep` bytes, as text: a child that writes without end costs this
+/// process `2 * keep` bytes at most, not all it wrote. What was dropped before the tail is
+/// counted, `... (N bytes before) `, in front of it.
+pub fn drain_tail(mut pipe: impl Read, keep: usize) -> String {
+    let mut tail = Vec::new();
+    let mut dropped = 0usize;
+    let mut chunk = [0u8; 8192];
+    loop {
+        match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => tail.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+        if tail.len() > keep.saturating_mul(2) {
+            let cut = tail.len() - keep;
+            tail.drain(..cut);
+            dropped += cut;
+        }
+    }
+    if tail.len() > keep {
+        let cut = tail.len() - keep;
+        tail.drain(..cut);
+        dropped += cut;
+    }
+    // A cut in the middle of a character starts at the next one.
+    let start = if dropped > 0 {
+        tail.iter()
+            .take(3)
+            .take_while(|b| (0x80..0xc0).contains(*b))
+            .count()
+    } else {
+        0
+    };
+    let text = String::from_utf8_lossy(&tail[start..]);
+    match dropped + start {
+        0 => text.into_owned(),
+        before => format!("... ({before} bytes before) {text}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +246,18 @@ mod tests {
         assert_eq!(before.1, before.0 + 1);
         assert_eq!(nice(), before.0, "only that thread changed");
         assert!(parent_pid() > 0);
+    }
+
+    #[test]
+    fn a_drained_pipe_keeps_its_tail_only() {
+        assert_eq!(drain_tail(&b"short"[..], 16), "short");
+        let mut long = "x".repeat(1 << 20).into_bytes();
+        long.extend_from_slice("é the end".as_bytes());
+        let text = drain_tail(&long[..], 9);
+        assert_eq!(
+            text,
+            format!("... ({} bytes before)  the end", (1 << 20) + 2)
+        );
+        assert!(drain_tail(std::io::repeat(b'y').take(10 << 20), 4096).len() < 4200);
     }
 }

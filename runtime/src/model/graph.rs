@@ -52,6 +52,10 @@ pub struct Graph {
     pub constants: Vec<Constant>,
 }
 
+/// The most bytes a graph file may hold: far more than a graph of thousands of stages needs
+/// (arrays belong in `.npy` files it names), and read whole before it is parsed.
+pub const MAX_GRAPH_BYTES: u64 = 4 << 20;
+
 /// The most bytes a constant tensor may hold: it is read whole when the graph is loaded, and
 /// held for the run in host memory (and in each GPU's memory that reads it).
 pub const MAX_CONSTANT_BYTES: u64 = 256 << 20;
@@ -351,10 +355,7 @@ impl Graph {
 
     /// Reads, binds and checks a graph file.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Graph, GraphError> {
-        let text = std::fs::read_to_string(path).map_err(|source| GraphError::Io {
-            path: path.to_path_buf(),
-            cause: source,
-        })?;
+        let text = crate::os::files::read_text_bounded(path, MAX_GRAPH_BYTES, "graph")?;
         Self::parse(&text, path, overrides)
     }
 
@@ -363,7 +364,7 @@ impl Graph {
         let file: bind::GraphFile =
             serde_saphyr::from_str(text).map_err(|source| GraphError::Syntax {
                 path: path.to_path_buf(),
-                cause: super::yaml::syntax_error(&source, path),
+                cause: super::yaml::syntax_error(&source, path, "a graph"),
             })?;
         bind::Binder {
             path,
@@ -386,14 +387,9 @@ pub struct Overrides {
 /// Why a graph could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
-    /// The file could not be read.
-    #[error("cannot read graph {}: {cause}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        cause: std::io::Error,
-    },
+    /// The file could not be read, or holds more than [`MAX_GRAPH_BYTES`].
+    #[error(transparent)]
+    Read(#[from] crate::os::files::ReadBoundedError),
     /// The file is not valid YAML for a graph (the message has line and column).
     #[error("graph {}: {cause}", path.display())]
     Syntax {

@@ -202,17 +202,16 @@ impl RuntimeSettings {
     }
 }
 
+/// The most bytes a placement file may hold: far more than one placing thousands of stages
+/// needs, and read whole before it is parsed.
+pub const MAX_PLACEMENT_BYTES: u64 = 4 << 20;
+
 /// Why a placement could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PlacementError {
-    /// The file could not be read.
-    #[error("cannot read placement {}: {cause}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        cause: std::io::Error,
-    },
+    /// The file could not be read, or holds more than [`MAX_PLACEMENT_BYTES`].
+    #[error(transparent)]
+    Read(#[from] crate::os::files::ReadBoundedError),
     /// The file is not a valid placement (the message has line and column).
     #[error("placement {}: {cause}", path.display())]
     Syntax {
@@ -236,10 +235,7 @@ pub enum PlacementError {
 impl Placement {
     /// Reads and checks a placement file.
     pub fn load(path: &Path) -> Result<Placement, PlacementError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlacementError::Io {
-            path: path.to_path_buf(),
-            cause: source,
-        })?;
+        let text = crate::os::files::read_text_bounded(path, MAX_PLACEMENT_BYTES, "placement")?;
         Self::parse(&text, path)
     }
 
@@ -248,7 +244,7 @@ impl Placement {
         let file: PlacementFile =
             serde_saphyr::from_str(text).map_err(|source| PlacementError::Syntax {
                 path: path.to_path_buf(),
-                cause: super::yaml::syntax_error(&source, path),
+                cause: super::yaml::syntax_error(&source, path, "a placement"),
             })?;
         let invalid = |line, message: String| PlacementError::Invalid {
             path: path.to_path_buf(),

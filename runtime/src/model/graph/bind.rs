@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 use super::expr::{self, Expr};
 use super::params::{ParamFile, ParamText};
 use super::*;
+use crate::os::files::{EXCERPT_CHARS, excerpt};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -426,7 +427,7 @@ impl Binder<'_> {
             let parsed = Expr::parse(text).map_err(|why| {
                 self.invalid(
                     at(value),
-                    format!("dimension {name}: {text:?} is neither a number nor an expression of other dimensions: {why}"),
+                    format!("dimension {name}: {} is neither a number nor an expression of other dimensions: {why}", excerpt(text)),
                 )
             })?;
             derived.insert(name.clone(), parsed);
@@ -506,7 +507,10 @@ impl Binder<'_> {
                 _ => Expr::parse(text)
                     .and_then(|e| e.eval(dims))
                     .map_err(|why| {
-                        self.invalid(at(d), format!("tensor {}: axis {text}: {why}", spec.name))
+                        self.invalid(
+                            at(d),
+                            format!("tensor {}: axis {}: {why}", spec.name, shown(text)),
+                        )
                     })?,
             };
             if value == 0 {
@@ -595,6 +599,15 @@ impl Binder<'_> {
             }
         }
         Ok(bound.into_iter().collect())
+    }
+}
+
+/// `text` as an error shows it: as written when it is short, else quoted and cut short.
+fn shown(text: &str) -> String {
+    if text.chars().count() <= EXCERPT_CHARS {
+        text.to_string()
+    } else {
+        excerpt(text)
     }
 }
 

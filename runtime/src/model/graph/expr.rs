@@ -5,7 +5,10 @@
 //! precedence. Every value is a `u64`; `/` divides exactly. Guarantees: an expression that
 //! would overflow, go below zero, divide by zero or leave a remainder is an error naming the
 //! expression and the values it met, never a wrapped or truncated size; derived dimensions
-//! are evaluated in dependency order, and a cycle is an error naming it.
+//! are evaluated in dependency order, and a cycle is an error naming it. An expression is at
+//! most [`MAX_EXPRESSION_BYTES`] long, of at most [`MAX_OPERANDS`] numbers and names, its
+//! parentheses nested at most [`MAX_NESTING`] deep, each checked as it is read: a longer one
+//! is an error saying the limit, never a deep recursion that overflows the stack.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,6 +44,15 @@ impl fmt::Display for Op {
     }
 }
 
+/// The longest an expression may be, in bytes.
+pub(crate) const MAX_EXPRESSION_BYTES: usize = 1024;
+
+/// The most operands (numbers and names) an expression may have.
+pub(crate) const MAX_OPERANDS: usize = 256;
+
+/// The deepest its parentheses may nest.
+pub(crate) const MAX_NESTING: usize = 64;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Token {
     Number(u64),
@@ -50,10 +62,26 @@ enum Token {
     Close,
 }
 
+/// The tokens of `text`, each limit of the module's checked as they are read.
 fn tokens(text: &str) -> Result<Vec<Token>, String> {
+    if text.len() > MAX_EXPRESSION_BYTES {
+        return Err(format!(
+            "it is {} bytes long, longer than an expression may be ({MAX_EXPRESSION_BYTES})",
+            text.len()
+        ));
+    }
     let mut out = Vec::new();
+    let (mut operands, mut depth) = (0, 0);
     let mut chars = text.char_indices().peekable();
     while let Some(&(i, c)) = chars.peek() {
+        if matches!(c, '0'..='9' | '_') || c.is_ascii_alphabetic() {
+            operands += 1;
+            if operands > MAX_OPERANDS {
+                return Err(format!(
+                    "it has more than {MAX_OPERANDS} numbers and names, more than an expression may have"
+                ));
+            }
+        }
         match c {
             ' ' | '\t' => {
                 chars.next();
@@ -68,9 +96,10 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                     chars.next();
                 }
                 let digits = &text[i..end];
-                let n = digits
-                    .parse()
-                    .map_err(|_| format!("{digits} is too large a number"))?;
+                let n = digits.parse().map_err(|_| match digits.len() {
+                    ..=24 => format!("{digits} is too large a number"),
+                    n => format!("a number of {n} digits is too large"),
+                })?;
                 out.push(Token::Number(n));
             }
             c if c.is_ascii_alphabetic() || c == '_' => {
@@ -95,10 +124,17 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
             }
             '(' => {
                 chars.next();
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(format!(
+                        "its parentheses nest more than {MAX_NESTING} deep, deeper than an expression may"
+                    ));
+                }
                 out.push(Token::Open);
             }
             ')' => {
                 chars.next();
+                depth = depth.saturating_sub(1);
                 out.push(Token::Close);
             }
             other => return Err(format!("unexpected {other:?}")),
@@ -330,6 +366,27 @@ mod tests {
             let e = Expr::parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn nesting_operands_and_length_are_bounded_before_parsing() {
+        let nested = format!("{}N{}", "(".repeat(20_000), ")".repeat(20_000));
+        let e = Expr::parse(&nested).unwrap_err();
+        assert!(e.contains("longer than an expression may be (1024)"), "{e}");
+        let nested = format!("{}N{}", "(".repeat(65), ")".repeat(65));
+        let e = Expr::parse(&nested).unwrap_err();
+        assert!(e.contains("nest more than 64 deep"), "{e}");
+        let at_limit = format!("{}N{}", "(".repeat(64), ")".repeat(64));
+        assert_eq!(value(&at_limit, &[("N", 3)]), Ok(3));
+        let sum = vec!["1"; 257].join("+");
+        let e = Expr::parse(&sum).unwrap_err();
+        assert!(e.contains("more than 256 numbers and names"), "{e}");
+        assert_eq!(value(&vec!["1"; 256].join("+"), &[]), Ok(256));
+        let e = Expr::parse(&vec!["1"; 100_000].join("+")).unwrap_err();
+        assert!(e.contains("bytes long"), "{e}");
+        // Unbalanced closings do not hide an opening's depth.
+        let e = Expr::parse(&format!("{}{}N", ")".repeat(10), "(".repeat(65))).unwrap_err();
+        assert!(e.contains("nest more than 64"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,11 @@
 //! not `STAGE.PARAM=VALUE` is reported with its line number and the rest of the file still
 //! applies. A missing or unreadable file is reported once, and read again once it changes.
 //!
-//! Guarantees: the file is read at most once per [`POLL`], at most [`MAX_BYTES`] of it; the
+//! Guarantees: the file is read at most once per [`POLL`], at most [`MAX_BYTES`] of it: a
+//! file that holds more (`/dev/zero`) is refused whole, never applied in part. A line over
+//! [`MAX_LINE_BYTES`] is skipped by its number; a bad line is quoted at most
+//! [`crate::os::files::EXCERPT_CHARS`] characters long, and at most [`MAX_REPORTED`] are
+//! reported each time the file is read, so stderr stays short whatever the file holds. The
 //! watcher's thread ends, joined, when the [`Watcher`] is dropped.
 
 use std::collections::BTreeMap;
@@ -28,6 +32,13 @@ pub const POLL: Duration = Duration::from_millis(50);
 
 /// The most of the file that is read.
 pub const MAX_BYTES: u64 = 1 << 20;
+
+/// The longest a line may be: a value written inline, a list of thousands of taps included.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
+
+/// The most skipped lines reported, each by its number, per reading of the file; the others
+/// are counted.
+pub const MAX_REPORTED: usize = 8;
 
 /// Watches a control file until dropped.
 pub struct Watcher {
@@ -78,15 +89,19 @@ fn watch(path: &Path, updates: &Sender<ParamUpdate>, stop: &AtomicBool) {
             Ok(stamp) if seen != Some(stamp) => {
                 seen = Some(stamp);
                 reported_missing = false;
-                match read(path) {
+                match crate::os::files::read_text_bounded(path, MAX_BYTES, "control file") {
                     Ok(text) => {
-                        for update in changes(path, &text, &mut values) {
+                        let found = changes(path, &text, &mut values);
+                        for skipped in &found.skipped {
+                            tracing::warn!("{skipped}");
+                        }
+                        for update in found.updates {
                             if updates.send(update).is_err() {
                                 return;
                             }
                         }
                     }
-                    Err(e) => tracing::warn!("control file {}: {e}", path.display()),
+                    Err(e) => tracing::warn!("{e}; nothing in it is applied"),
                 }
             }
             Ok(_) => {}
@@ -95,29 +110,48 @@ fn watch(path: &Path, updates: &Sender<ParamUpdate>, stop: &AtomicBool) {
     }
 }
 
-fn read(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(MAX_BYTES)
-        .read_to_string(&mut text)?;
-    Ok(text)
+/// What one reading of the file asks for.
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    /// The updates, one per stage, in the order of the file's lines.
+    pub updates: Vec<ParamUpdate>,
+    /// What to say of the lines skipped: at most [`MAX_REPORTED`], each naming its line and
+    /// quoting it cut short, then how many more there were.
+    pub skipped: Vec<String>,
 }
 
 /// The updates `text` asks for against the values the file gave before (`values`, updated),
-/// one per stage, in the order of the file's lines; bad lines are reported and skipped.
+/// one per stage, in the order of the file's lines; bad lines are skipped, and said in
+/// [`Changes::skipped`].
 pub fn changes(
     path: &Path,
     text: &str,
     values: &mut BTreeMap<(String, String), String>,
-) -> Vec<ParamUpdate> {
+) -> Changes {
     let mut updates: Vec<ParamUpdate> = Vec::new();
+    let mut skipped = Vec::new();
+    let mut unreported = 0usize;
+    let mut skip = |why: String| {
+        if skipped.len() < MAX_REPORTED {
+            skipped.push(why);
+        } else {
+            unreported += 1;
+        }
+    };
     for (number, line) in text.lines().enumerate() {
+        let origin = format!("control file {}, line {}", path.display(), number + 1);
+        if line.len() > MAX_LINE_BYTES {
+            skip(format!(
+                "{origin}: {} bytes, longer than a line may be ({} KiB); the line is skipped",
+                line.len(),
+                MAX_LINE_BYTES >> 10
+            ));
+            continue;
+        }
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let origin = format!("control file {}, line {}", path.display(), number + 1);
         let parsed = line.split_once('=').and_then(|(key, value)| {
             let (stage, param) = key.trim().split_once('.')?;
             let ok = !stage.is_empty() && !param.is_empty();
@@ -130,7 +164,10 @@ pub fn changes(
             })
         });
         let Some((stage, param, value)) = parsed else {
-            tracing::warn!("{origin}: {line:?} is not STAGE.PARAM=VALUE; the line is skipped");
+            skip(format!(
+                "{origin}: {} is not STAGE.PARAM=VALUE; the line is skipped",
+                crate::os::files::excerpt(line)
+            ));
             continue;
         };
         let key = (stage.clone(), param.clone());
@@ -147,7 +184,13 @@ pub fn changes(
             }),
         }
     }
-    updates
+    if unreported > 0 {
+        skipped.push(format!(
+            "control file {}: {unreported} more lines are skipped",
+            path.display()
+        ));
+    }
+    Changes { updates, skipped }
 }
 
 #[cfg(test)]
@@ -164,7 +207,13 @@ mod tests {
             &mut values,
         );
         assert_eq!(
-            first,
+            first.skipped,
+            [
+                "control file c.txt, line 5: \"nonsense\" is not STAGE.PARAM=VALUE; the line is skipped"
+            ]
+        );
+        assert_eq!(
+            first.updates,
             [
                 ParamUpdate {
                     stage: "convert".into(),
@@ -178,13 +227,61 @@ mod tests {
                 },
             ]
         );
-        let again = changes(path, "convert.scale=0.5\nwindow.window=hann\n", &mut values);
+        let again = changes(path, "convert.scale=0.5\nwindow.window=hann\n", &mut values).updates;
         assert_eq!(again.len(), 1, "only what changed: {again:?}");
         assert_eq!(
             again[0].params,
             [("window".to_string(), "hann".to_string())]
         );
-        assert!(changes(path, ".x=1\nstage.=2\n=3\n", &mut values).is_empty());
+        let bad = changes(path, ".x=1\nstage.=2\n=3\n", &mut values);
+        assert!(bad.updates.is_empty());
+        assert_eq!(bad.skipped.len(), 3);
+    }
+
+    #[test]
+    fn a_long_line_is_skipped_by_its_number_and_a_bad_one_quoted_short() {
+        let mut values = BTreeMap::new();
+        let path = Path::new("c.txt");
+        let long = format!(
+            "fir.gain=1\n{}\nfir.x={}\nfir.y=2\n",
+            "z".repeat(200_000),
+            "w".repeat(100)
+        );
+        let found = changes(path, &long, &mut values);
+        assert_eq!(found.updates.len(), 1);
+        let names: Vec<&str> = found.updates[0]
+            .params
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["gain", "x", "y"],
+            "the lines around the long one still apply"
+        );
+        assert_eq!(
+            found.skipped[0],
+            "control file c.txt, line 2: 200000 bytes, longer than a line may be (64 KiB); the line is skipped"
+        );
+        let text = format!("{}=\n", "q".repeat(60_000));
+        let found = changes(path, &text, &mut values);
+        assert!(
+            found.skipped[0].starts_with("control file c.txt, line 1: \"qqq"),
+            "{:?}",
+            found.skipped
+        );
+        assert!(found.skipped[0].contains("... (60001 bytes) is not STAGE.PARAM=VALUE"));
+        assert!(found.skipped[0].len() < 300);
+        let many = "bad\n".repeat(100_000);
+        let found = changes(path, &many, &mut values);
+        assert_eq!(found.skipped.len(), MAX_REPORTED + 1);
+        assert_eq!(
+            found.skipped[MAX_REPORTED],
+            format!(
+                "control file c.txt: {} more lines are skipped",
+                100_000 - MAX_REPORTED
+            )
+        );
     }
 
     #[test]

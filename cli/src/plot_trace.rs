@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use kplace::report::trace::Trace;
 
@@ -42,11 +42,12 @@ pub fn main(args: PlotTraceArgs) -> anyhow::Result<ExitCode> {
     if args.span.is_zero() {
         bail!("--span must be longer than zero");
     }
-    let text = kplace::os::files::read_to_string_bounded(
+    // A trace longer than the limit is refused from its length, before a byte is read.
+    let text = kplace::os::files::read_text_bounded(
         &args.trace,
         kplace::report::trace::MAX_TRACE_BYTES,
-    )
-    .with_context(|| format!("cannot read {}", args.trace.display()))?;
+        "trace",
+    )?;
     let trace = Trace::read_chrome(&text, &args.trace.display().to_string())?;
     if args.switches {
         let out = args.out.unwrap_or_else(|| args.trace.with_extension("svg"));

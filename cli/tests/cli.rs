@@ -1320,7 +1320,7 @@ fn a_trace_holds_every_launch_of_every_frame() {
     );
     // An endless input is read up to the bound, never whole.
     let e = input_error(&["plot-trace", "/dev/zero"]);
-    assert!(e.contains("/dev/zero holds more than 1024 MiB"), "{e}");
+    assert!(e.contains("trace /dev/zero holds more than 1 GiB"), "{e}");
     let e = input_error(&["run", "--frames", "2", "--trace", "/nonexistent-dir/t.json"]);
     assert!(
         e.contains("/nonexistent-dir/t.json") && !e.contains("frames 2"),

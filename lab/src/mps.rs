@@ -74,6 +74,9 @@ pub const BUSY: &str = "Cannot send command to MPS control daemon process";
 pub const BUSY_TRIES: u32 = 8;
 const BUSY_FIRST_WAIT: Duration = Duration::from_millis(10);
 
+/// The most of the control program's output read back for an error: far more than it says.
+const MAX_SAID_BYTES: u64 = 1 << 20;
+
 /// How long one query of the control daemon may take.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -516,7 +519,8 @@ pub fn start(dirs: &MpsDirs, active_thread_percentage: Option<f64>) -> Result<Mp
         .spawn()
         .map_err(|e| fail(format!("cannot run {}: {e}", control.program.display())))?;
     let said = || {
-        let text = fs::read_to_string(&out_path).unwrap_or_default();
+        let text = kplace::os::files::read_text_bounded(&out_path, MAX_SAID_BYTES, "MPS output")
+            .unwrap_or_default();
         if text.trim().is_empty() {
             String::new()
         } else {

@@ -347,9 +347,15 @@ pub(super) fn write_csv(
     Ok(file.commit()?)
 }
 
+/// The text of `/proc` file `path`, when it can be read (within its bound).
+pub fn proc_file(path: &str) -> Option<String> {
+    let limit = kplace::os::files::MAX_PROC_BYTES;
+    kplace::os::files::read_text_bounded(Path::new(path), limit, "system file").ok()
+}
+
 /// The CPU's model name, from `/proc/cpuinfo`.
 pub fn cpu_model() -> Option<String> {
-    fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+    proc_file("/proc/cpuinfo").and_then(|t| {
         t.lines()
             .find(|l| l.starts_with("model name"))
             .and_then(|l| l.split(':').nth(1))
@@ -360,9 +366,7 @@ pub fn cpu_model() -> Option<String> {
 /// The machine the results come from.
 pub fn machine_facts() -> Value {
     let cpu = cpu_model();
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .ok()
-        .map(|s| s.trim().to_string());
+    let kernel = proc_file("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string());
     json!({
         "cpu": cpu,
         "cores": std::thread::available_parallelism().map(|n| n.get()).ok(),

@@ -347,16 +347,23 @@ struct SutLatency {
     trend: f64,
 }
 
+/// The most bytes a times file (the sender's, the system under test's) is read for: a line
+/// of some 40 bytes per frame, for millions of frames.
+const MAX_TIMES_BYTES: u64 = 256 << 20;
+
+/// The most bytes of `/proc/net/udp` read: a line of 128 bytes per socket, for a machine's
+/// hundreds of thousands of them.
+const MAX_SOCKET_TABLE_BYTES: u64 = 64 << 20;
+
 /// Post-frame latency from the sender's times (`frame_id,first_ns,last_ns`) and the SUT's
 /// (`frame_id,done_ns`, CLOCK_MONOTONIC like the sender's; a header line is allowed): done
 /// minus last packet sent, for every measured frame the SUT finished.
 fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, String> {
-    let read = |path: &Path, what: &str| {
-        fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the {what} times {}: {e}", path.display()))
+    let read = |path: &Path, what: &'static str| {
+        kplace::os::files::read_text_bounded(path, MAX_TIMES_BYTES, what).map_err(|e| e.to_string())
     };
     let mut last_sent = std::collections::HashMap::new();
-    for line in read(sent, "sender's")?.lines().skip(1) {
+    for line in read(sent, "sender's times")?.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         if let [id, _, last] = f[..]
             && let (Ok(id), Ok(last)) = (id.trim().parse::<u64>(), last.trim().parse::<u64>())
@@ -367,7 +374,7 @@ fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, Stri
     let mut latency = kplace::report::metrics::Latency::new();
     let mut trend = kplace::report::metrics::Trend::default();
     let mut first_done = None;
-    for (n, line) in read(done, "system under test's")?.lines().enumerate() {
+    for (n, line) in read(done, "system under test's times")?.lines().enumerate() {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         let parsed = match f[..] {
             [id, done] => id.parse::<u64>().ok().zip(done.parse::<u64>().ok()),
@@ -378,9 +385,10 @@ fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, Stri
                 continue; // a header
             }
             return Err(format!(
-                "{}:{}: expected frame_id,done_ns, got {line:?}",
+                "{}:{}: expected frame_id,done_ns, got {}",
                 done.display(),
-                n + 1
+                n + 1,
+                kplace::os::files::excerpt(line)
             ));
         };
         let Some(&last) = last_sent.get(&id) else {
@@ -405,7 +413,12 @@ fn wait_udp_listener(port: u16, child: &mut Child) -> bool {
     let needle = format!(":{port:04X} ");
     for _ in 0..200 {
         let listening = ["/proc/net/udp", "/proc/net/udp6"].iter().any(|f| {
-            fs::read_to_string(f).is_ok_and(|t| {
+            kplace::os::files::read_text_bounded(
+                Path::new(f),
+                MAX_SOCKET_TABLE_BYTES,
+                "socket table",
+            )
+            .is_ok_and(|t| {
                 t.lines().skip(1).any(|l| {
                     l.split_whitespace()
                         .nth(1)

@@ -3,11 +3,11 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use kplace::report::MAX_REPORT_BYTES;
 use kplace::report::ready::wait_ready;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
 use kplace::report::send::SendFile;
@@ -241,7 +241,11 @@ pub(super) enum TrialReport {
 impl TrialReport {
     /// The report at `path`, read strictly; the error says what is wrong, after "exited".
     fn read(path: &Path) -> Result<TrialReport, String> {
-        let text = fs::read_to_string(path).map_err(|_| "without a report".to_string())?;
+        let text = kplace::os::files::read_text_bounded(path, MAX_REPORT_BYTES, "run report")
+            .map_err(|e| match e.is_not_found() {
+                true => "without a report".to_string(),
+                false => format!("with a report that cannot be read: {e}"),
+            })?;
         let origin = path.display().to_string();
         let unreadable =
             |e: kplace::report::ReadError| format!("with a report that cannot be read: {e}");
@@ -441,8 +445,11 @@ pub(super) fn send(
 
 /// What a sender's `--report` says of its schedule, read strictly.
 fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| format!("the sender wrote no report {}: {e}", path.display()))?;
+    let text = kplace::os::files::read_text_bounded(path, MAX_REPORT_BYTES, "sender's report")
+        .map_err(|e| match e.is_not_found() {
+            true => format!("the sender wrote no report {}", path.display()),
+            false => e.to_string(),
+        })?;
     let report: SendFile = kplace::report::read_json(&text, &path.display().to_string())
         .map_err(|e| format!("the sender's report: {e}"))?;
     Ok(SenderEntry {
@@ -485,10 +492,9 @@ pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, S
     let stderr = child.stderr.take();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut stderr) = stderr {
-            let _ = stderr.read_to_string(&mut text);
-        }
+        let text = stderr.map_or_else(String::new, |stderr| {
+            kplace::os::process::drain_tail(stderr, STDERR_TAIL)
+        });
         let _ = tx.send(text);
     });
     match wait_ready(child, ready, READY_TIMEOUT) {
@@ -504,6 +510,9 @@ pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, S
 /// How long a receiver may take to become ready (a GPU placement creates its context,
 /// modules and plans first).
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The most of a trial receiver's stderr kept for an error: its last 4 KiB.
+const STDERR_TAIL: usize = 4096;
 
 fn measure(report: &RunReport, rate: f64, frames_sent: u64, budget: Duration) -> TrialMeasurement {
     let latency = &report.latency;

@@ -1,6 +1,6 @@
 //! A hog as a child process: started with its settings, stopped with a report.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -263,16 +263,11 @@ impl Cotenant {
                 }
             })
         });
-        let stderr = child.stderr.take().map(|mut err| {
+        let stderr = child.stderr.take().map(|err| {
             std::thread::spawn(move || {
-                let mut text = Vec::new();
-                let _ = err.read_to_end(&mut text);
-                let text = String::from_utf8_lossy(&text);
-                let start = text.len().saturating_sub(STDERR_TAIL);
-                let start = (start..=text.len())
-                    .find(|&i| text.is_char_boundary(i))
-                    .unwrap_or(text.len());
-                text[start..].trim_end().to_string()
+                kplace::os::process::drain_tail(err, STDERR_TAIL)
+                    .trim_end()
+                    .to_string()
             })
         });
         let mut cotenant = Cotenant {

@@ -24,12 +24,8 @@ pub const MAX_RESULTS_BYTES: u64 = 256 << 20;
 /// column (of the file as written, for every version).
 pub fn read_results(path: &Path) -> Result<SweepFile, PlotError> {
     let refused = |message: String| PlotError::Results { message };
-    let text = kplace::os::files::read_to_string_bounded(path, MAX_RESULTS_BYTES).map_err(|e| {
-        refused(format!(
-            "cannot read the results file {}: {e}",
-            path.display()
-        ))
-    })?;
+    let text = kplace::os::files::read_text_bounded(path, MAX_RESULTS_BYTES, "results file")
+        .map_err(|e| refused(e.to_string()))?;
     let head: SchemaOnly = serde_json::from_str(&text).map_err(|e| {
         refused(format!(
             "{} is not JSON (a results file of kplace bisect-rate is): {e}",

@@ -45,17 +45,50 @@ use super::space::{Candidate, Offers, Where};
 /// The calibration file's schema.
 pub const SCHEMA: &str = "kplace-calibration/1";
 
+/// The most bytes of a kernel library fingerprinted: far more than any is.
+pub const MAX_LIBRARY_BYTES: u64 = 4 << 30;
+
+/// The most bytes a stored calibration is read for: far more than one holds (a few KiB).
+pub const MAX_CALIBRATION_BYTES: u64 = 16 << 20;
+
 impl LibraryBuild {
-    /// Fingerprints the library at `path`.
+    /// Fingerprints the library at `path`, read a piece at a time (never held whole), at
+    /// most [`MAX_LIBRARY_BYTES`] of it.
     pub fn of(path: &Path) -> Result<LibraryBuild, CalibrateError> {
-        let bytes = fs::read(path).map_err(|source| CalibrateError::Io {
+        let io = |error| CalibrateError::Io {
             action: "read",
             path: path.to_path_buf(),
-            error: source,
-        })?;
+            error,
+        };
+        let file = fs::File::open(path).map_err(io)?;
+        let mut reader = std::io::BufReader::with_capacity(
+            1 << 16,
+            std::io::Read::take(file, MAX_LIBRARY_BYTES + 1),
+        );
+        let (mut hasher, mut len) = (Fnv::default(), 0u64);
+        loop {
+            let piece = std::io::BufRead::fill_buf(&mut reader).map_err(io)?;
+            if piece.is_empty() {
+                break;
+            }
+            let n = piece.len();
+            hasher.write(piece);
+            std::io::BufRead::consume(&mut reader, n);
+            len += n as u64;
+        }
+        if len > MAX_LIBRARY_BYTES {
+            let why = format!(
+                "more than {} GiB, more than a kernel library can be",
+                MAX_LIBRARY_BYTES >> 30
+            );
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                why,
+            )));
+        }
         Ok(LibraryBuild {
             path: path.to_path_buf(),
-            fingerprint: format!("{}-{:016x}", bytes.len(), fingerprint(&bytes)),
+            fingerprint: format!("{len}-{:016x}", hasher.finish()),
         })
     }
 }
@@ -123,6 +156,9 @@ pub enum CalibrateError {
         /// Why, in the message.
         error: std::io::Error,
     },
+    /// A stored calibration could not be read, or is larger than [`MAX_CALIBRATION_BYTES`].
+    #[error(transparent)]
+    Read(#[from] kplace::os::files::ReadBoundedError),
     /// A stage's kernel is offered on no device.
     #[error("stage {0}: no library offers its kernel, so it cannot be calibrated")]
     Unplaceable(String),
@@ -597,19 +633,13 @@ impl Store {
         max_age_s: u64,
     ) -> Result<(Option<Calibration>, Lookup), CalibrateError> {
         let path = self.path(key);
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok((None, Lookup::Missing));
-            }
-            Err(source) => {
-                return Err(CalibrateError::Io {
-                    action: "read",
-                    path,
-                    error: source,
-                });
-            }
-        };
+        let text =
+            match kplace::os::files::read_text_bounded(&path, MAX_CALIBRATION_BYTES, "calibration")
+            {
+                Ok(text) => text,
+                Err(e) if e.is_not_found() => return Ok((None, Lookup::Missing)),
+                Err(e) => return Err(e.into()),
+            };
         let stored: Calibration =
             serde_json::from_str(&text).map_err(|e| CalibrateError::Stored {
                 path: path.clone(),

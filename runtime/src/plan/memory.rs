@@ -459,9 +459,14 @@ impl MemoryAvailable {
     /// This machine's host memory: `MemAvailable` from `/proc/meminfo`, else `MemTotal`, else
     /// the physical pages `sysconf` reports. No GPU is listed: see [`Self::with_gpu`].
     pub fn probe() -> MemoryAvailable {
-        let from_meminfo = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|text| host_from_meminfo(&text));
+        let meminfo = std::path::Path::new("/proc/meminfo");
+        let from_meminfo = crate::os::files::read_text_bounded(
+            meminfo,
+            crate::os::files::MAX_PROC_BYTES,
+            "memory information",
+        )
+        .ok()
+        .and_then(|text| host_from_meminfo(&text));
         let host = from_meminfo.or_else(|| {
             use nix::unistd::{SysconfVar, sysconf};
             let value = |var| sysconf(var).ok().flatten().unwrap_or(0);

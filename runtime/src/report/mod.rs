@@ -45,6 +45,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// The most bytes a report file is read for (a run's, a sender's, the ready file): far more
+/// than any run writes (a few MiB with every histogram), far less than memory.
+pub const MAX_REPORT_BYTES: u64 = 256 << 20;
+
 /// A report file with a schema name and version of its own.
 pub trait Versioned: Serialize + DeserializeOwned {
     /// The `schema` field every file of this type carries.

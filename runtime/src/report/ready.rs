@@ -49,17 +49,15 @@ impl super::Versioned for ReadyFile {
     const SCHEMA: &'static str = READY_SCHEMA;
 }
 
+/// The most bytes a ready file is read for: far more than any (a line per pipeline).
+pub const MAX_READY_BYTES: u64 = 1 << 20;
+
 /// Why a ready file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadyError {
-    /// The file exists but cannot be read.
-    #[error("{origin}: {source}")]
-    Io {
-        /// The file.
-        origin: String,
-        /// The system's error.
-        source: io::Error,
-    },
+    /// The file exists but cannot be read, or holds more than [`MAX_READY_BYTES`].
+    #[error(transparent)]
+    Io(#[from] crate::os::files::ReadBoundedError),
     /// The file is not a ready file of this version, or a field is wrong.
     #[error(transparent)]
     Read(#[from] super::ReadError),
@@ -95,10 +93,10 @@ impl ReadyFile {
     /// Reads `path`: `Ok(None)` while it does not exist, the sources once it does.
     pub fn read(path: &Path) -> Result<Option<Vec<SocketAddr>>, ReadyError> {
         let origin = path.display().to_string();
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::os::files::read_text_bounded(path, MAX_READY_BYTES, "ready file") {
             Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(ReadyError::Io { origin, source }),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         let file: ReadyFile = super::read_json(&text, &origin)?;
         file.addresses(&origin).map(Some)

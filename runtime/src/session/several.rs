@@ -17,7 +17,7 @@
 //!   each child's readiness is awaited for at most the time given.
 
 use std::fmt::{self, Write as _};
-use std::io::{BufRead, BufReader, Read, Write as _};
+use std::io::{BufRead, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
@@ -293,8 +293,12 @@ pub fn in_processes(
         .collect())
 }
 
+/// The most of a child's stdout kept (its last bytes): far more than its summary.
+const MAX_CHILD_STDOUT: usize = 16 << 20;
+
 /// Relays a child's stderr line by line, `[pipeline i] ` first, one write per line (so lines of
-/// several children never interleave), and collects its stdout; the handle returns the stdout.
+/// several children never interleave), and collects its stdout (at most [`MAX_CHILD_STDOUT`]);
+/// the handle returns the stdout.
 fn relay(
     index: usize,
     stdout: Option<ChildStdout>,
@@ -310,11 +314,9 @@ fn relay(
         });
     }
     std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stdout {
-            let _ = out.read_to_string(&mut text);
-        }
-        text
+        stdout.map_or_else(String::new, |out| {
+            crate::os::process::drain_tail(out, MAX_CHILD_STDOUT)
+        })
     })
 }
 
@@ -352,7 +354,12 @@ fn wait_all(children: &mut [Running]) -> Result<Vec<(u32, ExitStatus)>, ChildErr
 
 /// A child's report, or why there is none usable.
 fn read_report(path: &Path) -> Result<RunReport, String> {
-    let text = std::fs::read_to_string(path).map_err(|_| "without a report".to_string())?;
+    let text =
+        crate::os::files::read_text_bounded(path, crate::report::MAX_REPORT_BYTES, "run report")
+            .map_err(|e| match e.is_not_found() {
+                true => "without a report".to_string(),
+                false => format!("with a report that cannot be read: {e}"),
+            })?;
     crate::report::read_json(&text, &path.display().to_string())
         .map_err(|e| format!("with a report that cannot be read: {e}"))
 }

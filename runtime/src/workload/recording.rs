@@ -14,7 +14,8 @@
 //!
 //! Guarantees: a recording is checked against the graph (element type, frame shape, a whole
 //! number of frames) before its frames are read, and one larger than
-//! [`RECORDING_BUDGET_BYTES`] is refused before anything is allocated.
+//! [`RECORDING_BUDGET_BYTES`] is refused before anything is allocated; its metadata is read
+//! only up to [`MAX_META_BYTES`].
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,10 @@ use crate::plan::human_bytes;
 
 /// The most bytes of frames a recording may hold: they are replayed from memory.
 pub const RECORDING_BUDGET_BYTES: u64 = 1 << 30;
+
+/// The most bytes a `.sigmf-meta` file is read for: far more than its few fields and any
+/// annotations need.
+pub const MAX_META_BYTES: u64 = 16 << 20;
 
 /// A recording's frames, loaded and checked against a graph's source tensor.
 #[derive(Clone, Debug)]
@@ -60,6 +65,9 @@ pub enum RecordingError {
     /// A file of the recording cannot be put where it was asked for.
     #[error(transparent)]
     Place(#[from] crate::os::write::WriteError),
+    /// The metadata could not be read, or holds more than [`MAX_META_BYTES`].
+    #[error(transparent)]
+    Read(#[from] crate::os::files::ReadBoundedError),
     /// The recording does not hold frames of the graph's source tensor.
     #[error("recording {}: {why}", path.display())]
     Mismatch {
@@ -269,10 +277,7 @@ fn read_meta(meta_path: &Path) -> Result<Option<Meta>, RecordingError> {
     if !meta_path.is_file() {
         return Ok(None);
     }
-    let text = fs::read_to_string(meta_path).map_err(|cause| RecordingError::Io {
-        path: meta_path.to_path_buf(),
-        cause,
-    })?;
+    let text = crate::os::files::read_text_bounded(meta_path, MAX_META_BYTES, "SigMF metadata")?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| RecordingError::Mismatch {

@@ -11,7 +11,8 @@
 //!
 //! Guarantees: the reference's outputs are bounded by [`REFERENCE_BUDGET_BYTES`] before they
 //! are computed or read; golden files are checked against the graph's sinks (type, shape,
-//! frame count) before they are used.
+//! frame count) before they are used, and one longer than the recording's frames and a
+//! header can be is refused from its length, before it is read.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,6 +25,10 @@ use crate::plan::{Plan, human_bytes};
 
 /// The most bytes of reference outputs (every sink of every recording frame) kept in memory.
 pub const REFERENCE_BUDGET_BYTES: u64 = 1 << 30;
+
+/// The most bytes an `.npy` file's magic, version, length and header take (a header is at
+/// most 64 KiB).
+const MAX_NPY_LEAD_BYTES: u64 = 12 + (1 << 16);
 
 /// Each recording frame's sinks as the reference has them: `[frame][sink]`.
 pub type Outputs = Arc<[Vec<Vec<u8>>]>;
@@ -55,6 +60,21 @@ pub enum ReferenceError {
     /// A golden file is missing or does not hold the sink's frames.
     #[error("golden files: {0}")]
     Golden(#[from] npy::NpyError),
+    /// A golden file is longer than the recording's frames of its sink can be.
+    #[error(
+        "golden file {} is {bytes} bytes, more than {want} frames of {frame_bytes} bytes and a header can be: write it from a run of exactly the recording's frames (kplace run --frames {want} --write-sinks DIR)",
+        path.display()
+    )]
+    GoldenTooLong {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its length.
+        bytes: u64,
+        /// Frames the recording has.
+        want: usize,
+        /// The sink's bytes per frame.
+        frame_bytes: u64,
+    },
     /// The golden files hold another number of frames than the recording.
     #[error(
         "golden file {} holds {found} frames, but the recording has {want}: write it from a run of exactly the recording's frames (kplace run --frames {want} --write-sinks DIR)",
@@ -203,6 +223,20 @@ pub fn golden_outputs(dir: &Path, graph: &Graph, frames: usize) -> Result<Output
     for &t in &graph.sinks {
         let tensor = graph.tensor(t);
         let path = dir.join(format!("{}.npy", tensor.name));
+        let most = tensor
+            .bytes
+            .saturating_mul(frames as u64)
+            .saturating_add(MAX_NPY_LEAD_BYTES);
+        if let Ok(metadata) = std::fs::metadata(&path)
+            && metadata.len() > most
+        {
+            return Err(ReferenceError::GoldenTooLong {
+                path,
+                bytes: metadata.len(),
+                want: frames,
+                frame_bytes: tensor.bytes,
+            });
+        }
         let golden = npy::read(&path, tensor)?;
         if golden.len() != frames {
             return Err(ReferenceError::GoldenFrames {
@@ -259,5 +293,29 @@ impl std::str::FromStr for CheckSpec {
                 "unknown check {s:?}: expected reference:PLACEMENT, golden:DIR or none"
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::graph::Overrides;
+
+    #[test]
+    fn a_golden_file_longer_than_its_frames_can_be_is_refused_before_it_is_read() {
+        let spectrogram =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/spectrogram/graph.yaml");
+        let graph = Graph::load(&spectrogram, &Overrides::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        // Sparse: 64 GiB long, not a byte of it written; a header could claim every frame.
+        let file = std::fs::File::create(dir.path().join("psd.npy")).unwrap();
+        file.set_len(64 << 30).unwrap();
+        let e = golden_outputs(dir.path(), &graph, 3).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "psd.npy is 68719476736 bytes, more than 3 frames of 4096 bytes and a header can be"
+            ),
+            "{e}"
+        );
     }
 }

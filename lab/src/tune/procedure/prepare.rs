@@ -174,9 +174,8 @@ fn prepare_workload(
 
 /// The machine, for a calibration's key and a placement's comment.
 fn machine() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown host".into());
+    let host = crate::bisect::output::proc_file("/proc/sys/kernel/hostname")
+        .map_or_else(|| "unknown host".into(), |h| h.trim().to_string());
     let cpu = crate::bisect::output::cpu_model().unwrap_or_else(|| "unknown CPU".into());
     format!("{host}, {cpu}")
 }

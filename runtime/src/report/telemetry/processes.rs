@@ -2,8 +2,10 @@
 //! `/proc`.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use super::ProcessRole;
+use crate::os::files::{MAX_PROC_BYTES, read_text_bounded};
 
 /// How far up the parent chain a process is followed to find whether this process started it.
 const MAX_ANCESTRY: usize = 64;
@@ -28,7 +30,8 @@ pub(super) fn classify(pid: u32, own: u32, parent_of: impl Fn(u32) -> Option<u32
 /// The parent of `pid` from `/proc/<pid>/stat`; `None` when it cannot be read (gone, another
 /// pid namespace, not Linux).
 pub(super) fn proc_parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let path = format!("/proc/{pid}/stat");
+    let stat = read_text_bounded(Path::new(&path), MAX_PROC_BYTES, "process status").ok()?;
     parse_stat_parent(&stat)
 }
 
@@ -41,7 +44,8 @@ pub(super) fn parse_stat_parent(stat: &str) -> Option<u32> {
 
 /// `pid`'s name from `/proc/<pid>/comm`.
 pub(super) fn proc_name(pid: u32) -> Option<String> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let path = format!("/proc/{pid}/comm");
+    let comm = read_text_bounded(Path::new(&path), MAX_PROC_BYTES, "process name").ok()?;
     let name = comm.trim_end_matches('\n');
     (!name.is_empty()).then(|| name.to_string())
 }

@@ -95,6 +95,84 @@ pub struct RunReport {
     pub adaptation: Option<crate::adapt::Adaptation>,
 }
 
+/// What the metrics endpoint (`kplace run --metrics ADDR`) did with the connections it
+/// accepted: each ends in exactly one of the outcomes after `connections`, so they sum to it
+/// once the endpoint has stopped. Accept errors are not connections and are counted apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointCounts {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Scrapes answered: `GET` or `HEAD /metrics`, the answer written whole.
+    pub scrapes: u64,
+    /// Requests answered with an error: 400 (not HTTP/1.x), 404 (another path) or 405
+    /// (another method).
+    pub other_requests: u64,
+    /// Connections closed unserved (answered 503 when the socket took it) because every
+    /// handler was busy and the queue full, or because the endpoint was stopping.
+    pub refused: u64,
+    /// Requests cut because the request did not arrive, or its answer could not be written,
+    /// within the deadline.
+    pub timed_out: u64,
+    /// Requests refused because their head (request line and headers) was over the limit:
+    /// answered 431 and closed, the rest never read.
+    pub oversized: u64,
+    /// Connections the client closed or broke before its request was whole or its answer
+    /// written.
+    pub hung_up: u64,
+    /// Times accepting a connection failed (out of file descriptors, a connection aborted
+    /// before it was accepted); the endpoint backs off and goes on.
+    pub accept_errors: u64,
+}
+
+impl EndpointCounts {
+    /// Whether the endpoint refused or cut anything, or failed to accept: what the run's
+    /// summary says in a line.
+    pub fn troubled(&self) -> bool {
+        self.refused + self.timed_out + self.oversized + self.accept_errors > 0
+    }
+
+    /// The outcomes of the connections, summed: `connections` once the endpoint stopped.
+    pub fn ended(&self) -> u64 {
+        self.scrapes
+            + self.other_requests
+            + self.refused
+            + self.timed_out
+            + self.oversized
+            + self.hung_up
+    }
+}
+
+impl std::fmt::Display for EndpointCounts {
+    /// `metrics endpoint: 604 connections: 1 scrape answered, 581 refused (busy), ...`: the
+    /// outcomes that happened, and the accept errors.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count =
+            |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut parts = vec![count(self.scrapes, "scrape answered", "scrapes answered")];
+        for (n, what) in [
+            (self.refused, "refused (busy)"),
+            (self.timed_out, "cut for time"),
+            (self.oversized, "refused for size"),
+            (self.other_requests, "answered with an error"),
+            (self.hung_up, "hung up by the client"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        if self.accept_errors > 0 {
+            parts.push(count(self.accept_errors, "accept error", "accept errors"));
+        }
+        write!(
+            f,
+            "metrics endpoint: {}: {}",
+            count(self.connections, "connection", "connections"),
+            parts.join(", ")
+        )
+    }
+}
+
 /// A change of parameters asked for while the run went on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

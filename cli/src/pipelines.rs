@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kplace::interrupt;
+use kplace::net::metrics::EndpointCounts;
 use kplace::report::output::ReportOutput;
 use kplace::report::ready::Readiness;
 use kplace::report::run::PipelineEntry;
@@ -92,12 +93,14 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    let live = live.commit();
+    text.extend(live.endpoint_line());
     print!("{text}");
-    if let Err(e) = live.commit() {
+    if let Err(e) = live.progress {
         tracing::error!("kplace run: {e}");
         run.failures.push(e);
     }
-    finish(run, report_out)
+    finish(run, report_out, live.endpoint)
 }
 
 /// N pipelines as child `kplace run` processes ([`kplace::session::children`]): each gets
@@ -128,12 +131,18 @@ fn processes(args: &RunArgs) -> anyhow::Result<ExitCode> {
             outcome.pid, outcome.stdout
         );
     }
-    finish(children::multi_run(outcomes), report_out)
+    finish(children::multi_run(outcomes), report_out, None)
 }
 
-/// Prints the aggregate, writes the report, and says whether every pipeline passed.
-fn finish(run: MultiRun, report_out: Option<ReportOutput>) -> anyhow::Result<ExitCode> {
-    let done = run.finish();
+/// Prints the aggregate, writes the report (with what the metrics endpoint did, if there was
+/// one), and says whether every pipeline passed.
+fn finish(
+    run: MultiRun,
+    report_out: Option<ReportOutput>,
+    endpoint: Option<EndpointCounts>,
+) -> anyhow::Result<ExitCode> {
+    let mut done = run.finish();
+    done.report.metrics_endpoint = endpoint;
     print!("{}", done.summary);
     if let Some(out) = report_out {
         out.write(&done.report)?;

@@ -18,7 +18,7 @@ use kplace::executor::Progress;
 use kplace::report::progress::ProgressLine;
 use kplace::workload::run::ProgressReport;
 
-use kplace::net::metrics::MetricsServer;
+use kplace::net::metrics::{EndpointCounts, MetricsServer};
 use kplace::net::udp::{IngestCounters, OnCounters};
 use kplace::report::openmetrics::Board;
 use kplace::report::output::OutputFile;
@@ -87,11 +87,30 @@ impl Live {
         ))
     }
 
-    /// Stops the endpoint and flushes the progress output; the error says why it could not
-    /// be written.
-    pub(crate) fn commit(self) -> Result<(), String> {
-        drop(self.board);
-        self.lines.map_or(Ok(()), ProgressOut::commit)
+    /// Stops the endpoint and flushes the progress output: what the endpoint did, and why the
+    /// progress output could not be written.
+    pub(crate) fn commit(self) -> Committed {
+        Committed {
+            endpoint: self.board.map(|(_, server)| server.stop()),
+            progress: self.lines.map_or(Ok(()), ProgressOut::commit),
+        }
+    }
+}
+
+/// What [`Live::commit`] ends with.
+pub(crate) struct Committed {
+    /// What the metrics endpoint did, with `--metrics`.
+    pub(crate) endpoint: Option<EndpointCounts>,
+    /// Whether the progress output was written; the error says why not.
+    pub(crate) progress: Result<(), String>,
+}
+
+impl Committed {
+    /// The summary's line on the metrics endpoint: only when it refused or cut something, or
+    /// failed to accept.
+    pub(crate) fn endpoint_line(&self) -> Option<String> {
+        let counts = self.endpoint.filter(EndpointCounts::troubled)?;
+        Some(format!("{counts}\n"))
     }
 }
 

@@ -1,7 +1,8 @@
 //! `kplace run --metrics ADDR`: the OpenMetrics endpoint scraped while a paced UDP stream runs,
 //! its counts (the pipeline's and the receiver's) growing with the stream and agreeing with
 //! the run's own report at the end;
-//! what it refuses. Every process is guarded and every wait has a limit.
+//! a flood of connections and a 10 MB header that leave the run whole and its report counting
+//! them; what it refuses. Every process is guarded and every wait has a limit.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -41,6 +42,16 @@ fn get(port: u16, path: &str) -> (String, String) {
     try_get(port, path).expect("the endpoint answers")
 }
 
+/// The port of the metrics endpoint `run` serves, from its log.
+fn metrics_port(run: &mut Guard) -> u16 {
+    run.wait_stderr("/metrics", LIMIT);
+    let log = run.stderr_so_far();
+    log.split("metrics at http://127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no metrics address in: {log}"))
+}
+
 /// The value of the sample line `name` in OpenMetrics `text`.
 fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
@@ -74,13 +85,7 @@ fn the_metrics_endpoint_is_scraped_while_a_stream_runs() {
         &SLOTS.to_string(),
     ]));
     let udp = receiver.wait_ready(&ready, LIMIT)[0];
-    receiver.wait_stderr("/metrics", LIMIT);
-    let log = receiver.stderr_so_far();
-    let port: u16 = log
-        .split("metrics at http://127.0.0.1:")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no metrics address in: {log}"));
+    let port = metrics_port(&mut receiver);
     // Before any frame: an endpoint with nothing made up.
     let (status, before) = get(port, "/metrics");
     assert!(status.contains("200"), "{status}");
@@ -199,4 +204,109 @@ fn metrics_need_an_address_and_one_process() {
         assert!(!ended.status.success(), "{args:?}");
         assert!(ended.stderr.contains(phrase), "{args:?}: {}", ended.stderr);
     }
+}
+
+/// Connections held open at once: far past the endpoint's handlers and queue (18), and well
+/// under a default limit of 1024 open files.
+const FLOOD: usize = 600;
+
+#[test]
+fn a_flood_of_the_metrics_endpoint_leaves_the_run_whole_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let report = dir.path().join("run.json");
+    let mut receiver = Guard::spawn(kplace().args([
+        "run",
+        "--frames",
+        "50",
+        "--source",
+        "udp://127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--idle-timeout",
+        "5s",
+        // The stream starts only after the flood.
+        "--start-timeout",
+        "300s",
+    ]));
+    let udp = receiver.wait_ready(&ready, LIMIT)[0];
+    let port = metrics_port(&mut receiver);
+    // A 10 MB header line: the endpoint reads 8 KiB of it and closes, so it cannot be sent.
+    let mut huge = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    huge.set_write_timeout(Some(LIMIT)).unwrap();
+    let mut request = b"GET /metrics HTTP/1.1\r\nX-Huge: ".to_vec();
+    request.resize(request.len() + 10 * 1024 * 1024, b'a');
+    assert!(
+        huge.write_all(&request).is_err(),
+        "10 MB of header were read"
+    );
+    drop(huge);
+    let flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).expect("the flood connects"))
+        .collect();
+    drop(flood);
+    // The flood over, a scrape is served (the handlers may first close what it left queued).
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match try_get(port, "/metrics") {
+            Some((status, text)) if status.contains("200") => {
+                assert!(text.ends_with("# EOF\n"), "{text}");
+                break;
+            }
+            other => assert!(tries < 200, "never served after the flood: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sender = Guard::spawn(kplace().args([
+        "send",
+        "--dest",
+        &format!("127.0.0.1:{udp}"),
+        "--frames",
+        "50",
+        "--rate",
+        "100",
+    ]));
+    assert!(sender.wait(LIMIT).status.success());
+    let ended = receiver.wait(LIMIT);
+    assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(
+        ended.stdout.contains("verification PASSED: 50/50"),
+        "{}",
+        ended.stdout
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    let run: kplace::report::run::RunReport = kplace::report::read_json(&text, "run.json").unwrap();
+    let counts = run
+        .metrics_endpoint
+        .expect("the report counts the endpoint");
+    // Every connection made here, each ended in one outcome.
+    let made = FLOOD as u64 + 1 + tries;
+    assert_eq!(counts.connections, made, "{counts:?}");
+    assert_eq!(counts.ended(), made, "{counts:?}");
+    assert_eq!((counts.scrapes, counts.oversized), (1, 1), "{counts:?}");
+    assert_eq!(
+        counts.refused + counts.timed_out + counts.hung_up,
+        FLOOD as u64 + tries - 1,
+        "the flood and the scrapes refused: {counts:?}"
+    );
+    // The summary says it in a line, and the log said it as it happened.
+    assert!(
+        ended.stdout.contains(&format!(
+            "metrics endpoint: {made} connections: 1 scrape answered, "
+        )),
+        "{}",
+        ended.stdout
+    );
+    assert!(
+        ended.stderr.contains(
+            "kplace run: metrics endpoint: refused a request whose head was over 8192 bytes"
+        ),
+        "{}",
+        ended.stderr
+    );
 }

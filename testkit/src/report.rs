@@ -61,6 +61,7 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         output_errors: Vec::new(),
         changes: Vec::new(),
         adaptation: None,
+        metrics_endpoint: None,
         gpu_telemetry: Telemetry::unavailable("no GPU stage"),
         mps: None,
     }

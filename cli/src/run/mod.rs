@@ -466,11 +466,16 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     print_summary(&args, &outcome.text);
     // Every other output is completed first, so that the report says which failed.
     let mut failed = files.finish(outcome.trace.as_ref());
-    if let Err(e) = live.commit() {
+    let live = live.commit();
+    if let Some(line) = live.endpoint_line() {
+        print_summary(&args, &line);
+    }
+    if let Err(e) = live.progress {
         tracing::error!("kplace run: {e}");
         failed.push(e);
     }
     outcome.report.output_errors = failed.clone();
+    outcome.report.metrics_endpoint = live.endpoint;
     if let Some(out) = report_out {
         out.write(&outcome.report)?;
     }

@@ -93,6 +93,10 @@ pub struct RunReport {
     /// frames each ran, and every switch with its evidence; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptation: Option<crate::adapt::Adaptation>,
+    /// What the metrics endpoint did over the run (`kplace run --metrics`): connections,
+    /// scrapes, and those it refused or cut; absent without `--metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_endpoint: Option<EndpointCounts>,
 }
 
 /// What the metrics endpoint (`kplace run --metrics ADDR`) did with the connections it
@@ -479,6 +483,10 @@ pub struct MultiRunReport {
     pub pipelines: Vec<PipelineEntry>,
     /// `SIGINT`, `SIGTERM` or `SIGHUP` when a signal stopped the run; null otherwise.
     pub interrupted: Option<String>,
+    /// What the metrics endpoint the pipelines shared did (`kplace run --metrics`, thread
+    /// mode); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_endpoint: Option<EndpointCounts>,
 }
 
 /// One pipeline of a several-pipeline run: an object with an `error` is a failure, any other

@@ -341,5 +341,8 @@ pub fn report(
             .unwrap_or_else(|| Telemetry::unavailable("no GPU stage")),
         mps: facts.mps,
         adaptation: metrics.adaptation.clone(),
+        // The endpoint is the process's, not the pipeline's: the command that runs it fills
+        // this in once the endpoint has stopped.
+        metrics_endpoint: None,
     }
 }

@@ -418,6 +418,7 @@ impl MultiRun {
                 aggregate,
                 pipelines: self.pipelines,
                 interrupted: interrupt::received().map(|s| interrupt::name(s).to_string()),
+                metrics_endpoint: None,
             },
             summary,
             passed,

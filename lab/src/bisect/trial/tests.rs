@@ -14,6 +14,7 @@ fn several(pipelines: Vec<PipelineEntry>) -> TrialReport {
         aggregate,
         pipelines,
         interrupted: None,
+        metrics_endpoint: None,
     }))
 }
 

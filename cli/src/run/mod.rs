@@ -91,7 +91,9 @@ pub struct RunArgs {
     /// histogram, GPU utilisation and memory) as OpenMetrics text at http://ADDR/metrics, for
     /// a monitoring system to scrape while the run goes on (docs/report.md), updated every
     /// --report-every, or every 500 ms without it. Port 0 takes a free port, which the log
-    /// says.
+    /// says. There is no authentication: bind loopback (127.0.0.1) unless a firewall lets
+    /// only the scraper reach it. The endpoint has 2 handlers, 16 connections waiting, 8 KiB
+    /// of request head and 2 s per request; past them it refuses, and the report counts it.
     #[arg(long, value_name = "HOST:PORT")]
     pub(crate) metrics: Option<std::net::SocketAddr>,
     /// Change parameters while the run goes on: FILE holds lines `STAGE.PARAM=VALUE` (as

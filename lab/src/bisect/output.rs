@@ -1,7 +1,6 @@
 //! What a sweep prints and writes: the table's rows, the spread of repeated searches (beside
 //! the machine's own), the per-search CSV files and the machine's facts.
 
-use std::fs;
 use std::path::Path;
 
 use serde_json::{Value, json};

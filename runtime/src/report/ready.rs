@@ -18,7 +18,6 @@
 //! - [`wait_ready`], the other side, never waits longer than it is told, and says why when the
 //!   child ended first or wrote a file it cannot read.
 
-use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Child;

@@ -1171,3 +1171,114 @@ fn an_array_source_is_recorded_paced_and_run_per_channel() {
         e.stderr
     );
 }
+
+/// The case: with `--check reference:` (and `golden:`), a stream that lost frames
+/// reported the frames after the loss as differing, though the FIR filled the loss exactly as
+/// its rule says. Now they are judged against the stream replayed with the same frames lost:
+/// none fails, the lost frames are listed, and each counts once, as lost.
+#[test]
+fn frames_after_a_loss_in_a_stateful_stream_are_judged_with_that_loss() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("array.sigmf-data");
+    let rec = rec.to_str().unwrap();
+    let recorded = run(&[
+        "record",
+        "--graph",
+        "beamformer/filtered",
+        "--frames",
+        "60",
+        "--sample-rate",
+        "250e3",
+        "--tone",
+        "0.02:0.25:-30",
+        "--noise",
+        "0.01",
+        "--out",
+        rec,
+    ]);
+    assert!(recorded.status.success(), "{}", recorded.stderr);
+    // Golden files of the whole stream, as a replay on the CPU writes them.
+    let golden = dir.path().join("golden");
+    let written = run(&[
+        "run",
+        "--graph",
+        "beamformer/filtered",
+        "--placement",
+        "cpu",
+        "--recording",
+        rec,
+        "--frames",
+        "60",
+        "--write-sinks",
+        golden.to_str().unwrap(),
+    ]);
+    assert!(written.status.success(), "{}", written.stderr);
+    for check in [
+        "reference:cpu".to_string(),
+        format!("golden:{}", golden.display()),
+    ] {
+        let ready = dir.path().join("ready.json");
+        let _ = std::fs::remove_file(&ready);
+        let report_path = dir.path().join("run.json");
+        let mut receiver = Guard::spawn(kplace().args([
+            "run",
+            "--graph",
+            "beamformer/filtered",
+            "--placement",
+            "cpu-2",
+            "--recording",
+            rec,
+            "--check",
+            &check,
+            "--frames",
+            "60",
+            "--source",
+            "udp://127.0.0.1:0",
+            "--frame-timeout",
+            "1s",
+            "--slots",
+            "16",
+            "--idle-timeout",
+            "3s",
+            "--ready-file",
+            ready.to_str().unwrap(),
+            "--report",
+            report_path.to_str().unwrap(),
+        ]));
+        let port = receiver.wait_ready(&ready, LIMIT)[0];
+        let sent = run(&[
+            "send",
+            "--dest",
+            &format!("127.0.0.1:{port}"),
+            "--recording",
+            rec,
+            "--frames",
+            "60",
+            "--drop",
+            "20:0",
+            "--drop",
+            "40:1",
+        ]);
+        assert!(sent.status.success(), "{}", sent.stderr);
+        let ended = receiver.wait(LIMIT);
+        let said = format!("{}\n{}", ended.stdout, ended.stderr);
+        assert_eq!(ended.status.code(), Some(1), "frames were lost: {said}");
+        let v = report(&report_path).verification;
+        // However many more a loaded machine loses, none of the frames reported fails.
+        assert_eq!(v.frames_failed, 0, "{check}: {v:?}\n{said}");
+        assert_eq!(v.frames_passed, v.frames_reported, "{check}: {v:?}");
+        assert_eq!(v.frames_missing, 60 - v.frames_reported, "{check}: {v:?}");
+        assert!(
+            v.lost_frames.contains(&20) && v.lost_frames.contains(&40),
+            "{check}: {v:?}"
+        );
+        assert!(v.frames_rejudged >= 2, "a frame after each loss: {v:?}");
+        assert_eq!(v.reasons.len(), 1, "only the frames lost: {:?}", v.reasons);
+        assert!(said.contains("frames lost: "), "{said}");
+        assert!(
+            said.contains("replayed with the same frames lost"),
+            "{said}"
+        );
+    }
+}

@@ -431,8 +431,8 @@ pub fn judge(m: &TrialMeasurement, gates: &Gates) -> Verdict {
 }
 
 /// The fraction of a trial's frames lost, as a search goal counts them: frames never
-/// completed, partial, dropped, rejected by the verifier or over the latency budget, over the
-/// frames sent, or the share of the offered rate not processed (`1 - processed / offered`)
+/// completed (partial, dropped, or never arrived: each once), and completed frames rejected by
+/// the verifier or over the latency budget, over the frames sent, or the share of the offered rate not processed (`1 - processed / offered`)
 /// when the rate gate failed, whichever is larger; at most 1. A trial whose verdict fails it as
 /// a whole (the system or the sender failed, latency kept rising, the counts do not add up)
 /// lost everything: 1. Fails closed: nothing sent, or a NaN rate, is total loss.
@@ -440,11 +440,14 @@ pub fn loss_ratio(m: &TrialMeasurement, verdict: &Verdict) -> f64 {
     if verdict.failures.iter().any(Failure::is_whole_trial) || m.frames_sent == 0 {
         return 1.0;
     }
-    let lost = m.frames_sent.saturating_sub(m.frames_completed)
-        + m.partial_frames
-        + m.dropped_frames
-        + m.frames_failed_verification
-        + m.frames_over_budget;
+    // A partial or dropped frame is one of the frames never completed: counted once. A frame
+    // the verifier rejected or that came late is one of those completed.
+    let never_completed = m
+        .frames_sent
+        .saturating_sub(m.frames_completed)
+        .max(m.partial_frames + m.dropped_frames);
+    let lost = never_completed
+        + (m.frames_failed_verification + m.frames_over_budget).min(m.frames_completed);
     let frames = lost as f64 / m.frames_sent as f64;
     let short = if verdict.failures.iter().any(Failure::is_rate_short) {
         let processed = m.processed_rate / m.offered_rate;

@@ -437,8 +437,16 @@ fn the_loss_ratio_counts_every_frame_lost_and_condemns_a_failed_trial() {
         frames_over_budget: 3,
         ..clean()
     };
-    // 5 never completed, 1 partial, 2 dropped, 1 rejected, 3 late: 12 of 1000.
-    assert_eq!(loss_ratio(&lossy, &judge(&lossy, &gates)), 0.012);
+    // 5 never completed (1 partial and 2 dropped among them), 1 rejected, 3 late: 9 of 1000.
+    assert_eq!(loss_ratio(&lossy, &judge(&lossy, &gates)), 0.009);
+    // The case: a lost frame counted twice. 18 frames dropped and nothing else lost is
+    // 18 frames, not 36.
+    let dropped = TrialMeasurement {
+        frames_completed: 982,
+        dropped_frames: 18,
+        ..clean()
+    };
+    assert_eq!(loss_ratio(&dropped, &judge(&dropped, &gates)), 0.018);
     let falling_behind = TrialMeasurement {
         post_frame_trend: 1.0,
         ..clean()

@@ -3,7 +3,7 @@
 //! - [`affinity`]: CPU sets, thread pinning and confining a child to cores.
 //! - [`files`]: reading a file a user names whole, with a bound (`/dev/zero` never fills
 //!   memory).
-//! - [`write`]: writing one whole or not at all, never onto anything but a regular file.
+//! - [`write`](mod@write): writing one whole or not at all, never onto anything but a regular file.
 //! - [`process`]: signals to children, dying with the parent, a reaped child's CPU time, the
 //!   calling thread's nice value, SIGPIPE's disposition.
 //!

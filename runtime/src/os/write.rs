@@ -67,6 +67,12 @@ pub enum WriteError {
         /// What it is now.
         found: &'static str,
     },
+    /// The directory the file would be written in does not exist.
+    #[error("the directory {} does not exist: create it first", dir.display())]
+    NoDirectory {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The system refused a step.
     #[error("{}: {cause}", path.display())]
     Io {
@@ -89,6 +95,7 @@ impl WriteError {
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
             WriteError::Io { cause, .. } => Some(cause.kind()),
+            WriteError::NoDirectory { .. } => Some(io::ErrorKind::NotFound),
             _ => None,
         }
     }
@@ -179,11 +186,22 @@ pub fn check(path: &Path, kind: Kind) -> Result<(), WriteError> {
                     found: describe(m.file_type()),
                     kind: Kind::File,
                 }),
-                Err(cause) => Err(WriteError::Io {
-                    path: dir.to_path_buf(),
-                    cause,
-                }),
+                Err(cause) => Err(no_directory(dir, cause)),
             }
+        }
+    }
+}
+
+/// The error for a directory that could not be looked at or written in.
+fn no_directory(dir: &Path, cause: io::Error) -> WriteError {
+    if cause.kind() == io::ErrorKind::NotFound && !dir.exists() {
+        WriteError::NoDirectory {
+            dir: dir.to_path_buf(),
+        }
+    } else {
+        WriteError::Io {
+            path: dir.to_path_buf(),
+            cause,
         }
     }
 }
@@ -244,7 +262,10 @@ impl WholeFile {
         };
         let target = match destination(path, kind)? {
             Destination::Replace(onto) => Target::Temporary {
-                temp: create_beside(&onto).map_err(io)?,
+                temp: create_beside(&onto).map_err(|cause| match cause.kind() {
+                    io::ErrorKind::NotFound => no_directory(directory_of(&onto), cause),
+                    _ => io(cause),
+                })?,
                 onto,
             },
             Destination::InPlace => {
@@ -497,6 +518,19 @@ mod tests {
         );
         let e = check(&dir.path().join("missing/out.json"), Kind::File).unwrap_err();
         assert_eq!(e.io_kind(), Some(io::ErrorKind::NotFound), "{e}");
+        assert!(
+            e.to_string()
+                .ends_with("missing does not exist: create it first"),
+            "{e}"
+        );
+        let e = WholeFile::create(&dir.path().join("missing/out.json"), Kind::File)
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .ends_with("missing does not exist: create it first"),
+            "{e}"
+        );
     }
 
     #[test]

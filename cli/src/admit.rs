@@ -24,7 +24,8 @@ pub struct AdmitArgs {
     /// The placement every pipeline runs: a file, or a name in the graph's `placements/`.
     #[arg(long, value_name = "FILE|NAME")]
     placement: PathBuf,
-    /// Frames per second each pipeline is fed.
+    /// Frames per second each pipeline is fed: from 1/86400 (a frame a day) to 1e9 (a frame a
+    /// nanosecond).
     #[arg(long, value_name = "FRAMES_PER_S")]
     rate: f64,
     /// Measure the answer with bisect-rate: N pipelines must sustain the rate and N + 1 must
@@ -49,12 +50,7 @@ pub fn main(args: AdmitArgs) -> anyhow::Result<ExitCode> {
     if !(args.utilization > 0.0 && args.utilization <= 1.0) {
         bail!("--utilization must be in (0, 1], not {}", args.utilization);
     }
-    if !(args.rate.is_finite() && args.rate > 0.0) {
-        bail!(
-            "--rate must be a positive number of frames per second, not {}",
-            args.rate
-        );
-    }
+    kplace::model::rate::frame_rate("--rate", args.rate)?;
     args.machine.check()?;
     let stop = Stop::on_signal().context("cannot install the signal handler")?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;

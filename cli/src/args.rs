@@ -24,7 +24,8 @@ pub struct GraphArgs {
     #[arg(long)]
     pub slots: Option<usize>,
     /// The stream's rate in frames per second, which sizes a placement's `slots: auto`
-    /// (enough slots for its buffer of stream) [default: the workload's real-time rate].
+    /// (enough slots for its buffer of stream): from 1/86400 (a frame a day) to 1e9 (a frame a
+    /// nanosecond) [default: the workload's real-time rate].
     #[arg(long, value_name = "FRAMES_PER_S")]
     pub stream_rate: Option<f64>,
     /// CPU worker threads (overrides the placement's runtime.workers).

@@ -42,8 +42,9 @@ pub struct BisectArgs {
     /// workloads` lists them).
     #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = crate::workloads::parse_option)]
     options: Vec<(String, String)>,
-    /// First rate tried, per second (default: the workload's real-time rate: the radar CPI's
-    /// physical rate, or a recording's frames at its sample rate).
+    /// First rate tried, per second, from 1/86400 to 1e9 (default: the workload's real-time
+    /// rate: the radar CPI's physical rate, or a recording's frames at its sample rate); no
+    /// trial goes outside that range.
     #[arg(long)]
     start_rate: Option<f64>,
     /// The search goals (RFC 9971), the first the answer, as NAME:LOSS:EXCEED:TRIALS: a trial
@@ -124,7 +125,7 @@ pub struct BisectArgs {
     #[arg(long, value_name = "N", default_value_t = SearchConfig::DEFAULT_UNOFFERED_RETRIES)]
     unoffered_retries: u32,
     /// Exit with status 5 when a search's answer (its first goal's) is below this rate, per
-    /// second (a performance gate for CI).
+    /// second, from 1/86400 to 1e9 (a performance gate for CI).
     #[arg(long, value_name = "RATE")]
     require_rate: Option<f64>,
     /// CPUs the sender runs on (a list like `0` or `0,2-3`; default: any). Keeping the load

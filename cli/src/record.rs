@@ -39,7 +39,8 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Samples per second per channel, written to the metadata: it sets the recording's
-    /// real-time frame rate (a frame's samples per channel at this rate).
+    /// real-time frame rate (a frame's samples per channel at this rate), whose period must be
+    /// from 1 ns to 1 day.
     #[arg(long, default_value_t = 20e6)]
     sample_rate: f64,
     /// The data file (`NAME.sigmf-data`; `NAME.sigmf-meta` is written beside it).
@@ -101,6 +102,10 @@ pub fn main(mut args: RecordArgs) -> anyhow::Result<ExitCode> {
         sample_rate: args.sample_rate,
     };
     let tensor = graph.tensor(graph.source.tensor);
+    // The rate paces the recording's frames: refused now if their period is out of range,
+    // rather than written into metadata that no run would then load.
+    let samples = tensor.shape.iter().product::<u64>() / graph.source.channels(&graph).max(1);
+    kplace::model::rate::sample_period("--sample-rate", args.sample_rate, samples)?;
     let frames = synthesis::synthesize(&graph, args.frames, &synthesis)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("kplace record: graph {}", args.graph.display()))?;

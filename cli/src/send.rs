@@ -41,7 +41,8 @@ pub struct SendArgs {
     /// rate.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["options", "shape", "sets"])]
     recording: Option<PathBuf>,
-    /// Frames per second, each frame's packets spread evenly over its period.
+    /// Frames per second, each frame's packets spread evenly over its period: from 1/86400
+    /// (a frame a day) to 1e9 (a frame a nanosecond).
     #[arg(long, value_name = "FRAMES_PER_S", conflicts_with_all = ["packet_interval", "burst"])]
     rate: Option<f64>,
     /// Time between packets, e.g. `50us` [default: the workload's real-time frame period over its

@@ -21,8 +21,8 @@ use super::bisect::{BisectArgs, Spinner};
 /// `bisect-rate` option, which each proving search uses).
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// The input rate to sustain, CPI/s: the placement using the fewest cores (then the least
-    /// GPU) that sustains it wins. Without it, the highest rate wins.
+    /// The input rate to sustain, CPI/s, from 1/86400 to 1e9: the placement using the fewest
+    /// cores (then the least GPU) that sustains it wins. Without it, the highest rate wins.
     #[arg(long, value_name = "CPI_PER_S", conflicts_with = "max_rate")]
     rate: Option<f64>,
     /// The highest sustained rate wins (the default without --rate).
@@ -72,10 +72,8 @@ pub fn main(args: TuneArgs) -> anyhow::Result<ExitCode> {
 impl TuneArgs {
     /// Refuses values that have no meaning, naming the option.
     fn check(&self) -> anyhow::Result<()> {
-        if let Some(rate) = self.rate
-            && !(rate.is_finite() && rate > 0.0)
-        {
-            bail!("--rate must be a positive number of frames per second, not {rate}");
+        if let Some(rate) = self.rate {
+            kplace::model::rate::frame_rate("--rate", rate)?;
         }
         self.machine.check()?;
         for (option, values) in [("--workers", &self.workers), ("--slots", &self.slots)] {

@@ -31,7 +31,8 @@ fn counts(account: &str) -> (u64, Vec<(String, u64)>) {
     let answer = account
         .lines()
         .find_map(|l| {
-            l.strip_suffix(" run out first")?
+            l.strip_suffix(" run out first")
+                .or_else(|| l.strip_suffix(" runs out first"))?
                 .split(" pipelines fit")
                 .next()?
                 .parse()
@@ -80,6 +81,22 @@ fn admit_answers_with_the_resource_that_runs_out_and_run_refuses_past_it() {
             .path()
             .join("admit-1024x128/calibration.json")
             .is_file()
+    );
+
+    // At the lowest rate there is, a frame a day, every resource holds more than admit
+    // counts: the most it counts fit, and nothing runs out; the budget is the day.
+    let out = admit("1.1574074074074073e-5");
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    let account = std::fs::read_to_string(out_dir.path().join("admit-1024x128/admit.txt")).unwrap();
+    assert!(
+        account.contains("1.157e-5 frames/s each within a 86400000.000 ms budget")
+            && account.contains("cores: at least 64 pipelines (")
+            && account.contains(
+                "64 pipelines fit, the most kplace admit counts: no resource runs out before"
+            )
+            && !account.contains("run out first"),
+        "{account}"
     );
 
     // A rate no pipeline sustains alone admits none, and says why.
@@ -151,7 +168,17 @@ fn admit_refuses_what_it_cannot_answer_naming_it() {
     for (args, why) in [
         (
             vec!["admit", "--placement", "all-cpu", "--rate", "0"],
-            "--rate must be a positive",
+            "--rate 0.0 is out of range",
+        ),
+        // The case: a budget of 18446744073709551616000 ms, and 64 pipelines fit
+        // because "cores run out first". Refused before anything is measured, naming the range.
+        (
+            vec!["admit", "--placement", "all-cpu", "--rate", "1e-30"],
+            "--rate 1e-30 is out of range: a frame rate must be from 1.157e-5 (a frame a day) to 1e9 (a frame a nanosecond) frames per second",
+        ),
+        (
+            vec!["admit", "--placement", "all-cpu", "--rate", "1e30"],
+            "--rate 1e30 is out of range: a frame rate must be from 1.157e-5",
         ),
         (
             vec!["admit", "--placement", "no-such", "--rate", "10"],
@@ -172,7 +199,9 @@ fn admit_refuses_what_it_cannot_answer_naming_it() {
     ] {
         let out = kplace(store.path(), &args);
         let log = text(&out);
-        assert!(!out.status.success(), "{args:?}: {log}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {log}");
         assert!(log.contains(why), "{args:?}: {why} not in {log}");
     }
+    // Nothing was calibrated or stored for the refused rates.
+    assert_eq!(std::fs::read_dir(store.path()).unwrap().count(), 0);
 }

@@ -986,6 +986,44 @@ fn an_output_that_cannot_be_written_costs_only_itself() {
     assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
 }
 
+/// The case: `--stream-rate 1e-300` panicked (`cannot convert float seconds to
+/// Duration`, exit 101). A rate whose frame period is outside 1 ns to 1 day is refused, as an
+/// input error naming the option, the value and the range, by every command that takes one.
+#[test]
+fn rates_outside_what_a_run_can_represent_are_refused_naming_the_option() {
+    let range = "is out of range: a frame rate must be from 1.157e-5 (a frame a day) to 1e9 (a frame a nanosecond) frames per second";
+    for rate in ["1e-300", "1e30", "0", "-3", "NaN", "inf"] {
+        let e = input_error(&["run", "--frames", "2", &format!("--stream-rate={rate}")]);
+        assert!(
+            e.contains(&format!("--stream-rate {} {range}", rate_said(rate))),
+            "{rate}: {e}"
+        );
+        assert!(!e.contains("panicked"), "{e}");
+    }
+    for args in [
+        &["plan", "--stream-rate", "1e-300"][..],
+        &[
+            "send",
+            "--dest",
+            "127.0.0.1:9",
+            "--frames",
+            "1",
+            "--rate",
+            "1e-300",
+        ][..],
+        &["tune", "--rate", "1e-300"][..],
+        &["bisect-rate", "--start-rate", "1e-300"][..],
+    ] {
+        let e = input_error(args);
+        assert!(e.contains(&format!("1e-300 {range}")), "{args:?}: {e}");
+    }
+}
+
+/// A rate as the error says it back (as Rust's `{:?}` writes the number).
+fn rate_said(given: &str) -> String {
+    format!("{:?}", given.parse::<f64>().unwrap())
+}
+
 /// Option values that could only waste a run or pass it vacuously are refused before anything
 /// runs, each naming the option: no frames, a warm-up that leaves none, a zero frame timeout.
 #[test]

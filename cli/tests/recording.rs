@@ -1008,6 +1008,91 @@ fn what_a_user_gets_wrong_is_refused_with_the_file_and_the_reason() {
     );
 }
 
+/// The filtered beamformer's recording of `kplace record --graph beamformer/filtered --set
+/// C=4 --frames 8 --sample-rate 250e3`, in a fresh directory: the directory, the data file and
+/// the metadata file.
+fn record_filtered_c4() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("c4.sigmf-data");
+    let ended = run(&[
+        "record",
+        "--graph",
+        "beamformer/filtered",
+        "--set",
+        "C=4",
+        "--frames",
+        "8",
+        "--sample-rate",
+        "250e3",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    let meta = dir.path().join("c4.sigmf-meta");
+    (dir, data, meta)
+}
+
+/// `kplace run` of the filtered beamformer on the recording `data`, which must be refused as
+/// an input error saying `phrase`, without running.
+fn refused_run(data: &str, phrase: &str) {
+    let ended = run(&[
+        "run",
+        "--graph",
+        "beamformer/filtered",
+        "--placement",
+        "cpu",
+        "--recording",
+        data,
+        "--frames",
+        "8",
+    ]);
+    assert_eq!(ended.status.code(), Some(2), "{phrase}: {}", ended.stderr);
+    assert!(ended.stderr.contains(phrase), "{phrase}: {}", ended.stderr);
+    assert!(!ended.stdout.contains("PASSED"), "{}", ended.stdout);
+}
+
+/// The reproduction: a recording whose metadata says `core:sample_rate: 1e-300`
+/// panicked (`cannot convert float seconds to Duration`). A sample rate whose frame period is
+/// out of 1 ns to 1 day is an input error naming the metadata file and the field, and `kplace
+/// record` refuses to write one.
+#[test]
+fn a_sample_rate_out_of_range_is_refused_naming_the_file_and_the_field() {
+    let (dir, data, meta) = record_filtered_c4();
+    let written = std::fs::read_to_string(&meta).unwrap();
+    for rate in ["1e-300", "1e300", "0", "-250000"] {
+        std::fs::write(&meta, written.replace("250000.0", rate)).unwrap();
+        refused_run(
+            data.to_str().unwrap(),
+            &format!(
+                "recording {}: core:sample_rate {:?} is out of range: a frame of",
+                meta.display(),
+                rate.parse::<f64>().unwrap()
+            ),
+        );
+    }
+    let other = dir.path().join("other.sigmf-data");
+    let ended = run(&[
+        "record",
+        "--graph",
+        "beamformer/filtered",
+        "--frames",
+        "1",
+        "--sample-rate",
+        "1e-300",
+        "--out",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(ended.status.code(), Some(2), "{}", ended.stderr);
+    assert!(
+        ended
+            .stderr
+            .contains("--sample-rate 1e-300 is out of range: a frame of"),
+        "{}",
+        ended.stderr
+    );
+    assert!(!other.exists());
+}
+
 /// A graph of the user's own dimensions (a beamformer's channels `C` by snapshots `S`, here
 /// the spectrogram's kernels under those names, with values no workload defaults to) runs with
 /// no shape on the command line: at the graph file's shape, and at the shape a recording's

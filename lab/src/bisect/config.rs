@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kplace::model::files::GraphFiles;
 use kplace::model::graph::{Graph, Overrides};
+use kplace::model::rate;
 use kplace::model::shape::FrameShape;
 use kplace::os::CpuSet;
 use kplace::session::several::PipelineMode;
@@ -143,12 +144,17 @@ impl BisectConfig {
         let start = placement
             .and_then(|p| self.start_rates.get(p).copied())
             .or(self.start_rate)
-            .unwrap_or(1.0 / self.frame_period(shape).as_secs_f64());
+            .unwrap_or(1.0 / self.frame_period(shape).as_secs_f64())
+            .clamp(rate::MIN_FRAME_RATE, rate::MAX_FRAME_RATE);
+        let search = SearchConfig::new(start, self.goals.first().map_or(1.0, |g| g.final_trial_s));
         SearchConfig {
             goals: self.goals.clone(),
             max_trials: self.max_trials,
             unoffered_retries: self.unoffered_retries,
-            ..SearchConfig::new(start, self.goals.first().map_or(1.0, |g| g.final_trial_s))
+            // Every trial's rate is one a run takes (`kplace run --stream-rate`).
+            min_load: search.min_load.max(rate::MIN_FRAME_RATE),
+            max_load: search.max_load.min(rate::MAX_FRAME_RATE),
+            ..search
         }
     }
 
@@ -158,11 +164,14 @@ impl BisectConfig {
     }
 
     /// The workload's frame period at `shape`: its real-time period where it has one, else
-    /// one frame at `--start-rate` (the caller checks one is given).
+    /// one frame at `--start-rate` (the caller checks one is given, and
+    /// [`BisectConfig::check`] that it is in [`rate`]'s range; one that is not is taken as the
+    /// longest period).
     pub fn frame_period(&self, shape: &SearchShape) -> Duration {
-        shape
-            .frame_period
-            .unwrap_or_else(|| Duration::from_secs_f64(1.0 / self.start_rate.unwrap_or(1.0)))
+        shape.frame_period.unwrap_or_else(|| {
+            rate::frame_period("--start-rate", self.start_rate.unwrap_or(1.0))
+                .unwrap_or(rate::MAX_PERIOD)
+        })
     }
 
     /// The unit of every rate: the workload's (`frames/s` for the radar), `frames/s` for a

@@ -63,14 +63,10 @@ pub enum OptionError {
         /// The short trials' window, s.
         initial_s: f64,
     },
-    /// A rate that is not a positive number.
-    #[error("{option} must be a positive rate, not {rate}")]
-    Rate {
-        /// `--start-rate` or `--require-rate`.
-        option: &'static str,
-        /// The rate given.
-        rate: f64,
-    },
+    /// A rate (`--start-rate`, `--require-rate`) whose frame period is out of the range a
+    /// run can represent ([`kplace::model::rate`]).
+    #[error(transparent)]
+    Rate(#[from] kplace::model::rate::RateError),
     /// The goals cannot be searched.
     #[error("--goals/--width/--window-s: {0}")]
     Goals(ConfigError),
@@ -89,8 +85,8 @@ impl BisectConfig {
     /// Refuses options that cannot work together or have no meaning, naming the option: CPU
     /// lists this process may not use, a recording's check that is not one (or `none`),
     /// several pipelines of another receiver, a sender lag, window or warm-up out of range
-    /// (the windows are every goal's trial durations), a start or required rate that is not
-    /// positive, and goals that cannot be searched.
+    /// (the windows are every goal's trial durations), a start or required rate whose frame
+    /// period is out of [`kplace::model::rate`]'s range, and goals that cannot be searched.
     pub fn check(&self) -> Result<(), OptionError> {
         for (option, cpus) in [
             ("--sender-cpus", &self.sender_cpus),
@@ -122,10 +118,8 @@ impl BisectConfig {
             ("--start-rate", self.start_rate),
             ("--require-rate", self.require_rate),
         ] {
-            if let Some(rate) = rate
-                && !(rate.is_finite() && rate > 0.0)
-            {
-                return Err(OptionError::Rate { option, rate });
+            if let Some(rate) = rate {
+                kplace::model::rate::frame_rate(option, rate)?;
             }
         }
         let first_window = self.goals.first().map_or(1.0, |g| g.final_trial_s);

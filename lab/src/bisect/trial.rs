@@ -514,6 +514,12 @@ const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// The most of a trial receiver's stderr kept for an error: its last 4 KiB.
 const STDERR_TAIL: usize = 4096;
 
+/// A report's `seconds` as a duration: none below zero (or NaN), and one too long for a
+/// duration the longest there is (which fails the latency gate rather than panic).
+fn seconds(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX)
+}
+
 fn measure(report: &RunReport, rate: f64, frames_sent: u64, budget: Duration) -> TrialMeasurement {
     let latency = &report.latency;
     TrialMeasurement {
@@ -524,9 +530,9 @@ fn measure(report: &RunReport, rate: f64, frames_sent: u64, budget: Duration) ->
         dropped_frames: report.dropped_frames,
         frames_failed_verification: report.verification.frames_failed,
         processed_rate: report.frames_per_s,
-        post_frame_p99: Duration::from_secs_f64(latency.post_frame.p99_ms.max(0.0) / 1e3),
+        post_frame_p99: seconds(latency.post_frame.p99_ms / 1e3),
         post_frame_trend: latency.post_frame_trend_ms_per_s / 1e3,
-        window: Duration::from_secs_f64(report.wall_s.max(0.0)),
+        window: seconds(report.wall_s),
         frames_over_budget: latency
             .post_frame
             .histogram

@@ -4,7 +4,8 @@
 //! One pipeline must first keep up on its own: its predicted rate at least the rate asked, its
 //! unloaded post-frame latency within the budget. Then every shared resource is divided by
 //! what one pipeline demands of it at that rate, and the fewest whole pipelines any resource
-//! holds is the answer, named by that resource:
+//! holds is the answer, named by that resource (none is named when every resource holds
+//! [`MAX_PIPELINES`], the most counted):
 //!
 //! | resource | capacity | one pipeline's demand at rate R |
 //! |---|---|---|
@@ -84,10 +85,22 @@ impl Shared {
 pub struct Fit {
     /// The resource.
     pub resource: Shared,
-    /// Whole pipelines it holds.
+    /// Whole pipelines it holds, at most [`MAX_PIPELINES`] (it may hold more).
     pub pipelines: u64,
     /// Its capacity and one pipeline's demand, in words.
     pub detail: String,
+}
+
+impl Fit {
+    /// The pipelines it holds, in words: `5 pipelines`, or `at least 64 pipelines` at the
+    /// most counted.
+    pub fn held(&self) -> String {
+        if self.pipelines >= MAX_PIPELINES {
+            format!("at least {MAX_PIPELINES} pipelines")
+        } else {
+            format!("{:>2} pipelines", self.pipelines)
+        }
+    }
 }
 
 /// The answer: how many pipelines fit, and what bounds it.
@@ -102,9 +115,32 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// The resource that runs out first, if any bounds the count.
+    /// The resource that runs out first, if any bounds the count: none when every resource
+    /// holds [`MAX_PIPELINES`], the most that are counted.
     pub fn limit(&self) -> Option<&Fit> {
-        self.fits.first()
+        self.fits.first().filter(|f| f.pipelines < MAX_PIPELINES)
+    }
+
+    /// The answer in words: how many fit and what runs out first, or why none fits, or that
+    /// the most counted fit with nothing running out.
+    pub fn conclusion(&self) -> String {
+        if let Some(why) = &self.alone {
+            return format!("0 pipelines fit: {why}");
+        }
+        match self.limit() {
+            Some(limit) => format!(
+                "{} pipelines fit: {} {} out first",
+                self.pipelines,
+                limit.resource.name(),
+                match limit.resource {
+                    Shared::Gpu | Shared::DeviceMemory => "runs",
+                    Shared::Cores | Shared::Upload | Shared::Download => "run",
+                }
+            ),
+            None => format!(
+                "{MAX_PIPELINES} pipelines fit, the most kplace admit counts: no resource runs out before"
+            ),
+        }
     }
 
     /// Why `pipelines` do not fit, if they do not: what runs out, in words.

@@ -2,7 +2,7 @@
 //! place where both are loaded the same way for every workload.
 //!
 //! Guarantees: an override's value is checked before it is applied, and an error names the
-//! option; `slots: auto` is sized for the stream's frame period before any override of the
+//! option (`--stream-rate` by [`super::rate`]'s range); `slots: auto` is sized for the stream's frame period before any override of the
 //! slot count replaces it.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::graph::{Graph, GraphError, Overrides};
 use super::placement::{Placement, PlacementError};
+use super::rate::{self, RateError};
 use super::shape::FrameShape;
 
 /// One binding the command line makes in a graph (`--set`): a dimension, `DIM=VALUE`, or a
@@ -134,6 +135,9 @@ pub enum FilesError {
     /// The placement file is unreadable or invalid.
     #[error(transparent)]
     Placement(#[from] PlacementError),
+    /// A rate is out of the range a run can represent.
+    #[error(transparent)]
+    Rate(#[from] RateError),
     /// An override's value cannot work: the option and why.
     #[error("{option} {why}")]
     Option {
@@ -170,13 +174,7 @@ impl GraphFiles {
         let graph = Graph::load(&self.graph, &overrides)?;
         let mut placement = Placement::load(&self.placement)?;
         let period = match self.stream_rate {
-            Some(rate) if rate.is_finite() && rate > 0.0 => Duration::from_secs_f64(1.0 / rate),
-            Some(rate) => {
-                return Err(FilesError::Option {
-                    option: "--stream-rate",
-                    why: format!("must be a positive number of frames per second, not {rate}"),
-                });
-            }
+            Some(rate) => rate::frame_period("--stream-rate", rate)?,
             None => real_time_period,
         };
         placement.runtime.size_slots(period);

@@ -15,7 +15,9 @@
 //! Guarantees: a recording is checked against the graph (element type, frame shape, a whole
 //! number of frames) before its frames are read, and one larger than
 //! [`RECORDING_BUDGET_BYTES`] is refused before anything is allocated; its metadata is read
-//! only up to [`MAX_META_BYTES`].
+//! only up to [`MAX_META_BYTES`]; a `core:sample_rate` whose frame period is out of
+//! [`rate`]'s range (1 ns to 1 day; zero, negative, NaN and infinite included) is refused
+//! naming the metadata file and the field.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::files::GraphFiles;
 use crate::model::graph::{Graph, GraphError, TensorSpec};
+use crate::model::rate::{self, RateError};
 use crate::os::write::{Kind, write_whole};
 use crate::plan::human_bytes;
 
@@ -35,6 +38,9 @@ pub const RECORDING_BUDGET_BYTES: u64 = 1 << 30;
 /// The most bytes a `.sigmf-meta` file is read for: far more than its few fields and any
 /// annotations need.
 pub const MAX_META_BYTES: u64 = 16 << 20;
+
+/// The metadata field that states the sample rate.
+const SAMPLE_RATE: &str = "core:sample_rate";
 
 /// A recording's frames, loaded and checked against a graph's source tensor.
 #[derive(Clone, Debug)]
@@ -75,6 +81,14 @@ pub enum RecordingError {
         path: PathBuf,
         /// What does not agree.
         why: String,
+    },
+    /// The metadata's sample rate makes a frame period out of [`rate`]'s range.
+    #[error("recording {}: {why}", path.display())]
+    Rate {
+        /// The metadata file.
+        path: PathBuf,
+        /// The field, its value and the range.
+        why: RateError,
     },
     /// The graph the recording is read against cannot be loaded.
     #[error(transparent)]
@@ -265,11 +279,12 @@ impl Recording {
     }
 
     /// The real-time frame period: a frame's samples per channel at the recording's sample
-    /// rate, if it states one.
+    /// rate, if it states one (loading refused a rate whose frame period is out of
+    /// [`rate`]'s range, so a recording's own frames always have one).
     pub fn frame_period(&self, tensor: &TensorSpec) -> Option<std::time::Duration> {
         let samples = tensor.shape.iter().product::<u64>() / self.channels.max(1);
         self.sample_rate
-            .map(|rate| std::time::Duration::from_secs_f64(samples as f64 / rate))
+            .and_then(|r| rate::sample_period(SAMPLE_RATE, r, samples).ok())
     }
 }
 
@@ -330,10 +345,7 @@ fn load(
                 tensor.name, tensor.shape,
             )));
         }
-        sample_rate = meta
-            .global
-            .sample_rate
-            .filter(|r| r.is_finite() && *r > 0.0);
+        sample_rate = meta.global.sample_rate;
     }
     let elements: u64 = tensor.shape.iter().product();
     let channels = match (channels, described_channels) {
@@ -357,6 +369,14 @@ fn load(
             "{channels} channels (core:num_channels) do not divide a frame of {:?}",
             tensor.shape
         )));
+    }
+    if let Some(r) = sample_rate {
+        rate::sample_period(SAMPLE_RATE, r, elements / channels).map_err(|why| {
+            RecordingError::Rate {
+                path: meta_path.clone(),
+                why,
+            }
+        })?;
     }
     let len = fs::metadata(&data)
         .map_err(|cause| RecordingError::Io {
@@ -551,6 +571,51 @@ mod tests {
         let e = Recording::load_described(&raw).unwrap_err().to_string();
         assert!(e.contains("no SigMF metadata"), "{e}");
         assert!(Recording::load(&dir.path().join("none"), &g).is_err());
+    }
+
+    /// A recording of two frames of `graph("ci16")` (4 x 8) at 1 MS/s in `dir`: its data and
+    /// metadata files.
+    fn two_frames(dir: &Path) -> (PathBuf, PathBuf) {
+        let g = graph("ci16");
+        let frames = synthesize(&g, 2, &tones()).unwrap();
+        write(&dir.join("r.sigmf-data"), &g, &frames, Some(1e6), "test").unwrap()
+    }
+
+    #[test]
+    fn a_sample_rate_out_of_range_is_refused_naming_the_file_and_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, meta) = two_frames(dir.path());
+        let g = graph("ci16");
+        let text = std::fs::read_to_string(&meta).unwrap();
+        // A frame of 32 samples lasts 1 ns to 1 day from 3.7e-4 to 3.2e10 samples/s.
+        for rate in ["1e-300", "1e300", "0", "-1", "1e-4", "4e10"] {
+            let edited = text.replace("1000000.0", rate);
+            assert_ne!(edited, text);
+            std::fs::write(&meta, edited).unwrap();
+            for e in [
+                Recording::load(&data, &g).unwrap_err(),
+                Recording::load_described(&data).unwrap_err(),
+            ] {
+                let e = e.to_string();
+                assert!(
+                    e.starts_with(&format!("recording {}: core:sample_rate ", meta.display()))
+                        && e.contains("is out of range: a frame of 32 samples per channel must last from 1 ns to 1 day"),
+                    "{rate}: {e}"
+                );
+            }
+        }
+        // The edges of the range are frames of 1 day and of 1 ns.
+        for (rate, period) in [
+            ("3.2e10", std::time::Duration::from_nanos(1)),
+            (
+                "0.00037037037037037035",
+                std::time::Duration::from_secs(86_400),
+            ),
+        ] {
+            std::fs::write(&meta, text.replace("1000000.0", rate)).unwrap();
+            let r = Recording::load(&data, &g).unwrap();
+            assert_eq!(r.frame_period(g.tensor(g.source.tensor)), Some(period));
+        }
     }
 
     #[test]

@@ -68,9 +68,9 @@ pub enum SendFramesError {
         .0.display()
     )]
     NoSampleRate(PathBuf),
-    /// A frame rate that is not a positive number.
-    #[error("--rate must be a positive number of frames per second, got {0}")]
-    Rate(f64),
+    /// A frame rate whose period is out of [`crate::model::rate`]'s range.
+    #[error(transparent)]
+    Rate(#[from] crate::model::rate::RateError),
     /// A packet interval, in microseconds, that is no duration.
     #[error("--packet-interval must be a duration from 0 (e.g. 50us), got {0} us")]
     PacketInterval(f64),
@@ -163,10 +163,9 @@ impl SendFrames {
             return Ok(Pacing::Burst);
         }
         if let Some(rate) = rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(SendFramesError::Rate(rate));
-            }
-            return Ok(Pacing::FrameRate(rate));
+            return Ok(Pacing::FrameRate(crate::model::rate::frame_rate(
+                "--rate", rate,
+            )?));
         }
         let seconds = match packet_interval_us {
             Some(us) => us / 1e6,
@@ -380,10 +379,15 @@ mod tests {
         );
         assert_eq!(pacing(false, Some(50.0), None), Ok(Pacing::FrameRate(50.0)));
         assert_eq!(pacing(true, None, None), Ok(Pacing::Burst));
-        assert_eq!(
-            pacing(false, Some(0.0), None),
-            Err("--rate must be a positive number of frames per second, got 0".into())
-        );
+        for rate in [0.0, 1e-300, 1e30] {
+            let e = pacing(false, Some(rate), None).unwrap_err();
+            assert!(
+                e.starts_with(&format!(
+                    "--rate {rate:?} is out of range: a frame rate must be from"
+                )),
+                "{e}"
+            );
+        }
         assert_eq!(
             pacing(false, None, Some(-5.0)),
             Err("--packet-interval must be a duration from 0 (e.g. 50us), got -5 us".into())

@@ -60,6 +60,40 @@ fn the_default_sweep_passes_its_checks() {
 }
 
 #[test]
+fn every_trial_rate_is_one_a_run_takes() {
+    use kplace::model::rate::{MAX_FRAME_RATE, MIN_FRAME_RATE};
+    let shape = super::super::SearchShape {
+        shape: "8x4".parse().unwrap(),
+        frame_period: Some(std::time::Duration::from_millis(1)),
+        frame_bytes: 128,
+    };
+    // At the edges of the range, the search neither halves below a frame a day nor doubles
+    // past a frame a nanosecond: each trial runs `kplace run --stream-rate R`.
+    for (start, min, max) in [
+        (
+            MIN_FRAME_RATE,
+            MIN_FRAME_RATE,
+            SearchConfig::DEFAULT_MAX_LOAD,
+        ),
+        (MAX_FRAME_RATE, MAX_FRAME_RATE / 1024.0, MAX_FRAME_RATE),
+        (1000.0, 1000.0 / 1024.0, SearchConfig::DEFAULT_MAX_LOAD),
+    ] {
+        let mut c = config("g.yaml".into());
+        c.start_rate = Some(start);
+        c.check().unwrap();
+        let search = c.search_config(&shape, None);
+        assert_eq!(
+            (search.start_load, search.min_load, search.max_load),
+            (start, min, max)
+        );
+        search.validate().unwrap();
+    }
+    // The workload's own period when no rate is given.
+    let search = config("g.yaml".into()).search_config(&shape, None);
+    assert_eq!(search.start_load, 1000.0);
+}
+
+#[test]
 fn each_option_that_cannot_work_is_refused_naming_it() {
     let nowhere: CpuSet = "1000".parse().unwrap();
     assert!(
@@ -107,13 +141,14 @@ fn each_option_that_cannot_work_is_refused_naming_it() {
             )
         );
     }
-    assert_eq!(
-        refused(|c| c.start_rate = Some(-1.0)),
-        "--start-rate must be a positive rate, not -1"
-    );
-    assert_eq!(
-        refused(|c| c.require_rate = Some(0.0)),
-        "--require-rate must be a positive rate, not 0"
+    for (rate, said) in [(-1.0, "-1.0"), (1e-300, "1e-300"), (1e30, "1e30")] {
+        assert!(refused(|c| c.start_rate = Some(rate)).starts_with(&format!(
+            "--start-rate {said} is out of range: a frame rate must be from"
+        )),);
+    }
+    assert!(
+        refused(|c| c.require_rate = Some(0.0))
+            .starts_with("--require-rate 0.0 is out of range: a frame rate must be from")
     );
     assert!(
         refused(|c| c.goals[1].name = "robust".into()).starts_with("--goals/--width/--window-s: "),

@@ -136,6 +136,46 @@ fn a_cpu_placement_is_bounded_by_cores_alone_and_never_past_the_cap() {
 }
 
 #[test]
+fn when_every_resource_holds_the_most_counted_none_runs_out() {
+    // A frame a day, and no device memory said: every resource holds more than the cap.
+    let unsaid = Capacity {
+        device_memory: None,
+        ..capacity()
+    };
+    let a = admit(&one(), demand(1.0 / 86_400.0), unsaid);
+    assert_eq!(a.pipelines, MAX_PIPELINES);
+    assert!(a.fits.iter().all(|f| f.pipelines == MAX_PIPELINES), "{a:?}");
+    assert_eq!(a.limit(), None);
+    assert_eq!(
+        a.conclusion(),
+        "64 pipelines fit, the most kplace admit counts: no resource runs out before"
+    );
+    assert!(a.fits.iter().all(|f| f.held() == "at least 64 pipelines"));
+    assert_eq!(a.refusal(64), None);
+    // One resource below the cap is what runs out, though the others are capped: device
+    // memory, whatever the rate.
+    let small = Capacity {
+        device_memory: Some(20 << 30),
+        ..capacity()
+    };
+    let a = admit(&one(), demand(1.0 / 86_400.0), small);
+    assert_eq!(a.pipelines, 4);
+    assert_eq!(a.limit().map(|f| f.resource), Some(Shared::DeviceMemory));
+    assert_eq!(
+        a.conclusion(),
+        "4 pipelines fit: device memory runs out first"
+    );
+    assert_eq!(a.limit().unwrap().held(), " 4 pipelines");
+    let none = admit(&one(), demand(1500.0), capacity());
+    assert!(
+        none.conclusion()
+            .starts_with("0 pipelines fit: one pipeline alone is predicted"),
+        "{}",
+        none.conclusion()
+    );
+}
+
+#[test]
 fn a_utilization_below_one_leaves_headroom_on_every_shared_resource() {
     let c = Capacity {
         utilization: 0.5,

@@ -6,14 +6,16 @@
 //! when N sustain the rate and N + 1 do not.
 //!
 //! Guarantees: the account is in `OUT/admit-<SHAPE>/admit.txt`, with the calibration used
-//! beside it and the proofs' sweeps in `proof-<N>/`; a placement the graph cannot run here is
-//! refused with the planner's reason before anything is measured.
+//! beside it and the proofs' sweeps in `proof-<N>/`; a rate whose frame period is out of
+//! `kplace::model::rate`'s range, and a placement the graph cannot run here, are refused before
+//! anything is measured.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kplace::cuda::driver::CudaProvider;
 use kplace::model::placement::{Device, Placement};
+use kplace::model::rate;
 use kplace::plan::layout::Layout;
 use kplace::plan::{BufferSpace, Plan, PlanMode};
 
@@ -87,6 +89,8 @@ pub fn admit(
     stop: &Stop,
     progress: &dyn Progress,
 ) -> Result<Admitted, TuneError> {
+    // The rate's period sizes the slots and the latency budget: one a run can represent.
+    let period = rate::frame_period("--rate", request.rate)?;
     let tuner = Tuner::new(options, config, exe, stop, progress)?;
     let shape = config
         .shapes
@@ -105,7 +109,7 @@ pub fn admit(
         },
         account: Account::new(progress),
     };
-    let one = one_pipeline(&at.prepared, request)?;
+    let one = one_pipeline(&at.prepared, request, period)?;
     let calibrations = if request.stored_only {
         stored(&at)?
     } else {
@@ -193,15 +197,15 @@ struct OnePipeline {
 }
 
 /// Lays out and plans the placement of `request` on the prepared graph, its slots sized for
-/// the rate; refused with the planner's reason.
-fn one_pipeline(prepared: &Prepared<'_>, request: &AdmitRequest) -> Result<OnePipeline, TuneError> {
+/// a frame every `period` (the rate's); refused with the planner's reason.
+fn one_pipeline(
+    prepared: &Prepared<'_>,
+    request: &AdmitRequest,
+    period: Duration,
+) -> Result<OnePipeline, TuneError> {
     let refuse = |why: String| TuneError::Admit(format!("{}: {why}", request.placement.display()));
     let mut placement = Placement::load(&request.placement).map_err(|e| refuse(e.to_string()))?;
-    if placement.runtime.auto_slots.is_some() {
-        placement
-            .runtime
-            .size_slots(Duration::from_secs_f64(1.0 / request.rate.max(1e-3)));
-    }
+    placement.runtime.size_slots(period);
     let graph = prepared.graph.clone();
     let plan = Plan::with_gpus(
         graph.clone(),
@@ -289,8 +293,8 @@ fn account_text(
     admission: &Admission,
 ) -> String {
     let mut text = format!(
-        "admit {name} at {shape}, {:.1} frames/s each within a {:.3} ms budget: one pipeline is predicted to sustain {:.1} frames/s (bound by {}), {:.3} ms after its last packet, {:.2} cores and {:.1}% of the GPU at the rate\n",
-        demand.rate,
+        "admit {name} at {shape}, {} frames/s each within a {:.3} ms budget: one pipeline is predicted to sustain {:.1} frames/s (bound by {}), {:.3} ms after its last packet, {:.2} cores and {:.1}% of the GPU at the rate\n",
+        per_s(demand.rate),
         demand.budget_ms,
         one.rate,
         one.bottleneck.name(),
@@ -298,27 +302,32 @@ fn account_text(
         one.cores_at(demand.rate),
         one.gpu_share_at(demand.rate) * 100.0,
     );
-    if let Some(why) = &admission.alone {
-        text.push_str(&format!("0 pipelines fit: {why}\n"));
+    if admission.alone.is_some() {
+        text.push_str(&admission.conclusion());
+        text.push('\n');
         return text;
     }
     for fit in &admission.fits {
         text.push_str(&format!(
-            "  {:>22}: {:>2} pipelines ({})\n",
+            "  {:>22}: {} ({})\n",
             fit.resource.name(),
-            fit.pipelines,
+            fit.held(),
             fit.detail
         ));
     }
-    match admission.limit() {
-        Some(limit) => text.push_str(&format!(
-            "{} pipelines fit: {} run out first\n",
-            admission.pipelines,
-            limit.resource.name()
-        )),
-        None => text.push_str(&format!("{} pipelines fit\n", admission.pipelines)),
-    }
+    text.push_str(&admission.conclusion());
+    text.push('\n');
     text
+}
+
+/// A rate as the account says it: to a tenth, or to four significant digits below 0.1 (a
+/// frame a day is `1.157e-5`, not `0.0`).
+fn per_s(rate: f64) -> String {
+    if rate >= 0.1 {
+        format!("{rate:.1}")
+    } else {
+        format!("{rate:.3e}")
+    }
 }
 
 /// The account of a proof.

@@ -187,6 +187,9 @@ pub enum TuneError {
     /// `kplace admit` cannot answer for its placement.
     #[error("kplace admit: {0}")]
     Admit(String),
+    /// A rate is out of the range a run can represent.
+    #[error(transparent)]
+    Rate(#[from] kplace::model::rate::RateError),
     /// The calibration could not be encoded.
     #[error(transparent)]
     Json(#[from] serde_json::Error),

@@ -1366,4 +1366,46 @@ fn frames_after_a_loss_in_a_stateful_stream_are_judged_with_that_loss() {
             "{said}"
         );
     }
+
+/// The reproduction: metadata that is there but cannot be read (a link to itself, a
+/// FIFO, a directory) was taken for none, and the data ran with the graph's shape, PASSED; and
+/// a FIFO as the data was "0 bytes". Each is an input error naming the file and what it is,
+/// and nothing waits on a FIFO.
+#[test]
+fn a_recording_whose_files_are_no_regular_files_is_refused_naming_them() {
+    let (_dir, data, meta) = record_filtered_c4();
+    let (data_s, meta_s) = (data.to_str().unwrap(), meta.display().to_string());
+    let written = std::fs::read_to_string(&meta).unwrap();
+    let mkfifo = |path: &Path| {
+        let status = Command::new("mkfifo").arg(path).status().unwrap();
+        assert!(status.success(), "mkfifo {}", path.display());
+    };
+    // `ln -sf c4.sigmf-meta c4.sigmf-meta`
+    std::fs::remove_file(&meta).unwrap();
+    std::os::unix::fs::symlink("c4.sigmf-meta", &meta).unwrap();
+    refused_run(
+        data_s,
+        &format!("recording {meta_s}: a loop of symbolic links, not a regular file"),
+    );
+    std::fs::remove_file(&meta).unwrap();
+    mkfifo(&meta);
+    refused_run(
+        data_s,
+        &format!("recording {meta_s}: a FIFO, not a regular file"),
+    );
+    std::fs::remove_file(&meta).unwrap();
+    std::fs::create_dir(&meta).unwrap();
+    refused_run(
+        data_s,
+        &format!("recording {meta_s}: a directory, not a regular file"),
+    );
+    std::fs::remove_dir(&meta).unwrap();
+    // The metadata as written, and a FIFO as the data: refused, never opened to wait on.
+    std::fs::write(&meta, &written).unwrap();
+    std::fs::remove_file(&data).unwrap();
+    mkfifo(&data);
+    refused_run(
+        data_s,
+        &format!("recording {data_s}: a FIFO, not a regular file"),
+    );
 }

@@ -12,6 +12,11 @@
 //! present, it must agree with the graph. [`write()`] writes both;
 //! [`synthesize`](super::synthesis::synthesize) makes a recording to write.
 //!
+//! A metadata file that is absent means none; one that is there but is not a regular file
+//! (a directory, a FIFO, a device, a symbolic link that loops or leads nowhere) or cannot be
+//! read is an error, never taken for none. The data must be a regular file too: a FIFO or a
+//! device is refused as such, and never opened to block or to read forever.
+//!
 //! Guarantees: a recording is checked against the graph (element type, frame shape, a whole
 //! number of frames) before its frames are read, and one larger than
 //! [`RECORDING_BUDGET_BYTES`] is refused before anything is allocated; its metadata is read
@@ -67,6 +72,14 @@ pub enum RecordingError {
         path: PathBuf,
         /// Why.
         cause: std::io::Error,
+    },
+    /// A file of the recording is there, but is not a regular file (or a link to one).
+    #[error("recording {}: {what}, not a regular file", path.display())]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is: `a directory`, `a FIFO`, `a loop of symbolic links`, ...
+        what: &'static str,
     },
     /// A file of the recording cannot be put where it was asked for.
     #[error(transparent)]
@@ -289,7 +302,7 @@ impl Recording {
 }
 
 fn read_meta(meta_path: &Path) -> Result<Option<Meta>, RecordingError> {
-    if !meta_path.is_file() {
+    if !regular_file(meta_path)? {
         return Ok(None);
     }
     let text = crate::os::files::read_text_bounded(meta_path, MAX_META_BYTES, "SigMF metadata")?;
@@ -299,6 +312,80 @@ fn read_meta(meta_path: &Path) -> Result<Option<Meta>, RecordingError> {
             path: meta_path.to_path_buf(),
             why: format!("not SigMF metadata: {e}"),
         })
+}
+
+/// Whether `path` names a regular file, through any symbolic links: `false` when nothing is
+/// there at all. Anything else there is an error naming it and what it is: a directory, a
+/// FIFO, a device or a socket, and a symbolic link that loops or leads nowhere (the user made
+/// it, so it is not taken for an absent file). Nothing is opened.
+fn regular_file(path: &Path) -> Result<bool, RecordingError> {
+    let not_a_file = |what: &'static str| RecordingError::NotAFile {
+        path: path.to_path_buf(),
+        what,
+    };
+    let looping = |e: &std::io::Error| e.raw_os_error() == Some(libc::ELOOP);
+    let io = |cause| RecordingError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    match fs::symlink_metadata(path) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if looping(&e) => return Err(not_a_file("a loop of symbolic links")),
+        Err(e) => return Err(io(e)),
+    }
+    match fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) => Err(not_a_file(file_type(m.file_type()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(not_a_file("a symbolic link to nothing"))
+        }
+        Err(e) if looping(&e) => Err(not_a_file("a loop of symbolic links")),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// What a file that is not a regular one is, in words.
+fn file_type(t: fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "something else"
+    }
+}
+
+/// Opens the regular file `path` to read it, with its length. Opened without blocking, so a
+/// FIFO put there after [`regular_file`] looked never blocks; it is refused as the file it is.
+fn open_regular(path: &Path) -> Result<(fs::File, u64), RecordingError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |cause| RecordingError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    // Absent, it is not opened either: the error says so.
+    regular_file(path)?;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(RecordingError::NotAFile {
+            path: path.to_path_buf(),
+            what: file_type(meta.file_type()),
+        });
+    }
+    Ok((file, meta.len()))
 }
 
 /// Where a recording's channel count comes from.
@@ -378,12 +465,7 @@ fn load(
             }
         })?;
     }
-    let len = fs::metadata(&data)
-        .map_err(|cause| RecordingError::Io {
-            path: data.clone(),
-            cause,
-        })?
-        .len();
+    let (mut file, len) = open_regular(&data)?;
     if len == 0 || len % tensor.bytes != 0 {
         return Err(mismatch(format!(
             "{len} bytes is not a whole number of frames of the graph's source {} ({} bytes each){hint}",
@@ -402,7 +484,6 @@ fn load(
         path: data.clone(),
         cause,
     };
-    let mut file = fs::File::open(&data).map_err(io)?;
     let frames = (0..len / tensor.bytes)
         .map(|_| {
             let mut frame = vec![0u8; tensor.bytes as usize];
@@ -616,6 +697,93 @@ mod tests {
             let r = Recording::load(&data, &g).unwrap();
             assert_eq!(r.frame_period(g.tensor(g.source.tensor)), Some(period));
         }
+    }
+
+    #[test]
+    fn metadata_that_is_there_but_no_regular_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, meta) = two_frames(dir.path());
+        let g = graph("ci16");
+        let refused = |what: &str| {
+            for e in [
+                Recording::load(&data, &g).unwrap_err(),
+                Recording::load_described(&data).unwrap_err(),
+            ] {
+                let e = e.to_string();
+                assert_eq!(
+                    e,
+                    format!("recording {}: {what}, not a regular file", meta.display())
+                );
+            }
+            assert!(Recording::described_shape(&data).is_err());
+        };
+        std::fs::remove_file(&meta).unwrap();
+        // Absent: no metadata, and the data is read by the graph's shape alone.
+        assert_eq!(Recording::load(&data, &g).unwrap().sample_rate, None);
+        // The link to itself.
+        std::os::unix::fs::symlink(meta.file_name().unwrap(), &meta).unwrap();
+        refused("a loop of symbolic links");
+        std::fs::remove_file(&meta).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &meta).unwrap();
+        refused("a symbolic link to nothing");
+        std::fs::remove_file(&meta).unwrap();
+        std::fs::create_dir(&meta).unwrap();
+        refused("a directory");
+        std::fs::remove_dir(&meta).unwrap();
+        mkfifo(&meta);
+        refused("a FIFO");
+        std::fs::remove_file(&meta).unwrap();
+        // A link to a regular file is that file.
+        let elsewhere = dir.path().join("elsewhere.json");
+        write(
+            &dir.path().join("w.sigmf-data"),
+            &g,
+            &synthesize(&g, 2, &tones()).unwrap(),
+            Some(5e5),
+            "test",
+        )
+        .unwrap();
+        std::fs::rename(dir.path().join("w.sigmf-meta"), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &meta).unwrap();
+        assert_eq!(Recording::load(&data, &g).unwrap().sample_rate, Some(5e5));
+    }
+
+    #[test]
+    fn data_that_is_no_regular_file_is_refused_as_what_it_is_and_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, _) = two_frames(dir.path());
+        let g = graph("ci16");
+        let refused = |what: &str| {
+            let e = Recording::load(&data, &g).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!("recording {}: {what}, not a regular file", data.display())
+            );
+        };
+        std::fs::remove_file(&data).unwrap();
+        let e = Recording::load(&data, &g).unwrap_err().to_string();
+        assert!(e.contains("No such file"), "{e}");
+        // A FIFO no one writes to: opened to read, it would block forever.
+        mkfifo(&data);
+        refused("a FIFO");
+        std::fs::remove_file(&data).unwrap();
+        std::fs::create_dir(&data).unwrap();
+        refused("a directory");
+        std::fs::remove_dir(&data).unwrap();
+        std::os::unix::fs::symlink(data.file_name().unwrap(), &data).unwrap();
+        refused("a loop of symbolic links");
+        std::fs::remove_file(&data).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &data).unwrap();
+        refused("a character device");
+    }
+
+    /// Makes a FIFO at `path` with the `mkfifo` command.
+    fn mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mkfifo {}", path.display());
     }
 
     #[test]

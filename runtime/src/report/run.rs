@@ -357,7 +357,8 @@ pub struct IngestEntry {
     pub unexpected: u64,
     /// Packets naming a frame beyond the frame window.
     pub out_of_window: u64,
-    /// Packets held as the first of a frame that no second packet confirmed.
+    /// Packets held before their frame opened (a frame's first, or any before a sender
+    /// proved the stream) that nothing confirmed.
     pub stray: u64,
     /// Packets from a source other than the one the stream locked to.
     pub foreign: u64,
@@ -366,7 +367,8 @@ pub struct IngestEntry {
     /// `HOST:PORT` the stream locked to, or null.
     pub locked_source: Option<String>,
     /// Whether the lock was confirmed by a frame's worth of the source's packets in order
-    /// (at most 64); false: it was only the first to open a frame.
+    /// (at least 2, at most 64): no frame opens before a source has sent a frame's worth, so
+    /// a stream with a source has a confirmed one (of one-packet frames, from its second).
     pub lock_confirmed: bool,
     /// Packets of the locked source that counted toward confirming the lock.
     pub lock_evidence: u64,

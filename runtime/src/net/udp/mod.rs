@@ -6,15 +6,17 @@
 //! copy (`receiver`). Every datagram is counted once, under exactly one name
 //! ([`IngestCounters`]): malformed by class ([`wire::classify`]), `foreign` (another source
 //! than the stream's), `unexpected` (outside the expected frame ids), `out_of_window` (too far
-//! ahead), `late` (its frame ended), `duplicates`, `stray` (held as a frame's first packet,
+//! ahead), `late` (its frame ended), `duplicates`, `stray` (held before its frame opened,
 //! never confirmed), `dropped_packets` (its frame found no slot) or `accepted`.
 //!
 //! What may build a frame (`stream`, `stash`):
-//! - **One source.** The stream locks to the first sender that opens a frame (or, with
-//!   [`UdpConfig::allow_from`], to an allowed one); packets of two sources never share a frame.
-//!   The lock is confirmed once that sender has stored a frame's worth of packets (at most
-//!   64); until then another sender proving a stream with as many packets in order takes it
-//!   over, so a few early packets never take the stream.
+//! - **One source.** The stream locks to the first sender (with
+//!   [`UdpConfig::allow_from`], the first allowed one) to send a frame's worth of packets (at
+//!   most 64) of one frame and the next; until one has, every packet is held and no frame
+//!   opens, so a few early packets of a stray socket neither take the stream nor open a frame
+//!   (they end as `stray`), and the real sender's first frame is received whole, counted once.
+//!   Packets of two sources never share a frame. (A sender that never sends a frame's worth,
+//!   a run of one frame that loses a packet, opens no frame: its packets end as `stray`.)
 //! - **A frame window.** A frame opens only within [`window`] frames ahead of the newest, and
 //!   only on its second packet from that source: one stray packet, whatever it names, never
 //!   takes a slot, never ends a frame and never moves the stream. A sender that really jumped
@@ -138,7 +140,8 @@ pub struct IngestCounters {
     pub late: u64,
     /// Packets of a frame further ahead than the window.
     pub out_of_window: u64,
-    /// Packets held as the first of a frame that no second packet confirmed.
+    /// Packets held before their frame opened (a frame's first, or any before a sender
+    /// proved the stream) that nothing confirmed.
     pub stray: u64,
     /// Packets of a frame dropped for want of a slot.
     pub dropped_packets: u64,
@@ -156,8 +159,8 @@ pub struct IngestCounters {
     pub unexpected: u64,
     /// The source the stream locked to.
     pub locked_source: Option<SocketAddr>,
-    /// Whether the lock was confirmed: its source stored a frame's worth of packets in order
-    /// (at most 64), or proved a takeover with as many.
+    /// Whether the lock was confirmed: its source sent a frame's worth of packets in order
+    /// (at most 64) before its first frame opened, or proved a takeover with as many.
     pub lock_confirmed: bool,
     /// Packets of the locked source counted toward confirming the lock (up to the count that
     /// confirms it).

@@ -30,7 +30,7 @@ const SLOT_WAIT_MAX: Duration = Duration::from_millis(50);
 const DROPPED_MEMORY: usize = 64;
 /// In-order packets that make a jump of the stream (or a new allowed source) believed: a
 /// frame's worth, at least two, at most this many.
-const MAX_CORROBORATION: u64 = 64;
+pub(super) const MAX_CORROBORATION: u64 = 64;
 /// The source recorded for a datagram whose sender the kernel did not say.
 const UNKNOWN_SOURCE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
 
@@ -547,9 +547,13 @@ impl<'c, F> Receiver<'c, F> {
         }
     }
 
-    /// A packet that may open its frame: held as the frame's first, or, with a held packet of
-    /// another packet beside it, the frame opens and both are placed. Frames of one packet open
-    /// at once.
+    /// A packet that may open its frame. Before the stream has a source, every packet is
+    /// held until its source has sent a frame's worth (at most [`MAX_CORROBORATION`]) of one
+    /// frame and the next: that source then takes the stream, and both frames open with what
+    /// is held, so a few early packets of a stray socket open no frame and cost the real
+    /// sender none of its own. Once the stream has its source, a packet is held as its
+    /// frame's first, or, with a held packet of another packet beside it, the frame opens and
+    /// both are placed. Frames of one packet open at once.
     fn open_or_hold<A: Assembly<Frame = F>>(
         &mut self,
         store: &mut A,
@@ -559,6 +563,25 @@ impl<'c, F> Receiver<'c, F> {
         packet: u32,
         now: Instant,
     ) {
+        if self.stream.lock().is_none() {
+            match self.stash.hold(source, run_id, packet, i, now) {
+                Offer::Held { evicted, .. } => self.counters.stray += u64::from(evicted),
+                Offer::Duplicate | Offer::Confirms => {
+                    self.counters.duplicates += 1;
+                    return;
+                }
+            }
+            let before = run_id.saturating_sub(1);
+            let frames_worth = u64::from(self.config.shape.packets).min(MAX_CORROBORATION);
+            if self.stash.count(source, before..=run_id) < frames_worth {
+                return;
+            }
+            if before < run_id {
+                self.open_held(store, i, source, before, None, now);
+            }
+            self.open_held(store, i, source, run_id, None, now);
+            return;
+        }
         if self.config.shape.packets > 1 {
             match self.stash.offer(source, run_id, packet, i, now) {
                 Offer::Held { evicted, .. } => {
@@ -572,10 +595,27 @@ impl<'c, F> Receiver<'c, F> {
                 Offer::Confirms => {}
             }
         }
+        self.open_held(store, i, source, run_id, Some(packet), now);
+    }
+
+    /// Opens frame `run_id` of `source` with the packets held for it, and message `i`'s
+    /// packet `packet` when it is not held; nothing when there is no packet at all.
+    fn open_held<A: Assembly<Frame = F>>(
+        &mut self,
+        store: &mut A,
+        i: usize,
+        source: SocketAddr,
+        run_id: u64,
+        packet: Option<u32>,
+        now: Instant,
+    ) {
         self.taken.clear();
         self.stash.take(source, run_id, &mut self.taken);
-        self.stream
-            .opened(source, run_id, 1 + self.taken.len() as u64);
+        let packets = self.taken.len() as u64 + u64::from(packet.is_some());
+        if packets == 0 {
+            return;
+        }
+        self.stream.opened(source, run_id, packets);
         // Frames are delivered in the order they began: an older frame still missing packets
         // holds back the slot of every frame after it. With no slot free, such a frame ends
         // now, as partial, and this newer one waits (bounded) for the slots it gives back,
@@ -608,11 +648,13 @@ impl<'c, F> Receiver<'c, F> {
                         }),
                     }
                 }
-                self.landings[i].target = Some((k, u64::from(packet)));
+                if let Some(packet) = packet {
+                    self.landings[i].target = Some((k, u64::from(packet)));
+                }
             }
             Err(_) => {
                 self.counters.dropped_frames += 1;
-                self.counters.dropped_packets += 1 + self.taken.len() as u64;
+                self.counters.dropped_packets += packets;
                 self.dropped[self.dropped_len % DROPPED_MEMORY] = run_id;
                 self.dropped_len += 1;
             }

@@ -1,16 +1,21 @@
-//! The first packet of each frame not yet open, held until a second packet of the same frame
-//! from the same source confirms it.
+//! Packets of frames not yet open: the first packet of each, held until a second packet of
+//! the same frame from the same source confirms it; and, before the stream has a source,
+//! every packet, until one source has sent a frame's worth ([`Stash::hold`]).
 //!
-//! A frame opens on its second packet, so one stray packet, whatever frame it names, never
-//! takes a slot, never ends another frame, and never moves the stream: it waits here until it
-//! is confirmed, expires, or is pushed out by newer ones, and is then counted as a stray.
-//! Capacity and payload sizes are fixed at construction: the stash never allocates after it.
+//! A frame of the stream opens on its second packet, so one stray packet, whatever frame it
+//! names, never takes a slot, never ends another frame, and never moves the stream; and no
+//! frame opens at all before a source has proved a stream, so a few early packets of a stray
+//! socket open nothing. A held packet waits here until it is confirmed, expires, or is pushed
+//! out by newer ones, and is then counted as a stray. Capacity and payload sizes are fixed at
+//! construction: the stash never allocates after it.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
-/// Packets held at most.
-pub const STASH_CAPACITY: usize = 16;
+/// Packets held at most: the frame's worth that proves the first source (at most
+/// [`super::receiver::MAX_CORROBORATION`]), and 16 more.
+pub const STASH_CAPACITY: usize = super::receiver::MAX_CORROBORATION as usize + 16;
 
 /// Where a held packet's payload is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +98,57 @@ impl Stash {
         if confirms {
             return Offer::Confirms;
         }
+        self.put(source, frame, packet, message, now)
+    }
+
+    /// Holds a packet of a stream that no source feeds yet, whatever else of its frame is
+    /// held: [`Offer::Held`], or [`Offer::Duplicate`] if this very packet is. The source's
+    /// other held packets are as recent as it: a source that keeps sending is never the
+    /// oldest, so a stray's packets are pushed out first. [`Stash::count`] then says whether
+    /// it has sent a frame's worth.
+    pub fn hold(
+        &mut self,
+        source: SocketAddr,
+        frame: u64,
+        packet: u32,
+        message: usize,
+        now: Instant,
+    ) -> Offer {
+        if self
+            .entries
+            .iter()
+            .any(|e| e.key == Some((source, frame, packet)))
+        {
+            return Offer::Duplicate;
+        }
+        for e in &mut self.entries {
+            if e.key.is_some_and(|(s, _, _)| s == source) {
+                e.since = now;
+            }
+        }
+        self.put(source, frame, packet, message, now)
+    }
+
+    /// Packets of `source` held for `frames`.
+    pub fn count(&self, source: SocketAddr, frames: RangeInclusive<u64>) -> u64 {
+        self.entries
+            .iter()
+            .filter(|e| {
+                e.key
+                    .is_some_and(|(s, f, _)| s == source && frames.contains(&f))
+            })
+            .count() as u64
+    }
+
+    /// Holds a packet in a free entry, or in the oldest one's place.
+    fn put(
+        &mut self,
+        source: SocketAddr,
+        frame: u64,
+        packet: u32,
+        message: usize,
+        now: Instant,
+    ) -> Offer {
         let (index, evicted) = match self.entries.iter().position(|e| e.key.is_none()) {
             Some(free) => (free, false),
             None => {
@@ -205,6 +261,44 @@ mod tests {
         assert_eq!(taken.len(), 1);
         assert_eq!((taken[0].1, taken[0].2), (0, Held::InBatch(0)));
         assert!(!s.holds_message(0) && s.holds_message(2));
+    }
+
+    #[test]
+    fn before_the_stream_has_a_source_every_packet_is_held_and_counted_by_source() {
+        let t0 = Instant::now();
+        let mut s = Stash::new(4);
+        for packet in 0..3 {
+            assert!(matches!(
+                s.hold(addr(1), 0, packet, packet as usize, t0),
+                Offer::Held { evicted: false, .. }
+            ));
+        }
+        assert_eq!(s.hold(addr(1), 0, 2, 3, t0), Offer::Duplicate);
+        s.hold(addr(1), 1, 0, 4, t0);
+        s.hold(addr(2), 0, 3, 5, t0);
+        assert_eq!(s.count(addr(1), 0..=1), 4);
+        assert_eq!(s.count(addr(1), 1..=1), 1);
+        assert_eq!(s.count(addr(2), 0..=1), 1);
+        // A source that keeps sending keeps its packets: the stray's are the oldest.
+        for i in 0..STASH_CAPACITY as u32 - 5 {
+            s.hold(
+                addr(1),
+                2 + u64::from(i),
+                0,
+                0,
+                t0 + Duration::from_millis(1),
+            );
+        }
+        let later = t0 + Duration::from_millis(2);
+        assert!(matches!(
+            s.hold(addr(1), 999, 0, 0, later),
+            Offer::Held { evicted: true, .. }
+        ));
+        assert_eq!(s.count(addr(2), 0..=1), 0, "the stray's packet went first");
+        assert_eq!(s.count(addr(1), 0..=1), 4);
+        let mut taken = Vec::new();
+        s.take(addr(1), 0, &mut taken);
+        assert_eq!(taken.len(), 3);
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //!   The first (allowed) sender to open a frame holds the lock *provisionally*; it is
 //!   *confirmed* once that sender has stored [`StreamState::corroboration`] packets (a frame's
 //!   worth, the evidence a restart needs). Until then another sender whose packets make such
-//!   a run in order takes the lock over, so a few early packets of a stray socket never take
-//!   the stream. A confirmed lock never moves without an allow list; with one, another
+//!   a run in order takes the lock over. (The receiver opens a stream's first frame only with
+//!   a frame's worth of its source's packets held, so its lock is confirmed as it is taken,
+//!   or for frames of one packet by the second, and a few early packets of a stray socket
+//!   take nothing.) A confirmed lock never moves without an allow list; with one, another
 //!   allowed source takes it over only with the same evidence, sent while the stream's own
 //!   source is silent (a sender restarted on a new port).
 //! - A packet may open a frame only within the window ahead of the newest frame

@@ -232,22 +232,67 @@ fn two_early_packets_of_another_socket_never_take_the_stream() {
         let mut packets = vec![(addr(7), packet(7, 0, 0)), (addr(7), packet(7, 0, 1))];
         packets.extend(stream(1, addr(1), 0..20));
         let (store, c) = receive(&config(Some(20), allow), packets, 5);
-        // Frame 0's packets proved the real stream; every later frame is received.
-        assert_eq!(complete_ids(&store), (1..20).collect::<Vec<_>>(), "{c:?}");
-        assert!(
-            store
-                .ended
-                .iter()
-                .all(|e| e.2.values().all(|p| p[0] == 1 || !e.1))
-        );
+        // The stray opened nothing: every frame of the real stream is received, its own.
+        assert_eq!(complete_ids(&store), (0..20).collect::<Vec<_>>(), "{c:?}");
+        assert!(store.ended.iter().all(|e| e.2.values().all(|p| p[0] == 1)));
         assert_eq!(
             (c.locked_source, c.lock_replaced, c.lock_confirmed),
-            (Some(addr(1)), Some(addr(7)), true),
+            (Some(addr(1)), None, true),
             "{c:?}"
         );
-        // The stray's frame ended partial; the real frame 0 was missed, not the stray's.
-        assert_eq!((c.partial_frames, c.missed_frames, c.restarts), (1, 1, 1));
+        assert_eq!(
+            (c.partial_frames, c.missed_frames, c.restarts, c.stray),
+            (0, 0, 0, 2)
+        );
         assert_eq!(c.classified(), c.packets);
+    }
+}
+
+#[test]
+fn an_early_stray_is_no_outcome_and_costs_the_real_sender_nothing() {
+    // The case: a few packets of another socket before the real sender, which loses
+    // one packet of frame 5. The stray's packets opened a frame that ended partial, the real
+    // sender's first frame's packets were foreign until they proved its stream: one lost
+    // packet counted `partial 2`, and the real sender listed among the foreign sources.
+    let lost = packet(1, 5, 3);
+    for strays in 1..SHAPE.packets {
+        for per_call in [1, 2, 5] {
+            let mut packets: Vec<_> = (0..strays).map(|c| (addr(7), packet(7, 0, c))).collect();
+            packets.extend(
+                stream(1, addr(1), 0..20)
+                    .into_iter()
+                    .filter(|(_, p)| *p != lost),
+            );
+            let (store, c) = receive(&config(Some(20), ""), packets, per_call);
+            let case = format!("{strays} strays, batch {per_call}: {c:?}");
+            let want: Vec<u64> = (0..20).filter(|&f| f != 5).collect();
+            assert_eq!(complete_ids(&store), want, "{case}");
+            // One outcome per frame: 19 complete, the lossy one partial, none missed.
+            assert_eq!(
+                (
+                    c.complete_frames,
+                    c.partial_frames,
+                    c.dropped_frames,
+                    c.missed_frames
+                ),
+                (19, 1, 0, 0),
+                "{case}"
+            );
+            // Each frame ended once (the lossy one once the stream had passed it).
+            let mut ended: Vec<u64> = store.ended.iter().map(|e| e.0).collect();
+            ended.sort_unstable();
+            assert_eq!(ended, (0..20).collect::<Vec<_>>(), "{case}");
+            assert!(store.ended.iter().all(|e| e.2.values().all(|p| p[0] == 1)));
+            // The real sender is the stream's, never foreign; the stray's packets are strays.
+            assert_eq!(
+                (c.locked_source, c.lock_replaced, c.restarts),
+                (Some(addr(1)), None, 0),
+                "{case}"
+            );
+            assert_eq!((c.foreign, c.stray), (0, u64::from(strays)), "{case}");
+            assert!(c.foreign_sources.is_empty(), "{case}");
+            assert_eq!(c.classified(), c.packets, "{case}");
+        }
     }
 }
 
@@ -316,9 +361,10 @@ fn two_senders_at_once_never_splice_and_the_second_is_foreign() {
             "only the first sender's packets"
         );
     }
-    // The second sender's first packet came before the lock: held, then a stray.
-    assert_eq!((c.foreign, c.stray), (47, 1), "{c:?}");
-    assert_eq!(c.foreign_sources, vec![(addr(2), 47)]);
+    // The second sender's packets before the lock (one fewer than the first's frame's worth
+    // that took it) were held, then strays.
+    assert_eq!((c.foreign, c.stray), (41, 7), "{c:?}");
+    assert_eq!(c.foreign_sources, vec![(addr(2), 41)]);
 }
 
 #[test]
@@ -435,13 +481,14 @@ proptest! {
                     continue;
                 }
                 locked.push((addr(LOCKED), packet(1, f, c)));
-                // Not in the first frame: its first two packets lock the stream.
+                // Not in the first frame: its packets lock the stream.
                 if k > 0 && duplicates.contains(&(k as u32, c)) {
                     locked.push((addr(LOCKED), packet(1, f, c)));
                 }
             }
         }
-        // Extras go anywhere after the first two packets, but strays of the stream's
+        // Extras go anywhere after the first frame (whose packets lock the stream: before the
+        // lock, another source's packets are held, not foreign), but strays of the stream's
         // own address not among the restart's first packets (they would only delay it): not
         // from just before its first packet to the packet that completes its corroboration
         // (a frame's worth of the restarted stream's packets, however many extras lie
@@ -450,11 +497,14 @@ proptest! {
             *a == addr(LOCKED) && PacketHeader::read_from(p).is_some_and(|h| (JUMP..2 * JUMP).contains(&h.frame_id))
         };
         let restart_at = |packets: &[(SocketAddr, Vec<u8>)]| packets.iter().position(restarted);
+        // A duplicate of the packet before it neither extends the run nor breaks it.
         let corroborated_at = |packets: &[(SocketAddr, Vec<u8>)]| {
+            let mut before: Option<&Vec<u8>> = None;
             packets
                 .iter()
                 .enumerate()
                 .filter(|(_, p)| restarted(p))
+                .filter(|(_, (_, bytes))| before.replace(bytes) != Some(bytes))
                 .nth(SHAPE.packets as usize - 1)
                 .map_or(packets.len(), |(i, _)| i)
         };
@@ -463,7 +513,8 @@ proptest! {
         let mut sorted = extras.clone();
         sorted.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
         for (at, e) in sorted {
-            let at = 2 + at % (packets.len() - 1);
+            let first = SHAPE.packets as usize;
+            let at = first + at % (packets.len() - first + 1);
             let item = match e {
                 Extra::Foreign(f, c) => { foreign += 1; (addr(2), packet(2, f, c)) }
                 Extra::StrayNear(f, c) => { foreign += 1; (addr(3), packet(3, f, c)) }

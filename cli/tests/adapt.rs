@@ -253,6 +253,62 @@ fn what_cannot_adapt_is_refused_naming_why() {
     );
 }
 
+/// The case: `--adapt` naming the run's own placement was accepted, and the run
+/// printed `switching from all-cpu to all-cpu`, where an `alternatives:` list naming its own
+/// placement is refused. Now --adapt is refused as that list is: the run's own placement, by
+/// name, path or placement name, and a placement given twice.
+#[test]
+fn adapt_to_the_runs_own_placement_or_one_twice_is_refused() {
+    let own = "is this run's placement itself (all-cpu, as --placement); give the others";
+    for (placement, adapt) in [
+        ("all-cpu", "all-cpu"),
+        ("all-cpu", "workloads/radar/placements/all-cpu.yaml"),
+        ("workloads/radar/placements/all-cpu.yaml", "all-cpu"),
+    ] {
+        assert_refused(
+            &[
+                "run",
+                "--frames",
+                "8",
+                "--placement",
+                placement,
+                "--adapt",
+                adapt,
+                "--budget",
+                "5ms",
+            ],
+            &format!("--adapt {adapt} {own}"),
+        );
+    }
+    // Another file of the same placement name is the same placement to switch to.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.yaml");
+    std::fs::copy(
+        kplace_testkit::workspace().join("workloads/radar/placements/all-cpu.yaml"),
+        &copy,
+    )
+    .unwrap();
+    let copy = copy.to_str().unwrap();
+    assert_refused(
+        &["run", "--frames", "8", "--adapt", copy, "--budget", "5ms"],
+        &format!("--adapt {copy} {own}"),
+    );
+    assert_refused(
+        &[
+            "run",
+            "--frames",
+            "8",
+            "--adapt",
+            "all-cpu-pinned",
+            "--adapt",
+            "workloads/radar/placements/all-cpu-pinned.yaml",
+            "--budget",
+            "5ms",
+        ],
+        "--adapt workloads/radar/placements/all-cpu-pinned.yaml is given twice (placement all-cpu-pinned)",
+    );
+}
+
 /// The filtered beamformer's FIR carries each channel's history from frame to frame: the
 /// switch moves it with the stream, and every frame equals the one-worker placement's run of
 /// the whole recording.

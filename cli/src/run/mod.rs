@@ -104,8 +104,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) control: Option<PathBuf>,
     /// Another placement to move the stream to while it runs, when the placement running stops
-    /// keeping up (repeatable; a file or a name, as --placement; instead of the `alternatives:`
-    /// the placement lists): --placement is preferred, then each --adapt in the order given.
+    /// keeping up (repeatable, each a different placement and not --placement's; a file or a
+    /// name, as --placement; instead of the `alternatives:` the placement lists): --placement
+    /// is preferred, then each --adapt in the order given.
     /// Every placement is planned before the first frame; switches happen at frame boundaries,
     /// are judged against --budget, and are in the report, the progress lines, the trace and
     /// the metrics (docs/adapt.md).
@@ -387,9 +388,7 @@ impl RunArgs {
             }
             listed
         } else {
-            (self.adapt.iter())
-                .map(|p| super::args::placement_file(p, &graph))
-                .collect::<anyhow::Result<Vec<_>>>()?
+            self.adapt_files(&graph)?
         };
         let rule = Rule {
             trigger: self.adapt_trigger,
@@ -400,6 +399,39 @@ impl RunArgs {
         };
         rule.check().map_err(anyhow::Error::msg)?;
         Ok(Some(Adapt { alternatives, rule }))
+    }
+
+    /// The files of --adapt, each found as --placement finds one, checked as a placement's
+    /// `alternatives:` list is: none the run's own placement (by file or by name), none given
+    /// twice.
+    fn adapt_files(&self, graph: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        // Two ways of writing one file (a name, a path, a link) are the same file.
+        let same_file = |file: &Path| std::fs::canonicalize(file).unwrap_or(file.to_path_buf());
+        let preferred = super::args::placement_file(&self.graph.placement, graph)?;
+        let own = (same_file(&preferred), Placement::load(&preferred)?.name);
+        let mut seen: Vec<(PathBuf, String)> = Vec::new();
+        let mut files = Vec::new();
+        for written in &self.adapt {
+            let file = super::args::placement_file(written, graph)?;
+            let this = (same_file(&file), Placement::load(&file)?.name);
+            if this.0 == own.0 || this.1 == own.1 {
+                bail!(
+                    "--adapt {} is this run's placement itself ({}, as --placement); give the others",
+                    written.display(),
+                    own.1
+                );
+            }
+            if seen.iter().any(|s| s.0 == this.0 || s.1 == this.1) {
+                bail!(
+                    "--adapt {} is given twice (placement {})",
+                    written.display(),
+                    this.1
+                );
+            }
+            seen.push(this);
+            files.push(file);
+        }
+        Ok(files)
     }
 
     /// Where each pipeline writes, besides its report.

@@ -1366,6 +1366,7 @@ fn frames_after_a_loss_in_a_stateful_stream_are_judged_with_that_loss() {
             "{said}"
         );
     }
+}
 
 /// The reproduction: metadata that is there but cannot be read (a link to itself, a
 /// FIFO, a directory) was taken for none, and the data ran with the graph's shape, PASSED; and

@@ -73,6 +73,11 @@ for line in sys.stdin:
 strip "$bundle"/bin/* "$bundle"/tests/*
 strip --strip-unneeded "$bundle"/lib/*
 [ -x "$bundle/tests/kplace-gpu-gpu" ] || { echo "gpu-bundle: the kplace-gpu gpu test executable is missing" >&2; exit 1; }
+# The commit it was built from, for the check's summary and the table's parts (the GPU machine
+# gets the working tree, not its history); "+uncommitted" when tracked files differ from it.
+commit=$(git rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
+git diff --quiet HEAD 2> /dev/null || commit+="+uncommitted"
+echo "$commit" > "$bundle/commit.txt"
 [ "$profile" = release ] || exit 0
 size_kib=$(du -sk "$bundle" | cut -f1)
 du -sh "$bundle"/* >&2
@@ -80,5 +85,6 @@ if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
     echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB, over the $limit_mib MiB limit (the device tool carries 64 MiB in all): drop a test executable or shrink a binary" >&2
     exit 1
 fi
-echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB (limit $limit_mib MiB). Run the check on the GPU machine with the device tool:" >&2
+echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB (limit $limit_mib MiB), built from $commit. Run the check, or its smoke step alone, on the GPU machine with the device tool (docs/gpu.md):" >&2
 echo "  run(command=\"bench/gpu-check.sh\", carry=[\"$bundle\"], timeout_s=600)"
+echo "  run(command=\"KPLACE_GPU_CHECK_STEPS=smoke bench/gpu-check.sh\", carry=[\"$bundle\"], timeout_s=240)"

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""The summary of bench/gpu-check.sh: judges the preflight, and rewrites summary.json and
-table.md from the scratch directory after every step. After every step the summary is a
-verdict on what ran (`failed`, else `incomplete` while steps have not run or were skipped for
-time, else `passed`), so a call cut off midway still says what it found.
+"""The summary of bench/gpu-check.sh: judges the preflight and each path of the smoke step,
+and rewrites summary.json and table.md from the scratch directory after every step. After every
+step the summary is a verdict on what ran (`failed`, else `incomplete` while steps have not run
+or were skipped for time, else `passed`), so a call cut off midway still says what it found.
+Every measured row states its frames measured after the warm-up, the seconds measured and the
+UUID of the device it ran on, and carries its run report's `overhead`; the summary states the
+bundle's commit, the call's date and its device.
 
-  gpu-check-summary.py preflight SCRATCH      exit 0 when the GPU path can run, 3 when not
-  gpu-check-summary.py summary SCRATCH OUT    writes OUT/summary.json and OUT/table.md
+  gpu-check-summary.py preflight SCRATCH              exit 0 when the GPU path can run, 3 when not
+  gpu-check-summary.py smoke KIND SCRATCH ARGS...     one smoke path's verdict: PASS, FAIL or SKIP,
+                                                      a tab, and the reason, on one line
+  gpu-check-summary.py summary SCRATCH OUT            writes OUT/summary.json and OUT/table.md
 """
 
 import glob, json, os, re, sys
@@ -115,19 +120,171 @@ def stages(report):
                            "gpu_ms": st.get("gpu_ms_per_frame")}
     return out
 
-def bisect_rows(scratch):
-    """Each search of the bisect step: system, answer per goal, ending, trials; and the ratios."""
+def device_of(pre):
+    """Device 0 as the preflight found it: name and UUID (every GPU run uses GPU 0)."""
+    devices = (((pre or {}).get("driver") or {}).get("devices")) or []
+    d = devices[0] if devices else {}
+    return {"name": d.get("name"), "uuid": d.get("uuid"), "pci_bus_id": d.get("pci_bus_id")}
+
+def measured(rep, device):
+    """What a run report (one pipeline or several) measured: frames after the warm-up, seconds
+    measured, the device's UUID (the report's telemetry, else the preflight's device 0) and
+    where the runtime's own time went (`overhead`, per pipeline for several)."""
+    if not isinstance(rep, dict):
+        return {"measured_frames": None, "measured_s": None, "device_uuid": None, "overhead": None}
+    pipes = [p for p in rep.get("pipelines", []) if isinstance(p, dict) and "measured_frames" in p] \
+        if isinstance(rep.get("pipelines"), list) else [rep]
+    frames = [p.get("measured_frames") for p in pipes]
+    walls = [p.get("wall_s") for p in pipes if isinstance(p.get("wall_s"), (int, float))]
+    uuids = [dv.get("uuid") for p in pipes for dv in ((p.get("gpu_telemetry") or {}).get("devices") or []) if dv.get("uuid")]
+    over = [p.get("overhead") for p in pipes]
+    return {
+        "measured_frames": sum(frames) if frames and all(isinstance(f, int) for f in frames) else None,
+        "measured_s": round(max(walls), 3) if walls else None,
+        "device_uuid": uuids[0] if uuids else device.get("uuid"),
+        "device_uuid_from": "report" if uuids else "preflight",
+        "overhead": over[0] if len(over) == 1 else over,
+    }
+
+# ---------------------------------------------------------------------------------------------
+# The smoke step's judges: one verdict per GPU path, PASS, FAIL or SKIP with the reason.
+
+SMOKE_PATHS = [
+    "radar all-gpu against all-cpu",
+    "blocks on CUDA: beamformer-filtered against the CPU blocks",
+    "blocks on CUDA: spectrogram-blocks against the CPU blocks",
+    "a constant tensor on the GPU (the weighted beamformer's weights)",
+    "the FIR's carry moving GPU to CPU and back under --adapt",
+    "NVML gauges in --metrics",
+    "one bisect-rate trial of all-gpu",
+    "kplace admit --prove",
+]
+
+def said_last(scratch, path):
+    """The last line of a log that says something, for a failure's reason."""
+    body = [l.strip() for l in (text(os.path.join(scratch, path)) or "").splitlines() if l.strip()]
+    return body[-1][:200] if body else "nothing said"
+
+def verified(scratch, rc, report_path):
+    """(None, facts) when a checked run passed, else (why, {})."""
+    rep = load(os.path.join(scratch, report_path))
+    if rep is None:
+        d = os.path.dirname(report_path)
+        log = os.path.join(d, "run.log") if os.path.exists(os.path.join(scratch, d, "run.log")) \
+            else report_path[: -len(".json")] + ".log"
+        return "rc %s, no report (%s: %s)" % (rc, log, said_last(scratch, log)), {}
+    v = rep.get("verification") or {}
+    if str(rc) != "0" or not v.get("passed"):
+        return "rc %s, verification %s: %s" % (rc, "passed" if v.get("passed") else "failed",
+                                                "; ".join(v.get("reasons", [])[:2]) or "no reason given"), {}
+    return None, {"frames": rep.get("frames"), "measured": rep.get("measured_frames"), "wall_s": rep.get("wall_s"),
+                  "against": v.get("against"), "passed": v.get("frames_passed"), "rep": rep}
+
+def smoke(kind, scratch, *args):
+    """The verdict of one smoke path, as (verdict, reason)."""
+    if kind == "radar":
+        ref_rc, rc, d = args
+        why, ref = verified(scratch, ref_rc, os.path.join(d, "all-cpu.json"))
+        if why:
+            return "FAIL", "the all-cpu reference: " + why
+        why, got = verified(scratch, rc, os.path.join(d, "all-gpu.json"))
+        if why:
+            return "FAIL", "all-gpu: " + why
+        cmp = load(os.path.join(scratch, d, "compare.json"))
+        if cmp is None:
+            return "FAIL", "the comparison failed: " + said_last(scratch, os.path.join(d, "compare.err"))
+        if not cmp.get("agree"):
+            return "FAIL", "%s differences from all-cpu's detections (%s)" % (cmp.get("differences"), cmp.get("rule"))
+        return "PASS", "%s frames verified against the scene, %s measured after the warm-up at %.1f CPI/s; detections agree with all-cpu's (%s, max rel %.1e)" % (
+            got["frames"], got["measured"], (got["rep"].get("frames_per_s") or 0), cmp.get("rule"), cmp.get("max_relative") or 0)
+    if kind in ("checked", "constant"):
+        rc, report = args[0], args[1]
+        if kind == "constant":
+            plan = text(os.path.join(scratch, args[2])) or ""
+            if not re.search(r"constant weights .*uploaded once", plan):
+                return "FAIL", "the plan does not upload the constant: " + (plan.strip().splitlines() or ["no plan"])[-1][:200]
+        why, got = verified(scratch, rc, report)
+        if why:
+            return "FAIL", why
+        return "PASS", "%s frames checked against %s, all passed (%s measured after the warm-up in %.3f s)%s" % (
+            got["frames"], got["against"], got["measured"], got["wall_s"] or 0,
+            "; the plan uploads the constant once before the first frame" if kind == "constant" else "")
+    if kind == "carry":
+        said = []
+        for rc, report in (args[0:2], args[2:4]):
+            why, got = verified(scratch, rc, report)
+            name = os.path.basename(report)[: -len(".json")]
+            if why:
+                return "FAIL", "%s: %s" % (name, why)
+            moves = [st["carry"].get("moves") for st in got["rep"].get("stages", []) if st.get("carry")]
+            if not any(moves):
+                return "FAIL", "%s: the carry never moved (switches: %d)" % (
+                    name, len(((got["rep"].get("adaptation") or {}).get("switches")) or []))
+            frames = (got["rep"].get("adaptation") or {}).get("frames")
+            said.append("%s: carry moved %d time(s), frames per placement %s" % (name, max(moves), frames))
+        return "PASS", "; ".join(said) + "; every frame checked against the CPU run"
+    if kind == "metrics":
+        rc, report, scrape, port = args
+        if port == "none":
+            return "FAIL", "no metrics address in the run's log (rc %s)" % rc
+        body = text(os.path.join(scratch, scrape)) or ""
+        gauges = [l for l in body.splitlines() if l.startswith(("kplace_gpu_utilization_ratio{", "kplace_gpu_memory_used_bytes{"))]
+        rep = load(os.path.join(scratch, report)) or {}
+        if not gauges:
+            tel = rep.get("gpu_telemetry") or {}
+            if tel and tel.get("available") is False:
+                return "SKIP", "NVML is not available here, so no GPU gauge: %s" % tel.get("reason")
+            return "FAIL", "no GPU gauge in the %d bytes scraped from port %s (rc %s)" % (len(body), port, rc)
+        if str(rc) != "0" or not (rep.get("verification") or {}).get("passed"):
+            return "FAIL", "the gauges were served (%s), but the stream's run failed: rc %s" % (gauges[0], rc)
+        return "PASS", "scraped %s; the stream's %s frames verified" % ("; ".join(gauges[:2]), rep.get("frames"))
+    if kind == "bisect":
+        rc, results = args
+        res = load(os.path.join(scratch, results))
+        if res is None:
+            return "FAIL", "no results file (rc %s): %s" % (rc, said_last(scratch, "smoke/bisect.log"))
+        se = (res.get("searches") or [{}])[0]
+        if se.get("skipped"):
+            return "FAIL", "all-gpu skipped: " + se["skipped"]
+        trials = se.get("trials") or []
+        if not trials:
+            return "FAIL", "no trial ran (rc %s): %s" % (rc, se.get("outcome"))
+        t = trials[0]
+        m = t.get("measurement") or {}
+        if t.get("status") != "passed":
+            return "FAIL", "the trial at %.1f CPI/s %s: %s" % (t.get("rate", 0), t.get("status"),
+                                                              "; ".join(t.get("failures") or []) or t.get("invalid") or "no reason given")
+        return "PASS", "one trial at %.1f CPI/s passed: %s of %s frames completed, post-frame p99 %.3f ms (budget %.1f ms)" % (
+            t["rate"], m.get("frames_completed"), m.get("frames_sent"), ((t.get("latency") or {}).get("p99_ms") or 0), t.get("budget_ms") or 0)
+    if kind == "admit":
+        rc, account = args
+        body = (text(os.path.join(scratch, account)) or "").splitlines()
+        proof = [l for l in body if l.startswith("proof:")]
+        fit = [l for l in body if " fit" in l and not l.startswith(" ")]
+        if str(rc) not in ("0", "1") or not proof:
+            return "FAIL", "rc %s, %s: %s" % (rc, "no proof in its account" if body else "no account",
+                                              said_last(scratch, "smoke/admit.log"))
+        return "PASS", "%s%s (rc %s)" % ((fit[-1] + "; ") if fit else "", proof[-1], rc)
+    return "FAIL", "no judge for %s" % kind
+
+def bisect_rows(scratch, device):
+    """Each search of the bisect step: system, answer per goal, ending, trials, the frames and
+    seconds its trials measured, the device; and the ratios."""
     res = load(os.path.join(scratch, "bisect", "bisect-rate.json"))
     if not res:
         return None
     rows = []
     for se in res.get("searches", []):
+        trials = se.get("trials", [])
         rows.append({
             "system": se["system"], "cpi": se["shape"], "skipped": se.get("skipped"),
             "sustained": se.get("sustained_rate"), "outcome": se.get("outcome"),
             "goals": {g["goal"]["name"]: {"lower": g.get("lower"), "upper": g.get("upper"),
                                           "ending": g["ending"]["kind"]} for g in se.get("goals", [])},
-            "trials": len(se.get("trials", [])), "wall_s": se.get("wall_seconds"),
+            "trials": len(trials), "wall_s": se.get("wall_seconds"),
+            "measured_s": se.get("trial_seconds"),
+            "measured_frames": sum(int((t.get("measurement") or {}).get("frames_completed") or 0) for t in trials),
+            "device_uuid": device.get("uuid"), "results": "bisect/bisect-rate.json",
         })
     return {"searches": rows, "comparisons": res.get("comparisons", [])}
 
@@ -136,9 +293,13 @@ def summary(scratch, out):
     for row in lines(os.path.join(scratch, "steps.jsonl")):
         steps[row["step"]] = row
     pre = load(os.path.join(scratch, "results", "preflight.json"))
+    call = load(os.path.join(scratch, "call.json")) or {}
+    suite = call.get("suite", "check")
+    device = device_of(pre)
     problems = []
     notes = []
-    s = {"schema": "kplace-gpu-check/3", "steps": list(steps.values()), "preflight": pre}
+    s = {"schema": "kplace-gpu-check/4", "suite": suite, "commit": call.get("commit"), "date": call.get("date"),
+         "limit_s": call.get("limit_s"), "device": device, "steps": list(steps.values()), "preflight": pre}
     for row in steps.values():
         if row["rc"] in (124, 137):
             problems.append("step %s ran past its %d s budget (killed)" % (row["step"], row["budget_s"]))
@@ -169,10 +330,26 @@ def summary(scratch, out):
         else:
             problems.append("memcheck: rc %d, %s errors" % (memcheck["rc"], memcheck["errors"]))
     s["memcheck"] = memcheck
+    smoke_rows = lines(os.path.join(scratch, "results", "smoke.jsonl"))
+    for r in smoke_rows:
+        if r["verdict"] == "FAIL":
+            problems.append("smoke: %s: %s" % (r["path"], r["reason"]))
+        elif r["verdict"] == "SKIP":
+            notes.append("smoke: %s: skipped: %s" % (r["path"], r["reason"]))
+    if "smoke" in steps and steps["smoke"]["rc"] is not None:
+        seen = {r["path"] for r in smoke_rows}
+        for path in SMOKE_PATHS:
+            if path not in seen:
+                smoke_rows.append({"path": path, "verdict": "FAIL", "reason": "not reached: the step ended first (rc %s)" % steps["smoke"]["rc"],
+                                   "seconds": None})
+                problems.append("smoke: %s: not reached" % path)
+    s["smoke"] = smoke_rows
     replay = lines(os.path.join(scratch, "results", "replay.jsonl"))
     for r in replay:
         rep = load(os.path.join(scratch, r["base"] + ".json"))
         r["throughput_cpi_per_s"] = rep.get("frames_per_s") if rep else None
+        r.update(measured(rep, device))
+        r["report"] = r["base"] + ".json" if rep else None
         # What the process spent outside its measured frames: start-up (driver, context,
         # NVRTC, plans, pools) and the warm-up frames.
         wall = rep.get("wall_s") if rep else None
@@ -210,6 +387,8 @@ def summary(scratch, out):
                 continue
             agg = rep.get("aggregate", rep)
             pipes = rep.get("pipelines", [rep])
+            r.update(measured(rep, device))
+            r["report"] = r["base"] + ".json"
             r.update(
                 processed_cpi_per_s=agg.get("frames_per_s"),
                 frames=agg.get("frames"), partial=agg.get("partial_frames"), dropped=agg.get("dropped_frames"),
@@ -272,18 +451,20 @@ def summary(scratch, out):
         peer, ours, cmp = (load(os.path.join(d, f)) for f in ("result.json", "kplace.json", "compare.json"))
         c["cupy_cpi_per_s"] = peer.get("throughput_cpi_per_s") if peer else None
         c["kplace_all_gpu_cpi_per_s"] = ours.get("frames_per_s") if ours else None
+        c.update(measured(ours, device))
         c["agree"] = cmp.get("agree") if cmp else None
         c["differences"] = cmp.get("differences") if cmp else None
         c["said"] = (text(os.path.join(scratch, "logs", "cupy-%s.txt" % c["cpi"])) or "").splitlines()[-3:]
         if c["rc"] != 0:
             problems.append("cupy peer %s: rc %d" % (c["cpi"], c["rc"]))
     s["cupy"] = cupy
-    s["bisect"] = bisect_rows(scratch)
+    s["bisect"] = bisect_rows(scratch, device)
     if "bisect" in steps and steps["bisect"]["rc"] not in (None, 0, 3):
         notes.append("bisect-rate: rc %d (docs/bisect-rate.md)" % steps["bisect"]["rc"])
-    ran = [st for st in STEPS if st in steps and steps[st]["rc"] is not None]
-    skipped = [st for st in STEPS if st in steps and steps[st].get("skipped")]
-    missing_steps = [st for st in STEPS if st not in steps]
+    order = SUITES.get(suite, SUITES["check"])
+    ran = [st for st in order if st in steps and steps[st]["rc"] is not None]
+    skipped = [st for st in order if st in steps and steps[st].get("skipped")]
+    missing_steps = [st for st in order if st not in steps]
     if pre is not None and not pre.get("usable"):
         s["status"], s["reason"] = "stopped", "the GPU path cannot run here: " + "; ".join(pre["missing"])
     elif pre is None and "preflight" in steps:
@@ -304,7 +485,12 @@ def summary(scratch, out):
     write(out, "summary.json", json.dumps(s, indent=1))
     write(out, "table.md", table(s))
 
-STEPS = ["preflight", "tests", "replay", "streams", "copies", "tune", "share", "adapt", "admit", "cupy", "memcheck", "bisect"]
+SUITES = {
+    "check": ["preflight", "smoke", "tests", "replay", "streams", "copies", "tune", "share", "adapt", "admit", "cupy",
+              "memcheck", "bisect"],
+}
+
+STEPS = SUITES["check"]
 
 def write(out, name, body):
     with open(os.path.join(out, name), "w") as f:
@@ -314,7 +500,10 @@ def f(v, fmt="%.1f"):
     return fmt % v if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
 
 def table(s):
-    md = ["# kplace GPU check", "", "**%s**: %s" % (s["status"], s["reason"]), ""]
+    title = "kplace GPU check"
+    dev = s.get("device") or {}
+    md = ["# " + title, "", "**%s**: %s" % (s["status"], s["reason"]), "",
+          "bundle commit %s, call began %s (UTC), device %s (%s)" % (s.get("commit"), s.get("date"), dev.get("name"), dev.get("uuid")), ""]
     pre = s.get("preflight") or {}
     if pre:
         drv = pre.get("driver") or {}
@@ -339,16 +528,20 @@ def table(s):
            for r in s["steps"]]
     if s.get("notes"):
         md += ["", "notes: " + "; ".join(s["notes"])]
+    if s.get("smoke"):
+        md += ["", "| smoke: GPU path | verdict | s | reason |", "|---|---|---|---|"]
+        md += ["| %s | %s | %s | %s |" % (r["path"], r["verdict"] if r["verdict"] != "FAIL" else "**FAIL**",
+                                          f(r.get("seconds"), "%d"), r["reason"].replace("|", "/")) for r in s["smoke"]]
     if s.get("tests"):
         md += ["", "| test binary | runs | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|---|"]
         md += ["| %s | %s | %d | %d | %d | %d | %s |" % (t["test"], t.get("runs", 1), t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]
     if s.get("bisect"):
-        md += ["", "| bisect-rate | CPI | answer (the first goal) | every goal | trials, s |", "|---|---|---|---|---|"]
+        md += ["", "| bisect-rate | CPI | answer (the first goal) | every goal | trials, s | frames / s measured by the trials |", "|---|---|---|---|---|---|"]
         for r in s["bisect"]["searches"]:
-            md.append("| %s | %s | %s | %s | %s, %s |" % (
+            md.append("| %s | %s | %s | %s | %s, %s | %s / %s |" % (
                 r["system"], r["cpi"], r["skipped"] and ("skipped: " + r["skipped"]) or r["outcome"],
                 "; ".join("%s %s (%s)" % (k, f(v["lower"]), v["ending"]) for k, v in r["goals"].items()),
-                r["trials"], f(r["wall_s"], "%d")))
+                r["trials"], f(r["wall_s"], "%d"), r.get("measured_frames"), f(r.get("measured_s"), "%.1f")))
         for c in s["bisect"]["comparisons"]:
             md.append("\nratio %s / %s (%s goal): %s (bounds allow %s to %s)" % (
                 c["system"], c["baseline"], c["goal"], f(c.get("ratio"), "%.3f"),
@@ -358,8 +551,8 @@ def table(s):
         md += ["", "memcheck: %s%s" % (m.get("status"), ", rc %s, %s errors, %s tests passed" % (m.get("rc"), m.get("errors"), m.get("passed"))
                                         if m.get("status") in ("ran", "clean") else ": " + str(m.get("reason")))]
     if s.get("replay"):
-        md += ["", "| placement | CPI | scene | run | CPI/s | process s (outside measured frames) | host ms/frame per stage | GPU ms/frame per stage | vs all-cpu |",
-               "|---|---|---|---|---|---|---|---|---|"]
+        md += ["", "| placement | CPI | scene | run | CPI/s | frames measured (of --frames) / s measured | process s (outside measured frames) | host ms/frame per stage | GPU ms/frame per stage | vs all-cpu |",
+               "|---|---|---|---|---|---|---|---|---|---|"]
         for r in s["replay"]:
             c = r.get("comparison")
             if c is None:
@@ -371,9 +564,10 @@ def table(s):
             else:
                 vs = "**DIFFER** (%s): %d differences, first: %s" % (c["rule"], c["differences"],
                      "; ".join("frame %s %s" % (d["frame"], d["kind"]) for d in c["listed"][:3]))
-            md.append("| %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
+            md.append("| %s | %s | %s | %s | %s | %s (of %s) / %s | %s (%s) | %s | %s | %s |" % (
                 r["placement"], r["cpi"], r["scene"], "ok" if r["rc"] == 0 else "**rc %d**" % r["rc"],
-                f(r.get("throughput_cpi_per_s")), f(r["seconds"], "%.2f"), f(r.get("outside_measured_s"), "%.2f"),
+                f(r.get("throughput_cpi_per_s")), f(r.get("measured_frames"), "%d"), r.get("frames"), f(r.get("measured_s"), "%.3f"),
+                f(r["seconds"], "%.2f"), f(r.get("outside_measured_s"), "%.2f"),
                 ", ".join("%s %s" % (k, f(v["host_ms"], "%.3f")) for k, v in r["stages"].items()),
                 ", ".join("%s %s" % (k, f(v["gpu_ms"], "%.3f")) for k, v in r["stages"].items() if v["gpu_ms"] is not None),
                 vs))
@@ -381,18 +575,19 @@ def table(s):
                        ("adapt", "kplace run --adapt beside the GPU hog")):
         if s.get(key):
             md += ["", "%s:" % title, "",
-                   "| case | CPI | offered CPI/s | processed CPI/s | frames / partial / dropped | post-CPI p50 / p99 ms | cores | verified | MPS clients | hog TFLOP/s |",
-                   "|---|---|---|---|---|---|---|---|---|---|"]
+                   "| case | CPI | offered CPI/s | processed CPI/s | frames / partial / dropped | frames measured / s measured | post-CPI p50 / p99 ms | cores | verified | MPS clients | hog TFLOP/s |",
+                   "|---|---|---|---|---|---|---|---|---|---|---|"]
             for r in s[key]:
                 if r.get("skipped"):
-                    md.append("| %s | | | skipped: %s | | | | | | |" % (r.get("placement", r.get("case")), r["skipped"]))
+                    md.append("| %s | | | skipped: %s | | | | | | | |" % (r.get("placement", r.get("case")), r["skipped"]))
                     continue
                 if "error" in r:
-                    md.append("| %s | %s | %s | **%s** (rc %s) | | | | | | |" % (r.get("placement", r.get("case")), r.get("cpi", "2048x256"), f(r.get("rate")), r["error"], r.get("rc")))
+                    md.append("| %s | %s | %s | **%s** (rc %s) | | | | | | | |" % (r.get("placement", r.get("case")), r.get("cpi", "2048x256"), f(r.get("rate")), r["error"], r.get("rc")))
                     continue
-                md.append("| %s | %s | %s | %s | %s / %s / %s | %s / %s | %s | %s | %s | %s |" % (
+                md.append("| %s | %s | %s | %s | %s / %s / %s | %s / %s | %s / %s | %s | %s | %s | %s |" % (
                     r.get("placement", r.get("case")), r.get("cpi", "2048x256"), f(r.get("rate", 150)), f(r["processed_cpi_per_s"]),
-                    r["frames"], r["partial"], r["dropped"], f(r["post_cpi_p50_ms"], "%.3f"), f(r["post_cpi_p99_ms"], "%.3f"),
+                    r["frames"], r["partial"], r["dropped"], f(r.get("measured_frames"), "%d"), f(r.get("measured_s"), "%.3f"),
+                    f(r["post_cpi_p50_ms"], "%.3f"), f(r["post_cpi_p99_ms"], "%.3f"),
                     f(r["cores_used"], "%.2f"), "yes" if r["verified"] else "**no**", r.get("mps_clients"), f(r.get("hog_tflops"))))
     cp = s.get("copies") or {}
     if cp.get("rates"):
@@ -423,4 +618,11 @@ def table(s):
 if __name__ == "__main__":
     if sys.argv[1] == "preflight":
         sys.exit(preflight(sys.argv[2]))
+    if sys.argv[1] == "smoke":
+        try:
+            verdict, reason = smoke(sys.argv[2], sys.argv[3], *sys.argv[4:])
+        except Exception as e:  # a judge that breaks is a failure of the path, said as such
+            verdict, reason = "FAIL", "the judge failed: %s: %s" % (type(e).__name__, e)
+        print("%s\t%s" % (verdict, " ".join(str(reason).split())))
+        sys.exit(0)
     summary(sys.argv[2], sys.argv[3])

@@ -4,38 +4,45 @@
 #
 #   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], timeout 600 s)
 #
-# Twelve steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
+# Thirteen steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
 #   1. preflight  60  driver and devices (`kplace devices --json`, timed cold and warm: the
 #                     first CUDA context a process pays), each CUDA library and its version,
 #                     nvidia-smi (PCIe link, persistence mode), rmem_max, the driver's tools;
 #                     stops the call, exit 1, when the GPU path cannot run, saying what is
 #                     missing;
-#   2. tests     120  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
-#   3. replay    120  closed-loop replay of every placement at 1024x128 and 4096x512, default
+#   2. smoke     120  every GPU path once, each with its verification and a verdict of its own
+#                     (PASS, FAIL or SKIP, with the reason; a failure does not stop the next):
+#                     radar all-gpu against all-cpu, the block library's CUDA variant against
+#                     the CPU blocks (filtered beamformer, spectrogram), a constant tensor on the
+#                     GPU, the FIR's carry moving GPU to CPU and back under --adapt, NVML gauges
+#                     in --metrics, one bisect-rate trial of all-gpu, `kplace admit --prove` at
+#                     512x64;
+#   3. tests     120  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
+#   4. replay    120  closed-loop replay of every placement at 1024x128 and 4096x512, default
 #                     and high-SNR scenes, then all-cpu and all-gpu at 8192x1024, the
 #                     spectrogram on its CUDA library, and the filtered beamformer and the
 #                     spectrogram on the block library's CUDA variant against the CPU blocks;
 #                     each GPU placement's detections compared
 #                     with all-cpu's (bins exact, power within 1e-5 relative; cfar-gpu exact);
-#   4. streams    35  paced UDP streams of all-gpu and hybrid, every frame verified;
-#   5. copies     15  pinned copy rates against the PCIe link's nominal rate;
-#   6. tune       25  `kplace tune --prove 0`: both devices calibrated, every placement predicted;
-#   7. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
+#   5. streams    35  paced UDP streams of all-gpu and hybrid, every frame verified;
+#   6. copies     15  pinned copy rates against the PCIe link's nominal rate;
+#   7. tune       25  `kplace tune --prove 0`: both devices calibrated, every placement predicted;
+#   8. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
 #                     may cost frames), two pipelines with MPS off and on ("skipped: no MPS
 #                     control" without nvidia-cuda-mps-control);
-#   8. adapt      40  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
+#   9. adapt      40  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
 #                     to all-cpu-pinned, the GPU hog for 4 s of its 10 (a measurement: the
 #                     switches, frames per placement, every frame verified or not), its trace
 #                     drawn with `plot-trace --switches`; then the filtered beamformer moving
 #                     from the GPU blocks to the CPU's and back, its FIR's carry with it, every
 #                     frame checked against the CPU run;
-#   9. admit     100  `kplace admit`: how many all-gpu pipelines at 2048x256 and 150 CPI/s fit,
+#  10. admit     100  `kplace admit`: how many all-gpu pipelines at 2048x256 and 150 CPI/s fit,
 #                     proven with bisect-rate (N pipelines and N + 1) under MPS when MPS
 #                     control is there, else as processes (a measurement);
-#  10. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
-#  11. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
+#  11. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
+#  12. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
 #                     off by its limit is inconclusive, a refusal of the device skipped;
-#  12. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
+#  13. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
 #                     side for the robust goal (1 s trials): each one's rate, the ratio, or
 #                     the stated reason none exists (a measurement).
 #
@@ -52,8 +59,12 @@
 #
 # $OUT (the device tool's; else $OUT_DIR, else target/gpu-check-out) receives exactly three
 # files, rewritten after every step, so a call killed midway still returns what was measured:
-# summary.json (schema kplace-gpu-check/3), table.md, and results.tar.gz (every log, report,
-# detections file and comparison). After every step the summary is a verdict on what ran:
+# summary.json (schema kplace-gpu-check/4), table.md, and results.tar.gz (every log, run report
+# with its overhead section, detections file, comparison and results file; not the recordings,
+# which the commands that made them make again). Every measured row
+# of the summary states its frames measured after the warm-up, the seconds measured and the
+# device's UUID; the summary states the bundle's commit and the call's date. After every step
+# the summary is a verdict on what ran:
 # `failed` with the problems, else `incomplete` while steps have not run, else `passed`. Exit 0
 # when every step passed, 1 when the preflight stopped the call or something failed, 2 without
 # a bundle.
@@ -66,7 +77,7 @@ summarizer=$PWD/bench/gpu-check-summary.py
 # shellcheck source-path=SCRIPTDIR/..
 . scripts/ready.sh
 
-STEPS=(preflight tests replay streams copies tune share adapt admit cupy memcheck bisect)
+STEPS=(preflight smoke tests replay streams copies tune share adapt admit cupy memcheck bisect)
 # Seconds to end a step past its budget (timeout's -k), and after it to end what it left
 # running (1 s), stop an MPS daemon it left (10 s) and publish (20 s), with 4 s to spare.
 KILL_GRACE=5
@@ -79,6 +90,7 @@ budget_of() {
     done
     case $1 in
         preflight) echo 60 ;;
+        smoke) echo 120 ;;
         tests) echo 120 ;;
         replay) echo 120 ;;
         streams) echo 35 ;;
@@ -96,6 +108,7 @@ budget_of() {
 title_of() {
     case $1 in
         preflight) echo "preflight: driver, devices, CUDA libraries, tools" ;;
+        smoke) echo "smoke: every GPU path once, each verified (PASS, FAIL or SKIP)" ;;
         tests) echo "GPU test executables (KPLACE_REQUIRE_GPU=1)" ;;
         replay) echo "replay runs of every placement, detections against all-cpu" ;;
         streams) echo "UDP streams of all-gpu and hybrid" ;;
@@ -573,6 +586,184 @@ step_cupy() {
     done
 }
 
+# ---------------------------------------------------------------------------------------------
+# The smoke step: every GPU path once, quickly, each with its own verification and verdict
+# (PASS, FAIL or SKIP, with the reason, in results/smoke.jsonl), before anything is measured,
+# so that a call that has time for nothing else still says what is broken. A failure never
+# stops the paths after it. The judging is the summariser's (`gpu-check-summary.py smoke`).
+
+# Judges path NAME with the summariser's rule KIND over ARGS, and records the verdict with the
+# seconds since START.
+smoke_judge() {
+    local name=$1 start=$2 kind=$3 verdict reason line
+    shift 3
+    line=$(bounded 20 python3 "$GC_SUMMARIZER" smoke "$kind" "$GC_SCRATCH" "$@" 2>&1 | tail -n 1)
+    verdict=${line%%$'\t'*}
+    reason=${line#*$'\t'}
+    case $verdict in PASS | FAIL | SKIP) ;; *) verdict=FAIL reason="the judge said: $line" ;; esac
+    jsonl "$GC_SCRATCH/results/smoke.jsonl" "path=$(str "$name")" "verdict=$(str "$verdict")" \
+        "reason=$(str "$reason")" "seconds=$((SECONDS - start))"
+    log "smoke $name: $verdict: $reason"
+}
+
+# The radar's GPU library (kplace-cudakit's driver, cuFFT and NVRTC code) and the executor's GPU
+# callback path (turnstile, collector): all-gpu replayed at 1024x128, its detections against
+# all-cpu's on the same frames.
+smoke_radar() {
+    local start=$SECONDS p rcs=() d=smoke/radar
+    mkdir -p "$GC_SCRATCH/$d"
+    for p in all-cpu all-gpu; do
+        bounded -k 5 20 "$GC_KPLACE" run --placement "workloads/radar/placements/$p.yaml" --cpi 1024x128 \
+            --frames 64 --warmup-frames 16 --scene-frames 8 --profile-gpu \
+            --detections "$GC_SCRATCH/$d/$p.txt" --report "$GC_SCRATCH/$d/$p.json" > "$GC_SCRATCH/$d/$p.log" 2>&1
+        rcs+=($?)
+    done
+    bounded 10 "$GC_KPLACE" compare-detections "$GC_SCRATCH/$d/all-cpu.txt" "$GC_SCRATCH/$d/all-gpu.txt" \
+        --rel-tol 1e-5 --frames 64 --json > "$GC_SCRATCH/$d/compare.json" 2> "$GC_SCRATCH/$d/compare.err"
+    smoke_judge "radar all-gpu against all-cpu" "$start" radar "${rcs[0]}" "${rcs[1]}" "$d"
+}
+
+# A graph of the block library replayed on its CUDA variant, every frame checked against the
+# CPU blocks: NAME is beamformer-filtered (the stateful FIR's carry in device memory) or
+# spectrogram-blocks.
+smoke_blocks() {
+    local name=$1 start=$SECONDS graph dir d=smoke/$1 rc
+    mkdir -p "$GC_SCRATCH/$d"
+    case $name in
+        beamformer-filtered) dir=workloads/beamformer/filtered ;;
+        *) dir=workloads/spectrogram/blocks ;;
+    esac
+    graph=$dir/graph.yaml
+    smoke_record "$graph" "$GC_SCRATCH/$d/input.sigmf-data" 8 > "$GC_SCRATCH/$d/run.log" 2>&1
+    bounded -k 5 25 "$GC_KPLACE" run --graph "$graph" --placement "$dir/gpu.yaml" \
+        --recording "$GC_SCRATCH/$d/input.sigmf-data" --check "reference:$dir/cpu.yaml" --frames 64 \
+        --warmup-frames 8 --report "$GC_SCRATCH/$d/report.json" >> "$GC_SCRATCH/$d/run.log" 2>&1
+    rc=$?
+    smoke_judge "blocks on CUDA: $name against the CPU blocks" "$start" checked "$rc" "$d/report.json"
+}
+
+# A recording of GRAPH's source into FILE, FRAMES frames: tones across the array for the
+# beamformers, the graph's own tones otherwise.
+smoke_record() {
+    local graph=$1 file=$2 frames=$3 tones=()
+    case $graph in
+        workloads/beamformer/*)
+            tones=(--sample-rate 250e3 --tone 0.02:0.25:-30 --tone -0.05:0.1:14.4775 --noise 0.01) ;;
+    esac
+    bounded 15 "$GC_KPLACE" record --graph "$graph" --frames "$frames" "${tones[@]}" --out "$file"
+}
+
+# A constant tensor on the GPU: the weighted beamformer's weights (an .npy file) uploaded once
+# before the first frame, every frame checked against the CPU blocks; the plan must say so.
+smoke_constant() {
+    local start=$SECONDS d=smoke/constant graph=workloads/beamformer/weighted/graph.yaml rc
+    local placements=workloads/beamformer/placements
+    mkdir -p "$GC_SCRATCH/$d"
+    bounded 10 "$GC_KPLACE" plan --graph "$graph" --placement "$placements/gpu.yaml" > "$GC_SCRATCH/$d/plan.txt" 2>&1
+    smoke_record "$graph" "$GC_SCRATCH/$d/input.sigmf-data" 8 > "$GC_SCRATCH/$d/run.log" 2>&1
+    bounded -k 5 25 "$GC_KPLACE" run --graph "$graph" --placement "$placements/gpu.yaml" \
+        --recording "$GC_SCRATCH/$d/input.sigmf-data" --check "reference:$placements/cpu.yaml" \
+        --frames 64 --warmup-frames 8 --report "$GC_SCRATCH/$d/report.json" >> "$GC_SCRATCH/$d/run.log" 2>&1
+    rc=$?
+    smoke_judge "a constant tensor on the GPU (the weighted beamformer's weights)" "$start" constant \
+        "$rc" "$d/report.json" "$d/plan.txt"
+}
+
+# The filtered beamformer's FIR moving with the stream under --adapt, device memory to host
+# memory and back: a budget no frame meets moves each run once, every frame checked against the
+# one-worker CPU run.
+smoke_carry() {
+    local start=$SECONDS d=smoke/carry dir=workloads/beamformer/filtered pair from to rcs=() reports=()
+    mkdir -p "$GC_SCRATCH/$d"
+    smoke_record "$dir/graph.yaml" "$GC_SCRATCH/$d/input.sigmf-data" 64 > "$GC_SCRATCH/$d/run.log" 2>&1
+    for pair in gpu:cpu-2 cpu:gpu; do
+        from=${pair%%:*} to=${pair#*:}
+        bounded -k 5 25 "$GC_KPLACE" run --graph "$dir/graph.yaml" --placement "$dir/$from.yaml" \
+            --adapt "$dir/$to.yaml" --budget 1us --adapt-window 8 \
+            --recording "$GC_SCRATCH/$d/input.sigmf-data" --frames 128 \
+            --check "reference:$dir/cpu.yaml" --report "$GC_SCRATCH/$d/$from-$to.json" \
+            >> "$GC_SCRATCH/$d/run.log" 2>&1
+        rcs+=($?)
+        reports+=("$d/$from-$to.json")
+    done
+    smoke_judge "the FIR's carry moving GPU to CPU and back under --adapt" "$start" carry \
+        "${rcs[0]}" "${reports[0]}" "${rcs[1]}" "${reports[1]}"
+}
+
+# NVML's gauges in --metrics: a paced stream of all-gpu at 1024x128 (200 CPI/s, 3 s) serving its
+# metrics on a free port, scraped while it runs until a GPU gauge appears (at most 4 tries).
+smoke_metrics() {
+    local start=$SECONDS base=smoke/metrics receiver ports=() port="" rc=1 sender try
+    mkdir -p "$GC_SCRATCH/smoke/metrics"
+    : > "$GC_SCRATCH/$base.scrape.txt"
+    if start_receiver "$base" --cpi 1024x128 --frames 600 --warmup-frames 50 --scene-frames 8 \
+        --placement workloads/radar/placements/all-gpu.yaml --metrics 127.0.0.1:0; then
+        bounded 20 "$GC_KPLACE" send --dest "127.0.0.1:${ports[0]}" --cpi 1024x128 --rate 200 \
+            --frames 600 --scene-frames 8 > "$GC_SCRATCH/$base.send.log" 2>&1 &
+        sender=$!
+        for try in 1 2 3 4; do
+            sleep 0.5
+            [ -n "$port" ] || port=$(grep -o 'metrics at http://127.0.0.1:[0-9]*' "$GC_SCRATCH/$base.log" \
+                | head -n 1 | grep -o '[0-9]*$')
+            [ -n "$port" ] || continue
+            bounded 5 python3 -c 'import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())' "http://127.0.0.1:$port/metrics" \
+                > "$GC_SCRATCH/$base.scrape.txt" 2>&1
+            grep -q '^kplace_gpu_utilization_ratio{' "$GC_SCRATCH/$base.scrape.txt" && break
+            log "smoke metrics: no GPU gauge in scrape $try"
+        done
+        wait "$sender"
+        wait "$receiver"
+        rc=$?
+    else
+        kill "$receiver" 2> /dev/null
+        wait "$receiver" 2> /dev/null
+    fi
+    smoke_judge "NVML gauges in --metrics" "$start" metrics "$rc" "$base.json" "$base.scrape.txt" "${port:-none}"
+}
+
+# One bisect-rate trial of all-gpu at 1024x128 (0.5 s at the CPI's real-time rate, 156 CPI/s):
+# the sweep, its GPU trial and its results file on a GPU. One trial answers no search, so its
+# exit status is 1; the verdict is the trial's.
+smoke_bisect() {
+    local start=$SECONDS rc
+    bounded -s INT -k 5 40 "$GC_KPLACE" bisect-rate --cpi 1024x128 \
+        --placements workloads/radar/placements/all-gpu.yaml --goals robust:0.01:0.5:1 \
+        --warmup 0.25s --initial-window 0.5s --window 0.5s --max-trials 1 \
+        --out "$GC_SCRATCH/smoke/bisect" > "$GC_SCRATCH/smoke/bisect.txt" 2> "$GC_SCRATCH/smoke/bisect.log"
+    rc=$?
+    smoke_judge "one bisect-rate trial of all-gpu" "$start" bisect "$rc" smoke/bisect/bisect-rate.json
+}
+
+# `kplace admit --prove` on the GPU at a tiny size: all-gpu at 512x64, 3000 CPI/s each, a tenth
+# of the cores (so that N stays small), in threads, each proof search at most 3 trials of 0.5 s
+# from the rate itself. The verdict is that admit answered and ran its proof; whether the proof
+# held is said with it (the admit step judges a real one).
+smoke_admit() {
+    local start=$SECONDS rc
+    mkdir -p "$GC_SCRATCH/smoke/admit"
+    bounded -s INT -k 5 45 "$GC_KPLACE" admit --placement workloads/radar/placements/all-gpu.yaml \
+        --cpi 512x64 --rate 3000 --utilization 0.1 --prove --calibrate 300ms \
+        --calibrations "$GC_SCRATCH/smoke/admit/calibrations" --goals robust:0.01:0.5:1 \
+        --start-rate 3000 --warmup 0.25s --initial-window 0.5s --window 0.5s --max-trials 3 \
+        --out "$GC_SCRATCH/smoke/admit" > "$GC_SCRATCH/smoke/admit.txt" 2> "$GC_SCRATCH/smoke/admit.log"
+    rc=$?
+    smoke_judge "kplace admit --prove" "$start" admit "$rc" smoke/admit.txt
+}
+
+step_smoke() {
+    mkdir -p "$GC_SCRATCH/smoke"
+    smoke_radar
+    smoke_blocks beamformer-filtered
+    smoke_blocks spectrogram-blocks
+    smoke_constant
+    smoke_carry
+    smoke_metrics
+    smoke_bisect
+    smoke_admit
+    return 0
+}
+
 if [ "${1:-}" = --step ]; then
     "step_$2"
     exit $?
@@ -589,7 +780,7 @@ selected=" ${KPLACE_GPU_CHECK_STEPS//,/ } "
 mkdir -p "$out" || exit 2
 # The summary when nothing else can write one: STATUS REASON.
 bare_summary() {
-    printf '{"schema": "kplace-gpu-check/3", "status": "%s", "reason": "%s"}\n' "$1" "$2" > "$out/summary.json"
+    printf '{"schema": "kplace-gpu-check/4", "status": "%s", "reason": "%s"}\n' "$1" "$2" > "$out/summary.json"
     printf '# kplace GPU check\n\n**%s**: %s\n' "$1" "$2" > "$out/table.md"
 }
 if [ ! -x "$bundle/bin/kplace" ]; then
@@ -606,6 +797,11 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/kplace-gpu-check.XXXXXX") || exit 2
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/results" "$scratch/logs"
 abs_bundle=$(cd "$bundle" && pwd)
+# What the summary says of the call: the bundle's commit (bench/gpu-bundle.sh writes it: the
+# GPU machine has no git history) and when the call began.
+printf '{"commit": "%s", "date": "%s", "limit_s": %s}\n' \
+    "$(head -n 1 "$abs_bundle/commit.txt" 2> /dev/null || echo unknown)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "$limit_s" > "$scratch/call.json"
 export GC_SCRATCH=$scratch GC_SUMMARIZER=$summarizer GC_BUNDLE=$abs_bundle GC_KPLACE=$abs_bundle/bin/kplace
 export KPLACE_LIB_DIR=$abs_bundle/lib KPLACE_BIN=$abs_bundle/bin/kplace KPLACE_WORKSPACE=$PWD
 export KPLACE_GPU_CHECK_BUDGETS=${KPLACE_GPU_CHECK_BUDGETS:-}
@@ -614,7 +810,8 @@ export KPLACE_GPU_CHECK_BUDGETS=${KPLACE_GPU_CHECK_BUDGETS:-}
 publish() {
     bounded 10 python3 "$summarizer" summary "$scratch" "$out" 2>> "$scratch/logs/summarize.txt" \
         || bare_summary error "the summary could not be written (logs/summarize.txt in results.tar.gz)"
-    bounded 8 tar -czf "$scratch/results.tar.gz" -C "$scratch" --exclude results.tar.gz --exclude mps . 2> /dev/null
+    bounded 8 tar -czf "$scratch/results.tar.gz" -C "$scratch" --exclude results.tar.gz --exclude mps \
+        --exclude "*.sigmf-data" . 2> /dev/null
     cp "$scratch/results.tar.gz" "$out/results.tar.gz"
 }
 
@@ -675,9 +872,15 @@ for i in "${!STEPS[@]}"; do
     leftover=$(end_group "$step" "$scratch/logs/step-$name.txt")
     jsonl "$scratch/steps.jsonl" "step=$(str "$name")" "budget_s=$budget" "rc=$rc" \
         "seconds=$((SECONDS - t0))" "leftover_processes=${leftover:-0}"
-    if [ "$name" = share ] && [ -d "$scratch/mps" ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
-        # A share step killed with MPS on leaves its daemon, which is a session of its own.
-        bounded 10 "$KPLACE_BIN" mps stop --dir "$scratch/mps" >> "$scratch/logs/step-share.txt" 2>&1
+    if { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && command -v nvidia-cuda-mps-control > /dev/null; then
+        # A step killed with MPS on leaves its daemon, which is a session of its own: the share
+        # step's in the scratch directory, bisect-rate's (the admit step's) in kplace's default
+        # directory. One stop, within the 10 s the cleanup allows it.
+        case $name in
+            share) [ -d "$scratch/mps" ] && bounded 10 "$KPLACE_BIN" mps stop --dir "$scratch/mps" \
+                >> "$scratch/logs/step-$name.txt" 2>&1 ;;
+            admit) bounded 10 "$KPLACE_BIN" mps stop >> "$scratch/logs/step-$name.txt" 2>&1 ;;
+        esac
     fi
     if [ "$name" = preflight ]; then
         # The judgement, outside the step's budget.

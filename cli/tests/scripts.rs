@@ -3,7 +3,9 @@
 //! GPU; and, in a dry run where a stand-in `kplace` reports a GPU after a slow start, the
 //! check keeps to its limits: a slow preflight within its budget, steps skipped that no
 //! longer fit the time left, a missing MPS control skipped, the hog row a measurement, and no
-//! process of a step left running after it.
+//! process of a step left running after it. With a stand-in that answers every subcommand at
+//! once (`tests/fixtures/gpu-standin/kplace`), the smoke step gives every GPU path a verdict,
+//! a failure stopping none after it, leaving nothing running.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -143,7 +145,7 @@ fn returned_summary(out: &Path, said: &str) -> serde_json::Value {
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).expect("summary.json"))
             .expect("summary.json is JSON");
-    assert_eq!(summary["schema"], "kplace-gpu-check/3");
+    assert_eq!(summary["schema"], "kplace-gpu-check/4");
     summary
 }
 
@@ -171,11 +173,11 @@ fn gpu_check_stops_in_the_preflight_without_a_gpu_saying_why() {
     let run = gpu_check(&dir, &out);
     let said = said(&run);
     assert_eq!(run.status.code(), Some(1), "{said}");
-    assert!(said.contains("== step 1/12: preflight"), "{said}");
+    assert!(said.contains("== step 1/13: preflight"), "{said}");
     assert!(said.contains("(budget 60 s)"), "{said}");
     assert!(said.contains("stopped after the preflight"), "{said}");
     assert!(
-        !said.contains("== step 2/12"),
+        !said.contains("== step 2/13"),
         "it went past the preflight:\n{said}"
     );
 
@@ -255,7 +257,8 @@ exec "$FAKE_REAL_KPLACE" "$@"
 "#;
 
 const FAKE_DEVICES: &str = r#"{"driver": {"status": "ready", "cuda_version": {"major": 13, "minor": 0},
- "devices": [{"ordinal": 0, "name": "a device the dry run makes up", "compute_capability": {"major": 9, "minor": 0},
+ "devices": [{"ordinal": 0, "name": "a device the dry run makes up", "uuid": "GPU-00000000-dry0-run0-0000-000000000000",
+ "compute_capability": {"major": 9, "minor": 0},
  "total_memory_bytes": 150000000000}]}, "nvidia_driver_version": "580.0", "cufft": true, "nvrtc": true,
  "libraries": [{"name": "libcuda", "loaded": true, "version": "13.0"}, {"name": "libcufft", "loaded": true, "version": "12.0"},
  {"name": "libnvrtc", "loaded": true, "version": "13.0"}, {"name": "libnvrtc-builtins", "loaded": true, "version": "13.0"}],
@@ -354,7 +357,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
             .find(|s| s["step"] == name)
             .unwrap_or_else(|| panic!("no row for step {name}: {summary:#}"))
     };
-    assert_eq!(steps.len(), 12, "every step has its row: {summary:#}");
+    assert_eq!(steps.len(), 13, "every step has its row: {summary:#}");
 
     // The slow preflight passed within its budget and judged the machine usable.
     let pre = step("preflight");
@@ -377,7 +380,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
         );
     }
     for name in [
-        "streams", "copies", "tune", "adapt", "admit", "cupy", "memcheck",
+        "smoke", "streams", "copies", "tune", "adapt", "admit", "cupy", "memcheck",
     ] {
         assert_eq!(
             step(name)["skipped"],
@@ -559,4 +562,378 @@ fn the_summary_judges_memcheck_and_mps_rows_as_documented() {
     );
     let s = share(true);
     assert_eq!(s["problems"], serde_json::json!([]), "{s:#}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dry runs with a stand-in `kplace` that answers every subcommand at once
+// (tests/fixtures/gpu-standin/kplace): the smoke step end to end.
+
+/// Every process a dry run started carries this tag in its environment: on drop, whatever still
+/// runs with it is killed, so that a failing test leaves nothing behind; `alive` lists them.
+struct Tagged(String);
+
+impl Tagged {
+    fn new() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Tagged(format!("KPLACE_DRY_RUN_TAG={}-{nanos}", std::process::id()))
+    }
+
+    fn value(&self) -> &str {
+        self.0.split_once('=').map_or("", |(_, v)| v)
+    }
+
+    /// The processes, zombies aside, whose environment holds the tag.
+    fn alive(&self) -> Vec<u32> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let tagged = std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == self.0.as_bytes()));
+            if tagged && alive(pid) {
+                found.push(pid);
+            }
+        }
+        found
+    }
+}
+
+impl Drop for Tagged {
+    fn drop(&mut self) {
+        for pid in self.alive() {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+}
+
+/// A bundle whose `kplace` is the stand-in, a `nvidia-cuda-mps-control` that does nothing on
+/// a PATH of its own, and the devices file the stand-in reports.
+struct StandIn {
+    tmp: tempfile::TempDir,
+    tag: Tagged,
+}
+
+impl StandIn {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let bundle = tmp.path().join("bundle");
+        for sub in ["bin", "lib", "tests"] {
+            std::fs::create_dir_all(bundle.join(sub)).expect("create a bundle dir");
+        }
+        let standin = kplace_testkit::workspace().join("cli/tests/fixtures/gpu-standin/kplace");
+        std::fs::copy(&standin, bundle.join("bin/kplace")).expect("copy the stand-in");
+        std::fs::write(bundle.join("commit.txt"), "0123456789ab\n").expect("write commit.txt");
+        let fakebin = tmp.path().join("fakebin");
+        std::fs::create_dir_all(&fakebin).expect("mkdir fakebin");
+        std::fs::write(
+            fakebin.join("nvidia-cuda-mps-control"),
+            "#!/bin/sh\nexit 0\n",
+        )
+        .expect("write the MPS control");
+        for exe in [
+            bundle.join("bin/kplace"),
+            fakebin.join("nvidia-cuda-mps-control"),
+        ] {
+            let mut perms = std::fs::metadata(&exe).expect("stat").permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+            std::fs::set_permissions(&exe, perms).expect("chmod");
+        }
+        std::fs::write(tmp.path().join("devices.json"), FAKE_DEVICES).expect("write devices.json");
+        StandIn {
+            tmp,
+            tag: Tagged::new(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// `bash SCRIPT ARGS` from the workspace, with the stand-in, writing into OUT.
+    fn command(&self, script: &str, args: &[&str], out: &Path) -> Command {
+        let mut cmd = Command::new("bash");
+        let path = format!(
+            "{}:{}",
+            self.path("fakebin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        cmd.arg(kplace_testkit::workspace().join(script))
+            .args(args)
+            .env("KPLACE_BUNDLE", self.path("bundle"))
+            .env("OUT", out)
+            .env("PATH", path)
+            .env("KPLACE_DRY_RUN_TAG", self.tag.value())
+            .env("FAKE_DEVICES_JSON", self.path("devices.json"))
+            .env("FAKE_REAL_KPLACE", kplace_testkit::kplace_bin!())
+            .env_remove("KPLACE_GPU_CHECK_STEPS")
+            .env_remove("KPLACE_GPU_CHECK_BUDGETS")
+            .env_remove("KPLACE_GPU_CHECK_LIMIT_S")
+            .current_dir(kplace_testkit::workspace());
+        cmd
+    }
+
+    fn run(&self, cmd: &mut Command) -> (std::process::Output, String) {
+        let run = kplace_testkit::output_within(cmd, Duration::from_secs(150), None);
+        let said = said(&run);
+        (run, said)
+    }
+
+    /// Asserts that nothing the dry run started still runs.
+    fn nothing_left(&self, said: &str) {
+        let left = self.tag.alive();
+        assert!(
+            left.is_empty(),
+            "processes {left:?} outlived the call\n{said}"
+        );
+    }
+}
+
+fn step_row<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    summary["steps"]
+        .as_array()
+        .expect("steps[]")
+        .iter()
+        .find(|s| s["step"] == name)
+        .unwrap_or_else(|| panic!("no row for step {name}: {summary:#}"))
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn gpu_check_smoke_dry_run_gives_every_gpu_path_a_verdict_and_a_failure_stops_none() {
+    let standin = StandIn::new();
+    let out = standin.path("out");
+    let mut cmd = standin.command("bench/gpu-check.sh", &[], &out);
+    cmd.env("KPLACE_GPU_CHECK_STEPS", "smoke")
+        .env("FAKE_FAIL", "constant");
+    let (run, said) = standin.run(&mut cmd);
+    let summary = returned_summary(&out, &said);
+    standin.nothing_left(&said);
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    assert!(said.contains("== step 2/13: smoke"), "{said}");
+    assert!(said.contains("(budget 120 s)"), "{said}");
+
+    // The smoke step ran within its budget, first after the preflight.
+    let smoke = step_row(&summary, "smoke");
+    assert_eq!(smoke["rc"], 0, "{smoke}");
+    assert!(smoke["seconds"].as_u64().unwrap() <= 120, "{smoke}");
+    assert_eq!(summary["steps"][1]["step"], "smoke");
+
+    // Every path has its verdict, in order: the constant tensor's failed check is a FAIL with
+    // its reason, and every path after it still ran and passed.
+    let rows = summary["smoke"].as_array().expect("smoke[]");
+    let verdicts: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap(), r["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("radar all-gpu against all-cpu", "PASS"),
+            (
+                "blocks on CUDA: beamformer-filtered against the CPU blocks",
+                "PASS"
+            ),
+            (
+                "blocks on CUDA: spectrogram-blocks against the CPU blocks",
+                "PASS"
+            ),
+            (
+                "a constant tensor on the GPU (the weighted beamformer's weights)",
+                "FAIL"
+            ),
+            (
+                "the FIR's carry moving GPU to CPU and back under --adapt",
+                "PASS"
+            ),
+            ("NVML gauges in --metrics", "PASS"),
+            ("one bisect-rate trial of all-gpu", "PASS"),
+            ("kplace admit --prove", "PASS"),
+        ],
+        "{summary:#}"
+    );
+    let constant = &rows[3]["reason"];
+    assert!(
+        constant
+            .as_str()
+            .is_some_and(|r| r.contains("verification failed") && r.contains("beam_power")),
+        "{constant}"
+    );
+    for (row, wants) in [
+        (4, "carry moved 1 time(s)"),
+        (5, "kplace_gpu_utilization_ratio{"),
+        (6, "one trial at 156.2 CPI/s passed"),
+        (7, "proof: 2 pipelines sustain"),
+    ] {
+        let reason = rows[row]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(wants), "{reason}");
+    }
+    assert_eq!(summary["status"], "failed", "{summary:#}");
+    let problems = strings(&summary["problems"]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("smoke: a constant tensor"),
+        "{problems:?}"
+    );
+
+    // The summary says what the call ran on and from which commit.
+    assert_eq!(summary["commit"], "0123456789ab");
+    assert_eq!(
+        summary["device"]["uuid"],
+        "GPU-00000000-dry0-run0-0000-000000000000"
+    );
+    assert!(
+        summary["date"].as_str().is_some_and(|d| d.ends_with('Z')),
+        "{summary:#}"
+    );
+    let table = std::fs::read_to_string(out.join("table.md")).expect("table.md");
+    assert!(table.contains("| smoke: GPU path | verdict |"), "{table}");
+    assert!(table.contains("bundle commit 0123456789ab"), "{table}");
+}
+
+#[test]
+fn the_smoke_judges_pass_fail_or_skip_each_path_with_its_reason() {
+    let judge = |kind: &str, files: &[(&str, &str)], args: &[&str]| -> (String, String) {
+        let tmp = scratch_with(&[], files);
+        let run = kplace_testkit::output(
+            Command::new("python3")
+                .arg(kplace_testkit::workspace().join("bench/gpu-check-summary.py"))
+                .args(["smoke", kind])
+                .arg(tmp.path())
+                .args(args),
+        );
+        assert!(run.status.success(), "{}", said(&run));
+        let line = String::from_utf8_lossy(&run.stdout).trim().to_string();
+        let (verdict, reason) = line.split_once('\t').expect("VERDICT<tab>reason");
+        (verdict.to_string(), reason.to_string())
+    };
+    let report = |passed: bool, extra: &str| {
+        format!(
+            r#"{{"frames": 600, "measured_frames": 550, "wall_s": 2.75, "frames_per_s": 200.0,
+                "verification": {{"passed": {passed}, "against": "the scene's truth", "reasons": ["frame 9 lost"]}},
+                "stages": [{{"name": "lowpass", "carry": {{"moves": 0}}}}] {extra}}}"#
+        )
+    };
+    // Without NVML the gauges are absent by design: SKIP, saying why.
+    let no_nvml = report(
+        true,
+        r#", "gpu_telemetry": {"available": false, "reason": "NVML not available: libnvidia-ml.so.1"}"#,
+    );
+    let (v, why) = judge(
+        "metrics",
+        &[
+            ("share/m.json", &no_nvml),
+            ("share/m.txt", "kplace_frames_total 3\n"),
+        ],
+        &["0", "share/m.json", "share/m.txt", "40123"],
+    );
+    assert_eq!(
+        (v.as_str(), why.contains("NVML not available")),
+        ("SKIP", true),
+        "{why}"
+    );
+    // With NVML and no gauge: FAIL.
+    let nvml = report(
+        true,
+        r#", "gpu_telemetry": {"available": true, "devices": []}"#,
+    );
+    let (v, why) = judge(
+        "metrics",
+        &[
+            ("share/m.json", &nvml),
+            ("share/m.txt", "kplace_frames_total 3\n"),
+        ],
+        &["0", "share/m.json", "share/m.txt", "40123"],
+    );
+    assert_eq!(
+        (v.as_str(), why.contains("no GPU gauge")),
+        ("FAIL", true),
+        "{why}"
+    );
+    // No address in the log: FAIL.
+    let (v, _) = judge(
+        "metrics",
+        &[],
+        &["1", "share/m.json", "share/m.txt", "none"],
+    );
+    assert_eq!(v, "FAIL");
+    // A carry that never moved fails, though every frame verified.
+    let carry = report(true, "");
+    let (v, why) = judge(
+        "carry",
+        &[("share/a.json", &carry), ("share/b.json", &carry)],
+        &["0", "share/a.json", "0", "share/b.json"],
+    );
+    assert_eq!(
+        (v.as_str(), why.contains("never moved")),
+        ("FAIL", true),
+        "{why}"
+    );
+    // A checked run that failed its check: FAIL with the verifier's reason; no report at all:
+    // FAIL naming the log.
+    let (v, why) = judge(
+        "checked",
+        &[("share/r.json", &report(false, ""))],
+        &["1", "share/r.json"],
+    );
+    assert_eq!(
+        (v.as_str(), why.contains("frame 9 lost")),
+        ("FAIL", true),
+        "{why}"
+    );
+    let (v, why) = judge(
+        "checked",
+        &[("share/r.log", "error: no CUDA driver\n")],
+        &["2", "share/r.json"],
+    );
+    assert_eq!(
+        (v.as_str(), why.contains("no CUDA driver")),
+        ("FAIL", true),
+        "{why}"
+    );
+    // A bisect-rate trial that failed its gates, an admit without its proof: FAIL.
+    let results = r#"{"searches": [{"trials": [{"rate": 156.25, "status": "failed",
+        "failures": ["post-frame p99 9.1ms exceeds the 6.400ms budget"]}]}]}"#;
+    let (v, why) = judge(
+        "bisect",
+        &[("share/b.json", results)],
+        &["1", "share/b.json"],
+    );
+    assert_eq!(
+        (v.as_str(), why.contains("exceeds")),
+        ("FAIL", true),
+        "{why}"
+    );
+    let (v, _) = judge(
+        "admit",
+        &[("share/admit.txt", "3 pipelines fit\n")],
+        &["2", "share/admit.txt"],
+    );
+    assert_eq!(v, "FAIL");
+    // A judge that breaks on what it reads says so as a FAIL.
+    let (v, why) = judge(
+        "radar",
+        &[("share/all-cpu.json", "[]")],
+        &["0", "0", "share"],
+    );
+    assert_eq!(v, "FAIL", "{why}");
 }

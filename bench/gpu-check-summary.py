@@ -461,9 +461,13 @@ def summary(scratch, out):
     s["bisect"] = bisect_rows(scratch, device)
     if "bisect" in steps and steps["bisect"]["rc"] not in (None, 0, 3):
         notes.append("bisect-rate: rc %d (docs/bisect-rate.md)" % steps["bisect"]["rc"])
+    if suite == "table":
+        s["table"] = table_summary(scratch, problems, notes)
     order = SUITES.get(suite, SUITES["check"])
     ran = [st for st in order if st in steps and steps[st]["rc"] is not None]
-    skipped = [st for st in order if st in steps and steps[st].get("skipped")]
+    # The table's parts not asked for are not missing: each call measures the parts it is given.
+    skipped = [st for st in order if st in steps and steps[st].get("skipped")
+               and not (suite == "table" and steps[st]["skipped"].startswith("not selected"))]
     missing_steps = [st for st in order if st not in steps]
     if pre is not None and not pre.get("usable"):
         s["status"], s["reason"] = "stopped", "the GPU path cannot run here: " + "; ".join(pre["missing"])
@@ -488,7 +492,31 @@ def summary(scratch, out):
 SUITES = {
     "check": ["preflight", "smoke", "tests", "replay", "streams", "copies", "tune", "share", "adapt", "admit", "cupy",
               "memcheck", "bisect"],
+    "table": ["preflight", "alone", "hog", "mps"],
 }
+
+def table_summary(scratch, problems, notes):
+    """The table suite's parts in this call: each measured (its sweeps, the accumulated table) or
+    already measured on this device model."""
+    rows = lines(os.path.join(scratch, "results", "table.jsonl"))
+    for r in rows:
+        if r.get("status") == "already measured":
+            notes.append("table part %s: %s" % (r["part"], r.get("said")))
+            continue
+        sweeps = lines(os.path.join(scratch, r["dir"], "sweeps.jsonl"))
+        r["sweeps"] = sweeps
+        for sw in sweeps:
+            if sw.get("skipped"):
+                notes.append("table part %s: %s skipped: %s" % (r["part"], sw["name"], sw["skipped"]))
+            elif sw.get("rc") == 130:
+                notes.append("table part %s: %s cut off at its %s s limit: the answers so far" % (r["part"], sw["name"], sw.get("limit_s")))
+            elif sw.get("rc") not in (0, 1, 3):
+                problems.append("table part %s: sweep %s: rc %s (%s.log)" % (r["part"], sw["name"], sw.get("rc"), sw["name"]))
+        if r.get("merge_rc") != 0:
+            problems.append("table part %s: merging into the accumulated table failed (logs/table-merge-%s.txt)" % (r["part"], r["part"]))
+    accumulated = next((r["accumulated"] for r in reversed(rows) if r.get("accumulated")), None)
+    rendered = text(os.path.join(scratch, os.path.dirname(accumulated), "table.md")) if accumulated else None
+    return {"parts": rows, "accumulated": accumulated, "rendered": rendered}
 
 STEPS = SUITES["check"]
 
@@ -500,7 +528,7 @@ def f(v, fmt="%.1f"):
     return fmt % v if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
 
 def table(s):
-    title = "kplace GPU check"
+    title = "kplace GPU check" if s.get("suite", "check") == "check" else "kplace GPU table (bench/gpu-table.sh)"
     dev = s.get("device") or {}
     md = ["# " + title, "", "**%s**: %s" % (s["status"], s["reason"]), "",
           "bundle commit %s, call began %s (UTC), device %s (%s)" % (s.get("commit"), s.get("date"), dev.get("name"), dev.get("uuid")), ""]
@@ -532,6 +560,12 @@ def table(s):
         md += ["", "| smoke: GPU path | verdict | s | reason |", "|---|---|---|---|"]
         md += ["| %s | %s | %s | %s |" % (r["path"], r["verdict"] if r["verdict"] != "FAIL" else "**FAIL**",
                                           f(r.get("seconds"), "%d"), r["reason"].replace("|", "/")) for r in s["smoke"]]
+    if (s.get("table") or {}).get("parts"):
+        md += ["", "| table part | this call | where |", "|---|---|---|"]
+        md += ["| %s | %s | %s |" % (r["part"], r["status"], r.get("dir") or r.get("said")) for r in s["table"]["parts"]]
+    if (s.get("table") or {}).get("rendered"):
+        md += ["", "The accumulated table (%s, with every part before this call):" % s["table"]["accumulated"], "",
+               s["table"]["rendered"].replace("# The headline table", "## The headline table", 1)]
     if s.get("tests"):
         md += ["", "| test binary | runs | rc | passed | failed | skipped | failures |", "|---|---|---|---|---|---|---|"]
         md += ["| %s | %s | %d | %d | %d | %d | %s |" % (t["test"], t.get("runs", 1), t["rc"], t["passed"], t["failed"], t["skipped"], " ".join(t["failures"])) for t in s["tests"]]

@@ -3,6 +3,7 @@
 # repository root, with the bundle of bench/gpu-bundle.sh in target/gpu-check/.
 #
 #   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], timeout 600 s)
+#   bench/gpu-table.sh [PART]   (the headline table's parts: this script's `table` suite)
 #
 # Thirteen steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
 #   1. preflight  60  driver and devices (`kplace devices --json`, timed cold and warm: the
@@ -46,6 +47,16 @@
 #                     side for the robust goal (1 s trials): each one's rate, the ratio, or
 #                     the stated reason none exists (a measurement).
 #
+# The `table` suite (KPLACE_GPU_CHECK_SUITE=table, what bench/gpu-table.sh runs): the preflight,
+# then the headline table's three parts, 470 s each, so one part fits a call: `alone` and `hog`
+# (all-cpu, all-gpu, hybrid and cfar-gpu searched side by side at 1024x128, 2048x256 and
+# 4096x512 with bisect-rate, alone or beside `kplace hog gpu`), `mps` (four process-mode
+# all-gpu pipelines at 2048x256, MPS off and on alternated, three rounds), each size's
+# ingest-only bound measured in the same part. A part already measured on this device model
+# (in docs/results/gpu-table/<device>/gpu-table.json) is skipped unless forced
+# (KPLACE_GPU_TABLE_FORCE=1); what a part measured comes back in results.tar.gz under table/,
+# merged with the parts before it (`bench/gpu-table.sh --collect` commits it here).
+#
 # The call ends within KPLACE_GPU_CHECK_LIMIT_S (default 540 s): a step starts only if its
 # budget, the 5 s to kill it and 35 s to clean up after it and publish still fit; otherwise it
 # is skipped, saying so.
@@ -77,7 +88,12 @@ summarizer=$PWD/bench/gpu-check-summary.py
 # shellcheck source-path=SCRIPTDIR/..
 . scripts/ready.sh
 
-STEPS=(preflight smoke tests replay streams copies tune share adapt admit cupy memcheck bisect)
+SUITE=${KPLACE_GPU_CHECK_SUITE:-check}
+case $SUITE in
+    check) STEPS=(preflight smoke tests replay streams copies tune share adapt admit cupy memcheck bisect) ;;
+    table) STEPS=(preflight alone hog mps) ;;
+    *) echo "gpu-check: KPLACE_GPU_CHECK_SUITE is check or table, not $SUITE" >&2; exit 2 ;;
+esac
 # Seconds to end a step past its budget (timeout's -k), and after it to end what it left
 # running (1 s), stop an MPS daemon it left (10 s) and publish (20 s), with 4 s to spare.
 KILL_GRACE=5
@@ -102,6 +118,7 @@ budget_of() {
         cupy) echo 60 ;;
         memcheck) echo 45 ;;
         bisect) echo 200 ;;
+        alone | hog | mps) echo 470 ;;
     esac
 }
 
@@ -120,6 +137,9 @@ title_of() {
         cupy) echo "the CuPy peer beside kplace's all-gpu" ;;
         memcheck) echo "compute-sanitizer memcheck of GPU kernel tests" ;;
         bisect) echo "bisect-rate: all-gpu and all-cpu side by side at 1024x128" ;;
+        alone) echo "table, part alone: four placements x three sizes, sustained rate over UDP" ;;
+        hog) echo "table, part hog: the same beside kplace hog gpu" ;;
+        mps) echo "table, part mps: four all-gpu processes at 2048x256, MPS off and on alternated" ;;
     esac
 }
 
@@ -764,6 +784,157 @@ step_smoke() {
     return 0
 }
 
+# ---------------------------------------------------------------------------------------------
+# The headline table (the `table` suite, bench/gpu-table.sh): the sustained input rate over a
+# paced UDP stream, every frame verified, of all-cpu, all-gpu, hybrid and cfar-gpu at three
+# sizes, alone (`alone`) and beside `kplace hog gpu` (`hog`), and of four process-mode all-gpu
+# pipelines at 2048x256 with MPS off and on (`mps`), in parts of at most 470 s. Every search
+# is short but honest: the robust goal as the check's bisect step states it (RFC 9971: a rate
+# meets it when trials with more than 1% of their frames lost, unverified or past the deadline
+# take at most half of 3 full-length trials' time), 0.5 s short trials and 1 s full-length
+# ones (at least 30 frames) after 0.25 s of warm-up (at least 10 frames), a width of 5%, at
+# most 24 trials; the latency budget is bisect-rate's default, the CPI's deadline. Each size's
+# ingest-only bound (a burst into `kplace run --ingest-only`) is measured in the same part,
+# so that each answer says which bound it met.
+TABLE_PLACEMENTS=workloads/radar/placements/all-cpu.yaml,workloads/radar/placements/all-gpu.yaml,workloads/radar/placements/hybrid.yaml,workloads/radar/placements/cfar-gpu.yaml
+TABLE_SIZES=(1024x128 2048x256 4096x512)
+TABLE_SEARCH=(--goals robust:0.01:0.5:3 --width 0.05 --warmup 0.25s --initial-window 0.5s
+    --window 1s --max-trials 24)
+# Seconds: each size's side-by-side sweep (alone, hog) and each MPS sweep get SIGINT at their
+# limit (they then write what they found) and are killed 10 s later; each ingest-only bound
+# ends within its limit and 3 s to kill it; every other command of a part has its own limit.
+# The worst case of a part is within its 470 s budget (docs/gpu.md; cli/tests/scripts.rs checks
+# it from these numbers): alone and hog 4 x 5 + 3 x (15 + 3 + 110 + 10) + 10 + 10 + 5 = 459 s,
+# mps 4 x 5 + 2 x (15 + 3) + 6 x (54 + 10) + 10 + 10 + 5 = 465 s.
+TABLE_SWEEP_LIMIT=110
+TABLE_MPS_LIMIT=54
+TABLE_MPS_ROUNDS=3
+TABLE_INGEST_LIMIT=15
+# The first rate each search tries, per CPI/s: below every placement's answer, so that the
+# short trials double up to it in a few steps (bisect-rate's default, the CPI's real-time rate,
+# would spend 4 s of stream on a 30-frame trial at 4096x512).
+table_start_rate() { case $1 in 1024x128) echo 300 ;; 2048x256) echo 80 ;; *) echo 20 ;; esac; }
+# Frames of an ingest-only burst: a second or so of the receiver at each size.
+table_burst_frames() { case $1 in 1024x128) echo 2000 ;; 2048x256) echo 1000 ;; *) echo 250 ;; esac; }
+GC_TABLE=$PWD/bench/gpu-table.py
+
+# The ingest-only bound of PIPELINES receivers at once at CPI, fed FRAMES frames each by a
+# burst sender: each receiver's rate, into the part's ingest.jsonl.
+table_ingest() {
+    local dir=$1 cpi=$2 frames=$3 pipelines=$4 i base pids=() senders=() rc=0 port start t0=$SECONDS pid
+    start=$(now)
+    for ((i = 0; i < pipelines; i++)); do
+        base=$dir/ingest-$cpi-x$pipelines-$i
+        rm -f "$base.ready"
+        bounded -k 3 "$TABLE_INGEST_LIMIT" "$GC_KPLACE" run --ingest-only --cpi "$cpi" --frames "$frames" \
+            --source udp://127.0.0.1:0 --ready-file "$base.ready" --idle-timeout-s 2 \
+            > "$base.txt" 2> "$base.log" &
+        pids+=($!)
+    done
+    for ((i = 0; i < pipelines; i++)); do
+        base=$dir/ingest-$cpi-x$pipelines-$i
+        if ! wait_ready "$base.ready" "${pids[$i]}" 2>> "$base.log"; then
+            rc=1
+            continue
+        fi
+        port=$(grep -o 'udp://[0-9.]*:[0-9]*' "$base.ready" | head -n 1)
+        port=${port##*:}
+        # Within what is left of the bound's limit: the whole measurement ends by then.
+        bounded -k 3 "$((TABLE_INGEST_LIMIT - (SECONDS - t0) > 1 ? TABLE_INGEST_LIMIT - (SECONDS - t0) : 1))" \
+            "$GC_KPLACE" send --dest "127.0.0.1:$port" --cpi "$cpi" --burst \
+            --frames "$frames" --scene-frames 8 > "$base.send.txt" 2>&1 &
+        senders+=($!)
+    done
+    [ "${#senders[@]}" -gt 0 ] && wait "${senders[@]}"
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    jsonl "$dir/ingest.jsonl" "cpi=$(str "$cpi")" "pipelines=$pipelines" "frames=$frames" "rc=$rc" \
+        "seconds=$(elapsed "$start" "$(now)")" "files=$(str "ingest-$cpi-x$pipelines")"
+    log "table: ingest-only bound at $cpi, $pipelines receiver(s): rc $rc"
+}
+
+# One sweep of a part: NAME CPI CONDITION REPEAT LIMIT BISECT_ARGS...; its results in DIR/NAME.
+table_sweep() {
+    local dir=$1 name=$2 cpi=$3 condition=$4 repeat=$5 limit=$6 rc start
+    shift 6
+    start=$(now)
+    bounded -s INT -k 10 "$limit" "$GC_KPLACE" bisect-rate --cpi "$cpi" "${TABLE_SEARCH[@]}" \
+        --start-rate "$(table_start_rate "$cpi")" --out "$dir/$name" "$@" \
+        > "$dir/$name.table.md" 2> "$dir/$name.log"
+    rc=$?
+    jsonl "$dir/sweeps.jsonl" "name=$(str "$name")" "cpi=$(str "$cpi")" "condition=$(str "$condition")" \
+        "repeat=$repeat" "rc=$rc" "seconds=$(elapsed "$start" "$(now)")" "limit_s=$limit" \
+        "args=$(str "$*")"
+    log "table: sweep $name ($condition, $cpi): rc $rc"
+}
+
+# Runs part PART (alone, hog or mps) unless this device model has it already; its files go to
+# table/DEVICE/PART-DATE/ (the layout of docs/results/gpu-table/DEVICE/), merged with the
+# parts before it into table/DEVICE/gpu-table.json, drawn by `kplace plot`.
+table_part() {
+    local part=$1 slug uuid name id dir base merged rc extra=() round order condition mps_args cpi
+    IFS=$'\t' read -r slug uuid name < <(bounded 5 python3 "$GC_TABLE" device "$GC_SCRATCH/results/preflight.json")
+    base=${KPLACE_GPU_TABLE_RESULTS:-docs/results/gpu-table}/$slug/gpu-table.json
+    merged=$GC_SCRATCH/table/$slug/gpu-table.json
+    mkdir -p "$GC_SCRATCH/table/$slug"
+    # A part measured earlier in this call counts too (a forced run, or a dry run).
+    [ -f "$merged" ] && base=$merged
+    if [ "${KPLACE_GPU_TABLE_FORCE:-0}" != 1 ] \
+        && bounded 5 python3 "$GC_TABLE" measured "$base" "$part" > "$GC_SCRATCH/logs/table-$part-measured.txt" 2>&1; then
+        jsonl "$GC_SCRATCH/results/table.jsonl" "part=$(str "$part")" 'status="already measured"' \
+            "device=$(str "$name")" "said=$(str "$(head -n 1 "$GC_SCRATCH/logs/table-$part-measured.txt")")"
+        log "table part $part: already measured on $name: $(head -n 1 "$GC_SCRATCH/logs/table-$part-measured.txt")"
+        return 0
+    fi
+    id=$part-$(date -u +%Y%m%dT%H%M%SZ)
+    dir=$GC_SCRATCH/table/$slug/$id
+    mkdir -p "$dir"
+    bounded 5 python3 "$GC_TABLE" begin "$dir/part.json" "$part" "$id" "$GC_SCRATCH/results/preflight.json" \
+        "$(cat "$GC_BUNDLE/commit.txt" 2> /dev/null || echo unknown)" "$TABLE_SWEEP_LIMIT" "$TABLE_MPS_LIMIT" \
+        "${TABLE_SEARCH[*]}" "$TABLE_PLACEMENTS"
+    case $part in
+        alone | hog)
+            [ "$part" = hog ] && extra=(--cotenant gpu-hog --cotenant-intensity 1)
+            for cpi in "${TABLE_SIZES[@]}"; do
+                table_ingest "$dir" "$cpi" "$(table_burst_frames "$cpi")" 1
+                table_sweep "$dir" "$part-$cpi" "$cpi" "$part" 0 "$TABLE_SWEEP_LIMIT" \
+                    --placements "$TABLE_PLACEMENTS" "${extra[@]}"
+            done
+            ;;
+        mps)
+            table_ingest "$dir" 2048x256 "$(table_burst_frames 2048x256)" 1
+            table_ingest "$dir" 2048x256 "$(table_burst_frames 2048x256)" 4
+            for ((round = 0; round < TABLE_MPS_ROUNDS; round++)); do
+                for order in off on; do
+                    condition=mps-$order
+                    if [ "$order" = on ] && ! command -v nvidia-cuda-mps-control > /dev/null; then
+                        jsonl "$dir/sweeps.jsonl" "name=$(str "$condition-$round")" 'cpi="2048x256"' \
+                            "condition=$(str "$condition")" "repeat=$round" 'rc=null' \
+                            'skipped="no MPS control (nvidia-cuda-mps-control is not on PATH, in /usr/local/nvidia/bin or in /usr/local/cuda/bin)"'
+                        continue
+                    fi
+                    mps_args=(--mps "$order")
+                    table_sweep "$dir" "$condition-$round" 2048x256 "$condition" "$round" "$TABLE_MPS_LIMIT" \
+                        --placements workloads/radar/placements/all-gpu.yaml --pipelines 4 \
+                        --pipeline-mode process "${mps_args[@]}"
+                done
+            done
+            ;;
+    esac
+    bounded 5 python3 "$GC_TABLE" end "$dir/part.json"
+    bounded 10 python3 "$GC_TABLE" merge "$base" "$dir" "$merged" > "$GC_SCRATCH/logs/table-merge-$part.txt" 2>&1
+    rc=$?
+    bounded 10 "$GC_KPLACE" plot "$merged" --out "$GC_SCRATCH/table/$slug" >> "$GC_SCRATCH/logs/table-merge-$part.txt" 2>&1
+    bounded 5 python3 "$GC_TABLE" render "$merged" > "$GC_SCRATCH/table/$slug/table.md" 2>> "$GC_SCRATCH/logs/table-merge-$part.txt"
+    jsonl "$GC_SCRATCH/results/table.jsonl" "part=$(str "$part")" 'status="measured"' "device=$(str "$name")" \
+        "uuid=$(str "$uuid")" "id=$(str "$id")" "dir=$(str "table/$slug/$id")" "merge_rc=$rc" \
+        "accumulated=$(str "table/$slug/gpu-table.json")"
+    log "table part $part: measured into table/$slug/$id"
+}
+
+step_alone() { table_part alone; }
+step_hog() { table_part hog; }
+step_mps() { table_part mps; }
+
 if [ "${1:-}" = --step ]; then
     "step_$2"
     exit $?
@@ -797,9 +968,9 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/kplace-gpu-check.XXXXXX") || exit 2
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/results" "$scratch/logs"
 abs_bundle=$(cd "$bundle" && pwd)
-# What the summary says of the call: the bundle's commit (bench/gpu-bundle.sh writes it: the
-# GPU machine has no git history) and when the call began.
-printf '{"commit": "%s", "date": "%s", "limit_s": %s}\n' \
+# What the summary says of the call: the suite, the bundle's commit (bench/gpu-bundle.sh
+# writes it: the GPU machine has no git history) and when the call began.
+printf '{"suite": "%s", "commit": "%s", "date": "%s", "limit_s": %s}\n' "$SUITE" \
     "$(head -n 1 "$abs_bundle/commit.txt" 2> /dev/null || echo unknown)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     "$limit_s" > "$scratch/call.json"
 export GC_SCRATCH=$scratch GC_SUMMARIZER=$summarizer GC_BUNDLE=$abs_bundle GC_KPLACE=$abs_bundle/bin/kplace
@@ -874,12 +1045,12 @@ for i in "${!STEPS[@]}"; do
         "seconds=$((SECONDS - t0))" "leftover_processes=${leftover:-0}"
     if { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && command -v nvidia-cuda-mps-control > /dev/null; then
         # A step killed with MPS on leaves its daemon, which is a session of its own: the share
-        # step's in the scratch directory, bisect-rate's (the admit step's) in kplace's default
-        # directory. One stop, within the 10 s the cleanup allows it.
+        # step's in the scratch directory, bisect-rate's (admit, the table's mps part) in
+        # kplace's default directory. One stop, within the 10 s the cleanup allows it.
         case $name in
             share) [ -d "$scratch/mps" ] && bounded 10 "$KPLACE_BIN" mps stop --dir "$scratch/mps" \
                 >> "$scratch/logs/step-$name.txt" 2>&1 ;;
-            admit) bounded 10 "$KPLACE_BIN" mps stop >> "$scratch/logs/step-$name.txt" 2>&1 ;;
+            admit | mps) bounded 10 "$KPLACE_BIN" mps stop >> "$scratch/logs/step-$name.txt" 2>&1 ;;
         esac
     fi
     if [ "$name" = preflight ]; then

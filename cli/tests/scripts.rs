@@ -5,7 +5,9 @@
 //! longer fit the time left, a missing MPS control skipped, the hog row a measurement, and no
 //! process of a step left running after it. With a stand-in that answers every subcommand at
 //! once (`tests/fixtures/gpu-standin/kplace`), the smoke step gives every GPU path a verdict,
-//! a failure stopping none after it, leaving nothing running.
+//! a failure stopping none after it, and the GPU table (`bench/gpu-table.sh`) measures its
+//! parts, skips those measured, accumulates them across calls into one results file that
+//! `kplace plot` draws, and ends a part past its budget, leaving nothing running.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -566,7 +568,7 @@ fn the_summary_judges_memcheck_and_mps_rows_as_documented() {
 
 // ---------------------------------------------------------------------------------------------
 // Dry runs with a stand-in `kplace` that answers every subcommand at once
-// (tests/fixtures/gpu-standin/kplace): the smoke step end to end.
+// (tests/fixtures/gpu-standin/kplace): the smoke step and the GPU table end to end.
 
 /// Every process a dry run started carries this tag in its environment: on drop, whatever still
 /// runs with it is killed, so that a failing test leaves nothing behind; `alive` lists them.
@@ -675,9 +677,12 @@ impl StandIn {
             .env("KPLACE_DRY_RUN_TAG", self.tag.value())
             .env("FAKE_DEVICES_JSON", self.path("devices.json"))
             .env("FAKE_REAL_KPLACE", kplace_testkit::kplace_bin!())
+            .env("KPLACE_GPU_TABLE_RESULTS", self.path("results"))
             .env_remove("KPLACE_GPU_CHECK_STEPS")
             .env_remove("KPLACE_GPU_CHECK_BUDGETS")
             .env_remove("KPLACE_GPU_CHECK_LIMIT_S")
+            .env_remove("KPLACE_GPU_CHECK_SUITE")
+            .env_remove("KPLACE_GPU_TABLE_FORCE")
             .current_dir(kplace_testkit::workspace());
         cmd
     }
@@ -936,4 +941,244 @@ fn the_smoke_judges_pass_fail_or_skip_each_path_with_its_reason() {
         &["0", "0", "share"],
     );
     assert_eq!(v, "FAIL", "{why}");
+}
+
+/// The table's accumulated results file under RESULTS, for the stand-in's device.
+fn accumulated(standin: &StandIn) -> serde_json::Value {
+    let path = standin.path("results/a-device-the-dry-run-makes-up/gpu-table.json");
+    serde_json::from_slice(
+        &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .expect("gpu-table.json is JSON")
+}
+
+/// `bench/gpu-table.sh --collect OUT` into the stand-in's results directory.
+fn collect(standin: &StandIn, out: &Path) {
+    let run = kplace_testkit::output_within(
+        Command::new("bash")
+            .arg(kplace_testkit::workspace().join("bench/gpu-table.sh"))
+            .arg("--collect")
+            .arg(out)
+            .env("KPLACE_GPU_TABLE_RESULTS", standin.path("results"))
+            .env("KPLACE", kplace_testkit::kplace_bin!())
+            .current_dir(kplace_testkit::workspace()),
+        Duration::from_secs(60),
+        None,
+    );
+    assert!(run.status.success(), "{}", said(&run));
+}
+
+#[test]
+fn gpu_table_dry_run_accumulates_its_parts_across_calls_and_plots_the_whole() {
+    let standin = StandIn::new();
+
+    // A call too short for any part: each is skipped, saying so, and the table is incomplete.
+    let out = standin.path("out0");
+    let mut cmd = standin.command("bench/gpu-table.sh", &[], &out);
+    cmd.env("KPLACE_GPU_CHECK_LIMIT_S", "300");
+    let (run, said) = standin.run(&mut cmd);
+    let summary = returned_summary(&out, &said);
+    assert_eq!(summary["suite"], "table");
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    assert_eq!(summary["status"], "incomplete", "{summary:#}");
+    for part in ["alone", "hog", "mps"] {
+        let why = step_row(&summary, part)["skipped"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(why.contains("its budget of 470 s"), "{part}: {why}");
+    }
+
+    // The first part, asked for by name: measured, and the others not asked for are not
+    // missing.
+    let out = standin.path("out1");
+    let (run, said) = standin.run(&mut standin.command("bench/gpu-table.sh", &["alone"], &out));
+    let summary = returned_summary(&out, &said);
+    standin.nothing_left(&said);
+    assert_eq!(summary["status"], "passed", "{summary:#}");
+    assert_eq!(run.status.code(), Some(0), "{said}");
+    assert_eq!(
+        summary["table"]["parts"][0]["status"], "measured",
+        "{summary:#}"
+    );
+    assert!(step_row(&summary, "alone")["seconds"].as_u64().unwrap() <= 470);
+    collect(&standin, &out);
+    let table = accumulated(&standin);
+    assert_eq!(table["schema"], "kplace-bisect-rate/4");
+    assert_eq!(table["parts"].as_array().map(Vec::len), Some(1));
+    assert_eq!(table["searches"].as_array().map(Vec::len), Some(12));
+
+    // The next call, with no part named: alone is already measured on this device model, so
+    // hog and mps run (the stand-in's instant searches let both fit one call).
+    let out = standin.path("out2");
+    let (run, said) = standin.run(&mut standin.command("bench/gpu-table.sh", &[], &out));
+    let summary = returned_summary(&out, &said);
+    standin.nothing_left(&said);
+    assert_eq!(run.status.code(), Some(0), "{said}");
+    let statuses: Vec<(String, String)> = summary["table"]["parts"]
+        .as_array()
+        .expect("parts[]")
+        .iter()
+        .map(|p| {
+            (
+                p["part"].as_str().unwrap().into(),
+                p["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("alone".to_string(), "already measured".to_string()),
+            ("hog".to_string(), "measured".to_string()),
+            ("mps".to_string(), "measured".to_string()),
+        ],
+        "{summary:#}"
+    );
+    collect(&standin, &out);
+
+    // One results file holds the whole table: every part with its commit, device, UUID and
+    // date; every search with its part, condition and the bound it met; the MPS rounds
+    // alternating off and on, numbered as repeats.
+    let table = accumulated(&standin);
+    let parts = table["parts"].as_array().expect("parts[]");
+    assert_eq!(parts.len(), 3, "{table:#}");
+    for part in parts {
+        assert_eq!(part["commit"], "0123456789ab");
+        assert_eq!(
+            part["device"]["uuid"],
+            "GPU-00000000-dry0-run0-0000-000000000000"
+        );
+        assert!(part["started"].as_str().is_some_and(|d| d.ends_with('Z')));
+        assert!(
+            part["settings"]["bisect_rate"].as_str().is_some_and(|s| s
+                .contains("--goals robust:0.01:0.5:3")
+                && s.contains("--width 0.05"))
+        );
+        assert!(
+            !part["ingest_only"]
+                .as_array()
+                .expect("ingest_only[]")
+                .is_empty()
+        );
+    }
+    let searches = table["searches"].as_array().expect("searches[]");
+    assert_eq!(searches.len(), 12 + 12 + 6, "{table:#}");
+    for s in searches {
+        assert!(s["part"].is_string() && s["condition"].is_string(), "{s}");
+        assert!(s["bound_met"]["kind"].is_string(), "{s}");
+        let report = s["trials"][0]["report"].as_str().expect("a trial report");
+        let path = standin
+            .path("results/a-device-the-dry-run-makes-up")
+            .join(report);
+        assert!(path.is_file(), "{} is not with the table", path.display());
+    }
+    let mps: Vec<(String, u64)> = searches
+        .iter()
+        .filter(|s| s["pipelines"] == 4)
+        .map(|s| {
+            (
+                s["system"].as_str().unwrap().into(),
+                s["repeat"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = (0..3)
+        .flat_map(|r| {
+            [
+                ("all-gpu x4 process".to_string(), r),
+                ("all-gpu x4 process mps".to_string(), r),
+            ]
+        })
+        .collect();
+    assert_eq!(mps, want);
+    let dir = standin.path("results/a-device-the-dry-run-makes-up");
+    for svg in [
+        "latency.svg",
+        "sustained.svg",
+        "cdf.svg",
+        "stages.svg",
+        "loads.svg",
+    ] {
+        assert!(dir.join(svg).is_file(), "kplace plot did not draw {svg}");
+    }
+    let md = std::fs::read_to_string(dir.join("table.md")).expect("table.md");
+    assert!(
+        md.contains("| all-gpu | 2048x256 | 1150.0 [ingest] | 766.7 [pipeline] |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| off | 3 |") && md.contains("| on | 3 |"),
+        "{md}"
+    );
+
+    // A third call finds every part measured: nothing to do, passed.
+    let out = standin.path("out3");
+    let (run, said) = standin.run(&mut standin.command("bench/gpu-table.sh", &[], &out));
+    let summary = returned_summary(&out, &said);
+    assert_eq!(run.status.code(), Some(0), "{said}");
+    assert!(
+        summary["table"]["parts"]
+            .as_array()
+            .expect("parts[]")
+            .iter()
+            .all(|p| p["status"] == "already measured")
+    );
+
+    // A forced part whose search hangs is ended at its budget with everything it started.
+    let out = standin.path("out4");
+    let mut cmd = standin.command("bench/gpu-table.sh", &["--force", "hog"], &out);
+    cmd.env("FAKE_BISECT_HANG", "1")
+        .env("KPLACE_GPU_CHECK_BUDGETS", "hog=6");
+    let (run, said) = standin.run(&mut cmd);
+    let summary = returned_summary(&out, &said);
+    standin.nothing_left(&said);
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    let hog = step_row(&summary, "hog");
+    assert_eq!(hog["rc"], 124, "{hog}");
+    assert!(
+        strings(&summary["problems"])
+            .contains(&"step hog ran past its 6 s budget (killed)".to_string()),
+        "{summary:#}"
+    );
+}
+
+/// The numbers of a `NAME=VALUE` line of bench/gpu-check.sh.
+fn script_number(script: &str, name: &str) -> u64 {
+    script
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name}= in bench/gpu-check.sh"))
+}
+
+#[test]
+fn each_table_part_ends_within_its_budget_and_a_part_fits_one_call() {
+    let script = std::fs::read_to_string(kplace_testkit::workspace().join("bench/gpu-check.sh"))
+        .expect("read");
+    let sweep = script_number(&script, "TABLE_SWEEP_LIMIT");
+    let mps = script_number(&script, "TABLE_MPS_LIMIT");
+    let rounds = script_number(&script, "TABLE_MPS_ROUNDS");
+    let ingest = script_number(&script, "TABLE_INGEST_LIMIT");
+    let (kill_sweep, kill_ingest) = (10, 3);
+    // The part's own bookkeeping, each command under its limit: the device and whether the part
+    // is measured, part.json begun and ended (5 s each), then merging, plotting and tabling.
+    let after = 4 * 5 + 10 + 10 + 5;
+    let budget = 470;
+    // alone and hog: three sizes, each an ingest-only bound and a sweep.
+    let fixed = 3 * (ingest + kill_ingest + sweep + kill_sweep) + after;
+    // mps: two ingest-only bounds (one receiver, four), then off and on per round.
+    let shared = 2 * (ingest + kill_ingest) + 2 * rounds * (mps + kill_sweep) + after;
+    assert!(
+        fixed <= budget,
+        "alone and hog can take {fixed} s, over {budget}"
+    );
+    assert!(shared <= budget, "mps can take {shared} s, over {budget}");
+    assert!(
+        script.contains("alone | hog | mps) echo 470 ;;"),
+        "the parts' budget moved"
+    );
+    // One part after a preflight of up to 30 s, with the 5 s to kill it and 35 s to clean up and
+    // publish, within the 540 s call.
+    assert!(30 + budget + 5 + 35 <= 540);
 }

@@ -73,6 +73,45 @@ fn report(path: &Path) -> RunReport {
     kplace::report::read_json(&text, &path.display().to_string()).unwrap()
 }
 
+/// What a stream of a recording over UDP did: the receiver, the sender, the run's report.
+struct Streamed {
+    receiver: kplace_testkit::Ended,
+    sender: kplace_testkit::Ended,
+    report: PathBuf,
+}
+
+/// `kplace run RUN_ARGS` taking packets on a port of its own (a frame timeout of 1 s, 16
+/// slots, ending 3 s after the last packet), its ready file and report in `dir`, then, once
+/// it is ready, `kplace send SEND_ARGS` to it; both waited for.
+fn stream(dir: &Path, run_args: &[&str], send_args: &[&str]) -> Streamed {
+    let ready = dir.join("ready.json");
+    let _ = std::fs::remove_file(&ready);
+    let report = dir.join("run.json");
+    let mut receiver = Guard::spawn(kplace().arg("run").args(run_args).args([
+        "--source",
+        "udp://127.0.0.1:0",
+        "--frame-timeout",
+        "1s",
+        "--slots",
+        "16",
+        "--idle-timeout",
+        "3s",
+        "--ready-file",
+        ready.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]));
+    let port = receiver.wait_ready(&ready, LIMIT)[0];
+    let dest = format!("127.0.0.1:{port}");
+    let sender = run(&[&["send", "--dest", &dest], send_args].concat());
+    let receiver = receiver.wait(LIMIT);
+    Streamed {
+        receiver,
+        sender,
+        report,
+    }
+}
+
 /// The frames of an `.npy` file of f32 spectra `[frames, bins]`.
 fn read_psd(path: &Path, bins: usize) -> Vec<Vec<f32>> {
     let bytes = std::fs::read(path).unwrap();
@@ -716,43 +755,27 @@ fn the_beamformer_example_streams_at_its_per_channel_rate() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, rec) = record_plane_waves(4);
     let rec = rec.to_str().unwrap();
-    let ready = dir.path().join("ready.json");
-    let report_path = dir.path().join("run.json");
-    let mut receiver = Guard::spawn(kplace().args([
-        "run",
-        "--graph",
-        BEAMFORMER,
-        "--placement",
-        BEAMFORMER_CPU2,
-        "--recording",
-        rec,
-        "--check",
-        &format!("reference:{BEAMFORMER_CPU}"),
-        "--frames",
-        "40",
-        "--source",
-        "udp://127.0.0.1:0",
-        "--frame-timeout-ms",
-        "1000",
-        "--slots",
-        "16",
-        "--idle-timeout-s",
-        "3",
-        "--ready-file",
-        ready.to_str().unwrap(),
-        "--report",
-        report_path.to_str().unwrap(),
-    ]));
-    let port = receiver.wait_ready(&ready, LIMIT)[0];
-    let sent = run(&[
-        "send",
-        "--dest",
-        &format!("127.0.0.1:{port}"),
-        "--recording",
-        rec,
-        "--frames",
-        "40",
-    ]);
+    let check = format!("reference:{BEAMFORMER_CPU}");
+    let Streamed {
+        receiver: ended,
+        sender: sent,
+        report: report_path,
+    } = stream(
+        dir.path(),
+        &[
+            "--graph",
+            BEAMFORMER,
+            "--placement",
+            BEAMFORMER_CPU2,
+            "--recording",
+            rec,
+            "--check",
+            &check,
+            "--frames",
+            "40",
+        ],
+        &["--recording", rec, "--frames", "40"],
+    );
     assert!(sent.status.success(), "{}", sent.stderr);
     assert!(
         sent.stderr.contains("a packet every 256.000 us"),
@@ -764,7 +787,6 @@ fn the_beamformer_example_streams_at_its_per_channel_rate() {
         "{}",
         sent.stdout
     );
-    let ended = receiver.wait(LIMIT);
     assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
     let r = report(&report_path);
     assert!(r.verification.passed, "{:?}", r.verification);
@@ -778,58 +800,46 @@ fn a_recording_streams_over_udp_checked_frame_by_frame() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (dir, rec) = record(4);
     let rec = rec.to_str().unwrap();
-    let ready = dir.path().join("ready.json");
-    let report_path = dir.path().join("run.json");
-    let mut receiver = Guard::spawn(kplace().args([
-        "run",
-        "--graph",
-        GRAPH,
-        "--placement",
-        CPU,
-        "--cpi",
-        "256x32",
-        "--recording",
-        rec,
-        "--check",
-        &format!("reference:{CPU}"),
-        "--frames",
-        "40",
-        "--source",
-        "udp://127.0.0.1:0",
-        "--first-frame-id",
-        "7",
-        "--frame-timeout-ms",
-        "1000",
-        "--slots",
-        "16",
-        "--idle-timeout-s",
-        "3",
-        "--ready-file",
-        ready.to_str().unwrap(),
-        "--report",
-        report_path.to_str().unwrap(),
-    ]));
-    let port = receiver.wait_ready(&ready, LIMIT)[0];
-    let sent = run(&[
-        "send",
-        "--dest",
-        &format!("127.0.0.1:{port}"),
-        "--recording",
-        rec,
-        "--frames",
-        "40",
-        "--rate",
-        "200",
-        "--first-frame-id",
-        "7",
-    ]);
+    let check = format!("reference:{CPU}");
+    let Streamed {
+        receiver: ended,
+        sender: sent,
+        report: report_path,
+    } = stream(
+        dir.path(),
+        &[
+            "--graph",
+            GRAPH,
+            "--placement",
+            CPU,
+            "--cpi",
+            "256x32",
+            "--recording",
+            rec,
+            "--check",
+            &check,
+            "--frames",
+            "40",
+            "--first-frame-id",
+            "7",
+        ],
+        &[
+            "--recording",
+            rec,
+            "--frames",
+            "40",
+            "--rate",
+            "200",
+            "--first-frame-id",
+            "7",
+        ],
+    );
     assert!(sent.status.success(), "{}", sent.stderr);
     assert!(
         sent.stdout.contains("sent 40 frames, 1280 packets"),
         "{}",
         sent.stdout
     );
-    let ended = receiver.wait(LIMIT);
     assert!(ended.status.success(), "{}\n{}", ended.stdout, ended.stderr);
     let r = report(&report_path);
     assert!(r.verification.passed, "{:?}", r.verification);
@@ -1303,50 +1313,36 @@ fn frames_after_a_loss_in_a_stateful_stream_are_judged_with_that_loss() {
         "reference:cpu".to_string(),
         format!("golden:{}", golden.display()),
     ] {
-        let ready = dir.path().join("ready.json");
-        let _ = std::fs::remove_file(&ready);
-        let report_path = dir.path().join("run.json");
-        let mut receiver = Guard::spawn(kplace().args([
-            "run",
-            "--graph",
-            "beamformer/filtered",
-            "--placement",
-            "cpu-2",
-            "--recording",
-            rec,
-            "--check",
-            &check,
-            "--frames",
-            "60",
-            "--source",
-            "udp://127.0.0.1:0",
-            "--frame-timeout",
-            "1s",
-            "--slots",
-            "16",
-            "--idle-timeout",
-            "3s",
-            "--ready-file",
-            ready.to_str().unwrap(),
-            "--report",
-            report_path.to_str().unwrap(),
-        ]));
-        let port = receiver.wait_ready(&ready, LIMIT)[0];
-        let sent = run(&[
-            "send",
-            "--dest",
-            &format!("127.0.0.1:{port}"),
-            "--recording",
-            rec,
-            "--frames",
-            "60",
-            "--drop",
-            "20:0",
-            "--drop",
-            "40:1",
-        ]);
+        let Streamed {
+            receiver: ended,
+            sender: sent,
+            report: report_path,
+        } = stream(
+            dir.path(),
+            &[
+                "--graph",
+                "beamformer/filtered",
+                "--placement",
+                "cpu-2",
+                "--recording",
+                rec,
+                "--check",
+                &check,
+                "--frames",
+                "60",
+            ],
+            &[
+                "--recording",
+                rec,
+                "--frames",
+                "60",
+                "--drop",
+                "20:0",
+                "--drop",
+                "40:1",
+            ],
+        );
         assert!(sent.status.success(), "{}", sent.stderr);
-        let ended = receiver.wait(LIMIT);
         let said = format!("{}\n{}", ended.stdout, ended.stderr);
         assert_eq!(ended.status.code(), Some(1), "frames were lost: {said}");
         let v = report(&report_path).verification;

@@ -167,6 +167,11 @@ impl Malformed {
         Malformed::WrongChannel,
     ];
 
+    /// The class's place in [`Malformed::ALL`]: its counter's index.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The class's name in counters and on the command line: `wrong_size`, `wrong_elements`,
     /// `packet_out_of_range`, `wrong_channel`.
     pub fn name(self) -> &'static str {
@@ -309,6 +314,13 @@ mod tests {
 
     fn classify_bytes(bytes: &[u8], shape: WireShape) -> Result<PacketHeader, Malformed> {
         classify(PacketHeader::read_from(bytes), bytes.len(), false, shape)
+    }
+
+    #[test]
+    fn each_malformed_class_indexes_its_place_in_all() {
+        for (i, class) in Malformed::ALL.iter().enumerate() {
+            assert_eq!(class.index(), i, "{}", class.name());
+        }
     }
 
     #[test]

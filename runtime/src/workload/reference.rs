@@ -101,37 +101,20 @@ fn check_budget(graph: &Graph, frames: usize) -> Result<(), ReferenceError> {
     Ok(())
 }
 
-/// Keeps every completed frame's sinks, in order.
-struct Collect<'a> {
+/// Keeps the sinks of every completed frame of a replay, or of those numbered `wanted`
+/// (increasing), in order.
+struct Keep<'a> {
     sinks: usize,
+    wanted: Option<&'a [u64]>,
     out: &'a mut Vec<Vec<Vec<u8>>>,
 }
 
-impl FrameSink for Collect<'_> {
+impl FrameSink for Keep<'_> {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        self.out
-            .push((0..self.sinks).map(|i| frame.sink(i).to_vec()).collect());
-        Ok(())
-    }
-
-    fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!(
-            "frame {} of a replay ended partial",
-            frame.frame_id
-        )))
-    }
-}
-
-/// Keeps the sinks of the frames numbered `wanted` (increasing), in order.
-struct KeepSome<'a> {
-    sinks: usize,
-    wanted: &'a [u64],
-    out: &'a mut Vec<Vec<Vec<u8>>>,
-}
-
-impl FrameSink for KeepSome<'_> {
-    fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        if self.wanted.get(self.out.len()) == Some(&frame.frame_id) {
+        let wanted = self
+            .wanted
+            .is_none_or(|w| w.get(self.out.len()) == Some(&frame.frame_id));
+        if wanted {
             self.out
                 .push((0..self.sinks).map(|i| frame.sink(i).to_vec()).collect());
         }
@@ -186,9 +169,9 @@ pub fn replay_outputs(
     wanted: &[u64],
 ) -> Result<Vec<Vec<Vec<u8>>>, ReferenceError> {
     let mut out = Vec::with_capacity(wanted.len());
-    let mut keep = KeepSome {
+    let mut keep = Keep {
         sinks: replay.plan.graph.sinks.len(),
-        wanted,
+        wanted: Some(wanted),
         out: &mut out,
     };
     let mut source = FrameReplay::of_ids(Arc::clone(frames), ids);
@@ -204,8 +187,9 @@ pub fn replay_outputs(
 pub fn reference_outputs(plan: &Plan, frames: &Arc<[Vec<u8>]>) -> Result<Outputs, ReferenceError> {
     check_budget(&plan.graph, frames.len())?;
     let mut out = Vec::with_capacity(frames.len());
-    let mut collect = Collect {
+    let mut collect = Keep {
         sinks: plan.graph.sinks.len(),
+        wanted: None,
         out: &mut out,
     };
     let mut replay = FrameReplay::new(Arc::clone(frames), frames.len() as u64);

@@ -13,11 +13,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use super::socket::{Datagrams, Message};
-use super::stash::{Held, Offer, Stash};
+use super::stash::{Held, MAX_CORROBORATION, Offer, Stash};
 use super::stream::{Admit, StreamState};
 use super::{Assembly, IngestCounters, UdpConfig};
 use crate::executor::{BeginError, PacketStatus, SourceError};
-use crate::net::wire::{self, HEADER_BYTES, Malformed, PacketHeader};
+use crate::net::wire::{self, HEADER_BYTES, PacketHeader};
 
 /// Frames assembled at once: a frame ends (as partial, if it still misses packets) once the
 /// stream has opened this many newer ones. Two allow packets of consecutive frames to
@@ -28,9 +28,6 @@ pub(super) const MAX_OPEN: usize = 2;
 const SLOT_WAIT_MAX: Duration = Duration::from_millis(50);
 /// Frame ids remembered as dropped, so that their later packets are counted as such.
 const DROPPED_MEMORY: usize = 64;
-/// In-order packets that make a jump of the stream (or a new allowed source) believed: a
-/// frame's worth, at least two, at most this many.
-pub(super) const MAX_CORROBORATION: u64 = 64;
 /// The source recorded for a datagram whose sender the kernel did not say.
 const UNKNOWN_SOURCE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
 
@@ -329,7 +326,7 @@ impl<'c, F> Receiver<'c, F> {
         let header = match wire::classify(header, m.len, m.truncated, self.config.shape) {
             Ok(h) => h,
             Err(class) => {
-                self.counters.malformed[malformed_index(class)] += 1;
+                self.counters.malformed[class.index()] += 1;
                 return;
             }
         };
@@ -696,10 +693,6 @@ impl<'c, F> Receiver<'c, F> {
             self.counters.partial_frames += 1;
         }
     }
-}
-
-fn malformed_index(class: Malformed) -> usize {
-    Malformed::ALL.iter().position(|c| *c == class).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -13,9 +13,13 @@ use std::net::SocketAddr;
 use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
+/// In-order packets that make a jump of the stream (or a new allowed source) believed: a
+/// frame's worth, at least two, at most this many.
+pub(super) const MAX_CORROBORATION: u64 = 64;
+
 /// Packets held at most: the frame's worth that proves the first source (at most
-/// [`super::receiver::MAX_CORROBORATION`]), and 16 more.
-pub const STASH_CAPACITY: usize = super::receiver::MAX_CORROBORATION as usize + 16;
+/// [`MAX_CORROBORATION`]), and 16 more.
+pub const STASH_CAPACITY: usize = MAX_CORROBORATION as usize + 16;
 
 /// Where a held packet's payload is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,9 +17,13 @@
 //! - [`CudaGpu::open`] and [`CudaProvider`] return a [`GpuError`], never panic: without a driver the
 //!   error says "no CUDA driver found", and for a missing device it names the ordinal and how
 //!   many devices exist.
-//! - Every [`Gpu`] call is one driver call (two for none), with no locks, allocation or
-//!   formatting on success; errors name the device (`gpu:N`), the call with its key argument,
-//!   and the driver's error name and text.
+//! - Every [`Gpu`] call is one driver call (two for none; ending a capture three: end,
+//!   instantiate, destroy the captured template), with no locks, allocation or formatting on
+//!   success; errors name the device (`gpu:N`), the call with its key argument, and the
+//!   driver's error name and text.
+//! - Captures are thread-local (`CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`): only the capturing
+//!   thread is kept from calls that are unsafe during a capture, so other pipelines go on
+//!   allocating and creating kernels meanwhile.
 //! - Pinned memory is allocated with flags 0: page-locked but not write-combined, since the CPU
 //!   reads the buffers the GPU writes.
 //! - Streams are non-blocking (no implicit ordering with the legacy default stream), events
@@ -41,7 +45,9 @@ use super::probe::{
     PriorityRange, describe, device_handle, device_name, libcuda_missing, panic_text,
     priority_range, with_current,
 };
-use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequest, Stream};
+use super::{
+    Event, Gpu, GpuError, GpuProvider, GraphExec, HostFn, LaunchFailure, LaunchRequest, Stream,
+};
 
 // Device addresses travel as pointer-sized values (`*mut u8`, as kernels receive them through
 // the C ABI); CUdeviceptr is 64 bits, so only 64-bit hosts can carry them losslessly.
@@ -176,6 +182,10 @@ fn raw_stream(stream: Stream) -> sys::CUstream {
 
 fn raw_event(event: Event) -> sys::CUevent {
     event.0.cast()
+}
+
+fn raw_graph(graph: GraphExec) -> sys::CUgraphExec {
+    graph.0.cast()
 }
 
 fn device_address(ptr: *const u8) -> sys::CUdeviceptr {
@@ -391,6 +401,54 @@ impl Gpu for CudaGpu {
         // stream it is given, in the context the caller's thread has bound.
         // SAFETY: the caller keeps the request's targets valid (the trait's contract).
         unsafe { request.run(stream.0) }.map_err(LaunchFailure::Kernel)
+    }
+
+    unsafe fn begin_capture(&self, stream: Stream) -> Result<(), GpuError> {
+        // SAFETY: a stream of this device, captured by this thread alone (the caller's
+        // contract).
+        unsafe {
+            result::stream::begin_capture(
+                raw_stream(stream),
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        }
+        .map_err(|e| {
+            self.error(
+                format!("cuStreamBeginCapture(stream {:p}, THREAD_LOCAL)", stream.0),
+                e,
+            )
+        })
+    }
+
+    unsafe fn end_capture(&self, stream: Stream) -> Result<GraphExec, GpuError> {
+        // SAFETY: a capturing stream of this device (the caller's contract); the capture ends
+        // whatever this returns.
+        let graph = unsafe { result::stream::end_capture(raw_stream(stream)) }
+            .map_err(|e| self.error(format!("cuStreamEndCapture(stream {:p})", stream.0), e))?;
+        // SAFETY: `graph` is the template the capture just made, owned here.
+        let exec = unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) };
+        // SAFETY: the executable graph, if any, no longer needs its template, which nothing
+        // else holds; a failure to destroy it is unreportable and leaks only the template.
+        let _ = unsafe { result::graph::destroy(graph) };
+        exec.map(|e| GraphExec(e.cast()))
+            .map_err(|e| self.error("cuGraphInstantiateWithFlags(flags 0)".into(), e))
+    }
+
+    unsafe fn launch_graph(&self, graph: GraphExec, stream: Stream) -> Result<(), GpuError> {
+        // SAFETY: a live executable graph and a stream of this device, and everything the
+        // graph's work points at valid until it has run (the caller's contract).
+        unsafe { result::graph::launch(raw_graph(graph), raw_stream(stream)) }.map_err(|e| {
+            self.error(
+                format!("cuGraphLaunch(graph {:p}, stream {:p})", graph.0, stream.0),
+                e,
+            )
+        })
+    }
+
+    unsafe fn destroy_graph(&self, graph: GraphExec) {
+        // SAFETY: per the caller. Launches still queued run to their end before the driver
+        // frees the graph; a failure is unreportable, as in free_device.
+        let _ = unsafe { result::graph::exec_destroy(raw_graph(graph)) };
     }
 
     fn check(&self) -> Result<(), GpuError> {

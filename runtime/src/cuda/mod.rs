@@ -2,7 +2,8 @@
 //!
 //! Everything the runtime asks of a GPU goes through the [`Gpu`] trait, a deliberately small
 //! seam: allocate device and pinned host memory, create streams and events, enqueue copies,
-//! event records, stream waits and host callbacks, and enqueue a kernel library's launch.
+//! event records, stream waits and host callbacks, enqueue a kernel library's launch, and
+//! capture what a stream is given into a graph that one call launches again.
 //! Two implementations sit behind it:
 //!
 //! - [`driver`]: a real CUDA device through cudarc's driver API, loaded at run time (one
@@ -22,6 +23,12 @@
 //!   the wait.
 //! - A host callback runs once, after everything enqueued on its stream before it, on a
 //!   thread of the driver's; it must not call the [`Gpu`] and must return quickly.
+//! - While a stream captures ([`Gpu::begin_capture`]), copies, host callbacks and kernel-library
+//!   launches enqueued on it are recorded, not run; the graph [`Gpu::end_capture`] makes of them
+//!   runs, each time [`Gpu::launch_graph`] enqueues it, exactly as that work would have run had
+//!   it been enqueued there again: in the order captured, after everything enqueued on the
+//!   stream before the launch, with the same addresses. Event records and stream waits are not
+//!   captured (the runtime orders a graph by its stream alone).
 //!
 //! The seam's handles are raw and `Copy`, as with the driver API itself; [`owned`] is the safe
 //! layer over them: a stream, an event and a block of memory, each released on drop.
@@ -56,6 +63,15 @@ unsafe impl Sync for Stream {}
 unsafe impl Send for Event {}
 // SAFETY: as for Stream.
 unsafe impl Sync for Event {}
+
+/// An executable graph, instantiated from a stream's capture: a CUgraphExec on a real device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphExec(pub *mut c_void);
+
+// SAFETY: as for Stream: an opaque handle the driver lets any thread launch.
+unsafe impl Send for GraphExec {}
+// SAFETY: as for Stream.
+unsafe impl Sync for GraphExec {}
 
 /// A host callback: called once with its data pointer, on a driver thread.
 pub type HostFn = unsafe extern "C" fn(data: *mut c_void);
@@ -222,6 +238,41 @@ pub trait Gpu: Send + Sync + fmt::Debug {
         stream: Stream,
         request: LaunchRequest,
     ) -> Result<(), LaunchFailure>;
+
+    /// Starts capturing `stream`: until [`end_capture`](Self::end_capture), the copies, host
+    /// callbacks and kernel-library launches enqueued on it are recorded into a graph instead of
+    /// run (a kernel library's own enqueues on the stream included). Event records, stream
+    /// waits and synchronizing the stream are refused meanwhile. Only the calling thread's
+    /// calls are restricted (CUDA's thread-local capture mode): other threads go on using the
+    /// device.
+    ///
+    /// # Safety
+    /// `stream` came from this device, and nothing but the capturing thread enqueues on it
+    /// until the capture ends.
+    unsafe fn begin_capture(&self, stream: Stream) -> Result<(), GpuError>;
+
+    /// Ends `stream`'s capture and instantiates what it recorded as an executable graph; the
+    /// stream runs what it is given again. The capture ends even when this fails.
+    ///
+    /// # Safety
+    /// `stream` came from this device and is capturing.
+    unsafe fn end_capture(&self, stream: Stream) -> Result<GraphExec, GpuError>;
+
+    /// Enqueues `graph` on `stream` in one call: its work runs after everything enqueued on
+    /// `stream` before, in the order it was captured, as if enqueued there again; launches of
+    /// one graph never overlap.
+    ///
+    /// # Safety
+    /// `graph` came from this device's [`end_capture`](Self::end_capture) and is not
+    /// destroyed; everything its work points at stays valid until it has run (the seam's
+    /// contract for each operation captured).
+    unsafe fn launch_graph(&self, graph: GraphExec, stream: Stream) -> Result<(), GpuError>;
+
+    /// Destroys a graph; launches of it already enqueued still run.
+    ///
+    /// # Safety
+    /// `graph` came from this device and is not used again.
+    unsafe fn destroy_graph(&self, graph: GraphExec);
 
     /// The device's sticky error, if work already enqueued has failed (a faulting kernel);
     /// never waits. After such an error no further work of the device completes, and host

@@ -1,5 +1,5 @@
-//! Owned GPU handles: a stream, an event, a block of pinned or device memory, each freed when
-//! dropped.
+//! Owned GPU handles: a stream, an event, a block of pinned or device memory, an executable
+//! graph, each freed when dropped; and a stream's capture, ended when dropped.
 //!
 //! The [`Gpu`] seam hands out raw `Copy` handles, as the driver API does; these types are the
 //! safe layer over it, in the way cudarc's safe layer sits over its `result` layer. Each owns
@@ -8,8 +8,10 @@
 //! down: whatever was made before an error is released by the error's unwinding of the stack.
 //!
 //! # What dropping guarantees
-//! - A stream or event may be dropped at any time: the driver lets queued work that names it
-//!   finish before releasing it.
+//! - A stream, an event or a graph may be dropped at any time: the driver lets queued work
+//!   that names it finish before releasing it.
+//! - A [`Capture`] dropped before [`Capture::end`] (an error part-way through capturing) ends
+//!   the capture and destroys what it recorded, so its stream runs what it is given again.
 //! - Memory is freed at once. Work enqueued on it was enqueued through an `unsafe` [`Gpu`] call
 //!   whose contract is that the memory outlives the work, so its owner drains the streams that
 //!   use it before dropping it (the executor does, before it drops slots and pools).
@@ -18,7 +20,7 @@
 
 use std::sync::Arc;
 
-use super::{Event, Gpu, GpuError, Stream};
+use super::{Event, Gpu, GpuError, GraphExec, Stream};
 
 /// A stream, destroyed on drop.
 #[derive(Debug)]
@@ -87,6 +89,86 @@ impl Drop for OwnedEvent {
         // SAFETY: made by create_event or create_timing_event on this device and owned here
         // alone; the driver releases an event whose record is still queued once it completes.
         unsafe { self.gpu.destroy_event(self.raw) };
+    }
+}
+
+/// An executable graph, destroyed on drop.
+#[derive(Debug)]
+pub struct OwnedGraph {
+    gpu: Arc<dyn Gpu>,
+    raw: GraphExec,
+}
+
+impl OwnedGraph {
+    /// The raw handle, valid while `self` lives.
+    pub fn raw(&self) -> GraphExec {
+        self.raw
+    }
+}
+
+impl Drop for OwnedGraph {
+    fn drop(&mut self) {
+        // SAFETY: made by end_capture on this device and owned here alone; launches still
+        // queued run before the driver frees it.
+        unsafe { self.gpu.destroy_graph(self.raw) };
+    }
+}
+
+/// A stream capturing: what is enqueued on it is recorded, not run, until [`Capture::end`]
+/// makes a graph of it (see [`Gpu::begin_capture`]).
+#[derive(Debug)]
+pub struct Capture<'a> {
+    gpu: &'a Arc<dyn Gpu>,
+    stream: Stream,
+    open: bool,
+}
+
+impl<'a> Capture<'a> {
+    /// Starts capturing `stream` on `gpu`, with the device bound to the calling thread first.
+    ///
+    /// # Safety
+    /// `stream` came from `gpu`, outlives the capture, and nothing but this thread enqueues on
+    /// it until the capture ends ([`Capture::end`] or drop).
+    pub unsafe fn begin(gpu: &'a Arc<dyn Gpu>, stream: Stream) -> Result<Capture<'a>, GpuError> {
+        gpu.bind_thread()?;
+        // SAFETY: per this function's contract.
+        unsafe { gpu.begin_capture(stream) }?;
+        Ok(Capture {
+            gpu,
+            stream,
+            open: true,
+        })
+    }
+
+    /// The stream captured.
+    pub fn stream(&self) -> Stream {
+        self.stream
+    }
+
+    /// Ends the capture and instantiates what it recorded.
+    pub fn end(mut self) -> Result<OwnedGraph, GpuError> {
+        self.open = false;
+        // SAFETY: the stream is capturing since `begin` (`open` was set), on this device.
+        let raw = unsafe { self.gpu.end_capture(self.stream) }?;
+        Ok(OwnedGraph {
+            gpu: Arc::clone(self.gpu),
+            raw,
+        })
+    }
+}
+
+impl Drop for Capture<'_> {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        // SAFETY: the stream is capturing since `begin`, on this device; the graph made of
+        // an abandoned capture is destroyed at once, never launched. A failure means the
+        // capture was already invalidated, and the stream is released from it all the same.
+        if let Ok(raw) = unsafe { self.gpu.end_capture(self.stream) } {
+            // SAFETY: just made, never launched, owned here alone.
+            unsafe { self.gpu.destroy_graph(raw) };
+        }
     }
 }
 

@@ -33,9 +33,21 @@
 //!   not counted, and two streams' clocks are not comparable. A launch's host cost is spent
 //!   computing, as a driver's is, not sleeping. An untimed device's events read the host's
 //!   clock.
+//! - A stream may capture ([`Gpu::begin_capture`]): its copies, host callbacks and launches are
+//!   then kept as a graph's operations instead of sent to its thread, and each
+//!   [`Gpu::launch_graph`] sends the whole graph to a stream in one operation, which the
+//!   stream's thread executes operation by operation exactly as it executes those operations
+//!   enqueued one by one (the delay before each, the timing model, the sticky error). Records,
+//!   waits and synchronizing a capturing stream are refused, as the runtime never captures
+//!   them. One difference from a real device: a kernel library's launch is called when the
+//!   graph's stream reaches it, every time, where a real device calls it once, at capture, and
+//!   replays what it enqueued; a library that a capture cannot record (one enqueueing
+//!   elsewhere than on its stream) therefore passes here.
 //! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
 //!   callbacks, launches, allocations, events), so tests can assert which bytes crossed the
-//!   "bus" and that a frame costs no allocation.
+//!   "bus" and that a frame costs no allocation; work a graph launch enqueues is counted as it
+//!   is enqueued, operation by operation, and every call that enqueues (a graph launch once)
+//!   is a driver call, so tests can assert what a frame costs the host.
 //! - [`SimGpu::live_handles`] counts the streams, events and allocations alive, and
 //!   [`SimGpu::limit_handles`] refuses new ones past a limit, as a device out of resources
 //!   does; so a builder's error paths are tested to release everything they made.
@@ -49,12 +61,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Sender};
 
-use super::{Event, Gpu, GpuError, GpuProvider, HostFn, LaunchFailure, LaunchRequest, Stream};
+use super::{
+    Event, Gpu, GpuError, GpuProvider, GraphExec, HostFn, LaunchFailure, LaunchRequest, Stream,
+};
 
 mod stream;
 mod timing;
 
-use stream::{Addr, Op, SimEvent, SimStream, run_stream};
+use stream::{Addr, Op, SimEvent, SimGraph, SimStream, run_stream};
 use timing::{Engines, finish_at, spin_for};
 pub use timing::{KernelTime, SimTiming};
 
@@ -92,6 +106,14 @@ pub struct SimStats {
     pub pinned_allocations: u64,
     /// Events created, timing events included (only at start).
     pub events: u64,
+    /// Calls that enqueue work: copies, records, waits, host callbacks, kernel-library
+    /// launches and graph launches (one each, whatever the graph holds), those a capture
+    /// recorded included. What a frame costs the host in driver calls.
+    pub driver_calls: u64,
+    /// Graph launches, each also one of [`driver_calls`](Self::driver_calls).
+    pub graph_launches: u64,
+    /// Graphs instantiated from captures (only at start).
+    pub graphs: u64,
 }
 
 #[derive(Default)]
@@ -112,6 +134,10 @@ struct Counters {
     device_allocations: AtomicU64,
     pinned_allocations: AtomicU64,
     events: AtomicU64,
+    driver_calls: AtomicU64,
+    graph_launches: AtomicU64,
+    graphs: AtomicU64,
+    graphs_destroyed: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -208,19 +234,21 @@ impl SimGpu {
         }
     }
 
-    /// From now on, refuses to create a stream, an event or an allocation while `limit` of
-    /// them are alive: the error paths of whatever builds many of them can then be tested.
+    /// From now on, refuses to create a stream, an event, a graph or an allocation while
+    /// `limit` of them are alive: the error paths of whatever builds many of them can then be tested.
     pub fn limit_handles(&self, limit: usize) {
         self.handle_limit.store(limit, Ordering::Relaxed);
     }
 
-    /// Streams, events and allocations alive now: zero once everything made was released.
+    /// Streams, events, graphs and allocations alive now: zero once everything made was
+    /// released.
     pub fn live_handles(&self) -> usize {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as usize;
         let streams = get(&c.streams) - get(&c.streams_destroyed);
         let events = get(&c.events) - get(&c.events_destroyed);
-        streams + events + lock(&self.allocations).len()
+        let graphs = get(&c.graphs) - get(&c.graphs_destroyed);
+        streams + events + graphs + lock(&self.allocations).len()
     }
 
     /// An error naming the call `what()` when one more handle would exceed the limit.
@@ -250,6 +278,9 @@ impl SimGpu {
             device_allocations: get(&c.device_allocations),
             pinned_allocations: get(&c.pinned_allocations),
             events: get(&c.events),
+            driver_calls: get(&c.driver_calls),
+            graph_launches: get(&c.graph_launches),
+            graphs: get(&c.graphs),
         }
     }
 
@@ -331,10 +362,64 @@ impl SimGpu {
         unsafe { &*event.0.cast::<SimEvent>() }
     }
 
-    fn send(&self, stream: Stream, op: Op) -> Result<(), GpuError> {
+    /// The driver's host work for one launch (a kernel library's, or a graph's), spent on the
+    /// enqueuing thread when the timing model gives it a cost.
+    fn spend_launch_cost(&self) {
+        if let Some((timing, _)) = &self.timing
+            && !timing.launch_cost.is_zero()
+        {
+            spin_for(timing.launch_cost);
+        }
+    }
+
+    /// Counts `op` as work enqueued to run (directly, or by a graph's launch).
+    fn count_work(&self, op: &Op) {
+        let c = &self.counters;
+        match op {
+            Op::Copy { bytes, upload, .. } => {
+                let (count, total) = if *upload {
+                    (&c.uploads, &c.upload_bytes)
+                } else {
+                    (&c.downloads, &c.download_bytes)
+                };
+                bump(count, 1);
+                bump(total, *bytes as u64);
+            }
+            Op::Record { .. } => bump(&c.records, 1),
+            Op::Wait { .. } => bump(&c.waits, 1),
+            Op::Host { .. } => bump(&c.callbacks, 1),
+            Op::Launch(_) => bump(&c.launches, 1),
+            Op::Graph(graph) => graph.ops.iter().for_each(|op| self.count_work(op)),
+            Op::Flush(_) => {}
+        }
+    }
+
+    /// Whether `stream` is capturing.
+    fn capturing(&self, stream: Stream) -> bool {
+        lock(&self.stream(stream).capture).is_some()
+    }
+
+    /// An error for `call` on a capturing stream, which the simulation does not capture.
+    fn refused_in_capture(&self, call: &str) -> GpuError {
+        self.error(
+            call,
+            "the stream is capturing, and a capture records only copies, host callbacks and \
+             kernel launches (the runtime orders a graph by its stream alone)",
+        )
+    }
+
+    /// One driver call enqueueing `op` on `stream`: recorded when it captures, else counted and
+    /// sent to the stream's thread.
+    fn enqueue(&self, stream: Stream, op: Op) -> Result<(), GpuError> {
+        bump(&self.counters.driver_calls, 1);
         self.check()?;
-        self.stream(stream)
-            .ops
+        let s = self.stream(stream);
+        if let Some(captured) = lock(&s.capture).as_mut() {
+            captured.push(op);
+            return Ok(());
+        }
+        self.count_work(&op);
+        s.ops
             .send(op)
             .map_err(|_| self.error("enqueue", "the stream's thread has stopped"))
     }
@@ -385,6 +470,7 @@ impl Gpu for SimGpu {
         let stream = Box::new(SimStream {
             ops,
             thread: Some(thread),
+            capture: Mutex::new(None),
         });
         Ok(Stream(Box::into_raw(stream).cast()))
     }
@@ -450,9 +536,7 @@ impl Gpu for SimGpu {
     ) -> Result<(), GpuError> {
         self.check_range(src, bytes, Kind::Pinned, "source")?;
         self.check_range(dst, bytes, Kind::Device, "destination")?;
-        bump(&self.counters.uploads, 1);
-        bump(&self.counters.upload_bytes, bytes as u64);
-        self.send(
+        self.enqueue(
             stream,
             Op::Copy {
                 dst: Addr(dst),
@@ -472,9 +556,7 @@ impl Gpu for SimGpu {
     ) -> Result<(), GpuError> {
         self.check_range(src, bytes, Kind::Device, "source")?;
         self.check_range(dst, bytes, Kind::Pinned, "destination")?;
-        bump(&self.counters.downloads, 1);
-        bump(&self.counters.download_bytes, bytes as u64);
-        self.send(
+        self.enqueue(
             stream,
             Op::Copy {
                 dst: Addr(dst),
@@ -486,13 +568,15 @@ impl Gpu for SimGpu {
     }
 
     unsafe fn record(&self, event: Event, stream: Stream) -> Result<(), GpuError> {
+        if self.capturing(stream) {
+            return Err(self.refused_in_capture("record"));
+        }
         let generation = {
             let mut state = lock(&self.event(event).state);
             state.0 += 1;
             state.0
         };
-        bump(&self.counters.records, 1);
-        self.send(
+        self.enqueue(
             stream,
             Op::Record {
                 event: Addr(event.0.cast()),
@@ -502,9 +586,11 @@ impl Gpu for SimGpu {
     }
 
     unsafe fn wait(&self, stream: Stream, event: Event) -> Result<(), GpuError> {
+        if self.capturing(stream) {
+            return Err(self.refused_in_capture("wait"));
+        }
         let generation = lock(&self.event(event).state).0;
-        bump(&self.counters.waits, 1);
-        self.send(
+        self.enqueue(
             stream,
             Op::Wait {
                 event: Addr(event.0.cast()),
@@ -524,8 +610,7 @@ impl Gpu for SimGpu {
         func: HostFn,
         data: *mut c_void,
     ) -> Result<(), GpuError> {
-        bump(&self.counters.callbacks, 1);
-        self.send(
+        self.enqueue(
             stream,
             Op::Host {
                 func,
@@ -539,14 +624,52 @@ impl Gpu for SimGpu {
         stream: Stream,
         request: LaunchRequest,
     ) -> Result<(), LaunchFailure> {
-        bump(&self.counters.launches, 1);
-        if let Some((timing, _)) = &self.timing
-            && !timing.launch_cost.is_zero()
-        {
-            // The driver's host work for a launch, on the enqueuing thread.
-            spin_for(timing.launch_cost);
+        self.spend_launch_cost();
+        Ok(self.enqueue(stream, Op::Launch(request))?)
+    }
+
+    unsafe fn begin_capture(&self, stream: Stream) -> Result<(), GpuError> {
+        self.check()?;
+        let mut capture = lock(&self.stream(stream).capture);
+        if capture.is_some() {
+            return Err(self.error("begin_capture", "the stream is capturing already"));
         }
-        Ok(self.send(stream, Op::Launch(request))?)
+        *capture = Some(Vec::new());
+        Ok(())
+    }
+
+    unsafe fn end_capture(&self, stream: Stream) -> Result<GraphExec, GpuError> {
+        let ops = lock(&self.stream(stream).capture)
+            .take()
+            .ok_or_else(|| self.error("end_capture", "the stream is not capturing"))?;
+        self.admit(|| "end_capture (instantiate)".into())?;
+        bump(&self.counters.graphs, 1);
+        let graph = Arc::new(SimGraph { ops });
+        Ok(GraphExec(Arc::into_raw(graph).cast_mut().cast()))
+    }
+
+    unsafe fn launch_graph(&self, graph: GraphExec, stream: Stream) -> Result<(), GpuError> {
+        if self.capturing(stream) {
+            return Err(self.refused_in_capture("launch_graph"));
+        }
+        // SAFETY: made by `end_capture` as a leaked Arc, not destroyed (the caller's
+        // contract): this takes one more reference for the stream's operation.
+        let graph = unsafe {
+            let raw = graph.0.cast_const().cast::<SimGraph>();
+            Arc::increment_strong_count(raw);
+            Arc::from_raw(raw)
+        };
+        bump(&self.counters.graph_launches, 1);
+        // One driver call, whatever the graph holds: its host cost is one launch's.
+        self.spend_launch_cost();
+        self.enqueue(stream, Op::Graph(graph))
+    }
+
+    unsafe fn destroy_graph(&self, graph: GraphExec) {
+        // SAFETY: made by `end_capture` as a leaked Arc, not used again; a launch still
+        // queued holds its own reference.
+        drop(unsafe { Arc::from_raw(graph.0.cast_const().cast::<SimGraph>()) });
+        bump(&self.counters.graphs_destroyed, 1);
     }
 
     fn check(&self) -> Result<(), GpuError> {
@@ -557,6 +680,9 @@ impl Gpu for SimGpu {
     }
 
     unsafe fn synchronize(&self, stream: Stream) -> Result<(), GpuError> {
+        if self.capturing(stream) {
+            return Err(self.refused_in_capture("synchronize"));
+        }
         bump(&self.counters.synchronizations, 1);
         let (done, flushed) = channel::bounded(1);
         self.stream(stream)

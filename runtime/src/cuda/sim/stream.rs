@@ -1,6 +1,7 @@
 //! The simulated device's streams: each is a thread that executes its operations in order
-//! (copies, event records and waits, host callbacks, kernel launches), with the device's
-//! delay and timing model, and stops at the device's first sticky error.
+//! (copies, event records and waits, host callbacks, kernel launches, and graphs of copies,
+//! callbacks and launches, one operation after another), with the device's delay and timing
+//! model, and stops at the device's first sticky error.
 
 use super::timing::{Engines, SimTiming};
 use super::*;
@@ -44,12 +45,38 @@ pub(super) enum Op {
         data: Addr,
     },
     Launch(LaunchRequest),
+    /// A captured graph's operations, executed in order as if each were enqueued alone.
+    Graph(Arc<SimGraph>),
     Flush(Sender<()>),
 }
+
+/// What a capture recorded: copies, host callbacks and launches, in stream order.
+pub(super) struct SimGraph {
+    pub(super) ops: Vec<Op>,
+}
+
+// SAFETY: a graph is never changed once made; its operations are addresses and requests that
+// streams only read to execute (their targets' validity is the launcher's contract), so
+// several launches may share it.
+unsafe impl Sync for SimGraph {}
 
 pub(super) struct SimStream {
     pub(super) ops: Sender<Op>,
     pub(super) thread: Option<JoinHandle<()>>,
+    /// While the stream captures: the operations recorded so far.
+    pub(super) capture: Mutex<Option<Vec<Op>>>,
+}
+
+/// A stream thread's state while it executes.
+struct Executor {
+    delay: Duration,
+    timing: Option<(Arc<SimTiming>, Arc<Engines>)>,
+    sticky: Arc<Mutex<Option<GpuError>>>,
+    device: String,
+    epoch: Instant,
+    /// This stream's clock on a timed device: the modeled time of the work it ran (see the
+    /// module docs). An untimed device's records read the host's clock instead.
+    clock: Duration,
 }
 
 pub(super) fn run_stream(
@@ -60,29 +87,48 @@ pub(super) fn run_stream(
     device: String,
     epoch: Instant,
 ) {
-    // This stream's clock on a timed device: the modeled time of the work it ran (see the
-    // module docs). An untimed device's records read the host's clock instead.
-    let mut clock = Duration::ZERO;
+    let mut executor = Executor {
+        delay,
+        timing,
+        sticky,
+        device,
+        epoch,
+        clock: Duration::ZERO,
+    };
     for op in ops {
-        if !delay.is_zero() {
-            std::thread::sleep(delay);
+        executor.execute(&op);
+    }
+}
+
+impl Executor {
+    /// Executes `op` after the device's delay, unless the device has failed; a graph's
+    /// operations one after another, each so.
+    fn execute(&mut self, op: &Op) {
+        if let Op::Graph(graph) = op {
+            for op in &graph.ops {
+                self.execute(op);
+            }
+            return;
         }
-        if lock(&sticky).is_some() {
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        if lock(&self.sticky).is_some() {
             // A failed device executes nothing more; a flush still answers, so a
             // synchronize returns (with the error) instead of hanging.
             if let Op::Flush(done) = op {
                 let _ = done.send(());
             }
-            continue;
+            return;
         }
         match op {
-            Op::Copy {
+            &Op::Copy {
                 dst,
                 src,
                 bytes,
                 upload,
             } => {
-                let engine = timing.as_ref().map(|(timing, engines)| {
+                let engine = self.timing.as_ref().map(|(timing, engines)| {
                     let (engine, rate) = if upload {
                         (&engines.upload, timing.upload_bytes_per_s)
                     } else {
@@ -90,7 +136,7 @@ pub(super) fn run_stream(
                     };
                     let held = engine.hold();
                     let time = SimTiming::copy_time(rate, bytes);
-                    clock += time;
+                    self.clock += time;
                     (held, Instant::now() + time)
                 });
                 // SAFETY: ranges were checked at enqueue and stay valid until executed.
@@ -99,20 +145,20 @@ pub(super) fn run_stream(
                     finish_at(deadline);
                 }
             }
-            Op::Record { event, generation } => {
+            &Op::Record { event, generation } => {
                 // SAFETY: events outlive the operations enqueued with them.
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
-                let at = if timing.is_some() {
-                    clock
+                let at = if self.timing.is_some() {
+                    self.clock
                 } else {
-                    epoch.elapsed()
+                    self.epoch.elapsed()
                 };
                 *lock(&event.recorded_at) = Some(at);
                 let mut state = lock(&event.state);
                 state.1 = state.1.max(generation);
                 event.done.notify_all();
             }
-            Op::Wait { event, generation } => {
+            &Op::Wait { event, generation } => {
                 // SAFETY: as above.
                 let event = unsafe { &*event.0.cast::<SimEvent>() };
                 let mut state = lock(&event.state);
@@ -124,16 +170,16 @@ pub(super) fn run_stream(
                 }
             }
             // SAFETY: the enqueuer promised `data` valid until the callback has run.
-            Op::Host { func, data } => unsafe { func(data.0.cast::<c_void>()) },
+            &Op::Host { func, data } => unsafe { func(data.0.cast::<c_void>()) },
             Op::Launch(request) => {
-                let engine = timing.as_ref().map(|(timing, engines)| {
+                let engine = self.timing.as_ref().map(|(timing, engines)| {
                     // SAFETY: the enqueuer keeps the request's targets valid until it has run.
                     let kernel = unsafe { request.kernel_name() };
                     let time = timing
                         .kernel_time(kernel, request.tile().count)
                         .mul_f64(engines.cotenant());
                     let held = engines.compute.hold();
-                    clock += time;
+                    self.clock += time;
                     (held, Instant::now() + time)
                 });
                 // SAFETY: the enqueuer keeps the request's targets valid until it has run.
@@ -142,13 +188,15 @@ pub(super) fn run_stream(
                     finish_at(deadline);
                 }
                 if let Err(e) = result {
-                    lock(&sticky).get_or_insert(GpuError::new(
-                        device.clone(),
+                    lock(&self.sticky).get_or_insert(GpuError::new(
+                        self.device.clone(),
                         "kernel",
                         e.to_string(),
                     ));
                 }
             }
+            // Executed operation by operation above.
+            Op::Graph(_) => {}
             Op::Flush(done) => {
                 let _ = done.send(());
             }

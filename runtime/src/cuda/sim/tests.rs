@@ -119,3 +119,112 @@ fn host_callbacks_run_in_stream_order_and_a_sticky_error_stops_the_device() {
     }
     assert_eq!(*lock(&ORDER), vec![1, 2, 3], "nothing runs after the error");
 }
+
+#[test]
+fn a_captured_graph_runs_its_work_in_order_each_time_it_is_launched_in_one_call() {
+    static ORDER: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    unsafe extern "C" fn note(data: *mut c_void) {
+        lock(&ORDER).push(data as usize as u32);
+    }
+    let gpu = SimGpu::with_delay(0, Duration::from_millis(1));
+    let s = gpu.create_stream(0).unwrap();
+    let host = gpu.alloc_pinned(64).unwrap();
+    let back = gpu.alloc_pinned(64).unwrap();
+    let dev = gpu.alloc_device(64).unwrap();
+    let fence = gpu.create_event().unwrap();
+    // SAFETY: the blocks are 64 bytes each; the stream and event are this device's own, and
+    // `note` reads its pointer as a number only.
+    unsafe {
+        gpu.begin_capture(s).unwrap();
+        gpu.copy_to_device(dev, host, 64, s).unwrap();
+        gpu.copy_to_host(back, dev, 64, s).unwrap();
+        gpu.call_host(s, note, std::ptr::without_provenance_mut(1)).unwrap();
+        for refused in [
+            gpu.record(fence, s).unwrap_err(),
+            gpu.wait(s, fence).unwrap_err(),
+            gpu.synchronize(s).unwrap_err(),
+            gpu.begin_capture(s).unwrap_err(),
+        ] {
+            assert!(refused.to_string().contains("capturing"), "{refused}");
+        }
+        let graph = gpu.end_capture(s).unwrap();
+        assert!(gpu.end_capture(s).is_err(), "the capture has ended");
+        let captured = gpu.stats();
+        assert_eq!(
+            (captured.uploads, captured.callbacks, captured.driver_calls),
+            (0, 0, 3),
+            "captured, not run: three driver calls recorded"
+        );
+        assert!(lock(&ORDER).is_empty());
+        for round in 0..2u8 {
+            std::slice::from_raw_parts_mut(host, 64).fill(round + 7);
+            gpu.launch_graph(graph, s).unwrap();
+            gpu.call_host(s, note, std::ptr::without_provenance_mut(2)).unwrap();
+            gpu.synchronize(s).unwrap();
+            assert!(
+                std::slice::from_raw_parts(back, 64)
+                    .iter()
+                    .all(|&x| x == round + 7),
+                "round {round}: the graph's copies ran in order, after the host wrote"
+            );
+        }
+        assert_eq!(*lock(&ORDER), vec![1, 2, 1, 2]);
+        let stats = gpu.stats();
+        assert_eq!(
+            (stats.graphs, stats.graph_launches, stats.driver_calls),
+            (1, 2, 3 + 2 * 2),
+            "each launch is one driver call, whatever the graph holds"
+        );
+        assert_eq!(
+            (stats.uploads, stats.downloads, stats.callbacks),
+            (2, 2, 4),
+            "the graph's work is counted as each launch enqueues it"
+        );
+        // A graph destroyed while a launch of it is queued still runs that launch.
+        gpu.launch_graph(graph, s).unwrap();
+        gpu.destroy_graph(graph);
+        gpu.synchronize(s).unwrap();
+        assert_eq!(lock(&ORDER).len(), 5);
+        gpu.destroy_event(fence);
+        gpu.destroy_stream(s);
+        gpu.free_device(dev);
+        gpu.free_pinned(host);
+        gpu.free_pinned(back);
+    }
+    assert_eq!(gpu.live_handles(), 0);
+}
+
+#[test]
+fn a_capture_dropped_part_way_leaves_the_stream_running_and_nothing_alive() {
+    use crate::cuda::owned::{Capture, GpuMemory, MemoryKind, OwnedStream};
+    let sim = SimGpu::new(0);
+    let gpu: Arc<dyn Gpu> = sim.clone();
+    {
+        let stream = OwnedStream::new(&gpu, 0).unwrap();
+        let host = GpuMemory::new(&gpu, MemoryKind::Pinned, 16).unwrap();
+        let dev = GpuMemory::new(&gpu, MemoryKind::Device, 16).unwrap();
+        // SAFETY: the stream is this device's, captured by this thread alone; the blocks hold
+        // 16 bytes and outlive the stream's work (synchronized below).
+        unsafe {
+            let capture = Capture::begin(&gpu, stream.raw()).unwrap();
+            gpu.copy_to_device(dev.ptr(), host.ptr(), 16, stream.raw())
+                .unwrap();
+            drop(capture);
+            assert_eq!(sim.stats().graphs, 1, "made by the drop, then destroyed");
+            gpu.copy_to_device(dev.ptr(), host.ptr(), 16, stream.raw())
+                .unwrap();
+            gpu.synchronize(stream.raw()).unwrap();
+        }
+        assert_eq!(
+            sim.stats().uploads,
+            1,
+            "the stream runs again; the capture never ran"
+        );
+        // SAFETY: as above; nothing is enqueued.
+        let capture = unsafe { Capture::begin(&gpu, stream.raw()) }.unwrap();
+        let graph = capture.end().unwrap();
+        assert_eq!(sim.live_handles(), 4, "a stream, two blocks and a graph");
+        drop(graph);
+    }
+    assert_eq!(sim.live_handles(), 0, "every handle is released on drop");
+}

@@ -84,6 +84,9 @@ fn every_placement_plans_its_transfers_streams_and_fences() {
                 "cfar waits on doppler_fft's event before reading power",
                 "cfar records its event after its launches and downloads; a host callback then releases cluster",
                 "range_fft    gpu:0  priority  0, 8 streams",
+                "closed loop (a replay): whole frames staged once in pinned memory; 2 driver calls and 1 host callback per frame",
+                "streamed (packets as they arrive); 9 driver calls and 1 host callback per frame",
+                "cfar         in the slot's graph, then a host callback releasing cluster and the frame",
             ],
             &[
                 "H2D range_map",

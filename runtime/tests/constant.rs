@@ -110,8 +110,11 @@ fn every_frame_reads_the_constant_on_the_cpu_and_on_the_gpu() {
         ["gpu", "gpu", "gpu"],
         ["gpu", "cpu", "gpu"],
     ] {
-        for (workers, slots) in [(1, 1), (2, 3)] {
-            let case = format!("{devices:?}, {workers} workers, {slots} slots");
+        for ((workers, slots), packets) in [(1, 1), (2, 3)]
+            .into_iter()
+            .flat_map(|ws| [(ws, false), (ws, true)])
+        {
+            let case = format!("{devices:?}, {workers} workers, {slots} slots, packets {packets}");
             // Slow GPU operations: a launch enqueued before the constant's upload has landed
             // reads a zeroed mirror.
             let gpus = SimProvider::with_delay(1, Duration::from_micros(200));
@@ -137,8 +140,29 @@ fn every_frame_reads_the_constant_on_the_cpu_and_on_the_gpu() {
                 "{case}: {shown}"
             );
 
+            // A CPU stage between two GPU stages keeps every GPU stage on its own stream: a
+            // graph cannot wait for the host mid-frame.
+            let path = kplace::plan::gpu_path::GpuPath::new(
+                &plan,
+                kplace::executor::Delivery::Frames,
+                false,
+            );
+            if devices == ["gpu", "cpu", "gpu"] {
+                assert_eq!(
+                    path.no_graph,
+                    Some(kplace::plan::gpu_path::NoGraph::CpuBetween {
+                        cpu: "weigh".into(),
+                        before: "magnitude".into(),
+                        after: "sum".into(),
+                    }),
+                    "{case}"
+                );
+            } else if devices.contains(&"gpu") {
+                assert!(path.chain.is_some(), "{case}: {:?}", path.no_graph);
+            }
             let mut sink = kplace_testkit::SumsSink::default();
-            let mut source = FrameReplay::new(prepared.clone(), FRAMES);
+            let source = FrameReplay::new(prepared.clone(), FRAMES);
+            let mut source = if packets { source.by_packets() } else { source };
             let report = executor::run(&plan, &mut source, &mut sink)
                 .unwrap_or_else(|e| panic!("{case}: {e}"));
             assert_eq!(report.frames, FRAMES, "{case}");
@@ -153,12 +177,14 @@ fn every_frame_reads_the_constant_on_the_cpu_and_on_the_gpu() {
             assert_eq!(sink.frames.len() as u64, FRAMES, "{case}");
             if devices.contains(&"gpu") {
                 let stats = gpus.device(0).unwrap().stats();
-                // Per frame: the samples in magnitude's 4 tiles, the magnitudes in weigh's 2
-                // tiles, the weighed frame whole for a GPU sum after a CPU weigh; and the
-                // constant's one upload for the run.
+                // Per frame: the samples in magnitude's 4 tiles as their packets arrive, or
+                // whole from the staged frame when the replay hands frames over whole; the
+                // magnitudes in weigh's 2 tiles; the weighed frame whole for a GPU sum after a
+                // CPU weigh; and the constant's one upload for the run.
+                let samples = if packets { 4 } else { 1 };
                 let per_frame = match devices {
-                    ["gpu", "cpu", "gpu"] => 4 + 1,
-                    ["gpu", _, _] => 4,
+                    ["gpu", "cpu", "gpu"] => samples + 1,
+                    ["gpu", _, _] => samples,
                     ["cpu", "gpu", _] => 2,
                     _ => 1,
                 };

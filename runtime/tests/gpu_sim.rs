@@ -18,6 +18,7 @@ use kplace::model::graph::{Graph, Overrides, StageId, TensorId};
 use kplace::model::placement::Device;
 use kplace::model::placement::Placement;
 use kplace::net::replay::FrameReplay;
+use kplace::plan::gpu_path::GpuPath;
 use kplace::plan::{
     BufferSpace, Direction, Layout, Lifetime, Plan, PlanError, PlanMode, PoolPurpose, bind,
 };
@@ -293,6 +294,29 @@ fn expected_sums(frame: &[u8]) -> Vec<f32> {
 /// Every frame's column sums, and the partial frames' ids.
 type Collect = kplace_testkit::SumsSink;
 
+/// What one cut enqueues per frame, on each path: `(driver calls, uploads, downloads, host
+/// callbacks)`; no event is recorded and no stream waits on either path, since every GPU stage
+/// of a slot is on one stream.
+fn expected_per_frame(magnitude: &str, sum: &str, packets: bool) -> (u64, u64, u64, u64) {
+    let tiles = (ROWS / TILE) as u64;
+    match (magnitude, sum, packets) {
+        // The staged frame up, then the graph (magnitude's launches, sum's, the sums down, a
+        // callback).
+        ("gpu", "gpu", false) => (2, 1, 1, 1),
+        // magnitude tile by tile (an upload and a launch each), then the graph of sum.
+        ("gpu", "gpu", true) => (2 * tiles + 1, tiles, 1, 1),
+        // The staged frame up, then the graph (magnitude's launches, the map down, the
+        // callback that releases sum).
+        ("gpu", "cpu", false) => (2, 1, 1, 1),
+        // Tile by tile, then the map down and the callback that releases sum, directly.
+        ("gpu", "cpu", true) => (2 * tiles + 2, tiles, 1, 1),
+        // The graph of sum: the map up, its launch, the sums down, a callback; the CPU reads
+        // the samples, so they are never staged.
+        ("cpu", "gpu", _) => (1, 1, 1, 1),
+        _ => (0, 0, 0, 0),
+    }
+}
+
 #[test]
 fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {
     let prepared = frames(5, 11);
@@ -304,16 +328,23 @@ fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {
         ("cpu", "gpu"),
         ("cpu", "cpu"),
     ] {
-        for (workers, slots) in [(1, 1), (2, 3)] {
+        for ((workers, slots), packets) in [(1, 1), (2, 3)]
+            .into_iter()
+            .flat_map(|ws| [(ws, false), (ws, true)])
+        {
             // Slow GPU operations: a CPU reader released before its download lands, or a
-            // stream not waiting on its producer, reads stale or zeroed bytes.
+            // graph launched before its input's upload, reads stale or zeroed bytes.
             let gpus = SimProvider::with_delay(1, Duration::from_micros(300));
             let plan = sim_plan(&gpus, magnitude, sum, workers, slots, "");
-            let mut source = FrameReplay::new(prepared.clone(), FRAMES);
+            let source = FrameReplay::new(prepared.clone(), FRAMES);
+            let mut source = if packets { source.by_packets() } else { source };
             let mut sink = Collect::default();
             let report = executor::run(&plan, &mut source, &mut sink)
                 .unwrap_or_else(|e| panic!("{magnitude}->{sum}: {e}"));
-            let case = format!("{magnitude}->{sum}, {workers} workers, {slots} slots");
+            let case = format!(
+                "{magnitude}->{sum}, {workers} workers, {slots} slots, {}",
+                if packets { "packets" } else { "whole frames" }
+            );
             assert_eq!(report.frames, FRAMES, "{case}");
             let ids: Vec<u64> = sink.frames.iter().map(|(id, _)| *id).collect();
             assert_eq!(ids, (0..FRAMES).collect::<Vec<_>>(), "in order: {case}");
@@ -322,37 +353,103 @@ fn every_placement_gives_exact_frames_in_order_through_streams_and_fences() {
             }
             let stats = gpus.device(0).unwrap().stats();
             let gpu_stages = [magnitude, sum].iter().filter(|d| **d == "gpu").count() as u64;
-            let uploads = match (magnitude, sum) {
-                ("gpu", _) => FRAMES * (ROWS / TILE) as u64,
-                ("cpu", "gpu") => FRAMES,
-                _ => 0,
+            let (calls, uploads, downloads, callbacks) =
+                expected_per_frame(magnitude, sum, packets);
+            // The pure plan of the path states the same count.
+            let delivery = if packets {
+                executor::Delivery::Packets
+            } else {
+                executor::Delivery::Frames
             };
-            assert_eq!(stats.uploads, uploads, "{case}");
+            let path = GpuPath::new(&plan, delivery, false);
             assert_eq!(
-                stats.downloads,
-                if gpu_stages > 0 { FRAMES } else { 0 },
+                (path.per_frame(&plan, false).driver_calls, path.staged),
+                (calls, gpu_stages > 0 && magnitude == "gpu" && !packets),
                 "{case}"
             );
+            assert_eq!(stats.driver_calls, FRAMES * calls, "{case}");
             assert_eq!(
-                stats.records,
-                FRAMES * gpu_stages,
-                "one fence per GPU stage: {case}"
+                stats.graph_launches,
+                if stats.graphs > 0 { FRAMES } else { 0 },
+                "{case}"
             );
-            assert_eq!(stats.callbacks, FRAMES * gpu_stages, "{case}");
+            assert_eq!(stats.uploads, FRAMES * uploads, "{case}");
+            assert_eq!(stats.downloads, FRAMES * downloads, "{case}");
+            assert_eq!(stats.callbacks, FRAMES * callbacks, "{case}");
+            assert_eq!((stats.records, stats.waits), (0, 0), "{case}");
             assert_eq!(
-                stats.waits,
-                if (magnitude, sum) == ("gpu", "gpu") {
-                    FRAMES
+                stats.graphs,
+                if calls > 0 && (!packets || sum == "gpu") {
+                    slots as u64
                 } else {
                     0
                 },
-                "{case}"
+                "one graph per slot where a stage needs the frame whole: {case}"
             );
             assert_eq!(
                 stats.synchronizations,
                 slots as u64 * gpu_stages,
                 "no synchronization but the final drain: {case}"
             );
+        }
+    }
+}
+
+/// Without graphs (the placement turns them off, or the run profiles), every GPU stage
+/// enqueues its own work on its own stream: its waits, uploads, launches, downloads, its event
+/// and its callback, as the plan's path counts them.
+#[test]
+fn without_graphs_every_gpu_stage_fences_itself_and_frames_stay_exact() {
+    let prepared = frames(3, 17);
+    let expected: Vec<Vec<f32>> = prepared.iter().map(|f| expected_sums(f)).collect();
+    const FRAMES: u64 = 9;
+    for (magnitude, sum) in [("gpu", "gpu"), ("gpu", "cpu"), ("cpu", "gpu")] {
+        for packets in [false, true] {
+            let gpus = SimProvider::with_delay(1, Duration::from_micros(200));
+            let mut plan = sim_plan(&gpus, magnitude, sum, 2, 2, "");
+            plan.runtime.gpu_graphs = false;
+            let source = FrameReplay::new(prepared.clone(), FRAMES);
+            let mut source = if packets { source.by_packets() } else { source };
+            let mut sink = Collect::default();
+            let case = format!("{magnitude}->{sum}, packets {packets}");
+            let report = executor::run(&plan, &mut source, &mut sink)
+                .unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(report.frames, FRAMES, "{case}");
+            for (id, sums) in &sink.frames {
+                assert_eq!(sums, &expected[*id as usize % 3], "frame {id}: {case}");
+            }
+            let delivery = if packets {
+                executor::Delivery::Packets
+            } else {
+                executor::Delivery::Frames
+            };
+            let path = GpuPath::new(&plan, delivery, false);
+            assert!(path.chain.is_none(), "{case}");
+            assert_eq!(
+                path.no_graph.as_ref().map(ToString::to_string).as_deref(),
+                Some("the placement turns graphs off (runtime.gpu_graphs)")
+            );
+            let stats = gpus.device(0).unwrap().stats();
+            let gpu_stages = [magnitude, sum].iter().filter(|d| **d == "gpu").count() as u64;
+            assert_eq!(stats.graphs, 0, "{case}");
+            assert_eq!(
+                stats.driver_calls,
+                FRAMES * path.per_frame(&plan, false).driver_calls,
+                "{case}"
+            );
+            assert_eq!(
+                (stats.records, stats.callbacks),
+                (FRAMES * gpu_stages, FRAMES * gpu_stages),
+                "one fence and one callback per GPU stage: {case}"
+            );
+            let tiles = (ROWS / TILE) as u64;
+            let staged = magnitude == "gpu" && !packets;
+            let uploads = match (magnitude, sum) {
+                ("gpu", _) if staged => 1,
+                ("gpu", _) => tiles,
+                _ => 1,
+            };
+            assert_eq!(stats.uploads, FRAMES * uploads, "{case}");
         }
     }
 }
@@ -470,63 +567,76 @@ fn a_gpu_sessions_progress_carries_its_gpus_and_adds_up() {
     }
 }
 
-/// A traced all-GPU run: every tile of every frame enqueued once, each stage fenced once per
-/// frame after its last enqueue, the GPU `sum` enqueued only after `magnitude`'s fence (its
-/// stream waits on that event), and each stage's callback after its fence.
+/// A traced all-GPU run fed packet by packet: every tile of magnitude enqueued once on the
+/// slot's stream, then the graph of sum (one enqueue, after magnitude's last tile: its fence);
+/// the graph's one callback finishes both stages. Fed whole frames, magnitude's one task
+/// launches the graph of both.
 #[test]
 fn a_gpu_trace_orders_enqueues_fences_and_callbacks() {
     use kplace::report::trace::{SpanKind, Track};
-    let gpus = SimProvider::with_delay(1, Duration::from_micros(50));
-    let plan = sim_plan(&gpus, "gpu", "gpu", 2, 3, "");
-    let options = executor::RunOptions {
-        trace: true,
-        ..Default::default()
-    };
-    let mut sink = Collect::default();
-    let report = executor::run_with(
-        &plan,
-        &mut FrameReplay::new(frames(2, 5), 6),
-        &mut sink,
-        &options,
-    )
-    .unwrap();
-    let trace = report.trace.expect("traced");
-    for frame in 0..6u64 {
-        let of = |kind, stage: u32| -> Vec<_> {
-            trace
-                .spans
-                .iter()
-                .filter(|s| s.kind == kind && s.frame == frame && s.stage == Some(stage))
-                .collect()
+    for packets in [true, false] {
+        let gpus = SimProvider::with_delay(1, Duration::from_micros(50));
+        let plan = sim_plan(&gpus, "gpu", "gpu", 2, 3, "");
+        let options = executor::RunOptions {
+            trace: true,
+            ..Default::default()
         };
-        assert_eq!(of(SpanKind::Enqueue, 0).len(), ROWS / TILE, "frame {frame}");
-        assert_eq!(
-            of(SpanKind::Launch, 0).len(),
-            0,
-            "a GPU stage only enqueues"
-        );
-        for stage in [0, 1] {
-            let fences = of(SpanKind::Fence, stage);
-            assert_eq!(fences.len(), 1, "frame {frame} stage {stage}");
-            let last_enqueue = of(SpanKind::Enqueue, stage)
-                .iter()
-                .map(|s| s.end_ns)
-                .max()
-                .unwrap();
-            assert!(
-                fences[0].start_ns >= last_enqueue,
-                "frame {frame} stage {stage}"
-            );
-            let callbacks = of(SpanKind::Callback, stage);
-            assert_eq!(callbacks.len(), 1, "frame {frame} stage {stage}");
-            assert_eq!(callbacks[0].track, Track::Driver);
-            assert!(callbacks[0].start_ns >= fences[0].start_ns);
+        let mut sink = Collect::default();
+        let source = FrameReplay::new(frames(2, 5), 6);
+        let mut source = if packets { source.by_packets() } else { source };
+        let report = executor::run_with(&plan, &mut source, &mut sink, &options).unwrap();
+        let trace = report.trace.expect("traced");
+        for frame in 0..6u64 {
+            let of = |kind, stage: u32| -> Vec<_> {
+                trace
+                    .spans
+                    .iter()
+                    .filter(|s| s.kind == kind && s.frame == frame && s.stage == Some(stage))
+                    .collect()
+            };
+            let case = format!("frame {frame}, packets {packets}");
+            let (enqueues, graph_stage) = if packets {
+                ([ROWS / TILE, 1], 1)
+            } else {
+                ([1, 0], 0)
+            };
+            for stage in [0, 1] {
+                assert_eq!(
+                    of(SpanKind::Enqueue, stage).len(),
+                    enqueues[stage as usize],
+                    "{case} stage {stage}"
+                );
+                assert_eq!(
+                    of(SpanKind::Launch, stage).len(),
+                    0,
+                    "a GPU stage only enqueues"
+                );
+                let callbacks = of(SpanKind::Callback, stage);
+                assert_eq!(callbacks.len(), 1, "{case} stage {stage}");
+                assert_eq!(callbacks[0].track, Track::Driver);
+                let graph_launched = of(SpanKind::Enqueue, graph_stage)
+                    .iter()
+                    .map(|s| s.start_ns)
+                    .max()
+                    .unwrap();
+                assert!(
+                    callbacks[0].start_ns >= graph_launched,
+                    "{case} stage {stage}: the graph's callback comes after its launch"
+                );
+            }
+            if packets {
+                let magnitude_fenced = of(SpanKind::Fence, 0)[0].end_ns;
+                let last_tile = (of(SpanKind::Enqueue, 0).iter())
+                    .map(|s| s.end_ns)
+                    .max()
+                    .unwrap();
+                assert!(magnitude_fenced >= last_tile, "{case}");
+                assert!(
+                    of(SpanKind::Enqueue, 1)[0].start_ns >= magnitude_fenced,
+                    "{case}: sum's graph goes after magnitude's last tile"
+                );
+            }
         }
-        let magnitude_fenced = of(SpanKind::Fence, 0)[0].end_ns;
-        assert!(
-            of(SpanKind::Enqueue, 1)[0].start_ns >= magnitude_fenced,
-            "frame {frame}: sum's stream waits on magnitude's fence"
-        );
     }
 }
 
@@ -722,7 +832,7 @@ fn a_device_out_of_resources_at_any_point_fails_the_run_and_leaks_nothing() {
         let plan = sim_plan(gpus, "gpu", "gpu", 1, 2, "");
         executor::run_with(
             &plan,
-            &mut FrameReplay::new(prepared.clone(), 4),
+            &mut FrameReplay::new(prepared.clone(), 4).by_packets(),
             &mut Collect::default(),
             &options,
         )
@@ -752,4 +862,98 @@ fn a_device_out_of_resources_at_any_point_fails_the_run_and_leaks_nothing() {
             "limit {limit}: everything made was released"
         );
     }
+    // A replay that cannot stage its frames (the device refuses the pinned memory once the
+    // run is built) writes them packet by packet instead: the run goes on, exact, and
+    // releases everything, the frames it staged before the refusal included.
+    for graphs in [false, true] {
+        let options = executor::RunOptions {
+            profile_gpu: !graphs,
+            ..Default::default()
+        };
+        let run = |gpus: &SimProvider, source: &mut FrameReplay, sink: &mut Collect| {
+            let mut plan = sim_plan(gpus, "gpu", "gpu", 1, 2, "");
+            plan.runtime.gpu_graphs = graphs;
+            executor::run_with(&plan, source, sink, &options)
+        };
+        // What the run makes when it writes its frames packet by packet: the limit then
+        // leaves nothing for staging.
+        let gpus = SimProvider::new(1);
+        let replay = FrameReplay::new(prepared.clone(), 4).by_packets();
+        run(&gpus, &mut { replay }, &mut Collect::default()).unwrap();
+        let s = gpus.device(0).unwrap().stats();
+        let made = s.streams + s.events + s.device_allocations + s.pinned_allocations + s.graphs;
+        let gpus = SimProvider::new(1);
+        let sim = gpus.device(0).unwrap();
+        sim.limit_handles(made as usize);
+        let mut sink = Collect::default();
+        let report = run(&gpus, &mut FrameReplay::new(prepared.clone(), 4), &mut sink)
+            .expect("staging short of pinned memory is not a failure");
+        assert_eq!(report.frames, 4);
+        assert_eq!(
+            report.overhead.source.staging,
+            Duration::ZERO,
+            "nothing staged"
+        );
+        for (id, sums) in &sink.frames {
+            assert_eq!(
+                sums,
+                &expected_sums(&prepared[*id as usize % 2]),
+                "frame {id}"
+            );
+        }
+        assert_eq!(
+            sim.live_handles(),
+            0,
+            "graphs {graphs}: everything released"
+        );
+    }
+}
+
+/// A slot whose graph cannot be made (here the device refuses the graph's handle) leaves the
+/// run to go on without graphs, every GPU stage on its own stream, exact, and leaking nothing.
+#[test]
+fn a_graph_that_cannot_be_made_leaves_the_run_on_each_stages_own_stream() {
+    let prepared = frames(2, 9);
+    let run = |gpus: &SimProvider, graphs: bool| {
+        let mut plan = sim_plan(gpus, "gpu", "gpu", 1, 2, "");
+        plan.runtime.gpu_graphs = graphs;
+        let mut sink = Collect::default();
+        let source = &mut FrameReplay::new(prepared.clone(), 6).by_packets();
+        let report = executor::run(&plan, source, &mut sink).map(|r| r.frames);
+        (report, sink)
+    };
+    // Everything the path without graphs makes, all alive at once, and one more: the first
+    // slot's graph is made, the second's refused.
+    let gpus = SimProvider::new(1);
+    run(&gpus, false).0.unwrap();
+    let s = gpus.device(0).unwrap().stats();
+    let made = s.streams + s.events + s.device_allocations + s.pinned_allocations;
+    let gpus = SimProvider::new(1);
+    let sim = gpus.device(0).unwrap();
+    sim.limit_handles(made as usize + 1);
+    let (frames_run, sink) = run(&gpus, true);
+    assert_eq!(frames_run.unwrap(), 6);
+    for (id, sums) in &sink.frames {
+        assert_eq!(
+            sums,
+            &expected_sums(&prepared[*id as usize % 2]),
+            "frame {id}"
+        );
+    }
+    let stats = sim.stats();
+    assert_eq!(
+        (stats.graphs, stats.graph_launches),
+        (1, 0),
+        "the first slot's graph, made and destroyed with the abandoned build; none launched"
+    );
+    assert_eq!(
+        (stats.records, stats.callbacks),
+        (6 * 2, 6 * 2),
+        "each GPU stage fenced itself"
+    );
+    assert_eq!(
+        sim.live_handles(),
+        0,
+        "the abandoned first build left nothing"
+    );
 }

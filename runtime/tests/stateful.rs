@@ -293,4 +293,18 @@ fn a_stateful_stage_has_its_carry_where_its_kernel_runs() {
         shown.contains("stateful: one frame at a time, in frame order (carry 16 B;"),
         "{shown}"
     );
+    // Its stream waits for the stage of the frame before, in another slot: no graph can hold
+    // that, so every GPU stage keeps its own stream, and the plan says why.
+    let path =
+        kplace::plan::gpu_path::GpuPath::new(&gpu, kplace::executor::Delivery::Frames, false);
+    assert_eq!(
+        path.no_graph,
+        Some(kplace::plan::gpu_path::NoGraph::Stateful(
+            "integrate".into()
+        ))
+    );
+    assert!(
+        shown.contains("no graph: stage integrate is stateful"),
+        "{shown}"
+    );
 }

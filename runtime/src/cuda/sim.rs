@@ -46,8 +46,9 @@
 //! - [`SimGpu::stats`] counts what was enqueued (copies and their bytes, records, waits,
 //!   callbacks, launches, allocations, events), so tests can assert which bytes crossed the
 //!   "bus" and that a frame costs no allocation; work a graph launch enqueues is counted as it
-//!   is enqueued, operation by operation, and every call that enqueues (a graph launch once)
-//!   is a driver call, so tests can assert what a frame costs the host.
+//!   is enqueued, operation by operation, and every call that enqueues work to run (a graph
+//!   launch once) is a driver call, so tests can assert what a frame costs the host; calls a
+//!   capture records are counted apart.
 //! - [`SimGpu::live_handles`] counts the streams, events and allocations alive, and
 //!   [`SimGpu::limit_handles`] refuses new ones past a limit, as a device out of resources
 //!   does; so a builder's error paths are tested to release everything they made.
@@ -65,84 +66,18 @@ use super::{
     Event, Gpu, GpuError, GpuProvider, GraphExec, HostFn, LaunchFailure, LaunchRequest, Stream,
 };
 
+mod stats;
 mod stream;
 mod timing;
 
+pub use stats::SimStats;
+use stats::{Counters, bump};
 use stream::{Addr, Op, SimEvent, SimGraph, SimStream, run_stream};
 use timing::{Engines, finish_at, spin_for};
 pub use timing::{KernelTime, SimTiming};
 
 /// Alignment of simulated allocations (cuMemAlloc gives at least 256).
 const ALIGN: usize = 256;
-
-/// What a simulated device has been asked to do, counted at enqueue time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SimStats {
-    /// Host-to-device copies, and their bytes.
-    pub uploads: u64,
-    /// Bytes uploaded.
-    pub upload_bytes: u64,
-    /// Device-to-host copies.
-    pub downloads: u64,
-    /// Bytes downloaded.
-    pub download_bytes: u64,
-    /// Event records.
-    pub records: u64,
-    /// Stream waits on events.
-    pub waits: u64,
-    /// Host callbacks.
-    pub callbacks: u64,
-    /// Kernel launches enqueued through [`Gpu::enqueue_launch`].
-    pub launches: u64,
-    /// Streams created.
-    pub streams: u64,
-    /// Timing events created (only when profiling).
-    pub timing_events: u64,
-    /// Synchronizations (never expected on the hot path).
-    pub synchronizations: u64,
-    /// Device allocations (only at start: pools and kernel states, never per frame).
-    pub device_allocations: u64,
-    /// Pinned host allocations (only at start, never per frame).
-    pub pinned_allocations: u64,
-    /// Events created, timing events included (only at start).
-    pub events: u64,
-    /// Calls that enqueue work: copies, records, waits, host callbacks, kernel-library
-    /// launches and graph launches (one each, whatever the graph holds), those a capture
-    /// recorded included. What a frame costs the host in driver calls.
-    pub driver_calls: u64,
-    /// Graph launches, each also one of [`driver_calls`](Self::driver_calls).
-    pub graph_launches: u64,
-    /// Graphs instantiated from captures (only at start).
-    pub graphs: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    streams_destroyed: AtomicU64,
-    events_destroyed: AtomicU64,
-    uploads: AtomicU64,
-    upload_bytes: AtomicU64,
-    downloads: AtomicU64,
-    download_bytes: AtomicU64,
-    records: AtomicU64,
-    waits: AtomicU64,
-    callbacks: AtomicU64,
-    launches: AtomicU64,
-    streams: AtomicU64,
-    timing_events: AtomicU64,
-    synchronizations: AtomicU64,
-    device_allocations: AtomicU64,
-    pinned_allocations: AtomicU64,
-    events: AtomicU64,
-    driver_calls: AtomicU64,
-    graph_launches: AtomicU64,
-    graphs: AtomicU64,
-    graphs_destroyed: AtomicU64,
-}
-
-fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
-}
 
 /// Which allocator a simulated range came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,12 +104,6 @@ pub struct SimGpu {
     sticky: Arc<Mutex<Option<GpuError>>>,
     /// Where an untimed device's clock starts.
     epoch: Instant,
-}
-
-impl std::fmt::Debug for Counters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Counters")
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -257,31 +186,6 @@ impl SimGpu {
             return Err(self.error(what(), "out of resources (the simulated handle limit)"));
         }
         Ok(())
-    }
-
-    /// What has been enqueued so far.
-    pub fn stats(&self) -> SimStats {
-        let c = &self.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        SimStats {
-            uploads: get(&c.uploads),
-            upload_bytes: get(&c.upload_bytes),
-            downloads: get(&c.downloads),
-            download_bytes: get(&c.download_bytes),
-            records: get(&c.records),
-            waits: get(&c.waits),
-            callbacks: get(&c.callbacks),
-            launches: get(&c.launches),
-            streams: get(&c.streams),
-            timing_events: get(&c.timing_events),
-            synchronizations: get(&c.synchronizations),
-            device_allocations: get(&c.device_allocations),
-            pinned_allocations: get(&c.pinned_allocations),
-            events: get(&c.events),
-            driver_calls: get(&c.driver_calls),
-            graph_launches: get(&c.graph_launches),
-            graphs: get(&c.graphs),
-        }
     }
 
     /// Bytes currently allocated, device and pinned.
@@ -372,28 +276,6 @@ impl SimGpu {
         }
     }
 
-    /// Counts `op` as work enqueued to run (directly, or by a graph's launch).
-    fn count_work(&self, op: &Op) {
-        let c = &self.counters;
-        match op {
-            Op::Copy { bytes, upload, .. } => {
-                let (count, total) = if *upload {
-                    (&c.uploads, &c.upload_bytes)
-                } else {
-                    (&c.downloads, &c.download_bytes)
-                };
-                bump(count, 1);
-                bump(total, *bytes as u64);
-            }
-            Op::Record { .. } => bump(&c.records, 1),
-            Op::Wait { .. } => bump(&c.waits, 1),
-            Op::Host { .. } => bump(&c.callbacks, 1),
-            Op::Launch(_) => bump(&c.launches, 1),
-            Op::Graph(graph) => graph.ops.iter().for_each(|op| self.count_work(op)),
-            Op::Flush(_) => {}
-        }
-    }
-
     /// Whether `stream` is capturing.
     fn capturing(&self, stream: Stream) -> bool {
         lock(&self.stream(stream).capture).is_some()
@@ -411,13 +293,14 @@ impl SimGpu {
     /// One driver call enqueueing `op` on `stream`: recorded when it captures, else counted and
     /// sent to the stream's thread.
     fn enqueue(&self, stream: Stream, op: Op) -> Result<(), GpuError> {
-        bump(&self.counters.driver_calls, 1);
         self.check()?;
         let s = self.stream(stream);
         if let Some(captured) = lock(&s.capture).as_mut() {
+            bump(&self.counters.captured_calls, 1);
             captured.push(op);
             return Ok(());
         }
+        bump(&self.counters.driver_calls, 1);
         self.count_work(&op);
         s.ops
             .send(op)

@@ -12,13 +12,21 @@
 //! a frame opens in the lane the switching rule chose last and stays there; an open-loop
 //! source's frame that finds that lane's slots full opens in another lane rather than being
 //! dropped.
+//!
+//! A source of whole frames prepared in memory ([`crate::executor::Delivery::Frames`]) may,
+//! when a GPU stage alone reads them ([`Ingest::takes_whole_frames`]), stage them once in
+//! pinned memory ([`Ingest::stage`]) and hand each frame over as a staged one
+//! ([`Ingest::deliver_staged`]): the GPU's copy engine then reads the staged frame, and no
+//! thread copies its bytes. The staged memory is the run's until every stream has drained.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam::channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::Shared;
+use crate::cuda::GpuError;
+use crate::cuda::owned::{GpuMemory, MemoryKind};
 use crate::report::overhead::SourceTally;
 use crate::report::trace::{Span, SpanBuffer, SpanKind, Track};
 
@@ -33,6 +41,40 @@ pub struct Ingest<'r> {
     pub(super) tally: SourceTally,
 }
 
+/// Why frames could not be staged ([`Ingest::stage`]): the source then writes them into the
+/// slots packet by packet, as for a packet receiver.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// The run does not take whole frames ([`Ingest::takes_whole_frames`]).
+    #[error(
+        "this run takes frames packet by packet (a CPU stage or the sink reads them, or the run switches placements)"
+    )]
+    NotTaken,
+    /// A frame is not the size of the graph's source tensor.
+    #[error(
+        "prepared frame {index} has {bytes} bytes, but the graph's source tensor needs {expected}"
+    )]
+    Size {
+        /// Its index among the frames given.
+        index: usize,
+        /// Its size.
+        bytes: usize,
+        /// The source tensor's.
+        expected: usize,
+    },
+    /// Pinned memory could not be allocated (the run's pinned pools and the staged frames
+    /// together exceed what the machine gives).
+    #[error("staging {frames} frames of {bytes} bytes each in pinned memory: {error}")]
+    Pinned {
+        /// Frames asked for.
+        frames: usize,
+        /// Bytes each.
+        bytes: usize,
+        /// The driver's error.
+        error: GpuError,
+    },
+}
+
 /// The source's side of one lane: its free slots, and which packets each slot holds.
 struct IngestLane<'r> {
     shared: &'r Shared<'r>,
@@ -43,6 +85,8 @@ struct IngestLane<'r> {
     received: Vec<u64>,
     /// Per slot, per streamed stage, per tile: packets present.
     tile_counts: Vec<Vec<Vec<u32>>>,
+    /// The frames staged in pinned memory, by index ([`Ingest::stage`]).
+    staged: Vec<*mut u8>,
 }
 
 impl<'r> IngestLane<'r> {
@@ -61,6 +105,7 @@ impl<'r> IngestLane<'r> {
                     .collect();
                 slots
             ],
+            staged: Vec::new(),
         }
     }
 }
@@ -128,6 +173,83 @@ impl<'r> Ingest<'r> {
     /// Any lane's state: the run's clock, stop and losses are every lane's.
     fn shared(&self) -> &'r Shared<'r> {
         self.lanes[0].shared
+    }
+
+    /// Whether the run takes whole frames staged in pinned memory ([`Ingest::stage`]): it asked
+    /// the source for whole frames, runs one placement, and only a GPU stage reads the source
+    /// tensor, so the GPU's copy engine can read each frame where it was staged.
+    pub fn takes_whole_frames(&self) -> bool {
+        self.lanes.len() == 1 && self.shared().path.staged
+    }
+
+    /// Copies `frames` once into pinned memory of the GPU that reads them, for
+    /// [`Ingest::deliver_staged`]; a run stages at most once (a second call replaces nothing
+    /// and stages again). Its time is counted apart from the source's per-frame work
+    /// ([`SourceTally::staging`]). On an error nothing is staged and the source goes on
+    /// packet by packet.
+    pub fn stage(&mut self, frames: &[Vec<u8>]) -> Result<(), StageError> {
+        if !self.takes_whole_frames() {
+            return Err(StageError::NotTaken);
+        }
+        let started = Instant::now();
+        let shared = self.shared();
+        let expected = self.packet_bytes() * self.packets_per_frame() as usize;
+        if let Some((index, f)) = frames.iter().enumerate().find(|(_, f)| f.len() != expected) {
+            return Err(StageError::Size {
+                index,
+                bytes: f.len(),
+                expected,
+            });
+        }
+        let pinned = |error| StageError::Pinned {
+            frames: frames.len(),
+            bytes: expected,
+            error,
+        };
+        let source = &shared.plan.edges[shared.plan.graph.source.tensor.0];
+        let gpu = source
+            .space
+            .gpu()
+            .and_then(|n| shared.plan.gpus.get(&n))
+            .ok_or(StageError::NotTaken)?;
+        let mut blocks = Vec::with_capacity(frames.len());
+        for frame in frames {
+            let block = GpuMemory::new(gpu, MemoryKind::Pinned, expected).map_err(pinned)?;
+            // SAFETY: a fresh pinned block of `expected` bytes, which `frame` holds; nothing
+            // else knows the block yet.
+            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), block.ptr(), expected) };
+            blocks.push(block);
+        }
+        self.lanes[0].staged = blocks.iter().map(GpuMemory::ptr).collect();
+        // The run keeps the blocks until its streams have drained; frames staged before (a
+        // second call) are kept as well, since uploads of them may still be queued.
+        shared
+            .staged_frames
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(blocks);
+        self.tally.staging += started.elapsed();
+        Ok(())
+    }
+
+    /// Hands over `frame` whole, its bytes those of staged frame `index` ([`Ingest::stage`]):
+    /// every packet is present at once, none copied, and the frame ends as
+    /// [`Ingest::finish`] ends a complete one, returning what it returns. When no frame
+    /// `index` was staged, the frame comes back still open, for the caller to fill and finish.
+    pub fn deliver_staged(&mut self, frame: OpenFrame, index: usize) -> Result<bool, OpenFrame> {
+        let lane = &mut self.lanes[frame.lane];
+        let Some(&bytes) = lane.staged.get(index) else {
+            return Err(frame);
+        };
+        let shared = lane.shared;
+        let slot = &shared.slots[frame.slot];
+        slot.use_staged_source(bytes);
+        let now = shared.now_ns();
+        slot.first_packet_ns.store(now, Ordering::Relaxed);
+        slot.last_packet_ns.store(now, Ordering::Relaxed);
+        lane.present[frame.slot].fill(true);
+        lane.received[frame.slot] = shared.schedule.packets;
+        Ok(self.finish(frame))
     }
 
     /// Packets per frame.
@@ -283,6 +405,10 @@ impl<'r> Ingest<'r> {
         s.sequence.store(self.begun, Ordering::Relaxed);
         // Parameters changed while the run goes on take effect here, between frames.
         l.shared.swap_changed(slot, self.begun);
+        // Its source bytes are the slot's own unless it is handed over staged.
+        if let Some(home) = s.buffer(l.shared.plan.graph.source.tensor.0) {
+            s.use_own_source(home.ptr);
+        }
         // No packet yet: a frame that ends without one has no packet times.
         s.first_packet_ns.store(0, Ordering::Relaxed);
         s.last_packet_ns.store(0, Ordering::Relaxed);

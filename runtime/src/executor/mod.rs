@@ -41,6 +41,7 @@ mod carry;
 mod collector;
 mod constants;
 mod control;
+mod gpu;
 mod ingest;
 mod outcome;
 pub mod pool;
@@ -54,7 +55,6 @@ mod turnstile;
 mod wait;
 mod worker;
 
-use std::ffi::c_void;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -71,16 +71,17 @@ use crate::report::overhead::{CollectorTally, Overhead, WorkerTally};
 pub use crate::report::progress::Progress;
 use crate::report::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Track};
 
+pub use crate::plan::gpu_path::Delivery;
 use carry::LaneCarry;
 use collector::{Collected, collect};
 use control::Control;
 pub use control::ParamUpdate;
-pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus};
+pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus, StageError};
 use outcome::metrics;
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch, take};
 use setup::{Built, Channels, Peers};
-use slot::{Completion, Slot};
+use slot::{Callback, Completion, Slot};
 pub use slot_error::SlotError;
 use threads::{Threads, drain_streams, spare_cores};
 use turnstile::{At, Turnstile};
@@ -91,6 +92,14 @@ pub trait Source: Send {
     /// Delivers frames through `ingest` until the source is exhausted or
     /// [`Ingest::begin_frame`] returns `None` (the run is stopping).
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError>;
+
+    /// How the source hands frames over: packet by packet as they arrive (the default), or
+    /// whole, from frames prepared in memory, which the run may then have the source stage
+    /// where the GPU copies from ([`Ingest::takes_whole_frames`]). Asked once, before the run
+    /// builds its slots.
+    fn delivery(&self) -> Delivery {
+        Delivery::Packets
+    }
 }
 
 /// A source's failure, with its own message.
@@ -213,14 +222,6 @@ impl From<LaunchFailure> for RunError {
     }
 }
 
-/// Where a GPU stage's host callback finds its run: one per slot and GPU stage, made before
-/// the workers start and alive until every stream has drained.
-struct CallbackContext {
-    shared: *const Shared<'static>,
-    slot: usize,
-    stage: StageId,
-}
-
 /// What every lane of a run shares: its clock, its stop, its losses, each stage's counters,
 /// and which lane new frames begin in. A run has a lane per placement it may run frames on
 /// (one, unless it adapts: [`run_adaptive`]).
@@ -267,6 +268,11 @@ impl Common {
 /// and task queues.
 struct Shared<'p> {
     plan: &'p Plan,
+    /// How the lane's GPU stages reach their device each frame.
+    path: crate::plan::gpu_path::GpuPath,
+    /// The frames the source staged in pinned memory ([`Ingest::stage`]), kept until every
+    /// stream has drained.
+    staged_frames: std::sync::Mutex<Vec<crate::cuda::owned::GpuMemory>>,
     schedule: Schedule,
     slots: Vec<Slot>,
     /// The buffers of the tensors that live only while a frame's stages run.
@@ -295,19 +301,11 @@ struct Shared<'p> {
     driver_spans: std::sync::Mutex<SpanBuffer>,
     /// When traced and an NVTX library loads: a range per launch and enqueue.
     nvtx: Option<crate::report::nvtx::Nvtx>,
-    /// Per slot, per stage: the context a GPU stage's completion callback receives.
-    callbacks: OnceLock<Vec<Vec<CallbackContext>>>,
     /// Every lane of the run: a stateful stage's gate may hand a frame of another lane on.
     peers: OnceLock<Peers>,
     /// How long an idle thread spins before it parks (the placement's `runtime.spin_us`).
     spin: Duration,
 }
-
-// SAFETY: the raw pointer in a callback context points at the `Shared` that owns it; it is
-// only dereferenced by callbacks, which all run before the run returns.
-unsafe impl Send for CallbackContext {}
-// SAFETY: as for Send: callbacks only read the context.
-unsafe impl Sync for CallbackContext {}
 
 impl<'p> Shared<'p> {
     fn now_ns(&self) -> u64 {
@@ -412,92 +410,6 @@ impl<'p> Shared<'p> {
         }
     }
 
-    /// Called by a worker after it enqueued a task of GPU stage `stage`. After the stage's last
-    /// task it fences the stage (downloads, event, host callback) and releases the GPU stages
-    /// that read its outputs at once: their streams wait on its event, so nobody waits on the
-    /// host. CPU readers are released by the callback, once the GPU has done the work.
-    fn gpu_enqueued(
-        &self,
-        slot_index: usize,
-        stage: StageId,
-        spans: &mut SpanBuffer,
-        track: Track,
-    ) -> Result<(), RunError> {
-        let slot = &self.slots[slot_index];
-        if let Completion::Pending = slot.finish_launch(stage) {
-            if slot.launch_finished() {
-                self.partial_done(slot_index);
-            }
-            return Ok(());
-        }
-        let context = self
-            .callbacks
-            .get()
-            .map(|c| &c[slot_index][stage.0])
-            .expect("callback contexts are made before workers start");
-        let fenced_from = self.now_ns();
-        slot.fence_gpu(
-            stage,
-            gpu_stage_done,
-            std::ptr::from_ref(context).cast_mut().cast(),
-        )?;
-        if self.trace {
-            let frame = slot.frame_id.load(Ordering::Relaxed);
-            let span = Span::new(SpanKind::Fence, track, frame, fenced_from, self.now_ns());
-            spans.push(span.of_stage(stage.0 as u32, None));
-        }
-        for &next in &self.schedule.successors[stage.0] {
-            if slot.is_gpu(next) && slot.satisfy(next) {
-                self.stage_ready(slot_index, next);
-            }
-        }
-        // A stateful stage's work is on its stream, before its event: the next frame's may be
-        // enqueued now in this lane, its stream waiting on that event; in another, once it
-        // has executed.
-        if let Some(admitted) = self.common.gates[stage.0]
-            .as_ref()
-            .and_then(|g| g.done(true))
-        {
-            self.dispatch_at(admitted, stage);
-        }
-        Ok(())
-    }
-
-    /// The host side of a GPU stage's fence: every launch and download of the stage has
-    /// executed. Releases its CPU readers, and the frame if it was the last stage. This task's
-    /// pending count was kept until now, so the slot cannot be reused under the GPU's feet.
-    fn gpu_finished(&self, slot_index: usize, stage: StageId) {
-        let slot = &self.slots[slot_index];
-        // A stateful stage's carry is complete here: another lane's frame may take it.
-        if let Some(gate) = &self.common.gates[stage.0] {
-            let sequence = slot.sequence.load(Ordering::Relaxed);
-            if let Some(admitted) = gate.executed(self.lane, sequence) {
-                self.dispatch_at(admitted, stage);
-            }
-        }
-        if self.trace {
-            let (frame, now) = (slot.frame_id.load(Ordering::Relaxed), self.now_ns());
-            slot.gpu_callback_at(stage, now);
-            let span = Span::new(SpanKind::Callback, Track::Driver, frame, now, now);
-            self.driver_spans
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(span.of_stage(stage.0 as u32, None));
-        }
-        for &next in &self.schedule.successors[stage.0] {
-            if !slot.is_gpu(next) && slot.satisfy(next) {
-                self.stage_ready(slot_index, next);
-            }
-        }
-        let frame_done = slot.finish_stage();
-        if slot.launch_finished() {
-            self.partial_done(slot_index);
-        }
-        if frame_done {
-            self.frame_done(slot_index);
-        }
-    }
-
     /// Hands a frame whose stages have all ended to the collector, once its set of stage
     /// buffers is free for the next frame.
     fn frame_done(&self, slot: usize) {
@@ -591,9 +503,16 @@ fn run_lanes(
             .map_err(|cause| RunError::NotRunnable(cause.clone()))?;
     }
     let several = plans.len() > 1;
+    // Whole frames are staged for one lane only: each frame of a run that switches lanes may
+    // open in another.
+    let delivery = if several {
+        Delivery::Packets
+    } else {
+        source.delivery()
+    };
     let built = plans
         .iter()
-        .map(|plan| Built::new(plan, options, several))
+        .map(|plan| Built::new(plan, options, several, delivery))
         .collect::<Result<Vec<_>, _>>()?;
     let slots: Vec<usize> = built.iter().map(|b| b.slots.len()).collect();
     let gates = plans[0]
@@ -625,6 +544,7 @@ fn run_lanes(
     wait::prepare_to_block(&event_rx, 1);
     for (lane, (plan, built)) in plans.iter().zip(built).enumerate() {
         let Built {
+            path,
             schedule,
             pools: lane_pools,
             sets,
@@ -633,7 +553,7 @@ fn run_lanes(
             carries,
         } = built;
         let lane_channels = Channels::new(plan, &schedule, slots.len());
-        let parts = (schedule, slots, sets, carries);
+        let parts = (path, schedule, slots, sets, carries);
         let wiring = (&lane_channels, &events, &common, lane, span_limit);
         lanes.push(Shared::new(plan, parts, wiring, options));
         channels.push(lane_channels);
@@ -665,27 +585,6 @@ fn run_lanes(
     drained?;
     let measured = (outcome, spans, overhead, cpu_before);
     Ok(metrics(&lanes, measured, rule.as_ref(), options))
-}
-
-/// A GPU stage's completion callback, run by the driver once the stage's stream reaches it.
-///
-/// # Safety
-/// `data` points at a [`CallbackContext`] of a run that has not returned.
-unsafe extern "C" fn gpu_stage_done(data: *mut c_void) {
-    // SAFETY: per the contract; the run drains every stream before its `Shared` is dropped.
-    let context = unsafe { &*data.cast::<CallbackContext>() };
-    // SAFETY: a context points at the `Shared` that owns it, alive until the run returns.
-    let shared = unsafe { &*context.shared };
-    // A panic must not unwind into the driver's thread.
-    let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        shared.gpu_finished(context.slot, context.stage);
-    }));
-    if finished.is_err() {
-        shared.common.stopping.store(true, Ordering::Release);
-        let _ = shared
-            .events
-            .send(Event::Failed(RunError::Panic("GPU callback")));
-    }
 }
 
 fn send_task(queue: &Sender<Task>, task: Task) {

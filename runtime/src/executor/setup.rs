@@ -7,11 +7,15 @@
 use super::carry::GpuBlocks;
 use super::constants::Constants;
 use super::*;
+use crate::cuda::HostFn;
 use crate::model::placement::Device;
+use crate::plan::gpu_path::{Delivery, GpuPath, NoGraph};
 
 /// What a run allocates before it starts: the pools, and from them the sets of stage
 /// buffers, the frame slots and the workers' scratch memory.
 pub(super) struct Built {
+    /// How the lane's GPU stages reach their device each frame.
+    pub(super) path: GpuPath,
     pub(super) schedule: Schedule,
     pub(super) pools: Vec<Pool>,
     pub(super) sets: FrameSets,
@@ -22,10 +26,38 @@ pub(super) struct Built {
 }
 
 impl Built {
-    /// What a lane running `plan` allocates; `several` when the run has other lanes, which
-    /// a stateful GPU stage's carry may move to.
-    pub(super) fn new(plan: &Plan, options: &RunOptions, several: bool) -> Result<Built, RunError> {
-        let schedule = Schedule::new(plan);
+    /// What a lane running `plan` allocates, for a source that delivers `delivery`;
+    /// `several` when the run has other lanes, which a stateful GPU stage's carry may move to.
+    /// When a slot's graph cannot be captured, the lane is built again without graphs, and
+    /// says why.
+    pub(super) fn new(
+        plan: &Plan,
+        options: &RunOptions,
+        several: bool,
+        delivery: Delivery,
+    ) -> Result<Built, RunError> {
+        let path = GpuPath::new(plan, delivery, options.profile_gpu);
+        match Built::on_path(plan, options, several, path.clone()) {
+            Err(RunError::Slot(e @ SlotError::Graph { .. })) => {
+                let reason = NoGraph::Capture(e.to_string());
+                tracing::warn!(
+                    "placement {}: {reason}; every GPU stage enqueues its own work on its own \
+                     stream instead (runtime.gpu_graphs: false says so up front)",
+                    plan.placement.name
+                );
+                Built::on_path(plan, options, several, path.without_graph(reason))
+            }
+            built => built,
+        }
+    }
+
+    fn on_path(
+        plan: &Plan,
+        options: &RunOptions,
+        several: bool,
+        path: GpuPath,
+    ) -> Result<Built, RunError> {
+        let schedule = Schedule::new(plan, &path);
         let mut pools = plan
             .pools
             .iter()
@@ -39,7 +71,14 @@ impl Built {
         let sets = FrameSets::new(plan, &mut pools)?;
         let constants = Constants::new(plan, &mut pools)?;
         let slots = (0..plan.runtime.slots)
-            .map(|_| Slot::new(plan, &mut pools, &constants, &schedule, options.profile_gpu))
+            .map(|index| {
+                let path = (
+                    &path,
+                    options.profile_gpu,
+                    super::gpu::gpu_stage_done as HostFn,
+                );
+                Slot::new(plan, &mut pools, (&constants, &schedule), path, index)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let scratches = (0..plan.runtime.workers)
             .map(|_| WorkerScratch::new(plan, &mut pools))
@@ -81,6 +120,7 @@ impl Built {
             options.profile_gpu
         );
         Ok(Built {
+            path,
             schedule,
             pools,
             sets,
@@ -137,8 +177,14 @@ impl Channels {
     }
 }
 
-/// A lane's own state: its schedule, slots, stage buffers and carries.
-pub(super) type LaneParts = (Schedule, Vec<Slot>, FrameSets, Vec<Option<LaneCarry>>);
+/// A lane's own state: its GPU path, schedule, slots, stage buffers and carries.
+pub(super) type LaneParts = (
+    GpuPath,
+    Schedule,
+    Vec<Slot>,
+    FrameSets,
+    Vec<Option<LaneCarry>>,
+);
 
 /// How a lane is wired into its run: its channels, the run's events, what every lane shares,
 /// its index, and each thread's share of the spans.
@@ -148,12 +194,14 @@ impl<'p> Shared<'p> {
     /// The state a lane's threads share.
     pub(super) fn new(
         plan: &'p Plan,
-        (schedule, slots, sets, carries): LaneParts,
+        (path, schedule, slots, sets, carries): LaneParts,
         (channels, events, common, lane, span_limit): LaneWiring<'_, 'p>,
         options: &RunOptions,
     ) -> Shared<'p> {
         Shared {
             plan,
+            path,
+            staged_frames: std::sync::Mutex::new(Vec::new()),
             schedule,
             slots,
             sets,
@@ -174,7 +222,6 @@ impl<'p> Shared<'p> {
             } else {
                 None
             },
-            callbacks: OnceLock::new(),
             peers: OnceLock::new(),
             spin: plan.runtime.spin,
         }
@@ -201,25 +248,21 @@ impl<'p> Shared<'p> {
     }
 
     /// Links this lane to the run's `lanes` (itself among them), which must not move from
-    /// here on: every slot's stages get the context their GPU completion callbacks receive
-    /// (a pointer to this `Shared`), and its gates reach the other lanes.
+    /// here on: every slot's GPU host callbacks point at this `Shared`, and its gates reach
+    /// the other lanes.
     pub(super) fn link(&self, lanes: &[Shared<'p>]) {
         let _ = self.peers.set(Peers {
             first: lanes.as_ptr().cast(),
             len: lanes.len(),
         });
-        let contexts = (0..self.slots.len())
-            .map(|slot| {
-                (0..self.plan.stages.len())
-                    .map(|stage| CallbackContext {
-                        shared: std::ptr::from_ref(self).cast(),
-                        slot,
-                        stage: StageId(stage),
-                    })
-                    .collect()
-            })
-            .collect();
-        let _ = self.callbacks.set(contexts);
+        let me = std::ptr::from_ref(self)
+            .cast_mut()
+            .cast::<std::ffi::c_void>();
+        for slot in &self.slots {
+            for callback in slot.callbacks() {
+                callback.lane.store(me, Ordering::Release);
+            }
+        }
     }
 }
 
@@ -262,8 +305,11 @@ pub(super) fn adaptable(
         );
     }
     let packets = |plan: &Plan| {
-        let schedule = Schedule::new(plan);
-        (schedule.packets, schedule.packet_bytes)
+        let graph = &plan.graph;
+        (
+            graph.source.packets(graph),
+            graph.source.packet_bytes(graph),
+        )
     };
     let first_packets = packets(first);
     for plan in plans {

@@ -4,7 +4,8 @@
 //! long as the frame's slot ([`Lifetime::Slot`]: the source tensor, the sinks, anything a GPU
 //! touches), one kernel state per stage, and the launch arguments built from them; for each
 //! GPU stage, a workspace per launch, a stream, an event (its fence), the events of the GPU
-//! stages it waits on, and the copies it enqueues. Tensors that live only while the frame's
+//! stages it waits on, and the copies it enqueues; its host callbacks; and on the chain
+//! ([`crate::plan::gpu_path`]) its graph, captured when the slot is built (`gpu`). Tensors that live only while the frame's
 //! stages run come from a set the frame binds at its first launch ([`FrameSets::bind`]), and
 //! CPU stages' workspaces from the worker that runs the launch (see [`super::scratch`]). All
 //! are made once before the run, so running or enqueueing a launch touches no allocator. The
@@ -16,7 +17,7 @@
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kplace_abi::{Tensor, Tile};
 
@@ -35,12 +36,28 @@ use super::scratch::{FrameSets, UNBOUND, WorkerScratch, take};
 use super::slot_error::SlotError;
 
 mod build;
+mod gpu;
+
+pub(crate) use gpu::Callback;
+use gpu::{MirrorCopy, SlotChain, SlotGpu};
 
 /// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
 const ABANDONED: u32 = 1 << 31;
 
 /// One frame in flight.
 pub(crate) struct Slot {
+    /// On the chain: the slot's one stream and its graph (dropped first, before the kernel
+    /// states its work uses). `None` on the path without a graph.
+    chain: Option<SlotChain>,
+    /// The host callbacks of the slot's GPU stages, at addresses that stay put.
+    callbacks: Box<[Callback]>,
+    /// Of `callbacks`, the graph's, in the order captured.
+    graph_callbacks: Vec<usize>,
+    /// Whether the source tensor's upload reads the frame from `source_from`, where the
+    /// source staged it, rather than from the slot's own buffer.
+    staged: bool,
+    /// The current frame's source bytes, when staged ([`Slot::use_staged_source`]).
+    source_from: AtomicPtr<u8>,
     /// Per graph tensor, where its writer writes it: the slot's buffer, or `None` for a tensor
     /// that lives only while the stages run (its buffer is in the frame's set).
     buffers: Vec<Option<Block>>,
@@ -85,29 +102,6 @@ struct SlotStage {
     gpu: Option<SlotGpu>,
 }
 
-/// A GPU stage's stream, fence and copies in one slot.
-struct SlotGpu {
-    gpu: Arc<dyn Gpu>,
-    stream: OwnedStream,
-    /// Recorded after the stage's launches and downloads: its writes are complete.
-    event: OwnedEvent,
-    /// Events of the GPU stages whose outputs it reads, in this slot.
-    waits: Vec<Event>,
-    uploads: Vec<MirrorCopy>,
-    downloads: Vec<MirrorCopy>,
-    /// Whether each task enqueues one tile (the source streams it), or all launches at once.
-    per_tile: bool,
-    /// When profiling: timing events around each launch (with its uploads), then one pair
-    /// around the downloads; empty otherwise.
-    timing: Vec<(OwnedEvent, OwnedEvent)>,
-    /// One more than the sequence number of the latest frame with work enqueued on `stream`
-    /// (0 before the first): see [`Slot::enqueue_gpu`].
-    enqueued_through: AtomicU64,
-    /// When tracing: the run's clock when the stage's host callback ran for the current frame
-    /// ([`Slot::gpu_callback_at`]), which places its timing events on the run's timeline.
-    callback_ns: AtomicU64,
-}
-
 /// A launch argument whose buffer comes from the frame's set.
 #[derive(Clone, Copy)]
 struct SetPort {
@@ -116,23 +110,6 @@ struct SetPort {
     /// Its index among the stage's inputs or outputs.
     index: usize,
     tensor: TensorId,
-}
-
-/// One copy between a tensor's home and mirror: whole, or in `pieces` equal parts.
-#[derive(Clone, Copy)]
-struct MirrorCopy {
-    dst: *mut u8,
-    src: *const u8,
-    bytes: usize,
-    pieces: u64,
-}
-
-impl MirrorCopy {
-    /// Bytes and offset of piece `index` (the whole copy when it has one piece).
-    fn piece(&self, index: u64) -> (usize, usize) {
-        let len = self.bytes / self.pieces as usize;
-        (index as usize * len, len)
-    }
 }
 
 // SAFETY: tensors and blocks are raw addresses into pools that outlive the slot; which thread
@@ -272,250 +249,6 @@ impl Slot {
             )
         }?;
         Ok(())
-    }
-
-    /// Enqueues task `task` of GPU stage `stage` on its stream, without waiting for the GPU:
-    /// one tile with its piece of the upload when the stage is fed tile by tile, else the
-    /// stream waits on its producers' events, the whole uploads, and every launch. A stateful
-    /// stage's stream also waits for `carry`'s event (the stage's in the frame before), copies
-    /// over the carry what it must start from (zeros, or the carry another lane left), gives
-    /// the launch its carry, and keeps a copy in host memory when another lane may take it.
-    pub(crate) fn enqueue_gpu(
-        &self,
-        stage: StageId,
-        task: u32,
-        carry: Option<(GpuCarry, Option<Event>)>,
-    ) -> Result<(), LaunchFailure> {
-        let s = &self.stages[stage.0];
-        let g = s
-            .gpu
-            .as_ref()
-            .expect("enqueue_gpu is called for GPU stages only");
-        g.gpu.bind_thread()?;
-        // A complete frame's slot is reused only after the stage's event has completed; a
-        // partial frame's, once its tasks are enqueued, while its uploads and launches may
-        // still be queued. They touch only this slot's buffers, and run before the slot's next
-        // frame's work only because both go on this one stream, in order: check it, so that
-        // no change of streams or schedule can silently break it.
-        let frame = self.sequence.load(Ordering::Relaxed) + 1;
-        let latest = g.enqueued_through.fetch_max(frame, Ordering::AcqRel);
-        if latest > frame {
-            return Err(GpuError::new(
-                g.gpu.name(),
-                format!("enqueue of stage {} in a reused slot", stage.0),
-                format!(
-                    "frame {} would be queued behind frame {} on the same stream",
-                    frame - 1,
-                    latest - 1
-                ),
-            )
-            .into());
-        }
-        let launches = if g.per_tile {
-            task..task + 1
-        } else {
-            0..s.launches
-        };
-        // SAFETY: every address comes from this slot's pools, sized by the plan; the pools
-        // outlive every stream (drained before they are freed), and work of a frame whose
-        // slot is reused is ordered before the next frame's on this stream (checked above);
-        // events and the stream belong to this slot, but for the carry's event, the stage's
-        // in the frame before, whose slot records it again only after this frame's turn.
-        unsafe {
-            if !g.per_tile {
-                for &event in &g.waits {
-                    g.gpu.wait(g.stream.raw(), event)?;
-                }
-            }
-            if let Some((c, after)) = &carry {
-                if let Some(event) = after {
-                    g.gpu.wait(g.stream.raw(), *event)?;
-                }
-                if let Some(upload) = c.upload {
-                    g.gpu.copy_to_device(
-                        c.args.carry.cast(),
-                        upload.ptr,
-                        c.args.bytes as usize,
-                        g.stream.raw(),
-                    )?;
-                }
-            }
-            for launch in launches {
-                let timing = g.timing.get(launch as usize);
-                if let Some((start, _)) = timing {
-                    g.gpu.record(start.raw(), g.stream.raw())?;
-                }
-                // A split upload goes piece by piece, each before its tile's launch; a whole
-                // one before the first launch.
-                for copy in &g.uploads {
-                    if copy.pieces > 1 || launch == 0 {
-                        let piece = if copy.pieces > 1 {
-                            u64::from(launch)
-                        } else {
-                            0
-                        };
-                        let (offset, len) = copy.piece(piece);
-                        g.gpu.copy_to_device(
-                            copy.dst.add(offset),
-                            copy.src.add(offset),
-                            len,
-                            g.stream.raw(),
-                        )?;
-                    }
-                }
-                let ws = s.workspaces[launch as usize];
-                let tile = Self::tile(s, launch);
-                let request = LaunchRequest::new(
-                    s.state(),
-                    &s.inputs,
-                    &s.outputs,
-                    (ws.ptr.cast(), ws.bytes),
-                    tile,
-                )
-                .with_carry(carry.map(|(c, _)| c.args));
-                g.gpu.enqueue_launch(g.stream.raw(), request)?;
-                if let Some((_, end)) = timing {
-                    g.gpu.record(end.raw(), g.stream.raw())?;
-                }
-            }
-            // Where another lane takes the carry from, once this has executed.
-            if let Some((
-                GpuCarry {
-                    keep: Some(keep),
-                    args,
-                    ..
-                },
-                _,
-            )) = &carry
-            {
-                g.gpu.copy_to_host(
-                    keep.ptr,
-                    args.carry.cast(),
-                    args.bytes as usize,
-                    g.stream.raw(),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// After the last task of GPU stage `stage`: enqueues its downloads, records its event
-    /// (the fence its GPU readers wait on), then `func(data)` to run once all of it has
-    /// executed (the host side of the fence, which releases its CPU readers).
-    pub(crate) fn fence_gpu(
-        &self,
-        stage: StageId,
-        func: HostFn,
-        data: *mut c_void,
-    ) -> Result<(), GpuError> {
-        let g = self.stages[stage.0]
-            .gpu
-            .as_ref()
-            .expect("fence_gpu is called for GPU stages only");
-        // SAFETY: as in `enqueue_gpu`; `data` outlives the run (the executor drains every
-        // stream before releasing it).
-        unsafe {
-            let timing = if g.downloads.is_empty() {
-                None
-            } else {
-                g.timing.last()
-            };
-            if let Some((start, _)) = timing {
-                g.gpu.record(start.raw(), g.stream.raw())?;
-            }
-            for copy in &g.downloads {
-                g.gpu
-                    .copy_to_host(copy.dst, copy.src, copy.bytes, g.stream.raw())?;
-            }
-            if let Some((_, end)) = timing {
-                g.gpu.record(end.raw(), g.stream.raw())?;
-            }
-            g.gpu.record(g.event.raw(), g.stream.raw())?;
-            g.gpu.call_host(g.stream.raw(), func, data)
-        }
-    }
-
-    /// GPU time of `stage` in the frame just completed, when profiling: the sum of its timing
-    /// pairs (each launch with its uploads, and its downloads). `None` for a CPU stage or
-    /// without profiling. Call only once the frame has completed, so every record has.
-    pub(crate) fn gpu_time(&self, stage: StageId) -> Option<Result<std::time::Duration, GpuError>> {
-        let g = self.stages[stage.0].gpu.as_ref()?;
-        if g.timing.is_empty() {
-            return None;
-        }
-        let mut total_ms = 0.0f64;
-        for (start, end) in &g.timing {
-            // SAFETY: timing events of this slot, recorded for the completed frame.
-            match unsafe { g.gpu.elapsed_ms(start.raw(), end.raw()) } {
-                Ok(ms) => total_ms += f64::from(ms),
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(std::time::Duration::from_secs_f64(
-            total_ms.max(0.0) * 1e-3,
-        )))
-    }
-
-    /// Notes that `stage`'s host callback ran at `now_ns` on the run's clock (when tracing).
-    pub(crate) fn gpu_callback_at(&self, stage: StageId, now_ns: u64) {
-        if let Some(g) = &self.stages[stage.0].gpu {
-            g.callback_ns.store(now_ns, Ordering::Relaxed);
-        }
-    }
-
-    /// What `stage`'s stream ran for the frame just completed, when profiling: each launch
-    /// (with its uploads) as a [`SpanKind::GpuLaunch`], then the downloads as a
-    /// [`SpanKind::Download`], on the stream's track, placed on the run's clock by the
-    /// stage's host callback ([`Slot::gpu_callback_at`]): the last timing event completed just
-    /// before it. Nothing for a CPU stage or without profiling. Call only once the frame has
-    /// completed.
-    pub(crate) fn gpu_spans(
-        &self,
-        stage: StageId,
-        slot: u32,
-        frame: u64,
-        out: &mut crate::report::trace::SpanBuffer,
-    ) -> Result<(), GpuError> {
-        use crate::report::trace::{Span, SpanKind, Track};
-        let Some(g) = &self.stages[stage.0].gpu else {
-            return Ok(());
-        };
-        let Some((_, last)) = g.timing.last() else {
-            return Ok(());
-        };
-        let anchor = g.callback_ns.load(Ordering::Relaxed);
-        let track = Track::Stream {
-            stage: stage.0 as u32,
-            slot,
-        };
-        let downloads = usize::from(!g.downloads.is_empty());
-        let launches = g.timing.len() - downloads;
-        for (i, (start, end)) in g.timing.iter().enumerate() {
-            // SAFETY: timing events of this slot, all recorded for the completed frame.
-            let before = |e: &OwnedEvent| unsafe { g.gpu.elapsed_ms(e.raw(), last.raw()) };
-            let at = |ms: f32| anchor.saturating_sub((f64::from(ms.max(0.0)) * 1e6) as u64);
-            let (from, to) = (at(before(start)?), at(before(end)?));
-            let span = if i < launches {
-                Span::new(SpanKind::GpuLaunch, track, frame, from, to)
-                    .of_stage(stage.0 as u32, Some(i as u32))
-            } else {
-                Span::new(SpanKind::Download, track, frame, from, to).of_stage(stage.0 as u32, None)
-            };
-            out.push(span);
-        }
-        Ok(())
-    }
-
-    /// Synchronizes the slot's GPU streams, one per item, as the iterator is consumed: each
-    /// item blocks until its stream has drained. Only at the end of a run; the caller
-    /// consumes every item, failed or not, so that nothing is left running that could still
-    /// call back into the run's state.
-    pub(crate) fn drain(&self) -> impl Iterator<Item = Result<(), GpuError>> + '_ {
-        self.stages.iter().filter_map(|s| s.gpu.as_ref()).map(|g| {
-            g.gpu.bind_thread()?;
-            // SAFETY: the stream belongs to this slot.
-            unsafe { g.gpu.synchronize(g.stream.raw()) }
-        })
     }
 
     /// Records one finished launch of `stage`.

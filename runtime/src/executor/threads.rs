@@ -59,7 +59,10 @@ impl Threads<'_, '_> {
                 let mut ingest = Ingest::new(lanes, free_rxs);
                 let started = Instant::now();
                 let result = source.run(&mut ingest);
-                ingest.tally.busy = started.elapsed().saturating_sub(ingest.tally.slot_waited);
+                ingest.tally.busy = started
+                    .elapsed()
+                    .saturating_sub(ingest.tally.slot_waited)
+                    .saturating_sub(ingest.tally.staging);
                 // Counted once, where progress reports read it too.
                 ingest.tally.slot_waits = common.slot_waits.load(Ordering::Relaxed);
                 let _ = lanes[0].events.send(Event::SourceEnded(

@@ -121,6 +121,11 @@ pub struct RuntimeSettings {
     /// a frame, a closed-loop source for a slot) spins before it sleeps: a hand-off within
     /// this time costs no wake-up, at the price of the core meanwhile. At most [`MAX_SPIN`].
     pub spin: Duration,
+    /// Whether a slot's GPU work may be captured once as a graph and launched with one call
+    /// per frame (`runtime.gpu_graphs`, on by default; see `plan::gpu_path`). Off: every GPU
+    /// stage enqueues its own work on its own stream each frame, for a kernel library that
+    /// enqueues outside the stream it is given, which a graph would run only once.
+    pub gpu_graphs: bool,
 }
 
 /// The longest `runtime.spin_us` a placement may ask for.
@@ -134,6 +139,7 @@ impl Default for RuntimeSettings {
             workers: 1,
             pin_cores: Vec::new(),
             spin: Duration::ZERO,
+            gpu_graphs: true,
         }
     }
 }
@@ -379,6 +385,7 @@ impl Placement {
                 workers: runtime.workers,
                 pin_cores: runtime.pin_cores,
                 spin,
+                gpu_graphs: runtime.gpu_graphs,
             },
         })
     }
@@ -529,6 +536,8 @@ struct RuntimeFile {
     pin_cores: Vec<usize>,
     #[serde(default)]
     spin_us: u64,
+    #[serde(default = "default_gpu_graphs")]
+    gpu_graphs: bool,
 }
 
 /// `runtime.slots`: a count, or `auto`.
@@ -581,6 +590,10 @@ fn default_workers() -> usize {
     RuntimeSettings::default().workers
 }
 
+fn default_gpu_graphs() -> bool {
+    RuntimeSettings::default().gpu_graphs
+}
+
 impl Default for RuntimeFile {
     fn default() -> Self {
         Self {
@@ -589,6 +602,7 @@ impl Default for RuntimeFile {
             workers: default_workers(),
             pin_cores: Vec::new(),
             spin_us: 0,
+            gpu_graphs: default_gpu_graphs(),
         }
     }
 }

@@ -1,14 +1,19 @@
 //! Frame sources that need no network: replay of frames prepared in memory.
 //!
-//! [`FrameReplay`] delivers prepared frames packet by packet, in packet order, through the same
-//! [`Ingest`] seam a packet receiver uses, as fast as slots free up, or one frame per period
-//! ([`FrameReplay::paced`]). It measures the pipeline alone: the source costs one copy per
-//! packet, as a receiver writing payloads into place does.
+//! [`FrameReplay`] delivers prepared frames through the same [`Ingest`] seam a packet receiver
+//! uses, as fast as slots free up, or one frame per period ([`FrameReplay::paced`]). It
+//! offers whole frames ([`Delivery::Frames`]): when the run takes them (only a GPU stage reads
+//! the source tensor, [`Ingest::takes_whole_frames`]), it stages its prepared frames once in
+//! pinned memory before its first frame and hands each frame over staged, so the GPU's copy
+//! engine reads it there and no thread copies a frame's bytes; otherwise, or with
+//! [`FrameReplay::by_packets`], it writes each frame into its slot packet by packet, in packet
+//! order, as a receiver writing payloads into place does (one copy per packet), so stages
+//! split along the packet axis start on each tile as its packets land.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::executor::{Ingest, PacketStatus, Source, SourceError};
+use crate::executor::{Delivery, Ingest, OpenFrame, PacketStatus, Source, SourceError};
 
 /// Replays `frames` prepared source buffers cyclically until `count` frames were delivered;
 /// frame `i` carries id `i` and the bytes of prepared frame `i % frames.len()`. Several
@@ -20,6 +25,8 @@ pub struct FrameReplay {
     period: Option<Duration>,
     /// The ids delivered, when not `0..count`: a stream that lost the others.
     ids: Option<Vec<u64>>,
+    /// Whole frames (staged when the run takes them), or packet by packet.
+    delivery: Delivery,
 }
 
 impl FrameReplay {
@@ -30,6 +37,7 @@ impl FrameReplay {
             count,
             period: None,
             ids: None,
+            delivery: Delivery::Frames,
         }
     }
 
@@ -54,17 +62,50 @@ impl FrameReplay {
         }
     }
 
+    /// The replay, writing every frame into its slot packet by packet as a receiver does,
+    /// never staged: stages split along the packet axis start on each tile as its packets
+    /// land, as they do on a stream.
+    pub fn by_packets(self) -> Self {
+        Self {
+            delivery: Delivery::Packets,
+            ..self
+        }
+    }
+
     /// Prepared frames in the cycle.
     pub fn period(&self) -> usize {
         self.frames.len()
+    }
+
+    /// Writes prepared frame `frame` into `open`'s slot packet by packet, then ends it.
+    fn write_packets(
+        &self,
+        ingest: &mut Ingest<'_>,
+        open: OpenFrame,
+        frame: usize,
+    ) -> Result<(), SourceError> {
+        let id = open.frame_id();
+        for (p, payload) in self.frames[frame]
+            .chunks_exact(ingest.packet_bytes())
+            .enumerate()
+        {
+            let p = p as u64;
+            let dest = ingest.packet_mut(&open, p).ok_or_else(|| {
+                SourceError(format!("frame {id}: packet {p} has no place in the slot"))
+            })?;
+            dest.copy_from_slice(payload);
+            if ingest.packet_done(&open, p) != PacketStatus::Accepted {
+                return Err(SourceError(format!("frame {id}: packet {p} was refused")));
+            }
+        }
+        ingest.finish(open);
+        Ok(())
     }
 }
 
 impl Source for FrameReplay {
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
-        let packet_bytes = ingest.packet_bytes();
-        let packets = ingest.packets_per_frame();
-        let frame_bytes = packet_bytes * packets as usize;
+        let frame_bytes = ingest.packet_bytes() * ingest.packets_per_frame() as usize;
         if self.frames.is_empty() && self.count > 0 {
             return Err(SourceError("replay has no prepared frames".into()));
         }
@@ -74,6 +115,17 @@ impl Source for FrameReplay {
                 self.frames[bad].len()
             )));
         }
+        // Whole frames staged once, when the run takes them; a failure to stage (pinned memory
+        // short) costs a copy per packet, not the run.
+        let staged = self.delivery == Delivery::Frames
+            && ingest.takes_whole_frames()
+            && match ingest.stage(&self.frames) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!("replay: frames not staged, written packet by packet: {e}");
+                    false
+                }
+            };
         let start = Instant::now();
         for n in 0..self.count {
             let id = self.ids.as_ref().map_or(n, |ids| ids[n as usize]);
@@ -81,22 +133,23 @@ impl Source for FrameReplay {
                 let due = start + period.saturating_mul(n.min(u64::from(u32::MAX)) as u32);
                 std::thread::sleep(due.saturating_duration_since(Instant::now()));
             }
-            let frame = &self.frames[(id % self.frames.len() as u64) as usize];
+            let frame = (id % self.frames.len() as u64) as usize;
             let Some(open) = ingest.begin_frame(id) else {
                 return Ok(());
             };
-            for (p, payload) in frame.chunks_exact(packet_bytes).enumerate() {
-                let p = p as u64;
-                let dest = ingest.packet_mut(&open, p).ok_or_else(|| {
-                    SourceError(format!("frame {id}: packet {p} has no place in the slot"))
-                })?;
-                dest.copy_from_slice(payload);
-                if ingest.packet_done(&open, p) != PacketStatus::Accepted {
-                    return Err(SourceError(format!("frame {id}: packet {p} was refused")));
-                }
-            }
-            ingest.finish(open);
+            let open = match staged {
+                true => match ingest.deliver_staged(open, frame) {
+                    Ok(_) => continue,
+                    Err(open) => open,
+                },
+                false => open,
+            };
+            self.write_packets(ingest, open, frame)?;
         }
         Ok(())
+    }
+
+    fn delivery(&self) -> Delivery {
+        self.delivery
     }
 }

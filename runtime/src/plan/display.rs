@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::gpu_path::{ChainCallback, Delivery, GpuPath};
 use super::{Direction, Lifetime, Plan, PoolPurpose, TileOrigin, human_bytes};
 use crate::model::graph::{Producer, StageId};
 use crate::model::placement::Device;
@@ -40,6 +41,7 @@ impl fmt::Display for Plan {
         self.fmt_edges(f)?;
         self.fmt_transfers(f)?;
         self.fmt_gpu_order(f)?;
+        self.fmt_gpu_paths(f)?;
         self.fmt_pools(f)?;
         let pinning = if self.runtime.pin_cores.is_empty() {
             "not pinned".to_string()
@@ -218,7 +220,7 @@ impl Plan {
         }
         writeln!(
             f,
-            "\nfences (one event per GPU stage and slot, timing disabled)"
+            "\nfences (one event per GPU stage and slot, timing disabled; without a graph)"
         )?;
         for p in &gpu_stages {
             let name = self.stage_name(p.stage);
@@ -260,6 +262,114 @@ impl Plan {
             )?;
         }
         Ok(())
+    }
+
+    /// Which path each GPU stage takes per frame, and what a frame costs the host, for a
+    /// replay's whole frames and for a stream's packets.
+    fn fmt_gpu_paths(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.stages.iter().any(|s| s.gpu.is_some()) {
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "\nper frame on the GPU (kplace run --profile-gpu: every stage on its own stream)"
+        )?;
+        if self.gpu_unusable.is_some() {
+            writeln!(
+                f,
+                "  (kernels not created here: a stateful one would take the path without graphs)"
+            )?;
+        }
+        for (delivery, how) in [
+            (Delivery::Frames, "closed loop (a replay)"),
+            (Delivery::Packets, "streamed (packets as they arrive)"),
+        ] {
+            let path = GpuPath::new(self, delivery, false);
+            let calls = path.per_frame(self, false);
+            let staging = match (&path.not_staged, delivery) {
+                (_, Delivery::Packets) => String::new(),
+                (None, _) => ": whole frames staged once in pinned memory".into(),
+                (Some(why), _) => {
+                    format!(": frames written into the slot packet by packet ({why})")
+                }
+            };
+            let plural = |n: u64| if n == 1 { "" } else { "s" };
+            writeln!(
+                f,
+                "  {how}{staging}; {} driver call{} and {} host callback{} per frame",
+                calls.driver_calls,
+                plural(calls.driver_calls),
+                calls.callbacks,
+                plural(calls.callbacks)
+            )?;
+            self.fmt_gpu_path(f, &path)?;
+        }
+        Ok(())
+    }
+
+    fn fmt_gpu_path(&self, f: &mut fmt::Formatter<'_>, path: &GpuPath) -> fmt::Result {
+        let Some(chain) = &path.chain else {
+            if let Some(why) = &path.no_graph {
+                writeln!(f, "    no graph: {why}")?;
+            }
+            for p in self.stages.iter().filter(|s| s.gpu.is_some()) {
+                let how = if path.streams(self, p.stage) {
+                    "tile by tile as its packets complete"
+                } else {
+                    "once its inputs are complete"
+                };
+                writeln!(
+                    f,
+                    "    {:<12} on its own stream, {how}: its waits, uploads, launches, \
+                     downloads, event and host callback",
+                    self.stage_name(p.stage)
+                )?;
+            }
+            return Ok(());
+        };
+        if let Some(t) = chain.tiles {
+            let then = match &chain.tiles_callback {
+                Some(cb) => format!(", then {}", self.callback_text(cb)),
+                None => String::new(),
+            };
+            writeln!(
+                f,
+                "    {:<12} tile by tile as its packets complete (an upload and a launch each){then}",
+                self.stage_name(t)
+            )?;
+        }
+        for (i, &s) in chain.graph.iter().enumerate() {
+            let mut what = String::from("in the slot's graph, launched with one call");
+            if i > 0 {
+                what = String::from("in the slot's graph");
+            } else if path.staged && super::gpu_path::reads_source(self, s) {
+                what += " after its samples' upload from the staged frame";
+            }
+            for (_, cb) in chain.callbacks.iter().filter(|(after, _)| *after == i) {
+                what += &format!(", then {}", self.callback_text(cb));
+            }
+            writeln!(f, "    {:<12} {what}", self.stage_name(s))?;
+        }
+        Ok(())
+    }
+
+    /// `a host callback releasing cluster and the frame`.
+    fn callback_text(&self, callback: &ChainCallback) -> String {
+        let mut released: Vec<String> = Vec::new();
+        for &s in &callback.finishes {
+            for &t in &self.graph.stage(s).outputs {
+                for reader in self.graph.consumers(t) {
+                    let name = self.stage_name(reader).to_string();
+                    if self.stages[reader.0].device == Device::Cpu && !released.contains(&name) {
+                        released.push(name);
+                    }
+                }
+            }
+        }
+        if callback.ends_task {
+            released.push("the frame".into());
+        }
+        format!("a host callback releasing {}", released.join(" and "))
     }
 
     fn fmt_pools(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

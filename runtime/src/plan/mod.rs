@@ -23,6 +23,7 @@
 
 pub mod bind;
 mod display;
+pub mod gpu_path;
 pub mod layout;
 pub mod memory;
 pub mod tiles;

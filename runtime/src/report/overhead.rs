@@ -12,8 +12,10 @@
 //!   sending their tasks and the frame's completion;
 //! - `parked` and `parks`: time and times a worker found every queue empty and slept; `spun`
 //!   and `spins`: time spinning, and times it found a task by spinning briefly first;
-//! - the source's `busy` time, less its waits for a free slot: for a replay, its work (writing
-//!   packets, launching tiles); for a network receiver, also its waits for packets;
+//! - the source's `busy` time, less its waits for a free slot and its `staging`: for a replay,
+//!   its work per frame (writing packets and launching tiles, or handing over a frame staged in
+//!   pinned memory); for a network receiver, also its waits for packets; `staging` is a
+//!   replay's one copy of its prepared frames into pinned memory before its first frame;
 //! - the collector's `busy` time (handing frames to the sink, resetting slots);
 //! - `stage_sets` and `stage_sets_peak`: the sets of buffers for tensors that live only while
 //!   a frame's stages run, and the most ever bound to frames at once. Every set bound is
@@ -47,9 +49,12 @@ pub struct WorkerTally {
 /// The source thread's own counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SourceTally {
-    /// Time in the source, less its waits for a free slot (a receiver's waits for packets
-    /// included).
+    /// Time in the source, less its waits for a free slot and its staging (a receiver's waits
+    /// for packets included).
     pub busy: Duration,
+    /// Time staging whole frames in pinned memory, once, before the first frame
+    /// ([`crate::executor::Ingest::stage`]); zero when none were.
+    pub staging: Duration,
     /// Times it waited for a free slot (the run's own count, `RunMetrics::slot_waits`).
     pub slot_waits: u64,
     /// Time it waited.
@@ -115,6 +120,8 @@ pub struct PerFrame {
     pub parked_us: f64,
     /// Source time per frame, us.
     pub source_us: f64,
+    /// The source's staging, once for the run, ms (not per frame).
+    pub source_staging_ms: f64,
     /// Source waits for a free slot per frame.
     pub slot_waits: f64,
     /// Collector time per frame, us.
@@ -136,6 +143,7 @@ impl Overhead {
             parks: w.parks as f64 / n,
             parked_us: us(w.parked),
             source_us: us(self.source.busy),
+            source_staging_ms: self.source.staging.as_secs_f64() * 1e3,
             slot_waits: self.source.slot_waits as f64 / n,
             collector_us: us(self.collector.busy),
         }
@@ -162,6 +170,9 @@ impl fmt::Display for Overhead {
             p.slot_waits,
             p.collector_us
         )?;
+        if !self.source.staging.is_zero() {
+            write!(f, ", source staging {:.1} ms once", p.source_staging_ms)?;
+        }
         if self.stage_sets > 0 {
             write!(
                 f,
@@ -199,6 +210,7 @@ mod tests {
                 busy: Duration::from_micros(400),
                 slot_waits: 2,
                 slot_waited: Duration::from_millis(1),
+                staging: Duration::ZERO,
             },
             collector: CollectorTally {
                 busy: Duration::from_micros(40),

@@ -255,9 +255,15 @@ pub struct OverheadEntry {
     pub parks_per_frame: f64,
     /// Time parked per frame, us.
     pub parked_us_per_frame: f64,
-    /// The source's time per frame, less its waits for a free slot, us: for a replay its work
-    /// (writing packets, launching tiles); for a network receiver also its waits for packets.
+    /// The source's time per frame, less its waits for a free slot and its staging, us: for a
+    /// replay its work (writing packets and launching tiles, or handing over frames staged in
+    /// pinned memory); for a network receiver also its waits for packets.
     pub source_us_per_frame: f64,
+    /// A replay's one copy of its prepared frames into pinned memory before its first frame,
+    /// ms (once for the run, not per frame); 0 when it staged none (absent in reports written
+    /// before it was counted).
+    #[serde(default)]
+    pub source_staging_ms: f64,
     /// The source's waits for a free slot per frame.
     pub slot_waits_per_frame: f64,
     /// The collector's time per frame (handing frames to the sink, returning slots), us.
@@ -282,6 +288,7 @@ impl From<&crate::report::overhead::Overhead> for OverheadEntry {
             parks_per_frame: p.parks,
             parked_us_per_frame: p.parked_us,
             source_us_per_frame: p.source_us,
+            source_staging_ms: p.source_staging_ms,
             slot_waits_per_frame: p.slot_waits,
             collector_us_per_frame: p.collector_us,
             stage_sets: overhead.stage_sets,

@@ -1,13 +1,16 @@
 //! Building a [`Slot`] from the plan: its buffers and mirrors from the pools, one kernel state
-//! per stage, and for each GPU stage its stream, fence, waits, copies and (when profiling)
-//! timing events. Everything is owned as soon as it is made, so an error anywhere releases
+//! per stage, for each GPU stage its stream, fence, waits, copies and (when profiling) timing
+//! events, the host callbacks of the path the plan chose, and on the chain the slot's graph,
+//! captured last. Everything is owned as soon as it is made, so an error anywhere releases
 //! whatever was made before it.
 
 use std::cell::UnsafeCell;
 
 use super::*;
+use crate::cuda::Stream;
 use crate::executor::constants::Constants;
 use crate::model::graph::StageSpec;
+use crate::plan::gpu_path::{Chain, GpuPath, reads_source};
 use crate::plan::{GpuWork, PlannedStage};
 
 /// The slot's blocks by tensor: each tensor's home (none for one from the frame's set) and its
@@ -75,6 +78,7 @@ impl Blocks {
             src: home.ptr,
             bytes: plan.graph.tensor(t).bytes as usize,
             pieces,
+            source: t == plan.graph.source.tensor,
         })
     }
 }
@@ -131,6 +135,7 @@ impl GpuStage<'_> {
         blocks: &Blocks,
         raw_fences: &[Option<Event>],
         profile: bool,
+        callback: Option<usize>,
     ) -> Result<SlotGpu, SlotError> {
         let GpuStage {
             planned,
@@ -174,22 +179,57 @@ impl GpuStage<'_> {
                 .map(|&t| blocks.copy(plan, t))
                 .collect::<Result<_, _>>()?,
             per_tile: schedule.per_tile[planned.stage.0],
+            callback,
             enqueued_through: AtomicU64::new(0),
         })
     }
 }
 
+/// The host callbacks of slot `index` on `path`: without a graph one per GPU stage, on the
+/// chain the tiled stage's own and the graph's. Returns them, each GPU stage's own callback,
+/// and which of them the graph holds, in order.
+fn callbacks(
+    plan: &Plan,
+    path: &GpuPath,
+    index: usize,
+) -> (Box<[Callback]>, Vec<Option<usize>>, Vec<usize>) {
+    let mut callbacks = Vec::new();
+    let mut own = vec![None; plan.stages.len()];
+    let mut graph = Vec::new();
+    match &path.chain {
+        None => {
+            for s in crate::plan::gpu_path::gpu_stages(plan) {
+                own[s.0] = Some(callbacks.len());
+                callbacks.push(Callback::new(index, vec![s], true));
+            }
+        }
+        Some(chain) => {
+            if let (Some(t), Some(c)) = (chain.tiles, &chain.tiles_callback) {
+                own[t.0] = Some(callbacks.len());
+                callbacks.push(Callback::new(index, c.finishes.clone(), c.ends_task));
+            }
+            for (_, c) in &chain.callbacks {
+                graph.push(callbacks.len());
+                callbacks.push(Callback::new(index, c.finishes.clone(), c.ends_task));
+            }
+        }
+    }
+    (callbacks.into_boxed_slice(), own, graph)
+}
+
 impl Slot {
-    /// Builds a slot from the plan, taking blocks from `pools` and creating one kernel
-    /// state per stage.
-    /// With `profile`, each GPU stage also gets a pair of timing events per launch (and one
-    /// around its downloads) for [`Slot::gpu_time`].
+    /// Builds slot `index` from the plan, taking blocks from `pools` and creating one kernel
+    /// state per stage, for the GPU path `path`: on the chain, the slot's graph is captured
+    /// last, with `func` its host callbacks' function. With `profile`, each GPU stage also gets
+    /// a pair of timing events per launch (and one around its downloads) for
+    /// [`Slot::gpu_time`]. A capture that fails is [`SlotError::Graph`], which a run may retry
+    /// without graphs.
     pub(crate) fn new(
         plan: &Plan,
         pools: &mut [Pool],
-        constants: &Constants,
-        schedule: &Schedule,
-        profile: bool,
+        (constants, schedule): (&Constants, &Schedule),
+        (path, profile, func): (&GpuPath, bool, HostFn),
+        index: usize,
     ) -> Result<Slot, SlotError> {
         let graph = &plan.graph;
         let blocks = Blocks::take(plan, pools, constants)?;
@@ -201,6 +241,11 @@ impl Slot {
             .iter()
             .map(|f| f.as_ref().map(|(_, event)| event.raw()))
             .collect();
+        let raw_streams: Vec<Option<Stream>> = fences
+            .iter()
+            .map(|f| f.as_ref().map(|(stream, _)| stream.raw()))
+            .collect();
+        let (callbacks, own_callbacks, graph_callbacks) = callbacks(plan, path, index);
         let mut stages: Vec<SlotStage> = Vec::with_capacity(plan.stages.len());
         for planned in &plan.stages {
             let spec = graph.stage(planned.stage);
@@ -236,7 +281,14 @@ impl Slot {
                         stream,
                         event,
                     }
-                    .build(plan, schedule, &blocks, &raw_fences, profile)?,
+                    .build(
+                        plan,
+                        schedule,
+                        &blocks,
+                        &raw_fences,
+                        profile,
+                        own_callbacks[planned.stage.0],
+                    )?,
                 ),
                 _ => None,
             };
@@ -270,7 +322,31 @@ impl Slot {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Slot {
+        let home = plan.graph.source.tensor;
+        let own_source = buffers[home.0].map_or(std::ptr::null_mut(), |b| b.ptr);
+        let chain = path.chain.as_ref();
+        let chain_stream = match chain {
+            Some(c) => Some(raw_streams[c.stream.0].ok_or_else(|| SlotError::Graph {
+                stage: None,
+                cause: "the chain's first GPU stage has no stream (an executor bug)".into(),
+            })?),
+            None => None,
+        };
+        let mut slot = Slot {
+            chain: chain.zip(chain_stream).map(|(chain, stream)| SlotChain {
+                stream,
+                graph: None,
+                tiles: chain.tiles,
+                staged_reader: chain
+                    .graph
+                    .iter()
+                    .copied()
+                    .find(|&s| path.staged && reads_source(plan, s)),
+            }),
+            callbacks,
+            graph_callbacks,
+            staged: path.staged,
+            source_from: AtomicPtr::new(own_source),
             buffers,
             host_views,
             set: AtomicU32::new(UNBOUND),
@@ -287,6 +363,32 @@ impl Slot {
             sequence: AtomicU64::new(0),
             first_packet_ns: AtomicU64::new(0),
             last_packet_ns: AtomicU64::new(0),
-        })
+        };
+        if let (Some(chain), Some(stream)) = (chain, chain_stream) {
+            slot.capture_chain(plan, chain, stream, func)?;
+        }
+        Ok(slot)
+    }
+
+    /// Captures the slot's graph on the chain's `stream`, when the chain has a graph stage.
+    fn capture_chain(
+        &mut self,
+        plan: &Plan,
+        chain: &Chain,
+        stream: Stream,
+        func: HostFn,
+    ) -> Result<(), SlotError> {
+        let Some(lead) = chain.lead() else {
+            return Ok(());
+        };
+        let gpu = plan.gpu_of(lead).ok_or_else(|| SlotError::Graph {
+            stage: Some(plan.graph.stage(lead).name.clone()),
+            cause: "the stage has no GPU (a planner bug)".into(),
+        })?;
+        let captured = self.capture(plan, chain, gpu, stream, func)?;
+        if let Some(c) = self.chain.as_mut() {
+            c.graph = Some((lead, captured));
+        }
+        Ok(())
     }
 }

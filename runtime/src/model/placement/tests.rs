@@ -177,6 +177,8 @@ fn errors_name_file_line_and_field() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("only to slots: auto"), "{e}");
+    let graphs = parse("name: t\nstages: {a: cpu}\nruntime: {gpu_graphs: false}\n").unwrap();
+    assert!(!graphs.runtime.gpu_graphs, "graphs turned off");
     let spin = parse("name: t\nstages: {a: cpu}\nruntime: {spin_us: 250}\n").unwrap();
     assert_eq!(spin.runtime.spin, Duration::from_micros(250));
     let default = parse("name: t\nstages: {a: cpu}\n").unwrap();
@@ -185,6 +187,7 @@ fn errors_name_file_line_and_field() {
         Duration::ZERO,
         "sleeps at once by default"
     );
+    assert!(default.runtime.gpu_graphs, "graphs on by default");
     let e = parse("name: t\nstages: {a: cpu}\nruntime: {spin_us: 10001}\n")
         .unwrap_err()
         .to_string();

@@ -47,7 +47,7 @@ fn random_complex(seed: u64, dims: &[u64]) -> (Buffer, Vec<Complex<f64>>) {
 }
 
 #[test]
-fn the_table_lists_ten_cpu_blocks() {
+fn the_table_lists_thirteen_cpu_blocks() {
     let lib = blocks();
     assert_eq!(lib.table.abi_version, ABI_VERSION);
     assert_eq!(text(lib.table.name), "kplace-blocks");
@@ -64,14 +64,19 @@ fn the_table_lists_ten_cpu_blocks() {
             BEAMFORM,
             "blocks.fir",
             "blocks.channelize",
-            COMBINE
+            COMBINE,
+            "blocks.transpose",
+            "blocks.add",
+            "blocks.multiply"
         ]
     );
     for k in lib.kernels() {
         assert_eq!(k.device, DeviceKind::CPU, "{}", text(k.name));
         assert_eq!(k.memory, MemorySpace::HOST, "{}", text(k.name));
-        // The combiner's second input is its weights.
-        let inputs = if text(k.name) == COMBINE { 2 } else { 1 };
+        // The combiner's second input is its weights; the sum's and the product's, their
+        // second operand.
+        let two = [COMBINE, "blocks.add", "blocks.multiply"];
+        let inputs = if two.contains(&text(k.name)) { 2 } else { 1 };
         assert_eq!((k.n_inputs, k.n_outputs), (inputs, 1), "{}", text(k.name));
         let stateful = k.flags.contains(kplace_abi::KernelFlags::STATEFUL);
         let stream = ["blocks.fir", "blocks.channelize"].contains(&text(k.name));
@@ -706,7 +711,7 @@ fn what_a_block_cannot_take_is_refused_by_name() {
         lib,
         MEAN,
         &Stage::new(f(&[8]), f(&[1])),
-        "takes f32 [M, ..] to f32 [..]",
+        "takes f32 [.., M, ..] to f32 [..]",
     );
     assert_refuses(
         lib,

@@ -6,8 +6,10 @@
 //! a graph checked on one device is checked on the other. This crate holds what a block's
 //! `create` decides, on any device: the ports and how a launch's tile covers them
 //! ([`ports`]), the time axis and history of a stream block ([`stream`]), the window shapes
-//! ([`window`]), the beamformers' weights and ports ([`beams`]), the mean's ports
-//! ([`mean`]), the FFT's parameters ([`fft`]) and the converter's types ([`convert`]). Each
+//! ([`window`]), the beamformers' weights and ports ([`beams`]), the reductions' ports (the
+//! mean, and a detector's with an axis: [`reduce`]), the FFT's parameters ([`fft`]), the
+//! converter's types ([`convert`]), the transpose's permutation ([`transpose`]) and the
+//! two-input element-wise blocks' ([`binary`]). Each
 //! check takes the [`Ports`](kplace_abi::export::ports::Ports) rule of the library asking:
 //! host memory on the CPU, device memory on CUDA.
 //!
@@ -17,10 +19,12 @@
 #![warn(missing_docs)]
 
 pub mod beams;
+pub mod binary;
 pub mod convert;
 pub mod fft;
-pub mod mean;
 pub mod names;
 pub mod ports;
+pub mod reduce;
 pub mod stream;
+pub mod transpose;
 pub mod window;

@@ -22,3 +22,9 @@ pub const COMBINE: &CStr = c"blocks.combine";
 pub const FIR: &CStr = c"blocks.fir";
 /// `blocks.channelize`.
 pub const CHANNELIZE: &CStr = c"blocks.channelize";
+/// `blocks.transpose`.
+pub const TRANSPOSE: &CStr = c"blocks.transpose";
+/// `blocks.add`.
+pub const ADD: &CStr = c"blocks.add";
+/// `blocks.multiply`.
+pub const MULTIPLY: &CStr = c"blocks.multiply";

@@ -1,5 +1,6 @@
 // The block library's element-wise kernels: blocks.convert, blocks.power, blocks.magnitude,
-// blocks.window, and the gather and scatter around blocks.fft's cuFFT transforms.
+// blocks.window, the gather and scatter around blocks.fft's cuFFT transforms, blocks.add and
+// blocks.multiply.
 //
 // Plain CUDA C++ for NVRTC: no includes, no shared memory, no barriers, so that the host
 // simulator (runtime/cudakit/hostsim) compiles this file as C++ and runs every grid as loops.
@@ -217,4 +218,92 @@ extern "C" __global__ void kb_fft_scatter(const kb_cf32 *__restrict__ batch,
     out.re = __fmul_rn(v.re, scale);
     out.im = __fmul_rn(v.im, scale);
     y[kb_strided(i, n, inner)] = out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// blocks.add and blocks.multiply: element i of a launch (element first + i of input 0) meets
+// element (first + i) % len of input 1, each part in double, rounded once. With `conjugate`
+// input 1's imaginary parts are negated. One thread per output element.
+// ---------------------------------------------------------------------------------------------
+
+// Input 1's element k as a complex double, its imaginary part negated when `conjugate`.
+__device__ __forceinline__ void kb_other(const kb_cf32 *w, kb_u64 k, kb_u32 conjugate,
+                                         double *re, double *im) {
+    kb_cf32 v = w[k];
+    *re = (double)v.re;
+    *im = conjugate ? -(double)v.im : (double)v.im;
+}
+
+extern "C" __global__ void kb_add_complex(const kb_cf32 *__restrict__ x,
+                                          const kb_cf32 *__restrict__ w,
+                                          kb_cf32 *__restrict__ y, kb_u64 first, kb_u64 len,
+                                          kb_u32 conjugate, kb_u64 count) {
+    (void)conjugate;  // a sum, or a real factor, has nothing to conjugate
+    kb_u64 i = kb_index();
+    if (i >= count) {
+        return;
+    }
+    double wr, wi;
+    kb_other(w, (first + i) % len, 0, &wr, &wi);
+    kb_cf32 v = x[i];
+    kb_cf32 out;
+    out.re = (float)__dadd_rn((double)v.re, wr);
+    out.im = (float)__dadd_rn((double)v.im, wi);
+    y[i] = out;
+}
+
+extern "C" __global__ void kb_add_real(const float *__restrict__ x, const float *__restrict__ w,
+                                       float *__restrict__ y, kb_u64 first, kb_u64 len,
+                                       kb_u32 conjugate, kb_u64 count) {
+    (void)conjugate;  // a sum, or a real factor, has nothing to conjugate
+    kb_u64 i = kb_index();
+    if (i < count) {
+        y[i] = (float)__dadd_rn((double)x[i], (double)w[(first + i) % len]);
+    }
+}
+
+extern "C" __global__ void kb_multiply_complex(const kb_cf32 *__restrict__ x,
+                                               const kb_cf32 *__restrict__ w,
+                                               kb_cf32 *__restrict__ y, kb_u64 first,
+                                               kb_u64 len, kb_u32 conjugate, kb_u64 count) {
+    kb_u64 i = kb_index();
+    if (i >= count) {
+        return;
+    }
+    double wr, wi;
+    kb_other(w, (first + i) % len, conjugate, &wr, &wi);
+    double xr = (double)x[i].re;
+    double xi = (double)x[i].im;
+    kb_cf32 out;
+    out.re = (float)__dsub_rn(__dmul_rn(xr, wr), __dmul_rn(xi, wi));
+    out.im = (float)__dadd_rn(__dmul_rn(xr, wi), __dmul_rn(xi, wr));
+    y[i] = out;
+}
+
+// A complex input 0 times a real input 1: no terms of an imaginary part.
+extern "C" __global__ void kb_multiply_by_real(const kb_cf32 *__restrict__ x,
+                                               const float *__restrict__ w,
+                                               kb_cf32 *__restrict__ y, kb_u64 first,
+                                               kb_u64 len, kb_u32 conjugate, kb_u64 count) {
+    (void)conjugate;  // a sum, or a real factor, has nothing to conjugate
+    kb_u64 i = kb_index();
+    if (i >= count) {
+        return;
+    }
+    double c = (double)w[(first + i) % len];
+    kb_cf32 out;
+    out.re = (float)__dmul_rn((double)x[i].re, c);
+    out.im = (float)__dmul_rn((double)x[i].im, c);
+    y[i] = out;
+}
+
+extern "C" __global__ void kb_multiply_real(const float *__restrict__ x,
+                                            const float *__restrict__ w, float *__restrict__ y,
+                                            kb_u64 first, kb_u64 len, kb_u32 conjugate,
+                                            kb_u64 count) {
+    (void)conjugate;  // a sum, or a real factor, has nothing to conjugate
+    kb_u64 i = kb_index();
+    if (i < count) {
+        y[i] = (float)__dmul_rn((double)x[i], (double)w[(first + i) % len]);
+    }
 }

@@ -1,4 +1,5 @@
-// The block library's sums: blocks.mean, blocks.beamform and blocks.combine.
+// The block library's sums: blocks.mean (and blocks.power and blocks.magnitude given an axis),
+// blocks.beamform and blocks.combine.
 //
 // Plain CUDA C++ for NVRTC, as elementwise.cu (no includes, no barriers, kb_ names). One
 // thread per output value, which sums its terms itself in double, in the CPU library's order
@@ -12,19 +13,59 @@ __device__ __forceinline__ kb_u64 kb_sum_index() {
     return (kb_u64)blockIdx.x * blockDim.x + threadIdx.x;
 }
 
-// blocks.mean: y[j] = factor * sum over m < rows of x[m * row_len + j], summed in the order of
-// m. One thread per output value.
-extern "C" __global__ void kb_mean(const float *__restrict__ x, float *__restrict__ y,
-                                   kb_u64 rows, kb_u64 row_len, double factor) {
-    kb_u64 j = kb_sum_index();
-    if (j >= row_len) {
+// blocks.mean along an axis: the input is blocks of `count` indices of the axis, each
+// `inner` values; output value i (of `n`) is factor * the sum over m < count of
+// v(x[(i / inner * count + m) * inner + i % inner]), summed in double in the order of m and
+// rounded once. One thread per output value.
+template <class T, double (*V)(T)>
+__device__ __forceinline__ void kb_reduce(const T *__restrict__ x, float *__restrict__ y,
+                                          kb_u64 count, kb_u64 inner, double factor,
+                                          kb_u64 n) {
+    kb_u64 i = kb_sum_index();
+    if (i >= n) {
         return;
     }
+    const T *column = x + (i / inner) * count * inner + i % inner;
     double sum = 0.0;
-    for (kb_u64 m = 0; m < rows; ++m) {
-        sum = __dadd_rn(sum, (double)x[m * row_len + j]);
+    for (kb_u64 m = 0; m < count; ++m) {
+        sum = __dadd_rn(sum, V(column[m * inner]));
     }
-    y[j] = (float)__dmul_rn(sum, factor);
+    y[i] = (float)__dmul_rn(sum, factor);
+}
+
+// cf32: real then imaginary.
+struct __align__(8) kb_sum_cf32 {
+    float re;
+    float im;
+};
+
+__device__ __forceinline__ double kb_sum_value(float v) { return (double)v; }
+
+__device__ __forceinline__ double kb_sum_norm(kb_sum_cf32 v) {
+    double re = (double)v.re;
+    double im = (double)v.im;
+    return __dadd_rn(__dmul_rn(re, re), __dmul_rn(im, im));
+}
+
+__device__ __forceinline__ double kb_sum_magnitude(kb_sum_cf32 v) {
+    return __dsqrt_rn(kb_sum_norm(v));
+}
+
+extern "C" __global__ void kb_mean(const float *x, float *y, kb_u64 count, kb_u64 inner,
+                                   double factor, kb_u64 n) {
+    kb_reduce<float, kb_sum_value>(x, y, count, inner, factor, n);
+}
+
+// blocks.power with an axis: the mean of re² + im² (each in double) along it.
+extern "C" __global__ void kb_power_mean(const kb_sum_cf32 *x, float *y, kb_u64 count,
+                                         kb_u64 inner, double factor, kb_u64 n) {
+    kb_reduce<kb_sum_cf32, kb_sum_norm>(x, y, count, inner, factor, n);
+}
+
+// blocks.magnitude with an axis: the mean of sqrt(re² + im²) along it.
+extern "C" __global__ void kb_magnitude_mean(const kb_sum_cf32 *x, float *y, kb_u64 count,
+                                             kb_u64 inner, double factor, kb_u64 n) {
+    kb_reduce<kb_sum_cf32, kb_sum_magnitude>(x, y, count, inner, factor, n);
 }
 
 // A weight's parts in double, from the steering weights (double) or given ones (float).

@@ -10,12 +10,15 @@
 //! | `blocks.convert`    | 1         | equal bit for bit (every input type)                  |
 //! | `blocks.window`     | 1         | equal bit for bit                                     |
 //! | `blocks.fft`        | 3         | cuFFT against FFTW: within 1e-5 of the row's peak     |
-//! | `blocks.power`      | 1         | equal bit for bit                                     |
-//! | `blocks.magnitude`  | 1         | equal bit for bit                                     |
+//! | `blocks.power`      | 1         | equal bit for bit (with or without `axis`)            |
+//! | `blocks.magnitude`  | 1         | equal bit for bit (with or without `axis`)            |
 //! | `blocks.mean`       | 1         | equal bit for bit                                     |
 //! | `blocks.beamform`   | 1         | equal bit for bit                                     |
 //! | `blocks.combine`    | 1         | equal bit for bit                                     |
 //! | `blocks.fir`        | 2 or 3    | equal bit for bit, across frames, under loss          |
+//! | `blocks.transpose`  | 1         | equal bit for bit (a copy)                            |
+//! | `blocks.add`        | 1         | equal bit for bit                                     |
+//! | `blocks.multiply`   | 1         | equal bit for bit                                     |
 //!
 //! Each block's module states its launch sequence. Every kernel computes one output value per
 //! thread with the CPU library's operations in the CPU library's order, as explicitly rounded
@@ -35,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod beams;
+pub mod binary;
 pub mod convert;
 pub mod detect;
 pub mod fft;
@@ -42,20 +46,24 @@ pub mod fir;
 pub mod gpu;
 pub mod mean;
 pub mod source;
+pub mod transpose;
 pub mod window;
 
 pub use beams::{Beamform, Combine};
+pub use binary::{Add, Multiply};
 pub use convert::Convert;
 pub use detect::{Magnitude, Power};
 pub use fft::Fft;
 pub use fir::Fir;
 pub use kplace_cudakit::probe;
 pub use mean::Mean;
+pub use transpose::Transpose;
 pub use window::Window;
 
 kplace_abi::export_library!(
     c"kplace-blocks-gpu",
     [
-        Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir, Combine
+        Convert, Window, Fft, Power, Magnitude, Mean, Beamform, Fir, Combine, Transpose, Add,
+        Multiply
     ]
 );

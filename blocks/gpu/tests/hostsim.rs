@@ -1,7 +1,8 @@
 //! The stateless CUDA blocks' launch sequences on the host simulator (their CUDA C compiled as
 //! C++, rustfft standing in for cuFFT) against the CPU block library: every block equal bit
-//! for bit (the FFT within 1e-5 of the row's peak, cuFFT's stand-in against FFTW), over every
-//! tiling, on seeded random data; and the same refusals with the same messages.
+//! for bit (the FFT within 1e-5 of the row's peak, cuFFT's stand-in against FFTW), along every
+//! axis it takes and over every tiling, on seeded random data; and the same refusals with the
+//! same messages.
 
 mod common;
 
@@ -10,12 +11,14 @@ use half::{bf16, f16};
 use kplace_abi::export::kernel_entry;
 use kplace_abi::{Dtype, Kernel, Scalar};
 use kplace_blocks_gpu::beams::BeamsPlan;
+use kplace_blocks_gpu::binary::{BinaryPlan, Product, Sum};
 use kplace_blocks_gpu::convert::ConvertPlan;
 use kplace_blocks_gpu::detect::{DetectPlan, Linear, Square};
 use kplace_blocks_gpu::fft::FftPlan;
 use kplace_blocks_gpu::gpu::PlainPlan;
 use kplace_blocks_gpu::mean::MeanPlan;
 use kplace_blocks_gpu::source::Function;
+use kplace_blocks_gpu::transpose::TransposePlan;
 use kplace_blocks_gpu::window::WindowPlan;
 use kplace_cuda_hostsim::HostQueue;
 use kplace_testkit::abi::{Buffer, Stage, desc, random_f32, rng, splits};
@@ -29,6 +32,9 @@ static CPU_MAGNITUDE: Kernel = kernel_entry::<kplace_blocks::Magnitude>();
 static CPU_MEAN: Kernel = kernel_entry::<kplace_blocks::Mean>();
 static CPU_BEAMFORM: Kernel = kernel_entry::<kplace_blocks::Beamform>();
 static CPU_COMBINE: Kernel = kernel_entry::<kplace_blocks::Combine>();
+static CPU_TRANSPOSE: Kernel = kernel_entry::<kplace_blocks::Transpose>();
+static CPU_ADD: Kernel = kernel_entry::<kplace_blocks::Add>();
+static CPU_MULTIPLY: Kernel = kernel_entry::<kplace_blocks::Multiply>();
 
 /// A cf32 or f32 buffer of `dims` with random parts in [-1, 1).
 fn random(seed: u64, dtype: Dtype, dims: &[u64]) -> Buffer {
@@ -210,21 +216,184 @@ fn the_fft_agrees_with_the_cpu_library_along_every_axis_both_ways() {
     }
 }
 
+/// `dims` without `axis`.
+fn without(dims: &[u64], axis: usize) -> Vec<u64> {
+    let mut out = dims.to_vec();
+    out.remove(axis);
+    out
+}
+
 #[test]
-fn the_mean_equals_the_cpu_library() {
+fn the_mean_along_every_axis_equals_the_cpu_library_for_every_tiling() {
     let queue = HostQueue::new();
-    for (seed, dims) in [(6u64, vec![9u64, 4, 3]), (7, vec![2, 5])] {
+    for (seed, dims) in [
+        (6u64, vec![9u64, 4, 3]),
+        (7, vec![2, 5]),
+        (8, vec![4, 3, 2, 5]),
+    ] {
         let x = random(seed, Dtype::F32, &dims);
-        let params = [("scale", "3")];
-        let stage =
-            Stage::new(desc(Dtype::F32, &dims), desc(Dtype::F32, &dims[1..])).params(&params);
-        let mut want = Buffer::new(Dtype::F32, &dims[1..]);
-        cpu(&CPU_MEAN, &stage, &[&x], &mut want);
-        let p = plan(&stage, MeanPlan::plan).unwrap();
-        let got = Buffer::new(Dtype::F32, &dims[1..]);
-        // SAFETY: host buffers of the stage's sizes stand in for device memory.
-        unsafe { p.enqueue(&queue, at(&x), at(&got)) }.unwrap();
-        assert_eq!(got.bits(), want.bits(), "{dims:?}");
+        for axis in 0..dims.len() {
+            let out = without(&dims, axis);
+            let axis_text = axis.to_string();
+            let params = [("axis", axis_text.as_str()), ("scale", "3")];
+            let tilings = if axis == 0 {
+                vec![None]
+            } else {
+                splits(dims[0])
+            };
+            for split in tilings {
+                let stage = Stage::new(desc(Dtype::F32, &dims), desc(Dtype::F32, &out))
+                    .params(&params)
+                    .tiled(split);
+                let mut want = Buffer::new(Dtype::F32, &out);
+                cpu(&CPU_MEAN, &stage, &[&x], &mut want);
+                let p = plan(&stage, MeanPlan::plan).unwrap();
+                let got = Buffer::new(Dtype::F32, &out);
+                for tile in tiles(&stage) {
+                    // SAFETY: host buffers of the stage's sizes stand in for device memory.
+                    unsafe { p.enqueue(&queue, at(&x), at(&got), tile) }.unwrap();
+                }
+                assert_eq!(got.bits(), want.bits(), "{dims:?} axis {axis} {split:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn power_and_magnitude_along_an_axis_equal_the_cpu_library_for_every_tiling() {
+    let queue = HostQueue::new();
+    let dims = [4u64, 3, 6];
+    let x = random(9, Dtype::CF32, &dims);
+    for axis in 0..dims.len() {
+        let out = without(&dims, axis);
+        let axis_text = axis.to_string();
+        let params = [("axis", axis_text.as_str())];
+        let tilings = if axis == 0 {
+            vec![None]
+        } else {
+            splits(dims[0])
+        };
+        for split in tilings {
+            let stage = Stage::new(desc(Dtype::CF32, &dims), desc(Dtype::F32, &out))
+                .params(&params)
+                .tiled(split);
+            for (law, reference) in [("power", &CPU_POWER), ("magnitude", &CPU_MAGNITUDE)] {
+                let mut want = Buffer::new(Dtype::F32, &out);
+                cpu(reference, &stage, &[&x], &mut want);
+                let got = Buffer::new(Dtype::F32, &out);
+                for tile in tiles(&stage) {
+                    // SAFETY: host buffers of the stage's sizes stand in for device memory.
+                    unsafe {
+                        if law == "power" {
+                            let p = plan(&stage, DetectPlan::<Square>::plan).unwrap();
+                            p.enqueue(&queue, at(&x), at(&got), tile)
+                        } else {
+                            let p = plan(&stage, DetectPlan::<Linear>::plan).unwrap();
+                            p.enqueue(&queue, at(&x), at(&got), tile)
+                        }
+                    }
+                    .unwrap();
+                }
+                assert_eq!(got.bits(), want.bits(), "{law} axis {axis} {split:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_transpose_of_every_element_size_equals_the_cpu_library() {
+    let queue = HostQueue::new();
+    let dtypes = [Dtype::I8, Dtype::CI8, Dtype::F32, Dtype::CF32, Dtype::CF64];
+    let shapes: [(&[u64], &str); 4] = [
+        (&[3, 5], "1, 0"),
+        (&[2, 3, 4], "2, 0, 1"),
+        (&[4, 1, 3, 2], "0, 3, 1, 2"),
+        (&[2, 2, 2, 2, 3], "4, 3, 2, 1, 0"),
+    ];
+    for (seed, dtype) in dtypes.into_iter().enumerate() {
+        let element = dtype.element().expect("numeric");
+        for (dims, axes) in shapes {
+            let order: Vec<usize> = axes.split(", ").map(|a| a.parse().unwrap()).collect();
+            let out: Vec<u64> = order.iter().map(|&a| dims[a]).collect();
+            let len = dims.iter().product::<u64>() as usize * element.parts();
+            let x =
+                Buffer::from_bytes(dtype, dims, &random_bytes(seed as u64, element.scalar, len));
+            let params = [("axes", axes)];
+            let stage = Stage::new(desc(dtype, dims), desc(dtype, &out)).params(&params);
+            let mut want = Buffer::new(dtype, &out);
+            cpu(&CPU_TRANSPOSE, &stage, &[&x], &mut want);
+            let p = plan(&stage, TransposePlan::from_config).unwrap();
+            let table = p.table();
+            let words: Vec<u8> = table.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let table = Buffer::from_bytes(Dtype::F64, &[table.len() as u64], &words);
+            let got = Buffer::new(dtype, &out);
+            // SAFETY: host buffers of the stage's sizes stand in for device memory.
+            unsafe { p.enqueue(&queue, at(&x), at(&got), at(&table)) }.unwrap();
+            assert_eq!(bytes(&got), bytes(&want), "{dtype:?} {dims:?} axes {axes}");
+        }
+    }
+}
+
+/// A buffer's bytes (a tensor of 1- or 2-byte elements may end within a 4-byte word).
+fn bytes(b: &Buffer) -> Vec<u8> {
+    let t = b.input(kplace_abi::MemorySpace::HOST);
+    // SAFETY: a buffer's data holds its descriptor's bytes, alive while `b` is.
+    unsafe { std::slice::from_raw_parts(t.data.cast::<u8>(), t.desc.bytes as usize) }.to_vec()
+}
+
+#[test]
+fn sums_and_products_equal_the_cpu_library_for_every_operand_and_tiling() {
+    let queue = HostQueue::new();
+    let dims = [4u64, 3, 5];
+    let cases = [
+        ("add", Dtype::CF32, Dtype::CF32),
+        ("add", Dtype::F32, Dtype::F32),
+        ("multiply", Dtype::CF32, Dtype::CF32),
+        ("multiply", Dtype::CF32, Dtype::F32),
+        ("multiply", Dtype::F32, Dtype::F32),
+    ];
+    let shapes: [&[u64]; 4] = [&[4, 3, 5], &[3, 5], &[5], &[1]];
+    for (seed, (op, xt, wt)) in cases.into_iter().enumerate() {
+        let x = random(40 + seed as u64, xt, &dims);
+        for w_dims in shapes {
+            let w = random(50 + seed as u64, wt, w_dims);
+            for conjugate in ["false", "true"] {
+                let params = [("conjugate", conjugate)];
+                for split in splits(dims[0]) {
+                    let mut stage = Stage::new(desc(xt, &dims), desc(xt, &dims)).tiled(split);
+                    stage.inputs.push(w.desc);
+                    if op == "multiply" {
+                        stage = stage.params(&params);
+                    }
+                    let reference = if op == "add" { &CPU_ADD } else { &CPU_MULTIPLY };
+                    let mut want = Buffer::new(xt, &dims);
+                    cpu(reference, &stage, &[&x, &w], &mut want);
+                    let got = Buffer::new(xt, &dims);
+                    for tile in tiles(&stage) {
+                        let ports = (at(&x), at(&w), at(&got));
+                        // SAFETY: host buffers of the stage's sizes stand in for device memory.
+                        unsafe {
+                            if op == "add" {
+                                let p = plan(&stage, BinaryPlan::<Sum>::plan).unwrap();
+                                p.enqueue(&queue, ports, tile)
+                            } else {
+                                let p = plan(&stage, BinaryPlan::<Product>::plan).unwrap();
+                                p.enqueue(&queue, ports, tile)
+                            }
+                        }
+                        .unwrap();
+                    }
+                    assert_eq!(
+                        got.bits(),
+                        want.bits(),
+                        "{op} {xt:?} by {wt:?} {w_dims:?} conj {conjugate} {split:?}"
+                    );
+                }
+                if op == "add" {
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -277,7 +446,7 @@ fn the_cuda_blocks_refuse_what_the_cpu_blocks_refuse_in_the_same_words() {
     refuse(&mean.clone().split(0, 2), "cannot be split");
     refuse(
         &Stage::new(desc(Dtype::F32, &[4, 3]), desc(Dtype::F32, &[4])),
-        "takes f32 [M, ..]",
+        "takes f32 [.., M, ..]",
     );
     let params = [("window", "kaiser")];
     let window = Stage::new(desc(Dtype::CF32, &[2, 4]), desc(Dtype::CF32, &[2, 4])).params(&params);

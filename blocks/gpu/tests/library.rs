@@ -5,7 +5,7 @@ use kplace_abi::{ABI_VERSION, DeviceKind, MemorySpace};
 use kplace_testkit::abi::{Loaded, text};
 
 #[test]
-fn the_table_lists_nine_cuda_blocks_under_the_cpu_library_s_names() {
+fn the_table_lists_twelve_cuda_blocks_under_the_cpu_library_s_names() {
     // SAFETY: the entry returns a pointer to a static table.
     let lib = Loaded::linked(unsafe { &*kplace_blocks_gpu::kplace_library_entry() });
     assert_eq!(lib.table.abi_version, ABI_VERSION);
@@ -22,7 +22,10 @@ fn the_table_lists_nine_cuda_blocks_under_the_cpu_library_s_names() {
             "blocks.mean",
             "blocks.beamform",
             "blocks.fir",
-            "blocks.combine"
+            "blocks.combine",
+            "blocks.transpose",
+            "blocks.add",
+            "blocks.multiply"
         ]
     );
     for k in lib.kernels() {

@@ -3,7 +3,9 @@
 # the FFTW development package, whose static libfftw3f.a the CPU kernel library links, a C and
 # C++ compiler (tests build C kernel libraries and run the CUDA C kernels on the host), the
 # shell linter shellcheck (a test checks every script with it), the DejaVu fonts (the plot
-# tests measure rendered text), and NVRTC from PyPI
+# tests measure rendered text), NumPy and SciPy from PyPI into the project's environment (the
+# runnable blocks of docs/*.md check kplace's output with them, and the examples' design.py
+# and reference.py use NumPy), and NVRTC from PyPI
 # (nvidia-cuda-nvrtc 13.0), which compiles the GPU library's CUDA C to PTX without a GPU.
 #
 # Usage: scripts/setup.sh            prints, as its last line, the directory of libnvrtc.so.13
@@ -29,6 +31,9 @@ esac
 
 venv="${KPLACE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/kplace/venv}"
 nvrtc_wheel=nvidia-cuda-nvrtc==13.0.48
+# The versions bench/peers/numpy/requirements.txt pins too.
+numpy_wheel=numpy==2.4.6
+scipy_wheel=scipy==1.17.1
 
 apt_install() {
     local sudo=""
@@ -80,11 +85,24 @@ sys.exit(1)
 PY
 }
 
+# NumPy and SciPy at the pinned versions in the project's environment.
+ensure_numpy() {
+    ensure_venv
+    if "$venv/bin/python" -c "import numpy, scipy, sys; sys.exit(
+            (numpy.__version__, scipy.__version__) != ('${numpy_wheel#*==}', '${scipy_wheel#*==}'))" \
+            >/dev/null 2>&1; then
+        return
+    fi
+    echo "setup: installing $numpy_wheel and $scipy_wheel from PyPI into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "$numpy_wheel" "$scipy_wheel" >&2
+}
+
 if [ "$mode" = cpu ]; then
     exit 0
 fi
+ensure_numpy
 if [ "$mode" = python ]; then
-    ensure_venv
     echo "$venv/bin/python"
     exit 0
 fi

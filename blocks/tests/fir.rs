@@ -368,3 +368,74 @@ fn a_launch_without_its_carry_is_refused() {
         "{text}"
     );
 }
+
+/// The FIR forms docs/graphs.md gives for GNU Radio's Keep 1 in N, Delay and Moving Average:
+/// every Nth sample exactly, the stream N samples late exactly (zeros first, across frames),
+/// and the mean of the last N samples.
+#[test]
+fn the_fir_forms_of_keep_one_in_n_delay_and_moving_average_do_what_they_say() {
+    let dims = vec![4u64, 6, 2];
+    let frames = random_frames(
+        &Case {
+            dims: dims.clone(),
+            axis: 1,
+            parts: 2,
+            taps: vec![1.0],
+            decimation: 1,
+        },
+        5,
+        21,
+        &[],
+    );
+    let stream: Vec<f32> = frames.iter().flatten().flatten().copied().collect();
+    let step = 2 * 2; // two lanes of complex samples
+    let total = 5 * 24; // five frames of 4 x 6 samples
+    let form = |taps: Vec<f32>, decimation: usize, carried: bool| {
+        let case = Case {
+            dims: dims.clone(),
+            axis: 1,
+            parts: 2,
+            taps,
+            decimation,
+        };
+        let params = if carried {
+            case.params()
+        } else {
+            case.bursts()
+        };
+        let out: Vec<f32> = filter_with(&case, &params, &frames)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
+        out
+    };
+    // Keep 1 in 3: taps [1], decimation 3, each frame on its own.
+    let kept: Vec<f32> = (0..total / 3)
+        .flat_map(|m| stream[3 * m * step..(3 * m + 1) * step].to_vec())
+        .collect();
+    assert_eq!(form(vec![1.0], 3, false), kept);
+    // Delay by 5: five zero taps, then 1, the history carried across the frames.
+    let delayed: Vec<f32> = (0..total)
+        .flat_map(|t| match t.checked_sub(5) {
+            Some(s) => stream[s * step..(s + 1) * step].to_vec(),
+            None => vec![0.0; step],
+        })
+        .collect();
+    assert_eq!(form(vec![0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 1, true), delayed);
+    // Moving average of 4: four taps of 1/4, against the mean of the last four in double.
+    let averaged = form(vec![0.25; 4], 1, true);
+    for t in 0..total {
+        for j in 0..step {
+            let sum: f64 = (0..4)
+                .filter_map(|k| t.checked_sub(k))
+                .map(|s| f64::from(stream[s * step + j]))
+                .sum();
+            let got = f64::from(averaged[t * step + j]);
+            assert!(
+                (got - sum / 4.0).abs() < 1e-6,
+                "sample {t} lane part {j}: {got}"
+            );
+        }
+    }
+}

@@ -455,6 +455,33 @@ fn the_cuda_blocks_refuse_what_the_cpu_blocks_refuse_in_the_same_words() {
         message.contains("expected rect, hann, hamming or blackman"),
         "{message}"
     );
+    let axes = [("axes", "0, 0")];
+    let turned = Stage::new(desc(Dtype::F32, &[4, 3]), desc(Dtype::F32, &[3, 4])).params(&axes);
+    let message = plan(&turned, TransposePlan::from_config)
+        .unwrap_err()
+        .message;
+    assert!(
+        message.contains("parameter axes must name every axis of input 0 (f32 [4, 3]) once"),
+        "{message}"
+    );
+    let mut product = Stage::new(desc(Dtype::CF32, &[4, 5]), desc(Dtype::CF32, &[4, 5]));
+    product.inputs.push(desc(Dtype::CF32, &[4]));
+    let message = plan(&product, BinaryPlan::<Product>::plan)
+        .unwrap_err()
+        .message;
+    assert!(
+        message.contains("input 1 must have input 0's last dimensions"),
+        "{message}"
+    );
+    let power = [("axis", "2")];
+    let mean_power = Stage::new(desc(Dtype::CF32, &[4, 3]), desc(Dtype::F32, &[4])).params(&power);
+    let message = plan(&mean_power, DetectPlan::<Square>::plan)
+        .unwrap_err()
+        .message;
+    assert!(
+        message.contains("parameter axis is 2, but input 0"),
+        "{message}"
+    );
     // Host memory is refused: the CUDA blocks read and write device memory.
     let message = Stage::new(desc(Dtype::CF32, &[2, 4]), desc(Dtype::F32, &[2, 4]))
         .with_config(DetectPlan::<Square>::plan)

@@ -5,7 +5,8 @@
 //! a reference computed here another way, in double: the whole stream filtered by the FIR's
 //! definition (the lost frames silence, as docs/graphs.md promises), every fourth sample kept,
 //! a DFT by its definition, the power averaged over the channels. The frame after each loss is
-//! shown to need that silence, and both runs agree bit for bit on every frame both wrote.
+//! shown to need that silence, and both runs agree bit for bit on every frame both wrote. An
+//! axis a block's input lacks is refused when the run is planned, naming the stage.
 
 use std::collections::BTreeSet;
 use std::f64::consts::TAU;
@@ -317,4 +318,31 @@ fn the_sdr_chain_streams_as_one_continuous_filter_with_lost_frames_silent() {
         }
     }
     assert!(compared >= FRAMES * 8 / 10, "{compared}");
+}
+
+/// An axis the mean's input does not have is refused when the run is planned, naming the
+/// stage, the block and the parameter; so is a permutation that is none.
+#[test]
+fn a_wrong_axis_is_refused_at_plan_time_naming_the_stage_and_the_parameter() {
+    for (set, said) in [
+        ("average.axis=2", "stage average: blocks.mean"),
+        ("power.axis=5", "stage power: blocks.power"),
+    ] {
+        let ended = Guard::spawn(kplace().args([
+            "plan",
+            "--graph",
+            GRAPH,
+            "--placement",
+            "workloads/sdr/placements/cpu.yaml",
+            "--set",
+            set,
+        ]))
+        .wait(LIMIT);
+        assert_eq!(ended.status.code(), Some(2), "{set}: {}", ended.stderr);
+        assert!(
+            ended.stderr.contains(said) && ended.stderr.contains("parameter axis is "),
+            "{set}: {}",
+            ended.stderr
+        );
+    }
 }

@@ -17,7 +17,8 @@ fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The libraries' rustdoc: no broken or private link.
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p kplace -p kplace-lab -p kplace-radar
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p kplace -p kplace-core -p kplace-net -p kplace-report \
+    -p kplace-harness -p kplace-lab -p kplace-radar
 cargo build --workspace --all-targets
 cargo test --workspace
 # The GPU check's test executables from a copy of their bundle, with target/ hidden: what the

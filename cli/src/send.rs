@@ -13,6 +13,7 @@ use clap::Args;
 use kplace::model::files::GraphFiles;
 use kplace::net::sender::{self, Faults, FrameCount, MalformedAt, PacketAt, SenderConfig};
 use kplace::report::output::{self, OutputError, OutputFile};
+use kplace::report::send::SendFile;
 use kplace::workload::send::SendFrames;
 
 use super::args::ShapeArgs;
@@ -212,7 +213,7 @@ pub fn main(args: SendArgs) -> anyhow::Result<ExitCode> {
         failed.extend(out.commit().err().map(|e| e.to_string()));
     }
     if let Some(out) = report_file {
-        serde_json::to_writer_pretty(out.writer(), &report.file(nice))?;
+        serde_json::to_writer_pretty(out.writer(), &SendFile::of(&report, nice))?;
         out.commit()?;
     }
     if let Some(e) = failed.first() {

@@ -1,35 +1,42 @@
 //! kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
 //! chosen per stage by a placement file.
 //!
-//! The modules, in data-path order: the user's [`model`] (graph and placement) becomes a
-//! [`plan`] of kernels from [`plugin`] libraries, on the CPU or through the [`cuda`] seam; the
-//! [`executor`] moves frames from a source in [`net`] (the UDP receiver, or a replay) through
-//! the plan's stages and its pools to a sink; [`report`] measures it and writes what it
-//! measured, and a [`session`] runs one pipeline and builds its typed report. [`interrupt`] is how a signal stops a run cleanly; [`os`] holds what the runtime
-//! and its tools ask of the operating system beyond `std` (CPU affinity, child processes).
+//! This crate is a facade over the runtime's crates, each owning one concern, so that the
+//! lab, the binary and the tests keep one set of paths:
 //!
-//! The measuring tools live beside it in `kplace-lab`, the radar workload in `kplace-radar`,
-//! and the `kplace` binary (`kplace-cli`) joins them.
+//! - `kplace-core`: [`model`], [`plan`], [`plugin`], [`cuda`], [`executor`], [`adapt`],
+//!   [`interrupt`], [`os`], and what the executor counts (re-exported under [`report`]);
+//! - `kplace-net`: [`net`]'s packet format, UDP receiver, sender and replay source;
+//! - `kplace-report`: [`report`] (the run report, progress lines, OpenMetrics, telemetry,
+//!   output files), the metrics endpoint (as `net::metrics`) and NVML's part of the device
+//!   probe (`cuda::probe::probe`);
+//! - `kplace-harness`: [`session`] and [`workload`].
+//!
+//! A crate that needs only the data path depends on `kplace-core` alone. The measuring tools
+//! live beside it in `kplace-lab`, the radar workload in `kplace-radar`, and the `kplace`
+//! binary (`kplace-cli`) joins them. docs/architecture.md draws the crate graph.
 
 #![warn(missing_docs)]
 
-// What the user writes.
-pub mod model;
-// Kernels, devices and the plan that binds them.
-pub mod cuda;
-pub mod plan;
-pub mod plugin;
-// Frames moving.
-pub mod adapt;
-pub mod executor;
-pub mod net;
-// What a run measured.
-pub mod report;
-// One pipeline, run and measured.
-pub mod session;
-pub mod workload;
-// Signals and the operating system.
-pub mod interrupt;
-pub mod os;
+pub use kplace_core::{abi, adapt, executor, interrupt, model, os, plan, plugin};
+pub use kplace_harness::{session, workload};
+pub use kplace_report as report;
 
-pub use kplace_abi as abi;
+/// The CUDA seam (`kplace_core::cuda`).
+pub mod cuda {
+    pub use kplace_core::cuda::*;
+
+    /// The device probe (`kplace_core::cuda::probe`), whose `probe()` is the whole answer
+    /// `kplace devices` gives, NVML's facts included (`kplace_report::devices::probe`).
+    pub mod probe {
+        pub use kplace_core::cuda::probe::*;
+        pub use kplace_report::devices::probe;
+    }
+}
+
+/// Frames over the network (`kplace_net`), and the metrics endpoint
+/// (`kplace_report::endpoint`).
+pub mod net {
+    pub use kplace_net::*;
+    pub use kplace_report::endpoint as metrics;
+}

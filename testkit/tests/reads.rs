@@ -18,7 +18,7 @@ const UNBOUNDED: &[&str] = &[
 ];
 
 /// Where the bounded readers themselves are written.
-const HELPERS: &[&str] = &["runtime/src/os/files.rs"];
+const HELPERS: &[&str] = &["runtime/core/src/os/files.rs"];
 
 /// Reads that are bounded otherwise, each with why: (file, what it reads).
 const BOUNDED_OTHERWISE: &[(&str, &str)] = &[(

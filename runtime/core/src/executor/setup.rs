@@ -1,0 +1,358 @@
+//! What a run builds before its threads start: the pools and, from them, the sets of stage
+//! buffers, the frame slots and the workers' scratch memory ([`Built`]); the channels between
+//! the threads ([`Channels`]), each bounded by all it can ever hold so that no send blocks;
+//! and the state the threads share. Every allocation of a run happens here, before its first
+//! frame.
+
+use super::carry::GpuBlocks;
+use super::constants::Constants;
+use super::*;
+use crate::cuda::HostFn;
+use crate::model::placement::Device;
+use crate::plan::gpu_path::{Delivery, GpuPath, NoGraph};
+
+/// What a run allocates before it starts: the pools, and from them the sets of stage
+/// buffers, the frame slots and the workers' scratch memory.
+pub(super) struct Built {
+    /// How the lane's GPU stages reach their device each frame.
+    pub(super) path: GpuPath,
+    pub(super) schedule: Schedule,
+    pub(super) pools: Vec<Pool>,
+    pub(super) sets: FrameSets,
+    pub(super) slots: Vec<Slot>,
+    pub(super) scratches: Vec<WorkerScratch>,
+    /// Per stage: a stateful stage's carry.
+    pub(super) carries: Vec<Option<LaneCarry>>,
+}
+
+impl Built {
+    /// What a lane running `plan` allocates, for a source that delivers `delivery`;
+    /// `several` when the run has other lanes, which a stateful GPU stage's carry may move to.
+    /// When a slot's graph cannot be captured, the lane is built again without graphs, and
+    /// says why.
+    pub(super) fn new(
+        plan: &Plan,
+        options: &RunOptions,
+        several: bool,
+        delivery: Delivery,
+    ) -> Result<Built, RunError> {
+        let path = GpuPath::new(plan, delivery, options.profile_gpu);
+        match Built::on_path(plan, options, several, path.clone()) {
+            Err(RunError::Slot(e @ SlotError::Graph { .. })) => {
+                let reason = NoGraph::Capture(e.to_string());
+                tracing::warn!(
+                    "placement {}: {reason}; every GPU stage enqueues its own work on its own \
+                     stream instead (runtime.gpu_graphs: false says so up front)",
+                    plan.placement.name
+                );
+                Built::on_path(plan, options, several, path.without_graph(reason))
+            }
+            built => built,
+        }
+    }
+
+    fn on_path(
+        plan: &Plan,
+        options: &RunOptions,
+        several: bool,
+        path: GpuPath,
+    ) -> Result<Built, RunError> {
+        let schedule = Schedule::new(plan, &path);
+        let mut pools = plan
+            .pools
+            .iter()
+            .map(|p| Pool::for_spec(p, p.space.gpu().and_then(|n| plan.gpus.get(&n))))
+            .collect::<Result<Vec<_>, _>>()?;
+        tracing::debug!(
+            "{} pools allocated, {} in all",
+            pools.len(),
+            crate::plan::human_bytes(plan.pool_bytes())
+        );
+        let sets = FrameSets::new(plan, &mut pools)?;
+        let constants = Constants::new(plan, &mut pools)?;
+        let slots = (0..plan.runtime.slots)
+            .map(|index| {
+                let path = (
+                    &path,
+                    options.profile_gpu,
+                    super::gpu::gpu_stage_done as HostFn,
+                );
+                Slot::new(plan, &mut pools, (&constants, &schedule), path, index)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let scratches = (0..plan.runtime.workers)
+            .map(|_| WorkerScratch::new(plan, &mut pools))
+            .collect::<Result<Vec<_>, _>>()?;
+        let carries = plan
+            .stages
+            .iter()
+            .map(|p| {
+                p.carry
+                    .map(|carry| {
+                        let block = take(plan, &mut pools, PoolPurpose::Carry(p.stage))?;
+                        Ok::<_, SlotError>(match p.device {
+                            Device::Cpu => LaneCarry::on_host(block, carry.bytes),
+                            Device::Gpu(_) => {
+                                let gpu = GpuBlocks {
+                                    zeros: take(
+                                        plan,
+                                        &mut pools,
+                                        PoolPurpose::CarryZeros(p.stage),
+                                    )?,
+                                    staging: take(
+                                        plan,
+                                        &mut pools,
+                                        PoolPurpose::CarryStaging(p.stage),
+                                    )?,
+                                    keep: several,
+                                };
+                                LaneCarry::on_device(block, carry.bytes, gpu)
+                            }
+                        })
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        tracing::debug!(
+            "{} frame slots built, {} workers, profile_gpu {}",
+            slots.len(),
+            plan.runtime.workers,
+            options.profile_gpu
+        );
+        Ok(Built {
+            path,
+            schedule,
+            pools,
+            sets,
+            slots,
+            scratches,
+            carries,
+        })
+    }
+}
+
+/// A lane's channels, each bounded by all it can ever hold, so no send blocks: the three task
+/// queues and the free slots. The collector's events are the run's, one channel for every
+/// lane ([`Channels::events_bound`]).
+pub(super) struct Channels {
+    pub(super) ready: (Sender<Task>, Receiver<Task>),
+    pub(super) streamed: (Sender<Task>, Receiver<Task>),
+    pub(super) gpu: (Sender<Task>, Receiver<Task>),
+    pub(super) free: (Sender<usize>, Receiver<usize>),
+}
+
+impl Channels {
+    /// The channels of a lane of `slots` slots, every slot free.
+    pub(super) fn new(plan: &Plan, schedule: &Schedule, slots: usize) -> Channels {
+        let max_tasks = Self::max_tasks(plan, schedule, slots);
+        let channels = Channels {
+            ready: channel::bounded::<Task>(max_tasks),
+            streamed: channel::bounded::<Task>(max_tasks),
+            gpu: channel::bounded::<Task>(max_tasks),
+            free: channel::bounded::<usize>(slots),
+        };
+        // crossbeam's one-time allocations for waiting on each channel, now rather than when a
+        // thread first has to wait (wait.rs): every worker may wait on each task queue, the
+        // source on a free slot.
+        for queue in [&channels.ready.1, &channels.streamed.1, &channels.gpu.1] {
+            wait::prepare_to_block(queue, plan.runtime.workers);
+        }
+        wait::prepare_to_block(&channels.free.1, 1);
+        for i in 0..slots {
+            let _ = channels.free.0.send(i);
+        }
+        channels
+    }
+
+    /// The most tasks a lane's queue can hold: every launch of every slot, and a stop per
+    /// worker.
+    fn max_tasks(plan: &Plan, schedule: &Schedule, slots: usize) -> usize {
+        slots * schedule.tasks.iter().map(|&l| l as usize).sum::<usize>() + plan.runtime.workers
+    }
+
+    /// The most events a lane sends the collector at once: a frame's end per slot, and a
+    /// failure per task.
+    pub(super) fn events_bound(plan: &Plan, schedule: &Schedule, slots: usize) -> usize {
+        slots + Self::max_tasks(plan, schedule, slots)
+    }
+}
+
+/// A lane's own state: its GPU path, schedule, slots, stage buffers and carries.
+pub(super) type LaneParts = (
+    GpuPath,
+    Schedule,
+    Vec<Slot>,
+    FrameSets,
+    Vec<Option<LaneCarry>>,
+);
+
+/// How a lane is wired into its run: its channels, the run's events, what every lane shares,
+/// its index, and each thread's share of the spans.
+pub(super) type LaneWiring<'a, 'p> = (&'a Channels, &'a Sender<Event>, &'p Common, usize, usize);
+
+impl<'p> Shared<'p> {
+    /// The state a lane's threads share.
+    pub(super) fn new(
+        plan: &'p Plan,
+        (path, schedule, slots, sets, carries): LaneParts,
+        (channels, events, common, lane, span_limit): LaneWiring<'_, 'p>,
+        options: &RunOptions,
+    ) -> Shared<'p> {
+        Shared {
+            plan,
+            path,
+            staged_frames: std::sync::Mutex::new(Vec::new()),
+            schedule,
+            slots,
+            sets,
+            carries,
+            control: Control::default(),
+            ready: channels.ready.0.clone(),
+            streamed: channels.streamed.0.clone(),
+            gpu: channels.gpu.0.clone(),
+            events: events.clone(),
+            common,
+            lane,
+            trace: options.trace,
+            span_limit,
+            driver_spans: std::sync::Mutex::new(SpanBuffer::new(span_limit)),
+            nvtx: if options.trace {
+                let names: Vec<String> = plan.graph.stages.iter().map(|s| s.name.clone()).collect();
+                crate::measure::nvtx::Nvtx::load(&names)
+            } else {
+                None
+            },
+            peers: OnceLock::new(),
+            spin: plan.runtime.spin,
+        }
+    }
+
+    /// Lane `lane` of the run.
+    pub(super) fn peer(&self, lane: usize) -> &Shared<'p> {
+        let peers = self
+            .peers
+            .get()
+            .expect("the lanes are linked before workers start");
+        assert!(lane < peers.len, "lane {lane} of {}", peers.len);
+        // SAFETY: `peers` points at the run's lanes, in place and alive while any thread or
+        // callback of the run runs (`Peers`); `lane` is one of them.
+        unsafe { &*peers.first.cast::<Shared<'p>>().add(lane) }
+    }
+
+    /// Where the frame in `slot` of this lane is, for a gate.
+    pub(super) fn at(&self, slot: usize) -> At {
+        At {
+            lane: self.lane,
+            slot,
+        }
+    }
+
+    /// Links this lane to the run's `lanes` (itself among them), which must not move from
+    /// here on: every slot's GPU host callbacks point at this `Shared`, and its gates reach
+    /// the other lanes.
+    pub(super) fn link(&self, lanes: &[Shared<'p>]) {
+        let _ = self.peers.set(Peers {
+            first: lanes.as_ptr().cast(),
+            len: lanes.len(),
+        });
+        let me = std::ptr::from_ref(self)
+            .cast_mut()
+            .cast::<std::ffi::c_void>();
+        for slot in &self.slots {
+            for callback in slot.callbacks() {
+                callback.lane.store(me, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Where a run's lanes are: set once they are in place, and dereferenced only while its
+/// threads and callbacks run, before the lanes are dropped.
+pub(super) struct Peers {
+    first: *const Shared<'static>,
+    len: usize,
+}
+
+// SAFETY: the pointer is to the run's lanes, which outlive every thread and callback that
+// reads it; it is only read.
+unsafe impl Send for Peers {}
+// SAFETY: as for Send.
+unsafe impl Sync for Peers {}
+
+/// Why `plans` cannot be switched between under `rule` with `options`, if they cannot: they
+/// must be placements of one graph, binding the source alike, whose stateful stages carry the
+/// same (so that the carry can move between them), without parameter changes.
+pub(super) fn adaptable(
+    plans: &[Plan],
+    rule: &crate::adapt::Rule,
+    options: &RunOptions,
+) -> Result<(), String> {
+    let Some(first) = plans.first() else {
+        return Err("no placement given".into());
+    };
+    rule.check()?;
+    let most = crate::model::placement::MAX_ALTERNATIVES + 1;
+    if plans.len() > most {
+        return Err(format!(
+            "{} placements: at most {most}, each planned for the whole run",
+            plans.len()
+        ));
+    }
+    if options.control.is_some() {
+        return Err(
+            "parameters cannot change while the run switches placements: drop the control file"
+                .into(),
+        );
+    }
+    let packets = |plan: &Plan| {
+        let graph = &plan.graph;
+        (
+            graph.source.packets(graph),
+            graph.source.packet_bytes(graph),
+        )
+    };
+    let first_packets = packets(first);
+    for plan in plans {
+        let same_stages = plan.graph.stages.len() == first.graph.stages.len()
+            && (plan.graph.stages.iter().zip(&first.graph.stages))
+                .all(|(a, b)| (&a.name, &a.kernel) == (&b.name, &b.kernel));
+        if plan.graph.name != first.graph.name || !same_stages {
+            return Err(format!(
+                "placement {} is of graph {}, placement {} of graph {}",
+                first.placement.name, first.graph.name, plan.placement.name, plan.graph.name
+            ));
+        }
+        if packets(plan) != first_packets {
+            return Err(format!(
+                "placements {} and {} bind the source to different packets per frame",
+                first.placement.name, plan.placement.name
+            ));
+        }
+        for (p, q) in first.stages.iter().zip(&plan.stages) {
+            if p.carry != q.carry {
+                let carry = |plan: &Plan, c: Option<crate::plan::PlannedCarry>| match c {
+                    None => format!("placement {} carries nothing", plan.placement.name),
+                    Some(c) => format!(
+                        "placement {} carries {} B{}",
+                        plan.placement.name,
+                        c.bytes,
+                        if c.reset_on_gap {
+                            ", reset on a loss"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                return Err(format!(
+                    "stage {}'s kernels differ in what they carry from frame to frame ({}, {}): \
+                     its carry cannot move between them; place it with one library in every \
+                     placement, or make both libraries' kernels carry the same",
+                    plan.graph.stage(p.stage).name,
+                    carry(first, p.carry),
+                    carry(plan, q.carry)
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -50,10 +50,10 @@ pub enum BoundError {
 /// drawn cyclically from `frames` (each the bytes of the source tensor).
 pub fn kernel_only_rate(plan: &Plan, frames: &[Vec<u8>], count: u64) -> Result<f64, BoundError> {
     let graph = &plan.graph;
-    if let Some(p) = plan.stages.iter().find(|p| p.gpu.is_some()) {
+    if let Some(p) = plan.stages.iter().find(|p| p.gpu().is_some()) {
         return Err(BoundError::NotOnCpu {
             stage: graph.stage(p.stage).name.clone(),
-            device: p.device,
+            device: p.device(),
         });
     }
     let mut pools = Vec::new();

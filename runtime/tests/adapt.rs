@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kplace::adapt::{Reason, Rule};
+use kplace::adapt::{Reason, Rule, RuleError};
 use kplace::cuda::sim::{KernelTime, SimProvider, SimTiming};
 use kplace::executor::{
-    self, CompletedFrame, FrameSink, PartialFrame, RunError, RunOptions, SinkError,
+    self, CompletedFrame, FrameSink, NotAdaptable, PartialFrame, RunError, RunOptions, SinkError,
 };
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
@@ -281,16 +281,20 @@ fn placements_that_cannot_be_switched_between_are_refused_naming_why() {
             next: 0,
         };
         match executor::run_adaptive(plans, rule, &mut source, &mut sink, &RunOptions::default()) {
-            Err(RunError::NotAdaptable(why)) => why,
+            Err(RunError::NotAdaptable(why)) => *why,
             other => panic!("not refused: {other:?}"),
         }
     };
-    assert!(refused(&[], rule()).contains("no placement"));
+    assert!(matches!(refused(&[], rule()), NotAdaptable::NoPlacement));
     let zero = Rule {
         budget: Duration::ZERO,
         ..rule()
     };
-    assert!(refused(&plans(&gpus), zero).contains("budget"));
+    let why = refused(&plans(&gpus), zero);
+    assert!(
+        matches!(why, NotAdaptable::Rule(RuleError::Budget)) && why.to_string().contains("budget"),
+        "{why}"
+    );
     // The same stateful kernel from two libraries whose carries differ: it cannot move.
     let padded = kplace_testkit::build_c_library(
         "test_kernels.c",
@@ -306,11 +310,32 @@ fn placements_that_cannot_be_switched_between_are_refused_naming_why() {
         Plan::with_gpus(integrator_graph(), placement, &gpus, PlanMode::Run).unwrap()
     }];
     let why = refused(&plans, rule());
+    let NotAdaptable::CarryDiffers {
+        stage,
+        first,
+        other,
+    } = &why
+    else {
+        panic!("not refused for its carries: {why}");
+    };
+    assert_eq!(
+        (
+            stage.as_str(),
+            first.placement.as_str(),
+            other.placement.as_str()
+        ),
+        ("work", "w1", "padded")
+    );
+    assert_eq!(
+        (first.carry.map(|c| c.bytes), other.carry.map(|c| c.bytes)),
+        (Some(16), Some(32))
+    );
+    let text = why.to_string();
     assert!(
-        why.contains("stage work's kernels differ in what they carry")
-            && why.contains("placement w1 carries 16 B")
-            && why.contains("placement padded carries 32 B"),
-        "{why}"
+        text.contains("stage work's kernels differ in what they carry")
+            && text.contains("placement w1 carries 16 B")
+            && text.contains("placement padded carries 32 B"),
+        "{text}"
     );
 }
 

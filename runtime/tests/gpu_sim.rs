@@ -118,10 +118,10 @@ fn all_gpu_uploads_int16_tile_by_tile_and_downloads_only_the_sink() {
             StageId(1)
         )
     );
-    let work = plan.stages[1].gpu.as_ref().unwrap();
+    let work = plan.stages[1].gpu().unwrap();
     assert_eq!(work.waits, vec![MAG], "sum waits on magnitude's event");
     assert_eq!(work.downloads, vec![SUMS]);
-    assert_eq!(plan.stages[0].gpu.as_ref().unwrap().uploads, vec![IQ]);
+    assert_eq!(plan.stages[0].gpu().unwrap().uploads, vec![IQ]);
     let pool = |purpose| plan.pools[plan.pool_of(purpose).unwrap()].clone();
     assert_eq!(
         pool(PoolPurpose::Tensor(IQ)).space,
@@ -169,7 +169,7 @@ fn every_cut_crosses_the_bus_once_where_it_must() {
         )
     );
     assert_eq!(plan.edges[SUMS.0].space, BufferSpace::Host);
-    assert!(plan.stages[1].gpu.is_none());
+    assert!(plan.stages[1].gpu().is_none());
     assert!(
         plan.to_string()
             .contains("a host callback then releases sum")
@@ -815,7 +815,7 @@ sinks: [a, b]
     // One GPU reader and a CPU reader of a GPU tensor: a download for the CPU, a wait for the GPU.
     let ok = plan(["gpu", "gpu", "cpu"]).unwrap();
     assert!(ok.edges[1].mirror.is_some());
-    assert_eq!(ok.stages[1].gpu.as_ref().unwrap().waits, vec![TensorId(1)]);
+    assert_eq!(ok.stages[1].gpu().unwrap().waits, vec![TensorId(1)]);
 }
 
 /// Wherever the device runs out of streams, events or memory while a run starts (its pools,

@@ -397,7 +397,7 @@ impl RunArgs {
             max_hold: self.adapt_hold * 16,
             ..Rule::for_budget(budget)
         };
-        rule.check().map_err(anyhow::Error::msg)?;
+        rule.check()?;
         Ok(Some(Adapt { alternatives, rule }))
     }
 

@@ -214,7 +214,7 @@ pub(super) fn measure_bounds(
     let kernel_only = match system {
         System::Placement(placement) => 'bound: {
             let plan = plan_for(ctx.config, placement, shape).map_err(fail)?;
-            if plan.stages.iter().any(|s| s.gpu.is_some()) {
+            if plan.stages.iter().any(|s| s.gpu().is_some()) {
                 // Kernels back to back on one CPU thread say nothing of a GPU placement.
                 break 'bound None;
             }

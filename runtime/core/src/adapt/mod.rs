@@ -9,7 +9,7 @@
 
 pub mod rule;
 
-pub use rule::{Evidence, Reason, Rule, Switch, Switcher};
+pub use rule::{Evidence, Reason, Rule, RuleError, Switch, Switcher};
 
 /// What a run that adapts did: its placements, the frames each ran, and every switch with
 /// its evidence.

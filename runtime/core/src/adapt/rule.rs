@@ -67,36 +67,52 @@ impl Rule {
     }
 
     /// Refuses a rule that could never judge or never settle, naming the field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), RuleError> {
         if self.budget.is_zero() {
-            return Err("the latency budget must be longer than zero".into());
+            return Err(RuleError::Budget);
         }
         if !(self.trigger > 0.0 && self.trigger <= 1.0) {
-            return Err(format!(
-                "the trigger (the share of the budget past which a frame is late) must be in (0, 1], not {}",
-                self.trigger
-            ));
+            return Err(RuleError::Trigger(self.trigger));
         }
         if self.window == 0 {
-            return Err("the window must hold at least one frame".into());
+            return Err(RuleError::Window);
         }
         if !(0.0..1.0).contains(&self.over_share) {
-            return Err(format!(
-                "the share of late frames that is pressure must be in [0, 1), not {}",
-                self.over_share
-            ));
+            return Err(RuleError::OverShare(self.over_share));
         }
         if !(self.occupancy > 0.0 && self.occupancy <= 1.0) {
-            return Err(format!(
-                "the occupancy that is pressure must be in (0, 1], not {}",
-                self.occupancy
-            ));
+            return Err(RuleError::Occupancy(self.occupancy));
         }
         if self.hold.is_zero() || self.max_hold < self.hold {
-            return Err("the hold must be longer than zero and at most the longest hold".into());
+            return Err(RuleError::Hold);
         }
         Ok(())
     }
+}
+
+/// A rule that could never judge or never settle, by the field at fault.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    /// [`Rule::budget`] is zero.
+    #[error("the latency budget must be longer than zero")]
+    Budget,
+    /// [`Rule::trigger`] is outside (0, 1].
+    #[error(
+        "the trigger (the share of the budget past which a frame is late) must be in (0, 1], not {0}"
+    )]
+    Trigger(f64),
+    /// [`Rule::window`] is zero.
+    #[error("the window must hold at least one frame")]
+    Window,
+    /// [`Rule::over_share`] is outside [0, 1).
+    #[error("the share of late frames that is pressure must be in [0, 1), not {0}")]
+    OverShare(f64),
+    /// [`Rule::occupancy`] is outside (0, 1].
+    #[error("the occupancy that is pressure must be in (0, 1], not {0}")]
+    Occupancy(f64),
+    /// [`Rule::hold`] is zero or longer than [`Rule::max_hold`].
+    #[error("the hold must be longer than zero and at most the longest hold")]
+    Hold,
 }
 
 /// One delivered frame, as the rule sees it.

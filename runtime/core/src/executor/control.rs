@@ -145,10 +145,11 @@ impl Shared<'_> {
             ));
         };
         let planned = &plan.stages[index];
-        if planned.device != Device::Cpu {
+        if planned.device() != Device::Cpu {
             return Err(format!(
                 "stage {} runs on {}: parameters change while a run goes on only on the CPU",
-                update.stage, planned.device
+                update.stage,
+                planned.device()
             ));
         }
         let mut params = current[index].clone();

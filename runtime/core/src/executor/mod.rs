@@ -81,6 +81,7 @@ use outcome::metrics;
 use schedule::Schedule;
 use scratch::{FrameSets, WorkerScratch, take};
 use setup::{Built, Channels, Peers};
+pub use setup::{CarryOf, NotAdaptable};
 use slot::{Callback, Completion, Slot};
 pub use slot_error::SlotError;
 use threads::{Threads, drain_streams, spare_cores};
@@ -193,7 +194,7 @@ pub enum RunError {
     Panic(&'static str),
     /// Placements that cannot be switched between while the stream runs.
     #[error("these placements cannot be switched between while the stream runs: {0}")]
-    NotAdaptable(String),
+    NotAdaptable(Box<NotAdaptable>),
 }
 
 #[derive(Clone, Copy)]
@@ -485,7 +486,7 @@ pub fn run_adaptive(
     sink: &mut dyn FrameSink,
     options: &RunOptions,
 ) -> Result<RunMetrics, RunError> {
-    setup::adaptable(plans, &rule, options).map_err(RunError::NotAdaptable)?;
+    setup::adaptable(plans, &rule, options).map_err(|e| RunError::NotAdaptable(Box::new(e)))?;
     let plans: Vec<&Plan> = plans.iter().collect();
     run_lanes(&plans, Some(rule), source, sink, options)
 }

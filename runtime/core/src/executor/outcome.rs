@@ -98,7 +98,7 @@ pub(super) fn metrics(
 fn devices(lanes: &[Shared<'_>], stage: StageId) -> String {
     let mut names: Vec<String> = Vec::new();
     for lane in lanes {
-        let device = lane.plan.stages[stage.0].device.to_string();
+        let device = lane.plan.stages[stage.0].device().to_string();
         if !names.contains(&device) {
             names.push(device);
         }

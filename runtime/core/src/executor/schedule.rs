@@ -60,7 +60,7 @@ impl Schedule {
             }
             initial_waiting[i] = preds.len() as u32;
             let reads_source = stage.inputs.contains(&source);
-            let is_streamed = if plan.stages[i].gpu.is_some() {
+            let is_streamed = if plan.stages[i].gpu().is_some() {
                 path.streams(plan, id)
             } else {
                 graph.is_streamed(id)
@@ -71,7 +71,7 @@ impl Schedule {
                 initial_waiting[i] += 1;
                 after_frame.push(id);
             }
-            if plan.stages[i].gpu.is_some() && !is_streamed {
+            if plan.stages[i].gpu().is_some() && !is_streamed {
                 tasks[i] = 1;
                 per_tile[i] = false;
             }

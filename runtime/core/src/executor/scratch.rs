@@ -159,7 +159,7 @@ impl WorkerScratch {
         let workspaces = plan
             .stages
             .iter()
-            .map(|p| match p.device {
+            .map(|p| match p.device() {
                 Device::Cpu => take(plan, pools, PoolPurpose::Workspace(p.stage)).map(Some),
                 Device::Gpu(_) => Ok(None),
             })

@@ -90,7 +90,7 @@ impl Built {
                 p.carry
                     .map(|carry| {
                         let block = take(plan, &mut pools, PoolPurpose::Carry(p.stage))?;
-                        Ok::<_, SlotError>(match p.device {
+                        Ok::<_, SlotError>(match p.device() {
                             Device::Cpu => LaneCarry::on_host(block, carry.bytes),
                             Device::Gpu(_) => {
                                 let gpu = GpuBlocks {
@@ -286,23 +286,20 @@ pub(super) fn adaptable(
     plans: &[Plan],
     rule: &crate::adapt::Rule,
     options: &RunOptions,
-) -> Result<(), String> {
+) -> Result<(), NotAdaptable> {
     let Some(first) = plans.first() else {
-        return Err("no placement given".into());
+        return Err(NotAdaptable::NoPlacement);
     };
     rule.check()?;
     let most = crate::model::placement::MAX_ALTERNATIVES + 1;
     if plans.len() > most {
-        return Err(format!(
-            "{} placements: at most {most}, each planned for the whole run",
-            plans.len()
-        ));
+        return Err(NotAdaptable::TooMany {
+            placements: plans.len(),
+            most,
+        });
     }
     if options.control.is_some() {
-        return Err(
-            "parameters cannot change while the run switches placements: drop the control file"
-                .into(),
-        );
+        return Err(NotAdaptable::ParameterChanges);
     }
     let packets = |plan: &Plan| {
         let graph = &plan.graph;
@@ -317,42 +314,120 @@ pub(super) fn adaptable(
             && (plan.graph.stages.iter().zip(&first.graph.stages))
                 .all(|(a, b)| (&a.name, &a.kernel) == (&b.name, &b.kernel));
         if plan.graph.name != first.graph.name || !same_stages {
-            return Err(format!(
-                "placement {} is of graph {}, placement {} of graph {}",
-                first.placement.name, first.graph.name, plan.placement.name, plan.graph.name
-            ));
+            return Err(NotAdaptable::OtherGraph {
+                first: first.placement.name.clone(),
+                first_graph: first.graph.name.clone(),
+                other: plan.placement.name.clone(),
+                other_graph: plan.graph.name.clone(),
+            });
         }
         if packets(plan) != first_packets {
-            return Err(format!(
-                "placements {} and {} bind the source to different packets per frame",
-                first.placement.name, plan.placement.name
-            ));
+            return Err(NotAdaptable::OtherPackets {
+                first: first.placement.name.clone(),
+                other: plan.placement.name.clone(),
+            });
         }
         for (p, q) in first.stages.iter().zip(&plan.stages) {
             if p.carry != q.carry {
-                let carry = |plan: &Plan, c: Option<crate::plan::PlannedCarry>| match c {
-                    None => format!("placement {} carries nothing", plan.placement.name),
-                    Some(c) => format!(
-                        "placement {} carries {} B{}",
-                        plan.placement.name,
-                        c.bytes,
-                        if c.reset_on_gap {
-                            ", reset on a loss"
-                        } else {
-                            ""
-                        }
-                    ),
-                };
-                return Err(format!(
-                    "stage {}'s kernels differ in what they carry from frame to frame ({}, {}): \
-                     its carry cannot move between them; place it with one library in every \
-                     placement, or make both libraries' kernels carry the same",
-                    plan.graph.stage(p.stage).name,
-                    carry(first, p.carry),
-                    carry(plan, q.carry)
-                ));
+                return Err(NotAdaptable::CarryDiffers {
+                    stage: plan.graph.stage(p.stage).name.clone(),
+                    first: CarryOf {
+                        placement: first.placement.name.clone(),
+                        carry: p.carry,
+                    },
+                    other: CarryOf {
+                        placement: plan.placement.name.clone(),
+                        carry: q.carry,
+                    },
+                });
             }
         }
     }
     Ok(())
+}
+
+/// Why placements cannot be switched between while the stream runs.
+#[derive(Debug, thiserror::Error)]
+pub enum NotAdaptable {
+    /// No placement at all.
+    #[error("no placement given")]
+    NoPlacement,
+    /// The switching rule could never judge or never settle.
+    #[error(transparent)]
+    Rule(#[from] crate::adapt::RuleError),
+    /// More placements than a run plans.
+    #[error("{placements} placements: at most {most}, each planned for the whole run")]
+    TooMany {
+        /// Placements given.
+        placements: usize,
+        /// The most a run takes.
+        most: usize,
+    },
+    /// The run changes parameters ([`RunOptions::control`]) while it may switch placements.
+    #[error("parameters cannot change while the run switches placements")]
+    ParameterChanges,
+    /// Two placements are of different graphs (or of graphs whose stages differ).
+    #[error(
+        "placement {first} is of graph {first_graph}, placement {other} of graph {other_graph}"
+    )]
+    OtherGraph {
+        /// The first placement.
+        first: String,
+        /// Its graph.
+        first_graph: String,
+        /// The other placement.
+        other: String,
+        /// Its graph.
+        other_graph: String,
+    },
+    /// Two placements bind the source to different packets.
+    #[error("placements {first} and {other} bind the source to different packets per frame")]
+    OtherPackets {
+        /// The first placement.
+        first: String,
+        /// The other placement.
+        other: String,
+    },
+    /// A stateful stage's kernels carry differently in two placements.
+    #[error(
+        "stage {stage}'s kernels differ in what they carry from frame to frame ({first}, {other}): \
+         its carry cannot move between them; place it with one library in every placement, or \
+         make both libraries' kernels carry the same"
+    )]
+    CarryDiffers {
+        /// The stage.
+        stage: String,
+        /// What it carries in the first placement.
+        first: CarryOf,
+        /// What it carries in the other.
+        other: CarryOf,
+    },
+}
+
+/// What a stateful stage carries in one placement, as [`NotAdaptable::CarryDiffers`] says it.
+#[derive(Debug)]
+pub struct CarryOf {
+    /// The placement.
+    pub placement: String,
+    /// Its carry; `None` when it carries nothing.
+    pub carry: Option<crate::plan::PlannedCarry>,
+}
+
+impl std::fmt::Display for CarryOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.carry {
+            None => write!(f, "placement {} carries nothing", self.placement),
+            Some(c) => write!(
+                f,
+                "placement {} carries {} B{}",
+                self.placement,
+                c.bytes,
+                if c.reset_on_gap {
+                    ", reset on a loss"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
 }

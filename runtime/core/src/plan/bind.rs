@@ -15,7 +15,8 @@ use kplace_abi::{KernelFlags, MemorySpace, TensorDesc};
 use super::layout::Layout;
 use super::memory::{self, BufferSpace, Demand, MemoryAvailable, MemoryNeed, PlannedEdge};
 use super::{
-    Plan, PlanError, PlanMode, PlannedCarry, PlannedStage, PoolPurpose, PoolSpec, tensor_desc,
+    Plan, PlanError, PlanMode, PlannedCarry, PlannedStage, PoolPurpose, PoolSpec, StageOn,
+    tensor_desc,
 };
 use crate::cuda::{Gpu, GpuError, GpuProvider};
 use crate::model::graph::{Graph, StageId, TensorId};
@@ -212,14 +213,20 @@ pub fn bind(layout: Layout, opened: OpenGpus) -> Result<Plan, PlanError> {
         );
         stages.push(PlannedStage {
             stage: StageId(index),
-            device: entry.device,
+            on: match entry.device {
+                Device::Cpu => StageOn::Cpu,
+                Device::Gpu(ordinal) => StageOn::Gpu {
+                    ordinal,
+                    priority: entry.priority,
+                    // The layout gives every GPU stage its work (empty when it has none).
+                    work: gpu_work[index].take().unwrap_or_default(),
+                },
+            },
             kernel,
             launches,
             tile_origin: tile_origins[index],
             workspace_bytes,
             carry,
-            priority: entry.priority,
-            gpu: gpu_work[index].take(),
         });
     }
     // And with the workspaces the kernels asked for.

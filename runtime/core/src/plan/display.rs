@@ -4,7 +4,9 @@
 use std::fmt;
 
 use super::gpu_path::{ChainCallback, Delivery, GpuPath};
-use super::{Direction, Lifetime, Plan, PoolPurpose, TileOrigin, human_bytes};
+use super::{
+    Direction, GpuWork, Lifetime, Plan, PlannedStage, PoolPurpose, StageOn, TileOrigin, human_bytes,
+};
 use crate::model::graph::{Producer, StageId};
 use crate::model::placement::Device;
 
@@ -85,7 +87,7 @@ impl Plan {
                 "  {:<12} {:<18} {:<6} {} ({})",
                 s.name,
                 s.kernel,
-                p.device.to_string(),
+                p.device().to_string(),
                 lib.name(),
                 lib.path().display()
             )?;
@@ -203,18 +205,23 @@ impl Plan {
     }
 
     fn fmt_gpu_order(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let gpu_stages: Vec<_> = self.stages.iter().filter(|s| s.gpu.is_some()).collect();
+        let gpu_stages: Vec<(&PlannedStage, i32, &GpuWork)> = (self.stages.iter())
+            .filter_map(|s| match &s.on {
+                StageOn::Gpu { priority, work, .. } => Some((s, *priority, work)),
+                StageOn::Cpu => None,
+            })
+            .collect();
         if gpu_stages.is_empty() {
             return Ok(());
         }
         writeln!(f, "\nstreams (one per GPU stage and slot, non-blocking)")?;
-        for p in &gpu_stages {
+        for (p, priority, _) in &gpu_stages {
             writeln!(
                 f,
                 "  {:<12} {:<6} priority {:>2}, {} streams",
                 self.stage_name(p.stage),
-                p.device.to_string(),
-                p.priority,
+                p.device().to_string(),
+                priority,
                 self.runtime.slots
             )?;
         }
@@ -222,9 +229,8 @@ impl Plan {
             f,
             "\nfences (one event per GPU stage and slot, timing disabled; without a graph)"
         )?;
-        for p in &gpu_stages {
+        for (p, _, work) in &gpu_stages {
             let name = self.stage_name(p.stage);
-            let work = p.gpu.as_ref().expect("filtered to GPU stages");
             for &t in &work.waits {
                 let writer = match self.graph.tensor(t).producer {
                     Producer::Stage(s) => self.stage_name(s),
@@ -243,7 +249,7 @@ impl Plan {
                 .outputs
                 .iter()
                 .flat_map(|&t| self.graph.consumers(t))
-                .filter(|&s| self.stages[s.0].device == Device::Cpu)
+                .filter(|&s| self.stages[s.0].device() == Device::Cpu)
                 .map(|s| self.stage_name(s).to_string())
                 .collect();
             let after = if host_readers.is_empty() {
@@ -267,7 +273,7 @@ impl Plan {
     /// Which path each GPU stage takes per frame, and what a frame costs the host, for a
     /// replay's whole frames and for a stream's packets.
     fn fmt_gpu_paths(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.stages.iter().any(|s| s.gpu.is_some()) {
+        if !self.stages.iter().any(|s| s.gpu().is_some()) {
             return Ok(());
         }
         writeln!(
@@ -312,7 +318,7 @@ impl Plan {
             if let Some(why) = &path.no_graph {
                 writeln!(f, "    no graph: {why}")?;
             }
-            for p in self.stages.iter().filter(|s| s.gpu.is_some()) {
+            for p in self.stages.iter().filter(|s| s.gpu().is_some()) {
                 let how = if path.streams(self, p.stage) {
                     "tile by tile as its packets complete"
                 } else {
@@ -360,7 +366,7 @@ impl Plan {
             for &t in &self.graph.stage(s).outputs {
                 for reader in self.graph.consumers(t) {
                     let name = self.stage_name(reader).to_string();
-                    if self.stages[reader.0].device == Device::Cpu && !released.contains(&name) {
+                    if self.stages[reader.0].device() == Device::Cpu && !released.contains(&name) {
                         released.push(name);
                     }
                 }
@@ -384,7 +390,7 @@ impl Plan {
                 PoolPurpose::Tensor(t) if self.edges[t.0].lifetime == Lifetime::Stages => {
                     "  shared: bound to a frame while its stages run"
                 }
-                PoolPurpose::Workspace(s) if self.stages[s.0].device == Device::Cpu => {
+                PoolPurpose::Workspace(s) if self.stages[s.0].device() == Device::Cpu => {
                     "  one per worker"
                 }
                 PoolPurpose::Workspace(_) => "  one per launch, per slot",

@@ -220,7 +220,7 @@ impl GpuPath {
         // staged frame, in one copy.
         let uploads = |s: StageId| -> u64 {
             let planned = &plan.stages[s.0];
-            let work = planned.gpu.as_ref();
+            let work = planned.gpu();
             work.map_or(0, |w| {
                 w.uploads
                     .iter()
@@ -236,12 +236,7 @@ impl GpuPath {
                     .sum()
             })
         };
-        let downloads = |s: StageId| {
-            plan.stages[s.0]
-                .gpu
-                .as_ref()
-                .map_or(0, |w| w.downloads.len()) as u64
-        };
+        let downloads = |s: StageId| plan.stages[s.0].gpu().map_or(0, |w| w.downloads.len()) as u64;
         match &self.chain {
             Some(chain) => {
                 if let Some(t) = chain.tiles {
@@ -264,7 +259,7 @@ impl GpuPath {
             None => {
                 for s in gpu_stages(plan) {
                     let planned = &plan.stages[s.0];
-                    let work = planned.gpu.as_ref();
+                    let work = planned.gpu();
                     let tiled = self.streams(plan, s);
                     let waits = if tiled {
                         0
@@ -291,7 +286,7 @@ impl GpuPath {
 pub(crate) fn gpu_stages(plan: &Plan) -> Vec<StageId> {
     plan.stages
         .iter()
-        .filter(|s| matches!(s.device, Device::Gpu(_)))
+        .filter(|s| matches!(s.device(), Device::Gpu(_)))
         .map(|s| s.stage)
         .collect()
 }
@@ -304,7 +299,7 @@ pub(crate) fn reads_source(plan: &Plan, stage: StageId) -> bool {
 }
 
 fn is_gpu(plan: &Plan, stage: StageId) -> bool {
-    matches!(plan.stages[stage.0].device, Device::Gpu(_))
+    matches!(plan.stages[stage.0].device(), Device::Gpu(_))
 }
 
 /// Whether a CPU stage reads an output of `stage`.
@@ -351,8 +346,11 @@ fn why_no_graph(plan: &Plan, profiled: bool) -> Option<NoGraph> {
     if let Some(&s) = gpu_stages.iter().find(|s| plan.stages[s.0].carry.is_some()) {
         return Some(NoGraph::Stateful(name(s)));
     }
-    let device = plan.stages[gpu_stages[0].0].device;
-    if gpu_stages.iter().any(|s| plan.stages[s.0].device != device) {
+    let device = plan.stages[gpu_stages[0].0].device();
+    if gpu_stages
+        .iter()
+        .any(|s| plan.stages[s.0].device() != device)
+    {
         return Some(NoGraph::Devices);
     }
     // A GPU stage before each stage (one of them), and after: stages come after their

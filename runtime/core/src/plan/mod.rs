@@ -86,8 +86,8 @@ pub enum PlanMode {
 pub struct PlannedStage {
     /// The graph stage.
     pub stage: StageId,
-    /// Where it runs.
-    pub device: Device,
+    /// Where it runs, and what running there takes.
+    pub on: StageOn,
     /// Its kernel.
     pub kernel: KernelHandle,
     /// Launches per frame (tiles of a split stage, else 1).
@@ -101,10 +101,41 @@ pub struct PlannedStage {
     /// What a stateful stage carries from frame to frame; `None` for a stateless one (or a
     /// GPU stage described without a GPU, whose kernel was not created to ask).
     pub carry: Option<PlannedCarry>,
-    /// Stream priority on a GPU.
-    pub priority: i32,
-    /// For a GPU stage: what it enqueues around its launches. `None` on the CPU.
-    pub gpu: Option<GpuWork>,
+}
+
+/// Where a planned stage runs, with what only that device needs: one value, so that a stage's
+/// device and its GPU work cannot disagree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StageOn {
+    /// On the host CPU: each launch runs to its end on a worker.
+    Cpu,
+    /// On a GPU: its launches are enqueued on a stream of their own.
+    Gpu {
+        /// The CUDA ordinal.
+        ordinal: u32,
+        /// The stream's priority.
+        priority: i32,
+        /// What the stage enqueues around its launches.
+        work: GpuWork,
+    },
+}
+
+impl PlannedStage {
+    /// The device it runs on.
+    pub fn device(&self) -> Device {
+        match self.on {
+            StageOn::Cpu => Device::Cpu,
+            StageOn::Gpu { ordinal, .. } => Device::Gpu(ordinal),
+        }
+    }
+
+    /// For a GPU stage, what it enqueues around its launches; `None` on the CPU.
+    pub fn gpu(&self) -> Option<&GpuWork> {
+        match &self.on {
+            StageOn::Cpu => None,
+            StageOn::Gpu { work, .. } => Some(work),
+        }
+    }
 }
 
 /// A stateful stage's carry: one block per pipeline, kept from frame to frame.
@@ -399,9 +430,9 @@ impl Plan {
 
     /// The GPU a stage runs on, `None` for a CPU stage.
     pub fn gpu_of(&self, id: StageId) -> Option<&Arc<dyn Gpu>> {
-        match self.stages[id.0].device {
-            Device::Cpu => None,
-            Device::Gpu(n) => self.gpus.get(&n),
+        match self.stages[id.0].on {
+            StageOn::Cpu => None,
+            StageOn::Gpu { ordinal, .. } => self.gpus.get(&ordinal),
         }
     }
 
@@ -424,7 +455,7 @@ impl Plan {
         params: &[(String, String)],
     ) -> Result<KernelState, bind::CreateError> {
         let planned = &self.stages[id.0];
-        let on = (planned.device, self.gpu_of(id));
+        let on = (planned.device(), self.gpu_of(id));
         bind::create_state(&self.graph, &self.edges, id, &planned.kernel, on, params)
     }
 

@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kplace_core::executor::{
-    self, CompletedFrame, FrameSink, PartialFrame, Progress, RunError, RunOptions, SinkError,
-    Source,
+    self, CompletedFrame, FrameSink, NotAdaptable, PartialFrame, Progress, RunError, RunOptions,
+    SinkError, Source,
 };
 use kplace_core::os::CpuSet;
 use kplace_core::plan::Plan;
@@ -73,7 +73,7 @@ pub fn run_plans(
     let execute = |sink: &mut dyn FrameSink| match (rule, plans) {
         (Some(rule), _) => executor::run_adaptive(plans, rule, source, sink, options),
         (None, [plan, ..]) => executor::run_with(plan, source, sink, options),
-        (None, []) => Err(RunError::NotAdaptable("no placement given".into())),
+        (None, []) => Err(RunError::NotAdaptable(Box::new(NotAdaptable::NoPlacement))),
     };
     let result = match &sampler {
         // Progress reports say what the sampler last read of the GPUs.

@@ -213,7 +213,7 @@ fn a_rule_that_could_never_judge_is_refused_naming_what() {
         ),
     ];
     for (r, word) in bad {
-        let e = r.check().unwrap_err();
+        let e = r.check().unwrap_err().to_string();
         assert!(e.contains(word), "{e}");
     }
     assert!(Rule::for_budget(10 * MS).check().is_ok());

@@ -11,7 +11,7 @@ use crate::cuda::Stream;
 use crate::executor::constants::Constants;
 use crate::model::graph::StageSpec;
 use crate::plan::gpu_path::{Chain, GpuPath, reads_source};
-use crate::plan::{GpuWork, PlannedStage};
+use crate::plan::{GpuWork, PlannedStage, StageOn};
 
 /// The slot's blocks by tensor: each tensor's home (none for one from the frame's set) and its
 /// mirror (none when it does not cross the bus).
@@ -87,14 +87,14 @@ impl Blocks {
 fn fences(plan: &Plan) -> Result<Vec<Option<(OwnedStream, OwnedEvent)>>, SlotError> {
     let mut fences = Vec::with_capacity(plan.stages.len());
     for planned in &plan.stages {
-        fences.push(match plan.gpu_of(planned.stage) {
-            Some(gpu) => {
+        fences.push(match (&planned.on, plan.gpu_of(planned.stage)) {
+            (StageOn::Gpu { priority, .. }, Some(gpu)) => {
                 gpu.bind_thread().map_err(SlotError::Gpu)?;
-                let stream = OwnedStream::new(gpu, planned.priority).map_err(SlotError::Gpu)?;
+                let stream = OwnedStream::new(gpu, *priority).map_err(SlotError::Gpu)?;
                 let event = OwnedEvent::fence(gpu).map_err(SlotError::Gpu)?;
                 Some((stream, event))
             }
-            None => None,
+            _ => None,
         });
     }
     Ok(fences)
@@ -253,14 +253,14 @@ impl Slot {
                 .create_state(planned.stage)
                 .map_err(SlotError::Create)?;
             // A CPU stage's launches use their worker's workspace.
-            let workspaces = match planned.device {
+            let workspaces = match planned.device() {
                 Device::Cpu => Vec::new(),
                 Device::Gpu(_) => (0..planned.launches)
                     .map(|_| take(plan, pools, PoolPurpose::Workspace(planned.stage)))
                     .collect::<Result<Vec<_>, _>>()?,
             };
             let from_set = set_ports(plan, spec);
-            if planned.device != Device::Cpu && !from_set.is_empty() {
+            if planned.device() != Device::Cpu && !from_set.is_empty() {
                 // The planner gives every tensor a GPU touches a slot's buffer.
                 return Err(SlotError::PoolMissing);
             }
@@ -269,7 +269,7 @@ impl Slot {
                 None => graph.tensor(spec.inputs[0]).shape[0],
             };
             let gpu = match (
-                &planned.gpu,
+                &planned.gpu(),
                 plan.gpu_of(planned.stage),
                 fences[planned.stage.0].take(),
             ) {
@@ -295,7 +295,7 @@ impl Slot {
             let tensors = |ports: &[TensorId]| {
                 ports
                     .iter()
-                    .map(|&t| blocks.tensor(plan, t, planned.device))
+                    .map(|&t| blocks.tensor(plan, t, planned.device()))
                     .collect::<Result<Vec<_>, _>>()
             };
             stages.push(SlotStage {

@@ -98,16 +98,16 @@ pub(crate) fn check_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
             bail!("a recording's pipelines are not checked");
         }
         let graph = super::args::graph_file(&args.graph.graph)?;
+        // The check keeps nothing: what it writes goes with this directory.
+        let scratch = tempfile::tempdir()?;
         let search = BisectArgs::defaults(
             &graph,
             args.graph.shape.shape.as_ref(),
             args.workload.pairs(),
+            scratch.path(),
         )?;
         let mut config = search.config()?;
         config.pipeline_mode = args.pipeline_mode.into();
-        // The check keeps nothing: what it writes goes with this directory.
-        let scratch = tempfile::tempdir()?;
-        config.out = scratch.path().to_path_buf();
         let shape = config.shapes.first().context("no frame shape")?.clone();
         let rate = match args.graph.stream_rate {
             Some(rate) => rate,

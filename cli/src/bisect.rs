@@ -84,9 +84,10 @@ pub struct BisectArgs {
     /// Trials per search at most.
     #[arg(long, default_value_t = SearchConfig::DEFAULT_MAX_TRIALS)]
     max_trials: usize,
-    /// Where the JSON and CSV results and every trial's report go.
-    #[arg(long, default_value = "target/bisect-rate")]
-    out: PathBuf,
+    /// Where the JSON and CSV results and every trial's report go (made if missing)
+    /// [default: $XDG_DATA_HOME/kplace/bisect-rate, else ~/.local/share/kplace/bisect-rate].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// The seed of what the workload generates (the radar's noise).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -197,14 +198,20 @@ enum MpsMode {
 
 impl BisectArgs {
     /// The options of a sweep of `graph` (at `shape`, with the workload's `options`), every
-    /// other option at its default: what `kplace admit` takes, for a check that names no
-    /// sweep.
+    /// other option at its default but `--out`, `out`: what `kplace admit` takes, for a check
+    /// that names no sweep.
     pub(crate) fn defaults(
         graph: &std::path::Path,
         shape: Option<&FrameShape>,
         options: &[(String, String)],
+        out: &std::path::Path,
     ) -> anyhow::Result<BisectArgs> {
-        let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
+        let mut argv = vec![
+            "--graph".to_string(),
+            graph.display().to_string(),
+            "--out".to_string(),
+            out.display().to_string(),
+        ];
         if let Some(shape) = shape {
             argv.extend(["--shape".into(), shape.to_string()]);
         }
@@ -217,7 +224,11 @@ impl BisectArgs {
     /// The sweep these options describe, checked ([`BisectConfig::check`]) and its shapes and
     /// workload resolved ([`BisectConfig::resolve_workload`]).
     pub(crate) fn config(self) -> anyhow::Result<BisectConfig> {
-        kplace::report::output::file_only(&self.out, "--out")?;
+        let out = match self.out {
+            Some(dir) => dir,
+            None => default_out()?,
+        };
+        kplace::report::output::file_only(&out, "--out")?;
         let mps = BisectConfig::mps_setting(self.mps == MpsMode::On, self.mps_threads)?;
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
@@ -260,7 +271,7 @@ impl BisectArgs {
             warmup_s: self.warmup.as_secs_f64(),
             latency_budget: self.latency_budget,
             max_trials: self.max_trials,
-            out: self.out,
+            out,
             seed: self.seed,
             recording: self.recording.map(|path| RecordingFeed {
                 path,
@@ -285,6 +296,24 @@ impl BisectArgs {
         config.resolve_workload(&crate::workloads::registry(), &self.shape)?;
         Ok(config)
     }
+}
+
+/// Where results go without `--out`: `bisect-rate` under the user's data directory,
+/// `$XDG_DATA_HOME` (when set to an absolute path, as the XDG base directory rules want), else
+/// `$HOME/.local/share`; the same wherever kplace runs from, never the current directory.
+pub(crate) fn default_out() -> anyhow::Result<PathBuf> {
+    let absolute = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let data = absolute("XDG_DATA_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local").join("share")))
+        .context(
+            "no --out given, and neither XDG_DATA_HOME nor HOME names a directory for the \
+             results: give --out DIR",
+        )?;
+    Ok(data.join("kplace").join("bisect-rate"))
 }
 
 /// A search's progress on the terminal: a spinner naming the trial running, and a line per

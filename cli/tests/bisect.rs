@@ -866,3 +866,61 @@ fn a_recording_search_needs_a_check_that_checks() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--check"), "{stderr}");
 }
+
+/// The case: the default `--out target/bisect-rate` was relative to the current
+/// directory, so an installed kplace run from `$HOME` wrote `./target/...`. Without `--out`
+/// the results go to the user's data directory, `$XDG_DATA_HOME/kplace/bisect-rate` (else
+/// `~/.local/share/kplace/bisect-rate`: an `XDG_DATA_HOME` that is not absolute is ignored, as
+/// the XDG rules say), whatever the current directory, and the log says where.
+#[test]
+fn results_without_out_go_to_the_users_data_directory_and_say_where() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (cwd, home, data) = (
+        dir.path().join("cwd"),
+        dir.path().join("home"),
+        dir.path().join("data"),
+    );
+    for d in [&cwd, &home] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let sweep = |xdg: &str| {
+        let out = kplace_testkit::output(
+            Command::new(env!("CARGO_BIN_EXE_kplace"))
+                .current_dir(&cwd)
+                .env("HOME", &home)
+                .env("XDG_DATA_HOME", xdg)
+                .arg("bisect-rate")
+                .args(QUICK_SEARCH)
+                .args(["--max-trials", "1"]),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{:?}: {stderr}",
+            out.status
+        );
+        stderr
+    };
+    let said = sweep(data.to_str().unwrap());
+    let results = data.join("kplace/bisect-rate/bisect-rate.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(json["schema"], "kplace-bisect-rate/4");
+    assert!(
+        said.contains(&format!("bisect-rate: results in {}", results.display())),
+        "{said}"
+    );
+    let said = sweep("relative/data");
+    let results = home.join(".local/share/kplace/bisect-rate/bisect-rate.json");
+    assert!(results.is_file(), "{said}");
+    assert!(
+        said.contains(&format!("bisect-rate: results in {}", results.display())),
+        "{said}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().flatten().collect();
+    assert!(
+        left.is_empty(),
+        "nothing in the current directory: {left:?}"
+    );
+}

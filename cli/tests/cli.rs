@@ -1161,17 +1161,27 @@ fn outputs_that_only_a_file_can_take_refuse_a_dash() {
 }
 
 /// An output path that cannot be written fails before the run, not after it (losing it); so
-/// does a ready file whose directory does not exist, which a sender waits for in vain.
+/// does a ready file whose directory cannot be made, which a sender waits for in vain. A
+/// missing directory is made (docs/report.md); one under a regular file cannot be.
 #[test]
 fn a_report_that_cannot_be_written_fails_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let under = |name: &str| blocker.join(name).display().to_string();
     for option in ["--report", "--detections", "--done-times"] {
-        let e = input_error(&["run", "--frames", "2", option, "/nonexistent-dir/out"]);
-        assert!(e.contains("/nonexistent-dir/out"), "{option}: {e}");
+        let out = under("out");
+        let e = input_error(&["run", "--frames", "2", option, &out]);
+        assert!(
+            e.contains(&out) && e.contains("is a regular file, not a directory"),
+            "{option}: {e}"
+        );
         assert!(
             !e.contains("frames 2"),
             "{option}: the run must not have started: {e}"
         );
     }
+    let ready = under("ready.json");
     let e = input_error(&[
         "run",
         "--frames",
@@ -1179,11 +1189,14 @@ fn a_report_that_cannot_be_written_fails_before_the_run() {
         "--source",
         "udp://127.0.0.1:0",
         "--ready-file",
-        "/nonexistent-dir/ready.json",
+        &ready,
     ]);
     assert!(
-        e.contains("--ready-file /nonexistent-dir/ready.json")
-            && e.contains("the directory /nonexistent-dir does not exist"),
+        e.contains(&format!("--ready-file {ready}"))
+            && e.contains(&format!(
+                "cannot make the directory {0}: {0} is a regular file, not a directory",
+                blocker.display()
+            )),
         "{e}"
     );
 }
@@ -1273,10 +1286,10 @@ fn progress_lines_go_to_stdout_and_add_up_to_the_report() {
         "--report-every",
         "1s",
         "--progress-out",
-        "/nonexistent-dir/p.jsonl",
+        "Cargo.toml/p.jsonl",
     ]);
     assert!(
-        e.contains("/nonexistent-dir/p.jsonl") && !e.contains("frames 2"),
+        e.contains("Cargo.toml/p.jsonl") && !e.contains("frames 2"),
         "the run must not have started: {e}"
     );
 }
@@ -1362,9 +1375,10 @@ fn a_trace_holds_every_launch_of_every_frame() {
     // An endless input is read up to the bound, never whole.
     let e = input_error(&["plot-trace", "/dev/zero"]);
     assert!(e.contains("trace /dev/zero holds more than 1 GiB"), "{e}");
-    let e = input_error(&["run", "--frames", "2", "--trace", "/nonexistent-dir/t.json"]);
+    // Under a regular file (the workspace's Cargo.toml), no directory can be made.
+    let e = input_error(&["run", "--frames", "2", "--trace", "Cargo.toml/t.json"]);
     assert!(
-        e.contains("/nonexistent-dir/t.json") && !e.contains("frames 2"),
+        e.contains("Cargo.toml/t.json") && !e.contains("frames 2"),
         "the run must not have started: {e}"
     );
 }

@@ -57,7 +57,7 @@ fn s(path: &Path) -> &str {
 
 /// The case: `kplace run --source udp://127.0.0.1:0 --frames 5 --ready-file /dev/full`
 /// renamed its temporary file onto the device. A ready file is refused before the run starts
-/// wherever it could not be written (a device, a directory, a directory that is not there),
+/// wherever it could not be written (a device, a directory, a directory that cannot be made),
 /// so that no sender waits for it forever, and the device is left as it was.
 #[test]
 fn a_ready_file_that_cannot_be_written_fails_before_the_run() {
@@ -90,11 +90,20 @@ fn a_ready_file_that_cannot_be_written_fails_before_the_run() {
         assert!(is_char_device(&full), "the device is still a device");
     }
     run(s(dir.path()), &["is a directory, not a regular file"]);
-    let missing = dir.path().join("no/such/dir/ready.json");
-    run(s(&missing), &["no/such/dir"]);
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    run(
+        s(&blocker.join("sub/ready.json")),
+        &["is a regular file, not a directory"],
+    );
     run("-", &["--ready-file -: this output goes to a file"]);
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
-    assert!(left.len() <= 1, "nothing written beside: {left:?}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "full" && n != "file")
+        .collect();
+    assert!(left.is_empty(), "nothing written beside: {left:?}");
 }
 
 /// Streams (a report, detections, progress) are written into a device in place, and the
@@ -194,7 +203,7 @@ fn a_dash_where_only_a_file_can_go_is_refused() {
     assert!(!cwd_dash.exists(), "no file named - was made");
 }
 
-/// The case: `kplace tune --write /dev/full` (or into a directory that is not there)
+/// The case: `kplace tune --write /dev/full` (or under a directory that cannot be made)
 /// calibrated and proved for minutes before saying it could not write. The winner's file is
 /// checked before anything is calibrated: the store stays empty.
 #[test]
@@ -229,8 +238,13 @@ fn tune_checks_its_winner_file_before_it_calibrates() {
         assert!(!text(&out).contains("calibrating"), "{}", text(&out));
         text(&out)
     };
-    let said = tune(s(&dir.path().join("missing/tuned.yaml")));
-    assert!(said.contains("missing"), "{said}");
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "").unwrap();
+    let said = tune(s(&blocker.join("tuned.yaml")));
+    assert!(
+        said.contains("is a regular file, not a directory"),
+        "{said}"
+    );
     let said = tune("-");
     assert!(
         said.contains("--write -: this output goes to a file"),
@@ -245,4 +259,65 @@ fn tune_checks_its_winner_file_before_it_calibrates() {
         assert!(is_char_device(&node));
     }
     assert!(!store.exists(), "nothing was calibrated");
+}
+
+/// The case: `--report out/x.json` failed where `out/` was missing, while
+/// `--write-sinks` made its directory. Every output makes the directories it needs, as `mkdir
+/// -p` would (docs/report.md, "Where outputs go"): a run's report, detections, completion
+/// times, progress lines, trace and sink files, and a recording, each in a directory of its
+/// own that is not there yet; each is then complete (the report parses and counts the frames).
+#[test]
+fn every_output_makes_the_directories_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    let out = kplace(&[
+        "run",
+        "--cpi",
+        "64x32",
+        "--target",
+        "10,0,20",
+        "--frames",
+        "4",
+        "--report",
+        s(&at("a/report.json")),
+        "--detections",
+        s(&at("b/c/detections.txt")),
+        "--done-times",
+        s(&at("d/times.csv")),
+        "--report-every",
+        "1s",
+        "--progress-out",
+        s(&at("e/progress.jsonl")),
+        "--trace",
+        s(&at("f/trace.json")),
+        "--write-sinks",
+        s(&at("g/h/sinks")),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(at("a/report.json")).unwrap()).unwrap();
+    assert_eq!(report["frames"], 4, "{report}");
+    let times = std::fs::read_to_string(at("d/times.csv")).unwrap();
+    assert_eq!(times.lines().count(), 4, "{times}");
+    for file in [
+        "b/c/detections.txt",
+        "e/progress.jsonl",
+        "f/trace.json",
+        "g/h/sinks/clusters.npy",
+    ] {
+        let len = std::fs::metadata(at(file)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{file} was not written");
+    }
+    let recording = at("i/j/tones.sigmf-data");
+    let out = kplace(&[
+        "record",
+        "--graph",
+        "spectrogram",
+        "--frames",
+        "2",
+        "--out",
+        s(&recording),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(recording.is_file() && at("i/j/tones.sigmf-meta").is_file());
 }

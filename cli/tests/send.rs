@@ -472,11 +472,11 @@ fn cli_reports_its_schedule_and_priority() {
         "--frames",
         "1",
         "--report",
-        "/nonexistent/dir/send.json",
+        "Cargo.toml/dir/send.json",
     ]);
     assert!(!out.status.success());
     assert!(
-        text(&out).contains("cannot create the send report file /nonexistent/dir/send.json"),
+        text(&out).contains("cannot create the send report file Cargo.toml/dir/send.json"),
         "{}",
         text(&out)
     );

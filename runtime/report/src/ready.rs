@@ -163,7 +163,7 @@ impl From<WriteError> for ReadyWriteError {
 }
 
 /// Checks, before any work, that `path` can become a ready file: a regular file or nothing, in
-/// a directory that exists ([`write::check`]).
+/// a directory that exists or can be made ([`write::check`]).
 pub fn check(path: &Path) -> Result<(), ReadyWriteError> {
     Ok(write::check(path, Kind::File)?)
 }

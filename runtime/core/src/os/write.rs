@@ -13,6 +13,9 @@
 //!   an existing FIFO or character device (`/dev/stdout`, a pipe to another program). An output
 //!   that must be a file ([`Kind::File`]: a placement, a plot, a ready file, a recording) is
 //!   refused there, when it is opened, before any work.
+//! - **Missing directories are made.** The directories above a file that are not there yet are
+//!   created first (as `mkdir -p` would, with the process's umask), for every output alike: a
+//!   name on the way that holds something else (a file, a device) is an error naming it.
 //! - **Nothing is left behind.** A temporary file is `.NAME.PID.XXXXXX.tmp`, removed when its
 //!   write is dropped unfinished; [`remove_temporaries`] removes those of a process that was
 //!   killed before it could.
@@ -67,11 +70,22 @@ pub enum WriteError {
         /// What it is now.
         found: &'static str,
     },
-    /// The directory the file would be written in does not exist.
-    #[error("the directory {} does not exist: create it first", dir.display())]
+    /// The directory the file was to be written in was made, and is gone again (removed while
+    /// kplace wrote).
+    #[error("the directory {} does not exist (removed while kplace wrote into it)", dir.display())]
     NoDirectory {
         /// The directory.
         dir: PathBuf,
+    },
+    /// A directory cannot be made: a name on its way holds something else.
+    #[error("cannot make the directory {}: {} is {found}, not a directory", dir.display(), path.display())]
+    NotADirectory {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// The name on its way that is not a directory (the directory itself, or one above).
+        path: PathBuf,
+        /// What it is: `a regular file`, `a character device`, ...
+        found: &'static str,
     },
     /// The system refused a step.
     #[error("{}: {cause}", path.display())]
@@ -116,6 +130,8 @@ fn describe(t: FileType) -> &'static str {
         "a socket"
     } else if t.is_symlink() {
         "a symbolic link"
+    } else if t.is_file() {
+        "a regular file"
     } else {
         "not a regular file"
     }
@@ -137,7 +153,14 @@ fn destination(path: &Path, kind: Kind) -> Result<Destination, WriteError> {
     };
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        // Nothing there, or a directory above it that is not one yet: the directories are
+        // made (or refused, naming what is in the way) when the file is created.
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
             return Ok(Destination::Replace(path.to_path_buf()));
         }
         Err(e) => return Err(io(e)),
@@ -172,27 +195,59 @@ fn destination(path: &Path, kind: Kind) -> Result<Destination, WriteError> {
 }
 
 /// Checks, without writing anything, that a `kind` output could be written at `path`: what
-/// the name holds (see the module docs) and that its directory exists. For an option whose
-/// file is written only when the work is done, so that a wrong one fails before the work.
+/// the name holds (see the module docs), and that its directory is there or could be made
+/// (the nearest name above it that exists is a directory). For an option whose file is
+/// written only when the work is done, so that a wrong one fails before the work.
 pub fn check(path: &Path, kind: Kind) -> Result<(), WriteError> {
     match destination(path, kind)? {
         Destination::InPlace => Ok(()),
-        Destination::Replace(onto) => {
-            let dir = directory_of(&onto);
-            match fs::metadata(dir) {
-                Ok(m) if m.is_dir() => Ok(()),
-                Ok(m) => Err(WriteError::NotAFile {
-                    path: dir.to_path_buf(),
-                    found: describe(m.file_type()),
-                    kind: Kind::File,
-                }),
-                Err(cause) => Err(no_directory(dir, cause)),
-            }
-        }
+        Destination::Replace(onto) => could_make(directory_of(&onto)),
     }
 }
 
-/// The error for a directory that could not be looked at or written in.
+/// Whether `dir` is a directory or could be made: the nearest of it and its ancestors that
+/// exists (through links) is a directory.
+fn could_make(dir: &Path) -> Result<(), WriteError> {
+    for above in dir.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+        match fs::metadata(above) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) => {
+                return Err(WriteError::NotADirectory {
+                    dir: dir.to_path_buf(),
+                    path: above.to_path_buf(),
+                    found: describe(m.file_type()),
+                });
+            }
+            // Not there, or under a name that is not a directory: look further up.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                continue;
+            }
+            Err(cause) => {
+                return Err(WriteError::Io {
+                    path: above.to_path_buf(),
+                    cause,
+                });
+            }
+        }
+    }
+    // A relative path all of whose names are missing: under the current directory.
+    Ok(())
+}
+
+/// Makes `dir` where it is missing (see [`create_dir_all`]).
+fn ensure_directory(dir: &Path) -> Result<(), WriteError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        _ => create_dir_all(dir),
+    }
+}
+
+/// The error for a directory that vanished, or could not be written in.
 fn no_directory(dir: &Path, cause: io::Error) -> WriteError {
     if cause.kind() == io::ErrorKind::NotFound && !dir.exists() {
         WriteError::NoDirectory {
@@ -254,20 +309,22 @@ pub struct WholeFile {
 impl WholeFile {
     /// Opens `path` for a `kind` output: a temporary file beside it (beside a link's target),
     /// or the FIFO or device itself for a stream. Fails, naming the path, where it holds
-    /// something the output cannot go onto, or its directory cannot take a file.
+    /// something the output cannot go onto, or its directory cannot be made or take a file.
     pub fn create(path: &Path, kind: Kind) -> Result<WholeFile, WriteError> {
         let io = |cause| WriteError::Io {
             path: path.to_path_buf(),
             cause,
         };
         let target = match destination(path, kind)? {
-            Destination::Replace(onto) => Target::Temporary {
-                temp: create_beside(&onto).map_err(|cause| match cause.kind() {
-                    io::ErrorKind::NotFound => no_directory(directory_of(&onto), cause),
+            Destination::Replace(onto) => {
+                let dir = directory_of(&onto);
+                ensure_directory(dir)?;
+                let temp = create_beside(&onto).map_err(|cause| match cause.kind() {
+                    io::ErrorKind::NotFound => no_directory(dir, cause),
                     _ => io(cause),
-                })?,
-                onto,
-            },
+                })?;
+                Target::Temporary { temp, onto }
+            }
             Destination::InPlace => {
                 Target::InPlace(File::options().write(true).open(path).map_err(io)?)
             }
@@ -345,7 +402,10 @@ pub fn open_in_place(path: &Path, kind: Kind) -> Result<File, WriteError> {
         cause,
     };
     match destination(path, kind)? {
-        Destination::Replace(onto) => File::create(onto).map_err(io),
+        Destination::Replace(onto) => {
+            ensure_directory(directory_of(&onto))?;
+            File::create(onto).map_err(io)
+        }
         Destination::InPlace => File::options().write(true).open(path).map_err(io),
     }
 }
@@ -360,15 +420,13 @@ pub fn write_whole(path: &Path, kind: Kind, bytes: &[u8]) -> Result<(), WriteErr
     file.commit()
 }
 
-/// Creates the directory `dir` and its parents for files kplace writes: a name that holds
-/// something else (a file, a device) is an error naming it.
+/// Creates the directory `dir` and its parents for files kplace writes: a name on the way that
+/// holds something else (a file, a device) is an error naming it.
 pub fn create_dir_all(dir: &Path) -> Result<(), WriteError> {
-    fs::create_dir_all(dir).map_err(|cause| match fs::metadata(dir) {
-        Ok(m) if !m.is_dir() => WriteError::NotAFile {
-            path: dir.to_path_buf(),
-            found: describe(m.file_type()),
-            kind: Kind::File,
-        },
+    fs::create_dir_all(dir).map_err(|cause| match could_make(dir) {
+        // Something in the way (`dir` itself or a name above it): named, rather than the
+        // system's "Not a directory".
+        Err(in_the_way @ WriteError::NotADirectory { .. }) => in_the_way,
         _ => WriteError::Io {
             path: dir.to_path_buf(),
             cause,
@@ -516,21 +574,47 @@ mod tests {
             e.to_string().contains("is a symbolic link to nothing"),
             "{e}"
         );
-        let e = check(&dir.path().join("missing/out.json"), Kind::File).unwrap_err();
-        assert_eq!(e.io_kind(), Some(io::ErrorKind::NotFound), "{e}");
-        assert!(
-            e.to_string()
-                .ends_with("missing does not exist: create it first"),
-            "{e}"
+    }
+
+    #[test]
+    fn missing_directories_are_made_for_a_file_and_a_log_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("missing/deeper/out.json");
+        check(&nested, Kind::File).unwrap();
+        assert!(!dir.path().join("missing").exists(), "check writes nothing");
+        write_whole(&nested, Kind::File, b"{}").unwrap();
+        assert_eq!(fs::read_to_string(&nested).unwrap(), "{}");
+        let log = dir.path().join("logs/progress.jsonl");
+        open_in_place(&log, Kind::Stream).unwrap();
+        assert!(log.is_file());
+    }
+
+    #[test]
+    fn a_directory_in_the_way_of_another_thing_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, "x").unwrap();
+        let under = file.join("sub/out.json");
+        let want = format!(
+            "cannot make the directory {}: {} is a regular file, not a directory",
+            file.join("sub").display(),
+            file.display()
         );
-        let e = WholeFile::create(&dir.path().join("missing/out.json"), Kind::File)
-            .err()
-            .unwrap();
-        assert!(
-            e.to_string()
-                .ends_with("missing does not exist: create it first"),
-            "{e}"
+        let e = check(&under, Kind::File).unwrap_err();
+        assert_eq!(e.to_string(), want);
+        let e = WholeFile::create(&under, Kind::File).err().unwrap();
+        assert_eq!(e.to_string(), want);
+        let e = open_in_place(&under, Kind::Stream).unwrap_err();
+        assert_eq!(e.to_string(), want);
+        let e = create_dir_all(&file).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "cannot make the directory {0}: {0} is a regular file, not a directory",
+                file.display()
+            )
         );
+        assert_eq!(fs::read_to_string(&file).unwrap(), "x", "left as it was");
     }
 
     #[test]

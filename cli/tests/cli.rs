@@ -1548,3 +1548,31 @@ fn workloads_are_listed_and_their_options_checked_by_name() {
         "{e}"
     );
 }
+
+/// The case: a 4-frame run printed `post-frame latency trend -3104.970 ms per s of run`,
+/// a slope through four points. The summary says a trend only from 30 measured frames
+/// (docs/report.md); the report's JSON carries the slope either way.
+#[test]
+fn a_latency_trend_is_printed_only_when_enough_frames_support_it() {
+    let short = ok(&["run", "--cpi", "256x32", "--frames", "4"]);
+    assert!(short.contains("post-frame latency "), "{short}");
+    assert!(!short.contains("latency trend"), "{short}");
+    let long = ok(&["run", "--cpi", "256x32", "--frames", "40"]);
+    assert!(
+        long.contains("post-frame latency trend ") && long.contains(" ms per s of run"),
+        "{long}"
+    );
+    let short = ok(&[
+        "run",
+        "--cpi",
+        "256x32",
+        "--frames",
+        "40",
+        "--warmup-frames",
+        "20",
+    ]);
+    assert!(
+        !short.contains("latency trend"),
+        "20 measured frames: {short}"
+    );
+}

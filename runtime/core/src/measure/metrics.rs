@@ -144,6 +144,12 @@ impl Latency {
     }
 }
 
+/// The fewest measured frames whose post-frame latency trend a run's summary prints: below
+/// it, one late frame among a handful sets the slope's sign and size (a 4-frame run's read
+/// -3 s per s). 30 is also the fewest frames a `bisect-rate` trial window measures, the trend
+/// gate's own minimum. The report's JSON carries the slope whatever the count.
+pub const MIN_TREND_FRAMES: u64 = 30;
+
 /// The slope of latency against time over a run, by online least squares: whether frames
 /// wait longer and longer (a pipeline falling behind) or not. Allocation free.
 #[derive(Debug, Clone, Copy, Default)]
@@ -390,11 +396,15 @@ impl fmt::Display for RunMetrics {
                 ms(l.max)
             )?;
         }
-        writeln!(
-            f,
-            "post-frame latency trend {:+.3} ms per s of run",
-            self.post_frame_trend * 1e3
-        )?;
+        // A slope through a few points is their jitter, not a trend: said only from
+        // MIN_TREND_FRAMES measured frames on.
+        if self.post_frame.count >= MIN_TREND_FRAMES {
+            writeln!(
+                f,
+                "post-frame latency trend {:+.3} ms per s of run",
+                self.post_frame_trend * 1e3
+            )?;
+        }
         writeln!(f, "{}", self.overhead)
     }
 }

@@ -1,12 +1,13 @@
 //! `kplace plan`: print what a graph on a placement resolves to.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 use kplace::cuda::driver::CudaProvider;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::plan::{Plan, PlanError, PlanMode};
+use kplace::workload::generic::{BoundRecording, DEFAULT_FRAME_PERIOD};
 
 use super::args::GraphArgs;
 
@@ -15,6 +16,11 @@ use super::args::GraphArgs;
 pub struct PlanArgs {
     #[command(flatten)]
     graph: GraphArgs,
+    /// Plan as `kplace run --recording FILE` would: the graph bound to the recording's frame
+    /// shape, and `slots: auto` sized at its frame period (a frame's samples at its sample
+    /// rate).
+    #[arg(long, value_name = "FILE")]
+    recording: Option<PathBuf>,
 }
 
 /// Plans and prints. A GPU placement is described even where no GPU is usable (the plan says
@@ -22,23 +28,39 @@ pub struct PlanArgs {
 /// whose pools exceed this machine's memory is refused, as `kplace run` would refuse it.
 pub fn main(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let files = args.graph.files()?;
-    let probe = files.shaped_graph()?;
-    // `slots: auto` is sized for the workload's real-time rate, where the graph decides it.
-    let period = crate::workloads::registry()
-        .for_graph(&probe, false)
-        .ok()
-        .and_then(|kind| kind.frame_period(&probe))
-        .unwrap_or(DEFAULT_FRAME_PERIOD);
-    let (graph, placement) = files.load_with(Overrides::default(), period)?;
+    let (graph, placement) = match &args.recording {
+        // Bound and sized by the code `kplace run --recording` plans with.
+        Some(recording) => BoundRecording::new(files, Overrides::default(), recording)?.load()?,
+        None => {
+            let probe = files.shaped_graph()?;
+            // `slots: auto` is sized for the workload's real-time rate, where the graph
+            // decides it.
+            let period = crate::workloads::registry()
+                .for_graph(&probe, false)
+                .ok()
+                .and_then(|kind| kind.frame_period(&probe));
+            let loaded =
+                files.load_with(Overrides::default(), period.unwrap_or(DEFAULT_FRAME_PERIOD))?;
+            if period.is_none()
+                && files.stream_rate.is_none()
+                && loaded.1.runtime.auto_slots.is_some()
+            {
+                tracing::info!(
+                    "kplace plan: slots: auto sized at {} ms a frame, a default: the graph's \
+                     stream has no rate of its own here; give --recording FILE (what a run on \
+                     it uses) or --stream-rate",
+                    DEFAULT_FRAME_PERIOD.as_millis()
+                );
+            }
+            loaded
+        }
+    };
     let shape = frame_shape(&graph);
     let plan = Plan::with_gpus(graph, placement, CudaProvider::global(), PlanMode::Describe)
         .map_err(|e| plan_error(e, &shape))?;
     print!("{plan}");
     Ok(ExitCode::SUCCESS)
 }
-
-/// The frame period `slots: auto` is sized for when the workload does not decide it.
-const DEFAULT_FRAME_PERIOD: Duration = Duration::from_millis(10);
 
 /// The source's frame shape, innermost axis first (`1024x128`), as `--shape` takes it.
 fn frame_shape(graph: &Graph) -> String {

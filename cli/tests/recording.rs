@@ -1406,3 +1406,77 @@ fn a_recording_whose_files_are_no_regular_files_is_refused_naming_them() {
         &format!("recording {data_s}: a FIFO, not a regular file"),
     );
 }
+
+/// The issue's case: `kplace plan` on a recording's graph sized `slots: auto` at a default 10
+/// ms a frame (5 slots) while the run on the recording used 25. `plan --recording` binds the
+/// graph to the recording and sizes the slots at its frame period, as the run does: 256x32
+/// samples at 4.096 MS/s are a frame every 2 ms, 25 frames in 50 ms of stream.
+#[test]
+fn plan_with_a_recording_sizes_the_slots_as_the_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("fast.sigmf-data");
+    let rec = rec.to_str().unwrap();
+    let ended = run(&[
+        "record",
+        "--graph",
+        GRAPH,
+        "--cpi",
+        "256x32",
+        "--frames",
+        "4",
+        "--sample-rate",
+        "4.096e6",
+        "--tone",
+        "0.125:0.3",
+        "--out",
+        rec,
+    ]);
+    assert!(ended.status.success(), "{}", ended.stderr);
+    let plan = run(&[
+        "plan",
+        "--graph",
+        GRAPH,
+        "--placement",
+        CPU2,
+        "--recording",
+        rec,
+    ]);
+    assert!(plan.status.success(), "{}", plan.stderr);
+    assert!(
+        plan.stdout
+            .contains("25 slots (auto: 50 ms of stream at 2.000 ms a frame, 4 to 64)")
+            && plan.stdout.contains("ci16[32, 256]"),
+        "{}",
+        plan.stdout
+    );
+    let ran = run(&[
+        "-v",
+        "run",
+        "--graph",
+        GRAPH,
+        "--placement",
+        CPU2,
+        "--recording",
+        rec,
+        "--frames",
+        "4",
+    ]);
+    assert!(ran.status.success(), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("25 frame slots built"),
+        "{}",
+        ran.stderr
+    );
+    // Without the recording, the plan cannot know the stream's rate, and says what it assumed.
+    let plan = run(&["plan", "--graph", GRAPH, "--placement", CPU2]);
+    assert!(
+        plan.stdout.contains("at 10.000 ms a frame")
+            && plan.stderr.contains(
+                "slots: auto sized at 10 ms a frame, a default: the graph's stream has no rate of \
+                 its own here; give --recording FILE"
+            ),
+        "{}{}",
+        plan.stdout,
+        plan.stderr
+    );
+}

@@ -131,38 +131,90 @@ pub enum PrepareError {
     Reference(#[from] ReferenceError),
 }
 
+/// A graph bound to a recording as a run binds it: its dimensions the file's, then the
+/// recording's frame shape where its metadata states one, then the command line's; `slots:
+/// auto` sized at the recording's frame period. What `kplace run --recording` plans, and
+/// `kplace plan --recording` prints: one path, so the two agree.
+pub struct BoundRecording {
+    /// The graph and placement files, with the recording's dimensions bound.
+    pub files: kplace_core::model::files::GraphFiles,
+    /// Dimension and parameter overrides.
+    pub overrides: kplace_core::model::graph::Overrides,
+    /// The real-time frame period: the recording's, or [`DEFAULT_FRAME_PERIOD`] when it states
+    /// no sample rate.
+    pub period: std::time::Duration,
+    /// The recording, checked against the graph as bound.
+    pub recording: Recording,
+    /// The graph as bound.
+    pub graph: Graph,
+}
+
+/// The frame period of a recording that states no sample rate.
+pub const DEFAULT_FRAME_PERIOD: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl BoundRecording {
+    /// Loads the graph of `files` and the recording at `recording`, and binds them: what the
+    /// command line binds wins, and the recording is checked against the graph as bound.
+    pub fn new(
+        mut files: kplace_core::model::files::GraphFiles,
+        overrides: kplace_core::model::graph::Overrides,
+        recording: &Path,
+    ) -> Result<BoundRecording, PrepareError> {
+        let described = dims_from_recording(&files, &overrides, recording)?;
+        files.dims.splice(0..0, described);
+        let probe = DEFAULT_FRAME_PERIOD;
+        let (graph, _) = files.load_with(overrides.clone(), probe)?;
+        let recording = Recording::load(recording, &graph)?;
+        let period = recording
+            .frame_period(graph.tensor(graph.source.tensor))
+            .unwrap_or(probe);
+        Ok(BoundRecording {
+            files,
+            overrides,
+            period,
+            recording,
+            graph,
+        })
+    }
+
+    /// The graph and placement one pipeline plans, with slots sized for the recording's rate.
+    pub fn load(
+        &self,
+    ) -> Result<(Graph, kplace_core::model::placement::Placement), kplace_core::model::files::FilesError> {
+        self.files.load_with(self.overrides.clone(), self.period)
+    }
+}
+
 /// The graph's files and overrides, a recording, and its check: what every pipeline of a run
-/// of a graph that names no workload shares.
+/// of a graph that names none shares.
 pub struct RecordingSetup {
     /// The graph and placement files.
     pub files: kplace_core::model::files::GraphFiles,
     /// Dimension and parameter overrides.
     pub overrides: kplace_core::model::graph::Overrides,
-    /// The real-time frame period: the recording's, or 10 ms when it states no sample rate.
+    /// The real-time frame period: the recording's, or [`DEFAULT_FRAME_PERIOD`] when it states
+    /// no sample rate.
     pub period: std::time::Duration,
     /// The workload: the recording and its reference.
     pub workload: RecordingWorkload,
 }
 
 impl RecordingSetup {
-    /// Loads the graph and the recording at `recording`, and computes or reads the reference
-    /// `check` names. The graph's dimensions are the file's, then the recording's frame shape
-    /// where its metadata states one, then `files` and `overrides`: what the command line binds
-    /// wins, and the recording is checked against the graph as bound.
+    /// Binds the graph and the recording at `recording` ([`BoundRecording::new`]), and
+    /// computes or reads the reference `check` names.
     pub fn new(
-        mut files: kplace_core::model::files::GraphFiles,
+        files: kplace_core::model::files::GraphFiles,
         overrides: kplace_core::model::graph::Overrides,
         recording: &Path,
         check: &CheckSpec,
     ) -> Result<RecordingSetup, PrepareError> {
-        let described = dims_from_recording(&files, &overrides, recording)?;
-        files.dims.splice(0..0, described);
-        let probe = std::time::Duration::from_millis(10);
-        let (graph, _) = files.load_with(overrides.clone(), probe)?;
-        let recording = Recording::load(recording, &graph)?;
-        let period = recording
-            .frame_period(graph.tensor(graph.source.tensor))
-            .unwrap_or(probe);
+        let BoundRecording {
+            files,
+            overrides,
+            period,
+            recording,
+            graph,
+        } = BoundRecording::new(files, overrides, recording)?;
         let check = match check {
             CheckSpec::Nothing => Check::Nothing,
             CheckSpec::Golden(dir) => Check::Outputs {

@@ -21,9 +21,10 @@ use super::bisect::{BisectArgs, Spinner};
 /// `bisect-rate` option, which each proving search uses).
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// The input rate to sustain, CPI/s, from 1/86400 to 1e9: the placement using the fewest
-    /// cores (then the least GPU) that sustains it wins. Without it, the highest rate wins.
-    #[arg(long, value_name = "CPI_PER_S", conflicts_with = "max_rate")]
+    /// The input rate to sustain, in frames per second (a radar frame is a CPI), from 1/86400
+    /// to 1e9: the placement using the fewest cores (then the least GPU) that sustains it wins.
+    /// Without it, the highest rate wins.
+    #[arg(long, value_name = "FRAMES_PER_S", conflicts_with = "max_rate")]
     rate: Option<f64>,
     /// The highest sustained rate wins (the default without --rate).
     #[arg(long)]

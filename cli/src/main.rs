@@ -30,8 +30,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-/// kplace: a streaming signal-processing runtime whose every stage runs on the CPU or a GPU,
-/// chosen per stage by a placement file.
+// The about is also the man page's NAME line, `kplace - a streaming ...`: lower case, no full
+// stop, and not the command's name again.
+/// a streaming signal-processing runtime whose every stage runs on the CPU or a GPU, chosen
+/// per stage by a placement file
 #[derive(Debug, Parser)]
 #[command(name = "kplace", version, long_about = None)]
 pub struct Cli {
@@ -120,6 +122,9 @@ enum Command {
     Completions(shell::CompletionsArgs),
     /// Write the man pages into a directory.
     Man(shell::ManArgs),
+    /// List the graphs, or a graph's placements, found by name (for shell completion).
+    #[command(hide = true)]
+    Complete(shell::CompleteArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -147,6 +152,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admit(args) => admit::main(*args),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),
+        Command::Complete(args) => shell::complete(args),
     }
 }
 

@@ -60,12 +60,20 @@ fn an_installed_kplace_runs_the_radar_and_the_spectrogram_from_anywhere() {
         "share/kplace/workloads/beamformer/weighted/weights.npy",
         "share/man/man1/kplace.1",
         "share/man/man1/kplace-run.1",
+        "share/man/man1/kplace-mps-start.1",
         "share/bash-completion/completions/kplace",
         "share/zsh/site-functions/_kplace",
     ] {
         assert!(p.join(file).is_file(), "{file} is not installed");
     }
     assert!(!p.join("share/kplace/workloads/radar/src").exists());
+    // The NAME line says what kplace is once, and no page names one that is not installed.
+    let page = std::fs::read_to_string(p.join("share/man/man1/kplace.1")).unwrap();
+    assert!(
+        page.contains("kplace \\- a streaming signal") && !page.contains("kplace\\-help"),
+        "{page}"
+    );
+    assert!(!p.join("share/man/man1/kplace-help.1").exists());
 
     let elsewhere = tempfile::tempdir().unwrap();
     let dir = elsewhere.path();

@@ -14,7 +14,8 @@
 //! or `all-cpu.yaml` beside the graph, or else the one workload placement of that name under
 //! the data directories (so the radar's `all-cpu`, the default, serves a graph of the
 //! user's own beside no placements). A name found nowhere is an error naming every place
-//! looked; one that several workloads have, an error naming them.
+//! looked and the names that are there ([`graph_names`], [`placement_names`]), the closest
+//! first (`did you mean all-cpu?`); one that several workloads have, an error naming them.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -27,7 +28,11 @@ pub const DATA_DIR_ENV: &str = "KPLACE_DATA_DIR";
 #[derive(Debug, thiserror::Error)]
 pub enum NotFound {
     /// No file and no file of that name.
-    #[error("{what} {name}: no such file, and not found by name in: {}", searched_list(.searched))]
+    #[error(
+        "{what} {name}: no such file, and not found by name in: {}{}",
+        searched_list(.searched),
+        Suggestion { name, known, what }
+    )]
     Nowhere {
         /// `graph` or `placement`.
         what: &'static str,
@@ -35,6 +40,8 @@ pub enum NotFound {
         name: String,
         /// Every path tried, in order.
         searched: Vec<PathBuf>,
+        /// The names that would have been found, sorted.
+        known: Vec<String>,
     },
     /// Several workloads have a placement of that name, and none is beside the graph.
     #[error("placement {name}: not beside the graph, and several workloads have one: {}; give its path", searched_list(.candidates))]
@@ -44,6 +51,67 @@ pub enum NotFound {
         /// The placements of that name.
         candidates: Vec<PathBuf>,
     },
+}
+
+/// What a [`NotFound::Nowhere`] error adds: the closest names that are there, and all of them.
+struct Suggestion<'a> {
+    name: &'a str,
+    known: &'a [String],
+    what: &'a str,
+}
+
+impl std::fmt::Display for Suggestion<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.known.is_empty() {
+            return Ok(());
+        }
+        let closest = closest(self.name, self.known);
+        if !closest.is_empty() {
+            write!(f, "; did you mean {}?", closest.join(" or "))?;
+        }
+        let whose = match self.what {
+            "placement" => "the graph's placements",
+            _ => "graphs by name",
+        };
+        write!(f, " ({whose}: {})", self.known.join(", "))
+    }
+}
+
+/// The names of `known` nearest `name` by edit distance (insertions, deletions and
+/// substitutions of a character), when near enough to be a slip rather than another name: at
+/// most 2 edits, or a third of the name's length for a longer one. Ties all, in `known`'s
+/// order.
+pub fn closest<'a>(name: &str, known: &'a [String]) -> Vec<&'a str> {
+    let limit = 2.max(name.chars().count() / 3);
+    let distances: Vec<(usize, &str)> = known
+        .iter()
+        .map(|k| (edit_distance(name, k), k.as_str()))
+        .filter(|&(d, _)| d <= limit)
+        .collect();
+    let Some(best) = distances.iter().map(|&(d, _)| d).min() else {
+        return Vec::new();
+    };
+    distances
+        .into_iter()
+        .filter(|&(d, _)| d == best)
+        .map(|(_, k)| k)
+        .collect()
+}
+
+/// Levenshtein distance between `a` and `b`, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 fn searched_list(paths: &[PathBuf]) -> String {
@@ -131,7 +199,111 @@ fn graph_in(written: &Path, dirs: &[PathBuf]) -> Result<PathBuf, NotFound> {
             what: "graph",
             name: written.display().to_string(),
             searched,
+            known: graph_names_in(dirs),
         }),
+    }
+}
+
+/// How deep under `workloads/` a graph may be found by name (`beamformer/filtered` is 2).
+const GRAPH_NAME_DEPTH: usize = 3;
+
+/// The name of every graph found by name under the data directories ([`data_dirs`]): the
+/// directories under their `workloads/` that hold a `graph.yaml` (`radar`,
+/// `beamformer/filtered`), sorted, each once.
+pub fn graph_names() -> Vec<String> {
+    graph_names_in(&data_dirs())
+}
+
+fn graph_names_in(dirs: &[PathBuf]) -> Vec<String> {
+    let mut names = Vec::new();
+    for dir in dirs {
+        let root = dir.join("workloads");
+        let mut pending = vec![(root.clone(), 0)];
+        while let Some((at, depth)) = pending.pop() {
+            if depth > 0 && at.join("graph.yaml").is_file() {
+                let relative = at.strip_prefix(&root).unwrap_or(&at);
+                let parts: Vec<String> = relative
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                names.push(parts.join("/"));
+            }
+            if depth < GRAPH_NAME_DEPTH
+                && let Ok(entries) = std::fs::read_dir(&at)
+            {
+                pending.extend(
+                    entries
+                        .flatten()
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| (e.path(), depth + 1)),
+                );
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The name of every placement a graph file `graph` finds by name ([`placement`]): the
+/// `.yaml` files in its `placements/` and beside it (but the graph itself), or, where there
+/// are none, the workload placements under the data directories that one workload alone has;
+/// sorted, each once.
+pub fn placement_names(graph: &Path) -> Vec<String> {
+    placement_names_in(graph, &data_dirs())
+}
+
+fn placement_names_in(graph: &Path, dirs: &[PathBuf]) -> Vec<String> {
+    let yaml_names = |dir: &Path, skip: Option<&Path>| -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml") && p.is_file())
+            .filter(|p| skip.is_none_or(|g| !same_file(p, g)))
+            .filter_map(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
+            .collect()
+    };
+    let graph_dir = graph.parent().unwrap_or(Path::new(""));
+    let graph_dir = if graph_dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        graph_dir
+    };
+    let mut names = yaml_names(&graph_dir.join("placements"), None);
+    names.extend(yaml_names(graph_dir, Some(graph)));
+    if names.is_empty() {
+        let mut everywhere: Vec<String> = dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d.join("workloads")).ok())
+            .flatten()
+            .flatten()
+            .flat_map(|w| yaml_names(&w.path().join("placements"), None))
+            .collect();
+        everywhere.sort();
+        // A name several workloads have is not found by name alone.
+        let mut unique = Vec::new();
+        for (i, name) in everywhere.iter().enumerate() {
+            let repeated = (i > 0 && everywhere[i - 1] == *name)
+                || everywhere.get(i + 1).is_some_and(|next| next == name);
+            if !repeated {
+                unique.push(name.clone());
+            }
+        }
+        names = unique;
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Whether two paths name one file (through links, as written otherwise).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 
@@ -177,6 +349,7 @@ fn placement_in(written: &Path, graph: &Path, dirs: &[PathBuf]) -> Result<PathBu
                         .map(|d| d.join("workloads/*/placements").join(&file)),
                 )
                 .collect(),
+            known: placement_names_in(graph, dirs),
         }),
         _ => Err(NotFound::Ambiguous {
             name: written.display().to_string(),
@@ -272,8 +445,80 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("placements/all-gpu.yaml"), "{e}");
+        // What is there is listed, the closest first when it is near enough to be a slip.
+        assert!(
+            e.ends_with("; did you mean all-cpu? (the graph's placements: all-cpu)"),
+            "{e}"
+        );
+        let e = graph_in(Path::new("sonar"), &dirs).unwrap_err().to_string();
+        assert!(
+            e.ends_with(" (graphs by name: radar)") && !e.contains("did you mean"),
+            "{e}"
+        );
+        let e = graph_in(Path::new("radr"), &dirs).unwrap_err().to_string();
+        assert!(
+            e.ends_with("; did you mean radar? (graphs by name: radar)"),
+            "{e}"
+        );
+        let e = placement_in(Path::new("allcpu"), &graph, &dirs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("; did you mean all-cpu? "), "{e}");
         // A data directory without workloads/ is not one.
         let empty = tempfile::tempdir().unwrap();
         assert!(!dirs_for(Some(empty.path().into()), None).contains(&empty.path().to_path_buf()));
+    }
+
+    #[test]
+    fn the_names_that_are_there_are_listed_and_the_closest_suggested() {
+        let (prefix, exe) = installed();
+        let dirs = dirs_for(None, Some(&exe));
+        let workloads = prefix.path().join("share/kplace/workloads");
+        for graph in ["beamformer", "beamformer/filtered", "spectrogram/blocks"] {
+            std::fs::create_dir_all(workloads.join(graph)).unwrap();
+            std::fs::write(workloads.join(graph).join("graph.yaml"), "").unwrap();
+        }
+        // A directory without a graph is no graph's name; one too deep is not looked at.
+        std::fs::create_dir_all(workloads.join("radar/src")).unwrap();
+        std::fs::create_dir_all(workloads.join("a/b/c/d")).unwrap();
+        std::fs::write(workloads.join("a/b/c/d/graph.yaml"), "").unwrap();
+        assert_eq!(
+            graph_names_in(&dirs),
+            [
+                "beamformer",
+                "beamformer/filtered",
+                "radar",
+                "spectrogram/blocks"
+            ]
+        );
+        // Beside a graph: its placements/ and its own folder, not the graph itself.
+        let filtered = workloads.join("beamformer/filtered");
+        std::fs::write(filtered.join("cpu.yaml"), "").unwrap();
+        std::fs::write(filtered.join("cpu-2.yaml"), "").unwrap();
+        std::fs::write(filtered.join("notes.txt"), "").unwrap();
+        assert_eq!(
+            placement_names_in(&filtered.join("graph.yaml"), &dirs),
+            ["cpu", "cpu-2"]
+        );
+        // Beside none: the workload placements one workload alone has.
+        let spectrogram = workloads.join("spectrogram/placements");
+        std::fs::create_dir_all(&spectrogram).unwrap();
+        std::fs::write(spectrogram.join("all-cpu.yaml"), "").unwrap();
+        std::fs::write(spectrogram.join("cpu.yaml"), "").unwrap();
+        let own = tempfile::tempdir().unwrap();
+        let graph = own.path().join("mine.yaml");
+        std::fs::write(&graph, "").unwrap();
+        assert_eq!(placement_names_in(&graph, &dirs), ["cpu"]);
+        let known: Vec<String> = ["all-cpu", "all-gpu", "cpu", "cpu-2", "hybrid"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(closest("all-cpus", &known), ["all-cpu"]);
+        assert_eq!(closest("cpu_2", &known), ["cpu-2"]);
+        assert_eq!(closest("cpu2", &known), ["cpu", "cpu-2"]);
+        assert_eq!(closest("all-xpu", &known), ["all-cpu", "all-gpu"]);
+        assert!(closest("sonar", &known).is_empty());
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
     }
 }

@@ -206,6 +206,36 @@ fn metrics_need_an_address_and_one_process() {
     }
 }
 
+/// The case: a port another program holds fails the run before its first frame,
+/// saying that port 0 takes a free one.
+#[test]
+fn a_taken_port_is_refused_saying_port_zero_takes_a_free_one() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap().to_string();
+    let args = [
+        "run",
+        "--cpi",
+        "256x32",
+        "--frames",
+        "4",
+        "--metrics",
+        &taken,
+    ];
+    let ended = Guard::spawn(kplace().args(args)).wait(LIMIT);
+    assert_eq!(ended.status.code(), Some(2), "{}", ended.stderr);
+    assert!(
+        ended
+            .stderr
+            .contains(&format!("--metrics {taken}: cannot listen: "))
+            && ended.stderr.contains(
+                "another program listens there; give another port, or port 0 for a free one"
+            ),
+        "{}",
+        ended.stderr
+    );
+    assert!(!ended.stdout.contains("frames 4"), "{}", ended.stdout);
+}
+
 /// Connections held open at once: far past the endpoint's handlers and queue (18), and well
 /// under a default limit of 1024 open files.
 const FLOOD: usize = 600;

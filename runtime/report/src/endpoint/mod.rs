@@ -61,7 +61,7 @@ impl Default for Limits {
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
     /// The address could not be listened on.
-    #[error("--metrics {addr}: cannot listen: {source}")]
+    #[error("--metrics {addr}: cannot listen: {source}{}", taken_advice(source))]
     Listen {
         /// The address asked for.
         addr: SocketAddr,
@@ -84,6 +84,17 @@ pub enum MetricsError {
         /// The limits given.
         limits: Limits,
     },
+}
+
+/// What to do about a port another socket holds: port 0 takes a free one.
+fn taken_advice(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            ": another program listens there; give another port, or port 0 for a free one \
+             (the log says which)"
+        }
+        _ => "",
+    }
 }
 
 /// A running endpoint; dropping it stops it and joins its threads.

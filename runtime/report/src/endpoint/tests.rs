@@ -318,3 +318,23 @@ fn a_throttled_warning_is_given_once_and_the_rest_counted() {
     assert_eq!(Since(0).to_string(), "");
     assert_eq!(Since(2).to_string(), " (2 more since the last warning)");
 }
+
+/// The issue's case: a port another program holds says that port 0 takes a free one.
+#[test]
+fn a_taken_port_says_that_port_zero_takes_a_free_one() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap();
+    let board = Arc::new(Board::new(1, vec!["fir".into()]));
+    let e = MetricsServer::start(taken, board)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("--metrics {taken}: cannot listen: "))
+            && e.ends_with(
+                ": another program listens there; give another port, or port 0 for a free one \
+                 (the log says which)"
+            ),
+        "{e}"
+    );
+}

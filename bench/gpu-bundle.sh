@@ -85,7 +85,7 @@ if [ "$size_kib" -gt $((limit_mib * 1024)) ]; then
     echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB, over the $limit_mib MiB limit (the device tool carries 64 MiB in all): drop a test executable or shrink a binary" >&2
     exit 1
 fi
-echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB (limit $limit_mib MiB), built from $commit. Run the check, or its smoke step, and the table's next part on the GPU machine with the device tool (docs/gpu.md):" >&2
+echo "gpu-bundle: $bundle is $((size_kib / 1024)) MiB (limit $limit_mib MiB), built from $commit. Run the check, or its smoke and pcie steps, and the table's next part on the GPU machine with the device tool (docs/gpu.md):" >&2
 echo "  run(command=\"bench/gpu-check.sh\", carry=[\"$bundle\"], timeout_s=600)"
-echo "  run(command=\"KPLACE_GPU_CHECK_STEPS=smoke bench/gpu-check.sh\", carry=[\"$bundle\"], timeout_s=240)"
+echo "  run(command=\"KPLACE_GPU_CHECK_STEPS=smoke,pcie bench/gpu-check.sh\", carry=[\"$bundle\"], timeout_s=600)"
 echo "  run(command=\"bench/gpu-table.sh\", carry=[\"$bundle\"], timeout_s=600)"

@@ -11,9 +11,15 @@ bundle's commit, the call's date and its device.
   gpu-check-summary.py smoke KIND SCRATCH ARGS...     one smoke path's verdict: PASS, FAIL or SKIP,
                                                       a tab, and the reason, on one line
   gpu-check-summary.py summary SCRATCH OUT            writes OUT/summary.json and OUT/table.md
+  gpu-check-summary.py pcie-plan REPORT TARGET_S MIN CAP_S START_S
+                                                      the pcie step's next run of a placement:
+                                                      RATE MEASURED WARMUP EXPECTED_S
+  gpu-check-summary.py tile REFERENCE PERIOD FRAMES OUT
+                                                      REFERENCE's first PERIOD frames of
+                                                      detections repeated to FRAMES frames
 """
 
-import glob, json, os, re, sys
+import glob, json, math, os, re, statistics, sys
 
 def lines(path):
     if not os.path.exists(path):
@@ -288,6 +294,312 @@ def bisect_rows(scratch, device):
         })
     return {"searches": rows, "comparisons": res.get("comparisons", [])}
 
+# ---------------------------------------------------------------------------------------------
+# The pcie step (issue 50, item 5): each GPU placement's closed-loop rate on the path with
+# graphs against the PCIe bound (the pinned host-to-device copy rate at the frame's size,
+# measured in the same step), the host's, the GPU's and the source's time per frame, the CuPy
+# peer, and the issue's goals, each met or missed with its ratio. A row whose run failed, whose
+# verification failed or whose detections differ from all-cpu's is a failure, not a number.
+
+PCIE_SIZES = ["1024x128", "4096x512"]
+PCIE_PLACEMENTS = ["all-gpu", "hybrid", "gpu-fft", "cfar-gpu"]
+# The all-gpu closed loop's goals as shares of the PCIe bound, the least it must be against the
+# CuPy peer, and the most its post-frame p99 may be, streamed at 1024x128 and 400 CPI/s.
+PCIE_BOUND_GOALS = [("4096x512", 0.7), ("1024x128", 0.3)]
+PCIE_CUPY_GOAL = 5.0
+PCIE_P99_GOAL_MS = 0.3
+# What a row must measure after its warm-up (fewer is said in the notes).
+PCIE_MIN_SECONDS, PCIE_MIN_FRAMES = 1.0, 200
+
+def frame_bytes(cpi):
+    """The bytes of a frame's samples: the radar's iq tensor, ci16 (4 bytes a sample)."""
+    samples, chirps = cpi.split("x")
+    return int(samples) * int(chirps) * 4
+
+def pcie_plan(report, target_s, minimum, cap_s, start_s):
+    """The next run of a placement, from its last run's report: `RATE MEASURED WARMUP
+    EXPECTED_S`, measuring TARGET_S seconds and at least MINIMUM frames, at most CAP_S seconds
+    of frames, after a warm-up of 0.1 s and at least 16 frames; EXPECTED_S adds START_S for
+    the process's start-up."""
+    rep = load(report)
+    rate = rep.get("frames_per_s") if isinstance(rep, dict) else None
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
+        print("%s: no frames_per_s to plan by" % report, file=sys.stderr)
+        return 1
+    measured = min(max(int(minimum), math.ceil(float(target_s) * rate)), max(1, int(float(cap_s) * rate)))
+    warmup = max(16, math.ceil(0.1 * rate))
+    expected = int(start_s) + math.ceil((measured + warmup) / rate)
+    print("%.1f %d %d %d" % (rate, measured, warmup, expected))
+    return 0
+
+def tile(reference, period, frames, out):
+    """Writes OUT: the detections of frames 0..FRAMES, frame i being REFERENCE's frame i mod
+    PERIOD (a replay with --scene-frames PERIOD shows scene frame i mod PERIOD as frame i)."""
+    period, frames = int(period), int(frames)
+    header, found, current, left = None, {}, None, 0
+    with open(reference) as f:
+        for n, line in enumerate(f, 1):
+            t = line.strip()
+            if not t or t.startswith("#"):
+                continue
+            if header is None:
+                header = t
+                continue
+            parts = t.split()
+            if parts[0] == "frame":
+                if left:
+                    raise SystemExit("%s:%d: a frame line where %d cluster line(s) were due" % (reference, n, left))
+                fid, left = int(parts[1]), int(parts[2])
+                current = found.setdefault(fid, []) if fid < period else None
+            elif left:
+                left -= 1
+                if current is not None:
+                    current.append(t)
+            else:
+                raise SystemExit("%s:%d: a cluster line outside any frame" % (reference, n))
+    missing = [i for i in range(period) if i not in found]
+    if header is None or missing or left:
+        raise SystemExit("%s: no header, frames missing (%s) or a frame cut short" % (reference, missing[:8]))
+    with open(out, "w") as o:
+        o.write(header + "\n")
+        for i in range(frames):
+            clusters = found[i % period]
+            o.write("frame %d %d\n" % (i, len(clusters)))
+            for c in clusters:
+                o.write(c + "\n")
+    return 0
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+def pcie_figures(rep, device):
+    """A replay's figures: the measured frames and seconds, the rate, the host's CPU time per
+    frame (every thread: the report's cores_used over its rate), the workers' time in kernels
+    or GPU enqueues, the source's time per frame and its staging once, the GPU's time per frame
+    (the stages' timing events, --profile-gpu only)."""
+    out = measured(rep, device)
+    rep = rep if isinstance(rep, dict) else {}
+    rate, cores, over = rep.get("frames_per_s"), rep.get("cores_used"), rep.get("overhead") or {}
+    gpu = {st["name"]: st["gpu_ms_per_frame"] for st in rep.get("stages", []) if number(st.get("gpu_ms_per_frame"))}
+    out.update(
+        cpi_per_s=rate if number(rate) else None,
+        host_us_per_frame=cores * 1e6 / rate if number(cores) and number(rate) and rate > 0 else None,
+        launch_us_per_frame=over["kernel_ms_per_frame"] * 1e3 if number(over.get("kernel_ms_per_frame")) else None,
+        source_us_per_frame=over.get("source_us_per_frame"),
+        source_staging_ms=over.get("source_staging_ms"),
+        gpu_ms_per_frame=sum(gpu.values()) if gpu else None,
+        gpu_ms_per_stage=gpu or None,
+    )
+    return out
+
+def middle(values):
+    values = sorted(v for v in values if number(v))
+    return statistics.median(values) if values else None
+
+def pcie_run(scratch, r, device):
+    """Judges one replay run of the step in place: `failure` says why it is not a number."""
+    rep = load(os.path.join(scratch, r["base"] + ".json"))
+    r.update(pcie_figures(rep, device))
+    r["report"] = r["base"] + ".json" if rep is not None else None
+    why = []
+    if r["rc"] != 0:
+        why.append("rc %s" % r["rc"])
+    if rep is None:
+        why.append("no report (%s.log: %s)" % (r["base"], said_last(scratch, r["base"] + ".log")))
+    elif not (rep.get("verification") or {}).get("passed"):
+        why.append("verification failed: %s" % ("; ".join((rep.get("verification") or {}).get("reasons", [])[:2]) or "no reason given"))
+    if r["kind"] != "reference" and r["rc"] == 0:
+        cmp = load(os.path.join(scratch, r["base"] + ".compare.json"))
+        if cmp is None:
+            why.append("not compared with all-cpu (compare rc %s: %s)" % (
+                r.get("compare_rc"), said_last(scratch, r["base"] + ".compare.err")))
+        else:
+            # The rule as the step asked for it ("rel 1e-5" or "exact"); the comparison's own
+            # words for it are its `rule` and `rel_tol`.
+            r["comparison"] = {k: cmp.get(k) for k in ("agree", "rel_tol", "frames_compared", "cells_matched",
+                                                      "powers_identical", "max_relative", "differences")}
+            r["comparison"].update(rule=r.get("rule"), listed=(cmp.get("listed") or [])[:20])
+            if not cmp.get("agree"):
+                why.append("%s differences from all-cpu's detections (%s)" % (cmp.get("differences"), r.get("rule")))
+    r["failure"] = "; ".join(why) or None
+    r["short"] = r["kind"] == "row" and not r["failure"] and not (
+        (r.get("measured_s") or 0) >= PCIE_MIN_SECONDS and (r.get("measured_frames") or 0) >= PCIE_MIN_FRAMES)
+
+def pcie_summary(scratch, device, problems, notes):
+    rows = lines(os.path.join(scratch, "results", "pcie.jsonl"))
+    if not rows:
+        return None
+    copies = lines(os.path.join(scratch, "results", "pcie-copies.jsonl"))
+    h2d = {c["bytes"]: c for c in copies if c.get("direction") == "h2d"}
+    bounds = {}
+    for cpi in PCIE_SIZES:
+        c = h2d.get(frame_bytes(cpi)) or {}
+        gbps = c.get("gb_per_s")
+        bounds[cpi] = {"frame_bytes": frame_bytes(cpi), "h2d_gb_per_s": gbps,
+                       "fraction_of_nominal": c.get("fraction_of_nominal"),
+                       "cpi_per_s": gbps * 1e9 / frame_bytes(cpi) if number(gbps) else None}
+    runs, cupy, stream = [], {}, None
+    what = lambda r: "pcie %s %s %s%s" % (r.get("placement"), r.get("cpi"), r.get("kind"),
+                                          " %s" % r["round"] if r.get("kind") in ("row", "probe") else "")
+    for r in rows:
+        kind = r.get("kind")
+        if kind == "copies":
+            if r.get("rc") != 0:
+                problems.append("pcie: the copy rates: rc %s (logs/pcie-copies.txt)" % r.get("rc"))
+            continue
+        if kind == "cupy":
+            if r.get("skipped"):
+                notes.append("pcie: the CuPy peer skipped: " + r["skipped"])
+                continue
+            d = os.path.join(scratch, r["dir"])
+            peer, ours, cmp = (load(os.path.join(d, name)) for name in ("result.json", "kplace.json", "compare.json"))
+            r["cupy_cpi_per_s"] = (peer or {}).get("throughput_cpi_per_s")
+            r["cupy_measured_frames"], r["cupy_measured_s"] = (peer or {}).get("measured_frames"), (peer or {}).get("seconds")
+            r["kplace_all_gpu_cpi_per_s"] = (ours or {}).get("frames_per_s")
+            r["agree"] = cmp.get("agree") if cmp else None
+            r["said"] = (text(os.path.join(scratch, "logs", "pcie-cupy-%s.txt" % r["cpi"])) or "").splitlines()[-3:]
+            if r["rc"] != 0 or not r["agree"] or not number(r["cupy_cpi_per_s"]):
+                problems.append("pcie: the CuPy peer at %s: rc %s, detections %s (logs/pcie-cupy-%s.txt)" % (
+                    r["cpi"], r["rc"], {True: "agree", False: "differ", None: "not compared"}[r["agree"]], r["cpi"]))
+                r["cupy_cpi_per_s"] = None
+            elif (r["cupy_measured_s"] or 0) < PCIE_MIN_SECONDS:
+                notes.append("pcie: the CuPy peer at %s measured %.3f s, under %.0f s" % (r["cpi"], r["cupy_measured_s"] or 0, PCIE_MIN_SECONDS))
+            cupy[r["cpi"]] = r
+            continue
+        if kind == "stream":
+            rep = load(os.path.join(scratch, r["base"] + ".json")) or {}
+            post = (rep.get("latency") or {}).get("post_frame") or {}
+            r.update(measured(rep or None, device))
+            r.update(processed_cpi_per_s=rep.get("frames_per_s"), frames_done=rep.get("frames"),
+                     partial=rep.get("partial_frames"), dropped=rep.get("dropped_frames"),
+                     verified=(rep.get("verification") or {}).get("passed"),
+                     post_frame_p50_ms=post.get("p50_ms"), post_frame_p99_ms=post.get("p99_ms"))
+            lost = (r["partial"] or 0) + (r["dropped"] or 0)
+            if r["rc"] != 0 or not r["verified"] or lost:
+                problems.append("pcie: all-gpu streamed at %s CPI/s: rc %s, verified %s, %d frames lost (%s.log)" % (
+                    r["rate"], r["rc"], r["verified"], lost, r["base"]))
+                r["post_frame_p99_ms"] = None
+            stream = r
+            continue
+        if r.get("skipped"):
+            notes.append("%s: skipped: %s" % (what(r), r["skipped"]))
+            runs.append(r)
+            continue
+        pcie_run(scratch, r, device)
+        if r["failure"]:
+            problems.append("%s: %s" % (what(r), r["failure"]))
+        elif r["short"]:
+            notes.append("%s: measured %s frames in %.3f s, under %d frames or %.0f s" % (
+                what(r), r.get("measured_frames"), r.get("measured_s") or 0, PCIE_MIN_FRAMES, PCIE_MIN_SECONDS))
+        runs.append(r)
+    cells = []
+    for cpi in PCIE_SIZES:
+        bound = bounds[cpi]["cpi_per_s"]
+        peer = (cupy.get(cpi) or {}).get("cupy_cpi_per_s")
+        for p in PCIE_PLACEMENTS:
+            mine = [r for r in runs if r.get("placement") == p and r.get("cpi") == cpi]
+            ok = [r for r in mine if r.get("kind") == "row" and not r.get("skipped") and not r.get("failure")]
+            rates = sorted(r["cpi_per_s"] for r in ok if number(r.get("cpi_per_s")))
+            med = middle(rates)
+            prof = next((r for r in mine if r.get("kind") == "profiled" and not r.get("skipped") and not r.get("failure")), None)
+            cells.append({
+                "placement": p, "cpi": cpi, "rows": len(ok),
+                "rows_failed": sum(1 for r in mine if r.get("kind") == "row" and r.get("failure")),
+                "rows_skipped": sum(1 for r in mine if r.get("kind") == "row" and r.get("skipped")),
+                "rows_short": sum(1 for r in ok if r.get("short")),
+                "rates": rates, "median_cpi_per_s": med,
+                "min_cpi_per_s": rates[0] if rates else None, "max_cpi_per_s": rates[-1] if rates else None,
+                "spread": (rates[-1] - rates[0]) / med if rates and med else None,
+                "measured_frames": [r.get("measured_frames") for r in ok], "measured_s": [r.get("measured_s") for r in ok],
+                "bound_cpi_per_s": bound, "of_bound": med / bound if med and bound else None,
+                "host_us_per_frame": middle(r.get("host_us_per_frame") for r in ok),
+                "launch_us_per_frame": middle(r.get("launch_us_per_frame") for r in ok),
+                "source_us_per_frame": middle(r.get("source_us_per_frame") for r in ok),
+                "source_staging_ms": middle(r.get("source_staging_ms") for r in ok),
+                "gpu_ms_per_frame": prof.get("gpu_ms_per_frame") if prof else None,
+                "gpu_ms_per_stage": prof.get("gpu_ms_per_stage") if prof else None,
+                "profiled_cpi_per_s": prof.get("cpi_per_s") if prof else None,
+                "cupy_cpi_per_s": peer, "vs_cupy": med / peer if med and peer else None,
+            })
+            if len(ok) < 3:
+                notes.append("pcie %s %s: %d of 3 rows counted" % (p, cpi, len(ok)))
+    cell = {(c["placement"], c["cpi"]): c for c in cells}
+    goals = []
+    def goal(name, value, ratio, target, at_least, unmeasured):
+        status = "not measured" if ratio is None else \
+            ("met" if (ratio >= target if at_least else ratio <= target) else "missed")
+        goals.append({"goal": name, "measured": value, "ratio": ratio, "target": target, "status": status,
+                      "why": unmeasured if ratio is None else None})
+        if status != "met":
+            notes.append("pcie goal %s: %s" % (status, name) + (" (%s)" % unmeasured if ratio is None else
+                                                               ": ratio %.3f" % ratio))
+    for cpi, share in PCIE_BOUND_GOALS:
+        c = cell[("all-gpu", cpi)]
+        goal("all-gpu closed loop at %s: at least %.1f of the PCIe bound%s" % (
+                 cpi, share, " (%.0f CPI/s)" % (share * c["bound_cpi_per_s"]) if c["bound_cpi_per_s"] else ""),
+             "%s of %s CPI/s" % (f(c["median_cpi_per_s"], "%.0f"), f(c["bound_cpi_per_s"], "%.0f")),
+             c["of_bound"], share, True, "no copy rate" if not c["bound_cpi_per_s"] else "no row counted")
+    for cpi in PCIE_SIZES:
+        c = cell[("all-gpu", cpi)]
+        goal("all-gpu closed loop at %s: at least %.0fx the CuPy peer" % (cpi, PCIE_CUPY_GOAL),
+             "%s against %s CPI/s" % (f(c["median_cpi_per_s"], "%.0f"), f(c["cupy_cpi_per_s"], "%.0f")),
+             c["vs_cupy"], PCIE_CUPY_GOAL, True, "no CuPy rate" if not c["cupy_cpi_per_s"] else "no row counted")
+    p99 = (stream or {}).get("post_frame_p99_ms")
+    goal("post-frame p99 of all-gpu at 1024x128 streamed at 400 CPI/s: at most %.1f ms" % PCIE_P99_GOAL_MS,
+         "%s ms" % f(p99, "%.3f"), p99 / PCIE_P99_GOAL_MS if number(p99) else None, 1.0, False,
+         "no stream measured" if stream is None else "the stream failed")
+    return {"bounds": bounds, "copies": copies, "cells": cells, "goals": goals, "stream": stream,
+            "cupy": list(cupy.values()), "runs": runs}
+
+def pcie_table(pc):
+    """The step's tables for table.md."""
+    md = ["", "## pcie: the GPU path with graphs against the PCIe bound (issue 50)", "",
+          "The bound is the pinned host-to-device copy rate at the frame's size over the frame's bytes, measured "
+          "in the same step: %s." % "; ".join(
+              "%s (%d B) %s GB/s, %s CPI/s" % (cpi, b["frame_bytes"], f(b["h2d_gb_per_s"], "%.2f"), f(b["cpi_per_s"], "%.0f"))
+              for cpi, b in pc["bounds"].items()),
+          "Rates are the median of the rows counted (closed loop, no --profile-gpu), with their range; host CPU is every "
+          "thread's CPU time per frame (cores used over the rate); enqueue is the workers' time in kernels or GPU enqueues; "
+          "GPU ms is the --profile-gpu row's (the path without graphs).", "",
+          "| placement | CPI | CPI/s median (min-max), rows | of the PCIe bound | host CPU us/frame | enqueue us/frame | source us/frame (staging ms, once) | GPU ms/frame | CuPy CPI/s | kplace / CuPy |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in pc["cells"]:
+        rows = "%d of 3%s" % (c["rows"], "".join(", %d %s" % (c[k], w) for k, w in (
+            ("rows_failed", "**failed**"), ("rows_skipped", "skipped"), ("rows_short", "short")) if c[k]))
+        md.append("| %s | %s | %s (%s-%s), %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
+            c["placement"], c["cpi"], f(c["median_cpi_per_s"], "%.0f"), f(c["min_cpi_per_s"], "%.0f"),
+            f(c["max_cpi_per_s"], "%.0f"), rows, f(c["of_bound"], "%.3f"), f(c["host_us_per_frame"], "%.1f"),
+            f(c["launch_us_per_frame"], "%.1f"), f(c["source_us_per_frame"], "%.1f"), f(c["source_staging_ms"], "%.1f"),
+            f(c["gpu_ms_per_frame"], "%.3f"), f(c["cupy_cpi_per_s"], "%.0f"), f(c["vs_cupy"], "%.1f")))
+    md += ["", "| goal (issue 50) | measured | ratio | |", "|---|---|---|---|"]
+    md += ["| %s | %s | %s | %s |" % (g["goal"], g["measured"], f(g["ratio"], "%.3f"),
+                                      "**%s**" % g["status"] + (": %s" % g["why"] if g["why"] else ""))
+           for g in pc["goals"]]
+    md += ["", "| run | placement | CPI | frames (warm-up) | measured frames / s | CPI/s | GPU ms | vs all-cpu |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in pc["runs"]:
+        name = r["kind"] + (" %s" % r["round"] if r["kind"] in ("row", "probe") else "")
+        if r.get("skipped"):
+            md.append("| %s | %s | %s | skipped: %s | | | | |" % (name, r["placement"], r["cpi"], r["skipped"]))
+            continue
+        c = r.get("comparison")
+        vs = "(reference)" if r["kind"] == "reference" else ("agree (%s, max rel %s)" % (c["rule"], f(c["max_relative"], "%.1e"))
+                                                              if c and c["agree"] else "")
+        md.append("| %s | %s | %s | %s (%s) | %s / %s | %s | %s | %s |" % (
+            name, r["placement"], r["cpi"], r.get("frames"), r.get("warmup"), f(r.get("measured_frames"), "%d"),
+            f(r.get("measured_s"), "%.3f"), f(r.get("cpi_per_s"), "%.0f"), f(r.get("gpu_ms_per_frame"), "%.3f"),
+            ("**FAILED**: " + r["failure"].replace("|", "/")) if r.get("failure") else vs))
+    st = pc.get("stream")
+    if st:
+        md += ["", "all-gpu streamed at 1024x128, %s CPI/s offered: %s processed, post-frame p50 / p99 %s / %s ms, %s frames, %s partial, %s dropped, verified %s (rc %s)" % (
+            st.get("rate"), f(st.get("processed_cpi_per_s")), f(st.get("post_frame_p50_ms"), "%.3f"), f(st.get("post_frame_p99_ms"), "%.3f"),
+            st.get("frames_done"), st.get("partial"), st.get("dropped"), st.get("verified"), st.get("rc"))]
+    for c in pc["cupy"]:
+        md += ["", "CuPy peer at %s: %s CPI/s over %s frames in %s s, kplace all-gpu %s CPI/s on the same frames, detections %s (rc %s)" % (
+            c["cpi"], f(c.get("cupy_cpi_per_s")), c.get("cupy_measured_frames"), f(c.get("cupy_measured_s"), "%.3f"),
+            f(c.get("kplace_all_gpu_cpi_per_s")), {True: "agree", False: "**differ**", None: "not compared"}[c.get("agree")], c.get("rc"))]
+    return md
+
 def summary(scratch, out):
     steps = {}
     for row in lines(os.path.join(scratch, "steps.jsonl")):
@@ -344,6 +656,7 @@ def summary(scratch, out):
                                    "seconds": None})
                 problems.append("smoke: %s: not reached" % path)
     s["smoke"] = smoke_rows
+    s["pcie"] = pcie_summary(scratch, device, problems, notes)
     replay = lines(os.path.join(scratch, "results", "replay.jsonl"))
     for r in replay:
         rep = load(os.path.join(scratch, r["base"] + ".json"))
@@ -469,6 +782,9 @@ def summary(scratch, out):
     skipped = [st for st in order if st in steps and steps[st].get("skipped")
                and not (suite == "table" and steps[st]["skipped"].startswith("not selected"))]
     missing_steps = [st for st in order if st not in steps]
+    # A step that ran but skipped part of its work for want of time.
+    cut = ["pcie skipped %d of its runs" % n for n in
+           [sum(1 for r in (s.get("pcie") or {}).get("runs", []) if r.get("skipped"))] if n]
     if pre is not None and not pre.get("usable"):
         s["status"], s["reason"] = "stopped", "the GPU path cannot run here: " + "; ".join(pre["missing"])
     elif pre is None and "preflight" in steps:
@@ -477,11 +793,11 @@ def summary(scratch, out):
         s["status"], s["reason"] = "stopped", "the preflight ended (%s) before judging the machine" % why
     elif problems:
         s["status"], s["reason"] = "failed", "; ".join(problems)
-    elif missing_steps or skipped:
+    elif missing_steps or skipped or cut:
         s["status"] = "incomplete"
         s["reason"] = "no problem in %d step(s) run (%s); %s" % (len(ran), ", ".join(ran), "; ".join(
             (["not reached: " + ", ".join(missing_steps)] if missing_steps else [])
-            + (["skipped: " + ", ".join(skipped)] if skipped else [])))
+            + (["skipped: " + ", ".join(skipped)] if skipped else []) + cut))
     else:
         s["status"], s["reason"] = "passed", "every step passed"
     s["problems"] = problems
@@ -490,7 +806,7 @@ def summary(scratch, out):
     write(out, "table.md", table(s))
 
 SUITES = {
-    "check": ["preflight", "smoke", "tests", "replay", "streams", "copies", "tune", "share", "adapt", "admit", "cupy",
+    "check": ["preflight", "smoke", "pcie", "tests", "replay", "streams", "copies", "tune", "share", "adapt", "admit", "cupy",
               "memcheck", "bisect"],
     "table": ["preflight", "alone", "hog", "mps"],
 }
@@ -560,6 +876,8 @@ def table(s):
         md += ["", "| smoke: GPU path | verdict | s | reason |", "|---|---|---|---|"]
         md += ["| %s | %s | %s | %s |" % (r["path"], r["verdict"] if r["verdict"] != "FAIL" else "**FAIL**",
                                           f(r.get("seconds"), "%d"), r["reason"].replace("|", "/")) for r in s["smoke"]]
+    if s.get("pcie"):
+        md += pcie_table(s["pcie"])
     if (s.get("table") or {}).get("parts"):
         md += ["", "| table part | this call | where |", "|---|---|---|"]
         md += ["| %s | %s | %s |" % (r["part"], r["status"], r.get("dir") or r.get("said")) for r in s["table"]["parts"]]
@@ -652,6 +970,10 @@ def table(s):
 if __name__ == "__main__":
     if sys.argv[1] == "preflight":
         sys.exit(preflight(sys.argv[2]))
+    if sys.argv[1] == "pcie-plan":
+        sys.exit(pcie_plan(*sys.argv[2:7]))
+    if sys.argv[1] == "tile":
+        sys.exit(tile(*sys.argv[2:6]))
     if sys.argv[1] == "smoke":
         try:
             verdict, reason = smoke(sys.argv[2], sys.argv[3], *sys.argv[4:])

@@ -5,7 +5,7 @@
 #   bench/gpu-check.sh          (the device tool: carry ["target/gpu-check"], timeout 600 s)
 #   bench/gpu-table.sh [PART]   (the headline table's parts: this script's `table` suite)
 #
-# Thirteen steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
+# Fourteen steps, each under its own budget (seconds; docs/gpu.md has the table), in this order:
 #   1. preflight  60  driver and devices (`kplace devices --json`, timed cold and warm: the
 #                     first CUDA context a process pays), each CUDA library and its version,
 #                     nvidia-smi (PCIe link, persistence mode), rmem_max, the driver's tools;
@@ -18,32 +18,40 @@
 #                     GPU, the FIR's carry moving GPU to CPU and back under --adapt, NVML gauges
 #                     in --metrics, one bisect-rate trial of all-gpu, `kplace admit --prove` at
 #                     512x64;
-#   3. tests     120  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
-#   4. replay    120  closed-loop replay of every placement at 1024x128 and 4096x512, default
+#   3. pcie      150  the GPU path with its graphs against the PCIe bound (issue 50): the pinned
+#                     copy rate at each frame's size, then at 1024x128 and 4096x512 all-cpu
+#                     once (the detections' reference), each GPU placement probed, three
+#                     rounds of closed-loop rows without --profile-gpu, each measuring at least
+#                     1.2 s and 200 frames, alternating, and one --profile-gpu row each; before
+#                     the rows, all-gpu streamed at 400 CPI/s and the CuPy peer on the same
+#                     frames; every row's detections compared with all-cpu's; the rows share
+#                     what the rest leaves of the budget, so the step ends within it;
+#   4. tests     120  the bundle's GPU test executables, KPLACE_REQUIRE_GPU=1 (a skip fails);
+#   5. replay    120  closed-loop replay of every placement at 1024x128 and 4096x512, default
 #                     and high-SNR scenes, then all-cpu and all-gpu at 8192x1024, the
 #                     spectrogram on its CUDA library, and the filtered beamformer and the
 #                     spectrogram on the block library's CUDA variant against the CPU blocks;
 #                     each GPU placement's detections compared
 #                     with all-cpu's (bins exact, power within 1e-5 relative; cfar-gpu exact);
-#   5. streams    35  paced UDP streams of all-gpu and hybrid, every frame verified;
-#   6. copies     15  pinned copy rates against the PCIe link's nominal rate;
-#   7. tune       25  `kplace tune --prove 0`: both devices calibrated, every placement predicted;
-#   8. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
+#   6. streams    35  paced UDP streams of all-gpu and hybrid, every frame verified;
+#   7. copies     15  pinned copy rates against the PCIe link's nominal rate;
+#   8. tune       25  `kplace tune --prove 0`: both devices calibrated, every placement predicted;
+#   9. share      45  all-gpu at 2048x256 alone, beside the GPU hog (a measurement: time slicing
 #                     may cost frames), two pipelines with MPS off and on ("skipped: no MPS
 #                     control" without nvidia-cuda-mps-control);
-#   9. adapt      40  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
+#  10. adapt      40  `kplace run --adapt`: a paced stream on all-gpu at 1024x128 that may move
 #                     to all-cpu-pinned, the GPU hog for 4 s of its 10 (a measurement: the
 #                     switches, frames per placement, every frame verified or not), its trace
 #                     drawn with `plot-trace --switches`; then the filtered beamformer moving
 #                     from the GPU blocks to the CPU's and back, its FIR's carry with it, every
 #                     frame checked against the CPU run;
-#  10. admit     100  `kplace admit`: how many all-gpu pipelines at 2048x256 and 150 CPI/s fit,
+#  11. admit     100  `kplace admit`: how many all-gpu pipelines at 2048x256 and 150 CPI/s fit,
 #                     proven with bisect-rate (N pipelines and N + 1) under MPS when MPS
 #                     control is there, else as processes (a measurement);
-#  11. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
-#  12. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
+#  12. cupy       60  the CuPy peer on the same frames as kplace's all-gpu, detections compared;
+#  13. memcheck   45  compute-sanitizer memcheck on a subset of the GPU kernel tests; a run cut
 #                     off by its limit is inconclusive, a refusal of the device skipped;
-#  13. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
+#  14. bisect    200  `kplace bisect-rate`: all-gpu and all-cpu at 1024x128 searched side by
 #                     side for the robust goal (1 s trials): each one's rate, the ratio, or
 #                     the stated reason none exists (a measurement).
 #
@@ -90,7 +98,7 @@ summarizer=$PWD/bench/gpu-check-summary.py
 
 SUITE=${KPLACE_GPU_CHECK_SUITE:-check}
 case $SUITE in
-    check) STEPS=(preflight smoke tests replay streams copies tune share adapt admit cupy memcheck bisect) ;;
+    check) STEPS=(preflight smoke pcie tests replay streams copies tune share adapt admit cupy memcheck bisect) ;;
     table) STEPS=(preflight alone hog mps) ;;
     *) echo "gpu-check: KPLACE_GPU_CHECK_SUITE is check or table, not $SUITE" >&2; exit 2 ;;
 esac
@@ -107,6 +115,7 @@ budget_of() {
     case $1 in
         preflight) echo 60 ;;
         smoke) echo 120 ;;
+        pcie) echo 150 ;;
         tests) echo 120 ;;
         replay) echo 120 ;;
         streams) echo 35 ;;
@@ -126,6 +135,7 @@ title_of() {
     case $1 in
         preflight) echo "preflight: driver, devices, CUDA libraries, tools" ;;
         smoke) echo "smoke: every GPU path once, each verified (PASS, FAIL or SKIP)" ;;
+        pcie) echo "the GPU path with graphs against the PCIe bound: closed-loop rows, the copy rate, the CuPy peer" ;;
         tests) echo "GPU test executables (KPLACE_REQUIRE_GPU=1)" ;;
         replay) echo "replay runs of every placement, detections against all-cpu" ;;
         streams) echo "UDP streams of all-gpu and hybrid" ;;
@@ -431,10 +441,13 @@ step_streams() {
     done
 }
 
-step_copies() {
-    local link gen width pcie=() smi
+# Pinned copy rates: copy_rate within LIMIT seconds at SIZES (bytes, comma-separated), 0.3 s
+# per size and direction, each line of JSON into OUT, its log into LOG; with the PCIe link's
+# generation and width when nvidia-smi says them (nvidia-smi's own time within 5 s).
+copy_rates() {
+    local limit=$1 sizes=$2 out=$3 log_file=$4 link gen width pcie=() smi
     if smi=$(find_tool nvidia-smi); then
-        link=$(bounded 10 "$smi" --query-gpu=pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null | head -n 1)
+        link=$(bounded -k 1 4 "$smi" --query-gpu=pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null | head -n 1)
     fi
     gen=$(echo "${link:-}" | cut -d, -f1 | tr -d ' ')
     width=$(echo "${link:-}" | cut -d, -f2 | tr -d ' ')
@@ -443,8 +456,12 @@ step_copies() {
     else
         log "no PCIe link from nvidia-smi (${link:-none}): rates without their nominal fraction"
     fi
-    bounded -k 3 10 "$GC_BUNDLE/bin/copy_rate" --sizes 1048576,8388608,67108864 --seconds 0.3 \
-        "${pcie[@]}" > "$GC_SCRATCH/results/copies.jsonl" 2> "$GC_SCRATCH/logs/copies.txt"
+    bounded -k 3 "$limit" "$GC_BUNDLE/bin/copy_rate" --sizes "$sizes" --seconds 0.3 \
+        "${pcie[@]}" > "$out" 2> "$log_file"
+}
+
+step_copies() {
+    copy_rates 10 1048576,8388608,67108864 "$GC_SCRATCH/results/copies.jsonl" "$GC_SCRATCH/logs/copies.txt"
 }
 
 # The tune model on both devices: calibrated here, every placement predicted, none proven
@@ -781,6 +798,244 @@ step_smoke() {
     smoke_metrics
     smoke_bisect
     smoke_admit
+    return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# The pcie step (issue 50, item 5): the GPU path as a closed-loop replay takes it, with its
+# graphs (no --profile-gpu: that takes the path without them), against the PCIe bound, the
+# pinned host-to-device copy rate at each frame's size measured in the same step. At 1024x128
+# and 4096x512: all-cpu once, the detections' reference (frame i shows scene frame i mod 8, so
+# its first 8 frames repeated are every frame's reference); each GPU placement probed, then
+# three rounds of one row each, the placements alternating, each row sized by the rate its
+# placement's last run measured to measure at least 1.2 s and 200 frames after its warm-up;
+# then one --profile-gpu row each, for the GPU's time per frame. Before the rows: all-gpu
+# streamed at 400 CPI/s (its post-frame p99) and the CuPy peer on the same scene frames. Every
+# row's detections are compared with all-cpu's (bins exact, power within 1e-5 relative;
+# cfar-gpu exact) and every run report is kept (their overhead sections say the source's and
+# the host's time per frame); the summariser judges the rows (`gpu-check-summary.py`).
+#
+# Time: the copy rates, the stream and the peer come first, each under its own limit; the
+# replay rows then share what is left until PCIE_MARGIN + PCIE_KILL seconds before the budget,
+# each under min(what is left, three times its expected time plus 10 s), and start only when
+# their expected time fits, so the step ends within its budget whatever any part does. The
+# worst case before the rows (cli/tests/scripts.rs checks it from these numbers, docs/gpu.md
+# states it): 5 (nvidia-smi) + 8 + 3 (copies) + 12 + 3 (stream) + 35 + 3 + 25 + 3 (the peer at
+# both sizes) = 97 s, which leaves the rows at least 150 - 97 - 3 - 5 = 45 s of the 150 s budget.
+PCIE_SIZES=(1024x128 4096x512)
+PCIE_PLACEMENTS=(all-gpu hybrid gpu-fft cfar-gpu)
+PCIE_ROUNDS=3
+PCIE_SCENE_FRAMES=8
+PCIE_COPY_LIMIT=8
+PCIE_STREAM_LIMIT=12
+PCIE_CUPY_SMALL_LIMIT=35
+PCIE_CUPY_LARGE_LIMIT=25
+PCIE_KILL=3
+PCIE_MARGIN=5
+# A row's measured part: at least this many seconds and frames, at the rate last measured, but
+# at most PCIE_ROW_CAP_S seconds of frames; each process's start-up (CUDA, NVRTC, plans, the
+# staging of the scene frames) is reckoned at PCIE_START_S seconds.
+PCIE_ROW_TARGET_S=1.2
+PCIE_ROW_MIN_FRAMES=200
+PCIE_ROW_CAP_S=5
+PCIE_START_S=2
+# The bytes of a frame's samples (the radar's iq tensor: ci16, 4 bytes a sample).
+pcie_frame_bytes() { echo $((${1%x*} * ${1#*x} * 4)); }
+# The probe's measured frames at each size (a first guess, enough for a placement at 50 CPI/s).
+pcie_probe_frames() { case $1 in 1024x128) echo 400 ;; *) echo 100 ;; esac; }
+
+# Seconds left before the rows' deadline (PCIE_DEADLINE, on this step's $SECONDS).
+pcie_left() { echo $((PCIE_DEADLINE - SECONDS)); }
+
+# One line of results/pcie.jsonl.
+pcie_jsonl() { jsonl "$GC_SCRATCH/results/pcie.jsonl" "$@"; }
+
+# A row not run: KIND PLACEMENT CPI ROUND REASON.
+pcie_skip() {
+    pcie_jsonl "kind=$(str "$1")" "placement=$(str "$2")" "cpi=$(str "$3")" "round=$4" 'rc=null' \
+        "skipped=$(str "$5")"
+    log "pcie $2 $3 $1 $4: skipped: $5"
+}
+
+# The plan of a placement's next run from REPORT, its last run: prints `RATE MEASURED WARMUP
+# EXPECTED_S`, measuring TARGET_S seconds and at least MIN frames, at most CAP_S seconds of them.
+# Fails when no time is left (status 2) or REPORT gives no rate (1; logs/pcie-plan.txt says why).
+pcie_plan() {
+    local report=$1 target=$2 min=$3 cap=$4 left
+    left=$(pcie_left)
+    [ "$left" -gt 0 ] || return 2
+    bounded $((left < 5 ? left : 5)) python3 "$GC_SUMMARIZER" pcie-plan "$report" "$target" "$min" "$cap" \
+        "$PCIE_START_S" 2>> "$GC_SCRATCH/logs/pcie-plan.txt" || return 1
+}
+
+# A sized run: KIND PLACEMENT CPI ROUND TARGET_S, planned from the placement's last run
+# (last[PLACEMENT-CPI]); the profiled run's expected time doubled (the path without graphs is
+# slower). Returns 0 when it ran and passed.
+pcie_sized() {
+    local kind=$1 p=$2 cpi=$3 round=$4 target=$5 plan rate measured warmup expected status=0
+    if [ -z "${last[$p-$cpi]:-}" ]; then
+        pcie_skip "$kind" "$p" "$cpi" "$round" "no passing run of it to size it by (its probe failed or was skipped)"
+        return 1
+    fi
+    plan=$(pcie_plan "${last[$p-$cpi]}" "$target" "$PCIE_ROW_MIN_FRAMES" "$PCIE_ROW_CAP_S") || status=$?
+    case $status in
+        0) ;;
+        2) pcie_skip "$kind" "$p" "$cpi" "$round" "no time left of the step's budget"; return 1 ;;
+        *) pcie_skip "$kind" "$p" "$cpi" "$round" "no rate in ${last[$p-$cpi]#"$GC_SCRATCH/"} (logs/pcie-plan.txt)"; return 1 ;;
+    esac
+    read -r rate measured warmup expected <<< "$plan"
+    [ "$kind" = profiled ] && expected=$((2 * expected))
+    log "pcie $p $cpi $kind $round: $measured frames after $warmup at the $rate CPI/s last measured"
+    pcie_replay "$kind" "$p" "$cpi" "$round" "$measured" "$warmup" "$expected"
+}
+
+# One closed-loop replay: KIND (reference, probe, row or profiled) PLACEMENT CPI ROUND MEASURED
+# WARMUP EXPECTED_S; then, but for the reference, its detections against all-cpu's on the same
+# frames. Returns 0 when it ran and its report says it passed its verification.
+pcie_replay() {
+    local kind=$1 p=$2 cpi=$3 round=$4 measured=$5 warmup=$6 expected=$7
+    local dir=$GC_SCRATCH/pcie/$cpi base name frames=$(($5 + $6)) profile=() limit left rc start
+    local crc=null rule=null how seconds
+    name=$p-$kind-$round
+    base=pcie/$cpi/$name
+    left=$(pcie_left)
+    if [ "$left" -lt $((expected + PCIE_START_S)) ]; then
+        pcie_skip "$kind" "$p" "$cpi" "$round" "$left s left of the step's budget; the run needs about $expected s"
+        return 1
+    fi
+    limit=$((3 * expected + 10))
+    [ "$limit" -le "$left" ] || limit=$left
+    [ "$kind" = profiled ] && profile=(--profile-gpu)
+    mkdir -p "$dir"
+    start=$(now)
+    bounded -k "$PCIE_KILL" "$limit" "$GC_KPLACE" run --placement "workloads/radar/placements/$p.yaml" \
+        --cpi "$cpi" --frames "$frames" --warmup-frames "$warmup" --scene-frames "$PCIE_SCENE_FRAMES" \
+        "${profile[@]}" --detections "$dir/$name.det" --report "$dir/$name.json" > "$dir/$name.log" 2>&1
+    rc=$?
+    seconds=$(elapsed "$start" "$(now)")
+    if [ "$kind" != reference ] && [ "$rc" -eq 0 ]; then
+        # all-cpu's first scene frames, repeated to this run's frames, against this run's.
+        rule='"rel 1e-5"'
+        how=(--rel-tol 1e-5)
+        if [ "$p" = cfar-gpu ]; then how=(--exact); rule='"exact"'; fi
+        left=$(pcie_left)
+        crc=2
+        if [ "$left" -gt 0 ] && bounded $((left < 20 ? left : 20)) python3 "$GC_SUMMARIZER" tile \
+            "$dir/all-cpu-reference-0.det" "$PCIE_SCENE_FRAMES" "$frames" "$dir/$name.reference.det" \
+            2> "$dir/$name.compare.err"; then
+            left=$(pcie_left)
+            bounded $((left < 20 ? (left > 1 ? left : 1) : 20)) "$GC_KPLACE" compare-detections \
+                "$dir/$name.reference.det" "$dir/$name.det" "${how[@]}" --frames "$frames" --json \
+                > "$dir/$name.compare.json" 2>> "$dir/$name.compare.err"
+            crc=$?
+        fi
+        # The files are as large as the run was long: kept only where they differ.
+        rm -f "$dir/$name.reference.det"
+        [ "$crc" -eq 0 ] && rm -f "$dir/$name.det"
+    fi
+    pcie_jsonl "kind=$(str "$kind")" "placement=$(str "$p")" "cpi=$(str "$cpi")" "round=$round" \
+        "frames=$frames" "warmup=$warmup" "expected_s=$expected" "limit_s=$limit" "rc=$rc" \
+        "seconds=$seconds" "base=$(str "$base")" "compare_rc=$crc" "rule=$rule"
+    log "pcie $p $cpi $kind $round: $frames frames ($warmup warm-up): rc $rc in ${seconds}s, compare rc $crc"
+    [ "$rc" -eq 0 ]
+}
+
+# all-gpu at 1024x128 streamed over UDP at 400 CPI/s for 3 s, every frame verified: its
+# post-frame p99, within PCIE_STREAM_LIMIT seconds in all.
+pcie_stream() {
+    local base=pcie/stream-all-gpu-1024x128 rate=400 frames=1200 receiver rc port start=$SECONDS
+    rm -f "$GC_SCRATCH/$base.ready"
+    bounded -k "$PCIE_KILL" "$PCIE_STREAM_LIMIT" "$GC_KPLACE" run --source udp://127.0.0.1:0 \
+        --ready-file "$GC_SCRATCH/$base.ready" --idle-timeout-s 1 --start-timeout-s 5 \
+        --placement workloads/radar/placements/all-gpu.yaml --cpi 1024x128 --frames "$frames" \
+        --warmup-frames $((rate / 4)) --scene-frames "$PCIE_SCENE_FRAMES" \
+        --report "$GC_SCRATCH/$base.json" > "$GC_SCRATCH/$base.log" 2>&1 &
+    receiver=$!
+    if wait_ready "$GC_SCRATCH/$base.ready" "$receiver" 2>> "$GC_SCRATCH/$base.log"; then
+        port=$(grep -o 'udp://[0-9.]*:[0-9]*' "$GC_SCRATCH/$base.ready" | head -n 1)
+        bounded -k 1 $((PCIE_STREAM_LIMIT - (SECONDS - start) > 1 ? PCIE_STREAM_LIMIT - (SECONDS - start) : 1)) \
+            "$GC_KPLACE" send --dest "127.0.0.1:${port##*:}" --cpi 1024x128 --rate "$rate" \
+            --frames "$frames" --scene-frames "$PCIE_SCENE_FRAMES" > "$GC_SCRATCH/$base.send.log" 2>&1
+    fi
+    wait "$receiver"
+    rc=$?
+    pcie_jsonl 'kind="stream"' 'placement="all-gpu"' 'cpi="1024x128"' 'round=0' "rate=$rate" \
+        "frames=$frames" "rc=$rc" "seconds=$((SECONDS - start))" "base=$(str "$base")"
+    log "pcie stream all-gpu 1024x128 at $rate CPI/s: rc $rc"
+}
+
+# The CuPy peer (bench/peers/cupy/test.sh) on the same scene frames at each size: its rate over
+# at least a second of frames on the previous leases' H200 (about 400 to 800 CPI/s at either
+# size), and kplace's all-gpu on the same frames; "skipped" without CuPy.
+pcie_cupy() {
+    local cpi frames warmup limit rc said
+    for cpi in "${PCIE_SIZES[@]}"; do
+        case $cpi in
+            1024x128) frames=1300 warmup=100 limit=$PCIE_CUPY_SMALL_LIMIT ;;
+            *) frames=840 warmup=40 limit=$PCIE_CUPY_LARGE_LIMIT ;;
+        esac
+        KEEP_DIR="$GC_SCRATCH/pcie/cupy-$cpi" KPLACE="$GC_KPLACE" FRAMES=$frames WARMUP=$warmup \
+            SCENE_FRAMES=$PCIE_SCENE_FRAMES KPLACE_REQUIRE_GPU=0 \
+            bounded -k "$PCIE_KILL" "$limit" bench/peers/cupy/test.sh "$cpi" > "$GC_SCRATCH/logs/pcie-cupy-$cpi.txt" 2>&1
+        rc=$?
+        said=$(grep -m 1 '^skipped: ' "$GC_SCRATCH/logs/pcie-cupy-$cpi.txt")
+        if [ "$rc" -eq 0 ] && [ -n "$said" ]; then
+            pcie_jsonl 'kind="cupy"' "cpi=$(str "$cpi")" 'rc=null' "skipped=$(str "${said#skipped: }")"
+            log "pcie cupy peer: $said"
+            return 0
+        fi
+        # The peer's detections are as large as its run: compare.json says how they compared.
+        rm -f "$GC_SCRATCH/pcie/cupy-$cpi/peer.txt" "$GC_SCRATCH/pcie/cupy-$cpi/kplace.txt"
+        pcie_jsonl 'kind="cupy"' "cpi=$(str "$cpi")" "rc=$rc" "frames=$frames" "warmup=$warmup" \
+            "limit_s=$limit" "dir=$(str "pcie/cupy-$cpi")"
+        log "pcie cupy peer $cpi: rc $rc"
+    done
+}
+
+step_pcie() {
+    local cpi p round sizes=() list probe plan rate measured warmup expected
+    # The placements' last passing runs, which size their next ones (pcie_sized).
+    local -A last=()
+    PCIE_DEADLINE=$((SECONDS + $(budget_of pcie) - PCIE_MARGIN - PCIE_KILL))
+    mkdir -p "$GC_SCRATCH/pcie"
+    for cpi in "${PCIE_SIZES[@]}"; do sizes+=("$(pcie_frame_bytes "$cpi")"); done
+    list=$(IFS=,; echo "${sizes[*]}")
+    copy_rates "$PCIE_COPY_LIMIT" "$list" "$GC_SCRATCH/results/pcie-copies.jsonl" "$GC_SCRATCH/logs/pcie-copies.txt"
+    pcie_jsonl 'kind="copies"' "rc=$?" "sizes=$(str "$list")"
+    pcie_stream
+    pcie_cupy
+    # The reference and the probes, then the rounds, then the profiled runs; what the time
+    # left cannot fit is skipped, saying so.
+    for cpi in "${PCIE_SIZES[@]}"; do
+        pcie_replay reference all-cpu "$cpi" 0 "$PCIE_SCENE_FRAMES" "$PCIE_SCENE_FRAMES" "$PCIE_START_S"
+        for p in "${PCIE_PLACEMENTS[@]}"; do
+            probe=$GC_SCRATCH/pcie/$cpi/$p-probe-0.json
+            pcie_replay probe "$p" "$cpi" 0 "$(pcie_probe_frames "$cpi")" 16 $((PCIE_START_S + 8)) || continue
+            last[$p-$cpi]=$probe
+            # A probe too short to time well is followed by one of about 0.3 s.
+            if plan=$(pcie_plan "$probe" 0.3 100 1); then
+                read -r rate measured warmup expected <<< "$plan"
+                if [ "$measured" -gt "$(pcie_probe_frames "$cpi")" ]; then
+                    pcie_replay probe "$p" "$cpi" 1 "$measured" "$warmup" "$expected" \
+                        && last[$p-$cpi]=$GC_SCRATCH/pcie/$cpi/$p-probe-1.json
+                fi
+            fi
+        done
+    done
+    for ((round = 1; round <= PCIE_ROUNDS; round++)); do
+        for cpi in "${PCIE_SIZES[@]}"; do
+            for p in "${PCIE_PLACEMENTS[@]}"; do
+                pcie_sized row "$p" "$cpi" "$round" "$PCIE_ROW_TARGET_S" \
+                    && last[$p-$cpi]=$GC_SCRATCH/pcie/$cpi/$p-row-$round.json
+            done
+        done
+    done
+    # The GPU's time per frame needs no second of frames: the least a row measures.
+    for cpi in "${PCIE_SIZES[@]}"; do
+        for p in "${PCIE_PLACEMENTS[@]}"; do
+            pcie_sized profiled "$p" "$cpi" 0 0
+        done
+    done
     return 0
 }
 

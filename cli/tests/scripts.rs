@@ -7,7 +7,11 @@
 //! once (`tests/fixtures/gpu-standin/kplace`), the smoke step gives every GPU path a verdict,
 //! a failure stopping none after it, and the GPU table (`bench/gpu-table.sh`) measures its
 //! parts, skips those measured, accumulates them across calls into one results file that
-//! `kplace plot` draws, and ends a part past its budget, leaving nothing running.
+//! `kplace plot` draws, and ends a part past its budget, leaving nothing running; the pcie
+//! step sizes every closed-loop row from the rate last measured, judges each row's detections
+//! with the real comparator (a differing or unverified row is a failure, not a number), tables
+//! each placement against the copy-rate bound and the CuPy peer with the issue's goals, skips
+//! what its budget cannot fit, and its worst case stays within its budget.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -175,11 +179,11 @@ fn gpu_check_stops_in_the_preflight_without_a_gpu_saying_why() {
     let run = gpu_check(&dir, &out);
     let said = said(&run);
     assert_eq!(run.status.code(), Some(1), "{said}");
-    assert!(said.contains("== step 1/13: preflight"), "{said}");
+    assert!(said.contains("== step 1/14: preflight"), "{said}");
     assert!(said.contains("(budget 60 s)"), "{said}");
     assert!(said.contains("stopped after the preflight"), "{said}");
     assert!(
-        !said.contains("== step 2/13"),
+        !said.contains("== step 2/14"),
         "it went past the preflight:\n{said}"
     );
 
@@ -359,7 +363,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
             .find(|s| s["step"] == name)
             .unwrap_or_else(|| panic!("no row for step {name}: {summary:#}"))
     };
-    assert_eq!(steps.len(), 13, "every step has its row: {summary:#}");
+    assert_eq!(steps.len(), 14, "every step has its row: {summary:#}");
 
     // The slow preflight passed within its budget and judged the machine usable.
     let pre = step("preflight");
@@ -382,7 +386,7 @@ fn gpu_check_dry_run_keeps_to_its_budgets_and_leaves_nothing_running() {
         );
     }
     for name in [
-        "smoke", "streams", "copies", "tune", "adapt", "admit", "cupy", "memcheck",
+        "smoke", "pcie", "streams", "copies", "tune", "adapt", "admit", "cupy", "memcheck",
     ] {
         assert_eq!(
             step(name)["skipped"],
@@ -618,8 +622,8 @@ impl Drop for Tagged {
     }
 }
 
-/// A bundle whose `kplace` is the stand-in, a `nvidia-cuda-mps-control` that does nothing on
-/// a PATH of its own, and the devices file the stand-in reports.
+/// A bundle whose `kplace` and `copy_rate` are the stand-ins, a `nvidia-cuda-mps-control` that
+/// does nothing on a PATH of its own, and the devices file the stand-in reports.
 struct StandIn {
     tmp: tempfile::TempDir,
     tag: Tagged,
@@ -632,8 +636,11 @@ impl StandIn {
         for sub in ["bin", "lib", "tests"] {
             std::fs::create_dir_all(bundle.join(sub)).expect("create a bundle dir");
         }
-        let standin = kplace_testkit::workspace().join("cli/tests/fixtures/gpu-standin/kplace");
-        std::fs::copy(&standin, bundle.join("bin/kplace")).expect("copy the stand-in");
+        let fixtures = kplace_testkit::workspace().join("cli/tests/fixtures/gpu-standin");
+        for exe in ["kplace", "copy_rate"] {
+            std::fs::copy(fixtures.join(exe), bundle.join("bin").join(exe))
+                .expect("copy the stand-in");
+        }
         std::fs::write(bundle.join("commit.txt"), "0123456789ab\n").expect("write commit.txt");
         let fakebin = tmp.path().join("fakebin");
         std::fs::create_dir_all(&fakebin).expect("mkdir fakebin");
@@ -644,6 +651,7 @@ impl StandIn {
         .expect("write the MPS control");
         for exe in [
             bundle.join("bin/kplace"),
+            bundle.join("bin/copy_rate"),
             fakebin.join("nvidia-cuda-mps-control"),
         ] {
             let mut perms = std::fs::metadata(&exe).expect("stat").permissions();
@@ -734,7 +742,7 @@ fn gpu_check_smoke_dry_run_gives_every_gpu_path_a_verdict_and_a_failure_stops_no
     let summary = returned_summary(&out, &said);
     standin.nothing_left(&said);
     assert_eq!(run.status.code(), Some(1), "{said}");
-    assert!(said.contains("== step 2/13: smoke"), "{said}");
+    assert!(said.contains("== step 2/14: smoke"), "{said}");
     assert!(said.contains("(budget 120 s)"), "{said}");
 
     // The smoke step ran within its budget, first after the preflight.
@@ -1181,4 +1189,452 @@ fn each_table_part_ends_within_its_budget_and_a_part_fits_one_call() {
     // One part after a preflight of up to 30 s, with the 5 s to kill it and 35 s to clean up and
     // publish, within the 540 s call.
     assert!(30 + budget + 5 + 35 <= 540);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pcie step (issue 50, item 5), with the stand-ins: `kplace` claims each placement's rate
+// without taking the time, `copy_rate` its copy rates, and a `python` stands in for CuPy's.
+
+const PCIE_PLACEMENTS: [&str; 4] = ["all-gpu", "hybrid", "gpu-fft", "cfar-gpu"];
+const PCIE_SIZES: [&str; 2] = ["1024x128", "4096x512"];
+
+/// A dry run of the check's preflight and pcie step with the stand-ins, the CuPy peer's python
+/// among them, and ENV (the stand-ins' FAKE_*, the check's budgets and limit). It starts about
+/// 200 short processes: minutes on a loaded machine, hence its own limit.
+fn pcie_dry_run(
+    standin: &StandIn,
+    out: &Path,
+    env: &[(&str, &str)],
+) -> (std::process::Output, String, serde_json::Value) {
+    let mut cmd = standin.command("bench/gpu-check.sh", &[], out);
+    cmd.env("KPLACE_GPU_CHECK_STEPS", "pcie").env(
+        "PYTHON",
+        kplace_testkit::workspace().join("cli/tests/fixtures/gpu-standin/python"),
+    );
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let run = kplace_testkit::output_within(&mut cmd, Duration::from_secs(480), None);
+    let said = said(&run);
+    let summary = returned_summary(out, &said);
+    standin.nothing_left(&said);
+    (run, said, summary)
+}
+
+fn runs_of<'a>(summary: &'a serde_json::Value, kind: &str) -> Vec<&'a serde_json::Value> {
+    summary["pcie"]["runs"]
+        .as_array()
+        .expect("pcie.runs[]")
+        .iter()
+        .filter(|r| r["kind"] == kind)
+        .collect()
+}
+
+fn cell<'a>(summary: &'a serde_json::Value, placement: &str, cpi: &str) -> &'a serde_json::Value {
+    summary["pcie"]["cells"]
+        .as_array()
+        .expect("pcie.cells[]")
+        .iter()
+        .find(|c| c["placement"] == placement && c["cpi"] == cpi)
+        .unwrap_or_else(|| panic!("no cell {placement} {cpi}: {summary:#}"))
+}
+
+fn goal<'a>(summary: &'a serde_json::Value, starts: &str) -> &'a serde_json::Value {
+    summary["pcie"]["goals"]
+        .as_array()
+        .expect("pcie.goals[]")
+        .iter()
+        .find(|g| g["goal"].as_str().is_some_and(|n| n.starts_with(starts)))
+        .unwrap_or_else(|| panic!("no goal {starts:?}: {summary:#}"))
+}
+
+fn close(a: &serde_json::Value, b: f64) -> bool {
+    a.as_f64()
+        .is_some_and(|a| (a - b).abs() <= 1e-9 * b.abs().max(1.0))
+}
+
+#[test]
+fn gpu_check_pcie_dry_run_sizes_every_row_judges_it_and_tables_the_goals() {
+    let standin = StandIn::new();
+    let out = standin.path("out");
+    // hybrid's second row at 4096x512 reports a power 1% off; gpu-fft's third at 1024x128
+    // fails its verification. A budget no loaded machine exhausts, so that nothing is skipped
+    // for time here (the next test skips).
+    let (run, said, summary) = pcie_dry_run(
+        &standin,
+        &out,
+        &[
+            (
+                "FAKE_FAIL",
+                "differ:4096x512/hybrid-row-2,unverified:1024x128/gpu-fft-row-3",
+            ),
+            ("KPLACE_GPU_CHECK_BUDGETS", "pcie=900"),
+            ("KPLACE_GPU_CHECK_LIMIT_S", "1000"),
+        ],
+    );
+    assert_eq!(run.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("== step 3/14: the GPU path with graphs against the PCIe bound"),
+        "{said}"
+    );
+    let step = step_row(&summary, "pcie");
+    assert_eq!(step["rc"], 0, "{step}");
+
+    // all-cpu once per size, every placement probed, three rounds alternating the placements,
+    // then one profiled run each: none skipped.
+    let references = runs_of(&summary, "reference");
+    assert_eq!(references.len(), 2, "{summary:#}");
+    let rows = runs_of(&summary, "row");
+    let order: Vec<(String, String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["cpi"].as_str().unwrap().to_string(),
+                r["placement"].as_str().unwrap().to_string(),
+                r["round"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for round in 1..=3 {
+        for cpi in PCIE_SIZES {
+            for p in PCIE_PLACEMENTS {
+                want.push((cpi.to_string(), p.to_string(), round));
+            }
+        }
+    }
+    assert_eq!(order, want, "{summary:#}");
+    let profiled = runs_of(&summary, "profiled");
+    assert_eq!(profiled.len(), 8, "{summary:#}");
+    for r in rows
+        .iter()
+        .chain(&profiled)
+        .chain(&runs_of(&summary, "probe"))
+    {
+        assert!(r["skipped"].is_null(), "{r}");
+    }
+
+    // Each row measures 1.2 s at the rate its placement's last passing run measured, and at
+    // least 200 frames, after a warm-up of 0.1 s of them; a row that failed sizes nothing.
+    let runs = summary["pcie"]["runs"].as_array().unwrap();
+    for (i, r) in runs.iter().enumerate() {
+        if r["kind"] != "row" {
+            continue;
+        }
+        let last = runs[..i]
+            .iter()
+            .rev()
+            .find(|q| {
+                q["placement"] == r["placement"]
+                    && q["cpi"] == r["cpi"]
+                    && (q["kind"] == "row" || q["kind"] == "probe")
+                    && q["rc"] == 0
+            })
+            .expect("a run to size it by");
+        let rate = last["cpi_per_s"].as_f64().unwrap();
+        let measured = (1.2 * rate).ceil().max(200.0).min((5.0 * rate).floor()) as u64;
+        let warmup = (0.1 * rate).ceil().max(16.0) as u64;
+        assert_eq!(r["warmup"].as_u64(), Some(warmup), "{r}");
+        assert_eq!(r["frames"].as_u64(), Some(measured + warmup), "{r}");
+        assert_eq!(r["measured_frames"].as_u64(), Some(measured), "{r}");
+        assert!(r["report"].is_string(), "every run report kept: {r}");
+    }
+
+    // A differing row and an unverified one are failures, never numbers.
+    let failed: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| !r["failure"].is_null())
+        .map(|r| {
+            (
+                format!("{} {} {}", r["placement"], r["cpi"], r["round"]),
+                r["failure"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(
+        failed[0].0 == "\"hybrid\" \"4096x512\" 2"
+            && failed[0].1 == "1 differences from all-cpu's detections (rel 1e-5)",
+        "{failed:?}"
+    );
+    assert!(
+        failed[1].0 == "\"gpu-fft\" \"1024x128\" 3"
+            && failed[1]
+                .1
+                .starts_with("rc 1; verification failed: frame 9"),
+        "{failed:?}"
+    );
+    assert_eq!(summary["status"], "failed", "{summary:#}");
+    let problems = strings(&summary["problems"]);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("pcie hybrid 4096x512 row 2: ")),
+        "{problems:?}"
+    );
+    // Every other run's detections agree with all-cpu's, cfar-gpu's exactly.
+    for r in rows.iter().chain(&profiled) {
+        if r["failure"].is_null() {
+            let c = &r["comparison"];
+            assert_eq!(c["agree"], true, "{r}");
+            let rule = if r["placement"] == "cfar-gpu" {
+                "exact"
+            } else {
+                "rel 1e-5"
+            };
+            assert_eq!(c["rule"], rule, "{r}");
+            assert_eq!(c["frames_compared"], r["frames"], "{r}");
+        }
+    }
+
+    // The bound is the copy rate at the frame's size over its bytes; each cell's rate is the
+    // median of its counted rows, its ratios against the bound and the CuPy peer.
+    let bounds = &summary["pcie"]["bounds"];
+    let bound_small = 40.0e9 / 524_288.0;
+    let bound_large = 52.0e9 / 8_388_608.0;
+    assert!(
+        close(&bounds["1024x128"]["cpi_per_s"], bound_small),
+        "{bounds}"
+    );
+    assert!(
+        close(&bounds["4096x512"]["cpi_per_s"], bound_large),
+        "{bounds}"
+    );
+    for cpi in PCIE_SIZES {
+        let bound = if cpi == "1024x128" {
+            bound_small
+        } else {
+            bound_large
+        };
+        let peer = if cpi == "1024x128" { 800.0 } else { 600.0 };
+        for p in PCIE_PLACEMENTS {
+            let c = cell(&summary, p, cpi);
+            let mut rates: Vec<f64> = rows
+                .iter()
+                .filter(|r| r["placement"] == p && r["cpi"] == cpi && r["failure"].is_null())
+                .map(|r| r["cpi_per_s"].as_f64().unwrap())
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            let failed = usize::from(
+                (p, cpi) == ("hybrid", "4096x512") || (p, cpi) == ("gpu-fft", "1024x128"),
+            );
+            assert_eq!(c["rows"].as_u64(), Some(3 - failed as u64), "{c}");
+            assert_eq!(c["rows_failed"].as_u64(), Some(failed as u64), "{c}");
+            let median = if rates.len() == 3 {
+                rates[1]
+            } else {
+                (rates[0] + rates[1]) / 2.0
+            };
+            assert!(close(&c["median_cpi_per_s"], median), "{c}");
+            assert!(close(&c["of_bound"], median / bound), "{c}");
+            assert!(close(&c["vs_cupy"], median / peer), "{c}");
+            assert!(close(&c["min_cpi_per_s"], rates[0]), "{c}");
+            // The stand-in's figures, carried through: the GPU's time per frame from the
+            // profiled run (0.04 ms a GPU stage at 1024x128, four times that at 4096x512), the
+            // source's from the report's overhead (staged frames where only a GPU stage reads
+            // the samples), the host's CPU time from cores used over the rate.
+            let stages = match p {
+                "all-gpu" => 3.0,
+                "cfar-gpu" => 1.0,
+                _ => 2.0,
+            };
+            let scale = if cpi == "1024x128" { 1.0 } else { 4.0 };
+            assert!(close(&c["gpu_ms_per_frame"], stages * 0.04 * scale), "{c}");
+            let staged = p == "all-gpu" || p == "gpu-fft";
+            let source = if staged { 2.4 } else { 5.0 * scale * scale };
+            assert!(close(&c["source_us_per_frame"], source), "{c}");
+            assert!(
+                c["host_us_per_frame"].as_f64().is_some_and(|h| h > 0.0),
+                "{c}"
+            );
+        }
+    }
+
+    // The goals, met or missed with their ratios: the stand-in's all-gpu is 0.76 of the bound
+    // at 4096x512, 0.24 at 1024x128, 22x and 8x the peer; its stream's p99 is 0.9 ms.
+    let big = goal(
+        &summary,
+        "all-gpu closed loop at 4096x512: at least 0.7 of the PCIe bound",
+    );
+    assert_eq!(big["status"], "met", "{big}");
+    let small = goal(
+        &summary,
+        "all-gpu closed loop at 1024x128: at least 0.3 of the PCIe bound",
+    );
+    assert_eq!(small["status"], "missed", "{small}");
+    assert!(close(
+        &small["ratio"],
+        cell(&summary, "all-gpu", "1024x128")["of_bound"]
+            .as_f64()
+            .unwrap()
+    ));
+    for cpi in PCIE_SIZES {
+        let g = goal(
+            &summary,
+            &format!("all-gpu closed loop at {cpi}: at least 5x the CuPy peer"),
+        );
+        assert_eq!(g["status"], "met", "{g}");
+    }
+    let p99 = goal(
+        &summary,
+        "post-frame p99 of all-gpu at 1024x128 streamed at 400 CPI/s",
+    );
+    assert_eq!(p99["status"], "missed", "{p99}");
+    assert!(close(&p99["ratio"], 0.9 / 0.3), "{p99}");
+    let cupy = summary["pcie"]["cupy"].as_array().expect("pcie.cupy[]");
+    assert_eq!(cupy.len(), 2, "{summary:#}");
+    assert!(
+        cupy.iter().all(|c| c["rc"] == 0 && c["agree"] == true),
+        "{cupy:?}"
+    );
+
+    let table = std::fs::read_to_string(out.join("table.md")).expect("table.md");
+    for want in [
+        "## pcie: the GPU path with graphs against the PCIe bound (issue 50)",
+        "| placement | CPI | CPI/s median (min-max), rows | of the PCIe bound |",
+        "| goal (issue 50) | measured | ratio | |",
+        "**met**",
+        "**missed**",
+        "**FAILED**: rc 1; verification failed",
+        "CuPy peer at 4096x512: 600.0 CPI/s",
+    ] {
+        assert!(table.contains(want), "table.md lacks {want:?}:\n{table}");
+    }
+    // Every run report is in results.tar.gz; the long runs' agreeing detections are not.
+    let listing = kplace_testkit::output(
+        Command::new("tar")
+            .arg("-tzf")
+            .arg(out.join("results.tar.gz")),
+    );
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for r in summary["pcie"]["runs"].as_array().unwrap() {
+        let base = r["base"].as_str().expect("a base");
+        assert!(
+            listing.contains(&format!("{base}.json")),
+            "{base}.json:\n{listing}"
+        );
+    }
+    assert!(
+        listing.contains("pcie/4096x512/hybrid-row-2.det"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains("pcie/4096x512/hybrid-row-1.det"),
+        "{listing}"
+    );
+}
+
+#[test]
+fn gpu_check_pcie_dry_run_skips_what_its_budget_cannot_fit() {
+    // 20 s: the rows' deadline is 12 s in, and a probe needs 12 s left: the copy rates and the
+    // stream run (the peer finds no GPU, at once), then at most the references; everything
+    // after is skipped, saying why, and the step ends within its budget.
+    let standin = StandIn::new();
+    let out = standin.path("out");
+    let (_, said, summary) = pcie_dry_run(
+        &standin,
+        &out,
+        &[
+            ("KPLACE_GPU_CHECK_BUDGETS", "pcie=20"),
+            ("FAKE_CUPY_ABSENT", "1"),
+        ],
+    );
+    assert!(said.contains("(budget 20 s)"), "{said}");
+    let step = step_row(&summary, "pcie");
+    assert_eq!(step["rc"], 0, "{said}");
+    assert!(step["seconds"].as_u64().unwrap() <= 20, "{step}");
+    let probes = runs_of(&summary, "probe");
+    assert_eq!(probes.len(), 8, "{summary:#}");
+    for r in probes {
+        let why = r["skipped"].as_str().unwrap_or_default();
+        assert!(why.contains("s left of the step's budget"), "{r}");
+    }
+    let rows = runs_of(&summary, "row");
+    assert_eq!(rows.len(), 24, "{summary:#}");
+    for r in rows.iter().chain(&runs_of(&summary, "profiled")) {
+        let why = r["skipped"].as_str().unwrap_or_default();
+        assert!(why.starts_with("no passing run of it to size it by"), "{r}");
+        assert!(r["rc"].is_null(), "{r}");
+    }
+    assert_eq!(summary["pcie"]["cupy"], serde_json::json!([]));
+    assert!(
+        strings(&summary["notes"])
+            .contains(&"pcie: the CuPy peer skipped: CuPy sees no GPU".to_string()),
+        "{summary:#}"
+    );
+    for g in summary["pcie"]["goals"].as_array().unwrap() {
+        let p99 = g["goal"].as_str().unwrap().starts_with("post-frame p99");
+        let want = if p99 { "missed" } else { "not measured" };
+        assert_eq!(g["status"], want, "{g}");
+    }
+}
+
+/// The budget of check step NAME, from bench/gpu-check.sh's `budget_of`.
+fn check_budget(script: &str, name: &str) -> u64 {
+    let line = format!("        {name}) echo ");
+    script
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .and_then(|v| v.trim_end_matches(" ;;").parse().ok())
+        .unwrap_or_else(|| panic!("no budget for {name} in bench/gpu-check.sh"))
+}
+
+#[test]
+fn the_pcie_step_ends_within_its_budget_and_the_docs_state_the_budgets() {
+    let root = kplace_testkit::workspace();
+    let script = std::fs::read_to_string(root.join("bench/gpu-check.sh")).expect("read");
+    let n = |name| script_number(&script, name);
+    let budget = check_budget(&script, "pcie");
+    assert_eq!(budget, 150);
+    // Before the rows, each part under its own limit and the time to kill it: nvidia-smi (4 s
+    // and 1), the copy rates, the stream, the peer at both sizes. The rows then have what is
+    // left until PCIE_KILL + PCIE_MARGIN before the budget, each killed by then.
+    let kill = n("PCIE_KILL");
+    let before = 5
+        + (n("PCIE_COPY_LIMIT") + kill)
+        + (n("PCIE_STREAM_LIMIT") + kill)
+        + (n("PCIE_CUPY_SMALL_LIMIT") + kill)
+        + (n("PCIE_CUPY_LARGE_LIMIT") + kill);
+    let rows = budget - before - kill - n("PCIE_MARGIN");
+    assert_eq!(before, 97, "the header comment and docs/gpu.md say 97 s");
+    assert_eq!(rows, 45, "the header comment and docs/gpu.md say 45 s");
+    // Enough for all-gpu's probes and first rows at both sizes on the expected GPU.
+    assert!(rows >= 40, "the rows may get only {rows} s");
+    assert!(script.contains("= 97 s, which leaves the rows at least 150 - 97 - 3 - 5 = 45 s"));
+
+    // docs/gpu.md's step table says each check step's budget, and their sum, as the script.
+    let docs = std::fs::read_to_string(root.join("docs/gpu.md")).expect("read docs/gpu.md");
+    let steps = [
+        "preflight",
+        "smoke",
+        "pcie",
+        "tests",
+        "replay",
+        "streams",
+        "copies",
+        "tune",
+        "share",
+        "adapt",
+        "admit",
+        "cupy",
+        "memcheck",
+        "bisect",
+    ];
+    assert!(script.contains(&format!("check) STEPS=({})", steps.join(" "))));
+    let mut sum = 0;
+    for (i, step) in steps.iter().enumerate() {
+        let b = check_budget(&script, step);
+        sum += b;
+        let row = format!("| {}. {step} | {b} s |", i + 1);
+        assert!(docs.contains(&row), "docs/gpu.md lacks {row:?}");
+    }
+    assert!(
+        docs.contains(&format!("The budgets sum to {sum} s.")),
+        "docs/gpu.md's sum is not {sum} s"
+    );
+    assert!(
+        docs.contains("fourteen steps"),
+        "docs/gpu.md's count of steps"
+    );
 }

@@ -180,7 +180,10 @@ impl BoundRecording {
     /// The graph and placement one pipeline plans, with slots sized for the recording's rate.
     pub fn load(
         &self,
-    ) -> Result<(Graph, kplace_core::model::placement::Placement), kplace_core::model::files::FilesError> {
+    ) -> Result<
+        (Graph, kplace_core::model::placement::Placement),
+        kplace_core::model::files::FilesError,
+    > {
         self.files.load_with(self.overrides.clone(), self.period)
     }
 }

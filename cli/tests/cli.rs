@@ -1458,7 +1458,8 @@ fn verbosity_flags_and_rust_log_choose_what_stderr_says() {
         (out, stderr)
     };
     let running = "kplace run: graph fmcw-radar on placement all-cpu";
-    let bound = "kplace: debug kplace::plan::bind: stage range_fft bound to radar.range_fft on cpu";
+    let bound =
+        "kplace: debug kplace_core::plan::bind: stage range_fft bound to radar.range_fft on cpu";
     let short = ["run", "--frames", "2"];
     let with = |flag: &'static str| [&[flag][..], &short[..]].concat();
 

@@ -33,7 +33,11 @@
 //!   the load generator could not offer ([`TrialOutcome::Unoffered`]) more than
 //!   `unoffered_retries` times in a row becomes the *sender ceiling*: no load at or above it is
 //!   offered again, and a goal whose lower bound lies within its width below the ceiling ends
-//!   [`Ending::SenderLimit`]: "at least this, the sender's limit here".
+//!   [`Ending::SenderLimit`]: "at least this, the sender's limit here". A ceiling at or below a
+//!   goal's lower bound (another goal's trials met it later, on a busier machine) leaves a goal
+//!   whose bounds are within its width [`Ending::Regular`]; one not yet narrowed ends
+//!   [`Ending::SenderLimit`], its description saying the sender offered the answer but not the
+//!   ceiling since, so no higher load was tried.
 //! - **Bounded.** Every load lies in `[min_load, max_load]`, at most `max_trials` trials run,
 //!   and without the cap the search still ends: each load needs at most its duration sum of
 //!   full-length trials to be decided, and each new load halves a bracket's log width.
@@ -495,6 +499,19 @@ impl Search {
                 why: why.clone(),
             })
         };
+        // A ceiling at or below the goal's answer is a rate the sender failed to offer after
+        // (or before) it offered a higher one: it says nothing of this goal, whose own bounds,
+        // once within its width, are its answer.
+        let ceiling_below = matches!(
+            (bracket.lower, &self.ceiling),
+            (Some(l), Some((c, _))) if *c <= l
+        );
+        if ceiling_below
+            && let (Some(l), Some(u)) = (bracket.lower, bracket.upper)
+            && (u - l <= width * u || midpoint(l, u).is_none())
+        {
+            return Some(Ending::Regular);
+        }
         let roof = self.roof(bracket);
         let by_sender = bracket
             .upper

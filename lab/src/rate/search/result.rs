@@ -15,7 +15,9 @@ pub enum Ending {
     /// The highest load allowed meets the goal.
     MaxLoad,
     /// The load generator could not offer loads from `ceiling` up: the result is a lower
-    /// bound on the system's rate, the sender's limit on this machine.
+    /// bound on the system's rate, the sender's limit on this machine. A ceiling at or below
+    /// the result (the sender offered the result, then failed a lower load) only stopped the
+    /// search from narrowing it.
     SenderLimit {
         /// The lowest load the sender could not offer.
         ceiling: f64,
@@ -83,6 +85,10 @@ impl GoalResult {
             (Ending::MaxLoad, Some(l)) => {
                 format!("at least {l:.1} {unit}: the highest load allowed meets the goal")
             }
+            (Ending::SenderLimit { ceiling, why }, Some(l)) if *ceiling <= l => format!(
+                "at least {l:.1} {unit}{upper}: the sender offered it, but later not \
+                 {ceiling:.1} {unit} ({why}), so no higher rate was tried"
+            ),
             (Ending::SenderLimit { ceiling, why }, Some(l)) => format!(
                 "at least {l:.1} {unit}: the sender could not offer {ceiling:.1} {unit} here ({why})"
             ),

@@ -466,6 +466,61 @@ fn a_slow_sender_gives_a_lower_bound_at_its_limit() {
     }
 }
 
+/// A sender that fails a load below an answer already found (the strict goal's trials, on a
+/// machine grown busier since the robust goal's) makes that load the ceiling, but the robust
+/// goal stays answered by its own bounds: never "at least R: the sender could not offer C"
+/// with C below R.
+#[test]
+fn a_ceiling_below_an_answer_leaves_that_answer_regular() {
+    let cfg = config();
+    let r = run(&cfg, |t| {
+        // Above 150 a few frames in a thousand are late (within the robust goal's 1%, not the
+        // strict goal's 0); the strict goal's trials, which come after the robust goal's
+        // answer, find the sender missing its schedule from 150 to 200.
+        if t.goal == 1 && t.load > 150.0 && t.load <= 200.0 {
+            return TrialOutcome::Unoffered("the sender fell 40 ms behind its schedule".into());
+        }
+        let late = if t.load > 150.0 { 0.005 } else { 0.0 };
+        measured(t.duration_s, queue_loss(640.0, t.load).max(late))
+    });
+    let ceiling = r.sender_ceiling.expect("a ceiling");
+    let robust = &r.goals[0];
+    let answer = robust.lower.expect("a robust answer");
+    assert!(ceiling < answer, "{ceiling} {answer}");
+    assert_eq!(robust.ending, Ending::Regular, "{robust:?}");
+    assert!(
+        !robust.describe("frames/s").contains("could not offer"),
+        "{}",
+        robust.describe("frames/s")
+    );
+    // The strict goal's answer lies below the ceiling.
+    let strict = &r.goals[1];
+    assert!(strict.lower.is_some_and(|l| l < ceiling), "{strict:?}");
+}
+
+/// A goal not yet narrowed when the ceiling falls below its lower bound ends at the sender,
+/// and says that the sender offered its answer before it failed the ceiling.
+#[test]
+fn an_unnarrowed_goal_above_the_ceiling_says_the_sender_offered_its_answer() {
+    let goal = GoalResult {
+        goal: Goal::robust(2.0, 0.02),
+        lower: Some(503.7),
+        upper: None,
+        conditional_throughput: Some(503.7),
+        trials_at_lower: 1,
+        seconds_at_lower: 2.0,
+        ending: Ending::SenderLimit {
+            ceiling: 348.5,
+            why: "the sender fell 40 ms behind its schedule".into(),
+        },
+    };
+    assert_eq!(
+        goal.describe("frames/s"),
+        "at least 503.7 frames/s: the sender offered it, but later not 348.5 frames/s (the \
+         sender fell 40 ms behind its schedule), so no higher rate was tried"
+    );
+}
+
 #[test]
 fn an_unoffered_trial_is_retried_before_it_counts() {
     // The sender misses its schedule once at 200 (a stall), then keeps it.

@@ -311,6 +311,7 @@ impl SutTrial<'_> {
                 .as_ref()
                 .and_then(|l| l.summary.histogram.as_deref())
                 .map_or(0, |h| frames_over(h, budget).unwrap_or(frames)),
+            frames_timed: latency.as_ref().map_or(0, |l| l.summary.count),
         };
         Ok((measurement, latency, gates))
     }

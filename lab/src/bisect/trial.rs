@@ -538,6 +538,7 @@ fn measure(report: &RunReport, rate: f64, frames_sent: u64, budget: Duration) ->
             .histogram
             .as_deref()
             .map_or(0, |h| frames_over(h, budget).unwrap_or(frames_sent)),
+        frames_timed: latency.post_frame.count,
     }
 }
 
@@ -569,6 +570,7 @@ fn nothing_measured(rate: f64, frames_sent: u64) -> TrialMeasurement {
         post_frame_trend: 0.0,
         window: Duration::ZERO,
         frames_over_budget: 0,
+        frames_timed: 0,
     }
 }
 

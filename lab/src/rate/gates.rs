@@ -47,6 +47,12 @@ pub struct TrialMeasurement {
     /// the trial's latency histogram; 0 when the system reported none).
     #[serde(default)]
     pub frames_over_budget: u64,
+    /// Frames whose post-frame latency was measured: the histogram's count, the measured
+    /// window's completed frames (the warm-up's are not timed). `frames_over_budget` is a
+    /// share of these; 0 when not reported (results written before it), when it is taken as a
+    /// share of `frames_sent`.
+    #[serde(default)]
+    pub frames_timed: u64,
 }
 
 /// The latency budget: what a trial's post-frame p99 must not exceed, stated with the rule
@@ -431,11 +437,14 @@ pub fn judge(m: &TrialMeasurement, gates: &Gates) -> Verdict {
 }
 
 /// The fraction of a trial's frames lost, as a search goal counts them: frames never
-/// completed (partial, dropped, or never arrived: each once), and completed frames rejected by
-/// the verifier or over the latency budget, over the frames sent, or the share of the offered rate not processed (`1 - processed / offered`)
-/// when the rate gate failed, whichever is larger; at most 1. A trial whose verdict fails it as
-/// a whole (the system or the sender failed, latency kept rising, the counts do not add up)
-/// lost everything: 1. Fails closed: nothing sent, or a NaN rate, is total loss.
+/// completed (partial, dropped, or never arrived: each once) and completed frames rejected by
+/// the verifier, over the frames sent, plus the share of the timed frames over the latency
+/// budget (the same share of the frames sent: the warm-up's frames are sent but not timed, so
+/// a p99 over the budget is always more than 1% of frames late); or the share of the offered
+/// rate not processed (`1 - processed / offered`) when the rate gate failed, whichever is
+/// larger; at most 1. A trial whose verdict fails it as a whole (the system or the sender
+/// failed, latency kept rising, the counts do not add up) lost everything: 1. Fails closed:
+/// nothing sent, or a NaN rate, is total loss.
 pub fn loss_ratio(m: &TrialMeasurement, verdict: &Verdict) -> f64 {
     if verdict.failures.iter().any(Failure::is_whole_trial) || m.frames_sent == 0 {
         return 1.0;
@@ -446,9 +455,18 @@ pub fn loss_ratio(m: &TrialMeasurement, verdict: &Verdict) -> f64 {
         .frames_sent
         .saturating_sub(m.frames_completed)
         .max(m.partial_frames + m.dropped_frames);
-    let lost = never_completed
-        + (m.frames_failed_verification + m.frames_over_budget).min(m.frames_completed);
-    let frames = lost as f64 / m.frames_sent as f64;
+    let rejected = m.frames_failed_verification.min(m.frames_completed);
+    let sent = m.frames_sent as f64;
+    // The late frames' share of those timed, as frames of those sent.
+    let timed = if m.frames_timed > 0 {
+        m.frames_timed
+    } else {
+        m.frames_sent
+    };
+    let late = m.frames_over_budget.min(timed) as f64 * sent / timed as f64;
+    let completed = m.frames_completed as f64;
+    let lost = never_completed as f64 + (rejected as f64 + late).min(completed);
+    let frames = lost / sent;
     let short = if verdict.failures.iter().any(Failure::is_rate_short) {
         let processed = m.processed_rate / m.offered_rate;
         // Written so that a NaN is total loss.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use kplace_lab::bisect::{Stop, Systems};
-use kplace_lab::tune::{self, AdmitRequest};
+use kplace_lab::tune::{self, AdmitRequest, TuneOptions};
 
 use super::bisect::{BisectArgs, Spinner};
 use super::tune::MachineArgs;
@@ -54,7 +54,7 @@ pub fn main(args: AdmitArgs) -> anyhow::Result<ExitCode> {
     args.machine.check()?;
     let stop = Stop::on_signal().context("cannot install the signal handler")?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
-    let options = args.machine.admit_options();
+    let mut options = args.machine.admit_options();
     let mut config = args.search.config()?;
     if config.shapes.len() != 1 {
         bail!("kplace admit answers at one frame shape: give one --shape");
@@ -65,6 +65,8 @@ pub fn main(args: AdmitArgs) -> anyhow::Result<ExitCode> {
         false => super::args::placement_file(&args.placement, &graph)?,
     };
     config.systems = Systems::Placements(vec![placement.clone()]);
+    // Its libraries are the ones weighed, where none is named.
+    options.placement = Some(placement.clone());
     let request = AdmitRequest {
         placement,
         rate: args.rate,
@@ -114,9 +116,13 @@ pub(crate) fn check_run(args: &super::run::RunArgs) -> anyhow::Result<()> {
             None => 1.0 / config.frame_period(&shape).as_secs_f64(),
         };
         let machine: MachineArgs = super::args::with_defaults([])?;
-        let options = machine.admit_options();
+        let placement = super::args::placement_file(&args.graph.placement, &graph)?;
+        let options = TuneOptions {
+            placement: Some(placement.clone()),
+            ..machine.admit_options()
+        };
         let request = AdmitRequest {
-            placement: super::args::placement_file(&args.graph.placement, &graph)?,
+            placement,
             rate,
             prove: false,
             utilization: DEFAULT_UTILIZATION,

@@ -43,6 +43,11 @@ pub struct TuneArgs {
     /// prediction).
     #[arg(long, value_name = "N", default_value_t = 3)]
     prove: usize,
+    /// A placement of the graph whose kernel libraries (its `libraries:`) are weighed: a file,
+    /// or a name beside the graph [default: the libraries the graph's own placements name,
+    /// else kplace's].
+    #[arg(long, value_name = "FILE|NAME")]
+    placement: Option<PathBuf>,
     /// The devices weighed and the calibration predicted from.
     #[command(flatten)]
     machine: MachineArgs,
@@ -60,8 +65,13 @@ pub fn main(args: TuneArgs) -> anyhow::Result<ExitCode> {
     args.check()?;
     let stop = Stop::on_signal().context("cannot install the signal handler")?;
     let exe = std::env::current_exe().context("cannot find the kplace executable")?;
-    let options = args.options();
+    let mut options = args.options();
     let config = args.search.config()?;
+    options.placement = args
+        .placement
+        .as_deref()
+        .map(|p| super::args::placement_file(p, &config.graph))
+        .transpose()?;
     let tuning = tune::run(&options, &config, &exe, &stop, &Spinner::default())?;
     Ok(if tuning.shapes.iter().all(|t| t.winner.is_some()) {
         ExitCode::SUCCESS
@@ -111,10 +121,12 @@ pub struct MachineArgs {
     /// Weigh the CPU only, even where a GPU is usable.
     #[arg(long)]
     cpu_only: bool,
-    /// The CPU kernel library (default: kplace's own).
+    /// The CPU kernel library: a path, or a file name looked up as a placement's is (beside
+    /// kplace, $KPLACE_LIB_DIR) [default: the placement's, else the one the graph's own
+    /// placements name, else kplace's].
     #[arg(long, value_name = "PATH")]
     cpu_library: Option<PathBuf>,
-    /// The GPU kernel library (default: kplace's own).
+    /// The GPU kernel library, likewise.
     #[arg(long, value_name = "PATH")]
     gpu_library: Option<PathBuf>,
     /// Measure the calibration again even when a stored one is fresh.
@@ -166,6 +178,7 @@ impl MachineArgs {
             cpu_only: self.cpu_only,
             cpu_library: self.cpu_library.clone(),
             gpu_library: self.gpu_library.clone(),
+            placement: None,
             prove: 0,
             recalibrate: self.recalibrate,
             max_age_s: self.max_age.as_secs(),

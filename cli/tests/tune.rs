@@ -195,3 +195,93 @@ fn beside_a_cotenant_the_calibration_is_its_own_and_the_choice_is_compared_with_
     let text = std::fs::read_to_string(out.path().join("tune-256x64/tuned.yaml")).unwrap();
     assert!(text.contains("# Under a co-tenant: cpu-hog."), "{text}");
 }
+
+/// A recording of the block-library spectrogram's source at 256x32, 16 frames, in `dir`.
+fn blocks_recording(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("tones.sigmf-data");
+    let out = kplace_testkit::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(kplace_testkit::workspace())
+            .args(["record", "--graph", BLOCKS, "--cpi", "256x32"])
+            .args(["--frames", "16", "--out"])
+            .arg(&path),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// The spectrogram written with the block library.
+const BLOCKS: &str = "workloads/spectrogram/blocks/graph.yaml";
+
+/// A graph of the block library is tuned with every default: its libraries are the ones its
+/// placement names (`--placement`), or its own placements beside it; a library named by its
+/// bare file name is found where a placement finds it; and the winner runs as written.
+#[test]
+fn a_block_library_graph_is_tuned_from_its_placement_with_every_default() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let recording = blocks_recording(out.path());
+    let feed = [
+        "--graph",
+        BLOCKS,
+        "--recording",
+        recording.to_str().unwrap(),
+        "--check",
+        "reference:workloads/spectrogram/blocks/cpu.yaml",
+    ];
+    let placement: &[&str] = &[&feed[..], &["--placement", "cpu"]].concat();
+    let (code, stdout, stderr) = tune("256x32", store.path(), out.path(), placement);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("libkplace_blocks.so"), "{stderr}");
+    assert!(stdout.contains("| ccccc-w1-s4 |"), "{stdout}");
+    let tuned = out.path().join("tune-256x32/tuned.yaml");
+    let text = std::fs::read_to_string(&tuned).unwrap();
+    assert!(
+        text.contains("libraries: {cpu: \"libkplace_blocks.so\""),
+        "{text}"
+    );
+    // Without --placement, the placements beside the graph name the same library: the same
+    // calibration, reused.
+    let (code, _, stderr) = tune("256x32", store.path(), out.path(), &feed);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("reusing the calibration in"), "{stderr}");
+    // The library by its bare file name, found beside kplace as a placement finds it: again
+    // the same build.
+    let named: &[&str] = &[&feed[..], &["--cpu-library", "libkplace_blocks.so"]].concat();
+    let (code, _, stderr) = tune("256x32", store.path(), out.path(), named);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("reusing the calibration in"), "{stderr}");
+    // A name found nowhere is refused, saying where it was looked for.
+    let missing: &[&str] = &[&feed[..], &["--cpu-library", "libkplace_nowhere.so"]].concat();
+    let (code, _, stderr) = tune("256x32", store.path(), out.path(), missing);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--cpu-library libkplace_nowhere.so: no such kernel library (looked for libkplace_nowhere.so, ")
+            && stderr.contains("/libkplace_nowhere.so"),
+        "{stderr}"
+    );
+    // The winner runs as written, every frame checked against the reference.
+    let run = kplace_testkit::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(kplace_testkit::workspace())
+            .args(["run", "--graph", BLOCKS, "--recording"])
+            .arg(&recording)
+            .args([
+                "--check",
+                "reference:workloads/spectrogram/blocks/cpu.yaml",
+                "--placement",
+            ])
+            .arg(&tuned),
+    );
+    assert!(
+        run.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}

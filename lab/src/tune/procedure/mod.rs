@@ -55,10 +55,13 @@ pub struct TuneOptions {
     pub knobs: Knobs,
     /// Weigh the CPU only, even where a GPU is usable.
     pub cpu_only: bool,
-    /// The CPU kernel library; `None`: kplace's own.
+    /// The CPU kernel library (a path, or a bare file name looked up as a placement's is);
+    /// `None`: the placement's, else the graph's family's, else kplace's own.
     pub cpu_library: Option<PathBuf>,
-    /// The GPU kernel library; `None`: kplace's own, if found.
+    /// The GPU kernel library, likewise; `None` and none found: the CPU only is weighed.
     pub gpu_library: Option<PathBuf>,
+    /// The placement whose `libraries:` the tuning weighs where no library is named.
+    pub placement: Option<PathBuf>,
     /// How many of the best predictions are proven with `bisect-rate`; 0: predict only, and
     /// the best prediction wins.
     pub prove: usize,
@@ -138,6 +141,31 @@ pub enum TuneError {
     /// kplace's own kernel library was not found.
     #[error(transparent)]
     Library(Box<PlanError>),
+    /// A kernel library named on the command line was not found.
+    #[error("{option} {}: no such kernel library (looked for {searched})", written.display())]
+    LibraryNotFound {
+        /// `--cpu-library` or `--gpu-library`.
+        option: &'static str,
+        /// The library as written.
+        written: PathBuf,
+        /// Every path tried.
+        searched: String,
+    },
+    /// The placements beside the graph name different libraries of a kind.
+    #[error(
+        "the placements beside the graph name different {kind} libraries: {named}; name one with {option} or --placement"
+    )]
+    Family {
+        /// `cpu` or `gpu`.
+        kind: String,
+        /// The option that would choose.
+        option: &'static str,
+        /// Each library and the placement naming it.
+        named: String,
+    },
+    /// The placement the libraries are taken from could not be read.
+    #[error(transparent)]
+    Placement(Box<kplace::model::placement::PlacementError>),
     /// A kernel library could not be loaded.
     #[error(transparent)]
     Kernels(#[from] PluginError),
@@ -149,7 +177,7 @@ pub enum TuneError {
     Shape(String),
     /// No placement of the graph lays out on the devices weighed.
     #[error(
-        "no placement of {} lays out: {why} (name the graph's kernel libraries with --cpu-library and --gpu-library)",
+        "no placement of {} lays out: {why} (name a placement of the graph with --placement, or its kernel libraries with --cpu-library and --gpu-library)",
         graph.display()
     )]
     NoPlacement {
@@ -253,7 +281,7 @@ impl<'a> Tuner<'a> {
             exe,
             stop,
             progress,
-            devices: Devices::find(options)?,
+            devices: Devices::find(options, &config.graph)?,
         })
     }
 }

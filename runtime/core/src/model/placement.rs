@@ -495,7 +495,9 @@ fn search_dirs(lib_dir: Option<std::ffi::OsString>, exe: Option<&Path>) -> Vec<P
 /// placement's directory); a bare file name not found there is looked up in
 /// [`library_search_dirs`], where cargo puts the project's libraries, so a placement can name
 /// a library it builds (`libraries: {cpu: libkplace_spectrogram.so}`) without knowing where.
-fn resolve_library(base: &Path, written: &str) -> PathBuf {
+/// Tools that take a library on their command line resolve it so too, from the current
+/// directory (`kplace tune --cpu-library`).
+pub fn resolve_library(base: &Path, written: &str) -> PathBuf {
     let beside = base.join(written);
     if beside.is_file() || Path::new(written).components().count() != 1 {
         return beside;

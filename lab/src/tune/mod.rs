@@ -173,6 +173,9 @@ pub struct Provenance<'a> {
     pub prediction: &'a Prediction,
     /// What `bisect-rate` measured; `None`: not proven.
     pub measured: Option<f64>,
+    /// Whether the measurement is only a lower bound (the proof ended at the sender's limit or
+    /// the highest rate allowed, not at a rate the placement failed).
+    pub at_least: bool,
     /// The unit of the rates (`CPI/s`, `frames/s`).
     pub unit: &'a str,
     /// The co-tenant it was chosen under.
@@ -210,6 +213,15 @@ pub fn placement_file(
         p.gpu_share * 100.0
     );
     match provenance.measured {
+        Some(rate) if provenance.at_least => {
+            let _ = writeln!(
+                text,
+                "# Measured by bisect-rate: at least {rate:.1} {} sustained; the search stopped \
+                 at the sender's limit or the highest rate allowed, so the prediction was not \
+                 tested.",
+                provenance.unit,
+            );
+        }
         Some(rate) => {
             let _ = writeln!(
                 text,
@@ -235,6 +247,10 @@ pub struct Proven {
     pub path: PathBuf,
     /// The answer of its search (the first goal's); `None`: the search found none.
     pub measured: Option<f64>,
+    /// Whether that answer is only a lower bound: the search ended at the sender's limit (or
+    /// the highest rate allowed), never at a rate the placement failed, so the prediction
+    /// above it was not tested.
+    pub at_least: bool,
     /// How the search ended.
     pub outcome: String,
     /// Post-frame p99 at the sustained rate, ms, where measured.
@@ -286,6 +302,10 @@ pub fn prove(
             Proven {
                 index,
                 measured: search.and_then(|s| s.sustained_rate),
+                at_least: search.is_some_and(|s| {
+                    s.sustained_rate.is_some()
+                        && matches!(s.outcome_kind.as_str(), "sender_limit" | "max_load")
+                }),
                 outcome: search.map_or_else(|| "not run".into(), |s| s.outcome.clone()),
                 p99_ms: search.and_then(|s| {
                     s.trials

@@ -55,13 +55,19 @@ pub(super) fn predictions(
     unit: &str,
 ) -> String {
     format!(
-        "kplace tune: {} at {shape}: {} placements predicted ({left_out} left out), {} on the Pareto front of rate, latency, cores and GPU share\n{}",
+        "kplace tune: {} at {shape}: {} placements predicted ({left_out} left out), {} on the Pareto front of rate, latency, cores and GPU share\n{}{PREDICTED}\n",
         graph.name,
         predicted.len(),
         front.len(),
         prediction_table(predicted, front, request, unit)
     )
 }
+
+/// What a predicted rate is, said under the predictions' table.
+pub(super) const PREDICTED: &str = "(predicted: the rate the pipeline keeps up with, from this \
+    machine's calibration of every stage, on a machine that never stalls; what a stream also \
+    needs, a sender that keeps its schedule, a p99 within the budget, slots that ride out \
+    stalls, is measured by the proofs, not predicted)";
 
 /// The predictions, best first for the request, the Pareto front marked, rates in `unit`.
 fn prediction_table(
@@ -98,16 +104,20 @@ pub(super) fn proof_table(predicted: &[Predicted], proven: &[Proven], unit: &str
     );
     for p in proven {
         let prediction = &predicted[p.index].prediction;
+        // An answer that is only a lower bound says nothing of a prediction above it.
+        let (measured, error) = match p.measured {
+            None => ("none".to_string(), String::new()),
+            Some(m) if p.at_least => (format!("at least {m:.1}"), "not tested".to_string()),
+            Some(m) => (
+                format!("{m:.1}"),
+                format!("{:+.1}%", (prediction.rate / m - 1.0) * 100.0),
+            ),
+        };
         let _ = writeln!(
             out,
-            "| {} | {:.1} | {} | {} | {} | {} |",
+            "| {} | {:.1} | {measured} | {error} | {} | {} |",
             predicted[p.index].label,
             prediction.rate,
-            p.measured.map_or("none".into(), |m| format!("{m:.1}")),
-            p.measured.map_or(String::new(), |m| format!(
-                "{:+.1}%",
-                (prediction.rate / m - 1.0) * 100.0
-            )),
             p.p99_ms.map_or(String::new(), |l| format!("{l:.2}")),
             p.outcome
         );
@@ -138,20 +148,25 @@ pub(super) fn proofs_found(predicted: &[Predicted], proven: &[Proven], unit: &st
     }
 }
 
-/// The winner `p` at `shape`, measured at `measured` if proven, written to `path`.
+/// The winner `p` at `shape`, measured at `measured` if proven (`at_least`: a lower bound),
+/// written to `path`.
 pub(super) fn winner(
     shape: &SearchShape,
     p: &Predicted,
-    measured: Option<f64>,
+    (measured, at_least): (Option<f64>, bool),
     path: &Path,
     unit: &str,
 ) -> String {
+    let at_least = if at_least { "at least " } else { "" };
     format!(
         "kplace tune: at {shape} the winner is {} ({}), written to {}; run it with `kplace run --placement {}`\n",
         p.label,
         measured.map_or_else(
             || format!("predicted {:.1} {unit}, not measured", p.prediction.rate),
-            |m| format!("{m:.1} {unit} measured, {:.1} predicted", p.prediction.rate)
+            |m| format!(
+                "{at_least}{m:.1} {unit} measured, {:.1} predicted",
+                p.prediction.rate
+            )
         ),
         path.display(),
         path.display()
@@ -246,4 +261,96 @@ fn differences(graph: &Graph, a: &Candidate, b: &Candidate) -> String {
         parts.push(format!("GPU tile {:?} -> {:?}", a.gpu_tile, b.gpu_tile));
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tune::model::{Prediction, Resource};
+    use crate::tune::space::{Candidate, Where};
+
+    fn predicted(label: &str, rate: f64) -> Predicted {
+        Predicted {
+            candidate: Candidate {
+                devices: vec![Where::Cpu],
+                workers: 1,
+                slots: 16,
+                gpu_tile: None,
+            },
+            label: label.into(),
+            prediction: Prediction {
+                rate,
+                latency_ms: 0.04,
+                bottleneck: Resource::Cores,
+                limits: vec![(Resource::Cores, rate)],
+                cores: 2.0,
+                host_ms: 0.11,
+                gpu_share: 0.0,
+            },
+        }
+    }
+
+    fn proven(index: usize, measured: f64, at_least: bool, outcome: &str) -> Proven {
+        Proven {
+            index,
+            path: format!("{index}.yaml").into(),
+            measured: Some(measured),
+            at_least,
+            outcome: outcome.into(),
+            p99_ms: Some(0.19),
+        }
+    }
+
+    /// An answer the sender's limit set is shown as the lower bound it is, and no error is
+    /// computed against it; an answer a failing rate bounded is compared as measured.
+    #[test]
+    fn a_lower_bound_is_never_an_error_of_the_prediction() {
+        let table = proof_table(
+            &[
+                predicted("cccc-w1-s16", 17965.8),
+                predicted("cccc-w2-s16", 500.0),
+            ],
+            &[
+                proven(
+                    0,
+                    405.7,
+                    true,
+                    "at least 405.7 frames/s: the sender could not offer 410.1 frames/s here",
+                ),
+                proven(
+                    1,
+                    400.0,
+                    false,
+                    "400.0 frames/s, fails at 408.0, width 2.0%",
+                ),
+            ],
+            "frames/s",
+        );
+        assert!(
+            table.contains("| cccc-w1-s16 | 17965.8 | at least 405.7 | not tested | 0.19 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| cccc-w2-s16 | 500.0 | 400.0 | +25.0% | 0.19 |"),
+            "{table}"
+        );
+        assert!(!table.contains("4328"), "{table}");
+        let shape = SearchShape {
+            shape: "8x64x4".parse().unwrap(),
+            frame_period: None,
+            frame_bytes: 8192,
+        };
+        let p = predicted("cccc-w1-s16", 17965.8);
+        let said = winner(
+            &shape,
+            &p,
+            (Some(405.7), true),
+            Path::new("t.yaml"),
+            "frames/s",
+        );
+        assert!(
+            said.contains("(at least 405.7 frames/s measured, 17965.8 predicted)"),
+            "{said}"
+        );
+    }
 }

@@ -309,11 +309,13 @@ struct Predictions {
     order: Vec<usize>,
 }
 
-/// The prediction that won, and what its proof measured (`None`: predicting only).
+/// The prediction that won, what its proof measured (`None`: predicting only), and whether
+/// that is only a lower bound.
 #[derive(Clone, Copy)]
 struct Winner {
     index: usize,
     measured: Option<f64>,
+    at_least: bool,
 }
 
 /// One shape's tuning as it runs.
@@ -445,6 +447,7 @@ impl AtShape<'_> {
             .map(|index| Winner {
                 index,
                 measured: None,
+                at_least: false,
             });
         if winner.is_none() {
             self.account.say(account::none_predicted(
@@ -485,6 +488,7 @@ impl AtShape<'_> {
         let winner = crate::tune::winner(&proven, &self.request).map(|w| Winner {
             index: proven[w].index,
             measured: proven[w].measured,
+            at_least: proven[w].at_least,
         });
         if winner.is_none() {
             let found = account::proofs_found(predicted, &proven, unit);
@@ -530,6 +534,7 @@ impl AtShape<'_> {
                 shape: &prepared.workload.workload().shape(),
                 prediction: &p.prediction,
                 measured: winner.measured,
+                at_least: winner.at_least,
                 unit: config.unit(),
                 cotenant: config.cotenant.as_ref().map(|c| c.kind()),
             },
@@ -538,7 +543,7 @@ impl AtShape<'_> {
         self.account.say(account::winner(
             self.shape,
             p,
-            winner.measured,
+            (winner.measured, winner.at_least),
             &path,
             config.unit(),
         ));

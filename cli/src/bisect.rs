@@ -4,9 +4,10 @@
 //! options and resolves its shapes and workload; this module parses them, shows the sweep's
 //! progress on a terminal and prints its table.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
@@ -316,11 +317,29 @@ pub(crate) fn default_out() -> anyhow::Result<PathBuf> {
     Ok(data.join("kplace").join("bisect-rate"))
 }
 
-/// A search's progress on the terminal: a spinner naming the trial running, and a line per
-/// trial judged. The spinner is cleared when the searches finish, and when the sweep ends
-/// without finishing them (a signal between trials, an error): dropping it clears it.
-#[derive(Default)]
-pub(crate) struct Spinner(std::sync::Mutex<Option<ProgressBar>>);
+/// A search's progress as it goes. On a terminal: a spinner naming the trial running, and a
+/// line per trial judged; the spinner is cleared when the searches finish, and when the sweep
+/// ends without finishing them (a signal between trials, an error): dropping it clears it.
+/// Elsewhere (a log, a CI job): no cursor codes, one plain `info` line per group of searches
+/// begun and per trial judged, each led by the time since the sweep began, so a long sweep is
+/// never silent.
+pub(crate) struct Spinner {
+    bar: std::sync::Mutex<Option<ProgressBar>>,
+    /// Whether stderr is a terminal (the spinner), or not (plain lines).
+    terminal: bool,
+    /// When the sweep began.
+    began: Instant,
+}
+
+impl Default for Spinner {
+    fn default() -> Self {
+        Spinner {
+            bar: std::sync::Mutex::new(None),
+            terminal: std::io::stderr().is_terminal(),
+            began: Instant::now(),
+        }
+    }
+}
 
 impl Drop for Spinner {
     fn drop(&mut self) {
@@ -330,14 +349,27 @@ impl Drop for Spinner {
 
 impl Spinner {
     fn with(&self, f: impl FnOnce(&ProgressBar)) {
-        if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             f(bar);
         }
+    }
+
+    /// The time since the sweep began, as a plain line leads with it: `[  72.4 s]`.
+    fn elapsed(&self) -> String {
+        format!("[{:>7.1} s]", self.began.elapsed().as_secs_f64())
     }
 }
 
 impl Progress for Spinner {
     fn searches_started(&self, labels: &[String], cpi: &str) {
+        if !self.terminal {
+            tracing::info!(
+                "bisect-rate: {} searching {} at {cpi}, trials alternating",
+                self.elapsed(),
+                labels.join(", ")
+            );
+            return;
+        }
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} {prefix} {wide_msg} [{elapsed}]")
@@ -345,7 +377,7 @@ impl Progress for Spinner {
         );
         bar.set_prefix(format!("{} {cpi}", labels.join(" | ")));
         bar.enable_steady_tick(Duration::from_millis(200));
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
+        *self.bar.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
     }
 
     fn trial_started(&self, label: &str, index: usize, request: &TrialRequest, unit: &str) {
@@ -358,11 +390,15 @@ impl Progress for Spinner {
     }
 
     fn trial_judged(&self, line: &str) {
+        if !self.terminal {
+            tracing::info!("bisect-rate: {} {line}", self.elapsed());
+            return;
+        }
         self.with(|bar| bar.println(line));
     }
 
     fn searches_finished(&self) {
-        if let Some(bar) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
             bar.finish_and_clear();
         }
     }

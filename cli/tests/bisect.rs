@@ -924,3 +924,76 @@ fn results_without_out_go_to_the_users_data_directory_and_say_where() {
         "nothing in the current directory: {left:?}"
     );
 }
+
+/// Not on a terminal (stderr a pipe, as in CI), the sweep is never silent: a plain line when
+/// the searches begin and one per trial judged, no cursor codes, each naming the system, the
+/// offered rate, the share lost, the p99 and the verdict of the trial the results file
+/// records in the same place.
+#[test]
+fn off_a_terminal_every_trial_is_a_plain_line_on_stderr() {
+    let _serial = serial();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = kplace_testkit::output(
+        Command::new(env!("CARGO_BIN_EXE_kplace"))
+            .current_dir(kplace_testkit::workspace())
+            .arg("bisect-rate")
+            .args(QUICK_SEARCH)
+            .args(["--start-rate", "100", "--max-trials", "4", "--out"])
+            .arg(out_dir.path()),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{:?}\n{stderr}",
+        out.status
+    );
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\r'),
+        "{stderr:?}"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("bisect-rate.json")).unwrap(),
+    )
+    .unwrap();
+    let trials = json["searches"][0]["trials"].as_array().unwrap();
+    assert!(!trials.is_empty() && trials.len() <= 4, "{trials:?}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("bisect-rate: [") && l.contains(" trial "))
+        .collect();
+    assert_eq!(lines.len(), trials.len(), "{stderr}");
+    let began = stderr.lines().position(|l| {
+        l.starts_with("bisect-rate: [")
+            && l.ends_with("] searching all-cpu at 1024x128, trials alternating")
+    });
+    let first = stderr.lines().position(|l| l == lines[0]);
+    assert!(began.is_some() && began < first, "{stderr}");
+    let mut elapsed = 0.0;
+    for (i, (line, t)) in lines.iter().zip(trials).enumerate() {
+        // `bisect-rate: [   1.4 s] all-cpu 1024x128 trial 0: 100.0 CPI/s for 0.10 s (...)`
+        let (stamp, rest) = line["bisect-rate: [".len()..].split_once(" s] ").unwrap();
+        let at: f64 = stamp.trim().parse().unwrap();
+        assert!(at >= elapsed, "{line}");
+        elapsed = at;
+        let rate = t["rate"].as_f64().unwrap();
+        assert!(
+            rest.starts_with(&format!("all-cpu 1024x128 trial {i}: {rate:.1} CPI/s for ")),
+            "{line}\n{t}"
+        );
+        let verdict = match t["status"].as_str().unwrap() {
+            "passed" => ": pass".to_string(),
+            "failed" => ": fail: ".to_string(),
+            _ => ": invalid: ".to_string(),
+        };
+        assert!(rest.contains(&verdict), "{line}\n{t}");
+        if let Some(loss) = t["loss_ratio"].as_f64() {
+            assert!(
+                rest.contains(&format!(", {:.3}% lost", loss * 100.0)),
+                "{line}\n{t}"
+            );
+        }
+        if let Some(p99) = t["latency"]["p99_ms"].as_f64() {
+            assert!(rest.contains(&format!(", p99 {p99:.3} ms")), "{line}\n{t}");
+        }
+    }
+}

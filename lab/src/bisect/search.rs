@@ -195,8 +195,13 @@ fn trial_line(
     let loss = run
         .loss_ratio
         .map_or_else(String::new, |l| format!(", {:.3}% lost", l * 100.0));
+    let p99 = run
+        .figures
+        .as_ref()
+        .and_then(|f| f.latency.as_ref())
+        .map_or_else(String::new, |l| format!(", p99 {:.3} ms", l.p99_ms));
     format!(
-        "{} {} trial {index}: {:.1} {} for {:.2} s ({} {}, {}){loss}: {}",
+        "{} {} trial {index}: {:.1} {} for {:.2} s ({} {}, {}){loss}{p99}: {}",
         s.label,
         config.shape_label(s.shape),
         request.load,

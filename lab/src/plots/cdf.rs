@@ -17,7 +17,7 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
 use super::frame::{AXIS_FONT, LegendEntry, Page, Swatch, draw_page, font, house_style};
-use super::style::{Fill, REFERENCE, draw_marker, series_style};
+use super::style::{Fill, REFERENCE, budget_dashes, draw_marker, series_style};
 use super::{PlotError, Sweep, same_rate};
 
 /// The fractions where a curve carries its marker: the median, p90 and p99.
@@ -145,8 +145,11 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             "markers on each curve: its median, p90 and p99",
         ));
     }
-    for (_, text) in &budgets {
-        legend.push(LegendEntry::new(Swatch::Dashed(REFERENCE), text.clone()));
+    for (k, (_, text)) in budgets.iter().enumerate() {
+        legend.push(LegendEntry::new(
+            Swatch::Dashed(budget_dashes(k)),
+            text.clone(),
+        ));
     }
     let mut notes = sweep.notes();
     if !missing.is_empty() {
@@ -181,9 +184,10 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                 .y_label_formatter(&yl),
         )
         .draw()?;
-        for (budget, _) in &budgets {
+        for (k, (budget, _)) in budgets.iter().enumerate() {
             let line = vec![(x.pos(*budget), y.bottom()), (x.pos(*budget), y.top())];
-            chart.draw_series(DashedLineSeries::new(line, 8, 5, REFERENCE.stroke_width(2)))?;
+            let d = budget_dashes(k);
+            chart.draw_series(DashedLineSeries::new(line, d.dash, d.gap, d.stroke()))?;
         }
         let base = area.get_base_pixel();
         for c in &curves {

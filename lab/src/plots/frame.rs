@@ -17,7 +17,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::DrawError;
 use super::PlotError;
-use super::style::{Fill, SeriesStyle, Shape, draw_marker, draw_shape};
+use super::style::{Dashes, Fill, SeriesStyle, Shape, draw_marker, draw_shape};
 
 /// Page width, pixels.
 pub const WIDTH: u32 = 1000;
@@ -116,8 +116,8 @@ pub enum Swatch {
     Line(SeriesStyle),
     /// A marker: a point series (filled), or what a marker's fill says (in black).
     Marker(SeriesStyle, Fill),
-    /// A line (dashed): a reference line.
-    Dashed(RGBColor),
+    /// A reference line, dashed as it is drawn.
+    Dashed(Dashes),
 }
 
 /// The style of the keys that explain a marker's fill, whatever the series.
@@ -313,7 +313,10 @@ fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), DrawError
     Ok(())
 }
 
-/// Draws a legend key 20 px wide whose left middle is `(key, mid)`.
+/// The width of a reference line's legend key, pixels.
+const SWATCH_WIDTH: i32 = 22;
+
+/// Draws a legend key about 20 px wide whose left middle is `(key, mid)`.
 fn draw_swatch(area: &Area<'_>, swatch: Swatch, (key, mid): (i32, i32)) -> Result<(), DrawError> {
     match swatch {
         Swatch::Block(c) => {
@@ -337,12 +340,17 @@ fn draw_swatch(area: &Area<'_>, swatch: Swatch, (key, mid): (i32, i32)) -> Resul
             draw_marker(area, style, Fill::Solid, (key + 10, mid))?;
         }
         Swatch::Marker(style, fill) => draw_marker(area, style, fill, (key + 10, mid))?,
-        Swatch::Dashed(c) => {
-            for dx in [0, 8, 16] {
+        Swatch::Dashed(d) => {
+            // The line's own pattern over the key's width, as many dashes as fit.
+            let step = (d.dash + d.gap).max(1) as i32;
+            let mut dx = 0;
+            while dx < SWATCH_WIDTH {
+                let end = (dx + d.dash as i32).min(SWATCH_WIDTH);
                 area.draw(&PathElement::new(
-                    vec![(key + dx, mid), (key + dx + 5, mid)],
-                    c.stroke_width(2),
+                    vec![(key + dx, mid), (key + end, mid)],
+                    d.stroke(),
                 ))?;
+                dx += step;
             }
         }
     }

@@ -3,44 +3,57 @@
 //! Each trial is one marker in its system and frame shape's colour and shape (see
 //! [`super::style`]), never joined to the others (the search order says nothing about the
 //! system). Its fill says how it went: low-loss for the search's first goal is filled,
-//! high-loss outlined, not offered (the sender could not) outlined and struck through; a
-//! search without goals (results of version 2) is marked by its trials' status (passed,
-//! failed, invalid) the same way. A trial without a latency sits on the top edge. With several
-//! series, each series' markers sit a pixel or two sideways of the others' (by at most
-//! [`MAX_OFFSET`] pixels, as the legend says), so that trials of different series at the same
-//! point stay visible. Each distinct latency budget is a dashed grey line evaluated over the
-//! whole rate axis. Axes are logarithmic where their values span more than 20x. The legend
-//! lists the series, the budgets and only the fills that occur.
+//! high-loss outlined, not offered (the sender could not) outlined and struck through, as
+//! [`Fill`] means them in every plot; a search without goals (results of version 2) is marked
+//! by its trials' status (passed, failed, invalid: not offered) the same way. A trial without
+//! a latency sits on the top edge. With several series, each series' markers sit sideways of
+//! the next series' by [`STEP`] pixels (fewer when many series would reach past
+//! [`MAX_OFFSET`]), so that trials of different series at the same point stay visible; the
+//! legend says how far the farthest sits. Each distinct latency budget is a grey line
+//! evaluated over the whole rate axis, each with its own dash pattern, which its legend key
+//! repeats. Where a filled marker lies above a budget line, the legend says why: a trial is
+//! judged against its own frame shape's budget, and the goal counts the frames late, not the
+//! p99. Axes are logarithmic where their values span more than 20x. The legend lists the
+//! series, the budgets and only the fills that occur.
 
 use std::path::Path;
 
+use crate::rate::LatencyBudget;
 use crate::rate::sweep::{SearchEntry, TrialEntry, TrialStatus};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, fmt_num};
 use super::frame::{AXIS_FONT, KEY_STYLE, LegendEntry, Page, Swatch, draw_page, font, house_style};
-use super::style::{Fill, REFERENCE, draw_marker, series_style};
+use super::style::{Fill, REFERENCE, budget_dashes, draw_marker, series_style};
 use super::{PlotError, Sweep};
-
-/// Dash patterns (dash, gap) of successive budget lines.
-const DASHES: [(u32, u32); 3] = [(8, 5), (3, 4), (14, 4)];
 
 /// The farthest a series' markers sit sideways of their true place, pixels.
 pub const MAX_OFFSET: f64 = 6.0;
 
-/// How far sideways the markers of series `i` of `n` sit, pixels: evenly spread over
-/// `[-MAX_OFFSET, MAX_OFFSET]`, at most 2 px apart.
-pub fn offset(i: usize, n: usize) -> i32 {
+/// How far apart sideways the markers of neighbouring series sit, pixels, unless that would
+/// take the outermost past [`MAX_OFFSET`].
+pub const STEP: f64 = 2.0;
+
+/// How far apart sideways the markers of neighbouring series of `n` sit, pixels (before
+/// rounding to whole pixels): [`STEP`], or less where `n` series would reach past
+/// [`MAX_OFFSET`].
+pub fn step(n: usize) -> f64 {
     if n < 2 {
-        return 0;
+        return 0.0;
     }
-    let step = (2.0 * MAX_OFFSET / (n - 1) as f64).min(2.0);
-    ((i as f64 - (n - 1) as f64 / 2.0) * step).round() as i32
+    (2.0 * MAX_OFFSET / (n - 1) as f64).min(STEP)
+}
+
+/// How far sideways the markers of series `i` of `n` sit, pixels: centred on the true place,
+/// [`step`] apart, within `[-MAX_OFFSET, MAX_OFFSET]`.
+pub fn offset(i: usize, n: usize) -> i32 {
+    ((i as f64 - n.saturating_sub(1) as f64 / 2.0) * step(n)).round() as i32
 }
 
 /// How a trial of `search` is filled: by its loss ratio against the search's first goal's,
-/// and whether it has a latency to place it by; by its status when the search has no goals.
+/// and whether it has a latency to place it by; by its status when the search has no goals
+/// (an invalid trial was not offered).
 pub fn fill(search: &SearchEntry, trial: &TrialEntry, has_latency: bool) -> Fill {
     let Some(goal) = search.goals.first() else {
         return match trial.status {
@@ -68,6 +81,7 @@ fn fills<'a>(sweep: &'a Sweep<'a>) -> impl Iterator<Item = Placed<'a>> + 'a {
                     .filter(|v| v.is_finite());
                 Placed {
                     series: i,
+                    search: s,
                     trial: t,
                     p99,
                     fill: fill(s, t, p99.is_some()),
@@ -80,17 +94,83 @@ fn fills<'a>(sweep: &'a Sweep<'a>) -> impl Iterator<Item = Placed<'a>> + 'a {
 /// A trial as drawn.
 struct Placed<'a> {
     series: usize,
+    search: &'a SearchEntry,
     trial: &'a TrialEntry,
     p99: Option<f64>,
     fill: Fill,
 }
 
-/// The legend: a marker per system and frame shape (with its repeats), a dashed line per
-/// latency budget, what each fill that occurs means, and the sideways offset.
-fn legend(
-    sweep: &Sweep<'_>,
-    budgets: &[(crate::rate::LatencyBudget, Vec<&str>)],
-) -> Vec<LegendEntry> {
+impl Placed<'_> {
+    /// Whether the marker is filled and its p99 lies above the budget line `budget` at its
+    /// rate.
+    fn filled_above(&self, budget: LatencyBudget) -> bool {
+        self.fill == Fill::Solid
+            && self
+                .p99
+                .is_some_and(|p99| p99 > budget.at(self.trial.rate).as_secs_f64() * 1e3)
+    }
+}
+
+/// Why filled markers lie above a budget line, where some do: a line of another frame shape's
+/// budget (a trial is judged against its own), or the trial's own budget, which a p99 may
+/// exceed while the frames late stay within the goal's loss ratio.
+fn above_budget(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&str>)]) -> Vec<String> {
+    let placed: Vec<Placed<'_>> = fills(sweep).filter(|p| p.trial.rate.is_finite()).collect();
+    let mut why = Vec::new();
+    let others = placed.iter().any(|p| {
+        budgets
+            .iter()
+            .any(|(b, _)| *b != p.search.latency_budget && p.filled_above(*b))
+            && !p.filled_above(p.search.latency_budget)
+    });
+    if others {
+        why.push(
+            "a filled marker above another frame shape's budget line is within its own: each \
+             trial is judged against its own shape's budget"
+                .to_string(),
+        );
+    }
+    let own: Vec<&Placed<'_>> = placed
+        .iter()
+        .filter(|p| p.filled_above(p.search.latency_budget) && !p.search.goals.is_empty())
+        .collect();
+    // Results written before `frames_timed` counted the late frames over every frame sent.
+    let untimed = |p: &&Placed<'_>| {
+        p.trial
+            .measurement
+            .as_ref()
+            .is_none_or(|m| m.frames_timed == 0)
+    };
+    if own.iter().any(untimed) {
+        why.push(
+            "a filled marker above its own budget line: these results counted its late frames \
+             over every frame sent, the warm-up's too, which understates them"
+                .to_string(),
+        );
+    }
+    let loss = own
+        .iter()
+        .filter(|p| !untimed(p))
+        .filter_map(|p| p.search.goals.first())
+        .map(|g| g.goal.loss_ratio)
+        .fold(None, |most: Option<f64>, l| {
+            Some(most.map_or(l, |m| m.max(l)))
+        });
+    if let Some(loss) = loss {
+        why.push(format!(
+            "a filled marker above its own budget line: its p99 is over the budget, yet at most \
+             {}% of its frames were late or lost, which the goal allows (it counts frames, not \
+             the p99)",
+            fmt_num(loss * 100.0)
+        ));
+    }
+    why
+}
+
+/// The legend: a marker per system and frame shape (with its repeats), a line per latency
+/// budget (its own dashes), what each fill that occurs means, why filled markers lie above a
+/// budget line where some do, and the sideways offset.
+fn legend(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&str>)]) -> Vec<LegendEntry> {
     let mut legend: Vec<LegendEntry> = sweep
         .groups
         .iter()
@@ -105,14 +185,14 @@ fn legend(
             LegendEntry::new(Swatch::Marker(series_style(i), Fill::Solid), text)
         })
         .collect();
-    for (b, cpis) in budgets {
+    for (k, (b, cpis)) in budgets.iter().enumerate() {
         let at = if budgets.len() > 1 {
             format!(" at {}", cpis.join(", "))
         } else {
             String::new()
         };
         legend.push(LegendEntry::new(
-            Swatch::Dashed(REFERENCE),
+            Swatch::Dashed(budget_dashes(k)),
             format!("budget{at}: {b}"),
         ));
     }
@@ -132,14 +212,17 @@ fn legend(
         .map(|p| p.fill)
         .collect();
     let meaning = |fill: Fill| match (fill, &goal) {
-        (Fill::Solid, Some(goal)) => format!("low-loss for {goal}"),
-        (Fill::Solid, None) => "passed".to_string(),
-        (Fill::Hollow, Some(_)) => "high-loss (on the top edge: no latency measured)".to_string(),
-        (Fill::Hollow, None) => "failed (on the top edge: no latency measured)".to_string(),
-        (Fill::Struck, Some(_)) => {
-            "not offered: the sender could not (says nothing about the system)".to_string()
-        }
-        (Fill::Struck, None) => "invalid (retried: says nothing about the system)".to_string(),
+        (Fill::Solid, Some(goal)) => format!("{}: low-loss for {goal}", fill.meaning()),
+        (Fill::Solid, None) => format!("{}: passed", fill.meaning()),
+        (Fill::Hollow, Some(_)) => format!(
+            "{}: high-loss (on the top edge: no latency measured)",
+            fill.meaning()
+        ),
+        (Fill::Hollow, None) => format!(
+            "{}: failed (on the top edge: no latency measured)",
+            fill.meaning()
+        ),
+        (fill, _) => fill.meaning().to_string(),
     };
     for fill in [Fill::Solid, Fill::Hollow, Fill::Struck] {
         if drawn.contains(&fill) {
@@ -149,15 +232,23 @@ fn legend(
             ));
         }
     }
+    legend.extend(
+        above_budget(sweep, budgets)
+            .into_iter()
+            .map(LegendEntry::heading),
+    );
     let series = sweep.groups.len();
     let reach = (0..series)
         .map(|i| offset(i, series).abs())
         .max()
         .unwrap_or(0);
     if reach > 0 && !drawn.is_empty() {
+        let apart = step(series);
+        let about = if apart.fract() == 0.0 { "" } else { "about " };
         legend.push(LegendEntry::heading(format!(
-            "each series' markers sit up to {reach} px sideways of their rate, so that equal \
-             trials of different series stay visible"
+            "each series' markers sit {about}{} px sideways of the next series', up to {reach} \
+             px from their rate, so that equal trials of different series stay visible",
+            fmt_num(apart)
         )));
     }
     legend
@@ -248,13 +339,8 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                 .filter(|&rate| rate >= budget_from)
                 .map(|rate| (x.pos(rate), y.pos(budget_ms(*b, rate).min(y.hi))))
                 .collect();
-            let (dash, gap) = DASHES[k % DASHES.len()];
-            chart.draw_series(DashedLineSeries::new(
-                line,
-                dash,
-                gap,
-                REFERENCE.stroke_width(2),
-            ))?;
+            let d = budget_dashes(k);
+            chart.draw_series(DashedLineSeries::new(line, d.dash, d.gap, d.stroke()))?;
         }
 
         let base = area.get_base_pixel();

@@ -5,7 +5,9 @@
 //! where they span more than 20x), every marker in the colour and shape of its system and
 //! frame shape (see [`super::style`]), which also leads the row's label: a load the goal's
 //! trials decided meets it is filled, one they decided fails it outlined, one still undecided
-//! outlined and struck through; the goal's answer (its relevant lower bound) is ringed, and
+//! outlined with a dot at its centre, one the sender never offered (every trial at it
+//! unoffered) outlined and struck through, as [`Fill`] means them in every plot; the goal's
+//! answer (its relevant lower bound) is ringed, and
 //! the row's label ends with how the goal's search ended. Rows follow the search order, goals
 //! in their order within a search. The legend explains only the fills that occur.
 
@@ -26,39 +28,39 @@ use crate::rate::Class;
 struct Row {
     series: usize,
     label: String,
-    /// `(load, class)` of every load measured.
-    points: Vec<(f64, Class)>,
+    /// `(load, fill)` of every load tried.
+    points: Vec<(f64, Fill)>,
     answer: Option<f64>,
 }
 
-/// How a load of `class` is filled.
-fn fill(class: Class) -> Fill {
+/// How a load classified `class` is filled; `measured`: whether any trial at it was (one
+/// whose every trial the sender could not offer was not).
+fn fill(class: Class, measured: bool) -> Fill {
     match class {
+        _ if !measured => Fill::Struck,
         Class::Lower => Fill::Solid,
         Class::Upper => Fill::Hollow,
-        Class::Undecided => Fill::Struck,
+        Class::Undecided => Fill::Dot,
     }
 }
 
 /// The legend: what each fill that occurs means, and the ring where an answer is ringed.
 fn legend(rows: &[Row]) -> Vec<LegendEntry> {
-    let drawn = |class: Class| rows.iter().any(|r| r.points.iter().any(|p| p.1 == class));
+    let drawn = |fill: Fill| rows.iter().any(|r| r.points.iter().any(|p| p.1 == fill));
     let mut legend = Vec::new();
-    for (class, meaning) in [
+    for (fill, why) in [
         (
-            Class::Lower,
-            "meets the goal (its trials decided it, whatever more would show)",
+            Fill::Solid,
+            ": its trials decided it, whatever more would show",
         ),
-        (Class::Upper, "fails the goal (decided likewise)"),
-        (
-            Class::Undecided,
-            "undecided: not enough full-length trials either way",
-        ),
+        (Fill::Hollow, ": decided likewise"),
+        (Fill::Dot, " (not enough full-length trials)"),
+        (Fill::Struck, ""),
     ] {
-        if drawn(class) {
+        if drawn(fill) {
             legend.push(LegendEntry::new(
-                Swatch::Marker(KEY_STYLE, fill(class)),
-                meaning,
+                Swatch::Marker(KEY_STYLE, fill),
+                format!("{}{why}", fill.meaning()),
             ));
         }
     }
@@ -99,7 +101,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                     points: s
                         .loads
                         .iter()
-                        .filter_map(|l| Some((l.load, *l.classes.get(k)?)))
+                        .filter_map(|l| Some((l.load, fill(*l.classes.get(k)?, l.trials > 0))))
                         .collect(),
                     answer: goal.lower,
                 });
@@ -168,9 +170,9 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                 (left + 10 + 2 * MARKER_SIZE, label_y),
                 font(SMALL_FONT, BLACK, HPos::Left, VPos::Center),
             ))?;
-            for &(load, class) in &row.points {
+            for &(load, fill) in &row.points {
                 let at = px(load, yv - 0.12);
-                draw_marker(area, style, fill(class), at)?;
+                draw_marker(area, style, fill, at)?;
                 if row.answer.is_some_and(|a| same_rate(a, load)) {
                     area.draw(&Circle::new(at, MARKER_SIZE + 4, BLACK.stroke_width(2)))?;
                 }

@@ -5,7 +5,9 @@
 //! labels), as every common form of colour blindness still tells them apart; the shapes cycle
 //! independently of the colours ([`series_style`]), so that a series is also told by its shape
 //! in greyscale or past the seventh series. What a marker says about one point (a trial that
-//! met the goal, failed it, or was not offered) is its fill ([`Fill`]), never its shape.
+//! met the goal, failed it, or was not offered) is its fill ([`Fill`]), never its shape; each
+//! fill means one thing in every plot ([`Fill::meaning`]). A reference line's dash pattern is
+//! a [`Dashes`], which both the line and its legend key are drawn with.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -49,16 +51,86 @@ pub enum Shape {
     TriangleDown,
 }
 
-/// What a marker says about its point, by how it is filled.
+/// What a marker says about its point, by how it is filled: one meaning in every plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fill {
-    /// Filled: met the goal (a trial, a load).
+    /// Filled: met the goal (a trial low-loss, a load decided meeting it, a trial passed).
     Solid,
-    /// Outlined: failed it.
+    /// Outlined: failed it (a trial high-loss or failed, a load decided failing it).
     Hollow,
-    /// Outlined and struck through: says nothing either way (not offered, undecided).
+    /// Outlined and struck through: not offered (the sender could not offer the rate, so the
+    /// point says nothing about the system).
     Struck,
+    /// Outlined with a dot at its centre: undecided (measured, but its trials so far decide
+    /// neither way).
+    Dot,
 }
+
+impl Fill {
+    /// What the fill means, in every plot's legend alike; a plot adds what is its own (the
+    /// goal, where a point without a latency sits) after it.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::Solid => "met the goal",
+            Self::Hollow => "failed the goal",
+            Self::Struck => "not offered: the sender could not (says nothing about the system)",
+            Self::Dot => "undecided: its trials so far decide neither way",
+        }
+    }
+}
+
+/// A reference line's look: its colour, stroke width, and dash pattern (pixels of line, then
+/// of gap). A line and its legend key are drawn from the same value, so they look alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dashes {
+    /// The colour.
+    pub colour: RGBColor,
+    /// The stroke width, pixels.
+    pub width: u32,
+    /// Each dash's length, pixels.
+    pub dash: u32,
+    /// Each gap's length, pixels.
+    pub gap: u32,
+}
+
+impl Dashes {
+    /// The style to stroke its dashes with.
+    pub fn stroke(self) -> ShapeStyle {
+        self.colour.stroke_width(self.width)
+    }
+}
+
+/// A reference line of its own (the real-time rate): long dashes.
+pub const REFERENCE_DASHES: Dashes = Dashes {
+    colour: REFERENCE,
+    width: 2,
+    dash: 8,
+    gap: 5,
+};
+
+/// Successive latency budgets' lines, in the order a plot lists the budgets: long dashes,
+/// short ones (nearly dots), longer ones.
+pub const BUDGET_DASHES: [Dashes; 3] = [
+    REFERENCE_DASHES,
+    Dashes {
+        dash: 3,
+        gap: 4,
+        ..REFERENCE_DASHES
+    },
+    Dashes {
+        dash: 14,
+        gap: 4,
+        ..REFERENCE_DASHES
+    },
+];
+
+/// The line of the `k`th latency budget a plot lists.
+pub fn budget_dashes(k: usize) -> Dashes {
+    BUDGET_DASHES[k % BUDGET_DASHES.len()]
+}
+
+/// The half-size of the dot at the centre of a [`Fill::Dot`] marker, pixels.
+pub const DOT_SIZE: i32 = 2;
 
 /// The look of one series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,6 +207,9 @@ pub fn draw_shape<DB: DrawingBackend>(
             closed.push(points[0]);
             area.draw(&PathElement::new(closed, colour.stroke_width(2)))?;
         }
+    }
+    if fill == Fill::Dot {
+        area.draw(&Circle::new(at, DOT_SIZE, colour.filled()))?;
     }
     if fill == Fill::Struck {
         let reach = size + size / 2 + 1;

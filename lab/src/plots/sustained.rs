@@ -22,7 +22,7 @@ use super::frame::{
     AXIS_FONT, Area, BAR_FONT, BAR_GLYPH_SIZE, LegendEntry, Page, SMALL_FONT, Swatch,
     draw_bar_glyph, draw_page, fit_words, font, house_style, text_width, wrap,
 };
-use super::style::{Fill, MARKER_SIZE, REFERENCE, draw_marker, series_style};
+use super::style::{Fill, MARKER_SIZE, REFERENCE, REFERENCE_DASHES, draw_marker, series_style};
 use super::{DrawError, Group, PlotError, Sweep, median};
 
 /// What one bar shows.
@@ -140,7 +140,7 @@ fn legend(
         .collect();
     if spans.iter().any(|s| s.3.is_finite()) {
         legend.push(LegendEntry::new(
-            Swatch::Dashed(REFERENCE),
+            Swatch::Dashed(REFERENCE_DASHES),
             "real-time rate: one frame per frame period of the workload",
         ));
     }
@@ -201,18 +201,19 @@ fn draw_spans(
         if real_time.is_finite() {
             let (from, to) = (px(start - 0.2, *real_time), px(end + 0.2, *real_time));
             let mut x = from.0;
+            let d = REFERENCE_DASHES;
             while x < to.0 {
-                let dash = (x + 8).min(to.0);
+                let dash = (x + d.dash as i32).min(to.0);
                 let crosses = labels
                     .iter()
                     .any(|b| x < b.1 && dash > b.0 && from.1 >= b.2 && from.1 <= b.3);
                 if !crosses {
                     area.draw(&PathElement::new(
                         vec![(x, from.1), (dash, from.1)],
-                        REFERENCE.stroke_width(2),
+                        d.stroke(),
                     ))?;
                 }
-                x += 13;
+                x += (d.dash + d.gap) as i32;
             }
         }
         let centre = px((start + end) / 2.0, y_lo).0;

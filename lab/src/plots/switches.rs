@@ -11,10 +11,26 @@ use plotters::prelude::*;
 
 use super::PlotError;
 use super::frame::{LegendEntry, Page, SMALL_FONT, Swatch, draw_page, house_style};
-use super::style::{Fill, REFERENCE, draw_shape, series_style};
+use super::style::{Dashes, Fill, REFERENCE, draw_shape, series_style};
 
 /// The half-size of a frame's marker, pixels: small, as a run has thousands.
 const FRAME_MARKER: i32 = 2;
+
+/// A switch's line: thin grey dashes.
+const SWITCH_DASHES: Dashes = Dashes {
+    colour: REFERENCE,
+    width: 1,
+    dash: 5,
+    gap: 4,
+};
+
+/// The latency budget's line: thin red dashes.
+const BUDGET_LINE: Dashes = Dashes {
+    colour: RED,
+    width: 1,
+    dash: 6,
+    gap: 4,
+};
 
 /// One delivered frame: when (s on the run's clock), its post-frame latency (ms), and the
 /// placement that ran it.
@@ -88,10 +104,13 @@ pub fn write(path: &Path, trace: &Trace, budget_ms: Option<f64>) -> Result<(), P
         .collect();
     if !switches.is_empty() {
         let text = "a switch (labelled with the placement taken)".to_string();
-        legend.push(LegendEntry::new(Swatch::Dashed(REFERENCE), text));
+        legend.push(LegendEntry::new(Swatch::Dashed(SWITCH_DASHES), text));
     }
     if budget_ms.is_some() {
-        legend.push(LegendEntry::new(Swatch::Dashed(RED), "the latency budget"));
+        legend.push(LegendEntry::new(
+            Swatch::Dashed(BUDGET_LINE),
+            "the latency budget",
+        ));
     }
     let end_s = frames.last().map_or(1.0, |f| f.at_s).max(1e-3) * 1.02;
     let top_ms = frames
@@ -132,13 +151,15 @@ pub fn write(path: &Path, trace: &Trace, budget_ms: Option<f64>) -> Result<(), P
             )?;
         }
         if let Some(budget) = budget_ms {
-            let line = DashedLineSeries::new([(0.0, budget), (end_s, budget)], 6, 4, RED.into());
+            let d = BUDGET_LINE;
+            let line =
+                DashedLineSeries::new([(0.0, budget), (end_s, budget)], d.dash, d.gap, d.stroke());
             chart.draw_series(line)?;
         }
         let rows = label_rows(&switches, &name, end_s);
         for (&(at, lane), row) in switches.iter().zip(rows) {
-            let line =
-                DashedLineSeries::new([(at, 0.0), (at, top_ms)], 5, 4, REFERENCE.stroke_width(1));
+            let d = SWITCH_DASHES;
+            let line = DashedLineSeries::new([(at, 0.0), (at, top_ms)], d.dash, d.gap, d.stroke());
             chart.draw_series(line)?;
             let label = Text::new(
                 format!("\u{2192} {}", name(lane)),

@@ -19,7 +19,7 @@ use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use plotters::style::RGBColor;
 
 use super::frame::WIDTH;
-use super::style::{REFERENCE, series_style};
+use super::style::{DOT_SIZE, Fill, MARKER_SIZE, REFERENCE, series_style};
 use super::{FILES, write_all};
 
 /// The colour of series `i`, as the SVG writes it.
@@ -27,12 +27,15 @@ fn series_hex(i: usize) -> String {
     hex(series_style(i).colour)
 }
 
-/// Markers of colour `c` in the data area: (filled, outlined but not struck, struck).
+/// Markers of colour `c` in the data area: (filled, outlined but not struck (a dot at the
+/// centre or none), struck).
 fn markers(els: &[El], c: &str) -> (usize, usize, usize) {
     let data: Vec<&El> = els.iter().filter(|e| in_data(e)).collect();
+    // A filled marker, not the dot at the centre of an undecided one.
     let filled = data
         .iter()
         .filter(|e| (e.tag == "circle" || e.tag == "polygon") && e.attr("fill") == c)
+        .filter(|e| e.tag != "circle" || e.num("r") != f64::from(DOT_SIZE))
         .count();
     let outlines = data
         .iter()
@@ -750,4 +753,266 @@ fn a_one_over_r_budget_never_stretches_the_latency_axis() {
     // lowest rate tried; the axis stays within a small factor of it.
     assert!(top <= 200.0, "latency axis up to {top} ms");
     assert!(top >= 25.6, "the budget is in view: {top} ms");
+}
+
+/// The legend-key markers of a plot, each with the first line of its text: black circles of
+/// the marker's size in the legend, their fill told as they are drawn (filled; outlined;
+/// outlined and struck through; outlined with a dot at the centre).
+fn legend_fills(els: &[El]) -> Vec<(Fill, String)> {
+    let black = "#000000";
+    let legend: Vec<&El> = els.iter().filter(|e| !in_data(e)).collect();
+    let size = f64::from(MARKER_SIZE);
+    let at = |e: &El| (e.num("cx"), e.num("cy"));
+    let mut keys = Vec::new();
+    for e in legend
+        .iter()
+        .filter(|e| e.tag == "circle" && e.num("r") == size)
+    {
+        let (x, y) = at(e);
+        let fill = if e.attr("fill") == black {
+            Fill::Solid
+        } else if e.attr("stroke") != black {
+            continue;
+        } else if legend.iter().any(|s| {
+            s.tag == "polyline"
+                && s.attr("stroke") == black
+                && s.points().len() == 2
+                && s.points().iter().all(|p| (p.1 - y).abs() < 0.5)
+                && s.points()[0].0 < x
+                && s.points()[1].0 > x
+        }) {
+            Fill::Struck
+        } else if legend.iter().any(|d| {
+            d.tag == "circle"
+                && d.attr("fill") == black
+                && d.num("r") == f64::from(DOT_SIZE)
+                && at(d) == (x, y)
+        }) {
+            Fill::Dot
+        } else {
+            Fill::Hollow
+        };
+        let text = texts(els)
+            .into_iter()
+            .filter(|t| t.num("x") > x && (t.num("y") + 7.0 - y).abs() <= 1.0)
+            .map(|t| t.text.clone())
+            .next()
+            .unwrap_or_else(|| panic!("no text beside the key at {x}, {y}"));
+        keys.push((fill, text));
+    }
+    keys
+}
+
+/// A sweep whose plots draw every fill: the test sweep, with a load its sender never offered
+/// (every trial at it unoffered) in the first search.
+fn every_fill() -> SweepFile {
+    let mut file = sweep();
+    let s = &mut file.searches[0];
+    s.loads.push(LoadEntry {
+        load: 1200.0,
+        trials: 0,
+        seconds: 0.0,
+        unoffered: 3,
+        classes: vec![Class::Undecided, Class::Undecided],
+    });
+    file
+}
+
+/// One symbol, one meaning: in every plot, each fill a legend explains reads as
+/// [`Fill::meaning`] says, whatever the plot adds after it; a struck-through marker is a
+/// point not offered in `latency.svg` and in `loads.svg` alike, and an undecided load has a
+/// dot of its own.
+#[test]
+fn each_fill_means_one_thing_in_every_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_all(&[every_fill()], dir.path()).unwrap();
+    let mut seen = Vec::new();
+    for path in &paths {
+        let els = parse(path);
+        for (fill, first_line) in legend_fills(&els) {
+            let meaning = fill.meaning();
+            assert!(
+                first_line.len() >= 10
+                    && (meaning.starts_with(&first_line) || first_line.starts_with(meaning)),
+                "{path:?}: {fill:?} reads {first_line:?}, not {meaning:?}"
+            );
+            seen.push((path.file_name().unwrap().to_owned(), fill));
+        }
+    }
+    let has = |file: &str, fill: Fill| seen.iter().any(|(f, g)| f == file && *g == fill);
+    for fill in [Fill::Solid, Fill::Hollow, Fill::Struck] {
+        assert!(has("latency.svg", fill), "latency.svg explains {fill:?}");
+    }
+    for fill in [Fill::Solid, Fill::Hollow, Fill::Struck, Fill::Dot] {
+        assert!(has("loads.svg", fill), "loads.svg explains {fill:?}");
+    }
+    // The load never offered is struck in its row (series 0's colour), the undecided ones
+    // carry a dot.
+    let loads = parse(&paths[4]);
+    let c = series_hex(0);
+    let dots = loads
+        .iter()
+        .filter(|e| {
+            in_data(e)
+                && e.tag == "circle"
+                && e.attr("fill") == c
+                && e.num("r") == f64::from(DOT_SIZE)
+        })
+        .count();
+    assert!(dots > 0, "undecided loads carry a dot");
+    let (_, _, struck) = markers(&loads, &c);
+    assert_eq!(
+        struck, 2,
+        "the load never offered, in the robust and the strict row"
+    );
+}
+
+/// The path length of a polyline, pixels.
+fn length(e: &El) -> f64 {
+    e.points()
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].0).hypot(w[1].1 - w[0].1))
+        .sum()
+}
+
+/// Every budget line is drawn with its own dash pattern, and its legend key repeats it: the
+/// key's dashes are the line's length and gap apart, and no two budgets look alike.
+#[test]
+fn each_budget_line_and_its_legend_key_share_their_dashes() {
+    let (_dir, all) = written();
+    for (plot, els) in [("latency.svg", &all[0]), ("cdf.svg", &all[2])] {
+        let grey = hex(REFERENCE);
+        let dashes: Vec<&El> = els
+            .iter()
+            .filter(|e| e.tag == "polyline" && e.attr("stroke") == grey)
+            .collect();
+        // The legend's keys: their dashes by row, left to right.
+        let mut rows: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
+        for e in dashes.iter().filter(|e| !in_data(e)) {
+            let p = e.points();
+            match rows.iter_mut().find(|(y, _)| (*y - p[0].1).abs() < 0.5) {
+                Some((_, row)) => row.push((p[0].0, p[1].0)),
+                None => rows.push((p[0].1, vec![(p[0].0, p[1].0)])),
+            }
+        }
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let keys: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|(_, row)| row.len() >= 2)
+            .map(|(_, row)| (row[0].1 - row[0].0, row[1].0 - row[0].1))
+            .collect();
+        assert_eq!(keys.len(), 2, "{plot}: two budgets, two keys: {rows:?}");
+        assert_ne!(keys[0], keys[1], "{plot}: the budgets look alike");
+        // The lines, in the legend's order: the first line's dashes, then the second's. Each
+        // full dash is its key's length (to a pixel of rounding); the last of a line may be
+        // cut short.
+        let drawn: Vec<f64> = dashes
+            .iter()
+            .filter(|e| in_data(e))
+            .map(|e| length(e))
+            .collect();
+        let near = |l: f64, dash: f64| (l - dash).abs() <= 1.5;
+        let first = drawn.iter().take_while(|&&l| near(l, keys[0].0)).count();
+        assert!(first >= 2, "{plot}: {drawn:?} against {keys:?}");
+        let second = &drawn[first + 1..];
+        let full = second.iter().filter(|&&l| near(l, keys[1].0)).count();
+        assert!(
+            full + 1 >= second.len() && full >= 2,
+            "{plot}: {second:?} against {keys:?}"
+        );
+    }
+}
+
+/// A filled marker above a budget line says why in the legend: above another frame shape's
+/// line it is within its own budget; above its own, the frames late stayed within the goal.
+#[test]
+fn a_filled_marker_above_a_budget_line_is_explained() {
+    let (_dir, all) = written();
+    // gpu-fft at 2048x256 passed 900 CPI/s at p99 12 ms: above 1024x128's 6.4 ms line,
+    // within its own 25.6 ms.
+    assert!(has_text(
+        &all[0],
+        "a filled marker above another frame shape's budget line is within its own"
+    ));
+    assert!(!has_text(&all[0], "above its own budget line"));
+    // A robust trial low-loss (0.8% of its frames late) whose p99 is over the budget, in
+    // results that did not count the frames timed: their count understated the late frames.
+    let mut file = sweep();
+    let late = &mut file.searches[0].trials[2];
+    late.loss_ratio = Some(0.008);
+    late.latency.as_mut().unwrap().p99_ms = 9.0;
+    let legend = |file: SweepFile| {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = write_all(&[file], dir.path()).unwrap();
+        let els = parse(&paths[0]);
+        texts(&els)
+            .iter()
+            .map(|t| t.text.clone())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let text = legend(file.clone());
+    assert!(
+        text.contains(
+            "a filled marker above its own budget line: these results counted its late frames over every frame sent, the warm-up's too"
+        ),
+        "{text}"
+    );
+    // Counted over the frames timed, under a goal allowing 5% late: within the goal.
+    let s = &mut file.searches[0];
+    s.goals[0].goal.loss_ratio = 0.05;
+    s.trials[2].loss_ratio = Some(0.03);
+    s.trials[2].measurement = Some(crate::rate::TrialMeasurement {
+        offered_rate: 200.0,
+        frames_sent: 500,
+        frames_completed: 500,
+        partial_frames: 0,
+        dropped_frames: 0,
+        frames_failed_verification: 0,
+        processed_rate: 200.0,
+        post_frame_p99: Duration::from_millis(9),
+        post_frame_trend: 0.0,
+        window: Duration::from_secs(2),
+        frames_over_budget: 12,
+        frames_timed: 400,
+    });
+    let text = legend(file);
+    assert!(
+        text.contains(
+            "a filled marker above its own budget line: its p99 is over the budget, yet at most 5% of its frames were late or lost, which the goal allows"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("the warm-up's too"), "{text}");
+}
+
+/// The note on the sideways offset says what the code does: 2 px between neighbouring
+/// series, the farthest as far as it sits.
+#[test]
+fn the_sideways_offset_is_what_the_note_says() {
+    use crate::plots::latency::{MAX_OFFSET, STEP, offset, step};
+    for n in 2..=12 {
+        let at: Vec<i32> = (0..n).map(|i| offset(i, n)).collect();
+        let reach = at.iter().map(|o| o.abs()).max().unwrap();
+        assert!(f64::from(reach) <= MAX_OFFSET, "{n}: {at:?}");
+        for w in at.windows(2) {
+            assert!(
+                (f64::from(w[1] - w[0]) - step(n)).abs() <= 1.0,
+                "{n}: {at:?}"
+            );
+        }
+        if n <= 7 {
+            assert_eq!(step(n), STEP);
+            assert!(
+                at.windows(2).all(|w| f64::from(w[1] - w[0]) == STEP),
+                "{n}: {at:?}"
+            );
+        }
+    }
+    let (_dir, all) = written();
+    // Four series: at -3, -1, 1, 3.
+    assert!(has_text(
+        &all[0],
+        "each series' markers sit 2 px sideways of the next series', up to 3 px from their rate"
+    ));
 }

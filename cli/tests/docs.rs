@@ -26,7 +26,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The pages that have runnable blocks; each must keep at least one.
-const MARKED: &[&str] = &["docs/graphs.md", "docs/abi.md", "docs/report.md", "docs/tune.md"];
+const MARKED: &[&str] = &[
+    "docs/graphs.md",
+    "docs/abi.md",
+    "docs/report.md",
+    "docs/tune.md",
+];
 
 /// How long one block may run: far longer than any takes in a debug build on a loaded
 /// machine (the convention asks for well under 60 s), a limit, not a timing.

@@ -247,8 +247,12 @@ mod tests {
         }
         let e = check(dir.path()).unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
-        let e = check(&dir.path().join("no/such/dir/ready.json")).unwrap_err();
-        assert!(e.to_string().contains("no/such/dir"), "{e}");
+        // A directory that is not there yet is made when the file is written; one that cannot
+        // be (a regular file stands in its way) is refused, naming it.
+        assert!(check(&dir.path().join("no/such/dir/ready.json")).is_ok());
+        std::fs::write(dir.path().join("plain"), b"").unwrap();
+        let e = check(&dir.path().join("plain/dir/ready.json")).unwrap_err();
+        assert!(e.to_string().contains("plain"), "{e}");
         assert!(check(&dir.path().join("ready.json")).is_ok());
     }
 

@@ -100,3 +100,29 @@ impl Binary {
         })
     }
 }
+
+/// Which of the two blocks, on either library: its name and its operation.
+pub trait Which: Send + Sync + 'static {
+    /// The block's name.
+    const NAME: &'static std::ffi::CStr;
+    /// Its operation.
+    const OP: Op;
+}
+
+/// `x + w`.
+#[derive(Debug)]
+pub enum Sum {}
+
+impl Which for Sum {
+    const NAME: &'static std::ffi::CStr = crate::names::ADD;
+    const OP: Op = Op::Add;
+}
+
+/// `x * w`.
+#[derive(Debug)]
+pub enum Product {}
+
+impl Which for Product {
+    const NAME: &'static std::ffi::CStr = crate::names::MULTIPLY;
+    const OP: Op = Op::Multiply;
+}

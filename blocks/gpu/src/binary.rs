@@ -9,37 +9,11 @@ use std::marker::PhantomData;
 use kplace_abi::Tile;
 use kplace_abi::export::{Config, KernelError, Launch};
 use kplace_blocks_contract::binary::{Binary, Op};
-use kplace_blocks_contract::names;
+pub use kplace_blocks_contract::binary::{Product, Sum, Which};
 use kplace_cudakit::queue::{CudaQueue, Queue, arg};
 
 use crate::gpu::{PORTS, Plain, PlainPlan, address, grid};
 use crate::source::Function;
-
-/// Which of the two blocks.
-pub trait Which: Send + Sync + 'static {
-    /// The block's name.
-    const NAME: &'static CStr;
-    /// Its operation.
-    const OP: Op;
-}
-
-/// `x + w`.
-#[derive(Debug)]
-pub enum Sum {}
-
-impl Which for Sum {
-    const NAME: &'static CStr = names::ADD;
-    const OP: Op = Op::Add;
-}
-
-/// `x * w`.
-#[derive(Debug)]
-pub enum Product {}
-
-impl Which for Product {
-    const NAME: &'static CStr = names::MULTIPLY;
-    const OP: Op = Op::Multiply;
-}
 
 /// A two-input element-wise block's launch, independent of CUDA.
 #[derive(Clone, Copy, Debug)]

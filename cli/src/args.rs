@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use kplace::model::files::{self, GraphFiles, Setting};
+use kplace::model::graph::GraphSource;
 use kplace::model::locate;
+use kplace::model::placement::Placement;
 pub use kplace::model::shape::FrameShape;
 
 /// Which graph, on which placement, with which overrides.
@@ -37,15 +39,16 @@ impl GraphArgs {
     /// The files and overrides these options name (the shape bound to the graph's
     /// dimensions).
     pub fn files(&self) -> anyhow::Result<GraphFiles> {
-        let graph = graph_file(&self.graph)?;
+        let path = graph_file(&self.graph)?;
+        let graph = GraphSource::read(&path)?;
+        let placement = Placement::load(&placement_file(&self.placement, &path)?)?;
         Ok(GraphFiles {
-            placement: placement_file(&self.placement, &graph)?,
             dims: self.shape.dims(&graph)?,
-            graph,
             sets: self.shape.params(),
             slots: self.slots,
             stream_rate: self.stream_rate,
             workers: self.workers,
+            ..GraphFiles::new(graph, placement)
         })
     }
 }
@@ -64,9 +67,20 @@ pub struct ShapeArgs {
 }
 
 impl ShapeArgs {
-    /// The dimensions these options bind in the graph at `graph`.
-    pub fn dims(&self, graph: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+    /// The dimensions these options bind in `graph`.
+    pub fn dims(&self, graph: &GraphSource) -> anyhow::Result<Vec<(String, u64)>> {
         Ok(files::bind_dims(graph, self.shape.as_ref(), &self.sets)?)
+    }
+
+    /// The graph file `written` names, read, with the dimensions and parameters these options
+    /// bind, and no placement: for a command that plans nothing.
+    pub fn graph_only(&self, written: &Path) -> anyhow::Result<GraphFiles> {
+        let graph = GraphSource::read(&graph_file(written)?)?;
+        Ok(GraphFiles {
+            dims: self.dims(&graph)?,
+            sets: self.params(),
+            ..GraphFiles::of_graph(graph)
+        })
     }
 
     /// The stage parameters these options set.

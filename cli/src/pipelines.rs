@@ -45,7 +45,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let report_out = args.report.as_deref().map(ReportOutput::open).transpose()?;
     let n = args.pipelines as usize;
-    let prepared = args.prepare()?;
+    let graph_files = args.files()?;
+    let prepared = args.prepare(&graph_files)?;
     let live = args.live(&prepared, n)?;
     let paths = args.output_paths();
     let (outputs, files): (Vec<_>, Vec<_>) = (0..n)
@@ -61,7 +62,8 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
         sources.push(match args.source.udp() {
             None => None,
             Some(addr) => {
-                let mut udp = session::listen(args.udp_config(addr)?, Some(i), &readiness)?;
+                let mut udp =
+                    session::listen(args.udp_config(addr, &graph_files)?, Some(i), &readiness)?;
                 if let Some((every, tell)) = live.ingest(Some(i)) {
                     udp.on_counters(every, tell);
                 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use kplace::model::graph::{Graph, Overrides};
+use kplace::model::graph::{GraphSource, Overrides};
 use kplace::workload::recording;
 use kplace::workload::synthesis::{self, Synthesis, Tone};
 
@@ -77,11 +77,12 @@ pub fn main(mut args: RecordArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--frames must be at least 1");
     }
     kplace::report::output::file_only(&args.out, "--out")?;
+    let source = GraphSource::read(&args.graph)?;
     let overrides = Overrides {
-        dims: args.shape.dims(&args.graph)?,
+        dims: args.shape.dims(&source)?,
         params: args.shape.params(),
     };
-    let graph = Graph::load(&args.graph, &overrides)?;
+    let graph = source.bind(&overrides)?;
     let synthesis = Synthesis {
         tones: if args.tones.is_empty() {
             vec![

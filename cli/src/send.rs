@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use kplace::model::files::GraphFiles;
 use kplace::net::sender::{self, Faults, FrameCount, MalformedAt, PacketAt, SenderConfig};
 use kplace::report::output::{self, OutputError, OutputFile};
 use kplace::report::send::SendFile;
@@ -125,13 +124,7 @@ impl SendArgs {
     /// The frames to send: the recording's, or those of the graph's workload for a run of
     /// `count` frames.
     fn frames(&self, count: FrameCount) -> anyhow::Result<SendFrames> {
-        let graph = super::args::graph_file(&self.graph)?;
-        let files = GraphFiles {
-            dims: self.shape.dims(&graph)?,
-            graph,
-            sets: self.shape.params(),
-            ..GraphFiles::default()
-        };
+        let files = self.shape.graph_only(&self.graph)?;
         Ok(SendFrames::new(
             &crate::workloads::registry(),
             &files,

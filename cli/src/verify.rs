@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::Args;
-use kplace::model::files::GraphFiles;
 use kplace::workload::kind::Request;
 
 use super::args::ShapeArgs;
@@ -39,13 +38,7 @@ pub fn main(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if args.frames == 0 {
         bail!("--frames must be at least 1: a verification of no frames would pass vacuously");
     }
-    let graph = super::args::graph_file(&args.graph)?;
-    let files = GraphFiles {
-        dims: args.shape.dims(&graph)?,
-        graph,
-        sets: args.shape.params(),
-        ..GraphFiles::default()
-    };
+    let files = args.shape.graph_only(&args.graph)?;
     let options = args.workload.options();
     let request = Request {
         files: &files,

@@ -69,7 +69,7 @@ fn results(system: &str) -> SweepFile {
         system: system.into(),
         placement: None,
         sut_cmd: None,
-        shape: "1024x128".into(),
+        shape: "1024x128".parse().unwrap(),
         repeat: 0,
         skipped: None,
         unit: "CPI/s".into(),

@@ -24,11 +24,11 @@ use kplace_radar::scene::SceneConfig;
 fn each_cpu_placement_is_predicted_then_runs_and_verifies() {
     let cpi: Cpi = "512x64".parse().unwrap();
     let root = kplace_testkit::workspace();
-    let files = GraphFiles {
-        graph: root.join("workloads/radar/graph.yaml"),
-        placement: root.join("workloads/radar/placements/all-cpu.yaml"),
-        ..GraphFiles::default()
-    };
+    let files = GraphFiles::read(
+        &root.join("workloads/radar/graph.yaml"),
+        &root.join("workloads/radar/placements/all-cpu.yaml"),
+    )
+    .unwrap();
     let run = RunConfig::replay_of(files, SceneConfig::new(cpi)).unwrap();
     let workload = RadarSetup::new(&run).unwrap();
     let graph = Graph::load(
@@ -54,7 +54,7 @@ fn each_cpu_placement_is_predicted_then_runs_and_verifies() {
             gpu: None,
             libraries: vec![LibraryBuild::of(&cpu).unwrap()],
             graph: calibrate::graph_identity(&graph),
-            shape: workload.shape(),
+            shape: workload.shape().to_string(),
             workload: workload.describe(),
             cotenant: None,
         },

@@ -597,7 +597,7 @@ fn a_session_reports_what_the_executor_measured_and_the_sinks_verdict() {
     let facts = RunFacts {
         graph: plan.graph.name.clone(),
         placement: plan.placement.name.clone(),
-        shape: format!("{ROWS}x{COLS}"),
+        shape: format!("{ROWS}x{COLS}").parse().unwrap(),
         frame_bytes: (ROWS * COLS * 4) as u64,
         source: "replay".into(),
         frames_expected: 12,

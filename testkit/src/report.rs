@@ -23,7 +23,7 @@ pub fn run_report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
         schema: RUN_SCHEMA.to_string(),
         graph: "radar".into(),
         placement: "all-cpu".into(),
-        frame_shape: "1024x128".into(),
+        frame_shape: "1024x128".parse().expect("a shape"),
         source: "replay".into(),
         frames_expected: frames,
         frames,

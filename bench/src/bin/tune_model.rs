@@ -60,11 +60,7 @@ fn main() -> anyhow::Result<()> {
     );
     println!("|---|---|---|---|---|---|");
     for &cpi in &args.cpi {
-        let files = GraphFiles {
-            graph: args.graph.clone(),
-            placement: args.placement.clone(),
-            ..GraphFiles::default()
-        };
+        let files = GraphFiles::read(&args.graph, &args.placement)?;
         let run = RunConfig::replay_of(files, SceneConfig::new(cpi))?;
         let workload = RadarSetup::new(&run)?;
         let graph = Graph::load(
@@ -91,7 +87,7 @@ fn main() -> anyhow::Result<()> {
                 gpu: None,
                 libraries: vec![LibraryBuild::of(&cpu)?],
                 graph: calibrate::graph_identity(&graph),
-                shape: workload.shape(),
+                shape: workload.shape().to_string(),
                 workload: workload.describe(),
                 cotenant: None,
             },

@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use kplace::adapt::Rule;
 use kplace::interrupt;
+use kplace::model::files::GraphFiles;
 use kplace::model::placement::{MAX_ALTERNATIVES, Placement};
 use kplace::net::source::FrameSource;
 use kplace::net::udp::{AllowFrom, UdpConfig};
@@ -302,13 +303,17 @@ impl RunArgs {
     }
 
     /// The receiver these options describe, on `addr`.
-    pub(crate) fn udp_config(&self, addr: SocketAddr) -> anyhow::Result<UdpConfig> {
+    pub(crate) fn udp_config(
+        &self,
+        addr: SocketAddr,
+        files: &GraphFiles,
+    ) -> anyhow::Result<UdpConfig> {
         let positive = |d: Duration, option: &str| {
             (!d.is_zero())
                 .then_some(d)
                 .with_context(|| format!("{option} must be longer than zero"))
         };
-        let mut config = UdpConfig::new(addr, self.wire()?);
+        let mut config = UdpConfig::new(addr, self.wire(files)?);
         config.frames = Some(self.frames);
         config.first_frame_id = self.first_frame_id;
         config.frame_timeout = self.frame_timeout;
@@ -324,24 +329,28 @@ impl RunArgs {
     /// The wire of the stream these options receive: the graph's source as the run binds
     /// it (the recording's metadata binding what the command line leaves open), one packet
     /// per index of its packet axis.
-    fn wire(&self) -> anyhow::Result<WireShape> {
-        let mut files = self.graph.files()?;
+    fn wire(&self, files: &GraphFiles) -> anyhow::Result<WireShape> {
+        let mut files = files.clone();
         if let Some(recording) = &self.recording {
             files.dims = Recording::bind_described(&files, recording)?;
         }
         WireShape::for_source(&files.shaped_graph()?).map_err(anyhow::Error::msg)
     }
 
-    /// Finds and prepares the workload these options name, once for all pipelines.
-    pub(crate) fn prepare(&self) -> anyhow::Result<PreparedRun> {
-        let files = self.graph.files()?;
+    /// The graph and placement files these options name, read and parsed once for the run.
+    pub(crate) fn files(&self) -> anyhow::Result<GraphFiles> {
+        self.graph.files()
+    }
+
+    /// Finds and prepares the workload these options name on `files`, once for all pipelines.
+    pub(crate) fn prepare(&self, files: &GraphFiles) -> anyhow::Result<PreparedRun> {
         let options = self.workload.options();
         let recording = self.recording.as_ref().map(|path| RecordingRequest {
             path: path.clone(),
             check: self.check.clone(),
         });
         let request = Request {
-            files: &files,
+            files,
             options: &options,
             recording: recording.as_ref(),
             seed: self.workload.seed,
@@ -358,7 +367,7 @@ impl RunArgs {
                 .or(self.metrics.map(|_| super::progress::METRICS_EVERY)),
             trace: self.trace.is_some(),
             control: self.control.clone(),
-            adapt: self.adaptation()?,
+            adapt: self.adaptation(files)?,
         };
         let registry = crate::workloads::registry();
         Ok(PreparedRun::new(
@@ -370,25 +379,31 @@ impl RunArgs {
     }
 
     /// The placements to move the stream between (--adapt's, else the `alternatives:` the
-    /// placement lists) and the rule that switches between them; none without --budget.
-    fn adaptation(&self) -> anyhow::Result<Option<Adapt>> {
+    /// placement lists), each read once, and the rule that switches between them; none without
+    /// --budget.
+    fn adaptation(&self, files: &GraphFiles) -> anyhow::Result<Option<Adapt>> {
         let Some(budget) = self.budget else {
             return Ok(None);
         };
-        let graph = super::args::graph_file(&self.graph.graph)?;
+        let own = files
+            .placement
+            .as_ref()
+            .context("--budget adapts a run that plans a placement")?;
         let alternatives = if self.adapt.is_empty() {
-            let preferred = super::args::placement_file(&self.graph.placement, &graph)?;
-            let listed = Placement::load(&preferred)?.alternative_files(&graph)?;
+            let listed = own.alternative_files(files.graph_path())?;
             if listed.is_empty() {
                 bail!(
                     "--budget judges a run that adapts: give --adapt PLACEMENT, or list \
                      alternatives: in placement {}",
-                    preferred.display()
+                    own.path.display()
                 );
             }
             listed
+                .iter()
+                .map(|path| Placement::load(path))
+                .collect::<Result<_, _>>()?
         } else {
-            self.adapt_files(&graph)?
+            self.adapt_placements(own, files.graph_path())?
         };
         let rule = Rule {
             trigger: self.adapt_trigger,
@@ -401,24 +416,24 @@ impl RunArgs {
         Ok(Some(Adapt { alternatives, rule }))
     }
 
-    /// The files of --adapt, each found as --placement finds one, checked as a placement's
-    /// `alternatives:` list is: none the run's own placement (by file or by name), none given
-    /// twice.
-    fn adapt_files(&self, graph: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    /// The placements of --adapt, each found as --placement finds one and read once, checked
+    /// as a placement's `alternatives:` list is: none the run's own placement `own` (by file or
+    /// by name), none given twice.
+    fn adapt_placements(&self, own: &Placement, graph: &Path) -> anyhow::Result<Vec<Placement>> {
         // Two ways of writing one file (a name, a path, a link) are the same file.
         let same_file = |file: &Path| std::fs::canonicalize(file).unwrap_or(file.to_path_buf());
-        let preferred = super::args::placement_file(&self.graph.placement, graph)?;
-        let own = (same_file(&preferred), Placement::load(&preferred)?.name);
+        let own_file = same_file(&own.path);
         let mut seen: Vec<(PathBuf, String)> = Vec::new();
-        let mut files = Vec::new();
+        let mut placements = Vec::new();
         for written in &self.adapt {
             let file = super::args::placement_file(written, graph)?;
-            let this = (same_file(&file), Placement::load(&file)?.name);
-            if this.0 == own.0 || this.1 == own.1 {
+            let placement = Placement::load(&file)?;
+            let this = (same_file(&file), placement.name.clone());
+            if this.0 == own_file || this.1 == own.name {
                 bail!(
                     "--adapt {} is this run's placement itself ({}, as --placement); give the others",
                     written.display(),
-                    own.1
+                    own.name
                 );
             }
             if seen.iter().any(|s| s.0 == this.0 || s.1 == this.1) {
@@ -429,9 +444,9 @@ impl RunArgs {
                 );
             }
             seen.push(this);
-            files.push(file);
+            placements.push(placement);
         }
-        Ok(files)
+        Ok(placements)
     }
 
     /// Where each pipeline writes, besides its report.
@@ -474,14 +489,16 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         let Some(addr) = args.source.udp() else {
             bail!("--ingest-only needs a UDP source (--source udp://HOST:PORT)");
         };
-        let mut udp = session::listen(args.udp_config(addr)?, None, &readiness)?;
+        let files = args.files()?;
+        let mut udp = session::listen(args.udp_config(addr, &files)?, None, &readiness)?;
         let measured = udp.receive_only()?;
         print!("{measured}");
         return Ok(exit_status(
             measured.counters.complete_frames == args.frames,
         ));
     }
-    let prepared = args.prepare()?;
+    let graph_files = args.files()?;
+    let prepared = args.prepare(&graph_files)?;
     let live = args.live(&prepared, 1)?;
     let (outputs, files) = args
         .output_paths()
@@ -489,7 +506,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let udp = match args.source.udp() {
         None => None,
         Some(addr) => {
-            let mut udp = session::listen(args.udp_config(addr)?, None, &readiness)?;
+            let mut udp = session::listen(args.udp_config(addr, &graph_files)?, None, &readiness)?;
             if let Some((every, tell)) = live.ingest(None) {
                 udp.on_counters(every, tell);
             }

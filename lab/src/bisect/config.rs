@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kplace::model::files::GraphFiles;
-use kplace::model::graph::{Graph, Overrides};
+use kplace::model::graph::{Graph, GraphSource, Overrides};
 use kplace::model::rate;
 use kplace::model::shape::FrameShape;
 use kplace::os::CpuSet;
@@ -255,10 +255,10 @@ impl BisectConfig {
         let Some(kind) = &self.workload else {
             return Err("the sweep runs on a recording: its graph has no workload".into());
         };
+        let graph = GraphSource::read(&self.graph).map_err(|e| e.to_string())?;
         let files = GraphFiles {
-            graph: self.graph.clone(),
             dims: self.dims(shape)?,
-            ..GraphFiles::default()
+            ..GraphFiles::of_graph(graph)
         };
         let options = self.kind_options();
         let request = Request {

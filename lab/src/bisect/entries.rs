@@ -35,7 +35,7 @@ pub(super) fn search_entry(
             System::Command { command, .. } => Some(command.clone()),
             System::Placement(_) | System::Adaptive(_) => None,
         },
-        shape: config.shape_label(shape),
+        shape: shape.shape.clone(),
         repeat,
         skipped: None,
         unit: config.unit().to_string(),

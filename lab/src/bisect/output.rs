@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use kplace::model::shape::FrameShape;
 use serde_json::{Value, json};
 
 use super::{BisectConfig, BisectError, SearchShape, TrialRun};
@@ -15,11 +16,11 @@ use crate::rate::{Failure, Judgement, Stage, relative_spread};
 /// rates spread no more than the machine did, the difference between searches is within the
 /// machine's noise.
 pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
-    let mut groups: Vec<(&str, &str, Vec<&SearchEntry>)> = Vec::new();
+    let mut groups: Vec<(&str, &FrameShape, Vec<&SearchEntry>)> = Vec::new();
     for s in searches.iter().filter(|s| s.skipped.is_none()) {
         match groups
             .iter_mut()
-            .find(|(system, cpi, _)| *system == s.system && *cpi == s.shape)
+            .find(|(system, shape, _)| *system == s.system && **shape == s.shape)
         {
             Some((_, _, members)) => members.push(s),
             None => groups.push((&s.system, &s.shape, vec![s])),
@@ -58,7 +59,7 @@ pub fn spreads(searches: &[SearchEntry]) -> Vec<Spread> {
                 .reduce(f64::max);
             Spread {
                 system: system.to_string(),
-                shape: cpi.to_string(),
+                shape: cpi.clone(),
                 searches: members.len(),
                 measured: rates.len(),
                 min: rates.first().copied(),
@@ -385,7 +386,7 @@ mod tests {
             system: system.into(),
             placement: None,
             sut_cmd: None,
-            shape: "1024x128".into(),
+            shape: "1024x128".parse().unwrap(),
             repeat: 0,
             skipped: None,
             unit: "frames/s".into(),

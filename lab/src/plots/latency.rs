@@ -20,6 +20,7 @@ use std::path::Path;
 
 use crate::rate::LatencyBudget;
 use crate::rate::sweep::{SearchEntry, TrialEntry, TrialStatus};
+use kplace::model::shape::FrameShape;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
@@ -114,7 +115,7 @@ impl Placed<'_> {
 /// Why filled markers lie above a budget line, where some do: a line of another frame shape's
 /// budget (a trial is judged against its own), or the trial's own budget, which a p99 may
 /// exceed while the frames late stay within the goal's loss ratio.
-fn above_budget(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&str>)]) -> Vec<String> {
+fn above_budget(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&FrameShape>)]) -> Vec<String> {
     let placed: Vec<Placed<'_>> = fills(sweep).filter(|p| p.trial.rate.is_finite()).collect();
     let mut why = Vec::new();
     let others = placed.iter().any(|p| {
@@ -170,7 +171,7 @@ fn above_budget(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&str>)]) -> Ve
 /// The legend: a marker per system and frame shape (with its repeats), a line per latency
 /// budget (its own dashes), what each fill that occurs means, why filled markers lie above a
 /// budget line where some do, and the sideways offset.
-fn legend(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&str>)]) -> Vec<LegendEntry> {
+fn legend(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&FrameShape>)]) -> Vec<LegendEntry> {
     let mut legend: Vec<LegendEntry> = sweep
         .groups
         .iter()
@@ -187,7 +188,8 @@ fn legend(sweep: &Sweep<'_>, budgets: &[(LatencyBudget, Vec<&str>)]) -> Vec<Lege
         .collect();
     for (k, (b, cpis)) in budgets.iter().enumerate() {
         let at = if budgets.len() > 1 {
-            format!(" at {}", cpis.join(", "))
+            let shapes: Vec<String> = cpis.iter().map(|s| s.to_string()).collect();
+            format!(" at {}", shapes.join(", "))
         } else {
             String::new()
         };

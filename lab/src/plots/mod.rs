@@ -48,6 +48,7 @@ use std::path::{Path, PathBuf};
 
 use crate::rate::LatencyBudget;
 use crate::rate::sweep::{SearchEntry, SweepFile};
+use kplace::model::shape::FrameShape;
 
 pub use read::read_results;
 
@@ -133,7 +134,7 @@ pub struct Group<'a> {
     /// The system.
     pub system: &'a str,
     /// The frame shape.
-    pub shape: &'a str,
+    pub shape: &'a FrameShape,
     /// Its searches, in repeat order.
     pub searches: Vec<&'a SearchEntry>,
 }
@@ -161,7 +162,7 @@ impl<'a> Sweep<'a> {
             }
             match groups
                 .iter_mut()
-                .find(|g| g.system == entry.system && g.shape == entry.shape)
+                .find(|g| g.system == entry.system && *g.shape == entry.shape)
             {
                 Some(g) => g.searches.push(entry),
                 None => groups.push(Group {
@@ -185,8 +186,8 @@ impl<'a> Sweep<'a> {
     }
 
     /// The frame shapes searched, in order.
-    pub fn shapes(&self) -> Vec<&'a str> {
-        let mut shapes: Vec<&str> = Vec::new();
+    pub fn shapes(&self) -> Vec<&'a FrameShape> {
+        let mut shapes: Vec<&FrameShape> = Vec::new();
         for g in &self.groups {
             if !shapes.contains(&g.shape) {
                 shapes.push(g.shape);
@@ -207,8 +208,8 @@ impl<'a> Sweep<'a> {
     }
 
     /// Each distinct budget and the frame shapes gated on it, in order.
-    pub fn budgets(&self) -> Vec<(LatencyBudget, Vec<&'a str>)> {
-        let mut budgets: Vec<(LatencyBudget, Vec<&str>)> = Vec::new();
+    pub fn budgets(&self) -> Vec<(LatencyBudget, Vec<&'a FrameShape>)> {
+        let mut budgets: Vec<(LatencyBudget, Vec<&FrameShape>)> = Vec::new();
         for g in &self.groups {
             for s in &g.searches {
                 match budgets.iter_mut().find(|(b, _)| *b == s.latency_budget) {
@@ -230,7 +231,10 @@ impl<'a> Sweep<'a> {
         } else if !budgets.is_empty() {
             let each: Vec<String> = budgets
                 .iter()
-                .map(|(b, cpis)| format!("{b} at {}", cpis.join(", ")))
+                .map(|(b, shapes)| {
+                    let shapes: Vec<String> = shapes.iter().map(|s| s.to_string()).collect();
+                    format!("{b} at {}", shapes.join(", "))
+                })
                 .collect();
             notes.push(format!("gated on the latency budget {}", each.join("; ")));
         }

@@ -187,7 +187,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
             let mut line_y = bottom + 8;
             for text in wrap(group.system, slot_px - 6.0, SMALL_FONT)
                 .into_iter()
-                .chain(wrap(group.shape, slot_px - 6.0, SMALL_FONT))
+                .chain(wrap(&group.shape.to_string(), slot_px - 6.0, SMALL_FONT))
                 .take(4)
             {
                 area.draw(&Text::new(

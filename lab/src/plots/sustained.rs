@@ -13,6 +13,7 @@
 
 use std::path::Path;
 
+use kplace::model::shape::FrameShape;
 use plotters::prelude::*;
 use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, VPos};
@@ -64,7 +65,7 @@ impl Bar<'_> {
 }
 
 /// Per frame shape: the shape, the first slot, the slot past its bars, and its real-time rate.
-type Span<'a> = (&'a str, f64, f64, f64);
+type Span<'a> = (&'a FrameShape, f64, f64, f64);
 
 /// The bars, a slot each, grouped by frame shape in the order the sweep searched them; each shape's
 /// span of slots; and the slot past the last.

@@ -7,6 +7,7 @@
 //! steadiness probes around it, and the budget it was gated on; [`Spread`]s summarize
 //! repeated searches.
 
+use kplace::model::shape::FrameShape;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -41,7 +42,7 @@ pub struct SweepFile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// The frame shape, innermost axis first (the radar's `SAMPLESxCHIRPS`).
-    pub shape: String,
+    pub shape: FrameShape,
     /// Which repeat.
     pub repeat: u32,
     /// The goal compared (the first).
@@ -71,7 +72,7 @@ pub struct SearchEntry {
     #[serde(default)]
     pub sut_cmd: Option<String>,
     /// The frame shape, innermost axis first (the radar's `SAMPLESxCHIRPS`).
-    pub shape: String,
+    pub shape: FrameShape,
     /// Which repeat of the search, from 0.
     pub repeat: u32,
     /// Why the system was not searched at this frame shape; when set, the fields below are empty.
@@ -259,7 +260,7 @@ pub struct Spread {
     /// The system.
     pub system: String,
     /// The frame shape.
-    pub shape: String,
+    pub shape: FrameShape,
     /// Searches run.
     pub searches: usize,
     /// Of those, searches that found a rate.

@@ -282,7 +282,7 @@ impl Workload for Timed<'_> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    fn shape(&self) -> String {
+    fn shape(&self) -> kplace::model::shape::FrameShape {
         self.inner.shape()
     }
     fn frame_bytes(&self) -> u64 {

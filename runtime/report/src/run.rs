@@ -41,7 +41,8 @@ pub struct RunReport {
     /// The placement's name, from its file.
     pub placement: String,
     /// The frame's shape: the source's dimensions innermost first, e.g. `1024x128`.
-    pub frame_shape: String,
+    #[schemars(with = "String")]
+    pub frame_shape: kplace_core::model::shape::FrameShape,
     /// `replay` (the workload's frames in memory) or `udp://HOST:PORT`.
     pub source: String,
     /// Frames the run was told to expect (`--frames`).

@@ -42,6 +42,13 @@ impl Cpi {
     pub fn cells(&self) -> usize {
         self.samples * self.chirps
     }
+
+    /// The frame's shape as the runtime names it, innermost axis first: `NxM`.
+    pub fn frame_shape(&self) -> kplace::model::shape::FrameShape {
+        use kplace::model::shape::FrameShape;
+        FrameShape::new(vec![self.samples as u64, self.chirps as u64])
+            .unwrap_or_else(FrameShape::one)
+    }
 }
 
 impl fmt::Display for Cpi {

@@ -12,12 +12,12 @@
 //! refuses a run whose pools and prepared frames would not fit this machine.
 
 use std::num::NonZeroU64;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kplace::abi::Dtype;
 use kplace::model::files::{FilesError, GraphFiles};
-use kplace::model::graph::{Graph, GraphError, Overrides};
+use kplace::model::graph::{Graph, GraphError, GraphSource, Overrides};
 use kplace::model::placement::Placement;
 use kplace::plan::PlanError;
 use kplace::plan::memory::{self, BufferSpace, Demand, MemoryAvailable};
@@ -182,22 +182,22 @@ pub fn check_pfa(pfa: f64, option: &str) -> Result<(), FitError> {
 }
 
 /// The `--pfa` override as a parameter override `(stage, "pfa", value)` on the CFAR stage of
-/// the graph file at `graph_path`; none without a `pfa`.
+/// `graph`; none without a `pfa`.
 pub fn pfa_override(
-    graph_path: &Path,
+    graph: &GraphSource,
     pfa: Option<f64>,
 ) -> Result<Vec<(String, String, String)>, FitError> {
     let Some(pfa) = pfa else {
         return Ok(Vec::new());
     };
     check_pfa(pfa, "--pfa")?;
-    let probe = Graph::load(graph_path, &Overrides::default())?;
+    let probe = graph.bind(&Overrides::default())?;
     let stage = probe
         .stages
         .iter()
         .find(|s| s.kernel == CFAR_KERNEL)
         .ok_or_else(|| FitError::NoCfarStage {
-            graph: graph_path.to_path_buf(),
+            graph: graph.path().to_path_buf(),
         })?;
     Ok(vec![(stage.name.clone(), "pfa".into(), pfa.to_string())])
 }
@@ -351,7 +351,7 @@ mod tests {
     use crate::SceneConfig;
 
     fn radar_yaml() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("graph.yaml")
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("graph.yaml")
     }
 
     fn cpi(samples: usize, chirps: usize) -> Cpi {
@@ -393,16 +393,15 @@ mod tests {
 
     #[test]
     fn a_pfa_override_lands_on_the_cfar_stage_and_only_in_range() {
-        assert!(pfa_override(&radar_yaml(), None).unwrap().is_empty());
-        let set = pfa_override(&radar_yaml(), Some(1e-3)).unwrap();
+        let radar = GraphSource::read(&radar_yaml()).unwrap();
+        assert!(pfa_override(&radar, None).unwrap().is_empty());
+        let set = pfa_override(&radar, Some(1e-3)).unwrap();
         let graph =
             Graph::load(&radar_yaml(), &cpi_overrides(cpi(1024, 128), set.clone())).unwrap();
         assert_eq!(graph_pfa(&graph).unwrap(), 1e-3);
         assert_eq!(set.len(), 1);
         for bad in [0.0, 1.0, 0.0101, -0.5, f64::NAN] {
-            let err = pfa_override(&radar_yaml(), Some(bad))
-                .unwrap_err()
-                .to_string();
+            let err = pfa_override(&radar, Some(bad)).unwrap_err().to_string();
             assert!(err.starts_with("--pfa must be in (0, 0.01], got"), "{err}");
         }
         let dir = tempfile::tempdir().unwrap();
@@ -414,11 +413,10 @@ mod tests {
              stages:\n  - {name: r, kernel: radar.range_fft, inputs: [iq], outputs: [x]}\nsinks: [x]\n",
         )
         .unwrap();
+        let no_cfar = GraphSource::read(&no_cfar).unwrap();
         let err = pfa_override(&no_cfar, Some(1e-3)).unwrap_err().to_string();
         assert!(err.contains("has no radar.cfar stage"), "{err}");
-        let missing = dir.path().join("missing.yaml");
-        let err = pfa_override(&missing, Some(1e-3)).unwrap_err().to_string();
-        assert!(err.contains("missing.yaml"), "{err}");
+        assert!(err.contains("g.yaml"), "{err}");
     }
 
     #[test]
@@ -475,11 +473,13 @@ mod tests {
     #[test]
     fn the_files_overrides_reach_the_placement() {
         let files = GraphFiles {
-            graph: radar_yaml(),
-            placement: radar_yaml().with_file_name("placements/all-cpu.yaml"),
             slots: Some(3),
             workers: Some(2),
-            ..GraphFiles::default()
+            ..GraphFiles::read(
+                &radar_yaml(),
+                &radar_yaml().with_file_name("placements/all-cpu.yaml"),
+            )
+            .unwrap()
         };
         let (graph, placement) = load_files(&files, cpi(256, 32), &[]).unwrap();
         assert!(!graph.stages.is_empty());

@@ -253,11 +253,8 @@ impl Prepared for PreparedRadar {
         graph::load_files(&self.files, self.setup.cpi(), self.setup.pfa_set()).map_err(kind_error)
     }
 
-    fn load_as(&self, placement: &std::path::Path) -> Result<(Graph, Placement), KindError> {
-        let files = GraphFiles {
-            placement: placement.to_path_buf(),
-            ..self.files.clone()
-        };
+    fn load_as(&self, placement: &Placement) -> Result<(Graph, Placement), KindError> {
+        let files = self.files.with_placement(placement.clone());
         graph::load_files(&files, self.setup.cpi(), self.setup.pfa_set()).map_err(kind_error)
     }
 }
@@ -274,12 +271,16 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("graph.yaml")
     }
 
-    fn files(dims: &[(&str, u64)]) -> GraphFiles {
+    fn files_of(graph: &Path, dims: &[(&str, u64)]) -> GraphFiles {
+        let placement = radar_graph().with_file_name("placements/all-cpu.yaml");
         GraphFiles {
-            graph: radar_graph(),
             dims: dims.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
-            ..GraphFiles::default()
+            ..GraphFiles::read(graph, &placement).unwrap()
         }
+    }
+
+    fn files(dims: &[(&str, u64)]) -> GraphFiles {
+        files_of(&radar_graph(), dims)
     }
 
     fn prepare(files: &GraphFiles, options: &[(&str, &str)]) -> Result<Box<dyn Prepared>, String> {
@@ -322,10 +323,14 @@ mod tests {
     fn the_cpi_is_the_graph_s_own_or_what_the_run_binds() {
         let prepared = prepare(&files(&[]), &[]).unwrap();
         let workload = prepared.workload();
-        assert_eq!(workload.shape(), "1024x128", "the file's N and M");
+        assert_eq!(
+            workload.shape().to_string(),
+            "1024x128",
+            "the file's N and M"
+        );
         let prepared = prepare(&files(&[("N", 256), ("M", 32)]), &[]).unwrap();
         let workload = prepared.workload();
-        assert_eq!(workload.shape(), "256x32");
+        assert_eq!(workload.shape().to_string(), "256x32");
         let frames = workload.frames().unwrap();
         assert_eq!(
             frames.len(),
@@ -379,11 +384,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("renamed.yaml");
         std::fs::write(&path, text).unwrap();
-        let files = GraphFiles {
-            graph: path,
-            ..GraphFiles::default()
-        };
-        let e = prepare(&files, &[]).err().unwrap();
+        let e = prepare(&files_of(&path, &[]), &[]).err().unwrap();
         assert!(
             e.contains("binds its CPI to dimensions N (samples) and M (chirps); N is missing"),
             "{e}"

@@ -93,7 +93,10 @@ impl Setup {
                 .dims
                 .splice(0..0, config.files.dims.iter().cloned());
             overrides.params.extend(pfa_set.iter().cloned());
-            let graph = kplace::model::graph::Graph::load(&config.files.graph, &overrides)
+            let graph = config
+                .files
+                .graph
+                .bind(&overrides)
                 .map_err(FitError::from)?;
             graph::check_graph_fits(&graph, cpi)?;
             graph::check_prepared_frames(cpi, prepared_frames)?;
@@ -143,8 +146,8 @@ impl Workload for Setup {
         format!("the scene in memory, seed {}", self.scene.config().seed)
     }
 
-    fn shape(&self) -> String {
-        self.cpi.to_string()
+    fn shape(&self) -> kplace::model::shape::FrameShape {
+        self.cpi.frame_shape()
     }
 
     fn frame_bytes(&self) -> u64 {

@@ -79,11 +79,13 @@ fn workspace() -> PathBuf {
 fn plan(workers: usize, slots: usize) -> Plan {
     let cpi = "512x64".parse().unwrap();
     let files = GraphFiles {
-        graph: workspace().join("workloads/radar/graph.yaml"),
-        placement: workspace().join("workloads/radar/placements/all-cpu.yaml"),
         workers: Some(workers),
         slots: Some(slots),
-        ..GraphFiles::default()
+        ..GraphFiles::read(
+            &workspace().join("workloads/radar/graph.yaml"),
+            &workspace().join("workloads/radar/placements/all-cpu.yaml"),
+        )
+        .unwrap()
     };
     let (graph, placement) = kplace_radar::graph::load_files(&files, cpi, &[]).unwrap();
     Plan::new(graph, placement).unwrap()

@@ -99,7 +99,7 @@ fn results_of_versions_2_and_3_read_as_the_current_version() {
     assert_eq!(v2.schema, SCHEMA);
     let cpu = &v2.searches[0];
     assert_eq!(
-        (cpu.system.as_str(), cpu.shape.as_str()),
+        (cpu.system.as_str(), cpu.shape.to_string().as_str()),
         ("cpu", "1024x128")
     );
     assert_eq!(cpu.unit, "CPI/s");
@@ -115,7 +115,7 @@ fn results_of_versions_2_and_3_read_as_the_current_version() {
     // Version 3: the frame shape was `cpi`, the deadline's period `cpi_duration_ms`.
     let v3 = read_results(&results.join("bisect-rate/default/bisect-rate.json")).unwrap();
     let first = &v3.searches[0];
-    assert_eq!(first.shape, "1024x128");
+    assert_eq!(first.shape.to_string(), "1024x128");
     assert_eq!(
         first.latency_budget,
         LatencyBudget::Deadline {

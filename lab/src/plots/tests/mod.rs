@@ -119,7 +119,7 @@ fn search(system: &str, cpi: &str, repeat: u32, sustained: Option<f64>) -> Searc
         system: system.into(),
         placement: None,
         sut_cmd: None,
-        shape: cpi.into(),
+        shape: cpi.parse().unwrap(),
         repeat,
         skipped: None,
         unit: "CPI/s".into(),

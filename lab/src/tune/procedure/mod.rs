@@ -531,7 +531,7 @@ impl AtShape<'_> {
                 command: &options.command,
                 machine: &machine,
                 when: &(options.clock)(),
-                shape: &prepared.workload.workload().shape(),
+                shape: &prepared.workload.workload().shape().to_string(),
                 prediction: &p.prediction,
                 measured: winner.measured,
                 at_least: winner.at_least,

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use kplace::cuda::driver::CudaProvider;
 use kplace::model::files::GraphFiles;
-use kplace::model::graph::{Graph, Overrides};
+use kplace::model::graph::{Graph, GraphSource, Overrides};
+use kplace::model::placement::Placement;
 use kplace::workload::kind::{self, RecordingKind, RecordingRequest, WorkloadKind};
 
 use super::devices::Devices;
@@ -109,7 +110,7 @@ impl<'a> Prepared<'a> {
             gpu: self.devices.gpu.clone().ok(),
             libraries: builds,
             graph: calibrate::graph_identity(&self.graph),
-            shape: self.workload.workload().shape(),
+            shape: self.workload.workload().shape().to_string(),
             workload: self.workload.workload().describe(),
             cotenant: None,
         })
@@ -138,10 +139,11 @@ fn prepare_workload(
     placement: &Path,
 ) -> Result<Box<dyn kind::Prepared>, TuneError> {
     let files = GraphFiles {
-        graph: config.graph.clone(),
-        placement: placement.to_path_buf(),
         dims: config.dims(shape).map_err(TuneError::Shape)?,
-        ..GraphFiles::default()
+        ..GraphFiles::new(
+            GraphSource::read(&config.graph)?,
+            Placement::load(placement).map_err(|e| TuneError::Placement(Box::new(e)))?,
+        )
     };
     let recording = config
         .recording

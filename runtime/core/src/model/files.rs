@@ -1,15 +1,17 @@
 //! The graph and placement files of a run and what the command line overrides in them: one
 //! place where both are loaded the same way for every workload.
 //!
-//! Guarantees: an override's value is checked before it is applied, and an error names the
+//! Guarantees: each file is read and parsed once, when [`GraphFiles::read`] makes the value a
+//! run passes on; binding a graph, sizing slots and applying overrides work on the parsed
+//! values, as often as the run needs, and never touch the file again; an override's value is checked before it is applied, and an error names the
 //! option (`--stream-rate` by [`super::rate`]'s range); `slots: auto` is sized for the stream's frame period before any override of the
 //! slot count replaces it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::graph::{Graph, GraphError, Overrides};
+use super::graph::{Graph, GraphError, GraphSource, Overrides};
 use super::placement::{Placement, PlacementError};
 use super::rate::{self, RateError};
 use super::shape::FrameShape;
@@ -48,10 +50,10 @@ impl FromStr for Setting {
     }
 }
 
-/// The dimensions `shape` (read against the source of the graph at `graph`) and every
-/// `Setting::Dim` bind; a dimension given two values is refused.
+/// The dimensions `shape` (read against the source of `graph`) and every `Setting::Dim` bind;
+/// a dimension given two values is refused.
 pub fn bind_dims(
-    graph: &Path,
+    graph: &GraphSource,
     shape: Option<&FrameShape>,
     settings: &[Setting],
 ) -> Result<Vec<(String, u64)>, FilesError> {
@@ -65,20 +67,17 @@ pub fn bind_dims(
     let Some(shape) = shape else {
         return Ok(set);
     };
-    let probe = Graph::load(
-        graph,
-        &Overrides {
-            dims: set.clone(),
-            params: Vec::new(),
-        },
-    )?;
+    let probe = graph.bind(&Overrides {
+        dims: set.clone(),
+        params: Vec::new(),
+    })?;
     let option = |why: String| FilesError::Option {
         option: "--shape",
         why,
     };
     let mut dims = probe
         .bind_source_shape(shape.extents())
-        .map_err(|e| option(format!("{shape}: graph {}: {e}", graph.display())))?;
+        .map_err(|e| option(format!("{shape}: graph {}: {e}", graph.path().display())))?;
     for (name, value) in set {
         match dims.iter().find(|(n, _)| *n == name) {
             Some((_, bound)) if *bound != value => {
@@ -106,13 +105,14 @@ pub fn params(settings: &[Setting]) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The graph and placement files of a run, and what overrides them.
-#[derive(Clone, Debug, Default)]
+/// The graph and placement files of a run, read and parsed once, and what overrides them.
+#[derive(Clone, Debug)]
 pub struct GraphFiles {
-    /// The graph file.
-    pub graph: PathBuf,
-    /// The placement file.
-    pub placement: PathBuf,
+    /// The graph file, parsed.
+    pub graph: GraphSource,
+    /// The placement file, parsed and checked, before this run's overrides; none for a run
+    /// that plans nothing (a sender, a verifier).
+    pub placement: Option<Placement>,
     /// Dimension bindings (`--shape`, `--set DIM=VALUE`), applied before a workload's own.
     pub dims: Vec<(String, u64)>,
     /// Stage parameter overrides: (stage, parameter, value).
@@ -138,6 +138,12 @@ pub enum FilesError {
     /// A rate is out of the range a run can represent.
     #[error(transparent)]
     Rate(#[from] RateError),
+    /// A pipeline was to be planned from files that hold no placement.
+    #[error("graph {}: no placement was given to plan it with", graph.display())]
+    NoPlacement {
+        /// The graph file.
+        graph: std::path::PathBuf,
+    },
     /// An override's value cannot work: the option and why.
     #[error("{option} {why}")]
     Option {
@@ -149,16 +155,57 @@ pub enum FilesError {
 }
 
 impl GraphFiles {
+    /// The graph and the placement, with nothing overridden.
+    pub fn new(graph: GraphSource, placement: Placement) -> GraphFiles {
+        GraphFiles {
+            placement: Some(placement),
+            ..GraphFiles::of_graph(graph)
+        }
+    }
+
+    /// The graph alone, for a run that plans nothing, with nothing overridden.
+    pub fn of_graph(graph: GraphSource) -> GraphFiles {
+        GraphFiles {
+            graph,
+            placement: None,
+            dims: Vec::new(),
+            sets: Vec::new(),
+            slots: None,
+            stream_rate: None,
+            workers: None,
+        }
+    }
+
+    /// Reads and parses the graph file at `graph` and the placement file at `placement`, once
+    /// for the whole run, with nothing overridden.
+    pub fn read(graph: &Path, placement: &Path) -> Result<GraphFiles, FilesError> {
+        Ok(GraphFiles::new(
+            GraphSource::read(graph)?,
+            Placement::load(placement)?,
+        ))
+    }
+
+    /// These files with `placement` in place of the run's own (an alternative the run moves
+    /// to), every override kept.
+    pub fn with_placement(&self, placement: Placement) -> GraphFiles {
+        GraphFiles {
+            placement: Some(placement),
+            ..self.clone()
+        }
+    }
+
+    /// The graph file's path.
+    pub fn graph_path(&self) -> &Path {
+        self.graph.path()
+    }
+
     /// The graph with this run's dimension bindings and no parameter overrides: its shape,
     /// which decides its workload and that workload's timing before anything is prepared.
     pub fn shaped_graph(&self) -> Result<Graph, GraphError> {
-        Graph::load(
-            &self.graph,
-            &Overrides {
-                dims: self.dims.clone(),
-                params: Vec::new(),
-            },
-        )
+        self.graph.bind(&Overrides {
+            dims: self.dims.clone(),
+            params: Vec::new(),
+        })
     }
 
     /// Loads the graph with `overrides` (then this run's parameter overrides), and the
@@ -171,8 +218,13 @@ impl GraphFiles {
     ) -> Result<(Graph, Placement), FilesError> {
         overrides.dims.splice(0..0, self.dims.iter().cloned());
         overrides.params.splice(0..0, self.sets.iter().cloned());
-        let graph = Graph::load(&self.graph, &overrides)?;
-        let mut placement = Placement::load(&self.placement)?;
+        let graph = self.graph.bind(&overrides)?;
+        let mut placement = self
+            .placement
+            .clone()
+            .ok_or_else(|| FilesError::NoPlacement {
+                graph: self.graph.path().to_path_buf(),
+            })?;
         let period = match self.stream_rate {
             Some(rate) => rate::frame_period("--stream-rate", rate)?,
             None => real_time_period,

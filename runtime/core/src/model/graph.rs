@@ -239,6 +239,14 @@ impl Graph {
         &self.tensors[id.0]
     }
 
+    /// The shape of a source frame, innermost axis first (`1024x128` for a source of shape
+    /// `[128, 1024]`). A bound graph's source has its packet axis and no zero extent, so the
+    /// shape always has one; the fallback, one element, is never reached.
+    pub fn frame_shape(&self) -> super::shape::FrameShape {
+        super::shape::FrameShape::of_tensor(&self.tensor(self.source.tensor).shape)
+            .unwrap_or_else(super::shape::FrameShape::one)
+    }
+
     /// The dimension values that give the source tensor the frame shape `extents`, innermost
     /// axis first (`[1024, 128]` for a source of shape `[M, N]` binds `N = 1024, M = 128`).
     /// An axis the file writes as a number must already have its extent; the error says which
@@ -353,25 +361,76 @@ impl Graph {
         preds
     }
 
-    /// Reads, binds and checks a graph file.
+    /// Reads, binds and checks a graph file ([`GraphSource::read`], then
+    /// [`GraphSource::bind`]).
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Graph, GraphError> {
-        let text = crate::os::files::read_text_bounded(path, MAX_GRAPH_BYTES, "graph")?;
-        Self::parse(&text, path, overrides)
+        GraphSource::read(path)?.bind(overrides)
     }
 
     /// Binds and checks graph text; `path` names it in errors.
     pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Result<Graph, GraphError> {
+        GraphSource::parse(text.to_string(), path)?.bind(overrides)
+    }
+}
+
+/// A graph file read and parsed once, to be bound as often as a run needs (the shape first,
+/// then each pipeline's overrides) without reading or parsing it again. Cloning shares it.
+#[derive(Clone)]
+pub struct GraphSource {
+    parsed: std::sync::Arc<ParsedGraph>,
+}
+
+/// What [`GraphSource`] shares: the file's text (errors quote it) and its parse.
+struct ParsedGraph {
+    path: PathBuf,
+    text: String,
+    file: bind::GraphFile,
+}
+
+impl GraphSource {
+    /// Reads a graph file (at most [`MAX_GRAPH_BYTES`]) and parses it.
+    pub fn read(path: &Path) -> Result<GraphSource, GraphError> {
+        let text = crate::os::files::read_text_bounded(path, MAX_GRAPH_BYTES, "graph")?;
+        Self::parse(text, path)
+    }
+
+    /// Parses graph text; `path` names it in errors.
+    pub fn parse(text: String, path: &Path) -> Result<GraphSource, GraphError> {
         let file: bind::GraphFile =
-            serde_saphyr::from_str(text).map_err(|source| GraphError::Syntax {
+            serde_saphyr::from_str(&text).map_err(|source| GraphError::Syntax {
                 path: path.to_path_buf(),
                 cause: super::yaml::syntax_error(&source, path, "a graph"),
             })?;
+        Ok(GraphSource {
+            parsed: std::sync::Arc::new(ParsedGraph {
+                path: path.to_path_buf(),
+                text,
+                file,
+            }),
+        })
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.parsed.path
+    }
+
+    /// Binds the file's symbols (its own values, then `overrides`) and checks the graph.
+    pub fn bind(&self, overrides: &Overrides) -> Result<Graph, GraphError> {
         bind::Binder {
-            path,
-            source: text,
+            path: &self.parsed.path,
+            source: &self.parsed.text,
             overrides,
         }
-        .bind(file)
+        .bind(self.parsed.file.clone())
+    }
+}
+
+impl fmt::Debug for GraphSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GraphSource")
+            .field("path", &self.parsed.path)
+            .finish_non_exhaustive()
     }
 }
 

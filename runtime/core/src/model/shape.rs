@@ -19,6 +19,11 @@ impl FrameShape {
             .then_some(FrameShape(innermost_first))
     }
 
+    /// One element: what a frame of no axes holds.
+    pub fn one() -> FrameShape {
+        FrameShape(vec![1])
+    }
+
     /// The shape of a tensor of shape `outermost_first` (a graph's order).
     pub fn of_tensor(outermost_first: &[u64]) -> Option<FrameShape> {
         FrameShape::new(outermost_first.iter().rev().copied().collect())
@@ -64,6 +69,20 @@ impl FromStr for FrameShape {
     }
 }
 
+/// A shape is written as text (`1024x128`) in reports and sweep files.
+impl serde::Serialize for FrameShape {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FrameShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +108,18 @@ mod tests {
         }
         assert_eq!(FrameShape::new(vec![]), None);
         assert_eq!(FrameShape::new(vec![3, 0]), None);
+    }
+
+    #[test]
+    fn a_shape_is_text_in_json_and_bad_text_is_refused() {
+        let shape: FrameShape = "256x16x2".parse().unwrap();
+        let json = serde_json::to_string(&shape).unwrap();
+        assert_eq!(json, "\"256x16x2\"");
+        assert_eq!(serde_json::from_str::<FrameShape>(&json).unwrap(), shape);
+        let e = serde_json::from_str::<FrameShape>("\"256x0\"").unwrap_err();
+        assert!(
+            e.to_string().contains("\"0\" is not a positive integer"),
+            "{e}"
+        );
     }
 }

@@ -198,8 +198,8 @@ pub struct RunFacts {
     pub graph: String,
     /// Placement name.
     pub placement: String,
-    /// The frame's shape as the workload names it (the radar's `SAMPLESxCHIRPS`).
-    pub shape: String,
+    /// The source frame's shape, innermost axis first.
+    pub shape: kplace_core::model::shape::FrameShape,
     /// Bytes of one input frame: what the input rate counts.
     pub frame_bytes: u64,
     /// `replay` or `udp://HOST:PORT`.

@@ -68,9 +68,9 @@ impl Workload for RecordingWorkload {
 
     /// The source's dimensions innermost first, as `--shape` writes them: `1024x128` for
     /// `[128, 1024]` (elements per packet, then packets per frame).
-    fn shape(&self) -> String {
-        let dims: Vec<String> = self.source.shape.iter().rev().map(u64::to_string).collect();
-        dims.join("x")
+    fn shape(&self) -> kplace_core::model::shape::FrameShape {
+        use kplace_core::model::shape::FrameShape;
+        FrameShape::of_tensor(&self.source.shape).unwrap_or_else(FrameShape::one)
     }
 
     fn frame_bytes(&self) -> u64 {
@@ -237,14 +237,16 @@ impl RecordingSetup {
             CheckSpec::Reference(written) => {
                 // A name is one of the graph's placements (`reference:cpu`); a name found
                 // nowhere is left to the placement's loader to refuse.
-                let path = &kplace_core::model::locate::placement(written, &files.graph)
+                let path = &kplace_core::model::locate::placement(written, files.graph_path())
                     .unwrap_or_else(|_| written.clone());
+                let placement = kplace_core::model::placement::Placement::load(path)
+                    .map_err(kplace_core::model::files::FilesError::from)?;
+                // The reference runs as its file says: none of this run's executor overrides.
                 let reference = kplace_core::model::files::GraphFiles {
-                    placement: path.clone(),
                     slots: None,
                     stream_rate: None,
                     workers: None,
-                    ..files.clone()
+                    ..files.with_placement(placement)
                 };
                 let (graph, placement) = reference.load_with(overrides.clone(), period)?;
                 let name = placement.name.clone();
@@ -299,14 +301,13 @@ fn dims_from_recording(
     };
     extents.reverse();
     let bound: Vec<(String, u64)> = files.dims.iter().chain(&overrides.dims).cloned().collect();
-    let graph = Graph::load(
-        &files.graph,
-        &kplace_core::model::graph::Overrides {
+    let graph = files
+        .graph
+        .bind(&kplace_core::model::graph::Overrides {
             dims: bound.clone(),
             params: Vec::new(),
-        },
-    )
-    .map_err(kplace_core::model::files::FilesError::from)?;
+        })
+        .map_err(kplace_core::model::files::FilesError::from)?;
     Ok(graph
         .bind_source_shape(&extents)
         .unwrap_or_default()

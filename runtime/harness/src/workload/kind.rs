@@ -164,9 +164,9 @@ pub trait Prepared: Send + Sync {
     /// (its dimensions, its parameters, slots sized for its real-time rate).
     fn load(&self) -> Result<(Graph, Placement), KindError>;
 
-    /// [`Prepared::load`] with the placement at `placement` instead of the run's: another
-    /// placement a run that adapts may switch to, bound the same way.
-    fn load_as(&self, placement: &Path) -> Result<(Graph, Placement), KindError>;
+    /// [`Prepared::load`] with `placement` instead of the run's: another placement a run that
+    /// adapts may switch to, bound the same way.
+    fn load_as(&self, placement: &Placement) -> Result<(Graph, Placement), KindError>;
 }
 
 /// Two results files of the same frames, and how closely they must agree.
@@ -479,9 +479,8 @@ impl Prepared for RecordingSetup {
         Ok(RecordingSetup::load(self)?)
     }
 
-    fn load_as(&self, placement: &Path) -> Result<(Graph, Placement), KindError> {
-        let mut files = self.files.clone();
-        files.placement = placement.to_path_buf();
+    fn load_as(&self, placement: &Placement) -> Result<(Graph, Placement), KindError> {
+        let files = self.files.with_placement(placement.clone());
         Ok(files.load_with(self.overrides.clone(), self.period)?)
     }
 }

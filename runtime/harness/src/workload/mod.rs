@@ -42,8 +42,8 @@ pub trait Workload: Sync {
     /// What the frames are, for the log: `the scene in memory, seed 1`, `recording x.sigmf-data`.
     fn describe(&self) -> String;
 
-    /// The frame's shape as the report names it (`1024x128` for the radar's CPI).
-    fn shape(&self) -> String;
+    /// The source frame's shape, innermost axis first (`1024x128` for the radar's CPI).
+    fn shape(&self) -> kplace_core::model::shape::FrameShape;
 
     /// Bytes of one source frame: what the report's input rate counts.
     fn frame_bytes(&self) -> u64;

@@ -53,8 +53,8 @@ pub struct PipelineRun {
 /// preference, and the rule that decides when.
 #[derive(Clone, Debug)]
 pub struct Adapt {
-    /// The other placements' files.
-    pub alternatives: Vec<PathBuf>,
+    /// The other placements, parsed once for the run.
+    pub alternatives: Vec<kplace_core::model::placement::Placement>,
     /// When to switch.
     pub rule: kplace_core::adapt::Rule,
 }
@@ -178,12 +178,10 @@ impl PreparedRun {
             return Err(PipelineError::NoResults { kind: kind.name() });
         }
         // A GPU the placement needs and this machine lacks is said before anything is
-        // prepared; a placement that does not load is left for planning to refuse in full.
-        if let Ok(placement) =
-            kplace_core::model::placement::Placement::load(&request.files.placement)
-        {
+        // prepared.
+        if let Some(placement) = &request.files.placement {
             let provider = kplace_core::cuda::driver::CudaProvider::global();
-            kplace_core::plan::bind::check_gpus(&placement, provider).map_err(Box::new)?;
+            kplace_core::plan::bind::check_gpus(placement, provider).map_err(Box::new)?;
         }
         Ok(PreparedRun {
             prepared: kind.prepare(request)?,
@@ -237,8 +235,8 @@ impl PreparedRun {
             );
         }
         let mut plans = vec![Plan::new(graph, placement).map_err(Box::new)?];
-        for path in self.run.adapt.iter().flat_map(|a| &a.alternatives) {
-            let (graph, placement) = self.prepared.load_as(path)?;
+        for alternative in self.run.adapt.iter().flat_map(|a| &a.alternatives) {
+            let (graph, placement) = self.prepared.load_as(alternative)?;
             plans.push(Plan::new(graph, placement).map_err(Box::new)?);
         }
         run_plans(

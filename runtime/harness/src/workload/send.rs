@@ -122,7 +122,7 @@ impl SendFrames {
         }
         Ok(SendFrames {
             source: Source::Workload {
-                graph: files.graph.clone(),
+                graph: files.graph_path().to_path_buf(),
                 prepared,
             },
             shape,
@@ -251,8 +251,8 @@ mod tests {
         fn describe(&self) -> String {
             "the fake scene".into()
         }
-        fn shape(&self) -> String {
-            "8x4".into()
+        fn shape(&self) -> kplace_core::model::shape::FrameShape {
+            "8x4".parse().unwrap()
         }
         fn frame_bytes(&self) -> u64 {
             128
@@ -279,7 +279,7 @@ mod tests {
         fn load(&self) -> Result<(Graph, Placement), KindError> {
             Err(KindError::Kind("not loaded".into()))
         }
-        fn load_as(&self, _: &std::path::Path) -> Result<(Graph, Placement), KindError> {
+        fn load_as(&self, _: &Placement) -> Result<(Graph, Placement), KindError> {
             self.load()
         }
     }
@@ -329,10 +329,11 @@ mod tests {
         let graph = dir.join("g.yaml");
         let named = workload.map_or(String::new(), |w| format!("workload: {w}\n"));
         std::fs::write(&graph, format!("{named}{GRAPH}")).unwrap();
-        GraphFiles {
-            graph,
-            ..GraphFiles::default()
-        }
+        let placement = Placement::parse("name: none\nstages: {}\n", Path::new("p.yaml"));
+        GraphFiles::new(
+            kplace_core::model::graph::GraphSource::read(&graph).unwrap(),
+            placement.unwrap(),
+        )
     }
 
     fn options(pairs: &[(&str, &str)]) -> WorkloadOptions {
@@ -441,7 +442,7 @@ mod tests {
         let load = |path: &Path| {
             SendFrames::new(
                 &Registry::new(),
-                &GraphFiles::default(),
+                &files(dir.path(), None),
                 &WorkloadOptions::default(),
                 1,
                 Some(path),

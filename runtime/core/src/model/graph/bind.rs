@@ -14,7 +14,7 @@ use super::params::{ParamFile, ParamText};
 use super::*;
 use crate::os::files::{EXCERPT_CHARS, excerpt};
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct GraphFile {
     name: String,
@@ -32,7 +32,7 @@ pub(super) struct GraphFile {
 }
 
 /// A sink's tolerance as written: `{rtol, atol}`, each 0 when absent (`{}` is exact).
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CheckFile {
     #[serde(default)]
@@ -41,7 +41,7 @@ struct CheckFile {
     atol: f64,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SourceFile {
     tensor: Spanned<String>,
@@ -50,7 +50,7 @@ struct SourceFile {
     channel_axis: Option<usize>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TensorFile {
     name: String,
@@ -61,7 +61,7 @@ struct TensorFile {
     npy: Option<Spanned<String>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StageFile {
     name: String,
@@ -73,7 +73,7 @@ struct StageFile {
     split: Option<Spanned<SplitFile>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SplitFile {
     axis: usize,

@@ -18,7 +18,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 /// One parameter's value as written.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) enum ParamFile {
     /// A string: its text.
     Text(String),

@@ -241,39 +241,98 @@ unsafe fn get_cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, KernelError> 
     Ok(cubin)
 }
 
+/// What is wrong with a library's compiled code, by source file: what [`check_program`] finds.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    /// NVRTC did not compile the source.
+    #[error("{file}: {message}")]
+    Compile {
+        /// The source's file name.
+        file: String,
+        /// NVRTC's message (its log included).
+        message: String,
+    },
+    /// The PTX is for another architecture than the target's.
+    #[error("{file}: the PTX is not for sm_{arch}")]
+    Arch {
+        /// The source's file name.
+        file: String,
+        /// The target's architecture number.
+        arch: u32,
+    },
+    /// A function of the source has no entry in its PTX.
+    #[error("{file}: {entry} missing from the PTX")]
+    MissingEntry {
+        /// The source's file name.
+        file: String,
+        /// The entry looked for (`.entry NAME(`).
+        entry: String,
+    },
+    /// The PTX fuses a multiply and an add, which the CPU's code rounds apart.
+    #[error("{file}: the PTX contains {instruction}")]
+    Fused {
+        /// The source's file name.
+        file: String,
+        /// The fused instruction found.
+        instruction: &'static str,
+    },
+    /// A native target gave no ELF CUBIN.
+    #[error("{file}: no ELF CUBIN")]
+    NoCubin {
+        /// The source's file name.
+        file: String,
+    },
+    /// A PTX-only target gave a CUBIN.
+    #[error("{file}: a CUBIN for PTX only")]
+    CubinForPtx {
+        /// The source's file name.
+        file: String,
+    },
+}
+
 /// Compiles every source of library `F` for `target` and checks what a library promises of
 /// its compiled code: every function an entry of its source's PTX, no fused multiply-add
 /// (each product and sum rounded on its own, as on the CPU; integer `mad.lo` is exact and
 /// allowed), and for a native target a CUBIN (an ELF image). What each library's NVRTC test
 /// asserts; the error names the source and what is wrong.
-pub fn check_program<F: Function>(target: Target) -> Result<(), String> {
+pub fn check_program<F: Function>(target: Target) -> Result<(), ProgramError> {
     for (s, &source) in F::SOURCES.iter().enumerate() {
         let name = source.file_name().to_string_lossy();
-        let compiled = compile(source, target).map_err(|e| format!("{name}: {}", e.message))?;
+        let file = || name.clone().into_owned();
+        let compiled = compile(source, target).map_err(|e| ProgramError::Compile {
+            file: file(),
+            message: e.message,
+        })?;
         let ptx = compiled.ptx.to_string_lossy();
         let arch = match target {
             Target::Native(arch) | Target::Ptx(arch) => arch.number(),
         };
         if !ptx.contains(&format!(".target sm_{arch}")) {
-            return Err(format!("{name}: the PTX is not for sm_{arch}"));
+            return Err(ProgramError::Arch { file: file(), arch });
         }
         for function in F::ALL.iter().filter(|f| f.source() == s) {
             let entry = format!(".entry {}(", function.name().to_string_lossy());
             if !ptx.contains(&entry) {
-                return Err(format!("{name}: {entry} missing from the PTX"));
+                return Err(ProgramError::MissingEntry {
+                    file: file(),
+                    entry,
+                });
             }
         }
         if let Some(fused) = ["fma.rn.f32", "fma.rn.f64", "fma.rn.ftz"]
             .into_iter()
             .find(|fused| ptx.contains(fused))
         {
-            return Err(format!("{name}: the PTX contains {fused}"));
+            return Err(ProgramError::Fused {
+                file: file(),
+                instruction: fused,
+            });
         }
         match (target, compiled.cubin) {
             (Target::Native(_), Some(cubin)) if cubin.starts_with(b"\x7fELF") => {}
-            (Target::Native(_), _) => return Err(format!("{name}: no ELF CUBIN")),
+            (Target::Native(_), _) => return Err(ProgramError::NoCubin { file: file() }),
             (Target::Ptx(_), None) => {}
-            (Target::Ptx(_), Some(_)) => return Err(format!("{name}: a CUBIN for PTX only")),
+            (Target::Ptx(_), Some(_)) => return Err(ProgramError::CubinForPtx { file: file() }),
         }
     }
     Ok(())

@@ -50,34 +50,83 @@ pub trait Function: Copy + Send + Sync + 'static {
     fn index(self) -> usize;
 }
 
+/// How a library's [`Function`] listing differs from what its sources define.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ListingError {
+    /// A function's [`Function::index`] is not its place in [`Function::ALL`].
+    #[error("{function} has index {index} but is ALL[{position}]")]
+    Index {
+        /// The function's name.
+        function: String,
+        /// The index it gives.
+        index: usize,
+        /// Its place in `ALL`.
+        position: usize,
+    },
+    /// A function names a source the library does not have.
+    #[error("{function}: no source {module}")]
+    NoSource {
+        /// The function's name.
+        function: String,
+        /// The source it names, as a position in [`Function::SOURCES`].
+        module: usize,
+    },
+    /// A function is not defined (`extern "C" __global__ void NAME(`) in the source it names.
+    #[error("{function} is not defined in {file}")]
+    NotDefined {
+        /// The function's name.
+        function: String,
+        /// The source's file name.
+        file: String,
+    },
+    /// A source defines more or fewer kernels than the listing names in it.
+    #[error("{file} defines {defined} kernels, the listing names {listed}")]
+    Count {
+        /// The source's file name.
+        file: String,
+        /// Kernels it defines.
+        defined: usize,
+        /// Functions the listing places in it.
+        listed: usize,
+    },
+}
+
 /// Checks that `F` lists, in handle order, exactly the functions its sources define, each in
 /// the source it names: what a library's unit test asserts of its [`Function`].
-pub fn check_listing<F: Function>() -> Result<(), String> {
+pub fn check_listing<F: Function>() -> Result<(), ListingError> {
     const DEFINITION: &str = "extern \"C\" __global__ void ";
     for (i, &f) in F::ALL.iter().enumerate() {
         let name = f.name().to_string_lossy();
         if f.index() != i {
-            return Err(format!("{name} has index {} but is ALL[{i}]", f.index()));
+            return Err(ListingError::Index {
+                function: name.into_owned(),
+                index: f.index(),
+                position: i,
+            });
         }
         let source = F::SOURCES
             .get(f.source())
-            .ok_or_else(|| format!("{name}: no source {}", f.source()))?;
+            .ok_or_else(|| ListingError::NoSource {
+                function: name.to_string(),
+                module: f.source(),
+            })?;
         let text = source.text().to_string_lossy();
         if !text.contains(&format!("{DEFINITION}{name}(")) {
-            return Err(format!(
-                "{name} is not defined in {}",
-                source.file_name().to_string_lossy()
-            ));
+            return Err(ListingError::NotDefined {
+                function: name.into_owned(),
+                file: source.file_name().to_string_lossy().into_owned(),
+            });
         }
     }
     for (s, source) in F::SOURCES.iter().enumerate() {
         let defined = source.text().to_string_lossy().matches(DEFINITION).count();
         let listed = F::ALL.iter().filter(|f| f.source() == s).count();
         if defined != listed {
-            return Err(format!(
-                "{} defines {defined} kernels, the listing names {listed}",
-                source.file_name().to_string_lossy()
-            ));
+            return Err(ListingError::Count {
+                file: source.file_name().to_string_lossy().into_owned(),
+                defined,
+                listed,
+            });
         }
     }
     Ok(())

@@ -293,9 +293,46 @@ fn found(library: Library) -> &'static Found {
     }
 }
 
+/// Why one Python interpreter did not say where the `nvidia` packages are.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum PythonFailure {
+    /// It could not be started (not installed, not executable).
+    #[error("not runnable: {0}")]
+    NotRunnable(#[source] std::sync::Arc<std::io::Error>),
+    /// It did not exit within the timeout, and was killed.
+    #[error("no answer within {} s", .0.as_secs_f64())]
+    NoAnswer(Duration),
+    /// Waiting for it failed.
+    #[error("cannot wait for it: {0}")]
+    Wait(#[source] std::sync::Arc<std::io::Error>),
+    /// It failed: the last line it wrote to stderr, or its exit status when it wrote none.
+    #[error("no nvidia package ({why})")]
+    NoPackage {
+        /// Its last words, or its exit status.
+        why: String,
+    },
+}
+
+/// Why no Python interpreter said where the `nvidia` packages are: each one asked, with why.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{}", each_failure(.failures))]
+pub struct NoPythonAnswer {
+    /// Each interpreter asked, and its failure.
+    pub failures: Vec<(PathBuf, PythonFailure)>,
+}
+
+/// `python: why; python: why`.
+fn each_failure(failures: &[(PathBuf, PythonFailure)]) -> String {
+    let each: Vec<String> = failures
+        .iter()
+        .map(|(python, e)| format!("{}: {e}", python.display()))
+        .collect();
+    each.join("; ")
+}
+
 /// The directories Python lists for the `nvidia` package, asked once per process.
-fn python_packages() -> Result<Vec<PathBuf>, String> {
-    static ANSWER: OnceLock<Result<Vec<PathBuf>, String>> = OnceLock::new();
+fn python_packages() -> Result<Vec<PathBuf>, NoPythonAnswer> {
+    static ANSWER: OnceLock<Result<Vec<PathBuf>, NoPythonAnswer>> = OnceLock::new();
     ANSWER
         .get_or_init(|| {
             let mut interpreters = Vec::new();
@@ -310,7 +347,10 @@ fn python_packages() -> Result<Vec<PathBuf>, String> {
 
 /// Asks each interpreter for the `nvidia` package's directories; the union of the answers, or
 /// every interpreter's failure when none answered.
-pub fn ask_pythons(interpreters: &[PathBuf], timeout: Duration) -> Result<Vec<PathBuf>, String> {
+pub fn ask_pythons(
+    interpreters: &[PathBuf],
+    timeout: Duration,
+) -> Result<Vec<PathBuf>, NoPythonAnswer> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut failures = Vec::new();
     let mut answered = false;
@@ -324,25 +364,25 @@ pub fn ask_pythons(interpreters: &[PathBuf], timeout: Duration) -> Result<Vec<Pa
                     }
                 }
             }
-            Err(e) => failures.push(format!("{}: {e}", python.display())),
+            Err(e) => failures.push((python.clone(), e)),
         }
     }
     if answered {
         Ok(dirs)
     } else {
-        Err(failures.join("; "))
+        Err(NoPythonAnswer { failures })
     }
 }
 
 /// Runs `python -c PYTHON_SCRIPT`, killing it after `timeout`.
-fn ask_python(python: &Path, timeout: Duration) -> Result<Vec<PathBuf>, String> {
+fn ask_python(python: &Path, timeout: Duration) -> Result<Vec<PathBuf>, PythonFailure> {
     let mut child = Command::new(python)
         .args(["-c", PYTHON_SCRIPT])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("not runnable: {e}"))?;
+        .map_err(|e| PythonFailure::NotRunnable(e.into()))?;
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
@@ -351,12 +391,12 @@ fn ask_python(python: &Path, timeout: Duration) -> Result<Vec<PathBuf>, String> 
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("no answer within {} s", timeout.as_secs_f64()));
+                return Err(PythonFailure::NoAnswer(timeout));
             }
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("cannot wait for it: {e}"));
+                return Err(PythonFailure::Wait(e.into()));
             }
         }
     };
@@ -371,10 +411,11 @@ fn ask_python(python: &Path, timeout: Duration) -> Result<Vec<PathBuf>, String> 
     }
     if !status.success() {
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-        return Err(match last {
-            Some(line) => format!("no nvidia package ({})", line.trim()),
-            None => format!("no nvidia package ({status})"),
-        });
+        let why = match last {
+            Some(line) => line.trim().to_string(),
+            None => status.to_string(),
+        };
+        return Err(PythonFailure::NoPackage { why });
     }
     Ok(search::split_dirs(std::ffi::OsStr::new(stdout.trim())))
 }
@@ -383,7 +424,7 @@ fn ask_python(python: &Path, timeout: Duration) -> Result<Vec<PathBuf>, String> 
 fn find_in(
     library: Library,
     env: &Environment,
-    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, String>,
+    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, NoPythonAnswer>,
 ) -> Found {
     let names = library.file_names();
     let outcome = search::search(&names, env, python, &mut |target| match target {
@@ -457,7 +498,7 @@ fn soname_major(path: &Path) -> Option<u32> {
 /// the file the loader found, else by name.
 fn find_nvrtc(
     env: &Environment,
-    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, String>,
+    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, NoPythonAnswer>,
 ) -> (Found, Found) {
     let names = Library::Nvrtc.file_names();
     let mut builtins: Option<(PathBuf, Handle, Attempt)> = None;
@@ -465,13 +506,12 @@ fn find_nvrtc(
         search::Target::File(path) => {
             let dir = path.parent().unwrap_or(Path::new("."));
             let Some(file) = builtins_in(dir, soname_major(path)) else {
-                return Err(
-                    "passed over: no libnvrtc-builtins.so.<major>.<minor> beside it \
-                            (NVRTC needs it to compile)"
-                        .into(),
-                );
+                return Err(load::LoadError::NoBuiltinsBeside);
             };
-            let b = load::open_file(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let b = load::open_file(&file).map_err(|e| load::LoadError::Builtins {
+                path: file.clone(),
+                source: Box::new(e),
+            })?;
             let handle = load::open_file(path)?;
             builtins = Some((
                 file.clone(),
@@ -550,7 +590,7 @@ fn loader_path_builtins(nvrtc: &Path, version: Option<&str>) -> Found {
             }
             Err(e) => searched.push(Attempt {
                 place: file.display().to_string(),
-                result: e,
+                result: e.to_string(),
             }),
         },
         None => searched.push(Attempt {
@@ -596,7 +636,7 @@ fn loader_path_builtins(nvrtc: &Path, version: Option<&str>) -> Found {
         Err(e) => {
             searched.push(Attempt {
                 place: "loader path".into(),
-                result: e,
+                result: e.to_string(),
             });
             Found {
                 report: LibraryReport::not_found(Library::NvrtcBuiltins, searched),
@@ -612,7 +652,7 @@ fn loader_path_builtins(nvrtc: &Path, version: Option<&str>) -> Found {
 pub fn find_in_environment(
     library: Library,
     env: &Environment,
-    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, String>,
+    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, NoPythonAnswer>,
 ) -> LibraryReport {
     let found = match library {
         Library::Nvrtc => find_nvrtc(env, python).0,

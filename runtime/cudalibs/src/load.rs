@@ -22,17 +22,49 @@ fn dl_text(e: &libloading::Error) -> String {
     }
 }
 
+/// Why a library could not be loaded from one place the search tried.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The loader refused the file or name: its own words (a missing dependency, a wrong ELF
+    /// class, no such file).
+    #[error("dlopen failed: {loader}")]
+    Dlopen {
+        /// What the loader said.
+        loader: String,
+    },
+    /// None of the names resolves on the loader's path.
+    #[error("no {} on it", .names.join(", "))]
+    NotOnLoaderPath {
+        /// The names tried.
+        names: Vec<String>,
+    },
+    /// A libnvrtc without the builtins it dlopens when it compiles beside it.
+    #[error(
+        "passed over: no libnvrtc-builtins.so.<major>.<minor> beside it (NVRTC needs it to compile)"
+    )]
+    NoBuiltinsBeside,
+    /// The builtins beside a libnvrtc did not load.
+    #[error("{}: {source}", .path.display())]
+    Builtins {
+        /// The builtins' file.
+        path: PathBuf,
+        /// Why it did not load.
+        source: Box<LoadError>,
+    },
+}
+
 /// Opens the file at `path`.
-pub(crate) fn open_file(path: &Path) -> Result<Handle, String> {
+pub(crate) fn open_file(path: &Path) -> Result<Handle, LoadError> {
     // SAFETY: loading runs the library's initialisers; the CUDA libraries' are what cudarc
     // would run on first use anyway, and the search only offers files named as they are.
-    unsafe { Handle::open(Some(path), RTLD_LAZY | RTLD_LOCAL) }
-        .map_err(|e| format!("dlopen failed: {}", dl_text(&e)))
+    unsafe { Handle::open(Some(path), RTLD_LAZY | RTLD_LOCAL) }.map_err(|e| LoadError::Dlopen {
+        loader: dl_text(&e),
+    })
 }
 
 /// Opens the first of `names` the loader's path resolves (an object already loaded under that
 /// name or soname included), returning where the loader found it.
-pub(crate) fn open_names(names: &[String]) -> Result<Opened<Handle>, String> {
+pub(crate) fn open_names(names: &[String]) -> Result<Opened<Handle>, LoadError> {
     let mut unusual = None;
     for name in names {
         // SAFETY: as in `open_file`.
@@ -55,8 +87,10 @@ pub(crate) fn open_names(names: &[String]) -> Result<Opened<Handle>, String> {
         }
     }
     Err(match unusual {
-        Some(e) => format!("dlopen failed: {e}"),
-        None => format!("no {} on it", names.join(", ")),
+        Some(loader) => LoadError::Dlopen { loader },
+        None => LoadError::NotOnLoaderPath {
+            names: names.to_vec(),
+        },
     })
 }
 

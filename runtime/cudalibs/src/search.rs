@@ -141,8 +141,8 @@ pub fn python_lib_dirs(packages: &[PathBuf]) -> Vec<PathBuf> {
 pub fn search<H>(
     names: &[String],
     env: &Environment,
-    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, String>,
-    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, String>,
+    python: &mut dyn FnMut() -> Result<Vec<PathBuf>, crate::NoPythonAnswer>,
+    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, crate::load::LoadError>,
 ) -> Outcome<H> {
     let mut searched = Vec::new();
     let found = |opened: Opened<H>, searched: Vec<Attempt>| Outcome {
@@ -177,7 +177,7 @@ pub fn search<H>(
                 ));
                 return found(opened, searched);
             }
-            Err(e) => searched.push(Attempt::new("loader path", e)),
+            Err(e) => searched.push(Attempt::new("loader path", e.to_string())),
         }
     }
 
@@ -188,7 +188,7 @@ pub fn search<H>(
     }
 
     match python() {
-        Err(e) => searched.push(Attempt::new("python nvidia packages", e)),
+        Err(e) => searched.push(Attempt::new("python nvidia packages", e.to_string())),
         Ok(packages) if packages.is_empty() => {
             searched.push(Attempt::new("python nvidia packages", "none installed"))
         }
@@ -211,7 +211,7 @@ fn look_in<H>(
     dir: &Path,
     names: &[String],
     searched: &mut Vec<Attempt>,
-    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, String>,
+    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, crate::load::LoadError>,
 ) -> Option<Opened<H>> {
     let place = dir.display().to_string();
     if in_stubs(dir) {
@@ -234,7 +234,7 @@ fn look_in<H>(
                 searched.push(Attempt::new(file.display().to_string(), "loaded"));
                 return Some(opened);
             }
-            Err(e) => searched.push(Attempt::new(file.display().to_string(), e)),
+            Err(e) => searched.push(Attempt::new(file.display().to_string(), e.to_string())),
         }
     }
     if !any {

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kplace_cuda_libs::{Environment, Library, LibraryReport, ask_pythons, find_in_environment};
+use kplace_cuda_libs::{
+    Environment, Library, LibraryReport, NoPythonAnswer, PythonFailure, ask_pythons,
+    find_in_environment,
+};
 
 /// Builds a shared object at `dir/file` with soname `soname` and the C `body`.
 fn stand_in(dir: &Path, file: &str, soname: &str, body: &str) -> PathBuf {
@@ -310,7 +313,14 @@ fn nothing_found_lists_every_place_and_why() {
             vec![empty.clone(), tmp.path().join("absent")],
         ),
         &mut || {
-            Err("python3: no nvidia package (ModuleNotFoundError: No module named 'nvidia')".into())
+            Err(NoPythonAnswer {
+                failures: vec![(
+                    PathBuf::from("python3"),
+                    PythonFailure::NoPackage {
+                        why: "ModuleNotFoundError: No module named 'nvidia'".into(),
+                    },
+                )],
+            })
         },
     );
     assert!(!report.is_loaded());
@@ -396,6 +406,7 @@ fn python_answers_are_merged_and_failures_named() {
         format!("{}: no answer within 0.3 s", slow.display()),
         format!("{}: not runnable: ", missing.display()),
     ] {
+        let e = e.to_string();
         assert!(e.contains(&want), "{want:?} missing from {e:?}");
     }
 }

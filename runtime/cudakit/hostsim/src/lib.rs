@@ -26,7 +26,7 @@ mod queue;
 pub use queue::HostQueue;
 
 use std::collections::BTreeSet;
-use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::fmt;
 
 unsafe extern "C" {
@@ -99,13 +99,34 @@ pub fn has_barriers(name: &CStr) -> Option<bool> {
     }
 }
 
+/// How the kernels compiled into the simulator differ from a library's listing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LibraryMismatch {
+    /// The simulator compiled other kernels (of the library's prefix) than the library lists.
+    #[error("the simulator compiled {simulated:?}, the library lists {library:?}")]
+    Kernels {
+        /// The kernels compiled in, of the library's prefix.
+        simulated: BTreeSet<String>,
+        /// The library's functions.
+        library: BTreeSet<String>,
+    },
+    /// A kernel runs with barriers where it calls no `__syncthreads`, or without where it does.
+    #[error("{kernel:?}: the simulator runs it {} barriers", if *.calls_syncthreads { "without" } else { "with" })]
+    Barriers {
+        /// The kernel.
+        kernel: CString,
+        /// Whether the library says it calls `__syncthreads`.
+        calls_syncthreads: bool,
+    },
+}
+
 /// Checks that the kernels compiled in whose names start with `prefix` (a library's own prefix)
 /// are exactly library `F`'s functions, and that each runs its blocks with barriers exactly
 /// when `barriers` says it calls `__syncthreads`: what each library's tests assert.
 pub fn check_library<F: kplace_cudakit::source::Function>(
     prefix: &str,
     barriers: impl Fn(F) -> bool,
-) -> Result<(), String> {
+) -> Result<(), LibraryMismatch> {
     let simulated: BTreeSet<String> = kernels()
         .iter()
         .map(|n| n.to_string_lossy().into_owned())
@@ -116,19 +137,16 @@ pub fn check_library<F: kplace_cudakit::source::Function>(
         .map(|f| f.name().to_string_lossy().into_owned())
         .collect();
     if simulated != library {
-        return Err(format!(
-            "the simulator compiled {simulated:?}, the library lists {library:?}"
-        ));
+        return Err(LibraryMismatch::Kernels { simulated, library });
     }
     match F::ALL
         .iter()
         .find(|&&f| has_barriers(f.name()) != Some(barriers(f)))
     {
-        Some(f) => Err(format!(
-            "{:?}: the simulator runs it {} barriers",
-            f.name(),
-            if barriers(*f) { "without" } else { "with" }
-        )),
+        Some(f) => Err(LibraryMismatch::Barriers {
+            kernel: f.name().to_owned(),
+            calls_syncthreads: barriers(*f),
+        }),
         None => Ok(()),
     }
 }

@@ -91,7 +91,7 @@ fn threads(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 files.finish(None);
                 let _ = writeln!(text, "== pipeline {i}\nfailed: {e}");
                 run.failures.push(format!("pipeline {i}: {e}"));
-                run.pipelines.push(several::failed(e));
+                run.pipelines.push(several::failed(e.to_string()));
             }
         }
     }

@@ -105,7 +105,7 @@ struct Checked {
 impl FrameSink for Checked {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         if frame.sequence != self.next || frame.frame_id != self.next {
-            return Err(SinkError(format!(
+            return Err(SinkError::failed(format!(
                 "frame {} (sequence {}) where frame {} was due",
                 frame.frame_id, frame.sequence, self.next
             )));
@@ -122,7 +122,7 @@ impl FrameSink for Checked {
                 f32::from_le_bytes(x.try_into().unwrap()),
             );
             if y != x + 1.0 {
-                return Err(SinkError(format!(
+                return Err(SinkError::failed(format!(
                     "frame {}: element {k} is {y}, not {x} + 1",
                     frame.frame_id
                 )));
@@ -133,7 +133,10 @@ impl FrameSink for Checked {
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!("frame {} ended partial", frame.frame_id)))
+        Err(SinkError::failed(format!(
+            "frame {} ended partial",
+            frame.frame_id
+        )))
     }
 }
 
@@ -382,7 +385,10 @@ impl FrameSink for Integrated {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         let id = frame.frame_id;
         if frame.sequence != self.next || id != self.next {
-            return Err(SinkError(format!("frame {id} where {} was due", self.next)));
+            return Err(SinkError::failed(format!(
+                "frame {id} where {} was due",
+                self.next
+            )));
         }
         let y: Vec<f64> = frame
             .sink(0)
@@ -390,7 +396,7 @@ impl FrameSink for Integrated {
             .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
             .collect();
         if y != self.want[id as usize] {
-            return Err(SinkError(format!(
+            return Err(SinkError::failed(format!(
                 "frame {id} differs from one integration of the stream"
             )));
         }
@@ -399,7 +405,10 @@ impl FrameSink for Integrated {
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!("frame {} ended partial", frame.frame_id)))
+        Err(SinkError::failed(format!(
+            "frame {} ended partial",
+            frame.frame_id
+        )))
     }
 }
 

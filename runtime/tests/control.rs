@@ -120,7 +120,7 @@ impl FrameSink for Sums {
     }
 
     fn partial(&mut self, _: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError("no frame is partial here".into()))
+        Err(SinkError::failed("no frame is partial here"))
     }
 }
 

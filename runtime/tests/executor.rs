@@ -92,7 +92,7 @@ struct Collect {
 impl FrameSink for Collect {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         if self.fail_at == Some(frame.frame_id) {
-            return Err(SinkError("sink refused the frame".into()));
+            return Err(SinkError::failed("sink refused the frame"));
         }
         self.frames.push((frame.frame_id, frame.sink(0).to_vec()));
         self.order.push(frame.frame_id);
@@ -270,7 +270,7 @@ impl Source for FailingSource {
             .fill(0);
         ingest.packet_done(&frame, 0);
         // Leave the frame open: a source that fails mid-frame must not wedge the run.
-        Err(SourceError("the device went away".into()))
+        Err(SourceError::failed("the device went away"))
     }
 }
 
@@ -371,7 +371,7 @@ impl Source for Lossy {
                     self.refused.push(1000 + open.len() as u64);
                     break;
                 }
-                Err(BeginError::Stopping) => return Err(SourceError("stopping".into())),
+                Err(BeginError::Stopping) => return Err(SourceError::failed("stopping")),
             }
         }
         self.opened = open.len() as u64;

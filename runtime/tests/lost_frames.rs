@@ -77,7 +77,7 @@ impl Source for Lossy {
             let data = &self.frames[(id % self.frames.len() as u64) as usize];
             let open = ingest
                 .begin_frame(id)
-                .ok_or(SourceError("stopping".into()))?;
+                .ok_or(SourceError::failed("stopping"))?;
             for p in 0..ROWS {
                 if !whole && p == 3 {
                     continue;
@@ -97,7 +97,9 @@ struct Judging(Box<dyn Judge>);
 
 impl FrameSink for Judging {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        self.0.frame(frame).map_err(|e| SinkError(e.to_string()))
+        self.0
+            .frame(frame)
+            .map_err(|e| SinkError::failed(e.to_string()))
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {

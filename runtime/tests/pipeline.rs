@@ -49,7 +49,8 @@ struct Collect {
 
 impl FrameSink for Collect {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        let list = DetectionList::parse(frame.sink(0)).map_err(|e| SinkError(e.to_string()))?;
+        let list =
+            DetectionList::parse(frame.sink(0)).map_err(|e| SinkError::failed(e.to_string()))?;
         assert_eq!(list.header().overflow, 0);
         let clusters = list
             .records()
@@ -64,7 +65,10 @@ impl FrameSink for Collect {
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!("frame {} is partial", frame.frame_id)))
+        Err(SinkError::failed(format!(
+            "frame {} is partial",
+            frame.frame_id
+        )))
     }
 }
 

@@ -79,7 +79,7 @@ fn child_pipelines_report_and_a_child_that_never_gets_ready_is_named() {
     .unwrap();
     assert_eq!(outcomes[0].stdout, "hello\n");
     assert_eq!(outcomes[0].report.as_ref().unwrap().frames, 5);
-    let why = outcomes[1].report.as_ref().unwrap_err();
+    let why = outcomes[1].report.as_ref().unwrap_err().to_string();
     assert!(why.ends_with("without a report"), "{why}");
 
     let never = ChildPipeline {

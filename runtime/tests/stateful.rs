@@ -111,7 +111,7 @@ impl Source for Interleaved {
                 .map(|f| {
                     ingest
                         .begin_frame(f.id)
-                        .ok_or(SourceError("stopping".into()))
+                        .ok_or(SourceError::failed("stopping"))
                 })
                 .collect::<Result<_, _>>()?;
             for p in 0..ROWS {

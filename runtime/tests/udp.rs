@@ -59,7 +59,8 @@ struct Check {
 
 impl FrameSink for Check {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
-        let list = DetectionList::parse(frame.sink(0)).map_err(|e| SinkError(e.to_string()))?;
+        let list =
+            DetectionList::parse(frame.sink(0)).map_err(|e| SinkError::failed(e.to_string()))?;
         let clusters: Vec<Cluster> = list
             .records()
             .map(|d| Cluster {
@@ -70,7 +71,7 @@ impl FrameSink for Check {
             .collect();
         let verdict = self.verifier.check(frame.frame_id, &clusters);
         if !verdict.passed() {
-            return Err(SinkError(format!(
+            return Err(SinkError::failed(format!(
                 "frame {} failed verification: {verdict:?}",
                 frame.frame_id
             )));

@@ -201,7 +201,10 @@ impl FrameSink for Discard {
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!("frame {} is partial", frame.frame_id)))
+        Err(SinkError::failed(format!(
+            "frame {} is partial",
+            frame.frame_id
+        )))
     }
 }
 

@@ -193,7 +193,7 @@ pub struct RunArgs {
 }
 
 fn parse_allow(text: &str) -> Result<Vec<AllowFrom>, String> {
-    AllowFrom::parse(text)
+    AllowFrom::parse(text).map_err(|e| e.to_string())
 }
 
 impl RunArgs {

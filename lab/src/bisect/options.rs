@@ -30,7 +30,7 @@ pub enum OptionError {
     },
     /// The recording's check is not one.
     #[error("--check: {0}")]
-    Check(String),
+    Check(kplace::workload::reference::UnknownCheck),
     /// The recording's check is `none`, which no trial could pass on.
     #[error(
         "--check none gates nothing: a trial passes only on checked frames (reference:PLACEMENT or golden:DIR)"

@@ -40,7 +40,7 @@ pub enum ShapeError {
         /// The graph file.
         graph: PathBuf,
         /// Why it does not fit.
-        why: String,
+        why: kplace::model::graph::SourceShapeError,
     },
     /// More than one shape asked for a recording's sweep.
     #[error("--shape: a sweep on a recording runs at the recording's one shape")]

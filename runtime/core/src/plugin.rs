@@ -9,7 +9,7 @@
 //! naming the file. A [`KernelState`] owns one `create`d state and destroys it on drop; it keeps
 //! its library loaded for as long as it lives.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,7 +19,11 @@ use kplace_abi::{
     Tensor, TensorDesc, Tile,
 };
 
+mod table;
 mod v1;
+
+pub use table::TableError;
+use table::{read_entry, read_str};
 
 /// Room for a kernel's error text; longer text is truncated by the kernel.
 const ERROR_BUFFER: usize = 1024;
@@ -76,12 +80,12 @@ pub enum PluginError {
         found: u32,
     },
     /// The table breaks a rule of the ABI.
-    #[error("kernel library {}: {message}", path.display())]
+    #[error("kernel library {}: {rule}", path.display())]
     BadTable {
         /// The file.
         path: PathBuf,
         /// Which rule.
-        message: String,
+        rule: TableError,
     },
     /// A kernel's create failed.
     #[error("{kernel} ({}): create failed: {message} [{}]", library.display(), status.name())]
@@ -226,14 +230,14 @@ impl KernelLibrary {
             .map_err(|_| PluginError::NoEntry {
                 path: path.to_path_buf(),
             })?;
-        let bad = |message: String| PluginError::BadTable {
+        let bad = |rule: TableError| PluginError::BadTable {
             path: path.to_path_buf(),
-            message,
+            rule,
         };
         // SAFETY: the entry takes no arguments and returns a pointer to a static table.
         let table = unsafe { entry() };
         if table.is_null() {
-            return Err(bad(format!("{} returned null", entry_name())));
+            return Err(bad(TableError::NullTable));
         }
         // SAFETY: abi_version is the first field in every ABI version, so it can be read
         // before the rest of the layout is trusted.
@@ -247,13 +251,9 @@ impl KernelLibrary {
         // SAFETY: the library header has this layout in every version this runtime loads, and
         // lives while the library is loaded.
         let table = unsafe { &*table };
-        let name = read_str(table.name)
-            .ok_or_else(|| bad("the library name is null or not UTF-8".into()))?;
+        let name = read_str(table.name).ok_or_else(|| bad(TableError::LibraryName))?;
         if table.n_kernels > 0 && table.kernels.is_null() {
-            return Err(bad(format!(
-                "the table has {} kernels but a null kernel array",
-                table.n_kernels
-            )));
+            return Err(bad(TableError::NullKernels(table.n_kernels)));
         }
         let raw: Vec<Kernel> = if table.n_kernels == 0 {
             Vec::new()
@@ -285,11 +285,10 @@ impl KernelLibrary {
                 .iter()
                 .any(|other| other.name == info.name && other.device == info.device)
             {
-                return Err(bad(format!(
-                    "the table names {} kernel {} twice",
-                    info.device.name().unwrap_or("?"),
-                    info.name
-                )));
+                return Err(bad(TableError::Twice {
+                    device: info.device.name().unwrap_or("?"),
+                    kernel: info.name,
+                }));
             }
             kernels.push(info);
         }
@@ -326,71 +325,6 @@ impl KernelLibrary {
                 index,
             })
     }
-}
-
-/// Reads table entry `i`, checking what the ABI requires of one entry; the error is the rule
-/// it breaks.
-fn read_entry(i: usize, k: &Kernel) -> Result<KernelInfo, String> {
-    let kernel_name =
-        read_str(k.name).ok_or_else(|| format!("kernel {i} has a null or non-UTF-8 name"))?;
-    let functions = match (k.create, k.workspace_bytes, k.launch, k.destroy) {
-        (Some(create), Some(workspace_bytes), Some(launch), Some(destroy)) => Functions {
-            create,
-            workspace_bytes,
-            launch,
-            destroy,
-            carry_bytes: k.carry_bytes,
-        },
-        _ => {
-            return Err(format!(
-                "kernel {kernel_name} lacks a create, workspace_bytes, launch or destroy function"
-            ));
-        }
-    };
-    if k.device.name().is_none() {
-        return Err(format!(
-            "kernel {kernel_name} has unknown device kind {}",
-            k.device.0
-        ));
-    }
-    if k.memory.name().is_none() {
-        return Err(format!(
-            "kernel {kernel_name} has unknown memory space {}",
-            k.memory.0
-        ));
-    }
-    if !KernelFlags::KNOWN.contains(k.flags) {
-        return Err(format!(
-            "kernel {kernel_name} has flags {:#x}, which this kplace does not know",
-            k.flags.0
-        ));
-    }
-    if k.flags.contains(KernelFlags::STATEFUL) && k.carry_bytes.is_none() {
-        return Err(format!(
-            "kernel {kernel_name} is stateful but has no carry_bytes function"
-        ));
-    }
-    Ok(KernelInfo {
-        name: kernel_name,
-        device: k.device,
-        memory: k.memory,
-        n_inputs: k.n_inputs,
-        n_outputs: k.n_outputs,
-        flags: k.flags,
-        abi_version: ABI_VERSION,
-        functions,
-    })
-}
-
-fn read_str(ptr: *const c_char) -> Option<String> {
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: non-null strings in a table are NUL-terminated and static (ABI rule).
-    unsafe { CStr::from_ptr(ptr) }
-        .to_str()
-        .ok()
-        .map(str::to_owned)
 }
 
 /// A kernel of a loaded library; keeps the library loaded.
@@ -467,7 +401,7 @@ impl KernelHandle {
         let descs_v1 = (info.abi_version == 1)
             .then(|| v1::Descs::of(config.inputs, config.outputs))
             .transpose()
-            .map_err(|why| create_error(Status::INVALID_ARGUMENT, why))?;
+            .map_err(|why| create_error(Status::INVALID_ARGUMENT, why.to_string()))?;
         let (inputs, outputs) = match &descs_v1 {
             Some(descs) => descs.pointers(),
             None => (config.inputs.as_ptr(), config.outputs.as_ptr()),
@@ -617,10 +551,10 @@ impl KernelState {
             tensors_v1
                 .insert(v1::Tensors::EMPTY)
                 .fill(inputs, outputs, &mut args)
-                .map_err(|message| LaunchError {
+                .map_err(|misfit| LaunchError {
                     kernel: self.info().name.clone(),
                     status: Status::INVALID_ARGUMENT,
-                    message,
+                    message: misfit.to_string(),
                 })?;
         }
         if let Some(c) = carry {

@@ -298,13 +298,13 @@ fn found(library: Library) -> &'static Found {
 pub enum PythonFailure {
     /// It could not be started (not installed, not executable).
     #[error("not runnable: {0}")]
-    NotRunnable(#[source] std::sync::Arc<std::io::Error>),
+    NotRunnable(std::sync::Arc<std::io::Error>),
     /// It did not exit within the timeout, and was killed.
     #[error("no answer within {} s", .0.as_secs_f64())]
     NoAnswer(Duration),
     /// Waiting for it failed.
     #[error("cannot wait for it: {0}")]
-    Wait(#[source] std::sync::Arc<std::io::Error>),
+    Wait(std::sync::Arc<std::io::Error>),
     /// It failed: the last line it wrote to stderr, or its exit status when it wrote none.
     #[error("no nvidia package ({why})")]
     NoPackage {
@@ -510,7 +510,7 @@ fn find_nvrtc(
             };
             let b = load::open_file(&file).map_err(|e| load::LoadError::Builtins {
                 path: file.clone(),
-                source: Box::new(e),
+                why: Box::new(e),
             })?;
             let handle = load::open_file(path)?;
             builtins = Some((

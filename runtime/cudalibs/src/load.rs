@@ -44,12 +44,12 @@ pub enum LoadError {
     )]
     NoBuiltinsBeside,
     /// The builtins beside a libnvrtc did not load.
-    #[error("{}: {source}", .path.display())]
+    #[error("{}: {why}", .path.display())]
     Builtins {
         /// The builtins' file.
         path: PathBuf,
         /// Why it did not load.
-        source: Box<LoadError>,
+        why: Box<LoadError>,
     },
 }
 

@@ -90,12 +90,16 @@ impl FrameReplay {
             .enumerate()
         {
             let p = p as u64;
-            let dest = ingest.packet_mut(&open, p).ok_or_else(|| {
-                SourceError(format!("frame {id}: packet {p} has no place in the slot"))
+            let dest = ingest.packet_mut(&open, p).ok_or(SourceError::NoPlace {
+                frame: id,
+                packet: p,
             })?;
             dest.copy_from_slice(payload);
             if ingest.packet_done(&open, p) != PacketStatus::Accepted {
-                return Err(SourceError(format!("frame {id}: packet {p} was refused")));
+                return Err(SourceError::Refused {
+                    frame: id,
+                    packet: p,
+                });
             }
         }
         ingest.finish(open);
@@ -107,13 +111,14 @@ impl Source for FrameReplay {
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
         let frame_bytes = ingest.packet_bytes() * ingest.packets_per_frame() as usize;
         if self.frames.is_empty() && self.count > 0 {
-            return Err(SourceError("replay has no prepared frames".into()));
+            return Err(SourceError::NoFrames);
         }
         if let Some(bad) = self.frames.iter().position(|f| f.len() != frame_bytes) {
-            return Err(SourceError(format!(
-                "prepared frame {bad} has {} bytes, but the graph's source tensor needs {frame_bytes}",
-                self.frames[bad].len()
-            )));
+            return Err(SourceError::FrameBytes {
+                frame: bad,
+                bytes: self.frames[bad].len(),
+                needs: frame_bytes,
+            });
         }
         // Whole frames staged once, when the run takes them; a failure to stage (pinned memory
         // short) costs a copy per packet, not the run.

@@ -24,8 +24,29 @@ impl FrameSource {
     }
 }
 
+/// A `--source` that names none.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameSourceError {
+    /// Neither `replay` nor `udp://`.
+    #[error("unknown source {0:?}: expected replay or udp://HOST:PORT")]
+    Unknown(String),
+    /// A `udp://` whose address neither parses nor resolves.
+    #[error(
+        "invalid address in {text:?}: {error} (expected udp://HOST:PORT, e.g. udp://127.0.0.1:9000)"
+    )]
+    Address {
+        /// The source given.
+        text: String,
+        /// The resolver's error.
+        error: std::io::Error,
+    },
+    /// A host name that resolves to nothing.
+    #[error("{0:?}: the host name resolves to no address")]
+    NoAddress(String),
+}
+
 impl FromStr for FrameSource {
-    type Err = String;
+    type Err = FrameSourceError;
 
     /// `replay`, or `udp://HOST:PORT`; a host name stands for its first IPv4 address (what a
     /// sender to `localhost` reaches), else its first address.
@@ -35,14 +56,15 @@ impl FromStr for FrameSource {
         }
         let addr = s
             .strip_prefix("udp://")
-            .ok_or_else(|| format!("unknown source {s:?}: expected replay or udp://HOST:PORT"))?;
+            .ok_or_else(|| FrameSourceError::Unknown(s.to_string()))?;
         if let Ok(addr) = addr.parse() {
             return Ok(FrameSource::Udp(addr));
         }
         let resolved: Vec<SocketAddr> = addr
             .to_socket_addrs()
-            .map_err(|e| {
-                format!("invalid address in {s:?}: {e} (expected udp://HOST:PORT, e.g. udp://127.0.0.1:9000)")
+            .map_err(|error| FrameSourceError::Address {
+                text: s.to_string(),
+                error,
             })?
             .collect();
         resolved
@@ -51,7 +73,7 @@ impl FromStr for FrameSource {
             .or(resolved.first())
             .copied()
             .map(FrameSource::Udp)
-            .ok_or_else(|| format!("{s:?}: the host name resolves to no address"))
+            .ok_or_else(|| FrameSourceError::NoAddress(s.to_string()))
     }
 }
 
@@ -61,10 +83,10 @@ mod tests {
 
     #[test]
     fn names_parse_to_sources() {
-        assert_eq!("replay".parse(), Ok(FrameSource::Replay));
+        assert_eq!("replay".parse().ok(), Some(FrameSource::Replay));
         assert_eq!(
-            "udp://127.0.0.1:9000".parse(),
-            Ok(FrameSource::Udp("127.0.0.1:9000".parse().unwrap()))
+            "udp://127.0.0.1:9000".parse().ok(),
+            Some(FrameSource::Udp("127.0.0.1:9000".parse().unwrap()))
         );
         assert_eq!(
             "udp://[::1]:9000".parse::<FrameSource>().unwrap().udp(),
@@ -77,9 +99,15 @@ mod tests {
 
     #[test]
     fn bad_names_say_what_is_expected() {
-        let e = "tcp://1.2.3.4:5".parse::<FrameSource>().unwrap_err();
+        let e = "tcp://1.2.3.4:5"
+            .parse::<FrameSource>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expected replay or udp://HOST:PORT"), "{e}");
-        let e = "udp://nowhere".parse::<FrameSource>().unwrap_err();
+        let e = "udp://nowhere"
+            .parse::<FrameSource>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid address"), "{e}");
     }
 }

@@ -69,6 +69,39 @@ impl PacketHeader {
     }
 }
 
+/// Why a graph's source tensor does not go on the wire.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// Its elements are not numbers (a detection list, say).
+    #[error(
+        "source {tensor} is {dtype}; packets carry numeric elements (ci8, ci16, cf32, f32, ...)"
+    )]
+    NotNumeric {
+        /// The tensor.
+        tensor: String,
+        /// Its element type.
+        dtype: &'static str,
+    },
+    /// A count past what the packet header carries.
+    #[error("{what} of source {tensor} ({value}) do not fit the packet header")]
+    Header {
+        /// What is counted (`elements per packet`, `packets per frame`).
+        what: &'static str,
+        /// The tensor.
+        tensor: String,
+        /// The count.
+        value: u64,
+    },
+    /// The source of the graph at `path`.
+    #[error("graph {}: {why}", .path.display())]
+    Graph {
+        /// The graph file.
+        path: std::path::PathBuf,
+        /// Why its source does not go on the wire.
+        why: Box<WireError>,
+    },
+}
+
 /// A frame as the wire sees it: elements per packet (one packet's payload), packets per frame,
 /// and bytes per element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,31 +126,33 @@ impl WireShape {
     }
 
     /// The wire of `graph`'s source: see [`WireShape::for_tensor`]; errors name the graph.
-    pub fn for_source(graph: &kplace_core::model::graph::Graph) -> Result<WireShape, String> {
-        WireShape::for_tensor(graph.tensor(graph.source.tensor))
-            .map_err(|e| format!("graph {}: {e}", graph.path.display()))
+    pub fn for_source(graph: &kplace_core::model::graph::Graph) -> Result<WireShape, WireError> {
+        WireShape::for_tensor(graph.tensor(graph.source.tensor)).map_err(|e| WireError::Graph {
+            path: graph.path.clone(),
+            why: Box::new(e),
+        })
     }
 
     /// The wire of a source `tensor`: one packet per index of its first axis, each the rest of
     /// the tensor's elements (any numeric dtype). Errors name the tensor.
-    pub fn for_tensor(tensor: &kplace_core::model::graph::TensorSpec) -> Result<WireShape, String> {
+    pub fn for_tensor(
+        tensor: &kplace_core::model::graph::TensorSpec,
+    ) -> Result<WireShape, WireError> {
         let element_bytes = match tensor.dtype.element() {
             Some(element) => element.bytes() as u32,
             None => {
-                return Err(format!(
-                    "source {} is {}; packets carry numeric elements (ci8, ci16, cf32, f32, ...)",
-                    tensor.name,
-                    tensor.dtype.name().unwrap_or("?")
-                ));
+                return Err(WireError::NotNumeric {
+                    tensor: tensor.name.clone(),
+                    dtype: tensor.dtype.name().unwrap_or("?"),
+                });
             }
         };
         let elements: u64 = tensor.shape[1..].iter().product();
-        let fit = |v: u64, what: &str| {
-            u32::try_from(v).map_err(|_| {
-                format!(
-                    "{what} of source {} ({v}) do not fit the packet header",
-                    tensor.name
-                )
+        let fit = |value: u64, what: &'static str| {
+            u32::try_from(value).map_err(|_| WireError::Header {
+                what,
+                tensor: tensor.name.clone(),
+                value,
             })
         };
         Ok(WireShape {

@@ -23,29 +23,51 @@ pub fn probe() -> Probe {
     probe
 }
 
+/// Why NVML cannot be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlError {
+    /// No libnvidia-ml was found: every place looked at, and why each gave nothing.
+    #[error("{0}")]
+    NotFound(String),
+    /// NVML did not initialise from the library found.
+    #[error("{error} ({})", .path.display())]
+    Init {
+        /// The library.
+        path: std::path::PathBuf,
+        /// NVML's error.
+        error: nvml_wrapper::error::NvmlError,
+    },
+    /// nvml-wrapper panicked as it initialised.
+    #[error("its initialisation panicked: {0}")]
+    Panicked(String),
+    /// A query failed.
+    #[error("{0}")]
+    Query(nvml_wrapper::error::NvmlError),
+}
+
 /// NVML, opened from the libnvidia-ml that `kplace_cuda_libs` found (the driver's, wherever
 /// the machine keeps it). Never panics: without the library the error says every place looked
 /// at; a panic in nvml-wrapper's initialisation becomes an error too.
-pub(crate) fn init_nvml() -> Result<Nvml, String> {
+pub(crate) fn init_nvml() -> Result<Nvml, NvmlError> {
     let found = kplace_cuda_libs::find(kplace_cuda_libs::Library::Nvml);
     let Some(path) = found.path() else {
-        return Err(found.not_found_message());
+        return Err(NvmlError::NotFound(found.not_found_message()));
     };
     match catch_unwind(|| Nvml::builder().lib_path(path.as_os_str()).init()) {
         Ok(Ok(nvml)) => Ok(nvml),
-        Ok(Err(e)) => Err(format!("{} ({})", e, path.display())),
-        Err(panic) => Err(format!(
-            "its initialisation panicked: {}",
-            panic_text(&*panic)
-        )),
+        Ok(Err(error)) => Err(NvmlError::Init {
+            path: path.to_path_buf(),
+            error,
+        }),
+        Err(panic) => Err(NvmlError::Panicked(panic_text(&*panic))),
     }
 }
 
 /// Fills each device's memory in use from NVML, matched by UUID (NVML's indices need not
 /// follow CUDA's ordinals), falling back to the PCI bus id; returns the NVIDIA driver version.
-fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, String> {
+fn nvml_facts(devices: &mut [DeviceInfo]) -> Result<String, NvmlError> {
     let nvml = init_nvml()?;
-    let version = nvml.sys_driver_version().map_err(|e| e.to_string())?;
+    let version = nvml.sys_driver_version().map_err(NvmlError::Query)?;
     for d in devices.iter_mut() {
         let by_uuid = d
             .uuid

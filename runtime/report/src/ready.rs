@@ -179,27 +179,44 @@ pub fn announce(sources: &[SocketAddr], file: Option<&Path>) -> Result<(), Ready
     Ok(())
 }
 
+/// Why a child did not become ready ([`wait_ready`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    /// Its ready file is there but wrong.
+    #[error("its ready file is wrong: {0}")]
+    File(ReadyError),
+    /// It ended before writing its ready file.
+    #[error("it exited ({0}) before it was ready")]
+    Exited(std::process::ExitStatus),
+    /// Whether it is running could not be asked.
+    #[error("cannot check on it: {0}")]
+    Wait(std::io::Error),
+    /// It was not ready within the time given.
+    #[error("it was not ready after {} s", .0.as_secs())]
+    Timeout(Duration),
+}
+
 /// Waits until `child` writes its ready file `path`, for at most `timeout`; `Err` says why not
 /// (the file is wrong, the child ended first, with its status, or the time ran out).
 pub fn wait_ready(
     child: &mut Child,
     path: &Path,
     timeout: Duration,
-) -> Result<Vec<SocketAddr>, String> {
+) -> Result<Vec<SocketAddr>, NotReady> {
     let start = Instant::now();
     loop {
         match ReadyFile::read(path) {
             Ok(Some(sources)) => return Ok(sources),
             Ok(None) => {}
-            Err(e) => return Err(format!("its ready file is wrong: {e}")),
+            Err(e) => return Err(NotReady::File(e)),
         }
         match child.try_wait() {
-            Ok(Some(status)) => return Err(format!("it exited ({status}) before it was ready")),
+            Ok(Some(status)) => return Err(NotReady::Exited(status)),
             Ok(None) => {}
-            Err(e) => return Err(format!("cannot check on it: {e}")),
+            Err(e) => return Err(NotReady::Wait(e)),
         }
         if start.elapsed() >= timeout {
-            return Err(format!("it was not ready after {} s", timeout.as_secs()));
+            return Err(NotReady::Timeout(timeout));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -265,7 +282,8 @@ mod tests {
             &dir.path().join("never"),
             Duration::from_secs(30),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(why.contains("before it was ready"), "{why}");
     }
 

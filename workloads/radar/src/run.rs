@@ -167,13 +167,17 @@ impl Workload for Setup {
         frames_expected: u64,
         results: Option<Box<dyn Write + Send>>,
     ) -> Result<Box<dyn Judge>, JudgeError> {
-        let writer = match results {
-            Some(out) => Some(
-                DetectionWriter::new(out, self.cpi)
-                    .map_err(|e| JudgeError(format!("cannot write the detections file: {e}")))?,
-            ),
-            None => None,
-        };
+        let writer =
+            match results {
+                Some(out) => Some(DetectionWriter::new(out, self.cpi).map_err(|error| {
+                    JudgeError::Write {
+                        frame: None,
+                        what: "the detections file",
+                        error,
+                    }
+                })?),
+                None => None,
+            };
         let verifier = Verifier::new(
             self.scene.clone(),
             VerifyConfig::for_cpi(self.cpi, self.pfa),

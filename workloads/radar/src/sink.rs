@@ -56,8 +56,10 @@ impl<W: Write> RadarJudge<W> {
     /// Judges frame `frame_id` from the bytes of its detection list (header, then records),
     /// and writes its clusters.
     pub fn judge(&mut self, frame_id: u64, list: &[u8]) -> Result<(), JudgeError> {
-        let list =
-            DetectionList::parse(list).map_err(|e| JudgeError(format!("frame {frame_id}: {e}")))?;
+        let list = DetectionList::parse(list).map_err(|e| JudgeError::Output {
+            frame: frame_id,
+            why: Box::new(e),
+        })?;
         if list.header().overflow > 0 {
             self.overflowed_frames += 1;
         }
@@ -70,9 +72,12 @@ impl<W: Write> RadarJudge<W> {
         self.total_clusters += self.clusters.len() as u64;
         self.verifier.check(frame_id, &self.clusters);
         if let Some(w) = &mut self.writer {
-            w.write_frame(frame_id, &self.clusters).map_err(|e| {
-                JudgeError(format!("frame {frame_id}: cannot write detections: {e}"))
-            })?;
+            w.write_frame(frame_id, &self.clusters)
+                .map_err(|error| JudgeError::Write {
+                    frame: Some(frame_id),
+                    what: "detections",
+                    error,
+                })?;
         }
         Ok(())
     }
@@ -80,8 +85,11 @@ impl<W: Write> RadarJudge<W> {
     /// Flushes the detections file and returns the verifier.
     pub fn into_verifier(self) -> Result<Verifier, JudgeError> {
         if let Some(w) = self.writer {
-            w.finish()
-                .map_err(|e| JudgeError(format!("cannot write the detections file: {e}")))?;
+            w.finish().map_err(|error| JudgeError::Write {
+                frame: None,
+                what: "the detections file",
+                error,
+            })?;
         }
         Ok(self.verifier)
     }
@@ -305,8 +313,11 @@ mod tests {
         let mut bad = list_bytes(&truth_clusters(&scene, 2), 4, 0);
         bad[0..4].copy_from_slice(&9u32.to_ne_bytes());
         let err = sink.judge(2, &bad).unwrap_err();
-        assert!(err.0.contains("frame 2"), "{err}");
-        assert!(err.0.contains("count exceeds its capacity"), "{err}");
+        assert!(err.to_string().contains("frame 2"), "{err}");
+        assert!(
+            err.to_string().contains("count exceeds its capacity"),
+            "{err}"
+        );
         let verdict = Box::new(sink).finish().unwrap();
         let entry = verdict.verification.clone();
         assert_eq!(verdict.details["clusters_per_frame"], 0.0);

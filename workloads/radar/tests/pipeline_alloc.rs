@@ -67,7 +67,7 @@ impl FrameSink for Window {
     }
 
     fn partial(&mut self, _frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError("a replayed frame cannot be partial".into()))
+        Err(SinkError::failed("a replayed frame cannot be partial"))
     }
 }
 

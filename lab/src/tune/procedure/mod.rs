@@ -188,7 +188,7 @@ pub enum TuneError {
     },
     /// The recording's check is not one.
     #[error("--check: {0}")]
-    Check(String),
+    Check(kplace::workload::reference::UnknownCheck),
     /// The sweep names no workload to run the graph with.
     #[error("graph {}: the sweep names no workload and no recording", .0.display())]
     NoWorkload(PathBuf),

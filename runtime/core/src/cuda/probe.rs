@@ -562,25 +562,52 @@ fn nvml_uuid(uuid: &sys::CUuuid) -> String {
     )
 }
 
+/// Why CUDA could not say which device NVML should look for ([`nvml_identity`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// libcuda cannot be loaded: where it was looked for, and why each place gave nothing.
+    #[error("{searched}")]
+    NoDriver {
+        /// What the search says.
+        searched: String,
+    },
+    /// The driver did not initialise.
+    #[error("cuInit failed: {0}")]
+    Init(String),
+    /// The driver has no device of that ordinal.
+    #[error("cuDeviceGet({ordinal}) failed: {why}")]
+    Device {
+        /// The ordinal asked for.
+        ordinal: u32,
+        /// The driver's error.
+        why: String,
+    },
+    /// cudarc panicked in a driver call.
+    #[error("cudarc panicked: {0}")]
+    Panicked(String),
+}
+
 /// How NVML can find CUDA device `ordinal` (whose indices need not follow CUDA's ordinals, e.g.
 /// under `CUDA_VISIBLE_DEVICES`): its UUID in NVML's form and its PCI bus id, each when the
 /// driver gave it. Initialises the driver (`cuInit`) if no one has, but creates no context.
 /// Never panics: without a usable driver or device the error says why.
-pub fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<String>), String> {
+pub fn nvml_identity(ordinal: u32) -> Result<(Option<String>, Option<String>), IdentityError> {
     // Checked first because cudarc panics on the first driver call when libcuda cannot be
     // loaded.
-    if let Some(reason) = libcuda_missing() {
-        return Err(reason);
+    if let Some(searched) = libcuda_missing() {
+        return Err(IdentityError::NoDriver { searched });
     }
-    let ask = || -> Result<(Option<String>, Option<String>), String> {
-        result::init().map_err(|e| format!("cuInit failed: {}", describe(e)))?;
-        let dev = device_handle(ordinal)
-            .map_err(|e| format!("cuDeviceGet({ordinal}) failed: {}", describe(e)))?;
+    let ask = || -> Result<(Option<String>, Option<String>), IdentityError> {
+        result::init().map_err(|e| IdentityError::Init(describe(e)))?;
+        let dev = device_handle(ordinal).map_err(|e| IdentityError::Device {
+            ordinal,
+            why: describe(e),
+        })?;
         let uuid = result::device::get_uuid(dev).ok().map(|u| nvml_uuid(&u));
         Ok((uuid, pci_bus_id(dev).ok()))
     };
     catch_unwind(AssertUnwindSafe(ask))
-        .unwrap_or_else(|panic| Err(format!("cudarc panicked: {}", panic_text(&*panic))))
+        .unwrap_or_else(|panic| Err(IdentityError::Panicked(panic_text(&*panic))))
 }
 
 #[cfg(test)]

@@ -27,6 +27,58 @@ use crate::model::graph::StageId;
 use crate::model::placement::Device;
 use crate::plugin::KernelState;
 
+/// Why a change of parameters is refused; the run records it, in words, in the change's record.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ChangeRefused {
+    /// No stage of that name.
+    #[error("unknown stage {stage}; the graph has {}", .known.join(", "))]
+    UnknownStage {
+        /// The name asked for.
+        stage: String,
+        /// The graph's stages.
+        known: Vec<String>,
+    },
+    /// The stage runs on a GPU.
+    #[error(
+        "stage {stage} runs on {device}: parameters change while a run goes on only on the CPU"
+    )]
+    NotOnCpu {
+        /// The stage.
+        stage: String,
+        /// Where it runs.
+        device: Device,
+    },
+    /// The kernel refused the values.
+    #[error(transparent)]
+    Create(#[from] crate::plan::bind::CreateError),
+    /// The new states would need more workspace than planned.
+    #[error(
+        "stage {stage} would need a workspace of {needs} bytes, more than the {planned} it was \
+         planned with; start a run with these values"
+    )]
+    Workspace {
+        /// The stage.
+        stage: String,
+        /// Bytes the new state needs.
+        needs: u64,
+        /// Bytes planned.
+        planned: u64,
+    },
+    /// The new states would carry another size.
+    #[error(
+        "stage {stage} would carry {carries} bytes from frame to frame instead of {planned}; \
+         start a run with these values"
+    )]
+    Carry {
+        /// The stage.
+        stage: String,
+        /// Bytes the new state carries.
+        carries: u64,
+        /// Bytes planned.
+        planned: u64,
+    },
+}
+
 /// New values for some parameters of one stage, asked for while a run goes on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamUpdate {
@@ -117,7 +169,7 @@ impl Shared<'_> {
                 }
                 Err(why) => {
                     tracing::warn!("{}: change refused: {why}", update.origin);
-                    lock(&self.control.records)[index].refused = Some(why);
+                    lock(&self.control.records)[index].refused = Some(why.to_string());
                 }
             }
         }
@@ -129,7 +181,7 @@ impl Shared<'_> {
         &self,
         update: &ParamUpdate,
         current: &mut [Vec<(String, String)>],
-    ) -> Result<(StageId, Vec<Option<KernelState>>), String> {
+    ) -> Result<(StageId, Vec<Option<KernelState>>), ChangeRefused> {
         let plan = self.plan;
         let Some(index) = plan
             .graph
@@ -137,20 +189,18 @@ impl Shared<'_> {
             .iter()
             .position(|s| s.name == update.stage)
         else {
-            let known: Vec<&str> = plan.graph.stages.iter().map(|s| s.name.as_str()).collect();
-            return Err(format!(
-                "unknown stage {}; the graph has {}",
-                update.stage,
-                known.join(", ")
-            ));
+            let known = plan.graph.stages.iter().map(|s| s.name.clone()).collect();
+            return Err(ChangeRefused::UnknownStage {
+                stage: update.stage.clone(),
+                known,
+            });
         };
         let planned = &plan.stages[index];
         if planned.device() != Device::Cpu {
-            return Err(format!(
-                "stage {} runs on {}: parameters change while a run goes on only on the CPU",
-                update.stage,
-                planned.device()
-            ));
+            return Err(ChangeRefused::NotOnCpu {
+                stage: update.stage.clone(),
+                device: planned.device(),
+            });
         }
         let mut params = current[index].clone();
         for (name, value) in &update.params {
@@ -163,28 +213,25 @@ impl Shared<'_> {
         let stage = StageId(index);
         let mut states = Vec::with_capacity(self.slots.len());
         for _ in &self.slots {
-            let state = plan
-                .create_state_with(stage, &params)
-                .map_err(|e| e.to_string())?;
+            let state = plan.create_state_with(stage, &params)?;
             let (workspace, planned_workspace) = (
                 state.workspace_bytes(),
                 planned.workspace_bytes.unwrap_or(0),
             );
             if workspace > planned_workspace {
-                return Err(format!(
-                    "stage {} would need a workspace of {workspace} bytes, more than the \
-                     {planned_workspace} it was planned with; start a run with these values",
-                    update.stage
-                ));
+                return Err(ChangeRefused::Workspace {
+                    stage: update.stage.clone(),
+                    needs: workspace,
+                    planned: planned_workspace,
+                });
             }
             let carry = planned.carry.map_or(0, |c| c.bytes);
             if state.carry_bytes() != carry {
-                return Err(format!(
-                    "stage {} would carry {} bytes from frame to frame instead of {carry}; \
-                     start a run with these values",
-                    update.stage,
-                    state.carry_bytes()
-                ));
+                return Err(ChangeRefused::Carry {
+                    stage: update.stage.clone(),
+                    carries: state.carry_bytes(),
+                    planned: carry,
+                });
             }
             states.push(Some(state));
         }

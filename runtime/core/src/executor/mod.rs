@@ -41,6 +41,7 @@ mod carry;
 mod collector;
 mod constants;
 mod control;
+mod ends_error;
 mod gpu;
 mod ingest;
 mod outcome;
@@ -76,6 +77,7 @@ use carry::LaneCarry;
 use collector::{Collected, collect};
 use control::Control;
 pub use control::ParamUpdate;
+pub use ends_error::{BoxedError, SinkError, SourceError};
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus, StageError};
 use outcome::metrics;
 use schedule::Schedule;
@@ -102,11 +104,6 @@ pub trait Source: Send {
         Delivery::Packets
     }
 }
-
-/// A source's failure, with its own message.
-#[derive(Debug, thiserror::Error)]
-#[error("source: {0}")]
-pub struct SourceError(pub String);
 
 /// Where completed frames go: a verifier, a file writer, a network sender.
 ///
@@ -135,11 +132,6 @@ pub struct PartialFrame {
     /// Its position in the order frames began.
     pub sequence: u64,
 }
-
-/// A sink's failure, with its own message.
-#[derive(Debug, thiserror::Error)]
-#[error("sink: {0}")]
-pub struct SinkError(pub String);
 
 /// A completed frame, lent to the sink until it returns.
 pub struct CompletedFrame<'a> {

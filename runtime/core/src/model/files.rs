@@ -26,25 +26,41 @@ pub enum Setting {
     Param(String, String, String),
 }
 
-impl FromStr for Setting {
-    type Err = String;
+/// A `--set` binding that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    /// Neither `DIM=VALUE` nor `STAGE.PARAM=VALUE`.
+    #[error("expected DIM=VALUE or STAGE.PARAM=VALUE")]
+    Form,
+    /// A dimension's value that is not a positive integer.
+    #[error("dimension {dim}: {value:?} is not a positive integer")]
+    Dim {
+        /// The dimension.
+        dim: String,
+        /// The value given.
+        value: String,
+    },
+}
 
-    fn from_str(text: &str) -> Result<Setting, String> {
-        const EXPECTED: &str = "expected DIM=VALUE or STAGE.PARAM=VALUE";
-        let (key, value) = text.split_once('=').ok_or(EXPECTED)?;
+impl FromStr for Setting {
+    type Err = SettingError;
+
+    fn from_str(text: &str) -> Result<Setting, SettingError> {
+        let (key, value) = text.split_once('=').ok_or(SettingError::Form)?;
         match key.split_once('.') {
             Some((stage, param)) if !stage.is_empty() && !param.is_empty() => Ok(Setting::Param(
                 stage.to_string(),
                 param.to_string(),
                 value.to_string(),
             )),
-            Some(_) => Err(EXPECTED.into()),
-            None if key.is_empty() => Err(EXPECTED.into()),
+            Some(_) => Err(SettingError::Form),
+            None if key.is_empty() => Err(SettingError::Form),
             None => match value.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(Setting::Dim(key.to_string(), n)),
-                _ => Err(format!(
-                    "dimension {key}: {value:?} is not a positive integer"
-                )),
+                _ => Err(SettingError::Dim {
+                    dim: key.to_string(),
+                    value: value.to_string(),
+                }),
             },
         }
     }
@@ -266,11 +282,11 @@ mod tests {
             Ok(Setting::Param("cfar".into(), "pfa".into(), "1e-6".into()))
         );
         for bad in ["N", "=3", ".p=1", "s.=1"] {
-            let e = bad.parse::<Setting>().unwrap_err();
+            let e = bad.parse::<Setting>().unwrap_err().to_string();
             assert!(e.contains("expected DIM=VALUE"), "{bad}: {e}");
         }
         for bad in ["N=0", "N=-1", "N=x"] {
-            let e = bad.parse::<Setting>().unwrap_err();
+            let e = bad.parse::<Setting>().unwrap_err().to_string();
             assert!(e.contains("is not a positive integer"), "{bad}: {e}");
         }
     }

@@ -233,6 +233,47 @@ impl SourceSpec {
     }
 }
 
+/// Why a frame shape does not fit a graph's source tensor ([`Graph::bind_source_shape`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SourceShapeError {
+    /// The frame shape has another number of axes than the source tensor.
+    #[error(
+        "a frame shape of {given} dimensions for the source {tensor}, which has {} ([{}])",
+        .written.len(),
+        .written.join(", ")
+    )]
+    Rank {
+        /// Axes the frame shape gives.
+        given: usize,
+        /// The source tensor.
+        tensor: String,
+        /// Its axes as the graph file writes them, outermost first.
+        written: Vec<String>,
+    },
+    /// Two axes named by one dimension are given two extents.
+    #[error("the frame shape gives dimension {dim} both {first} and {then}")]
+    Twice {
+        /// The dimension.
+        dim: String,
+        /// The extent it got first.
+        first: u64,
+        /// The other.
+        then: u64,
+    },
+    /// An axis the graph file writes as a number is given another extent.
+    #[error("axis {axis} of the source {tensor} is {written} in the graph file, not {extent}")]
+    Fixed {
+        /// The axis, innermost 0.
+        axis: usize,
+        /// The source tensor.
+        tensor: String,
+        /// The extent the file writes.
+        written: u64,
+        /// The extent given.
+        extent: u64,
+    },
+}
+
 impl Graph {
     /// The tensor `id`.
     pub fn tensor(&self, id: TensorId) -> &TensorSpec {
@@ -251,7 +292,10 @@ impl Graph {
     /// axis first (`[1024, 128]` for a source of shape `[M, N]` binds `N = 1024, M = 128`).
     /// An axis the file writes as a number must already have its extent; the error says which
     /// axis does not fit, and how the shape was written.
-    pub fn bind_source_shape(&self, extents: &[u64]) -> Result<Vec<(String, u64)>, String> {
+    pub fn bind_source_shape(
+        &self,
+        extents: &[u64],
+    ) -> Result<Vec<(String, u64)>, SourceShapeError> {
         let tensor = self.tensor(self.source.tensor);
         let written: Vec<String> = self
             .source_dims
@@ -260,31 +304,33 @@ impl Graph {
             .map(|(d, n)| d.clone().unwrap_or_else(|| n.to_string()))
             .collect();
         if extents.len() != tensor.shape.len() {
-            return Err(format!(
-                "a frame shape of {} dimensions for the source {}, which has {} ([{}])",
-                extents.len(),
-                tensor.name,
-                tensor.shape.len(),
-                written.join(", ")
-            ));
+            return Err(SourceShapeError::Rank {
+                given: extents.len(),
+                tensor: tensor.name.clone(),
+                written,
+            });
         }
         let mut dims: Vec<(String, u64)> = Vec::new();
         for (axis, &extent) in extents.iter().rev().enumerate() {
             match &self.source_dims.get(axis).cloned().flatten() {
                 Some(name) => match dims.iter().find(|(n, _)| n == name) {
                     Some((_, bound)) if *bound != extent => {
-                        return Err(format!(
-                            "the frame shape gives dimension {name} both {bound} and {extent}"
-                        ));
+                        return Err(SourceShapeError::Twice {
+                            dim: name.clone(),
+                            first: *bound,
+                            then: extent,
+                        });
                     }
                     Some(_) => {}
                     None => dims.push((name.clone(), extent)),
                 },
                 None if tensor.shape[axis] != extent => {
-                    return Err(format!(
-                        "axis {axis} of the source {} is {} in the graph file, not {extent}",
-                        tensor.name, tensor.shape[axis]
-                    ));
+                    return Err(SourceShapeError::Fixed {
+                        axis,
+                        tensor: tensor.name.clone(),
+                        written: tensor.shape[axis],
+                        extent,
+                    });
                 }
                 None => {}
             }

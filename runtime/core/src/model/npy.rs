@@ -14,6 +14,85 @@ use std::path::Path;
 
 use kplace_abi::{Dtype, Scalar};
 
+/// What is wrong with an `.npy` file, or reading it; without its path (the caller names it).
+#[derive(Debug, thiserror::Error)]
+pub enum NpyReadError {
+    /// The file could not be opened or read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Shorter than the header's fixed part.
+    #[error("too short for an .npy header")]
+    Short,
+    /// No `\x93NUMPY` magic.
+    #[error("not an .npy file (no \\x93NUMPY magic)")]
+    NoMagic,
+    /// A format version this reader does not know.
+    #[error(".npy version {0} is not supported")]
+    Version(u8),
+    /// The header's length is past the file's end, or past 64 KiB.
+    #[error("a header of {0} bytes does not fit the file")]
+    HeaderLength(u64),
+    /// The header's `shape` is not a tuple of integers.
+    #[error("its shape is not a tuple of integers")]
+    Shape,
+    /// The array is stored column-major.
+    #[error("only C-ordered arrays are read (fortran_order is not False)")]
+    FortranOrder,
+    /// The element type is not the one a tensor's type is stored as.
+    #[error("element type '{found}', but a {dtype} tensor is stored as '{descr}'")]
+    TensorType {
+        /// The file's element type.
+        found: String,
+        /// The tensor's element type.
+        dtype: &'static str,
+        /// How the tensor's type is stored.
+        descr: &'static str,
+    },
+    /// The shape is not the one the tensor is stored as.
+    #[error("shape {found:?}, but the tensor is stored as {want:?}")]
+    TensorShape {
+        /// The file's shape.
+        found: Vec<u64>,
+        /// The tensor's, as [`layout`] stores it.
+        want: Vec<u64>,
+    },
+    /// The data after the header is not the length of the tensor.
+    #[error("the header says {bytes} bytes of data, but {follow} bytes follow it")]
+    TensorBytes {
+        /// The tensor's bytes.
+        bytes: u64,
+        /// Bytes after the header.
+        follow: u64,
+    },
+    /// The element type is not a real number type.
+    #[error(
+        "element type '{descr}' is not a real number type (f2-f8, i1-i8, u1-u8, b1){}",
+        if .descr.contains('c') { ": a complex array must be given as its real and imaginary parts" } else { "" }
+    )]
+    NotReal {
+        /// The file's element type.
+        descr: String,
+    },
+    /// More values than the caller takes.
+    #[error("shape {shape:?} holds more than the {limit} values a parameter may have")]
+    TooMany {
+        /// The file's shape.
+        shape: Vec<u64>,
+        /// The most values taken.
+        limit: usize,
+    },
+    /// The data after the header is not the length of its values.
+    #[error("the header says {count} values of {size} bytes, but {follow} bytes follow it")]
+    ValueBytes {
+        /// Values the shape holds.
+        count: usize,
+        /// Bytes of each.
+        size: usize,
+        /// Bytes after the header.
+        follow: u64,
+    },
+}
+
 /// The parts of an `.npy` header a reader needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -32,32 +111,30 @@ pub struct Header {
 impl Header {
     /// Reads the header at the start of `file`, `file_len` bytes long, leaving the file at
     /// the data. The error says what is wrong.
-    pub fn read(file: &mut File, file_len: u64) -> Result<Header, String> {
+    pub fn read(file: &mut File, file_len: u64) -> Result<Header, NpyReadError> {
         let mut lead = [0u8; 10];
         file.read_exact(&mut lead)
-            .map_err(|_| "too short for an .npy header".to_string())?;
+            .map_err(|_| NpyReadError::Short)?;
         if &lead[..6] != b"\x93NUMPY" {
-            return Err("not an .npy file (no \\x93NUMPY magic)".into());
+            return Err(NpyReadError::NoMagic);
         }
         let (header_len, lead_len) = match lead[6] {
             1 => (u64::from(u16::from_le_bytes([lead[8], lead[9]])), 10),
             2 | 3 => {
                 let mut more = [0u8; 2];
-                file.read_exact(&mut more).map_err(|e| e.to_string())?;
+                file.read_exact(&mut more)?;
                 (
                     u64::from(u32::from_le_bytes([lead[8], lead[9], more[0], more[1]])),
                     12,
                 )
             }
-            v => return Err(format!(".npy version {v} is not supported")),
+            v => return Err(NpyReadError::Version(v)),
         };
         if header_len > 1 << 16 || lead_len + header_len > file_len {
-            return Err(format!(
-                "a header of {header_len} bytes does not fit the file"
-            ));
+            return Err(NpyReadError::HeaderLength(header_len));
         }
         let mut dict = vec![0u8; header_len as usize];
-        file.read_exact(&mut dict).map_err(|e| e.to_string())?;
+        file.read_exact(&mut dict)?;
         let dict = String::from_utf8_lossy(&dict);
         let field = |key: &str| -> Option<String> {
             let at = dict.find(&format!("'{key}'"))? + key.len() + 2;
@@ -76,7 +153,7 @@ impl Header {
             .filter(|d| !d.trim().is_empty())
             .map(|d| d.trim().parse::<u64>())
             .collect::<Result<_, _>>()
-            .map_err(|_| "its shape is not a tuple of integers".to_string())?;
+            .map_err(|_| NpyReadError::Shape)?;
         Ok(Header {
             descr: field("descr")
                 .unwrap_or_default()
@@ -125,35 +202,40 @@ pub fn layout(dtype: Dtype, shape: &[u64], bytes: u64) -> (&'static str, Vec<u64
 /// and `shape`, into the tensor's `bytes`. The file's element type and shape must be exactly
 /// those (NumPy's `astype` and `reshape` make them); its length is checked before anything is
 /// allocated, so a file cannot make the reader hold more than `bytes`.
-pub fn read_array(path: &Path, dtype: Dtype, shape: &[u64], bytes: u64) -> Result<Vec<u8>, String> {
-    let mut file = File::open(path).map_err(|e| e.to_string())?;
-    let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+pub fn read_array(
+    path: &Path,
+    dtype: Dtype,
+    shape: &[u64],
+    bytes: u64,
+) -> Result<Vec<u8>, NpyReadError> {
+    let mut file = File::open(path)?;
+    let file_len = file.metadata()?.len();
     let header = Header::read(&mut file, file_len)?;
     let (descr, want) = layout(dtype, shape, bytes);
-    let name = dtype.name().unwrap_or("?");
     if header.descr != descr {
-        return Err(format!(
-            "element type '{}', but a {name} tensor is stored as '{descr}'",
-            header.descr
-        ));
+        return Err(NpyReadError::TensorType {
+            found: header.descr,
+            dtype: dtype.name().unwrap_or("?"),
+            descr,
+        });
     }
     if header.fortran_order {
-        return Err("only C-ordered arrays are read (fortran_order is not False)".into());
+        return Err(NpyReadError::FortranOrder);
     }
     if header.shape != want {
-        return Err(format!(
-            "shape {:?}, but the tensor is stored as {want:?}",
-            header.shape
-        ));
+        return Err(NpyReadError::TensorShape {
+            found: header.shape,
+            want,
+        });
     }
     if header.data_bytes != bytes {
-        return Err(format!(
-            "the header says {bytes} bytes of data, but {} bytes follow it",
-            header.data_bytes
-        ));
+        return Err(NpyReadError::TensorBytes {
+            bytes,
+            follow: header.data_bytes,
+        });
     }
     let mut data = vec![0u8; bytes as usize];
-    file.read_exact(&mut data).map_err(|e| e.to_string())?;
+    file.read_exact(&mut data)?;
     Ok(data)
 }
 
@@ -169,43 +251,36 @@ pub struct Values {
 /// Reads `path`, a C-ordered `.npy` array of at most `limit` real numbers of any integer or
 /// floating type NumPy writes (little-endian or single-byte; `f2` to `f8`, `i1` to `i8`, `u1`
 /// to `u8`, `b1`). Complex arrays are refused: a kernel parameter is real.
-pub fn read_values(path: &Path, limit: usize) -> Result<Values, String> {
-    let mut file = File::open(path).map_err(|e| e.to_string())?;
-    let file_len = file.metadata().map_err(|e| e.to_string())?.len();
+pub fn read_values(path: &Path, limit: usize) -> Result<Values, NpyReadError> {
+    let mut file = File::open(path)?;
+    let file_len = file.metadata()?.len();
     let header = Header::read(&mut file, file_len)?;
     if header.fortran_order {
-        return Err("only C-ordered arrays are read (fortran_order is not False)".into());
+        return Err(NpyReadError::FortranOrder);
     }
     let Some((kind, size)) = element(&header.descr) else {
-        return Err(format!(
-            "element type '{}' is not a real number type (f2-f8, i1-i8, u1-u8, b1){}",
-            header.descr,
-            if header.descr.contains('c') {
-                ": a complex array must be given as its real and imaginary parts"
-            } else {
-                ""
-            }
-        ));
+        return Err(NpyReadError::NotReal {
+            descr: header.descr,
+        });
     };
     let count = header
         .shape
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d))
         .filter(|&n| n <= limit as u64)
-        .ok_or_else(|| {
-            format!(
-                "shape {:?} holds more than the {limit} values a parameter may have",
-                header.shape
-            )
+        .ok_or_else(|| NpyReadError::TooMany {
+            shape: header.shape.clone(),
+            limit,
         })? as usize;
     if header.data_bytes != (count * size) as u64 {
-        return Err(format!(
-            "the header says {count} values of {size} bytes, but {} bytes follow it",
-            header.data_bytes
-        ));
+        return Err(NpyReadError::ValueBytes {
+            count,
+            size,
+            follow: header.data_bytes,
+        });
     }
     let mut data = vec![0u8; count * size];
-    file.read_exact(&mut data).map_err(|e| e.to_string())?;
+    file.read_exact(&mut data)?;
     let values = data.chunks_exact(size).map(|b| decode(kind, b)).collect();
     Ok(Values {
         shape: header.shape,
@@ -309,23 +384,31 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_read_saying_why() {
-        let complex = read_values(npy("<c8", "(1,)", &[0; 8]).path(), 10).unwrap_err();
+        let complex = read_values(npy("<c8", "(1,)", &[0; 8]).path(), 10)
+            .unwrap_err()
+            .to_string();
         assert!(complex.contains("real and imaginary parts"), "{complex}");
-        let big_endian = read_values(npy(">f4", "(1,)", &[0; 4]).path(), 10).unwrap_err();
+        let big_endian = read_values(npy(">f4", "(1,)", &[0; 4]).path(), 10)
+            .unwrap_err()
+            .to_string();
         assert!(
             big_endian.contains("'>f4' is not a real number type"),
             "{big_endian}"
         );
-        let short = read_values(npy("<f4", "(3,)", &[0; 8]).path(), 10).unwrap_err();
+        let short = read_values(npy("<f4", "(3,)", &[0; 8]).path(), 10)
+            .unwrap_err()
+            .to_string();
         assert!(
             short.contains("3 values of 4 bytes, but 8 bytes"),
             "{short}"
         );
-        let many = read_values(npy("<f4", "(1000, 1000)", &[]).path(), 1 << 16).unwrap_err();
+        let many = read_values(npy("<f4", "(1000, 1000)", &[]).path(), 1 << 16)
+            .unwrap_err()
+            .to_string();
         assert!(many.contains("more than the 65536 values"), "{many}");
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), b"not numpy at all").unwrap();
-        let text = read_values(file.path(), 10).unwrap_err();
+        let text = read_values(file.path(), 10).unwrap_err().to_string();
         assert!(text.contains("not an .npy file"), "{text}");
     }
 }

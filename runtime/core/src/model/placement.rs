@@ -35,8 +35,13 @@ impl Device {
     }
 }
 
+/// A device's name that is none kplace knows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device {0:?} (expected cpu, gpu or gpu:N)")]
+pub struct UnknownDevice(pub String);
+
 impl FromStr for Device {
-    type Err = String;
+    type Err = UnknownDevice;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
@@ -47,7 +52,7 @@ impl FromStr for Device {
                 .or_else(|| s.strip_prefix("cuda:"))
                 .and_then(|n| n.parse().ok())
                 .map(Device::Gpu)
-                .ok_or_else(|| format!("unknown device {s:?} (expected cpu, gpu or gpu:N)")),
+                .ok_or_else(|| UnknownDevice(s.to_string())),
         }
     }
 }
@@ -236,6 +241,36 @@ pub enum PlacementError {
         /// What is wrong.
         message: String,
     },
+    /// The `alternatives:` list is not one a run can switch between.
+    #[error("placement {}:{line}: {why}", path.display())]
+    Alternatives {
+        /// The file.
+        path: PathBuf,
+        /// The list's line.
+        line: u64,
+        /// What is wrong with it.
+        why: AlternativesError,
+    },
+}
+
+/// What is wrong with a placement's `alternatives:` list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AlternativesError {
+    /// More than [`MAX_ALTERNATIVES`].
+    #[error(
+        "alternatives lists {0} placements; at most {MAX_ALTERNATIVES} (each is planned for the \
+         whole run)"
+    )]
+    TooMany(usize),
+    /// An entry is empty.
+    #[error("alternatives: an entry is empty")]
+    Empty,
+    /// An entry names the placement itself (by name or by file).
+    #[error("alternatives: {0} is this placement itself; list the others")]
+    Itself(String),
+    /// An entry is listed twice.
+    #[error("alternatives: {0} is listed twice")]
+    Twice(String),
 }
 
 impl Placement {
@@ -287,9 +322,9 @@ impl Placement {
                     priority,
                     tile,
                 } = entry.value;
-                let device = device
-                    .parse()
-                    .map_err(|e: String| invalid(Some(line), format!("stage {name}: {e}")))?;
+                let device = device.parse().map_err(|e: UnknownDevice| {
+                    invalid(Some(line), format!("stage {name}: {e}"))
+                })?;
                 if tile == Some(0) {
                     return Err(invalid(
                         Some(line),
@@ -363,8 +398,13 @@ impl Placement {
         }
         let alternatives = match file.alternatives {
             None => Vec::new(),
-            Some(list) => alternatives(base, path, &file.name, list.value)
-                .map_err(|e| invalid(Some(list.referenced.line()), e))?,
+            Some(list) => alternatives(base, path, &file.name, list.value).map_err(|why| {
+                PlacementError::Alternatives {
+                    path: path.to_path_buf(),
+                    line: list.referenced.line(),
+                    why,
+                }
+            })?,
         };
         Ok(Placement {
             alternatives,
@@ -420,29 +460,23 @@ fn alternatives(
     path: &Path,
     own: &str,
     written: Vec<String>,
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<Vec<PathBuf>, AlternativesError> {
     let stem = path.file_stem().and_then(|s| s.to_str());
     if written.len() > MAX_ALTERNATIVES {
-        return Err(format!(
-            "alternatives lists {} placements; at most {MAX_ALTERNATIVES} (each is planned for \
-             the whole run)",
-            written.len()
-        ));
+        return Err(AlternativesError::TooMany(written.len()));
     }
     let mut seen = std::collections::BTreeSet::new();
     written
         .into_iter()
         .map(|w| {
             if w.trim().is_empty() {
-                return Err("alternatives: an entry is empty".to_string());
+                return Err(AlternativesError::Empty);
             }
             if w == own || Some(w.as_str()) == stem || base.join(&w) == path {
-                return Err(format!(
-                    "alternatives: {w} is this placement itself; list the others"
-                ));
+                return Err(AlternativesError::Itself(w));
             }
             if !seen.insert(w.clone()) {
-                return Err(format!("alternatives: {w} is listed twice"));
+                return Err(AlternativesError::Twice(w));
             }
             let path = PathBuf::from(&w);
             Ok(if super::locate::is_name(&path) {

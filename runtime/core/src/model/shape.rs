@@ -52,19 +52,30 @@ impl fmt::Display for FrameShape {
     }
 }
 
+/// A frame shape's text that is not one: a part that is not a positive integer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid shape {text:?}: {part:?} is not a positive integer (expected e.g. 1024x128)")]
+pub struct ShapeTextError {
+    /// The text given.
+    pub text: String,
+    /// Its first part that is not a positive integer.
+    pub part: String,
+}
+
 impl FromStr for FrameShape {
-    type Err = String;
+    type Err = ShapeTextError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let extents = text
             .split('x')
             .map(|part| match part.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!(
-                    "invalid shape {text:?}: {part:?} is not a positive integer (expected e.g. 1024x128)"
-                )),
+                _ => Err(ShapeTextError {
+                    text: text.to_string(),
+                    part: part.to_string(),
+                }),
             })
-            .collect::<Result<Vec<u64>, String>>()?;
+            .collect::<Result<Vec<u64>, ShapeTextError>>()?;
         Ok(FrameShape(extents))
     }
 }
@@ -100,7 +111,7 @@ mod tests {
     #[test]
     fn zero_empty_or_non_numeric_extents_are_refused_naming_the_part() {
         for (text, part) in [("1024x0", "\"0\""), ("x128", "\"\""), ("1024xM", "\"M\"")] {
-            let e = text.parse::<FrameShape>().unwrap_err();
+            let e = text.parse::<FrameShape>().unwrap_err().to_string();
             assert!(
                 e.contains(part) && e.contains("expected e.g. 1024x128"),
                 "{e}"

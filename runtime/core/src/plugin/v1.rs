@@ -6,6 +6,30 @@ use kplace_abi::{
     Dtype, LaunchArgs, MAX_RANK_V1, MemorySpace, Tensor, TensorDesc, TensorDescV1, TensorV1,
 };
 
+/// Why tensors do not fit a version 1 kernel's layout.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum V1Misfit {
+    /// A descriptor for `create` with more dimensions than version 1 has.
+    #[error(
+        "{side} {index} has {rank} dimensions, but this library was built for ABI version 1, \
+         whose tensors have at most {MAX_RANK_V1}; rebuild it against this kplace.h"
+    )]
+    Desc {
+        /// `input` or `output`.
+        side: &'static str,
+        /// Its position on that side.
+        index: usize,
+        /// Its dimensions.
+        rank: u32,
+    },
+    /// More tensors a side than a version 1 launch takes.
+    #[error("a version 1 kernel takes at most {MAX_PORTS} tensors a side")]
+    Ports,
+    /// A launch's tensor with more dimensions than version 1 has.
+    #[error("a tensor of {0} dimensions, past version 1's {MAX_RANK_V1}")]
+    Tensor(u32),
+}
+
 /// A version 1 kernel's descriptors for `create`.
 pub(super) struct Descs {
     inputs: Vec<TensorDescV1>,
@@ -14,22 +38,19 @@ pub(super) struct Descs {
 
 impl Descs {
     /// The descriptors in version 1's layout, or why one does not fit it.
-    pub(super) fn of(inputs: &[TensorDesc], outputs: &[TensorDesc]) -> Result<Descs, String> {
-        let side = |descs: &[TensorDesc], what: &str| -> Result<Vec<TensorDescV1>, String> {
+    pub(super) fn of(inputs: &[TensorDesc], outputs: &[TensorDesc]) -> Result<Descs, V1Misfit> {
+        let side = |descs: &[TensorDesc], side: &'static str| {
             descs
                 .iter()
                 .enumerate()
-                .map(|(i, d)| {
-                    d.to_v1().ok_or_else(|| {
-                        format!(
-                            "{what} {i} has {} dimensions, but this library was built for ABI \
-                             version 1, whose tensors have at most {MAX_RANK_V1}; rebuild it \
-                             against this kplace.h",
-                            d.rank
-                        )
+                .map(|(index, d)| {
+                    d.to_v1().ok_or(V1Misfit::Desc {
+                        side,
+                        index,
+                        rank: d.rank,
                     })
                 })
-                .collect()
+                .collect::<Result<Vec<TensorDescV1>, V1Misfit>>()
         };
         Ok(Descs {
             inputs: side(inputs, "input")?,
@@ -83,23 +104,16 @@ impl Tensors {
         inputs: &[Tensor],
         outputs: &[Tensor],
         args: &mut LaunchArgs,
-    ) -> Result<(), String> {
+    ) -> Result<(), V1Misfit> {
         for (side, to, arg) in [
             (inputs, &mut self.inputs, &mut args.inputs),
             (outputs, &mut self.outputs, &mut args.outputs),
         ] {
             if side.len() > MAX_PORTS {
-                return Err(format!(
-                    "a version 1 kernel takes at most {MAX_PORTS} tensors a side"
-                ));
+                return Err(V1Misfit::Ports);
             }
             for (t, v) in side.iter().zip(to.iter_mut()) {
-                *v = t.to_v1().ok_or_else(|| {
-                    format!(
-                        "a tensor of {} dimensions, past version 1's {MAX_RANK_V1}",
-                        t.desc.rank
-                    )
-                })?;
+                *v = t.to_v1().ok_or(V1Misfit::Tensor(t.desc.rank))?;
             }
             *arg = to.as_ptr().cast::<Tensor>();
         }

@@ -153,7 +153,7 @@ pub fn multi_run(outcomes: Vec<ChildOutcome>) -> MultiRun {
             Ok(report) => run.pipelines.push(PipelineEntry::Ran(Box::new(report))),
             Err(why) => {
                 run.failures.push(format!("pipeline {i} {why}"));
-                run.pipelines.push(failed(why));
+                run.pipelines.push(failed(why.to_string()));
             }
         }
     }

@@ -58,16 +58,19 @@ impl fmt::Display for PipelineMode {
     }
 }
 
+/// A pipeline mode's name that names none.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown pipeline mode {0:?}: expected thread or process")]
+pub struct UnknownPipelineMode(pub String);
+
 impl FromStr for PipelineMode {
-    type Err = String;
+    type Err = UnknownPipelineMode;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "thread" => Ok(PipelineMode::Thread),
             "process" => Ok(PipelineMode::Process),
-            _ => Err(format!(
-                "unknown pipeline mode {s:?}: expected thread or process"
-            )),
+            _ => Err(UnknownPipelineMode(s.to_string())),
         }
     }
 }
@@ -99,17 +102,40 @@ pub fn pipeline_path(path: &Path, index: Option<usize>) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Why a pipeline run on a thread of its own ([`in_threads`]) gave no value.
+#[derive(Debug)]
+pub enum ThreadFailure<E> {
+    /// The pipeline failed: its error (shown with its causes).
+    Failed(E),
+    /// Its thread panicked.
+    Panicked,
+    /// Its thread could not start.
+    NoThread(std::io::Error),
+}
+
+impl<E: fmt::Display> fmt::Display for ThreadFailure<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThreadFailure::Failed(e) => write!(f, "{e:#}"),
+            ThreadFailure::Panicked => f.write_str("the pipeline's thread panicked"),
+            ThreadFailure::NoThread(e) => write!(f, "cannot start a pipeline thread: {e}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for ThreadFailure<E> {}
+
 /// Runs `run(i, input)` for every input on a thread of its own (`pipeline-i`), all at once;
-/// one result per pipeline, in order: the value, or why it failed (its error with causes, or
-/// that its thread panicked or could not start).
+/// one result per pipeline, in order: the value, or why it failed (its error, or that its
+/// thread panicked or could not start).
 pub fn in_threads<I, T, E>(
     inputs: Vec<I>,
     run: impl Fn(usize, I) -> Result<T, E> + Sync,
-) -> Vec<Result<T, String>>
+) -> Vec<Result<T, ThreadFailure<E>>>
 where
     I: Send,
     T: Send,
-    E: fmt::Display,
+    E: Send,
 {
     std::thread::scope(|scope| {
         let run = &run;
@@ -119,16 +145,14 @@ where
             .map(|(i, input)| {
                 std::thread::Builder::new()
                     .name(format!("pipeline-{i}"))
-                    .spawn_scoped(scope, move || run(i, input).map_err(|e| format!("{e:#}")))
+                    .spawn_scoped(scope, move || run(i, input).map_err(ThreadFailure::Failed))
             })
             .collect();
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err("the pipeline's thread panicked".to_string())),
-                Err(e) => Err(format!("cannot start a pipeline thread: {e}")),
+                Ok(h) => h.join().unwrap_or(Err(ThreadFailure::Panicked)),
+                Err(e) => Err(ThreadFailure::NoThread(e)),
             })
             .collect()
     })
@@ -158,8 +182,35 @@ pub struct ChildOutcome {
     pub status: ExitStatus,
     /// What it printed on stdout.
     pub stdout: String,
-    /// Its run report, or why there is none usable (after "exited (status)").
-    pub report: Result<RunReport, String>,
+    /// Its run report, or why there is none usable.
+    pub report: Result<RunReport, NoReport>,
+}
+
+/// Why a child pipeline left no usable report.
+#[derive(Debug, thiserror::Error)]
+pub enum NoReport {
+    /// It wrote none.
+    #[error("exited ({status}) without a report")]
+    Missing {
+        /// How it exited.
+        status: ExitStatus,
+    },
+    /// Its report cannot be read.
+    #[error("exited ({status}) with a report that cannot be read: {error}")]
+    Unreadable {
+        /// How it exited.
+        status: ExitStatus,
+        /// Why.
+        error: kplace_core::os::files::ReadBoundedError,
+    },
+    /// Its report is not a run report.
+    #[error("exited ({status}) with a report that cannot be read: {error}")]
+    Invalid {
+        /// How it exited.
+        status: ExitStatus,
+        /// Why.
+        error: kplace_report::ReadError,
+    },
 }
 
 /// Why child pipelines could not run.
@@ -178,8 +229,8 @@ pub enum ChildError {
     NotReady {
         /// The pipeline.
         index: usize,
-        /// Why, in words.
-        why: String,
+        /// Why.
+        why: kplace_report::ready::NotReady,
     },
     /// A child could not be waited for.
     #[error("waiting for a pipeline: {0}")]
@@ -288,7 +339,7 @@ pub fn in_processes(
             pid,
             status,
             stdout: relay.join().unwrap_or_default(),
-            report: read_report(&report).map_err(|why| format!("exited ({status}) {why}")),
+            report: read_report(&report, status),
         })
         .collect())
 }
@@ -352,19 +403,19 @@ fn wait_all(children: &mut [Running]) -> Result<Vec<(u32, ExitStatus)>, ChildErr
         .collect())
 }
 
-/// A child's report, or why there is none usable.
-fn read_report(path: &Path) -> Result<RunReport, String> {
+/// The report of a child that exited with `status`, or why there is none usable.
+fn read_report(path: &Path, status: ExitStatus) -> Result<RunReport, NoReport> {
     let text = kplace_core::os::files::read_text_bounded(
         path,
         kplace_report::MAX_REPORT_BYTES,
         "run report",
     )
-    .map_err(|e| match e.is_not_found() {
-        true => "without a report".to_string(),
-        false => format!("with a report that cannot be read: {e}"),
+    .map_err(|error| match error.is_not_found() {
+        true => NoReport::Missing { status },
+        false => NoReport::Unreadable { status, error },
     })?;
     kplace_report::read_json(&text, &path.display().to_string())
-        .map_err(|e| format!("with a report that cannot be read: {e}"))
+        .map_err(|error| NoReport::Invalid { status, error })
 }
 
 /// A pipeline that has no report, and why.
@@ -495,11 +546,12 @@ mod tests {
             3 => panic!("boom"),
             _ => Ok(x * 10),
         });
-        assert_eq!(results[0], Ok(10));
-        assert_eq!(results[1], Err("pipeline 1 failed".to_string()));
-        assert_eq!(
-            results[2],
-            Err("the pipeline's thread panicked".to_string())
-        );
+        let shown: Vec<Result<u32, String>> = results
+            .into_iter()
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect();
+        assert_eq!(shown[0], Ok(10));
+        assert_eq!(shown[1], Err("pipeline 1 failed".to_string()));
+        assert_eq!(shown[2], Err("the pipeline's thread panicked".to_string()));
     }
 }

@@ -92,7 +92,26 @@ pub struct Verdict {
     pub details: Details,
 }
 
-/// A judge's failure, with its own message (naming the frame where there is one).
+/// Why a judge could not judge: a frame's output it cannot read, or results it cannot write.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct JudgeError(pub String);
+pub enum JudgeError {
+    /// A frame's sink bytes are not the workload's outputs: the workload's reading says why.
+    #[error("frame {frame}: {why}")]
+    Output {
+        /// The frame's id.
+        frame: u64,
+        /// What is wrong with its output.
+        why: kplace_core::executor::BoxedError,
+    },
+    /// The workload's results (`what`: `detections`, `the detections file`) could not be
+    /// written, for frame `frame` where the failure is a frame's.
+    #[error("{}cannot write {what}: {error}", .frame.map(|f| format!("frame {f}: ")).unwrap_or_default())]
+    Write {
+        /// The frame whose results were written, if a frame's.
+        frame: Option<u64>,
+        /// What was written.
+        what: &'static str,
+        /// The writer's error.
+        error: std::io::Error,
+    },
+}

@@ -154,7 +154,7 @@ pub fn read(path: &Path, tensor: &TensorSpec) -> Result<Vec<Vec<u8>>, NpyError> 
     };
     let mut file = File::open(path).map_err(io)?;
     let file_len = file.metadata().map_err(io)?.len();
-    let header = Header::read(&mut file, file_len).map_err(format)?;
+    let header = Header::read(&mut file, file_len).map_err(|e| format(e.to_string()))?;
     let (descr, shape) = layout(tensor);
     let found = &header.descr;
     if found != descr {

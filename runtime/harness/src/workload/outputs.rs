@@ -85,7 +85,7 @@ impl PipelineFiles {
         if let Some((path, file)) = self.trace
             && let Err(e) = write_trace(&path, file, trace)
         {
-            failed.push(e);
+            failed.push(e.to_string());
         }
         for f in &failed {
             tracing::error!("kplace run: {f}");
@@ -94,24 +94,40 @@ impl PipelineFiles {
     }
 }
 
+/// Why the trace file could not be completed.
+#[derive(Debug, thiserror::Error)]
+enum TraceFileError {
+    /// Writing the trace into it failed.
+    #[error("the trace file {} could not be written: {error}", .path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// It could not be completed.
+    #[error("{0}")]
+    Commit(OutputError),
+}
+
 /// Writes `trace` into `file` and completes it; the error says why it could not be.
 fn write_trace(
     path: &std::path::Path,
     file: OutputFile,
     trace: Option<&Trace>,
-) -> Result<(), String> {
+) -> Result<(), TraceFileError> {
     let Some(trace) = trace else {
-        return file.commit().map_err(|e| e.to_string());
+        return file.commit().map_err(TraceFileError::Commit);
     };
     let mut writer = file.writer();
-    trace.write_chrome(&mut writer).map_err(|e| {
-        format!(
-            "the trace file {} could not be written: {e}",
-            path.display()
-        )
-    })?;
+    trace
+        .write_chrome(&mut writer)
+        .map_err(|error| TraceFileError::Write {
+            path: path.to_path_buf(),
+            error,
+        })?;
     drop(writer);
-    file.commit().map_err(|e| e.to_string())?;
+    file.commit().map_err(TraceFileError::Commit)?;
     // Said once the file is complete, never of a trace that could not be written.
     tracing::info!(
         "kplace run: trace of {} spans in {}{}",

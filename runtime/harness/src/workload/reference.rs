@@ -122,10 +122,7 @@ impl FrameSink for Keep<'_> {
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!(
-            "frame {} of a replay ended partial",
-            frame.frame_id
-        )))
+        Err(SinkError::Partial(frame.frame_id))
     }
 }
 
@@ -263,19 +260,22 @@ pub enum CheckSpec {
     Golden(std::path::PathBuf),
 }
 
-impl std::str::FromStr for CheckSpec {
-    type Err = String;
+/// A check's name that names none.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown check {0:?}: expected reference:PLACEMENT, golden:DIR or none")]
+pub struct UnknownCheck(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for CheckSpec {
+    type Err = UnknownCheck;
+
+    fn from_str(s: &str) -> Result<Self, UnknownCheck> {
         if s == "none" {
             return Ok(CheckSpec::Nothing);
         }
         match s.split_once(':') {
             Some(("reference", p)) if !p.is_empty() => Ok(CheckSpec::Reference(p.into())),
             Some(("golden", d)) if !d.is_empty() => Ok(CheckSpec::Golden(d.into())),
-            _ => Err(format!(
-                "unknown check {s:?}: expected reference:PLACEMENT, golden:DIR or none"
-            )),
+            _ => Err(UnknownCheck(s.to_string())),
         }
     }
 }

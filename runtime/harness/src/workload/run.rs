@@ -262,19 +262,28 @@ struct JudgedSink {
 impl FrameSink for JudgedSink {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         let id = frame.frame_id;
-        self.judge
-            .frame(frame)
-            .map_err(|e| SinkError(format!("frame {id}: {e}")))?;
+        self.judge.frame(frame).map_err(|e| SinkError::Judged {
+            frame: id,
+            why: Box::new(e),
+        })?;
         if let Some(files) = &mut self.sink_files {
             for i in 0..files.len() {
                 files
                     .write(i, frame.sink(i))
-                    .map_err(|e| SinkError(format!("frame {id}: cannot write its sinks: {e}")))?;
+                    .map_err(|e| SinkError::Write {
+                        frame: id,
+                        what: "its sinks",
+                        error: Box::new(e),
+                    })?;
             }
         }
         if let Some(t) = &mut self.done_times {
             writeln!(t, "{id},{}", kplace_net::sender::monotonic_ns()).map_err(|e| {
-                SinkError(format!("frame {id}: cannot write completion times: {e}"))
+                SinkError::Write {
+                    frame: id,
+                    what: "completion times",
+                    error: Box::new(e),
+                }
             })?;
         }
         Ok(())
@@ -364,9 +373,7 @@ fn run_plans(
     let (options, watcher) = run_options(config, workload, progress.is_some());
     let run = match &mut progress {
         Some(write) => {
-            let mut report = |p: &Progress| {
-                write(p).map_err(|e| SinkError(format!("cannot write the progress: {e}")))
-            };
+            let mut report = |p: &Progress| write(p).map_err(|e| SinkError::Progress(Box::new(e)));
             let mut with_progress = session::WithProgress {
                 sink: &mut sink,
                 report: &mut report,

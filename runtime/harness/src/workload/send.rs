@@ -52,7 +52,7 @@ pub enum SendFramesError {
     Kind(#[from] KindError),
     /// The source tensor does not go on the wire (its message names the tensor).
     #[error("{0}")]
-    Wire(String),
+    Wire(kplace_net::wire::WireError),
     /// The workload prepared nothing to send.
     #[error("the workload prepared no frames to send")]
     NoFrames,
@@ -268,7 +268,10 @@ mod tests {
             _: u64,
             _: Option<Box<dyn std::io::Write + Send>>,
         ) -> Result<Box<dyn Judge>, JudgeError> {
-            Err(JudgeError("not judged".into()))
+            Err(JudgeError::Output {
+                frame: 0,
+                why: "not judged".into(),
+            })
         }
     }
 

@@ -22,16 +22,19 @@ pub enum SinkFormat {
     Raw,
 }
 
-impl std::str::FromStr for SinkFormat {
-    type Err = String;
+/// A sink format's name that names none.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sink format {0:?}: expected npy or raw")]
+pub struct UnknownSinkFormat(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for SinkFormat {
+    type Err = UnknownSinkFormat;
+
+    fn from_str(s: &str) -> Result<Self, UnknownSinkFormat> {
         match s {
             "npy" => Ok(SinkFormat::Npy),
             "raw" => Ok(SinkFormat::Raw),
-            other => Err(format!(
-                "unknown sink format {other:?}: expected npy or raw"
-            )),
+            other => Err(UnknownSinkFormat(other.to_string())),
         }
     }
 }

@@ -42,6 +42,54 @@ impl Tone {
     }
 }
 
+/// Why a recording cannot be synthesized as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthesisError {
+    /// A tone's frequency is outside [-0.5, 0.5) cycles per sample.
+    #[error("tone frequency {0} is outside [-0.5, 0.5) cycles per sample")]
+    Frequency(f64),
+    /// A tone's amplitude is negative or not a number.
+    #[error("tone amplitude {0} is not a number >= 0")]
+    Amplitude(f64),
+    /// A tone's angle is outside [-90, 90] degrees.
+    #[error("tone angle {0} is outside [-90, 90] degrees from broadside")]
+    Angle(f64),
+    /// The noise is negative or not a number.
+    #[error("noise {0} is not a number >= 0")]
+    Noise(f64),
+    /// The tones and noise would clip.
+    #[error(
+        "the tones' amplitudes plus four noise deviations reach {0:.3} of full scale; keep them at most 1"
+    )]
+    Clips(f64),
+    /// The sample rate is not positive.
+    #[error("sample rate {0} is not positive")]
+    SampleRate(f64),
+    /// The source tensor's elements are not numbers.
+    #[error("the source {tensor} is {dtype}: a synthesized recording holds numbers")]
+    NotNumeric {
+        /// The source tensor.
+        tensor: String,
+        /// Its element type.
+        dtype: &'static str,
+    },
+    /// More frames than a recording may hold.
+    #[error(
+        "{frames} frames of {} each exceed the {} a recording may hold",
+        human_bytes(*.frame_bytes),
+        human_bytes(RECORDING_BUDGET_BYTES)
+    )]
+    TooLarge {
+        /// Frames asked for.
+        frames: u64,
+        /// Bytes of each.
+        frame_bytes: u64,
+    },
+    /// The noise's distribution cannot be made.
+    #[error("{0}")]
+    Normal(rand_distr::NormalError),
+}
+
 /// What a synthesized recording holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Synthesis {
@@ -59,7 +107,7 @@ impl Synthesis {
     /// Checks the tones and noise: frequencies in [-0.5, 0.5), angles in [-90, 90],
     /// amplitudes and noise finite and non-negative, their sum at most full scale (1) so
     /// that `ci16` never clips; a positive sample rate.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SynthesisError> {
         for tone in &self.tones {
             let Tone {
                 frequency: f,
@@ -67,30 +115,24 @@ impl Synthesis {
                 angle_deg,
             } = *tone;
             if !(-0.5..0.5).contains(&f) {
-                return Err(format!(
-                    "tone frequency {f} is outside [-0.5, 0.5) cycles per sample"
-                ));
+                return Err(SynthesisError::Frequency(f));
             }
             if !(a.is_finite() && a >= 0.0) {
-                return Err(format!("tone amplitude {a} is not a number >= 0"));
+                return Err(SynthesisError::Amplitude(a));
             }
             if !(-90.0..=90.0).contains(&angle_deg) {
-                return Err(format!(
-                    "tone angle {angle_deg} is outside [-90, 90] degrees from broadside"
-                ));
+                return Err(SynthesisError::Angle(angle_deg));
             }
         }
         if !(self.noise.is_finite() && self.noise >= 0.0) {
-            return Err(format!("noise {} is not a number >= 0", self.noise));
+            return Err(SynthesisError::Noise(self.noise));
         }
         let peak: f64 = self.tones.iter().map(|t| t.amplitude).sum::<f64>() + 4.0 * self.noise;
         if peak > 1.0 {
-            return Err(format!(
-                "the tones' amplitudes plus four noise deviations reach {peak:.3} of full scale; keep them at most 1"
-            ));
+            return Err(SynthesisError::Clips(peak));
         }
         if !(self.sample_rate.is_finite() && self.sample_rate > 0.0) {
-            return Err(format!("sample rate {} is not positive", self.sample_rate));
+            return Err(SynthesisError::SampleRate(self.sample_rate));
         }
         Ok(())
     }
@@ -138,25 +180,21 @@ pub fn synthesize(
     graph: &Graph,
     frames: u64,
     synthesis: &Synthesis,
-) -> Result<Vec<Vec<u8>>, String> {
+) -> Result<Vec<Vec<u8>>, SynthesisError> {
     synthesis.check()?;
     let tensor = graph.tensor(graph.source.tensor);
     let Some(element) = tensor.dtype.element() else {
-        return Err(format!(
-            "the source {} is {}: a synthesized recording holds numbers",
-            tensor.name,
-            tensor.dtype.name().unwrap_or("?")
-        ));
+        return Err(SynthesisError::NotNumeric {
+            tensor: tensor.name.clone(),
+            dtype: tensor.dtype.name().unwrap_or("?"),
+        });
     };
     frames
         .checked_mul(tensor.bytes)
         .filter(|&b| b <= RECORDING_BUDGET_BYTES)
-        .ok_or_else(|| {
-            format!(
-                "{frames} frames of {} each exceed the {} a recording may hold",
-                human_bytes(tensor.bytes),
-                human_bytes(RECORDING_BUDGET_BYTES)
-            )
+        .ok_or(SynthesisError::TooLarge {
+            frames,
+            frame_bytes: tensor.bytes,
         })?;
     let layout = Layout::of(graph);
     let elements = tensor.bytes / element.bytes();
@@ -167,7 +205,7 @@ pub fn synthesize(
         .map(|t| PI * t.angle_deg.to_radians().sin())
         .collect();
     let mut rng = rand_pcg::Pcg64::seed_from_u64(synthesis.seed);
-    let noise = Normal::new(0.0, synthesis.noise).map_err(|e| e.to_string())?;
+    let noise = Normal::new(0.0, synthesis.noise).map_err(SynthesisError::Normal)?;
     let mut out = Vec::with_capacity(frames as usize);
     for frame_index in 0..frames {
         let mut frame = Vec::with_capacity(tensor.bytes as usize);
@@ -309,7 +347,9 @@ pub(crate) mod tests {
                 }
             }
         }
-        let e = synthesize(&graph("detections", ""), 1, &one).unwrap_err();
+        let e = synthesize(&graph("detections", ""), 1, &one)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("holds numbers"), "{e}");
     }
 
@@ -351,10 +391,10 @@ pub(crate) mod tests {
                 "sample rate 0",
             ),
         ] {
-            let e = synthesize(&g, 1, &s).unwrap_err();
+            let e = synthesize(&g, 1, &s).unwrap_err().to_string();
             assert!(e.contains(phrase), "{e}");
         }
-        let e = synthesize(&g, u64::MAX, &tones()).unwrap_err();
+        let e = synthesize(&g, u64::MAX, &tones()).unwrap_err().to_string();
         assert!(e.contains("exceed"), "{e}");
     }
 }

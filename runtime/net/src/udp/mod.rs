@@ -49,7 +49,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 pub use buffers::{BufferFrame, FrameBuffers, IngestOnly};
-pub use stream::AllowFrom;
+pub use stream::{AllowFrom, AllowFromError};
 
 use crate::wire::{self, MAX_DATAGRAM_BYTES, Malformed, WireShape};
 use kplace_core::executor::{BeginError, Ingest, OpenFrame, PacketStatus, Source, SourceError};
@@ -324,18 +324,6 @@ pub enum UdpError {
         /// The OS error.
         cause: io::Error,
     },
-    /// The graph's source buffer does not hold one packet's payload per row of this shape.
-    #[error(
-        "the graph's source takes {got} bytes per packet, but a {elements}-element packet has {want}"
-    )]
-    Shape {
-        /// Bytes per packet place in the source tensor.
-        got: usize,
-        /// Payload bytes of the configured packet.
-        want: usize,
-        /// Elements per packet.
-        elements: u32,
-    },
     /// One packet does not fit in a UDP datagram.
     #[error(
         "a {elements}-element packet makes {bytes}-byte packets, more than a UDP datagram carries ({MAX_DATAGRAM_BYTES}); use at most {} elements per packet",
@@ -495,7 +483,7 @@ impl UdpSource {
         let shape = self.config.shape;
         let payload = shape.payload_bytes();
         let mut buffers = FrameBuffers::new(4, u64::from(shape.packets), payload)
-            .map_err(|e| SourceError(e.to_string()))?;
+            .map_err(|e| SourceError::Buffers(Box::new(e)))?;
         let cpu_before = kplace_core::measure::metrics::process_cpu_time();
         self.receive(&mut buffers, payload)?;
         Ok(IngestOnly {
@@ -512,18 +500,15 @@ impl UdpSource {
     ) -> Result<(), SourceError> {
         let shape = self.config.shape;
         if packet_place_bytes != shape.payload_bytes() {
-            return Err(SourceError(
-                UdpError::Shape {
-                    got: packet_place_bytes,
-                    want: shape.payload_bytes(),
-                    elements: shape.elements,
-                }
-                .to_string(),
-            ));
+            return Err(SourceError::PacketBytes {
+                got: packet_place_bytes,
+                want: shape.payload_bytes(),
+                elements: shape.elements,
+            });
         }
         if let Some(ready) = self.on_ready.take() {
             ready(self.socket.local_addr().unwrap_or(self.config.bind))
-                .map_err(|e| SourceError(format!("cannot write the ready file: {e}")))?;
+                .map_err(|e| SourceError::Ready(Box::new(e)))?;
         }
         let mut datagrams = SocketDatagrams::new(&self.socket, self.config.batch.max(1));
         let capacity = store.capacity();

@@ -182,7 +182,12 @@ impl<'c, F> Receiver<'c, F> {
                         continue;
                     }
                     io::ErrorKind::Interrupted => continue,
-                    _ => break Err(SourceError(format!("recvmmsg: {e}"))),
+                    _ => {
+                        break Err(SourceError::Receive {
+                            call: "recvmmsg",
+                            error: e,
+                        });
+                    }
                 },
             };
             let now = Instant::now();

@@ -29,6 +29,30 @@ use std::str::FromStr;
 /// Distinct foreign sources listed by address; packets of further ones are only counted.
 pub const FOREIGN_LISTED: usize = 16;
 
+/// Why an `--allow-from` rule names no address.
+#[derive(Debug, thiserror::Error)]
+pub enum AllowFromError {
+    /// The port is not one.
+    #[error("{text:?}: the port {port:?} is not a number 0-65535")]
+    Port {
+        /// The rule.
+        text: String,
+        /// Its port.
+        port: String,
+    },
+    /// Not an address, and no name the resolver knows.
+    #[error("{text:?}: not an address, and the name does not resolve: {error}")]
+    Unresolved {
+        /// The rule.
+        text: String,
+        /// The resolver's error.
+        error: std::io::Error,
+    },
+    /// A name that resolves to nothing.
+    #[error("{0:?}: the name resolves to no address")]
+    NoAddress(String),
+}
+
 /// An allowed source: an address, with or without a port (`--allow-from ADDR[:PORT]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllowFrom {
@@ -46,7 +70,7 @@ impl AllowFrom {
 
     /// Every rule `text` names: `ADDR`, `ADDR:PORT`, `[V6]:PORT`, or a host name (each of its
     /// addresses).
-    pub fn parse(text: &str) -> Result<Vec<AllowFrom>, String> {
+    pub fn parse(text: &str) -> Result<Vec<AllowFrom>, AllowFromError> {
         if let Ok(addr) = SocketAddr::from_str(text) {
             return Ok(vec![AllowFrom {
                 ip: addr.ip(),
@@ -59,19 +83,23 @@ impl AllowFrom {
         }
         let (host, port) = match text.rsplit_once(':') {
             Some((host, port)) if !host.contains(':') => {
-                let port = port
-                    .parse::<u16>()
-                    .map_err(|_| format!("{text:?}: the port {port:?} is not a number 0-65535"))?;
+                let port = port.parse::<u16>().map_err(|_| AllowFromError::Port {
+                    text: text.to_string(),
+                    port: port.to_string(),
+                })?;
                 (host, Some(port))
             }
             _ => (text, None),
         };
         let addrs: Vec<SocketAddr> = (host, port.unwrap_or(0))
             .to_socket_addrs()
-            .map_err(|e| format!("{text:?}: not an address, and the name does not resolve: {e}"))?
+            .map_err(|error| AllowFromError::Unresolved {
+                text: text.to_string(),
+                error,
+            })?
             .collect();
         if addrs.is_empty() {
-            return Err(format!("{text:?}: the name resolves to no address"));
+            return Err(AllowFromError::NoAddress(text.to_string()));
         }
         Ok(addrs
             .into_iter()
@@ -349,6 +377,7 @@ mod tests {
         assert!(
             AllowFrom::parse("10.0.0.1:99999")
                 .unwrap_err()
+                .to_string()
                 .contains("port")
         );
         assert!(AllowFrom::parse("no.such.host.invalid").is_err());

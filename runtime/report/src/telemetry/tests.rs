@@ -284,7 +284,7 @@ fn display_is_a_few_lines_per_device() {
 }
 
 fn nvml_missing() -> Option<String> {
-    init_nvml().err()
+    init_nvml().err().map(|e| e.to_string())
 }
 
 #[test]
@@ -308,7 +308,7 @@ fn cuda_identity_never_panics() {
     // Here (no driver) an error naming libcuda; on a GPU machine gpu:0's UUID.
     match probe::nvml_identity(0) {
         Ok((uuid, _)) => assert!(uuid.is_some_and(|u| u.starts_with("GPU-"))),
-        Err(e) => assert!(!e.is_empty()),
+        Err(e) => assert!(!e.to_string().is_empty()),
     }
     assert!(probe::nvml_identity(u32::MAX).is_err());
 }

@@ -53,6 +53,72 @@ pub(crate) const MAX_OPERANDS: usize = 256;
 /// The deepest its parentheses may nest.
 pub(crate) const MAX_NESTING: usize = 64;
 
+/// What is wrong with an expression, or with evaluating it; without the expression's text
+/// (the caller names it, with the graph file's line).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ExprError {
+    /// Longer than [`MAX_EXPRESSION_BYTES`].
+    #[error("it is {bytes} bytes long, longer than an expression may be ({MAX_EXPRESSION_BYTES})")]
+    TooLong {
+        /// Its length.
+        bytes: usize,
+    },
+    /// More than [`MAX_OPERANDS`] numbers and names.
+    #[error("it has more than {MAX_OPERANDS} numbers and names, more than an expression may have")]
+    TooManyOperands,
+    /// Parentheses nested deeper than [`MAX_NESTING`].
+    #[error("its parentheses nest more than {MAX_NESTING} deep, deeper than an expression may")]
+    TooDeep,
+    /// A number past `u64`, shown when short enough to read.
+    #[error("{digits} is too large a number")]
+    LargeNumber {
+        /// The number's digits.
+        digits: String,
+    },
+    /// A number past `u64`, too long to show.
+    #[error("a number of {digits} digits is too large")]
+    LongNumber {
+        /// How many digits it has.
+        digits: usize,
+    },
+    /// A character that is no part of the language.
+    #[error("unexpected {0:?}")]
+    Unexpected(char),
+    /// A `(` without its `)`.
+    #[error("a ( is not closed")]
+    Unclosed,
+    /// A `)` without its `(`.
+    #[error("unexpected )")]
+    UnexpectedClose,
+    /// An operator where an operand was due.
+    #[error("{0} has no left operand")]
+    NoLeftOperand(Op),
+    /// The text ends where an operand was due.
+    #[error("it ends where an operand was expected")]
+    EndsEarly,
+    /// Two operands side by side.
+    #[error("an operator is missing between two operands")]
+    MissingOperator,
+    /// A name that no dimension has.
+    #[error("{0} is not a declared dimension")]
+    Unknown(String),
+    /// Derived dimensions that read each other, in name order.
+    #[error("it depends on itself through {}", .0.join(", "))]
+    Cycle(Vec<String>),
+    /// A division by zero.
+    #[error("{0} / 0 divides by zero")]
+    DivideByZero(u64),
+    /// A division that leaves a remainder.
+    #[error("{0} / {1} is not a whole number (a dimension must divide exactly)")]
+    NotWhole(u64, u64),
+    /// A subtraction below zero.
+    #[error("{0} - {1} is below zero")]
+    BelowZero(u64, u64),
+    /// A sum or product past `u64`.
+    #[error("{0} {1} {2} overflows")]
+    Overflows(u64, Op, u64),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Token {
     Number(u64),
@@ -63,12 +129,9 @@ enum Token {
 }
 
 /// The tokens of `text`, each limit of the module's checked as they are read.
-fn tokens(text: &str) -> Result<Vec<Token>, String> {
+fn tokens(text: &str) -> Result<Vec<Token>, ExprError> {
     if text.len() > MAX_EXPRESSION_BYTES {
-        return Err(format!(
-            "it is {} bytes long, longer than an expression may be ({MAX_EXPRESSION_BYTES})",
-            text.len()
-        ));
+        return Err(ExprError::TooLong { bytes: text.len() });
     }
     let mut out = Vec::new();
     let (mut operands, mut depth) = (0, 0);
@@ -77,9 +140,7 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
         if matches!(c, '0'..='9' | '_') || c.is_ascii_alphabetic() {
             operands += 1;
             if operands > MAX_OPERANDS {
-                return Err(format!(
-                    "it has more than {MAX_OPERANDS} numbers and names, more than an expression may have"
-                ));
+                return Err(ExprError::TooManyOperands);
             }
         }
         match c {
@@ -97,8 +158,10 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                 }
                 let digits = &text[i..end];
                 let n = digits.parse().map_err(|_| match digits.len() {
-                    ..=24 => format!("{digits} is too large a number"),
-                    n => format!("a number of {n} digits is too large"),
+                    ..=24 => ExprError::LargeNumber {
+                        digits: digits.to_string(),
+                    },
+                    n => ExprError::LongNumber { digits: n },
                 })?;
                 out.push(Token::Number(n));
             }
@@ -126,9 +189,7 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                 chars.next();
                 depth += 1;
                 if depth > MAX_NESTING {
-                    return Err(format!(
-                        "its parentheses nest more than {MAX_NESTING} deep, deeper than an expression may"
-                    ));
+                    return Err(ExprError::TooDeep);
                 }
                 out.push(Token::Open);
             }
@@ -137,7 +198,7 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                 depth = depth.saturating_sub(1);
                 out.push(Token::Close);
             }
-            other => return Err(format!("unexpected {other:?}")),
+            other => return Err(ExprError::Unexpected(other)),
         }
     }
     Ok(out)
@@ -161,7 +222,7 @@ impl Parser {
         t
     }
 
-    fn sum(&mut self) -> Result<Expr, String> {
+    fn sum(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.product()?;
         while let Some(Token::Op(op @ (Op::Add | Op::Sub))) = self.peek().cloned() {
             self.at += 1;
@@ -170,7 +231,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn product(&mut self) -> Result<Expr, String> {
+    fn product(&mut self) -> Result<Expr, ExprError> {
         let mut left = self.atom()?;
         while let Some(Token::Op(op @ (Op::Mul | Op::Div))) = self.peek().cloned() {
             self.at += 1;
@@ -179,7 +240,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn atom(&mut self) -> Result<Expr, String> {
+    fn atom(&mut self) -> Result<Expr, ExprError> {
         match self.next() {
             Some(Token::Number(n)) => Ok(Expr::Number(n)),
             Some(Token::Name(name)) => Ok(Expr::Name(name)),
@@ -187,19 +248,19 @@ impl Parser {
                 let inner = self.sum()?;
                 match self.next() {
                     Some(Token::Close) => Ok(inner),
-                    _ => Err("a ( is not closed".into()),
+                    _ => Err(ExprError::Unclosed),
                 }
             }
-            Some(Token::Op(op)) => Err(format!("{op} has no left operand")),
-            Some(Token::Close) => Err("unexpected )".into()),
-            None => Err("it ends where an operand was expected".into()),
+            Some(Token::Op(op)) => Err(ExprError::NoLeftOperand(op)),
+            Some(Token::Close) => Err(ExprError::UnexpectedClose),
+            None => Err(ExprError::EndsEarly),
         }
     }
 }
 
 impl Expr {
     /// Parses `text`; the error says what is wrong, without the text (the caller names it).
-    pub(super) fn parse(text: &str) -> Result<Expr, String> {
+    pub(super) fn parse(text: &str) -> Result<Expr, ExprError> {
         let mut parser = Parser {
             tokens: tokens(text)?,
             at: 0,
@@ -207,8 +268,8 @@ impl Expr {
         let expr = parser.sum()?;
         match parser.next() {
             None => Ok(expr),
-            Some(Token::Close) => Err("unexpected )".into()),
-            Some(_) => Err("an operator is missing between two operands".into()),
+            Some(Token::Close) => Err(ExprError::UnexpectedClose),
+            Some(_) => Err(ExprError::MissingOperator),
         }
     }
 
@@ -235,30 +296,26 @@ impl Expr {
     }
 
     /// Its value with the dimensions `dims`; the error names the operation that fails.
-    pub(super) fn eval(&self, dims: &BTreeMap<String, u64>) -> Result<u64, String> {
+    pub(super) fn eval(&self, dims: &BTreeMap<String, u64>) -> Result<u64, ExprError> {
         match self {
             Expr::Number(n) => Ok(*n),
             Expr::Name(name) => dims
                 .get(name)
                 .copied()
-                .ok_or_else(|| format!("{name} is not a declared dimension")),
+                .ok_or_else(|| ExprError::Unknown(name.clone())),
             Expr::Binary(a, op, b) => {
                 let (x, y) = (a.eval(dims)?, b.eval(dims)?);
                 let result = match op {
                     Op::Add => x.checked_add(y),
                     Op::Sub => x.checked_sub(y),
                     Op::Mul => x.checked_mul(y),
-                    Op::Div if y == 0 => return Err(format!("{x} / 0 divides by zero")),
-                    Op::Div if x % y != 0 => {
-                        return Err(format!(
-                            "{x} / {y} is not a whole number (a dimension must divide exactly)"
-                        ));
-                    }
+                    Op::Div if y == 0 => return Err(ExprError::DivideByZero(x)),
+                    Op::Div if x % y != 0 => return Err(ExprError::NotWhole(x, y)),
                     Op::Div => Some(x / y),
                 };
-                result.ok_or_else(|| match op {
-                    Op::Sub => format!("{x} - {y} is below zero"),
-                    _ => format!("{x} {op} {y} overflows"),
+                result.ok_or(match op {
+                    Op::Sub => ExprError::BelowZero(x, y),
+                    _ => ExprError::Overflows(x, *op, y),
                 })
             }
         }
@@ -271,7 +328,7 @@ impl Expr {
 pub(super) fn derive(
     mut given: BTreeMap<String, u64>,
     derived: &BTreeMap<String, Expr>,
-) -> Result<BTreeMap<String, u64>, (String, String)> {
+) -> Result<BTreeMap<String, u64>, (String, ExprError)> {
     let mut pending: Vec<(&String, &Expr)> = derived.iter().collect();
     while !pending.is_empty() {
         let before = pending.len();
@@ -295,11 +352,12 @@ pub(super) fn derive(
                 .into_iter()
                 .find(|n| !given.contains_key(*n) && !derived.contains_key(*n));
             let why = match unknown {
-                Some(n) => format!("{n} is not a declared dimension"),
+                Some(n) => ExprError::Unknown(n.to_string()),
                 None => {
-                    let mut cycle: Vec<&str> = pending.iter().map(|(n, _)| n.as_str()).collect();
+                    let mut cycle: Vec<String> =
+                        pending.iter().map(|(n, _)| n.to_string()).collect();
                     cycle.sort_unstable();
-                    format!("it depends on itself through {}", cycle.join(", "))
+                    ExprError::Cycle(cycle)
                 }
             };
             return Err((name.clone(), why));
@@ -316,7 +374,7 @@ mod tests {
         pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
     }
 
-    fn value(text: &str, with: &[(&str, u64)]) -> Result<u64, String> {
+    fn value(text: &str, with: &[(&str, u64)]) -> Result<u64, ExprError> {
         Expr::parse(text)?.eval(&dims(with))
     }
 
@@ -346,7 +404,7 @@ mod tests {
             ("Q + 1", "Q is not a declared dimension"),
             ("99999999999999999999", "too large a number"),
         ] {
-            let e = value(text, &at).unwrap_err();
+            let e = value(text, &at).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }
     }
@@ -363,7 +421,7 @@ mod tests {
             ("N % 2", "unexpected '%'"),
             ("-N", "has no left operand"),
         ] {
-            let e = Expr::parse(text).unwrap_err();
+            let e = Expr::parse(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
         }
     }
@@ -371,21 +429,25 @@ mod tests {
     #[test]
     fn nesting_operands_and_length_are_bounded_before_parsing() {
         let nested = format!("{}N{}", "(".repeat(20_000), ")".repeat(20_000));
-        let e = Expr::parse(&nested).unwrap_err();
+        let e = Expr::parse(&nested).unwrap_err().to_string();
         assert!(e.contains("longer than an expression may be (1024)"), "{e}");
         let nested = format!("{}N{}", "(".repeat(65), ")".repeat(65));
-        let e = Expr::parse(&nested).unwrap_err();
+        let e = Expr::parse(&nested).unwrap_err().to_string();
         assert!(e.contains("nest more than 64 deep"), "{e}");
         let at_limit = format!("{}N{}", "(".repeat(64), ")".repeat(64));
         assert_eq!(value(&at_limit, &[("N", 3)]), Ok(3));
         let sum = vec!["1"; 257].join("+");
-        let e = Expr::parse(&sum).unwrap_err();
+        let e = Expr::parse(&sum).unwrap_err().to_string();
         assert!(e.contains("more than 256 numbers and names"), "{e}");
         assert_eq!(value(&vec!["1"; 256].join("+"), &[]), Ok(256));
-        let e = Expr::parse(&vec!["1"; 100_000].join("+")).unwrap_err();
+        let e = Expr::parse(&vec!["1"; 100_000].join("+"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bytes long"), "{e}");
         // Unbalanced closings do not hide an opening's depth.
-        let e = Expr::parse(&format!("{}{}N", ")".repeat(10), "(".repeat(65))).unwrap_err();
+        let e = Expr::parse(&format!("{}{}N", ")".repeat(10), "(".repeat(65)))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nest more than 64"), "{e}");
     }
 
@@ -410,12 +472,21 @@ mod tests {
         let (name, why) =
             derive(dims(&[("N", 8)]), &parse(&[("A", "B+1"), ("B", "A*2")])).unwrap_err();
         assert_eq!(name, "A");
-        assert!(why.contains("depends on itself through A, B"), "{why}");
+        assert!(
+            why.to_string().contains("depends on itself through A, B"),
+            "{why}"
+        );
         let (name, why) = derive(dims(&[("N", 8)]), &parse(&[("A", "X+N")])).unwrap_err();
         assert_eq!(name, "A");
-        assert!(why.contains("X is not a declared dimension"), "{why}");
+        assert!(
+            why.to_string().contains("X is not a declared dimension"),
+            "{why}"
+        );
         let (name, why) = derive(dims(&[("N", 6)]), &parse(&[("K", "N/4")])).unwrap_err();
         assert_eq!(name, "K");
-        assert!(why.contains("6 / 4 is not a whole number"), "{why}");
+        assert!(
+            why.to_string().contains("6 / 4 is not a whole number"),
+            "{why}"
+        );
     }
 }

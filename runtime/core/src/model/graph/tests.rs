@@ -209,9 +209,12 @@ sinks: [y]
         graph.bind_source_shape(&[64, 2, 12]).unwrap(),
         [("S".to_string(), 12), ("C".to_string(), 64)]
     );
-    let e = graph.bind_source_shape(&[64, 3, 12]).unwrap_err();
+    let e = graph
+        .bind_source_shape(&[64, 3, 12])
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "axis 1 of the source x is 2 in the graph file, not 3");
-    let e = graph.bind_source_shape(&[64, 12]).unwrap_err();
+    let e = graph.bind_source_shape(&[64, 12]).unwrap_err().to_string();
     assert_eq!(
         e,
         "a frame shape of 2 dimensions for the source x, which has 3 ([S, 2, C])"
@@ -222,7 +225,10 @@ sinks: [y]
     )
     .unwrap();
     assert_eq!(
-        square.bind_source_shape(&[5, 2, 6]).unwrap_err(),
+        square
+            .bind_source_shape(&[5, 2, 6])
+            .unwrap_err()
+            .to_string(),
         "the frame shape gives dimension C both 6 and 5"
     );
     assert_eq!(

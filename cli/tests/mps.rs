@@ -55,7 +55,9 @@ fn answers_parse_as_assumed() {
         Ok(100.0)
     );
     // A message where a list was expected is an error quoting it, never "no clients".
-    let err = parse_pid_list(&fixture("no_daemon.txt")).expect_err("not a list");
+    let err = parse_pid_list(&fixture("no_daemon.txt"))
+        .expect_err("not a list")
+        .to_string();
     assert!(err.contains("Cannot find MPS control daemon"), "{err}");
     assert!(parse_percentage(&fixture("no_daemon.txt")).is_err());
 }

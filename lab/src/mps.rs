@@ -112,7 +112,7 @@ pub enum MpsError {
         /// The command asked.
         command: String,
         /// What did not parse, quoting the output.
-        reason: String,
+        reason: AnswerError,
     },
     /// A file-system or process operation failed.
     #[error("{what}: {source}")]
@@ -437,30 +437,44 @@ fn control_pipe_in(pipe_dir: &Path) -> PathBuf {
     pipe_dir.join("control")
 }
 
+/// An answer of the MPS control daemon that is not what was asked for, quoting it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// A line of a pid list that is not a pid.
+    #[error("expected one pid per line, got {0:?}")]
+    Pid(String),
+    /// A word that is not a percentage in [0, 100].
+    #[error("expected a percentage, got {0:?}")]
+    Percentage(String),
+    /// Not one word.
+    #[error("expected one number, got {0:?}")]
+    NotOne(String),
+}
+
 /// Parses a list of pids, one per line (the answer to `get_server_list` and `get_client_list`).
 /// Blank lines and surrounding blanks are ignored; empty output is an empty list. Anything else
 /// is an error quoting the first bad line.
-pub fn parse_pid_list(text: &str) -> Result<Vec<u32>, String> {
+pub fn parse_pid_list(text: &str) -> Result<Vec<u32>, AnswerError> {
     text.lines()
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .map(|line| match line.parse::<u32>() {
             Ok(pid) if pid > 0 => Ok(pid),
-            _ => Err(format!("expected one pid per line, got {line:?}")),
+            _ => Err(AnswerError::Pid(line.to_string())),
         })
         .collect()
 }
 
 /// Parses the answer to `get_default_active_thread_percentage`: one number in [0, 100], e.g.
 /// `100.0`, possibly surrounded by blanks and blank lines.
-pub fn parse_percentage(text: &str) -> Result<f64, String> {
+pub fn parse_percentage(text: &str) -> Result<f64, AnswerError> {
     let mut words = text.split_whitespace();
     match (words.next(), words.next()) {
         (Some(word), None) => match word.parse::<f64>() {
             Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
-            _ => Err(format!("expected a percentage, got {word:?}")),
+            _ => Err(AnswerError::Percentage(word.to_string())),
         },
-        _ => Err(format!("expected one number, got {text:?}")),
+        _ => Err(AnswerError::NotOne(text.to_string())),
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use std::path::Path;
 
+use super::failure::TrialFault;
 use super::systems::{System, plan_for};
 use super::trial::ready_ports;
 use super::{BisectConfig, BisectError, SearchShape, Stop, Trials};
@@ -213,7 +214,7 @@ pub(super) fn measure_bounds(
     let ingest_only = ingest_only(ctx, shape)?.map(|r| r.rate);
     let kernel_only = match system {
         System::Placement(placement) => 'bound: {
-            let plan = plan_for(ctx.config, placement, shape).map_err(fail)?;
+            let plan = plan_for(ctx.config, placement, shape).map_err(|e| fail(e.to_string()))?;
             if plan.stages.iter().any(|s| s.gpu().is_some()) {
                 // Kernels back to back on one CPU thread say nothing of a GPU placement.
                 break 'bound None;
@@ -227,14 +228,16 @@ pub(super) fn measure_bounds(
                 None => ctx
                     .config
                     .workload_request(shape, 4, |kind, request| {
-                        let prepared = kind.prepare(request).map_err(|e| e.to_string())?;
+                        let prepared = kind
+                            .prepare(request)
+                            .map_err(|e| TrialFault::Kind(Box::new(e)))?;
                         prepared
                             .workload()
                             .frames()
                             .cloned()
-                            .ok_or_else(|| "the workload prepared no frames".to_string())
+                            .ok_or(TrialFault::NoFrames)
                     })
-                    .map_err(fail)?,
+                    .map_err(|e| fail(e.to_string()))?,
             };
             let rate = |count| bounds::kernel_only_rate(&plan, &prepared, count);
             // About a second of frames, from a short first measurement.

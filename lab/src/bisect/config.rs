@@ -15,6 +15,7 @@ use kplace::session::several::PipelineMode;
 use kplace::workload::kind::{Request, WorkloadKind, WorkloadOptions};
 use serde_json::{Value, json};
 
+use super::failure::TrialFault;
 use crate::hog::CotenantSpec;
 use crate::rate::{BudgetRule, Gates, Goal, LatencyBudget, SearchConfig, SteadyLimits};
 
@@ -237,11 +238,15 @@ impl BisectConfig {
     }
 
     /// The dimensions `shape` binds in the sweep's graph.
-    pub fn dims(&self, shape: &SearchShape) -> Result<Vec<(String, u64)>, String> {
-        let graph = Graph::load(&self.graph, &Overrides::default()).map_err(|e| e.to_string())?;
+    pub(crate) fn dims(&self, shape: &SearchShape) -> Result<Vec<(String, u64)>, TrialFault> {
+        let graph = Graph::load(&self.graph, &Overrides::default())
+            .map_err(|e| TrialFault::Graph(Box::new(e)))?;
         graph
             .bind_source_shape(shape.shape.extents())
-            .map_err(|e| format!("shape {shape}: {e}"))
+            .map_err(|why| TrialFault::Shape {
+                shape: shape.to_string(),
+                why,
+            })
     }
 
     /// The graph's workload as `count` frames of it are prepared at `shape`, or why it cannot
@@ -250,10 +255,10 @@ impl BisectConfig {
         &self,
         shape: &SearchShape,
         count: u64,
-        with: impl FnOnce(&dyn WorkloadKind, &Request<'_>) -> Result<T, String>,
-    ) -> Result<T, String> {
+        with: impl FnOnce(&dyn WorkloadKind, &Request<'_>) -> Result<T, TrialFault>,
+    ) -> Result<T, TrialFault> {
         let Some(kind) = &self.workload else {
-            return Err("the sweep runs on a recording: its graph has no workload".into());
+            return Err(TrialFault::NoWorkload);
         };
         let graph = GraphSource::read(&self.graph).map_err(|e| e.to_string())?;
         let files = GraphFiles {

@@ -28,6 +28,7 @@ pub mod bounds;
 mod config;
 mod entries;
 pub mod exit;
+mod failure;
 mod options;
 pub mod output;
 pub mod probe;
@@ -250,7 +251,7 @@ pub fn run(
             {
                 tracing::warn!("bisect-rate: {name} at {shape}: skipped: {reason}");
                 let mut entry = search_entry(config, system, &name, shape, 0);
-                entry.skipped = Some(reason);
+                entry.skipped = Some(reason.to_string());
                 entry.outcome = "skipped".into();
                 entry.outcome_kind = "skipped".into();
                 skipped.push(entry);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use kplace::report::run::LatencyEntry;
 
+use super::failure::TrialFault;
 use crate::rate::sweep::TrialLatency;
 use crate::rate::sweep::{SUT_TRIAL_SCHEMA, SenderEntry, SutTrialLatency, SutTrialReport};
 use crate::rate::{Gates, LatencyBudget, TrialMeasurement, TrialRequest, judge, loss_ratio};
@@ -49,7 +50,7 @@ pub(super) fn sut_trial(
     let mut sut = trial.start(command, port)?;
     match trial.drive(&mut sut, port) {
         Ok(Ok(exited)) => Ok(trial.judged(exited)),
-        Ok(Err(why)) => Ok(trial.abandoned(&mut sut, why)),
+        Ok(Err(why)) => Ok(trial.abandoned(&mut sut, why.to_string())),
         Err(e) => {
             // The trial cannot go on (the sender could not start): the receiver ends with it.
             trial.end(&mut sut);
@@ -178,11 +179,9 @@ impl SutTrial<'_> {
     /// Once `sut` listens on `port`, sends it the trial's frames and waits for it to exit
     /// ([`EXIT_TIMEOUT`]); reaped, it is no longer the stop's. `Ok(Err)`: why the trial
     /// failed, `sut` still running.
-    fn drive(&self, sut: &mut Child, port: u16) -> Result<Result<Exited, String>, TrialError> {
+    fn drive(&self, sut: &mut Child, port: u16) -> Result<Result<Exited, TrialFault>, TrialError> {
         if !wait_udp_listener(port, sut) {
-            return Ok(Err(format!(
-                "the system under test never listened on port {port}"
-            )));
+            return Ok(Err(TrialFault::NeverListened(port)));
         }
         let started = Instant::now();
         let sender = match send(
@@ -210,10 +209,7 @@ impl SutTrial<'_> {
         };
         let ran = started.elapsed();
         let Some(cpu) = exited else {
-            return Ok(Err(format!(
-                "the system under test did not exit within {} s of the last packet",
-                EXIT_TIMEOUT.as_secs()
-            )));
+            return Ok(Err(TrialFault::NoExit(EXIT_TIMEOUT.as_secs())));
         };
         self.ctx.stop.remove(sut.id());
         Ok(Ok(Exited { sender, cpu, ran }))
@@ -238,7 +234,7 @@ impl SutTrial<'_> {
         let (rate, duration_s) = (self.request.load, self.duration_s);
         let (measurement, latency, gates) = match self.measured() {
             Ok(measured) => measured,
-            Err(why) => return failed(rate, duration_s, why),
+            Err(why) => return failed(rate, duration_s, why.to_string()),
         };
         let verdict = judge(&measurement, &gates);
         let loss = loss_ratio(&measurement, &verdict);
@@ -272,13 +268,13 @@ impl SutTrial<'_> {
 
     /// What the receiver's detections and times say of the trial, and the gates it is judged
     /// by (without its completion times, no latency gate); `Err`: why they say nothing.
-    fn measured(&self) -> Result<(TrialMeasurement, Option<SutLatency>, Gates), String> {
+    fn measured(&self) -> Result<(TrialMeasurement, Option<SutLatency>, Gates), TrialFault> {
         let (config, shape) = (self.ctx.config, self.shape);
         let (rate, frames) = (self.request.load, self.frames);
         let verdict = config
             .workload_request(shape, frames, |kind, request| {
                 kind.judge_results(request, &self.files.detections)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| TrialFault::Kind(Box::new(e)))
             })?
             .verification;
         let completed = frames.saturating_sub(verdict.frames_missing);
@@ -359,9 +355,9 @@ const MAX_SOCKET_TABLE_BYTES: u64 = 64 << 20;
 /// Post-frame latency from the sender's times (`frame_id,first_ns,last_ns`) and the SUT's
 /// (`frame_id,done_ns`, CLOCK_MONOTONIC like the sender's; a header line is allowed): done
 /// minus last packet sent, for every measured frame the SUT finished.
-fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, String> {
+fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, TrialFault> {
     let read = |path: &Path, what: &'static str| {
-        kplace::os::files::read_text_bounded(path, MAX_TIMES_BYTES, what).map_err(|e| e.to_string())
+        kplace::os::files::read_text_bounded(path, MAX_TIMES_BYTES, what).map_err(TrialFault::Times)
     };
     let mut last_sent = std::collections::HashMap::new();
     for line in read(sent, "sender's times")?.lines().skip(1) {
@@ -385,12 +381,11 @@ fn sut_latency(sent: &Path, done: &Path, warmup: u64) -> Result<SutLatency, Stri
             if n == 0 {
                 continue; // a header
             }
-            return Err(format!(
-                "{}:{}: expected frame_id,done_ns, got {}",
-                done.display(),
-                n + 1,
-                kplace::os::files::excerpt(line)
-            ));
+            return Err(TrialFault::TimesLine {
+                path: done.to_path_buf(),
+                line: n + 1,
+                got: kplace::os::files::excerpt(line).to_string(),
+            });
         };
         let Some(&last) = last_sent.get(&id) else {
             continue;

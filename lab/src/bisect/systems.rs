@@ -15,6 +15,7 @@ use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::plan::Plan;
 
+use super::failure::TrialFault;
 use super::{BisectConfig, BisectError, SearchShape, Systems};
 
 /// One system searched: a kplace placement, kplace switching between placements while the
@@ -155,25 +156,15 @@ pub(super) fn plan_for(
     config: &BisectConfig,
     placement: &Path,
     shape: &SearchShape,
-) -> Result<Plan, String> {
+) -> Result<Plan, TrialFault> {
     let overrides = Overrides {
         dims: config.dims(shape)?,
         params: Vec::new(),
     };
-    let graph = Graph::load(&config.graph, &overrides).map_err(|e| with_causes(&e))?;
-    let placement = Placement::load(placement).map_err(|e| with_causes(&e))?;
-    Plan::new(graph, placement).map_err(|e| with_causes(&e))
-}
-
-/// An error and its causes, joined by `: `.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        text = format!("{text}: {e}");
-        cause = e.source();
-    }
-    text
+    let graph =
+        Graph::load(&config.graph, &overrides).map_err(|e| TrialFault::Graph(Box::new(e)))?;
+    let placement = Placement::load(placement).map_err(|e| TrialFault::Placement(Box::new(e)))?;
+    Plan::new(graph, placement).map_err(|e| TrialFault::Plan(Box::new(e)))
 }
 
 #[cfg(test)]

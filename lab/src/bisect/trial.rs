@@ -13,6 +13,7 @@ use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport
 use kplace::report::send::SendFile;
 use serde_json::Value;
 
+use super::failure::TrialFault;
 #[cfg(test)]
 use crate::rate::LatencyBudget;
 use crate::rate::sweep::{SenderEntry, StageTime, TrialLatency};
@@ -124,7 +125,7 @@ pub(super) fn trial(
     for result in sent {
         match result? {
             Ok(sender) => senders.push(sender),
-            Err(why) => return Ok(failed(rate, duration_s, why)),
+            Err(why) => return Ok(failed(rate, duration_s, why.to_string())),
         }
     }
     let sender = worst_sender(&senders);
@@ -240,15 +241,14 @@ pub(super) enum TrialReport {
 
 impl TrialReport {
     /// The report at `path`, read strictly; the error says what is wrong, after "exited".
-    fn read(path: &Path) -> Result<TrialReport, String> {
+    fn read(path: &Path) -> Result<TrialReport, TrialFault> {
         let text = kplace::os::files::read_text_bounded(path, MAX_REPORT_BYTES, "run report")
             .map_err(|e| match e.is_not_found() {
-                true => "without a report".to_string(),
-                false => format!("with a report that cannot be read: {e}"),
+                true => TrialFault::NoReport,
+                false => TrialFault::ReportUnreadable(e),
             })?;
         let origin = path.display().to_string();
-        let unreadable =
-            |e: kplace::report::ReadError| format!("with a report that cannot be read: {e}");
+        let unreadable = TrialFault::ReportInvalid;
         let value: Value = serde_json::from_str(&text).map_err(|e| {
             unreadable(kplace::report::ReadError::Json {
                 origin: origin.clone(),
@@ -405,7 +405,7 @@ pub(super) fn send(
     frames: u64,
     times: Option<&Path>,
     report: &Path,
-) -> Result<Result<SenderEntry, String>, TrialError> {
+) -> Result<Result<SenderEntry, TrialFault>, TrialError> {
     let _ = fs::remove_file(report);
     let sender = ctx
         .sender_command(ctx.exe)
@@ -435,23 +435,22 @@ pub(super) fn send(
     ctx.stop.remove(id);
     let out = out.map_err(|e| TrialError::Spawn(format!("waiting for the sender: {e}")))?;
     if !out.status.success() {
-        return Ok(Err(format!(
-            "the sender failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        return Ok(Err(TrialFault::Sender(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
         )));
     }
     Ok(read_sender_report(report))
 }
 
 /// What a sender's `--report` says of its schedule, read strictly.
-fn read_sender_report(path: &Path) -> Result<SenderEntry, String> {
+fn read_sender_report(path: &Path) -> Result<SenderEntry, TrialFault> {
     let text = kplace::os::files::read_text_bounded(path, MAX_REPORT_BYTES, "sender's report")
         .map_err(|e| match e.is_not_found() {
-            true => format!("the sender wrote no report {}", path.display()),
-            false => e.to_string(),
+            true => TrialFault::NoSenderReport(path.to_path_buf()),
+            false => TrialFault::SenderReportUnreadable(e),
         })?;
     let report: SendFile = kplace::report::read_json(&text, &path.display().to_string())
-        .map_err(|e| format!("the sender's report: {e}"))?;
+        .map_err(TrialFault::SenderReport)?;
     Ok(SenderEntry {
         max_lag_ms: report.max_lag_ms,
         max_stall_ms: report.max_oversleep_ms,
@@ -488,7 +487,7 @@ fn sender_args(
 /// The ports `child` listens on, from its readiness file (one per pipeline), once every
 /// pipeline takes packets; its stderr is drained in the background so it never blocks on a
 /// full pipe, and is what the error says if it ends first.
-pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, String> {
+pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, TrialFault> {
     let stderr = child.stderr.take();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -502,7 +501,10 @@ pub(super) fn ready_ports(child: &mut Child, ready: &Path) -> Result<Vec<u16>, S
         Err(why) => {
             let _ = child.kill();
             let stderr = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
-            Err(format!("{why}: {}", stderr.trim()))
+            Err(TrialFault::NotReady {
+                why,
+                stderr: stderr.trim().to_string(),
+            })
         }
     }
 }

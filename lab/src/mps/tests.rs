@@ -13,7 +13,7 @@ fn pid_lists_parse_strictly() {
         "0\n",
         "12\nserver exited\n",
     ] {
-        let err = parse_pid_list(bad).expect_err(bad);
+        let err = parse_pid_list(bad).expect_err(bad).to_string();
         assert!(err.contains("one pid per line"), "{err}");
     }
 }

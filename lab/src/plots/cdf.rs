@@ -29,7 +29,7 @@ pub fn crossing(points: &[(f64, f64)], q: f64) -> Option<f64> {
 }
 
 /// Decodes a base64 HdrHistogram V2 (deflate) record.
-pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
+pub fn decode(text: &str) -> Result<Histogram<u64>, crate::rate::gates::HistogramError> {
     crate::rate::gates::decode_histogram(text)
 }
 
@@ -95,7 +95,7 @@ pub fn write(path: &Path, sweep: &Sweep<'_>) -> Result<(), PlotError> {
                     match merged.as_mut() {
                         Some(m) => m.add(&h).map_err(|e| PlotError::Histogram {
                             at: format!("merging the histograms of {}", g.label()),
-                            message: format!("{e:?}"),
+                            message: crate::rate::gates::HistogramError::Merge(e),
                         })?,
                         None => merged = Some(h),
                     }

@@ -255,9 +255,9 @@ pub fn draw_page(
     };
     let drawn = draw();
     drop(root);
-    drawn.map_err(|DrawError(message)| PlotError::Draw {
+    drawn.map_err(|DrawError { text }| PlotError::Draw {
         path: path.to_path_buf(),
-        message,
+        message: text,
     })?;
     kplace::os::write::write_whole(path, kplace::os::write::Kind::File, svg.as_bytes())?;
     Ok(())

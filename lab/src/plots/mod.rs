@@ -75,7 +75,7 @@ pub enum PlotError {
         /// The search and trial it belongs to.
         at: String,
         /// What is wrong with it.
-        message: String,
+        message: crate::rate::gates::HistogramError,
     },
     /// A results file cannot be read, or is not one.
     #[error("{message}")]
@@ -88,13 +88,18 @@ pub enum PlotError {
 /// A drawing error, in words: plotters' errors are generic over the backend, and only their
 /// text reaches a [`PlotError::Draw`].
 #[derive(Debug)]
-pub struct DrawError(String);
+pub struct DrawError {
+    /// What plotters said.
+    text: String,
+}
 
 impl<E: std::error::Error + Send + Sync> From<plotters::drawing::DrawingAreaErrorKind<E>>
     for DrawError
 {
     fn from(e: plotters::drawing::DrawingAreaErrorKind<E>) -> Self {
-        DrawError(e.to_string())
+        DrawError {
+            text: e.to_string(),
+        }
     }
 }
 

@@ -152,15 +152,20 @@ impl fmt::Display for BudgetRule {
 /// A `--latency-budget` that is not `deadline`, `1/R` or a positive duration.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "latency budget {0:?}: expected `deadline`, `1/R` or a positive duration with its unit (`6.4ms`, `500us`, `0.1s`)"
+    "latency budget {given:?}: expected `deadline`, `1/R` or a positive duration with its unit (`6.4ms`, `500us`, `0.1s`)"
 )]
-pub struct BudgetRuleError(String);
+pub struct BudgetRuleError {
+    /// The text given.
+    given: String,
+}
 
 impl std::str::FromStr for BudgetRule {
     type Err = BudgetRuleError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let bad = || BudgetRuleError(text.to_string());
+        let bad = || BudgetRuleError {
+            given: text.to_string(),
+        };
         let t = text.trim();
         match t.to_ascii_lowercase().as_str() {
             "deadline" => return Ok(Self::Deadline),
@@ -506,15 +511,29 @@ impl Failure {
     }
 }
 
+/// Why a report's latency histogram cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    /// Its text is not base64.
+    #[error("the histogram is not base64: {0}")]
+    Base64(base64::DecodeError),
+    /// Its bytes are not an HdrHistogram V2 record.
+    #[error("the histogram is not an HdrHistogram V2 record: {0:?}")]
+    Record(hdrhistogram::serialization::DeserializeError),
+    /// Two histograms cannot be added.
+    #[error("{0:?}")]
+    Merge(hdrhistogram::AdditionError),
+}
+
 /// A latency histogram as reports carry it (a base64 HdrHistogram V2 deflate record).
-pub fn decode_histogram(text: &str) -> Result<hdrhistogram::Histogram<u64>, String> {
+pub fn decode_histogram(text: &str) -> Result<hdrhistogram::Histogram<u64>, HistogramError> {
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text.trim())
-        .map_err(|e| format!("the histogram is not base64: {e}"))?;
+        .map_err(HistogramError::Base64)?;
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("the histogram is not an HdrHistogram V2 record: {e:?}"))
+        .map_err(HistogramError::Record)
 }
 
 /// What one trial established: a verdict on the system under test, or nothing (the trial was

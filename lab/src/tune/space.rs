@@ -130,12 +130,24 @@ impl Candidate {
     }
 }
 
+/// Why a candidate placement does not lay a graph out.
+#[derive(Debug, thiserror::Error)]
+enum NoLayout {
+    /// The placement written is not one.
+    #[error("{0}")]
+    Placement(Box<kplace::model::placement::PlacementError>),
+    /// The planner refuses it.
+    #[error("{0}")]
+    Plan(Box<kplace::plan::PlanError>),
+}
+
 /// Whether `placement_text` lays `graph` out, or the planner's reason.
-fn lays_out(graph: &Graph, text: &str) -> Result<(), String> {
-    let placement = Placement::parse(text, Path::new("tune.yaml")).map_err(|e| e.to_string())?;
+fn lays_out(graph: &Graph, text: &str) -> Result<(), NoLayout> {
+    let placement = Placement::parse(text, Path::new("tune.yaml"))
+        .map_err(|e| NoLayout::Placement(Box::new(e)))?;
     Layout::new(graph.clone(), placement)
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(|e| NoLayout::Plan(Box::new(e)))
 }
 
 /// Every placement of `graph` on the devices `offers` allows, crossed with `knobs`.
@@ -172,7 +184,10 @@ pub fn enumerate(graph: &Graph, offers: &Offers, knobs: &Knobs) -> Enumeration {
             gpu_tile: None,
         };
         if let Err(why) = lays_out(graph, &base.placement_yaml(graph, "check", knobs.gpu, "")) {
-            out.rejected.push(Rejected { devices, why });
+            out.rejected.push(Rejected {
+                devices,
+                why: why.to_string(),
+            });
             continue;
         }
         let any_cpu = devices.contains(&Where::Cpu);
@@ -205,7 +220,7 @@ pub fn enumerate(graph: &Graph, offers: &Offers, knobs: &Knobs) -> Enumeration {
                         Ok(()) => out.candidates.push(candidate),
                         Err(why) => out.rejected.push(Rejected {
                             devices: devices.clone(),
-                            why,
+                            why: why.to_string(),
                         }),
                     }
                 }

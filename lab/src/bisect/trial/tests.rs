@@ -112,7 +112,7 @@ fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
     let frames = renamed.as_object_mut().unwrap().remove("frames").unwrap();
     renamed["frames_done"] = frames;
     fs::write(&path, renamed.to_string()).unwrap();
-    let why = TrialReport::read(&path).unwrap_err();
+    let why = TrialReport::read(&path).unwrap_err().to_string();
     assert!(why.contains("frames_done"), "{why}");
 
     let mut missing = good.clone();
@@ -121,7 +121,7 @@ fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
         .unwrap()
         .remove("histogram");
     fs::write(&path, missing.to_string()).unwrap();
-    let why = TrialReport::read(&path).unwrap_err();
+    let why = TrialReport::read(&path).unwrap_err().to_string();
     assert!(
         why.contains("latency.post_frame: missing field histogram"),
         "a nullable field must be present: {why}"
@@ -138,7 +138,7 @@ fn a_report_with_a_field_missing_or_renamed_is_unreadable_not_zero() {
         .unwrap()
         .remove("p99_ms");
     fs::write(&path, broken.to_string()).unwrap();
-    let why = TrialReport::read(&path).unwrap_err();
+    let why = TrialReport::read(&path).unwrap_err().to_string();
     assert!(
         why.contains("pipelines[0]") && why.contains("p99_ms"),
         "{why}"

@@ -30,11 +30,25 @@ pub(super) struct Devices {
     /// The GPU kernel library, if one was found (weighed only with a GPU).
     gpu_library: Option<PathBuf>,
     /// The GPU's name, or why no GPU is weighed.
-    pub(super) gpu: Result<String, String>,
+    pub(super) gpu: Result<String, NoGpu>,
     /// The kernels the libraries weighed offer.
     pub(super) offers: Offers,
     /// The placements' `libraries:` line.
     pub(super) libraries: String,
+}
+
+/// Why a tuning weighs no GPU.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoGpu {
+    /// Told to weigh the CPU only.
+    #[error("--cpu-only")]
+    CpuOnly,
+    /// No GPU kernel library was found.
+    #[error("no GPU kernel library was found")]
+    NoLibrary,
+    /// The GPU cannot be opened.
+    #[error("{0}")]
+    Open(kplace::cuda::GpuError),
 }
 
 impl Devices {
@@ -67,14 +81,14 @@ impl Devices {
                 .map_or(String::new(), |g| format!(", GPU library {}", g.display()))
         );
         let gpu = if options.cpu_only {
-            Err("--cpu-only".to_string())
+            Err(NoGpu::CpuOnly)
         } else if gpu_library.is_none() {
-            Err("no GPU kernel library was found".to_string())
+            Err(NoGpu::NoLibrary)
         } else {
             CudaProvider::global()
                 .open(options.knobs.gpu)
                 .map(|g| g.name().to_string())
-                .map_err(|e| e.to_string())
+                .map_err(NoGpu::Open)
         };
         if let Err(why) = &gpu {
             tracing::warn!("tune: weighing the CPU only: {why}");

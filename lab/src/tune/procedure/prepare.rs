@@ -49,7 +49,9 @@ impl<'a> Prepared<'a> {
         let probe = Graph::load(
             &config.graph,
             &Overrides {
-                dims: config.dims(shape).map_err(TuneError::Shape)?,
+                dims: config
+                    .dims(shape)
+                    .map_err(|e| TuneError::Shape(e.to_string()))?,
                 params: Vec::new(),
             },
         )?;
@@ -107,7 +109,7 @@ impl<'a> Prepared<'a> {
         Ok(CalibrationKey {
             machine: machine(),
             cores: cores(config),
-            gpu: self.devices.gpu.clone().ok(),
+            gpu: self.devices.gpu.as_ref().ok().cloned(),
             libraries: builds,
             graph: calibrate::graph_identity(&self.graph),
             shape: self.workload.workload().shape().to_string(),
@@ -139,7 +141,9 @@ fn prepare_workload(
     placement: &Path,
 ) -> Result<Box<dyn kind::Prepared>, TuneError> {
     let files = GraphFiles {
-        dims: config.dims(shape).map_err(TuneError::Shape)?,
+        dims: config
+            .dims(shape)
+            .map_err(|e| TuneError::Shape(e.to_string()))?,
         ..GraphFiles::new(
             GraphSource::read(&config.graph)?,
             Placement::load(placement).map_err(|e| TuneError::Placement(Box::new(e)))?,

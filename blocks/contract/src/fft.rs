@@ -6,6 +6,7 @@ use kplace_abi::Dtype;
 use kplace_abi::export::ports::Ports;
 use kplace_abi::export::{Config, KernelError};
 
+use crate::choice::NotAChoice;
 use crate::ports::{Rows, finite};
 
 /// The `direction` parameter.
@@ -19,12 +20,14 @@ pub enum Direction {
 }
 
 impl FromStr for Direction {
-    type Err = String;
+    type Err = NotAChoice;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "forward" => Ok(Direction::Forward),
             "inverse" => Ok(Direction::Inverse),
-            _ => Err("expected forward or inverse".into()),
+            _ => Err(NotAChoice {
+                expected: "forward or inverse",
+            }),
         }
     }
 }
@@ -43,13 +46,15 @@ pub enum Planner {
 }
 
 impl FromStr for Planner {
-    type Err = String;
+    type Err = NotAChoice;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "estimate" => Ok(Planner::Estimate),
             "measure" => Ok(Planner::Measure),
             "patient" => Ok(Planner::Patient),
-            _ => Err("expected estimate, measure or patient".into()),
+            _ => Err(NotAChoice {
+                expected: "estimate, measure or patient",
+            }),
         }
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod beams;
 pub mod binary;
+pub mod choice;
 pub mod convert;
 pub mod fft;
 pub mod names;

@@ -2,6 +2,8 @@
 
 use std::str::FromStr;
 
+use crate::choice::NotAChoice;
+
 /// A window's shape.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Shape {
@@ -17,14 +19,16 @@ pub enum Shape {
 }
 
 impl FromStr for Shape {
-    type Err = String;
+    type Err = NotAChoice;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "rect" => Ok(Shape::Rect),
             "hann" => Ok(Shape::Hann),
             "hamming" => Ok(Shape::Hamming),
             "blackman" => Ok(Shape::Blackman),
-            _ => Err("expected rect, hann, hamming or blackman".into()),
+            _ => Err(NotAChoice {
+                expected: "rect, hann, hamming or blackman",
+            }),
         }
     }
 }

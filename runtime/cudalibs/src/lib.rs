@@ -506,9 +506,9 @@ fn find_nvrtc(
         search::Target::File(path) => {
             let dir = path.parent().unwrap_or(Path::new("."));
             let Some(file) = builtins_in(dir, soname_major(path)) else {
-                return Err(load::LoadError::NoBuiltinsBeside);
+                return Err(search::LoadError::NoBuiltinsBeside);
             };
-            let b = load::open_file(&file).map_err(|e| load::LoadError::Builtins {
+            let b = load::open_file(&file).map_err(|e| search::LoadError::Builtins {
                 path: file.clone(),
                 why: Box::new(e),
             })?;

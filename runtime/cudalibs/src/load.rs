@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use libloading::os::unix::{Library as Handle, RTLD_LAZY, RTLD_LOCAL};
 
-use crate::search::Opened;
+use crate::search::{LoadError, Opened};
 
 /// glibc's `RTLD_NOLOAD` (`<bits/dlfcn.h>`; the crate targets Linux with glibc, as `dlinfo`
 /// does): open only an object already loaded.
@@ -20,37 +20,6 @@ fn dl_text(e: &libloading::Error) -> String {
         Some(cause) => cause.to_string(),
         None => e.to_string(),
     }
-}
-
-/// Why a library could not be loaded from one place the search tried.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LoadError {
-    /// The loader refused the file or name: its own words (a missing dependency, a wrong ELF
-    /// class, no such file).
-    #[error("dlopen failed: {loader}")]
-    Dlopen {
-        /// What the loader said.
-        loader: String,
-    },
-    /// None of the names resolves on the loader's path.
-    #[error("no {} on it", .names.join(", "))]
-    NotOnLoaderPath {
-        /// The names tried.
-        names: Vec<String>,
-    },
-    /// A libnvrtc without the builtins it dlopens when it compiles beside it.
-    #[error(
-        "passed over: no libnvrtc-builtins.so.<major>.<minor> beside it (NVRTC needs it to compile)"
-    )]
-    NoBuiltinsBeside,
-    /// The builtins beside a libnvrtc did not load.
-    #[error("{}: {why}", .path.display())]
-    Builtins {
-        /// The builtins' file.
-        path: PathBuf,
-        /// Why it did not load.
-        why: Box<LoadError>,
-    },
 }
 
 /// Opens the file at `path`.

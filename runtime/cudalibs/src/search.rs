@@ -37,6 +37,37 @@ impl Attempt {
     }
 }
 
+/// Why a library could not be loaded from one place the search tried.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The loader refused the file or name: its own words (a missing dependency, a wrong ELF
+    /// class, no such file).
+    #[error("dlopen failed: {loader}")]
+    Dlopen {
+        /// What the loader said.
+        loader: String,
+    },
+    /// None of the names resolves on the loader's path.
+    #[error("no {} on it", .names.join(", "))]
+    NotOnLoaderPath {
+        /// The names tried.
+        names: Vec<String>,
+    },
+    /// A libnvrtc without the builtins it dlopens when it compiles beside it.
+    #[error(
+        "passed over: no libnvrtc-builtins.so.<major>.<minor> beside it (NVRTC needs it to compile)"
+    )]
+    NoBuiltinsBeside,
+    /// The builtins beside a libnvrtc did not load.
+    #[error("{}: {why}", .path.display())]
+    Builtins {
+        /// The builtins' file.
+        path: PathBuf,
+        /// Why it did not load.
+        why: Box<LoadError>,
+    },
+}
+
 /// The places to search, apart from Python's answer (asked lazily, see [`search`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Environment {
@@ -142,7 +173,7 @@ pub fn search<H>(
     names: &[String],
     env: &Environment,
     python: &mut dyn FnMut() -> Result<Vec<PathBuf>, crate::NoPythonAnswer>,
-    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, crate::load::LoadError>,
+    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, LoadError>,
 ) -> Outcome<H> {
     let mut searched = Vec::new();
     let found = |opened: Opened<H>, searched: Vec<Attempt>| Outcome {
@@ -211,7 +242,7 @@ fn look_in<H>(
     dir: &Path,
     names: &[String],
     searched: &mut Vec<Attempt>,
-    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, crate::load::LoadError>,
+    open: &mut dyn FnMut(Target<'_>) -> Result<Opened<H>, LoadError>,
 ) -> Option<Opened<H>> {
     let place = dir.display().to_string();
     if in_stubs(dir) {

@@ -55,14 +55,9 @@ pub enum SourceError {
         /// Elements per packet.
         elements: u32,
     },
-    /// Receiving failed: the system call and the operating system's error.
-    #[error("source: {call}: {error}")]
-    Receive {
-        /// The call (`recvmmsg`).
-        call: &'static str,
-        /// Its error.
-        error: std::io::Error,
-    },
+    /// Receiving failed: the system call (`recvmmsg`) and the operating system's error.
+    #[error("source: {0}: {1}")]
+    Receive(&'static str, std::io::Error),
     /// The file saying the source is ready (its address) could not be written.
     #[error("source: cannot write the ready file: {0}")]
     Ready(Box<WriteError>),

@@ -16,6 +16,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 
+pub use alternatives::AlternativesError;
+
 /// A device a stage can be placed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Device {
@@ -253,26 +255,6 @@ pub enum PlacementError {
     },
 }
 
-/// What is wrong with a placement's `alternatives:` list.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AlternativesError {
-    /// More than [`MAX_ALTERNATIVES`].
-    #[error(
-        "alternatives lists {0} placements; at most {MAX_ALTERNATIVES} (each is planned for the \
-         whole run)"
-    )]
-    TooMany(usize),
-    /// An entry is empty.
-    #[error("alternatives: an entry is empty")]
-    Empty,
-    /// An entry names the placement itself (by name or by file).
-    #[error("alternatives: {0} is this placement itself; list the others")]
-    Itself(String),
-    /// An entry is listed twice.
-    #[error("alternatives: {0} is listed twice")]
-    Twice(String),
-}
-
 impl Placement {
     /// Reads and checks a placement file.
     pub fn load(path: &Path) -> Result<Placement, PlacementError> {
@@ -398,13 +380,15 @@ impl Placement {
         }
         let alternatives = match file.alternatives {
             None => Vec::new(),
-            Some(list) => alternatives(base, path, &file.name, list.value).map_err(|why| {
-                PlacementError::Alternatives {
-                    path: path.to_path_buf(),
-                    line: list.referenced.line(),
-                    why,
-                }
-            })?,
+            Some(list) => {
+                alternatives::checked(base, path, &file.name, list.value).map_err(|why| {
+                    PlacementError::Alternatives {
+                        path: path.to_path_buf(),
+                        line: list.referenced.line(),
+                        why,
+                    }
+                })?
+            }
         };
         Ok(Placement {
             alternatives,
@@ -450,42 +434,6 @@ impl Placement {
             .as_deref()
             .or_else(|| self.libraries.get(kind).map(PathBuf::as_path))
     }
-}
-
-/// The alternatives the placement named `own` in file `path` lists, checked: at most
-/// [`MAX_ALTERNATIVES`], each once, none empty or the placement itself (by name or by file); a
-/// path made relative to `base`, the file's directory.
-fn alternatives(
-    base: &Path,
-    path: &Path,
-    own: &str,
-    written: Vec<String>,
-) -> Result<Vec<PathBuf>, AlternativesError> {
-    let stem = path.file_stem().and_then(|s| s.to_str());
-    if written.len() > MAX_ALTERNATIVES {
-        return Err(AlternativesError::TooMany(written.len()));
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    written
-        .into_iter()
-        .map(|w| {
-            if w.trim().is_empty() {
-                return Err(AlternativesError::Empty);
-            }
-            if w == own || Some(w.as_str()) == stem || base.join(&w) == path {
-                return Err(AlternativesError::Itself(w));
-            }
-            if !seen.insert(w.clone()) {
-                return Err(AlternativesError::Twice(w));
-            }
-            let path = PathBuf::from(&w);
-            Ok(if super::locate::is_name(&path) {
-                path
-            } else {
-                base.join(path)
-            })
-        })
-        .collect()
 }
 
 /// Environment variable naming a directory to search first for kplace's libraries.
@@ -699,5 +647,6 @@ impl<'de> Deserialize<'de> for StageEntry {
     }
 }
 
+mod alternatives;
 #[cfg(test)]
 mod tests;

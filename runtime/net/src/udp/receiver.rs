@@ -182,12 +182,7 @@ impl<'c, F> Receiver<'c, F> {
                         continue;
                     }
                     io::ErrorKind::Interrupted => continue,
-                    _ => {
-                        break Err(SourceError::Receive {
-                            call: "recvmmsg",
-                            error: e,
-                        });
-                    }
+                    _ => break Err(SourceError::Receive("recvmmsg", e)),
                 },
             };
             let now = Instant::now();

@@ -33,7 +33,7 @@ cpis=(1024x128 2048x256)
 # whole comparison within about an hour. Goals, latency budget and gates are bisect-rate's
 # defaults.
 common=(--sender-tick-us 100 --width 0.05)
-peer_args='--port {port} --frames {frames} --cpi {cpi} --out {detections} --times {times}'
+peer_args='--port {port} --frames {frames} --cpi {shape} --out {detections} --times {times}'
 # The flowgraphs' own idle timeout (10 s by default) would idle out every failed trial; 2 s, as
 # the NumPy receivers', is plenty once the sender has stopped.
 sut_cmd() { # SYSTEM

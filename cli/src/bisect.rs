@@ -177,10 +177,11 @@ pub struct BisectArgs {
     #[arg(long, value_name = "P")]
     mps_threads: Option<f64>,
     /// Measure another receiver instead of kplace: a shell command that listens on
-    /// 127.0.0.1:{port}, takes {frames} frames of CPI {cpi} ({samples} x {chirps}), writes its
-    /// detections in kplace's detection format to {detections}, and exits. Placeholders are
-    /// replaced (paths shell-quoted: leave them unquoted); kplace's sender, verifier and search
-    /// judge it. If the command takes {times}, the SUT writes there `frame_id,done_ns`
+    /// 127.0.0.1:{port}, takes {frames} frames of shape {shape} ({extent0} x {extent1} ...,
+    /// innermost first; the radar also calls them {cpi}, {samples} x {chirps}), writes its
+    /// results in the workload's format (the radar's detections) to {detections}, and exits.
+    /// Placeholders are replaced (paths shell-quoted: leave them unquoted); kplace's sender,
+    /// verifier and search judge it. If the command takes {times}, the SUT writes there `frame_id,done_ns`
     /// (CLOCK_MONOTONIC) per finished frame, and its post-frame latency is measured and gated
     /// like kplace's; otherwise latency is not judged.
     #[arg(long, value_name = "COMMAND")]

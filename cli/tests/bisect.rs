@@ -228,9 +228,10 @@ fn another_receiver_is_measured_by_the_same_sender_verifier_and_search() {
     // kplace's own receiver, run as an outside command: it only has to listen, write
     // detections in the documented format, and exit.
     let kplace = env!("CARGO_BIN_EXE_kplace");
+    // The frame's shape by the generic placeholders, innermost extent first.
     let sut = format!(
-        "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
-         --scene-frames 16 --idle-timeout-s 1 --detections {{detections}}"
+        "{kplace} run --source udp://127.0.0.1:{{port}} --shape {{extent0}}x{{extent1}} \
+         --frames {{frames}} --scene-frames 16 --idle-timeout-s 1 --detections {{detections}}"
     );
     let (stdout, json, out_dir) = bisect(&[
         "--cpi",
@@ -501,6 +502,7 @@ fn mps_and_cotenant_options_fail_clearly_where_they_cannot_work() {
 #[test]
 fn a_receiver_that_reports_completion_times_is_judged_on_latency() {
     let kplace = env!("CARGO_BIN_EXE_kplace");
+    // The frame's shape by the radar's own word for it, which its workload gives.
     let sut = format!(
         "{kplace} run --source udp://127.0.0.1:{{port}} --cpi {{cpi}} --frames {{frames}} \
          --scene-frames 16 --idle-timeout-s 1 --detections {{detections}} --done-times {{times}}"

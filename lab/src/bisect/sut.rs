@@ -131,24 +131,33 @@ impl SutTrial<'_> {
                 .map(|q| q.into_owned())
                 .map_err(|e| TrialError::Spawn(format!("cannot pass {text} to the shell: {e}")))
         };
-        // The innermost two extents, by the radar's names for them (`{samples}`, `{chirps}`).
-        let extent = |axis: usize| {
-            self.shape
-                .shape
-                .extents()
-                .get(axis)
-                .map_or(String::new(), u64::to_string)
-        };
         let shape = self.shape.to_string();
-        Ok(command
-            .replace("{port}", &port.to_string())
-            .replace("{frames}", &self.frames.to_string())
-            .replace("{cpi}", &shape)
-            .replace("{shape}", &shape)
-            .replace("{samples}", &extent(0))
-            .replace("{chirps}", &extent(1))
-            .replace("{detections}", &quoted(&self.files.detections)?)
-            .replace("{times}", &quoted(&self.files.done_times)?))
+        let extents = self.shape.shape.extents();
+        let extent = |axis: usize| extents.get(axis).map_or(String::new(), u64::to_string);
+        let mut words = vec![
+            ("port".to_string(), port.to_string()),
+            ("frames".to_string(), self.frames.to_string()),
+            ("shape".to_string(), shape.clone()),
+        ];
+        words.extend((0..extents.len()).map(|axis| (format!("extent{axis}"), extent(axis))));
+        // The workload's own words for them (the radar's `{cpi}`, `{samples}`, `{chirps}`).
+        if let Some(kind) = &self.ctx.config.workload {
+            let (whole, axes) = kind.shape_words();
+            words.extend(whole.map(|word| (word.to_string(), shape.clone())));
+            words.extend(
+                axes.iter()
+                    .enumerate()
+                    .map(|(axis, word)| (word.to_string(), extent(axis))),
+            );
+        }
+        // The paths last: a placeholder's name in a path is not a placeholder.
+        words.push(("detections".into(), quoted(&self.files.detections)?));
+        words.push(("times".into(), quoted(&self.files.done_times)?));
+        Ok(words
+            .into_iter()
+            .fold(command.to_string(), |line, (word, value)| {
+                line.replace(&format!("{{{word}}}"), &value)
+            }))
     }
 
     /// Starts `command` for `port` in a shell confined to the SUT's CPUs, its output in the

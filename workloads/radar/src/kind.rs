@@ -90,6 +90,11 @@ impl WorkloadKind for Radar {
         &[("scene-frames", "16")]
     }
 
+    /// A frame is a CPI of chirps, each of samples.
+    fn shape_words(&self) -> (Option<&'static str>, &'static [&'static str]) {
+        (Some("cpi"), &["samples", "chirps"])
+    }
+
     fn compare_results(&self, pair: &ResultsPair<'_>) -> Result<ResultsComparison, KindError> {
         let rule = match pair.rel_tol {
             None => PowerRule::Exact,

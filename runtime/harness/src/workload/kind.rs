@@ -250,6 +250,13 @@ pub trait WorkloadKind: Send + Sync {
         ))
     }
 
+    /// This workload's own words for a frame's shape and its extents, innermost axis first,
+    /// which a command template (`bisect-rate --sut-cmd`) also takes beside the generic
+    /// `{shape}` and `{extent0}`, `{extent1}`, ...: the radar's `cpi`, `samples` and `chirps`.
+    fn shape_words(&self) -> (Option<&'static str>, &'static [&'static str]) {
+        (None, &[])
+    }
+
     /// Options a rate sweep (`bisect-rate`, `tune`) gives this kind unless told otherwise, so
     /// that every trial's sender and receiver agree on them (the radar's distinct scene
     /// frames, which also bound the memory each holds).

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use kplace_lab::hog::cpu::{self, CpuHogConfig};
 use kplace_lab::hog::gpu::{self, GpuHogConfig};
+use kplace_lab::hog::{CotenantSpec, HogChild};
 use kplace_lab::hog::{CpuMode, HogLine, stop_on_signal_or_parent_death};
 
 /// Options of `kplace hog`.
@@ -73,6 +74,42 @@ struct CpuArgs {
     buffer_mib: usize,
     #[command(flatten)]
     common: Common,
+}
+
+impl HogArgs {
+    /// The options a library's `spec` stands for ([`kplace::session::child`]), run until stopped.
+    pub(crate) fn from_child(spec: HogChild) -> HogArgs {
+        let common = Common {
+            duration: None,
+            report_every: spec.report_every,
+            parent_pid: spec.parent_pid,
+        };
+        let hog = match spec.hog {
+            CotenantSpec::GpuHog {
+                gpu,
+                size,
+                duty,
+                period_ms,
+            } => Hog::Gpu(GpuArgs {
+                gpu,
+                size,
+                duty,
+                period: Duration::from_millis(period_ms),
+                common,
+            }),
+            CotenantSpec::CpuHog {
+                threads,
+                mode,
+                buffer_mib,
+            } => Hog::Cpu(CpuArgs {
+                threads: Some(threads),
+                mode,
+                buffer_mib,
+                common,
+            }),
+        };
+        HogArgs { hog }
+    }
 }
 
 /// Writes one JSON line to stdout. A closed stdout (the parent stopped reading) is not an

@@ -7,6 +7,7 @@
 mod admit;
 mod args;
 mod bisect;
+mod child;
 mod compare;
 mod devices;
 mod duration;
@@ -125,6 +126,9 @@ enum Command {
     /// List the graphs, or a graph's placements, found by name (for shell completion).
     #[command(hide = true)]
     Complete(shell::CompleteArgs),
+    /// Run what a library asks of a child kplace process: a typed spec, as JSON.
+    #[command(name = kplace::session::child::SUBCOMMAND, hide = true)]
+    Child(child::ChildArgs),
 }
 
 /// Runs the chosen subcommand. `Ok(code)` is the process's exit status: failure when a
@@ -153,6 +157,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),
         Command::Complete(args) => shell::complete(args),
+        Command::Child(spec) => dispatch(child::cli(spec, cli.verbose, cli.quiet)?),
     }
 }
 
@@ -178,8 +183,21 @@ fn main() -> ExitCode {
         // --help, --version, and the help a bare `kplace` prints.
         Err(e) => e.exit(),
     };
-    log::init(args.verbose, args.quiet);
-    match dispatch(args) {
+    // A child's spec stands for a command line, whose verbosity is the log's (a pipeline's
+    // parent's -v or -q).
+    let (verbose, quiet) = (args.verbose, args.quiet);
+    let args = match args {
+        Cli {
+            command: Command::Child(spec),
+            ..
+        } => child::cli(spec, verbose, quiet),
+        args => Ok(args),
+    };
+    let (verbose, quiet) = args
+        .as_ref()
+        .map_or((verbose, quiet), |a| (a.verbose, a.quiet));
+    log::init(verbose, quiet);
+    match args.and_then(dispatch) {
         Ok(code) => code,
         Err(e) => {
             tracing::error!("kplace: error: {e:#}");

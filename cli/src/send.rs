@@ -13,10 +13,14 @@ use clap::Args;
 use kplace::net::sender::{self, Faults, FrameCount, MalformedAt, PacketAt, SenderConfig};
 use kplace::report::output::{self, OutputError, OutputFile};
 use kplace::report::send::SendFile;
+use kplace::session::child::{ChildFrames, Pace, SendChild};
 use kplace::workload::send::SendFrames;
 
 use super::args::ShapeArgs;
 use super::workloads::WorkloadArgs;
+
+/// The graph sent from when none is named.
+const DEFAULT_GRAPH: &str = "radar";
 
 /// Frames sent when neither `--frames` nor `--duration` is given.
 const DEFAULT_FRAMES: u64 = 100;
@@ -29,7 +33,7 @@ pub struct SendArgs {
     dest: String,
     /// The graph whose workload generates the frames sent (its source tensor's frames): a
     /// file or a name.
-    #[arg(long, default_value = "radar", value_name = "FILE|NAME")]
+    #[arg(long, default_value = DEFAULT_GRAPH, value_name = "FILE|NAME")]
     graph: PathBuf,
     #[command(flatten)]
     shape: ShapeArgs,
@@ -104,6 +108,44 @@ pub struct SendArgs {
 }
 
 impl SendArgs {
+    /// The options a library's `spec` stands for ([`kplace::session::child`]), every other one at its
+    /// default.
+    pub(crate) fn from_child(spec: SendChild) -> SendArgs {
+        let (workload, recording) = match spec.frames_of {
+            None => (WorkloadArgs::default(), None),
+            Some(ChildFrames::Workload { seed, options }) => (WorkloadArgs { options, seed }, None),
+            Some(ChildFrames::Recording { path, .. }) => (WorkloadArgs::default(), Some(path)),
+        };
+        let (rate, burst, pacing_tick) = match spec.pace {
+            Pace::Burst => (None, true, None),
+            Pace::Rate { frames_per_s, tick } => (Some(frames_per_s), false, tick),
+        };
+        SendArgs {
+            dest: spec.dest.to_string(),
+            graph: spec.graph.unwrap_or_else(|| DEFAULT_GRAPH.into()),
+            shape: ShapeArgs {
+                shape: spec.shape,
+                sets: Vec::new(),
+            },
+            workload,
+            recording,
+            rate,
+            packet_interval: None,
+            burst,
+            pacing_tick,
+            frames: Some(spec.frames),
+            duration: None,
+            first_frame_id: 0,
+            drops: Vec::new(),
+            duplicates: Vec::new(),
+            reorders: Vec::new(),
+            malformed: Vec::new(),
+            times: spec.times,
+            nice: spec.nice.unwrap_or(0),
+            report: spec.report,
+        }
+    }
+
     fn dest(&self) -> anyhow::Result<SocketAddr> {
         let mut addrs = self
             .dest

@@ -23,10 +23,20 @@ pub struct WorkloadArgs {
     /// A workload option, NAME=VALUE (repeatable): what the graph's workload takes (`kplace
     /// workloads` lists them; those it shows as flags may also be given as --NAME VALUE).
     #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = parse_option)]
-    options: Vec<(String, String)>,
+    pub options: Vec<(String, String)>,
     /// The seed of what the workload generates (e.g. the radar's noise).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = WorkloadArgs::DEFAULT_SEED)]
     pub seed: u64,
+}
+
+impl Default for WorkloadArgs {
+    /// No option, the default seed: what a command line without them parses to.
+    fn default() -> Self {
+        WorkloadArgs {
+            options: Vec::new(),
+            seed: WorkloadArgs::DEFAULT_SEED,
+        }
+    }
 }
 
 /// Parses `NAME=VALUE`.
@@ -38,6 +48,9 @@ pub fn parse_option(text: &str) -> Result<(String, String), String> {
 }
 
 impl WorkloadArgs {
+    /// The seed when none is given.
+    const DEFAULT_SEED: u64 = 1;
+
     /// The options given as NAME=VALUE pairs, in the order given.
     pub fn pairs(&self) -> &[(String, String)] {
         &self.options

@@ -8,7 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kplace_lab::hog::{Cotenant, CotenantSpec, CpuMode, HogEvent, HogKind, HogLine, StopReason};
+use kplace_lab::hog::{
+    Cotenant, CotenantSpec, CpuMode, HogChild, HogEvent, HogKind, HogLine, StopReason,
+};
 
 fn kplace_exe() -> PathBuf {
     kplace_testkit::kplace_bin!()
@@ -233,7 +235,17 @@ fn cotenant_start_and_stop_record_the_intensity() {
     let summary = report.summary.as_ref().expect("a summary");
     assert_eq!(summary.stopped_by, Some(StopReason::Signal));
     assert!(summary.iters_per_s.is_some_and(|r| r > 0.0), "{summary:?}");
-    assert!(report.command.iter().any(|a| a == "--parent-pid"));
+    // The hog was told which process started it, to stop when that one is gone.
+    let [_, sub, kind, json] = &report.command[..] else {
+        panic!("{:?}", report.command);
+    };
+    assert_eq!(
+        [sub.as_str(), kind.as_str()],
+        [kplace::session::child::SUBCOMMAND, "hog"]
+    );
+    let told: HogChild = kplace::session::child::parse(json).expect("a hog's spec");
+    assert_eq!(told.hog, spec);
+    assert_eq!(told.parent_pid, Some(std::process::id()));
 
     // The report serializes with the intensity for the run's results.
     let json = serde_json::to_value(&report).expect("JSON");

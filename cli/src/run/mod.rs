@@ -28,6 +28,8 @@ use kplace::workload::reference::CheckSpec;
 use kplace::workload::run::{Adapt, PipelineRun, PreparedRun};
 use kplace::workload::sinks::SinkFormat;
 
+mod child;
+
 use super::args::GraphArgs;
 use super::progress::Live;
 use super::workloads::WorkloadArgs;

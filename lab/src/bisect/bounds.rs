@@ -1,11 +1,12 @@
 //! The bounds a sustained rate is judged against, measured beside each search: the receiver
 //! alone (ingest only, fed by a burst) and the kernels alone (one thread, no runtime).
 
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::process::Stdio;
 
+use kplace::session::child::{ChildFrames, Pace};
 use serde_json::{Value, json};
-
-use std::path::Path;
 
 use super::failure::TrialFault;
 use super::systems::{System, plan_for};
@@ -121,27 +122,22 @@ fn ingest_only(
         .map_err(|e| fail(format!("cannot create a ready file: {e}")))?;
     let ready = ready.into_temp_path();
     let _ = std::fs::remove_file(&ready);
+    let mut spec = ctx.receiver();
+    spec.ingest_only = true;
+    spec.ready_file = Some(ready.to_path_buf());
+    spec.shape = Some(shape.shape.clone());
+    spec.frames = Some(frames);
+    spec.frames_of = ctx
+        .config
+        .recording
+        .as_ref()
+        .map(|r| ChildFrames::Recording {
+            path: r.path.clone(),
+            check: None,
+        });
     let mut receiver = ctx
-        .receiver_command()
-        .arg("--ingest-only")
-        .arg("--ready-file")
-        .arg(&ready)
-        .args([
-            "--shape",
-            &shape.to_string(),
-            "--frames",
-            &frames.to_string(),
-        ])
-        .arg("--graph")
-        .arg(&ctx.config.graph)
-        .args(
-            ctx.config
-                .recording
-                .as_ref()
-                .map(|r| ["--recording".into(), r.path.clone().into_os_string()])
-                .into_iter()
-                .flatten(),
-        )
+        .receiver_command(&spec)
+        .map_err(|e| fail(e.to_string()))?
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -150,14 +146,16 @@ fn ingest_only(
     let ingest_only = match ready_ports(&mut receiver, &ready) {
         Ok(ports) => {
             let port = ports.first().copied().unwrap_or(0);
+            let dest = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            let burst = ctx.config.sender(shape, dest, Pace::Burst, frames);
+            // A sender that cannot be started is a burst that failed: the receiver then ends
+            // on its own start timeout.
             let burst = ctx
-                .sender_command(ctx.exe)
-                .args(["send", "--dest", &format!("127.0.0.1:{port}"), "--burst"])
-                .args(ctx.config.sender_source_args(shape))
-                .args(["--frames", &frames.to_string()])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .output();
+                .sender_child(&burst)
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|mut sender| {
+                    sender.stdout(Stdio::piped()).stderr(Stdio::null()).output()
+                });
             let sender_cpu_ms_per_frame = burst
                 .as_ref()
                 .ok()

@@ -2,6 +2,7 @@
 //! and trial: the search's settings, the gates and budget at a frame shape, a trial's frames, the scene
 //! sent, and the settings recorded beside the results.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use kplace::model::graph::{Graph, GraphSource, Overrides};
 use kplace::model::rate;
 use kplace::model::shape::FrameShape;
 use kplace::os::CpuSet;
+use kplace::session::child::{ChildFrames, Pace, SendChild};
 use kplace::session::several::PipelineMode;
 use kplace::workload::kind::{Request, WorkloadKind, WorkloadOptions};
 use serde_json::{Value, json};
@@ -207,33 +209,51 @@ impl BisectConfig {
         )
     }
 
-    /// What `kplace run` is told of the frames it receives and how it checks them.
-    pub(super) fn receiver_source_args(&self) -> Vec<String> {
+    /// Whose frames `kplace run` receives, and what it checks them against.
+    pub(super) fn receiver_frames(&self) -> ChildFrames {
         match &self.recording {
-            Some(r) => vec![
-                "--recording".into(),
-                r.path.display().to_string(),
-                "--check".into(),
-                r.check.clone(),
-            ],
-            None => self.workload_args(),
+            Some(r) => ChildFrames::Recording {
+                path: r.path.clone(),
+                check: Some(r.check.clone()),
+            },
+            None => self.workload_frames(),
         }
     }
 
-    /// What `kplace send` sends at `shape`: the graph's workload's frames, or the recording.
-    pub(super) fn sender_source_args(&self, shape: &SearchShape) -> Vec<String> {
-        match &self.recording {
-            Some(r) => vec!["--recording".into(), r.path.display().to_string()],
-            None => {
-                let mut args = vec![
-                    "--graph".into(),
-                    self.graph.display().to_string(),
-                    "--shape".into(),
-                    shape.shape.to_string(),
-                ];
-                args.extend(self.workload_args());
-                args
-            }
+    /// `kplace send` of `frames` frames at `shape` to `dest` at `pace`: the graph's
+    /// workload's frames, or the recording.
+    pub(super) fn sender(
+        &self,
+        shape: &SearchShape,
+        dest: SocketAddr,
+        pace: Pace,
+        frames: u64,
+    ) -> SendChild {
+        let (graph, shape, frames_of) = match &self.recording {
+            Some(r) => (
+                None,
+                None,
+                ChildFrames::Recording {
+                    path: r.path.clone(),
+                    check: None,
+                },
+            ),
+            None => (
+                Some(self.graph.clone()),
+                Some(shape.shape.clone()),
+                self.workload_frames(),
+            ),
+        };
+        SendChild {
+            dest,
+            graph,
+            shape,
+            frames_of: Some(frames_of),
+            pace,
+            frames,
+            nice: None,
+            times: None,
+            report: None,
         }
     }
 
@@ -287,14 +307,12 @@ impl BisectConfig {
         options
     }
 
-    /// The seed and options of the graph's workload, as `kplace run` and `send` take them.
-    fn workload_args(&self) -> Vec<String> {
-        let mut args = vec!["--seed".into(), self.seed.to_string()];
-        for (name, value) in &self.workload_options {
-            args.push("--opt".into());
-            args.push(format!("{name}={value}"));
+    /// The graph's workload's frames: its seed and options.
+    fn workload_frames(&self) -> ChildFrames {
+        ChildFrames::Workload {
+            seed: self.seed,
+            options: self.workload_options.clone(),
         }
-        args
     }
 
     /// The options every result depends on, recorded beside the results.

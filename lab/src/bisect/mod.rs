@@ -39,12 +39,15 @@ mod systems;
 pub mod trial;
 
 use std::fs;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kplace::os::CpuSet;
+use kplace::session::child::{self, RunChild, SendChild};
 
 use crate::rate::sweep::{SearchEntry, SenderEntry, StageTime, SweepFile, TrialLatency};
 use crate::rate::{Failure, Judgement, TrialMeasurement, TrialOutcome, TrialRequest, Verdict};
@@ -405,21 +408,32 @@ impl Trials<'_> {
         confined(program, self.config.sut_cpus.as_ref())
     }
 
-    /// `kplace run` receiving on an ephemeral loopback port (which its ready file tells),
-    /// ending 1 s after the last packet: the start of every kplace receiver a sweep runs.
-    fn receiver_command(&self) -> Command {
+    /// `kplace run` of the sweep's graph receiving on an ephemeral loopback port (which its
+    /// ready file tells), ending 1 s after the last packet: the start of every kplace receiver
+    /// a sweep runs.
+    fn receiver(&self) -> RunChild {
+        let mut run = RunChild::new(
+            self.config.graph.clone(),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        );
+        run.idle_timeout = Some(Duration::from_secs(1));
+        // The sender starts once the receiver is ready, after preparing its frames.
+        run.start_timeout = Some(Duration::from_secs(60));
+        run
+    }
+
+    /// The command that runs `spec`, confined to the SUT's CPUs.
+    fn receiver_command(&self, spec: &RunChild) -> Result<Command, TrialError> {
         let mut command = self.sut_command(self.exe);
-        command.args([
-            "run",
-            "--source",
-            "udp://127.0.0.1:0",
-            "--idle-timeout-s",
-            "1",
-            // The sender starts once the receiver is ready, after preparing its frames.
-            "--start-timeout-s",
-            "60",
-        ]);
-        command
+        command.args(child::args(spec).map_err(|e| TrialError::Spawn(e.to_string()))?);
+        Ok(command)
+    }
+
+    /// The command that runs `spec`, confined to the sender's CPUs.
+    fn sender_child(&self, spec: &SendChild) -> Result<Command, TrialError> {
+        let mut command = self.sender_command(self.exe);
+        command.args(child::args(spec).map_err(|e| TrialError::Spawn(e.to_string()))?);
+        Ok(command)
     }
 
     /// What every trial does first: creates its directory `dir` and says how many frames it

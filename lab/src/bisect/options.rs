@@ -211,4 +211,4 @@ pub fn sweep_defaults(kind: &dyn WorkloadKind, options: &mut Vec<(String, String
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

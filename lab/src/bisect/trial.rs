@@ -1,8 +1,8 @@
 //! One trial of kplace itself: `kplace send` at the trial's rate into `kplace run` on the
 //! placement, judged on the run's JSON report (every pipeline's, with several).
 
-use std::ffi::OsStr;
 use std::fs;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -11,6 +11,7 @@ use kplace::report::MAX_REPORT_BYTES;
 use kplace::report::ready::wait_ready;
 use kplace::report::run::{MULTI_SCHEMA, MultiRunReport, PipelineEntry, RunReport};
 use kplace::report::send::SendFile;
+use kplace::session::child::{Pace, SendChild};
 use serde_json::Value;
 
 use super::failure::TrialFault;
@@ -45,43 +46,26 @@ pub(super) fn trial(
         .split_first()
         .ok_or_else(|| TrialError::Spawn("no placement to run".into()))?;
     let budget = config.latency_budget(shape).at(rate);
-    let adapt = others
-        .iter()
-        .flat_map(|p| [OsStr::new("--adapt"), p.as_os_str()]);
+    let mut spec = ctx.receiver();
+    spec.placement = Some(placement.clone());
+    spec.adapt = others.to_vec();
+    spec.budget = (!others.is_empty()).then(|| whole_us(budget));
+    // A trial measures: the cost model's admission check must not stand in its way.
+    spec.force = config.pipelines > 1;
+    spec.shape = Some(shape.shape.clone());
+    spec.frames_of = Some(config.receiver_frames());
+    spec.frames = Some(frames);
+    spec.warmup_frames = warmup;
+    spec.report = Some(report_path.clone());
+    spec.ready_file = Some(ready_path.clone());
+    spec.pipelines = config.pipelines;
+    spec.pipeline_mode = config.pipeline_mode;
+    // `slots: auto` sizes for the offered stream, and a slow stream's own gaps never cut its
+    // frames short.
+    spec.stream_rate = Some(rate);
+    spec.frame_timeout = Some(Duration::from_millis(frame_timeout_ms(rate)));
     let mut receiver = ctx
-        .receiver_command()
-        .arg("--graph")
-        .arg(&config.graph)
-        .arg("--placement")
-        .arg(placement)
-        .args(adapt)
-        .args((!others.is_empty()).then(|| format!("--budget={}us", budget.as_micros().max(1))))
-        // A trial measures: the cost model's admission check must not stand in its way.
-        .args((config.pipelines > 1).then_some("--force"))
-        .args(["--shape", &shape.shape.to_string()])
-        .args(config.receiver_source_args())
-        .args([
-            "--frames",
-            &frames.to_string(),
-            "--warmup-frames",
-            &warmup.to_string(),
-        ])
-        .arg("--report")
-        .arg(&report_path)
-        .arg("--ready-file")
-        .arg(&ready_path)
-        .args([
-            "--pipelines",
-            &config.pipelines.to_string(),
-            "--pipeline-mode",
-            config.pipeline_mode.name(),
-            // `slots: auto` sizes for the offered stream, and a slow stream's own gaps never
-            // cut its frames short.
-            "--stream-rate",
-            &format!("{rate}"),
-            "--frame-timeout-ms",
-            &frame_timeout_ms(rate).to_string(),
-        ])
+        .receiver_command(&spec)?
         .envs(ctx.mps.map(|d| d.client_env()).into_iter().flatten())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -407,24 +391,11 @@ pub(super) fn send(
     report: &Path,
 ) -> Result<Result<SenderEntry, TrialFault>, TrialError> {
     let _ = fs::remove_file(report);
+    let mut spec = sender_spec(ctx, port, shape, rate, frames);
+    spec.times = times.map(Path::to_path_buf);
+    spec.report = Some(report.to_path_buf());
     let sender = ctx
-        .sender_command(ctx.exe)
-        .args(sender_args(
-            port,
-            ctx.config.sender_source_args(shape),
-            rate,
-            frames,
-            ctx.config.sender_tick_us,
-        ))
-        .arg(format!("--nice={}", ctx.config.sender_nice))
-        .args(
-            times
-                .map(|t| [std::ffi::OsString::from("--times"), t.into()])
-                .into_iter()
-                .flatten(),
-        )
-        .arg("--report")
-        .arg(report)
+        .sender_child(&spec)?
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -459,29 +430,28 @@ fn read_sender_report(path: &Path) -> Result<SenderEntry, TrialFault> {
     })
 }
 
-/// `kplace send`'s arguments for one trial's stream.
-fn sender_args(
+/// `kplace send` of one trial's stream: `frames` frames at `rate` to `port` on loopback,
+/// at the sweep's pacing tick and nice value.
+fn sender_spec(
+    ctx: &Trials<'_>,
     port: u16,
-    source: Vec<String>,
+    shape: &SearchShape,
     rate: f64,
     frames: u64,
-    tick_us: u64,
-) -> Vec<String> {
-    let mut args = vec![
-        "send".to_string(),
-        "--dest".into(),
-        format!("127.0.0.1:{port}"),
-    ];
-    args.extend(source);
-    args.extend([
-        "--frames".into(),
-        frames.to_string(),
-        "--rate".into(),
-        format!("{rate}"),
-        "--pacing-tick-us".into(),
-        tick_us.to_string(),
-    ]);
-    args
+) -> SendChild {
+    let pace = Pace::Rate {
+        frames_per_s: rate,
+        tick: Some(Duration::from_micros(ctx.config.sender_tick_us)),
+    };
+    let dest = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut spec = ctx.config.sender(shape, dest, pace, frames);
+    spec.nice = Some(ctx.config.sender_nice);
+    spec
+}
+
+/// `budget` in whole microseconds, at least one.
+fn whole_us(budget: Duration) -> Duration {
+    Duration::from_micros(u64::try_from(budget.as_micros()).unwrap_or(u64::MAX).max(1))
 }
 
 /// The ports `child` listens on, from its readiness file (one per pipeline), once every

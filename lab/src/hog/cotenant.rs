@@ -7,6 +7,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use kplace::session::child::{self, ChildSpec};
 use serde::{Deserialize, Serialize};
 
 use super::gpu::GpuHogConfig;
@@ -123,45 +124,32 @@ impl CotenantSpec {
         }
     }
 
-    /// The `kplace` arguments that run this co-tenant until stopped: `hog gpu ...` or
-    /// `hog cpu ...`, reporting every second.
-    pub fn args(&self) -> Vec<String> {
-        let mut args: Vec<String> = match self {
-            CotenantSpec::GpuHog {
-                gpu,
-                size,
-                duty,
-                period_ms,
-            } => vec![
-                "hog".into(),
-                "gpu".into(),
-                "--gpu".into(),
-                gpu.to_string(),
-                "--size".into(),
-                size.to_string(),
-                "--duty".into(),
-                duty.to_string(),
-                "--period-ms".into(),
-                period_ms.to_string(),
-            ],
-            CotenantSpec::CpuHog {
-                threads,
-                mode,
-                buffer_mib,
-            } => vec![
-                "hog".into(),
-                "cpu".into(),
-                "--threads".into(),
-                threads.to_string(),
-                "--mode".into(),
-                mode.as_str().into(),
-                "--buffer-mib".into(),
-                buffer_mib.to_string(),
-            ],
-        };
-        args.extend(["--report-every-s".into(), "1".into()]);
-        args
+    /// The child spec that runs this co-tenant until stopped, reporting every second, and
+    /// stopping by itself when the process `parent_pid` is gone.
+    pub fn child(&self, parent_pid: Option<u32>) -> HogChild {
+        HogChild {
+            hog: self.clone(),
+            report_every: Duration::from_secs(1),
+            parent_pid,
+        }
     }
+}
+
+/// `kplace hog`, as a library starts it ([`kplace::session::child`]): which hog, how often it reports,
+/// and the process whose death stops it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HogChild {
+    /// Which hog, and how hard.
+    pub hog: CotenantSpec,
+    /// The time between two report lines.
+    pub report_every: Duration,
+    /// The pid of the process that started it: the hog stops when its parent is no longer
+    /// that process.
+    pub parent_pid: Option<u32>,
+}
+
+impl ChildSpec for HogChild {
+    const KIND: &'static str = "hog";
 }
 
 /// What a co-tenant did, from its start to its stop.
@@ -234,14 +222,14 @@ impl Cotenant {
         spec: &CotenantSpec,
         timeout: Duration,
     ) -> Result<Cotenant, HogError> {
-        let mut args = spec.args();
-        args.extend(["--parent-pid".into(), std::process::id().to_string()]);
-        let mut command = vec![exe.display().to_string()];
-        command.extend(args.iter().cloned());
         let fail = |reason: String| HogError::Cotenant {
             kind: spec.kind().into(),
             reason,
         };
+        let args =
+            child::args(&spec.child(Some(std::process::id()))).map_err(|e| fail(e.to_string()))?;
+        let mut command = vec![exe.display().to_string()];
+        command.extend(args.iter().cloned());
         let mut child = Command::new(exe)
             .args(&args)
             .stdin(Stdio::null())
@@ -458,9 +446,16 @@ mod tests {
             serde_json::to_value(&gpu).expect("json"),
             serde_json::json!({"kind": "gpu-hog", "gpu": 0, "size": 4096, "duty": 0.25, "period_ms": 100})
         );
-        let args = gpu.args();
-        assert_eq!(&args[..2], ["hog", "gpu"]);
-        assert!(args.windows(2).any(|w| w == ["--duty", "0.25"]), "{args:?}");
+        let [sub, kind, json] = child::args(&gpu.child(Some(7))).expect("a spec");
+        assert_eq!([sub.as_str(), kind.as_str()], [child::SUBCOMMAND, "hog"]);
+        assert_eq!(
+            child::parse::<HogChild>(&json).expect("read back"),
+            HogChild {
+                hog: gpu.clone(),
+                report_every: Duration::from_secs(1),
+                parent_pid: Some(7)
+            }
+        );
 
         let cpu = CotenantSpec::parse("membw-hog", Some(0.01))
             .expect("valid")

@@ -24,7 +24,7 @@ pub mod gpu;
 
 mod cotenant;
 
-pub use cotenant::{Cotenant, CotenantReport, CotenantSpec, START_TIMEOUT, STOP_TIMEOUT};
+pub use cotenant::{Cotenant, CotenantReport, CotenantSpec, HogChild, START_TIMEOUT, STOP_TIMEOUT};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -10,7 +10,7 @@ use super::{OptionError, sweep_defaults};
 use crate::rate::{BudgetRule, Goal, SearchConfig};
 
 /// A sweep as `kplace bisect-rate` asks for one by default, of `graph`.
-fn config(graph: PathBuf) -> BisectConfig {
+pub(in crate::bisect) fn config(graph: PathBuf) -> BisectConfig {
     BisectConfig {
         graph,
         systems: Systems::Placements(vec!["p.yaml".into()]),

@@ -1,3 +1,6 @@
+use kplace::session::child::ChildFrames;
+
+use super::super::{BisectConfig, Stop};
 use super::*;
 
 fn report(frames: u64, rate: f64, p99_ms: f64) -> RunReport {
@@ -231,15 +234,77 @@ fn a_slow_stream_is_not_cut_by_its_own_gaps() {
 }
 
 #[test]
-fn the_sender_gets_the_tick() {
-    let source = vec!["--seed".to_string(), "7".into()];
-    let args = sender_args(9000, source, 250.5, 40, 100);
-    let joined = args.join(" ");
-    assert!(
-        joined.contains("--dest 127.0.0.1:9000")
-            && joined.contains("--rate 250.5")
-            && joined.contains("--pacing-tick-us 100")
-            && joined.contains("--seed 7"),
-        "{joined}"
+fn the_sender_gets_the_sweeps_frames_tick_and_nice() {
+    let mut config = super::super::options::tests::config("g.yaml".into());
+    config.sender_tick_us = 100;
+    config.sender_nice = -5;
+    config.seed = 7;
+    config.workload_options = vec![("pfa".into(), "1e-6".into())];
+    let stop = Stop::default();
+    let shape = SearchShape {
+        shape: "8x4".parse().unwrap(),
+        frame_period: None,
+        frame_bytes: 128,
+    };
+    let workload = ChildFrames::Workload {
+        seed: 7,
+        options: vec![("pfa".into(), "1e-6".into())],
+    };
+    assert_eq!(
+        sender_spec(&ctx_of(&config, &stop), 9000, &shape, 250.5, 40),
+        SendChild {
+            dest: "127.0.0.1:9000".parse().unwrap(),
+            graph: Some("g.yaml".into()),
+            shape: Some(shape.shape.clone()),
+            frames_of: Some(workload.clone()),
+            pace: Pace::Rate {
+                frames_per_s: 250.5,
+                tick: Some(Duration::from_micros(100)),
+            },
+            frames: 40,
+            nice: Some(-5),
+            times: None,
+            report: None,
+        }
     );
+    assert_eq!(config.receiver_frames(), workload);
+    // A recording's frames: the sender sends the recording alone, the receiver checks them.
+    config.recording = Some(super::super::config::RecordingFeed {
+        path: "r.cf32".into(),
+        check: "golden:g".into(),
+    });
+    let spec = sender_spec(&ctx_of(&config, &stop), 9000, &shape, 250.5, 40);
+    assert_eq!((&spec.graph, &spec.shape), (&None, &None));
+    assert_eq!(
+        spec.frames_of,
+        Some(ChildFrames::Recording {
+            path: "r.cf32".into(),
+            check: None
+        })
+    );
+    assert_eq!(
+        config.receiver_frames(),
+        ChildFrames::Recording {
+            path: "r.cf32".into(),
+            check: Some("golden:g".into())
+        }
+    );
+}
+
+fn ctx_of<'a>(config: &'a BisectConfig, stop: &'a Stop) -> Trials<'a> {
+    Trials {
+        mps: None,
+        exe: Path::new("kplace"),
+        config,
+        stop,
+    }
+}
+
+#[test]
+fn a_budget_goes_in_whole_microseconds() {
+    assert_eq!(
+        whole_us(Duration::from_nanos(1_500_700)),
+        Duration::from_micros(1500)
+    );
+    assert_eq!(whole_us(Duration::ZERO), Duration::from_micros(1));
 }

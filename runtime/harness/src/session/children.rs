@@ -2,10 +2,12 @@
 //! processes, one pipeline each, run by [`super::several::in_processes`].
 //!
 //! # Guarantees
-//! - Each child gets the parent's command line as given, but for the options the parent sets
-//!   per child ([`PER_CHILD`]): its own receiver port (the first pipeline's plus its index,
-//!   or an ephemeral port of its own), ready file and report, and its own output files
-//!   (`FILE.p<i>`, sink files in `DIR/p<i>`). So every other option reaches every child.
+//! - Each child gets a [`PipelineChild`] spec ([`super::child`]): the parent's command line as
+//!   given, and the options the parent sets for it, typed: its own receiver port (the first
+//!   pipeline's plus its index, or an ephemeral port of its own), ready file and report, and
+//!   its own output files (`FILE.p<i>`, sink files in `DIR/p<i>`). The binary parses the
+//!   command line as the parent did and sets those options over it, so every other option
+//!   reaches every child, and the child runs one pipeline.
 //! - The children's reports and ready files live in a directory of this run's own in the
 //!   system's temporary directory, removed when the run ends; one a killed run left behind
 //!   (its process gone) is removed by the next run.
@@ -13,30 +15,16 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use kplace_report::run::PipelineEntry;
+use serde::{Deserialize, Serialize};
 
+use super::child::{self, ChildSpec, ChildSpecError};
 use super::several::{
     ChildError, ChildOutcome, ChildPipeline, MultiRun, PipelineMode, failed, in_processes,
     pipeline_addr, pipeline_path,
 };
-
-/// The options the parent sets for each child itself, in either `--flag value` or
-/// `--flag=value` form; [`child_args`] leaves them out.
-pub const PER_CHILD: [&str; 10] = [
-    "--write-sinks",
-    "--trace",
-    "--progress-out",
-    "--pipelines",
-    "--pipeline-mode",
-    "--source",
-    "--report",
-    "--detections",
-    "--done-times",
-    "--ready-file",
-];
 
 /// What a process-mode run gives each child of its own; every other option of the parent's
 /// command line is passed on as given.
@@ -60,6 +48,35 @@ pub struct ChildOptions {
     pub progress_out: Option<PathBuf>,
 }
 
+/// One child of a process-mode run: the parent's command line, and what the child runs
+/// instead of the parent's own options of the same meaning (one pipeline, its source, its
+/// files). A `None` output is one the child does not write.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PipelineChild {
+    /// The parent's arguments after the program's name, as given.
+    pub argv: Vec<OsString>,
+    /// Its receiver's address; `None`: a replay.
+    pub udp: Option<SocketAddr>,
+    /// Where it writes its run report.
+    pub report: PathBuf,
+    /// Where it says it takes packets (a receiver only).
+    pub ready_file: Option<PathBuf>,
+    /// Where it writes what its workload reads from its frames.
+    pub detections: Option<PathBuf>,
+    /// Where it writes its frames' completion times.
+    pub done_times: Option<PathBuf>,
+    /// Where it writes its timeline.
+    pub trace: Option<PathBuf>,
+    /// Where it writes its progress lines.
+    pub progress_out: Option<PathBuf>,
+    /// Where it writes its sink files.
+    pub write_sinks: Option<PathBuf>,
+}
+
+impl ChildSpec for PipelineChild {
+    const KIND: &'static str = "pipeline";
+}
+
 /// Why the children could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ChildrenError {
@@ -67,8 +84,11 @@ pub enum ChildrenError {
     #[error("cannot create a directory for the pipelines' reports")]
     Dir(#[source] std::io::Error),
     /// The first pipeline's port plus the pipeline count passes the last port.
-    #[error("--source: the port plus the pipeline count exceeds 65535")]
+    #[error("the source's port plus the pipeline count exceeds 65535")]
     PortRange,
+    /// A child's spec could not be written.
+    #[error(transparent)]
+    Spec(#[from] ChildSpecError),
     /// A child could not be started, made ready or waited for.
     #[error(transparent)]
     Child(#[from] ChildError),
@@ -84,63 +104,62 @@ pub fn run_children(
     ready_timeout: Duration,
 ) -> Result<Vec<ChildOutcome>, ChildrenError> {
     let dir = pipeline_dir(&std::env::temp_dir()).map_err(ChildrenError::Dir)?;
-    let base = child_args(&options.argv);
     let children = (0..options.pipelines)
-        .map(|i| child(exe, &base, options, dir.path(), i))
+        .map(|i| child(exe, options, dir.path(), i))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(in_processes(children, ready_file, ready_timeout)?)
 }
 
-/// Pipeline `i`'s child: `base`, then its own options, its report and ready file in `dir`.
+/// Pipeline `i`'s spec: its own options, its report and ready file in `dir`.
+pub fn pipeline_child(
+    options: &ChildOptions,
+    dir: &Path,
+    i: usize,
+) -> Result<PipelineChild, ChildrenError> {
+    let udp = options
+        .udp
+        .map(|addr| pipeline_addr(addr, i).ok_or(ChildrenError::PortRange))
+        .transpose()?;
+    let own = |path: &Option<PathBuf>| path.as_deref().map(|p| pipeline_path(p, Some(i)));
+    Ok(PipelineChild {
+        argv: options.argv.clone(),
+        udp,
+        report: dir.join(format!("pipeline-{i}.json")),
+        ready_file: udp.map(|_| dir.join(format!("pipeline-{i}.ready"))),
+        detections: own(&options.detections),
+        done_times: own(&options.done_times),
+        trace: own(&options.trace),
+        progress_out: own(&options.progress_out),
+        write_sinks: options
+            .write_sinks
+            .as_ref()
+            .map(|d| d.join(format!("p{i}"))),
+    })
+}
+
+/// Pipeline `i`'s child: [`pipeline_child`]'s spec, run by `exe`.
 fn child(
     exe: &Path,
-    base: &[OsString],
     options: &ChildOptions,
     dir: &Path,
     i: usize,
 ) -> Result<ChildPipeline, ChildrenError> {
-    let report = dir.join(format!("pipeline-{i}.json"));
-    let mut command = Command::new(exe);
-    command.args(base).arg("--report").arg(&report);
-    let ready = match options.udp {
-        None => {
-            command.args(["--source", "replay"]);
-            None
-        }
-        Some(addr) => {
-            let addr = pipeline_addr(addr, i).ok_or(ChildrenError::PortRange)?;
-            let ready = dir.join(format!("pipeline-{i}.ready"));
-            command
-                .arg("--source")
-                .arg(format!("udp://{addr}"))
-                .arg("--ready-file")
-                .arg(&ready);
-            Some(ready)
-        }
-    };
-    let files = [
-        ("--detections", &options.detections),
-        ("--done-times", &options.done_times),
-        ("--trace", &options.trace),
-        ("--progress-out", &options.progress_out),
-    ];
-    let mut outputs = Vec::new();
-    for (flag, path) in files {
-        if let Some(path) = path {
-            let path = pipeline_path(path, Some(i));
-            command.arg(flag).arg(&path);
-            outputs.push(path);
-        }
-    }
-    if let Some(dir) = &options.write_sinks {
-        let dir = dir.join(format!("p{i}"));
-        command.arg("--write-sinks").arg(&dir);
-        outputs.push(dir);
-    }
+    let spec = pipeline_child(options, dir, i)?;
+    let outputs = [
+        &spec.detections,
+        &spec.done_times,
+        &spec.trace,
+        &spec.progress_out,
+        &spec.write_sinks,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
     Ok(ChildPipeline {
-        command,
-        report,
-        ready,
+        command: child::command(exe, &spec)?,
+        report: spec.report,
+        ready: spec.ready_file,
         outputs,
     })
 }
@@ -194,31 +213,6 @@ fn remove_orphaned_pipeline_dirs(tmp: &Path) {
     }
 }
 
-/// Options each child gets from the parent's command line `argv`: everything but
-/// [`PER_CHILD`], in either `--flag value` or `--flag=value` form.
-pub fn child_args(argv: &[OsString]) -> Vec<OsString> {
-    let mut out = Vec::with_capacity(argv.len());
-    let mut skip_value = false;
-    for arg in argv {
-        if skip_value {
-            skip_value = false;
-            continue;
-        }
-        let text = arg.to_string_lossy();
-        if let Some(flag) = PER_CHILD.iter().find(|f| text.starts_with(**f)) {
-            if text.len() == flag.len() {
-                skip_value = true;
-                continue;
-            }
-            if text.as_bytes().get(flag.len()) == Some(&b'=') {
-                continue;
-            }
-        }
-        out.push(arg.clone());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,80 +247,52 @@ mod tests {
     }
 
     #[test]
-    fn children_get_every_option_but_the_per_child_ones() {
-        let argv = os(&[
-            "run",
-            "--pipelines",
-            "3",
-            "--pipeline-mode=process",
-            "--cpi",
-            "2048x256",
-            "--source",
-            "udp://127.0.0.1:9000",
-            "--report=r.json",
-            "--detections",
-            "d.txt",
-            "--frames",
-            "10",
-            "--placement",
-            "workloads/radar/placements/all-gpu.yaml",
-        ]);
-        assert_eq!(
-            child_args(&argv),
-            os(&[
-                "run",
-                "--cpi",
-                "2048x256",
-                "--frames",
-                "10",
-                "--placement",
-                "workloads/radar/placements/all-gpu.yaml"
-            ])
-        );
-    }
-
-    #[test]
     fn each_child_gets_its_own_port_and_files() {
+        let argv = os(&["run", "--frames", "5", "--detections", "d.txt"]);
         let options = ChildOptions {
-            argv: os(&["run", "--frames", "5", "--detections", "d.txt"]),
+            argv: argv.clone(),
             pipelines: 2,
             udp: Some("127.0.0.1:9000".parse().unwrap()),
             detections: Some("d.txt".into()),
             write_sinks: Some("sinks".into()),
             ..ChildOptions::default()
         };
-        let base = child_args(&options.argv);
         let dir = Path::new("/tmp/x");
-        let made = child(Path::new("kplace"), &base, &options, dir, 1).unwrap();
+        let spec = pipeline_child(&options, dir, 1).unwrap();
+        assert_eq!(
+            spec,
+            PipelineChild {
+                argv,
+                udp: Some("127.0.0.1:9001".parse().unwrap()),
+                report: dir.join("pipeline-1.json"),
+                ready_file: Some(dir.join("pipeline-1.ready")),
+                detections: Some("d.p1.txt".into()),
+                done_times: None,
+                trace: None,
+                progress_out: None,
+                write_sinks: Some("sinks/p1".into()),
+            }
+        );
+        let made = child(Path::new("kplace"), &options, dir, 1).unwrap();
         let args: Vec<_> = made.command.get_args().collect();
-        assert_eq!(
-            args,
-            [
-                "run",
-                "--frames",
-                "5",
-                "--report",
-                "/tmp/x/pipeline-1.json",
-                "--source",
-                "udp://127.0.0.1:9001",
-                "--ready-file",
-                "/tmp/x/pipeline-1.ready",
-                "--detections",
-                "d.p1.txt",
-                "--write-sinks",
-                "sinks/p1",
-            ]
-        );
-        assert_eq!(
-            made.ready.as_deref(),
-            Some(dir.join("pipeline-1.ready").as_path())
-        );
+        assert_eq!(args[..2], [child::SUBCOMMAND, PipelineChild::KIND]);
+        let json = args[2].to_str().unwrap();
+        assert_eq!(child::parse::<PipelineChild>(json).unwrap(), spec);
+        assert_eq!(made.ready, spec.ready_file);
+        assert_eq!(made.outputs, [PathBuf::from("d.p1.txt"), "sinks/p1".into()]);
+        // A replay has no port and no ready file.
+        let replay = ChildOptions {
+            udp: None,
+            ..options.clone()
+        };
+        let spec = pipeline_child(&replay, dir, 0).unwrap();
+        assert_eq!((spec.udp, spec.ready_file), (None, None));
         let top = ChildOptions {
             udp: Some("127.0.0.1:65535".parse().unwrap()),
             ..options
         };
         assert!(matches!(
-            child(Path::new("kplace"), &base, &top, dir, 1),
+            child(Path::new("kplace"), &top, dir, 1),
             Err(ChildrenError::PortRange)
         ));
     }

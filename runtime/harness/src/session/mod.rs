@@ -10,12 +10,14 @@
 //!
 //! [`listen`] binds one pipeline's UDP receiver and tells the run's [`Readiness`] when it takes
 //! packets; [`several`] runs several pipelines at once and aggregates their reports, and
-//! [`children`] runs them as child `kplace run` processes, each with its own command line;
+//! [`children`] runs them as child `kplace run` processes, each from a typed [`child`] spec,
+//! what any library asks of a child `kplace` process;
 //! [`control`] watches the control file whose edits change parameters while a run goes on.
 //!
 //! Guarantees: the telemetry sampler is stopped whether the run succeeds or fails; a plan
 //! with no GPU stage opens no NVML handle.
 
+pub mod child;
 pub mod children;
 pub mod control;
 pub mod several;

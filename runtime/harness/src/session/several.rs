@@ -32,7 +32,8 @@ use kplace_report::run::{
 };
 
 /// How several pipelines run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PipelineMode {
     /// In this process: one CUDA context, each pipeline with its own streams, pools, slots,
     /// kernel states, source and sink.

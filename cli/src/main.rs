@@ -23,6 +23,8 @@ mod record;
 mod run;
 mod send;
 mod shell;
+#[cfg(test)]
+mod tests;
 mod tune;
 mod verify;
 mod workloads;

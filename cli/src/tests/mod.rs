@@ -1,0 +1,3 @@
+//! Tests of the binary as a whole, beside its sources.
+
+mod library_flags;

@@ -98,7 +98,7 @@ enum Event {
     /// Every frame of the current batch reached the sink.
     BatchDone,
     /// The run ended: its session, or why it failed.
-    Ended(Result<Session, RunError>),
+    Ended(Box<Result<Session, RunError>>),
 }
 
 /// A pipeline whose frames its caller hands over a batch at a time.
@@ -184,7 +184,7 @@ impl Feed {
                     let ended = super::run(&plan, &mut source, &mut sink, &RunOptions::default());
                     // No frame is read from a batch once the source is gone.
                     drop(source);
-                    let _ = event_tx.send(Event::Ended(ended));
+                    let _ = event_tx.send(Event::Ended(Box::new(ended)));
                 })
                 .map_err(|e| FeedError::Run(format!("cannot start the run's thread: {e}")))?
         };
@@ -258,7 +258,7 @@ impl Feed {
                 Ok(())
             }
             Ok(Event::Ended(ended)) => {
-                let why = match ended {
+                let why = match *ended {
                     Err(e) => e.to_string(),
                     Ok(_) => "the run ended before the batch's frames reached its sink".into(),
                 };
@@ -288,7 +288,7 @@ impl Feed {
             if let Some(thread) = self.thread.take() {
                 let _ = thread.join();
             }
-            let session = match ended {
+            let session = match *ended {
                 Ok(session) => session,
                 Err(e) => return self.fail(e.to_string()),
             };
@@ -342,7 +342,7 @@ impl Feed {
     fn check_sizes(&self, input: &[u8], outputs: &[&mut [u8]]) -> Result<usize, FeedError> {
         let source = self.source();
         let frame = source.bytes as usize;
-        if frame == 0 || input.len() % frame != 0 {
+        if frame == 0 || !input.len().is_multiple_of(frame) {
             return Err(FeedError::Size(format!(
                 "{} bytes of frames is not a whole number of {} frames of {frame} bytes",
                 input.len(),

@@ -1,0 +1,26 @@
+"""kplace from Python: run a graph on a placement on NumPy arrays.
+
+    import kplace
+    p = kplace.Pipeline("beamformer/filtered", placement="cpu", set={"C": 8})
+    out = p.process(frames)      # {"beams": ..., "beam_power": ...}, frames stacked as given
+    print(p.plan())
+    report = p.report()          # ends the stream; the run report as a dict
+
+Everything runs in kplace's Rust runtime (the extension module ``kplace._kplace``); this file
+only says where the package keeps what kplace ships: its kernel libraries and the workloads'
+graphs and placements (``_install/``, laid out as ``scripts/install.sh`` lays out a prefix),
+which kplace finds through ``KPLACE_LIB_DIR`` and ``KPLACE_DATA_DIR`` unless they are set
+already. docs/python.md is the walkthrough.
+"""
+
+import os as _os
+
+_INSTALL = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_install")
+if _os.path.isdir(_os.path.join(_INSTALL, "lib", "kplace")):
+    _os.environ.setdefault("KPLACE_LIB_DIR", _os.path.join(_INSTALL, "lib", "kplace"))
+if _os.path.isdir(_os.path.join(_INSTALL, "share", "kplace", "workloads")):
+    _os.environ.setdefault("KPLACE_DATA_DIR", _os.path.join(_INSTALL, "share", "kplace"))
+
+from ._kplace import KplaceError, Pipeline  # noqa: E402
+
+__all__ = ["KplaceError", "Pipeline"]

@@ -21,6 +21,6 @@ if _os.path.isdir(_os.path.join(_INSTALL, "lib", "kplace")):
 if _os.path.isdir(_os.path.join(_INSTALL, "share", "kplace", "workloads")):
     _os.environ.setdefault("KPLACE_DATA_DIR", _os.path.join(_INSTALL, "share", "kplace"))
 
-from ._kplace import KplaceError, Pipeline  # noqa: E402
+from ._kplace import KplaceError, Pipeline, graph_path  # noqa: E402
 
-__all__ = ["KplaceError", "Pipeline"]
+__all__ = ["KplaceError", "Pipeline", "graph_path"]

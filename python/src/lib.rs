@@ -18,11 +18,27 @@ mod pipeline;
 #[cfg(feature = "python")]
 use pyo3::prelude::*;
 
-/// The module: `Pipeline` and `KplaceError`.
+/// The file a graph's name or path stands for, as `Pipeline` and `kplace run --graph` find it
+/// (`graph_path("beamformer/filtered")`): where its placements and data files are.
+#[cfg(feature = "python")]
+#[pyfunction]
+fn graph_path(graph: std::path::PathBuf) -> PyResult<std::path::PathBuf> {
+    let found = kplace::model::locate::graph(&graph).map_err(|e| errors::kplace_error(&e))?;
+    if !found.is_file() {
+        return Err(errors::KplaceError::new_err(format!(
+            "graph {}: no such file",
+            graph.display()
+        )));
+    }
+    std::path::absolute(&found).map_err(|e| errors::kplace_error(&e))
+}
+
+/// The module: `Pipeline`, `graph_path` and `KplaceError`.
 #[cfg(feature = "python")]
 #[pymodule]
 fn _kplace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::Pipeline>()?;
+    m.add_function(wrap_pyfunction!(graph_path, m)?)?;
     m.add("KplaceError", m.py().get_type::<errors::KplaceError>())?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! kplace's Python module, `kplace._kplace`: a graph on a placement run on NumPy arrays
 //! ([`pipeline`]), over the runtime's own feed of frames from memory
-//! (`kplace::session::feed`), so nothing of the runtime is re-implemented here; this crate
+//! (`kplace::workload::feed`), so nothing of the runtime is re-implemented here; this crate
 //! only checks and converts arrays ([`arrays`]) and errors ([`errors`]). The package's Python
 //! side (`python/kplace/`) is shims: it re-exports this module and runs the bundled `kplace`
 //! command.

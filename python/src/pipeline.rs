@@ -1,6 +1,6 @@
 //! `kplace.Pipeline`: a graph on a placement, fed NumPy arrays, its sinks returned as arrays;
 //! one stream across every call, so a stateful stage's carry goes on from call to call as on a
-//! stream. A thin skin over `kplace::session::feed::Feed`, which plans the graph as `kplace
+//! stream. A thin skin over `kplace::workload::feed::Feed`, which plans the graph as `kplace
 //! run` does and runs the runtime's own executor.
 //!
 //! Guarantees: the frames are read in place (no copy but into the frames' slots) and the sinks
@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::arrays::{self, Layout};
 use crate::errors::kplace_error;
-use kplace::session::feed::{Feed, FeedSpec};
+use kplace::workload::feed::{Feed, FeedSpec};
 
 /// A graph on a placement, run on NumPy arrays.
 ///

@@ -1,4 +1,4 @@
-//! A pipeline fed from memory (`kplace::session::feed`): frames handed over in batches of any
+//! A pipeline fed from memory (`kplace::workload::feed`): frames handed over in batches of any
 //! size give, frame for frame, the stream's output, a stateful stage carrying across batches;
 //! wrong sizes are refused naming the tensor, and the report counts every frame fed.
 //!
@@ -12,7 +12,7 @@ use std::path::Path;
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
 use kplace::plan::Plan;
-use kplace::session::feed::{Feed, FeedError};
+use kplace::workload::feed::{Feed, FeedError};
 use kplace_testkit::build_c_library;
 
 const ROWS: usize = 16;

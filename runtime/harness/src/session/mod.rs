@@ -12,7 +12,6 @@
 //! packets; [`several`] runs several pipelines at once and aggregates their reports, and
 //! [`children`] runs them as child `kplace run` processes, each from a typed [`child`] spec,
 //! what any library asks of a child `kplace` process;
-//! [`feed`] runs one whose frames its caller hands over from memory, a batch at a time;
 //! [`control`] watches the control file whose edits change parameters while a run goes on.
 //!
 //! Guarantees: the telemetry sampler is stopped whether the run succeeds or fails; a plan
@@ -21,7 +20,6 @@
 pub mod child;
 pub mod children;
 pub mod control;
-pub mod feed;
 pub mod several;
 
 use std::sync::Arc;

@@ -11,7 +11,8 @@
 //!
 //! [`run::run_pipeline`] runs one pipeline of any workload and builds its report; what a run
 //! writes besides (each sink tensor as `.npy` or raw files, [`sinks`]; completion times) is
-//! the same for every workload.
+//! the same for every workload. [`feed`] runs one pipeline whose frames its caller hands over
+//! from memory, a batch at a time (what the Python module drives).
 //!
 //! Guarantees: a judge sees every frame the source began exactly once, a completed frame
 //! through [`Judge::frame`] and a partial one through [`Judge::partial`], in the order they
@@ -19,6 +20,7 @@
 
 pub mod after_loss;
 pub mod compare;
+pub mod feed;
 pub mod generic;
 pub mod kind;
 pub mod npy;

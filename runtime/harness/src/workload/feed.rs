@@ -7,7 +7,7 @@
 //! run's source a batch (frame ids continue from the batch before) and the sink the buffers
 //! the batch's sinks go to, and returns once every frame of the batch has reached the sink.
 //! [`Feed::finish`] ends the stream: the run drains, and its report is built by
-//! [`super::report`], as every runner of a pipeline builds it.
+//! [`session::report`], as every runner of a pipeline builds it.
 //!
 //! Guarantees: the caller's frames are read in place, never copied but into the frames' slots;
 //! `process` returns only once no thread reads its frames or writes its outputs any more
@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 
 use crossbeam::channel::{self, Receiver, Sender};
 
-use super::{RunFacts, Session};
+use crate::session::{self, RunFacts, Session};
 use kplace_core::executor::{
     CompletedFrame, FrameSink, Ingest, PacketStatus, PartialFrame, RunError, RunOptions, SinkError,
     Source, SourceError,
@@ -151,7 +151,7 @@ impl Feed {
             placement,
             ..GraphFiles::default()
         };
-        let period = crate::workload::generic::DEFAULT_FRAME_PERIOD;
+        let period = super::generic::DEFAULT_FRAME_PERIOD;
         let (graph, placement) = files.load_with(Overrides::default(), period)?;
         let plan = Plan::new(graph, placement).map_err(Box::new)?;
         Feed::start(plan)
@@ -181,7 +181,7 @@ impl Feed {
                         targets,
                         events: event_tx.clone(),
                     };
-                    let ended = super::run(&plan, &mut source, &mut sink, &RunOptions::default());
+                    let ended = session::run(&plan, &mut source, &mut sink, &RunOptions::default());
                     // No frame is read from a batch once the source is gone.
                     drop(source);
                     let _ = event_tx.send(Event::Ended(Box::new(ended)));
@@ -299,9 +299,9 @@ impl Feed {
 
     /// The report of the ended run: every frame fed counts as passed once reported (there is
     /// nothing to check it against here; the caller has the outputs).
-    fn report_of(&self, session: &Session) -> RunReport {
+    fn report_of(&self, run: &Session) -> RunReport {
         let source = self.source();
-        let reported = session.metrics.frames;
+        let reported = run.metrics.frames;
         let missing = self.fed.saturating_sub(reported);
         let facts = RunFacts {
             graph: self.plan.graph.name.clone(),
@@ -335,7 +335,7 @@ impl Feed {
                 n => vec![format!("{n} of {} frames were never reported", self.fed)],
             },
         };
-        super::report(facts, session, None, verification)
+        session::report(facts, run, None, verification)
     }
 
     /// The frames in `input`, once it and `outputs` are checked against the graph.

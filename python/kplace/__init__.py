@@ -21,6 +21,19 @@ if _os.path.isdir(_os.path.join(_INSTALL, "lib", "kplace")):
 if _os.path.isdir(_os.path.join(_INSTALL, "share", "kplace", "workloads")):
     _os.environ.setdefault("KPLACE_DATA_DIR", _os.path.join(_INSTALL, "share", "kplace"))
 
-from ._kplace import KplaceError, Pipeline, graph_path  # noqa: E402
+from . import _cli  # noqa: E402
+from ._kplace import KplaceError, Pipeline, Report, graph_path  # noqa: E402
+from ._kplace import run as _run  # noqa: E402
 
-__all__ = ["KplaceError", "Pipeline", "graph_path"]
+
+def run(graph, placement=None, *, frames=None, source=None, recording=None, check=None,
+        set=None, trace=False, args=None):
+    """Runs ``kplace run`` on ``graph`` (the bundled command, so every source, check and option
+    it has is here; ``args``: any other options, as a list of strings) and returns its
+    ``Report``: ``report.dict``, ``report.passed``, ``report.to_pandas()``, and with
+    ``trace=True`` the run's timeline as the report's picture in a notebook. Raises
+    ``KplaceError`` with the command's message when it writes no report."""
+    return _run(_cli.BINARY, graph, placement, frames, source, recording, check, set, trace, args)
+
+
+__all__ = ["KplaceError", "Pipeline", "Report", "graph_path", "run"]

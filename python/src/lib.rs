@@ -1,7 +1,8 @@
 //! kplace's Python module, `kplace._kplace`: a graph on a placement run on NumPy arrays
 //! ([`pipeline`]), over the runtime's own feed of frames from memory
-//! (`kplace::workload::feed`), so nothing of the runtime is re-implemented here; this crate
-//! only checks and converts arrays ([`arrays`]) and errors ([`errors`]). The package's Python
+//! (`kplace::workload::feed`), and `kplace run` by the bundled command with its report as an
+//! object ([`run`]), so nothing of the runtime is re-implemented here; this crate only checks
+//! and converts arrays ([`arrays`]) and errors ([`errors`]). The package's Python
 //! side (`python/kplace/`) is shims: it re-exports this module and runs the bundled `kplace`
 //! command.
 //!
@@ -14,6 +15,8 @@ mod arrays;
 mod errors;
 #[cfg(feature = "python")]
 mod pipeline;
+#[cfg(feature = "python")]
+mod run;
 
 #[cfg(feature = "python")]
 use pyo3::prelude::*;
@@ -33,12 +36,54 @@ fn graph_path(graph: std::path::PathBuf) -> PyResult<std::path::PathBuf> {
     std::path::absolute(&found).map_err(|e| errors::kplace_error(&e))
 }
 
-/// The module: `Pipeline`, `graph_path` and `KplaceError`.
+/// Runs `kplace run` (the bundled `command`, which `kplace.run` passes) on `graph`, with the
+/// options given (each as `kplace run` takes it; `args`, any others), and returns its report.
+#[cfg(feature = "python")]
+#[pyfunction(name = "run")]
+#[pyo3(signature = (command, graph, placement = None, frames = None, source = None, recording = None, check = None, set = None, trace = false, args = None))]
+#[allow(clippy::too_many_arguments)]
+fn run_graph(
+    py: Python<'_>,
+    command: std::path::PathBuf,
+    graph: std::path::PathBuf,
+    placement: Option<std::path::PathBuf>,
+    frames: Option<u64>,
+    source: Option<String>,
+    recording: Option<std::path::PathBuf>,
+    check: Option<String>,
+    set: Option<&Bound<'_, pyo3::types::PyDict>>,
+    trace: bool,
+    args: Option<Vec<String>>,
+) -> PyResult<run::Report> {
+    let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
+    let mut option = |name: &str, value: Option<String>| {
+        if let Some(value) = value {
+            argv.extend([name.to_string(), value]);
+        }
+    };
+    option("--placement", placement.map(|p| p.display().to_string()));
+    option("--frames", frames.map(|f| f.to_string()));
+    option("--source", source);
+    option("--recording", recording.map(|r| r.display().to_string()));
+    option("--check", check);
+    for (key, value) in set.into_iter().flat_map(|d| d.iter()) {
+        argv.extend([
+            "--set".to_string(),
+            format!("{}={}", key.str()?, value.str()?),
+        ]);
+    }
+    argv.extend(args.unwrap_or_default());
+    run::run_command(py, command, argv, trace)
+}
+
+/// The module: `Pipeline`, `run`, `Report`, `graph_path` and `KplaceError`.
 #[cfg(feature = "python")]
 #[pymodule]
 fn _kplace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::Pipeline>()?;
     m.add_function(wrap_pyfunction!(graph_path, m)?)?;
+    m.add_function(wrap_pyfunction!(run_graph, m)?)?;
+    m.add_class::<run::Report>()?;
     m.add("KplaceError", m.py().get_type::<errors::KplaceError>())?;
     Ok(())
 }

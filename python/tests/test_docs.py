@@ -21,8 +21,10 @@ def test_the_walkthrough_runs(tmp_path, monkeypatch):
     namespace = {"__name__": "__walkthrough__"}
     for i, block in enumerate(code, 1):
         exec(compile(block, f"docs/python.md, python block {i}", "exec"), namespace)
-    # What the last blocks left: the beamformer's stream, ended with its report.
+    # What the blocks left: the beamformer's stream, ended with its report, and a whole run.
     assert namespace["report"]["frames"] == 40
+    assert namespace["beams"].shape == (40, 64, 3)
+    assert namespace["run"].passed
 
 
 def test_blocks_are_found():

@@ -33,6 +33,9 @@ pub struct Report {
     traced: bool,
 }
 
+/// The most bytes a timeline picture `kplace plot-trace` draws may hold when it is read back.
+const MAX_SVG_BYTES: u64 = 64 << 20;
+
 /// Runs `kplace run` (`command`) with `args` and the report's path, and reads its report.
 pub fn run_command(
     py: Python<'_>,
@@ -58,7 +61,12 @@ pub fn run_command(
     });
     let output = output
         .map_err(|e| KplaceError::new_err(format!("cannot run {}: {e}", command.display())))?;
-    let json = std::fs::read_to_string(&report).map_err(|_| {
+    let json = kplace::os::files::read_text_bounded(
+        &report,
+        kplace::report::MAX_REPORT_BYTES,
+        "run report",
+    )
+    .map_err(|_| {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail = &stderr[stderr.len().saturating_sub(MESSAGE_TAIL)..];
         KplaceError::new_err(format!(
@@ -162,7 +170,7 @@ impl Report {
         if !svg.is_file() {
             draw(py, &self.command, &self.trace(), &svg)?;
         }
-        std::fs::read_to_string(&svg)
+        kplace::os::files::read_text_bounded(&svg, MAX_SVG_BYTES, "timeline picture")
             .map(Some)
             .map_err(|e| KplaceError::new_err(format!("{}: {e}", svg.display())))
     }

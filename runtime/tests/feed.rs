@@ -100,7 +100,7 @@ fn batches_of_any_size_give_the_streams_output_the_carry_crossing_them() {
         assert_eq!(report.frames_expected, 23);
         assert!(report.verification.passed);
         assert_eq!(report.source, "memory");
-        assert_eq!(report.frame_shape, format!("{COLS}x{ROWS}"));
+        assert_eq!(report.frame_shape.to_string(), format!("{COLS}x{ROWS}"));
         let integrate = report
             .stages
             .iter()

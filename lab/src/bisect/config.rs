@@ -280,7 +280,7 @@ impl BisectConfig {
         let Some(kind) = &self.workload else {
             return Err(TrialFault::NoWorkload);
         };
-        let graph = GraphSource::read(&self.graph).map_err(|e| e.to_string())?;
+        let graph = GraphSource::read(&self.graph).map_err(|e| TrialFault::Graph(Box::new(e)))?;
         let files = GraphFiles {
             dims: self.dims(shape)?,
             ..GraphFiles::of_graph(graph)

@@ -43,7 +43,7 @@ pub enum FeedError {
         /// The setting as written.
         setting: String,
         /// Why it is refused.
-        why: String,
+        why: kplace_core::model::files::SettingError,
     },
     /// The graph or placement cannot be loaded as asked.
     #[error(transparent)]
@@ -144,12 +144,11 @@ impl Feed {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let files = GraphFiles::read(&graph, &placement)?;
         let files = GraphFiles {
-            dims: files::bind_dims(&graph, None, &settings)?,
+            dims: files::bind_dims(&files.graph, None, &settings)?,
             sets: files::params(&settings),
-            graph,
-            placement,
-            ..GraphFiles::default()
+            ..files
         };
         let period = super::generic::DEFAULT_FRAME_PERIOD;
         let (graph, placement) = files.load_with(Overrides::default(), period)?;
@@ -306,13 +305,7 @@ impl Feed {
         let facts = RunFacts {
             graph: self.plan.graph.name.clone(),
             placement: self.plan.placement.name.clone(),
-            shape: source
-                .shape
-                .iter()
-                .rev()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join("x"),
+            shape: self.plan.graph.frame_shape(),
             frame_bytes: source.bytes,
             source: "memory".into(),
             frames_expected: self.fed,
@@ -424,12 +417,16 @@ impl Source for BatchSource {
                 };
                 for (p, payload) in bytes.chunks_exact(packet).enumerate() {
                     let p = p as u64;
-                    let dest = ingest.packet_mut(&open, p).ok_or_else(|| {
-                        SourceError(format!("frame {id}: packet {p} has no place in the slot"))
+                    let dest = ingest.packet_mut(&open, p).ok_or(SourceError::NoPlace {
+                        frame: id,
+                        packet: p,
                     })?;
                     dest.copy_from_slice(payload);
                     if ingest.packet_done(&open, p) != PacketStatus::Accepted {
-                        return Err(SourceError(format!("frame {id}: packet {p} was refused")));
+                        return Err(SourceError::Refused {
+                            frame: id,
+                            packet: p,
+                        });
                     }
                 }
                 ingest.finish(open);
@@ -452,7 +449,7 @@ impl FrameSink for BatchSink {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(targets) = guard.as_mut() else {
-            return Err(SinkError(format!(
+            return Err(SinkError::failed(format!(
                 "frame {} completed outside a batch",
                 frame.frame_id
             )));
@@ -462,7 +459,7 @@ impl FrameSink for BatchSink {
             let bytes = frame.sink(i);
             let at = k * bytes.len();
             if at + bytes.len() > len {
-                return Err(SinkError(format!(
+                return Err(SinkError::failed(format!(
                     "frame {}: sink {i} does not fit its output",
                     frame.frame_id
                 )));
@@ -479,7 +476,7 @@ impl FrameSink for BatchSink {
     }
 
     fn partial(&mut self, frame: &PartialFrame) -> Result<(), SinkError> {
-        Err(SinkError(format!(
+        Err(SinkError::failed(format!(
             "frame {} ended with packets missing",
             frame.frame_id
         )))

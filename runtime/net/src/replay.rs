@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kplace_core::executor::{Delivery, Ingest, OpenFrame, PacketStatus, Source, SourceError};
+use kplace_core::executor::{Delivery, Ingest, OpenFrame, Source, SourceError};
 
 /// Replays `frames` prepared source buffers cyclically until `count` frames were delivered;
 /// frame `i` carries id `i` and the bytes of prepared frame `i % frames.len()`. Several
@@ -84,26 +84,7 @@ impl FrameReplay {
         open: OpenFrame,
         frame: usize,
     ) -> Result<(), SourceError> {
-        let id = open.frame_id();
-        for (p, payload) in self.frames[frame]
-            .chunks_exact(ingest.packet_bytes())
-            .enumerate()
-        {
-            let p = p as u64;
-            let dest = ingest.packet_mut(&open, p).ok_or(SourceError::NoPlace {
-                frame: id,
-                packet: p,
-            })?;
-            dest.copy_from_slice(payload);
-            if ingest.packet_done(&open, p) != PacketStatus::Accepted {
-                return Err(SourceError::Refused {
-                    frame: id,
-                    packet: p,
-                });
-            }
-        }
-        ingest.finish(open);
-        Ok(())
+        ingest.write_frame(open, &self.frames[frame])
     }
 }
 

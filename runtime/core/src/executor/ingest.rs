@@ -497,6 +497,35 @@ impl<'r> Ingest<'r> {
         self.lanes[frame.lane].received[frame.slot]
     }
 
+    /// Writes a whole frame's `bytes` into `frame`'s slot packet by packet, as a receiver
+    /// would, then ends it: what a source of frames in memory (a replay, a caller's batch)
+    /// does with each. `bytes` holds whole packets of [`Ingest::packet_bytes`] each.
+    pub fn write_frame(
+        &mut self,
+        frame: OpenFrame,
+        bytes: &[u8],
+    ) -> Result<(), super::SourceError> {
+        let id = frame.frame_id();
+        for (p, payload) in bytes.chunks_exact(self.packet_bytes()).enumerate() {
+            let p = p as u64;
+            let dest = self
+                .packet_mut(&frame, p)
+                .ok_or(super::SourceError::NoPlace {
+                    frame: id,
+                    packet: p,
+                })?;
+            dest.copy_from_slice(payload);
+            if self.packet_done(&frame, p) != PacketStatus::Accepted {
+                return Err(super::SourceError::Refused {
+                    frame: id,
+                    packet: p,
+                });
+            }
+        }
+        self.finish(frame);
+        Ok(())
+    }
+
     /// Ends `frame`. With every packet present, the stages that need the whole frame may start;
     /// otherwise the frame completes as partial (see the module docs). Returns whether the
     /// frame was complete.

@@ -22,8 +22,8 @@ use crossbeam::channel::{self, Receiver, Sender};
 
 use crate::session::{self, RunFacts, Session};
 use kplace_core::executor::{
-    CompletedFrame, FrameSink, Ingest, PacketStatus, PartialFrame, RunError, RunOptions, SinkError,
-    Source, SourceError,
+    CompletedFrame, FrameSink, Ingest, PartialFrame, RunError, RunOptions, SinkError, Source,
+    SourceError,
 };
 use kplace_core::model::files::{self, FilesError, GraphFiles, Setting};
 use kplace_core::model::graph::{Overrides, TensorSpec};
@@ -415,21 +415,7 @@ impl Source for BatchSource {
                 let Some(open) = ingest.begin_frame(id) else {
                     return Ok(());
                 };
-                for (p, payload) in bytes.chunks_exact(packet).enumerate() {
-                    let p = p as u64;
-                    let dest = ingest.packet_mut(&open, p).ok_or(SourceError::NoPlace {
-                        frame: id,
-                        packet: p,
-                    })?;
-                    dest.copy_from_slice(payload);
-                    if ingest.packet_done(&open, p) != PacketStatus::Accepted {
-                        return Err(SourceError::Refused {
-                            frame: id,
-                            packet: p,
-                        });
-                    }
-                }
-                ingest.finish(open);
+                ingest.write_frame(open, bytes)?;
             }
         }
         Ok(())

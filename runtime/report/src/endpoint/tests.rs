@@ -222,13 +222,18 @@ fn connections_past_the_handlers_and_the_queue_are_refused_at_once() {
     };
     let server = start(limits);
     let held: Vec<TcpStream> = (0..20).map(|_| connect(&server)).collect();
+    // A connection is counted when accepted and counted refused once its 503 is written:
+    // wait for both. One in the handler (or not yet taken from the queue) and two waiting
+    // leave at least 17 refused.
     let start = Instant::now();
-    while server.counts().connections < 20 {
-        assert!(start.elapsed() < LIMIT, "{:?}", server.counts());
+    let counts = loop {
+        let counts = server.counts();
+        if counts.connections == 20 && counts.refused >= 17 {
+            break counts;
+        }
+        assert!(start.elapsed() < LIMIT, "{counts:?}");
         std::thread::sleep(Duration::from_millis(5));
-    }
-    let counts = server.counts();
-    // One in the handler (or not yet taken from the queue), two waiting: the rest refused.
+    };
     assert!(
         (17..=18).contains(&counts.refused),
         "refused beyond the handler and the queue: {counts:?}"

@@ -1,8 +1,10 @@
 //! kplace's Python module, `kplace._kplace`: a graph on a placement run on NumPy arrays
 //! ([`pipeline`]), over the runtime's own feed of frames from memory
-//! (`kplace::workload::feed`), and `kplace run` by the bundled command with its report as an
-//! object ([`run`]), so nothing of the runtime is re-implemented here; this crate only checks
-//! and converts arrays ([`arrays`]) and errors ([`errors`]). The package's Python
+//! (`kplace::workload::feed`), and `kplace run` and `kplace bisect-rate` by the bundled
+//! command ([`command`]: progress passed on, Ctrl-C forwarded) with their results as objects
+//! ([`run`], [`sweep`], tables for pandas in [`tables`]), so nothing of the runtime is
+//! re-implemented here; this crate only checks and converts arrays ([`arrays`]) and errors
+//! ([`errors`]). The package's Python
 //! side (`python/kplace/`) is shims: it re-exports this module and runs the bundled `kplace`
 //! command.
 //!
@@ -12,11 +14,17 @@
 #[cfg(feature = "python")]
 mod arrays;
 #[cfg(feature = "python")]
+mod command;
+#[cfg(feature = "python")]
 mod errors;
 #[cfg(feature = "python")]
 mod pipeline;
 #[cfg(feature = "python")]
 mod run;
+#[cfg(feature = "python")]
+mod sweep;
+#[cfg(feature = "python")]
+mod tables;
 
 #[cfg(feature = "python")]
 use pyo3::prelude::*;
@@ -40,7 +48,7 @@ fn graph_path(graph: std::path::PathBuf) -> PyResult<std::path::PathBuf> {
 /// options given (each as `kplace run` takes it; `args`, any others), and returns its report.
 #[cfg(feature = "python")]
 #[pyfunction(name = "run")]
-#[pyo3(signature = (command, graph, placement = None, frames = None, source = None, recording = None, check = None, set = None, trace = false, args = None))]
+#[pyo3(signature = (command, graph, placement = None, frames = None, source = None, recording = None, check = None, set = None, trace = false, args = None, progress = true))]
 #[allow(clippy::too_many_arguments)]
 fn run_graph(
     py: Python<'_>,
@@ -54,6 +62,7 @@ fn run_graph(
     set: Option<&Bound<'_, pyo3::types::PyDict>>,
     trace: bool,
     args: Option<Vec<String>>,
+    progress: bool,
 ) -> PyResult<run::Report> {
     let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
     let mut option = |name: &str, value: Option<String>| {
@@ -73,17 +82,59 @@ fn run_graph(
         ]);
     }
     argv.extend(args.unwrap_or_default());
-    run::run_command(py, command, argv, trace)
+    run::run_command(py, command, argv, trace, !progress)
 }
 
-/// The module: `Pipeline`, `run`, `Report`, `graph_path` and `KplaceError`.
+/// Runs `kplace bisect-rate` (the bundled `command`, which `kplace.bisect_rate` passes) on
+/// `graph` and `placements` with the options given (`args`, any others) and returns its
+/// results; into `out`, kept, or else a temporary directory.
+#[cfg(feature = "python")]
+#[pyfunction]
+#[pyo3(signature = (command, graph, placements, shape = None, recording = None, check = None, goals = None, out = None, args = None, progress = true))]
+#[allow(clippy::too_many_arguments)]
+fn bisect_rate(
+    py: Python<'_>,
+    command: std::path::PathBuf,
+    graph: std::path::PathBuf,
+    placements: Vec<String>,
+    shape: Option<String>,
+    recording: Option<std::path::PathBuf>,
+    check: Option<String>,
+    goals: Option<String>,
+    out: Option<std::path::PathBuf>,
+    args: Option<Vec<String>>,
+    progress: bool,
+) -> PyResult<sweep::Sweep> {
+    let mut argv = vec![
+        "--graph".to_string(),
+        graph.display().to_string(),
+        "--placements".into(),
+        placements.join(","),
+    ];
+    let mut option = |name: &str, value: Option<String>| {
+        if let Some(value) = value {
+            argv.extend([name.to_string(), value]);
+        }
+    };
+    option("--shape", shape);
+    option("--recording", recording.map(|r| r.display().to_string()));
+    option("--check", check);
+    option("--goals", goals);
+    argv.extend(args.unwrap_or_default());
+    sweep::bisect_rate(py, &command, argv, out, !progress)
+}
+
+/// The module: `Pipeline`, `run`, `bisect_rate`, `Report`, `Sweep`, `graph_path` and
+/// `KplaceError`.
 #[cfg(feature = "python")]
 #[pymodule]
 fn _kplace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::Pipeline>()?;
     m.add_function(wrap_pyfunction!(graph_path, m)?)?;
     m.add_function(wrap_pyfunction!(run_graph, m)?)?;
+    m.add_function(wrap_pyfunction!(bisect_rate, m)?)?;
     m.add_class::<run::Report>()?;
+    m.add_class::<sweep::Sweep>()?;
     m.add("KplaceError", m.py().get_type::<errors::KplaceError>())?;
     Ok(())
 }

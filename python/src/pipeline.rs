@@ -121,6 +121,21 @@ impl Pipeline {
         Ok(out)
     }
 
+    /// Says that the stream's next `frames` frames were lost (a capture that dropped them):
+    /// the next `process` call's frames follow the gap, and each stateful stage meets it by
+    /// its kernel's loss rule, as on a stream that lost packets (the FIR's: the lost frames
+    /// are silence; the stage's report counts them under `carry.frames_missing`).
+    #[pyo3(signature = (frames = 1))]
+    fn lose(&self, frames: u64) -> PyResult<()> {
+        self.feed().lose(frames).map_err(|e| kplace_error(&e))
+    }
+
+    /// Frames said lost so far and followed by frames processed.
+    #[getter]
+    fn frames_lost(&self) -> u64 {
+        self.feed().frames_lost()
+    }
+
     /// The plan, as `kplace plan` prints it: stages, devices, launches, memory.
     fn plan(&self) -> String {
         self.feed().plan().to_string()

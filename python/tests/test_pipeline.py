@@ -88,6 +88,46 @@ def test_the_fir_is_scipys_lfilter_over_the_whole_stream(array_recording):
     assert not np.allclose(got[3:6].reshape(-1, 3), restarted @ weights.T / C, rtol=1e-4, atol=1e-5)
 
 
+def test_the_fir_over_a_long_stream_with_a_lost_frame_is_lfilter_over_silence_there():
+    # 400 frames of noise and tones, fed in uneven batches; frame 137 never arrives.
+    frames_n, lost = 400, 137
+    rng = np.random.default_rng(54)
+    t = np.arange(frames_n * R * T)[:, None]
+    x = (0.5 * np.exp(2j * np.pi * 0.01 * t) * np.exp(-1j * np.pi * np.sin(ANGLES[0]) * np.arange(C))
+         + 0.1 * (rng.standard_normal((frames_n * R * T, C))
+                  + 1j * rng.standard_normal((frames_n * R * T, C))))
+    frames = x.astype(np.complex64).reshape(frames_n, R, T, C)
+    taps = np.load("workloads/beamformer/filtered/lowpass.npy").astype(np.float32).astype(np.float64)
+
+    p = kplace.Pipeline("beamformer/filtered", placement="cpu")
+    before = process_in_batches(p, frames[:lost], [1, 36, 100])["beams"]
+    p.lose()
+    after = process_in_batches(p, frames[lost + 1:], [5, 57, 200])["beams"]
+    assert p.frames_lost == 1 and p.frames_fed == frames_n - 1
+    got = np.concatenate([before, after])
+
+    # SciPy over the whole stream, the lost frame silence; its outputs left out.
+    heard = frames.copy()
+    heard[lost] = 0
+    filtered = scipy.signal.lfilter(taps, [1.0], heard.reshape(-1, C).astype(np.complex128),
+                                    axis=0)[::D]
+    weights = np.exp(-2j * np.pi * 0.5 * np.outer(np.sin(ANGLES), np.arange(C)))
+    want = (filtered @ weights.T / C).reshape(frames_n, R * T // D, len(ANGLES))
+    want = np.delete(want, lost, axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # The frame after the gap differs from a stream that had heard the lost frame: the
+    # reference's silence is what made them equal.
+    unbroken = scipy.signal.lfilter(taps, [1.0], frames.reshape(-1, C).astype(np.complex128),
+                                    axis=0)[::D]
+    unbroken = (unbroken @ weights.T / C).reshape(frames_n, R * T // D, len(ANGLES))
+    assert not np.allclose(got[lost], unbroken[lost + 1], rtol=1e-4, atol=1e-5)
+
+    report = p.report()
+    fir = next(s for s in report["stages"] if s["name"] == "lowpass")
+    assert fir["launches"] == frames_n - 1 and fir["carry"]["frames_missing"] == 1
+    assert report["frames"] == frames_n - 1 and report["verification"]["passed"]
+
+
 def test_the_spectrogram_is_numpys(tmp_path):
     m, n = 16, 256
     p = kplace.Pipeline("spectrogram", placement="cpu", set={"M": m, "N": n})

@@ -70,10 +70,12 @@ pub enum FeedError {
     Ended,
 }
 
-/// A caller's batch, as the source reads it: `frames` frames back to back from `data`.
+/// A caller's batch, as the source reads it: `frames` frames back to back from `data`, after
+/// `lost_before` frames of the stream that never arrived.
 struct Batch {
     data: *const u8,
     frames: usize,
+    lost_before: u64,
 }
 
 // SAFETY: the batch's bytes are the caller's, who waits in `Feed::process` until every frame
@@ -111,6 +113,10 @@ pub struct Feed {
     thread: Option<JoinHandle<()>>,
     /// Frames fed so far.
     fed: u64,
+    /// Frames of the stream lost before the next batch ([`Feed::lose`]).
+    lose: u64,
+    /// Frames of the stream lost so far.
+    lost: u64,
     /// Why the run failed, once it has.
     failed: Option<String>,
     /// The report, once the stream has ended.
@@ -194,6 +200,8 @@ impl Feed {
             events,
             thread: Some(thread),
             fed: 0,
+            lose: 0,
+            lost: 0,
             failed: None,
             report: None,
         })
@@ -221,6 +229,30 @@ impl Feed {
         self.fed
     }
 
+    /// The stream's next `frames` frames were lost (never arrived): the next batch's frames
+    /// follow the gap, as a receiver's frames follow the ones the network lost, and each
+    /// stateful stage meets it by its kernel's loss rule (the FIR's: the lost frames are
+    /// silence). Frames lost after the last batch are no gap anything sees.
+    pub fn lose(&mut self, frames: u64) -> Result<(), FeedError> {
+        if let Some(why) = &self.failed {
+            return Err(FeedError::Run(why.clone()));
+        }
+        if self.batches.is_none() {
+            return Err(FeedError::Ended);
+        }
+        self.lose = self
+            .lose
+            .checked_add(frames)
+            .filter(|lost| lost.checked_add(self.fed + self.lost).is_some())
+            .ok_or_else(|| FeedError::Size(format!("{frames} frames lost: too many to count")))?;
+        Ok(())
+    }
+
+    /// Frames of the stream lost so far ([`Feed::lose`]) and followed by a batch.
+    pub fn frames_lost(&self) -> u64 {
+        self.lost
+    }
+
     /// Runs the frames in `input` (whole source frames back to back) through the stream, and
     /// writes each sink's frames back to back into `outputs` (in the graph's `sinks` order,
     /// each exactly the batch's frames of that sink).
@@ -246,6 +278,7 @@ impl Feed {
         let batch = Batch {
             data: input.as_ptr(),
             frames,
+            lost_before: self.lose,
         };
         if let Some(batches) = &self.batches {
             // The source's end of the channel goes only when the run ends, said below.
@@ -254,6 +287,7 @@ impl Feed {
         let result = match self.events.recv() {
             Ok(Event::BatchDone) => {
                 self.fed += frames as u64;
+                self.lost += std::mem::take(&mut self.lose);
                 Ok(())
             }
             Ok(Event::Ended(ended)) => {
@@ -409,6 +443,7 @@ impl Source for BatchSource {
             // SAFETY: `Batch`'s pointer holds `frames` frames of the source's bytes (checked
             // by `Feed::check_sizes`) and stays valid while the source may read it (`Batch`).
             let data = unsafe { std::slice::from_raw_parts(batch.data, batch.frames * frame) };
+            self.next_id += batch.lost_before;
             for bytes in data.chunks_exact(frame) {
                 let id = self.next_id;
                 self.next_id += 1;

@@ -22,9 +22,12 @@ if _os.path.isdir(_os.path.join(_INSTALL, "share", "kplace", "workloads")):
     _os.environ.setdefault("KPLACE_DATA_DIR", _os.path.join(_INSTALL, "share", "kplace"))
 
 from . import _cli  # noqa: E402
-from ._kplace import KplaceError, Pipeline, Report, Sweep, graph_path  # noqa: E402
+from ._kplace import Admission, KplaceError, Pipeline, Report, Sweep, Tuning  # noqa: E402
+from ._kplace import graph_path  # noqa: E402
+from ._kplace import admit as _admit  # noqa: E402
 from ._kplace import bisect_rate as _bisect_rate  # noqa: E402
 from ._kplace import run as _run  # noqa: E402
+from ._kplace import tune as _tune  # noqa: E402
 
 
 def run(graph, placement=None, *, frames=None, source=None, recording=None, check=None,
@@ -58,4 +61,32 @@ def bisect_rate(graph, placements, *, shape=None, recording=None, check=None, go
                         recording, check, goals, out, args, progress)
 
 
-__all__ = ["KplaceError", "Pipeline", "Report", "Sweep", "bisect_rate", "graph_path", "run"]
+def tune(graph, *, placement=None, rate=None, shape=None, prove=None, recording=None,
+         check=None, out=None, args=None, progress=True):
+    """The placement this machine runs ``graph`` best on, by ``kplace tune`` (the bundled
+    command: calibrate, predict every placement the libraries allow, prove the best ``prove``
+    with bisect-rate; ``rate``: the rate to meet, else the highest; ``args``: any other
+    options). Returns a ``Tuning``: ``tuning.dict`` (``tune.json``), ``tuning.to_pandas()``
+    (a row per placement predicted), ``tuning.proofs_to_pandas()``, ``tuning.winner`` (the
+    placement file written), ``tuning.proofs`` (the proving search, a ``Sweep``). Files go to
+    ``out`` (kept), else to a temporary directory removed with the result."""
+    if shape is not None and not isinstance(shape, str):
+        shape = ",".join(str(s) for s in shape)
+    return _tune(_cli.BINARY, graph, placement, rate, shape, prove, recording, check, out, args,
+                 progress)
+
+
+def admit(graph, placement, rate, *, shape=None, prove=False, utilization=None, recording=None,
+          check=None, out=None, args=None, progress=True):
+    """How many pipelines of ``placement``, each fed ``rate`` frames per second, fit this
+    machine, by ``kplace admit`` (the bundled command; ``prove=True`` measures it: N pipelines
+    must sustain the rate and N + 1 must not). Returns an ``Admission``: ``admission.dict``
+    (``admit.json``), ``admission.pipelines``, ``admission.conclusion``,
+    ``admission.to_pandas()`` (a row per shared resource, the one that runs out first on
+    top), ``admission.proof`` and ``admission.proof_sweeps``."""
+    return _admit(_cli.BINARY, graph, placement, rate, shape, prove, utilization, recording,
+                  check, out, args, progress)
+
+
+__all__ = ["Admission", "KplaceError", "Pipeline", "Report", "Sweep", "Tuning", "admit",
+           "bisect_rate", "graph_path", "run", "tune"]

@@ -1,8 +1,8 @@
 //! kplace's Python module, `kplace._kplace`: a graph on a placement run on NumPy arrays
 //! ([`pipeline`]), over the runtime's own feed of frames from memory
-//! (`kplace::workload::feed`), and `kplace run` and `kplace bisect-rate` by the bundled
-//! command ([`command`]: progress passed on, Ctrl-C forwarded) with their results as objects
-//! ([`run`], [`sweep`], tables for pandas in [`tables`]), so nothing of the runtime is
+//! (`kplace::workload::feed`), and `kplace run`, `bisect-rate`, `tune` and `admit` by the
+//! bundled command ([`command`]: progress passed on, Ctrl-C forwarded) with their results as
+//! objects ([`run`], [`sweep`], [`tuning`], tables for pandas in [`tables`]), so nothing of the runtime is
 //! re-implemented here; this crate only checks and converts arrays ([`arrays`]) and errors
 //! ([`errors`]). The package's Python
 //! side (`python/kplace/`) is shims: it re-exports this module and runs the bundled `kplace`
@@ -25,6 +25,8 @@ mod run;
 mod sweep;
 #[cfg(feature = "python")]
 mod tables;
+#[cfg(feature = "python")]
+mod tuning;
 
 #[cfg(feature = "python")]
 use pyo3::prelude::*;
@@ -124,8 +126,102 @@ fn bisect_rate(
     sweep::bisect_rate(py, &command, argv, out, !progress)
 }
 
-/// The module: `Pipeline`, `run`, `bisect_rate`, `Report`, `Sweep`, `graph_path` and
-/// `KplaceError`.
+/// The options `tune` and `admit` share with a search: `(flag, value)` for each given.
+#[cfg(feature = "python")]
+fn search_options(
+    graph: std::path::PathBuf,
+    shape: Option<String>,
+    recording: Option<std::path::PathBuf>,
+    check: Option<String>,
+) -> Vec<String> {
+    let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
+    for (flag, value) in [
+        ("--shape", shape),
+        ("--recording", recording.map(|r| r.display().to_string())),
+        ("--check", check),
+    ] {
+        if let Some(value) = value {
+            argv.extend([flag.to_string(), value]);
+        }
+    }
+    argv
+}
+
+/// Runs `kplace tune` (the bundled `command`, which `kplace.tune` passes) on `graph`: the
+/// placement that best meets `rate` (or the highest rate), predicted and proven by `prove`
+/// searches; into `out`, kept, or else a temporary directory.
+#[cfg(feature = "python")]
+#[pyfunction]
+#[pyo3(signature = (command, graph, placement = None, rate = None, shape = None, prove = None, recording = None, check = None, out = None, args = None, progress = true))]
+#[allow(clippy::too_many_arguments)]
+fn tune(
+    py: Python<'_>,
+    command: std::path::PathBuf,
+    graph: std::path::PathBuf,
+    placement: Option<std::path::PathBuf>,
+    rate: Option<f64>,
+    shape: Option<String>,
+    prove: Option<u64>,
+    recording: Option<std::path::PathBuf>,
+    check: Option<String>,
+    out: Option<std::path::PathBuf>,
+    args: Option<Vec<String>>,
+    progress: bool,
+) -> PyResult<tuning::Tuning> {
+    let mut argv = search_options(graph, shape, recording, check);
+    for (flag, value) in [
+        ("--placement", placement.map(|p| p.display().to_string())),
+        ("--rate", rate.map(|r| r.to_string())),
+        ("--prove", prove.map(|n| n.to_string())),
+    ] {
+        if let Some(value) = value {
+            argv.extend([flag.to_string(), value]);
+        }
+    }
+    argv.extend(args.unwrap_or_default());
+    tuning::tune(py, &command, argv, out, !progress)
+}
+
+/// Runs `kplace admit` (the bundled `command`, which `kplace.admit` passes): how many
+/// pipelines of `placement`, each fed `rate`, fit this machine; with `prove`, measured.
+#[cfg(feature = "python")]
+#[pyfunction]
+#[pyo3(signature = (command, graph, placement, rate, shape = None, prove = false, utilization = None, recording = None, check = None, out = None, args = None, progress = true))]
+#[allow(clippy::too_many_arguments)]
+fn admit(
+    py: Python<'_>,
+    command: std::path::PathBuf,
+    graph: std::path::PathBuf,
+    placement: std::path::PathBuf,
+    rate: f64,
+    shape: Option<String>,
+    prove: bool,
+    utilization: Option<f64>,
+    recording: Option<std::path::PathBuf>,
+    check: Option<String>,
+    out: Option<std::path::PathBuf>,
+    args: Option<Vec<String>>,
+    progress: bool,
+) -> PyResult<tuning::Admission> {
+    let mut argv = search_options(graph, shape, recording, check);
+    argv.extend([
+        "--placement".to_string(),
+        placement.display().to_string(),
+        "--rate".into(),
+        rate.to_string(),
+    ]);
+    if prove {
+        argv.push("--prove".into());
+    }
+    if let Some(share) = utilization {
+        argv.extend(["--utilization".to_string(), share.to_string()]);
+    }
+    argv.extend(args.unwrap_or_default());
+    tuning::admit(py, &command, argv, out, !progress)
+}
+
+/// The module: `Pipeline`, `run`, `bisect_rate`, `tune`, `admit`, their results (`Report`,
+/// `Sweep`, `Tuning`, `Admission`), `graph_path` and `KplaceError`.
 #[cfg(feature = "python")]
 #[pymodule]
 fn _kplace(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -133,8 +229,12 @@ fn _kplace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(graph_path, m)?)?;
     m.add_function(wrap_pyfunction!(run_graph, m)?)?;
     m.add_function(wrap_pyfunction!(bisect_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
+    m.add_function(wrap_pyfunction!(admit, m)?)?;
     m.add_class::<run::Report>()?;
     m.add_class::<sweep::Sweep>()?;
+    m.add_class::<tuning::Tuning>()?;
+    m.add_class::<tuning::Admission>()?;
     m.add("KplaceError", m.py().get_type::<errors::KplaceError>())?;
     Ok(())
 }

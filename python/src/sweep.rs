@@ -11,6 +11,7 @@
 //! `kplace.KplaceError` with the command's message.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -30,10 +31,38 @@ const MAX_SVG_BYTES: u64 = 64 << 20;
 const PLOTS: &[&str] = &["sustained", "latency", "loads", "cdf", "stages"];
 
 /// Where a command's files go: a directory the caller named, kept; or a temporary one,
-/// removed with the result.
+/// removed with the last result that holds it (a tuning's proofs are a [`Sweep`] of their
+/// own, in the tuning's directory).
 pub enum OutDir {
     Kept(PathBuf),
     Temporary(tempfile::TempDir),
+}
+
+/// A directory of results, and what holds the directory it is in.
+#[derive(Clone)]
+pub struct Place {
+    /// Keeps the directory while a result is in it.
+    pub root: Arc<OutDir>,
+    pub path: PathBuf,
+}
+
+impl Place {
+    /// The whole of `root`.
+    pub fn root(root: OutDir) -> Place {
+        let path = root.path().to_path_buf();
+        Place {
+            root: Arc::new(root),
+            path,
+        }
+    }
+
+    /// `path` in the same root.
+    pub fn at(&self, path: PathBuf) -> Place {
+        Place {
+            root: Arc::clone(&self.root),
+            path,
+        }
+    }
 }
 
 impl OutDir {
@@ -62,7 +91,7 @@ impl OutDir {
 pub struct Sweep {
     json: String,
     text: String,
-    out: OutDir,
+    out: Place,
     answered: bool,
     interrupted: bool,
 }
@@ -85,23 +114,39 @@ pub fn bisect_rate(
         ],
     );
     let finished = command::run(py, command, &args, quiet)?;
-    let results = out.path().join("bisect-rate.json");
-    let json =
-        match kplace::os::files::read_text_bounded(&results, MAX_RESULTS_BYTES, "search results") {
-            Ok(json) => json,
-            Err(_) if finished.interrupted => return Err(finished.interruption()),
-            Err(_) => return Err(finished.error(&format!("kplace {}", args.join(" ")))),
-        };
-    Ok(Sweep {
-        json,
-        text: finished.stdout,
-        out,
-        answered: finished.status.success(),
-        interrupted: finished.interrupted,
-    })
+    let out = Place::root(out);
+    match Sweep::read(&out, finished.stdout.clone(), finished.status.success()) {
+        Ok(mut sweep) => {
+            sweep.interrupted = finished.interrupted;
+            Ok(sweep)
+        }
+        Err(_) if finished.interrupted => Err(finished.interruption()),
+        Err(_) => Err(finished.error(&format!("kplace {}", args.join(" ")))),
+    }
 }
 
 impl Sweep {
+    /// The sweep whose results are in `out` (`bisect-rate.json`), which said `text` and
+    /// `answered` every search.
+    pub fn read(out: &Place, text: String, answered: bool) -> PyResult<Sweep> {
+        let results = out.path.join("bisect-rate.json");
+        let json =
+            kplace::os::files::read_text_bounded(&results, MAX_RESULTS_BYTES, "search results")
+                .map_err(|e| KplaceError::new_err(format!("{}: {e}", results.display())))?;
+        Ok(Sweep {
+            json,
+            text,
+            out: out.clone(),
+            answered,
+            interrupted: false,
+        })
+    }
+
+    /// The sustained rates' plot, the sweep's picture in a notebook.
+    pub fn picture(&self) -> Option<String> {
+        self.svg("sustained").ok()
+    }
+
     fn searches<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         Ok(self.dict(py)?.get_item("searches")?.cast_into::<PyList>()?)
     }
@@ -136,7 +181,7 @@ impl Sweep {
     /// The directory holding the results, the plots and every trial's reports.
     #[getter]
     fn out(&self) -> PathBuf {
-        self.out.path().to_path_buf()
+        self.out.path.clone()
     }
 
     /// Each search's scalar fields as columns, `{"system": [...], "sustained_rate": [...],
@@ -177,7 +222,7 @@ impl Sweep {
         PLOTS
             .iter()
             .copied()
-            .filter(|name| self.out.path().join(format!("{name}.svg")).is_file())
+            .filter(|name| self.out.path.join(format!("{name}.svg")).is_file())
             .collect()
     }
 
@@ -189,14 +234,14 @@ impl Sweep {
                 PLOTS.join(", ")
             )));
         }
-        let path = self.out.path().join(format!("{name}.svg"));
+        let path = self.out.path.join(format!("{name}.svg"));
         kplace::os::files::read_text_bounded(&path, MAX_SVG_BYTES, "plot")
             .map_err(|e| KplaceError::new_err(format!("{}: {e}", path.display())))
     }
 
     /// The sustained rates as a notebook shows the result.
     fn _repr_svg_(&self) -> Option<String> {
-        self.svg("sustained").ok()
+        self.picture()
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

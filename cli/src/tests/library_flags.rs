@@ -16,9 +16,9 @@ use crate::Cli;
 /// names the flag). The list only shrinks: a flag no longer found in its file fails the test
 /// too. A child process's command line never belongs here: it is a typed spec.
 const MESSAGES_NAMING_FLAGS: &[(&str, &[&str])] = &[
-    // `kplace.run` and `kplace.bisect_rate` in Python are skins over the commands' own command
-    // lines (a caller's `args` pass through to them; the pytest suite runs each option named
-    // here); they go onto typed specs when specs cover a replay, a recording, its check and
+    // `kplace.run`, `bisect_rate`, `tune` and `admit` in Python are skins over the commands'
+    // own command lines (a caller's `args` pass through to them, and the pytest suite runs
+    // them); they go onto typed specs when specs cover a replay, a recording, its check and
     // settings, and a search's options.
     (
         "python/src/lib.rs",
@@ -29,14 +29,18 @@ const MESSAGES_NAMING_FLAGS: &[(&str, &[&str])] = &[
             "graph",
             "placement",
             "placements",
+            "prove",
+            "rate",
             "recording",
             "set",
             "shape",
             "source",
+            "utilization",
         ],
     ),
     ("python/src/run.rs", &["out", "report", "trace"]),
     ("python/src/sweep.rs", &["out"]),
+    ("python/src/tuning.rs", &["out"]),
     ("lab/src/bisect/config.rs", &["start-rate"]),
     ("lab/src/bisect/mod.rs", &["mps", "placements"]),
     (

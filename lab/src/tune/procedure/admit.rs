@@ -19,6 +19,7 @@ use kplace::model::rate;
 use kplace::plan::layout::Layout;
 use kplace::plan::{BufferSpace, Plan, PlanMode};
 
+use super::results::{AdmitFacts, AdmitFile};
 use super::{
     AtShape, Calibrations, Prepared, Progress, TuneError, TuneOptions, Tuner, account::Account,
     create_dir, write,
@@ -108,6 +109,7 @@ pub fn admit(
             latency_budget: Some(config.latency_budget(shape)),
         },
         account: Account::new(progress),
+        proofs: Vec::new(),
     };
     let one = one_pipeline(&at.prepared, request, period)?;
     let calibrations = if request.stored_only {
@@ -153,6 +155,21 @@ pub fn admit(
         None
     };
     write(&at.dir.join("admit.txt"), at.account.text())?;
+    let results = AdmitFile::new(AdmitFacts {
+        placement: request.placement.clone(),
+        shape: shape.to_string(),
+        unit: config.unit().to_string(),
+        demand,
+        utilization: request.utilization,
+        cores: calibrations.cores,
+        prediction: &prediction,
+        admission: &admission,
+        proof: proof.as_ref(),
+    });
+    write(
+        &at.dir.join("admit.json"),
+        &(serde_json::to_string_pretty(&results)? + "\n"),
+    )?;
     write(
         &at.dir.join("calibration.json"),
         &(serde_json::to_string_pretty(calibrations.chosen())? + "\n"),

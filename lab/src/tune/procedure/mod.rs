@@ -25,6 +25,7 @@ mod admit;
 mod calibration;
 mod devices;
 mod prepare;
+mod results;
 
 use std::path::{Path, PathBuf};
 
@@ -307,6 +308,10 @@ impl Calibrations {
 struct Predictions {
     predicted: Vec<Predicted>,
     order: Vec<usize>,
+    /// Indices on the Pareto front.
+    front: Vec<usize>,
+    /// Placements left out (refused, or not predictable).
+    left_out: usize,
 }
 
 /// The prediction that won, what its proof measured (`None`: predicting only), and whether
@@ -327,6 +332,8 @@ struct AtShape<'t> {
     prepared: Prepared<'t>,
     request: Request,
     account: Account<'t>,
+    /// The placements proven, as `tune.json` lists them.
+    proofs: Vec<results::ProofEntry>,
 }
 
 impl<'t> Tuner<'t> {
@@ -345,6 +352,7 @@ impl<'t> Tuner<'t> {
                 latency_budget: Some(self.config.latency_budget(shape)),
             },
             account: Account::new(self.progress),
+            proofs: Vec::new(),
         };
         let calibrations = at.calibrate()?;
         let predictions = at.predict(&calibrations)?;
@@ -357,6 +365,7 @@ impl<'t> Tuner<'t> {
             at.compare_with_alone(&calibrations, &predictions, winner);
         }
         at.keep(calibrations.chosen())?;
+        at.write_results(&predictions, winner.zip(written.clone()))?;
         Ok(Tuned {
             shape: shape.clone(),
             dir: at.dir,
@@ -407,16 +416,22 @@ impl AtShape<'_> {
                 .map(|p| p.prediction.clone())
                 .collect::<Vec<_>>(),
         );
+        let left_out = space.rejected.len() + unpredictable.len();
         self.account.say(account::predictions(
             graph,
             self.shape,
             &predicted,
-            space.rejected.len() + unpredictable.len(),
+            left_out,
             &front,
             &self.request,
             self.tuner.config.unit(),
         ));
-        Ok(Predictions { predicted, order })
+        Ok(Predictions {
+            predicted,
+            order,
+            front,
+            left_out,
+        })
     }
 
     /// The winner: the measured best of the best few predictions, proven side by side; when
@@ -435,7 +450,9 @@ impl AtShape<'_> {
     /// Predicting only, the best prediction wins if it meets the requested rate; one that
     /// does not is no winner (as a proof that falls short is none).
     fn best_predicted(&mut self, predictions: &Predictions) -> Option<Winner> {
-        let Predictions { predicted, order } = predictions;
+        let Predictions {
+            predicted, order, ..
+        } = predictions;
         let winner = order
             .first()
             .copied()
@@ -485,6 +502,13 @@ impl AtShape<'_> {
         )?;
         self.account
             .say(account::proof_table(predicted, &proven, unit));
+        self.proofs = proven
+            .iter()
+            .map(|p| {
+                let of = &predicted[p.index];
+                results::ProofEntry::new(p, &of.label, of.prediction.rate)
+            })
+            .collect();
         let winner = crate::tune::winner(&proven, &self.request).map(|w| Winner {
             index: proven[w].index,
             measured: proven[w].measured,

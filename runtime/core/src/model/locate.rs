@@ -275,12 +275,9 @@ fn placement_names_in(graph: &Path, dirs: &[PathBuf]) -> Vec<String> {
     let mut names = yaml_names(&graph_dir.join("placements"), None);
     names.extend(yaml_names(graph_dir, Some(graph)));
     if names.is_empty() {
-        let mut everywhere: Vec<String> = dirs
-            .iter()
-            .filter_map(|d| std::fs::read_dir(d.join("workloads")).ok())
-            .flatten()
-            .flatten()
-            .flat_map(|w| yaml_names(&w.path().join("placements"), None))
+        let mut everywhere: Vec<String> = per_workload(dirs)
+            .into_iter()
+            .flat_map(|w| yaml_names(&w.join("placements"), None))
             .collect();
         everywhere.sort();
         // A name several workloads have is not found by name alone.
@@ -314,6 +311,29 @@ pub fn placement(written: &Path, graph: &Path) -> Result<PathBuf, NotFound> {
     placement_in(written, graph, &data_dirs())
 }
 
+/// Each workload's folder in `dirs`, once: a workload in several data directories (the
+/// current directory a checkout, and an installed kplace beside it) is the first one's, as a
+/// graph named is the first found.
+fn per_workload(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut seen = Vec::new();
+    let mut folders = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir.join("workloads")) else {
+            continue;
+        };
+        let mut here: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        here.sort();
+        for folder in here {
+            let name = folder.file_name().map(|n| n.to_os_string());
+            if !seen.contains(&name) {
+                seen.push(name);
+                folders.push(folder);
+            }
+        }
+    }
+    folders
+}
+
 fn placement_in(written: &Path, graph: &Path, dirs: &[PathBuf]) -> Result<PathBuf, NotFound> {
     if written.is_file() || !is_name(written) {
         return Ok(written.to_path_buf());
@@ -329,11 +349,9 @@ fn placement_in(written: &Path, graph: &Path, dirs: &[PathBuf]) -> Result<PathBu
     if let Some(found) = beside.iter().find(|p| p.is_file() && *p != graph) {
         return Ok(found.clone());
     }
-    let mut candidates: Vec<PathBuf> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d.join("workloads")).ok())
-        .flatten()
-        .filter_map(|entry| Some(entry.ok()?.path().join("placements").join(&file)))
+    let mut candidates: Vec<PathBuf> = per_workload(dirs)
+        .into_iter()
+        .map(|workload| workload.join("placements").join(&file))
         .filter(|p| p.is_file())
         .collect();
     candidates.sort();
@@ -423,6 +441,40 @@ mod tests {
             installed_lib_dir(&exe).unwrap(),
             prefix.path().join("lib/kplace")
         );
+    }
+
+    #[test]
+    fn a_workload_in_two_data_directories_is_the_firsts_and_two_workloads_are_ambiguous() {
+        // A checkout and an installed kplace, both with the radar's all-cpu.
+        let (first, _) = installed();
+        let (second, _) = installed();
+        let dirs: Vec<PathBuf> = [&first, &second]
+            .iter()
+            .map(|p| p.path().join("share/kplace"))
+            .collect();
+        let own = first.path().join("mine/graph.yaml");
+        let all_cpu = |root: &tempfile::TempDir| {
+            root.path()
+                .join("share/kplace/workloads/radar/placements/all-cpu.yaml")
+        };
+        assert_eq!(
+            placement_in(Path::new("all-cpu"), &own, &dirs).unwrap(),
+            all_cpu(&first)
+        );
+        assert_eq!(placement_names_in(&own, &dirs), ["all-cpu"]);
+        // Another workload with an all-cpu of its own: the name alone says neither.
+        let other = second
+            .path()
+            .join("share/kplace/workloads/sonar/placements");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("all-cpu.yaml"), "").unwrap();
+        match placement_in(Path::new("all-cpu"), &own, &dirs) {
+            Err(NotFound::Ambiguous { candidates, .. }) => {
+                assert_eq!(candidates, [all_cpu(&first), other.join("all-cpu.yaml")])
+            }
+            found => panic!("not ambiguous: {found:?}"),
+        }
+        assert!(placement_names_in(&own, &dirs).is_empty());
     }
 
     #[test]

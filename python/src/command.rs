@@ -8,7 +8,8 @@
 //! once, through here, never twice (a second SIGINT kills kplace at once); it never outlives
 //! the call (a guard kills and reaps it on every way out); Python's signals are looked at
 //! every [`POLL`]; a command still running [`GRACE`] after its SIGINT is killed; what is kept
-//! of its output is bounded ([`MAX_STDOUT`] of stdout, the last [`MESSAGE_TAIL`] bytes of
+//! of its output is bounded (the last [`MAX_STDOUT`] bytes of stdout, stderr passed on a line
+//! of at most [`MAX_LINE`] bytes at a time, the last [`MESSAGE_TAIL`] bytes of
 //! stderr for an error's message).
 
 use std::io::{BufRead, BufReader, Read};
@@ -39,7 +40,10 @@ pub const AFTER_EXIT: Duration = Duration::from_secs(2);
 /// The most lines of stderr waiting to be passed on; past them the command waits to print.
 const LINES_WAITING: usize = 4096;
 
-/// The most bytes of the command's stdout kept (its beginning).
+/// The most bytes of one line of the command's stderr passed on at once.
+const MAX_LINE: u64 = 64 << 10;
+
+/// The most bytes of the command's stdout kept (its end).
 pub const MAX_STDOUT: usize = 16 << 20;
 
 /// The most bytes of the command's stderr an error carries (its end).
@@ -48,7 +52,7 @@ pub const MESSAGE_TAIL: usize = 4000;
 /// How a command ended.
 pub struct Finished {
     pub status: ExitStatus,
-    /// Its stdout, up to [`MAX_STDOUT`] bytes.
+    /// Its stdout, its last [`MAX_STDOUT`] bytes.
     pub stdout: String,
     /// The end of its stderr, up to [`MESSAGE_TAIL`] bytes.
     pub stderr_tail: String,
@@ -103,23 +107,18 @@ pub fn run(py: Python<'_>, command: &Path, args: &[String], quiet: bool) -> PyRe
         (Some(out), Some(err)) => (out, err),
         _ => return Err(KplaceError::new_err("the command's output was not piped")),
     };
-    let (out_done, out_read) = channel::bounded::<String>(LINES_WAITING);
+    let (out_done, out_read) = channel::bounded::<String>(1);
     std::thread::spawn(move || {
-        let mut stdout = stdout;
-        let mut kept = Vec::new();
-        // Past the limit, the rest is read and dropped, so the command never blocks on a pipe.
-        let _ = stdout
-            .by_ref()
-            .take(MAX_STDOUT as u64)
-            .read_to_end(&mut kept);
-        let _ = std::io::copy(&mut stdout, &mut std::io::sink());
-        let _ = out_done.send(String::from_utf8_lossy(&kept).into_owned());
+        // All of it read, so the command never blocks on a full pipe; its end kept.
+        let _ = out_done.send(kplace::os::process::drain_tail(stdout, MAX_STDOUT));
     });
     let (lines, said) = channel::bounded::<String>(LINES_WAITING);
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stderr);
         let mut line = Vec::new();
-        while reader
+        // A line past MAX_LINE is passed on in pieces of that many bytes.
+        while (&mut reader)
+            .take(MAX_LINE)
             .read_until(b'\n', &mut line)
             .is_ok_and(|read| read > 0)
         {

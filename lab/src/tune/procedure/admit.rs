@@ -19,7 +19,7 @@ use kplace::model::rate;
 use kplace::plan::layout::Layout;
 use kplace::plan::{BufferSpace, Plan, PlanMode};
 
-use super::results::{AdmitFacts, AdmitFile};
+use super::results::{AdmitFacts, AdmitFile, ProofOfAdmission};
 use super::{
     AtShape, Calibrations, Prepared, Progress, TuneError, TuneOptions, Tuner, account::Account,
     create_dir, write,
@@ -164,7 +164,12 @@ pub fn admit(
         cores: calibrations.cores,
         prediction: &prediction,
         admission: &admission,
-        proof: proof.as_ref(),
+        proof: proof.as_ref().map(|p| ProofOfAdmission {
+            pipelines: p.pipelines,
+            at_n: p.at_n,
+            at_n_plus_one: p.at_n_plus_one,
+            holds: p.holds,
+        }),
     });
     write(
         &at.dir.join("admit.json"),

@@ -11,7 +11,6 @@ use crate::tune::Proven;
 use crate::tune::admit::{Admission, Demand};
 use crate::tune::model::Prediction;
 
-use super::admit::Proof;
 use super::{AtShape, Predictions, TuneError, Winner, write};
 
 /// The schema of `tune.json`.
@@ -218,7 +217,7 @@ pub struct AdmitFacts<'a> {
     pub cores: f64,
     pub prediction: &'a Prediction,
     pub admission: &'a Admission,
-    pub proof: Option<&'a Proof>,
+    pub proof: Option<ProofOfAdmission>,
 }
 
 impl AdmitFile {
@@ -246,12 +245,7 @@ impl AdmitFile {
                     detail: f.detail.clone(),
                 })
                 .collect(),
-            proof: facts.proof.map(|p| ProofOfAdmission {
-                pipelines: p.pipelines,
-                at_n: p.at_n,
-                at_n_plus_one: p.at_n_plus_one,
-                holds: p.holds,
-            }),
+            proof: facts.proof,
         }
     }
 }

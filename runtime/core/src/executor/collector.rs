@@ -3,7 +3,19 @@
 //! latency and rate after the warm-up, reports progress when due, decides switches between
 //! lanes when the run adapts, and ends the run on the first failure.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{self, Receiver, Sender};
+
+use super::{
+    CompletedFrame, Event, FrameSink, PartialFrame, RunError, RunOptions, Shared, SinkError, wait,
+};
+use crate::measure::metrics::{Latency, StageCounters, Trend, process_cpu_time};
+use crate::measure::overhead::CollectorTally;
+use crate::measure::progress::Progress;
+use crate::measure::trace::{Span, SpanBuffer, SpanKind, Track};
+use crate::model::graph::StageId;
 
 pub(super) struct Collected {
     /// Frames processed by every stage.

@@ -4,8 +4,12 @@
 //! stage and the frame counted done). No thread here waits for the GPU.
 
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 
-use super::*;
+use super::slot::{Callback, Completion};
+use super::{Event, RunError, Shared};
+use crate::measure::trace::{Span, SpanBuffer, SpanKind, Track};
+use crate::model::graph::StageId;
 
 impl Shared<'_> {
     /// Called by a worker after it enqueued a task of GPU stage `stage`. After the stage's last

@@ -63,32 +63,29 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::{self, Receiver, Sender};
 
 use crate::cuda::{GpuError, LaunchFailure};
-use crate::executor::pool::{Pool, PoolError};
-use crate::measure::metrics::{Latency, RunMetrics, StageCounters, Trend, process_cpu_time};
-use crate::measure::overhead::{CollectorTally, Overhead, WorkerTally};
+use crate::executor::pool::PoolError;
+use crate::measure::metrics::{RunMetrics, StageCounters, process_cpu_time};
 pub use crate::measure::progress::Progress;
-use crate::measure::trace::{MAX_SPANS, Span, SpanBuffer, SpanKind, Track};
+use crate::measure::trace::{MAX_SPANS, SpanBuffer};
 use crate::model::graph::{StageId, TensorId};
-use crate::plan::{Plan, PoolPurpose};
+use crate::plan::Plan;
 use crate::plugin::LaunchError;
 
 pub use crate::plan::gpu_path::Delivery;
 use carry::LaneCarry;
-use collector::{Collected, collect};
 use control::Control;
 pub use control::ParamUpdate;
 pub use ends_error::{BoxedError, SinkError, SourceError};
 pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus, StageError};
 use outcome::metrics;
 use schedule::Schedule;
-use scratch::{FrameSets, WorkerScratch, take};
+use scratch::FrameSets;
 use setup::{Built, Channels, Peers};
 pub use setup::{CarryOf, NotAdaptable};
-use slot::{Callback, Completion, Slot};
+use slot::{Completion, Slot};
 pub use slot_error::SlotError;
 use threads::{Threads, drain_streams, spare_cores};
 use turnstile::{At, Turnstile};
-use worker::{Queues, worker};
 
 /// Where frames come from: a generator, a file replay, or a packet receiver.
 pub trait Source: Send {

@@ -4,12 +4,26 @@
 //! and the state the threads share. Every allocation of a run happens here, before its first
 //! frame.
 
-use super::carry::GpuBlocks;
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
+
+use crossbeam::channel::{self, Receiver, Sender};
+
+use super::carry::{GpuBlocks, LaneCarry};
 use super::constants::Constants;
-use super::*;
+use super::control::Control;
+use super::pool::Pool;
+use super::schedule::Schedule;
+use super::scratch::{FrameSets, WorkerScratch, take};
+use super::slot::Slot;
+use super::slot_error::SlotError;
+use super::turnstile::At;
+use super::{Common, Event, RunError, RunOptions, Shared, Task, wait};
 use crate::cuda::HostFn;
+use crate::measure::trace::SpanBuffer;
 use crate::model::placement::Device;
 use crate::plan::gpu_path::{Delivery, GpuPath, NoGraph};
+use crate::plan::{Plan, PoolPurpose};
 
 /// What a run allocates before it starts: the pools, and from them the sets of stage
 /// buffers, the frame slots and the workers' scratch memory.

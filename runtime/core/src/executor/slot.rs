@@ -15,31 +15,25 @@
 //! [`Lifetime::Slot`]: crate::plan::Lifetime::Slot
 
 use std::cell::UnsafeCell;
-use std::ffi::c_void;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use kplace_abi::{Tensor, Tile};
 
-use crate::cuda::owned::{OwnedEvent, OwnedStream};
-use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest};
-use crate::executor::pool::{Block, Pool};
-use crate::model::graph::{Producer, StageId, TensorId};
-use crate::model::placement::Device;
-use crate::plan::{Lifetime, Plan, PoolPurpose, tensor_desc};
+use crate::cuda::Event;
+use crate::executor::pool::Block;
+use crate::model::graph::{StageId, TensorId};
 use crate::plugin::{CarryArgs, KernelState};
 
 use super::RunError;
-use super::carry::GpuCarry;
 use super::schedule::Schedule;
-use super::scratch::{FrameSets, UNBOUND, WorkerScratch, take};
+use super::scratch::{FrameSets, WorkerScratch};
 use super::slot_error::SlotError;
 
 mod build;
 mod gpu;
 
 pub(crate) use gpu::Callback;
-use gpu::{MirrorCopy, SlotChain, SlotGpu};
+use gpu::{SlotChain, SlotGpu};
 
 /// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
 const ABANDONED: u32 = 1 << 31;

@@ -3,7 +3,23 @@
 //! measured gathered. Also the two things a run does around them: the cores its unpinned
 //! threads keep to, and the wait for every GPU stream before its state goes.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crossbeam::channel::Receiver;
+
+use super::collector::{Collected, collect};
+use super::scratch::WorkerScratch;
+use super::setup::Channels;
+use super::slot::Slot;
+use super::worker::{Queues, worker};
+use super::{
+    Event, FrameSink, Ingest, RunError, RunOptions, Shared, Source, Task, send_task, wait,
+};
+use crate::cuda::GpuError;
+use crate::measure::overhead::{Overhead, WorkerTally};
+use crate::measure::trace::SpanBuffer;
+use crate::plan::Plan;
 
 /// The threads of a run and what they share.
 pub(super) struct Threads<'a, 'p> {

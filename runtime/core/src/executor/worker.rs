@@ -3,7 +3,16 @@
 //! to its end on its own thread (pinned to a core when the placement says so), counting where
 //! its time went.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::Receiver;
+
+use super::scratch::WorkerScratch;
+use super::{Event, RunError, Shared, Task, wait};
+use crate::measure::overhead::WorkerTally;
+use crate::measure::trace::{Span, SpanBuffer, SpanKind, Track};
+use crate::model::graph::StageId;
 
 /// A worker's queues, in the order it takes from them.
 pub(super) struct Queues {

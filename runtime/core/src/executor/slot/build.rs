@@ -6,12 +6,25 @@
 
 use std::cell::UnsafeCell;
 
-use super::*;
-use crate::cuda::Stream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64};
+
+use kplace_abi::Tensor;
+
+use super::gpu::{Callback, MirrorCopy, SlotChain, SlotGpu};
+use super::{SetPort, Slot, SlotStage};
+use crate::cuda::owned::{OwnedEvent, OwnedStream};
+use crate::cuda::{Event, Gpu, GpuError, HostFn, Stream};
 use crate::executor::constants::Constants;
-use crate::model::graph::StageSpec;
+use crate::executor::pool::{Block, Pool};
+use crate::executor::schedule::Schedule;
+use crate::executor::scratch::{UNBOUND, take};
+use crate::executor::slot_error::SlotError;
+use crate::model::graph::{Producer, StageSpec, TensorId};
+use crate::model::placement::Device;
 use crate::plan::gpu_path::{Chain, GpuPath, reads_source};
 use crate::plan::{GpuWork, PlannedStage, StageOn};
+use crate::plan::{Lifetime, Plan, PoolPurpose, tensor_desc};
 
 /// The slot's blocks by tensor: each tensor's home (none for one from the frame's set) and its
 /// mirror (none when it does not cross the bus).

@@ -11,12 +11,19 @@
 //! what a graph captured stays valid for every launch; a slot's work for one frame is queued
 //! behind its work for the frame before on the same stream (checked at every enqueue).
 
-use std::sync::atomic::AtomicPtr;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-use super::*;
-use crate::cuda::Stream;
-use crate::cuda::owned::{Capture, OwnedGraph};
+use super::Slot;
+use crate::cuda::owned::{Capture, OwnedEvent, OwnedGraph, OwnedStream};
+use crate::cuda::{Event, Gpu, GpuError, HostFn, LaunchFailure, LaunchRequest, Stream};
+use crate::executor::carry::GpuCarry;
+use crate::executor::slot_error::SlotError;
+use crate::model::graph::StageId;
+use crate::plan::Plan;
 use crate::plan::gpu_path::Chain;
+use crate::plugin::CarryArgs;
 
 /// A GPU stage's stream, fence and copies in one slot.
 pub(super) struct SlotGpu {

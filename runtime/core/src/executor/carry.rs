@@ -35,6 +35,28 @@ pub(crate) struct GpuBlocks {
     pub(crate) keep: bool,
 }
 
+/// The launch of a stateful stage its turnstile admitted, in one lane.
+pub(crate) struct Admitted<'a> {
+    /// The stage's carry in this lane.
+    pub(crate) carry: &'a LaneCarry,
+    /// What the turnstile told the launch.
+    pub(crate) admission: Admission,
+    /// The carry of the lane the stream moves from, when it moves here.
+    pub(crate) from: Option<&'a LaneCarry>,
+}
+
+impl Admitted<'_> {
+    /// The arguments of the CPU launch ([`LaneCarry::cpu_args`]).
+    pub(crate) fn cpu_args(&self) -> CarryArgs {
+        self.carry.cpu_args(self.admission, self.from)
+    }
+
+    /// What the GPU launch's enqueue needs ([`LaneCarry::gpu_carry`]).
+    pub(crate) fn gpu_carry(&self) -> GpuCarry {
+        self.carry.gpu_carry(self.admission, self.from)
+    }
+}
+
 /// What a stateful GPU stage's enqueue adds to its stream around its launch.
 #[derive(Clone, Copy)]
 pub(crate) struct GpuCarry {

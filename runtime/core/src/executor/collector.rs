@@ -109,7 +109,7 @@ impl Ticker {
                 .map(StageCounters::totals)
                 .collect(),
             post_frame_buckets: self.buckets,
-            placement: (lanes.len() > 1).then(|| {
+            placement: shared.common.several.then(|| {
                 let active = shared.common.active.load(Ordering::Relaxed);
                 lanes[active.min(lanes.len() - 1)]
                     .plan

@@ -68,8 +68,12 @@ impl Shared<'_> {
         let slot = &self.slots[slot_index];
         let mut frame_done = false;
         for &stage in &callback.finishes {
-            // A stateful stage's carry is complete here: another lane's frame may take it.
-            if let Some(gate) = &self.common.gates[stage.0] {
+            // A stateful stage's carry is complete here: another lane's frame may take it. With
+            // one lane nothing waits for this: no lock on every frame's callback.
+            if let Some(gate) = self.common.gates[stage.0]
+                .as_ref()
+                .filter(|_| self.common.several)
+            {
                 let sequence = slot.sequence.load(Ordering::Relaxed);
                 if let Some(admitted) = gate.executed(self.lane, sequence) {
                     self.dispatch_at(admitted, stage);

@@ -179,7 +179,7 @@ impl<'r> Ingest<'r> {
     /// the source for whole frames, runs one placement, and only a GPU stage reads the source
     /// tensor, so the GPU's copy engine can read each frame where it was staged.
     pub fn takes_whole_frames(&self) -> bool {
-        self.lanes.len() == 1 && self.shared().path.staged
+        !self.shared().common.several && self.shared().path.staged
     }
 
     /// Copies `frames` once into pinned memory of the GPU that reads them, for
@@ -355,7 +355,7 @@ impl<'r> Ingest<'r> {
             Ok(slot) => return Ok((active, slot)),
             Err(e) => e,
         };
-        if empty == TryRecvError::Disconnected || self.lanes.len() == 1 {
+        if empty == TryRecvError::Disconnected || !self.shared().common.several {
             return Err(empty);
         }
         let common = self.shared().common;

@@ -72,7 +72,7 @@ use crate::plan::Plan;
 use crate::plugin::LaunchError;
 
 pub use crate::plan::gpu_path::Delivery;
-use carry::LaneCarry;
+use carry::{Admitted, LaneCarry};
 use control::Control;
 pub use control::ParamUpdate;
 pub use ends_error::{BoxedError, SinkError, SourceError};
@@ -80,7 +80,7 @@ pub use ingest::{BeginError, Ingest, OpenFrame, PacketStatus, StageError};
 use outcome::metrics;
 use schedule::Schedule;
 use scratch::FrameSets;
-use setup::{Built, Channels, Peers};
+use setup::{Built, Channels, LaneWiring, Peers};
 pub use setup::{CarryOf, NotAdaptable};
 use slot::{Completion, Slot};
 pub use slot_error::SlotError;
@@ -217,6 +217,8 @@ impl From<LaunchFailure> for RunError {
 /// (one, unless it adapts: [`run_adaptive`]).
 struct Common {
     start: Instant,
+    /// Whether the run has more than one lane: decided once, where the run is built.
+    several: bool,
     stopping: AtomicBool,
     /// Per stage, over every lane.
     counters: Vec<StageCounters>,
@@ -238,9 +240,10 @@ struct Common {
 }
 
 impl Common {
-    fn new(stages: usize, lanes: usize, gates: Vec<Option<Turnstile>>) -> Common {
+    fn new(stages: usize, lanes: usize, several: bool, gates: Vec<Option<Turnstile>>) -> Common {
         Common {
             start: Instant::now(),
+            several,
             stopping: AtomicBool::new(false),
             counters: (0..stages).map(|_| StageCounters::default()).collect(),
             slot_waits: AtomicU64::new(0),
@@ -334,18 +337,19 @@ impl<'p> Shared<'p> {
         self.peer(at.lane).dispatch_stage(at.slot, stage);
     }
 
-    /// The admitted launch of stateful `stage` in this lane: its carry here, what the gate
-    /// told it, and the carry of the lane it moves from, if it moves.
-    fn admitted_carry(
-        &self,
-        stage: StageId,
-    ) -> Option<(&LaneCarry, turnstile::Admission, Option<&LaneCarry>)> {
+    /// The admitted launch of stateful `stage` in this lane; `None` for a stage without a
+    /// carry.
+    fn admitted_carry(&self, stage: StageId) -> Option<Admitted<'_>> {
         let carry = self.carries[stage.0].as_ref()?;
-        let admitted = self.common.gates[stage.0].as_ref()?.admitted();
-        let from = admitted
+        let admission = self.common.gates[stage.0].as_ref()?.admitted();
+        let from = admission
             .from_lane
             .and_then(|lane| self.peer(lane).carries[stage.0].as_ref());
-        Some((carry, admitted, from))
+        Some(Admitted {
+            carry,
+            admission,
+            from,
+        })
     }
 
     fn dispatch_stage(&self, slot: usize, stage: StageId) {
@@ -504,13 +508,13 @@ fn run_lanes(
         .iter()
         .map(|plan| Built::new(plan, options, several, delivery))
         .collect::<Result<Vec<_>, _>>()?;
-    let slots: Vec<usize> = built.iter().map(|b| b.slots.len()).collect();
+    let slots: Vec<usize> = built.iter().map(|b| b.parts.slots.len()).collect();
     let gates = plans[0]
         .stages
         .iter()
         .map(|p| p.carry.map(|c| Turnstile::new(c, &slots, options.cycle)))
         .collect();
-    let common = Common::new(plans[0].stages.len(), plans.len(), gates);
+    let common = Common::new(plans[0].stages.len(), plans.len(), several, gates);
     let workers: usize = plans.iter().map(|p| p.runtime.workers).sum();
     // Every thread's share of the spans: the workers, the source, the collector and each
     // lane's driver callbacks.
@@ -528,23 +532,24 @@ fn run_lanes(
     let events_bound: usize = built
         .iter()
         .zip(plans)
-        .map(|(b, plan)| Channels::events_bound(plan, &b.schedule, b.slots.len()))
+        .map(|(b, plan)| Channels::events_bound(plan, &b.parts.schedule, b.parts.slots.len()))
         .sum();
     let (events, event_rx) = channel::bounded::<Event>(events_bound + 1);
     wait::prepare_to_block(&event_rx, 1);
-    for (lane, (plan, built)) in plans.iter().zip(built).enumerate() {
+    for (index, (plan, built)) in plans.iter().zip(built).enumerate() {
         let Built {
-            path,
-            schedule,
+            parts,
             pools: lane_pools,
-            sets,
-            slots,
             scratches: lane_scratches,
-            carries,
         } = built;
-        let lane_channels = Channels::new(plan, &schedule, slots.len());
-        let parts = (path, schedule, slots, sets, carries);
-        let wiring = (&lane_channels, &events, &common, lane, span_limit);
+        let lane_channels = Channels::new(plan, &parts.schedule, parts.slots.len());
+        let wiring = LaneWiring {
+            channels: &lane_channels,
+            events: &events,
+            common: &common,
+            index,
+            span_limit,
+        };
         lanes.push(Shared::new(plan, parts, wiring, options));
         channels.push(lane_channels);
         scratches.push(lane_scratches);
@@ -571,10 +576,15 @@ fn run_lanes(
     // Every GPU callback must have run before the lanes go; after a failure, streams may
     // still hold work. This is the only place the executor waits for a GPU.
     let drained = drain_streams(&lanes);
-    let (outcome, spans, overhead) = outcome?;
+    let measured = outcome?;
     drained?;
-    let measured = (outcome, spans, overhead, cpu_before);
-    Ok(metrics(&lanes, measured, rule.as_ref(), options))
+    Ok(metrics(
+        &lanes,
+        measured,
+        cpu_before,
+        rule.as_ref(),
+        options,
+    ))
 }
 
 fn send_task(queue: &Sender<Task>, task: Task) {

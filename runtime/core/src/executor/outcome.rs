@@ -13,18 +13,30 @@ use crate::measure::overhead::Overhead;
 use crate::measure::trace::{SpanBuffer, Trace};
 use crate::model::graph::StageId;
 
-/// What the run's threads gathered: the collector's figures, every thread's spans, the
-/// overheads, and the process's CPU time before the run.
-pub(super) type Measured = (Collected, Vec<SpanBuffer>, Overhead, Duration);
+/// What the run's threads gathered.
+pub(super) struct Measured {
+    /// The collector's figures.
+    pub(super) collected: Collected,
+    /// Every thread's spans but the collector's (which `collected` holds).
+    pub(super) spans: Vec<SpanBuffer>,
+    pub(super) overhead: Overhead,
+}
 
 /// The run's measurements: the collector's, each stage's counters, the overheads, what each
-/// lane ran when the run adapts, and the merged timeline when traced.
+/// lane ran when the run adapts, and the merged timeline when traced; `cpu_before` is the
+/// process's CPU time before the run.
 pub(super) fn metrics(
     lanes: &[Shared<'_>],
-    (mut outcome, mut spans, overhead, cpu_before): Measured,
+    measured: Measured,
+    cpu_before: Duration,
     rule: Option<&Rule>,
     options: &RunOptions,
 ) -> RunMetrics {
+    let Measured {
+        collected: mut outcome,
+        mut spans,
+        overhead,
+    } = measured;
     let shared = &lanes[0];
     let plan = shared.plan;
     let placements: Vec<String> = lanes

@@ -15,7 +15,7 @@ use super::control::Control;
 use super::pool::Pool;
 use super::schedule::Schedule;
 use super::scratch::{FrameSets, WorkerScratch, take};
-use super::slot::Slot;
+use super::slot::{Slot, SlotSpec};
 use super::slot_error::SlotError;
 use super::turnstile::At;
 use super::{Common, Event, RunError, RunOptions, Shared, Task, wait};
@@ -25,18 +25,42 @@ use crate::model::placement::Device;
 use crate::plan::gpu_path::{Delivery, GpuPath, NoGraph};
 use crate::plan::{Plan, PoolPurpose};
 
-/// What a run allocates before it starts: the pools, and from them the sets of stage
-/// buffers, the frame slots and the workers' scratch memory.
+/// What a lane allocates before the run starts: the pools, and from them what the lane owns
+/// (its sets of stage buffers, frame slots and carries) and the workers' scratch memory.
 pub(super) struct Built {
+    /// What the lane's threads share, once wired into the run ([`Shared::new`]).
+    pub(super) parts: LaneParts,
+    /// Every block the parts and the scratches use: kept until the run's lanes are dropped.
+    pub(super) pools: Vec<Pool>,
+    /// One per worker of the lane.
+    pub(super) scratches: Vec<WorkerScratch>,
+}
+
+/// What a lane owns: how its GPU stages reach their device, the order of its stages, its frame
+/// slots, its sets of stage buffers and its stateful stages' carries.
+pub(super) struct LaneParts {
     /// How the lane's GPU stages reach their device each frame.
     pub(super) path: GpuPath,
     pub(super) schedule: Schedule,
-    pub(super) pools: Vec<Pool>,
-    pub(super) sets: FrameSets,
     pub(super) slots: Vec<Slot>,
-    pub(super) scratches: Vec<WorkerScratch>,
-    /// Per stage: a stateful stage's carry.
+    /// The buffers of the tensors that live only while a frame's stages run.
+    pub(super) sets: FrameSets,
+    /// Per stage: a stateful stage's carry in this lane.
     pub(super) carries: Vec<Option<LaneCarry>>,
+}
+
+/// What a lane is wired to in its run.
+pub(super) struct LaneWiring<'a, 'p> {
+    /// The lane's own task queues (the free slots are the source's).
+    pub(super) channels: &'a Channels,
+    /// The run's one channel to the collector.
+    pub(super) events: &'a Sender<Event>,
+    /// What every lane of the run shares.
+    pub(super) common: &'p Common,
+    /// The lane's place among the run's lanes.
+    pub(super) index: usize,
+    /// The spans each thread may keep.
+    pub(super) span_limit: usize,
 }
 
 impl Built {
@@ -84,15 +108,16 @@ impl Built {
         );
         let sets = FrameSets::new(plan, &mut pools)?;
         let constants = Constants::new(plan, &mut pools)?;
+        let spec = SlotSpec {
+            plan,
+            constants: &constants,
+            schedule: &schedule,
+            path: &path,
+            profile: options.profile_gpu,
+            callback: super::gpu::gpu_stage_done as HostFn,
+        };
         let slots = (0..plan.runtime.slots)
-            .map(|index| {
-                let path = (
-                    &path,
-                    options.profile_gpu,
-                    super::gpu::gpu_stage_done as HostFn,
-                );
-                Slot::new(plan, &mut pools, (&constants, &schedule), path, index)
-            })
+            .map(|index| Slot::new(&spec, &mut pools, index))
             .collect::<Result<Vec<_>, _>>()?;
         let scratches = (0..plan.runtime.workers)
             .map(|_| WorkerScratch::new(plan, &mut pools))
@@ -134,13 +159,15 @@ impl Built {
             options.profile_gpu
         );
         Ok(Built {
-            path,
-            schedule,
+            parts: LaneParts {
+                path,
+                schedule,
+                slots,
+                sets,
+                carries,
+            },
             pools,
-            sets,
-            slots,
             scratches,
-            carries,
         })
     }
 }
@@ -191,27 +218,28 @@ impl Channels {
     }
 }
 
-/// A lane's own state: its GPU path, schedule, slots, stage buffers and carries.
-pub(super) type LaneParts = (
-    GpuPath,
-    Schedule,
-    Vec<Slot>,
-    FrameSets,
-    Vec<Option<LaneCarry>>,
-);
-
-/// How a lane is wired into its run: its channels, the run's events, what every lane shares,
-/// its index, and each thread's share of the spans.
-pub(super) type LaneWiring<'a, 'p> = (&'a Channels, &'a Sender<Event>, &'p Common, usize, usize);
-
 impl<'p> Shared<'p> {
-    /// The state a lane's threads share.
+    /// The state a lane's threads share: what the lane owns, wired into its run.
     pub(super) fn new(
         plan: &'p Plan,
-        (path, schedule, slots, sets, carries): LaneParts,
-        (channels, events, common, lane, span_limit): LaneWiring<'_, 'p>,
+        parts: LaneParts,
+        wiring: LaneWiring<'_, 'p>,
         options: &RunOptions,
     ) -> Shared<'p> {
+        let LaneParts {
+            path,
+            schedule,
+            slots,
+            sets,
+            carries,
+        } = parts;
+        let LaneWiring {
+            channels,
+            events,
+            common,
+            index: lane,
+            span_limit,
+        } = wiring;
         Shared {
             plan,
             path,

@@ -32,6 +32,8 @@ use super::slot_error::SlotError;
 mod build;
 mod gpu;
 
+pub(crate) use build::SlotSpec;
+
 pub(crate) use gpu::Callback;
 use gpu::{SlotChain, SlotGpu};
 

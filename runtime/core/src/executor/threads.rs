@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use crossbeam::channel::Receiver;
 
-use super::collector::{Collected, collect};
+use super::collector::collect;
+use super::outcome::Measured;
 use super::scratch::WorkerScratch;
 use super::setup::Channels;
 use super::slot::Slot;
@@ -18,7 +19,6 @@ use super::{
 };
 use crate::cuda::GpuError;
 use crate::measure::overhead::{Overhead, WorkerTally};
-use crate::measure::trace::SpanBuffer;
 use crate::plan::Plan;
 
 /// The threads of a run and what they share.
@@ -41,7 +41,7 @@ impl Threads<'_, '_> {
         source: &mut dyn Source,
         sink: &mut dyn FrameSink,
         options: &RunOptions,
-    ) -> Result<(Collected, Vec<SpanBuffer>, Overhead), RunError> {
+    ) -> Result<Measured, RunError> {
         let Threads {
             lanes,
             spare_cores,
@@ -135,7 +135,11 @@ impl Threads<'_, '_> {
                         stage_sets: stage_sets as u32,
                         stage_sets_peak: stage_sets_peak as u32,
                     };
-                    Ok((c, spans, overhead))
+                    Ok(Measured {
+                        collected: c,
+                        spans,
+                        overhead,
+                    })
                 }
             }
         })

@@ -97,8 +97,6 @@ pub(crate) struct Turnstile {
     carry: PlannedCarry,
     /// Frames per cycle of a recording replayed in cycles.
     cycle: Option<u64>,
-    /// Whether the run has other lanes, whose frames may wait for a GPU launch to execute.
-    several: bool,
     gate: Mutex<Gate>,
 }
 
@@ -109,7 +107,6 @@ impl Turnstile {
         Turnstile {
             carry,
             cycle: cycle.filter(|&n| n > 0),
-            several: slots.len() > 1,
             gate: Mutex::new(Gate {
                 next: 0,
                 running: false,
@@ -161,12 +158,9 @@ impl Turnstile {
 
     /// The GPU launch of frame `sequence` in `lane` has executed, and so has every earlier one
     /// of the lane (each waited for the one before). Returns where the stage runs next, if
-    /// anywhere (a frame of another lane waits for this).
+    /// anywhere (a frame of another lane waits for this). Only a run of several lanes need
+    /// call it: with one, nothing waits for it.
     pub(crate) fn executed(&self, lane: usize, sequence: u64) -> Option<At> {
-        // With one lane nothing waits for this: no lock on every frame's callback.
-        if !self.several {
-            return None;
-        }
         let mut gate = self.gate();
         let latest = &mut gate.executed[lane];
         *latest = Some(latest.map_or(sequence, |s| s.max(sequence)));

@@ -107,8 +107,8 @@ pub(super) fn worker(
         let result = if shared.slots[slot].is_gpu(stage) {
             // A stateful stage's stream first waits for the stage in the frame before, when
             // this lane ran it.
-            let carry = shared.admitted_carry(stage).map(|(carry, admitted, from)| {
-                let carry = carry.gpu_carry(admitted, from);
+            let carry = shared.admitted_carry(stage).map(|admitted| {
+                let carry = admitted.gpu_carry();
                 let after = carry
                     .after_slot
                     .and_then(|before| shared.slots[before].gpu_event(stage));
@@ -122,7 +122,7 @@ pub(super) fn worker(
         } else {
             let carry = shared
                 .admitted_carry(stage)
-                .map(|(carry, admitted, from)| carry.cpu_args(admitted, from));
+                .map(|admitted| admitted.cpu_args());
             let launched = shared.slots[slot].launch(
                 stage,
                 launch,

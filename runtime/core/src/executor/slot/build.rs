@@ -80,6 +80,23 @@ impl Blocks {
         })
     }
 
+    /// Per tensor, the buffer the host reads: its home, or its mirror when the home is device
+    /// memory; `None` for a tensor from the frame's set.
+    fn host_views(&self, plan: &Plan) -> Result<Vec<Option<Block>>, SlotError> {
+        plan.edges
+            .iter()
+            .map(|e| {
+                if e.host_space() == e.space {
+                    Ok(self.buffers[e.tensor.0])
+                } else {
+                    self.mirrors[e.tensor.0]
+                        .map(Some)
+                        .ok_or(SlotError::PoolMissing)
+                }
+            })
+            .collect()
+    }
+
     /// The copy of tensor `t`'s home into its mirror, which every transfer is.
     fn copy(&self, plan: &Plan, t: TensorId) -> Result<MirrorCopy, SlotError> {
         let edge = &plan.edges[t.0];
@@ -230,20 +247,39 @@ fn callbacks(
     (callbacks.into_boxed_slice(), own, graph)
 }
 
+/// What every slot of a lane is built from.
+pub(crate) struct SlotSpec<'a> {
+    pub(crate) plan: &'a Plan,
+    /// The run's constants, whose blocks every slot shares.
+    pub(crate) constants: &'a Constants,
+    pub(crate) schedule: &'a Schedule,
+    /// The GPU path the lane's slots enqueue on.
+    pub(crate) path: &'a GpuPath,
+    /// Whether each GPU stage gets timing events ([`Slot::gpu_time`]).
+    pub(crate) profile: bool,
+    /// The function of every host callback a slot enqueues.
+    pub(crate) callback: HostFn,
+}
+
 impl Slot {
-    /// Builds slot `index` from the plan, taking blocks from `pools` and creating one kernel
-    /// state per stage, for the GPU path `path`: on the chain, the slot's graph is captured
-    /// last, with `func` its host callbacks' function. With `profile`, each GPU stage also gets
-    /// a pair of timing events per launch (and one around its downloads) for
-    /// [`Slot::gpu_time`]. A capture that fails is [`SlotError::Graph`], which a run may retry
-    /// without graphs.
+    /// Builds slot `index` as `spec` says, taking blocks from `pools` and creating one kernel
+    /// state per stage, for the spec's GPU path: on the chain, the slot's graph is captured
+    /// last. When profiling, each GPU stage also gets a pair of timing events per launch (and
+    /// one around its downloads) for [`Slot::gpu_time`]. A capture that fails is
+    /// [`SlotError::Graph`], which a run may retry without graphs.
     pub(crate) fn new(
-        plan: &Plan,
+        spec: &SlotSpec<'_>,
         pools: &mut [Pool],
-        (constants, schedule): (&Constants, &Schedule),
-        (path, profile, func): (&GpuPath, bool, HostFn),
         index: usize,
     ) -> Result<Slot, SlotError> {
+        let &SlotSpec {
+            plan,
+            constants,
+            schedule,
+            path,
+            profile,
+            callback: func,
+        } = spec;
         let graph = &plan.graph;
         let blocks = Blocks::take(plan, pools, constants)?;
         // Streams and events first: a stage's waits name its producers' events. Each is owned,
@@ -323,18 +359,8 @@ impl Slot {
                 gpu,
             });
         }
-        let Blocks { buffers, mirrors } = blocks;
-        let host_views = plan
-            .edges
-            .iter()
-            .map(|e| {
-                if e.host_space() == e.space {
-                    Ok(buffers[e.tensor.0])
-                } else {
-                    mirrors[e.tensor.0].map(Some).ok_or(SlotError::PoolMissing)
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let host_views = blocks.host_views(plan)?;
+        let Blocks { buffers, .. } = blocks;
         let home = plan.graph.source.tensor;
         let own_source = buffers[home.0].map_or(std::ptr::null_mut(), |b| b.ptr);
         let chain = path.chain.as_ref();

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::{self, Receiver, Sender};
 
+use super::slot::FrameEnd;
 use super::{
     CompletedFrame, Event, FrameSink, PartialFrame, RunError, RunOptions, Shared, SinkError, wait,
 };
@@ -193,8 +194,8 @@ impl Collector<'_, '_> {
     ) -> Result<(), RunError> {
         let lanes = self.lanes;
         let common = lanes[0].common;
-        // Ended frames waiting for an earlier one, by lane and slot: Some(partial).
-        let mut parked: Vec<Vec<Option<bool>>> =
+        // Ended frames waiting for an earlier one, by lane and slot.
+        let mut parked: Vec<Vec<Option<FrameEnd>>> =
             lanes.iter().map(|l| vec![None; l.slots.len()]).collect();
         // Frames the source began, known once it has returned.
         let mut begun: Option<u64> = None;
@@ -221,20 +222,23 @@ impl Collector<'_, '_> {
                 Err(e) => return fail(e),
             };
             match event {
-                Event::FrameDone(lane, slot) => parked[lane][slot] = Some(false),
-                Event::FramePartial(lane, slot) => parked[lane][slot] = Some(true),
-                Event::SourceEnded(Ok(()), n, dropped) => {
+                Event::FrameEnded { lane, slot, end } => parked[lane][slot] = Some(end),
+                Event::SourceEnded {
+                    result: Ok(()),
+                    begun: n,
+                    dropped,
+                } => {
                     begun = Some(n);
                     self.out.dropped = dropped;
                 }
-                Event::SourceEnded(Err(e), _, _) => return fail(e.into()),
+                Event::SourceEnded { result: Err(e), .. } => return fail(e.into()),
                 Event::Failed(e) => return fail(e),
             }
-            while let Some((lane, slot, partial)) =
+            while let Some((lane, slot, end)) =
                 next_in_order(lanes, &parked, self.out.frames + self.out.partial)
             {
                 parked[lane][slot] = None;
-                if let Err(e) = self.hand_on(lane, slot, partial, sink, ticker) {
+                if let Err(e) = self.hand_on(lane, slot, end, sink, ticker) {
                     return fail(e);
                 }
             }
@@ -246,7 +250,7 @@ impl Collector<'_, '_> {
         &mut self,
         lane: usize,
         slot: usize,
-        partial: bool,
+        end: FrameEnd,
         sink: &mut dyn FrameSink,
         ticker: &mut Option<Ticker>,
     ) -> Result<(), RunError> {
@@ -257,7 +261,7 @@ impl Collector<'_, '_> {
         let frame_id = s.frame_id.load(Ordering::Relaxed);
         let sequence = s.sequence.load(Ordering::Relaxed);
         out.lane_frames[lane] += 1;
-        if partial {
+        if end == FrameEnd::Partial {
             out.partial += 1;
             sink.partial(&PartialFrame { frame_id, sequence })?;
         } else {
@@ -417,21 +421,21 @@ fn next_event(
     }
 }
 
-/// The parked frame that began `next_sequence`-th, with its lane and whether it is partial.
+/// The parked frame that began `next_sequence`-th: its lane, its slot and how it ended.
 fn next_in_order(
     lanes: &[Shared<'_>],
-    parked: &[Vec<Option<bool>>],
+    parked: &[Vec<Option<FrameEnd>>],
     next_sequence: u64,
-) -> Option<(usize, usize, bool)> {
+) -> Option<(usize, usize, FrameEnd)> {
     lanes
         .iter()
         .zip(parked)
         .enumerate()
         .find_map(|(lane, (shared, parked))| {
             parked.iter().enumerate().find_map(|(i, p)| {
-                let partial = (*p)?;
+                let end = (*p)?;
                 (shared.slots[i].sequence.load(Ordering::Relaxed) == next_sequence)
-                    .then_some((lane, i, partial))
+                    .then_some((lane, i, end))
             })
         })
 }

@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use super::slot::{Callback, Completion};
+use super::slot::{Callback, Completion, TaskEnd};
 use super::{Event, RunError, Shared};
 use crate::measure::trace::{Span, SpanBuffer, SpanKind, Track};
 use crate::model::graph::StageId;
@@ -26,14 +26,14 @@ impl Shared<'_> {
     ) -> Result<(), RunError> {
         let slot = &self.slots[slot_index];
         if let Completion::Pending = slot.finish_launch(stage) {
-            if slot.launch_finished() {
-                self.partial_done(slot_index);
+            if let Some(partial) = slot.launch_finished() {
+                self.frame_ended(slot_index, partial);
             }
             return Ok(());
         }
         let fenced_from = self.now_ns();
-        // Whether a callback ends this task: until then the frame's GPU work is in flight.
-        let kept = slot.fence_gpu(stage, gpu_stage_done)?;
+        // Until a callback ends this task, the frame's GPU work is in flight.
+        let task_end = slot.fence_gpu(stage, gpu_stage_done)?;
         if self.trace {
             let frame = slot.frame_id.load(Ordering::Relaxed);
             let span = Span::new(SpanKind::Fence, track, frame, fenced_from, self.now_ns());
@@ -53,8 +53,10 @@ impl Shared<'_> {
         {
             self.dispatch_at(admitted, stage);
         }
-        if !kept && slot.launch_finished() {
-            self.partial_done(slot_index);
+        if task_end == TaskEnd::Now
+            && let Some(partial) = slot.launch_finished()
+        {
+            self.frame_ended(slot_index, partial);
         }
         Ok(())
     }
@@ -66,7 +68,7 @@ impl Shared<'_> {
     fn gpu_finished(&self, callback: &Callback) {
         let slot_index = callback.slot;
         let slot = &self.slots[slot_index];
-        let mut frame_done = false;
+        let mut processed = None;
         for &stage in &callback.finishes {
             // A stateful stage's carry is complete here: another lane's frame may take it. With
             // one lane nothing waits for this: no lock on every frame's callback.
@@ -93,13 +95,18 @@ impl Shared<'_> {
                     self.stage_ready(slot_index, next);
                 }
             }
-            frame_done |= slot.finish_stage();
+            // Every stage is counted, whichever was the frame's last.
+            if let Some(end) = slot.finish_stage() {
+                processed = Some(end);
+            }
         }
-        if callback.ends_task && slot.launch_finished() {
-            self.partial_done(slot_index);
+        if callback.ends_task
+            && let Some(partial) = slot.launch_finished()
+        {
+            self.frame_ended(slot_index, partial);
         }
-        if frame_done {
-            self.frame_done(slot_index);
+        if let Some(processed) = processed {
+            self.frame_ended(slot_index, processed);
         }
     }
 }

@@ -537,8 +537,8 @@ impl<'r> Ingest<'r> {
             // No stage that waits for the whole frame will run, so no stateful one (they are
             // never split, so never streamed): let later frames' take their turns.
             shared.skip_stateful(frame.slot);
-            if slot.abandon() {
-                shared.partial_done(frame.slot);
+            if let Some(partial) = slot.abandon() {
+                shared.frame_ended(frame.slot, partial);
             }
             return false;
         }

@@ -82,7 +82,7 @@ use schedule::Schedule;
 use scratch::FrameSets;
 use setup::{Built, Channels, LaneWiring, Peers};
 pub use setup::{CarryOf, NotAdaptable};
-use slot::{Completion, Slot};
+use slot::{Completion, FrameEnd, Slot};
 pub use slot_error::SlotError;
 use threads::{Threads, drain_streams, spare_cores};
 use turnstile::{At, Turnstile};
@@ -192,14 +192,21 @@ enum Task {
     Stop,
 }
 
-/// What the collector hears: frames ended (by lane and slot), the source's end, failures.
+/// What the collector hears: frames ended, the source's end, failures.
 enum Event {
-    FrameDone(usize, usize),
-    /// A frame ended with packets missing, and its last running launch has finished.
-    FramePartial(usize, usize),
-    /// The source returned, having begun this many frames and dropped this many for want of a
+    /// The frame in `slot` of `lane` ended as `end`, and nothing of it runs any more.
+    FrameEnded {
+        lane: usize,
+        slot: usize,
+        end: FrameEnd,
+    },
+    /// The source returned, having begun `begun` frames and dropped `dropped` for want of a
     /// free slot.
-    SourceEnded(Result<(), SourceError>, u64, u64),
+    SourceEnded {
+        result: Result<(), SourceError>,
+        begun: u64,
+        dropped: u64,
+    },
     Failed(RunError),
 }
 
@@ -378,7 +385,7 @@ impl<'p> Shared<'p> {
     /// Called by a worker after a launch succeeded.
     fn complete(&self, slot_index: usize, stage: StageId) {
         let slot = &self.slots[slot_index];
-        let mut frame_done = false;
+        let mut processed = None;
         if let Completion::StageDone = slot.finish_launch(stage) {
             for &next in &self.schedule.successors[stage.0] {
                 if slot.satisfy(next) {
@@ -392,29 +399,24 @@ impl<'p> Shared<'p> {
             {
                 self.dispatch_at(admitted, stage);
             }
-            frame_done = slot.finish_stage();
+            processed = slot.finish_stage();
         }
         // Successors were counted before this launch is uncounted, so the count reaches zero
         // only when nothing of the frame runs; only then may the collector reuse the slot.
-        if slot.launch_finished() {
-            self.partial_done(slot_index);
+        if let Some(partial) = slot.launch_finished() {
+            self.frame_ended(slot_index, partial);
         }
-        if frame_done {
-            self.frame_done(slot_index);
+        if let Some(processed) = processed {
+            self.frame_ended(slot_index, processed);
         }
     }
 
-    /// Hands a frame whose stages have all ended to the collector, once its set of stage
-    /// buffers is free for the next frame.
-    fn frame_done(&self, slot: usize) {
+    /// Hands the frame in `slot`, ended as `end` (nothing of it runs any more), to the
+    /// collector, once its set of stage buffers is free for the next frame.
+    fn frame_ended(&self, slot: usize, end: FrameEnd) {
         self.slots[slot].release_set(&self.sets);
-        let _ = self.events.send(Event::FrameDone(self.lane, slot));
-    }
-
-    /// Hands a partial frame whose launches have all ended to the collector, likewise.
-    fn partial_done(&self, slot: usize) {
-        self.slots[slot].release_set(&self.sets);
-        let _ = self.events.send(Event::FramePartial(self.lane, slot));
+        let lane = self.lane;
+        let _ = self.events.send(Event::FrameEnded { lane, slot, end });
     }
 }
 

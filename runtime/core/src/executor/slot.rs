@@ -34,7 +34,7 @@ mod gpu;
 
 pub(crate) use build::SlotSpec;
 
-pub(crate) use gpu::Callback;
+pub(crate) use gpu::{Callback, TaskEnd};
 use gpu::{SlotChain, SlotGpu};
 
 /// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
@@ -120,6 +120,17 @@ pub(crate) enum Completion {
     Pending,
     /// That was the stage's last launch.
     StageDone,
+}
+
+/// How the frame in a slot ended, once nothing of it runs any more: what the collector hands
+/// the sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrameEnd {
+    /// Every stage ran.
+    Processed,
+    /// Packets were missing: the stages that needed them never started, and the last launch
+    /// that had has ended.
+    Partial,
 }
 
 impl SlotStage {
@@ -266,19 +277,20 @@ impl Slot {
         self.pending.fetch_add(n, Ordering::AcqRel);
     }
 
-    /// Counts one launch finished; true when it was the last of a frame already abandoned,
-    /// which is then complete as partial.
-    pub(crate) fn launch_finished(&self) -> bool {
-        self.pending.fetch_sub(1, Ordering::AcqRel) == ABANDONED | 1
+    /// Counts one launch finished; [`FrameEnd::Partial`] when it was the last of a frame
+    /// already abandoned.
+    pub(crate) fn launch_finished(&self) -> Option<FrameEnd> {
+        (self.pending.fetch_sub(1, Ordering::AcqRel) == ABANDONED | 1).then_some(FrameEnd::Partial)
     }
 
-    /// Marks the frame partial; true when no launch is running, so it is complete now.
-    pub(crate) fn abandon(&self) -> bool {
-        self.pending.fetch_or(ABANDONED, Ordering::AcqRel) == 0
+    /// Marks the frame partial; [`FrameEnd::Partial`] when no launch is running, so that
+    /// nothing of it runs any more.
+    pub(crate) fn abandon(&self) -> Option<FrameEnd> {
+        (self.pending.fetch_or(ABANDONED, Ordering::AcqRel) == 0).then_some(FrameEnd::Partial)
     }
 
-    /// Records a finished stage; true when it was the frame's last.
-    pub(crate) fn finish_stage(&self) -> bool {
-        self.stages_left.fetch_sub(1, Ordering::AcqRel) == 1
+    /// Records a finished stage; [`FrameEnd::Processed`] when it was the frame's last.
+    pub(crate) fn finish_stage(&self) -> Option<FrameEnd> {
+        (self.stages_left.fetch_sub(1, Ordering::AcqRel) == 1).then_some(FrameEnd::Processed)
     }
 }

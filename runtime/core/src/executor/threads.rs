@@ -81,11 +81,11 @@ impl Threads<'_, '_> {
                     .saturating_sub(ingest.tally.staging);
                 // Counted once, where progress reports read it too.
                 ingest.tally.slot_waits = common.slot_waits.load(Ordering::Relaxed);
-                let _ = lanes[0].events.send(Event::SourceEnded(
+                let _ = lanes[0].events.send(Event::SourceEnded {
                     result,
-                    ingest.begun,
-                    common.dropped.load(Ordering::Relaxed),
-                ));
+                    begun: ingest.begun,
+                    dropped: common.dropped.load(Ordering::Relaxed),
+                });
                 (ingest.spans, ingest.tally)
             });
 

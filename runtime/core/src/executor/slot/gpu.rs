@@ -72,6 +72,16 @@ impl MirrorCopy {
     }
 }
 
+/// When the last task of a GPU stage ends, once fenced ([`Slot::fence_gpu`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskEnd {
+    /// When a host callback that follows the stage's work has run: the task stays in flight
+    /// until then, so that its slot is not reused under the GPU's feet.
+    AtCallback,
+    /// Now: no callback of the stage's own follows its work.
+    Now,
+}
+
 /// Where a stage's upload of the source tensor reads the frame.
 #[derive(Clone, Copy)]
 pub(super) enum SourceBytes {
@@ -397,13 +407,12 @@ impl Slot {
     /// `func` the host callback's function. Without a graph: its downloads, its event (the
     /// fence its GPU readers wait on), then its callback. On the chain: the tiled stage's
     /// downloads and, when it has one, its own callback; nothing after the graph's launch,
-    /// which holds its own. Returns whether a callback of this stage ends its last task (the
-    /// task stays in flight until then).
-    pub(crate) fn fence_gpu(&self, stage: StageId, func: HostFn) -> Result<bool, GpuError> {
+    /// which holds its own. Returns when the stage's last task ends.
+    pub(crate) fn fence_gpu(&self, stage: StageId, func: HostFn) -> Result<TaskEnd, GpuError> {
         let g = self.slot_gpu(stage)?;
         let stream = match &self.chain {
             Some(chain) if chain.graph.as_ref().is_some_and(|(lead, _)| *lead == stage) => {
-                return Ok(true);
+                return Ok(TaskEnd::AtCallback);
             }
             Some(chain) => chain.stream,
             None => g.stream.raw(),
@@ -428,12 +437,12 @@ impl Slot {
             unsafe { g.gpu.record(g.event.raw(), stream) }?;
         }
         let Some(callback) = g.callback.map(|i| &self.callbacks[i]) else {
-            return Ok(false);
+            return Ok(TaskEnd::Now);
         };
         // SAFETY: the callback's data is the slot's, alive until the run has drained every
         // stream, and `func` never calls the driver.
         unsafe { g.gpu.call_host(stream, func, callback.data()) }?;
-        Ok(true)
+        Ok(TaskEnd::AtCallback)
     }
 
     /// Captures the chain's graph on `stream`: each graph stage's uploads (but a staged frame's,

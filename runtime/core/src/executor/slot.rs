@@ -10,7 +10,8 @@
 //! CPU stages' workspaces from the worker that runs the launch (see [`super::scratch`]). All
 //! are made once before the run, so running or enqueueing a launch touches no allocator. The
 //! counters that order a frame's stages live here too; [`Slot::reset`] rearms them before the
-//! slot is reused.
+//! slot is reused. `build` makes a slot, `gpu` enqueues its GPU work, and `timing` reads its
+//! timing events back once a profiled frame has completed.
 //!
 //! [`Lifetime::Slot`]: crate::plan::Lifetime::Slot
 
@@ -31,10 +32,11 @@ use super::slot_error::SlotError;
 
 mod build;
 mod gpu;
+mod timing;
 
 pub(crate) use build::SlotSpec;
 
-pub(crate) use gpu::{Callback, TaskEnd};
+pub(crate) use gpu::{Callback, CarryEnqueue, TaskEnd};
 use gpu::{SlotChain, SlotGpu};
 
 /// The flag in [`Slot`]'s pending count of a frame ended with packets missing.
@@ -60,7 +62,7 @@ pub(crate) struct Slot {
     /// Per graph tensor, the buffer the host reads (the home or the mirror); `None` as above.
     host_views: Vec<Option<Block>>,
     /// The set of buffers the frame bound at its first launch that needed one
-    /// ([`FrameSets::bind`]), or [`UNBOUND`].
+    /// ([`FrameSets::bind`]), or [`UNBOUND`](super::scratch::UNBOUND).
     set: AtomicU32,
     stages: Vec<SlotStage>,
     /// Per stage: predecessor stages (and the source's frame end) still to finish.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::Receiver;
 
 use super::scratch::WorkerScratch;
+use super::slot::CarryEnqueue;
 use super::{Event, RunError, Shared, Task, wait};
 use crate::measure::overhead::WorkerTally;
 use crate::measure::trace::{Span, SpanBuffer, SpanKind, Track};
@@ -112,7 +113,7 @@ pub(super) fn worker(
                 let after = carry
                     .after_slot
                     .and_then(|before| shared.slots[before].gpu_event(stage));
-                (carry, after)
+                CarryEnqueue { carry, after }
             });
             let enqueued = shared.slots[slot].enqueue_gpu(stage, launch, carry);
             record(&mut spans, SpanKind::Enqueue);

@@ -72,6 +72,16 @@ impl MirrorCopy {
     }
 }
 
+/// What a stateful GPU stage's enqueue takes besides its task.
+#[derive(Clone, Copy)]
+pub(crate) struct CarryEnqueue {
+    /// What the carry adds around the launch.
+    pub(crate) carry: GpuCarry,
+    /// The stage's fence in the slot whose frame ran it before in this lane, if one did: the
+    /// stream waits for it first, so that the launches use the carry in turn on the device.
+    pub(crate) after: Option<Event>,
+}
+
 /// When the last task of a GPU stage ends, once fenced ([`Slot::fence_gpu`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TaskEnd {
@@ -202,6 +212,78 @@ impl SlotGpu {
         Ok(())
     }
 
+    /// Makes the stage's stream wait for the fences of the GPU stages whose outputs it reads,
+    /// in this slot: their writes come before its reads, and the host never waits.
+    fn wait_for_producers(&self) -> Result<(), GpuError> {
+        let stream = self.stream.raw();
+        for &event in &self.waits {
+            // SAFETY: `event` is a producer's fence in this slot and `stream` this stage's
+            // stream, both made on this stage's GPU (the planner keeps a tensor's GPU writer
+            // and readers on one device) and alive as long as the slot.
+            unsafe { self.gpu.wait(stream, event) }?;
+        }
+        Ok(())
+    }
+
+    /// What a stateful stage's stream does before its launches: waits for the stage in the
+    /// frame before, when this lane ran it, then copies over the carry what the launch starts
+    /// from (zeros, or the carry another lane left), when it must.
+    ///
+    /// # Safety
+    /// `c`'s blocks are the stage's carry in this lane and its pinned blocks, all of the
+    /// carry's size and valid until every stream of the run has drained; its turnstile
+    /// admitted this launch, and admits no other until it has been enqueued.
+    unsafe fn carry_before(&self, c: &CarryEnqueue) -> Result<(), GpuError> {
+        let stream = self.stream.raw();
+        if let Some(event) = c.after {
+            // SAFETY: `event` is this stage's fence in the slot of the frame before, made on
+            // this stage's GPU as `stream` was, and alive as long as that slot (the run's).
+            unsafe { self.gpu.wait(stream, event) }?;
+        }
+        if let Some(upload) = c.carry.upload {
+            // SAFETY: `upload` is pinned (zeros, or the staging block the carry was taken
+            // into) and the carry's device block is the destination, both the carry's size and
+            // valid until the copy has executed (this function's contract); the launch before
+            // read the carry earlier on this stream, or, in another lane, had executed before
+            // its turnstile admitted this one.
+            unsafe {
+                self.gpu.copy_to_device(
+                    c.carry.args.carry.cast(),
+                    upload.ptr,
+                    c.carry.args.bytes as usize,
+                    stream,
+                )
+            }?;
+        }
+        Ok(())
+    }
+
+    /// After a stateful stage's launches, in a run of several lanes: copies the carry to its
+    /// pinned staging block, where another lane takes it once this has executed.
+    ///
+    /// # Safety
+    /// `carry`'s device block and its staging block are the stage's carry in this lane and its
+    /// pinned staging block, both of the carry's size and valid until every stream of the run
+    /// has drained; no lane reads the staging block before this copy has executed.
+    unsafe fn keep_carry(&self, carry: &GpuCarry) -> Result<(), GpuError> {
+        let Some(keep) = carry.keep else {
+            return Ok(());
+        };
+        // SAFETY: the carry's device block and its pinned staging block, each the carry's
+        // size and valid until the copy has executed (this function's contract); another
+        // lane reads the staging block only once this has executed (its turnstile waits for
+        // the stage's callback), and this lane writes it again only for a later launch.
+        unsafe {
+            self.gpu.copy_to_host(
+                keep.ptr,
+                carry.args.carry.cast(),
+                carry.args.bytes as usize,
+                self.stream.raw(),
+            )
+        }?;
+        Ok(())
+    }
+
     /// Checks that frame `sequence`'s work is not queued behind a later frame's on this
     /// stage's stream, and notes it as the latest. A complete frame's slot is reused only
     /// after its stages' work has run; a partial frame's once its tasks are enqueued, while
@@ -266,16 +348,16 @@ impl Slot {
     /// Enqueues task `task` of GPU stage `stage`, without waiting for the GPU, on the path the
     /// slot was built for. Without a graph, on the stage's stream: one tile with its piece of
     /// the upload when the source streams the stage, else the waits on its producers' events,
-    /// the uploads and every launch; a stateful stage's stream also waits for `carry`'s event
-    /// (the stage's in the frame before), copies over the carry what it must start from
-    /// (zeros, or the carry another lane left), gives the launch its carry, and keeps a copy
-    /// in host memory when another lane may take it. On the chain: the tiled stage's tile, or
+    /// the uploads and every launch; a stateful stage's stream also waits for the stage in the
+    /// frame before, copies over the carry what it must start from (zeros, or the carry
+    /// another lane left), gives the launch its carry, and keeps a copy in host memory when
+    /// another lane may take it ([`CarryEnqueue`]). On the chain: the tiled stage's tile, or
     /// for the graph's first stage the staged frame's upload and the graph's launch.
     pub(crate) fn enqueue_gpu(
         &self,
         stage: StageId,
         task: u32,
-        carry: Option<(GpuCarry, Option<Event>)>,
+        carry: Option<CarryEnqueue>,
     ) -> Result<(), LaunchFailure> {
         let g = self.slot_gpu(stage)?;
         g.gpu.bind_thread()?;
@@ -288,74 +370,71 @@ impl Slot {
         if let Some(chain) = &self.chain {
             return self.enqueue_chained(chain, stage, task, source);
         }
-        let s = &self.stages[stage.0];
-        let stream = g.stream.raw();
         let launches = if g.per_tile {
             task..task + 1
         } else {
-            0..s.launches
+            g.wait_for_producers()?;
+            0..self.stages[stage.0].launches
         };
-        if !g.per_tile {
-            for &event in &g.waits {
-                // SAFETY: the producer's fence in this slot, and this stage's stream.
-                unsafe { g.gpu.wait(stream, event) }?;
-            }
-        }
-        if let Some((c, after)) = &carry {
-            if let Some(event) = after {
-                // SAFETY: the stage's fence in the slot of the frame before, which records it
-                // again only after this frame's turn (its turnstile's order).
-                unsafe { g.gpu.wait(stream, *event) }?;
-            }
-            if let Some(upload) = c.upload {
-                // SAFETY: a pinned block of the carry's size (zeros or staging) and the
-                // carry's device block, both the lane's for the run; the turnstile admits one
-                // launch of the stage at a time.
-                unsafe {
-                    g.gpu.copy_to_device(
-                        c.args.carry.cast(),
-                        upload.ptr,
-                        c.args.bytes as usize,
-                        stream,
-                    )
-                }?;
-            }
+        if let Some(c) = &carry {
+            // SAFETY: the carry's blocks are its lane's for the whole run (a `LaneCarry`'s),
+            // and its turnstile admitted this launch alone.
+            unsafe { g.carry_before(c) }?;
         }
         for launch in launches {
-            let timing = g.timing.get(launch as usize);
-            if let Some((start, _)) = timing {
-                // SAFETY: the slot's timing event and the stage's stream.
-                unsafe { g.gpu.record(start.raw(), stream) }?;
-            }
-            // SAFETY: the slot's blocks, or the frame's staged bytes, which the run keeps until
-            // its streams have drained.
-            unsafe { g.upload_before(launch, stream, source) }?;
-            // SAFETY: the slot outlives the stream's work (drained before it is dropped), and a
-            // reused slot's next frame is queued behind this one on this stream (checked).
-            let request = unsafe { self.request(stage, launch, carry.map(|(c, _)| c.args)) };
-            // SAFETY: as above.
-            unsafe { g.gpu.enqueue_launch(stream, request) }?;
-            if let Some((_, end)) = timing {
-                // SAFETY: the slot's timing event and the stage's stream.
-                unsafe { g.gpu.record(end.raw(), stream) }?;
-            }
+            // SAFETY: a staged frame in `source` is kept by the run until its streams have
+            // drained; the carry's block is its lane's for the run, used by this launch alone.
+            unsafe { self.enqueue_launch(g, stage, launch, source, carry.map(|c| c.carry.args)) }?;
         }
-        // Where another lane takes the carry from, once this has executed.
-        if let Some((
-            GpuCarry {
-                keep: Some(keep),
-                args,
-                ..
-            },
-            _,
-        )) = &carry
-        {
-            // SAFETY: the carry's device block and its pinned staging block, the lane's for
-            // the run; another lane reads the staging block only once this has executed.
-            unsafe {
-                g.gpu
-                    .copy_to_host(keep.ptr, args.carry.cast(), args.bytes as usize, stream)
-            }?;
+        if let Some(c) = &carry {
+            // SAFETY: the carry's blocks are its lane's for the whole run (a `LaneCarry`'s);
+            // its turnstile lets another lane read the staging block only once this copy has
+            // executed.
+            unsafe { g.keep_carry(&c.carry) }?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues launch `launch` of GPU stage `g` (`stage`) on its own stream: the uploads due
+    /// before it, the launch with `carry`, and when profiling the launch's timing events
+    /// around both.
+    ///
+    /// # Safety
+    /// A staged frame in `source` holds the source tensor's bytes until every stream of the
+    /// run has drained; `carry`, if any, points at the stage's carry, valid for the run and
+    /// used by no other launch until this one has executed.
+    unsafe fn enqueue_launch(
+        &self,
+        g: &SlotGpu,
+        stage: StageId,
+        launch: u32,
+        source: SourceBytes,
+        carry: Option<CarryArgs>,
+    ) -> Result<(), LaunchFailure> {
+        let stream = g.stream.raw();
+        let timing = g.timing.get(launch as usize);
+        if let Some((start, _)) = timing {
+            // SAFETY: `start` is this slot's timing event and `stream` the stage's stream, both
+            // made on the stage's GPU and alive as long as the slot.
+            unsafe { g.gpu.record(start.raw(), stream) }?;
+        }
+        // SAFETY: the copies' blocks are this slot's, from pools that outlive every stream of
+        // the run; a staged frame lives as long (this function's contract); `stream` is the
+        // stage's, on its GPU.
+        unsafe { g.upload_before(launch, stream, source) }?;
+        // SAFETY: the request points at this slot's kernel state, tensors and workspace of
+        // `launch`, alive until the run has drained its streams, and at `carry` (this
+        // function's contract). Nothing else writes what the launch writes while it runs: the
+        // slot's next frame is queued behind it on this stream (`in_order` checked it), and
+        // each launch of a frame has its own tile and workspace.
+        let request = unsafe { self.request(stage, launch, carry) };
+        // SAFETY: everything `request` points at stays valid until the stream has executed it,
+        // as just said; `stream` is the stage's, on the GPU its kernel was loaded for.
+        unsafe { g.gpu.enqueue_launch(stream, request) }?;
+        if let Some((_, end)) = timing {
+            // SAFETY: `end` is this slot's timing event and `stream` the stage's stream, both
+            // made on the stage's GPU and alive as long as the slot.
+            unsafe { g.gpu.record(end.raw(), stream) }?;
         }
         Ok(())
     }
@@ -373,22 +452,30 @@ impl Slot {
             Some((lead, graph)) if *lead == stage => {
                 if let (Some(reader), SourceBytes::Staged(frame)) = (chain.staged_reader, source) {
                     let r = self.slot_gpu(reader)?;
-                    // SAFETY: the staged frame's bytes, which the run keeps until its streams
-                    // have drained, into the reader's mirror, the slot's.
+                    // SAFETY: `frame` is a staged frame of the source tensor's size, which the
+                    // run keeps until its streams have drained; the reader's mirror is this
+                    // slot's; the chain's stream is the reader's GPU's.
                     unsafe { r.upload_staged(frame, chain.stream) }?;
                 }
-                // SAFETY: the slot's graph, whose work touches only the slot's blocks, its
-                // kernel states and workspaces and its callbacks, all alive until the slot's
-                // streams have drained; a reused slot's next frame is queued behind this one
-                // on the chain's stream (checked).
+                // SAFETY: the slot's graph, captured on this GPU and destroyed only with the
+                // slot, whose work touches only the slot's blocks, its kernel states and
+                // workspaces and its callbacks, all alive until the slot's streams have
+                // drained; a reused slot's next frame is queued behind this one on the chain's
+                // stream (`in_order` checked it), so nothing else writes what it writes.
                 unsafe { g.gpu.launch_graph(graph.raw(), chain.stream) }?;
             }
             _ if chain.tiles == Some(stage) => {
-                // SAFETY: the slot's blocks (a tiled stage is never staged).
+                // SAFETY: the copies' blocks are this slot's, from pools that outlive every
+                // stream of the run (a tiled stage's source is never staged); the chain's
+                // stream is the stage's GPU's.
                 unsafe { g.upload_before(task, chain.stream, SourceBytes::Slot) }?;
-                // SAFETY: as for the graph; a tile's launch touches its slot's blocks only.
+                // SAFETY: the request points at this slot's kernel state, tensors and the
+                // tile's workspace, alive until the slot's streams have drained; nothing else
+                // writes the tile while it runs: each tile has its own part and workspace, and
+                // the slot's next frame is queued behind it on the chain's stream (checked).
                 let request = unsafe { self.request(stage, task, None) };
-                // SAFETY: as above.
+                // SAFETY: everything `request` points at stays valid until the stream has
+                // executed it, as just said.
                 unsafe { g.gpu.enqueue_launch(chain.stream, request) }?;
             }
             _ => {
@@ -423,17 +510,21 @@ impl Slot {
             g.timing.last()
         };
         if let Some((start, _)) = timing {
-            // SAFETY: the slot's timing event and the stage's stream.
+            // SAFETY: `start` is this slot's timing event and `stream` the stage's stream (or
+            // the chain's), both made on the stage's GPU and alive as long as the slot.
             unsafe { g.gpu.record(start.raw(), stream) }?;
         }
-        // SAFETY: the slot's blocks, valid until the stream's work has run.
+        // SAFETY: the copies' blocks are this slot's device homes and pinned mirrors, from
+        // pools that outlive every stream of the run; `stream` is the stage's GPU's.
         unsafe { g.download(stream) }?;
         if let Some((_, end)) = timing {
-            // SAFETY: the slot's timing event and the stage's stream.
+            // SAFETY: `end` is this slot's timing event and `stream` the stage's stream (or
+            // the chain's), both made on the stage's GPU and alive as long as the slot.
             unsafe { g.gpu.record(end.raw(), stream) }?;
         }
         if self.chain.is_none() {
-            // SAFETY: the slot's fence and the stage's stream.
+            // SAFETY: the stage's fence in this slot and its stream, both made on its GPU and
+            // alive as long as the slot.
             unsafe { g.gpu.record(g.event.raw(), stream) }?;
         }
         let Some(callback) = g.callback.map(|i| &self.callbacks[i]) else {
@@ -476,13 +567,17 @@ impl Slot {
                 .slot_gpu(stage)
                 .map_err(|e| failed(Some(stage), e.to_string()))?;
             let captured = (0..self.stages[stage.0].launches).try_for_each(|launch| {
-                // SAFETY: the slot's blocks, valid for every launch of the graph (the slot
-                // outlives its streams' work).
+                // SAFETY: the copies' blocks are this slot's, valid for every launch of the
+                // graph (the slot outlives its streams' work); a staged frame's upload is not
+                // captured (`SourceBytes::Ahead`); `stream` is the stage's GPU's.
                 unsafe { g.upload_before(launch, stream, source) }?;
-                // SAFETY: the request points at the slot's state, tensors and workspace, as
-                // valid as the blocks.
+                // SAFETY: the request points at this slot's kernel state, tensors and the
+                // launch's workspace, valid for every launch of the graph as the blocks are;
+                // launches of one graph never overlap, and each launch of a stage has its own
+                // tile and workspace.
                 let request = unsafe { self.request(stage, launch, None) };
-                // SAFETY: as above.
+                // SAFETY: everything `request` points at stays valid until every launch of the
+                // graph has executed, as just said.
                 unsafe { g.gpu.enqueue_launch(stream, request) }.map_err(|e| match e {
                     LaunchFailure::Device(e) => e,
                     LaunchFailure::Kernel(e) => {
@@ -491,7 +586,8 @@ impl Slot {
                 })
             });
             captured.map_err(|e| failed(Some(stage), e.to_string()))?;
-            // SAFETY: as for the uploads.
+            // SAFETY: the copies' blocks are this slot's device homes and pinned mirrors,
+            // valid for every launch of the graph; `stream` is the stage's GPU's.
             unsafe { g.download(stream) }.map_err(|e| failed(Some(stage), e.to_string()))?;
             while let Some(((after, _), &index)) = next
                 && *after == i
@@ -506,80 +602,6 @@ impl Slot {
             }
         }
         capture.end().map_err(|e| failed(None, e.to_string()))
-    }
-
-    /// GPU time of `stage` in the frame just completed, when profiling: the sum of its timing
-    /// pairs (each launch with its uploads, and its downloads). `None` for a CPU stage or
-    /// without profiling. Call only once the frame has completed, so every record has.
-    pub(crate) fn gpu_time(&self, stage: StageId) -> Option<Result<std::time::Duration, GpuError>> {
-        let g = self.stages[stage.0].gpu.as_ref()?;
-        if g.timing.is_empty() {
-            return None;
-        }
-        let mut total_ms = 0.0f64;
-        for (start, end) in &g.timing {
-            // SAFETY: timing events of this slot, recorded for the completed frame.
-            match unsafe { g.gpu.elapsed_ms(start.raw(), end.raw()) } {
-                Ok(ms) => total_ms += f64::from(ms),
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(std::time::Duration::from_secs_f64(
-            total_ms.max(0.0) * 1e-3,
-        )))
-    }
-
-    /// Notes that `stage`'s host callback ran at `now_ns` on the run's clock (when tracing).
-    pub(crate) fn gpu_callback_at(&self, stage: StageId, now_ns: u64) {
-        if let Some(g) = &self.stages[stage.0].gpu {
-            g.callback_ns.store(now_ns, Ordering::Relaxed);
-        }
-    }
-
-    /// What `stage`'s stream ran for the frame just completed, when profiling: each launch
-    /// (with its uploads) as a [`SpanKind::GpuLaunch`], then the downloads as a
-    /// [`SpanKind::Download`], on the stream's track, placed on the run's clock by the
-    /// stage's host callback ([`Slot::gpu_callback_at`]): the last timing event completed just
-    /// before it. Nothing for a CPU stage or without profiling. Call only once the frame has
-    /// completed.
-    ///
-    /// [`SpanKind::GpuLaunch`]: crate::measure::trace::SpanKind::GpuLaunch
-    /// [`SpanKind::Download`]: crate::measure::trace::SpanKind::Download
-    pub(crate) fn gpu_spans(
-        &self,
-        stage: StageId,
-        slot: u32,
-        frame: u64,
-        out: &mut crate::measure::trace::SpanBuffer,
-    ) -> Result<(), GpuError> {
-        use crate::measure::trace::{Span, SpanKind, Track};
-        let Some(g) = &self.stages[stage.0].gpu else {
-            return Ok(());
-        };
-        let Some((_, last)) = g.timing.last() else {
-            return Ok(());
-        };
-        let anchor = g.callback_ns.load(Ordering::Relaxed);
-        let track = Track::Stream {
-            stage: stage.0 as u32,
-            slot,
-        };
-        let downloads = usize::from(!g.downloads.is_empty());
-        let launches = g.timing.len() - downloads;
-        for (i, (start, end)) in g.timing.iter().enumerate() {
-            // SAFETY: timing events of this slot, all recorded for the completed frame.
-            let before = |e: &OwnedEvent| unsafe { g.gpu.elapsed_ms(e.raw(), last.raw()) };
-            let at = |ms: f32| anchor.saturating_sub((f64::from(ms.max(0.0)) * 1e6) as u64);
-            let (from, to) = (at(before(start)?), at(before(end)?));
-            let span = if i < launches {
-                Span::new(SpanKind::GpuLaunch, track, frame, from, to)
-                    .of_stage(stage.0 as u32, Some(i as u32))
-            } else {
-                Span::new(SpanKind::Download, track, frame, from, to).of_stage(stage.0 as u32, None)
-            };
-            out.push(span);
-        }
-        Ok(())
     }
 
     /// Synchronizes the slot's GPU streams, one per item, as the iterator is consumed: each

@@ -9,6 +9,9 @@
 //! admits another lane's frame only once that launch has executed. A lane that takes the
 //! carry copies it from there into its own block (a CPU lane) or into its staging block,
 //! which its stream uploads before the launch (a GPU lane).
+//!
+//! Guarantees: a carry is zeroed or moved only for the launch its turnstile admitted, before
+//! that launch runs (CPU) or is enqueued (GPU); moving it never waits for a GPU.
 
 use super::pool::Block;
 use super::turnstile::Admission;

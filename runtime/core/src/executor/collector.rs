@@ -2,6 +2,11 @@
 //! the order they began, whatever lane ran them, returns their slots to the source, measures
 //! latency and rate after the warm-up, reports progress when due, decides switches between
 //! lanes when the run adapts, and ends the run on the first failure.
+//!
+//! Guarantees: every frame the source began reaches the sink exactly once, processed or
+//! partial, in the order frames began; a slot returns to the source only once its frame has
+//! been handed on; the first failure, from any thread, stops the run and is what it returns;
+//! progress reports, when asked for, add up to the run's counts.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

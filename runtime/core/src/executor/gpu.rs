@@ -1,7 +1,12 @@
 //! The host's side of GPU stages: what a worker does once it has enqueued a GPU stage's task
 //! (the stage's fence, and the GPU stages that read it released at once), and the host
 //! callbacks that run once the GPU has done a stage's work (its CPU readers released, the
-//! stage and the frame counted done). No thread here waits for the GPU.
+//! stage and the frame counted done).
+//!
+//! Guarantees: no thread here waits for the GPU; a GPU stage's GPU readers are released once
+//! its work is enqueued, its CPU readers only once the GPU has executed it; a task that a
+//! callback ends is counted in flight until the callback has run; a panic in a callback stops
+//! the run instead of unwinding into the driver.
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;

@@ -18,11 +18,14 @@
 //! of a graph, and the collector's switching rule ([`crate::adapt`]) chooses the lane each new
 //! frame opens in, while the one source and the one collector serve them all.
 //!
-//! Where each part is: `setup` builds what a run allocates before its threads start, `threads`
-//! starts and joins them, `worker` and `collector` are their loops, `ingest` the source's side,
-//! `slot` and `scratch` the memory of frames in flight, `turnstile` the order of a stateful
-//! stage's frames and `carry` its carry in each lane, `control` the changes of parameters,
-//! `outcome` the metrics gathered at the end; [`run_with`] here ties them together.
+//! Where each part is: `setup` builds what a run allocates before its threads start (from
+//! `pool`, with `constants` and `schedule`), `threads` starts and joins them, `worker` and
+//! `collector` are their loops, `wait` how they wait for each other, `ingest` the source's
+//! side, `gpu` the host's side of GPU stages, `slot` and `scratch` the memory of frames in
+//! flight, `turnstile` the order of a stateful stage's frames and `carry` its carry in each
+//! lane, `control` the changes of parameters, `outcome` the metrics gathered at the end,
+//! `ends_error` and `slot_error` the errors of the run's ends and of its slots; [`run_with`]
+//! here ties them together.
 //!
 //! Guarantees: at most `slots` frames are in flight, each with its own kernel states and its
 //! own buffers for the source, the sinks and whatever a GPU touches; tensors that live only

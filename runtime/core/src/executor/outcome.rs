@@ -1,6 +1,9 @@
 //! What a run measured, gathered once its threads have ended: the collector's figures, each
 //! stage's counters (and its carry's, for a stateful stage), the overheads, the parameter
 //! changes and, when traced, the merged timeline: the [`RunMetrics`] a run returns.
+//!
+//! Guarantees: gathered once, after every thread has been joined and every stream drained, so
+//! every counter it reads is final.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

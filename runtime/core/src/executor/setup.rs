@@ -1,8 +1,12 @@
 //! What a run builds before its threads start: the pools and, from them, the sets of stage
 //! buffers, the frame slots and the workers' scratch memory ([`Built`]); the channels between
 //! the threads ([`Channels`]), each bounded by all it can ever hold so that no send blocks;
-//! and the state the threads share. Every allocation of a run happens here, before its first
-//! frame.
+//! and the state a lane's threads share ([`Shared`]): what the lane owns ([`LaneParts`])
+//! wired into its run ([`LaneWiring`]).
+//!
+//! Guarantees: every allocation of a run happens here, before its first frame; a lane whose
+//! slots' graphs cannot be captured is built again without graphs; placements that cannot
+//! be switched between are refused ([`NotAdaptable`]) before anything is built.
 
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;

@@ -2,6 +2,10 @@
 //! collector on the calling one; then each stopped and joined, whatever failed, and what they
 //! measured gathered. Also the two things a run does around them: the cores its unpinned
 //! threads keep to, and the wait for every GPU stream before its state goes.
+//!
+//! Guarantees: every thread started is joined before [`Threads::run`] returns, on a failure
+//! too, and a panic in any of them is returned as [`RunError::Panic`]; [`drain_streams`]
+//! waits for every stream whatever failed, so no GPU callback outlives the state it points at.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

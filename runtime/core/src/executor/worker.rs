@@ -2,6 +2,11 @@
 //! in flight, then new ones), spins briefly and parks when all are empty, and runs each launch
 //! to its end on its own thread (pinned to a core when the placement says so), counting where
 //! its time went.
+//!
+//! Guarantees: a worker never blocks on a queue it sends to (each holds every launch of its
+//! lane), starts no launch once the run is stopping, and hands a launch's failure to the
+//! collector, which stops the run; a launch releases what follows it only once it has run,
+//! or, for a GPU stage, once its work is enqueued.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -1,8 +1,10 @@
 //! Building a [`Slot`] from the plan: its buffers and mirrors from the pools, one kernel state
 //! per stage, for each GPU stage its stream, fence, waits, copies and (when profiling) timing
 //! events, the host callbacks of the path the plan chose, and on the chain the slot's graph,
-//! captured last. Everything is owned as soon as it is made, so an error anywhere releases
-//! whatever was made before it.
+//! captured last.
+//!
+//! Guarantees: everything is owned as soon as it is made, so an error anywhere releases
+//! whatever was made before it; nothing is built once the run has started.
 
 use std::cell::UnsafeCell;
 

@@ -218,7 +218,7 @@ fn convert_takes_every_numeric_dtype_to_single_precision() {
     assert_refuses(
         blocks(),
         CONVERT,
-        &Stage::new(desc(Dtype::DETECTIONS, &[4]), desc(Dtype::CF32, &[4])),
+        &Stage::new(desc(Dtype::RECORDS, &[4]), desc(Dtype::CF32, &[4])),
         "input 0 must be numbers",
     );
 }

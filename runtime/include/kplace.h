@@ -72,7 +72,7 @@ typedef enum kplace_dtype {
     KPLACE_DTYPE_CI16 = 0,       /* complex int16: I then Q, 4 bytes */
     KPLACE_DTYPE_CF32 = 1,       /* complex float32: 8 bytes */
     KPLACE_DTYPE_F32 = 2,        /* float32: 4 bytes */
-    KPLACE_DTYPE_DETECTIONS = 3, /* a kplace_detection_list of shape [capacity] */
+    KPLACE_DTYPE_RECORDS = 3,    /* a kplace_record_list of shape [capacity] */
     /* Added within version 1 (no layout changed; a library refuses any dtype it does not
      * take at create). Little-endian throughout. */
     KPLACE_DTYPE_I8 = 4,         /* int8: 1 byte */
@@ -86,20 +86,44 @@ typedef enum kplace_dtype {
     KPLACE_DTYPE_BF16 = 12,      /* bfloat16 (the upper half of a float32): 2 bytes */
 } kplace_dtype;
 
-/* One detected cell of a range-Doppler map (also the record of a cluster's strongest cell). */
+/* The bytes of one record of a record list. */
+#define KPLACE_RECORD_BYTES 12
+
+/*
+ * One record of a record list: three 32-bit words whose meaning the kernels that write and
+ * read the list agree on (the radar's detection: range bin, Doppler bin, power as a float).
+ * The runtime moves and compares records as bytes.
+ */
+typedef struct kplace_record {
+    uint32_t words[3];
+} kplace_record;
+
+/*
+ * A bounded list of records: this header, then `capacity` records. A tensor of dtype
+ * KPLACE_DTYPE_RECORDS and shape [capacity] occupies
+ * sizeof(kplace_record_list) + capacity * sizeof(kplace_record) bytes.
+ * `count` records are valid; `overflow` counts the ones that did not fit (the list then holds
+ * the first `capacity` in the producer's documented order).
+ */
+typedef struct kplace_record_list {
+    uint32_t count;
+    uint32_t capacity;
+    uint32_t overflow;
+    uint32_t reserved;
+    kplace_record records[];
+} kplace_record_list;
+
+/*
+ * Deprecated names, kept so that code written against them still builds: the record list was
+ * the detection list, and its record the radar's detection. The layout is the same; new code
+ * uses KPLACE_DTYPE_RECORDS and kplace_record_list, and declares its own record type.
+ */
+#define KPLACE_DTYPE_DETECTIONS KPLACE_DTYPE_RECORDS
 typedef struct kplace_detection {
     uint32_t range_bin;
     uint32_t doppler_bin;
     float power;
 } kplace_detection;
-
-/*
- * A bounded list of detections: this header, then `capacity` records. A tensor of dtype
- * KPLACE_DTYPE_DETECTIONS and shape [capacity] occupies
- * sizeof(kplace_detection_list) + capacity * sizeof(kplace_detection) bytes.
- * `count` records are valid; `overflow` counts the ones that did not fit (the list then holds
- * the first `capacity` in the producer's documented order).
- */
 typedef struct kplace_detection_list {
     uint32_t count;
     uint32_t capacity;

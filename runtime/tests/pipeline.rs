@@ -5,7 +5,7 @@
 use std::num::NonZeroU64;
 use std::path::Path;
 
-use kplace::abi::DetectionList;
+use kplace::abi::RecordList;
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::placement::Placement;
@@ -50,10 +50,11 @@ struct Collect {
 impl FrameSink for Collect {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         let list =
-            DetectionList::parse(frame.sink(0)).map_err(|e| SinkError::failed(e.to_string()))?;
+            RecordList::parse(frame.sink(0)).map_err(|e| SinkError::failed(e.to_string()))?;
         assert_eq!(list.header().overflow, 0);
         let clusters = list
             .records()
+            .map(kplace_radar::Detection::from_record)
             .map(|d| Cluster {
                 range_bin: d.range_bin,
                 doppler_bin: d.doppler_bin,

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use kplace::abi::DetectionList;
+use kplace::abi::RecordList;
 use kplace::executor::{self, CompletedFrame, FrameSink, PartialFrame, SinkError};
 use kplace::executor::{BeginError, PacketStatus};
 use kplace::model::graph::{Graph, Overrides};
@@ -60,9 +60,10 @@ struct Check {
 impl FrameSink for Check {
     fn frame(&mut self, frame: &CompletedFrame<'_>) -> Result<(), SinkError> {
         let list =
-            DetectionList::parse(frame.sink(0)).map_err(|e| SinkError::failed(e.to_string()))?;
+            RecordList::parse(frame.sink(0)).map_err(|e| SinkError::failed(e.to_string()))?;
         let clusters: Vec<Cluster> = list
             .records()
+            .map(kplace_radar::Detection::from_record)
             .map(|d| Cluster {
                 range_bin: d.range_bin,
                 doppler_bin: d.doppler_bin,

@@ -11,10 +11,10 @@
 
 #![warn(missing_docs)]
 
-mod detections;
 pub mod export;
+mod records;
 
-pub use detections::{DetectionList, DetectionListError};
+pub use records::{RECORD_BYTES, Record, RecordList, RecordListError, RecordListHeader};
 
 use std::ffi::{c_char, c_void};
 
@@ -117,10 +117,10 @@ impl MemorySpace {
 
 /// `kplace_dtype`: element types.
 ///
-/// Version 1 of the ABI began with `ci16`, `cf32`, `f32` and `detections`; the integer, half,
-/// double and other complex types were added to it without changing any layout, so a library
-/// built before them still loads, and refuses them at create as it refuses any dtype it does
-/// not take.
+/// Version 1 of the ABI began with `ci16`, `cf32`, `f32` and `records` (then named
+/// `detections`); the integer, half, double and other complex types were added to it without
+/// changing any layout, so a library built before them still loads, and refuses them at
+/// create as it refuses any dtype it does not take.
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dtype(pub u32);
@@ -189,8 +189,9 @@ impl Dtype {
     pub const CF32: Dtype = Dtype(1);
     /// `KPLACE_DTYPE_F32`: float32.
     pub const F32: Dtype = Dtype(2);
-    /// `KPLACE_DTYPE_DETECTIONS`: a [`DetectionListHeader`] followed by `shape[0]` records.
-    pub const DETECTIONS: Dtype = Dtype(3);
+    /// `KPLACE_DTYPE_RECORDS` (formerly `KPLACE_DTYPE_DETECTIONS`): a record list, a
+    /// [`RecordListHeader`] followed by `shape[0]` records of [`RECORD_BYTES`] bytes.
+    pub const RECORDS: Dtype = Dtype(3);
     /// `KPLACE_DTYPE_I8`: int8.
     pub const I8: Dtype = Dtype(4);
     /// `KPLACE_DTYPE_I16`: int16.
@@ -215,7 +216,7 @@ impl Dtype {
         (Dtype::CI16, "ci16"),
         (Dtype::CF32, "cf32"),
         (Dtype::F32, "f32"),
-        (Dtype::DETECTIONS, "detections"),
+        (Dtype::RECORDS, "records"),
         (Dtype::I8, "i8"),
         (Dtype::I16, "i16"),
         (Dtype::I32, "i32"),
@@ -232,12 +233,16 @@ impl Dtype {
         Self::ALL.iter().find(|(d, _)| *d == self).map(|(_, n)| *n)
     }
 
-    /// The dtype a graph file names, if any.
+    /// The dtype a graph file names, if any; `detections`, the record list's former name, is
+    /// still read as [`Dtype::RECORDS`].
     pub fn from_name(name: &str) -> Option<Dtype> {
+        if name == "detections" {
+            return Some(Dtype::RECORDS);
+        }
         Self::ALL.iter().find(|(_, n)| *n == name).map(|(d, _)| *d)
     }
 
-    /// What one element is, for a numeric dtype; `None` for a detection list or an unknown
+    /// What one element is, for a numeric dtype; `None` for a record list or an unknown
     /// dtype.
     pub const fn element(self) -> Option<Element> {
         let (scalar, complex) = match self {
@@ -259,42 +264,16 @@ impl Dtype {
     }
 
     /// Bytes a tensor of this dtype and shape occupies, or `None` for an unknown dtype or an
-    /// overflowing size. A detection list's shape is `[capacity]`.
+    /// overflowing size. A record list's shape is `[capacity]`.
     pub fn bytes_for(self, shape: &[u64]) -> Option<u64> {
         let elements = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
         match self {
-            Dtype::DETECTIONS => elements
-                .checked_mul(size_of::<Detection>() as u64)?
-                .checked_add(size_of::<DetectionListHeader>() as u64),
+            Dtype::RECORDS => elements
+                .checked_mul(RECORD_BYTES as u64)?
+                .checked_add(size_of::<RecordListHeader>() as u64),
             _ => elements.checked_mul(self.element()?.bytes()),
         }
     }
-}
-
-/// `kplace_detection`: one detected cell, or the strongest cell of a cluster.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
-pub struct Detection {
-    /// Range bin, `0..N`.
-    pub range_bin: u32,
-    /// Doppler bin, `0..M` (unshifted: negative velocities wrap to the top).
-    pub doppler_bin: u32,
-    /// The cell's power, `|X|^2`.
-    pub power: f32,
-}
-
-/// `kplace_detection_list` without its flexible array: the header of a detection list.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct DetectionListHeader {
-    /// Valid records that follow.
-    pub count: u32,
-    /// Records the list has room for.
-    pub capacity: u32,
-    /// Records that did not fit.
-    pub overflow: u32,
-    /// Zero.
-    pub reserved: u32,
 }
 
 /// `kplace_tensor_desc`: a tensor's shape, type and place.

@@ -26,6 +26,8 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
         let constant = format!("KPLACE_DTYPE_{}", name.to_uppercase());
         program += &format!("printf(\"{constant} %u\\n\", (unsigned){constant});\n");
     }
+    program += "printf(\"KPLACE_DTYPE_DETECTIONS %u\\n\", (unsigned)KPLACE_DTYPE_DETECTIONS);\n";
+    program += "printf(\"KPLACE_RECORD_BYTES %u\\n\", KPLACE_RECORD_BYTES);\n";
     program += "printf(\"KPLACE_ABI_VERSION %u\\n\", KPLACE_ABI_VERSION);\n";
     program += "printf(\"KPLACE_ABI_MIN_VERSION %u\\n\", KPLACE_ABI_MIN_VERSION);\n";
     program += "printf(\"KPLACE_MAX_RANK %u\\n\", KPLACE_MAX_RANK);\n";
@@ -68,6 +70,12 @@ fn c_layout() -> Option<Vec<(String, u64)>> {
 }
 
 const FIELDS: &[(&str, &[&str])] = &[
+    ("kplace_record", &["words"]),
+    (
+        "kplace_record_list",
+        &["count", "capacity", "overflow", "reserved", "records"],
+    ),
+    // The deprecated names: the same layout.
     ("kplace_detection", &["range_bin", "doppler_bin", "power"]),
     (
         "kplace_detection_list",
@@ -163,25 +171,29 @@ fn rust_layout() -> Vec<(String, u64)> {
         };
     }
     let mut v = Vec::new();
-    layout!(
-        v,
-        "kplace_detection",
-        Detection,
-        [range_bin, doppler_bin, power]
-    );
-    v.push((
-        "sizeof kplace_detection_list".into(),
-        size_of::<DetectionListHeader>() as u64,
-    ));
-    for (f, o) in [
-        ("count", 0),
-        ("capacity", 4),
-        ("overflow", 8),
-        ("reserved", 12),
-        ("records", 16),
-    ] {
-        v.push((format!("kplace_detection_list.{f}"), o));
+    layout!(v, "kplace_record", Record, [words]);
+    let list = |v: &mut Vec<(String, u64)>, name: &str| {
+        v.push((
+            format!("sizeof {name}"),
+            size_of::<RecordListHeader>() as u64,
+        ));
+        for (f, o) in [
+            ("count", offset_of!(RecordListHeader, count)),
+            ("capacity", offset_of!(RecordListHeader, capacity)),
+            ("overflow", offset_of!(RecordListHeader, overflow)),
+            ("reserved", offset_of!(RecordListHeader, reserved)),
+            ("records", size_of::<RecordListHeader>()),
+        ] {
+            v.push((format!("{name}.{f}"), o as u64));
+        }
+    };
+    list(&mut v, "kplace_record_list");
+    // The deprecated detection is a record of three words: bins, then the power.
+    v.push(("sizeof kplace_detection".into(), RECORD_BYTES as u64));
+    for (f, o) in [("range_bin", 0), ("doppler_bin", 4), ("power", 8)] {
+        v.push((format!("kplace_detection.{f}"), o));
     }
+    list(&mut v, "kplace_detection_list");
     layout!(
         v,
         "kplace_tensor_desc",
@@ -282,6 +294,12 @@ fn rust_layout() -> Vec<(String, u64)> {
             u64::from(dtype.0),
         ));
     }
+    // The deprecated name of the record list's dtype.
+    v.push((
+        "KPLACE_DTYPE_DETECTIONS".into(),
+        u64::from(Dtype::RECORDS.0),
+    ));
+    v.push(("KPLACE_RECORD_BYTES".into(), RECORD_BYTES as u64));
     v.push(("KPLACE_ABI_VERSION".into(), ABI_VERSION as u64));
     v.push(("KPLACE_ABI_MIN_VERSION".into(), ABI_MIN_VERSION as u64));
     v.push(("KPLACE_MAX_RANK".into(), MAX_RANK as u64));
@@ -312,8 +330,11 @@ fn rust_mirror_matches_the_c_header() {
 }
 
 #[test]
-fn detection_list_sizes_follow_the_header() {
-    assert_eq!(Dtype::DETECTIONS.bytes_for(&[10]), Some(16 + 10 * 12));
+fn record_list_sizes_follow_the_header() {
+    assert_eq!(Dtype::RECORDS.bytes_for(&[10]), Some(16 + 10 * 12));
+    // The record list's former graph name still names it.
+    assert_eq!(Dtype::from_name("detections"), Some(Dtype::RECORDS));
+    assert_eq!(Dtype::RECORDS.name(), Some("records"));
     assert_eq!(Dtype::CI16.bytes_for(&[128, 1024]), Some(128 * 1024 * 4));
     assert_eq!(Dtype::CF32.bytes_for(&[1024, 128]), Some(1024 * 128 * 8));
     assert_eq!(Dtype(99).bytes_for(&[1]), None);
@@ -347,7 +368,7 @@ fn error_text_is_truncated_on_a_char_boundary_and_terminated() {
 }
 
 #[test]
-fn detection_list_view_reads_and_checks() {
+fn record_list_view_reads_and_checks() {
     let mut bytes = vec![0u8; 16 + 3 * 12];
     bytes[0..4].copy_from_slice(&2u32.to_ne_bytes());
     bytes[4..8].copy_from_slice(&3u32.to_ne_bytes());
@@ -358,36 +379,24 @@ fn detection_list_view_reads_and_checks() {
         bytes[o + 4..o + 8].copy_from_slice(&d.to_ne_bytes());
         bytes[o + 8..o + 12].copy_from_slice(&p.to_ne_bytes());
     }
-    let list = DetectionList::parse(&bytes).unwrap();
+    let list = RecordList::parse(&bytes).unwrap();
     assert_eq!(list.header().overflow, 5);
-    let records: Vec<Detection> = list.records().collect();
+    assert_eq!(list.records().len(), 2);
+    let records: Vec<&[u8; RECORD_BYTES]> = list.records().collect();
+    assert_eq!(records, [&bytes[16..28], &bytes[28..40]]);
+    assert_eq!(records[1][..4], 8u32.to_ne_bytes());
     assert_eq!(
-        records,
-        vec![
-            Detection {
-                range_bin: 7,
-                doppler_bin: 9,
-                power: 1.5
-            },
-            Detection {
-                range_bin: 8,
-                doppler_bin: 0,
-                power: 2.5
-            },
-        ]
+        RecordList::parse(&bytes[..10]).unwrap_err(),
+        RecordListError::Truncated
     );
     assert_eq!(
-        DetectionList::parse(&bytes[..10]).unwrap_err(),
-        DetectionListError::Truncated
-    );
-    assert_eq!(
-        DetectionList::parse(&bytes[..40]).unwrap_err(),
-        DetectionListError::ShorterThanCapacity
+        RecordList::parse(&bytes[..40]).unwrap_err(),
+        RecordListError::ShorterThanCapacity
     );
     bytes[0..4].copy_from_slice(&4u32.to_ne_bytes());
     assert_eq!(
-        DetectionList::parse(&bytes).unwrap_err(),
-        DetectionListError::CountExceedsCapacity
+        RecordList::parse(&bytes).unwrap_err(),
+        RecordListError::CountExceedsCapacity
     );
 }
 
@@ -408,8 +417,8 @@ fn a_described_tensor_has_its_dimensions_and_exactly_its_bytes() {
     let deep = TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[2; 8]).unwrap();
     assert_eq!((deep.dims(), deep.bytes), (&[2u64; 8][..], 4 * 256));
     assert_eq!(deep.to_v1(), None, "version 1 carries at most 4 dimensions");
-    let list = TensorDesc::new(Dtype::DETECTIONS, MemorySpace::HOST, &[4]).unwrap();
-    assert_eq!(list.bytes, Dtype::DETECTIONS.bytes_for(&[4]).unwrap());
+    let list = TensorDesc::new(Dtype::RECORDS, MemorySpace::HOST, &[4]).unwrap();
+    assert_eq!(list.bytes, Dtype::RECORDS.bytes_for(&[4]).unwrap());
     // More dimensions than the ABI carries, or a size past u64, describe nothing.
     assert_eq!(
         TensorDesc::new(Dtype::F32, MemorySpace::HOST, &[1; 9]),

@@ -72,7 +72,7 @@ impl PacketHeader {
 /// Why a graph's source tensor does not go on the wire.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
-    /// Its elements are not numbers (a detection list, say).
+    /// Its elements are not numbers (a record list, say).
     #[error(
         "source {tensor} is {dtype}; packets carry numeric elements (ci8, ci16, cf32, f32, ...)"
     )]

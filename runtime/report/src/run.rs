@@ -477,7 +477,7 @@ pub struct Mismatch {
     pub frame: u64,
     /// The sink tensor's name.
     pub tensor: String,
-    /// The element's flat index (row-major; a detection list's record, or its header).
+    /// The element's flat index (row-major; a record list's record, or its header).
     pub index: u64,
     /// The element as the run computed it, as text (`1.25`, `(1, -2)`, a record).
     pub got: String,

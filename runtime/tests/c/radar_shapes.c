@@ -16,6 +16,10 @@
  * Each is offered as a CPU kernel and as a "CUDA" kernel over the simulated device's memory
  * (host memory); on a real GPU they must not be used. Parameters are accepted and ignored.
  *
+ * The lists are written through kplace.h's deprecated names (KPLACE_DTYPE_DETECTIONS,
+ * kplace_detection_list), as a library built before the record list was named is: this file
+ * is also the test that such a library still builds and runs.
+ *
  * Build: cc -shared -fPIC -I runtime/include radar_shapes.c -o libradar_shapes.so
  */
 #include <stdio.h>

@@ -271,7 +271,7 @@ pub fn check_graph_fits(graph: &Graph, cpi: Cpi) -> Result<(), FitError> {
         });
     }
     let sink = graph.tensor(graph.sinks[0]);
-    if sink.dtype != Dtype::DETECTIONS {
+    if sink.dtype != Dtype::RECORDS {
         return Err(FitError::SinkNotDetections {
             graph: graph.path.clone(),
             tensor: sink.name.clone(),

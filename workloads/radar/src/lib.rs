@@ -40,6 +40,7 @@ pub use detections::{
     Cluster, DetectionReader, DetectionWriter, FormatError, FrameDetections, read_detections,
 };
 pub use graph::FitError;
+pub use kplace_kernels::Detection;
 pub use reference::{CfarParams, Detection64};
 pub use scene::{Scene, SceneConfig, SceneError, Target, TruthBin};
 pub use sink::{RadarJudge, details, verdict_text, verification};

@@ -14,10 +14,11 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use kplace::abi::DetectionList;
+use kplace::abi::RecordList;
 use kplace::executor::CompletedFrame;
 use kplace::report::run::{Details, Verification};
 use kplace::workload::{Judge, JudgeError, Verdict};
+use kplace_kernels::Detection;
 
 use crate::{Cluster, DetectionWriter, Verifier};
 
@@ -56,7 +57,7 @@ impl<W: Write> RadarJudge<W> {
     /// Judges frame `frame_id` from the bytes of its detection list (header, then records),
     /// and writes its clusters.
     pub fn judge(&mut self, frame_id: u64, list: &[u8]) -> Result<(), JudgeError> {
-        let list = DetectionList::parse(list).map_err(|e| JudgeError::Output {
+        let list = RecordList::parse(list).map_err(|e| JudgeError::Output {
             frame: frame_id,
             why: Box::new(e),
         })?;
@@ -64,10 +65,13 @@ impl<W: Write> RadarJudge<W> {
             self.overflowed_frames += 1;
         }
         self.clusters.clear();
-        self.clusters.extend(list.records().map(|d| Cluster {
-            range_bin: d.range_bin,
-            doppler_bin: d.doppler_bin,
-            power: d.power,
+        self.clusters.extend(list.records().map(|r| {
+            let d = Detection::from_record(r);
+            Cluster {
+                range_bin: d.range_bin,
+                doppler_bin: d.doppler_bin,
+                power: d.power,
+            }
         }));
         self.total_clusters += self.clusters.len() as u64;
         self.verifier.check(frame_id, &self.clusters);

@@ -52,7 +52,7 @@ static inline const char *dtype_name(kplace_dtype dtype) {
     case KPLACE_DTYPE_CI16: return "ci16";
     case KPLACE_DTYPE_CF32: return "cf32";
     case KPLACE_DTYPE_F32: return "f32";
-    case KPLACE_DTYPE_DETECTIONS: return "detections";
+    case KPLACE_DTYPE_RECORDS: return "records";
     case KPLACE_DTYPE_I8: return "i8";
     case KPLACE_DTYPE_I16: return "i16";
     case KPLACE_DTYPE_I32: return "i32";
@@ -71,7 +71,7 @@ static inline uint64_t dtype_bytes(kplace_dtype dtype) {
     case KPLACE_DTYPE_CI16: return 4;
     case KPLACE_DTYPE_CF32: return 8;
     case KPLACE_DTYPE_F32: return 4;
-    case KPLACE_DTYPE_DETECTIONS: return 0;
+    case KPLACE_DTYPE_RECORDS: return 0;
     default: break; /* a dtype no spectrogram kernel takes: refused by name before its size matters */
     }
     return 0;

@@ -39,7 +39,7 @@ impl Ports {
     }
 
     /// Checks port `index` of `ports` (`what`, e.g. "input 0") at create time: `dtype`, this
-    /// backend's memory, as many dimensions as `layout` names (none empty, except a detection
+    /// backend's memory, as many dimensions as `layout` names (none empty, except a record
     /// list's) and enough bytes (addressable as a slice, for host memory).
     pub fn port(
         &self,
@@ -52,7 +52,7 @@ impl Ports {
         let rank = layout.split(',').count();
         let desc = Config::expect(ports, index, what, dtype, None)?;
         let dims = desc.dims();
-        if dims.len() != rank || (dtype != Dtype::DETECTIONS && dims.contains(&0)) {
+        if dims.len() != rank || (dtype != Dtype::RECORDS && dims.contains(&0)) {
             return Err(KernelError::invalid(format!(
                 "{what} must be {} {layout} without empty dimensions, got {}",
                 dtype.name().unwrap_or("?"),
@@ -166,7 +166,7 @@ pub fn expect_dims(
     }
 }
 
-/// The capacity of a detection-list port (`what`) whose descriptor [`Ports::port`] accepted:
+/// The capacity of a record-list port (`what`) whose descriptor [`Ports::port`] accepted:
 /// its one dimension, which must fit the header's `u32`.
 pub fn capacity_of(desc: &TensorDesc, what: &str) -> Result<u32, KernelError> {
     let capacity = desc.dims().first().copied().unwrap_or(0);
@@ -229,9 +229,9 @@ mod tests {
             message(port(short, &HOST)),
             "input 0: f32 [4, 8] needs 128 bytes, the descriptor says 127"
         );
-        // A detection list may be empty.
-        let list = desc(MemorySpace::DEVICE, Dtype::DETECTIONS, &[0]);
-        let accepted = DEVICE.port(&[list], 0, "output 0", Dtype::DETECTIONS, "[capacity]");
+        // A record list may be empty.
+        let list = desc(MemorySpace::DEVICE, Dtype::RECORDS, &[0]);
+        let accepted = DEVICE.port(&[list], 0, "output 0", Dtype::RECORDS, "[capacity]");
         assert_eq!(accepted.and_then(|d| capacity_of(&d, "output 0")), Ok(0));
     }
 
@@ -249,7 +249,7 @@ mod tests {
 
     #[test]
     fn dims_and_capacities() {
-        let list = desc(MemorySpace::HOST, Dtype::DETECTIONS, &[1 << 32]);
+        let list = desc(MemorySpace::HOST, Dtype::RECORDS, &[1 << 32]);
         assert_eq!(
             message(capacity_of(&list, "output 0")),
             "output 0: capacity 4294967296 does not fit u32"

@@ -86,7 +86,7 @@ impl fmt::Debug for Constant {
 /// How a sink tensor's elements are compared with a reference's (the graph's `checks:`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Tolerance {
-    /// Bit for bit: the default for integer tensors and detection lists, and the only choice
+    /// Bit for bit: the default for integer tensors and record lists, and the only choice
     /// for them.
     Exact,
     /// A float element passes when `|got - want| <= atol + rtol * |want|` (for complex

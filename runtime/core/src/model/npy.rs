@@ -169,7 +169,7 @@ impl Header {
 
 /// The `.npy` element type and shape that hold a tensor of `dtype` and `shape` (`bytes` long):
 /// NumPy's own type where it has one (`<f4`, `<c8`, `|i1`, `<f2`, ...), a complex integer or
-/// half as its parts along a last axis of 2, bfloat16 as its bits (`<u2`), and a detection list
+/// half as its parts along a last axis of 2, bfloat16 as its bits (`<u2`), and a record list
 /// as its bytes (`|u1`, one axis of `bytes`).
 pub fn layout(dtype: Dtype, shape: &[u64], bytes: u64) -> (&'static str, Vec<u64>) {
     let Some(element) = dtype.element() else {

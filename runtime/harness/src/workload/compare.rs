@@ -3,12 +3,13 @@
 //!
 //! Guarantees: real floating-point elements (`f16`, `f32`, `f64`) pass when
 //! `|got - want| <= atol + rtol * |want|`, computed in double, complex ones (`cf16`, `cf32`,
-//! `cf64`) the same with moduli; NaN never passes; integer elements, detection lists and exact
-//! tolerances compare bit for bit (a detection list its records up to its count, then its count and overflow);
-//! every differing element is reported once, with its flat index; comparing buffers that
-//! agree allocates nothing.
+//! `cf64`) the same with moduli; NaN never passes; integer elements, record lists and exact
+//! tolerances compare bit for bit (a record list its records' bytes, in order, up to its
+//! count, then its count and overflow; what a record's fields are is its workload's, so a
+//! differing record is shown as its words); every differing element is reported once, with its
+//! flat index; comparing buffers that agree allocates nothing.
 
-use kplace_abi::{DetectionList, Dtype};
+use kplace_abi::{Dtype, RECORD_BYTES, RecordList};
 
 use super::scalars;
 
@@ -28,9 +29,9 @@ pub fn compare(
     let within = |diff: f64, w: f64, rtol: f64, atol: f64| diff <= atol + rtol * w.abs();
     let mut differ = 0;
     match (tensor.dtype, tolerance) {
-        (Dtype::DETECTIONS, _) => {
-            let (Ok(g), Ok(w)) = (DetectionList::parse(got), DetectionList::parse(want)) else {
-                found(0, "a malformed detection list".into(), "a list".into());
+        (Dtype::RECORDS, _) => {
+            let (Ok(g), Ok(w)) = (RecordList::parse(got), RecordList::parse(want)) else {
+                found(0, "a malformed record list".into(), "a list".into());
                 return 1;
             };
             let (gh, wh) = (g.header(), w.header());
@@ -38,7 +39,7 @@ pub fn compare(
             for (i, (a, b)) in &mut records {
                 if a != b {
                     differ += 1;
-                    found(i as u64, format!("{a:?}"), format!("{b:?}"));
+                    found(i as u64, show_record(a), show_record(b));
                 }
             }
             if gh.count != wh.count || gh.overflow != wh.overflow {
@@ -94,6 +95,18 @@ pub fn compare(
         }
     }
     differ
+}
+
+/// A record as its 32-bit words in hexadecimal, in the machine's byte order (`[00000001
+/// 00000002 40400000]`): the runtime does not know what the words mean.
+fn show_record(record: &[u8; RECORD_BYTES]) -> String {
+    let words: Vec<String> = record
+        .as_chunks::<4>()
+        .0
+        .iter()
+        .map(|w| format!("{:08x}", u32::from_ne_bytes(*w)))
+        .collect();
+    format!("[{}]", words.join(" "))
 }
 
 #[cfg(test)]
@@ -216,19 +229,19 @@ mod tests {
     }
 
     #[test]
-    fn detection_lists_compare_records_and_counts() {
-        let t = tensor(Dtype::DETECTIONS, &[4]);
+    fn record_lists_compare_records_and_counts() {
+        let t = tensor(Dtype::RECORDS, &[4]);
         let list = |records: &[(u32, u32, f32)], overflow: u32| {
             let mut b = vec![0u8; t.bytes as usize];
             let header = [records.len() as u32, 4, overflow, 0];
             for (i, w) in header.iter().enumerate() {
-                b[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+                b[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
             }
             for (k, (r, d, p)) in records.iter().enumerate() {
                 let at = 16 + 12 * k;
-                b[at..at + 4].copy_from_slice(&r.to_le_bytes());
-                b[at + 4..at + 8].copy_from_slice(&d.to_le_bytes());
-                b[at + 8..at + 12].copy_from_slice(&p.to_le_bytes());
+                b[at..at + 4].copy_from_slice(&r.to_ne_bytes());
+                b[at + 4..at + 8].copy_from_slice(&d.to_ne_bytes());
+                b[at + 8..at + 12].copy_from_slice(&p.to_ne_bytes());
             }
             b
         };
@@ -240,7 +253,20 @@ mod tests {
             &list(&[(1, 2, 3.0), (4, 6, 6.0)], 0),
             &want,
         );
-        assert_eq!(d[0].0, 1);
+        assert_eq!(
+            d,
+            [(
+                1,
+                "[00000004 00000006 40c00000]".into(),
+                "[00000004 00000005 40c00000]".into()
+            )]
+        );
+        // Records compare as bytes: a record's power of -0.0 differs from 0.0.
+        let zero = list(&[(1, 2, 0.0)], 0);
+        assert_eq!(
+            diffs(&t, Tolerance::Exact, &list(&[(1, 2, -0.0)], 0), &zero).len(),
+            1
+        );
         let d = diffs(&t, Tolerance::Exact, &list(&[(1, 2, 3.0)], 0), &want);
         assert_eq!(
             d[0],

@@ -7,7 +7,7 @@
 //! type and shape against the tensor it stands for.
 //!
 //! Element types: `f32` is `<f4`, `cf32` is `<c8`, `ci16` is `<i2` with a last axis of 2
-//! (I, Q), and a detection list is its bytes (`|u1`, one axis of the list's size).
+//! (I, Q), and a record list is its bytes (`|u1`, one axis of the list's size).
 //!
 //! Guarantees: a file is read only after its header is checked and its length matches the
 //! header; nothing is allocated for more bytes than the file holds.
@@ -245,7 +245,7 @@ mod tests {
             tensor(Dtype::F32, &[3, 5]),
             tensor(Dtype::CF32, &[4]),
             tensor(Dtype::CI16, &[2, 3]),
-            tensor(Dtype::DETECTIONS, &[2]),
+            tensor(Dtype::RECORDS, &[2]),
             tensor(Dtype::I8, &[3]),
             tensor(Dtype::CI8, &[2, 2]),
             tensor(Dtype::I32, &[3]),
@@ -292,7 +292,7 @@ mod tests {
             assert_eq!(layout(&tensor(dtype, &[3])), (descr, shape), "{dtype:?}");
         }
         assert_eq!(
-            layout(&tensor(Dtype::DETECTIONS, &[2])),
+            layout(&tensor(Dtype::RECORDS, &[2])),
             ("|u1", vec![16 + 2 * 12])
         );
     }

@@ -347,7 +347,7 @@ pub(crate) mod tests {
                 }
             }
         }
-        let e = synthesize(&graph("detections", ""), 1, &one)
+        let e = synthesize(&graph("records", ""), 1, &one)
             .unwrap_err()
             .to_string();
         assert!(e.contains("holds numbers"), "{e}");

@@ -6,7 +6,7 @@ source: {tensor: iq, packet_axis: 0}
 tensors:
   - {name: iq, dtype: ci16, shape: [M, N]}
   - {name: map, dtype: cf32, shape: [N, M]}
-  - {name: out, dtype: detections, shape: [32]}
+  - {name: out, dtype: records, shape: [32]}
 stages:
   - name: first
     kernel: k.first
@@ -508,7 +508,7 @@ fn a_constant_is_only_read_and_bounded_before_it_is_read() {
         ),
         (
             "dtype: cf32, shape: [N], npy",
-            "dtype: detections, shape: [N], npy",
+            "dtype: records, shape: [N], npy",
             "a constant tensor has a numeric element type",
         ),
     ] {

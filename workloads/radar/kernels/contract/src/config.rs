@@ -184,7 +184,7 @@ impl CfarConfig {
             config.outputs(),
             0,
             "output 0",
-            Dtype::DETECTIONS,
+            Dtype::RECORDS,
             "[capacity]",
         )?;
         let capacity = capacity_of(&output, "output 0")?;
@@ -265,7 +265,7 @@ mod tests {
         ports: &Ports,
     ) -> Result<CfarConfig, KernelError> {
         let input = desc(ports.memory, Dtype::F32, &[rows, cols]);
-        let output = desc(ports.memory, Dtype::DETECTIONS, &[100]);
+        let output = desc(ports.memory, Dtype::RECORDS, &[100]);
         with_config(params, &[input], &[output], split, |c| {
             CfarConfig::from_config(c, ports)
         })

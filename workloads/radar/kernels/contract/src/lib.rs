@@ -8,6 +8,7 @@
 //! - [`cfar`]: CFAR parameters, defaults and validation; training cells, alpha for a pfa, the
 //!   threshold factor, the window's bounds.
 //! - [`window`]: the Hann window's f32 coefficients.
+//! - [`detection`]: the record CFAR and clustering write in their record lists.
 //! - `config` (feature `abi`): each kernel's `create`-time checks on a `Config`, into typed
 //!   values.
 //!
@@ -24,13 +25,14 @@
 //! this crate has no dependencies at all. Reading each radar kernel's `Config` into typed
 //! values (`config`) needs `kplace-abi`'s `Config` and `KernelError`, so it sits behind the
 //! `abi` feature, which both backends enable. The port checks any kernel library needs
-//! (dtype, rank, memory, bytes, alignment, 32-bit cell counts, a detection list's capacity)
+//! (dtype, rank, memory, bytes, alignment, 32-bit cell counts, a record list's capacity)
 //! are not the radar's: they are `kplace_abi::export::ports`, beside the ABI's other export
 //! helpers.
 
 #![warn(missing_docs)]
 
 pub mod cfar;
+pub mod detection;
 mod error;
 pub mod fft;
 pub mod names;
@@ -42,4 +44,5 @@ pub mod config;
 #[cfg(all(test, feature = "abi"))]
 mod test_ports;
 
+pub use detection::Detection;
 pub use error::ParamError;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use kplace_abi::export::{Config, KernelImpl, Launch};
 use kplace_abi::{
-    DetectionListHeader, Dtype, KernelConfig, LaunchArgs, MemorySpace, Param, SPLIT_NONE, Tensor,
+    Dtype, KernelConfig, LaunchArgs, MemorySpace, Param, RecordListHeader, SPLIT_NONE, Tensor,
     TensorDesc, Tile,
 };
 use kplace_cpu::{Cfar, Cluster, DopplerFft, RangeFft};
@@ -218,8 +218,8 @@ fn main() {
         let iq_desc = desc(Dtype::CI16, &[chirps, samples]);
         let cube_desc = desc(Dtype::CF32, &[samples, chirps]);
         let power_desc = desc(Dtype::F32, &[samples, chirps]);
-        let cfar_desc = desc(Dtype::DETECTIONS, &[4096]);
-        let cluster_desc = desc(Dtype::DETECTIONS, &[1024]);
+        let cfar_desc = desc(Dtype::RECORDS, &[4096]);
+        let cluster_desc = desc(Dtype::RECORDS, &[1024]);
         let range: Stage<RangeFft> = stage(&[], iq_desc, cube_desc);
         let doppler: Stage<DopplerFft> = stage(&[], cube_desc, power_desc);
         let mut cfar: Stage<Cfar> = stage(&[], power_desc, cfar_desc);
@@ -251,7 +251,7 @@ fn main() {
             cluster.run(&bufs[3], &bufs[4]);
         });
         // SAFETY: the cluster output starts with a header.
-        let header = unsafe { *bufs[4].ptr.cast::<DetectionListHeader>() };
+        let header = unsafe { *bufs[4].ptr.cast::<RecordListHeader>() };
         println!(
             "{:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>8.0} {:>7.1} {:>9}",
             format!("{samples}x{chirps}"),

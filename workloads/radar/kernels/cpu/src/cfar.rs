@@ -76,7 +76,8 @@
 use std::ffi::CStr;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{Detection, DeviceKind, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, MemorySpace, TensorDesc};
+use kplace_kernels::Detection;
 use kplace_kernels::cfar::FRACTION_BITS;
 use kplace_kernels::config::CfarConfig;
 use kplace_kernels::names::CFAR;

@@ -31,7 +31,8 @@ use std::ffi::CStr;
 
 use kplace_abi::export::ports::{capacity_of, expect_dims};
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
-use kplace_abi::{Detection, DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_abi::{DeviceKind, Dtype, MemorySpace, TensorDesc};
+use kplace_kernels::Detection;
 use kplace_kernels::config::unsplit;
 use kplace_kernels::names::CLUSTER;
 
@@ -99,18 +100,12 @@ impl KernelImpl for Cluster {
         unsplit(config, CLUSTER)?;
         let range_bins = required_bins(config, "range_bins", "range bins N")?;
         let doppler_bins = required_bins(config, "doppler_bins", "Doppler bins M")?;
-        let input = PORTS.port(
-            config.inputs(),
-            0,
-            "input 0",
-            Dtype::DETECTIONS,
-            "[capacity]",
-        )?;
+        let input = PORTS.port(config.inputs(), 0, "input 0", Dtype::RECORDS, "[capacity]")?;
         let output = PORTS.port(
             config.outputs(),
             0,
             "output 0",
-            Dtype::DETECTIONS,
+            Dtype::RECORDS,
             "[capacity]",
         )?;
         let capacity_in = capacity_of(&input, "input 0")?;

@@ -10,9 +10,10 @@ mod common;
 
 use common::*;
 use kplace_abi::export::KernelImpl;
-use kplace_abi::{Detection, DetectionListHeader, Dtype};
+use kplace_abi::{Dtype, RecordListHeader};
 use kplace_cpu::Cfar;
 use kplace_cpu::cfar::fixed_point;
+use kplace_kernels::Detection;
 use kplace_kernels::cfar::training_cells;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -138,9 +139,9 @@ fn run(
     params: &[(&str, &str)],
     capacity: u64,
     copy: Variant,
-) -> (DetectionListHeader, Vec<Detection>) {
+) -> (RecordListHeader, Vec<Detection>) {
     let input_desc = desc(Dtype::F32, &[map.rows as u64, map.cols as u64]);
-    let output_desc = desc(Dtype::DETECTIONS, &[capacity]);
+    let output_desc = desc(Dtype::RECORDS, &[capacity]);
     let setup = Setup::new(params, &[input_desc], &[output_desc]);
     let kernel: Cfar = setup.create().expect("create");
     let kernel = match copy {
@@ -288,7 +289,7 @@ fn default_parameters_are_guard_2_train_8_pfa_1e_6() {
     let setup = Setup::new(
         &[],
         &[desc(Dtype::F32, &[128, 64])],
-        &[desc(Dtype::DETECTIONS, &[16])],
+        &[desc(Dtype::RECORDS, &[16])],
     );
     let kernel: Cfar = setup.create().expect("create");
     assert_eq!(kernel.alpha(), alpha_of(1e-6, K_DEFAULT));
@@ -463,7 +464,7 @@ fn sparse_maps_and_both_tilings_match_both_references() {
         let setup = Setup::new(
             params,
             &[desc(Dtype::F32, &[rows, cols])],
-            &[desc(Dtype::DETECTIONS, &[8])],
+            &[desc(Dtype::RECORDS, &[8])],
         );
         setup.create::<Cfar>().expect("create").tile_side()
     };
@@ -516,7 +517,7 @@ fn overflow_keeps_the_first_detections_in_row_major_order() {
 #[test]
 fn bad_parameters_and_shapes_are_rejected_by_name() {
     let i = desc(Dtype::F32, &[128, 64]);
-    let o = desc(Dtype::DETECTIONS, &[100]);
+    let o = desc(Dtype::RECORDS, &[100]);
     let create =
         |params: &[(&str, &str)]| Setup::new(params, &[i], &[o]).create::<Cfar>().map(|_| ());
     assert_error(
@@ -548,10 +549,7 @@ fn bad_parameters_and_shapes_are_rejected_by_name() {
         make(desc(Dtype::F32, &[128 * 64]), o),
         &["input 0", "[range bins, Doppler bins]"],
     );
-    assert_error(
-        make(i, desc(Dtype::F32, &[100])),
-        &["output 0", "detections"],
-    );
+    assert_error(make(i, desc(Dtype::F32, &[100])), &["output 0", "records"]);
     assert_error(
         make(desc(Dtype::F32, &[128, 16]), o),
         &["does not fit", "128 x 16"],
@@ -567,7 +565,7 @@ fn workspace_is_a_ring_of_rows_not_the_map() {
     let setup = Setup::new(
         &[],
         &[desc(Dtype::F32, &[4096, 512])],
-        &[desc(Dtype::DETECTIONS, &[4096])],
+        &[desc(Dtype::RECORDS, &[4096])],
     );
     let kernel: Cfar = setup.create().expect("create");
     // (a prefix row + 21 ring rows x 2 + 2 running sums) x 512 columns of u64, plus margins.

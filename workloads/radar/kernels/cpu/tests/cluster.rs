@@ -7,8 +7,9 @@ use std::collections::VecDeque;
 
 use common::*;
 use kplace_abi::export::KernelImpl;
-use kplace_abi::{Detection, DetectionListHeader, Dtype};
+use kplace_abi::{Dtype, RecordListHeader};
 use kplace_cpu::{Cfar, Cluster};
+use kplace_kernels::Detection;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -70,9 +71,9 @@ fn run(
     detections: &[Detection],
     capacity_in: u32,
     capacity_out: u32,
-) -> (DetectionListHeader, Vec<Detection>) {
-    let input_desc = desc(Dtype::DETECTIONS, &[u64::from(capacity_in)]);
-    let output_desc = desc(Dtype::DETECTIONS, &[u64::from(capacity_out)]);
+) -> (RecordListHeader, Vec<Detection>) {
+    let input_desc = desc(Dtype::RECORDS, &[u64::from(capacity_in)]);
+    let output_desc = desc(Dtype::RECORDS, &[u64::from(capacity_out)]);
     let (r, c) = (rows.to_string(), cols.to_string());
     let setup = Setup::new(
         &[("range_bins", &r), ("doppler_bins", &c)],
@@ -187,8 +188,8 @@ fn overflow_counts_the_clusters_that_do_not_fit() {
 
 #[test]
 fn bad_inputs_and_parameters_are_rejected_by_name() {
-    let i = desc(Dtype::DETECTIONS, &[16]);
-    let o = desc(Dtype::DETECTIONS, &[16]);
+    let i = desc(Dtype::RECORDS, &[16]);
+    let o = desc(Dtype::RECORDS, &[16]);
     let create = |params: &[(&str, &str)]| {
         Setup::new(params, &[i], &[o])
             .create::<Cluster>()
@@ -221,7 +222,7 @@ fn bad_inputs_and_parameters_are_rejected_by_name() {
     );
     assert_error(
         wrong.create::<Cluster>().map(|_| ()),
-        &["input 0", "detections"],
+        &["input 0", "records"],
     );
 
     let setup = Setup::new(&[("range_bins", "8"), ("doppler_bins", "8")], &[i], &[o]);
@@ -280,8 +281,8 @@ fn cfar_then_cluster_reports_one_cell_per_target() {
         map[r * cols + d] = p;
     }
     let map_desc = desc(Dtype::F32, &[rows as u64, cols as u64]);
-    let list_desc = desc(Dtype::DETECTIONS, &[256]);
-    let clusters_desc = desc(Dtype::DETECTIONS, &[16]);
+    let list_desc = desc(Dtype::RECORDS, &[256]);
+    let clusters_desc = desc(Dtype::RECORDS, &[16]);
     let cfar: Cfar = Setup::new(&[], &[map_desc], &[list_desc])
         .create()
         .expect("cfar");

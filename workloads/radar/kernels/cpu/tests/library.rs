@@ -145,8 +145,8 @@ fn the_whole_chain_runs_through_the_c_table() {
     let iq = desc(Dtype::CI16, &[m, n]);
     let cube = desc(Dtype::CF32, &[n, m]);
     let power = desc(Dtype::F32, &[n, m]);
-    let list = desc(Dtype::DETECTIONS, &[512]);
-    let clusters = desc(Dtype::DETECTIONS, &[64]);
+    let list = desc(Dtype::RECORDS, &[512]);
+    let clusters = desc(Dtype::RECORDS, &[64]);
     let (ns, ms) = (n.to_string(), m.to_string());
     let stages = [
         (
@@ -231,7 +231,7 @@ fn errors_come_back_as_status_and_text() {
     let setup = Setup::new(
         &[("pfa", "1e-6"), ("scale", "3")],
         &[desc(Dtype::F32, &[64, 64])],
-        &[desc(Dtype::DETECTIONS, &[8])],
+        &[desc(Dtype::RECORDS, &[8])],
     );
     let (status, message) = create(k, &setup).expect_err("both pfa and scale");
     assert_eq!(status, Status::INVALID_ARGUMENT);

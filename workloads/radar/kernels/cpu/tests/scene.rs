@@ -5,8 +5,9 @@
 mod common;
 
 use common::{Buf, Setup, desc, launch, read_list, whole};
-use kplace_abi::{Detection, Dtype};
+use kplace_abi::Dtype;
 use kplace_cpu::{Cfar, Cluster, DopplerFft, RangeFft};
+use kplace_kernels::Detection;
 use kplace_radar::reference::{self, CfarParams};
 use kplace_radar::scene::high_snr_targets;
 use kplace_radar::{Cpi, Scene, SceneConfig};
@@ -33,8 +34,8 @@ fn power_map(iq: &[[i16; 2]], cpi: Cpi) -> Vec<f32> {
 fn cfar_and_cluster(power: &[f32], cpi: Cpi) -> (Vec<Detection>, Vec<Detection>) {
     let (n, m) = (cpi.samples as u64, cpi.chirps as u64);
     let power_desc = desc(Dtype::F32, &[n, m]);
-    let list_desc = desc(Dtype::DETECTIONS, &[16384]);
-    let clusters_desc = desc(Dtype::DETECTIONS, &[4096]);
+    let list_desc = desc(Dtype::RECORDS, &[16384]);
+    let clusters_desc = desc(Dtype::RECORDS, &[4096]);
     let mut input = Buf::for_desc(&power_desc);
     input.slice_mut::<f32>().copy_from_slice(power);
     let list = Buf::for_desc(&list_desc);

@@ -19,8 +19,9 @@ use common::device::*;
 use common::*;
 use cudarc::driver::result;
 use kplace_abi::export::KernelImpl;
-use kplace_abi::{Detection, DetectionListHeader, Dtype, Tile};
+use kplace_abi::{Dtype, RecordListHeader, Tile};
 use kplace_gpu::{Cfar, DopplerFft, RangeFft};
+use kplace_kernels::Detection;
 use kplace_kernels::window::hann;
 use kplace_radar::scene::high_snr_targets;
 use kplace_radar::{Cpi, Scene, SceneConfig, reference};
@@ -252,7 +253,7 @@ fn gpu_power_map(gpu: &Gpu, iq: &[[i16; 2]], cpi: Cpi) -> Vec<f32> {
     power.to_vec::<f32>()
 }
 
-type List = (DetectionListHeader, Vec<Detection>);
+type List = (RecordListHeader, Vec<Detection>);
 
 fn gpu_cfar(
     gpu: &Gpu,
@@ -264,7 +265,7 @@ fn gpu_cfar(
 ) -> List {
     let (i, o) = (
         desc(Dtype::F32, &[rows, cols]),
-        desc(Dtype::DETECTIONS, &[capacity]),
+        desc(Dtype::RECORDS, &[capacity]),
     );
     let kernel: Cfar = Setup::new(params, &[i], &[o]).create().expect("create");
     let input = DevBuf::from_slice(map);
@@ -289,7 +290,7 @@ fn gpu_cfar(
 fn cpu_cfar(map: &[f32], rows: u64, cols: u64, params: &[(&str, &str)], capacity: u64) -> List {
     let (i, o) = (
         host_desc(Dtype::F32, &[rows, cols]),
-        host_desc(Dtype::DETECTIONS, &[capacity]),
+        host_desc(Dtype::RECORDS, &[capacity]),
     );
     let kernel: kplace_cpu::Cfar = Setup::new(params, &[i], &[o]).create().expect("create");
     let input = Buf::from_slice(map);

@@ -16,7 +16,7 @@ mod common;
 
 use common::*;
 use kplace_abi::export::KernelImpl;
-use kplace_abi::{Detection, DetectionListHeader, Dtype, Tile};
+use kplace_abi::{Dtype, RecordListHeader, Tile};
 use kplace_cuda_hostsim::HostQueue;
 use kplace_cudakit::fft_shape::{FftDirection, FftLayout, FftShape, FftStrides};
 use kplace_cudakit::queue::{Grid, Queue, arg};
@@ -25,6 +25,7 @@ use kplace_gpu::cfar::{CHUNK, SCAN_THREADS};
 use kplace_gpu::doppler_fft::DopplerFftPlan;
 use kplace_gpu::range_fft::RangeFftPlan;
 use kplace_gpu::source::Function;
+use kplace_kernels::Detection;
 use kplace_kernels::window::hann;
 use kplace_radar::scene::high_snr_targets;
 use kplace_radar::{Cpi, Scene, SceneConfig, reference};
@@ -456,13 +457,13 @@ fn gpu_power_map(iq: &[[i16; 2]], cpi: Cpi) -> Vec<f32> {
 }
 
 /// A detection list: header and records.
-type List = (DetectionListHeader, Vec<Detection>);
+type List = (RecordListHeader, Vec<Detection>);
 
 /// CFAR through the GPU plan on the host simulator.
 fn gpu_cfar(map: &[f32], rows: u64, cols: u64, params: &[(&str, &str)], capacity: u64) -> List {
     let (i, o) = (
         desc(Dtype::F32, &[rows, cols]),
-        desc(Dtype::DETECTIONS, &[capacity]),
+        desc(Dtype::RECORDS, &[capacity]),
     );
     let setup = Setup::new(params, &[i], &[o]);
     let plan = CfarPlan::from_config(&setup.config()).expect("plan");
@@ -490,7 +491,7 @@ fn gpu_cfar(map: &[f32], rows: u64, cols: u64, params: &[(&str, &str)], capacity
 fn cpu_cfar(map: &[f32], rows: u64, cols: u64, params: &[(&str, &str)], capacity: u64) -> List {
     let (i, o) = (
         host_desc(Dtype::F32, &[rows, cols]),
-        host_desc(Dtype::DETECTIONS, &[capacity]),
+        host_desc(Dtype::RECORDS, &[capacity]),
     );
     let kernel: kplace_cpu::Cfar = Setup::new(params, &[i], &[o]).create().expect("create");
     let input = Buf::from_slice(map);
@@ -883,12 +884,12 @@ fn both_errors(params: &[(&str, &str)], rows: u64, cols: u64, capacity: u64) -> 
     let gpu = Setup::new(
         params,
         &[desc(Dtype::F32, &[rows, cols])],
-        &[desc(Dtype::DETECTIONS, &[capacity])],
+        &[desc(Dtype::RECORDS, &[capacity])],
     );
     let cpu = Setup::new(
         params,
         &[host_desc(Dtype::F32, &[rows, cols])],
-        &[host_desc(Dtype::DETECTIONS, &[capacity])],
+        &[host_desc(Dtype::RECORDS, &[capacity])],
     );
     let gpu = CfarPlan::from_config(&gpu.config())
         .expect_err("GPU refuses")
@@ -923,7 +924,7 @@ fn cfar_refuses_what_the_cpu_library_refuses_with_the_same_words() {
         Setup::new(
             &[("pfa", "1e-3"), ("guard", "1"), ("train", "4")],
             &[memory_desc(Dtype::F32, &[64, 64])],
-            &[memory_desc(Dtype::DETECTIONS, &[16])],
+            &[memory_desc(Dtype::RECORDS, &[16])],
         )
     };
     let gpu = CfarPlan::from_config(&setup(desc).config()).unwrap();

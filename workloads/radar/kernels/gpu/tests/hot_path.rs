@@ -94,7 +94,7 @@ impl Frame {
         let iq = desc(Dtype::CI16, &[chirps, samples]);
         let map = desc(Dtype::CF32, &[samples, chirps]);
         let power = desc(Dtype::F32, &[samples, chirps]);
-        let list = desc(Dtype::DETECTIONS, &[16384]);
+        let list = desc(Dtype::RECORDS, &[16384]);
         let range = Setup::split(&[], &[iq], &[map], tile.map(|t| (0, t)));
         let doppler = Setup::new(&[], &[map], &[power]);
         let cfar = Setup::new(&[], &[power], &[list]);

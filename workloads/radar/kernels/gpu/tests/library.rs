@@ -64,7 +64,7 @@ fn invalid_parameters_are_refused_before_any_cuda_call() {
     let setup = Setup::new(
         &[("gaurd", "2")],
         &[desc(Dtype::F32, &[128, 64])],
-        &[desc(Dtype::DETECTIONS, &[100])],
+        &[desc(Dtype::RECORDS, &[100])],
     );
     let (status, message, state) = create_via_abi(2, &setup);
     assert_eq!(status, Status::INVALID_ARGUMENT);
@@ -81,7 +81,7 @@ fn without_a_gpu_create_fails_with_the_reason() {
     let setup = Setup::new(
         &[],
         &[desc(Dtype::F32, &[128, 64])],
-        &[desc(Dtype::DETECTIONS, &[100])],
+        &[desc(Dtype::RECORDS, &[100])],
     );
     let (status, message, state) = create_via_abi(2, &setup);
     assert_eq!(status, Status::BACKEND, "{message}");
@@ -101,10 +101,7 @@ fn a_kernel_through_the_c_abi_table() {
     // SAFETY: a static string.
     assert_eq!(unsafe { CStr::from_ptr(kernel.name) }, c"radar.cfar");
     let (rows, cols) = (128u64, 64u64);
-    let (i, o) = (
-        desc(Dtype::F32, &[rows, cols]),
-        desc(Dtype::DETECTIONS, &[64]),
-    );
+    let (i, o) = (desc(Dtype::F32, &[rows, cols]), desc(Dtype::RECORDS, &[64]));
     let setup = Setup::new(&[("scale", "2")], &[i], &[o]);
     let mut map = vec![10.0f32; (rows * cols) as usize];
     map[(70 * cols + 3) as usize] = 1e4;

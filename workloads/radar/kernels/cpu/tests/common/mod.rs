@@ -9,9 +9,10 @@ use std::ptr::NonNull;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{
-    Detection, DetectionListHeader, Dtype, KernelConfig, LaunchArgs, MemorySpace, Param,
-    SPLIT_NONE, Tensor, TensorDesc, Tile,
+    Dtype, KernelConfig, LaunchArgs, MemorySpace, Param, RecordListHeader, SPLIT_NONE, Tensor,
+    TensorDesc, Tile,
 };
+use kplace_kernels::Detection;
 
 /// A zeroed, 64-byte-aligned heap buffer, like the runtime's pools.
 pub struct Buf {
@@ -217,9 +218,9 @@ pub fn whole(len: u64) -> Tile {
 }
 
 /// Reads a detection list.
-pub fn read_list(buf: &Buf) -> (DetectionListHeader, Vec<Detection>) {
-    let header = buf.slice::<DetectionListHeader>()[0];
-    let records = &buf.slice::<u8>()[size_of::<DetectionListHeader>()..];
+pub fn read_list(buf: &Buf) -> (RecordListHeader, Vec<Detection>) {
+    let header = buf.slice::<RecordListHeader>()[0];
+    let records = &buf.slice::<u8>()[size_of::<RecordListHeader>()..];
     // SAFETY: records follow the 16-byte header, 4-byte aligned.
     let records: &[Detection] = unsafe {
         std::slice::from_raw_parts(
@@ -233,14 +234,14 @@ pub fn read_list(buf: &Buf) -> (DetectionListHeader, Vec<Detection>) {
 /// Writes a detection list with room for `capacity` records.
 pub fn write_list(buf: &mut Buf, capacity: u32, records: &[Detection]) {
     assert!(records.len() <= capacity as usize);
-    let header = DetectionListHeader {
+    let header = RecordListHeader {
         count: records.len() as u32,
         capacity,
         overflow: 0,
         reserved: 0,
     };
-    buf.slice_mut::<DetectionListHeader>()[0] = header;
-    let bytes = &mut buf.slice_mut::<u8>()[size_of::<DetectionListHeader>()..];
+    buf.slice_mut::<RecordListHeader>()[0] = header;
+    let bytes = &mut buf.slice_mut::<u8>()[size_of::<RecordListHeader>()..];
     // SAFETY: room for `capacity` records after the header, 4-byte aligned.
     let out: &mut [Detection] =
         unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), records.len()) };

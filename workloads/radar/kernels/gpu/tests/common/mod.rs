@@ -13,13 +13,14 @@ use std::ptr::NonNull;
 
 use kplace_abi::export::{Config, KernelError, KernelImpl, Launch};
 use kplace_abi::{
-    Detection, DetectionListHeader, Dtype, KernelConfig, LaunchArgs, MemorySpace, Param,
-    SPLIT_NONE, Tensor, TensorDesc, Tile,
+    Dtype, KernelConfig, LaunchArgs, MemorySpace, Param, RecordListHeader, SPLIT_NONE, Tensor,
+    TensorDesc, Tile,
 };
 use kplace_cudakit::fft_shape::FftShape;
 use kplace_cudakit::queue::{Grid, Queue};
 use kplace_cudakit::source::Function as _;
 use kplace_gpu::source::Function;
+use kplace_kernels::Detection;
 
 /// A zeroed, 64-byte-aligned heap buffer, like the runtime's pools.
 pub struct Buf {
@@ -229,9 +230,12 @@ pub fn whole(len: u64) -> Tile {
 }
 
 /// Reads a detection list: header and valid records.
-pub fn read_list(bytes: &[u8]) -> (DetectionListHeader, Vec<Detection>) {
-    let list = kplace_abi::DetectionList::parse(bytes).expect("a valid list");
-    (list.header(), list.records().collect())
+pub fn read_list(bytes: &[u8]) -> (RecordListHeader, Vec<Detection>) {
+    let list = kplace_abi::RecordList::parse(bytes).expect("a valid list");
+    (
+        list.header(),
+        list.records().map(Detection::from_record).collect(),
+    )
 }
 
 /// Counts what a launch sequence enqueues (kernel launches by function, FFT executions) and

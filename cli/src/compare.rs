@@ -1,6 +1,6 @@
 //! `kplace compare-results` (also `compare-detections`): two results files of the same
 //! frames, as the graph's workload writes them (the radar's detections), compared by that
-//! workload ([`kplace::workload::kind::WorkloadKind::compare_results`]).
+//! workload ([`kplace::workload::kind::ResultsFiles::compare_results`]).
 //!
 //! Exit status 0 when they agree, 1 when they do not (every difference counted, the first
 //! listed with its frame), 2 when an input cannot be read (the file and line named).

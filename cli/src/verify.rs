@@ -1,5 +1,5 @@
 //! `kplace verify`: check what any receiver wrote (the radar's detections file) against the
-//! graph's workload, frame by frame ([`kplace::workload::kind::WorkloadKind::judge_results`]).
+//! graph's workload, frame by frame ([`kplace::workload::kind::ResultsFiles::judge_results`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

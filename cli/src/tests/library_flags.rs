@@ -110,7 +110,7 @@ const MESSAGES_NAMING_FLAGS: &[(&str, &[&str])] = &[
     ("runtime/core/src/plan/gpu_path.rs", &["profile-gpu"]),
     ("runtime/core/src/plan/mod.rs", &["shape", "slots"]),
     (
-        "runtime/harness/src/workload/kind.rs",
+        "runtime/harness/src/workload/kind/mod.rs",
         &["check", "recording"],
     ),
     (

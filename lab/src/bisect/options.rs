@@ -201,7 +201,7 @@ impl BisectConfig {
 }
 
 /// Adds the options a sweep (`bisect-rate`, `tune`) gives `kind` unless told otherwise
-/// ([`WorkloadKind::sweep_options`]).
+/// ([`SweepWords::sweep_options`](kplace::workload::kind::SweepWords::sweep_options)).
 pub fn sweep_defaults(kind: &dyn WorkloadKind, options: &mut Vec<(String, String)>) {
     for &(name, value) in kind.sweep_options() {
         if !options.iter().any(|(n, _)| n == name) {

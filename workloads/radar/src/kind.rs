@@ -16,7 +16,8 @@ use kplace::model::files::GraphFiles;
 use kplace::model::graph::Graph;
 use kplace::model::placement::Placement;
 use kplace::workload::kind::{
-    KindError, OptionSpec, Prepared, Request, ResultsComparison, ResultsPair, WorkloadKind,
+    KindError, KindOptions, OptionSpec, Prepared, Request, ResultsComparison, ResultsFiles,
+    ResultsPair, SweepWords, WorkloadKind,
 };
 use kplace::workload::{Verdict, Workload};
 
@@ -65,7 +66,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
 ];
 
-impl WorkloadKind for Radar {
+impl KindOptions for Radar {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -77,22 +78,26 @@ impl WorkloadKind for Radar {
     fn options(&self) -> &'static [OptionSpec] {
         OPTIONS
     }
+}
 
-    fn results(&self) -> Option<&'static str> {
-        Some("every frame's clusters, in the detection line format")
-    }
-
+impl SweepWords for Radar {
     fn rate_unit(&self) -> &'static str {
         "CPI/s"
-    }
-
-    fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
-        &[("scene-frames", "16")]
     }
 
     /// A frame is a CPI of chirps, each of samples.
     fn shape_words(&self) -> (Option<&'static str>, &'static [&'static str]) {
         (Some("cpi"), &["samples", "chirps"])
+    }
+
+    fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
+        &[("scene-frames", "16")]
+    }
+}
+
+impl ResultsFiles for Radar {
+    fn results(&self) -> Option<&'static str> {
+        Some("every frame's clusters, in the detection line format")
     }
 
     fn compare_results(&self, pair: &ResultsPair<'_>) -> Result<ResultsComparison, KindError> {
@@ -153,7 +158,9 @@ impl WorkloadKind for Radar {
             details: details(&verifier, clusters),
         })
     }
+}
 
+impl WorkloadKind for Radar {
     fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {
         cpi_of(graph)
             .ok()

@@ -3,7 +3,10 @@ use std::time::Duration;
 
 use kplace::model::graph::{Graph, Overrides};
 use kplace::model::shape::FrameShape;
-use kplace::workload::kind::{KindError, OptionSpec, Prepared, Registry, Request, WorkloadKind};
+use kplace::workload::kind::{
+    KindError, KindOptions, OptionSpec, Prepared, Registry, Request, ResultsFiles, SweepWords,
+    WorkloadKind,
+};
 
 use super::{SearchShape, ShapeError};
 
@@ -40,7 +43,7 @@ pub(in crate::bisect) fn recording(dir: &Path, graph: &Path, sample_rate: Option
 /// to 8 unless told otherwise.
 pub(in crate::bisect) struct Ticks;
 
-impl WorkloadKind for Ticks {
+impl KindOptions for Ticks {
     fn name(&self) -> &'static str {
         "ticks"
     }
@@ -56,9 +59,17 @@ impl WorkloadKind for Ticks {
             flag: false,
         }]
     }
+}
+
+impl ResultsFiles for Ticks {}
+
+impl SweepWords for Ticks {
     fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
         &[("frames", "8")]
     }
+}
+
+impl WorkloadKind for Ticks {
     fn frame_period(&self, _: &Graph) -> Option<Duration> {
         Some(Duration::from_millis(1))
     }

@@ -230,7 +230,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::workload::kind::{OptionSpec, WorkloadKind};
+    use crate::workload::kind::{KindOptions, OptionSpec, ResultsFiles, SweepWords, WorkloadKind};
     use crate::workload::recording::write;
     use crate::workload::{Judge, JudgeError, Workload};
     use kplace_core::model::graph::{Graph, Overrides};
@@ -290,7 +290,7 @@ mod tests {
     /// The kind `fake`: its `frames` option is how many it prepares, `period-us` its period.
     struct FakeKind;
 
-    impl WorkloadKind for FakeKind {
+    impl KindOptions for FakeKind {
         fn name(&self) -> &'static str {
             "fake"
         }
@@ -315,6 +315,10 @@ mod tests {
                 },
             ]
         }
+    }
+    impl ResultsFiles for FakeKind {}
+    impl SweepWords for FakeKind {}
+    impl WorkloadKind for FakeKind {
         fn prepare(&self, request: &Request<'_>) -> Result<Box<dyn Prepared>, KindError> {
             assert!(request.replay && request.recording.is_none());
             let count: u8 = request.options.parse("frames")?.unwrap_or(2);

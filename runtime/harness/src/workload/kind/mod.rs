@@ -8,123 +8,33 @@
 //! one registration. The [`recording`](RecordingKind) kind is built in: it runs any graph on a
 //! recording of its source, checked against a reference.
 //!
+//! What each layer needs of a kind is a trait of its own, each a supertrait of
+//! [`WorkloadKind`]: [`KindOptions`] (a program's command line: name, about, options),
+//! [`ResultsFiles`] (the results it writes, judges and compares), [`SweepWords`] (a rate
+//! sweep's words and defaults); [`WorkloadKind`] itself is what the harness needs to prepare
+//! a run. A layer imports only the trait it calls.
+//!
 //! Guarantees: a name is registered once; a graph naming a kind nobody registered, or an
 //! option its kind does not take, is refused with the names that would work; every option
 //! value is checked by its kind before anything frame-sized is allocated.
 
-use std::path::{Path, PathBuf};
+mod options;
+mod results;
+mod sweep;
+
+pub use options::{KindOptions, OptionSpec, WorkloadOptions};
+pub use results::{ResultsComparison, ResultsFiles, ResultsPair};
+pub use sweep::SweepWords;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::Workload;
 use super::generic::{PrepareError, RecordingSetup};
 use super::reference::CheckSpec;
-use super::{Verdict, Workload};
 use kplace_core::model::files::{FilesError, GraphFiles};
 use kplace_core::model::graph::{Graph, GraphError, Overrides};
 use kplace_core::model::placement::Placement;
-
-/// An option a workload kind takes: `NAME=VALUE` on `--opt`, or a flag of its own.
-#[derive(Clone, Copy, Debug)]
-pub struct OptionSpec {
-    /// Its name (`target`).
-    pub name: &'static str,
-    /// What its value is (`RANGE,VELOCITY,SNR`); empty for a switch, given as `NAME=true`.
-    pub value: &'static str,
-    /// One line of help.
-    pub help: &'static str,
-    /// Whether it may be given more than once.
-    pub repeatable: bool,
-    /// Whether a program also takes it as a flag of its own, `--NAME VALUE` (`--NAME` for a
-    /// switch), where no option of the command has that name.
-    pub flag: bool,
-}
-
-/// Options given to a workload kind, in the order given.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WorkloadOptions {
-    given: Vec<(String, String)>,
-}
-
-impl WorkloadOptions {
-    /// Adds `name=value`.
-    pub fn push(&mut self, name: impl Into<String>, value: impl Into<String>) {
-        self.given.push((name.into(), value.into()));
-    }
-
-    /// Whether none was given.
-    pub fn is_empty(&self) -> bool {
-        self.given.is_empty()
-    }
-
-    /// The value of `name`, if given (the last, if given twice).
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.all(name).last()
-    }
-
-    /// Every value of `name`, in order.
-    pub fn all<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
-        self.given
-            .iter()
-            .filter(move |(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether switch `name` is on (`NAME=true`).
-    pub fn switch(&self, name: &str) -> Result<bool, KindError> {
-        match self.get(name) {
-            None | Some("false") => Ok(false),
-            Some("true") => Ok(true),
-            Some(other) => Err(KindError::Option {
-                name: name.to_string(),
-                why: format!("is a switch: true or false, not {other:?}"),
-            }),
-        }
-    }
-
-    /// `name`'s value parsed, if given; the error names the option and the value.
-    pub fn parse<T>(&self, name: &str) -> Result<Option<T>, KindError>
-    where
-        T: std::str::FromStr,
-        T::Err: std::fmt::Display,
-    {
-        self.get(name)
-            .map(|v| {
-                v.parse().map_err(|e| KindError::Option {
-                    name: name.to_string(),
-                    why: format!("{v:?}: {e}"),
-                })
-            })
-            .transpose()
-    }
-
-    /// Refuses an option `kind` does not take, or one given twice that it takes once.
-    pub fn check(&self, kind: &dyn WorkloadKind) -> Result<(), KindError> {
-        let specs = kind.options();
-        for (i, (name, _)) in self.given.iter().enumerate() {
-            let Some(spec) = specs.iter().find(|s| s.name == name) else {
-                let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
-                return Err(KindError::Option {
-                    name: name.clone(),
-                    why: format!(
-                        "is not an option of workload {}, which takes {}",
-                        kind.name(),
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                });
-            };
-            if !spec.repeatable && self.given[..i].iter().any(|(n, _)| n == name) {
-                return Err(KindError::Option {
-                    name: name.clone(),
-                    why: "is given twice: it takes one value".into(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
 
 /// A recording to run the graph on, and what its frames are checked against.
 #[derive(Clone, Debug)]
@@ -169,101 +79,11 @@ pub trait Prepared: Send + Sync {
     fn load_as(&self, placement: &Placement) -> Result<(Graph, Placement), KindError>;
 }
 
-/// Two results files of the same frames, and how closely they must agree.
-#[derive(Clone, Copy, Debug)]
-pub struct ResultsPair<'a> {
-    /// The reference (e.g. the all-cpu placement's results).
-    pub reference: &'a Path,
-    /// The results judged against it.
-    pub candidate: &'a Path,
-    /// Values agree within this relative tolerance; `None`: bit for bit.
-    pub rel_tol: Option<f64>,
-    /// Frames expected (ids `0..frames` on both sides), if known.
-    pub frames: Option<u64>,
-}
-
-/// What comparing two results files found.
-#[derive(Clone, Debug)]
-pub struct ResultsComparison {
-    /// Whether they agree.
-    pub agrees: bool,
-    /// The comparison as text: every difference counted, the first ones listed.
-    pub text: String,
-    /// The same as one JSON object, in the kind's own schema.
-    pub json: serde_json::Value,
-}
-
-/// A family of workloads, registered by name.
-pub trait WorkloadKind: Send + Sync {
-    /// The name a graph file gives (`workload: NAME`).
-    fn name(&self) -> &'static str;
-
-    /// One line saying what it feeds and how it judges.
-    fn about(&self) -> &'static str;
-
-    /// The options it takes.
-    fn options(&self) -> &'static [OptionSpec];
-
-    /// What the workload writes of each frame when a run asks for its results (the
-    /// `results` writer of [`Workload::judge`]), if it writes any.
-    fn results(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// The unit of a rate of this workload's frames, as tables print it.
-    fn rate_unit(&self) -> &'static str {
-        "frames/s"
-    }
-
-    /// Judges the results file a receiver other than kplace wrote at `path` (in the format
-    /// [`WorkloadKind::results`] names) for the `request.frames` frames of `request`: how
-    /// `kplace verify` and `bisect-rate --sut-cmd` check another system. The file is read
-    /// as it is written (a pipe works), and reading ends once every frame was reported; a
-    /// frame reported twice, or one never sent, counts as failed.
-    fn judge_results(
-        &self,
-        request: &Request<'_>,
-        path: &std::path::Path,
-    ) -> Result<Verdict, KindError> {
-        let _ = (request, path);
-        Err(KindError::Kind(
-            format!(
-                "workload {} reads no results file of another receiver",
-                self.name()
-            )
-            .into(),
-        ))
-    }
-
-    /// Compares two results files of the same frames, each in the format
-    /// [`WorkloadKind::results`] names: how `kplace compare-results` says whether two
-    /// placements, or kplace and another receiver, agree. An input that cannot be read is an
-    /// error naming its file and line; a difference is part of the comparison.
-    fn compare_results(&self, pair: &ResultsPair<'_>) -> Result<ResultsComparison, KindError> {
-        let _ = pair;
-        Err(KindError::Kind(
-            format!(
-                "workload {} writes no results files to compare",
-                self.name()
-            )
-            .into(),
-        ))
-    }
-
-    /// This workload's own words for a frame's shape and its extents, innermost axis first,
-    /// which a command template (`bisect-rate --sut-cmd`) also takes beside the generic
-    /// `{shape}` and `{extent0}`, `{extent1}`, ...: the radar's `cpi`, `samples` and `chirps`.
-    fn shape_words(&self) -> (Option<&'static str>, &'static [&'static str]) {
-        (None, &[])
-    }
-
-    /// Options a rate sweep (`bisect-rate`, `tune`) gives this kind unless told otherwise, so
-    /// that every trial's sender and receiver agree on them (the radar's distinct scene
-    /// frames, which also bound the memory each holds).
-    fn sweep_options(&self) -> &'static [(&'static str, &'static str)] {
-        &[]
-    }
-
+/// A family of workloads, registered by name: what the harness needs to prepare a run of
+/// it, beside what each other layer needs of it (its supertraits): [`KindOptions`] for a
+/// program's command line, [`ResultsFiles`] for the results it writes and reads, and
+/// [`SweepWords`] for a rate sweep.
+pub trait WorkloadKind: KindOptions + ResultsFiles + SweepWords + Send + Sync {
     /// The real-time frame period of `graph` as bound (what sizes `slots: auto` when a plan is
     /// only printed), when the graph alone decides it.
     fn frame_period(&self, graph: &Graph) -> Option<std::time::Duration> {
@@ -446,7 +266,7 @@ impl Registry {
 /// reference ([`super::generic`]). Graph files do not name it; `--recording` selects it.
 pub struct RecordingKind;
 
-impl WorkloadKind for RecordingKind {
+impl KindOptions for RecordingKind {
     fn name(&self) -> &'static str {
         "recording"
     }
@@ -458,7 +278,15 @@ impl WorkloadKind for RecordingKind {
     fn options(&self) -> &'static [OptionSpec] {
         &[]
     }
+}
 
+/// It writes no results of its own: its sinks are written as `.npy` files (`--write-sinks`).
+impl ResultsFiles for RecordingKind {}
+
+/// A recording's frames are generic: frames, extents.
+impl SweepWords for RecordingKind {}
+
+impl WorkloadKind for RecordingKind {
     fn prepare(&self, request: &Request<'_>) -> Result<Box<dyn Prepared>, KindError> {
         let Some(recording) = request.recording else {
             return Err(KindError::Option {
@@ -498,7 +326,7 @@ mod tests {
 
     struct Fake;
 
-    impl WorkloadKind for Fake {
+    impl KindOptions for Fake {
         fn name(&self) -> &'static str {
             "fake"
         }
@@ -523,6 +351,10 @@ mod tests {
                 },
             ]
         }
+    }
+    impl ResultsFiles for Fake {}
+    impl SweepWords for Fake {}
+    impl WorkloadKind for Fake {
         fn prepare(&self, _: &Request<'_>) -> Result<Box<dyn Prepared>, KindError> {
             Err(KindError::Kind("not preparable".into()))
         }

@@ -39,10 +39,10 @@ pub struct BisectArgs {
         value_name = "SHAPE"
     )]
     shape: Vec<FrameShape>,
-    /// A workload option every run and sender is given, NAME=VALUE (repeatable; `kplace
-    /// workloads` lists them).
-    #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = crate::workloads::parse_option)]
-    options: Vec<(String, String)>,
+    /// The workload options every run and sender is given: `--opt NAME=VALUE` (repeatable;
+    /// `kplace workloads` lists them) and the flags that stand for them.
+    #[command(flatten)]
+    pub(crate) options: crate::workloads::OptionPairs,
     /// First rate tried, per second, from 1/86400 to 1e9 (default: the workload's real-time
     /// rate: the radar CPI's physical rate, or a recording's frames at its sample rate); no
     /// trial goes outside that range.
@@ -255,7 +255,7 @@ impl BisectArgs {
             },
             shapes: Vec::new(),
             workload: None,
-            workload_options: self.options,
+            workload_options: self.options.0,
             start_rate: self.start_rate,
             start_rates: Default::default(),
             goals: self

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 
 use anyhow::bail;
-use clap::{Args, CommandFactory, Parser};
+use clap::Args;
 use kplace::session::child::{self, ChildSpec, RunChild, SendChild};
 use kplace::session::children::PipelineChild;
 use kplace_lab::hog::HogChild;
@@ -55,8 +55,7 @@ fn pipeline(spec: PipelineChild) -> anyhow::Result<Cli> {
     let argv: Vec<OsString> = std::iter::once("kplace".into())
         .chain(spec.argv.iter().cloned())
         .collect();
-    let argv = super::workloads::expand_flags(argv, &Cli::command());
-    let mut cli = Cli::try_parse_from(argv)?;
+    let mut cli = super::workloads::parse(argv)?;
     let Command::Run(args) = &mut cli.command else {
         bail!("a pipeline's parent command line must be a run");
     };
@@ -69,6 +68,7 @@ mod tests {
     use std::net::SocketAddr;
     use std::time::Duration;
 
+    use clap::Parser;
     use kplace::session::child::{ChildFrames, Pace};
     use kplace::session::several::PipelineMode;
     use kplace_lab::hog::CotenantSpec;
@@ -95,11 +95,7 @@ mod tests {
 
     /// What the command line `line` runs, as the binary parses it.
     fn written(line: &str) -> String {
-        let argv = super::super::workloads::expand_flags(
-            line.split_whitespace().map(OsString::from).collect(),
-            &Cli::command(),
-        );
-        let cli = Cli::try_parse_from(argv).unwrap();
+        let cli = super::super::workloads::parse(line.split_whitespace()).unwrap();
         format!("{:?} {:?}", (cli.verbose, cli.quiet), cli.command)
     }
 

@@ -31,7 +31,7 @@ mod workloads;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 // The about is also the man page's NAME line, `kplace - a streaming ...`: lower case, no full
 // stop, and not the command's name again.
@@ -171,8 +171,7 @@ fn main() -> ExitCode {
     // command written to a child (`kplace_lab::mps`) is written before the child starts.
     // Called first, before any thread exists.
     let _ = kplace::os::process::default_sigpipe();
-    let argv = workloads::expand_flags(std::env::args_os().collect(), &Cli::command());
-    let args = match Cli::try_parse_from(argv) {
+    let args = match workloads::parse(std::env::args_os()) {
         Ok(args) => args,
         // A command line clap refuses is said as every other error is: `kplace: error: ...`.
         Err(e)

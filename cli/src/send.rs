@@ -38,7 +38,7 @@ pub struct SendArgs {
     #[command(flatten)]
     shape: ShapeArgs,
     #[command(flatten)]
-    workload: WorkloadArgs,
+    pub(crate) workload: WorkloadArgs,
     /// Send this recording's frames (`kplace record` makes one; its SigMF metadata must give
     /// the frame's type and shape) instead of the workload's, cycling through them: one packet
     /// per index of the frame's first axis. Without --rate, paced at the recording's sample
@@ -113,7 +113,13 @@ impl SendArgs {
     pub(crate) fn from_child(spec: SendChild) -> SendArgs {
         let (workload, recording) = match spec.frames_of {
             None => (WorkloadArgs::default(), None),
-            Some(ChildFrames::Workload { seed, options }) => (WorkloadArgs { options, seed }, None),
+            Some(ChildFrames::Workload { seed, options }) => (
+                WorkloadArgs {
+                    given: crate::workloads::OptionPairs(options),
+                    seed,
+                },
+                None,
+            ),
             Some(ChildFrames::Recording { path, .. }) => (WorkloadArgs::default(), Some(path)),
         };
         let (rate, burst, pacing_tick) = match spec.pace {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory, ValueEnum};
+use clap::{Args, ValueEnum};
 use clap_complete::Shell;
 use kplace::model::locate;
 
@@ -23,7 +23,7 @@ pub struct CompletionsArgs {
 /// Prints the completion script for the shell: clap's, and for bash what completes `--graph`,
 /// `--placement`, `--placements` and `--adapt` with names.
 pub fn completions(args: CompletionsArgs) -> anyhow::Result<ExitCode> {
-    let mut command = crate::Cli::command();
+    let mut command = crate::workloads::command();
     clap_complete::generate(args.shell, &mut command, "kplace", &mut std::io::stdout());
     if args.shell == Shell::Bash {
         print!("{BASH_NAMES}");
@@ -135,7 +135,7 @@ pub struct ManArgs {
 /// (`SEE ALSO`, its subcommands) is written too, and none names `help`, which has no page
 /// (`--help` is on every page).
 pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
-    let mut command = crate::Cli::command();
+    let mut command = crate::workloads::command();
     command.build();
     kplace::os::write::create_dir_all(&args.dir).context("kplace man")?;
     let mut pages = Vec::new();

@@ -40,7 +40,7 @@ impl RunArgs {
             None => {}
             Some(ChildFrames::Workload { seed, options }) => {
                 args.workload.seed = seed;
-                args.workload.options = options;
+                args.workload.given = crate::workloads::OptionPairs(options);
             }
             Some(ChildFrames::Recording { path, check }) => {
                 args.recording = Some(path);

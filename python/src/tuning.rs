@@ -381,6 +381,12 @@ impl Admission {
         Ok(sweeps)
     }
 
+    /// The proof's sustained rates with N pipelines, as a notebook shows the admission; none
+    /// without a proof.
+    fn _repr_svg_(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.proof_sweeps(py)?.first().and_then(Sweep::picture))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let d = self.dict(py)?;
         Ok(format!(

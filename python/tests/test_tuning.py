@@ -77,7 +77,7 @@ def test_an_admission_names_what_runs_out_first(tones, calibrations):
     per_pipeline = d["prediction"]["cores"] * d["rate"] / d["prediction"]["rate"]
     assert cores["pipelines"] == min(64, math.floor(d["cores"] * d["utilization"] / per_pipeline + 1e-9))
     assert admission.conclusion in admission.text
-    assert admission.proof_sweeps == []
+    assert admission.proof_sweeps == [] and admission._repr_svg_() is None
     assert "pipelines=" in repr(admission)
 
 
@@ -96,6 +96,7 @@ def test_proving_an_admission_measures_n_and_n_plus_one(tones, calibrations):
     assert len(sweeps) >= 1
     for sweep in sweeps:
         assert sweep.dict["schema"] == "kplace-bisect-rate/4"
+    assert admission._repr_svg_() == sweeps[0].svg("sustained")
 
 
 def test_bad_requests_raise_with_the_commands_message(tmp_path):

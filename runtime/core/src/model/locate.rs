@@ -470,7 +470,9 @@ mod tests {
         std::fs::write(other.join("all-cpu.yaml"), "").unwrap();
         match placement_in(Path::new("all-cpu"), &own, &dirs) {
             Err(NotFound::Ambiguous { candidates, .. }) => {
-                assert_eq!(candidates, [all_cpu(&first), other.join("all-cpu.yaml")])
+                let mut both = vec![all_cpu(&first), other.join("all-cpu.yaml")];
+                both.sort();
+                assert_eq!(candidates, both)
             }
             found => panic!("not ambiguous: {found:?}"),
         }

@@ -5,7 +5,8 @@
 //! as at a terminal.
 //!
 //! Guarantees: the command runs in its own process group, so a terminal's Ctrl-C reaches it
-//! once, through here, never twice (a second SIGINT kills kplace at once); it never outlives
+//! once, through here, never twice (a second SIGINT kills kplace at once); a second Ctrl-C
+//! here kills it and raises KeyboardInterrupt, as at a terminal; it never outlives
 //! the call (a guard kills and reaps it on every way out); Python's signals are looked at
 //! every [`POLL`]; a command still running [`GRACE`] after its SIGINT is killed; what is kept
 //! of its output is bounded (the last [`MAX_STDOUT`] bytes of stdout, stderr passed on a line
@@ -89,6 +90,23 @@ impl Drop for Guard {
     }
 }
 
+/// Takes `error`, raised while the command runs: a first KeyboardInterrupt is passed on to the
+/// command (`pid`) as SIGINT and noted in `interrupted`; a second one, or any other error,
+/// is returned, and the command is killed as it goes.
+fn interrupt(
+    py: Python<'_>,
+    error: PyErr,
+    pid: Pid,
+    interrupted: &mut Option<Instant>,
+) -> PyResult<()> {
+    if !error.is_instance_of::<PyKeyboardInterrupt>(py) || interrupted.is_some() {
+        return Err(error);
+    }
+    let _ = kill(pid, Signal::SIGINT);
+    *interrupted = Some(Instant::now());
+    Ok(())
+}
+
 /// Runs `command` with `args` to its end: its stderr lines written to `sys.stderr` as they
 /// come unless `quiet`, Ctrl-C forwarded as SIGINT.
 pub fn run(py: Python<'_>, command: &Path, args: &[String], quiet: bool) -> PyResult<Finished> {
@@ -148,10 +166,18 @@ pub fn run(py: Python<'_>, command: &Path, args: &[String], quiet: bool) -> PyRe
         }
         Ok(())
     };
+    let pid = i32::try_from(guard.0.id())
+        .map(Pid::from_raw)
+        .map_err(|_| KplaceError::new_err("the command's process id is out of range"))?;
     let mut interrupted: Option<Instant> = None;
     let status = loop {
         match py.detach(|| said.recv_timeout(POLL)) {
-            Ok(line) => pass_on(py, line)?,
+            // Ctrl-C may come while Python writes a line (a notebook's stream is Python code).
+            Ok(line) => {
+                if let Err(e) = pass_on(py, line) {
+                    interrupt(py, e, pid, &mut interrupted)?;
+                }
+            }
             // Its stderr closed: the command is ending (or closed it and goes on).
             Err(RecvTimeoutError::Disconnected) => py.detach(|| std::thread::sleep(POLL)),
             Err(RecvTimeoutError::Timeout) => {}
@@ -166,21 +192,11 @@ pub fn run(py: Python<'_>, command: &Path, args: &[String], quiet: bool) -> PyRe
                 )));
             }
         }
-        match interrupted {
-            None => {
-                if let Err(e) = py.check_signals() {
-                    if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
-                        return Err(e);
-                    }
-                    let pid = i32::try_from(guard.0.id()).map_err(|_| e)?;
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
-                    interrupted = Some(Instant::now());
-                }
-            }
-            Some(at) if at.elapsed() > GRACE => {
-                let _ = guard.0.kill();
-            }
-            Some(_) => {}
+        if let Err(e) = py.check_signals() {
+            interrupt(py, e, pid, &mut interrupted)?;
+        }
+        if interrupted.is_some_and(|at| at.elapsed() > GRACE) {
+            let _ = guard.0.kill();
         }
     };
     // The readers end with the pipes, which close when the command has exited, unless a

@@ -53,6 +53,47 @@ pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// A source file of a crate, not a unit-test file ([`is_test_file`]), read.
+pub struct SourceFile {
+    /// Its path from the workspace's root, as the checks name it.
+    pub name: String,
+    /// Its path from its crate's `src/`.
+    pub relative: PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
+/// Every source file, unit-test files left out, under `src/` of each member of the workspace
+/// at `root` that `member` keeps, member by member, each in its path's order.
+pub fn source_files(root: &Path, member: impl Fn(&Path) -> bool) -> Vec<SourceFile> {
+    let mut files = Vec::new();
+    for dir in members(root).into_iter().filter(|m| member(m)) {
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        for path in rust_files(&src) {
+            let relative = path.strip_prefix(&src).expect("under src").to_path_buf();
+            if is_test_file(&relative) {
+                continue;
+            }
+            let name = path
+                .strip_prefix(root)
+                .expect("under the workspace")
+                .display()
+                .to_string();
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            files.push(SourceFile {
+                name,
+                relative,
+                text,
+            });
+        }
+    }
+    files
+}
+
 /// Whether the file at `relative` (to a crate's `src/`) holds unit tests only: a `tests.rs`
 /// (a module's `#[cfg(test)] mod tests;`) or anything in a `tests` directory.
 pub fn is_test_file(relative: &Path) -> bool {

@@ -5,7 +5,7 @@
 //! carrying what it found, as `PlanError` does; only the binary (`cli/`, and a crate's
 //! `src/bin/` or `main.rs`) turns errors into text, with anyhow.
 
-use kplace_testkit::source::{is_test_file, members, rust_files};
+use kplace_testkit::source::source_files;
 
 /// A `Result<_, String>` that stays for now, each with why: (file, how many).
 const STRINGLY_STILL: &[(&str, usize)] = &[];
@@ -108,34 +108,18 @@ fn no_library_code_has_a_string_for_an_error() {
     let root = kplace_testkit::workspace();
     let mut over = Vec::new();
     let mut seen: Vec<(String, usize)> = Vec::new();
-    for member in members(&root) {
-        if member.ends_with("cli") {
+    for file in source_files(&root, |m| !m.ends_with("cli")) {
+        let binary =
+            file.relative.starts_with("bin") || file.relative == std::path::Path::new("main.rs");
+        if binary {
             continue;
         }
-        let src = member.join("src");
-        if !src.is_dir() {
-            continue;
-        }
-        for path in rust_files(&src) {
-            let relative = path.strip_prefix(&src).expect("under src");
-            let binary = relative.starts_with("bin") || relative == std::path::Path::new("main.rs");
-            if is_test_file(relative) || binary {
-                continue;
-            }
-            let name = path
-                .strip_prefix(&root)
-                .expect("under the workspace")
-                .display()
-                .to_string();
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let found = string_errors(&text);
-            match STRINGLY_STILL.iter().find(|(file, _)| *file == name) {
-                Some(_) => seen.push((name, found.len())),
-                None => over.extend(found.into_iter().map(|(line, what)| {
-                    format!("{name}:{line}: {what}: make it an error enum that names the place")
-                })),
-            }
+        let (name, found) = (file.name, string_errors(&file.text));
+        match STRINGLY_STILL.iter().find(|(f, _)| *f == name) {
+            Some(_) => seen.push((name, found.len())),
+            None => over.extend(found.into_iter().map(|(line, what)| {
+                format!("{name}:{line}: {what}: make it an error enum that names the place")
+            })),
         }
     }
     assert!(over.is_empty(), "string errors:\n{}", over.join("\n"));

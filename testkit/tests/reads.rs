@@ -6,7 +6,7 @@
 //! `kplace::os::process::drain_tail`; anything else as a stream, a bounded piece at a time.
 //! The test support crate (kplace-testkit) reads as tests do, freely.
 
-use kplace_testkit::source::{is_test_file, members, non_test_part, rust_files};
+use kplace_testkit::source::{SourceFile, non_test_part, source_files};
 
 /// What reads a whole file or stream, however long.
 const UNBOUNDED: &[&str] = &[
@@ -46,34 +46,17 @@ fn no_crate_reads_a_file_or_pipe_without_a_bound() {
     let root = kplace_testkit::workspace();
     let mut over = Vec::new();
     let mut seen = Vec::new();
-    for member in members(&root) {
-        if member.ends_with("testkit") {
+    for SourceFile { name, text, .. } in source_files(&root, |m| !m.ends_with("testkit")) {
+        if HELPERS.contains(&name.as_str()) {
             continue;
         }
-        let src = member.join("src");
-        for path in rust_files(&src) {
-            let relative = path.strip_prefix(&src).expect("under src");
-            if is_test_file(relative) {
-                continue;
-            }
-            let name = path
-                .strip_prefix(&root)
-                .expect("under the workspace")
-                .display()
-                .to_string();
-            if HELPERS.contains(&name.as_str()) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            for (line, pattern) in unbounded_reads(&text) {
-                if BOUNDED_OTHERWISE.contains(&(name.as_str(), pattern)) {
-                    seen.push((name.clone(), pattern));
-                } else {
-                    over.push(format!(
-                        "{name}:{line}: {pattern} reads without a bound (use kplace::os::files::read_bounded, or drain_tail for a child's output)"
-                    ));
-                }
+        for (line, pattern) in unbounded_reads(&text) {
+            if BOUNDED_OTHERWISE.contains(&(name.as_str(), pattern)) {
+                seen.push((name.clone(), pattern));
+            } else {
+                over.push(format!(
+                    "{name}:{line}: {pattern} reads without a bound (use kplace::os::files::read_bounded, or drain_tail for a child's output)"
+                ));
             }
         }
     }

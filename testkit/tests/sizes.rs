@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use kplace_testkit::source::{
-    Function, functions, is_test_file, members, non_test_part, rust_files,
+    Function, SourceFile, functions, is_test_file, non_test_part, source_files,
 };
 
 /// The most lines a source file other than unit tests may have.
@@ -39,37 +39,23 @@ fn no_source_file_or_function_is_over_its_limit() {
     let mut over = Vec::new();
     let mut seen_files = Vec::new();
     let mut seen_functions = Vec::new();
-    for member in members(&root) {
-        let src = member.join("src");
-        for path in rust_files(&src) {
-            let relative = path.strip_prefix(&src).expect("under src");
-            if is_test_file(relative) {
-                continue;
+    for SourceFile { name, text, .. } in source_files(&root, |_| true) {
+        let lines = text.lines().count();
+        if lines > FILE_LIMIT {
+            if LONG_FILES.contains(&name.as_str()) {
+                seen_files.push(name.clone());
+            } else {
+                over.push(format!("{name}: {lines} lines (limit {FILE_LIMIT})"));
             }
-            let name = path
-                .strip_prefix(&root)
-                .expect("under the workspace")
-                .display()
-                .to_string();
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let lines = text.lines().count();
-            if lines > FILE_LIMIT {
-                if LONG_FILES.contains(&name.as_str()) {
-                    seen_files.push(name.clone());
-                } else {
-                    over.push(format!("{name}: {lines} lines (limit {FILE_LIMIT})"));
-                }
-            }
-            for f in long_functions(&text, FUNCTION_LIMIT) {
-                if LONG_FUNCTIONS.contains(&(name.as_str(), f.name.as_str())) {
-                    seen_functions.push((name.clone(), f.name.clone()));
-                } else {
-                    over.push(format!(
-                        "{name}:{}: fn {} has {} lines (limit {FUNCTION_LIMIT})",
-                        f.line, f.name, f.lines
-                    ));
-                }
+        }
+        for f in long_functions(&text, FUNCTION_LIMIT) {
+            if LONG_FUNCTIONS.contains(&(name.as_str(), f.name.as_str())) {
+                seen_functions.push((name.clone(), f.name.clone()));
+            } else {
+                over.push(format!(
+                    "{name}:{}: fn {} has {} lines (limit {FUNCTION_LIMIT})",
+                    f.line, f.name, f.lines
+                ));
             }
         }
     }

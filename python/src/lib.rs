@@ -46,6 +46,22 @@ fn graph_path(graph: std::path::PathBuf) -> PyResult<std::path::PathBuf> {
     std::path::absolute(&found).map_err(|e| errors::kplace_error(&e))
 }
 
+/// The command line of `(flag, value)` pairs, each whose value is given.
+#[cfg(feature = "python")]
+fn options<const N: usize>(pairs: [(&str, Option<String>); N]) -> Vec<String> {
+    pairs
+        .into_iter()
+        .filter_map(|(flag, value)| Some([flag.to_string(), value?]))
+        .flatten()
+        .collect()
+}
+
+/// A path as a command line takes it.
+#[cfg(feature = "python")]
+fn text(path: std::path::PathBuf) -> String {
+    path.display().to_string()
+}
+
 /// Runs `kplace run` (the bundled `command`, which `kplace.run` passes) on `graph`, with the
 /// options given (each as `kplace run` takes it; `args`, any others), and returns its report.
 #[cfg(feature = "python")]
@@ -66,17 +82,14 @@ fn run_graph(
     args: Option<Vec<String>>,
     progress: bool,
 ) -> PyResult<run::Report> {
-    let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
-    let mut option = |name: &str, value: Option<String>| {
-        if let Some(value) = value {
-            argv.extend([name.to_string(), value]);
-        }
-    };
-    option("--placement", placement.map(|p| p.display().to_string()));
-    option("--frames", frames.map(|f| f.to_string()));
-    option("--source", source);
-    option("--recording", recording.map(|r| r.display().to_string()));
-    option("--check", check);
+    let mut argv = options([
+        ("--graph", Some(text(graph))),
+        ("--placement", placement.map(text)),
+        ("--frames", frames.map(|f| f.to_string())),
+        ("--source", source),
+        ("--recording", recording.map(text)),
+        ("--check", check),
+    ]);
     for (key, value) in set.into_iter().flat_map(|d| d.iter()) {
         argv.extend([
             "--set".to_string(),
@@ -107,44 +120,16 @@ fn bisect_rate(
     args: Option<Vec<String>>,
     progress: bool,
 ) -> PyResult<sweep::Sweep> {
-    let mut argv = vec![
-        "--graph".to_string(),
-        graph.display().to_string(),
-        "--placements".into(),
-        placements.join(","),
-    ];
-    let mut option = |name: &str, value: Option<String>| {
-        if let Some(value) = value {
-            argv.extend([name.to_string(), value]);
-        }
-    };
-    option("--shape", shape);
-    option("--recording", recording.map(|r| r.display().to_string()));
-    option("--check", check);
-    option("--goals", goals);
+    let mut argv = options([
+        ("--graph", Some(text(graph))),
+        ("--placements", Some(placements.join(","))),
+        ("--shape", shape),
+        ("--recording", recording.map(text)),
+        ("--check", check),
+        ("--goals", goals),
+    ]);
     argv.extend(args.unwrap_or_default());
     sweep::bisect_rate(py, &command, argv, out, !progress)
-}
-
-/// The options `tune` and `admit` share with a search: `(flag, value)` for each given.
-#[cfg(feature = "python")]
-fn search_options(
-    graph: std::path::PathBuf,
-    shape: Option<String>,
-    recording: Option<std::path::PathBuf>,
-    check: Option<String>,
-) -> Vec<String> {
-    let mut argv = vec!["--graph".to_string(), graph.display().to_string()];
-    for (flag, value) in [
-        ("--shape", shape),
-        ("--recording", recording.map(|r| r.display().to_string())),
-        ("--check", check),
-    ] {
-        if let Some(value) = value {
-            argv.extend([flag.to_string(), value]);
-        }
-    }
-    argv
 }
 
 /// Runs `kplace tune` (the bundled `command`, which `kplace.tune` passes) on `graph`: the
@@ -168,16 +153,15 @@ fn tune(
     args: Option<Vec<String>>,
     progress: bool,
 ) -> PyResult<tuning::Tuning> {
-    let mut argv = search_options(graph, shape, recording, check);
-    for (flag, value) in [
-        ("--placement", placement.map(|p| p.display().to_string())),
+    let mut argv = options([
+        ("--graph", Some(text(graph))),
+        ("--shape", shape),
+        ("--recording", recording.map(text)),
+        ("--check", check),
+        ("--placement", placement.map(text)),
         ("--rate", rate.map(|r| r.to_string())),
         ("--prove", prove.map(|n| n.to_string())),
-    ] {
-        if let Some(value) = value {
-            argv.extend([flag.to_string(), value]);
-        }
-    }
+    ]);
     argv.extend(args.unwrap_or_default());
     tuning::tune(py, &command, argv, out, !progress)
 }
@@ -203,18 +187,17 @@ fn admit(
     args: Option<Vec<String>>,
     progress: bool,
 ) -> PyResult<tuning::Admission> {
-    let mut argv = search_options(graph, shape, recording, check);
-    argv.extend([
-        "--placement".to_string(),
-        placement.display().to_string(),
-        "--rate".into(),
-        rate.to_string(),
+    let mut argv = options([
+        ("--graph", Some(text(graph))),
+        ("--shape", shape),
+        ("--recording", recording.map(text)),
+        ("--check", check),
+        ("--placement", Some(text(placement))),
+        ("--rate", Some(rate.to_string())),
+        ("--utilization", utilization.map(|u| u.to_string())),
     ]);
     if prove {
         argv.push("--prove".into());
-    }
-    if let Some(share) = utilization {
-        argv.extend(["--utilization".to_string(), share.to_string()]);
     }
     argv.extend(args.unwrap_or_default());
     tuning::admit(py, &command, argv, out, !progress)

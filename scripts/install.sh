@@ -3,7 +3,8 @@
 #
 #   PREFIX/bin/kplace                     the command
 #   PREFIX/lib/kplace/lib*.so             its kernel libraries (CPU, GPU, the block library,
-#                                         the spectrogram's), found beside the command
+#                                         the spectrogram's, and the one that runs kernels
+#                                         written in Python), found beside the command
 #   PREFIX/share/kplace/workloads/        the graphs, placements, recordings' designs and
 #                                         checks, found by name (`--graph radar`,
 #                                         `--placement all-cpu`)
@@ -35,7 +36,7 @@ fi
 [ -x "$build/kplace" ] || { echo "install.sh: no kplace in $build: build it first" >&2; exit 1; }
 
 libs=(libkplace_cpu.so libkplace_gpu.so libkplace_blocks.so libkplace_blocks_gpu.so libkplace_spectrogram.so
-      libkplace_spectrogram_gpu.so)
+      libkplace_spectrogram_gpu.so libkplace_python.so)
 mkdir -p "$prefix/bin" "$prefix/lib/kplace" "$prefix/share/kplace"
 install -m 755 "$build/kplace" "$prefix/bin/kplace"
 for lib in "${libs[@]}"; do

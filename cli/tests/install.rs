@@ -55,6 +55,8 @@ fn an_installed_kplace_runs_the_radar_and_the_spectrogram_from_anywhere() {
     for file in [
         "lib/kplace/libkplace_cpu.so",
         "lib/kplace/libkplace_blocks.so",
+        "lib/kplace/libkplace_python.so",
+        "share/kplace/workloads/beamformer/filtered/fir.py",
         "share/kplace/workloads/radar/graph.yaml",
         "share/kplace/workloads/radar/placements/all-cpu.yaml",
         "share/kplace/workloads/beamformer/weighted/weights.npy",

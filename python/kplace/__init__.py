@@ -88,5 +88,29 @@ def admit(graph, placement, rate, *, shape=None, prove=False, utilization=None, 
                   check, out, args, progress)
 
 
+def kernel(name, *, inputs=1, outputs=1, stateful=False, reset_on_gap=False):
+    """Marks a function or a class as kernel ``name`` of a Python module that a placement
+    names as a stage's library (``lowpass: python`` with ``libraries: {python: fir.py}``):
+
+        @kplace.kernel("example.scale")
+        def scale(x, *, factor):             # the stage's parameters, as keywords (text)
+            return x * np.float32(factor)    # checked against the output's type and shape
+
+    A class is made once per state with the stage (``stage.params``, ``stage.inputs``,
+    ``stage.outputs``, ``stage.split``) and called at each launch; a stateful kernel must be one,
+    setting ``carry_bytes``, and is called with ``carry=`` (its bytes, as the previous frame left
+    them) and ``frames_missing=``. A callable that takes ``out=`` writes into the output arrays
+    in place. docs/python.md states the whole contract. This only records the declaration (as
+    ``obj.__kplace_kernel__``); kplace reads it when it imports the module."""
+    declared = {"name": name, "inputs": inputs, "outputs": outputs, "stateful": stateful,
+                "reset_on_gap": reset_on_gap}
+
+    def mark(obj):
+        obj.__kplace_kernel__ = declared
+        return obj
+
+    return mark
+
+
 __all__ = ["Admission", "KplaceError", "Pipeline", "Report", "Sweep", "Tuning", "admit",
-           "bisect_rate", "graph_path", "run", "tune"]
+           "bisect_rate", "graph_path", "kernel", "run", "tune"]

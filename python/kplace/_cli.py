@@ -13,6 +13,9 @@ BINARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_install", "b
 
 def main():
     """Replaces this process with the bundled ``kplace``, passing the arguments on."""
+    # Kernels written in Python run in this interpreter, with its packages.
+    if sys.executable:
+        os.environ.setdefault("KPLACE_PYTHON", sys.executable)
     if not os.access(BINARY, os.X_OK):
         sys.exit(f"kplace: the bundled command {BINARY} is missing or not executable")
     os.execv(BINARY, [BINARY] + sys.argv[1:])

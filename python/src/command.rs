@@ -117,6 +117,13 @@ pub fn run(py: Python<'_>, command: &Path, args: &[String], quiet: bool) -> PyRe
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // Kernels written in Python run, in the command, in this interpreter, with its packages.
+    if std::env::var_os(kplace::plugin::PYTHON_ENV).is_none() {
+        let executable: std::path::PathBuf = py.import("sys")?.getattr("executable")?.extract()?;
+        if !executable.as_os_str().is_empty() {
+            child.env(kplace::plugin::PYTHON_ENV, executable);
+        }
+    }
     let child = child
         .spawn()
         .map_err(|e| KplaceError::new_err(format!("cannot run {}: {e}", command.display())))?;

@@ -209,6 +209,12 @@ fn admit(
 #[pymodule]
 fn _kplace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::Pipeline>()?;
+    m.add_function(wrap_pyfunction!(pipeline::close_all, m)?)?;
+    // Every stream ends before the interpreter finalizes (`close_all`).
+    let close_all = m.getattr("close_all")?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (close_all,))?;
     m.add_function(wrap_pyfunction!(graph_path, m)?)?;
     m.add_function(wrap_pyfunction!(run_graph, m)?)?;
     m.add_function(wrap_pyfunction!(bisect_rate, m)?)?;

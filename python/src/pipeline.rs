@@ -7,7 +7,7 @@
 //! written straight into the arrays returned; the GIL is released while the frames run.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -25,16 +25,47 @@ use kplace::workload::feed::{Feed, FeedSpec};
 /// and returns each sink's frames; `report()` ends the stream and returns its run report.
 #[pyclass(frozen, module = "kplace")]
 pub struct Pipeline {
-    feed: Mutex<Feed>,
+    // Dropped with the GIL released (`Drop` below); also in [`OPEN`] until then.
+    feed: Arc<Mutex<Feed>>,
     source: Layout,
     sinks: Vec<Layout>,
 }
 
 impl Pipeline {
     fn feed(&self) -> MutexGuard<'_, Feed> {
-        // A panic inside the feed leaves it failed or ended, which it says on the next call.
-        self.feed.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.feed)
     }
+}
+
+impl Drop for Pipeline {
+    /// Ends the stream with the GIL released: its workers may be waiting for the GIL to run a
+    /// kernel written in Python, or to release one's state, and are joined here.
+    fn drop(&mut self) {
+        let feed = Arc::clone(&self.feed);
+        Python::attach(|py| py.detach(move || lock(&feed).close()));
+    }
+}
+
+fn lock(feed: &Mutex<Feed>) -> MutexGuard<'_, Feed> {
+    // A panic inside the feed leaves it failed or ended, which it says on the next call.
+    feed.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The feed of every pipeline not yet dropped, for [`close_all`].
+static OPEN: Mutex<Vec<Weak<Mutex<Feed>>>> = Mutex::new(Vec::new());
+
+/// Ends the stream of every pipeline still open. Registered with `atexit` when the module is
+/// imported: a pipeline still alive when Python exits is otherwise dropped while the
+/// interpreter finalizes, when its workers can no longer take the GIL to release a Python
+/// kernel's state.
+#[pyfunction]
+pub fn close_all(py: Python<'_>) {
+    let open = std::mem::take(&mut *OPEN.lock().unwrap_or_else(PoisonError::into_inner));
+    py.detach(|| {
+        for feed in open.iter().filter_map(Weak::upgrade) {
+            lock(&feed).close();
+        }
+    });
 }
 
 /// A tensor's layout as Python reads it: name, element types, one frame's shape.
@@ -71,10 +102,17 @@ impl Pipeline {
                 })
             })
             .map_err(|e| kplace_error(&e))?;
+        let source = Layout::of(feed.source());
+        let sinks = feed.sinks().into_iter().map(Layout::of).collect();
+        let feed = Arc::new(Mutex::new(feed));
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        open.retain(|f| f.strong_count() > 0);
+        open.push(Arc::downgrade(&feed));
+        drop(open);
         Ok(Pipeline {
-            source: Layout::of(feed.source()),
-            sinks: feed.sinks().into_iter().map(Layout::of).collect(),
-            feed: Mutex::new(feed),
+            source,
+            sinks,
+            feed,
         })
     }
 

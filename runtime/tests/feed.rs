@@ -20,6 +20,12 @@ const COLS: usize = 12;
 const ALPHA: f64 = 0.999;
 
 fn plan(workers: usize, slots: usize) -> Plan {
+    plan_failing_at(workers, slots, None)
+}
+
+/// [`plan`], its first stage failing a launch on a frame whose first I sample is `marker`.
+fn plan_failing_at(workers: usize, slots: usize, marker: Option<i16>) -> Plan {
+    let marker = marker.map_or_else(String::new, |m| format!(", fail_marker: {m}"));
     let lib = build_c_library("test_kernels.c", "test_kernels", &[]);
     let graph = format!(
         "name: fed
@@ -30,7 +36,7 @@ tensors:
   - {{name: mag, dtype: f32, shape: [R, C]}}
   - {{name: y, dtype: f64, shape: [R, C]}}
 stages:
-  - {{name: magnitude, kernel: test.magnitude2, inputs: [iq], outputs: [mag], split: {{axis: 0, tile: 4}}, params: {{scale: 0.25}}}}
+  - {{name: magnitude, kernel: test.magnitude2, inputs: [iq], outputs: [mag], split: {{axis: 0, tile: 4}}, params: {{scale: 0.25{marker}}}}}
   - {{name: integrate, kernel: test.leaky, inputs: [mag], outputs: [y]}}
 sinks: [mag, y]
 "
@@ -154,4 +160,37 @@ fn wrong_sizes_are_refused_naming_the_tensor_and_the_stream_goes_on() {
         .collect();
     assert_eq!(y, want_y);
     assert_eq!(feed.finish().unwrap().frames, 2);
+}
+
+#[test]
+fn a_kernel_failing_mid_batch_fails_that_batch_and_every_later_call() {
+    let mut frames = kplace_testkit::test_frames(ROWS, COLS, 3, 11);
+    // The last frame of the batch fails: by then the source has handed over the whole batch
+    // (it has a slot for each frame) and waits for the next one.
+    frames[2][..2].copy_from_slice(&7777i16.to_le_bytes());
+    let (done, finished) = std::sync::mpsc::channel();
+    // The feed runs on a thread of its own, so that a batch waiting forever fails the test.
+    std::thread::spawn(move || {
+        let mut feed = Feed::start(plan_failing_at(2, 4, Some(7777))).unwrap();
+        let mut m = vec![0u8; 3 * ROWS * COLS * 4];
+        let mut o = vec![0u8; 3 * ROWS * COLS * 8];
+        let first = feed.process(&frames.concat(), &mut [&mut m, &mut o]);
+        let again = feed.process(
+            &frames[0],
+            &mut [&mut m[..ROWS * COLS * 4], &mut o[..ROWS * COLS * 8]],
+        );
+        let _ = done.send((
+            first.map_err(|e| e.to_string()),
+            again.map_err(|e| e.to_string()),
+        ));
+    });
+    let (first, again) = finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a batch whose kernel failed never returned");
+    let first = first.unwrap_err();
+    assert!(
+        first.contains("test.magnitude2: launch failed: marker frame seen"),
+        "{first}"
+    );
+    assert_eq!(again.unwrap_err(), first);
 }

@@ -15,12 +15,15 @@ use std::sync::Arc;
 
 use kplace_abi::{
     ABI_MIN_VERSION, ABI_VERSION, CarryFlags, DeviceKind, ENTRY_SYMBOL, EntryFn, Kernel,
-    KernelConfig, KernelFlags, KernelV1, LaunchArgs, MemorySpace, Param, SPLIT_NONE, Status,
-    Tensor, TensorDesc, Tile,
+    KernelConfig, KernelFlags, KernelV1, LaunchArgs, Library, MemorySpace, Param, SPLIT_NONE,
+    Status, Tensor, TensorDesc, Tile,
 };
 
+mod python;
 mod table;
 mod v1;
+
+pub use python::{HOST_LIBRARY, PYTHON_ENV, is_module as is_python_module};
 
 pub use table::TableError;
 use table::{read_entry, read_str};
@@ -86,6 +89,15 @@ pub enum PluginError {
         path: PathBuf,
         /// Which rule.
         rule: TableError,
+    },
+    /// A Python module could not be loaded as a kernel library: no interpreter, no host
+    /// library, or the module's import or declarations failed.
+    #[error("kernel library {}: {message}", path.display())]
+    Python {
+        /// The module.
+        path: PathBuf,
+        /// Why, as the host library or the interpreter says.
+        message: String,
     },
     /// A kernel's create failed.
     #[error("{kernel} ({}): create failed: {message} [{}]", library.display(), status.name())]
@@ -188,12 +200,14 @@ pub struct KernelLibrary {
     path: PathBuf,
     name: String,
     kernels: Vec<KernelInfo>,
-    // Declared last so it is dropped last: the function pointers above point into it.
-    _library: libloading::Library,
+    // Declared last so it is dropped last: the function pointers above point into it (for a
+    // Python module, the host library that made its table).
+    _library: Arc<libloading::Library>,
 }
 
 impl KernelLibrary {
-    /// Loads and checks the library at `path`.
+    /// Loads and checks the library at `path`: a shared library, or a Python module (`.py`,
+    /// whose table `libkplace_python.so` makes).
     pub fn load(path: &Path) -> Result<Arc<KernelLibrary>, PluginError> {
         // Only a regular file (or a link to one) reaches the loader: dlopen on a FIFO blocks
         // until something writes to it, and on a directory or device it fails obscurely.
@@ -217,25 +231,15 @@ impl KernelLibrary {
                 kind: file_kind(metadata.file_type()),
             });
         }
-        // SAFETY: loading runs the library's initialisers; a kernel library is trusted code
-        // chosen by the user, as any shared library a program links.
-        let library =
-            unsafe { libloading::Library::new(path) }.map_err(|source| PluginError::Load {
-                path: path.to_path_buf(),
-                cause: source,
-            })?;
-        // SAFETY: the symbol's type is fixed by the ABI.
-        let entry: EntryFn = unsafe { library.get::<EntryFn>(ENTRY_SYMBOL) }
-            .map(|symbol| *symbol)
-            .map_err(|_| PluginError::NoEntry {
-                path: path.to_path_buf(),
-            })?;
+        let (library, table) = if python::is_module(path) {
+            python::load(path)?
+        } else {
+            Self::open(path)?
+        };
         let bad = |rule: TableError| PluginError::BadTable {
             path: path.to_path_buf(),
             rule,
         };
-        // SAFETY: the entry takes no arguments and returns a pointer to a static table.
-        let table = unsafe { entry() };
         if table.is_null() {
             return Err(bad(TableError::NullTable));
         }
@@ -298,6 +302,26 @@ impl KernelLibrary {
             kernels,
             _library: library,
         }))
+    }
+
+    /// Opens the shared library at `path` and calls its entry: the library and its table.
+    fn open(path: &Path) -> Result<(Arc<libloading::Library>, *const Library), PluginError> {
+        // SAFETY: loading runs the library's initialisers; a kernel library is trusted code
+        // chosen by the user, as any shared library a program links.
+        let library =
+            unsafe { libloading::Library::new(path) }.map_err(|source| PluginError::Load {
+                path: path.to_path_buf(),
+                cause: source,
+            })?;
+        // SAFETY: the symbol's type is fixed by the ABI.
+        let entry: EntryFn = unsafe { library.get::<EntryFn>(ENTRY_SYMBOL) }
+            .map(|symbol| *symbol)
+            .map_err(|_| PluginError::NoEntry {
+                path: path.to_path_buf(),
+            })?;
+        // SAFETY: the entry takes no arguments and returns a pointer to a static table.
+        let table = unsafe { entry() };
+        Ok((Arc::new(library), table))
     }
 
     /// The file it was loaded from.

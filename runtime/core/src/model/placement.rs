@@ -37,6 +37,10 @@ impl Device {
     }
 }
 
+/// A placement's word for a stage run on the CPU's workers by a kernel written in Python
+/// (`stage: python`, with the module under `libraries: {python: ...}`), and that key.
+pub const PYTHON: &str = "python";
+
 /// A device's name that is none kplace knows.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown device {0:?} (expected cpu, gpu or gpu:N)")]
@@ -280,17 +284,30 @@ impl Placement {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        let libraries = file
+        let libraries: BTreeMap<String, PathBuf> = file
             .libraries
             .into_iter()
             .map(|(kind, p)| {
-                if kind != "cpu" && kind != "gpu" {
+                let line = Some(p.referenced.line());
+                if kind != "cpu" && kind != "gpu" && kind != PYTHON {
                     return Err(invalid(
-                        Some(p.referenced.line()),
-                        format!("libraries: unknown device kind {kind} (expected cpu or gpu)"),
+                        line,
+                        format!(
+                            "libraries: unknown device kind {kind} (expected cpu, gpu or python)"
+                        ),
                     ));
                 }
-                Ok((kind, resolve_library(base, &p.value)))
+                let library = resolve_library(base, &p.value);
+                if kind == PYTHON && !crate::plugin::is_python_module(&library) {
+                    return Err(invalid(
+                        line,
+                        format!(
+                            "libraries: python names {}, which is not a Python module (a .py file)",
+                            p.value
+                        ),
+                    ));
+                }
+                Ok((kind, library))
             })
             .collect::<Result<_, _>>()?;
         let stages = file
@@ -304,16 +321,50 @@ impl Placement {
                     priority,
                     tile,
                 } = entry.value;
-                let device = device.parse().map_err(|e: UnknownDevice| {
-                    invalid(Some(line), format!("stage {name}: {e}"))
-                })?;
+                let mut library = library.map(|l| resolve_library(base, &l));
+                let device = if device == PYTHON {
+                    // On the CPU's workers, from a Python module: the stage's own, else the
+                    // placement's.
+                    let module = library.clone().or_else(|| libraries.get(PYTHON).cloned());
+                    match module {
+                        Some(module) if crate::plugin::is_python_module(&module) => {
+                            library = Some(module);
+                        }
+                        Some(other) => {
+                            return Err(invalid(
+                                Some(line),
+                                format!(
+                                    "stage {name} is placed on python, but its library {} is not a Python module (a .py file)",
+                                    other.display()
+                                ),
+                            ));
+                        }
+                        None => {
+                            return Err(invalid(
+                                Some(line),
+                                format!(
+                                    "stage {name} is placed on python, which needs the Python module of its kernel: name it with {{device: python, library: kernels.py}}, or under libraries: {{python: kernels.py}}"
+                                ),
+                            ));
+                        }
+                    }
+                    Device::Cpu
+                } else {
+                    device.parse().map_err(|UnknownDevice(device)| {
+                        invalid(
+                            Some(line),
+                            format!(
+                                "stage {name}: unknown device {device:?} (expected cpu, gpu, gpu:N or python)"
+                            ),
+                        )
+                    })?
+                };
                 if tile == Some(0) {
                     return Err(invalid(
                         Some(line),
                         format!("stage {name}: tile must be at least 1"),
                     ));
                 }
-                let library = library.map(|l| resolve_library(base, &l));
                 Ok((
                     name,
                     StagePlacement {

@@ -17,8 +17,9 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam::channel::{self, Receiver, Sender};
+use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender};
 
 use crate::session::{self, RunFacts, Session};
 use kplace_core::executor::{
@@ -303,6 +304,16 @@ impl Feed {
         result
     }
 
+    /// Ends the stream without a report, as dropping the feed does: the run ends and its
+    /// thread is joined, so no frame and no kernel state outlives this call. Calls after it
+    /// fail, saying the stream ended; `finish` still returns its report.
+    pub fn close(&mut self) {
+        self.batches = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
     /// Ends the stream: no more frames; the run finishes those in flight (none: every batch
     /// has), and its report is built. Once ended, the same report again.
     pub fn finish(&mut self) -> Result<&RunReport, FeedError> {
@@ -420,11 +431,7 @@ impl Feed {
 
 impl Drop for Feed {
     fn drop(&mut self) {
-        // Ending the stream ends the run; its thread is joined so no frame outlives the feed.
-        self.batches = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.close();
     }
 }
 
@@ -438,8 +445,15 @@ impl Source for BatchSource {
     fn run(&mut self, ingest: &mut Ingest<'_>) -> Result<(), SourceError> {
         let packet = ingest.packet_bytes();
         let frame = packet * ingest.packets_per_frame() as usize;
-        // The stream ends when the feed drops its end of the channel.
-        while let Ok(batch) = self.batches.recv() {
+        // The stream ends when the feed drops its end of the channel, or when the run stops
+        // (a kernel failed): the wait for the next batch looks at that in between.
+        loop {
+            let batch = match self.batches.recv_timeout(STOP_POLL) {
+                Ok(batch) => batch,
+                Err(RecvTimeoutError::Timeout) if ingest.stopping() => return Ok(()),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            };
             // SAFETY: `Batch`'s pointer holds `frames` frames of the source's bytes (checked
             // by `Feed::check_sizes`) and stays valid while the source may read it (`Batch`).
             let data = unsafe { std::slice::from_raw_parts(batch.data, batch.frames * frame) };
@@ -453,9 +467,11 @@ impl Source for BatchSource {
                 ingest.write_frame(open, bytes)?;
             }
         }
-        Ok(())
     }
 }
+
+/// How often the source, waiting for the next batch, looks whether the run has stopped.
+const STOP_POLL: Duration = Duration::from_millis(10);
 
 /// The run's sink: each frame's sinks into the current batch's buffers, in order.
 struct BatchSink {

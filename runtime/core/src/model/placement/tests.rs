@@ -128,6 +128,52 @@ fn short_and_long_stage_forms() {
 }
 
 #[test]
+fn a_stage_on_python_runs_on_the_cpu_from_a_python_module() {
+    let p = parse(
+        "name: t\nlibraries: {python: k.py}\nstages:\n  a: python\n  b: {device: python, library: own.py}\n  c: cpu\n",
+    )
+    .unwrap();
+    assert_eq!(p.stages["a"].device, Device::Cpu);
+    assert_eq!(
+        p.stages["a"].library.as_deref(),
+        Some(Path::new("placements/k.py"))
+    );
+    assert_eq!(
+        p.stages["b"].library.as_deref(),
+        Some(Path::new("placements/own.py"))
+    );
+    assert_eq!(
+        p.stages["c"].library, None,
+        "a cpu stage keeps the cpu library"
+    );
+    for (text, line, says) in [
+        (
+            "name: t\nstages:\n  a: python\n",
+            "test.yaml:3:",
+            "stage a is placed on python, which needs the Python module of its kernel",
+        ),
+        (
+            "name: t\nstages:\n  a: {device: python, library: libk.so}\n",
+            "test.yaml:3:",
+            "stage a is placed on python, but its library placements/libk.so is not a Python module",
+        ),
+        (
+            "name: t\nlibraries: {python: libk.so}\nstages:\n  a: cpu\n",
+            "test.yaml:2:",
+            "libraries: python names libk.so, which is not a Python module",
+        ),
+        (
+            "name: t\nstages:\n  a: pyhton\n",
+            "test.yaml:3:",
+            "unknown device \"pyhton\" (expected cpu, gpu, gpu:N or python)",
+        ),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(line) && e.contains(says), "{text}: {e}");
+    }
+}
+
+#[test]
 fn errors_name_file_line_and_field() {
     let e = parse("name: t\nstages:\n  a: {device: cpu, prio: 1}\n")
         .unwrap_err()

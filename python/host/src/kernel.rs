@@ -8,7 +8,6 @@ use pyo3::types::PyDict;
 
 use kplace_abi::export::{Config, KernelError, Launch};
 use kplace_abi::{KernelFlags, TensorDesc};
-use kplace_core::model::npy;
 
 use crate::arrays::{Access, view};
 use crate::module::{Declared, describe_error, host};
@@ -27,7 +26,7 @@ fn ports(descs: &[TensorDesc]) -> Vec<(&'static str, &'static str, Vec<u64>)> {
     descs
         .iter()
         .map(|d| {
-            let (descr, shape) = npy::layout(d.dtype, d.dims(), d.bytes);
+            let (descr, shape) = kplace_abi::numpy::layout(d.dtype, d.dims(), d.bytes);
             (d.dtype.name().unwrap_or("unknown"), descr, shape)
         })
         .collect()

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod export;
+pub mod numpy;
 mod records;
 
 pub use records::{RECORD_BYTES, Record, RecordList, RecordListError, RecordListHeader};

@@ -13,16 +13,16 @@ stream:
 - Stateful: the carry holds each lane's last K - 1 samples, time step after time step, as
   float32 scalars (the C kernel's layout, so a stream may move between the two). A lost
   frame counts as silence: its zeros are shifted into the history.
+
+It declares itself as `@kplace.kernel("blocks.fir", stateful=True)` would (the dict at the end),
+so that it needs NumPy alone: the `kplace` command may run it in any interpreter that has NumPy.
 """
 
 import math
 
 import numpy as np
 
-import kplace
 
-
-@kplace.kernel("blocks.fir", stateful=True)
 class Fir:
     """One state of the filter, made from the stage's parameters and ports."""
 
@@ -78,3 +78,7 @@ class Fir:
         out.view(np.float32).reshape(self.outputs, self.step)[...] = y
         if carry is not None and k > 1:
             history[...] = extended[-(k - 1) :]
+
+
+# What @kplace.kernel("blocks.fir", stateful=True) sets (docs/python.md).
+Fir.__kplace_kernel__ = {"name": "blocks.fir", "inputs": 1, "outputs": 1, "stateful": True}

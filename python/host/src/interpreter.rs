@@ -8,11 +8,13 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::module::describe_error;
+use kplace_abi::export::KernelError;
+
+use crate::glue::describe_error;
 
 /// Makes sure an interpreter runs in this process and imports NumPy. Starts one when none
 /// runs, with `sys_path` as its `sys.path` (when not empty); a second call finds it running.
-pub fn ensure(sys_path: &[String]) -> Result<(), String> {
+pub fn ensure(sys_path: &[String]) -> Result<(), KernelError> {
     static STARTED: OnceLock<()> = OnceLock::new();
     // SAFETY: Py_IsInitialized may be called at any time, without the GIL.
     if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
@@ -36,11 +38,11 @@ pub fn ensure(sys_path: &[String]) -> Result<(), String> {
     Python::attach(|py| {
         py.import("numpy").map(drop).map_err(|e| {
             let version = Python::version_str().to_string();
-            format!(
+            KernelError::invalid(format!(
                 "Python kernels need NumPy, which the Python kplace runs them in (Python {}) cannot import: {}; install numpy there, or name an interpreter that has it with KPLACE_PYTHON",
                 version.split_whitespace().next().unwrap_or(&version),
                 describe_error(py, &e)
-            )
+            ))
         })
     })
 }

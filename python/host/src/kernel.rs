@@ -7,10 +7,29 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use kplace_abi::export::{Config, KernelError, Launch};
+use std::ffi::CString;
+
 use kplace_abi::{KernelFlags, TensorDesc};
 
 use crate::arrays::{Access, view};
-use crate::module::{Declared, describe_error, host};
+use crate::glue::{describe_error, host};
+
+/// One kernel a module declares.
+#[derive(Debug)]
+pub struct Declared {
+    /// Its logical name.
+    pub name: CString,
+    /// Inputs it takes.
+    pub n_inputs: u32,
+    /// Outputs it writes.
+    pub n_outputs: u32,
+    /// Stateful, and what a lost frame does to its carry.
+    pub flags: KernelFlags,
+    /// A class (an instance per state) or a function (called as it is).
+    pub is_class: bool,
+    /// The class or function.
+    pub object: Py<PyAny>,
+}
 
 /// A state: the callable host.py made for one stage and frame slot.
 #[derive(Debug)]

@@ -18,6 +18,7 @@
 //! and [`interpreter::ensure`] starts it, with that interpreter's `sys.path`.
 
 mod arrays;
+mod glue;
 mod interpreter;
 mod kernel;
 mod module;
@@ -28,7 +29,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 
 use kplace_abi::Library;
-use kplace_abi::export::write_error;
+use kplace_abi::export::{KernelError, write_error};
 
 /// Returns the kernel table of the Python module at `path` (a NUL-terminated UTF-8 path),
 /// importing it on the first call for that file. `sys_path` holds `n_sys_path` directories,
@@ -48,11 +49,14 @@ pub unsafe extern "C" fn kplace_python_module_v1(
 ) -> *const Library {
     let found = catch_unwind(AssertUnwindSafe(|| {
         if path.is_null() {
-            return Err("no module path given".to_string());
+            return Err(KernelError::invalid("no module path given"));
         }
         // SAFETY: the caller passes a NUL-terminated path.
         let path = unsafe { CStr::from_ptr(path) };
-        let path = PathBuf::from(path.to_str().map_err(|_| "the module path is not UTF-8")?);
+        let path = path
+            .to_str()
+            .map(PathBuf::from)
+            .map_err(|_| KernelError::invalid("the module path is not UTF-8"))?;
         let mut dirs = Vec::new();
         if n_sys_path > 0 && !sys_path.is_null() {
             // SAFETY: the caller passes n_sys_path NUL-terminated strings.
@@ -72,7 +76,7 @@ pub unsafe extern "C" fn kplace_python_module_v1(
     }));
     let message = match found {
         Ok(Ok(table)) => return table,
-        Ok(Err(message)) => message,
+        Ok(Err(error)) => error.message,
         Err(_) => "the Python host panicked while loading the module".to_string(),
     };
     // SAFETY: the caller's buffer contract.

@@ -7,72 +7,32 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyModule;
 
+use kplace_abi::export::KernelError;
 use kplace_abi::{ABI_VERSION, Kernel, KernelFlags, Library};
 
+use crate::glue::{describe_error, host};
+use crate::kernel::Declared;
 use crate::slots;
-
-/// The embedded glue (host.py), imported once per interpreter.
-static HOST: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-
-/// The glue module: importing kernels, creating states, launching.
-pub fn host(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    HOST.get_or_try_init(py, || {
-        PyModule::from_code(
-            py,
-            pyo3::ffi::c_str!(include_str!("host.py")),
-            c"kplace_host.py",
-            c"_kplace_host",
-        )
-        .map(Bound::unbind)
-    })
-    .map(|module| module.bind(py))
-}
-
-/// A Python exception as one line, as host.py's `describe` words it (its type, message and
-/// innermost line; a broken rule of the contract as its message alone).
-pub fn describe_error(py: Python<'_>, error: &PyErr) -> String {
-    host(py)
-        .and_then(|host| {
-            host.getattr("describe")?
-                .call1((error.value(py),))?
-                .extract()
-        })
-        .unwrap_or_else(|_| error.to_string())
-}
-
-/// One kernel a module declares.
-#[derive(Debug)]
-pub struct Declared {
-    /// Its logical name.
-    pub name: CString,
-    /// Inputs it takes.
-    pub n_inputs: u32,
-    /// Outputs it writes.
-    pub n_outputs: u32,
-    /// Stateful, and what a lost frame does to its carry.
-    pub flags: KernelFlags,
-    /// A class (an instance per state) or a function (called as it is).
-    pub is_class: bool,
-    /// The class or function.
-    pub object: Py<PyAny>,
-}
 
 /// The tables of the modules imported so far, by file.
 static MODULES: Mutex<Vec<(PathBuf, &'static Library)>> = Mutex::new(Vec::new());
 
 /// The kernel table of the module at `path`, importing it on first use.
-pub fn table(path: &Path) -> Result<*const Library, String> {
-    let file = path
-        .canonicalize()
-        .map_err(|e| format!("cannot read the Python module {}: {e}", path.display()))?;
+pub fn table(path: &Path) -> Result<*const Library, KernelError> {
+    let file = path.canonicalize().map_err(|e| {
+        KernelError::invalid(format!(
+            "cannot read the Python module {}: {e}",
+            path.display()
+        ))
+    })?;
     let mut modules = MODULES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((_, table)) = modules.iter().find(|(p, _)| *p == file) {
         return Ok(*table);
     }
-    let declared = Python::attach(|py| declared(py, &file).map_err(|e| describe_error(py, &e)))?;
+    let declared = Python::attach(|py| {
+        declared(py, &file).map_err(|e| KernelError::invalid(describe_error(py, &e)))
+    })?;
     let kernels: Vec<Kernel> = declared
         .into_iter()
         .map(slots::claim)

@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kplace_abi::export::{Config, KernelError, Launch, write_error};
 use kplace_abi::{CreateFn, DeviceKind, Kernel, KernelConfig, LaunchArgs, MemorySpace, Status};
 
-use crate::kernel::State;
-use crate::module::Declared;
+use crate::kernel::{Declared, State};
 
 /// The most Python kernels one process declares, over every module it imports.
 pub const MAX_KERNELS: usize = 256;
@@ -45,13 +44,13 @@ static CREATES: [CreateFn; MAX_KERNELS] = creates!(
 );
 
 /// Gives `declared` the next slot, and returns its table entry.
-pub fn claim(declared: Declared) -> Result<Kernel, String> {
+pub fn claim(declared: Declared) -> Result<Kernel, KernelError> {
     let slot = CLAIMED.fetch_add(1, Ordering::Relaxed);
     let Some(cell) = SLOTS.get(slot) else {
-        return Err(format!(
+        return Err(KernelError::invalid(format!(
             "kernel {}: this process already has the most Python kernels it can ({MAX_KERNELS}, over every module it imported)",
             declared.name.to_string_lossy()
-        ));
+        )));
     };
     let entry = Kernel {
         name: declared.name.as_ptr(),
@@ -70,7 +69,7 @@ pub fn claim(declared: Declared) -> Result<Kernel, String> {
     // The slot is this call's alone (the counter only grows); the name's bytes move with the
     // CString, so the pointer above stays valid.
     cell.set(declared)
-        .map_err(|_| "a Python kernel slot was claimed twice".to_string())?;
+        .map_err(|_| KernelError::internal("a Python kernel slot was claimed twice"))?;
     Ok(entry)
 }
 

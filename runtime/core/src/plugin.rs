@@ -23,10 +23,12 @@ mod python;
 mod table;
 mod v1;
 
-pub use python::{HOST_LIBRARY, PYTHON_ENV, is_module as is_python_module};
+pub use python::{HOST_LIBRARY, PYTHON_ENV, PythonError};
 
 pub use table::TableError;
 use table::{read_entry, read_str};
+
+use crate::model::placement::is_python_module;
 
 /// Room for a kernel's error text; longer text is truncated by the kernel.
 const ERROR_BUFFER: usize = 1024;
@@ -92,12 +94,12 @@ pub enum PluginError {
     },
     /// A Python module could not be loaded as a kernel library: no interpreter, no host
     /// library, or the module's import or declarations failed.
-    #[error("kernel library {}: {message}", path.display())]
+    #[error("kernel library {}: {cause}", path.display())]
     Python {
         /// The module.
         path: PathBuf,
-        /// Why, as the host library or the interpreter says.
-        message: String,
+        /// Why (boxed: the loader's other errors are small).
+        cause: Box<PythonError>,
     },
     /// A kernel's create failed.
     #[error("{kernel} ({}): create failed: {message} [{}]", library.display(), status.name())]
@@ -231,7 +233,7 @@ impl KernelLibrary {
                 kind: file_kind(metadata.file_type()),
             });
         }
-        let (library, table) = if python::is_module(path) {
+        let (library, table) = if is_python_module(path) {
             python::load(path)?
         } else {
             Self::open(path)?

@@ -13,10 +13,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 use serde_saphyr::Spanned;
 
 pub use alternatives::AlternativesError;
+use entry::StageEntry;
 
 /// A device a stage can be placed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,6 +41,12 @@ impl Device {
 /// A placement's word for a stage run on the CPU's workers by a kernel written in Python
 /// (`stage: python`, with the module under `libraries: {python: ...}`), and that key.
 pub const PYTHON: &str = "python";
+
+/// Whether `path` names a Python module of kernels (a `.py` file), which the loader hands to
+/// the Python host (`plugin`) rather than to the dynamic loader.
+pub fn is_python_module(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "py")
+}
 
 /// A device's name that is none kplace knows.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -298,7 +305,7 @@ impl Placement {
                     ));
                 }
                 let library = resolve_library(base, &p.value);
-                if kind == PYTHON && !crate::plugin::is_python_module(&library) {
+                if kind == PYTHON && !is_python_module(&library) {
                     return Err(invalid(
                         line,
                         format!(
@@ -315,66 +322,8 @@ impl Placement {
             .into_iter()
             .map(|(name, entry)| {
                 let line = entry.referenced.line();
-                let StageEntry {
-                    device,
-                    library,
-                    priority,
-                    tile,
-                } = entry.value;
-                let mut library = library.map(|l| resolve_library(base, &l));
-                let device = if device == PYTHON {
-                    // On the CPU's workers, from a Python module: the stage's own, else the
-                    // placement's.
-                    let module = library.clone().or_else(|| libraries.get(PYTHON).cloned());
-                    match module {
-                        Some(module) if crate::plugin::is_python_module(&module) => {
-                            library = Some(module);
-                        }
-                        Some(other) => {
-                            return Err(invalid(
-                                Some(line),
-                                format!(
-                                    "stage {name} is placed on python, but its library {} is not a Python module (a .py file)",
-                                    other.display()
-                                ),
-                            ));
-                        }
-                        None => {
-                            return Err(invalid(
-                                Some(line),
-                                format!(
-                                    "stage {name} is placed on python, which needs the Python module of its kernel: name it with {{device: python, library: kernels.py}}, or under libraries: {{python: kernels.py}}"
-                                ),
-                            ));
-                        }
-                    }
-                    Device::Cpu
-                } else {
-                    device.parse().map_err(|UnknownDevice(device)| {
-                        invalid(
-                            Some(line),
-                            format!(
-                                "stage {name}: unknown device {device:?} (expected cpu, gpu, gpu:N or python)"
-                            ),
-                        )
-                    })?
-                };
-                if tile == Some(0) {
-                    return Err(invalid(
-                        Some(line),
-                        format!("stage {name}: tile must be at least 1"),
-                    ));
-                }
-                Ok((
-                    name,
-                    StagePlacement {
-                        device,
-                        library,
-                        priority,
-                        tile,
-                        line,
-                    },
-                ))
+                let stage = entry.value.resolve(&name, (path, line), base, &libraries);
+                stage.map(|stage| (name, stage))
             })
             .collect::<Result<_, _>>()?;
         let runtime = file.runtime.unwrap_or_default();
@@ -642,62 +591,7 @@ impl Default for RuntimeFile {
     }
 }
 
-/// A stage entry: `cpu` (short form) or `{device: gpu:0, library: ..., priority: -1, tile: 64}`.
-struct StageEntry {
-    device: String,
-    library: Option<String>,
-    priority: i32,
-    tile: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StageEntryLong {
-    device: String,
-    #[serde(default)]
-    library: Option<String>,
-    #[serde(default)]
-    priority: i32,
-    #[serde(default)]
-    tile: Option<u64>,
-}
-
-impl<'de> Deserialize<'de> for StageEntry {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntryVisitor;
-        impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = StageEntry;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(
-                    "a device (cpu, gpu, gpu:N) or a map with device, library, priority, tile",
-                )
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<StageEntry, E> {
-                Ok(StageEntry {
-                    device: v.to_string(),
-                    library: None,
-                    priority: 0,
-                    tile: None,
-                })
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<StageEntry, A::Error> {
-                // Delegating keeps the long form's own errors (unknown field, bad type).
-                let long = StageEntryLong::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(StageEntry {
-                    device: long.device,
-                    library: long.library,
-                    priority: long.priority,
-                    tile: long.tile,
-                })
-            }
-        }
-        deserializer.deserialize_any(EntryVisitor)
-    }
-}
-
 mod alternatives;
+mod entry;
 #[cfg(test)]
 mod tests;

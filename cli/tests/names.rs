@@ -93,7 +93,7 @@ fn complete_lists_the_names_kplace_resolves() {
     };
     assert_eq!(
         placements(&["run", "--graph", "beamformer/filtered", "--placement"]),
-        "cpu\ncpu-2\ngpu\n"
+        "cpu\ncpu-2\ngpu\npython\n"
     );
     assert_eq!(
         placements(&["run", "--graph=spectrogram"]),

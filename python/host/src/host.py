@@ -237,12 +237,22 @@ def _store(result, outs, state):
     return None
 
 
+def _held_alone():
+    """What sys.getrefcount says of an array that one list alone refers to (2 on CPython 3.11:
+    the list and the call's argument), measured rather than assumed."""
+    alone = [numpy.empty(0)]
+    return sys.getrefcount(alone[0])
+
+
+HELD_ALONE = _held_alone()
+
+
 def _kept(arrays):
     """Names an array the kernel still holds a reference to, itself or through a view of it:
-    here each is referenced by its list alone (and by getrefcount's argument)."""
+    here each is referred to by its list alone."""
     for what, items in arrays:
         for i in range(len(items)):
-            if sys.getrefcount(items[i]) > 2:
+            if sys.getrefcount(items[i]) > HELD_ALONE:
                 return what if what == "its carry" else f"{what} {i}"
     return None
 

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kplace_abi::export::{Config, KernelError, Launch, write_error};
+use kplace_abi::export::{Config, KernelError, Launch, guarded};
 use kplace_abi::{CreateFn, DeviceKind, Kernel, KernelConfig, LaunchArgs, MemorySpace, Status};
 
 use crate::kernel::{Declared, State};
@@ -73,22 +73,6 @@ pub fn claim(declared: Declared) -> Result<Kernel, KernelError> {
     Ok(entry)
 }
 
-/// Runs `body`, turning an error or a panic into a status and its text.
-unsafe fn guarded(
-    error: *mut c_char,
-    error_len: usize,
-    body: impl FnOnce() -> Result<(), KernelError>,
-) -> Status {
-    let failure = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => return Status::OK,
-        Ok(Err(e)) => e,
-        Err(_) => KernelError::internal("the Python host panicked"),
-    };
-    // SAFETY: forwarded from the caller's contract.
-    unsafe { write_error(error, error_len, &failure.message) };
-    failure.status
-}
-
 unsafe extern "C" fn create_in<const I: usize>(
     config: *const KernelConfig,
     state: *mut *mut c_void,
@@ -97,7 +81,7 @@ unsafe extern "C" fn create_in<const I: usize>(
 ) -> Status {
     // SAFETY: the runtime passes a valid config, state slot and error buffer (ABI contract).
     unsafe {
-        guarded(error, error_len, || {
+        guarded(error, error_len, None, || {
             let declared = SLOTS[I]
                 .get()
                 .ok_or_else(|| KernelError::internal("create called on an empty slot"))?;
@@ -134,7 +118,7 @@ unsafe extern "C" fn launch(
 ) -> Status {
     // SAFETY: the runtime passes a state from create_in, valid args and an error buffer.
     unsafe {
-        guarded(error, error_len, || {
+        guarded(error, error_len, None, || {
             if state.is_null() || args.is_null() {
                 return Err(KernelError::invalid(
                     "launch called with a null state or args",

@@ -176,10 +176,16 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     format!("kernel panicked: {text}")
 }
 
-/// Runs `body`, turning an error or a panic into a status plus text.
-unsafe fn guarded<K: KernelImpl>(
+/// Runs `body`, turning an error or a panic into a status plus its text in the caller's
+/// buffer, the text after `name: ` when a name is given: what each entry point of a kernel
+/// library written in Rust does, so that nothing but a status crosses the ABI.
+///
+/// # Safety
+/// `error` must be null or valid for `error_len` bytes of writes.
+pub unsafe fn guarded(
     error: *mut c_char,
     error_len: usize,
+    name: Option<&CStr>,
     body: impl FnOnce() -> Result<(), KernelError>,
 ) -> Status {
     let mut failure = match catch_unwind(AssertUnwindSafe(body)) {
@@ -187,12 +193,23 @@ unsafe fn guarded<K: KernelImpl>(
         Ok(Err(e)) => e,
         Err(payload) => KernelError::internal(panic_message(payload.as_ref())),
     };
-    if K::NAMES_ITS_ERRORS {
-        failure.message = format!("{}: {}", K::NAME.to_string_lossy(), failure.message);
+    if let Some(name) = name {
+        failure.message = format!("{}: {}", name.to_string_lossy(), failure.message);
     }
     // SAFETY: forwarded from the caller's contract.
     unsafe { write_error(error, error_len, &failure.message) };
     failure.status
+}
+
+/// [`guarded`] for kernel `K`, naming it when it asks to be named.
+unsafe fn guarded_kernel<K: KernelImpl>(
+    error: *mut c_char,
+    error_len: usize,
+    body: impl FnOnce() -> Result<(), KernelError>,
+) -> Status {
+    let name = K::NAMES_ITS_ERRORS.then_some(K::NAME);
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { guarded(error, error_len, name, body) }
 }
 
 unsafe extern "C" fn create_shim<K: KernelImpl>(
@@ -203,7 +220,7 @@ unsafe extern "C" fn create_shim<K: KernelImpl>(
 ) -> Status {
     // SAFETY: the runtime passes a valid config, state slot and error buffer (ABI contract).
     unsafe {
-        guarded::<K>(error, error_len, || {
+        guarded_kernel::<K>(error, error_len, || {
             if config.is_null() || state.is_null() {
                 return Err(KernelError::invalid(
                     "create called with a null config or state",
@@ -250,7 +267,7 @@ unsafe extern "C" fn launch_shim<K: KernelImpl>(
 ) -> Status {
     // SAFETY: the runtime passes a state from create_shim::<K>, valid args and error buffer.
     unsafe {
-        guarded::<K>(error, error_len, || {
+        guarded_kernel::<K>(error, error_len, || {
             if state.is_null() || args.is_null() {
                 return Err(KernelError::invalid(
                     "launch called with a null state or args",

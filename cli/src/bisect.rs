@@ -235,13 +235,16 @@ impl BisectArgs {
         let cotenant = CotenantSpec::parse(&self.cotenant, self.cotenant_intensity)
             .map_err(|e| anyhow::anyhow!("--cotenant: {e}"))?;
         let graph = super::args::graph_file(&self.graph)?;
-        // A placement name is one in the graph's placements/; paths and directories stay.
+        // A name the graph has a placement of is that placement, even where a folder of that
+        // name is in the current directory (`python` in a checkout); other paths and
+        // directories stay.
         let placements = self
             .placements
             .iter()
-            .map(|p| match p.exists() {
-                true => Ok(p.clone()),
-                false => super::args::placement_file(p, &graph),
+            .map(|p| match super::args::placement_file(p, &graph) {
+                Ok(found) if found.is_file() => Ok(found),
+                _ if p.exists() => Ok(p.clone()),
+                other => other,
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let mut config = BisectConfig {

@@ -622,6 +622,39 @@ fn a_sweep_whose_every_placement_is_skipped_exits_1_saying_why() {
     assert!(json["searches"][0]["skipped"].is_string(), "{json:#}");
 }
 
+/// A placement's name is the graph's placement, even where a folder of that name is in the
+/// current directory (as `python/` is in a checkout, beside the filtered beamformer's
+/// `python` placement): found, then skipped here for want of a GPU, never "no placement files".
+#[test]
+fn a_placement_name_is_the_graphs_even_beside_a_folder_of_that_name() {
+    use kplace::cuda::probe::{DriverStatus, probe};
+    if let DriverStatus::Ready { device_count, .. } = probe().driver
+        && device_count > 0
+    {
+        println!("skipped: this machine has a usable GPU, so all-gpu is searched");
+        return;
+    }
+    let _serial = serial();
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cwd.path().join("all-gpu")).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let graph = kplace_testkit::workspace().join("workloads/radar/graph.yaml");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kplace"));
+    cmd.current_dir(cwd.path())
+        .arg("bisect-rate")
+        .arg("--graph")
+        .arg(&graph)
+        .args(["--cpi", "1024x128", "--placements", "all-gpu", "--out"])
+        .arg(out_dir.path());
+    let out = kplace_testkit::output_within(&mut cmd, std::time::Duration::from_secs(60), None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("all-gpu at 1024x128: skipped") && !stderr.contains("no placement files"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_search_that_finds_no_rate_exits_1_saying_why() {
     // A receiver that never listens fails every trial.

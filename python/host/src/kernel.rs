@@ -125,7 +125,7 @@ impl State {
                     bytes => Some(unsafe { view(py, launch.carry(), bytes, Access::Write) }?),
                 };
                 let tile = launch.tile();
-                host(py)?.getattr("launch")?.call1((
+                host(py)?.getattr(pyo3::intern!(py, "launch"))?.call1((
                     self.object.bind(py),
                     ins,
                     outs,
